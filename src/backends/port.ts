@@ -1,0 +1,48 @@
+// The inference backend port. An adapter turns one upstream request into one upstream
+// response in OpenAI's wire format (JSON, or server-sent events when streaming); the
+// relay in src/proxy taps the token usage from that response. Capabilities an adapter
+// lacks are declared by supports(), never silently ignored.
+import type { Readable } from 'node:stream'
+import type { Endpoint } from '../config/schema.ts'
+import type { RequestBody } from '../http/body.ts'
+
+export interface UpstreamRequest {
+  readonly endpoint: Endpoint
+  readonly method: 'GET' | 'POST' | 'DELETE'
+  /** Path under the backend's API root, query string included: "/chat/completions", "/files/file-1". */
+  readonly path: string
+  /** The model as the upstream knows it (after the configured rewrite), or null. */
+  readonly model: string | null
+  /** JSON bodies arrive with `model` already rewritten and stream_options already set. */
+  readonly body: RequestBody
+  readonly requestId: string
+  /** Aborted when the client goes away or the gateway gives up: stop work, free the socket. */
+  readonly signal: AbortSignal
+}
+
+export interface UpstreamResponse {
+  readonly status: number
+  /** Lower-case names; hop-by-hop headers already removed. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Readable
+}
+
+export interface BackendAdapter {
+  readonly name: string
+  readonly type: 'openai' | 'mock'
+  supports(endpoint: Endpoint): boolean
+  /**
+   * Sends the request. Resolves once response headers are in. Rejects with GatewayError
+   * 'upstream_unreachable' (could not connect: safe to fail over) or 'upstream_timeout'.
+   * A stalled body is destroyed with GatewayError 'upstream_timeout'.
+   */
+  send(request: UpstreamRequest): Promise<UpstreamResponse>
+  close(): Promise<void>
+}
+
+export interface Usage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+}
+
+export const NO_USAGE: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0 })

@@ -1,0 +1,124 @@
+// Loads the configuration once at boot: YAML file, then the environment settings of
+// INTERFACE.md §8 on top, validated by the schema, then frozen. The only module that
+// reads process.env.
+import { readFileSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
+import { parse as parseYaml } from 'yaml'
+import type { z } from 'zod'
+import { configSchema, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+  readonly problems: string[]
+  constructor(source: string, problems: string[]) {
+    super(`invalid configuration in ${source}:\n  ${problems.join('\n  ')}`)
+    this.problems = problems
+  }
+}
+
+export const DEFAULT_CONFIG_PATH = 'config/default.yaml'
+
+type Env = Readonly<Record<string, string | undefined>>
+
+export interface LoadOptions {
+  /** Defaults to process.env. */
+  env?: Env
+  /** Overrides TOLLGATE_CONFIG. */
+  path?: string
+}
+
+export function loadConfig(options: LoadOptions = {}): Config {
+  const env = options.env ?? process.env
+  const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
+  const raw = readYaml(path)
+  return buildConfig(raw, path, env)
+}
+
+/** Validates an already-parsed document; `path` anchors the relative plans file. */
+export function buildConfig(raw: unknown, path: string, env: Env = process.env): Config {
+  const withEnv = applyEnv(raw, env, path)
+  const parsed = configSchema.safeParse(withEnv)
+  if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
+  const { plans: plansRef, ...rest } = parsed.data
+  const plans = typeof plansRef === 'string' ? loadPlans(resolve(dirname(path), plansRef)) : plansRef
+  const config: Config = { ...rest, plans, secrets: readSecrets(rest.backends, env), source: path }
+  return deepFreeze(config)
+}
+
+export function loadPlans(path: string): PlansConfig {
+  const parsed = plansSchema.safeParse(readYaml(path))
+  if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
+  return parsed.data
+}
+
+function readYaml(path: string): unknown {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ConfigError(path, [`cannot read file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`])
+  }
+  try {
+    return parseYaml(text)
+  } catch (err) {
+    throw new ConfigError(path, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`])
+  }
+}
+
+function applyEnv(raw: unknown, env: Env, path: string): unknown {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError(path, ['(root): must be a mapping'])
+  }
+  const doc = structuredClone(raw) as Record<string, unknown>
+  const section = (name: string): Record<string, unknown> => {
+    const value = doc[name]
+    if (value === undefined || value === null) return (doc[name] = {}) as Record<string, unknown>
+    if (typeof value !== 'object' || Array.isArray(value)) throw new ConfigError(path, [`${name}: must be a mapping`])
+    return value as Record<string, unknown>
+  }
+  const intFrom = (name: string): number | undefined => {
+    const value = env[name]
+    if (value === undefined || value === '') return undefined
+    if (!/^\d+$/.test(value)) throw new ConfigError(path, [`${name}: must be a whole number, got "${value.slice(0, 40)}"`])
+    return Number(value)
+  }
+  const port = intFrom('PORT')
+  if (port !== undefined) section('server').port = port
+  const metricsPort = intFrom('METRICS_PORT')
+  if (metricsPort !== undefined) section('server').metricsPort = metricsPort
+  if (env.REDIS_URL) section('store').redisUrl = env.REDIS_URL
+  if (env.TOLLGATE_DATA_DIR) section('store').dataDir = env.TOLLGATE_DATA_DIR
+  if (env.LOG_LEVEL) section('logging').level = env.LOG_LEVEL
+  return doc
+}
+
+function readSecrets(backends: Config['backends'], env: Env): Secrets {
+  const backendKeys: Record<string, string> = {}
+  for (const backend of Object.values(backends)) {
+    if (backend.type === 'openai' && backend.apiKeyEnv) {
+      const value = env[backend.apiKeyEnv]
+      if (value) backendKeys[backend.apiKeyEnv] = value
+    }
+  }
+  return {
+    adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
+    keyHashSecret: env.TOLLGATE_KEY_SECRET || undefined,
+    jwtSecret: env.TOLLGATE_JWT_SECRET || undefined,
+    backendKeys,
+  }
+}
+
+function describe(error: z.ZodError): string[] {
+  return error.issues.map((issue) => {
+    const where = issue.path.length ? issue.path.map(String).join('.') : '(root)'
+    return `${where}: ${issue.message}`
+  })
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const child of Object.values(value)) deepFreeze(child)
+  }
+  return value
+}

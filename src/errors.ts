@@ -1,0 +1,93 @@
+// The one table of errors the gateway produces. Each code is stable and never reused:
+// clients, dashboards and tests key on it. `type` and `code` follow OpenAI's error body.
+
+export interface ErrorSpec {
+  readonly status: number
+  readonly type: string
+  /** The OpenAI `code` field; null where OpenAI sends null. */
+  readonly code: string | null
+  readonly message: string
+}
+
+export const ERRORS = {
+  // 400
+  invalid_json: { status: 400, type: 'invalid_request_error', code: 'invalid_json', message: 'We could not parse the JSON body of your request. Send valid JSON.' },
+  invalid_body: { status: 400, type: 'invalid_request_error', code: 'invalid_body', message: 'The request body is invalid.' },
+  missing_field: { status: 400, type: 'invalid_request_error', code: 'missing_required_parameter', message: 'A required parameter is missing.' },
+  invalid_multipart: { status: 400, type: 'invalid_request_error', code: 'invalid_multipart', message: 'The multipart/form-data body could not be read.' },
+  bad_header: { status: 400, type: 'invalid_request_error', code: 'invalid_header', message: 'A request header is invalid.' },
+  // 401
+  missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'." },
+  invalid_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided.' },
+  expired_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has expired.' },
+  revoked_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has been revoked.' },
+  admin_unauthorized: { status: 401, type: 'authentication_error', code: 'invalid_admin_token', message: 'A valid admin token is required.' },
+  // 403
+  model_not_allowed: { status: 403, type: 'permission_error', code: 'model_not_allowed', message: 'This API key may not use this model.' },
+  endpoint_not_allowed: { status: 403, type: 'permission_error', code: 'endpoint_not_allowed', message: 'This API key may not use this endpoint.' },
+  admin_disabled: { status: 403, type: 'permission_error', code: 'admin_disabled', message: 'The admin API is disabled: set TOLLGATE_ADMIN_TOKEN.' },
+  // 404
+  unknown_route: { status: 404, type: 'invalid_request_error', code: 'unknown_url', message: 'Unknown request URL.' },
+  model_not_found: { status: 404, type: 'invalid_request_error', code: 'model_not_found', message: 'The model does not exist or you do not have access to it.' },
+  resource_not_found: { status: 404, type: 'invalid_request_error', code: 'not_found', message: 'No such object.' },
+  // 405, 413, 415
+  method_not_allowed: { status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed for this URL.' },
+  body_too_large: { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error', code: 'unsupported_media_type', message: 'Unsupported Content-Type.' },
+  // 429
+  rate_limit_requests: { status: 429, type: 'requests', code: 'rate_limit_exceeded', message: 'Rate limit reached for requests.' },
+  rate_limit_tokens: { status: 429, type: 'tokens', code: 'rate_limit_exceeded', message: 'Rate limit reached for tokens.' },
+  insufficient_quota: { status: 429, type: 'insufficient_quota', code: 'insufficient_quota', message: 'You exceeded your token quota.' },
+  // 5xx
+  internal: { status: 500, type: 'server_error', code: 'internal_error', message: 'The server had an error while processing your request.' },
+  capability_missing: { status: 501, type: 'invalid_request_error', code: 'not_supported', message: 'The backend for this model does not support this endpoint.' },
+  upstream_unreachable: { status: 502, type: 'server_error', code: 'upstream_unreachable', message: 'The upstream model server could not be reached.' },
+  upstream_bad_response: { status: 502, type: 'server_error', code: 'upstream_error', message: 'The upstream model server sent an invalid response.' },
+  store_unavailable: { status: 503, type: 'server_error', code: 'store_unavailable', message: 'The gateway cannot reach its store right now.' },
+  shutting_down: { status: 503, type: 'server_error', code: 'shutting_down', message: 'The gateway is shutting down.' },
+  upstream_timeout: { status: 504, type: 'server_error', code: 'upstream_timeout', message: 'The upstream model server timed out.' },
+} as const satisfies Record<string, ErrorSpec>
+
+export type ErrorName = keyof typeof ERRORS
+
+export interface GatewayErrorOptions {
+  message?: string
+  param?: string | null
+  headers?: Record<string, string>
+  cause?: unknown
+}
+
+/** An error the client is meant to see, in OpenAI's shape. */
+export class GatewayError extends Error {
+  override readonly name = 'GatewayError'
+  readonly errorName: ErrorName
+  readonly status: number
+  readonly type: string
+  readonly code: string | null
+  readonly param: string | null
+  readonly headers: Record<string, string>
+
+  constructor(errorName: ErrorName, options: GatewayErrorOptions = {}) {
+    const spec: ErrorSpec = ERRORS[errorName]
+    super(options.message ?? spec.message, { cause: options.cause })
+    this.errorName = errorName
+    this.status = spec.status
+    this.type = spec.type
+    this.code = spec.code
+    this.param = options.param ?? null
+    this.headers = options.headers ?? {}
+  }
+
+  toBody(): { error: { message: string; type: string; param: string | null; code: string | null } } {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } }
+  }
+}
+
+export function gatewayError(name: ErrorName, options?: GatewayErrorOptions): GatewayError {
+  return new GatewayError(name, options)
+}
+
+/** Anything thrown that is not a GatewayError becomes a 500 with no detail leaked. */
+export function toGatewayError(err: unknown): GatewayError {
+  return err instanceof GatewayError ? err : new GatewayError('internal', { cause: err })
+}

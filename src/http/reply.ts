@@ -1,0 +1,29 @@
+// Writing replies. Every JSON answer, including errors, goes through here.
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { type GatewayError, toGatewayError } from '../errors.ts'
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
+  const payload = JSON.stringify(body)
+  if (res.headersSent) {
+    // Too late for a status line: the best we can do is end what was started.
+    if (!res.writableEnded) res.end()
+    return
+  }
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined) res.setHeader(name, value)
+  res.statusCode = status
+  res.setHeader('content-type', 'application/json; charset=utf-8')
+  res.setHeader('content-length', Buffer.byteLength(payload))
+  res.end(payload)
+}
+
+/** OpenAI-shaped error reply. Unknown errors become a bare 500: no message, no stack. */
+export function sendError(res: ServerResponse, err: unknown): GatewayError {
+  const error = toGatewayError(err)
+  sendJson(res, error.status, error.toBody(), error.headers)
+  return error
+}
+
+/** FastAPI-shaped error reply, for the RAG gateway side. */
+export function sendDetail(res: ServerResponse, status: number, detail: string, headers: OutgoingHttpHeaders = {}): void {
+  sendJson(res, status, { detail }, headers)
+}

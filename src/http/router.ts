@@ -1,0 +1,37 @@
+// Method + path routing on find-my-way, with the 404 / 405 distinction the error table needs.
+import FindMyWay, { type HTTPMethod } from 'find-my-way'
+
+export type Params = Readonly<Record<string, string>>
+
+export type Match<R> =
+  | { readonly found: true; readonly route: R; readonly params: Params; readonly query: URLSearchParams }
+  | { readonly found: false; readonly allow: readonly string[] }
+
+const METHODS: readonly HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
+export class Router<R> {
+  readonly #fmw = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: true, maxParamLength: 256 })
+  #sealed = false
+
+  on(method: HTTPMethod | HTTPMethod[], path: string, route: R): this {
+    if (this.#sealed) throw new Error('routes are added before the first request')
+    this.#fmw.on(method, path, () => undefined, route)
+    return this
+  }
+
+  match(method: string, url: string): Match<R> {
+    this.#sealed = true
+    const queryAt = url.indexOf('?')
+    const path = queryAt === -1 ? url : url.slice(0, queryAt)
+    const query = new URLSearchParams(queryAt === -1 ? '' : url.slice(queryAt + 1))
+    const verb = (METHODS as readonly string[]).includes(method) ? (method as HTTPMethod) : undefined
+    const found = verb ? this.#fmw.find(verb, path) : null
+    if (found) {
+      const params: Record<string, string> = {}
+      for (const [k, v] of Object.entries(found.params)) if (v !== undefined) params[k] = v
+      return { found: true, route: found.store as R, params, query }
+    }
+    const allow = METHODS.filter((m) => m !== verb && this.#fmw.find(m, path) !== null)
+    return { found: false, allow }
+  }
+}

@@ -2,6 +2,7 @@
 // response in OpenAI's wire format (JSON, or server-sent events when streaming); the
 // relay in src/proxy taps the token usage from that response. Capabilities an adapter
 // lacks are declared by supports(), never silently ignored.
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Endpoint } from '../config/schema.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -18,6 +19,12 @@ export interface UpstreamRequest {
   readonly requestId: string
   /** Aborted when the client goes away or the gateway gives up: stop work, free the socket. */
   readonly signal: AbortSignal
+  /**
+   * The client's exchange. The openai adapter hands it to http-proxy-3, which takes the
+   * method from it and watches it for disconnects. Its body was already read (use `body`),
+   * and no adapter writes to `res`: the relay does.
+   */
+  readonly client: { readonly req: IncomingMessage; readonly res: ServerResponse }
 }
 
 export interface UpstreamResponse {

@@ -1,0 +1,41 @@
+// API key authentication: shape and checksum first (no store lookup for a typo), then
+// the keyed hash against the key store, then status, expiry and rotation grace.
+import type { IncomingMessage } from 'node:http'
+import { gatewayError } from '../errors.ts'
+import { isWellFormedKey, type KeyHasher } from '../keys/format.ts'
+import { principalOf, type KeyRecord, type Principal } from '../keys/record.ts'
+import { bearerToken } from './bearer.ts'
+
+export interface KeyLookup {
+  findByHash(hash: string): Promise<KeyRecord | null>
+}
+
+export interface ApiKeyAuthOptions {
+  readonly lookup: KeyLookup
+  readonly hash: KeyHasher
+  readonly now?: () => number
+}
+
+export type ApiKeyAuthenticator = (req: IncomingMessage) => Promise<Principal>
+
+export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAuthenticator {
+  const now = options.now ?? Date.now
+  return async (req) => {
+    const token = bearerToken(req)
+    if (token === null) throw gatewayError('missing_api_key')
+    // The message never contains the key, not even a part of it.
+    if (!isWellFormedKey(token)) throw gatewayError('invalid_api_key')
+    const hash = options.hash(token)
+    const key = await options.lookup.findByHash(hash)
+    if (!key) throw gatewayError('invalid_api_key')
+    if (key.status === 'revoked') throw gatewayError('revoked_api_key')
+    const at = now()
+    if (key.expiresAt !== null && Date.parse(key.expiresAt) <= at) throw gatewayError('expired_api_key')
+    if (hash !== key.hash) {
+      // The previous secret of a rotated key: only while the grace lasts.
+      const until = key.previousHashValidUntil === null ? 0 : Date.parse(key.previousHashValidUntil)
+      if (hash !== key.previousHash || until <= at) throw gatewayError('invalid_api_key', { message: 'This API key was rotated and is no longer valid.' })
+    }
+    return principalOf(key)
+  }
+}

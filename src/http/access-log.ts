@@ -1,0 +1,31 @@
+// One structured line and one set of metric updates per request, when the reply ends.
+import type { Metrics } from '../observability/metrics.ts'
+import type { RequestContext } from './context.ts'
+
+export function recordRequestEnd(ctx: RequestContext, metrics: Metrics): void {
+  const durationMs = performance.now() - ctx.startedAt
+  const status = ctx.res.statusCode
+  const aborted = !ctx.res.writableFinished
+  const model = ctx.model ?? ''
+  metrics.requests.inc({ endpoint: ctx.route, model, status: String(status) })
+  metrics.requestDuration.observe({ endpoint: ctx.route, model }, durationMs / 1000)
+  if (aborted) metrics.clientAborts.inc({ endpoint: ctx.route })
+  const path = (ctx.req.url ?? '').split('?', 1)[0]?.slice(0, 200)
+  ctx.log[status >= 500 ? 'error' : 'info']({
+    method: ctx.req.method,
+    path,
+    route: ctx.route,
+    status,
+    keyId: ctx.keyId,
+    tier: ctx.tier,
+    model: ctx.model,
+    backend: ctx.backend,
+    stream: ctx.stream,
+    inputTokens: ctx.usage?.inputTokens,
+    outputTokens: ctx.usage?.outputTokens,
+    durationMs: Math.round(durationMs * 10) / 10,
+    upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 10) / 10,
+    aborted: aborted || undefined,
+    error: ctx.errorCode ?? undefined,
+  }, 'request')
+}

@@ -1,0 +1,33 @@
+// Per-request state that travels down the corridor and is read once, at the end, by the
+// access log and the metrics.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Usage } from '../backends/port.ts'
+import type { Logger } from '../observability/logger.ts'
+
+export interface RequestContext {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  readonly id: string
+  readonly startedAt: number
+  readonly log: Logger
+  /** Aborted when the client leaves before the reply is complete. */
+  readonly signal: AbortSignal
+  /** Route label for logs and metrics: the endpoint name, never the raw path. */
+  route: string
+  keyId?: string
+  tier?: string
+  model?: string
+  backend?: string
+  usage?: Usage
+  upstreamMs?: number
+  stream?: boolean
+  errorCode?: string | null
+}
+
+export function createContext(req: IncomingMessage, res: ServerResponse, id: string, log: Logger): RequestContext {
+  const controller = new AbortController()
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort()
+  })
+  return { req, res, id, startedAt: performance.now(), log, signal: controller.signal, route: 'unmatched' }
+}

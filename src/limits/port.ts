@@ -1,0 +1,36 @@
+// The limiter port: admit a call on an estimate, then settle it with the real usage.
+import type { ModelLimits } from '../config/schema.ts'
+import type { Usage } from '../backends/port.ts'
+
+export interface AdmissionRequest {
+  readonly keyId: string
+  readonly tier: string
+  readonly model: string
+  readonly limits: ModelLimits
+  /** Estimated prompt tokens (tokenizer count) and reserved completion tokens. */
+  readonly estimate: Usage
+}
+
+export type RateLimitHeaders = Readonly<Record<string, string>>
+
+export interface Admission {
+  /** x-ratelimit-* headers describing the state after this admission. */
+  readonly headers: RateLimitHeaders
+  /** Reconciles the reservation with what really flowed. Never throws. */
+  settle(usage: Usage): Promise<void>
+}
+
+export interface Limiter {
+  /** Admits or throws GatewayError 429 (rate_limit_* or insufficient_quota). */
+  admit(request: AdmissionRequest): Promise<Admission>
+  /** Headers of the current state without consuming anything (for refusals after auth). */
+  peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
+  close(): Promise<void>
+}
+
+/** Admits everything; used where no limits apply. */
+export const unlimited: Limiter = {
+  admit: async () => ({ headers: {}, settle: async () => undefined }),
+  peek: async () => ({}),
+  close: async () => undefined,
+}

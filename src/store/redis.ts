@@ -1,0 +1,313 @@
+// The stores on Redis, shared by any number of gateway instances.
+//
+// Every key is `<prefix>{tg}:…`: the one hash tag puts them all on one cluster slot, so the
+// Lua scripts and MULTI blocks below are legal on a cluster. Each script declares every key
+// it touches; where the keys to touch depend on the current value (a record's old hashes,
+// an object's current owner), the client reads the value, passes the keys it implies and
+// the value it expects, and the script applies only if the value is unchanged (else the
+// client reads again, a bounded number of times). WATCH is avoided: it needs a connection
+// of its own, and this client is shared.
+import { createHash } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import type { KeyRecord } from '../keys/record.ts'
+import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import { StoreConflictError, StoreUnavailableError } from './errors.ts'
+import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter } from './key-records.ts'
+import { pingRedis, whenReady } from './redis-client.ts'
+import { checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber } from './usage-rows.ts'
+
+/** Rounds of read-then-compare-and-set before a write gives up under contention. */
+const CAS_ATTEMPTS = 16
+/** Commands per pipeline when reading many rows. */
+const BATCH = 500
+
+interface Script {
+  readonly source: string
+  readonly sha: string
+}
+
+function script(source: string): Script {
+  return { source, sha: createHash('sha1').update(source).digest('hex') }
+}
+
+// KEYS: record, id set, hash keys…  ARGV: id, json
+const INSERT_KEY = script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'id' end
+for i = 3, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 'hash' end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+for i = 3, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end
+return 'ok'
+`)
+
+// KEYS: record, old hash keys (ARGV[3] of them), new hash keys…
+// ARGV: id, expected json, old hash count, new json
+const REPLACE_KEY = script(`
+local current = redis.call('GET', KEYS[1])
+if not current then return 'missing' end
+if current ~= ARGV[2] then return 'changed' end
+local firstNew = tonumber(ARGV[3]) + 2
+local kept = {}
+for i = firstNew, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder and holder ~= ARGV[1] then return 'hash' end
+  kept[KEYS[i]] = true
+end
+for i = 2, firstNew - 1 do
+  if not kept[KEYS[i]] and redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
+for i = firstNew, #KEYS do redis.call('SET', KEYS[i], ARGV[1]) end
+redis.call('SET', KEYS[1], ARGV[4])
+return 'ok'
+`)
+
+// KEYS: owner key, the owner's sorted set, sequence  ARGV: id, owner
+const CLAIM = script(`
+local current = redis.call('GET', KEYS[1])
+if current then
+  if current == ARGV[2] then return 'ok' end
+  return 'taken'
+end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], seq, ARGV[1])
+return 'ok'
+`)
+
+// KEYS: owner key, the expected owner's sorted set  ARGV: expected owner, id
+const RELEASE = script(`
+local current = redis.call('GET', KEYS[1])
+if not current then return 'ok' end
+if current ~= ARGV[1] then return 'changed' end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 'ok'
+`)
+
+/** The key names of one namespace. Usage parts are URI-encoded so ':' in a model can't collide. */
+export function redisKeys(prefix: string) {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+  const base = `${prefix}{tg}:`
+  const enc = encodeURIComponent
+  return {
+    base,
+    record: (id: string) => `${base}key:${id}`,
+    hash: (hash: string) => `${base}keyhash:${hash}`,
+    ids: `${base}keys`,
+    owner: (kind: OwnedKind, id: string) => `${base}own:${kind}:${id}`,
+    owned: (kind: OwnedKind, owner: string) => `${base}owned:${kind}:${owner}`,
+    ownedSeq: `${base}ownseq`,
+    usageRow: (keyId: string, model: string, day: string) => `${base}usage:${day}:${enc(keyId)}:${enc(model)}`,
+    /** Every usage row, scored by day number. */
+    usageRows: `${base}usage:rows`,
+    /** One key's usage rows, scored by day number. */
+    usageRowsOfKey: (keyId: string) => `${base}usage:key:${enc(keyId)}`,
+  }
+}
+
+/** Replies Redis gave (a script or a command refused) stay as they are; anything else means it did not answer. */
+function unavailable(error: unknown): unknown {
+  if (error instanceof Error && error.name === 'ReplyError') return error
+  if (error instanceof StoreConflictError || error instanceof StoreUnavailableError) return error
+  const message = error instanceof Error ? error.message : String(error)
+  return new StoreUnavailableError(`Redis did not answer: ${message}`, { cause: error })
+}
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT')
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+export function createRedisStores(redis: Redis, prefix: string): Stores {
+  const k = redisKeys(prefix)
+
+  /** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
+  async function io<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      if (redis.status !== 'ready') await whenReady(redis)
+      return await fn()
+    } catch (error) {
+      throw unavailable(error)
+    }
+  }
+
+  async function run(s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
+    } catch (error) {
+      if (!isNoScript(error)) throw error
+      return await redis.eval(s.source, keys.length, ...keys, ...args)
+    }
+  }
+
+  /** Runs a pipeline or MULTI and returns its replies, throwing the first error among them. */
+  async function replies(batch: { exec(): Promise<[Error | null, unknown][] | null> }): Promise<unknown[]> {
+    const results = await batch.exec()
+    if (results === null) throw new Error('Redis transaction aborted')
+    return results.map(([error, value]) => {
+      if (error) throw error
+      return value
+    })
+  }
+
+  function decodeOrNull(json: string | null): KeyRecord | null {
+    return json === null ? null : decodeKeyRecord(json)
+  }
+
+  const keys: KeyStore = {
+    insert: (record) => io(async () => {
+      const hashKeys = hashesOf(record).map(k.hash)
+      const outcome = await run(INSERT_KEY, [k.record(record.id), k.ids, ...hashKeys], [record.id, encodeKeyRecord(record)])
+      if (outcome === 'id') throw new StoreConflictError(`key id ${record.id} already exists`)
+      if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
+      if (outcome !== 'ok') throw new Error(`insert script answered ${String(outcome)}`)
+    }),
+
+    replace: (record) => io(async () => {
+      const recordKey = k.record(record.id)
+      const newHashKeys = hashesOf(record).map(k.hash)
+      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+        const current = await redis.get(recordKey)
+        if (current === null) return false
+        const oldHashKeys = hashesOf(decodeKeyRecord(current)).map(k.hash)
+        const outcome = await run(REPLACE_KEY, [recordKey, ...oldHashKeys, ...newHashKeys],
+          [record.id, current, oldHashKeys.length, encodeKeyRecord(record)])
+        if (outcome === 'ok') return true
+        if (outcome === 'missing') return false
+        if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
+        if (outcome !== 'changed') throw new Error(`replace script answered ${String(outcome)}`)
+      }
+      throw new StoreConflictError(`key ${record.id} kept changing during replace; gave up after ${CAS_ATTEMPTS} attempts`)
+    }),
+
+    get: (id) => io(async () => decodeOrNull(await redis.get(k.record(id)))),
+
+    findByHash: (hash) => io(async () => {
+      const id = await redis.get(k.hash(hash))
+      if (id === null) return null
+      const record = decodeOrNull(await redis.get(k.record(id)))
+      // A replace between the two reads may have dropped this hash: the record decides.
+      return record !== null && hashesOf(record).includes(hash) ? record : null
+    }),
+
+    list: (filter: KeyFilter = {}) => io(async () => {
+      const ids = await redis.smembers(k.ids)
+      const found: KeyRecord[] = []
+      for (const group of chunks(ids, BATCH)) {
+        const values = await redis.mget(...group.map(k.record))
+        for (const json of values) {
+          const record = decodeOrNull(json)
+          if (record !== null && matchesFilter(record, filter)) found.push(record)
+        }
+      }
+      return found.sort(compareKeyRecords)
+    }),
+  }
+
+  const ownership: OwnershipStore = {
+    claim: (kind, id, owner) => io(async () => {
+      const outcome = await run(CLAIM, [k.owner(kind, id), k.owned(kind, owner), k.ownedSeq], [id, owner])
+      if (outcome === 'taken') throw new StoreConflictError(`${kind} ${id} already belongs to another owner`)
+      if (outcome !== 'ok') throw new Error(`claim script answered ${String(outcome)}`)
+    }),
+
+    ownerOf: (kind, id) => io(() => redis.get(k.owner(kind, id))),
+
+    list: (kind, owner) => io(() => redis.zrange(k.owned(kind, owner), 0, -1)),
+
+    release: (kind, id) => io(async () => {
+      const ownerKey = k.owner(kind, id)
+      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+        const owner = await redis.get(ownerKey)
+        if (owner === null) return
+        const outcome = await run(RELEASE, [ownerKey, k.owned(kind, owner)], [owner, id])
+        if (outcome === 'ok') return
+        if (outcome !== 'changed') throw new Error(`release script answered ${String(outcome)}`)
+      }
+      throw new StoreConflictError(`${kind} ${id} kept changing owner during release; gave up after ${CAS_ATTEMPTS} attempts`)
+    }),
+  }
+
+  const usage: UsageStore = {
+    add: async (records) => {
+      checkUsageRecords(records)
+      if (records.length === 0) return
+      await io(async () => {
+        // One MULTI: the whole batch applies or none of it, and no reader sees half a row.
+        const tx = redis.multi()
+        for (const r of records) {
+          const row = k.usageRow(r.keyId, r.model, r.day)
+          const day = dayNumber(r.day)
+          tx.hincrby(row, 'requests', r.requests)
+          tx.hincrby(row, 'inputTokens', r.inputTokens)
+          tx.hincrby(row, 'outputTokens', r.outputTokens)
+          tx.hincrbyfloat(row, 'cost', r.cost)
+          tx.hset(row, 'keyId', r.keyId, 'model', r.model, 'day', r.day, 'owner', r.owner, 'tier', r.tier)
+          tx.zadd(k.usageRows, day, row)
+          tx.zadd(k.usageRowsOfKey(r.keyId), day, row)
+        }
+        await replies(tx)
+      })
+    },
+
+    query: async (query: UsageQuery) => {
+      checkUsageQuery(query)
+      return io(async () => {
+        const index = query.keyId === undefined ? k.usageRows : k.usageRowsOfKey(query.keyId)
+        const min = query.from === undefined ? '-inf' : dayNumber(query.from)
+        const max = query.to === undefined ? '+inf' : dayNumber(query.to)
+        const rowKeys = await redis.zrangebyscore(index, min, max)
+        const rows: UsageRecord[] = []
+        for (const group of chunks(rowKeys, BATCH)) {
+          const pipeline = redis.pipeline()
+          for (const row of group) pipeline.hgetall(row)
+          for (const fields of await replies(pipeline)) {
+            const row = usageRow(fields)
+            if (row !== null) rows.push(row)
+          }
+        }
+        return rows.sort(compareUsageRows)
+      })
+    },
+  }
+
+  return {
+    kind: 'redis',
+    keys,
+    ownership,
+    usage,
+    ping: () => pingRedis(redis),
+    async close() {
+      if (redis.status === 'end') return
+      try {
+        await redis.quit()
+      } catch {
+        redis.disconnect()
+      }
+    },
+  }
+}
+
+function usageRow(fields: unknown): UsageRecord | null {
+  if (typeof fields !== 'object' || fields === null) return null
+  const f = fields as Record<string, unknown>
+  const { keyId, owner, tier, model, day } = f
+  if (typeof keyId !== 'string' || typeof owner !== 'string' || typeof tier !== 'string' ||
+    typeof model !== 'string' || typeof day !== 'string') return null
+  return {
+    keyId, owner, tier, model, day,
+    requests: Number(f.requests ?? 0),
+    inputTokens: Number(f.inputTokens ?? 0),
+    outputTokens: Number(f.outputTokens ?? 0),
+    cost: Number(f.cost ?? 0),
+  }
+}

@@ -1,0 +1,79 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { parse, stringify } from 'yaml'
+import { readFileSync } from 'node:fs'
+import { ConfigError, loadConfig } from '../../src/config/load.ts'
+
+const DEFAULT = 'config/default.yaml'
+
+function writeConfig(mutate: (doc: Record<string, unknown>) => void): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+  const doc = parse(readFileSync(DEFAULT, 'utf8')) as Record<string, unknown>
+  doc.plans = join(process.cwd(), 'config/plans.yaml')
+  mutate(doc)
+  const path = join(dir, 'config.yaml')
+  writeFileSync(path, stringify(doc))
+  return path
+}
+
+t.test('the default configuration loads and serves the catalogue from the mock', async (t) => {
+  const config = loadConfig({ path: DEFAULT, env: {} })
+  t.equal(config.server.port, 8080)
+  t.equal(config.server.metricsPort, 9464)
+  t.equal(config.store.redisUrl, undefined)
+  t.equal(config.plans.defaultTier, 'Basic')
+  t.same(Object.keys(config.plans.tiers).sort(), ['Basic', 'Standard1000', 'Standard2000', 'Standard3000', 'Standard4000'])
+  const kinds = new Set(config.models.map((m) => m.kind))
+  t.same([...kinds].sort(), ['audio', 'chat', 'embedding', 'image'])
+  t.ok(config.models.every((m) => m.deployments.every((d) => d.backend === 'mock')))
+  // Headline figures of INTERFACE.md §3.
+  t.equal(config.plans.tiers.Basic?.models['Mistral-Small-24B-Instruct-2501']?.input_tpm, 18750)
+  t.equal(config.plans.tiers.Basic?.models['Mistral-Small-24B-Instruct-2501']?.rpm, 20)
+  t.equal(config.plans.tiers.Standard4000?.models['Mistral-Small-24B-Instruct-2501']?.input_tpm, 150000)
+  t.equal(config.plans.tiers.Standard4000?.models['Mistral-Small-24B-Instruct-2501']?.rpm, 600)
+  t.ok(Object.isFrozen(config.server), 'frozen after load')
+})
+
+t.test('environment settings override the file', async (t) => {
+  const config = loadConfig({ path: DEFAULT, env: { PORT: '9000', METRICS_PORT: '9001', REDIS_URL: 'redis://127.0.0.1:6379', TOLLGATE_DATA_DIR: '/tmp/x', TOLLGATE_ADMIN_TOKEN: 'adm' } })
+  t.equal(config.server.port, 9000)
+  t.equal(config.server.metricsPort, 9001)
+  t.equal(config.store.redisUrl, 'redis://127.0.0.1:6379')
+  t.equal(config.store.dataDir, '/tmp/x')
+  t.equal(config.secrets.adminToken, 'adm')
+})
+
+t.test('TOLLGATE_CONFIG picks the file', async (t) => {
+  const path = writeConfig((doc) => { (doc.server as Record<string, unknown>).port = 1234 })
+  t.equal(loadConfig({ env: { TOLLGATE_CONFIG: path } }).server.port, 1234)
+})
+
+t.test('a bad file is refused with the path of the bad field', async (t) => {
+  const cases: Array<[string, (doc: Record<string, unknown>) => void, RegExp]> = [
+    ['wrong type', (doc) => { (doc.server as Record<string, unknown>).port = 'eighty' }, /server\.port/],
+    ['unknown field', (doc) => { (doc.server as Record<string, unknown>).prot = 1 }, /server.*prot/],
+    ['unknown backend', (doc) => { (doc.models as Array<Record<string, unknown>>)[0]!.deployments = [{ backend: 'nope' }] }, /models\.0\.deployments\.0\.backend: unknown backend "nope"/],
+    ['bad backend url', (doc) => { (doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'ftp://x' } }, /backends\.up\.baseUrl/],
+    ['api key as a value', (doc) => { (doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'http://x', apiKeyEnv: 'sk-123 456' } }, /backends\.up\.apiKeyEnv/],
+    ['duplicate model', (doc) => { const m = doc.models as unknown[]; m.push(m[0]) }, /duplicate model name/],
+  ]
+  for (const [name, mutate, expected] of cases) {
+    const path = writeConfig(mutate)
+    const err = catchError(() => loadConfig({ path, env: {} }))
+    t.ok(err instanceof ConfigError, `${name}: refused`)
+    t.match(err?.message, expected, `${name}: names the field`)
+  }
+  t.throws(() => loadConfig({ path: DEFAULT, env: { PORT: 'abc' } }), /PORT: must be a whole number/)
+  t.throws(() => loadConfig({ path: '/nonexistent.yaml', env: {} }), /cannot read file: ENOENT/)
+})
+
+function catchError(fn: () => unknown): Error | undefined {
+  try {
+    fn()
+  } catch (err) {
+    return err as Error
+  }
+  return undefined
+}

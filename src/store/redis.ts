@@ -222,7 +222,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
 
     ownerOf: (kind, id) => io(() => redis.get(k.owner(kind, id))),
 
-    list: (kind, owner) => io(() => redis.zrange(k.owned(kind, owner), 0, -1)),
+    list: (kind, owner) => io(() => redis.zrange(k.owned(kind, owner), '0', '-1')),
 
     release: (kind, id) => io(async () => {
       const ownerKey = k.owner(kind, id)

@@ -1,0 +1,271 @@
+// The stores of a single instance, in one SQLite file (node:sqlite, no native add-on).
+// Calls run synchronously inside the event loop, so within this process each write is
+// already serial; transactions are BEGIN IMMEDIATE so another process opening the same
+// file (the CLI while the gateway runs) waits on busy_timeout instead of failing halfway.
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { DatabaseSync } from 'node:sqlite'
+import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
+import type { KeyRecord } from '../keys/record.ts'
+import type { KeyFilter, KeyStore, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import { StoreConflictError } from './errors.ts'
+import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter } from './key-records.ts'
+import { checkUsageQuery, checkUsageRecords, compareUsageRows } from './usage-rows.ts'
+
+export const DATABASE_FILE = 'tollgate.db'
+const BUSY_TIMEOUT_MS = 5000
+
+/** Schema steps; PRAGMA user_version counts how many are applied. Append, never edit. */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE keys (
+    id     TEXT PRIMARY KEY,
+    record TEXT NOT NULL,
+    status TEXT NOT NULL,
+    owner  TEXT,
+    tier   TEXT
+  ) STRICT;
+  CREATE INDEX keys_owner ON keys (owner);
+  CREATE TABLE key_hashes (
+    hash TEXT PRIMARY KEY,
+    id   TEXT NOT NULL REFERENCES keys (id) ON DELETE CASCADE
+  ) STRICT;
+  CREATE INDEX key_hashes_id ON key_hashes (id);
+  CREATE TABLE ownership (
+    seq   INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind  TEXT NOT NULL,
+    id    TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    UNIQUE (kind, id)
+  ) STRICT;
+  CREATE INDEX ownership_owner ON ownership (kind, owner, seq);
+  CREATE TABLE usage (
+    key_id        TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    owner         TEXT NOT NULL,
+    tier          TEXT NOT NULL,
+    requests      INTEGER NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost          REAL NOT NULL,
+    PRIMARY KEY (key_id, model, day)
+  ) STRICT;
+  CREATE INDEX usage_day ON usage (day);
+  `,
+]
+
+type Row = Record<string, SQLOutputValue>
+
+function text(row: Row, column: string): string {
+  const value = row[column]
+  if (typeof value !== 'string') throw new TypeError(`column ${column} is not text`)
+  return value
+}
+
+function number(row: Row, column: string): number {
+  const value = row[column]
+  if (typeof value !== 'number') throw new TypeError(`column ${column} is not a number`)
+  return value
+}
+
+function userVersion(db: DatabaseSync): number {
+  const row = db.prepare('PRAGMA user_version').get()
+  return row === undefined ? 0 : number(row, 'user_version')
+}
+
+function transaction<T>(db: DatabaseSync, fn: () => T): T {
+  db.exec('BEGIN IMMEDIATE')
+  try {
+    const result = fn()
+    db.exec('COMMIT')
+    return result
+  } catch (error) {
+    db.exec('ROLLBACK')
+    throw error
+  }
+}
+
+function migrate(db: DatabaseSync): void {
+  const version = userVersion(db)
+  if (version > MIGRATIONS.length) {
+    throw new Error(`the database schema (version ${version}) is newer than this Tollgate knows (${MIGRATIONS.length}); upgrade Tollgate`)
+  }
+  MIGRATIONS.slice(version).forEach((sql, i) => {
+    transaction(db, () => {
+      db.exec(sql)
+      db.exec(`PRAGMA user_version = ${version + i + 1}`)
+    })
+  })
+}
+
+function openDatabase(dataDir: string): DatabaseSync {
+  let path = ':memory:'
+  if (dataDir !== ':memory:') {
+    mkdirSync(dataDir, { recursive: true })
+    path = join(dataDir, DATABASE_FILE)
+  }
+  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true })
+  try {
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`)
+    db.exec('PRAGMA journal_mode = WAL')
+    // With WAL, NORMAL loses at most the last commits on a power cut, never consistency.
+    db.exec('PRAGMA synchronous = NORMAL')
+    migrate(db)
+    return db
+  } catch (error) {
+    db.close()
+    throw error
+  }
+}
+
+/** Opens (creating if needed) `<dataDir>/tollgate.db`; `':memory:'` keeps everything in memory. */
+export function openEmbeddedStores(dataDir: string): Stores {
+  const db = openDatabase(dataDir)
+  const sql = {
+    insertKey: db.prepare('INSERT INTO keys (id, record, status, owner, tier) VALUES (?, ?, ?, ?, ?)'),
+    updateKey: db.prepare('UPDATE keys SET record = ?, status = ?, owner = ?, tier = ? WHERE id = ?'),
+    keyById: db.prepare('SELECT record FROM keys WHERE id = ?'),
+    keyByHash: db.prepare('SELECT k.record FROM key_hashes h JOIN keys k ON k.id = h.id WHERE h.hash = ?'),
+    hashHolder: db.prepare('SELECT id FROM key_hashes WHERE hash = ?'),
+    insertHash: db.prepare('INSERT INTO key_hashes (hash, id) VALUES (?, ?)'),
+    deleteHashesOf: db.prepare('DELETE FROM key_hashes WHERE id = ?'),
+    claim: db.prepare('INSERT INTO ownership (kind, id, owner) VALUES (?, ?, ?) ON CONFLICT (kind, id) DO NOTHING'),
+    ownerOf: db.prepare('SELECT owner FROM ownership WHERE kind = ? AND id = ?'),
+    owned: db.prepare('SELECT id FROM ownership WHERE kind = ? AND owner = ? ORDER BY seq'),
+    release: db.prepare('DELETE FROM ownership WHERE kind = ? AND id = ?'),
+    addUsage: db.prepare(`
+      INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (key_id, model, day) DO UPDATE SET
+        owner = excluded.owner,
+        tier = excluded.tier,
+        requests = requests + excluded.requests,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cost = cost + excluded.cost`),
+    queryUsage: db.prepare(`
+      SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost FROM usage
+      WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
+  }
+
+  const recordOf = (row: Row | undefined): KeyRecord | null => row === undefined ? null : decodeKeyRecord(text(row, 'record'))
+
+  function indexHashes(record: KeyRecord): void {
+    for (const hash of hashesOf(record)) {
+      const holder = sql.hashHolder.get(hash)
+      if (holder !== undefined && text(holder, 'id') !== record.id) {
+        throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
+      }
+    }
+    sql.deleteHashesOf.run(record.id)
+    for (const hash of hashesOf(record)) sql.insertHash.run(hash, record.id)
+  }
+
+  const keys: KeyStore = {
+    async insert(record) {
+      transaction(db, () => {
+        if (sql.keyById.get(record.id) !== undefined) throw new StoreConflictError(`key id ${record.id} already exists`)
+        sql.insertKey.run(record.id, encodeKeyRecord(record), record.status, record.owner, record.tier)
+        indexHashes(record)
+      })
+    },
+    async replace(record) {
+      return transaction(db, () => {
+        if (sql.keyById.get(record.id) === undefined) return false
+        indexHashes(record)
+        sql.updateKey.run(encodeKeyRecord(record), record.status, record.owner, record.tier, record.id)
+        return true
+      })
+    },
+    async get(id) {
+      return recordOf(sql.keyById.get(id))
+    },
+    async findByHash(hash) {
+      return recordOf(sql.keyByHash.get(hash))
+    },
+    async list(filter: KeyFilter = {}) {
+      // The filter is applied on the decoded records, exactly as in the Redis adapter.
+      const clauses: string[] = []
+      const params: SQLInputValue[] = []
+      for (const column of ['owner', 'tier', 'status'] as const) {
+        const value = filter[column]
+        if (value !== undefined) {
+          clauses.push(`${column} = ?`)
+          params.push(value)
+        }
+      }
+      const where = clauses.length === 0 ? '' : ` WHERE ${clauses.join(' AND ')}`
+      return db.prepare(`SELECT record FROM keys${where}`).all(...params)
+        .map((row) => decodeKeyRecord(text(row, 'record')))
+        .filter((record) => matchesFilter(record, filter))
+        .sort(compareKeyRecords)
+    },
+  }
+
+  const ownership: OwnershipStore = {
+    async claim(kind, id, owner) {
+      transaction(db, () => {
+        sql.claim.run(kind, id, owner)
+        const row = sql.ownerOf.get(kind, id)
+        if (row === undefined || text(row, 'owner') !== owner) {
+          throw new StoreConflictError(`${kind} ${id} already belongs to another owner`)
+        }
+      })
+    },
+    async ownerOf(kind, id) {
+      const row = sql.ownerOf.get(kind, id)
+      return row === undefined ? null : text(row, 'owner')
+    },
+    async list(kind, owner) {
+      return sql.owned.all(kind, owner).map((row) => text(row, 'id'))
+    },
+    async release(kind, id) {
+      sql.release.run(kind, id)
+    },
+  }
+
+  const usage: UsageStore = {
+    async add(records) {
+      checkUsageRecords(records)
+      if (records.length === 0) return
+      transaction(db, () => {
+        for (const r of records) {
+          sql.addUsage.run(r.keyId, r.model, r.day, r.owner, r.tier, r.requests, r.inputTokens, r.outputTokens, r.cost)
+        }
+      })
+    },
+    async query(query: UsageQuery) {
+      checkUsageQuery(query)
+      const rows = sql.queryUsage.all(query.keyId ?? null, query.from ?? null, query.to ?? null)
+      return rows.map((row): UsageRecord => ({
+        keyId: text(row, 'key_id'),
+        owner: text(row, 'owner'),
+        tier: text(row, 'tier'),
+        model: text(row, 'model'),
+        day: text(row, 'day'),
+        requests: number(row, 'requests'),
+        inputTokens: number(row, 'input_tokens'),
+        outputTokens: number(row, 'output_tokens'),
+        cost: number(row, 'cost'),
+      })).sort(compareUsageRows)
+    },
+  }
+
+  return {
+    kind: 'embedded',
+    keys,
+    ownership,
+    usage,
+    async ping() {
+      try {
+        return db.isOpen && db.prepare('SELECT 1 AS ok').get()?.ok === 1
+      } catch {
+        return false
+      }
+    },
+    async close() {
+      if (db.isOpen) db.close()
+    },
+  }
+}

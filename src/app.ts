@@ -50,7 +50,7 @@ export interface App {
 export function buildApp(deps: AppDeps): App {
   const { config, metrics } = deps
   const router = new Router<Handler>()
-  const inference = createInferenceHandler(deps)
+  const inference = createInferenceHandler({ ...deps, ownership: deps.stores.ownership })
   const catalogue = createModelCatalogue(deps.registry, deps.startedAt)
   let draining = false
 

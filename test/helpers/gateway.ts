@@ -1,0 +1,165 @@
+// Starts a real Tollgate process (node src/cli.ts serve) the way an operator would, on
+// free ports, with its own data directory, and captures everything it prints.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parse, stringify } from 'yaml'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+
+export interface StartOptions {
+  /** Changes to the default configuration document before it is written. */
+  readonly config?: (doc: Record<string, unknown>) => void
+  readonly env?: Readonly<Record<string, string>>
+  /** Reuse a data directory (for restart tests). */
+  readonly dataDir?: string
+  readonly adminToken?: string
+}
+
+export interface RunningTollgate {
+  readonly url: string
+  readonly metricsUrl: string
+  readonly adminToken: string
+  readonly dataDir: string
+  readonly child: ChildProcess
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string
+  /** JSON log lines so far. */
+  logs(): Array<Record<string, unknown>>
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+  /** Creates an API key through the admin API; returns the secret and the record. */
+  createKey(body?: Record<string, unknown>): Promise<{ key: string; id: string; [field: string]: unknown }>
+}
+
+export function defaultConfigDoc(): Record<string, unknown> {
+  const doc = parse(readFileSync(join(ROOT, 'config/default.yaml'), 'utf8')) as Record<string, unknown>
+  doc.plans = join(ROOT, 'config/plans.yaml')
+  return doc
+}
+
+export async function startTollgate(options: StartOptions = {}): Promise<RunningTollgate> {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-e2e-'))
+  const dataDir = options.dataDir ?? join(dir, 'data')
+  const doc = defaultConfigDoc()
+  // Fast mock streams keep the tests short.
+  const backends = doc.backends as Record<string, Record<string, unknown>>
+  if (backends.mock) Object.assign(backends.mock, { tokensPerSecond: 2000, fineTuneStepMs: 50 })
+  options.config?.(doc)
+  const configPath = join(dir, 'config.yaml')
+  writeFileSync(configPath, stringify(doc))
+  const adminToken = options.adminToken ?? `adm_${randomBytes(16).toString('hex')}`
+  const child = spawn(process.execPath, [join(ROOT, 'src/cli.ts'), 'serve'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      METRICS_PORT: '0',
+      TOLLGATE_CONFIG: configPath,
+      TOLLGATE_DATA_DIR: dataDir,
+      TOLLGATE_ADMIN_TOKEN: adminToken,
+      LOG_LEVEL: 'info',
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { output += chunk })
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
+
+  const logs = (): Array<Record<string, unknown>> =>
+    output.split('\n').filter((l) => l.startsWith('{')).flatMap((l) => {
+      try { return [JSON.parse(l) as Record<string, unknown>] } catch { return [] }
+    })
+
+  const listening = await new Promise<Record<string, unknown>>((done, fail) => {
+    const deadline = setTimeout(() => fail(new Error(`tollgate did not start in 20s:\n${output}`)), 20_000)
+    const check = (): void => {
+      const line = logs().find((l) => l.msg === 'tollgate listening')
+      if (line) {
+        clearTimeout(deadline)
+        child.stdout.off('data', check)
+        done(line)
+      }
+    }
+    child.stdout.on('data', check)
+    void exited.then((code) => { clearTimeout(deadline); fail(new Error(`tollgate exited with ${code}:\n${output}`)) })
+  })
+  const url = String(listening.url)
+  const running: RunningTollgate = {
+    url,
+    metricsUrl: String(listening.metricsUrl),
+    adminToken,
+    dataDir,
+    child,
+    output: () => output,
+    logs,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return child.exitCode
+      child.kill(signal)
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000)
+      const code = await exited
+      clearTimeout(timer)
+      return code
+    },
+    async createKey(body = {}) {
+      const res = await fetch(`${url}/admin/keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      const json = await res.json() as { key: string; id: string }
+      if (res.status !== 201) throw new Error(`create key failed: ${res.status} ${JSON.stringify(json)}`)
+      return json
+    },
+  }
+  return running
+}
+
+export interface UpstreamProcess {
+  readonly url: string
+  readonly port: number
+  requests(): Promise<Array<{ method: string; path: string; headers: Record<string, string>; model: unknown; streamOptions: unknown }>>
+  stop(): Promise<void>
+}
+
+/** Starts test/helpers/upstream-process.ts as a separate OpenAI-compatible server. */
+export async function startUpstream(args: string[] = []): Promise<UpstreamProcess> {
+  const child = spawn(process.execPath, [join(ROOT, 'test/helpers/upstream-process.ts'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const port = await new Promise<number>((done, fail) => {
+    let buffer = ''
+    const timer = setTimeout(() => fail(new Error('upstream did not start')), 15_000)
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      buffer += chunk
+      const line = buffer.split('\n').find((l) => l.startsWith('{"port"'))
+      if (line) { clearTimeout(timer); done((JSON.parse(line) as { port: number }).port) }
+    })
+    child.once('exit', (code) => { clearTimeout(timer); fail(new Error(`upstream exited ${code}`)) })
+  })
+  const url = `http://127.0.0.1:${port}`
+  return {
+    url,
+    port,
+    requests: async () => (await (await fetch(`${url}/__requests`)).json()) as never,
+    async stop() {
+      if (child.exitCode !== null) return
+      const exited = new Promise((done) => child.once('exit', done))
+      child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
+
+/** A loopback port with nothing listening on it. */
+export async function closedPort(): Promise<number> {
+  const { createServer } = await import('node:net')
+  const server = createServer()
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  const port = (server.address() as { port: number }).port
+  await new Promise<void>((done) => server.close(() => done()))
+  return port
+}

@@ -1,0 +1,39 @@
+// Raw HTTP for what the SDK hides: exact headers, bodies that lie, sockets cut short.
+import { connect } from 'node:net'
+
+export interface RawResponse {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  json<T = { error: { message: string; type: string; param: string | null; code: string | null } }>(): T
+}
+
+export async function request(url: string, init: RequestInit = {}): Promise<RawResponse> {
+  const res = await fetch(url, init)
+  const text = await res.text()
+  return { status: res.status, headers: res.headers, text, json: () => JSON.parse(text) }
+}
+
+/** Sends raw bytes on a fresh socket and returns what came back before the server closed or `ms` passed. */
+export function rawExchange(port: number, payload: string | Buffer, ms = 3000): Promise<string> {
+  return new Promise((done, fail) => {
+    const socket = connect(port, '127.0.0.1')
+    let received = ''
+    const timer = setTimeout(() => { socket.destroy(); done(received) }, ms)
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => {
+      received += chunk
+      // One complete response is enough.
+      const headerEnd = received.indexOf('\r\n\r\n')
+      const length = /content-length: (\d+)/i.exec(received)
+      if (headerEnd !== -1 && length && received.length >= headerEnd + 4 + Number(length[1])) {
+        clearTimeout(timer)
+        socket.destroy()
+        done(received)
+      }
+    })
+    socket.on('error', (err) => { clearTimeout(timer); if (received) done(received); else fail(err) })
+    socket.on('close', () => { clearTimeout(timer); done(received) })
+    socket.write(payload)
+  })
+}

@@ -1,0 +1,106 @@
+// A separate OpenAI-compatible server process for end-to-end tests: plain HTTP under /v1,
+// answered by the mock adapter's logic, so Tollgate talks to it exactly as it would to
+// vLLM. Run: node test/helpers/upstream-process.ts [--fail-status 503] [--delay-ms 0]
+// [--require-key KEY]. Prints {"port": N} once listening. GET /__requests lists what
+// it received (method, path, headers, model) for assertions.
+import { createServer } from 'node:http'
+import { tmpdir } from 'node:os'
+import { parseArgs } from 'node:util'
+import { createMockBackend } from '../../src/backends/mock/index.ts'
+import type { UpstreamRequest } from '../../src/backends/port.ts'
+import { ENDPOINTS, type Endpoint } from '../../src/config/schema.ts'
+import { readJsonBody, readMultipartBody, type RequestBody } from '../../src/http/body.ts'
+
+const { values } = parseArgs({
+  options: {
+    'fail-status': { type: 'string' },
+    'delay-ms': { type: 'string', default: '0' },
+    'require-key': { type: 'string' },
+    'tokens-per-second': { type: 'string', default: '2000' },
+  },
+})
+const failStatus = values['fail-status'] ? Number(values['fail-status']) : 0
+const delayMs = Number(values['delay-ms'])
+const backend = createMockBackend('upstream', {
+  type: 'mock', tokensPerSecond: Number(values['tokens-per-second']), defaultCompletionTokens: 24, fineTuneStepMs: 50,
+})
+const seen: Array<{ method: string; path: string; headers: Record<string, unknown>; model: unknown; streamOptions: unknown }> = []
+
+const ROUTES: Array<[string, RegExp, Endpoint]> = [
+  ['POST', /^\/v1\/chat\/completions$/, 'chat.completions'],
+  ['POST', /^\/v1\/completions$/, 'completions'],
+  ['POST', /^\/v1\/responses$/, 'responses'],
+  ['POST', /^\/v1\/embeddings$/, 'embeddings'],
+  ['POST', /^\/v1\/audio\/transcriptions$/, 'audio.transcriptions'],
+  ['POST', /^\/v1\/audio\/translations$/, 'audio.translations'],
+  ['POST', /^\/v1\/images\/generations$/, 'images.generations'],
+  ['POST', /^\/v1\/images\/edits$/, 'images.edits'],
+  ['POST', /^\/v1\/files$/, 'files.create'],
+  ['GET', /^\/v1\/files(\/[^/]+)?$/, 'files.list'],
+  ['DELETE', /^\/v1\/files\/[^/]+$/, 'files.delete'],
+  ['POST', /^\/v1\/fine_tuning\/jobs$/, 'fine_tuning.jobs.create'],
+  ['GET', /^\/v1\/fine_tuning\/jobs(\/[^/]+)?$/, 'fine_tuning.jobs.list'],
+  ['POST', /^\/v1\/fine_tuning\/jobs\/[^/]+\/cancel$/, 'fine_tuning.jobs.cancel'],
+  ['GET', /^\/v1\/fine_tuning\/jobs\/[^/]+\/events$/, 'fine_tuning.jobs.events'],
+]
+void ENDPOINTS
+
+const server = createServer(async (req, res) => {
+  const url = req.url ?? '/'
+  const path = url.split('?')[0] ?? '/'
+  if (path === '/__requests') {
+    res.setHeader('content-type', 'application/json')
+    res.end(JSON.stringify(seen))
+    return
+  }
+  if (values['require-key'] && req.headers.authorization !== `Bearer ${values['require-key']}`) {
+    res.statusCode = 401
+    res.setHeader('content-type', 'application/json')
+    res.end(JSON.stringify({ error: { message: 'bad upstream key', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }))
+    return
+  }
+  const route = ROUTES.find(([m, re]) => m === req.method && re.test(path))
+  if (!route) {
+    res.statusCode = 404
+    res.end('{"error":{"message":"not found","type":"invalid_request_error","param":null,"code":null}}')
+    return
+  }
+  try {
+    let body: RequestBody = { kind: 'none' }
+    if (req.method === 'POST' && (req.headers['content-type'] ?? '').startsWith('multipart/')) body = await readMultipartBody(req, 1 << 30, tmpdir())
+    else if (req.method === 'POST' && req.headers['content-length'] !== '0' && req.headers['content-type']) body = await readJsonBody(req, 1 << 30)
+    else req.resume()
+    const json = body.kind === 'json' ? body.value : {}
+    seen.push({ method: req.method ?? '', path: url, headers: req.headers, model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined, streamOptions: json.stream_options })
+    if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
+    if (failStatus) {
+      res.statusCode = failStatus
+      res.setHeader('content-type', 'application/json')
+      res.end(JSON.stringify({ error: { message: `upstream failing with ${failStatus}`, type: 'server_error', param: null, code: null } }))
+      return
+    }
+    const controller = new AbortController()
+    res.on('close', () => controller.abort())
+    const request: UpstreamRequest = {
+      endpoint: route[2],
+      method: req.method as 'GET' | 'POST' | 'DELETE',
+      path: url.slice(3),
+      model: typeof json.model === 'string' ? json.model : null,
+      body,
+      requestId: String(req.headers['x-request-id'] ?? ''),
+      signal: controller.signal,
+      client: { req, res },
+    }
+    const answer = await backend.send(request)
+    res.writeHead(answer.status, answer.headers)
+    answer.body.pipe(res)
+  } catch (err) {
+    res.statusCode = 500
+    res.end(JSON.stringify({ error: { message: String(err), type: 'server_error', param: null, code: null } }))
+  }
+})
+server.listen(0, '127.0.0.1', () => {
+  const address = server.address()
+  process.stdout.write(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }) + '\n')
+})
+process.on('SIGTERM', () => { server.closeAllConnections(); server.close(() => process.exit(0)) })

@@ -1,0 +1,308 @@
+// The behaviour every Stores adapter must show. Each adapter's runner calls storeContract
+// with a function opening fresh, empty stores; every subtest opens its own and closes it.
+import type { Test } from 'tap'
+import { StoreConflictError } from '../../src/store/errors.ts'
+import type { Stores, UsageRecord } from '../../src/store/ports.ts'
+import { makeBareKeyRecord, makeKeyRecord, makeUsage } from './records.ts'
+
+const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0)
+
+export function storeContract(t: Test, name: string, open: () => Promise<Stores>): void {
+  const withStores = (title: string, body: (t: Test, stores: Stores) => Promise<void>): void => {
+    t.test(`${name}: ${title}`, async (t) => {
+      const stores = await open()
+      t.teardown(() => stores.close())
+      await body(t, stores)
+    })
+  }
+
+  // --- keys -------------------------------------------------------------------------
+
+  withStores('a record round-trips exactly, nulls, arrays and limits included', async (t, { keys }) => {
+    const full = makeKeyRecord({ previousHash: 'ab'.repeat(32), previousHashValidUntil: '2025-03-02T10:00:00.000Z' })
+    const bare = makeBareKeyRecord({ name: 'ünïcødé "quoted" \\ key', models: [] })
+    await keys.insert(full)
+    await keys.insert(bare)
+    t.strictSame(await keys.get(full.id), full)
+    t.strictSame(await keys.get(bare.id), bare)
+    t.strictSame(await keys.findByHash(full.hash), full)
+    t.equal(await keys.get('key_missing'), null)
+    t.equal(await keys.findByHash('0'.repeat(64)), null)
+  })
+
+  withStores('findByHash finds a key by its current and by its previous hash', async (t, { keys }) => {
+    const rotated = makeKeyRecord({ previousHash: 'cd'.repeat(32), previousHashValidUntil: '2025-03-02T00:00:00.000Z' })
+    const other = makeKeyRecord()
+    await keys.insert(rotated)
+    await keys.insert(other)
+    t.equal((await keys.findByHash(rotated.hash))?.id, rotated.id, 'current hash')
+    t.equal((await keys.findByHash('cd'.repeat(32)))?.id, rotated.id, 'previous hash')
+    t.equal((await keys.findByHash(other.hash))?.id, other.id, 'another key by its own hash')
+  })
+
+  withStores('insert refuses a taken id and leaves the first record as it was', async (t, { keys }) => {
+    const first = makeKeyRecord()
+    await keys.insert(first)
+    const again = makeKeyRecord({ id: first.id, name: 'impostor' })
+    await t.rejects(keys.insert(again), StoreConflictError)
+    t.strictSame(await keys.get(first.id), first)
+    t.equal(await keys.findByHash(again.hash), null, 'the refused record left no hash behind')
+  })
+
+  withStores('insert refuses a hash another key holds, current or previous', async (t, { keys }) => {
+    const holder = makeKeyRecord({ previousHash: 'ef'.repeat(32) })
+    await keys.insert(holder)
+    const sameHash = makeKeyRecord({ hash: holder.hash })
+    await t.rejects(keys.insert(sameHash), StoreConflictError, 'current hash taken')
+    const samePrevious = makeKeyRecord({ previousHash: 'ef'.repeat(32) })
+    await t.rejects(keys.insert(samePrevious), StoreConflictError, 'previous hash taken')
+    const hashIsOthersPrevious = makeKeyRecord({ hash: 'ef'.repeat(32) })
+    await t.rejects(keys.insert(hashIsOthersPrevious), StoreConflictError, 'new current hash is another key\'s previous')
+    t.equal(await keys.get(sameHash.id), null)
+    t.equal(await keys.get(samePrevious.id), null)
+    t.equal(await keys.findByHash(samePrevious.hash), null, 'nothing of a refused insert is indexed')
+    t.equal((await keys.findByHash(holder.hash))?.id, holder.id)
+    t.equal((await keys.list()).length, 1)
+  })
+
+  withStores('of concurrent inserts of one id exactly one succeeds', async (t, { keys }) => {
+    const id = 'key_race'
+    const contenders = Array.from({ length: 10 }, (_, i) => makeKeyRecord({ id, name: `contender ${i}` }))
+    const outcomes = await Promise.allSettled(contenders.map((r) => keys.insert(r)))
+    const won = outcomes.flatMap((o, i) => (o.status === 'fulfilled' ? [i] : []))
+    t.equal(won.length, 1, 'one winner')
+    t.ok(outcomes.every((o) => o.status === 'fulfilled' || o.reason instanceof StoreConflictError), 'the others are conflicts')
+    const winner = contenders[won[0] ?? -1]
+    t.strictSame(await keys.get(id), winner)
+    const found = await Promise.all(contenders.map((r) => keys.findByHash(r.hash)))
+    t.equal(found.filter((r) => r !== null).length, 1, 'only the winner\'s hash is indexed')
+  })
+
+  withStores('replace re-indexes: a rotation keeps both hashes, then the old one goes', async (t, { keys }) => {
+    const original = makeKeyRecord()
+    await keys.insert(original)
+    const rotated = { ...original, hash: '12'.repeat(32), previousHash: original.hash, previousHashValidUntil: '2025-03-01T11:00:00.000Z', updatedAt: '2025-03-01T10:30:00.000Z' }
+    t.equal(await keys.replace(rotated), true)
+    t.strictSame(await keys.get(original.id), rotated)
+    t.strictSame(await keys.findByHash('12'.repeat(32)), rotated, 'new hash found')
+    t.strictSame(await keys.findByHash(original.hash), rotated, 'old hash still found during the grace')
+
+    const settled = { ...rotated, previousHash: null, previousHashValidUntil: null, updatedAt: '2025-03-01T11:00:00.000Z' }
+    t.equal(await keys.replace(settled), true)
+    t.equal(await keys.findByHash(original.hash), null, 'old hash no longer found')
+    t.strictSame(await keys.findByHash(settled.hash), settled)
+
+    const rekeyed = { ...settled, hash: '34'.repeat(32) }
+    t.equal(await keys.replace(rekeyed), true)
+    t.equal(await keys.findByHash(settled.hash), null, 'a dropped current hash is no longer found')
+    t.strictSame(await keys.findByHash(rekeyed.hash), rekeyed)
+    const reuse = makeKeyRecord({ hash: settled.hash })
+    await keys.insert(reuse)
+    t.equal((await keys.findByHash(settled.hash))?.id, reuse.id, 'a freed hash can be taken by another key')
+  })
+
+  withStores('replace of an unknown id answers false and creates nothing', async (t, { keys }) => {
+    const ghost = makeKeyRecord()
+    t.equal(await keys.replace(ghost), false)
+    t.equal(await keys.get(ghost.id), null)
+    t.equal(await keys.findByHash(ghost.hash), null)
+    t.strictSame(await keys.list(), [])
+  })
+
+  withStores('replace refuses a hash another key holds and changes nothing', async (t, { keys }) => {
+    const a = makeKeyRecord()
+    const b = makeKeyRecord()
+    await keys.insert(a)
+    await keys.insert(b)
+    await t.rejects(keys.replace({ ...a, hash: b.hash }), StoreConflictError)
+    await t.rejects(keys.replace({ ...a, previousHash: b.hash }), StoreConflictError)
+    t.strictSame(await keys.get(a.id), a)
+    t.equal((await keys.findByHash(a.hash))?.id, a.id)
+    t.equal((await keys.findByHash(b.hash))?.id, b.id)
+  })
+
+  withStores('list filters by owner, tier and status, oldest first', async (t, { keys }) => {
+    const at = (n: number): string => `2025-03-0${n}T00:00:00.000Z`
+    const a1 = makeKeyRecord({ owner: 'alice', tier: 'Basic', createdAt: at(3) })
+    const a2 = makeKeyRecord({ owner: 'alice', tier: 'Standard1000', status: 'revoked', revokedAt: at(5), createdAt: at(1) })
+    const b1 = makeKeyRecord({ owner: 'bob', tier: 'Basic', createdAt: at(2) })
+    const n1 = makeBareKeyRecord({ createdAt: at(4) })
+    for (const r of [a1, a2, b1, n1]) await keys.insert(r)
+    const ids = async (filter?: Parameters<typeof keys.list>[0]): Promise<string[]> => (await keys.list(filter)).map((r) => r.id)
+    t.strictSame(await ids(), [a2.id, b1.id, a1.id, n1.id], 'all, oldest first')
+    t.strictSame(await ids({}), [a2.id, b1.id, a1.id, n1.id], 'empty filter')
+    t.strictSame(await ids({ owner: 'alice' }), [a2.id, a1.id])
+    t.strictSame(await ids({ owner: 'bob' }), [b1.id])
+    t.strictSame(await ids({ tier: 'Basic' }), [b1.id, a1.id])
+    t.strictSame(await ids({ status: 'revoked' }), [a2.id])
+    t.strictSame(await ids({ status: 'active' }), [b1.id, a1.id, n1.id])
+    t.strictSame(await ids({ owner: 'alice', status: 'active' }), [a1.id])
+    t.strictSame(await ids({ owner: 'alice', tier: 'Basic', status: 'revoked' }), [])
+    t.strictSame(await ids({ owner: 'carol' }), [])
+    t.strictSame((await keys.list({ owner: 'bob' }))[0], b1, 'listed records are whole')
+
+    await keys.replace({ ...b1, status: 'revoked', revokedAt: at(6), owner: 'alice' })
+    t.strictSame(await ids({ status: 'revoked' }), [a2.id, b1.id], 'list follows a replace')
+    t.strictSame(await ids({ owner: 'bob' }), [])
+    t.strictSame(await ids({ owner: 'alice' }), [a2.id, b1.id, a1.id])
+  })
+
+  // --- ownership ----------------------------------------------------------------------
+
+  withStores('ownership: claim, ownerOf, list in claim order, release', async (t, { ownership }) => {
+    // Claimed in an order that is neither alphabetical nor reversed.
+    for (const id of ['file-c', 'file-a', 'file-b']) await ownership.claim('file', id, 'alice')
+    await ownership.claim('file', 'file-z', 'bob')
+    await ownership.claim('fine_tuning.job', 'ftjob-1', 'alice')
+
+    t.equal(await ownership.ownerOf('file', 'file-a'), 'alice')
+    t.equal(await ownership.ownerOf('file', 'file-z'), 'bob')
+    t.equal(await ownership.ownerOf('file', 'file-none'), null)
+    t.equal(await ownership.ownerOf('fine_tuning.job', 'file-a'), null, 'kinds are separate')
+    t.strictSame(await ownership.list('file', 'alice'), ['file-c', 'file-a', 'file-b'], 'oldest first')
+    t.strictSame(await ownership.list('file', 'bob'), ['file-z'], 'owners are isolated')
+    t.strictSame(await ownership.list('fine_tuning.job', 'alice'), ['ftjob-1'])
+    t.strictSame(await ownership.list('fine_tuning.job', 'bob'), [])
+    t.strictSame(await ownership.list('file', 'carol'), [])
+
+    await ownership.claim('file', 'file-c', 'alice')
+    t.strictSame(await ownership.list('file', 'alice'), ['file-c', 'file-a', 'file-b'], 'a repeated claim by the owner changes nothing')
+
+    await ownership.release('file', 'file-a')
+    t.equal(await ownership.ownerOf('file', 'file-a'), null)
+    t.strictSame(await ownership.list('file', 'alice'), ['file-c', 'file-b'])
+    await ownership.release('file', 'file-a')
+    await ownership.release('file', 'never-claimed')
+    t.strictSame(await ownership.list('file', 'alice'), ['file-c', 'file-b'], 'releasing the unknown is a no-op')
+    t.equal(await ownership.ownerOf('fine_tuning.job', 'ftjob-1'), 'alice', 'release of a file leaves jobs alone')
+
+    await ownership.claim('file', 'file-a', 'bob')
+    t.equal(await ownership.ownerOf('file', 'file-a'), 'bob', 'a released id can be claimed again')
+    t.strictSame(await ownership.list('file', 'bob'), ['file-z', 'file-a'])
+  })
+
+  withStores('ownership: a claim on another owner\'s object is refused', async (t, { ownership }) => {
+    await ownership.claim('file', 'file-1', 'alice')
+    await t.rejects(ownership.claim('file', 'file-1', 'mallory'), StoreConflictError)
+    t.equal(await ownership.ownerOf('file', 'file-1'), 'alice')
+    t.strictSame(await ownership.list('file', 'mallory'), [])
+    t.strictSame(await ownership.list('file', 'alice'), ['file-1'])
+  })
+
+  withStores('ownership: of concurrent claims on one id exactly one owner wins', async (t, { ownership }) => {
+    const owners = Array.from({ length: 10 }, (_, i) => `owner-${i}`)
+    const outcomes = await Promise.allSettled(owners.map((o) => ownership.claim('fine_tuning.job', 'ftjob-race', o)))
+    const winners = owners.filter((_, i) => outcomes[i]?.status === 'fulfilled')
+    t.equal(winners.length, 1)
+    t.equal(await ownership.ownerOf('fine_tuning.job', 'ftjob-race'), winners[0])
+    const lists = await Promise.all(owners.map((o) => ownership.list('fine_tuning.job', o)))
+    t.strictSame(lists.flat(), ['ftjob-race'], 'listed under the winner only')
+  })
+
+  // --- usage --------------------------------------------------------------------------
+
+  withStores('usage: adds to one row sum, other rows stay apart', async (t, { usage }) => {
+    await usage.add([makeUsage({ requests: 1, inputTokens: 100, outputTokens: 20, cost: 0.1 })])
+    await usage.add([makeUsage({ requests: 2, inputTokens: 50, outputTokens: 5, cost: 0.2 })])
+    await usage.add([makeUsage({ model: 'bge-m3', inputTokens: 7, outputTokens: 0, cost: 0.003 })])
+    await usage.add([makeUsage({ keyId: 'key_b', owner: 'team-b' })])
+    await usage.add([])
+    const rows = await usage.query({ keyId: 'key_a' })
+    t.equal(rows.length, 2)
+    const chat = rows.find((r) => r.model === 'Mistral-Small-24B-Instruct-2501')
+    t.match(chat, { keyId: 'key_a', owner: 'team-a', tier: 'Basic', day: '2025-03-01', requests: 3, inputTokens: 150, outputTokens: 25 })
+    t.ok(Math.abs((chat?.cost ?? NaN) - 0.3) < 1e-9, 'cost sums as a float')
+    const embed = rows.find((r) => r.model === 'bge-m3')
+    t.match(embed, { requests: 1, inputTokens: 7, outputTokens: 0 })
+    t.ok(Math.abs((embed?.cost ?? NaN) - 0.003) < 1e-9)
+    t.strictSame((await usage.query({ keyId: 'key_b' })).map((r) => [r.keyId, r.owner, r.requests]), [['key_b', 'team-b', 1]])
+    t.strictSame(await usage.query({ keyId: 'key_none' }), [])
+  })
+
+  withStores('usage: a row returns every field, numbers as numbers', async (t, { usage }) => {
+    const record = makeUsage({ requests: 4, inputTokens: 1234, outputTokens: 567, cost: 0.0421 })
+    await usage.add([record])
+    const [row, ...rest] = await usage.query({})
+    t.equal(rest.length, 0)
+    t.strictSame({ ...row, cost: 0 }, { ...record, cost: 0 })
+    t.ok(Math.abs((row?.cost ?? NaN) - 0.0421) < 1e-9)
+  })
+
+  withStores('usage: 50 concurrent adds to one row sum exactly', async (t, { usage }) => {
+    const adds = Array.from({ length: 50 }, (_, i) => usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, cost: 0.1 })]))
+    await Promise.all(adds)
+    const rows = await usage.query({ keyId: 'key_a' })
+    t.equal(rows.length, 1)
+    t.equal(rows[0]?.requests, 50)
+    t.equal(rows[0]?.inputTokens, sum(Array.from({ length: 50 }, (_, i) => i)))
+    t.equal(rows[0]?.outputTokens, 100)
+    t.ok(Math.abs((rows[0]?.cost ?? NaN) - 5) < 1e-9, `cost ${rows[0]?.cost} is 5 within 1e-9`)
+  })
+
+  withStores('usage: one batch folds records of the same row and of several rows', async (t, { usage }) => {
+    await usage.add([
+      makeUsage({ cost: 0.25 }),
+      makeUsage({ cost: 0.5 }),
+      makeUsage({ day: '2025-03-02', cost: 1e-7 }),
+      makeUsage({ keyId: 'key_b', cost: 0 }),
+    ])
+    const rows = await usage.query({})
+    t.strictSame(rows.map((r) => [r.day, r.keyId, r.requests]), [['2025-03-01', 'key_a', 2], ['2025-03-01', 'key_b', 1], ['2025-03-02', 'key_a', 1]], 'rows ordered by day, key, model')
+    t.ok(Math.abs((rows[0]?.cost ?? NaN) - 0.75) < 1e-9)
+    t.ok(Math.abs((rows[2]?.cost ?? NaN) - 1e-7) < 1e-15, 'a tiny cost survives')
+    t.equal(rows[1]?.cost, 0)
+  })
+
+  withStores('usage: query by key and inclusive date range', async (t, { usage }) => {
+    const days = ['2025-02-27', '2025-02-28', '2025-03-01', '2025-03-02', '2025-03-10']
+    await usage.add(days.flatMap((day) => [makeUsage({ day }), makeUsage({ day, keyId: 'key_b' })]))
+    const daysOf = (rows: readonly UsageRecord[]): string[] => rows.map((r) => `${r.keyId}@${r.day}`)
+    t.strictSame(daysOf(await usage.query({ keyId: 'key_a', from: '2025-02-28', to: '2025-03-02' })),
+      ['key_a@2025-02-28', 'key_a@2025-03-01', 'key_a@2025-03-02'], 'both bounds inclusive')
+    t.strictSame(daysOf(await usage.query({ keyId: 'key_b', from: '2025-03-02' })), ['key_b@2025-03-02', 'key_b@2025-03-10'], 'from only')
+    t.strictSame(daysOf(await usage.query({ keyId: 'key_a', to: '2025-02-28' })), ['key_a@2025-02-27', 'key_a@2025-02-28'], 'to only')
+    t.strictSame(daysOf(await usage.query({ from: '2025-03-01', to: '2025-03-01' })), ['key_a@2025-03-01', 'key_b@2025-03-01'], 'one day, every key')
+    t.strictSame(daysOf(await usage.query({ from: '2025-03-03', to: '2025-03-09' })), [], 'a gap')
+    t.strictSame(daysOf(await usage.query({ from: '2025-03-02', to: '2025-03-01' })), [], 'an inverted range')
+    t.equal((await usage.query({})).length, 10, 'no bounds: everything')
+  })
+
+  withStores('usage: key and model names with separators do not collide', async (t, { usage }) => {
+    await usage.add([
+      makeUsage({ keyId: 'a:b', model: 'c', requests: 1 }),
+      makeUsage({ keyId: 'a', model: 'b:c', requests: 2 }),
+      makeUsage({ keyId: 'a', model: 'org/model:tag %3A', requests: 3 }),
+    ])
+    t.strictSame((await usage.query({ keyId: 'a:b' })).map((r) => [r.model, r.requests]), [['c', 1]])
+    t.strictSame((await usage.query({ keyId: 'a' })).map((r) => [r.model, r.requests]), [['b:c', 2], ['org/model:tag %3A', 3]])
+  })
+
+  withStores('usage: owner and tier of a row are those of its latest add', async (t, { usage }) => {
+    await usage.add([makeUsage({ tier: 'Basic' })])
+    await usage.add([makeUsage({ tier: 'Standard1000', owner: 'team-z' })])
+    const rows = await usage.query({})
+    t.strictSame(rows.map((r) => [r.tier, r.owner, r.requests]), [['Standard1000', 'team-z', 2]])
+  })
+
+  withStores('usage: a malformed batch is refused whole', async (t, { usage }) => {
+    const good = makeUsage()
+    await t.rejects(usage.add([good, makeUsage({ day: '2025-3-1' })]), RangeError, 'day format')
+    await t.rejects(usage.add([good, makeUsage({ day: '2025-02-30' })]), RangeError, 'not a calendar day')
+    await t.rejects(usage.add([good, makeUsage({ inputTokens: 1.5 })]), RangeError, 'fractional tokens')
+    await t.rejects(usage.add([good, makeUsage({ requests: -1 })]), RangeError, 'negative requests')
+    await t.rejects(usage.add([good, makeUsage({ cost: Number.NaN })]), RangeError, 'NaN cost')
+    t.strictSame(await usage.query({}), [], 'nothing of a refused batch was written')
+    await t.rejects(usage.query({ from: 'yesterday' }), RangeError, 'a query with a bad bound is refused')
+  })
+
+  // --- health ------------------------------------------------------------------------
+
+  withStores('ping answers true while open and false once closed', async (t, stores) => {
+    t.equal(await stores.ping(), true)
+    t.ok(stores.kind === 'redis' || stores.kind === 'embedded')
+    await stores.close()
+    t.equal(await stores.ping(), false)
+    await stores.close()
+    t.pass('close twice is harmless')
+  })
+}

@@ -1,0 +1,246 @@
+// The adapter for anything that speaks OpenAI's HTTP API (OpenAI, Azure, vLLM, Ollama).
+// http-proxy-3 carries the request: it takes the client's exchange, and this file decides
+// what of it reaches the upstream (a re-serialised body, the gateway's key, none of the
+// client's credentials) and turns every way an upstream can fail into a GatewayError.
+import http, { type ClientRequest, type IncomingMessage } from 'node:http'
+import https from 'node:https'
+import type { Socket } from 'node:net'
+import { PassThrough, type Readable } from 'node:stream'
+import { createProxyServer } from 'http-proxy-3'
+import type { OpenAIBackendConfig } from '../config/schema.ts'
+import { GatewayError, gatewayError } from '../errors.ts'
+import type { RequestBody } from '../http/body.ts'
+import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
+import { IdleWatchdog } from './openai/idle-watchdog.ts'
+import { rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
+import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
+
+// Response headers that describe the upstream connection, not the message.
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer',
+  'upgrade', 'proxy-authenticate',
+])
+
+/** One send(): the parts of the exchange that the proxy's events need to reach. */
+interface Attempt {
+  onProxyReq(proxyReq: ClientRequest, socket: Socket): void
+}
+
+export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, apiKey: string | undefined): BackendAdapter {
+  const root = config.baseUrl.replace(/\/+$/, '')
+  const secure = root.startsWith('https:')
+  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
+  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const proxy = createProxyServer({
+    agent,
+    selfHandleResponse: true,
+    ignorePath: true,
+    changeOrigin: true,
+    // Armed only while a fresh socket connects; a reused keep-alive socket is not timed.
+    connectTimeout: config.connectTimeoutMs,
+  })
+
+  // 'proxyReq' is emitted on the shared proxy; each call's body stream (the `buffer`
+  // option, passed through untouched) tells which send() it belongs to.
+  const attempts = new WeakMap<object, Attempt>()
+  proxy.on('proxyReq', (proxyReq, _req, _res, options, socket) => {
+    const attempt = options.buffer === undefined ? undefined : attempts.get(options.buffer)
+    attempt?.onProxyReq(proxyReq, socket)
+  })
+  // Every call passes its own error callback, so errors arrive there. This listener only
+  // keeps http-proxy-3 from rethrowing the few it emits on the server instead.
+  proxy.on('error', () => undefined)
+
+  function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+    return new Promise<UpstreamResponse>((resolve, reject) => {
+      const target = new URL(root + checkedPath(request.path))
+      const framing = framingOf(request.body)
+      const outgoing: Record<string, string> = {
+        ...config.headers,
+        ...framing.headers,
+        'accept-encoding': 'identity',
+        'x-request-id': request.requestId,
+      }
+      if (apiKey !== undefined) outgoing.authorization = `Bearer ${apiKey}`
+
+      // Nothing flows into the upstream request until its headers are rewritten: a body
+      // that started early would send the client's headers before 'proxyReq' could act.
+      const gate = new PassThrough()
+      let proxyReq: ClientRequest | undefined
+      let connected = false
+      let settled = false
+
+      const headerTimer = setTimeout(() => {
+        // Still connecting means nothing was sent: another deployment may take it.
+        fail(connected
+          ? gatewayError('upstream_timeout', {
+            message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
+          })
+          : gatewayError('upstream_unreachable', {
+            message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
+          }))
+      }, config.responseTimeoutMs)
+
+      const onAbort = (): void => {
+        const reason: unknown = request.signal.reason
+        fail(reason instanceof GatewayError
+          ? reason
+          : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.', cause: reason }))
+      }
+
+      function cleanup(): void {
+        settled = true
+        clearTimeout(headerTimer)
+        request.signal.removeEventListener('abort', onAbort)
+      }
+
+      function fail(error: GatewayError): void {
+        if (settled) return
+        cleanup()
+        proxyReq?.destroy()
+        gate.destroy()
+        reject(error)
+      }
+
+      function onResponse(proxyRes: IncomingMessage): void {
+        if (settled) {
+          proxyRes.destroy()
+          return
+        }
+        cleanup()
+        resolve({
+          status: proxyRes.statusCode ?? 502,
+          headers: responseHeaders(proxyRes),
+          body: watchBody(proxyRes, config.idleTimeoutMs, request.signal),
+        })
+      }
+
+      attempts.set(gate, {
+        onProxyReq(req, socket) {
+          proxyReq = req
+          attempts.delete(gate)
+          if (settled) {
+            req.destroy()
+            return
+          }
+          connected = !socket.connecting
+          if (!connected) socket.once('connect', () => { connected = true })
+          try {
+            rewriteOutgoingHeaders(req, outgoing)
+          } catch (err) {
+            fail(gatewayError('internal', { cause: err }))
+            return
+          }
+          req.once('response', onResponse)
+          // A close before any response settles this call even when http-proxy-3 keeps the
+          // error to itself (it does so for resets after the client went away).
+          req.once('close', () => fail(gatewayError('upstream_unreachable', {
+            message: 'The upstream connection closed before a response arrived.',
+          })))
+          framing.pipeInto(gate, (err) => fail(gatewayError('internal', { cause: err })))
+        },
+      })
+
+      if (request.signal.aborted) {
+        onAbort()
+        return
+      }
+      request.signal.addEventListener('abort', onAbort, { once: true })
+
+      proxy.web(request.client.req, request.client.res, {
+        target,
+        buffer: gate,
+        method: request.method,
+        // Node sends the headers of a request with Expect at once, before 'proxyReq' could
+        // remove the client's credentials; an empty value keeps it from doing so.
+        headers: { expect: '' },
+      }, (err) => fail(beforeHeadersError(err)))
+    })
+  }
+
+  return {
+    name,
+    type: 'openai',
+    supports: () => true,
+    send,
+    async close() {
+      agent.destroy()
+      proxy.close()
+    },
+  }
+}
+
+interface Framing {
+  readonly headers: Record<string, string>
+  pipeInto(gate: PassThrough, onError: (err: unknown) => void): void
+}
+
+function framingOf(body: RequestBody): Framing {
+  switch (body.kind) {
+    case 'json': {
+      const bytes = Buffer.from(JSON.stringify(body.value), 'utf8')
+      return {
+        headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
+        pipeInto: (gate) => { gate.end(bytes) },
+      }
+    }
+    case 'multipart':
+      return {
+        headers: { 'content-type': body.contentType, 'content-length': String(body.size) },
+        pipeInto(gate, onError) {
+          // A fresh stream each time: the same upload can be replayed to another deployment.
+          const source: Readable = body.open()
+          source.once('error', onError)
+          source.pipe(gate)
+        },
+      }
+    case 'none':
+      return { headers: {}, pipeInto: (gate) => { gate.end() } }
+  }
+}
+
+/**
+ * The path comes from the router and may carry client-supplied ids. A dot segment would
+ * be resolved by URL parsing and reach an upstream path the router never approved.
+ */
+function checkedPath(path: string): string {
+  const pathname = path.split('?', 1)[0] ?? ''
+  const segments = pathname.split('/').map((s) => s.toLowerCase())
+  if (!pathname.startsWith('/') || segments.some((s) => s === '.' || s === '..' || s === '%2e' || s === '%2e%2e' || s === '.%2e' || s === '%2e.')) {
+    throw gatewayError('unknown_route')
+  }
+  return path
+}
+
+function responseHeaders(proxyRes: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(proxyRes.headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name)) continue
+    // Node lower-cases names; only set-cookie arrives as a list.
+    headers[name] = Array.isArray(value) ? value.join(', ') : value
+  }
+  return headers
+}
+
+/**
+ * The body handed to the relay. Errors become GatewayErrors; the watchdog enforces the
+ * idle timeout; destroying it (the relay does when the client leaves) frees the socket.
+ */
+function watchBody(proxyRes: IncomingMessage, idleMs: number, signal: AbortSignal): Readable {
+  const body = new IdleWatchdog(idleMs)
+  // The consumer attaches its own listeners when it reads; an error before then (an idle
+  // timeout on a body nobody reads yet) must not take the process down.
+  body.on('error', () => undefined)
+  const onAbort = (): void => { body.destroy() }
+  signal.addEventListener('abort', onAbort, { once: true })
+  proxyRes.on('error', (err) => body.destroy(midBodyError(err)))
+  proxyRes.on('close', () => {
+    if (!proxyRes.complete) body.destroy(midBodyError(new Error('premature close')))
+  })
+  body.on('close', () => {
+    signal.removeEventListener('abort', onAbort)
+    if (!proxyRes.complete) proxyRes.destroy()
+  })
+  proxyRes.pipe(body)
+  return body
+}

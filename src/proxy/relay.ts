@@ -1,0 +1,290 @@
+// Relays an upstream response to the client and taps its token usage on the way: the
+// one place in the gateway where usage is computed. JSON is read whole (up to a limit),
+// so the gateway can filter or record it before the client sees it; server-sent events
+// go through one by one as they arrive; anything else is piped untouched.
+//
+// relay() does not throw once it has the upstream response: whatever goes wrong (the
+// upstream dies mid-body, the client leaves, transformJson refuses) is answered to the
+// client as well as it still can be, and reported in the outcome.
+import type { ServerResponse } from 'node:http'
+import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
+import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
+import { countTextTokens } from '../limits/tokens.ts'
+import { ClientSink } from './client-sink.ts'
+import { copyUpstreamHeaders } from './response-headers.ts'
+import { SseParser } from './sse.ts'
+import { bodyText, bodyUsage, isGeneration, readEvent } from './usage-tap.ts'
+
+export interface RelayOptions {
+  /** The client asked for a stream: an upstream reply without a content type is then read as SSE. */
+  readonly stream: boolean
+  /** The client set stream_options.include_usage itself; otherwise the usage-only chunk the gateway asked for is hidden. */
+  readonly clientWantsUsage: boolean
+  /** Charged as input when a stream ends without reporting usage. */
+  readonly estimatedInputTokens: number
+  /** Largest JSON body read to tap it; a larger one is streamed through untouched. */
+  readonly jsonLimitBytes: number
+  /** Fires when the client is gone or the gateway gives up. */
+  readonly signal: AbortSignal
+  /**
+   * Called with every parsed JSON body before the client sees it. Its result is what the
+   * client gets (undefined: the original bytes). A GatewayError it throws is the reply.
+   * When it is given, a body that cannot be parsed or is over the limit is refused
+   * (upstream_bad_response) rather than passed through unchecked.
+   */
+  readonly transformJson?: (status: number, body: unknown) => Promise<unknown>
+}
+
+export type UsageSource = 'reported' | 'counted' | 'none'
+
+export interface RelayOutcome {
+  /** The status the client got. */
+  readonly status: number
+  readonly usage: Usage
+  readonly usageSource: UsageSource
+  /** The client left (or the signal fired) before the reply was complete. */
+  readonly aborted: boolean
+  /** Body bytes written to the client. */
+  readonly bytes: number
+  /** From relay() being called to the first body byte written. */
+  readonly firstByteMs?: number
+  /** The upstream's parsed JSON body, when it was JSON. */
+  readonly json?: unknown
+  /** What went wrong after the upstream answered, for the log. */
+  readonly error?: GatewayError
+}
+
+interface Tapped {
+  readonly usage: Usage
+  readonly usageSource: UsageSource
+}
+
+const NONE: Tapped = { usage: NO_USAGE, usageSource: 'none' }
+
+export async function relay(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions): Promise<RelayOutcome> {
+  const body = upstream.body
+  const sink = new ClientSink(res, options.signal, () => body.destroy())
+  const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>
+  try {
+    switch (kindOf(upstream, options)) {
+      case 'sse': return await relaySse(res, upstream, options, sink, chunks)
+      case 'json': return await relayJson(res, upstream, options, sink, chunks)
+      case 'opaque': {
+        startReply(res, upstream, false)
+        const error = await pipeRest(sink, chunks, [])
+        return finish(upstream.status, sink, NONE, { error })
+      }
+    }
+  } finally {
+    sink.dispose()
+  }
+}
+
+function kindOf(upstream: UpstreamResponse, options: RelayOptions): 'sse' | 'json' | 'opaque' {
+  // A compressed body cannot be tapped; the adapters ask for identity, so this is rare.
+  const encoding = upstream.headers['content-encoding']
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return 'opaque'
+  const contentType = upstream.headers['content-type']
+  const type = (contentType?.split(';', 1)[0] ?? '').trim().toLowerCase()
+  if (type === 'text/event-stream') return 'sse'
+  if (type === 'application/json' || type.endsWith('+json')) return 'json'
+  if (contentType === undefined && options.stream && upstream.status < 300) return 'sse'
+  return 'opaque'
+}
+
+function startReply(res: ServerResponse, upstream: UpstreamResponse, rewritten: boolean): void {
+  if (res.headersSent) return
+  copyUpstreamHeaders(res, upstream.headers, rewritten)
+  res.statusCode = upstream.status
+  const length = upstream.headers['content-length']
+  if (!rewritten && length !== undefined && /^\d+$/.test(length)) res.setHeader('content-length', length)
+}
+
+function finish(status: number, sink: ClientSink, tapped: Tapped, extra: { json?: unknown; error?: GatewayError | undefined } = {}): RelayOutcome {
+  return {
+    status,
+    usage: tapped.usage,
+    usageSource: tapped.usageSource,
+    aborted: sink.aborted,
+    bytes: sink.bytes,
+    ...(sink.firstByteMs === undefined ? {} : { firstByteMs: sink.firstByteMs }),
+    ...('json' in extra ? { json: extra.json } : {}),
+    ...(extra.error === undefined ? {} : { error: extra.error }),
+  }
+}
+
+function upstreamError(err: unknown): GatewayError {
+  const error = toGatewayError(err)
+  return error.errorName === 'internal' ? gatewayError('upstream_bad_response', { cause: err }) : error
+}
+
+/** Before anything was written: the client gets an error reply in OpenAI's shape. */
+function replyError(res: ServerResponse, sink: ClientSink, error: GatewayError): void {
+  if (res.headersSent) {
+    sink.cut()
+    return
+  }
+  const payload = JSON.stringify(error.toBody())
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value)
+  res.statusCode = error.status
+  res.setHeader('content-type', 'application/json; charset=utf-8')
+  res.setHeader('content-length', Buffer.byteLength(payload))
+  sink.end(payload)
+}
+
+/** Writes `prefix` and the rest of the body untouched. Returns the upstream's error if it broke off. */
+async function pipeRest(sink: ClientSink, chunks: AsyncIterator<Buffer>, prefix: readonly Buffer[]): Promise<GatewayError | undefined> {
+  for (const chunk of prefix) await sink.write(chunk)
+  try {
+    while (!sink.aborted) {
+      const next = await chunks.next()
+      if (next.done === true) break
+      await sink.write(next.value)
+    }
+  } catch (err) {
+    if (sink.aborted) return undefined
+    // The status line already promised a whole body: cutting the connection is the only
+    // honest way to tell the client this one is not.
+    sink.cut()
+    return upstreamError(err)
+  }
+  sink.end()
+  return undefined
+}
+
+function counted(estimatedInputTokens: number, text: string): Tapped {
+  return { usage: { inputTokens: estimatedInputTokens, outputTokens: countTextTokens(text) }, usageSource: 'counted' }
+}
+
+function tapJson(status: number, parsed: unknown, estimatedInputTokens: number): Tapped {
+  const usage = bodyUsage(parsed)
+  if (usage !== undefined) return { usage, usageSource: 'reported' }
+  // Some servers leave usage out of a generation: count what it produced.
+  if (status < 300 && isGeneration(parsed)) return counted(estimatedInputTokens, bodyText(parsed))
+  return NONE
+}
+
+async function relayJson(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+  const { status } = upstream
+  const declared = Number(upstream.headers['content-length'])
+  let overLimit = Number.isFinite(declared) && declared > options.jsonLimitBytes
+  const read: Buffer[] = []
+  let size = 0
+  try {
+    while (!overLimit && !sink.aborted) {
+      const next = await chunks.next()
+      if (next.done === true) break
+      read.push(next.value)
+      size += next.value.length
+      overLimit = size > options.jsonLimitBytes
+    }
+  } catch (err) {
+    if (sink.aborted) return finish(status, sink, NONE)
+    const error = upstreamError(err)
+    replyError(res, sink, error)
+    return finish(error.status, sink, NONE, { error })
+  }
+  if (sink.aborted) return finish(status, sink, NONE)
+
+  if (overLimit) {
+    if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'too large to check')
+    startReply(res, upstream, false)
+    const error = await pipeRest(sink, chunks, read)
+    return finish(status, sink, NONE, { error })
+  }
+
+  const bytes = Buffer.concat(read, size)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'))
+  } catch {
+    if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'not valid JSON')
+    startReply(res, upstream, false)
+    sink.end(bytes)
+    return finish(status, sink, NONE)
+  }
+
+  const tapped = tapJson(status, parsed, options.estimatedInputTokens)
+  let payload = bytes
+  if (options.transformJson !== undefined) {
+    try {
+      const transformed = await options.transformJson(status, parsed)
+      if (transformed !== undefined) payload = Buffer.from(JSON.stringify(transformed), 'utf8')
+    } catch (err) {
+      const error = toGatewayError(err)
+      replyError(res, sink, error)
+      return finish(error.status, sink, tapped, { json: parsed, error })
+    }
+  }
+  startReply(res, upstream, payload !== bytes)
+  if (!res.headersSent) res.setHeader('content-length', payload.length)
+  sink.end(payload)
+  return finish(status, sink, tapped, { json: parsed })
+}
+
+function refuseUnchecked(res: ServerResponse, upstream: UpstreamResponse, sink: ClientSink, why: string): RelayOutcome {
+  upstream.body.destroy()
+  const error = gatewayError('upstream_bad_response', { message: `The upstream model server sent a response that is ${why}.` })
+  replyError(res, sink, error)
+  return finish(error.status, sink, NONE, { error })
+}
+
+async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+  const { status } = upstream
+  if (!sink.aborted) {
+    startReply(res, upstream, true)
+    if (!res.hasHeader('content-type')) res.setHeader('content-type', 'text/event-stream; charset=utf-8')
+    if (!res.hasHeader('cache-control')) res.setHeader('cache-control', 'no-cache')
+    // Reverse proxies in front of the gateway (nginx) must not buffer the stream either.
+    res.setHeader('x-accel-buffering', 'no')
+    res.flushHeaders()
+    // Each event is one small write; Nagle would hold it back waiting for the next.
+    res.socket?.setNoDelay(true)
+  }
+
+  const parser = new SseParser()
+  let reported: Usage | undefined
+  const text: string[] = []
+  const forward = (events: ReturnType<SseParser['push']>): string => {
+    let out = ''
+    for (const event of events) {
+      if (event.data !== undefined && event.data !== '[DONE]') {
+        let data: unknown
+        try { data = JSON.parse(event.data) } catch { data = undefined }
+        const reading = readEvent(data)
+        if (reading.usage !== undefined) reported = reading.usage
+        if (reading.text.length > 0) text.push(reading.text)
+        // The gateway asked for this chunk for itself; a client that did not ask would
+        // trip over a chunk with no choices.
+        if (reading.usageOnly && !options.clientWantsUsage) continue
+      }
+      out += event.raw
+    }
+    return out
+  }
+  const tapped = (): Tapped => {
+    if (reported !== undefined) return { usage: reported, usageSource: 'reported' }
+    if (status >= 400) return NONE
+    return counted(options.estimatedInputTokens, text.join(''))
+  }
+
+  try {
+    while (!sink.aborted) {
+      const next = await chunks.next()
+      if (next.done === true) break
+      await sink.write(forward(parser.push(next.value)))
+    }
+  } catch (err) {
+    if (sink.aborted) return finish(status, sink, tapped())
+    const error = upstreamError(err)
+    // The status is long gone; an error event is how an OpenAI client learns of it. A
+    // half-received event is left out: its lines would run into the error's.
+    sink.end(`data: ${JSON.stringify(error.toBody())}\n\n`)
+    return finish(status, sink, tapped(), { error })
+  }
+  if (!sink.aborted) {
+    await sink.write(forward(parser.end()))
+    sink.end()
+  }
+  return finish(status, sink, tapped())
+}

@@ -1,0 +1,105 @@
+// Reading token usage out of OpenAI-shaped bodies and stream events, in both namings:
+// prompt_tokens/completion_tokens (chat, completions, embeddings) and
+// input_tokens/output_tokens (responses, images, audio). When a stream ends without its
+// usage, the text it delivered is what gets counted.
+import type { Usage } from '../backends/port.ts'
+
+type Json = Record<string, unknown>
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function tokens(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined
+}
+
+/** The usage object's counts, or undefined when it has none (whisper reports seconds, not tokens). */
+export function usageOf(usage: unknown): Usage | undefined {
+  if (!isObject(usage)) return undefined
+  const input = tokens(usage.prompt_tokens) ?? tokens(usage.input_tokens)
+  const output = tokens(usage.completion_tokens) ?? tokens(usage.output_tokens)
+  if (input === undefined && output === undefined) return undefined
+  return { inputTokens: input ?? 0, outputTokens: output ?? 0 }
+}
+
+/** Usage of a whole JSON response body. */
+export function bodyUsage(body: unknown): Usage | undefined {
+  return isObject(body) ? usageOf(body.usage) : undefined
+}
+
+/** Whether a JSON body is a generation whose output can be counted when usage is missing. */
+export function isGeneration(body: unknown): boolean {
+  return isObject(body) && (Array.isArray(body.choices) || body.object === 'response')
+}
+
+function toolCallText(toolCalls: unknown): string {
+  if (!Array.isArray(toolCalls)) return ''
+  let text = ''
+  for (const call of toolCalls) {
+    if (isObject(call) && isObject(call.function) && typeof call.function.arguments === 'string') text += call.function.arguments
+  }
+  return text
+}
+
+function messageText(message: unknown): string {
+  if (!isObject(message)) return ''
+  let text = ''
+  for (const field of ['content', 'reasoning_content', 'reasoning', 'refusal']) {
+    const value = message[field]
+    if (typeof value === 'string') text += value
+  }
+  return text + toolCallText(message.tool_calls)
+}
+
+function choicesText(choices: unknown, key: 'delta' | 'message'): string {
+  if (!Array.isArray(choices)) return ''
+  let text = ''
+  for (const choice of choices) {
+    if (!isObject(choice)) continue
+    if (typeof choice.text === 'string') text += choice.text
+    text += messageText(choice[key])
+  }
+  return text
+}
+
+/** Output text of a complete JSON body (chat, completions, responses). */
+export function bodyText(body: unknown): string {
+  if (!isObject(body)) return ''
+  let text = choicesText(body.choices, 'message')
+  if (Array.isArray(body.output)) {
+    for (const item of body.output) {
+      if (!isObject(item)) continue
+      if (typeof item.arguments === 'string') text += item.arguments
+      if (!Array.isArray(item.content)) continue
+      for (const part of item.content) {
+        if (isObject(part) && typeof part.text === 'string') text += part.text
+      }
+    }
+  }
+  return text
+}
+
+/** What one stream event tells the tally. */
+export interface EventReading {
+  /** Usage carried by the event, if any. */
+  readonly usage: Usage | undefined
+  /** True for the chunk that only carries usage (chat/completions: `choices: []`). */
+  readonly usageOnly: boolean
+  /** Generated text the event delivered. */
+  readonly text: string
+}
+
+export function readEvent(data: unknown): EventReading {
+  if (!isObject(data)) return { usage: undefined, usageOnly: false, text: '' }
+  // Responses API: typed events; the usage comes with the final response object.
+  if (typeof data.type === 'string' && data.type.startsWith('response.')) {
+    const usage = isObject(data.response) ? usageOf(data.response.usage) : undefined
+    // Audio deltas are base64, not text.
+    const text = data.type.endsWith('.delta') && !data.type.endsWith('audio.delta') && typeof data.delta === 'string' ? data.delta : ''
+    return { usage, usageOnly: false, text }
+  }
+  const usage = usageOf(data.usage)
+  const usageOnly = usage !== undefined && Array.isArray(data.choices) && data.choices.length === 0
+  return { usage, usageOnly, text: choicesText(data.choices, 'delta') }
+}

@@ -1,0 +1,23 @@
+# Tollgate: Node 24 LTS, production dependencies only, runs as the unprivileged `node` user.
+FROM node:24-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# The image already has Node 24, so the pinned `node` dev dependency is not needed here.
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+FROM node:24-bookworm-slim
+ENV NODE_ENV=production \
+    TOLLGATE_DATA_DIR=/var/lib/tollgate
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY bin ./bin
+COPY src ./src
+COPY config ./config
+RUN mkdir -p /var/lib/tollgate && chown node:node /var/lib/tollgate
+USER node
+EXPOSE 8080 9464
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+# Exec form: SIGTERM reaches Node directly, which drains in-flight streams before exiting.
+CMD ["node", "src/cli.ts", "serve"]

@@ -214,7 +214,9 @@ async function sendEvents(res: ServerResponse, events: readonly FakeEvent[], opt
     if (res.destroyed) return
     if (options.stallAfterEvents !== undefined && sent >= options.stallAfterEvents) return // keep the socket open, silent
     if (options.dropAfterEvents !== undefined && sent >= options.dropAfterEvents) {
-      res.socket?.destroy()
+      // end(), not destroy(): what was written still arrives, then the connection closes
+      // without the terminating chunk.
+      res.socket?.end()
       return
     }
     const text = `${event.event === undefined ? '' : `event: ${event.event}${eol}`}data: ${event.data}${eol}${eol}`

@@ -1,0 +1,285 @@
+// The store contract on Redis, plus what only Redis has: the key layout, several
+// instances on one namespace, and a Redis that is down or silent.
+//
+// Redis at REDIS_URL (default 127.0.0.1:6379) is shared with other suites: everything
+// here lives under `tgtest:<random>:` and is deleted at the end. Without Redis these
+// tests fail; they never skip.
+import { randomBytes } from 'node:crypto'
+import net from 'node:net'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import type { Test } from 'tap'
+import type { Command, Redis } from 'ioredis'
+import { StoreUnavailableError } from '../../src/store/errors.ts'
+import type { Stores } from '../../src/store/ports.ts'
+import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/redis-client.ts'
+import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
+import { storeContract } from './contract.ts'
+import { makeKeyRecord, makeUsage } from './records.ts'
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+const NAMESPACE = `tgtest:${randomBytes(6).toString('hex')}:`
+const COMMAND_TIMEOUT_MS = 2000
+
+/** Every key under prefix, by SCAN (bounded: Redis guarantees a full scan ends). */
+async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+  const found = new Set<string>()
+  let cursor = '0'
+  for (let round = 0; round < 100_000; round++) {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    for (const key of batch) found.add(key)
+    cursor = next
+    if (cursor === '0') return [...found].sort()
+  }
+  throw new Error('SCAN did not finish')
+}
+
+async function deleteUnder(redis: Redis, prefix: string): Promise<void> {
+  const keys = await keysUnder(redis, prefix)
+  for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500))
+}
+
+let instance = 0
+/** A fresh namespace inside this run's, for one test. */
+const freshPrefix = (): string => `${NAMESPACE}${instance++}:`
+const client = (name = 'tgtest'): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, name })
+
+const admin = client('tgtest-admin')
+t.teardown(async () => {
+  // Runs even when a test failed halfway; the last test below also checks it.
+  try {
+    await deleteUnder(admin, NAMESPACE)
+  } finally {
+    admin.disconnect()
+  }
+})
+
+if (!(await pingRedis(admin))) {
+  t.fail(`Redis does not answer at ${REDIS_URL}: the Redis store tests need it (set REDIS_URL or start redis-server)`)
+} else {
+  storeContract(t, 'redis', async () => createRedisStores(client(), freshPrefix()))
+  registerRedisTests()
+}
+
+function registerRedisTests(): void {
+  t.test('redis: every key written carries the prefix and the {tg} hash tag', async (t) => {
+    const prefix = freshPrefix()
+    const redis = client()
+    const stores = createRedisStores(redis, prefix)
+    t.teardown(() => stores.close())
+
+    // Record the keys of every command the adapter sends, as Redis itself reads them.
+    const sent: string[][] = []
+    const send = redis.sendCommand.bind(redis)
+    redis.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+      sent.push([command.name, ...command.args.map(String)])
+      return send(command, stream)
+    }
+    await exerciseEveryOperation(stores)
+    redis.sendCommand = send
+
+    const keyless = new Set(['multi', 'exec', 'ping', 'info', 'hello', 'client', 'quit', 'select'])
+    const touched = new Set<string>()
+    for (const [name, ...args] of sent) {
+      if (name === undefined || keyless.has(name.toLowerCase())) continue
+      const keys = await admin.call('COMMAND', ['GETKEYS', name, ...args])
+      t.ok(Array.isArray(keys) && keys.length > 0, `${name} has keys`)
+      for (const key of Array.isArray(keys) ? keys : []) touched.add(String(key))
+    }
+    const base = `${prefix}{tg}:`
+    const stray = [...touched].filter((key) => !key.startsWith(base))
+    t.strictSame(stray, [], 'no command touched a key outside <prefix>{tg}:')
+    t.ok(touched.size >= 10, `the check saw the keys (${touched.size})`)
+
+    const stored = await keysUnder(admin, prefix)
+    t.ok(stored.length > 0)
+    t.strictSame(stored.filter((key) => !key.startsWith(base)), [], 'every stored key is under <prefix>{tg}:')
+    const k = redisKeys(prefix)
+    for (const family of [k.ids, k.ownedSeq, k.usageRows, `${base}key:`, `${base}keyhash:`, `${base}own:file:`, `${base}owned:file:`, `${base}usage:key:`]) {
+      t.ok(stored.some((key) => key.startsWith(family)), `a ${family.slice(base.length)} key exists`)
+    }
+  })
+
+  t.test('redis: a prefix that would override the hash tag is refused', async (t) => {
+    t.throws(() => createRedisStores(admin, 'bad{prefix}:'), RangeError)
+    t.throws(() => redisKeys('bad}'), RangeError)
+  })
+
+  t.test('redis: two instances on one namespace share and count exactly', async (t) => {
+    const prefix = freshPrefix()
+    const a = createRedisStores(client('tgtest-a'), prefix)
+    const b = createRedisStores(client('tgtest-b'), prefix)
+    t.teardown(async () => { await a.close(); await b.close() })
+
+    const record = makeKeyRecord()
+    await a.keys.insert(record)
+    t.strictSame(await b.keys.findByHash(record.hash), record, 'a key made on one instance authenticates on the other')
+    const rotated = { ...record, hash: '56'.repeat(32), previousHash: null }
+    t.equal(await b.keys.replace(rotated), true)
+    t.equal(await a.keys.findByHash(record.hash), null, 'a hash dropped on one instance is gone on the other')
+
+    const adds = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, cost: 0.01 })]))
+    await Promise.all(adds)
+    const [row] = await a.usage.query({ keyId: 'key_a' })
+    t.equal(row?.requests, 60)
+    t.equal(row?.inputTokens, 600)
+    t.ok(Math.abs((row?.cost ?? NaN) - 0.6) < 1e-9)
+
+    const claims = await Promise.allSettled([a.ownership.claim('file', 'file-x', 'alice'), b.ownership.claim('file', 'file-x', 'bob')])
+    t.equal(claims.filter((c) => c.status === 'fulfilled').length, 1, 'one instance wins a racing claim')
+    const owner = await b.ownership.ownerOf('file', 'file-x')
+    t.strictSame(await a.ownership.list('file', owner ?? ''), ['file-x'])
+  })
+
+  t.test('redis: concurrent replace and release stay consistent', async (t) => {
+    const stores = createRedisStores(client(), freshPrefix())
+    t.teardown(() => stores.close())
+    const record = makeKeyRecord()
+    await stores.keys.insert(record)
+    const versions = Array.from({ length: 8 }, (_, i) => ({ ...record, hash: `${i}`.repeat(64), name: `v${i}` }))
+    const outcomes = await Promise.all(versions.map((v) => stores.keys.replace(v)))
+    t.ok(outcomes.every((o) => o === true), 'every replace applied in turn')
+    const final = await stores.keys.get(record.id)
+    const indexed = (await Promise.all(versions.map((v) => stores.keys.findByHash(v.hash)))).filter((r) => r !== null)
+    t.strictSame(indexed, [final], 'only the last version\'s hash is left indexed')
+    t.equal(await stores.keys.findByHash(record.hash), null)
+
+    await stores.ownership.claim('file', 'file-r', 'alice')
+    await Promise.all(Array.from({ length: 5 }, () => stores.ownership.release('file', 'file-r')))
+    t.equal(await stores.ownership.ownerOf('file', 'file-r'), null)
+    t.strictSame(await stores.ownership.list('file', 'alice'), [])
+  })
+
+  t.test('redis: a stale hash index entry never finds a key whose record lacks that hash', async (t) => {
+    // What findByHash sees if a replace lands between its two reads.
+    const prefix = freshPrefix()
+    const stores = createRedisStores(client(), prefix)
+    t.teardown(() => stores.close())
+    const record = makeKeyRecord()
+    await stores.keys.insert(record)
+    const stale = 'de'.repeat(32)
+    await admin.set(redisKeys(prefix).hash(stale), record.id)
+    t.equal(await stores.keys.findByHash(stale), null)
+    t.strictSame(await stores.keys.findByHash(record.hash), record)
+  })
+
+  t.test('redis: a lazily connected client works from its first call', async (t) => {
+    const redis = createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, lazyConnect: true })
+    t.equal(redis.status, 'wait', 'nothing opened at construction')
+    const stores = createRedisStores(redis, freshPrefix())
+    t.teardown(() => stores.close())
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => stores.ownership.ownerOf('file', `f${i}`)))
+    t.strictSame(results, Array.from({ length: 20 }, () => null), '20 concurrent first calls all answered')
+    t.equal(await stores.ping(), true)
+  })
+
+  t.test('redis: Redis down (closed port): ping false and calls reject fast', async (t) => {
+    for (const lazyConnect of [false, true]) {
+      const redis = createRedisClient('redis://127.0.0.1:1', { commandTimeoutMs: 200, connectTimeoutMs: 200, lazyConnect })
+      const stores = createRedisStores(redis, freshPrefix())
+      t.teardown(() => stores.close())
+      await expectUnavailable(t, stores, `closed port${lazyConnect ? ', lazy client' : ''}`)
+      const raw = await settle(redis.get('x'))
+      t.type(raw, Error, 'a raw command on the client rejects too')
+      t.notMatch(raw instanceof Error ? raw.message : '', /timed out/i, 'at once, not queued until its deadline')
+    }
+  })
+
+  t.test('redis: Redis silent (accepts, never answers): ping false and calls reject in bounded time', async (t) => {
+    const sockets = new Set<net.Socket>()
+    const server = net.createServer((socket) => {
+      sockets.add(socket)
+      socket.on('error', () => {})
+      socket.on('close', () => sockets.delete(socket))
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => {
+      for (const socket of sockets) socket.destroy()
+      server.close()
+    })
+    const { port } = server.address() as AddressInfo
+    const redis = createRedisClient(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 200, connectTimeoutMs: 200 })
+    const stores = createRedisStores(redis, freshPrefix())
+    t.teardown(() => stores.close())
+    await expectUnavailable(t, stores, 'silent server')
+    t.type(await settle(redis.get('x')), Error, 'a raw command on the client rejects too')
+  })
+
+  t.test('redis client: the options that keep a dead Redis off the request path', async (t) => {
+    const redis = createRedisClient('redis://127.0.0.1:6379/0', { commandTimeoutMs: 300, name: 'tgtest-opts', lazyConnect: true })
+    t.teardown(() => redis.disconnect())
+    t.match(redis.options, { commandTimeout: 300, connectTimeout: 1000, maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, connectionName: 'tgtest-opts', socketTimeout: 600 })
+    t.type(redis.options.retryStrategy, 'function')
+    t.equal(redis.status, 'wait')
+  })
+
+  t.test('redis client: reconnect backoff grows and stays under its cap', async (t) => {
+    const delays = Array.from({ length: 40 }, (_, i) => reconnectDelay(i + 1, 2000))
+    t.ok(delays.every((d) => d >= 25 && d <= 2000), 'within [25, 2000] ms')
+    t.ok((delays[0] ?? Infinity) <= 50, 'the first retry is quick')
+    t.ok(delays.slice(10).every((d) => d >= 1000), 'later retries back off to at least half the cap')
+    t.throws(() => createRedisClient(REDIS_URL, { commandTimeoutMs: 0 }), RangeError)
+    t.throws(() => createRedisClient(REDIS_URL, { commandTimeoutMs: 1.5 }), RangeError)
+  })
+
+  t.test('redis: the run leaves no key behind', async (t) => {
+    await deleteUnder(admin, NAMESPACE)
+    t.strictSame(await keysUnder(admin, NAMESPACE), [])
+  })
+}
+
+/** Runs each kind of operation once, so the key-layout test sees every key family. */
+async function exerciseEveryOperation(stores: Stores): Promise<void> {
+  const record = makeKeyRecord({ previousHash: '78'.repeat(32) })
+  await stores.keys.insert(record)
+  await stores.keys.replace({ ...record, previousHash: null, hash: '9a'.repeat(32) })
+  await stores.keys.get(record.id)
+  await stores.keys.findByHash('9a'.repeat(32))
+  await stores.keys.list({ owner: 'team-a' })
+  await stores.ownership.claim('file', 'file-1', 'alice')
+  await stores.ownership.claim('file', 'file-2', 'alice')
+  await stores.ownership.claim('fine_tuning.job', 'ftjob-1', 'alice')
+  await stores.ownership.ownerOf('file', 'file-1')
+  await stores.ownership.list('file', 'alice')
+  await stores.ownership.release('file', 'file-2')
+  await stores.usage.add([makeUsage(), makeUsage({ keyId: 'key:b', model: 'm/x:y', day: '2025-03-02' })])
+  await stores.usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-31' })
+  await stores.usage.query({})
+}
+
+/**
+ * 'resolved', the rejection, or 'hung' after a deadline. A guard against hanging, not a
+ * speed measurement: the clients under test time out after 200 ms, the deadline is 5 s.
+ */
+async function settle(p: Promise<unknown>, deadlineMs = 5000): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined
+  const hung = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('hung'), deadlineMs) })
+  try {
+    return await Promise.race([p.then(() => 'resolved', (error: unknown) => error), hung])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** Every store call must reject with StoreUnavailableError, and ping answer false. */
+async function expectUnavailable(t: Test, stores: Stores, label: string): Promise<void> {
+  t.equal(await settle(stores.ping()), 'resolved', `${label}: ping answers`)
+  t.equal(await stores.ping(), false, `${label}: ping is false`)
+  const calls: [string, () => Promise<unknown>][] = [
+    ['keys.insert', () => stores.keys.insert(makeKeyRecord())],
+    ['keys.replace', () => stores.keys.replace(makeKeyRecord())],
+    ['keys.get', () => stores.keys.get('key_x')],
+    ['keys.findByHash', () => stores.keys.findByHash('ab')],
+    ['keys.list', () => stores.keys.list()],
+    ['ownership.claim', () => stores.ownership.claim('file', 'f', 'o')],
+    ['ownership.ownerOf', () => stores.ownership.ownerOf('file', 'f')],
+    ['ownership.list', () => stores.ownership.list('file', 'o')],
+    ['ownership.release', () => stores.ownership.release('file', 'f')],
+    ['usage.add', () => stores.usage.add([makeUsage()])],
+    ['usage.query', () => stores.usage.query({})],
+  ]
+  for (const [name, call] of calls) {
+    const outcome = await settle(call())
+    t.type(outcome, StoreUnavailableError, `${label}: ${name} rejects as unavailable`)
+  }
+}

@@ -1,0 +1,13 @@
+// What one mock backend shares with its handlers: its configuration, its clock, and the
+// way to open a paced stream (which index.ts tracks, so close() can end them all).
+import type { MockBackendConfig } from '../../config/schema.ts'
+import type { UpstreamResponse } from '../port.ts'
+import type { Frame } from './sse.ts'
+
+export interface MockContext {
+  readonly config: MockBackendConfig
+  /** Milliseconds since the epoch; injectable so fine-tuning tests need not sleep. */
+  now(): number
+  /** A text/event-stream response releasing `frames` at config.tokensPerSecond. */
+  stream(frames: Iterable<Frame>, signal: AbortSignal): UpstreamResponse
+}

@@ -1,0 +1,52 @@
+// What every text endpoint (chat, legacy completions, responses) reads before it writes:
+// how many replies, how long, streamed or not, and whether to report usage in the stream.
+import { invalidRequest } from './errors.ts'
+import { optionalBoolean, optionalInteger, optionalObject } from './params.ts'
+
+/** Far beyond any reply a test wants, and small enough that nobody can ask for gigabytes. */
+export const MAX_COMPLETION_TOKENS = 65_536
+const MAX_CHOICES = 128
+
+export type FinishReason = 'stop' | 'length'
+
+export interface Generation {
+  readonly n: number
+  /** Tokens per reply. */
+  readonly budget: number
+  /**
+   * "length" when the request's own limit set the budget (the reply was cut by it);
+   * "stop" when the mock chose the length, i.e. the reply ended by itself.
+   */
+  readonly finishReason: FinishReason
+  readonly stream: boolean
+  /** stream_options.include_usage: a final usage chunk, and `usage: null` on the others. */
+  readonly includeUsage: boolean
+}
+
+export interface GenerationParams {
+  /** Limit parameters in order of precedence, e.g. max_completion_tokens before max_tokens. */
+  readonly limits: readonly string[]
+  readonly allowN: boolean
+}
+
+export function readGeneration(body: Readonly<Record<string, unknown>>, params: GenerationParams, defaultTokens: number): Generation {
+  let limit: number | undefined
+  for (const name of params.limits) {
+    limit ??= optionalInteger(body, name, { min: 1, max: MAX_COMPLETION_TOKENS })
+  }
+  const n = params.allowN ? optionalInteger(body, 'n', { min: 1, max: MAX_CHOICES }) ?? 1 : 1
+  const stream = optionalBoolean(body, 'stream') ?? false
+  const streamOptions = optionalObject(body, 'stream_options')
+  if (streamOptions !== undefined && !stream) {
+    // OpenAI refuses this combination; a mock that accepted it would hide a client bug.
+    throw invalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options')
+  }
+  const includeUsage = streamOptions === undefined ? false : optionalBoolean(streamOptions, 'include_usage') ?? false
+  return {
+    n,
+    budget: limit ?? defaultTokens,
+    finishReason: limit === undefined ? 'stop' : 'length',
+    stream,
+    includeUsage,
+  }
+}

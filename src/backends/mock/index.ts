@@ -1,0 +1,85 @@
+// The built-in mock inference backend: answers every proxied endpoint in OpenAI's wire
+// format with deterministic content, so the gateway serves real SDK calls with nothing
+// else running. This file only dispatches; each endpoint family has its own room.
+// State (uploaded files, fine-tuning jobs, open streams) lives in the adapter returned.
+import type { Readable } from 'node:stream'
+import type { Endpoint, MockBackendConfig } from '../../config/schema.ts'
+import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
+import { transcriptions, translations } from './audio.ts'
+import { chatCompletions } from './chat.ts'
+import { completions } from './completions.ts'
+import type { MockContext } from './context.ts'
+import { embeddings } from './embeddings.ts'
+import { MockError, errorResponse, unknownUrl } from './errors.ts'
+import { createFileStore } from './files.ts'
+import { createFineTuning } from './fine-tuning.ts'
+import { imageEdits, imageGenerations } from './images.ts'
+import { eventStreamResponse } from './reply.ts'
+import { responses } from './responses.ts'
+import { pacedStream } from './sse.ts'
+
+export interface MockBackendOptions {
+  /** The clock, in epoch milliseconds. Tests pass their own to step fine-tuning jobs. */
+  readonly now?: () => number
+}
+
+/** The gateway answers these itself, from its configuration. */
+type GatewayAnswered = 'models.list' | 'models.get' | 'audio.models'
+type Handler = (request: UpstreamRequest) => UpstreamResponse
+
+export function createMockBackend(name: string, config: MockBackendConfig, options: MockBackendOptions = {}): BackendAdapter {
+  const openStreams = new Set<Readable>()
+  const ctx: MockContext = {
+    config,
+    now: options.now ?? Date.now,
+    stream(frames, signal) {
+      const body = pacedStream(frames, config.tokensPerSecond, signal)
+      openStreams.add(body)
+      body.once('close', () => openStreams.delete(body))
+      return eventStreamResponse(body)
+    },
+  }
+  const files = createFileStore(ctx)
+  const fineTuning = createFineTuning(ctx, files)
+
+  const handlers: Readonly<Record<Exclude<Endpoint, GatewayAnswered>, Handler>> = {
+    'chat.completions': (r) => chatCompletions(r, ctx),
+    completions: (r) => completions(r, ctx),
+    responses: (r) => responses(r, ctx),
+    embeddings: (r) => embeddings(r),
+    'images.generations': (r) => imageGenerations(r, ctx),
+    'images.edits': (r) => imageEdits(r, ctx),
+    'audio.transcriptions': (r) => transcriptions(r, ctx),
+    'audio.translations': (r) => translations(r, ctx),
+    // Files and jobs route on method and path: retrieving one object arrives under the
+    // family's list endpoint, so the endpoint name alone does not say what is asked.
+    'files.create': files.handle,
+    'files.list': files.handle,
+    'files.delete': files.handle,
+    'fine_tuning.jobs.create': fineTuning.handle,
+    'fine_tuning.jobs.list': fineTuning.handle,
+    'fine_tuning.jobs.cancel': fineTuning.handle,
+    'fine_tuning.jobs.events': fineTuning.handle,
+  }
+  const handlerFor = (endpoint: Endpoint): Handler | undefined =>
+    Object.hasOwn(handlers, endpoint) ? handlers[endpoint as keyof typeof handlers] : undefined
+
+  return {
+    name,
+    type: 'mock',
+    supports: (endpoint) => handlerFor(endpoint) !== undefined,
+    async send(request) {
+      try {
+        const handler = handlerFor(request.endpoint)
+        if (handler === undefined) throw unknownUrl()
+        return handler(request)
+      } catch (err) {
+        if (err instanceof MockError) return errorResponse(err)
+        throw err
+      }
+    },
+    async close() {
+      for (const stream of openStreams) stream.destroy()
+    },
+  }
+}

@@ -1,0 +1,120 @@
+// POST /responses: a `response` object holding one assistant message, or the event
+// sequence OpenAI streams for it (created, in_progress, the item and its content part
+// opening, text deltas, everything closing, completed). The SDK's ResponseStream checks
+// that sequence, so the opening and closing events are not optional.
+import { countChatTokens } from '../../limits/tokens.ts'
+import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
+import type { MockContext } from './context.ts'
+import { invalidRequest, missingParameter } from './errors.ts'
+import { readGeneration } from './generation.ts'
+import { newId, unixSeconds } from './ids.ts'
+import { jsonBody, modelOf, optionalString } from './params.ts'
+import { jsonResponse } from './reply.ts'
+import { namedFrame, type Frame } from './sse.ts'
+import { generateText, seedOfMessages, type GeneratedText } from './text.ts'
+import { responseUsage } from './usage.ts'
+
+export function responses(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+  const body = jsonBody(request)
+  const messages = inputMessages(body.input, optionalString(body, 'instructions'))
+  const model = modelOf(body, request)
+  const generation = readGeneration(body, { limits: ['max_output_tokens'], allowN: false }, ctx.config.defaultCompletionTokens)
+  const reply = generateText(seedOfMessages(messages), 0, generation.budget)
+  const createdAt = unixSeconds(ctx.now())
+  const inProgress = responseObject(body, {
+    id: newId('resp_'), model, createdAt, status: 'in_progress', completedAt: null, output: [], usage: null,
+  })
+  const message = outputMessage(newId('msg_'), reply)
+  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(countChatTokens(messages), reply.tokens) }
+
+  if (!generation.stream) return jsonResponse(200, completed)
+  return ctx.stream(events(inProgress, completed, message, reply), request.signal)
+}
+
+/**
+ * The input as chat messages, for counting and seeding: instructions come first as a
+ * developer message; a string is one user message; items without a role (such as tool
+ * outputs) count by their text.
+ */
+function inputMessages(input: unknown, instructions: string | undefined): unknown[] {
+  const messages: unknown[] = instructions === undefined ? [] : [{ role: 'developer', content: instructions }]
+  if (input === undefined || input === null) throw missingParameter('input')
+  if (typeof input === 'string') return [...messages, { role: 'user', content: input }]
+  if (!Array.isArray(input)) throw invalidRequest("Invalid type for 'input': expected a string or an array of input items.", 'input', 'invalid_type')
+  for (const [i, item] of input.entries()) {
+    if (!item || typeof item !== 'object' || Array.isArray(item)) {
+      throw invalidRequest(`Invalid type for 'input[${i}]': expected an object.`, `input[${i}]`, 'invalid_type')
+    }
+    const { role, content, output } = item as Record<string, unknown>
+    messages.push({ role: typeof role === 'string' ? role : 'tool', content: content ?? output })
+  }
+  return messages
+}
+
+interface ResponseFields {
+  readonly id: string
+  readonly model: string
+  readonly createdAt: number
+  readonly status: 'in_progress' | 'completed'
+  readonly completedAt: number | null
+  readonly output: readonly unknown[]
+  readonly usage: unknown
+}
+
+/** A response object, echoing the request's settings where OpenAI does. */
+function responseObject(body: Readonly<Record<string, unknown>>, f: ResponseFields): Record<string, unknown> {
+  const echo = (name: string, fallback: unknown): unknown => body[name] ?? fallback
+  return {
+    id: f.id,
+    object: 'response',
+    created_at: f.createdAt,
+    status: f.status,
+    completed_at: f.completedAt,
+    background: false,
+    error: null,
+    incomplete_details: null,
+    instructions: echo('instructions', null),
+    max_output_tokens: echo('max_output_tokens', null),
+    model: f.model,
+    output: f.output,
+    parallel_tool_calls: echo('parallel_tool_calls', true),
+    previous_response_id: echo('previous_response_id', null),
+    reasoning: { effort: null, summary: null },
+    service_tier: 'default',
+    store: echo('store', true),
+    temperature: echo('temperature', 1),
+    text: { format: { type: 'text' } },
+    tool_choice: echo('tool_choice', 'auto'),
+    tools: Array.isArray(body.tools) ? body.tools : [],
+    top_p: echo('top_p', 1),
+    truncation: 'disabled',
+    usage: f.usage,
+    user: null,
+    metadata: echo('metadata', {}),
+  }
+}
+
+function outputText(text: string): Record<string, unknown> {
+  return { type: 'output_text', text, annotations: [], logprobs: [] }
+}
+
+function outputMessage(id: string, reply: GeneratedText): Record<string, unknown> {
+  return { id, type: 'message', status: 'completed', role: 'assistant', content: [outputText(reply.text)] }
+}
+
+function* events(inProgress: Record<string, unknown>, completed: Record<string, unknown>, message: Record<string, unknown>, reply: GeneratedText): Generator<Frame> {
+  let sequence = 0
+  const event = (type: string, fields: Record<string, unknown>, paced = false): Frame =>
+    namedFrame(type, { type, ...fields, sequence_number: sequence++ }, paced)
+  const at = { item_id: message.id, output_index: 0, content_index: 0 }
+
+  yield event('response.created', { response: inProgress })
+  yield event('response.in_progress', { response: inProgress })
+  yield event('response.output_item.added', { output_index: 0, item: { ...message, status: 'in_progress', content: [] } })
+  yield event('response.content_part.added', { ...at, part: outputText('') })
+  for (const delta of reply.pieces) yield event('response.output_text.delta', { ...at, delta, logprobs: [] }, true)
+  yield event('response.output_text.done', { ...at, text: reply.text, logprobs: [] })
+  yield event('response.content_part.done', { ...at, part: outputText(reply.text) })
+  yield event('response.output_item.done', { output_index: 0, item: message })
+  yield event('response.completed', { response: completed })
+}

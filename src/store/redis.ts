@@ -109,12 +109,21 @@ export function redisKeys(prefix: string) {
   }
 }
 
-/** Replies Redis gave (a script or a command refused) stay as they are; anything else means it did not answer. */
+/**
+ * What a failed call means for the caller. ioredis reports a Redis it cannot reach (refused,
+ * reset, timed out, not connected, retries exhausted) as a plain Error or a
+ * MaxRetriesPerRequestError: those become StoreUnavailableError. A ReplyError (Redis
+ * answered "no") and this adapter's own errors (conflicts, corrupt values, unexpected
+ * replies: other classes) pass through unchanged.
+ */
 function unavailable(error: unknown): unknown {
-  if (error instanceof Error && error.name === 'ReplyError') return error
-  if (error instanceof StoreConflictError || error instanceof StoreUnavailableError) return error
-  const message = error instanceof Error ? error.message : String(error)
-  return new StoreUnavailableError(`Redis did not answer: ${message}`, { cause: error })
+  if (!(error instanceof Error) || (error.name !== 'Error' && error.name !== 'MaxRetriesPerRequestError')) return error
+  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
+}
+
+/** A script or transaction answered something it never should: a bug, not an outage. */
+function unexpected(what: string, reply: unknown): TypeError {
+  return new TypeError(`${what} answered ${JSON.stringify(reply)}`)
 }
 
 function isNoScript(error: unknown): boolean {
@@ -152,7 +161,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
   /** Runs a pipeline or MULTI and returns its replies, throwing the first error among them. */
   async function replies(batch: { exec(): Promise<[Error | null, unknown][] | null> }): Promise<unknown[]> {
     const results = await batch.exec()
-    if (results === null) throw new Error('Redis transaction aborted')
+    if (results === null) throw unexpected('EXEC', null)
     return results.map(([error, value]) => {
       if (error) throw error
       return value
@@ -169,7 +178,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
       const outcome = await run(INSERT_KEY, [k.record(record.id), k.ids, ...hashKeys], [record.id, encodeKeyRecord(record)])
       if (outcome === 'id') throw new StoreConflictError(`key id ${record.id} already exists`)
       if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
-      if (outcome !== 'ok') throw new Error(`insert script answered ${String(outcome)}`)
+      if (outcome !== 'ok') throw unexpected('insert script', outcome)
     }),
 
     replace: (record) => io(async () => {
@@ -184,7 +193,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
         if (outcome === 'ok') return true
         if (outcome === 'missing') return false
         if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
-        if (outcome !== 'changed') throw new Error(`replace script answered ${String(outcome)}`)
+        if (outcome !== 'changed') throw unexpected('replace script', outcome)
       }
       throw new StoreConflictError(`key ${record.id} kept changing during replace; gave up after ${CAS_ATTEMPTS} attempts`)
     }),
@@ -217,7 +226,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
     claim: (kind, id, owner) => io(async () => {
       const outcome = await run(CLAIM, [k.owner(kind, id), k.owned(kind, owner), k.ownedSeq], [id, owner])
       if (outcome === 'taken') throw new StoreConflictError(`${kind} ${id} already belongs to another owner`)
-      if (outcome !== 'ok') throw new Error(`claim script answered ${String(outcome)}`)
+      if (outcome !== 'ok') throw unexpected('claim script', outcome)
     }),
 
     ownerOf: (kind, id) => io(() => redis.get(k.owner(kind, id))),
@@ -231,7 +240,7 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
         if (owner === null) return
         const outcome = await run(RELEASE, [ownerKey, k.owned(kind, owner)], [owner, id])
         if (outcome === 'ok') return
-        if (outcome !== 'changed') throw new Error(`release script answered ${String(outcome)}`)
+        if (outcome !== 'changed') throw unexpected('release script', outcome)
       }
       throw new StoreConflictError(`${kind} ${id} kept changing owner during release; gave up after ${CAS_ATTEMPTS} attempts`)
     }),

@@ -45,16 +45,17 @@ const freshPrefix = (): string => `${NAMESPACE}${instance++}:`
 const client = (name = 'tgtest'): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, name })
 
 const admin = client('tgtest-admin')
+const reachable = await pingRedis(admin)
 t.teardown(async () => {
   // Runs even when a test failed halfway; the last test below also checks it.
   try {
-    await deleteUnder(admin, NAMESPACE)
+    if (reachable) await deleteUnder(admin, NAMESPACE)
   } finally {
     admin.disconnect()
   }
 })
 
-if (!(await pingRedis(admin))) {
+if (!reachable) {
   t.fail(`Redis does not answer at ${REDIS_URL}: the Redis store tests need it (set REDIS_URL or start redis-server)`)
 } else {
   storeContract(t, 'redis', async () => createRedisStores(client(), freshPrefix()))
@@ -161,6 +162,21 @@ function registerRedisTests(): void {
     await admin.set(redisKeys(prefix).hash(stale), record.id)
     t.equal(await stores.keys.findByHash(stale), null)
     t.strictSame(await stores.keys.findByHash(record.hash), record)
+  })
+
+  t.test('redis: refusals and corrupt values are not reported as an outage', async (t) => {
+    const prefix = freshPrefix()
+    const stores = createRedisStores(client(), prefix)
+    t.teardown(() => stores.close())
+    const k = redisKeys(prefix)
+    await admin.set(k.usageRows, 'not a sorted set')
+    const wrongType = await settle(stores.usage.query({}))
+    t.match(wrongType, { name: 'ReplyError', message: /WRONGTYPE/ }, 'Redis\'s own refusal comes through')
+    t.notOk(wrongType instanceof StoreUnavailableError)
+    await admin.set(k.record('key_corrupt'), '{"id": "key_corrupt"}')
+    const corrupt = await settle(stores.keys.get('key_corrupt'))
+    t.type(corrupt, TypeError, 'a malformed record is an error of its own')
+    t.notOk(corrupt instanceof StoreUnavailableError)
   })
 
   t.test('redis: a lazily connected client works from its first call', async (t) => {

@@ -1,5 +1,6 @@
 // The one table of errors the gateway produces. Each code is stable and never reused:
 // clients, dashboards and tests key on it. `type` and `code` follow OpenAI's error body.
+import { StoreConflictError, StoreUnavailableError } from './store/errors.ts'
 
 export interface ErrorSpec {
   readonly status: number
@@ -87,7 +88,13 @@ export function gatewayError(name: ErrorName, options?: GatewayErrorOptions): Ga
   return new GatewayError(name, options)
 }
 
-/** Anything thrown that is not a GatewayError becomes a 500 with no detail leaked. */
+/**
+ * Anything thrown that is not a GatewayError becomes a 500 with no detail leaked, except
+ * the store's own failures, which have a meaning of their own for the client.
+ */
 export function toGatewayError(err: unknown): GatewayError {
-  return err instanceof GatewayError ? err : new GatewayError('internal', { cause: err })
+  if (err instanceof GatewayError) return err
+  if (err instanceof StoreUnavailableError) return new GatewayError('store_unavailable', { cause: err })
+  if (err instanceof StoreConflictError) return new GatewayError('conflict', { cause: err })
+  return new GatewayError('internal', { cause: err })
 }

@@ -1,13 +1,13 @@
 // buildApp(deps) → the request handler of the public listener. It never listens itself:
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { registerAdminRoutes } from './admin/routes.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
 import type { BackendRegistry } from './backends/registry.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from './errors.ts'
 import { recordRequestEnd } from './http/access-log.ts'
-import { readJsonBody } from './http/body.ts'
 import { createContext, type RequestContext } from './http/context.ts'
 import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
@@ -16,7 +16,7 @@ import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { createInferenceHandler } from './inference/handler.ts'
 import { createModelCatalogue } from './inference/models.ts'
 import type { Meter } from './keys/meter.ts'
-import { publicKeyView, type KeyService } from './keys/service.ts'
+import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
@@ -88,21 +88,8 @@ export function buildApp(deps: AppDeps): App {
     router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
   }
 
-  // Admin API (the key portal grows it).
-  router.on('POST', '/admin/keys', async (ctx) => {
-    ctx.route = 'admin.keys.create'
-    deps.authenticateAdmin(ctx.req)
-    const body = await readJsonBody(ctx.req, config.server.jsonBodyLimitBytes)
-    const created = await deps.keys.create(body.value)
-    sendJson(ctx.res, 201, { ...publicKeyView(created.record), key: created.key })
-  })
-  router.on('GET', '/admin/keys/:id', async (ctx, params) => {
-    ctx.route = 'admin.keys.get'
-    deps.authenticateAdmin(ctx.req)
-    const record = await deps.keys.get(params.id ?? '')
-    if (!record) throw gatewayError('resource_not_found', { message: 'No such key.' })
-    sendJson(ctx.res, 200, publicKeyView(record))
-  })
+  // Admin API (the key portal).
+  registerAdminRoutes(router, deps)
 
   return {
     beginShutdown() { draining = true },

@@ -10,6 +10,8 @@ import { createApiKeyAuthenticator } from './auth/api-key.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
 import type { Config } from './config/schema.ts'
+import { createKeyCache } from './keys/cache.ts'
+import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
 import { createMeter, type Meter } from './keys/meter.ts'
 import { KeyService } from './keys/service.ts'
@@ -43,10 +45,13 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const limiter: Limiter = unlimited
   const meter: Meter = createMeter({ store: stores.usage, log })
   const hash = createKeyHasher(secrets.keyHashSecret)
-  const keys = new KeyService({ store: stores.keys, hash, plans: config.plans })
+  // Key lookups go through an in-process cache that key changes on any instance invalidate.
+  const keyCache = createKeyCache({ store: stores.keys })
+  const keyEvents = createKeyEvents(config.store, keyCache, log)
+  const keys = new KeyService({ store: stores.keys, hash, plans: config.plans, models: config.models.map((m) => m.name), onChange: keyEvents.changed })
   const app = buildApp({
     config, log, metrics, stores, registry, limiter, meter, keys,
-    authenticate: createApiKeyAuthenticator({ lookup: stores.keys, hash }),
+    authenticate: createApiKeyAuthenticator({ lookup: keyCache, hash }),
     authenticateAdmin: createAdminAuthenticator(secrets.adminToken),
     spoolDir: join(resolve(config.store.dataDir), 'spool'),
     startedAt: Math.floor(Date.now() / 1000),
@@ -64,6 +69,8 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       res.end('not found\n')
     }
   })
+  // Bounded: with Redis down the gateway still starts, reading keys from the store uncached.
+  await keyEvents.ready(2000)
   await listen(server, config.server.port, config.server.host)
   await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
@@ -87,6 +94,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))
       await meter.close()
+      await keyEvents.close()
       await limiter.close()
       await registry.close()
       await stores.close()

@@ -1,0 +1,23 @@
+// /admin/tiers: the plans in force, as loaded at boot.
+import { sendAdmin, type AdminRouter } from './http.ts'
+import type { AdminDeps } from './routes.ts'
+
+export function registerTierRoutes(router: AdminRouter, deps: AdminDeps): void {
+  router.on('GET', '/admin/tiers', async (ctx) => {
+    ctx.route = 'admin.tiers'
+    deps.authenticateAdmin(ctx.req)
+    const { plans } = deps.config
+    sendAdmin(ctx, 200, {
+      object: 'list',
+      default_tier: plans.defaultTier,
+      data: Object.entries(plans.tiers).map(([name, tier]) => ({
+        object: 'tier',
+        name,
+        description: tier.description ?? null,
+        is_default: name === plans.defaultTier,
+        default: tier.default,
+        models: tier.models,
+      })),
+    })
+  })
+}

@@ -1,0 +1,181 @@
+// Key changes reach every instance's key cache. With Redis, the instance that changes a
+// key publishes {"id"} on `<prefix>{tg}:keys:changed`; every instance (itself included)
+// subscribes on a connection of its own and drops the key from its cache. In embedded
+// mode there is one instance, and the change is applied locally.
+//
+// Pub/sub delivers at most once. What covers a lost message:
+// - the subscriber's connection is watched (a heartbeat PING finds a silent one); while
+//   it is down the cache is untrusted and every lookup reads the store, and when it is
+//   back the whole cache is dropped, since messages may have passed in between;
+// - a failed PUBLISH is retried a few times;
+// - and whatever still slips through, the cache's TTL (1 s) ends.
+import type { Redis } from 'ioredis'
+import type { Logger } from '../observability/logger.ts'
+import { createRedisClient } from '../store/redis-client.ts'
+import { redisKeys } from '../store/redis.ts'
+import type { KeyCache } from './cache.ts'
+
+export interface KeyEvents {
+  /** Tells every instance that the key changed: this one at once, the others through Redis. Never throws. */
+  changed(id: string): Promise<void>
+  /** Resolves true once the feed is live, or false after timeoutMs. Never rejects. */
+  ready(timeoutMs: number): Promise<boolean>
+  close(): Promise<void>
+}
+
+export function keyChangesChannel(prefix: string): string {
+  return `${redisKeys(prefix).base}keys:changed`
+}
+
+/** One instance: a change is applied to the local cache, nothing else needs telling. */
+export function createLocalKeyEvents(cache: KeyCache): KeyEvents {
+  cache.setTrusted(true)
+  return {
+    changed: async (id) => { cache.invalidate(id) },
+    ready: async () => true,
+    close: async () => undefined,
+  }
+}
+
+export interface RedisKeyEventsOptions {
+  readonly url: string
+  readonly channel: string
+  readonly commandTimeoutMs: number
+  readonly cache: KeyCache
+  readonly log: Logger
+  /** How often the subscriber connection is checked. */
+  readonly heartbeatMs?: number
+  /** Delays between PUBLISH attempts after a failure. */
+  readonly publishRetryDelaysMs?: readonly number[]
+}
+
+const DEFAULT_HEARTBEAT_MS = 1000
+const DEFAULT_PUBLISH_RETRY_DELAYS_MS = [50, 200, 500]
+
+/** The message body; anything else on the channel clears the whole cache. */
+export function encodeKeyChange(id: string): string {
+  return JSON.stringify({ id })
+}
+
+export function decodeKeyChange(message: string): string | null {
+  try {
+    const value: unknown = JSON.parse(message)
+    if (typeof value === 'object' && value !== null && 'id' in value && typeof value.id === 'string') return value.id
+  } catch {
+    // fall through
+  }
+  return null
+}
+
+export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents {
+  const { cache, log, channel } = options
+  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
+  const retryDelays = options.publishRetryDelaysMs ?? DEFAULT_PUBLISH_RETRY_DELAYS_MS
+  const publisher = createRedisClient(options.url, {
+    commandTimeoutMs: options.commandTimeoutMs,
+    name: 'tollgate-keys-pub',
+    onError: (err) => log.debug({ err: err.message }, 'key change publisher: redis error'),
+  })
+  // Subscribed by hand on every (re)connect, so "live" means the SUBSCRIBE was answered.
+  const subscriber: Redis = publisher.duplicate({ connectionName: 'tollgate-keys-sub', autoResubscribe: false })
+  subscriber.on('error', (err: Error) => log.debug({ err: err.message }, 'key change subscriber: redis error'))
+  cache.setTrusted(false)
+
+  let live = false
+  let closed = false
+  let waiters: Array<(live: boolean) => void> = []
+
+  const setLive = (value: boolean): void => {
+    if (live === value) return
+    live = value
+    cache.setTrusted(value)
+    if (value) {
+      log.info({ channel }, 'key change feed live')
+      for (const wake of waiters) wake(true)
+      waiters = []
+    } else if (!closed) {
+      log.warn('key change feed lost: key lookups go to the store until it is back')
+    }
+  }
+
+  subscriber.on('ready', () => {
+    subscriber.subscribe(channel).then(() => setLive(true), (err: unknown) => {
+      log.warn({ err: (err as Error).message }, 'key change feed: SUBSCRIBE failed; reconnecting')
+      subscriber.disconnect(true)
+    })
+  })
+  subscriber.on('close', () => setLive(false))
+  subscriber.on('end', () => setLive(false))
+  subscriber.on('message', (from: string, message: string) => {
+    if (from !== channel) return
+    const id = decodeKeyChange(message)
+    if (id === null) cache.clear()
+    else cache.invalidate(id)
+  })
+
+  // A connection that went silent (a partition sends no RST) answers no PING: the
+  // client's socket timeout then drops it and the feed counts as lost.
+  const heartbeat = setInterval(() => {
+    if (subscriber.status === 'ready') subscriber.ping().catch(() => undefined)
+  }, heartbeatMs)
+  heartbeat.unref()
+
+  const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms).unref())
+
+  return {
+    async changed(id) {
+      cache.invalidate(id)
+      const message = encodeKeyChange(id)
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await publisher.publish(channel, message)
+          return
+        } catch (err) {
+          const delay = retryDelays[attempt]
+          if (delay === undefined || closed) {
+            log.warn({ keyId: id, err: (err as Error).message }, 'key change could not be published; other instances pick it up when their cache entry expires')
+            return
+          }
+          await sleep(delay)
+        }
+      }
+    },
+
+    ready(timeoutMs) {
+      if (live) return Promise.resolve(true)
+      return new Promise((done) => {
+        const timer = setTimeout(() => {
+          waiters = waiters.filter((w) => w !== wake)
+          done(false)
+        }, timeoutMs)
+        timer.unref()
+        const wake = (value: boolean): void => {
+          clearTimeout(timer)
+          done(value)
+        }
+        waiters.push(wake)
+      })
+    },
+
+    async close() {
+      closed = true
+      clearInterval(heartbeat)
+      for (const wake of waiters) wake(false)
+      waiters = []
+      await Promise.all([publisher, subscriber].map(async (client) => {
+        if (client.status === 'end') return
+        try {
+          await client.quit()
+        } catch {
+          client.disconnect()
+        }
+      }))
+    },
+  }
+}
+
+/** The feed main.ts wires: through Redis when the store is Redis, else local. */
+export function createKeyEvents(store: { readonly redisUrl?: string | undefined; readonly keyPrefix: string; readonly commandTimeoutMs: number }, cache: KeyCache, log: Logger): KeyEvents {
+  if (store.redisUrl === undefined) return createLocalKeyEvents(cache)
+  return createRedisKeyEvents({ url: store.redisUrl, channel: keyChangesChannel(store.keyPrefix), commandTimeoutMs: store.commandTimeoutMs, cache, log })
+}

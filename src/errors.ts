@@ -31,6 +31,8 @@ export const ERRORS = {
   unknown_route: { status: 404, type: 'invalid_request_error', code: 'unknown_url', message: 'Unknown request URL.' },
   model_not_found: { status: 404, type: 'invalid_request_error', code: 'model_not_found', message: 'The model does not exist or you do not have access to it.' },
   resource_not_found: { status: 404, type: 'invalid_request_error', code: 'not_found', message: 'No such object.' },
+  // 409
+  conflict: { status: 409, type: 'invalid_request_error', code: 'conflict', message: 'The request conflicts with the current state of the resource.' },
   // 405, 413, 415
   method_not_allowed: { status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed for this URL.' },
   body_too_large: { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' },

@@ -4,6 +4,7 @@ import OpenAI, { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { inflateSync } from 'node:zlib'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { rejectsWith } from '../helpers/assert.ts'
 
 let gw: RunningTollgate
 let client: OpenAI
@@ -27,7 +28,7 @@ t.test('models: list and retrieve', async (t) => {
   const model = await client.models.retrieve(CHAT)
   t.equal(model.id, CHAT)
   t.equal(model.object, 'model')
-  await t.rejects(client.models.retrieve('no-such-model'), { status: 404 })
+  await rejectsWith(t, client.models.retrieve('no-such-model'), 404)
   const audio = await fetch(`${gw.url}/v2/audio/models`, { headers: { authorization: `Bearer ${key}` } })
   const list = await audio.json() as { data: Array<{ id: string }> }
   t.same(list.data.map((m) => m.id), ['whisper-1'])
@@ -112,7 +113,7 @@ t.test('embeddings, base64 (the SDK default) and float', async (t) => {
   const b = float.data[0]?.embedding ?? []
   t.equal(a.length, b.length)
   t.ok(a.every((v, i) => Math.abs(v - (b[i] ?? NaN)) < 1e-6), 'base64 and float agree')
-  await t.rejects(client.embeddings.create({ model: CHAT, input: 'x' }), { status: 404 }, 'a chat model is not an embedding model')
+  await rejectsWith(t, client.embeddings.create({ model: CHAT, input: 'x' }), 404, 'a chat model is not an embedding model')
 })
 
 function checkPng(t: Test, b64: string | undefined): void {
@@ -175,11 +176,11 @@ t.test('files and fine-tuning jobs, owned by the key that made them', async (t) 
   const theirs: string[] = []
   for await (const f of other.files.list()) theirs.push(f.id)
   t.notOk(theirs.includes(file.id), 'not in their file list')
-  await t.rejects(other.files.delete(file.id), { status: 404 }, 'cannot delete it')
-  await t.rejects(other.files.retrieve(file.id), { status: 404 }, 'cannot read it')
-  await t.rejects(other.fineTuning.jobs.retrieve(job.id), { status: 404 })
-  await t.rejects(other.fineTuning.jobs.cancel(job.id), { status: 404 })
-  await t.rejects(other.fineTuning.jobs.listEvents(job.id), { status: 404 })
+  await rejectsWith(t, other.files.delete(file.id), 404, 'cannot delete it')
+  await rejectsWith(t, other.files.retrieve(file.id), 404, 'cannot read it')
+  await rejectsWith(t, other.fineTuning.jobs.retrieve(job.id), 404)
+  await rejectsWith(t, other.fineTuning.jobs.cancel(job.id), 404)
+  await rejectsWith(t, other.fineTuning.jobs.listEvents(job.id), 404)
   const theirJobs: string[] = []
   for await (const j of other.fineTuning.jobs.list()) theirJobs.push(j.id)
   t.notOk(theirJobs.includes(job.id))

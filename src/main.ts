@@ -15,7 +15,8 @@ import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
 import { createMeter, type Meter } from './keys/meter.ts'
 import { KeyService } from './keys/service.ts'
-import { unlimited, type Limiter } from './limits/port.ts'
+import { createLimiterFromConfig } from './limits/index.ts'
+import type { Limiter } from './limits/port.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { createMetrics, type Metrics } from './observability/metrics.ts'
 import { openEmbeddedStores } from './store/embedded.ts'
@@ -42,7 +43,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const stores = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets))
-  const limiter: Limiter = unlimited
+  const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
   const meter: Meter = createMeter({ store: stores.usage, log })
   const hash = createKeyHasher(secrets.keyHashSecret)
   // Key lookups go through an in-process cache that key changes on any instance invalidate.

@@ -121,6 +121,20 @@ export const configSchema = z.strictObject({
     dataDir: z.string().default('./data'),
     commandTimeoutMs: positiveInt.default(500),
   }).prefault({}),
+  limits: z.strictObject({
+    /** While Redis is unreachable: enforce per instance in memory, admit everything, or refuse (503). */
+    onRedisDown: z.enum(['insurance', 'fail-open', 'fail-closed']).default('insurance'),
+    /** Redis for the rate-limit counters, if not the store's (store.redisUrl). */
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+    /** Longest wait for Redis on the admission path; past it the request is decided as onRedisDown says. */
+    redisTimeoutMs: positiveInt.default(100),
+    /** How often to look for Redis again during an outage. */
+    probeIntervalMs: positiveInt.default(1000),
+    /** Length of the fixed rate-limit window. rpm and tpm are per minute: change it only for tests and demos. */
+    windowMs: positiveInt.default(60_000),
+    /** Instances behind the load balancer: during an outage each enforces 1/n of the windowed limits. */
+    insuranceInstances: positiveInt.default(1),
+  }).prefault({}),
   logging: z.strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   }).prefault({}),

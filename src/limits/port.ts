@@ -20,11 +20,26 @@ export interface Admission {
   settle(usage: Usage): Promise<void>
 }
 
+/** Where enforcement stands: on Redis, in memory (embedded), or a stand-in while Redis is away. */
+export type LimiterMode = 'redis' | 'memory' | 'insurance' | 'fail_open' | 'fail_closed'
+
+export interface LimiterHealth {
+  readonly mode: LimiterMode
+  /** False while Redis is unreachable and a stand-in (insurance, fail-open, fail-closed) decides. */
+  readonly healthy: boolean
+  /** Outages seen since start. */
+  readonly outages: number
+  /** ISO time the current outage began, or null. */
+  readonly downSince: string | null
+}
+
 export interface Limiter {
   /** Admits or throws GatewayError 429 (rate_limit_* or insufficient_quota). */
   admit(request: AdmissionRequest): Promise<Admission>
   /** Headers of the current state without consuming anything (for refusals after auth). */
   peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
+  /** For /readyz and metrics; absent on limiters without a store. */
+  health?(): LimiterHealth
   close(): Promise<void>
 }
 

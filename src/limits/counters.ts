@@ -1,0 +1,46 @@
+// The counter store behind the limiter: one atomic check-and-consume over every dimension
+// of a (key, model), a reconciliation, and a read. Redis (shared by all instances) and
+// memory (rate-limiter-flexible's RateLimiterMemory: the embedded store, and the
+// insurance while Redis is away) implement it with the same rule (dimensions.ts).
+import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
+
+/** Whose counters: one API key on one model ('*' for endpoints without a model). */
+export interface Subject {
+  readonly keyId: string
+  readonly model: string
+}
+
+export interface AdmitResult {
+  /** All charges were consumed, or (false) none was. */
+  readonly admitted: boolean
+  /** Per charge, in order: the counter after consuming, or as it stood when refused. */
+  readonly states: readonly CounterState[]
+}
+
+export interface Counters {
+  readonly kind: 'redis' | 'memory'
+  /** Consumes every charge if each fits, otherwise nothing. */
+  admit(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult>
+  /**
+   * Applies real-minus-reserved. A windowed give-back only lands in the window the
+   * reservation was made in: once that window has reset there is nothing to give back.
+   * Overuse is charged to the current window either way. Counters never go below zero.
+   */
+  settle(subject: Subject, adjustments: readonly Adjustment[]): Promise<void>
+  /** The counters as they stand, without consuming. */
+  peek(subject: Subject, dimensions: readonly Dimension[]): Promise<CounterState[]>
+}
+
+/** One letter per dimension in key names. */
+export const DIMENSION_CODE: Readonly<Record<DimensionName, string>> = {
+  requests: 'r',
+  tokens: 't',
+  input_tokens: 'i',
+  output_tokens: 'o',
+  quota: 'q',
+}
+
+/** A reservation and a settle are in the same window when their window ends agree to within half a window. */
+export function sameWindow(expiresAt: number, expected: number, windowMs: number): boolean {
+  return expected > 0 && Math.abs(expiresAt - expected) * 2 < windowMs
+}

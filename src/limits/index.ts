@@ -1,0 +1,39 @@
+// The limiter as main.ts builds it from the configuration.
+import type { Config } from '../config/schema.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import { createRedisClient, whenReady } from '../store/redis-client.ts'
+import { createLimiter, type ManagedLimiter } from './limiter.ts'
+
+export { createLimiter, LIMITER_MODES, type LimiterOptions, type ManagedLimiter, type OnRedisDown } from './limiter.ts'
+export { formatDuration, parseDuration } from './duration.ts'
+
+/**
+ * Counters on Redis when limits.redisUrl or store.redisUrl is set (on a connection of
+ * their own, with the limiter's short timeout), in memory otherwise. Waits for the first
+ * connection at most the connect timeout; a Redis that is down at start is an outage
+ * like any other.
+ */
+export async function createLimiterFromConfig(config: Config, deps: { readonly log: Logger; readonly metrics: Metrics }): Promise<ManagedLimiter> {
+  const { limits } = config
+  const url = limits.redisUrl ?? config.store.redisUrl
+  const common = {
+    log: deps.log,
+    metrics: deps.metrics,
+    onRedisDown: limits.onRedisDown,
+    windowMs: limits.windowMs,
+    redisTimeoutMs: limits.redisTimeoutMs,
+    probeIntervalMs: limits.probeIntervalMs,
+    insuranceInstances: limits.insuranceInstances,
+  }
+  if (!url) return createLimiter(common)
+  const redis = createRedisClient(url, {
+    commandTimeoutMs: limits.redisTimeoutMs,
+    connectTimeoutMs: Math.max(limits.redisTimeoutMs, 1000),
+    maxReconnectDelayMs: limits.probeIntervalMs,
+    name: 'tollgate-limits',
+    onError: (error) => deps.log.debug({ err: error.message }, 'rate limiter redis error'),
+  })
+  await whenReady(redis).catch(() => undefined)
+  return createLimiter({ ...common, redis, prefix: config.store.keyPrefix, closeRedis: true })
+}

@@ -1,0 +1,109 @@
+// Counters in this process: rate-limiter-flexible's RateLimiterMemory, one for the
+// windowed dimensions (fixed window opened by the first call, like the Redis keys) and
+// one for the lifetime quota. It serves the embedded store, and stands in for Redis
+// while Redis is unreachable (the insurance limiter). Check-and-consume over several
+// dimensions is made atomic by running the admissions of one (key, model) one at a time.
+import { RateLimiterMemory } from 'rate-limiter-flexible'
+import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
+import { fits } from './dimensions.ts'
+import { DIMENSION_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+
+interface LibraryState {
+  readonly consumedPoints: number
+  readonly msBeforeNext: number
+}
+
+export interface MemoryCounters extends Counters {
+  /** Lifetime usage counted here, per subject and dimension, emptied as it is read (to hand over to Redis). */
+  drainLifetime(): Array<{ subject: Subject; name: DimensionName; used: number }>
+}
+
+/** Runs tasks of one key one after another; tasks of different keys run freely. */
+class KeyedQueue {
+  readonly #tails = new Map<string, Promise<void>>()
+
+  async run<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.#tails.get(key) ?? Promise.resolve()
+    let release = (): void => {}
+    const done = new Promise<void>((resolve) => { release = resolve })
+    const tail = previous.then(() => done)
+    this.#tails.set(key, tail)
+    await previous
+    try {
+      return await task()
+    } finally {
+      release()
+      if (this.#tails.get(key) === tail) this.#tails.delete(key)
+    }
+  }
+}
+
+const SEPARATOR = '\u0000'
+
+export function memoryCounters(windowMs: number): MemoryCounters {
+  // Points are checked by fits(), not by the library: limits differ per key and model.
+  const windowed = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: windowMs / 1000 })
+  const lifetime = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: 0 })
+  const queue = new KeyedQueue()
+  const subjectKey = (s: Subject): string => `${s.keyId}${SEPARATOR}${s.model}`
+  const counterKey = (s: Subject, name: DimensionName): string => `${subjectKey(s)}${SEPARATOR}${DIMENSION_CODE[name]}`
+  const limiterOf = (d: { readonly windowed: boolean }): RateLimiterMemory => (d.windowed ? windowed : lifetime)
+
+  /** The library's record as a CounterState; a window whose time is up counts as empty. */
+  function stateOf(d: { readonly windowed: boolean }, res: LibraryState | null, now: number): CounterState {
+    if (res === null) return { used: 0, resetMs: 0, expiresAt: 0 }
+    if (!d.windowed) return { used: Math.max(res.consumedPoints, 0), resetMs: 0, expiresAt: 0 }
+    if (res.msBeforeNext <= 0) return { used: 0, resetMs: 0, expiresAt: 0 }
+    const used = Math.max(res.consumedPoints, 0)
+    return { used, resetMs: used > 0 ? res.msBeforeNext : 0, expiresAt: now + res.msBeforeNext }
+  }
+
+  const read = async (s: Subject, d: Dimension | { readonly name: DimensionName; readonly windowed: boolean }): Promise<CounterState> =>
+    stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
+
+  return {
+    kind: 'memory',
+    admit(subject, charges) {
+      return queue.run(subjectKey(subject), async () => {
+        const before = await Promise.all(charges.map((c) => read(subject, c)))
+        if (!charges.every((c, i) => fits(c, before[i]?.used ?? 0))) return { admitted: false, states: before }
+        const after = await Promise.all(charges.map(async (c) => {
+          // penalty() is the library's unconditional increment; it opens a window when none is.
+          const res = await limiterOf(c).penalty(counterKey(subject, c.name), c.cost)
+          return stateOf(c, res, Date.now())
+        }))
+        return { admitted: true, states: after }
+      })
+    },
+    settle(subject, adjustments) {
+      return queue.run(subjectKey(subject), async () => {
+        for (const a of adjustments) {
+          const key = counterKey(subject, a.name)
+          const current = await read(subject, a)
+          if (!a.windowed || sameWindow(current.expiresAt, a.expiresAt, windowMs)) {
+            const delta = Math.max(a.delta, -current.used)
+            if (delta > 0) await limiterOf(a).penalty(key, delta)
+            else if (delta < 0) await limiterOf(a).reward(key, -delta)
+          } else if (a.delta > 0) {
+            await limiterOf(a).penalty(key, a.delta)
+          }
+        }
+      })
+    },
+    peek(subject, dimensions) {
+      return Promise.all(dimensions.map((d) => read(subject, d)))
+    },
+    drainLifetime() {
+      const out: Array<{ subject: Subject; name: DimensionName; used: number }> = []
+      for (const item of lifetime.dump().storage) {
+        const [keyId, model, code] = String(item.key).split(SEPARATOR)
+        const name = (Object.keys(DIMENSION_CODE) as DimensionName[]).find((n) => DIMENSION_CODE[n] === code)
+        if (keyId !== undefined && model !== undefined && name !== undefined && item.value > 0) {
+          out.push({ subject: { keyId, model }, name, used: item.value })
+        }
+        void lifetime.delete(item.key)
+      }
+      return out
+    },
+  }
+}

@@ -1,0 +1,166 @@
+// Counters in Redis. Each dimension is a plain integer key with a TTL: the layout of
+// rate-limiter-flexible's RateLimiterRedis (SET NX + INCRBY + PTTL, fixed window that
+// opens with the first call), so its get()/delete() read these keys. Unlike the library's
+// one-key script, ours checks every dimension of the (key, model) and consumes all or
+// none, in one EVALSHA: one round trip per admission, nothing to roll back on refusal.
+import { createHash } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import type { CounterState, DimensionName } from './dimensions.ts'
+import { DIMENSION_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
+
+// KEYS: one counter per dimension. ARGV[1]: window ms; then per dimension i the triple
+// ARGV[3i-1] limit, ARGV[3i] cost, ARGV[3i+1] windowed ('1') or lifetime ('0').
+// The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
+// > limit; the lifetime quota refuses when used >= limit.
+// Returns {admitted, now, used_1, ttl_1, ...}: used after consuming (or as found when
+// refused), ttl in ms (-1 lifetime, 0 no open window), now from Redis's clock.
+const ADMIT = `
+local window = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS
+local used, ttl = {}, {}
+local admitted = 1
+for i = 1, n do
+  local limit, cost = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
+  used[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if ARGV[3 * i + 1] == '1' then
+    ttl[i] = redis.call('PTTL', KEYS[i])
+    if ttl[i] < 0 then used[i] = 0; ttl[i] = 0 end
+    if cost > 0 and used[i] + cost > limit then admitted = 0 end
+  else
+    ttl[i] = -1
+    if used[i] >= limit then admitted = 0 end
+  end
+end
+if admitted == 1 then
+  for i = 1, n do
+    local cost = tonumber(ARGV[3 * i])
+    if ttl[i] == 0 then
+      redis.call('SET', KEYS[i], cost, 'PX', window)
+      used[i] = cost
+      ttl[i] = window
+    else
+      used[i] = redis.call('INCRBY', KEYS[i], cost)
+    end
+  end
+end
+local out = { admitted, now }
+for i = 1, n do out[2 * i + 1] = used[i]; out[2 * i + 2] = ttl[i] end
+return out
+`
+
+// KEYS: counters. ARGV[1]: window ms; per dimension i: ARGV[3i-1] delta, ARGV[3i]
+// windowed, ARGV[3i+1] the window end seen at admission (Redis clock, ms).
+const SETTLE = `
+local window = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, #KEYS do
+  local delta, expected = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i + 1])
+  local current = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if ARGV[3 * i] == '1' then
+    local ttl = redis.call('PTTL', KEYS[i])
+    if ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
+      redis.call('INCRBY', KEYS[i], math.max(delta, -current))
+    elseif delta > 0 then
+      if ttl > 0 then redis.call('INCRBY', KEYS[i], delta) else redis.call('SET', KEYS[i], delta, 'PX', window) end
+    end
+  else
+    redis.call('INCRBY', KEYS[i], math.max(delta, -current))
+  end
+end
+return 1
+`
+
+// KEYS: counters; ARGV[i]: windowed ('1') or lifetime. Returns {now, used_1, ttl_1, ...}.
+const PEEK = `
+local t = redis.call('TIME')
+local out = { tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) }
+for i = 1, #KEYS do
+  local used = tonumber(redis.call('GET', KEYS[i]) or '0')
+  local ttl = -1
+  if ARGV[i] == '1' then
+    ttl = redis.call('PTTL', KEYS[i])
+    if ttl < 0 then used = 0; ttl = 0 end
+  end
+  out[2 * i] = used
+  out[2 * i + 1] = ttl
+end
+return out
+`
+
+interface Script {
+  readonly source: string
+  readonly sha: string
+}
+
+const script = (source: string): Script => ({ source, sha: createHash('sha1').update(source).digest('hex') })
+const SCRIPTS = { admit: script(ADMIT), settle: script(SETTLE), peek: script(PEEK) }
+
+/** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
+export function limiterKeys(prefix: string): { readonly base: string; counter(subject: Subject, dimension: { readonly name: DimensionName }): string } {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+  const base = `${prefix}{tg}:rl:`
+  const enc = encodeURIComponent
+  return {
+    base,
+    counter: (subject, dimension) => `${base}${enc(subject.keyId)}:${enc(subject.model)}:${DIMENSION_CODE[dimension.name]}`,
+  }
+}
+
+function integers(reply: unknown, length: number): number[] {
+  if (!Array.isArray(reply) || reply.length !== length || !reply.every((v) => typeof v === 'number')) {
+    throw new Error(`unexpected reply from the rate-limit script: ${JSON.stringify(reply)}`)
+  }
+  return reply as number[]
+}
+
+function stateAt(now: number, used: number, ttl: number): CounterState {
+  // A lifetime counter (ttl -1) has no window; an empty window is full right now.
+  if (ttl <= 0 || used <= 0) return { used: Math.max(used, 0), resetMs: 0, expiresAt: ttl > 0 ? now + ttl : 0 }
+  return { used, resetMs: ttl, expiresAt: now + ttl }
+}
+
+export function redisCounters(redis: Redis, prefix: string, windowMs: number): Counters {
+  const keys = limiterKeys(prefix)
+
+  async function run(s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(s.sha, keyNames.length, ...keyNames, ...args)
+    } catch (error) {
+      // A restarted Redis has forgotten the script: send it once in full.
+      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error
+      return await redis.eval(s.source, keyNames.length, ...keyNames, ...args)
+    }
+  }
+
+  return {
+    kind: 'redis',
+    async admit(subject, charges) {
+      const args: (string | number)[] = [windowMs]
+      for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+      const reply = integers(await run(SCRIPTS.admit, charges.map((c) => keys.counter(subject, c)), args), 2 + 2 * charges.length)
+      const now = reply[1] ?? 0
+      const states = charges.map((_, i) => stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0))
+      return { admitted: reply[0] === 1, states } satisfies AdmitResult
+    },
+    async settle(subject, adjustments) {
+      if (adjustments.length === 0) return
+      const args: (string | number)[] = [windowMs]
+      for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt)
+      await run(SCRIPTS.settle, adjustments.map((a) => keys.counter(subject, a)), args)
+    },
+    async peek(subject, dimensions) {
+      if (dimensions.length === 0) return []
+      const reply = integers(
+        await run(SCRIPTS.peek, dimensions.map((d) => keys.counter(subject, d)), dimensions.map((d) => (d.windowed ? '1' : '0'))),
+        1 + 2 * dimensions.length,
+      )
+      const now = reply[0] ?? 0
+      return dimensions.map((_, i) => stateAt(now, reply[1 + 2 * i] ?? 0, reply[2 + 2 * i] ?? 0))
+    },
+  }
+}

@@ -179,6 +179,7 @@ t.test('chat refusals are 400s in OpenAI shape', async (t) => {
     [{ model: 'm', messages, n: 'two' }, 'n', 'invalid_type'],
     [{ model: 'm', messages, stream: 'yes' }, 'stream', 'invalid_type'],
     [{ model: 'm', messages, stream_options: { include_usage: true } }, 'stream_options', 'invalid_value'],
+    [{ model: 'm', messages, n: 128, max_tokens: 65_536 }, 'n', 'invalid_value'],
   ]
   for (const [value, param, code] of cases) {
     const res = await backend.send(post('chat.completions', '/chat/completions', value))
@@ -227,6 +228,10 @@ t.test('legacy completions: text_completion, prompt arrays, streaming', async (t
   t.equal(missing.error.param, 'prompt')
   const wrong = await json<OpenAIErrorBody>(await backend.send(post('completions', '/completions', { model: 'm', prompt: [{}] })), 400)
   t.equal(wrong.error.param, 'prompt')
+  const huge = await json<OpenAIErrorBody>(await backend.send(post('completions', '/completions', {
+    model: 'm', prompt: Array.from({ length: 100 }, (_, i) => `prompt ${i}`), n: 50, max_tokens: 100,
+  })), 400)
+  t.match(huge.error.message, /at most 262144 tokens per request/, 'prompts times n times max_tokens is bounded')
 })
 
 t.test('responses: a completed response with one assistant message', async (t) => {

@@ -5,7 +5,7 @@ import { countInputTokens } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
-import { readGeneration, type FinishReason } from './generation.ts'
+import { checkTotal, readGeneration, type FinishReason } from './generation.ts'
 import { SYSTEM_FINGERPRINT, newId, unixSeconds } from './ids.ts'
 import { jsonBody, modelOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
@@ -19,6 +19,7 @@ export function completions(request: UpstreamRequest, ctx: MockContext): Upstrea
   const model = modelOf(body, request)
   const generation = readGeneration(body, { limits: ['max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
 
+  checkTotal(prompts.length * generation.n, generation.budget)
   const replies: GeneratedText[] = []
   for (const seed of prompts) {
     for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget))

@@ -6,6 +6,8 @@ import { optionalBoolean, optionalInteger, optionalObject } from './params.ts'
 /** Far beyond any reply a test wants, and small enough that nobody can ask for gigabytes. */
 export const MAX_COMPLETION_TOKENS = 65_536
 const MAX_CHOICES = 128
+/** Replies are generated synchronously; this bounds how long one request can hold the event loop (~0.3 s). */
+export const MAX_TOKENS_PER_REQUEST = 262_144
 
 export type FinishReason = 'stop' | 'length'
 
@@ -42,11 +44,20 @@ export function readGeneration(body: Readonly<Record<string, unknown>>, params: 
     throw invalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options')
   }
   const includeUsage = streamOptions === undefined ? false : optionalBoolean(streamOptions, 'include_usage') ?? false
+  const budget = limit ?? defaultTokens
+  checkTotal(n, budget)
   return {
     n,
-    budget: limit ?? defaultTokens,
+    budget,
     finishReason: limit === undefined ? 'stop' : 'length',
     stream,
     includeUsage,
+  }
+}
+
+/** Refuses a request whose replies would hold more than MAX_TOKENS_PER_REQUEST tokens. */
+export function checkTotal(replies: number, budget: number): void {
+  if (replies * budget > MAX_TOKENS_PER_REQUEST) {
+    throw invalidRequest(`The mock backend generates at most ${MAX_TOKENS_PER_REQUEST} tokens per request (replies times the token limit).`, 'n')
   }
 }

@@ -1,5 +1,6 @@
 // A server-sent event stream that releases its frames at a steady pace. Frames are drawn
-// lazily from an iterator, so a long completion is never built up front. Pacing uses a
+// lazily from an iterator, so a long stream's events are serialised as they go out, and
+// those never sent (the client left) are never serialised at all. Pacing uses a
 // timer aimed at the next frame's due time (start + k / rate), not one fixed delay per
 // frame, so timer lateness does not pile up and rates above 1000/s still average out.
 import { Readable } from 'node:stream'

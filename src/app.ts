@@ -97,10 +97,15 @@ export function buildApp(deps: AppDeps): App {
       const id = requestIdOf(req, config.server.trustRequestId)
       res.setHeader('x-request-id', id)
       const ctx = createContext(req, res, id, deps.log.child({ reqId: id }))
-      res.once('close', () => recordRequestEnd(ctx, metrics))
       metrics.inflight.inc({ endpoint: 'all' })
-      res.once('close', () => metrics.inflight.dec({ endpoint: 'all' }))
-      void dispatch(ctx).catch((err: unknown) => fail(ctx, err))
+      const closed = new Promise<number>((done) => res.once('close', () => done(performance.now())))
+      const handled = dispatch(ctx).catch((err: unknown) => fail(ctx, err))
+      // Logged once both the reply is closed and the handler is done: a client that
+      // leaves mid-stream is logged with the tokens counted after it left.
+      void Promise.all([closed, handled]).then(([closedAt]) => {
+        metrics.inflight.dec({ endpoint: 'all' })
+        recordRequestEnd(ctx, metrics, closedAt)
+      })
     },
   }
 

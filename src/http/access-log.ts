@@ -2,8 +2,9 @@
 import type { Metrics } from '../observability/metrics.ts'
 import type { RequestContext } from './context.ts'
 
-export function recordRequestEnd(ctx: RequestContext, metrics: Metrics): void {
-  const durationMs = performance.now() - ctx.startedAt
+/** `closedAt`: when the reply was closed (the handler may finish its accounting later). */
+export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt: number): void {
+  const durationMs = closedAt - ctx.startedAt
   const status = ctx.res.statusCode
   const aborted = !ctx.res.writableFinished
   const model = ctx.model ?? ''

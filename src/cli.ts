@@ -11,6 +11,7 @@ const USAGE = `Usage: tollgate <command>
 Commands:
   serve                      Start the gateway (config: TOLLGATE_CONFIG or config/default.yaml)
   plans import <file.json>   Convert a legacy plan catalogue to plans YAML (stdout)
+  keys <command>             Manage API keys through a running gateway (tollgate keys help)
   help                       Show this help
 `
 
@@ -50,6 +51,16 @@ export async function main(argv: string[]): Promise<void> {
   switch (command) {
     case 'serve':
       return serve()
+    case 'keys': {
+      // Loaded here so that `serve` does not load the command-line client.
+      const { runKeysCommand } = await import('./cli/keys.ts')
+      process.exitCode = await runKeysCommand(argv.slice(1), {
+        env: process.env,
+        stdout: (text) => { process.stdout.write(text) },
+        stderr: (text) => { process.stderr.write(text) },
+      })
+      return
+    }
     case 'plans':
       if (sub === 'import') return importPlans(rest)
       throw new UsageError(`unknown plans command: ${sub ?? '(none)'}`)

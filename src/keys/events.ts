@@ -47,6 +47,8 @@ export interface RedisKeyEventsOptions {
   readonly heartbeatMs?: number
   /** Delays between PUBLISH attempts after a failure. */
   readonly publishRetryDelaysMs?: readonly number[]
+  /** CLIENT LIST names of the two connections: `<name>-pub`, `<name>-sub`. */
+  readonly connectionName?: string
 }
 
 const DEFAULT_HEARTBEAT_MS = 1000
@@ -71,13 +73,14 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   const { cache, log, channel } = options
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
   const retryDelays = options.publishRetryDelaysMs ?? DEFAULT_PUBLISH_RETRY_DELAYS_MS
+  const name = options.connectionName ?? 'tollgate-keys'
   const publisher = createRedisClient(options.url, {
     commandTimeoutMs: options.commandTimeoutMs,
-    name: 'tollgate-keys-pub',
+    name: `${name}-pub`,
     onError: (err) => log.debug({ err: err.message }, 'key change publisher: redis error'),
   })
   // Subscribed by hand on every (re)connect, so "live" means the SUBSCRIBE was answered.
-  const subscriber: Redis = publisher.duplicate({ connectionName: 'tollgate-keys-sub', autoResubscribe: false })
+  const subscriber: Redis = publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
   subscriber.on('error', (err: Error) => log.debug({ err: err.message }, 'key change subscriber: redis error'))
   cache.setTrusted(false)
 

@@ -1,0 +1,323 @@
+// `tollgate keys create|list|show|update|rotate|revoke|usage`: the key portal from a
+// terminal, through a running gateway's admin API. Tables by default, --json for scripts.
+// The gateway URL and admin token come from --url / --admin-token or TOLLGATE_URL /
+// TOLLGATE_ADMIN_TOKEN (the environment is better: flags show up in `ps` and shell history).
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
+import { fields, integer, money, table, text } from './table.ts'
+
+export const KEYS_USAGE = `Usage: tollgate keys <command> [options]
+
+Commands:
+  create                     Create a key; prints its secret once
+      --name N  --owner O  --tier T  --model M (repeat)  --endpoint E (repeat)
+      --expires-at ISO-TIME | --expires-in 30d  --limits '{"*": {"rpm": 60}}'
+  list                       List keys   [--owner O] [--tier T] [--status active|revoked|expired]
+  show <id>                  One key
+  update <id>                Change a key: --name, --tier, --model, --endpoint, --expires-at,
+                             --expires-in, --limits; --all-models, --all-endpoints,
+                             --no-expiry, --default-tier, --no-limits reset
+  rotate <id> [--grace 1h]   New secret; the old one works for the grace (default: not at all)
+  revoke <id>                Revoke a key on every instance
+  usage [<id>]               Usage per model and day for a key, or across keys:
+      --from YYYY-MM-DD --to YYYY-MM-DD  --group-by key|owner|tier|model  --daily
+
+Options:
+  --url URL                  Gateway URL (env TOLLGATE_URL, default http://127.0.0.1:8080)
+  --admin-token TOKEN        Admin token (env TOLLGATE_ADMIN_TOKEN; prefer the env)
+  --json                     Print the API's JSON instead of tables
+`
+
+export interface CliIo {
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly stdout: (text: string) => void
+  readonly stderr: (text: string) => void
+  readonly fetch?: typeof fetch
+}
+
+/** Exit codes: 0 done, 1 the gateway refused or could not be reached, 64 bad usage. */
+export const EXIT_OK = 0
+export const EXIT_FAILED = 1
+export const EXIT_USAGE = 64
+
+class UsageError extends Error {
+  /** Whether the help text helps: not for a missing token, say. */
+  showUsage = true
+}
+
+function setupError(message: string): UsageError {
+  const error = new UsageError(message)
+  error.showUsage = false
+  return error
+}
+
+const COMMON = {
+  url: { type: 'string' },
+  'admin-token': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const satisfies ParseArgsConfig['options']
+
+const SCOPE = {
+  name: { type: 'string' },
+  tier: { type: 'string' },
+  model: { type: 'string', multiple: true },
+  endpoint: { type: 'string', multiple: true },
+  'expires-at': { type: 'string' },
+  'expires-in': { type: 'string' },
+  limits: { type: 'string' },
+} as const satisfies ParseArgsConfig['options']
+
+const OPTIONS = {
+  create: { ...COMMON, ...SCOPE, owner: { type: 'string' } },
+  list: { ...COMMON, owner: { type: 'string' }, tier: { type: 'string' }, status: { type: 'string' } },
+  show: COMMON,
+  update: {
+    ...COMMON, ...SCOPE,
+    'all-models': { type: 'boolean', default: false },
+    'all-endpoints': { type: 'boolean', default: false },
+    'no-expiry': { type: 'boolean', default: false },
+    'default-tier': { type: 'boolean', default: false },
+    'no-limits': { type: 'boolean', default: false },
+  },
+  rotate: { ...COMMON, grace: { type: 'string' } },
+  revoke: COMMON,
+  usage: { ...COMMON, from: { type: 'string' }, to: { type: 'string' }, 'group-by': { type: 'string' }, daily: { type: 'boolean', default: false } },
+} as const satisfies Record<string, ParseArgsConfig['options']>
+
+type Command = keyof typeof OPTIONS
+
+const isCommand = (name: string | undefined): name is Command => name !== undefined && Object.hasOwn(OPTIONS, name)
+
+export async function runKeysCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = args
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    io.stdout(KEYS_USAGE)
+    return name === undefined ? EXIT_USAGE : EXIT_OK
+  }
+  try {
+    if (!isCommand(name)) throw new UsageError(`unknown keys command: ${name}`)
+    return await run(name, rest, io)
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.stderr(`tollgate keys: ${err.message}\n${err.showUsage ? `\n${KEYS_USAGE}` : ''}`)
+      return EXIT_USAGE
+    }
+    if (err instanceof AdminApiError) {
+      const what = err.status === 0 ? err.message : `${err.status}${err.code ? ` ${err.code}` : ''}: ${err.message}`
+      io.stderr(`tollgate keys ${name}: ${what}\n`)
+      return EXIT_FAILED
+    }
+    throw err
+  }
+}
+
+async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
+  let parsed
+  try {
+    parsed = parseArgs({ args: [...args], options: OPTIONS[command], allowPositionals: true, strict: true })
+  } catch (err) {
+    throw new UsageError((err as Error).message)
+  }
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>
+  const positionals = parsed.positionals
+  if (values.help === true) {
+    io.stdout(KEYS_USAGE)
+    return EXIT_OK
+  }
+  const str = (flag: string): string | undefined => {
+    const v = values[flag]
+    return typeof v === 'string' ? v : undefined
+  }
+  const list = (flag: string): string[] | undefined => {
+    const v = values[flag]
+    return Array.isArray(v) ? v : undefined
+  }
+  const flag = (name: string): boolean => values[name] === true
+  const json = flag('json')
+  const id = (): string => {
+    const [first, ...extra] = positionals
+    if (first === undefined) throw new UsageError(`keys ${command} needs a key id`)
+    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
+    return first
+  }
+  const noPositionals = (): void => {
+    if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
+  }
+
+  const token = str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
+  if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
+  const url = str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+  if (!/^https?:\/\/[^\s]+$/.test(url)) throw setupError(`not an http(s) URL: ${url}`)
+  const api: AdminClient = createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) })
+  const print = (value: unknown, human: () => string): number => {
+    io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : human())
+    return EXIT_OK
+  }
+
+  switch (command) {
+    case 'create': {
+      noPositionals()
+      const body = {
+        ...scopeBody(str, list),
+        ...(str('owner') === undefined ? {} : { owner: str('owner') }),
+      }
+      const created = asObject(await api('POST', '/admin/keys', body))
+      return print(created, () => showKey(created) + secretNotice(created))
+    }
+    case 'list': {
+      noPositionals()
+      const query = new URLSearchParams()
+      for (const name of ['owner', 'tier', 'status']) {
+        const v = str(name)
+        if (v !== undefined) query.set(name, v)
+      }
+      const reply = asObject(await api('GET', `/admin/keys${query.size > 0 ? `?${query}` : ''}`))
+      const data = asArray(reply.data).map(asObject)
+      return print(reply, () => data.length === 0 ? 'No keys.\n' : table(
+        ['ID', 'PREFIX', 'NAME', 'OWNER', 'TIER', 'STATUS', 'EXPIRES', 'CREATED'],
+        data.map((k) => [text(k.id), `${text(k.prefix)}…`, text(k.name), text(k.owner), text(k.tier), text(k.status), text(k.expires_at), text(k.created_at)]),
+      ))
+    }
+    case 'show': {
+      const key = asObject(await api('GET', `/admin/keys/${encodeURIComponent(id())}`))
+      return print(key, () => showKey(key))
+    }
+    case 'update': {
+      const keyId = id()
+      const body: Record<string, unknown> = { ...scopeBody(str, list) }
+      const resets: Array<[string, string, string]> = [
+        ['all-models', 'models', 'model'], ['all-endpoints', 'endpoints', 'endpoint'],
+        ['no-expiry', 'expires_at', 'expires-at'], ['default-tier', 'tier', 'tier'], ['no-limits', 'limits', 'limits'],
+      ]
+      for (const [reset, field, conflicting] of resets) {
+        if (!flag(reset)) continue
+        if (field in body) throw new UsageError(`--${reset} and --${conflicting} contradict each other`)
+        body[field] = null
+      }
+      if (Object.keys(body).length === 0) throw new UsageError('keys update needs something to change')
+      const key = asObject(await api('PATCH', `/admin/keys/${encodeURIComponent(keyId)}`, body))
+      return print(key, () => showKey(key))
+    }
+    case 'rotate': {
+      const keyId = id()
+      const grace = str('grace')
+      const body = grace === undefined ? {} : { grace_seconds: durationSeconds(grace, '--grace') }
+      const rotated = asObject(await api('POST', `/admin/keys/${encodeURIComponent(keyId)}/rotate`, body))
+      return print(rotated, () => {
+        const until = rotated.rotation_grace_until
+        const old = typeof until === 'string' ? `The previous secret keeps working until ${until}.\n` : 'The previous secret no longer works.\n'
+        return showKey(rotated) + secretNotice(rotated) + old
+      })
+    }
+    case 'revoke': {
+      const key = asObject(await api('DELETE', `/admin/keys/${encodeURIComponent(id())}`))
+      return print(key, () => `Revoked ${text(key.id)} (${text(key.prefix)}…) at ${text(key.revoked_at)}.\n`)
+    }
+    case 'usage': {
+      const [keyId, ...extra] = positionals
+      if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
+      const query = new URLSearchParams()
+      for (const name of ['from', 'to']) {
+        const v = str(name)
+        if (v !== undefined) query.set(name, v)
+      }
+      if (keyId !== undefined) {
+        if (str('group-by') !== undefined || flag('daily')) throw new UsageError('--group-by and --daily apply to usage across keys (no key id)')
+        const reply = asObject(await api('GET', `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`))
+        return print(reply, () => `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(['DAY', 'MODEL'], ['day', 'model'], asArray(reply.data), reply.totals))
+      }
+      const group = str('group-by') ?? 'key'
+      query.set('group_by', group)
+      if (flag('daily')) query.set('granularity', 'day')
+      const reply = asObject(await api('GET', `/admin/usage?${query}`))
+      const field = group === 'key' ? 'key_id' : group
+      const labels = flag('daily') ? ['DAY', group.toUpperCase()] : [group.toUpperCase()]
+      const columns = flag('daily') ? ['day', field] : [field]
+      return print(reply, () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, asArray(reply.data), reply.totals))
+    }
+  }
+}
+
+function scopeBody(str: (flag: string) => string | undefined, list: (flag: string) => string[] | undefined): Record<string, unknown> {
+  const body: Record<string, unknown> = {}
+  const name = str('name')
+  if (name !== undefined) body.name = name
+  const tier = str('tier')
+  if (tier !== undefined) body.tier = tier
+  const models = list('model')
+  if (models !== undefined) body.models = models.flatMap(splitList)
+  const endpoints = list('endpoint')
+  if (endpoints !== undefined) body.endpoints = endpoints.flatMap(splitList)
+  const at = str('expires-at')
+  const inside = str('expires-in')
+  if (at !== undefined && inside !== undefined) throw new UsageError('give --expires-at or --expires-in, not both')
+  if (at !== undefined) body.expires_at = at
+  if (inside !== undefined) body.expires_at = new Date(Date.now() + durationSeconds(inside, '--expires-in') * 1000).toISOString()
+  const limits = str('limits')
+  if (limits !== undefined) {
+    try {
+      body.limits = JSON.parse(limits)
+    } catch {
+      throw new UsageError('--limits must be JSON, e.g. \'{"*": {"rpm": 60}}\'')
+    }
+  }
+  return body
+}
+
+/** "a,b" and "a" "b" both work for repeatable lists. */
+function splitList(value: string): string[] {
+  return value.split(',').map((v) => v.trim()).filter((v) => v.length > 0)
+}
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }
+
+/** "90", "90s", "15m", "12h", "7d", "2w" → seconds. */
+export function durationSeconds(value: string, what: string): number {
+  const match = /^(\d+)([smhdw]?)$/.exec(value.trim())
+  if (match === null) throw new UsageError(`${what}: not a duration like 3600, 90s, 15m, 12h, 7d: ${value}`)
+  return Number(match[1]) * (UNITS[match[2] || 's'] ?? 1)
+}
+
+function asObject(value: unknown): Record<string, unknown> {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>
+  throw new AdminApiError(200, null, 'the gateway answered with an unexpected body')
+}
+
+function asArray(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : []
+}
+
+function showKey(key: Record<string, unknown>): string {
+  return fields([
+    ['ID', text(key.id)],
+    ['Prefix', `${text(key.prefix)}…`],
+    ['Name', text(key.name)],
+    ['Owner', text(key.owner)],
+    ['Tier', text(key.tier)],
+    ['Status', text(key.status)],
+    ['Models', key.models === null ? 'all' : text(key.models)],
+    ['Endpoints', key.endpoints === null ? 'all' : text(key.endpoints)],
+    ['Limits', key.limits === null ? 'tier defaults' : text(key.limits)],
+    ['Expires', key.expires_at === null ? 'never' : text(key.expires_at)],
+    ['Created', text(key.created_at)],
+    ['Updated', text(key.updated_at)],
+    ...(key.revoked_at === null || key.revoked_at === undefined ? [] : [['Revoked', text(key.revoked_at)] as const]),
+    ...(typeof key.rotation_grace_until === 'string' ? [['Old secret until', key.rotation_grace_until] as const] : []),
+  ])
+}
+
+function secretNotice(key: Record<string, unknown>): string {
+  return `\nSecret (shown once; store it now, it cannot be shown again):\n\n  ${text(key.key)}\n\n`
+}
+
+function usageTable(labels: readonly string[], columns: readonly string[], data: readonly unknown[], totals: unknown): string {
+  const rows = data.map(asObject).map((r) => [
+    ...columns.map((c) => text(r[c])),
+    integer(r.requests), integer(r.input_tokens), integer(r.output_tokens), money(r.cost),
+  ])
+  if (rows.length === 0) return 'No usage in this period.\n'
+  const t = asObject(totals)
+  rows.push([...columns.map((_, i) => (i === 0 ? 'TOTAL' : '')), integer(t.requests), integer(t.input_tokens), integer(t.output_tokens), money(t.cost)])
+  return table([...labels, 'REQUESTS', 'INPUT TOKENS', 'OUTPUT TOKENS', 'COST'], rows)
+}

@@ -109,7 +109,9 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     body: RequestBody, modelName: string | null, resolved: ResolvedLimits, estimate: Usage, admission: Admission,
   ): Promise<void> {
     const json = body.kind === 'json' ? body.value : null
-    const stream = spec.streams === true && json?.stream === true
+    // A multipart form (a streamed transcription) says it as the text field "true".
+    const asked = json ? json.stream === true : body.kind === 'multipart' && body.fields.stream === 'true'
+    const stream = spec.streams === true && asked
     ctx.stream = stream
     const options = json?.stream_options as { include_usage?: unknown } | null | undefined
     const clientWantsUsage = stream && options?.include_usage === true

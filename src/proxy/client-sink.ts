@@ -71,6 +71,9 @@ export class ClientSink {
   readonly #abort = (): void => {
     if (this.#aborted) return
     this.#aborted = true
+    // Nobody will finish this reply now; a client still connected (the gateway gave up,
+    // e.g. at shutdown) must not be left waiting on it.
+    if (!this.#res.writableFinished) this.#res.destroy()
     this.#drainWaiter?.()
     this.#onAbort()
   }

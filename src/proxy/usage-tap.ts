@@ -100,6 +100,6 @@ export function readEvent(data: unknown): EventReading {
     return { usage, usageOnly: false, text }
   }
   const usage = usageOf(data.usage)
-  const usageOnly = usage !== undefined && Array.isArray(data.choices) && data.choices.length === 0
+  const usageOnly = usage !== undefined && (!Array.isArray(data.choices) || data.choices.length === 0)
   return { usage, usageOnly, text: choicesText(data.choices, 'delta') }
 }

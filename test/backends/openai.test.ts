@@ -333,3 +333,36 @@ t.test('a trailing slash on baseUrl does not double the slash', async (t) => {
   t.equal(reply.status, 200)
   t.equal(upstream.requests[0]?.path, '/v1/embeddings')
 })
+
+t.test('requests queued behind maxSockets still have their headers rewritten', async (t) => {
+  const upstream = await fake(t)
+  upstream.options.headerDelayMs = 30
+  const adapter = backend(t, configFor(upstream.url, { maxSockets: 1 }))
+  const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+  const replies = await Promise.all([0, 1, 2].map(() => call(gateway.url, {
+    headers: { 'content-type': 'application/json', authorization: 'Bearer tg-client-key' },
+    body: chatBody,
+  })))
+  t.same(replies.map((r) => r.status), [200, 200, 200])
+  t.same(upstream.requests.map((r) => r.headers.authorization), Array(3).fill('Bearer sk-upstream-secret'))
+  t.equal(upstream.connections(), 1, 'they waited for the one socket')
+})
+
+t.test('a client that leaves before the upstream answers ends the attempt for good', async (t) => {
+  const upstream = await fake(t)
+  upstream.options.headerDelayMs = 1_000
+  const adapter = backend(t, configFor(upstream.url))
+  // A signal that never fires: only the client's own disconnect can end this.
+  const { gateway, seen } = await gatewayFor(t, adapter, async (req) => ({ ...(await jsonRoute(req)), signal: new AbortController().signal }))
+  const { req } = await new Promise<{ req: http.ClientRequest }>((resolve) => {
+    const req = http.request(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false })
+    req.on('error', () => undefined)
+    req.end(chatBody)
+    resolve({ req })
+  })
+  for (let i = 0; i < 200 && upstream.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+  req.destroy()
+  t.equal(await upstream.requests[0]?.ended, 'closed')
+  for (let i = 0; i < 200 && seen[0]?.error === undefined; i++) await new Promise((r) => setTimeout(r, 5))
+  t.equal((seen[0]?.error as GatewayError | undefined)?.errorName, 'upstream_timeout', 'final: failover will not try another deployment for nobody')
+})

@@ -12,7 +12,7 @@ import { gatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { Counters, Subject } from './counters.ts'
-import { adjustmentsFor, chargesOf, dimensionsOf, type Charge, type Dimension } from './dimensions.ts'
+import { adjustmentsFor, chargesOf, dimensionsOf, type Adjustment, type Charge, type Dimension } from './dimensions.ts'
 import { rateLimitHeaders } from './headers.ts'
 import { memoryCounters } from './memory-counters.ts'
 import type { Admission, AdmissionRequest, Limiter, LimiterHealth, LimiterMode, RateLimitHeaders } from './port.ts'
@@ -188,6 +188,13 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     if (lastQuota.size > QUOTA_MEMORY) lastQuota.delete(lastQuota.keys().next().value ?? '')
   }
 
+  function rememberSettled(subject: Subject, adjustments: readonly Adjustment[]): void {
+    const quota = adjustments.find((a) => a.name === 'quota')
+    const key = subjectKey(subject)
+    const known = lastQuota.get(key)
+    if (quota && known !== undefined) lastQuota.set(key, Math.max(0, known + quota.delta))
+  }
+
   /** During an outage each instance enforces its share; the quota starts from what Redis last said. */
   function insurance<D extends Dimension>(subject: Subject, dimensions: readonly D[]): D[] {
     return dimensions.map((d) => {
@@ -217,8 +224,11 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         try {
           // A reservation made in Redis stays there if Redis is away now: the window
           // it was made in overcounts until it resets, which errs on the safe side.
-          if (counters === shared) await viaRedis((c) => c.settle(subject, adjustments))
-          else await counters.settle(subject, adjustments)
+          if (counters === shared) {
+            if ((await viaRedis((c) => c.settle(subject, adjustments).then(() => true))) === true) rememberSettled(subject, adjustments)
+          } else {
+            await counters.settle(subject, adjustments)
+          }
         } catch (error) {
           log.warn({ err: describe(error), keyId: subject.keyId, model: subject.model }, 'rate limiter could not reconcile a call')
         }

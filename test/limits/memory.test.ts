@@ -1,0 +1,34 @@
+// The limiter on the embedded store: counters in this process (rate-limiter-flexible's
+// RateLimiterMemory), held to the same contract as on Redis.
+import t from 'tap'
+import { createLimiter } from '../../src/limits/limiter.ts'
+import { captureLog, metricValue, quietMetrics } from './helpers.ts'
+import { caller, limiterContract } from './contract.ts'
+
+limiterContract(t, 'memory', async (options = {}) => createLimiter({ log: captureLog().log, metrics: quietMetrics(), ...options }))
+
+t.test('memory: reports its mode, and counts refusals by reason', async (t) => {
+  const metrics = quietMetrics()
+  const limiter = createLimiter({ log: captureLog().log, metrics })
+  t.teardown(() => limiter.close())
+  t.same(limiter.health(), { mode: 'memory', healthy: true, outages: 0, downSince: null })
+  t.equal(await metricValue(metrics, 'tollgate_limiter_mode', { mode: 'memory' }), 1)
+  t.equal(await metricValue(metrics, 'tollgate_limiter_mode', { mode: 'redis' }), 0)
+  const request = { keyId: 'k1', tier: 'Basic', model: 'gpt-4o', limits: { rpm: 1, input_tpm: 10 }, estimate: { inputTokens: 5, outputTokens: 0 } }
+  const c = caller(limiter, request.limits, request.model, request.keyId)
+  await limiter.admit(request)
+  t.equal((await c.refusal(request.estimate)).errorName, 'rate_limit_requests')
+  t.equal((await c.refusal({ inputTokens: 50, outputTokens: 0 })).errorName, 'rate_limit_tokens')
+  t.equal(await metricValue(metrics, 'tollgate_rate_limited_total', { model: 'gpt-4o', tier: 'Test', reason: 'requests' }), 1)
+  t.equal(await metricValue(metrics, 'tollgate_rate_limited_total', { model: 'gpt-4o', tier: 'Test', reason: 'too_large' }), 1)
+})
+
+t.test('memory: usage that is not a count is read as zero', async (t) => {
+  const limiter = createLimiter({ log: captureLog().log })
+  t.teardown(() => limiter.close())
+  const request = { keyId: 'k2', tier: 'Basic', model: 'm', limits: { tpm: 1000 }, estimate: { inputTokens: 100, outputTokens: 100 } }
+  const admission = await limiter.admit(request)
+  await admission.settle({ inputTokens: Number.NaN, outputTokens: -5 })
+  const headers = await limiter.peek(request)
+  t.equal(headers['x-ratelimit-remaining-tokens'], '1000', 'the reservation is given back, nothing negative is charged')
+})

@@ -1,0 +1,103 @@
+// The limiter on the shared Redis: the same contract as in memory, plus what only Redis
+// has: one round trip per admission, the key layout (readable by rate-limiter-flexible's
+// RateLimiterRedis), and several instances enforcing one set of counters.
+//
+// Redis at REDIS_URL (default 127.0.0.1:6379) is shared: everything here lives under a
+// random `tgtest:limits:` prefix and is deleted at the end. Without Redis these tests fail.
+import t from 'tap'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import type { Redis } from 'ioredis'
+import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../src/limits/limiter.ts'
+import { limiterKeys } from '../../src/limits/redis-counters.ts'
+import { pingRedis } from '../../src/store/redis-client.ts'
+import { caller, limiterContract } from './contract.ts'
+import { captureLog, countCommands, deleteUnder, keysUnder, quietMetrics, randomId, REDIS_URL, redisClient, testPrefix } from './helpers.ts'
+
+const NAMESPACE = testPrefix()
+let n = 0
+const admin = redisClient()
+const clients: Redis[] = []
+t.teardown(async () => {
+  try {
+    await deleteUnder(admin, NAMESPACE)
+  } finally {
+    for (const c of clients) c.disconnect()
+    admin.disconnect()
+  }
+})
+
+async function onRedis(options: Partial<LimiterOptions> = {}, prefix = `${NAMESPACE}${n++}:`): Promise<ManagedLimiter> {
+  const redis = redisClient()
+  clients.push(redis)
+  await pingRedis(redis)
+  // A generous deadline: the shared Redis may be busy with other suites.
+  return createLimiter({ redis, prefix, log: captureLog().log, metrics: quietMetrics(), redisTimeoutMs: 2000, ...options })
+}
+
+if (!(await pingRedis(admin))) {
+  t.fail(`Redis does not answer at ${REDIS_URL}: the limiter's Redis tests need it (set REDIS_URL or start redis-server)`)
+} else {
+  limiterContract(t, 'redis', (options) => onRedis(options))
+
+  t.test('redis: one round trip per admission, per settle and per peek', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const redis = redisClient()
+    clients.push(redis)
+    await pingRedis(redis)
+    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
+    t.teardown(() => limiter.close())
+    t.equal(limiter.health().mode, 'redis')
+    const c = caller(limiter, { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
+    await c.admit({ inputTokens: 1, outputTokens: 1 }) // loads the scripts
+    const commands = countCommands(redis)
+    t.teardown(() => commands.restore())
+    for (let i = 0; i < 10; i++) {
+      const admission = await c.admit({ inputTokens: 100, outputTokens: 100 })
+      await admission.settle({ inputTokens: 90, outputTokens: 40 })
+    }
+    await c.peek()
+    t.equal(commands.count('evalsha'), 21, 'ten admissions, ten settles and one peek')
+    t.equal(commands.count(), 21, 'and nothing else: five dimensions in one script call each')
+    commands.reset()
+    const refused = await c.refusal({ inputTokens: 60_000, outputTokens: 0 })
+    t.equal(refused.errorName, 'rate_limit_tokens')
+    t.equal(commands.count(), 1, 'a refusal is one round trip too: nothing to roll back')
+  })
+
+  t.test('redis: hash-tagged keys in the layout of rate-limiter-flexible', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const limiter = await onRedis({}, prefix)
+    t.teardown(() => limiter.close())
+    const c = caller(limiter, { rpm: 20, input_tpm: 18_750, output_tpm: 7500, quota: 5000 })
+    await (await c.admit({ inputTokens: 1200, outputTokens: 300 })).settle({ inputTokens: 1200, outputTokens: 100 })
+    const keys = limiterKeys(prefix)
+    const model = 'Mistral-Small-24B-Instruct-2501'
+    const names = await keysUnder(admin, prefix)
+    t.same(names.sort(), ['i', 'o', 'q', 'r'].map((d) => `${prefix}{tg}:rl:${c.keyId}:${model}:${d}`).sort())
+    t.equal(keys.counter({ keyId: c.keyId, model }, { name: 'requests' }), `${prefix}{tg}:rl:${c.keyId}:${model}:r`)
+    // The library reads our counters: same value-and-TTL layout.
+    const library = new RateLimiterRedis({ storeClient: admin, keyPrefix: '', points: 18_750, duration: 60 })
+    const input = await library.get(keys.counter({ keyId: c.keyId, model }, { name: 'input_tokens' }))
+    t.equal(input?.consumedPoints, 1200)
+    t.equal(input?.remainingPoints, 18_750 - 1200)
+    t.ok(input !== null && input.msBeforeNext > 0 && input.msBeforeNext <= 60_000, 'the window has a TTL')
+    t.equal(await admin.pttl(keys.counter({ keyId: c.keyId, model }, { name: 'quota' })), -1, 'the lifetime quota never expires')
+    t.equal(await admin.get(keys.counter({ keyId: c.keyId, model }, { name: 'quota' })), '1300')
+    t.throws(() => limiterKeys('bad{prefix}'), RangeError)
+  })
+
+  t.test('redis: three instances share one set of counters', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const limiters = await Promise.all([onRedis({}, prefix), onRedis({}, prefix), onRedis({}, prefix)])
+    t.teardown(() => Promise.all(limiters.map((l) => l.close())))
+    const keyId = randomId()
+    const limits = { rpm: 20, tpm: 1_000_000 }
+    const callers = limiters.map((l) => caller(l, limits, 'gpt-4o', keyId))
+    const results = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => callers[i % 3]?.admit({ inputTokens: 7, outputTokens: 3 })))
+    t.equal(results.filter((r) => r.status === 'fulfilled').length, 20, 'exactly 20 of 200, across instances')
+    const admissions = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
+    await Promise.all(admissions.map((a, i) => a.settle({ inputTokens: 5 + i, outputTokens: 2 })))
+    const flowed = admissions.reduce((sum, _, i) => sum + 5 + i + 2, 0)
+    for (const [i, c] of callers.entries()) t.same(await c.used(), { requests: 20, tokens: flowed }, `instance ${i} sees the same counters`)
+  })
+}

@@ -156,6 +156,11 @@ function counted(estimatedInputTokens: number, text: string): Tapped {
   return { usage: { inputTokens: estimatedInputTokens, outputTokens: countTextTokens(text) }, usageSource: 'counted' }
 }
 
+/** A client that left before a JSON reply was read whole: the upstream did the work, so its input is charged. */
+function walkedAway(status: number, options: RelayOptions): Tapped {
+  return status < 400 ? counted(options.estimatedInputTokens, '') : NONE
+}
+
 function tapJson(status: number, parsed: unknown, estimatedInputTokens: number): Tapped {
   const usage = bodyUsage(parsed)
   if (usage !== undefined) return { usage, usageSource: 'reported' }
@@ -179,12 +184,12 @@ async function relayJson(res: ServerResponse, upstream: UpstreamResponse, option
       overLimit = size > options.jsonLimitBytes
     }
   } catch (err) {
-    if (sink.aborted) return finish(status, sink, NONE)
+    if (sink.aborted) return finish(status, sink, walkedAway(status, options))
     const error = upstreamError(err)
     replyError(res, sink, error)
     return finish(error.status, sink, NONE, { error })
   }
-  if (sink.aborted) return finish(status, sink, NONE)
+  if (sink.aborted) return finish(status, sink, walkedAway(status, options))
 
   if (overLimit) {
     if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'too large to check')

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http'
+import http, { type ServerResponse } from 'node:http'
 import { PassThrough, Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import type { UpstreamResponse } from '../../src/backends/port.ts'
@@ -399,5 +399,23 @@ t.test('a client already gone before the relay starts: nothing written, upstream
   t.equal(outcome.aborted, true)
   t.equal(outcome.bytes, 0)
   t.same(outcome.usage, { inputTokens: 5, outputTokens: 0 })
+  t.equal(body.destroyed, true)
+})
+
+t.test('JSON: a client that leaves before the body is read whole is charged the estimated input', async (t) => {
+  const body = liveBody()
+  const relayed = await relayVia(t, { status: 200, headers: { 'content-type': 'application/json' }, body }, { estimatedInputTokens: 13 })
+  const req = http.request(relayed.url, { method: 'POST', agent: false })
+  req.on('error', () => undefined)
+  req.end()
+  body.write('{"id":"chatcmpl-1",')
+  // Wait until the relay is reading the body, then leave.
+  for (let i = 0; i < 200 && body.listenerCount('readable') === 0; i++) await new Promise((r) => setTimeout(r, 5))
+  t.ok(body.listenerCount('readable') > 0, 'the relay is reading')
+  req.destroy()
+  const outcome = await relayed.outcome
+  t.equal(outcome.aborted, true)
+  t.equal(outcome.usageSource, 'counted')
+  t.same(outcome.usage, { inputTokens: 13, outputTokens: 0 })
   t.equal(body.destroyed, true)
 })

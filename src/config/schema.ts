@@ -127,7 +127,7 @@ export const configSchema = z.strictObject({
     /** Redis for the rate-limit counters, if not the store's (store.redisUrl). */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
     /** Longest wait for Redis on the admission path; past it the request is decided as onRedisDown says. */
-    redisTimeoutMs: positiveInt.default(100),
+    redisTimeoutMs: positiveInt.default(200),
     /** How often to look for Redis again during an outage. */
     probeIntervalMs: positiveInt.default(1000),
     /** Length of the fixed rate-limit window. rpm and tpm are per minute: change it only for tests and demos. */

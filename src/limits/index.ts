@@ -28,7 +28,9 @@ export async function createLimiterFromConfig(config: Config, deps: { readonly l
   }
   if (!url) return createLimiter(common)
   const redis = createRedisClient(url, {
-    commandTimeoutMs: limits.redisTimeoutMs,
+    // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event
+    // loop; the client's own deadline only clears commands that never get a reply.
+    commandTimeoutMs: Math.max(limits.redisTimeoutMs * 10, 1000),
     connectTimeoutMs: Math.max(limits.redisTimeoutMs, 1000),
     maxReconnectDelayMs: limits.probeIntervalMs,
     name: 'tollgate-limits',

@@ -32,7 +32,7 @@ export interface LimiterOptions {
   readonly onRedisDown?: OnRedisDown
   /** Length of the fixed window. Default 60 s: rpm and tpm are per minute. */
   readonly windowMs?: number
-  /** Longest wait for Redis on the request path. Default 100 ms. */
+  /** Longest wait for Redis on the request path. Default 200 ms. */
   readonly redisTimeoutMs?: number
   /** How often to look for Redis again during an outage. Default 1 s. */
   readonly probeIntervalMs?: number
@@ -65,7 +65,7 @@ function describe(error: unknown): string {
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const { log, metrics, redis } = options
   const windowMs = options.windowMs ?? 60_000
-  const timeoutMs = options.redisTimeoutMs ?? 100
+  const timeoutMs = options.redisTimeoutMs ?? 200
   const probeMs = options.probeIntervalMs ?? 1000
   const onRedisDown = options.onRedisDown ?? 'insurance'
   const instances = Math.max(1, Math.floor(options.insuranceInstances ?? 1))
@@ -122,11 +122,16 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     if (onRedisDown === 'insurance') void handOverQuota()
   }
 
-  /** Bounds a Redis call by the deadline, whatever the client's own timeouts are. */
+  /**
+   * Bounds a Redis call by the deadline, whatever the client's own timeouts are. When the
+   * deadline fires, the refusal waits for setImmediate: a busy process may have let the
+   * timer expire while the reply was already in the socket, and the I/O phase that runs
+   * first delivers it. Only a reply that really is late counts as Redis trouble.
+   */
   function bounded<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs)
+      timer = setTimeout(() => setImmediate(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`))), timeoutMs)
     })
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
   }

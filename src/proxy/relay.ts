@@ -11,6 +11,7 @@ import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { countTextTokens } from '../limits/tokens.ts'
 import { ClientSink } from './client-sink.ts'
+import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
 import { bodyText, bodyUsage, isGeneration, readEvent } from './usage-tap.ts'
@@ -33,6 +34,11 @@ export interface RelayOptions {
    * (upstream_bad_response) rather than passed through unchecked.
    */
   readonly transformJson?: (status: number, body: unknown) => Promise<unknown>
+  /**
+   * The model name the client asked for. Where the reply names a model (JSON bodies and
+   * stream events), the upstream's name for its deployment is replaced by this one.
+   */
+  readonly publicModel?: string
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -210,10 +216,11 @@ async function relayJson(res: ServerResponse, upstream: UpstreamResponse, option
   }
 
   const tapped = tapJson(status, parsed, options.estimatedInputTokens)
-  let payload = bytes
+  const renamed = options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel)
+  let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
   if (options.transformJson !== undefined) {
     try {
-      const transformed = await options.transformJson(status, parsed)
+      const transformed = await options.transformJson(status, renamed)
       if (transformed !== undefined) payload = Buffer.from(JSON.stringify(transformed), 'utf8')
     } catch (err) {
       const error = toGatewayError(err)
@@ -262,6 +269,11 @@ async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
         if (reading.usageOnly && !options.clientWantsUsage) continue
+        const renamed = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
+        if (renamed !== data) {
+          out += `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${JSON.stringify(renamed)}\n\n`
+          continue
+        }
       }
       out += event.raw
     }

@@ -419,3 +419,40 @@ t.test('JSON: a client that leaves before the body is read whole is charged the 
   t.same(outcome.usage, { inputTokens: 13, outputTokens: 0 })
   t.equal(body.destroyed, true)
 })
+
+t.test('publicModel: the client sees the name it asked for, in JSON and in every stream event', async (t) => {
+  const body = { id: 'x', object: 'chat.completion', model: 'org/internal-7b', choices: [], usage: USAGE }
+  const relayedJson = await relayVia(t, json(200, body), { publicModel: 'public-7b' })
+  const reply = await call(relayedJson.url)
+  t.equal((JSON.parse(reply.body) as { model: string }).model, 'public-7b')
+  t.equal(reply.headers['content-length'], String(Buffer.byteLength(reply.body)))
+  t.notMatch(reply.body, /internal-7b/)
+  t.same((await relayedJson.outcome).usage, { inputTokens: 11, outputTokens: 5 })
+
+  const stream = [
+    `data: ${JSON.stringify({ object: 'chat.completion.chunk', model: 'org/internal-7b', choices: [{ index: 0, delta: { content: 'Hi' } }] })}\n\n`,
+    `event: response.completed\ndata: ${JSON.stringify({ type: 'response.completed', response: { model: 'org/internal-7b', usage: { input_tokens: 2, output_tokens: 1 } } })}\n\n`,
+    `data: ${JSON.stringify({ object: 'chat.completion.chunk', model: 'public-7b', choices: [] })}\n\n`,
+    'data: [DONE]\n\n',
+  ]
+  const relayedSse = await relayVia(t, upstreamOf(200, SSE, [stream.join('')]), { stream: true, publicModel: 'public-7b' })
+  const sse = await call(relayedSse.url)
+  t.notMatch(sse.body, /internal-7b/)
+  const data = dataOf(sse.body)
+  t.equal(data.length, 4)
+  t.equal((JSON.parse(data[0] ?? '{}') as { model: string }).model, 'public-7b')
+  t.match(sse.body, /event: response\.completed\ndata: .*"model":"public-7b"/)
+  t.ok(sse.body.includes(stream[2] ?? '-'), 'an event already right passes byte for byte')
+  t.same((await relayedSse.outcome).usage, { inputTokens: 2, outputTokens: 1 })
+})
+
+t.test('publicModel and transformJson: the transform sees the public name', async (t) => {
+  let seen: unknown
+  const relayed = await relayVia(t, json(200, { object: 'fine_tuning.job', id: 'ftjob-1', model: 'org/internal-7b' }), {
+    publicModel: 'public-7b',
+    transformJson: async (_status, value) => { seen = value; return undefined },
+  })
+  const reply = await call(relayed.url)
+  t.equal((seen as { model: string }).model, 'public-7b')
+  t.equal((JSON.parse(reply.body) as { model: string }).model, 'public-7b', 'undefined from the transform keeps the renamed body')
+})

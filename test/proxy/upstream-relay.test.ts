@@ -43,7 +43,7 @@ async function setup(t: Test, options: FakeUpstreamOptions = {}): Promise<Setup>
       )
       res.setHeader('x-request-id', 'req_gateway')
       outcomes.push(await relay(res, response, {
-        stream, clientWantsUsage, estimatedInputTokens: 9, jsonLimitBytes: 1 << 20, signal: controller.signal,
+        stream, clientWantsUsage, estimatedInputTokens: 9, jsonLimitBytes: 1 << 20, signal: controller.signal, publicModel: 'public',
       }))
     } catch (err) {
       sendError(res, err)
@@ -73,6 +73,7 @@ t.test('a stream whose client did not ask for usage: usage reported to the gatew
   const data = dataOf(reply.body)
   t.equal(data.at(-1), '[DONE]')
   t.notMatch(reply.body, /prompt_tokens/)
+  t.notMatch(reply.body, /upstream-model/, 'no stream event names the upstream\'s deployment')
   const outcome = await s.outcome(0)
   t.same(outcome.usage, { inputTokens: 17, outputTokens: words.length })
   t.equal(outcome.usageSource, 'reported')
@@ -132,7 +133,8 @@ t.test('a JSON reply relays with its usage', async (t) => {
   t.equal(reply.headers['content-length'], String(Buffer.byteLength(reply.body)))
   const outcome = await s.outcome(0)
   t.same(outcome.usage, { inputTokens: 17, outputTokens: words.length })
-  t.equal((outcome.json as { model?: string }).model, 'upstream-model')
+  t.equal((outcome.json as { model?: string }).model, 'upstream-model', 'the outcome keeps what the upstream said')
+  t.equal((JSON.parse(reply.body) as { model?: string }).model, 'public', 'the client sees the name it asked for')
 })
 
 t.test('an upstream 503 with a single deployment reaches the client as the upstream said it', async (t) => {

@@ -12,7 +12,7 @@ import { GatewayError, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
 import { IdleWatchdog } from './openai/idle-watchdog.ts'
-import { rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
+import { credentialHeaders, rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
 import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
 
 // Response headers that describe the upstream connection, not the message.
@@ -29,6 +29,7 @@ interface Attempt {
 export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, apiKey: string | undefined): BackendAdapter {
   const root = config.baseUrl.replace(/\/+$/, '')
   const secure = root.startsWith('https:')
+  const credentials = credentialHeaders(new URL(root).hostname, apiKey)
   const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
   const proxy = createProxyServer({
@@ -60,8 +61,8 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
         ...framing.headers,
         'accept-encoding': 'identity',
         'x-request-id': request.requestId,
+        ...credentials,
       }
-      if (apiKey !== undefined) outgoing.authorization = `Bearer ${apiKey}`
 
       // Nothing flows into the upstream request until its headers are rewritten: a body
       // that started early would send the client's headers before 'proxyReq' could act.

@@ -31,3 +31,13 @@ export function rewriteOutgoingHeaders(proxyReq: ClientRequest, ours: Readonly<R
   }
   for (const [name, value] of Object.entries(ours)) proxyReq.setHeader(name, value)
 }
+
+/**
+ * How the gateway's key is presented. Azure OpenAI takes API keys in an api-key header
+ * (a Bearer token there means an Entra ID token); everyone else takes Bearer.
+ */
+export function credentialHeaders(hostname: string, apiKey: string | undefined): Record<string, string> {
+  if (apiKey === undefined) return {}
+  if (/\.(openai|cognitiveservices)\.azure\.com$/i.test(hostname)) return { 'api-key': apiKey }
+  return { authorization: `Bearer ${apiKey}` }
+}

@@ -15,7 +15,8 @@ import { estimateUsage } from '../limits/estimate.ts'
 import { costOf, resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
-import { sendWithFailover } from '../proxy/failover.ts'
+import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
+import { pickOrder, sendWithFailover } from '../proxy/failover.ts'
 import { relay } from '../proxy/relay.ts'
 import type { OwnershipStore } from '../store/ports.ts'
 import type { EndpointSpec } from './endpoints.ts'
@@ -41,6 +42,10 @@ export type InferenceHandler = (ctx: RequestContext, spec: EndpointSpec, params:
 
 export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
   const { config, registry, limiter, metrics } = deps
+  // Spreads calls over a model's deployments by weight; a deployment that keeps failing
+  // to connect is tried last for a while.
+  let rotation = 0
+  const breaker = new CircuitBreaker()
 
   const readBody = (ctx: RequestContext, spec: EndpointSpec): Promise<RequestBody> => {
     switch (spec.body) {
@@ -148,7 +153,8 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     const started = performance.now()
     let usage: Usage = NO_USAGE
     try {
-      const sent = await sendWithFailover(targets, build, {
+      const sent = await sendWithFailover(pickOrder(targets, rotation++), build, {
+        breaker,
         onAttemptFailed: (target, reason) => {
           metrics.failovers.inc({ backend: target.adapter.name })
           ctx.log.warn({ backend: target.adapter.name, reason: describeReason(reason) }, 'upstream attempt failed; trying the next deployment')
@@ -163,6 +169,7 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
           estimatedInputTokens: estimate.inputTokens,
           jsonLimitBytes: config.server.upstreamJsonLimitBytes,
           signal: ctx.signal,
+          ...(modelName !== null ? { publicModel: modelName } : {}),
           ...(spec.ownership ? { transformJson: ownershipTransform(deps.ownership, spec.ownership, principal.owner) } : {}),
         })
         usage = outcome.usage

@@ -1,7 +1,7 @@
 // What every admin route shares: the handler shape, reading an optional JSON body,
 // strict query strings, and replies that no cache keeps.
 import type { IncomingMessage } from 'node:http'
-import { z } from 'zod'
+import type { z } from 'zod'
 import { gatewayError } from '../errors.ts'
 import { readJsonBody } from '../http/body.ts'
 import type { RequestContext } from '../http/context.ts'

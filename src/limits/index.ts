@@ -1,4 +1,5 @@
 // The limiter as main.ts builds it from the configuration.
+import { join, resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
@@ -10,7 +11,8 @@ export { formatDuration, parseDuration } from './duration.ts'
 
 /**
  * Counters on Redis when limits.redisUrl or store.redisUrl is set (on a connection of
- * their own, with the limiter's short timeout), in memory otherwise. Waits for the first
+ * their own, with the limiter's short timeout), in memory otherwise (kept in the data
+ * directory across restarts). Waits for the first
  * connection at most the connect timeout; a Redis that is down at start is an outage
  * like any other.
  */
@@ -26,7 +28,7 @@ export async function createLimiterFromConfig(config: Config, deps: { readonly l
     probeIntervalMs: limits.probeIntervalMs,
     insuranceInstances: limits.insuranceInstances,
   }
-  if (!url) return createLimiter(common)
+  if (!url) return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
   const redis = createRedisClient(url, {
     // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event
     // loop; the client's own deadline only clears commands that never get a reply.

@@ -6,6 +6,9 @@
 // bounded by a short deadline, the first failure switches the limiter to its configured
 // stand-in (in-memory insurance, fail-open or fail-closed) and logs the outage once, and
 // no later request touches Redis until a probe (or a reconnect) finds it answering again.
+import { readFileSync } from 'node:fs'
+import { mkdir, rename, writeFile } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import type { Redis } from 'ioredis'
 import type { Usage } from '../backends/port.ts'
 import { gatewayError } from '../errors.ts'
@@ -42,6 +45,12 @@ export interface LimiterOptions {
   readonly metrics?: Metrics
   /** Disconnect `redis` on close (it was made for the limiter). */
   readonly closeRedis?: boolean
+  /**
+   * Without Redis: a file that keeps the counters (the lifetime quotas above all) across
+   * restarts. Read at creation, written every snapshotEveryMs and on close.
+   */
+  readonly snapshotFile?: string
+  readonly snapshotEveryMs?: number
 }
 
 export interface ManagedLimiter extends Limiter {
@@ -177,6 +186,27 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     }
   }
 
+  const snapshotFile = redis ? undefined : options.snapshotFile
+  let snapshotTimer: NodeJS.Timeout | null = null
+  async function saveSnapshot(file: string): Promise<void> {
+    try {
+      await mkdir(dirname(file), { recursive: true })
+      await writeFile(`${file}.tmp`, JSON.stringify(memory.snapshot()), { mode: 0o600 })
+      await rename(`${file}.tmp`, file)
+    } catch (error) {
+      log.warn({ err: describe(error), file }, 'rate limiter could not save its counters')
+    }
+  }
+  if (snapshotFile !== undefined) {
+    try {
+      memory.restore(JSON.parse(readFileSync(snapshotFile, 'utf8')))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.warn({ err: describe(error), file: snapshotFile }, 'rate limiter could not read its saved counters; starting empty')
+    }
+    snapshotTimer = setInterval(() => void saveSnapshot(snapshotFile), options.snapshotEveryMs ?? 10_000)
+    snapshotTimer.unref()
+  }
+
   const onReady = (): void => void check()
   if (redis) {
     redis.on('ready', onReady)
@@ -294,6 +324,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       closed = true
       if (probe) clearInterval(probe)
       probe = null
+      if (snapshotTimer) clearInterval(snapshotTimer)
+      if (snapshotFile !== undefined) await saveSnapshot(snapshotFile)
       if (redis) {
         redis.off('ready', onReady)
         if (options.closeRedis) {

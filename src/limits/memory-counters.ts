@@ -16,6 +16,16 @@ interface LibraryState {
 export interface MemoryCounters extends Counters {
   /** Lifetime usage counted here, per subject and dimension, emptied as it is read (to hand over to Redis). */
   drainLifetime(): Array<{ subject: Subject; name: DimensionName; used: number }>
+  /** Every counter, as JSON-able data (the library's dump format), to keep across restarts. */
+  snapshot(): MemorySnapshot
+  /** Loads a snapshot; windows that ended meanwhile are skipped. Anything malformed is ignored. */
+  restore(data: unknown): void
+}
+
+export interface MemorySnapshot {
+  readonly version: 1
+  readonly windowed: ReturnType<RateLimiterMemory['dump']>
+  readonly lifetime: ReturnType<RateLimiterMemory['dump']>
 }
 
 /** Runs tasks of one key one after another; tasks of different keys run freely. */
@@ -92,6 +102,16 @@ export function memoryCounters(windowMs: number): MemoryCounters {
     },
     peek(subject, dimensions) {
       return Promise.all(dimensions.map((d) => read(subject, d)))
+    },
+    snapshot() {
+      return { version: 1, windowed: windowed.dump(), lifetime: lifetime.dump() }
+    },
+    restore(data) {
+      if (typeof data !== 'object' || data === null || (data as { version?: unknown }).version !== 1) return
+      const { windowed: w, lifetime: l } = data as { windowed?: unknown; lifetime?: unknown }
+      // The library validates every record itself and skips what is malformed or expired.
+      if (typeof w === 'object' && w !== null) windowed.restore(w as Parameters<RateLimiterMemory['restore']>[0])
+      if (typeof l === 'object' && l !== null) lifetime.restore(l as Parameters<RateLimiterMemory['restore']>[0])
     },
     drainLifetime() {
       const out: Array<{ subject: Subject; name: DimensionName; used: number }> = []

@@ -1,5 +1,8 @@
 // The limiter on the embedded store: counters in this process (rate-limiter-flexible's
 // RateLimiterMemory), held to the same contract as on Redis.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t from 'tap'
 import { createLimiter } from '../../src/limits/limiter.ts'
 import { captureLog, metricValue, quietMetrics } from './helpers.ts'
@@ -31,4 +34,30 @@ t.test('memory: usage that is not a count is read as zero', async (t) => {
   await admission.settle({ inputTokens: Number.NaN, outputTokens: -5 })
   const headers = await limiter.peek(request)
   t.equal(headers['x-ratelimit-remaining-tokens'], '1000', 'the reservation is given back, nothing negative is charged')
+})
+
+t.test('memory: counters, the quota above all, survive a restart through the snapshot file', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-limits-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const file = join(dir, 'limits.json')
+  const limits = { rpm: 10, quota: 1000 }
+  const first = createLimiter({ log: captureLog().log, snapshotFile: file })
+  const c1 = caller(first, limits, 'gpt-4o', 'key-snap')
+  await (await c1.admit({ inputTokens: 100, outputTokens: 100 })).settle({ inputTokens: 300, outputTokens: 400 })
+  await first.close()
+  t.ok(existsSync(file), 'saved on close')
+
+  const second = createLimiter({ log: captureLog().log, snapshotFile: file })
+  t.teardown(() => second.close())
+  const c2 = caller(second, limits, 'gpt-4o', 'key-snap')
+  t.equal((await c2.peek())['x-ratelimit-remaining-requests'], '9', 'the open window came back')
+  await (await c2.admit({ inputTokens: 1, outputTokens: 1 })).settle({ inputTokens: 150, outputTokens: 150 })
+  t.equal((await c2.refusal({ inputTokens: 1, outputTokens: 1 })).errorName, 'insufficient_quota', '700 before the restart + 300 after spend the 1000')
+
+  writeFileSync(file, '{not json')
+  const logs = captureLog()
+  const third = createLimiter({ log: logs.log, snapshotFile: file })
+  t.teardown(() => third.close())
+  t.equal((await caller(third, limits, 'gpt-4o', 'key-snap').peek())['x-ratelimit-remaining-requests'], '10', 'a damaged file means starting empty')
+  t.ok(logs.lines().some((l) => l.msg === 'rate limiter could not read its saved counters; starting empty'), 'and says so')
 })

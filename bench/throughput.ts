@@ -1,0 +1,103 @@
+// The gateway's throughput with plan limits on versus off: real `tollgate serve`
+// processes (the built-in mock backend, answering at once), a closed-loop load of
+// non-streaming chat completions from this process.
+//
+// "Off" is a tier without limits: the limiter sees no dimension and returns at once,
+// never touching Redis. "On" sets all five dimensions, high enough never to refuse, so
+// every call pays a full admission and a reconciliation.
+//
+//   node bench/throughput.ts           prints a Markdown section
+import { performance } from 'node:perf_hooks'
+import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
+import { startPrivateRedis } from '../test/limits/helpers.ts'
+
+const CONCURRENCY = 32
+const WARMUP_MS = 1500
+const MEASURE_MS = 8000
+const MODEL = 'Mistral-Small-24B-Instruct-2501'
+const HIGH = 1_000_000_000
+
+const plans = {
+  defaultTier: 'Off',
+  tiers: {
+    Off: { default: {} },
+    On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
+  },
+}
+
+interface Result { readonly rps: number; readonly p50: number; readonly p99: number; readonly errors: number; readonly limitHeaders: boolean }
+
+async function load(gw: RunningTollgate, key: string): Promise<Result> {
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }], max_tokens: 5 })
+  const call = async (): Promise<{ ok: boolean; headers: boolean }> => {
+    const res = await fetch(`${gw.url}/v2/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body })
+    await res.arrayBuffer()
+    return { ok: res.status === 200, headers: res.headers.has('x-ratelimit-remaining-requests') }
+  }
+  const run = async (ms: number, record: boolean): Promise<{ samples: number[]; errors: number; headers: boolean; elapsed: number }> => {
+    const samples: number[] = []
+    let errors = 0
+    let headers = false
+    const start = performance.now()
+    const end = start + ms
+    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) {
+        const t0 = performance.now()
+        const r = await call()
+        if (record) samples.push(performance.now() - t0)
+        if (!r.ok) errors++
+        headers ||= r.headers
+      }
+    }))
+    return { samples, errors, headers, elapsed: performance.now() - start }
+  }
+  await run(WARMUP_MS, false)
+  const { samples, errors, headers, elapsed } = await run(MEASURE_MS, true)
+  samples.sort((a, b) => a - b)
+  const q = (p: number): number => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? 0
+  return { rps: samples.length / (elapsed / 1000), p50: q(0.5), p99: q(0.99), errors, limitHeaders: headers }
+}
+
+const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+export async function benchThroughput(): Promise<string> {
+  const redis = await startPrivateRedis()
+  const rows: string[] = []
+  try {
+    for (const store of ['embedded', 'redis'] as const) {
+      const gw = await startTollgate({
+        env: store === 'redis' ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {},
+        config: (doc) => {
+          doc.plans = plans
+          ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+          ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
+        },
+      })
+      try {
+        for (const tier of ['Off', 'On'] as const) {
+          const { key } = await gw.createKey({ tier })
+          const r = await load(gw, key)
+          rows.push(`| ${store} | ${tier === 'On' ? 'on (5 dimensions)' : 'off'} | ${fmt(r.rps)} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.errors} | ${r.limitHeaders ? 'yes' : 'no'} |`)
+        }
+      } finally {
+        await gw.stop()
+      }
+    }
+  } finally {
+    await redis.kill()
+  }
+  return [
+    '## Gateway throughput, limits on vs off (bench/throughput.ts)',
+    '',
+    `One gateway process, mock backend answering at once, non-streaming chat completions`,
+    `(max_tokens 5), ${CONCURRENCY} concurrent keep-alive clients in the bench process on the`,
+    `same machine, ${fmt(MEASURE_MS / 1000)} s measured after ${fmt(WARMUP_MS / 1000, 1)} s warm-up. With Redis, the keys and`,
+    'the counters are on one loopback redis-server. Latency is per request, as the client saw it.',
+    '',
+    '| Store | Limits | req/s | p50 ms | p99 ms | non-200 | x-ratelimit headers |',
+    '|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n')
+}
+
+if (import.meta.main) process.stdout.write(`${await benchThroughput()}\n`)

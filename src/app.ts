@@ -15,6 +15,7 @@ import { Router, type Params } from './http/router.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { createInferenceHandler } from './inference/handler.ts'
 import { createModelCatalogue } from './inference/models.ts'
+import { checkEndpointScope } from './inference/scopes.ts'
 import type { Meter } from './keys/meter.ts'
 import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
@@ -70,18 +71,21 @@ export function buildApp(deps: AppDeps): App {
     ctx.route = 'models.list'
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
+    checkEndpointScope(principal, 'models.list')
     sendJson(ctx.res, 200, catalogue.list(principal))
   })
   router.on('GET', `${v2}/models/*`, async (ctx, params) => {
     ctx.route = 'models.get'
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
+    checkEndpointScope(principal, 'models.get')
     sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
   })
   router.on('GET', `${v2}/audio/models`, async (ctx) => {
     ctx.route = 'audio.models'
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
+    checkEndpointScope(principal, 'audio.models')
     sendJson(ctx.res, 200, catalogue.list(principal, 'audio'))
   })
   for (const spec of PROXIED_ENDPOINTS) {

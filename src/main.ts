@@ -5,6 +5,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
 import { buildApp, type App } from './app.ts'
+import { trackConnections } from './http/drain.ts'
 import { createAdminAuthenticator } from './auth/admin.ts'
 import { createApiKeyAuthenticator } from './auth/api-key.ts'
 import { createAdapter } from './backends/create.ts'
@@ -72,6 +73,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   })
   // Bounded: with Redis down the gateway still starts, reading keys from the store uncached.
   await keyEvents.ready(2000)
+  const connections = trackConnections(server)
   await listen(server, config.server.port, config.server.host)
   await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
@@ -85,7 +87,9 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       log.info({ graceMs: config.server.shutdownGraceMs }, 'draining: no new requests; waiting for in-flight ones')
       app.beginShutdown()
       const closed = new Promise<void>((done) => server.close(() => done()))
-      server.closeIdleConnections()
+      connections.closeUnused()
+      const sweeper = setInterval(() => connections.closeUnused(), 100)
+      void closed.finally(() => clearInterval(sweeper))
       const grace = new Promise<'timeout'>((done) => setTimeout(() => done('timeout'), config.server.shutdownGraceMs).unref())
       if ((await Promise.race([closed, grace])) === 'timeout') {
         log.warn('grace period over: closing the connections still open')

@@ -106,6 +106,7 @@ t.test('a key limited to some models or endpoints gets 403 outside them', async 
   t.equal(ok.status, 200)
   const models = await request(`${gw.url}/v2/models`, { headers })
   t.same((models.json() as unknown as { data: Array<{ id: string }> }).data.map((m) => m.id), ['text-embedding-bge-m3'], 'lists only what it may use')
+  isOpenAIError(t, await request(`${gw.url}/v2/audio/models`, { headers }), 403, 'endpoint_not_allowed', 'audio models outside scope')
 })
 
 t.test('the admin API refuses anything but the admin token', async (t) => {

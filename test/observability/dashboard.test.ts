@@ -14,7 +14,7 @@ t.test('dashboard queries name only exported metrics', async (t) => {
     for (const panel of dashboard.panels) {
       for (const target of panel.targets ?? []) {
         queries++
-        for (const name of target.expr.match(/tollgate_[a-z_]+/g) ?? []) {
+        for (const name of target.expr.match(/tollgate_[a-z0-9_]+/g) ?? []) {
           const base = name.replace(/_(bucket|sum|count)$/, '')
           t.ok(exported.has(base), `${file} "${panel.title}" uses ${name}`)
         }

@@ -1,0 +1,34 @@
+// Draining a listener on shutdown. server.close() stops accepting, but Node only drops
+// connections it considers idle (a finished request on a keep-alive socket) at the
+// moment of the call: a socket that becomes idle later, or that a client opened and never
+// used (HTTP clients pre-connect), would hold the listener open until the grace ends.
+import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
+
+export interface ConnectionTracker {
+  /** Closes every connection with no request in flight; safe to call repeatedly. */
+  closeUnused(): void
+  /** Connections open now. */
+  readonly size: number
+}
+
+export function trackConnections(server: Server): ConnectionTracker {
+  const inFlight = new Map<Socket, number>()
+  server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0)
+    socket.once('close', () => inFlight.delete(socket))
+  })
+  server.on('request', (req, res) => {
+    const socket = req.socket
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
+    res.once('close', () => {
+      if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1))
+    })
+  })
+  return {
+    closeUnused() {
+      for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy()
+    },
+    get size() { return inFlight.size },
+  }
+}

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import { ENDPOINTS, modelLimitsSchema, type PlansConfig } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
+import { StoreConflictError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { displayPrefix, generateKey, type KeyHasher } from './format.ts'
 import type { KeyRecord } from './record.ts'
@@ -13,6 +14,8 @@ import type { KeyRecord } from './record.ts'
 export const MAX_GRACE_SECONDS = 30 * 24 * 60 * 60
 /** Default rotation grace: none. A rotation is often a response to a leak. */
 export const DEFAULT_GRACE_SECONDS = 0
+/** Rounds of read, apply, compare-and-set before a change to a busy key gives up. */
+const CHANGE_ATTEMPTS = 8
 
 const KEY_ID = /^key_[0-9a-f]{24}$/
 
@@ -210,18 +213,32 @@ export class KeyService {
     return publicKeyView(record, { defaultTier: this.#plans.defaultTier, now: this.#now().getTime() })
   }
 
+  /**
+   * Read-modify-write of one key. Serial per key on this instance; across instances the
+   * write is a compare-and-set against the record read, so a change made elsewhere in
+   * between is never overwritten: the change is re-applied to the record as it is now
+   * (where `apply` may refuse it: an update or rotation refuses a key revoked meanwhile,
+   * so a revoke always wins). Gives up with StoreConflictError (a 409) after
+   * CHANGE_ATTEMPTS rounds of losing the race.
+   */
   async #change<T>(
     id: string,
     apply: (current: KeyRecord, now: Date) => { record: KeyRecord; result: T; unchanged?: boolean },
   ): Promise<{ record: KeyRecord; result: T }> {
     return this.#serial(id, async () => {
-      const current = await this.get(id)
-      if (current === null) throw unknownKey()
-      const outcome = apply(current, this.#now())
-      if (outcome.unchanged === true) return outcome
-      if (!(await this.#store.replace(outcome.record))) throw unknownKey()
-      await this.#onChange(id)
-      return outcome
+      for (let attempt = 0; attempt < CHANGE_ATTEMPTS; attempt++) {
+        const current = await this.get(id)
+        if (current === null) throw unknownKey()
+        const outcome = apply(current, this.#now())
+        if (outcome.unchanged === true) return outcome
+        const written = await this.#store.replace(outcome.record, current)
+        if (written === 'missing') throw unknownKey()
+        if (written === 'replaced') {
+          await this.#onChange(id)
+          return outcome
+        }
+      }
+      throw new StoreConflictError(`key ${id} kept changing on other instances; gave up after ${CHANGE_ATTEMPTS} attempts`)
     })
   }
 

@@ -7,9 +7,9 @@ import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
-import type { KeyFilter, KeyStore, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import type { KeyFilter, KeyStore, OwnershipStore, ReplaceOutcome, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
 import { StoreConflictError } from './errors.ts'
-import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter } from './key-records.ts'
+import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { checkUsageQuery, checkUsageRecords, compareUsageRows } from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
@@ -170,12 +170,17 @@ export function openEmbeddedStores(dataDir: string): Stores {
         indexHashes(record)
       })
     },
-    async replace(record) {
-      return transaction(db, () => {
-        if (sql.keyById.get(record.id) === undefined) return false
+    async replace(record, expected) {
+      if (record.id !== expected.id) throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
+      // The compare and the write in one BEGIN IMMEDIATE transaction: no other writer,
+      // in this process or another, can land between them.
+      return transaction(db, (): ReplaceOutcome => {
+        const stored = recordOf(sql.keyById.get(record.id))
+        if (stored === null) return 'missing'
+        if (!sameKeyRecord(stored, expected)) return 'stale'
         indexHashes(record)
         sql.updateKey.run(encodeKeyRecord(record), record.status, record.owner, record.tier, record.id)
-        return true
+        return 'replaced'
       })
     },
     async get(id) {

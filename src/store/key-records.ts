@@ -31,6 +31,25 @@ export function decodeKeyRecord(text: string): KeyRecord {
   throw new TypeError('stored key record is malformed')
 }
 
+/** A stable text of any JSON value: object keys sorted at every depth, undefined fields dropped. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => canonical(v === undefined ? null : v)).join(',')}]`
+  if (isObject(value)) {
+    const fields = Object.keys(value).sort().flatMap((key) =>
+      value[key] === undefined ? [] : [`${JSON.stringify(key)}:${canonical(value[key])}`])
+    return `{${fields.join(',')}}`
+  }
+  return JSON.stringify(value)
+}
+
+/**
+ * True when two records are the same record, field for field (as stored: the order of an
+ * object's keys does not count, the order of a list does). replace() compares with this.
+ */
+export function sameKeyRecord(a: KeyRecord, b: KeyRecord): boolean {
+  return canonical(a) === canonical(b)
+}
+
 /** The hashes a record answers to: its current one and, during a rotation, the previous one. */
 export function hashesOf(record: KeyRecord): string[] {
   return record.previousHash === null || record.previousHash === record.hash ? [record.hash] : [record.hash, record.previousHash]

@@ -9,11 +9,22 @@ export interface KeyFilter {
   readonly status?: KeyStatus
 }
 
+/** What KeyStore.replace did. */
+export type ReplaceOutcome = 'replaced' | 'missing' | 'stale'
+
 export interface KeyStore {
   /** Adds a new record; fails if the id or a hash is already taken. */
   insert(record: KeyRecord): Promise<void>
-  /** Replaces a record (same id) and re-indexes its hashes. Returns false if unknown. */
-  replace(record: KeyRecord): Promise<boolean>
+  /**
+   * Compare-and-set: replaces the stored record with `record` (same id) and re-indexes its
+   * hashes, but only if the stored record is still exactly `expected` (every field equal;
+   * pass the copy you read and derived `record` from). Atomic against any other writer, on
+   * any instance. Answers 'replaced'; 'missing' if there is no record with that id; 'stale'
+   * if the stored record is no longer `expected`, and then nothing was written: read again,
+   * re-apply the change and retry (or give up). Throws StoreConflictError if a hash of
+   * `record` belongs to another key, RangeError if `expected` has another id.
+   */
+  replace(record: KeyRecord, expected: KeyRecord): Promise<ReplaceOutcome>
   get(id: string): Promise<KeyRecord | null>
   /** Finds the key whose current or previous hash this is. */
   findByHash(hash: string): Promise<KeyRecord | null>

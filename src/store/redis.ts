@@ -12,7 +12,7 @@ import type { Redis } from 'ioredis'
 import type { KeyRecord } from '../keys/record.ts'
 import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
-import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter } from './key-records.ts'
+import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { pingRedis, whenReady } from './redis-client.ts'
 import { checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber } from './usage-rows.ts'
 
@@ -181,17 +181,22 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
       if (outcome !== 'ok') throw unexpected('insert script', outcome)
     }),
 
-    replace: (record) => io(async () => {
+    replace: (record, expected) => io(async () => {
+      if (record.id !== expected.id) throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
       const recordKey = k.record(record.id)
       const newHashKeys = hashesOf(record).map(k.hash)
       for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
         const current = await redis.get(recordKey)
-        if (current === null) return false
-        const oldHashKeys = hashesOf(decodeKeyRecord(current)).map(k.hash)
+        if (current === null) return 'missing'
+        const stored = decodeKeyRecord(current)
+        if (!sameKeyRecord(stored, expected)) return 'stale'
+        // The script applies only if the value is still this very text; if another write
+        // lands in between, read again: the new value decides whether `expected` still holds.
+        const oldHashKeys = hashesOf(stored).map(k.hash)
         const outcome = await run(REPLACE_KEY, [recordKey, ...oldHashKeys, ...newHashKeys],
           [record.id, current, oldHashKeys.length, encodeKeyRecord(record)])
-        if (outcome === 'ok') return true
-        if (outcome === 'missing') return false
+        if (outcome === 'ok') return 'replaced'
+        if (outcome === 'missing') return 'missing'
         if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
         if (outcome !== 'changed') throw unexpected('replace script', outcome)
       }

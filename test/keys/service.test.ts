@@ -1,6 +1,6 @@
 // The key lifecycle on a real (embedded) store: create, list, update, rotate, revoke,
 // what each refuses, and that every change is announced for the caches.
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -9,6 +9,11 @@ import { GatewayError } from '../../src/errors.ts'
 import { createKeyHasher, isWellFormedKey } from '../../src/keys/format.ts'
 import { KeyService, MAX_GRACE_SECONDS, publicKeyView } from '../../src/keys/service.ts'
 import { openEmbeddedStores } from '../../src/store/embedded.ts'
+import { StoreConflictError } from '../../src/store/errors.ts'
+import type { KeyStore, Stores } from '../../src/store/ports.ts'
+import { createRedisClient } from '../../src/store/redis-client.ts'
+import { createRedisStores } from '../../src/store/redis.ts'
+import { REDIS_URL, redisMissing, redisNamespace } from './redis-namespace.ts'
 
 const plans: PlansConfig = {
   defaultTier: 'Basic',
@@ -165,4 +170,152 @@ t.test('changes to one key on one instance run one at a time', async (t) => {
   t.equal(results[1]?.status, 'fulfilled')
   t.equal(results[2]?.status, 'rejected', 'the rotation queued after the revoke sees it')
   t.equal((await service.get(record.id))?.status, 'revoked')
+})
+
+// --- across instances ------------------------------------------------------------------
+// Two KeyServices on one store are two gateway instances: the per-instance queue above
+// does not order them. Instance A's store pauses between A's read and A's write, and
+// instance B acts on the key in that window.
+
+/** The store as instance A sees it: its next replace waits until released. */
+function pausingBeforeWrite(store: KeyStore) {
+  let reached = (): void => undefined
+  let release = (): void => undefined
+  const atWrite = new Promise<void>((resolve) => { reached = resolve })
+  const released = new Promise<void>((resolve) => { release = resolve })
+  let paused = false
+  let writes = 0
+  const wrapped: KeyStore = {
+    insert: (record) => store.insert(record),
+    get: (id) => store.get(id),
+    findByHash: (hash) => store.findByHash(hash),
+    list: (filter) => store.list(filter),
+    async replace(record, expected) {
+      writes++
+      if (!paused) {
+        paused = true
+        reached()
+        await released
+      }
+      return store.replace(record, expected)
+    },
+  }
+  return { store: wrapped, atWrite, release, writes: () => writes }
+}
+
+/** One store, two instances: A (pausing before its next write) and B, each with its own connection. */
+interface Shared {
+  readonly storeA: Stores
+  readonly storeB: Stores
+}
+
+function twoInstances(t: Test, { storeA, storeB }: Shared) {
+  const hash = createKeyHasher('test-secret-0123456789abcdefghijkl')
+  const pausing = pausingBeforeWrite(storeA.keys)
+  const changesA: string[] = []
+  const now = () => new Date('2030-01-01T00:00:00Z')
+  const a = new KeyService({ store: pausing.store, hash, plans, onChange: async (id) => { changesA.push(id) }, now })
+  const b = new KeyService({ store: storeB.keys, hash, plans, now })
+  t.teardown(() => pausing.release())
+  return { a, b, hash, pausing, changesA }
+}
+
+async function raceTests(t: Test, open: () => Promise<Shared>): Promise<void> {
+  const race = (title: string, body: (t: Test, keys: KeyStore, shared: Shared) => Promise<void>): void => {
+    t.test(title, async (t) => {
+      const shared = await open()
+      t.teardown(async () => { await shared.storeA.close(); await shared.storeB.close() })
+      await body(t, shared.storeB.keys, shared)
+    })
+  }
+
+  race('a revoke on another instance is not undone by an update that read before it', async (t, keys, shared) => {
+    const { a, b, pausing, changesA } = twoInstances(t, shared)
+    const { record } = await b.create({ name: 'before' })
+    const update = a.update(record.id, { name: 'after', tier: 'Standard4000' })
+    await pausing.atWrite // A has read the active key and built its update
+    const revoked = await b.revoke(record.id)
+    pausing.release()
+    const e = await refused(t, update, 400)
+    t.match(e?.message, /revoked/)
+    t.strictSame(await keys.get(record.id), revoked, 'the revoked record stands, untouched')
+    t.equal(pausing.writes(), 1, 'one write tried and refused; after re-reading, A refused the change')
+    t.same(changesA, [], 'A announced nothing')
+  })
+
+  race('a revoke on another instance is not undone by a rotation that read before it', async (t, keys, shared) => {
+    const { a, b, hash, pausing } = twoInstances(t, shared)
+    const { record, key } = await b.create({})
+    const rotate = a.rotate(record.id, { grace_seconds: 600 })
+    await pausing.atWrite
+    const revoked = await b.revoke(record.id)
+    pausing.release()
+    await refused(t, rotate, 400)
+    t.strictSame(await keys.get(record.id), revoked)
+    t.equal((await keys.findByHash(hash(key)))?.status, 'revoked', 'the old secret finds only the revoked key')
+    t.same((await keys.list({ status: 'active' })).map((r) => r.id), [], 'no active key came back')
+  })
+
+  race('a revoke that read before another instance\'s update still applies, on top of it', async (t, keys, shared) => {
+    const { a, b, pausing, changesA } = twoInstances(t, shared)
+    const { record } = await b.create({ name: 'before' })
+    const revoke = a.revoke(record.id)
+    await pausing.atWrite
+    await b.update(record.id, { name: 'renamed meanwhile' })
+    pausing.release()
+    const revoked = await revoke
+    t.equal(revoked.status, 'revoked')
+    t.equal(revoked.name, 'renamed meanwhile', 'the revoke was re-applied to the record as it is now')
+    t.strictSame(await keys.get(record.id), revoked)
+    t.equal(pausing.writes(), 2, 'refused once, then applied')
+    t.same(changesA, [record.id], 'announced once')
+  })
+
+  race('two updates on two instances: neither change is lost', async (t, keys, shared) => {
+    const { a, b, pausing } = twoInstances(t, shared)
+    const { record } = await b.create({ name: 'before' })
+    const update = a.update(record.id, { name: 'from a' })
+    await pausing.atWrite
+    await b.update(record.id, { tier: 'Standard4000' })
+    pausing.release()
+    t.match(await update, { name: 'from a', tier: 'Standard4000' })
+    t.match(await keys.get(record.id), { name: 'from a', tier: 'Standard4000', status: 'active' })
+  })
+}
+
+t.test('across instances, embedded store (two connections to one database file)', async (t) => {
+  const base = mkdtempSync(join(tmpdir(), 'tollgate-keys-race-'))
+  t.teardown(() => rmSync(base, { recursive: true, force: true }))
+  let n = 0
+  await raceTests(t, async () => {
+    const dir = join(base, `db${n++}`)
+    return { storeA: openEmbeddedStores(dir), storeB: openEmbeddedStores(dir) }
+  })
+})
+
+t.test('across instances, Redis store (two clients on one namespace)', async (t) => {
+  const ns = await redisNamespace(t)
+  if (!ns.up) {
+    t.fail(redisMissing())
+    return
+  }
+  let n = 0
+  await raceTests(t, async () => {
+    const prefix = `${ns.prefix}${n++}:`
+    const instance = (name: string): Stores => createRedisStores(createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name }), prefix)
+    return { storeA: instance('tgtest-keys-race-a'), storeB: instance('tgtest-keys-race-b') }
+  })
+})
+
+t.test('a key that keeps changing underneath gives up with a conflict after a bounded number of tries', async (t) => {
+  const stores = openEmbeddedStores(':memory:')
+  t.teardown(() => stores.close())
+  let writes = 0
+  const busy: KeyStore = { ...stores.keys, replace: async () => { writes++; return 'stale' } }
+  const hash = createKeyHasher('test-secret-0123456789abcdefghijkl')
+  const service = new KeyService({ store: busy, hash, plans })
+  const { record } = await service.create({ name: 'busy' })
+  await t.rejects(service.update(record.id, { name: 'x' }), StoreConflictError)
+  t.ok(writes > 1 && writes <= 16, `retried, a bounded number of times (${writes})`)
+  t.strictSame(await stores.keys.get(record.id), record, 'nothing changed')
 })

@@ -82,18 +82,18 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const original = makeKeyRecord()
     await keys.insert(original)
     const rotated = { ...original, hash: '12'.repeat(32), previousHash: original.hash, previousHashValidUntil: '2025-03-01T11:00:00.000Z', updatedAt: '2025-03-01T10:30:00.000Z' }
-    t.equal(await keys.replace(rotated), true)
+    t.equal(await keys.replace(rotated, original), 'replaced')
     t.strictSame(await keys.get(original.id), rotated)
     t.strictSame(await keys.findByHash('12'.repeat(32)), rotated, 'new hash found')
     t.strictSame(await keys.findByHash(original.hash), rotated, 'old hash still found during the grace')
 
     const settled = { ...rotated, previousHash: null, previousHashValidUntil: null, updatedAt: '2025-03-01T11:00:00.000Z' }
-    t.equal(await keys.replace(settled), true)
+    t.equal(await keys.replace(settled, rotated), 'replaced')
     t.equal(await keys.findByHash(original.hash), null, 'old hash no longer found')
     t.strictSame(await keys.findByHash(settled.hash), settled)
 
     const rekeyed = { ...settled, hash: '34'.repeat(32) }
-    t.equal(await keys.replace(rekeyed), true)
+    t.equal(await keys.replace(rekeyed, settled), 'replaced')
     t.equal(await keys.findByHash(settled.hash), null, 'a dropped current hash is no longer found')
     t.strictSame(await keys.findByHash(rekeyed.hash), rekeyed)
     const reuse = makeKeyRecord({ hash: settled.hash })
@@ -101,9 +101,9 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.equal((await keys.findByHash(settled.hash))?.id, reuse.id, 'a freed hash can be taken by another key')
   })
 
-  withStores('replace of an unknown id answers false and creates nothing', async (t, { keys }) => {
+  withStores('replace of an unknown id answers missing and creates nothing', async (t, { keys }) => {
     const ghost = makeKeyRecord()
-    t.equal(await keys.replace(ghost), false)
+    t.equal(await keys.replace(ghost, ghost), 'missing')
     t.equal(await keys.get(ghost.id), null)
     t.equal(await keys.findByHash(ghost.hash), null)
     t.strictSame(await keys.list(), [])
@@ -114,11 +114,70 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const b = makeKeyRecord()
     await keys.insert(a)
     await keys.insert(b)
-    await t.rejects(keys.replace({ ...a, hash: b.hash }), StoreConflictError)
-    await t.rejects(keys.replace({ ...a, previousHash: b.hash }), StoreConflictError)
+    await t.rejects(keys.replace({ ...a, hash: b.hash }, a), StoreConflictError)
+    await t.rejects(keys.replace({ ...a, previousHash: b.hash }, a), StoreConflictError)
     t.strictSame(await keys.get(a.id), a)
     t.equal((await keys.findByHash(a.hash))?.id, a.id)
     t.equal((await keys.findByHash(b.hash))?.id, b.id)
+  })
+
+  withStores('replace is a compare-and-set: a stale expected is refused and changes nothing', async (t, { keys }) => {
+    const original = makeKeyRecord({ previousHash: '56'.repeat(32), previousHashValidUntil: '2025-03-01T11:00:00.000Z' })
+    await keys.insert(original)
+    // Someone else's write lands first.
+    const theirs = { ...original, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z', previousHash: null, previousHashValidUntil: null, updatedAt: '2025-03-01T10:05:00.000Z' }
+    t.equal(await keys.replace(theirs, original), 'replaced')
+
+    // Ours was derived from the record as it was before: refused, whatever it changes.
+    const mine = { ...original, name: 'renamed', hash: '78'.repeat(32), updatedAt: '2025-03-01T10:06:00.000Z' }
+    t.equal(await keys.replace(mine, original), 'stale')
+    t.strictSame(await keys.get(original.id), theirs, 'the stored record is untouched')
+    t.equal(await keys.findByHash(mine.hash), null, 'the refused record\'s hash is not indexed')
+    t.strictSame(await keys.findByHash(original.hash), theirs, 'the stored record\'s hash still finds it')
+    t.equal(await keys.findByHash('56'.repeat(32)), null, 'a hash the stored record dropped stays dropped')
+    t.strictSame(await keys.list({ status: 'active' }), [], 'the index by status follows the stored record')
+
+    // Stale by one nested field only: still refused.
+    const nearly = { ...theirs, limits: { ...theirs.limits, '*': { rpm: 61, tpm: 100_000 } } }
+    t.equal(await keys.replace({ ...theirs, name: 'x' }, nearly), 'stale', 'a difference deep in limits counts')
+    t.equal(await keys.replace({ ...theirs, name: 'x' }, { ...theirs, models: [...(theirs.models ?? [])].reverse() }), 'stale', 'the order of a list counts')
+    t.strictSame(await keys.get(original.id), theirs)
+  })
+
+  withStores('replace with the current record as expected applies', async (t, { keys }) => {
+    const original = makeKeyRecord()
+    await keys.insert(original)
+    const read = await keys.get(original.id)
+    if (read === null) throw new Error('inserted record not found')
+    const next = { ...read, name: 'renamed', tier: 'Basic', hash: '9c'.repeat(32), updatedAt: '2025-03-01T10:07:00.000Z' }
+    t.equal(await keys.replace(next, read), 'replaced')
+    t.strictSame(await keys.get(original.id), next)
+    t.strictSame(await keys.findByHash(next.hash), next)
+    t.equal(await keys.findByHash(original.hash), null)
+
+    // Compared by value: a copy with its keys in another order is the same record.
+    const reordered = Object.fromEntries(Object.entries(next).reverse().map(([k, v]) =>
+      [k, k === 'limits' && v !== null ? Object.fromEntries(Object.entries(v).reverse()) : v])) as typeof next
+    const again = { ...next, name: 'again' }
+    t.equal(await keys.replace(again, reordered), 'replaced', 'field order does not matter')
+    t.strictSame(await keys.get(original.id), again)
+
+    await t.rejects(keys.replace({ ...again, name: 'other id' }, makeKeyRecord()), RangeError, 'expected must be the same key')
+    t.strictSame(await keys.get(original.id), again)
+  })
+
+  withStores('of concurrent replaces from the same read exactly one applies', async (t, { keys }) => {
+    const original = makeKeyRecord()
+    await keys.insert(original)
+    const versions = Array.from({ length: 8 }, (_, i) => ({ ...original, hash: `${i}`.repeat(64), name: `v${i}` }))
+    const outcomes = await Promise.all(versions.map((v) => keys.replace(v, original)))
+    const won = outcomes.flatMap((o, i) => (o === 'replaced' ? [i] : []))
+    t.equal(won.length, 1, 'one writer wins')
+    t.equal(outcomes.filter((o) => o === 'stale').length, versions.length - 1, 'the others are told they are stale')
+    const winner = versions[won[0] ?? -1]
+    t.strictSame(await keys.get(original.id), winner)
+    const indexed = (await Promise.all(versions.map((v) => keys.findByHash(v.hash)))).filter((r) => r !== null)
+    t.strictSame(indexed, [winner], 'only the winner\'s hash is indexed')
   })
 
   withStores('list filters by owner, tier and status, oldest first', async (t, { keys }) => {
@@ -141,7 +200,7 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.strictSame(await ids({ owner: 'carol' }), [])
     t.strictSame((await keys.list({ owner: 'bob' }))[0], b1, 'listed records are whole')
 
-    await keys.replace({ ...b1, status: 'revoked', revokedAt: at(6), owner: 'alice' })
+    t.equal(await keys.replace({ ...b1, status: 'revoked', revokedAt: at(6), owner: 'alice' }, b1), 'replaced')
     t.strictSame(await ids({ status: 'revoked' }), [a2.id, b1.id], 'list follows a replace')
     t.strictSame(await ids({ owner: 'bob' }), [])
     t.strictSame(await ids({ owner: 'alice' }), [a2.id, b1.id, a1.id])

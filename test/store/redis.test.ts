@@ -116,7 +116,7 @@ function registerRedisTests(): void {
     await a.keys.insert(record)
     t.strictSame(await b.keys.findByHash(record.hash), record, 'a key made on one instance authenticates on the other')
     const rotated = { ...record, hash: '56'.repeat(32), previousHash: null }
-    t.equal(await b.keys.replace(rotated), true)
+    t.equal(await b.keys.replace(rotated, record), 'replaced')
     t.equal(await a.keys.findByHash(record.hash), null, 'a hash dropped on one instance is gone on the other')
 
     const adds = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, cost: 0.01 })]))
@@ -132,14 +132,80 @@ function registerRedisTests(): void {
     t.strictSame(await a.ownership.list('file', owner ?? ''), ['file-x'])
   })
 
+  t.test('redis: replace is a compare-and-set across instances', async (t) => {
+    const prefix = freshPrefix()
+    const a = createRedisStores(client('tgtest-a'), prefix)
+    const b = createRedisStores(client('tgtest-b'), prefix)
+    t.teardown(async () => { await a.close(); await b.close() })
+    const record = makeKeyRecord()
+    await a.keys.insert(record)
+
+    const readByA = await a.keys.get(record.id)
+    if (readByA === null) throw new Error('inserted record not found')
+    const revoked = { ...record, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z' }
+    t.equal(await b.keys.replace(revoked, record), 'replaced', 'b revokes')
+    t.equal(await a.keys.replace({ ...readByA, name: 'late edit' }, readByA), 'stale', 'a\'s write from its older read is refused')
+    t.strictSame(await b.keys.get(record.id), revoked, 'the revoke stands')
+  })
+
+  t.test('redis: a write landing between replace\'s own read and its script is not overwritten', async (t) => {
+    const prefix = freshPrefix()
+    const redis = client()
+    const stores = createRedisStores(redis, prefix)
+    t.teardown(() => stores.close())
+    const k = redisKeys(prefix)
+    const record = makeKeyRecord()
+    await stores.keys.insert(record)
+
+    // Just before the adapter's compare-and-set script goes out, another instance writes.
+    type Eval = (...args: unknown[]) => Promise<unknown>
+    const patched = redis as unknown as { evalsha: Eval }
+    const evalsha = patched.evalsha.bind(redis)
+    let interpose: (() => Promise<unknown>) | null = null
+    let scripts = 0
+    patched.evalsha = async (...args) => {
+      scripts++
+      const other = interpose
+      interpose = null
+      if (other !== null) await other()
+      return evalsha(...args)
+    }
+    t.teardown(() => { patched.evalsha = evalsha })
+
+    // 1. The other write changes the record: replace answers stale and writes nothing.
+    const revoked = { ...record, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z' }
+    interpose = () => admin.set(k.record(record.id), JSON.stringify(revoked))
+    t.equal(await stores.keys.replace({ ...record, name: 'late edit', hash: 'ab'.repeat(32) }, record), 'stale')
+    t.strictSame(await stores.keys.get(record.id), revoked, 'the other write stands')
+    t.equal(await admin.get(k.hash('ab'.repeat(32))), null, 'the refused record\'s hash was not indexed')
+
+    // 2. The other write leaves the same record (as other text): replace reads again and applies.
+    scripts = 0
+    const reordered = JSON.stringify(Object.fromEntries(Object.entries(revoked).reverse()))
+    interpose = () => admin.set(k.record(record.id), reordered)
+    const next = { ...revoked, name: 'renamed' }
+    t.equal(await stores.keys.replace(next, revoked), 'replaced')
+    t.equal(scripts, 2, 'the script ran twice: refused once, then applied')
+    t.strictSame(await stores.keys.get(record.id), next)
+  })
+
   t.test('redis: concurrent replace and release stay consistent', async (t) => {
     const stores = createRedisStores(client(), freshPrefix())
     t.teardown(() => stores.close())
     const record = makeKeyRecord()
     await stores.keys.insert(record)
-    const versions = Array.from({ length: 8 }, (_, i) => ({ ...record, hash: `${i}`.repeat(64), name: `v${i}` }))
-    const outcomes = await Promise.all(versions.map((v) => stores.keys.replace(v)))
-    t.ok(outcomes.every((o) => o === true), 'every replace applied in turn')
+    const versions = Array.from({ length: 8 }, (_, i) => ({ hash: `${i}`.repeat(64), name: `v${i}` }))
+    // Each writer reads, derives its version and retries on 'stale', as KeyService does.
+    const write = async (change: typeof versions[number]): Promise<number> => {
+      for (let attempt = 1; attempt <= 100; attempt++) {
+        const current = await stores.keys.get(record.id)
+        if (current === null) throw new Error('record vanished')
+        if (await stores.keys.replace({ ...current, ...change }, current) === 'replaced') return attempt
+      }
+      throw new Error('never applied')
+    }
+    const attempts = await Promise.all(versions.map(write))
+    t.ok(attempts.some((a) => a > 1), `writers that lost a race were told so and retried (${attempts.join(',')})`)
     const final = await stores.keys.get(record.id)
     const indexed = (await Promise.all(versions.map((v) => stores.keys.findByHash(v.hash)))).filter((r) => r !== null)
     t.strictSame(indexed, [final], 'only the last version\'s hash is left indexed')
@@ -248,7 +314,7 @@ function registerRedisTests(): void {
 async function exerciseEveryOperation(stores: Stores): Promise<void> {
   const record = makeKeyRecord({ previousHash: '78'.repeat(32) })
   await stores.keys.insert(record)
-  await stores.keys.replace({ ...record, previousHash: null, hash: '9a'.repeat(32) })
+  await stores.keys.replace({ ...record, previousHash: null, hash: '9a'.repeat(32) }, record)
   await stores.keys.get(record.id)
   await stores.keys.findByHash('9a'.repeat(32))
   await stores.keys.list({ owner: 'team-a' })
@@ -283,7 +349,7 @@ async function expectUnavailable(t: Test, stores: Stores, label: string): Promis
   t.equal(await stores.ping(), false, `${label}: ping is false`)
   const calls: [string, () => Promise<unknown>][] = [
     ['keys.insert', () => stores.keys.insert(makeKeyRecord())],
-    ['keys.replace', () => stores.keys.replace(makeKeyRecord())],
+    ['keys.replace', () => { const r = makeKeyRecord(); return stores.keys.replace(r, r) }],
     ['keys.get', () => stores.keys.get('key_x')],
     ['keys.findByHash', () => stores.keys.findByHash('ab')],
     ['keys.list', () => stores.keys.list()],

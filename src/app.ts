@@ -9,6 +9,7 @@ import type { Config } from './config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from './errors.ts'
 import { recordRequestEnd } from './http/access-log.ts'
 import { createContext, type RequestContext } from './http/context.ts'
+import { discardUnreadBody } from './http/body.ts'
 import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
 import { Router, type Params } from './http/router.ts'
@@ -17,6 +18,8 @@ import { createInferenceHandler } from './inference/handler.ts'
 import { createModelCatalogue } from './inference/models.ts'
 import { checkEndpointScope } from './inference/scopes.ts'
 import type { Meter } from './keys/meter.ts'
+import type { Principal } from './keys/record.ts'
+import { resolveLimits } from './limits/plans.ts'
 import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
@@ -62,7 +65,16 @@ export function buildApp(deps: AppDeps): App {
     const store = await deps.stores.ping()
     metrics.storeUp.set(store ? 1 : 0)
     const ready = store && !draining
-    sendJson(ctx.res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', store: store ? 'up' : 'down', draining })
+    // The limiter's state is reported, not gating: during a Redis outage every instance
+    // enforces limits on its own, and taking them all out of rotation would help nobody.
+    const limiter = deps.limiter.health?.()
+    sendJson(ctx.res, ready ? 200 : 503, {
+      status: ready ? 'ready' : 'not_ready',
+      store: store ? 'up' : 'down',
+      limiter: limiter?.mode ?? 'none',
+      limiter_healthy: limiter?.healthy ?? true,
+      draining,
+    })
   })
 
   // Inference, under /v2.
@@ -72,6 +84,7 @@ export function buildApp(deps: AppDeps): App {
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
     checkEndpointScope(principal, 'models.list')
+    await applyLimitHeaders(ctx, principal)
     sendJson(ctx.res, 200, catalogue.list(principal))
   })
   router.on('GET', `${v2}/models/*`, async (ctx, params) => {
@@ -79,6 +92,7 @@ export function buildApp(deps: AppDeps): App {
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
     checkEndpointScope(principal, 'models.get')
+    await applyLimitHeaders(ctx, principal)
     sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
   })
   router.on('GET', `${v2}/audio/models`, async (ctx) => {
@@ -86,6 +100,7 @@ export function buildApp(deps: AppDeps): App {
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
     checkEndpointScope(principal, 'audio.models')
+    await applyLimitHeaders(ctx, principal)
     sendJson(ctx.res, 200, catalogue.list(principal, 'audio'))
   })
   for (const spec of PROXIED_ENDPOINTS) {
@@ -129,12 +144,20 @@ export function buildApp(deps: AppDeps): App {
     await match.route(ctx, match.params, match.query)
   }
 
+  /** Where the key stands on its tier's default limits, for replies not charged to a model. */
+  async function applyLimitHeaders(ctx: RequestContext, principal: Principal): Promise<void> {
+    const { tier, model, limits } = resolveLimits(config.plans, principal.key, '*')
+    const headers = await deps.limiter.peek({ keyId: principal.keyId, tier, model, limits }).catch(() => ({}))
+    for (const [name, value] of Object.entries(headers)) ctx.res.setHeader(name, value)
+  }
+
   function fail(ctx: RequestContext, err: unknown): void {
     const error = toGatewayError(err)
     ctx.errorCode = error.code
     if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
-    // A body we refused before reading it all: do not keep the connection for the rest.
-    if (!ctx.req.complete && !ctx.res.headersSent) ctx.res.setHeader('connection', 'close')
+    // A body refused before it was all read: let the client finish sending it, so it
+    // reads this answer rather than a connection reset.
+    discardUnreadBody(ctx.req, ctx.res)
     sendError(ctx.res, error)
   }
 }

@@ -3,7 +3,7 @@
 // file never sits whole in memory and can be replayed to a second upstream.
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdir, rm, stat } from 'node:fs/promises'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
@@ -177,4 +177,40 @@ function describeType(type: string): string {
 
 function safeName(name: string): string {
   return /^[A-Za-z0-9_.[\]-]{1,64}$/.test(name) ? name : '(field)'
+}
+
+/** Bodies declared larger than this are not drained after a refusal: the connection is cut. */
+const MAX_DRAIN_BYTES = 64 * 1024 * 1024
+/** How long a refused body may keep arriving before the connection is cut. */
+const DRAIN_MS = 5_000
+
+/**
+ * After a refusal sent before the body was read (413, 415, 401...), reads and discards
+ * what the client is still sending, so that it gets to read the answer instead of a
+ * connection reset (a "lingering close"). Bounded in bytes and time; an absurd declared
+ * length just closes the connection after the answer.
+ */
+export function discardUnreadBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.complete || req.destroyed) return
+  let declared: number | undefined
+  try {
+    declared = declaredLength(req)
+  } catch {
+    declared = Infinity
+  }
+  if ((declared ?? 0) > MAX_DRAIN_BYTES) {
+    if (!res.headersSent) res.setHeader('connection', 'close')
+    return
+  }
+  let seen = 0
+  const cut = (): void => { req.socket.destroy() }
+  const timer = setTimeout(cut, DRAIN_MS)
+  timer.unref()
+  req.on('data', (chunk: Buffer) => {
+    seen += chunk.length
+    if (seen > MAX_DRAIN_BYTES) cut()
+  })
+  req.once('end', () => clearTimeout(timer))
+  req.once('close', () => clearTimeout(timer))
+  req.resume()
 }

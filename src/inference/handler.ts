@@ -96,12 +96,9 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     } catch (err) {
       // A refusal after authentication still tells the client where its limits stand.
       if (!ctx.res.headersSent && !(err instanceof GatewayError && err.status === 429)) {
-        const model = resolved?.model ?? ctx.model
-        if (model) {
-          const limits = resolved ?? resolveLimits(config.plans, principal.key, model)
-          const headers = await limiter.peek({ keyId: principal.keyId, tier: limits.tier, model, limits: limits.limits }).catch(() => ({}))
-          for (const [name, value] of Object.entries(headers)) ctx.res.setHeader(name, value)
-        }
+        const limits = resolved ?? resolveLimits(config.plans, principal.key, ctx.model ?? '*')
+        const headers = await limiter.peek({ keyId: principal.keyId, tier: limits.tier, model: limits.model, limits: limits.limits }).catch(() => ({}))
+        for (const [name, value] of Object.entries(headers)) ctx.res.setHeader(name, value)
       }
       throw err
     } finally {

@@ -120,11 +120,31 @@ t.test('the admin API refuses anything but the admin token', async (t) => {
   t.equal(badTier.status, 400)
 })
 
+t.test('refusals after authentication still carry the rate-limit headers', async (t) => {
+  const bad = await chat(auth(), '{"model": ')
+  t.equal(bad.status, 400)
+  t.match(bad.headers.get('x-ratelimit-limit-requests'), /^\d+$/, 'on a 400 before the model is known')
+  const unknown = await chat(auth(), JSON.stringify({ model: 'gpt-99', messages: [{ role: 'user', content: 'hi' }] }))
+  t.match(unknown.headers.get('x-ratelimit-remaining-requests'), /^\d+$/, 'on a 404 unknown model')
+  const models = await request(`${gw.url}/v2/models`, { headers: auth() })
+  t.match(models.headers.get('x-ratelimit-reset-requests'), /^\d+(\.\d+)?(ms|s)$|^\d+m\d+s$/, 'on the model list')
+  const noKey = await request(`${gw.url}/v2/models`)
+  t.equal(noKey.headers.get('x-ratelimit-limit-requests'), null, 'not before authentication')
+})
+
+t.test('a refused body that is still arriving: the client reads the 413, not a reset', async (t) => {
+  const huge = JSON.stringify({ model: CHAT, messages: [{ role: 'user', content: 'x'.repeat(3 * 1024 * 1024) }] })
+  for (let i = 0; i < 5; i++) {
+    const res = await chat(auth(), huge)
+    t.equal(res.status, 413, `attempt ${i}`)
+  }
+})
+
 t.test('health and readiness', async (t) => {
   t.equal((await request(`${gw.url}/healthz`)).status, 200)
   const ready = await request(`${gw.url}/readyz`)
   t.equal(ready.status, 200)
-  t.match(ready.json<{ store: string }>(), { store: 'up' })
+  t.match(ready.json<{ store: string }>(), { store: 'up', limiter: 'memory', limiter_healthy: true })
 })
 
 t.test('the gateway still serves after all of that, and no key was logged', async (t) => {

@@ -4,8 +4,9 @@ import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import type { Redis } from 'ioredis'
 import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
+import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+export { REDIS_URL } from '../helpers/redis.ts'
 
 export interface RedisNamespace {
   readonly prefix: string
@@ -19,17 +20,7 @@ export interface RedisNamespace {
 export async function redisNamespace(t: Test): Promise<RedisNamespace> {
   const prefix = `tgtest:${randomBytes(6).toString('hex')}:`
   const redis = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-keys-admin' })
-  const keys = async (): Promise<string[]> => {
-    const found = new Set<string>()
-    let cursor = '0'
-    for (let round = 0; round < 100_000; round++) {
-      const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
-      for (const key of batch) found.add(key)
-      cursor = next
-      if (cursor === '0') return [...found]
-    }
-    throw new Error('SCAN did not finish')
-  }
+  const keys = (): Promise<string[]> => keysUnder(redis, prefix)
   t.teardown(async () => {
     try {
       if (redis.status === 'ready') {

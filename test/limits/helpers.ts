@@ -9,7 +9,8 @@ import { createLogger, type Logger } from '../../src/observability/logger.ts'
 import { createMetrics, type Metrics } from '../../src/observability/metrics.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+export { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { REDIS_URL } from '../helpers/redis.ts'
 
 export const randomId = (label = 'k'): string => `${label}_${randomBytes(6).toString('hex')}`
 export const testPrefix = (): string => `tgtest:limits:${randomBytes(6).toString('hex')}:`
@@ -51,24 +52,6 @@ export function countCommands(redis: Redis): { count(name?: string): number; res
     reset: () => { seen.length = 0 },
     restore: () => { redis.sendCommand = send },
   }
-}
-
-/** Every key under prefix, by SCAN (bounded: a full iteration always ends). */
-export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
-  const found = new Set<string>()
-  let cursor = '0'
-  for (let round = 0; round < 100_000; round++) {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
-    for (const key of keys) found.add(key)
-    cursor = next
-    if (cursor === '0') return [...found]
-  }
-  throw new Error('SCAN did not finish')
-}
-
-export async function deleteUnder(redis: Redis, prefix: string): Promise<void> {
-  const keys = await keysUnder(redis, prefix)
-  for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500))
 }
 
 export async function freePort(): Promise<number> {

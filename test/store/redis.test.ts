@@ -16,23 +16,11 @@ import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/re
 import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
 import { storeContract } from './contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
+import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const NAMESPACE = `tgtest:${randomBytes(6).toString('hex')}:`
 const COMMAND_TIMEOUT_MS = 2000
 
-/** Every key under prefix, by SCAN (bounded: Redis guarantees a full scan ends). */
-async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
-  const found = new Set<string>()
-  let cursor = '0'
-  for (let round = 0; round < 100_000; round++) {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
-    for (const key of batch) found.add(key)
-    cursor = next
-    if (cursor === '0') return [...found].sort()
-  }
-  throw new Error('SCAN did not finish')
-}
 
 async function deleteUnder(redis: Redis, prefix: string): Promise<void> {
   const keys = await keysUnder(redis, prefix)

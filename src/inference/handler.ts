@@ -174,6 +174,12 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
           metrics.timeToFirstByte.observe({ backend: sent.target.adapter.name, endpoint: spec.endpoint }, outcome.firstByteMs / 1000)
         }
         if (sent.response.status >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
+        if (outcome.error) {
+          // The reply had already started: the client got what could still be sent.
+          ctx.errorCode = outcome.error.code
+          metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: outcome.error.errorName })
+          ctx.log.warn({ backend: sent.target.adapter.name, error: outcome.error.errorName, usageSource: outcome.usageSource }, 'upstream reply broke off')
+        }
       } finally {
         if (stream) metrics.activeStreams.dec()
       }

@@ -37,14 +37,7 @@ export const createKeySchema = z.strictObject({
 export type CreateKeyInput = z.infer<typeof createKeySchema>
 
 /** What PATCH may change. A field left out stays as it is; null resets it. The owner stays: files and jobs belong to it. */
-export const updateKeySchema = z.strictObject({
-  name: label.nullish(),
-  tier: z.string().min(1).max(200).nullish(),
-  models: modelList.nullish(),
-  endpoints: endpointList.nullish(),
-  expires_at: isoTime.nullish(),
-  limits: limitOverrides.nullish(),
-})
+export const updateKeySchema = createKeySchema.omit({ owner: true })
 export type UpdateKeyInput = z.infer<typeof updateKeySchema>
 
 export const rotateKeySchema = z.strictObject({

@@ -1,21 +1,80 @@
 // npm run bench: runs every benchmark and writes bench/results.md (machine included).
-import { writeFileSync } from 'node:fs'
+// npm run bench -- <name|group>...: runs only those, and replaces only their sections of
+// bench/results.md (each then says it was rerun alone, with its own machine line).
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAdmission } from './admission.ts'
+import { benchConcurrentStreams } from './concurrent-streams.ts'
 import { machine } from './machine.ts'
+import { benchStreaming } from './streaming.ts'
 import { benchThroughput } from './throughput.ts'
+import { benchUpload } from './upload.ts'
 
-const sections = [await benchAdmission(), await benchThroughput()]
-const text = [
-  '# Benchmark results',
-  '',
-  'How to read and rerun these: bench/README.md.',
-  '',
-  `Written by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}. Machine:`,
-  '',
-  machine(),
-  '',
-  ...sections.flatMap((s) => [s, '']),
-].join('\n')
-writeFileSync(join(import.meta.dirname, 'results.md'), text)
-process.stdout.write(text)
+/** In the order a full run takes them; each returns one Markdown section headed "## … (bench/<file>.ts)". */
+const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
+  admission: benchAdmission,
+  throughput: benchThroughput,
+  streaming: benchStreaming,
+  'concurrent-streams': benchConcurrentStreams,
+  upload: benchUpload,
+}
+const GROUPS: Readonly<Record<string, readonly string[]>> = {
+  limits: ['admission', 'throughput'],
+  proxy: ['streaming', 'concurrent-streams', 'upload'],
+}
+
+const RESULTS = join(import.meta.dirname, 'results.md')
+const today = (): string => new Date().toISOString().slice(0, 10)
+
+const args = process.argv.slice(2)
+const chosen = args.length === 0 ? Object.keys(BENCHES) : [...new Set(args.flatMap((a) => GROUPS[a] ?? [a]))]
+const unknown = chosen.filter((name) => !Object.hasOwn(BENCHES, name))
+if (unknown.length > 0) {
+  process.stderr.write(`unknown benchmark ${unknown.join(', ')}; names: ${Object.keys(BENCHES).join(', ')}; groups: ${Object.entries(GROUPS).map(([g, n]) => `${g} (${n.join(', ')})`).join(', ')}\n`)
+  process.exit(2)
+}
+const sections: string[] = []
+for (const name of Object.keys(BENCHES).filter((n) => chosen.includes(n))) {
+  const bench = BENCHES[name]
+  if (bench) sections.push(await bench())
+}
+
+/** "## Title (bench/x.ts)" → "bench/x.ts": what a section is matched by. */
+const sourceOf = (section: string): string => /^## .*\((bench\/[^)]+)\)/.exec(section)?.[1] ?? section.split('\n', 1)[0] ?? ''
+
+let text: string
+if (args.length === 0) {
+  text = [
+    '# Benchmark results',
+    '',
+    'How to read and rerun these: bench/README.md.',
+    '',
+    `Written by \`npm run bench\` on ${today()}. Machine:`,
+    '',
+    machine(),
+    '',
+    ...sections.flatMap((s) => [s, '']),
+  ].join('\n')
+} else {
+  const note = [
+    `Rerun alone (\`npm run bench -- ${args.join(' ')}\`) on ${today()}, not with the full run the top of this file`,
+    'describes. Machine:',
+    '',
+    machine(),
+  ].join('\n')
+  // After the heading and its blank line.
+  const marked = sections.map((s) => s.replace('\n\n', `\n\n${note}\n\n`))
+  const old = readFileSync(RESULTS, 'utf8').trimEnd()
+  const at = old.search(/^## /m)
+  const head = at === -1 ? old : old.slice(0, at).trimEnd()
+  const kept = at === -1 ? [] : old.slice(at).split(/\n(?=## )/).map((s) => s.trimEnd())
+  for (const section of marked) {
+    const i = kept.findIndex((k) => sourceOf(k) === sourceOf(section))
+    if (i === -1) kept.push(section)
+    else kept[i] = section
+  }
+  text = [head, '', ...kept.flatMap((s) => [s, ''])].join('\n')
+  process.stdout.write(marked.join('\n\n') + '\n')
+}
+writeFileSync(RESULTS, text)
+if (args.length === 0) process.stdout.write(text)

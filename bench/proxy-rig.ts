@@ -1,0 +1,137 @@
+// What the proxy-path benchmarks (streaming.ts, concurrent-streams.ts, upload.ts) share:
+// an upstream process (test/helpers/upstream-process.ts, OpenAI-compatible, paced by
+// --tokens-per-second) and a real `tollgate serve` whose openai backend points at it;
+// readings of a process's memory and CPU from /proc; percentiles and number formatting.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../test/helpers/gateway.ts'
+
+/** The public model name; the deployment leaves it as is, so the gateway rewrites no event. */
+export const CHAT_MODEL = 'bench-chat'
+export const AUDIO_MODEL = 'whisper-1'
+
+export interface Rig {
+  readonly upstream: UpstreamProcess
+  readonly gateway: RunningTollgate
+  /** An API key on a tier without limits: the limiter returns at once. */
+  readonly key: string
+  stop(): Promise<void>
+}
+
+export interface RigOptions {
+  readonly tokensPerSecond: number
+  /** Changes to the gateway's configuration after the rig's own. */
+  readonly config?: (doc: Record<string, unknown>) => void
+}
+
+/**
+ * Starts the upstream, then a gateway in front of it. The upstream spools multipart
+ * uploads to its os.tmpdir() and never deletes them, so it gets a TMPDIR of its own,
+ * removed with everything else by stop().
+ */
+export async function startRig(options: RigOptions): Promise<Rig> {
+  const upstreamTmp = mkdtempSync(join(tmpdir(), 'tollgate-bench-upstream-'))
+  const savedTmp = process.env.TMPDIR
+  process.env.TMPDIR = upstreamTmp
+  let upstream: UpstreamProcess
+  try {
+    upstream = await startUpstream(['--tokens-per-second', String(options.tokensPerSecond)])
+  } finally {
+    if (savedTmp === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = savedTmp
+  }
+  let gateway: RunningTollgate
+  try {
+    gateway = await startTollgate({
+      config: (doc) => {
+        doc.plans = { defaultTier: 'Off', tiers: { Off: { default: {} } } }
+        // Raised from the default 256 so that 500 streams do not queue for a socket.
+        ;(doc.backends as Record<string, unknown>).upstream = { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 }
+        doc.models = [
+          { name: CHAT_MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] },
+          { name: AUDIO_MODEL, kind: 'audio', deployments: [{ backend: 'upstream' }] },
+        ]
+        options.config?.(doc)
+      },
+    })
+  } catch (err) {
+    await upstream.stop()
+    rmSync(upstreamTmp, { recursive: true, force: true })
+    throw err
+  }
+  const { key } = await gateway.createKey({})
+  return {
+    upstream,
+    gateway,
+    key,
+    async stop() {
+      try {
+        await gateway.stop()
+      } finally {
+        await upstream.stop()
+        // startTollgate makes <tmp>/tollgate-e2e-*/data; the whole directory is the run's.
+        rmSync(dirname(gateway.dataDir), { recursive: true, force: true })
+        rmSync(upstreamTmp, { recursive: true, force: true })
+      }
+    },
+  }
+}
+
+export interface ProcMemory {
+  /** Resident set now, bytes. */
+  readonly rss: number
+  /** Peak resident set since start or since resetPeak(), bytes. */
+  readonly hwm: number
+}
+
+export function memoryOf(pid: number): ProcMemory {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM') }
+}
+
+/** Resets VmHWM to the current RSS (Linux: "5" to clear_refs). False when not permitted. */
+export function resetPeak(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** CPU time (user + system) the process has used, in milliseconds. */
+export function cpuMsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name (which may hold spaces) start at state, field 3.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12])
+  return ticks * 10 // USER_HZ is 100 on Linux
+}
+
+/** Samples the process's RSS every `everyMs` until stop(); returns the largest seen. */
+export function sampleRss(pid: number, everyMs = 50): { stop(): number } {
+  let peak = memoryOf(pid).rss
+  const timer = setInterval(() => {
+    try { peak = Math.max(peak, memoryOf(pid).rss) } catch { /* gone */ }
+  }, everyMs)
+  return {
+    stop() {
+      clearInterval(timer)
+      try { peak = Math.max(peak, memoryOf(pid).rss) } catch { /* gone */ }
+      return peak
+    },
+  }
+}
+
+export function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
+}
+
+export const fmt = (n: number, digits = 0): string =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+export const mib = (bytes: number, digits = 1): string => fmt(bytes / 2 ** 20, digits)
+
+export const pause = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms))

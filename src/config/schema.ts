@@ -29,7 +29,8 @@ const openaiBackend = z.strictObject({
   responseTimeoutMs: positiveInt.default(120_000),
   /** Time allowed between two chunks of a streamed response. */
   idleTimeoutMs: positiveInt.default(120_000),
-  maxSockets: positiveInt.default(256),
+  // Concurrent connections to one upstream; streams hold theirs for their whole length.
+  maxSockets: positiveInt.default(1024),
   /** Extra headers sent upstream (e.g. api-version for Azure). Values are not secret. */
   headers: z.record(z.string(), z.string()).default({}),
 })

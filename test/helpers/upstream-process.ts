@@ -91,6 +91,8 @@ const server = createServer(async (req, res) => {
       signal: controller.signal,
       client: { req, res },
     }
+    // The spooled upload goes once the reply is over.
+    if (body.kind === 'multipart') res.once('close', () => { void body.dispose() })
     const answer = await backend.send(request)
     res.writeHead(answer.status, answer.headers)
     answer.body.pipe(res)

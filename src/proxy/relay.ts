@@ -14,7 +14,7 @@ import { ClientSink } from './client-sink.ts'
 import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
-import { bodyText, bodyUsage, isGeneration, readEvent } from './usage-tap.ts'
+import { bodyText, bodyUsage, isGeneration, readEvent, withoutNullUsage } from './usage-tap.ts'
 
 export interface RelayOptions {
   /** The client asked for a stream: an upstream reply without a content type is then read as SSE. */
@@ -269,9 +269,12 @@ async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
         if (reading.usageOnly && !options.clientWantsUsage) continue
-        const renamed = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
-        if (renamed !== data) {
-          out += `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${JSON.stringify(renamed)}\n\n`
+        let shown = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
+        // Upstreams put "usage": null on every chunk once usage is asked for; the client
+        // did not ask, so it sees the stream it would have got without the gateway.
+        if (!options.clientWantsUsage) shown = withoutNullUsage(shown)
+        if (shown !== data) {
+          out += `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${JSON.stringify(shown)}\n\n`
           continue
         }
       }

@@ -103,3 +103,11 @@ export function readEvent(data: unknown): EventReading {
   const usageOnly = usage !== undefined && (!Array.isArray(data.choices) || data.choices.length === 0)
   return { usage, usageOnly, text: choicesText(data.choices, 'delta') }
 }
+
+/** `body` without a `usage: null` field; the same object when it has none. */
+export function withoutNullUsage(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body
+  if (!('usage' in body) || (body as { usage: unknown }).usage !== null) return body
+  const { usage: _dropped, ...rest } = body as Record<string, unknown>
+  return rest
+}

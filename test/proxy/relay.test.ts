@@ -212,6 +212,8 @@ t.test('SSE: the usage chunk the gateway asked for is hidden from a client that 
   t.equal(data.length, DELTAS.length + 1)
   t.equal(data.at(-1), '[DONE]')
   t.notMatch(reply.body, /completion_tokens/)
+  t.notMatch(reply.body, /"usage"/, 'nor the usage: null the request for usage added to every chunk')
+  t.same(reply.body, chatStream(false), 'the stream the client would have got without the gateway')
   t.equal(reply.headers['content-type'], 'text/event-stream; charset=utf-8')
   t.equal(reply.headers['cache-control'], 'no-cache')
   t.notOk(reply.headers['content-length'])

@@ -3,7 +3,7 @@ import { countChatTokens } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
-import { readGeneration, type FinishReason } from './generation.ts'
+import { interleave, readGeneration, type FinishReason } from './generation.ts'
 import { SYSTEM_FINGERPRINT, newId, unixSeconds } from './ids.ts'
 import { jsonBody, modelOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
@@ -50,17 +50,7 @@ function* chunks(head: Record<string, unknown>, replies: readonly GeneratedText[
     dataFrame({ ...base, choices: [{ index, delta, logprobs: null, finish_reason: finishReason }], ...(usage ? { usage: null } : {}) }, paced)
 
   for (let i = 0; i < replies.length; i++) yield chunk(i, { role: 'assistant', content: '', refusal: null }, null)
-  const longest = Math.max(...replies.map((r) => r.pieces.length))
-  for (let step = 0; step < longest; step++) {
-    // One paced frame per step: the n choices advance together, at the configured rate.
-    let paced = true
-    for (const [i, reply] of replies.entries()) {
-      const piece = reply.pieces[step]
-      if (piece === undefined) continue
-      yield chunk(i, { content: piece }, null, paced)
-      paced = false
-    }
-  }
+  yield* interleave(replies, (i, piece, paced) => chunk(i, { content: piece }, null, paced))
   for (let i = 0; i < replies.length; i++) yield chunk(i, {}, finish)
   if (usage) yield dataFrame({ ...base, choices: [], usage })
   yield DONE_FRAME

@@ -5,7 +5,7 @@ import { countInputTokens } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
-import { checkTotal, readGeneration, type FinishReason } from './generation.ts'
+import { checkTotal, interleave, readGeneration, type FinishReason } from './generation.ts'
 import { SYSTEM_FINGERPRINT, newId, unixSeconds } from './ids.ts'
 import { jsonBody, modelOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
@@ -55,16 +55,7 @@ function* chunks(head: Record<string, unknown>, replies: readonly GeneratedText[
   const chunk = (index: number, text: string, finishReason: FinishReason | null, paced = false): Frame =>
     dataFrame({ ...head, choices: [{ text, index, logprobs: null, finish_reason: finishReason }], ...(usage ? { usage: null } : {}) }, paced)
 
-  const longest = Math.max(...replies.map((r) => r.pieces.length))
-  for (let step = 0; step < longest; step++) {
-    let paced = true
-    for (const [i, reply] of replies.entries()) {
-      const piece = reply.pieces[step]
-      if (piece === undefined) continue
-      yield chunk(i, piece, null, paced)
-      paced = false
-    }
-  }
+  yield* interleave(replies, (i, piece, paced) => chunk(i, piece, null, paced))
   for (let i = 0; i < replies.length; i++) yield chunk(i, '', finish)
   if (usage) yield dataFrame({ ...head, choices: [], usage })
   yield DONE_FRAME

@@ -61,3 +61,20 @@ export function checkTotal(replies: number, budget: number): void {
     throw invalidRequest(`The mock backend generates at most ${MAX_TOKENS_PER_REQUEST} tokens per request (replies times the token limit).`, 'n')
   }
 }
+
+/**
+ * The pieces of n replies interleaved step by step, as OpenAI streams `n` choices: one
+ * paced frame per step, so the choices advance together at the configured rate.
+ */
+export function* interleave<T>(replies: readonly { readonly pieces: readonly string[] }[], frame: (index: number, piece: string, paced: boolean) => T): Generator<T> {
+  const longest = Math.max(...replies.map((r) => r.pieces.length))
+  for (let step = 0; step < longest; step++) {
+    let paced = true
+    for (const [i, reply] of replies.entries()) {
+      const piece = reply.pieces[step]
+      if (piece === undefined) continue
+      yield frame(i, piece, paced)
+      paced = false
+    }
+  }
+}

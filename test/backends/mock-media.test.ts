@@ -5,17 +5,16 @@ import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
 import { crc32, inflateSync } from 'node:zlib'
 import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
-import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
+import type { UpstreamRequest } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countInputTokens, countTextTokens } from '../../src/limits/tokens.ts'
 import { multipartBody, type Part } from '../helpers/multipart.ts'
+import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
 const backend = createMockBackend('mock', CONFIG)
 t.teardown(() => backend.close())
-
-const client = {} as unknown as UpstreamRequest['client']
 
 function request(endpoint: Endpoint, path: string, body: RequestBody): UpstreamRequest {
   return { endpoint, method: 'POST', path, model: 'mock-model', requestId: 'req-media', body, signal: new AbortController().signal, client }
@@ -23,16 +22,6 @@ function request(endpoint: Endpoint, path: string, body: RequestBody): UpstreamR
 
 const post = (endpoint: Endpoint, path: string, value: Record<string, unknown>): UpstreamRequest =>
   request(endpoint, path, { kind: 'json', value })
-
-async function json<T>(response: UpstreamResponse, status = 200): Promise<T> {
-  const body = await readText(response.body)
-  if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${body}`)
-  return JSON.parse(body) as T
-}
-
-interface OpenAIErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null }
-}
 
 const norm = (v: readonly number[]): number => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0))
 

@@ -8,10 +8,10 @@ import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../../sr
 import type { RequestBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { multipartBody } from '../helpers/multipart.ts'
+import { client, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const STEP_MS = 1_000
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: STEP_MS }
-const client = {} as unknown as UpstreamRequest['client']
 
 function call(endpoint: Endpoint, method: UpstreamRequest['method'], path: string, body: RequestBody = { kind: 'none' }): UpstreamRequest {
   return { endpoint, method, path, model: null, requestId: 'req-res', body, signal: new AbortController().signal, client }
@@ -22,10 +22,6 @@ async function json<T>(response: UpstreamResponse, status = 200): Promise<T> {
   if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${body}`)
   if (response.headers['content-type'] !== 'application/json') throw new Error(`not JSON: ${response.headers['content-type']}`)
   return JSON.parse(body) as T
-}
-
-interface OpenAIErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null }
 }
 
 interface ListOf<T> {

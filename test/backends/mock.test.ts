@@ -7,28 +7,17 @@ import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countChatTokens, countInputTokens, countTextTokens } from '../../src/limits/tokens.ts'
+import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
 const backend = createMockBackend('mock', CONFIG)
 t.teardown(() => backend.close())
-
-const client = {} as unknown as UpstreamRequest['client']
 
 function post(endpoint: Endpoint, path: string, value: Record<string, unknown>): UpstreamRequest {
   return {
     endpoint, method: 'POST', path, model: 'mock-model', requestId: 'req-test',
     body: { kind: 'json', value: structuredClone(value) }, signal: new AbortController().signal, client,
   }
-}
-
-async function json<T>(response: UpstreamResponse, status = 200): Promise<T> {
-  const body = await readText(response.body)
-  if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${body}`)
-  return JSON.parse(body) as T
-}
-
-interface OpenAIErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null }
 }
 
 /** The JSON payloads of `data:` frames, with [DONE] as the string "[DONE]". */

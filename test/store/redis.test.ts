@@ -32,6 +32,15 @@ let instance = 0
 const freshPrefix = (): string => `${NAMESPACE}${instance++}:`
 const client = (name = 'tgtest'): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, name })
 
+/** Two gateway instances' stores on one fresh namespace, closed when the test ends. */
+function twoInstances(t: Test): [Stores, Stores] {
+  const prefix = freshPrefix()
+  const a = createRedisStores(client('tgtest-a'), prefix)
+  const b = createRedisStores(client('tgtest-b'), prefix)
+  t.teardown(async () => { await a.close(); await b.close() })
+  return [a, b]
+}
+
 const admin = client('tgtest-admin')
 const reachable = await pingRedis(admin)
 t.teardown(async () => {
@@ -95,10 +104,7 @@ function registerRedisTests(): void {
   })
 
   t.test('redis: two instances on one namespace share and count exactly', async (t) => {
-    const prefix = freshPrefix()
-    const a = createRedisStores(client('tgtest-a'), prefix)
-    const b = createRedisStores(client('tgtest-b'), prefix)
-    t.teardown(async () => { await a.close(); await b.close() })
+    const [a, b] = twoInstances(t)
 
     const record = makeKeyRecord()
     await a.keys.insert(record)
@@ -121,10 +127,7 @@ function registerRedisTests(): void {
   })
 
   t.test('redis: replace is a compare-and-set across instances', async (t) => {
-    const prefix = freshPrefix()
-    const a = createRedisStores(client('tgtest-a'), prefix)
-    const b = createRedisStores(client('tgtest-b'), prefix)
-    t.teardown(async () => { await a.close(); await b.close() })
+    const [a, b] = twoInstances(t)
     const record = makeKeyRecord()
     await a.keys.insert(record)
 

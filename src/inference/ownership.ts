@@ -3,15 +3,14 @@
 // deleted object is released.
 import type { OwnedKind, OwnershipStore } from '../store/ports.ts'
 import type { Ownership } from './endpoints.ts'
+import { isJsonObject } from '../json.ts'
 
 type JsonTransform = (status: number, body: unknown) => Promise<unknown>
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 export function ownershipTransform(store: OwnershipStore, ownership: Ownership, owner: string): JsonTransform {
   const kind: OwnedKind = ownership.kind
   return async (status, body) => {
-    if (status < 200 || status >= 300 || !isRecord(body)) return body
+    if (status < 200 || status >= 300 || !isJsonObject(body)) return body
     switch (ownership.action) {
       case 'create':
         if (typeof body.id === 'string') await store.claim(kind, body.id, owner)
@@ -19,7 +18,7 @@ export function ownershipTransform(store: OwnershipStore, ownership: Ownership, 
       case 'list': {
         if (!Array.isArray(body.data)) return body
         const mine = new Set(await store.list(kind, owner))
-        return { ...body, data: body.data.filter((item) => isRecord(item) && typeof item.id === 'string' && mine.has(item.id)) }
+        return { ...body, data: body.data.filter((item) => isJsonObject(item) && typeof item.id === 'string' && mine.has(item.id)) }
       }
       case 'delete':
         if (typeof body.id === 'string' && body.deleted === true) await store.release(kind, body.id)

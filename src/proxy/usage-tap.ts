@@ -3,12 +3,7 @@
 // input_tokens/output_tokens (responses, images, audio). When a stream ends without its
 // usage, the text it delivered is what gets counted.
 import type { Usage } from '../backends/port.ts'
-
-type Json = Record<string, unknown>
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
+import { isJsonObject } from '../json.ts'
 
 function tokens(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined
@@ -16,7 +11,7 @@ function tokens(value: unknown): number | undefined {
 
 /** The usage object's counts, or undefined when it has none (whisper reports seconds, not tokens). */
 export function usageOf(usage: unknown): Usage | undefined {
-  if (!isObject(usage)) return undefined
+  if (!isJsonObject(usage)) return undefined
   const input = tokens(usage.prompt_tokens) ?? tokens(usage.input_tokens)
   const output = tokens(usage.completion_tokens) ?? tokens(usage.output_tokens)
   if (input === undefined && output === undefined) return undefined
@@ -25,25 +20,25 @@ export function usageOf(usage: unknown): Usage | undefined {
 
 /** Usage of a whole JSON response body. */
 export function bodyUsage(body: unknown): Usage | undefined {
-  return isObject(body) ? usageOf(body.usage) : undefined
+  return isJsonObject(body) ? usageOf(body.usage) : undefined
 }
 
 /** Whether a JSON body is a generation whose output can be counted when usage is missing. */
 export function isGeneration(body: unknown): boolean {
-  return isObject(body) && (Array.isArray(body.choices) || body.object === 'response')
+  return isJsonObject(body) && (Array.isArray(body.choices) || body.object === 'response')
 }
 
 function toolCallText(toolCalls: unknown): string {
   if (!Array.isArray(toolCalls)) return ''
   let text = ''
   for (const call of toolCalls) {
-    if (isObject(call) && isObject(call.function) && typeof call.function.arguments === 'string') text += call.function.arguments
+    if (isJsonObject(call) && isJsonObject(call.function) && typeof call.function.arguments === 'string') text += call.function.arguments
   }
   return text
 }
 
 function messageText(message: unknown): string {
-  if (!isObject(message)) return ''
+  if (!isJsonObject(message)) return ''
   let text = ''
   for (const field of ['content', 'reasoning_content', 'reasoning', 'refusal']) {
     const value = message[field]
@@ -56,7 +51,7 @@ function choicesText(choices: unknown, key: 'delta' | 'message'): string {
   if (!Array.isArray(choices)) return ''
   let text = ''
   for (const choice of choices) {
-    if (!isObject(choice)) continue
+    if (!isJsonObject(choice)) continue
     if (typeof choice.text === 'string') text += choice.text
     text += messageText(choice[key])
   }
@@ -65,15 +60,15 @@ function choicesText(choices: unknown, key: 'delta' | 'message'): string {
 
 /** Output text of a complete JSON body (chat, completions, responses). */
 export function bodyText(body: unknown): string {
-  if (!isObject(body)) return ''
+  if (!isJsonObject(body)) return ''
   let text = choicesText(body.choices, 'message')
   if (Array.isArray(body.output)) {
     for (const item of body.output) {
-      if (!isObject(item)) continue
+      if (!isJsonObject(item)) continue
       if (typeof item.arguments === 'string') text += item.arguments
       if (!Array.isArray(item.content)) continue
       for (const part of item.content) {
-        if (isObject(part) && typeof part.text === 'string') text += part.text
+        if (isJsonObject(part) && typeof part.text === 'string') text += part.text
       }
     }
   }
@@ -91,10 +86,10 @@ export interface EventReading {
 }
 
 export function readEvent(data: unknown): EventReading {
-  if (!isObject(data)) return { usage: undefined, usageOnly: false, text: '' }
+  if (!isJsonObject(data)) return { usage: undefined, usageOnly: false, text: '' }
   // Responses API: typed events; the usage comes with the final response object.
   if (typeof data.type === 'string' && data.type.startsWith('response.')) {
-    const usage = isObject(data.response) ? usageOf(data.response.usage) : undefined
+    const usage = isJsonObject(data.response) ? usageOf(data.response.usage) : undefined
     // Audio deltas are base64, not text.
     const text = data.type.endsWith('.delta') && !data.type.endsWith('audio.delta') && typeof data.delta === 'string' ? data.delta : ''
     return { usage, usageOnly: false, text }
@@ -106,8 +101,7 @@ export function readEvent(data: unknown): EventReading {
 
 /** `body` without a `usage: null` field; the same object when it has none. */
 export function withoutNullUsage(body: unknown): unknown {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return body
-  if (!('usage' in body) || (body as { usage: unknown }).usage !== null) return body
-  const { usage: _dropped, ...rest } = body as Record<string, unknown>
+  if (!isJsonObject(body) || !('usage' in body) || body.usage !== null) return body
+  const { usage: _dropped, ...rest } = body
   return rest
 }

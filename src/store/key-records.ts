@@ -1,12 +1,12 @@
 // How both adapters store, filter and order key records, so they agree exactly.
 import type { KeyRecord } from '../keys/record.ts'
 import type { KeyFilter } from './ports.ts'
+import { isJsonObject } from '../json.ts'
 
 export function encodeKeyRecord(record: KeyRecord): string {
   return JSON.stringify(record)
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 const isString = (v: unknown): v is string => typeof v === 'string'
 const isNullableString = (v: unknown): v is string | null => v === null || typeof v === 'string'
 const isNullableStringArray = (v: unknown): boolean => v === null || (Array.isArray(v) && v.every(isString))
@@ -15,12 +15,12 @@ const isNullableStringArray = (v: unknown): boolean => v === null || (Array.isAr
 export function decodeKeyRecord(text: string): KeyRecord {
   const value: unknown = JSON.parse(text)
   if (
-    isObject(value) &&
+    isJsonObject(value) &&
     isString(value.id) && isString(value.hash) && isNullableString(value.previousHash) &&
     isNullableString(value.previousHashValidUntil) && isString(value.prefix) &&
     isNullableString(value.name) && isNullableString(value.owner) && isNullableString(value.tier) &&
     isNullableStringArray(value.models) && isNullableStringArray(value.endpoints) &&
-    (value.limits === null || isObject(value.limits)) &&
+    (value.limits === null || isJsonObject(value.limits)) &&
     (value.status === 'active' || value.status === 'revoked') &&
     isString(value.createdAt) && isString(value.updatedAt) &&
     isNullableString(value.expiresAt) && isNullableString(value.revokedAt)
@@ -34,7 +34,7 @@ export function decodeKeyRecord(text: string): KeyRecord {
 /** A stable text of any JSON value: object keys sorted at every depth, undefined fields dropped. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map((v) => canonical(v === undefined ? null : v)).join(',')}]`
-  if (isObject(value)) {
+  if (isJsonObject(value)) {
     const fields = Object.keys(value).sort().flatMap((key) =>
       value[key] === undefined ? [] : [`${JSON.stringify(key)}:${canonical(value[key])}`])
     return `{${fields.join(',')}}`

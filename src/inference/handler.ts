@@ -12,7 +12,7 @@ import type { Params } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { Principal } from '../keys/record.ts'
 import { estimateUsage } from '../limits/estimate.ts'
-import { costOf, resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
+import { costOf, resolveLimits, tierOf, type ResolvedLimits } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
@@ -65,8 +65,7 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     ctx.route = spec.endpoint
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
-    const plan = resolveLimits(config.plans, principal.key, '*')
-    ctx.tier = plan.tier
+    ctx.tier = tierOf(principal.key, config.plans)
     checkEndpointScope(principal, spec.endpoint)
 
     let resolved: ResolvedLimits | undefined

@@ -89,7 +89,8 @@ if (!(await pingRedis(shared))) {
     t.ok(await eventually(async () => (await mode(a)) === 'redis' && (await mode(b)) === 'redis', 150, 50), 'both back on Redis by themselves')
     t.same([said(a, BACK), said(b, BACK)], [1, 1], 'each logged the recovery once')
     t.same([await chat(a, key, 300), await chat(b, key, 301)], [200, 200])
-    t.ok(await eventually(async () => (await counters.get(requestsKey)) === '2', 50, 20), 'the restarted Redis counts again')
+    // The test's own client may still be reconnecting to the restarted Redis: not yet is not no.
+    t.ok(await eventually(async () => (await counters.get(requestsKey).catch(() => null)) === '2', 50, 20), 'the restarted Redis counts again')
   })
 
   t.test('a silent Redis: one request meets the timeout, the others never go to it', async (t) => {

@@ -6,8 +6,12 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 FROM node:24-bookworm-slim
+# A container's loopback is its own: listen on every interface so the port mapping reaches it.
 ENV NODE_ENV=production \
-    TOLLGATE_DATA_DIR=/var/lib/tollgate
+    HOST=0.0.0.0 \
+    METRICS_HOST=0.0.0.0 \
+    TOLLGATE_DATA_DIR=/var/lib/tollgate \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
@@ -20,4 +24,5 @@ EXPOSE 8080 9464
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # Exec form: SIGTERM reaches Node directly, which drains in-flight streams before exiting.
-CMD ["node", "src/cli.ts", "serve"]
+# --max-semi-space-size=8 and MALLOC_ARENA_MAX=2: see "Memory" in the README.
+CMD ["node", "--max-semi-space-size=8", "src/cli.ts", "serve"]

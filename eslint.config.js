@@ -13,4 +13,9 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  {
+    // The portal's script runs in the browser.
+    files: ['src/portal/assets/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { document: 'readonly', window: 'readonly', navigator: 'readonly', Element: 'readonly', HTMLInputElement: 'readonly', HTMLFormElement: 'readonly' } },
+  },
 )

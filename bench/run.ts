@@ -4,29 +4,48 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAdmission } from './admission.ts'
+import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
+import { benchFuzz } from './fuzz.ts'
+import { benchIdleConnections } from './idle-connections.ts'
 import { machine } from './machine.ts'
+import { benchPortal } from './portal.ts'
+import { benchQueue } from './queue.ts'
+import { benchStall } from './stall.ts'
+import { benchStalledStream } from './stalled-stream.ts'
 import { benchStreaming } from './streaming.ts'
 import { benchThroughput } from './throughput.ts'
 import { benchUpload } from './upload.ts'
+import { benchVectorStore } from './vector-store.ts'
 
 /** In the order a full run takes them; each returns one Markdown section headed "## … (bench/<file>.ts)". */
 const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
+  compare: () => benchCompare(flags.includes('--quick') ? QUICK : FULL),
   admission: benchAdmission,
   throughput: benchThroughput,
   streaming: benchStreaming,
   'concurrent-streams': benchConcurrentStreams,
   upload: benchUpload,
+  queue: benchQueue,
+  stall: benchStall,
+  'vector-store': benchVectorStore,
+  'idle-connections': benchIdleConnections,
+  'stalled-stream': benchStalledStream,
+  fuzz: benchFuzz,
+  portal: benchPortal,
 }
 const GROUPS: Readonly<Record<string, readonly string[]>> = {
   limits: ['admission', 'throughput'],
   proxy: ['streaming', 'concurrent-streams', 'upload'],
+  hostile: ['idle-connections', 'stalled-stream', 'fuzz'],
 }
 
 const RESULTS = join(import.meta.dirname, 'results.md')
 const today = (): string => new Date().toISOString().slice(0, 10)
 
-const args = process.argv.slice(2)
+// Flags (--quick: the short compare, no soak) are not names.
+const flags = process.argv.slice(2).filter((a) => a.startsWith('--'))
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'))
 const chosen = args.length === 0 ? Object.keys(BENCHES) : [...new Set(args.flatMap((a) => GROUPS[a] ?? [a]))]
 const unknown = chosen.filter((name) => !Object.hasOwn(BENCHES, name))
 if (unknown.length > 0) {
@@ -57,7 +76,7 @@ if (args.length === 0) {
   ].join('\n')
 } else {
   const note = [
-    `Rerun alone (\`npm run bench -- ${args.join(' ')}\`) on ${today()}, not with the full run the top of this file`,
+    `Rerun alone (\`npm run bench -- ${[...args, ...flags].join(' ')}\`) on ${today()}, not with the full run the top of this file`,
     'describes. Machine:',
     '',
     machine(),

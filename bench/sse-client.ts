@@ -90,7 +90,7 @@ export async function streamChat(request: ChatStreamRequest): Promise<StreamResu
   pending += decoder.decode()
   if (pending.trim().length > 0) take(pending.trim())
   const totalMs = performance.now() - startedAt
-  return { status: res.status, startedAt, ttftMs: ttft, totalMs, events, content, tokens: countTextTokens(content), usageChunks, done }
+  return { status: res.status, startedAt, ttftMs: ttft, totalMs, events, content, tokens: await countTextTokens(content), usageChunks, done }
 }
 
 /** Whether two event lists are the same, and where they first differ. */

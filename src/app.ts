@@ -1,8 +1,12 @@
 // buildApp(deps) → the request handler of the public listener. It never listens itself:
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AccountService } from './accounts/service.ts'
+import { registerTokenRoutes } from './tokens/routes.ts'
+import type { TokenService } from './tokens/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
+import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
 import type { BackendRegistry } from './backends/registry.ts'
 import type { Config } from './config/schema.ts'
@@ -12,9 +16,12 @@ import { createContext, type RequestContext } from './http/context.ts'
 import { discardUnreadBody } from './http/body.ts'
 import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
-import { Router, type Params } from './http/router.ts'
+import { registerProbeRoutes } from './http/probes.ts'
+import { Router, type Params, type RouteEntry } from './http/router.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
-import { createInferenceHandler } from './inference/handler.ts'
+import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
+import { limiterStrategy, liveExchange, type Corridor } from './inference/handler.ts'
+import type { EndpointSpec } from './inference/endpoints.ts'
 import { createModelCatalogue } from './inference/models.ts'
 import { checkEndpointScope } from './inference/scopes.ts'
 import type { Meter } from './keys/meter.ts'
@@ -24,6 +31,16 @@ import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
+import { apiDocument } from './openapi/catalogue.ts'
+import type { OpenApiDocument } from './openapi/document.ts'
+import { registerReferenceRoutes } from './openapi/routes.ts'
+import { registerPortalRoutes } from './portal/routes.ts'
+import type { PortalSessions } from './portal/sessions.ts'
+import { registerQueueRoutes } from './queue/routes.ts'
+import type { RagBackends } from './rag/backends.ts'
+import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
+import { sendRefusal } from './rag/refusal.ts'
+import type { QueueService } from './queue/service.ts'
 import type { Stores } from './store/ports.ts'
 
 export interface AppDeps {
@@ -37,64 +54,74 @@ export interface AppDeps {
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator
   readonly authenticateAdmin: AdminAuthenticator
-  /** Where multipart uploads are spooled while they are forwarded. */
-  readonly spoolDir: string
+  /** The proxied calls' corridor (main.ts builds it: the queue's workers walk it too). */
+  readonly corridor: Corridor
+  readonly queue: QueueService
+  /** RAG gateway accounts (/admin/users, login). */
+  readonly accounts: AccountService
+  /** RAG gateway access tokens (ours, and an OIDC issuer's when configured) → Identity. */
+  readonly accessTokens: AccessTokenVerifier
+  /** RAG gateway login, refresh, logout, JWKS. */
+  readonly tokens: TokenService
+  /** The key portal's browser sessions (/portal); its routes are served when portal.enabled. */
+  readonly portalSessions: PortalSessions
   /** Unix seconds reported as the models' `created`. */
   readonly startedAt: number
+  /** The RAG gateway: where each service's requests go. */
+  readonly ragBackends: RagBackends
 }
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
 
 export interface App {
   handle(req: IncomingMessage, res: ServerResponse): void
+  /** Every method and path the router serves (the API reference must cover them all). */
+  routes(): readonly RouteEntry[]
   /** After this, new requests get 503 and /readyz reports not ready. */
   beginShutdown(): void
+  /**
+   * Resolves once no request is being handled: a call whose client has left may still be
+   * settling (counting what flowed, metering it, logging it) after its connection closed.
+   */
+  settled(): Promise<void>
 }
 
 export function buildApp(deps: AppDeps): App {
   const { config, metrics } = deps
   const router = new Router<Handler>()
-  const inference = createInferenceHandler({ ...deps, ownership: deps.stores.ownership })
+  const { corridor } = deps
+  // /v2 and /v1: one admission; over the limit is the client's 429.
+  const v2Admission = limiterStrategy(deps.limiter)
+  const inference = (ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams): Promise<void> =>
+    corridor.enter(ctx, spec, params, query, async (call) => {
+      await corridor.run(call, liveExchange(ctx), v2Admission)
+    })
   const catalogue = createModelCatalogue(deps.registry, deps.startedAt)
   let draining = false
+  const handling = new Set<Promise<unknown>>()
 
-  // Probes.
-  router.on('GET', '/healthz', async (ctx) => { ctx.route = 'healthz'; sendJson(ctx.res, 200, { status: 'ok' }) })
-  router.on('GET', '/readyz', async (ctx) => {
-    ctx.route = 'readyz'
-    const store = await deps.stores.ping()
-    metrics.storeUp.set(store ? 1 : 0)
-    const ready = store && !draining
-    // The limiter's state is reported, not gating: during a Redis outage every instance
-    // enforces limits on its own, and taking them all out of rotation would help nobody.
-    const limiter = deps.limiter.health?.()
-    sendJson(ctx.res, ready ? 200 : 503, {
-      status: ready ? 'ready' : 'not_ready',
-      store: store ? 'up' : 'down',
-      limiter: limiter?.mode ?? 'none',
-      limiter_healthy: limiter?.healthy ?? true,
-      draining,
-    })
-  })
+  registerProbeRoutes(router, { stores: deps.stores, limiter: deps.limiter, queue: deps.queue, metrics, draining: () => draining })
 
-  // Inference, under /v2.
+  // Inference, under /v2 (the model lists under /queue too).
   const v2 = '/v2'
-  router.on('GET', `${v2}/models`, async (ctx) => {
-    ctx.route = 'models.list'
-    const principal = await deps.authenticate(ctx.req)
-    ctx.keyId = principal.keyId
-    checkEndpointScope(principal, 'models.list')
-    await applyLimitHeaders(ctx, principal)
-    sendJson(ctx.res, 200, catalogue.list(principal))
-  })
-  router.on('GET', `${v2}/models/*`, async (ctx, params) => {
-    ctx.route = 'models.get'
-    const principal = await deps.authenticate(ctx.req)
-    ctx.keyId = principal.keyId
-    checkEndpointScope(principal, 'models.get')
-    await applyLimitHeaders(ctx, principal)
-    sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
-  })
+  for (const prefix of [v2, '/queue']) {
+    router.on('GET', `${prefix}/models`, async (ctx) => {
+      ctx.route = 'models.list'
+      const principal = await deps.authenticate(ctx.req)
+      ctx.keyId = principal.keyId
+      checkEndpointScope(principal, 'models.list')
+      await applyLimitHeaders(ctx, principal)
+      sendJson(ctx.res, 200, catalogue.list(principal))
+    })
+    router.on('GET', `${prefix}/models/*`, async (ctx, params) => {
+      ctx.route = 'models.get'
+      const principal = await deps.authenticate(ctx.req)
+      ctx.keyId = principal.keyId
+      checkEndpointScope(principal, 'models.get')
+      await applyLimitHeaders(ctx, principal)
+      sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
+    })
+  }
   router.on('GET', `${v2}/audio/models`, async (ctx) => {
     ctx.route = 'audio.models'
     const principal = await deps.authenticate(ctx.req)
@@ -107,24 +134,58 @@ export function buildApp(deps: AppDeps): App {
     router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
   }
 
+  // Vector stores and files, under /v1: the same corridor, the same file store as /v2.
+  for (const spec of V1_ENDPOINTS) {
+    router.on(spec.method, `/v1${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
+  }
+
+  // The queue: the /v2 calls that may wait for capacity, and stored requests.
+  registerQueueRoutes(router, { config, authenticate: deps.authenticate, corridor, queue: deps.queue, limitHeaders: applyLimitHeaders })
+
   // Admin API (the key portal).
   registerAdminRoutes(router, deps)
 
+  // RAG gateway login and tokens (/api/v1/auth/*, /.well-known/jwks.json).
+  registerTokenRoutes(router, deps)
+
+  // The RAG gateway: /<service>/<route…> to the seven RAG services.
+  registerRagRoutes(router, { config, accessTokens: deps.accessTokens, limiter: deps.limiter, metrics, backends: deps.ragBackends })
+
+  // The key portal in a browser (/portal).
+  if (config.portal.enabled) {
+    registerPortalRoutes(router, {
+      config, keys: deps.keys, accounts: deps.accounts, sessions: deps.portalSessions, limiter: deps.limiter, meter: deps.meter, usage: deps.stores.usage,
+    })
+  }
+
+  // The API reference: /openapi.json, /redoc. The document is built on first request.
+  let document: OpenApiDocument | undefined
+  registerReferenceRoutes(router, () => (document ??= apiDocument()))
+
   return {
     beginShutdown() { draining = true },
+    routes: () => router.routes(),
+    async settled() {
+      while (handling.size > 0) await Promise.allSettled([...handling])
+    },
     handle(req, res) {
       const id = requestIdOf(req, config.server.trustRequestId)
       res.setHeader('x-request-id', id)
       const ctx = createContext(req, res, id, deps.log.child({ reqId: id }))
       metrics.inflight.inc({ endpoint: 'all' })
       const closed = new Promise<number>((done) => res.once('close', () => done(performance.now())))
+      // A body nobody read (a GET that carried one, a reply sent before reading): Node
+      // discards what still arrives, at whatever pace; this bounds that in time and bytes.
+      res.once('finish', () => discardUnreadBody(req, res))
       const handled = dispatch(ctx).catch((err: unknown) => fail(ctx, err))
       // Logged once both the reply is closed and the handler is done: a client that
       // leaves mid-stream is logged with the tokens counted after it left.
-      void Promise.all([closed, handled]).then(([closedAt]) => {
+      const done = Promise.all([closed, handled]).then(([closedAt]) => {
         metrics.inflight.dec({ endpoint: 'all' })
         recordRequestEnd(ctx, metrics, closedAt)
       })
+      handling.add(done)
+      void done.finally(() => handling.delete(done))
     },
   }
 
@@ -134,10 +195,19 @@ export function buildApp(deps: AppDeps): App {
       ctx.res.setHeader('connection', 'close')
       throw gatewayError('shutting_down')
     }
+    // HTTP/1.1 requires it (RFC 9112 §3.2); Node's own refusal would have no body.
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) throw gatewayError('bad_http', { message: 'An HTTP/1.1 request must carry a Host header.' })
+    const expect = req.headers.expect
+    if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') throw gatewayError('expectation_failed')
     const match = router.match(req.method ?? 'GET', req.url ?? '/')
     if (!match.found) {
       if (match.allow.length > 0) {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
+      }
+      const ragRefusal = unmatchedRagPath(req.url ?? '/')
+      if (ragRefusal !== null) {
+        ctx.errorCode = ragRefusal.code
+        return sendRefusal(ctx.res, ragRefusal)
       }
       throw gatewayError('unknown_route', { message: 'Unknown request URL. Check the path and the method.' })
     }
@@ -156,8 +226,9 @@ export function buildApp(deps: AppDeps): App {
     ctx.errorCode = error.code
     if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
     // A body refused before it was all read: let the client finish sending it, so it
-    // reads this answer rather than a connection reset.
-    discardUnreadBody(ctx.req, ctx.res)
+    // reads this answer rather than a connection reset. Not a body that was too slow:
+    // that connection closes after the answer.
+    if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
     sendError(ctx.res, error)
   }
 }

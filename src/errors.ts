@@ -17,6 +17,7 @@ export const ERRORS = {
   missing_field: { status: 400, type: 'invalid_request_error', code: 'missing_required_parameter', message: 'A required parameter is missing.' },
   invalid_multipart: { status: 400, type: 'invalid_request_error', code: 'invalid_multipart', message: 'The multipart/form-data body could not be read.' },
   bad_header: { status: 400, type: 'invalid_request_error', code: 'invalid_header', message: 'A request header is invalid.' },
+  bad_http: { status: 400, type: 'invalid_request_error', code: 'invalid_http_request', message: 'The request is not valid HTTP/1.1.' },
   // 401
   missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'." },
   invalid_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided.' },
@@ -26,6 +27,7 @@ export const ERRORS = {
   // 403
   model_not_allowed: { status: 403, type: 'permission_error', code: 'model_not_allowed', message: 'This API key may not use this model.' },
   endpoint_not_allowed: { status: 403, type: 'permission_error', code: 'endpoint_not_allowed', message: 'This API key may not use this endpoint.' },
+  portal_forbidden: { status: 403, type: 'permission_error', code: 'csrf_failed', message: 'This form did not come from the portal. Reload the page and try again.' },
   admin_disabled: { status: 403, type: 'permission_error', code: 'admin_disabled', message: 'The admin API is disabled: set TOLLGATE_ADMIN_TOKEN.' },
   // 404
   unknown_route: { status: 404, type: 'invalid_request_error', code: 'unknown_url', message: 'Unknown request URL.' },
@@ -33,14 +35,20 @@ export const ERRORS = {
   resource_not_found: { status: 404, type: 'invalid_request_error', code: 'not_found', message: 'No such object.' },
   // 409
   conflict: { status: 409, type: 'invalid_request_error', code: 'conflict', message: 'The request conflicts with the current state of the resource.' },
-  // 405, 413, 415
+  // 405, 408, 413, 415, 417, 431
+  request_timeout: { status: 408, type: 'invalid_request_error', code: 'request_timeout', message: 'The request arrived too slowly.' },
+  client_read_timeout: { status: 408, type: 'invalid_request_error', code: 'client_read_timeout', message: 'The client stopped reading the response.' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', code: 'method_not_allowed', message: 'Method not allowed for this URL.' },
   body_too_large: { status: 413, type: 'invalid_request_error', code: 'request_too_large', message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', code: 'unsupported_media_type', message: 'Unsupported Content-Type.' },
+  expectation_failed: { status: 417, type: 'invalid_request_error', code: 'expectation_failed', message: 'The only Expect the gateway supports is 100-continue.' },
+  headers_too_large: { status: 431, type: 'invalid_request_error', code: 'headers_too_large', message: 'The request line and headers are too large.' },
   // 429
   rate_limit_requests: { status: 429, type: 'requests', code: 'rate_limit_exceeded', message: 'Rate limit reached for requests.' },
   rate_limit_tokens: { status: 429, type: 'tokens', code: 'rate_limit_exceeded', message: 'Rate limit reached for tokens.' },
   insufficient_quota: { status: 429, type: 'insufficient_quota', code: 'insufficient_quota', message: 'You exceeded your token quota.' },
+  auth_throttled: { status: 429, type: 'requests', code: 'too_many_auth_failures', message: 'Too many failed authentication attempts from your address.' },
+  too_many_connections: { status: 429, type: 'requests', code: 'too_many_connections', message: 'Too many open connections from your address.' },
   // 5xx
   internal: { status: 500, type: 'server_error', code: 'internal_error', message: 'The server had an error while processing your request.' },
   capability_missing: { status: 501, type: 'invalid_request_error', code: 'not_supported', message: 'The backend for this model does not support this endpoint.' },
@@ -49,6 +57,16 @@ export const ERRORS = {
   store_unavailable: { status: 503, type: 'server_error', code: 'store_unavailable', message: 'The gateway cannot reach its store right now.' },
   shutting_down: { status: 503, type: 'server_error', code: 'shutting_down', message: 'The gateway is shutting down.' },
   upstream_timeout: { status: 504, type: 'server_error', code: 'upstream_timeout', message: 'The upstream model server timed out.' },
+  // The queue (/queue)
+  queue_timeout: { status: 504, type: 'server_error', code: 'queue_timeout', message: 'The request waited in the queue for as long as allowed without capacity becoming free.' },
+  queue_expired: { status: 504, type: 'server_error', code: 'queue_expired', message: 'The request waited in the queue for as long as its result would have been kept, and was not run.' },
+  client_closed: { status: 499, type: 'invalid_request_error', code: 'client_closed', message: 'The client closed the connection before the request was answered.' },
+  result_too_large: { status: 502, type: 'server_error', code: 'result_too_large', message: 'The reply was larger than the queue keeps as a result.' },
+  // The RAG gateway's logins and access tokens (answered as FastAPI does: {"detail": message})
+  invalid_access_token: { status: 401, type: 'authentication_error', code: 'invalid_token', message: 'Could not validate credentials' },
+  login_failed: { status: 401, type: 'authentication_error', code: 'invalid_credentials', message: 'Incorrect username or password' },
+  invalid_refresh_token: { status: 401, type: 'authentication_error', code: 'invalid_refresh_token', message: 'Invalid or expired refresh token' },
+  login_throttled: { status: 429, type: 'requests', code: 'too_many_login_failures', message: 'Too many failed login attempts. Try again later.' },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorName = keyof typeof ERRORS

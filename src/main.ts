@@ -1,13 +1,23 @@
 // The composition root: load config, build stores and adapters, listen, drain on SIGTERM.
 import { randomBytes } from 'node:crypto'
+import { adminTokenPath, ensureStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
 import { buildApp, type App } from './app.ts'
 import { trackConnections } from './http/drain.ts'
-import { createAdminAuthenticator } from './auth/admin.ts'
-import { createApiKeyAuthenticator } from './auth/api-key.ts'
+import { removeStaleSpoolFiles } from './http/spool.ts'
+import { createAdminAuthenticator, type AdminAuthenticator } from './auth/admin.ts'
+import { createApiKeyAuthenticator, type ApiKeyAuthenticator } from './auth/api-key.ts'
+import { createAuthThrottle, throttleAdmin, throttleApiKeys } from './auth/throttle.ts'
+import { clientAddress } from './http/client-address.ts'
+import { answerClientErrors } from './http/client-error.ts'
+import { capConnectionsPerAddress } from './http/connection-cap.ts'
+import { createCorridor } from './inference/handler.ts'
+import { createQueueFromConfig } from './queue/create.ts'
+import type { AccessTokenVerifier } from './auth/identity.ts'
+import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
 import type { Config } from './config/schema.ts'
@@ -23,7 +33,9 @@ import { createMetrics, type Metrics } from './observability/metrics.ts'
 import { openEmbeddedStores } from './store/embedded.ts'
 import type { Stores } from './store/ports.ts'
 import { createRedisClient } from './store/redis-client.ts'
+import { createRagAuth } from './tokens/create.ts'
 import { createRedisStores } from './store/redis.ts'
+import { createPortal } from './portal/create.ts'
 
 export interface Gateway {
   readonly url: string
@@ -39,27 +51,74 @@ export class StartupError extends Error {
   override readonly name = 'StartupError'
 }
 
-export async function startGateway(config: Config, log: Logger = createLogger(config.logging.level)): Promise<Gateway> {
+/** What a test (or an embedder) may supply instead of what main.ts would build. */
+export interface GatewayOverrides {
+  /** The RAG gateway's access-token verifier. */
+  readonly accessTokens?: AccessTokenVerifier
+}
+
+export async function startGateway(config: Config, log: Logger = createLogger(config.logging.level), overrides: GatewayOverrides = {}): Promise<Gateway> {
   const metrics = createMetrics()
   const stores = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
-  const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets))
+  const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets, resolve(config.store.dataDir)))
   const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
+  // Uploads a crashed gateway was forwarding are of no use to anyone now.
+  const spoolDir = join(resolve(config.store.dataDir), 'spool')
+  const stale = await removeStaleSpoolFiles(spoolDir)
+  if (stale > 0) log.info({ files: stale, dir: spoolDir }, 'removed uploads left in the spool by a gateway that stopped without cleaning up')
   const meter: Meter = createMeter({ store: stores.usage, log })
   const hash = createKeyHasher(secrets.keyHashSecret)
   // Key lookups go through an in-process cache that key changes on any instance invalidate.
   const keyCache = createKeyCache({ store: stores.keys })
-  const keyEvents = createKeyEvents(config.store, keyCache, log)
+  const keyEvents = createKeyEvents(config.redis, config.store, keyCache, log)
   const keys = new KeyService({ store: stores.keys, hash, plans: config.plans, models: config.models.map((m) => m.name), onChange: keyEvents.changed })
+  let authenticate: ApiKeyAuthenticator = createApiKeyAuthenticator({ lookup: keyCache, hash })
+  let authenticateAdmin: AdminAuthenticator = createAdminAuthenticator(secrets.adminToken)
+  if (config.auth.maxFailures > 0) {
+    const throttle = createAuthThrottle(config.auth)
+    const addressOf = (req: IncomingMessage): string => clientAddress(req, config.server.trustProxyHops)
+    authenticate = throttleApiKeys(authenticate, throttle, addressOf)
+    authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
+  }
+  const corridor = createCorridor({
+    config, registry, authenticate, limiter, meter, metrics, ownership: stores.ownership,
+    spoolDir,
+  })
+  // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
+  const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys })
+  // RAG gateway: accounts, signing keys, access-token verification, logins.
+  const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log })
+  await ragAuth.start()
+  const { accounts, accessTokens, tokens } = ragAuth
+  // The RAG services; those configured as `mock` are served by the built-in mock on loopback.
+  const ragBackends = await startRagBackends(config.rag)
+  // The key portal's sessions; its sign-in counts failures with the RAG login's.
+  const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
   const app = buildApp({
-    config, log, metrics, stores, registry, limiter, meter, keys,
-    authenticate: createApiKeyAuthenticator({ lookup: keyCache, hash }),
-    authenticateAdmin: createAdminAuthenticator(secrets.adminToken),
-    spoolDir: join(resolve(config.store.dataDir), 'spool'),
+    config, log, metrics, stores, registry, limiter, meter, keys, authenticate, authenticateAdmin, corridor, queue, accounts, tokens, portalSessions: portal.sessions,
     startedAt: Math.floor(Date.now() / 1000),
+    accessTokens: overrides.accessTokens ?? accessTokens,
+    ragBackends,
   })
 
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0, headersTimeout: 30_000 }, app.handle)
+  const { headersTimeoutMs } = config.server
+  const server = createServer({
+    keepAliveTimeout: 65_000,
+    // No total: streams and large uploads are long. Slow bodies are bounded by their pace
+    // (server.bodyMinBytesPerSecond), readers that stop by server.idleReaderTimeoutMs.
+    requestTimeout: 0,
+    headersTimeout: headersTimeoutMs,
+    // How often Node looks for connections past headersTimeout (its default, 30 s, would
+    // let a slowloris connection live up to twice the timeout).
+    connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
+    // The app refuses a missing Host itself, with a body in the contract's shape.
+    requireHostHeader: false,
+  }, app.handle)
+  // An Expect other than 100-continue: the app answers it (417) like any other request.
+  server.on('checkExpectation', app.handle)
+  answerClientErrors(server)
+  capConnectionsPerAddress(server, config.server.maxConnectionsPerAddress)
   const metricsServer = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
       metrics.registry.metrics().then((text) => {
@@ -73,19 +132,32 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   })
   // Bounded: with Redis down the gateway still starts, reading keys from the store uncached.
   await keyEvents.ready(2000)
+  await registry.ready()
+  await queue.start()
   const connections = trackConnections(server)
   await listen(server, config.server.port, config.server.host)
   await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
   const url = addressOf(server)
   const metricsUrl = addressOf(metricsServer)
-  log.info({ url, metricsUrl, port: (server.address() as AddressInfo).port, metricsPort: (metricsServer.address() as AddressInfo).port, store: stores.kind, models: config.models.length }, 'tollgate listening')
+  const bound = server.address() as AddressInfo
+  const metricsBound = metricsServer.address() as AddressInfo
+  log.info({
+    url, metricsUrl,
+    // What the sockets are bound to: 127.0.0.1 answers this machine only; 0.0.0.0 (HOST) the network.
+    address: boundAddress(bound), metricsAddress: boundAddress(metricsBound),
+    port: bound.port, metricsPort: metricsBound.port, store: stores.kind, models: config.models.length,
+    ragMock: ragBackends.mockUrl,
+  }, 'tollgate listening')
 
   let closing: Promise<void> | null = null
   const shutdown = (): Promise<void> => {
     closing ??= (async () => {
       log.info({ graceMs: config.server.shutdownGraceMs }, 'draining: no new requests; waiting for in-flight ones')
       app.beginShutdown()
+      // Calls still waiting in line are answered 503 now: they may go to another instance.
+      // Stored requests stop starting here; those running may finish within the grace.
+      queue.beginShutdown(config.server.shutdownGraceMs)
       const closed = new Promise<void>((done) => server.close(() => done()))
       connections.closeUnused()
       const sweeper = setInterval(() => connections.closeUnused(), 100)
@@ -96,13 +168,23 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
         server.closeAllConnections()
         await closed
       }
+      // Calls whose clients left may still be settling: their usage is metered before exit.
+      if ((await Promise.race([app.settled().then(() => 'settled' as const), grace])) === 'timeout') {
+        log.warn('grace period over: some calls were still settling')
+      }
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))
+      // Stored requests still running after the grace are aborted; they run again elsewhere.
+      await queue.close()
       await meter.close()
       await keyEvents.close()
+      await portal.close()
+      await ragAuth.close()
       await limiter.close()
       await registry.close()
+      await ragBackends.close()
       await stores.close()
+      secrets.close()
       log.info('stopped')
     })()
     return closing
@@ -111,8 +193,8 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
 }
 
 function openStores(config: Config, log: Logger): Stores {
-  if (config.store.redisUrl) {
-    const redis = createRedisClient(config.store.redisUrl, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
+  if (config.redis !== undefined) {
+    const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
     redis.on('error', (err: Error) => log.debug({ err: err.message }, 'redis error'))
     return createRedisStores(redis, config.store.keyPrefix)
   }
@@ -120,32 +202,47 @@ function openStores(config: Config, log: Logger): Stores {
 }
 
 interface RuntimeSecrets {
-  readonly adminToken: string | undefined
+  /** Asked on every admin call: a stored token may be replaced while the gateway runs. */
+  readonly adminToken: () => string | undefined
   readonly keyHashSecret: string
+  /** Stops watching the stored admin token. */
+  close(): void
 }
 
 /**
- * Embedded mode works with nothing set: a key-hash secret is made once and kept in the
- * data directory, and an admin token is made for this run and printed once. With Redis,
- * every instance must share the same secret, so it has to come from the environment.
+ * Embedded mode works with nothing set: a key-hash secret and an admin token are made on
+ * the first start and kept in the data directory; the token is printed that once, and
+ * `tollgate admin-token` shows or replaces it later. With Redis, every instance must share
+ * them, so they have to come from the environment.
  */
 function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger): RuntimeSecrets {
+  const dataDir = resolve(config.store.dataDir)
   let keyHashSecret = config.secrets.keyHashSecret
   if (!keyHashSecret) {
-    if (kind === 'redis') throw new StartupError('REDIS_URL is set but TOLLGATE_KEY_SECRET is not: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).')
-    keyHashSecret = embeddedSecret(resolve(config.store.dataDir))
+    if (kind === 'redis') throw new StartupError('the store is on Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) but TOLLGATE_KEY_SECRET is not set: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).')
+    keyHashSecret = embeddedSecret(dataDir)
   }
-  let adminToken = config.secrets.adminToken
-  if (!adminToken) {
-    if (kind === 'redis') {
-      log.warn('TOLLGATE_ADMIN_TOKEN is not set: the admin API is disabled (with Redis, set it on every instance)')
-    } else {
-      adminToken = `tgadm_${randomBytes(24).toString('base64url')}`
-      // Printed once, on stderr, for the operator; never logged.
-      process.stderr.write(`\nTOLLGATE_ADMIN_TOKEN was not set. Admin token for this run:\n\n  ${adminToken}\n\nSet TOLLGATE_ADMIN_TOKEN to choose your own.\n\n`)
-    }
+  const fromEnv = config.secrets.adminToken
+  if (fromEnv) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
+  if (kind === 'redis') {
+    log.warn('TOLLGATE_ADMIN_TOKEN is not set: the admin API is disabled (with Redis, set it on every instance)')
+    return { adminToken: () => undefined, keyHashSecret, close: () => undefined }
   }
-  return { adminToken, keyHashSecret }
+  const stored = ensureStoredAdminToken(dataDir)
+  let token: string | undefined = stored.token
+  if (stored.created) {
+    // Printed this once, on stderr, for the operator; never logged.
+    process.stderr.write(`\nTOLLGATE_ADMIN_TOKEN is not set, so an admin token was made and kept in ${adminTokenPath(dataDir)}:\n\n  ${token}\n\n` +
+      '`npx tollgate admin-token` shows it again (--reset replaces it); set TOLLGATE_ADMIN_TOKEN to choose your own.\n\n')
+  } else {
+    log.info({ file: adminTokenPath(dataDir) }, 'admin token: the one kept in the data directory (`npx tollgate admin-token` shows it)')
+  }
+  const stop = watchStoredAdminToken(dataDir, (next) => {
+    if (next === null || next === token) return
+    token = next
+    log.info('admin token replaced (tollgate admin-token --reset): the previous one no longer works')
+  })
+  return { adminToken: () => token, keyHashSecret, close: stop }
 }
 
 function embeddedSecret(dataDir: string): string {
@@ -168,6 +265,10 @@ function listen(server: Server, port: number, host: string): Promise<void> {
       done()
     })
   })
+}
+
+function boundAddress(address: AddressInfo): string {
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
 }
 
 function addressOf(server: Server): string {

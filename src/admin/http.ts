@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http'
 import type { z } from 'zod'
 import { gatewayError } from '../errors.ts'
 import { readJsonBody } from '../http/body.ts'
+import type { BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import { sendJson } from '../http/reply.ts'
 import type { Params } from '../http/router.ts'
@@ -27,9 +28,9 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 /** A JSON body where one is optional (rotate): none at all reads as {}. */
-export async function readOptionalJson(req: IncomingMessage, limit: number): Promise<Record<string, unknown>> {
+export async function readOptionalJson(req: IncomingMessage, limit: number, rate?: BodyRate): Promise<Record<string, unknown>> {
   if (!hasBody(req)) return {}
-  return (await readJsonBody(req, limit)).value
+  return (await readJsonBody(req, limit, rate)).value
 }
 
 /**

@@ -1,14 +1,18 @@
 // The admin API (INTERFACE.md §5), registered on the public router by app.ts. Every route
 // checks the admin credential before it reads anything else.
+import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
 import type { Config } from '../config/schema.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { KeyService } from '../keys/service.ts'
+import type { QueueService } from '../queue/service.ts'
 import type { Stores } from '../store/ports.ts'
 import type { AdminRouter } from './http.ts'
 import { registerKeyRoutes } from './keys.ts'
+import { registerQueueAdminRoutes } from './queue.ts'
 import { registerTierRoutes } from './tiers.ts'
 import { registerUsageRoutes } from './usage.ts'
+import { registerUserRoutes } from './users.ts'
 
 export interface AdminDeps {
   readonly config: Pick<Config, 'server' | 'plans'>
@@ -16,10 +20,16 @@ export interface AdminDeps {
   readonly stores: Pick<Stores, 'usage'>
   readonly meter: Pick<Meter, 'flush'>
   readonly authenticateAdmin: AdminAuthenticator
+  /** The /queue lines and stored requests (absent: /admin/queue answers 404). */
+  readonly queue?: QueueService
+  /** RAG gateway accounts (/admin/users). */
+  readonly accounts: AccountService
 }
 
 export function registerAdminRoutes(router: AdminRouter, deps: AdminDeps): void {
   registerKeyRoutes(router, deps)
   registerUsageRoutes(router, deps)
   registerTierRoutes(router, deps)
+  registerQueueAdminRoutes(router, deps)
+  registerUserRoutes(router, deps)
 }

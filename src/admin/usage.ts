@@ -1,9 +1,10 @@
 // /admin/keys/{id}/usage and /admin/usage: what keys spent, per model and per day, or
-// grouped across keys. Read from the usage store; this instance's pending rows are
-// flushed first so that an admin sees what this instance has metered.
+// grouped across keys. Read from the usage store, which every call's usage reaches as the
+// call ends; rows this instance is holding for a retry (its store refused them) go first.
 import { z } from 'zod'
 import { gatewayError } from '../errors.ts'
 import { utcDay } from '../keys/meter.ts'
+import { toUnits } from '../keys/money.ts'
 import type { UsageRecord } from '../store/ports.ts'
 import { dayNumber } from '../store/usage-rows.ts'
 import { parseQuery, sendAdmin, type AdminRouter } from './http.ts'
@@ -22,8 +23,8 @@ const day = z.string().refine((v) => {
 }, 'must be a calendar day, YYYY-MM-DD')
 
 const rangeQuery = { from: day.optional(), to: day.optional() }
-const keyUsageQuery = z.strictObject(rangeQuery)
-const usageQuery = z.strictObject({
+export const keyUsageQuery = z.strictObject(rangeQuery)
+export const usageQuery = z.strictObject({
   ...rangeQuery,
   group_by: z.enum(GROUPS).default('key'),
   granularity: z.enum(['total', 'day']).default('total'),
@@ -36,7 +37,15 @@ export interface Totals {
   requests: number
   input_tokens: number
   output_tokens: number
+  /** Currency units, from the exact sum of nano-units. */
   cost: number
+}
+
+interface Sums {
+  requests: number
+  inputTokens: number
+  outputTokens: number
+  costNanos: number
 }
 
 const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = { key: 'key_id', owner: 'owner', tier: 'tier', model: 'model' }
@@ -51,31 +60,30 @@ export function usageRange(from: string | undefined, to: string | undefined, tod
   return { from: start, to: end }
 }
 
-function zero(): Totals {
-  return { requests: 0, input_tokens: 0, output_tokens: 0, cost: 0 }
+function zero(): Sums {
+  return { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0 }
 }
 
-function add(into: Totals, row: UsageRecord): void {
+function add(into: Sums, row: UsageRecord): void {
   into.requests += row.requests
-  into.input_tokens += row.inputTokens
-  into.output_tokens += row.outputTokens
-  into.cost += row.cost
+  into.inputTokens += row.inputTokens
+  into.outputTokens += row.outputTokens
+  into.costNanos += row.costNanos
 }
 
-/** Sums of many float costs carry noise in the last digits; no price is that precise. */
-function tidy<T extends Totals>(totals: T): T {
-  return { ...totals, cost: Math.round(totals.cost * 1e10) / 1e10 }
+function totalsOf(sums: Sums): Totals {
+  return { requests: sums.requests, input_tokens: sums.inputTokens, output_tokens: sums.outputTokens, cost: toUnits(sums.costNanos) }
 }
 
 export function summarise(rows: readonly UsageRecord[]): Totals {
-  const totals = zero()
-  for (const row of rows) add(totals, row)
-  return tidy(totals)
+  const sums = zero()
+  for (const row of rows) add(sums, row)
+  return totalsOf(sums)
 }
 
 export function groupUsage(rows: readonly UsageRecord[], group: UsageGroup, daily: boolean): Array<Record<string, string | number>> {
   const field = GROUP_FIELD[group]
-  const groups = new Map<string, { name: string; day: string | undefined; totals: Totals }>()
+  const groups = new Map<string, { name: string; day: string | undefined; totals: Sums }>()
   for (const row of rows) {
     const name = group === 'key' ? row.keyId : row[group]
     const id = daily ? `${row.day}\u0000${name}` : name
@@ -85,13 +93,13 @@ export function groupUsage(rows: readonly UsageRecord[], group: UsageGroup, dail
   }
   return [...groups.values()]
     .sort((a, b) => (a.day ?? '').localeCompare(b.day ?? '') || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    .map((g) => ({ ...(g.day === undefined ? {} : { day: g.day }), [field]: g.name, ...tidy(g.totals) }))
+    .map((g) => ({ ...(g.day === undefined ? {} : { day: g.day }), [field]: g.name, ...totalsOf(g.totals) }))
 }
 
 export function registerUsageRoutes(router: AdminRouter, deps: AdminDeps): void {
   const { keys, authenticateAdmin } = deps
   const read = async (query: { keyId?: string; from: string; to: string }): Promise<UsageRecord[]> => {
-    // This instance's own rows first; other instances write theirs within their flush interval.
+    // Rows this instance holds for a retry first; other instances retry theirs every second.
     await deps.meter.flush()
     return deps.stores.usage.query(query)
   }
@@ -109,7 +117,7 @@ export function registerUsageRoutes(router: AdminRouter, deps: AdminDeps): void 
       key_id: record.id,
       ...range,
       data: rows.map((r) => ({
-        day: r.day, model: r.model, requests: r.requests, input_tokens: r.inputTokens, output_tokens: r.outputTokens, cost: r.cost,
+        day: r.day, model: r.model, requests: r.requests, input_tokens: r.inputTokens, output_tokens: r.outputTokens, cost: toUnits(r.costNanos),
       })),
       by_model: groupUsage(rows, 'model', false),
       totals: summarise(rows),

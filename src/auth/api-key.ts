@@ -2,7 +2,7 @@
 // the keyed hash against the key store, then status, expiry and rotation grace.
 import type { IncomingMessage } from 'node:http'
 import { gatewayError } from '../errors.ts'
-import { isWellFormedKey, type KeyHasher } from '../keys/format.ts'
+import { malformedKeyReason, type KeyHasher } from '../keys/format.ts'
 import { principalOf, type KeyRecord, type Principal } from '../keys/record.ts'
 import { bearerToken } from './bearer.ts'
 
@@ -24,7 +24,8 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
     const token = bearerToken(req)
     if (token === null) throw gatewayError('missing_api_key')
     // The message never contains the key, not even a part of it.
-    if (!isWellFormedKey(token)) throw gatewayError('invalid_api_key')
+    const malformed = malformedKeyReason(token)
+    if (malformed !== null) throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })
     const hash = options.hash(token)
     const key = await options.lookup.findByHash(hash)
     if (!key) throw gatewayError('invalid_api_key')

@@ -135,11 +135,16 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
           req.once('response', onResponse)
           // A close before any response settles this call even when http-proxy-3 keeps the
           // error to itself (it does so for resets after the client went away).
-          req.once('close', () => fail(request.client.res.destroyed
-            // http-proxy-3 drops the upstream request when the client leaves; that is
-            // final, whatever the gateway's signal has said so far.
-            ? gatewayError('upstream_timeout', { message: 'The client went away before the upstream answered.' })
-            : gatewayError('upstream_unreachable', { message: 'The upstream connection closed before a response arrived.' })))
+          // Every call's request closes, most after the response settled the call: the
+          // error (with its stack) is built only when it is still news.
+          req.once('close', () => {
+            if (settled) return
+            fail(request.client.res.destroyed
+              // http-proxy-3 drops the upstream request when the client leaves; that is
+              // final, whatever the gateway's signal has said so far.
+              ? gatewayError('upstream_timeout', { message: 'The client went away before the upstream answered.' })
+              : gatewayError('upstream_unreachable', { message: 'The upstream connection closed before a response arrived.' }))
+          })
           framing.pipeInto(gate, (err) => fail(gatewayError('internal', { cause: err })))
         },
       })

@@ -44,6 +44,8 @@ export interface BackendAdapter {
    * A stalled body is destroyed with GatewayError 'upstream_timeout'.
    */
   send(request: UpstreamRequest): Promise<UpstreamResponse>
+  /** Resolves once the adapter can serve without a slow first call; awaited before the gateway listens. */
+  ready?(): Promise<void>
   close(): Promise<void>
 }
 

@@ -22,6 +22,8 @@ export interface BackendRegistry {
   /** The backend for files and fine-tuning jobs. */
   readonly resources: Deployment
   adapters(): readonly BackendAdapter[]
+  /** Every adapter's ready(). */
+  ready(): Promise<void>
   close(): Promise<void>
 }
 
@@ -54,6 +56,9 @@ export function createRegistry(config: Pick<Config, 'backends' | 'models' | 'res
     modelsOfKind: (kind) => config.models.filter((m) => m.kind === kind),
     resources,
     adapters: () => [...adapters.values()],
+    async ready() {
+      await Promise.all([...adapters.values()].map((a) => a.ready?.()))
+    },
     async close() {
       await Promise.allSettled([...adapters.values()].map((a) => a.close()))
     },

@@ -2,9 +2,12 @@
 // terminal, through a running gateway's admin API. Tables by default, --json for scripts.
 // The gateway URL and admin token come from --url / --admin-token or TOLLGATE_URL /
 // TOLLGATE_ADMIN_TOKEN (the environment is better: flags show up in `ps` and shell history).
-import { parseArgs, type ParseArgsConfig } from 'node:util'
+import type { ParseArgsConfig } from 'node:util'
 import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
+import { EXIT_OK, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
+
+export { EXIT_FAILED, EXIT_OK, EXIT_USAGE, type CliIo } from './subcommands.ts'
 
 export const KEYS_USAGE = `Usage: tollgate keys <command> [options]
 
@@ -28,22 +31,6 @@ Options:
   --json                     Print the API's JSON instead of tables
 `
 
-export interface CliIo {
-  readonly env: Readonly<Record<string, string | undefined>>
-  readonly stdout: (text: string) => void
-  readonly stderr: (text: string) => void
-  readonly fetch?: typeof fetch
-}
-
-/** Exit codes: 0 done, 1 the gateway refused or could not be reached, 64 bad usage. */
-export const EXIT_OK = 0
-export const EXIT_FAILED = 1
-export const EXIT_USAGE = 64
-
-class UsageError extends Error {
-  /** Whether the help text helps: not for a missing token, say. */
-  showUsage = true
-}
 
 function setupError(message: string): UsageError {
   const error = new UsageError(message)
@@ -87,40 +74,14 @@ const OPTIONS = {
 
 type Command = keyof typeof OPTIONS
 
-const isCommand = (name: string | undefined): name is Command => name !== undefined && Object.hasOwn(OPTIONS, name)
+const isCommand = (name: string): name is Command => Object.hasOwn(OPTIONS, name)
 
-export async function runKeysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const [name, ...rest] = args
-  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
-    io.stdout(KEYS_USAGE)
-    return name === undefined ? EXIT_USAGE : EXIT_OK
-  }
-  try {
-    if (!isCommand(name)) throw new UsageError(`unknown keys command: ${name}`)
-    return await run(name, rest, io)
-  } catch (err) {
-    if (err instanceof UsageError) {
-      io.stderr(`tollgate keys: ${err.message}\n${err.showUsage ? `\n${KEYS_USAGE}` : ''}`)
-      return EXIT_USAGE
-    }
-    if (err instanceof AdminApiError) {
-      const what = err.status === 0 ? err.message : `${err.status}${err.code ? ` ${err.code}` : ''}: ${err.message}`
-      io.stderr(`tollgate keys ${name}: ${what}\n`)
-      return EXIT_FAILED
-    }
-    throw err
-  }
+export function runKeysCommand(args: readonly string[], io: CliIo): Promise<number> {
+  return runCommandGroup({ name: 'keys', usage: KEYS_USAGE, isCommand, run }, args, io)
 }
 
 async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args: [...args], options: OPTIONS[command], allowPositionals: true, strict: true })
-  } catch (err) {
-    throw new UsageError((err as Error).message)
-  }
-  const values = parsed.values as Record<string, string | boolean | string[] | undefined>
-  const positionals = parsed.positionals
+  const { values, positionals } = parseCommandArgs(args, OPTIONS[command])
   if (values.help === true) {
     io.stdout(KEYS_USAGE)
     return EXIT_OK

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import type { z } from 'zod'
+import { redisTargetOf } from './redis-target.ts'
 import { configSchema, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
 
 export class ConfigError extends Error {
@@ -41,7 +42,15 @@ export function buildConfig(raw: unknown, path: string, env: Env = process.env):
   if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
   const { plans: plansRef, ...rest } = parsed.data
   const plans = typeof plansRef === 'string' ? loadPlans(resolve(dirname(path), plansRef)) : plansRef
-  const config: Config = { ...rest, plans, secrets: readSecrets(rest.backends, env), source: path }
+  const unknownTiers = Object.keys(rest.queue.tierPriority).filter((tier) => !(tier in plans.tiers))
+  if (unknownTiers.length > 0) throw new ConfigError(path, unknownTiers.map((tier) => `queue.tierPriority.${tier}: unknown tier "${tier}"`))
+  const redis = redisTargetOf(rest.store, {
+    username: env.REDIS_USERNAME || undefined,
+    password: env.REDIS_PASSWORD || undefined,
+    sentinelUsername: env.REDIS_SENTINEL_USERNAME || undefined,
+    sentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
+  })
+  const config: Config = { ...rest, plans, redis, secrets: readSecrets(rest.backends, env), source: path }
   return deepFreeze(config)
 }
 
@@ -82,14 +91,51 @@ function applyEnv(raw: unknown, env: Env, path: string): unknown {
     if (!/^\d+$/.test(value)) throw new ConfigError(path, [`${name}: must be a whole number, got "${value.slice(0, 40)}"`])
     return Number(value)
   }
+  if (env.HOST) section('server').host = env.HOST
+  if (env.METRICS_HOST) section('server').metricsHost = env.METRICS_HOST
   const port = intFrom('PORT')
   if (port !== undefined) section('server').port = port
   const metricsPort = intFrom('METRICS_PORT')
   if (metricsPort !== undefined) section('server').metricsPort = metricsPort
-  if (env.REDIS_URL) section('store').redisUrl = env.REDIS_URL
+  applyRedisEnv(section('store'), env, path)
   if (env.TOLLGATE_DATA_DIR) section('store').dataDir = env.TOLLGATE_DATA_DIR
   if (env.LOG_LEVEL) section('logging').level = env.LOG_LEVEL
   return doc
+}
+
+/**
+ * The environment picks the topology and replaces whichever the file names: REDIS_URL
+ * (one server), REDIS_CLUSTER_NODES (host:port,...), or REDIS_SENTINELS (host:port,...)
+ * with REDIS_SENTINEL_NAME. REDIS_TLS (true/false) applies to a cluster or a Sentinel set.
+ */
+function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): void {
+  const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  const chosen = [env.REDIS_URL, env.REDIS_CLUSTER_NODES, env.REDIS_SENTINELS].filter((v) => v).length
+  if (chosen > 1) throw new ConfigError(path, ['REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS: set at most one of them'])
+  const tls = env.REDIS_TLS === undefined || env.REDIS_TLS === '' ? undefined : env.REDIS_TLS
+  if (tls !== undefined && tls !== 'true' && tls !== 'false') throw new ConfigError(path, [`REDIS_TLS: must be true or false, got "${tls.slice(0, 20)}"`])
+  const section = (name: string): Record<string, unknown> => {
+    const value = store[name]
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? { ...(value as Record<string, unknown>) } : {}
+  }
+  const only = (name: 'redisUrl' | 'redisCluster' | 'redisSentinel', value: unknown): void => {
+    delete store.redisUrl
+    delete store.redisCluster
+    delete store.redisSentinel
+    store[name] = value
+  }
+  if (env.REDIS_URL) only('redisUrl', env.REDIS_URL)
+  else if (env.REDIS_CLUSTER_NODES) only('redisCluster', { ...section('redisCluster'), nodes: list(env.REDIS_CLUSTER_NODES) })
+  else if (env.REDIS_SENTINELS) {
+    const masterName = env.REDIS_SENTINEL_NAME || section('redisSentinel').masterName
+    if (masterName === undefined) throw new ConfigError(path, ['REDIS_SENTINEL_NAME: required with REDIS_SENTINELS (the master name the sentinels monitor)'])
+    only('redisSentinel', { ...section('redisSentinel'), sentinels: list(env.REDIS_SENTINELS), masterName })
+  }
+  if (tls !== undefined) {
+    for (const name of ['redisCluster', 'redisSentinel']) {
+      if (store[name] !== undefined) store[name] = { ...section(name), tls: tls === 'true' }
+    }
+  }
 }
 
 function readSecrets(backends: Config['backends'], env: Env): Secrets {

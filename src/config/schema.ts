@@ -1,11 +1,14 @@
 // The whole configuration file, described once. A file that does not match is refused
 // at boot with the path of the bad field; nothing is half-applied.
 import { z } from 'zod'
+import { HOST_PORT, type RedisTarget } from './redis-target.ts'
 
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().positive()
 const nonNegativeInt = z.number().int().min(0)
 /** An env var name: the config holds the name, never the secret. */
+/** host:port of a Redis node or sentinel. */
+const hostPort = z.string().regex(HOST_PORT, 'must be host:port')
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
 
 export const ENDPOINTS = [
@@ -14,7 +17,11 @@ export const ENDPOINTS = [
   'audio.transcriptions', 'audio.translations', 'audio.models',
   'images.generations', 'images.edits',
   'fine_tuning.jobs.create', 'fine_tuning.jobs.list', 'fine_tuning.jobs.cancel', 'fine_tuning.jobs.events',
-  'files.create', 'files.list', 'files.delete',
+  'files.create', 'files.list', 'files.content', 'files.delete',
+  // /v1: vector stores (a `.list` scope also reads one object, as files.list does).
+  'vector_stores.create', 'vector_stores.list', 'vector_stores.update', 'vector_stores.delete', 'vector_stores.search',
+  'vector_stores.files.create', 'vector_stores.files.list', 'vector_stores.files.update', 'vector_stores.files.delete',
+  'vector_stores.file_batches.create', 'vector_stores.file_batches.list', 'vector_stores.file_batches.cancel',
 ] as const
 export type Endpoint = (typeof ENDPOINTS)[number]
 
@@ -64,6 +71,8 @@ const model = z.strictObject({
   name: z.string().min(1),
   kind: z.enum(MODEL_KINDS),
   ownedBy: z.string().default('tollgate'),
+  /** The context window in tokens, if known: caps the prompt estimate a call is reserved at. */
+  contextTokens: positiveInt.optional(),
   deployments: z.array(deployment).min(1),
 })
 export type ModelConfig = z.infer<typeof model>
@@ -96,11 +105,168 @@ export const plansSchema = z.strictObject({
 }).refine((p) => p.defaultTier in p.tiers, { message: 'defaultTier must name one of the tiers', path: ['defaultTier'] })
 export type PlansConfig = z.infer<typeof plansSchema>
 
+/** The RAG gateway's services, by the path segment that names them (README, "RAG gateway"). */
+export const RAG_SERVICES = ['config-manager', 'user-manager', 'file-manager', 'ingest-master', 'chat-session-manager', 'query-pipeline'] as const
+export type RagService = (typeof RAG_SERVICES)[number]
+/** Other path segments that reach a service. */
+export const RAG_SERVICE_ALIASES: Readonly<Record<string, RagService>> = { 'query-pipelines': 'query-pipeline' }
+
+const ragMethod = z.enum(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'])
+const ragPath = z.string().regex(/^\/[^?#\\]*$/, 'must be a path starting with /')
+const headerName = z.string().regex(/^[a-z0-9-]+$/, 'must be a lower-case header name')
+
+const ragRule = z.strictObject({
+  methods: z.array(ragMethod).min(1),
+  /** Path prefix inside the service, matched at a segment boundary. */
+  prefix: ragPath.default('/'),
+  /** The caller needs at least one of these roles. */
+  roles: z.array(z.string().min(1)).min(1),
+})
+export type RagRule = z.infer<typeof ragRule>
+
+const ragService = z.strictObject({
+  /** The service's base URL (the service path is stripped, the route appended), or `mock` for the built-in mock. */
+  baseUrl: z.union([z.literal('mock'), z.url({ protocol: /^https?$/ })]).default('mock'),
+  /** A connection not made within this: 502. */
+  connectTimeoutMs: positiveInt.default(5_000),
+  /** No response headers within this: 504. */
+  responseTimeoutMs: positiveInt.default(60_000),
+  /** A reply (a stream) that sends nothing for this long is cut. */
+  idleTimeoutMs: positiveInt.default(300_000),
+  /** Who may use which methods and path prefixes; every rule matching a request must be met. */
+  rules: z.array(ragRule).default([]),
+  /** Routes anyone may call without a token. */
+  publicRoutes: z.array(z.strictObject({ method: ragMethod, path: ragPath })).default([
+    { method: 'GET', path: '/redoc' }, { method: 'GET', path: '/openapi.json' }, { method: 'GET', path: '/docs' },
+  ]),
+})
+export type RagServiceConfig = z.infer<typeof ragService>
+
+const ragRpm = z.strictObject({ userRpm: nonNegativeInt.optional(), tenantRpm: nonNegativeInt.optional() })
+
+const ragSchema = z.strictObject({
+  services: z.strictObject({
+    'config-manager': ragService.prefault({ rules: [{ methods: ['POST', 'PUT', 'PATCH', 'DELETE'], roles: ['admin'] }] }),
+    'user-manager': ragService.prefault({}),
+    'file-manager': ragService.prefault({}),
+    'ingest-master': ragService.prefault({}),
+    'chat-session-manager': ragService.prefault({}),
+    'query-pipeline': ragService.prefault({}),
+  }).prefault({}),
+  /** Headers the gateway sets for the backends (and strips when a client sends them). */
+  identityHeaders: z.strictObject({
+    userId: headerName.default('x-tollgate-user-id'),
+    username: headerName.default('x-tollgate-user-name'),
+    roles: headerName.default('x-tollgate-user-roles'),
+    groups: headerName.default('x-tollgate-user-groups'),
+    tenant: headerName.default('x-tollgate-tenant'),
+  }).prefault({}),
+  /** More client headers never passed on (any x-tollgate-* header is stripped too). */
+  stripHeaders: z.array(headerName).default([
+    'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username',
+    'x-remote-user', 'remote-user', 'x-user', 'x-user-id', 'x-auth-request-user', 'x-auth-request-email',
+    'x-auth-request-groups', 'x-auth-request-access-token', 'x-userinfo', 'x-id-token',
+  ]),
+  /** Send the verified access token on as Authorization: Bearer. */
+  forwardToken: z.boolean().default(false),
+  /** Pass the client's cookies on (off: a refresh token may travel in one). */
+  forwardCookies: z.boolean().default(false),
+  /** Requests per minute per user and per tenant (limits.windowMs long); per-tenant overrides below. */
+  limits: z.strictObject({
+    /** 0: no limit per user. */
+    userRpm: nonNegativeInt.default(600),
+    /** 0: no limit per tenant. */
+    tenantRpm: nonNegativeInt.default(6000),
+    /** Per tenant: other figures for its users and for the tenant as a whole. */
+    tenants: z.record(z.string(), ragRpm).default({}),
+  }).prefault({}),
+  /** The built-in mock backend (baseUrl: mock). */
+  mock: z.strictObject({
+    /** Pause between streamed answer tokens. */
+    tokenDelayMs: nonNegativeInt.default(20),
+  }).prefault({}),
+})
+export type RagConfig = z.infer<typeof ragSchema>
+
+/** A claim of an external issuer's token, by name or dotted path (`realm_access.roles`). */
+const claimPath = z.string().regex(/^[\w:/.-]{1,200}$/, 'a claim name or a dotted path')
+
+const oidcSchema = z.strictObject({
+  /** The issuer's `iss`, exactly (Keycloak: https://host/realms/<realm>). */
+  issuer: z.string().min(1),
+  /** The `aud` its tokens must carry for this gateway. */
+  audience: z.string().min(1),
+  jwksUrl: z.url({ protocol: /^https?$/ }),
+  algorithms: z.array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'])).min(1).default(['RS256', 'ES256', 'EdDSA']),
+  /** Least time between two fetches of the key set (a token with an unknown kid refetches it). */
+  jwksCooldownMs: nonNegativeInt.default(30_000),
+  /** A fetched key set is kept at most this long. */
+  jwksCacheMaxAgeMs: positiveInt.default(600_000),
+  claims: z.strictObject({
+    userId: claimPath.default('sub'),
+    username: claimPath.default('preferred_username'),
+    roles: claimPath.default('roles'),
+    groups: claimPath.default('groups'),
+    tenant: claimPath.default('tenant'),
+  }).prefault({}),
+  /** Tenant of a token without the tenant claim. */
+  defaultTenant: z.string().min(1).default('default'),
+})
+
+const ragAuthSchema = z.strictObject({
+  /** `iss` of the gateway's own access tokens. */
+  issuer: z.string().min(1).default('tollgate'),
+  /** `aud` of the gateway's own access tokens. */
+  audience: z.string().min(1).default('tollgate-rag'),
+  accessTokenTtlSeconds: positiveInt.max(86_400).default(900),
+  /** A session (and its chain of refresh tokens) ends this long after the login. */
+  refreshTokenTtlSeconds: positiveInt.default(7 * 86_400),
+  /** A new signing key this often; the previous ones are published until their tokens have expired. */
+  signingKeyRotationSeconds: positiveInt.default(86_400),
+  /**
+   * How long an instance trusts what it read about a session or user: a logout, a disabled
+   * or deleted user on another instance is refused by this one within it.
+   */
+  revocationCacheMs: nonNegativeInt.max(1000).default(500),
+  /** Failed logins (rate-limiter-flexible; in Redis when the store is). */
+  loginThrottle: z.strictObject({
+    maxFailuresPerUsername: positiveInt.default(5),
+    maxFailuresPerAddress: positiveInt.default(20),
+    windowSeconds: positiveInt.default(900),
+    blockSeconds: positiveInt.default(900),
+  }).prefault({}),
+  /** Also accept access tokens of an external OpenID Connect issuer (Keycloak, Entra ID, ...). */
+  oidc: oidcSchema.optional(),
+}).superRefine((auth, ctx) => {
+  // A token is sent to one verifier or the other by its `iss`: the two must differ.
+  if (auth.oidc !== undefined && auth.oidc.issuer === auth.issuer) {
+    ctx.addIssue({ code: 'custom', message: 'must differ from ragAuth.issuer (the gateway\'s own tokens)', path: ['oidc', 'issuer'] })
+  }
+})
+
+/** The key portal in a browser (/portal): its sessions and pages. */
+const portalSchema = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** A session not used for this long ends. */
+  sessionIdleSeconds: positiveInt.default(1800),
+  /** A session ends this long after sign-in, however busy. */
+  sessionAbsoluteSeconds: positiveInt.default(43_200),
+  /**
+   * The cookie's Secure flag: auto sets it when the request came over TLS (or, with
+   * server.trustProxyHops > 0, X-Forwarded-Proto says https); always/never force it.
+   */
+  secureCookie: z.enum(['auto', 'always', 'never']).default('auto'),
+  /** Rows per page of the key and user lists. */
+  pageSize: positiveInt.max(500).default(50),
+})
+
 export const configSchema = z.strictObject({
   server: z.strictObject({
-    host: z.string().default('0.0.0.0'),
+    /** Loopback by default: the admin API must not face the network by accident. HOST overrides it (0.0.0.0 in containers). */
+    host: z.string().min(1).default('127.0.0.1'),
     port: port.default(8080),
-    metricsHost: z.string().default('0.0.0.0'),
+    /** The metrics listener's own interface; METRICS_HOST overrides it. */
+    metricsHost: z.string().min(1).default('127.0.0.1'),
     metricsPort: port.default(9464),
     /** Largest JSON body accepted. */
     jsonBodyLimitBytes: positiveInt.default(4 * 1024 * 1024),
@@ -112,20 +278,66 @@ export const configSchema = z.strictObject({
     shutdownGraceMs: nonNegativeInt.default(30_000),
     /** Accept a client's x-request-id (when well-formed) instead of generating one. */
     trustRequestId: z.boolean().default(true),
+    /** The request line and headers must have arrived within this (slowloris). */
+    headersTimeoutMs: positiveInt.default(30_000),
+    /**
+     * A request body the gateway is reading must bring at least this many bytes a second,
+     * averaged over each bodyRateWindowMs, or it is cut with 408. There is no total time:
+     * a large upload at a steady pace takes as long as it needs.
+     */
+    bodyMinBytesPerSecond: nonNegativeInt.default(1024),
+    bodyRateWindowMs: positiveInt.default(30_000),
+    /** A streamed reply whose client has taken nothing for this long is ended (nginx's send_timeout). */
+    idleReaderTimeoutMs: positiveInt.default(60_000),
+    /** Open connections per client address (an IPv6 address counts by its /64); 0 is no cap. */
+    maxConnectionsPerAddress: nonNegativeInt.default(1000),
+    /** Proxies in front that append to X-Forwarded-For; 0 means the peer address is the client's. */
+    trustProxyHops: nonNegativeInt.max(10).default(0),
   }).prefault({}),
+  /** Failed authentication (API key or admin token), counted per client address. */
+  auth: z.strictObject({
+    /** Failures allowed per address in a window; past it the address is refused with 429. 0 turns it off. */
+    maxFailures: nonNegativeInt.default(30),
+    windowSeconds: positiveInt.default(60),
+    /** How long an address over the limit is refused, without any key lookup. */
+    blockSeconds: positiveInt.default(60),
+  }).prefault({}),
+  /** RAG gateway logins and access tokens (README, "RAG gateway: accounts and tokens"). */
+  ragAuth: ragAuthSchema.prefault({}),
+  /** The key portal (README, "Portal"). */
+  portal: portalSchema.prefault({}),
   store: z.strictObject({
-    /** redis:// or rediss:// URL; unset means the embedded single-instance store. */
+    /**
+     * One Redis server: a redis:// or rediss:// URL. At most one of redisUrl, redisCluster
+     * and redisSentinel; none means the embedded single-instance store.
+     */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+    /** A Redis Cluster: some of its nodes (the client learns the rest). REDIS_CLUSTER_NODES. */
+    redisCluster: z.strictObject({
+      nodes: z.array(hostPort).min(1),
+      tls: z.boolean().default(false),
+    }).optional(),
+    /** A master watched by Sentinel: the sentinels and the master's name. REDIS_SENTINELS, REDIS_SENTINEL_NAME. */
+    redisSentinel: z.strictObject({
+      sentinels: z.array(hostPort).min(1),
+      masterName: z.string().min(1),
+      /** TLS to the master and replicas. */
+      tls: z.boolean().default(false),
+      /** TLS to the sentinels. */
+      sentinelTls: z.boolean().default(false),
+    }).optional(),
     /** Prefix of every Redis key this gateway writes. */
     keyPrefix: z.string().default('tollgate:'),
     /** Where the embedded store keeps its data between restarts. */
     dataDir: z.string().default('./data'),
     commandTimeoutMs: positiveInt.default(500),
+  }).refine((s) => [s.redisUrl, s.redisCluster, s.redisSentinel].filter((x) => x !== undefined).length <= 1, {
+    message: 'set at most one of redisUrl, redisCluster and redisSentinel',
   }).prefault({}),
   limits: z.strictObject({
     /** While Redis is unreachable: enforce per instance in memory, admit everything, or refuse (503). */
     onRedisDown: z.enum(['insurance', 'fail-open', 'fail-closed']).default('insurance'),
-    /** Redis for the rate-limit counters, if not the store's (store.redisUrl). */
+    /** A (single) Redis for the rate-limit counters, if not the store's Redis. */
     redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
     /** Longest wait for Redis on the admission path; past it the request is decided as onRedisDown says. */
     redisTimeoutMs: positiveInt.default(200),
@@ -136,12 +348,35 @@ export const configSchema = z.strictObject({
     /** Instances behind the load balancer: during an outage each enforces 1/n of the windowed limits. */
     insuranceInstances: positiveInt.default(1),
   }).prefault({}),
+  /** The /queue endpoints: wait for capacity instead of a 429 (README, "Queue"). */
+  queue: z.strictObject({
+    /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
+    maxWaitMs: positiveInt.default(600_000),
+    /** Asynchronous results are kept this long; then the request reads as expired. */
+    resultTtlSeconds: positiveInt.default(86_400),
+    /** Largest body of an asynchronous request, kept in Redis or on disk until it runs. */
+    maxBodyBytes: positiveInt.default(25 * 1024 * 1024),
+    /** Largest reply kept as an asynchronous result; a larger one fails the request. */
+    maxResultBytes: positiveInt.default(32 * 1024 * 1024),
+    /** Asynchronous requests this instance runs at once; 0: it accepts them and leaves running them to others. */
+    concurrency: nonNegativeInt.default(64),
+    /** Times an upstream 429 or 5xx is put back in line (with backoff) before it is answered. */
+    upstreamRetries: nonNegativeInt.default(3),
+    /** Backoff after the first upstream 429/5xx; it doubles with each retry. */
+    retryBackoffMs: positiveInt.default(1000),
+    /** Optional priority by tier when workers are busy: lower runs first; unlisted tiers after every listed one. */
+    tierPriority: z.record(z.string(), z.number().int().min(1).max(1000)).default({}),
+    /** How often lines are checked for calls of gateways that stopped and for heads nobody scheduled. */
+    sweepIntervalMs: positiveInt.default(10_000),
+  }).prefault({}),
   logging: z.strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   }).prefault({}),
+  /** The RAG gateway: /<service>/<route> to the seven services (README, "RAG gateway"). */
+  rag: ragSchema.prefault({}),
   backends: z.record(z.string(), backendSchema),
   models: z.array(model).min(1),
-  /** Backend that serves files and fine-tuning jobs (endpoints without a model). */
+  /** Backend that serves files, fine-tuning jobs and vector stores (endpoints without a model). */
   resourceBackend: z.string().min(1),
   /** Tokens reserved for the completion when a request sets no max_tokens. */
   defaultMaxTokens: positiveInt.default(1024),
@@ -168,6 +403,8 @@ export type RawConfig = z.infer<typeof configSchema>
 /** The configuration after loading: plans resolved, secrets from the environment. */
 export interface Config extends Omit<RawConfig, 'plans'> {
   readonly plans: PlansConfig
+  /** The shared store's Redis (store.redisUrl, redisCluster or redisSentinel); undefined: embedded. */
+  readonly redis: RedisTarget | undefined
   readonly secrets: Secrets
   /** Where the file came from, for messages. */
   readonly source: string
@@ -178,7 +415,7 @@ export interface Secrets {
   readonly adminToken: string | undefined
   /** TOLLGATE_KEY_SECRET: the HMAC secret for API key hashes, if set. */
   readonly keyHashSecret: string | undefined
-  /** JWT signing secret for the RAG gateway (TOLLGATE_JWT_SECRET), if set. */
+  /** Seals the RAG gateway's JWT signing keys in the store (TOLLGATE_JWT_SECRET); else the key-hash secret does. */
   readonly jwtSecret: string | undefined
   /** Upstream API keys by env var name, read once at boot. */
   readonly backendKeys: Readonly<Record<string, string>>

@@ -18,6 +18,7 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
     route: ctx.route,
     status,
     keyId: ctx.keyId,
+    userId: ctx.userId,
     tier: ctx.tier,
     model: ctx.model,
     backend: ctx.backend,

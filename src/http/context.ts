@@ -15,6 +15,8 @@ export interface RequestContext {
   /** Route label for logs and metrics: the endpoint name, never the raw path. */
   route: string
   keyId?: string
+  /** The RAG gateway's verified user (never the token). */
+  userId?: string
   tier?: string
   model?: string
   backend?: string

@@ -9,14 +9,27 @@ export type Match<R> =
 
 const METHODS: readonly HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
+/** One registered route: a method and a path in find-my-way's syntax (`:id`, `*`). */
+export interface RouteEntry {
+  readonly method: HTTPMethod
+  readonly path: string
+}
+
 export class Router<R> {
   readonly #fmw = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: true, maxParamLength: 256 })
+  readonly #entries: RouteEntry[] = []
   #sealed = false
 
   on(method: HTTPMethod | HTTPMethod[], path: string, route: R): this {
     if (this.#sealed) throw new Error('routes are added before the first request')
     this.#fmw.on(method, path, () => undefined, route)
+    for (const m of Array.isArray(method) ? method : [method]) this.#entries.push({ method: m, path })
     return this
+  }
+
+  /** Everything served, in the order it was added: what the API reference must cover. */
+  routes(): readonly RouteEntry[] {
+    return [...this.#entries]
   }
 
   match(method: string, url: string): Match<R> {

@@ -1,5 +1,6 @@
 // The /v2 endpoints: what each reads, which model kind it takes, where it is sent and
-// which owned objects it touches. The handler walks this table; nothing else knows paths.
+// which owned objects it touches. The handler walks this table (and /v1's, in
+// v1-endpoints.ts); nothing else knows paths.
 import type { Endpoint, ModelKind } from '../config/schema.ts'
 import type { Params } from '../http/router.ts'
 import type { OwnedKind } from '../store/ports.ts'
@@ -11,8 +12,13 @@ export type Ownership =
   | { readonly kind: OwnedKind; readonly action: 'create' }
   /** Lists objects: the reply is filtered to the caller's. */
   | { readonly kind: OwnedKind; readonly action: 'list' }
-  /** Touches one object, named by the `id` path parameter: the caller must own it. */
-  | { readonly kind: OwnedKind; readonly action: 'access' | 'delete' }
+  /** Touches one object, named by a path parameter (`id` unless `param` says): the caller must own it. */
+  | { readonly kind: OwnedKind; readonly action: 'access' | 'delete'; readonly param?: string }
+
+/** Another owned object a call reaches: its parent in the path, or ids the body names. */
+export type OwnedReference =
+  | { readonly kind: OwnedKind; readonly param: string }
+  | { readonly kind: OwnedKind; readonly field: string; readonly ids: (body: Readonly<Record<string, unknown>>) => readonly unknown[] }
 
 export interface EndpointSpec {
   readonly endpoint: Endpoint
@@ -25,6 +31,8 @@ export interface EndpointSpec {
   /** Served by the resource backend (files, fine-tuning) rather than the model's deployments. */
   readonly resource?: boolean
   readonly ownership?: Ownership
+  /** Owned objects the call reaches besides `ownership`'s: the caller must own each (checked first). */
+  readonly owns?: readonly OwnedReference[]
   /** May stream when the body says `stream: true`. */
   readonly streams?: boolean
   /** Upstream path under the backend's API root. */
@@ -33,6 +41,12 @@ export interface EndpointSpec {
 
 const fixed = (path: string) => (): string => path
 const withId = (before: string, after = '') => (p: Params): string => `${before}/${encodeURIComponent(p.id ?? '')}${after}`
+/** The ids in these fields of the body, single or in lists (the request schema checked their types). */
+export const bodyIds = (...names: string[]) => (body: Readonly<Record<string, unknown>>): unknown[] =>
+  names.flatMap((name) => {
+    const value = body[name]
+    return Array.isArray(value) ? value : value === undefined || value === null ? [] : [value]
+  })
 
 export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'chat.completions', method: 'POST', route: '/chat/completions', body: 'json', modelKinds: ['chat'], streams: true, upstreamPath: fixed('/chat/completions') },
@@ -43,7 +57,8 @@ export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'audio.translations', method: 'POST', route: '/audio/translations', body: 'multipart', modelKinds: ['audio'], upstreamPath: fixed('/audio/translations') },
   { endpoint: 'images.generations', method: 'POST', route: '/images/generations', body: 'json', modelKinds: ['image'], upstreamPath: fixed('/images/generations') },
   { endpoint: 'images.edits', method: 'POST', route: '/images/edits', body: 'multipart', modelKinds: ['image'], upstreamPath: fixed('/images/edits') },
-  { endpoint: 'fine_tuning.jobs.create', method: 'POST', route: '/fine_tuning/jobs', body: 'json', modelKinds: ['chat'], resource: true, ownership: { kind: 'fine_tuning.job', action: 'create' }, upstreamPath: fixed('/fine_tuning/jobs') },
+  // A job reads its files: they must be the caller's.
+  { endpoint: 'fine_tuning.jobs.create', method: 'POST', route: '/fine_tuning/jobs', body: 'json', modelKinds: ['chat'], resource: true, ownership: { kind: 'fine_tuning.job', action: 'create' }, owns: [{ kind: 'file', field: 'training_file', ids: bodyIds('training_file') }, { kind: 'file', field: 'validation_file', ids: bodyIds('validation_file') }], upstreamPath: fixed('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.list', method: 'GET', route: '/fine_tuning/jobs', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'list' }, upstreamPath: fixed('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.list', method: 'GET', route: '/fine_tuning/jobs/:id', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'access' }, upstreamPath: withId('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.cancel', method: 'POST', route: '/fine_tuning/jobs/:id/cancel', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'access' }, upstreamPath: withId('/fine_tuning/jobs', '/cancel') },
@@ -51,5 +66,6 @@ export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'files.create', method: 'POST', route: '/files', body: 'multipart', resource: true, ownership: { kind: 'file', action: 'create' }, upstreamPath: fixed('/files') },
   { endpoint: 'files.list', method: 'GET', route: '/files', body: 'none', resource: true, ownership: { kind: 'file', action: 'list' }, upstreamPath: fixed('/files') },
   { endpoint: 'files.list', method: 'GET', route: '/files/:id', body: 'none', resource: true, ownership: { kind: 'file', action: 'access' }, upstreamPath: withId('/files') },
+  { endpoint: 'files.content', method: 'GET', route: '/files/:id/content', body: 'none', resource: true, ownership: { kind: 'file', action: 'access' }, upstreamPath: withId('/files', '/content') },
   { endpoint: 'files.delete', method: 'DELETE', route: '/files/:id', body: 'none', resource: true, ownership: { kind: 'file', action: 'delete' }, upstreamPath: withId('/files') },
 ]

@@ -1,26 +1,35 @@
-// The corridor of a proxied /v2 call:
+// The corridor of a proxied call (/v2, /v1, /queue):
 // authenticate → scopes → read + validate body → resolve model → ownership →
 // admit (limits) → upstream with failover → relay (usage tap) → settle (limits, meter).
+//
+// /v2 and /queue walk the same corridor. What differs is passed in: how a call is
+// admitted (an AdmissionStrategy: /v2 asks the limiter once and answers its 429; /queue
+// waits in the key's line first), and where the reply goes (an Exchange: a live client,
+// or a recorder when a queue worker runs a stored request with nobody connected).
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { Deployment, BackendRegistry } from '../backends/registry.ts'
 import { NO_USAGE, type UpstreamRequest, type Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
+import { bodyRateOf } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { Principal } from '../keys/record.ts'
-import { estimateUsage } from '../limits/estimate.ts'
-import { costOf, resolveLimits, tierOf, type ResolvedLimits } from '../limits/plans.ts'
-import type { Admission, Limiter } from '../limits/port.ts'
+import { countPromptTokens, estimateUsage, type Estimate } from '../limits/estimate.ts'
+import { costNanos, toUnits } from '../keys/money.ts'
+import { resolveLimits, tierOf, type ResolvedLimits } from '../limits/plans.ts'
+import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import { pickOrder, sendWithFailover } from '../proxy/failover.ts'
 import { relay } from '../proxy/relay.ts'
+import type { ReplySink } from '../proxy/reply-sink.ts'
 import type { OwnershipStore } from '../store/ports.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { ownershipTransform } from './ownership.ts'
+import { checkOwnership, ownershipTransformOf } from './ownership.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
 
@@ -35,24 +44,130 @@ export interface InferenceDeps {
   readonly spoolDir: string
 }
 
+/** A call that passed every check before admission: who, what, which limits, what it may cost. */
+export interface PreparedCall {
+  readonly spec: EndpointSpec
+  readonly params: Params
+  readonly query: URLSearchParams
+  readonly principal: Principal
+  readonly body: RequestBody
+  /** The public model the body names, or null for endpoints without one. */
+  readonly modelName: string | null
+  readonly resolved: ResolvedLimits
+  readonly estimate: Estimate
+}
+
+/** What the access log (or a queue record) reads once the call is over. RequestContext is one. */
+export interface CallNotes {
+  backend?: string
+  usage?: Usage
+  upstreamMs?: number
+  stream?: boolean
+  errorCode?: string | null
+}
+
+/** Where a call's reply goes. */
+export interface Exchange {
+  /** Sent upstream as x-request-id. */
+  readonly id: string
+  readonly log: Logger
+  /** Aborted when nobody wants the reply any more (the client left, the request was cancelled). */
+  readonly signal: AbortSignal
+  /** What the relay writes the reply to. */
+  readonly sink: ReplySink
+  /** The exchange an adapter proxies (http-proxy-3 reads the method from it and watches it). */
+  readonly client: UpstreamRequest['client']
+  readonly notes: CallNotes
+}
+
+/** The admit step of the corridor. */
+export interface AdmissionStrategy {
+  /**
+   * Admits the call or throws (a 429 GatewayError, or whatever ended the wait). `attempt`
+   * is 0, then n after n upstream answers were put back (see retryUpstream).
+   */
+  admit(request: AdmissionRequest, attempt: number): Promise<Admission>
+  /**
+   * Whether an upstream failure (a status, before any byte of it reached the client; or
+   * 502 when no deployment could be reached) is put back to be admitted again rather
+   * than answered. Absent: answered, as on /v2.
+   */
+  retryUpstream?(status: number, attempt: number): boolean
+}
+
+/** How the call ended, for callers that keep a record of it. */
+export interface CallResult {
+  /** The status the reply was given (the upstream's, or the gateway's own error). */
+  readonly status: number
+  readonly usage: Usage
+  /** The reply stopped before its end (the client left, the request was cancelled). */
+  readonly aborted: boolean
+}
+
+export interface EnterOptions {
+  /** Route label for logs and metrics; default the endpoint name. */
+  readonly route?: string
+  /** Largest body accepted, when lower than the server's limits. */
+  readonly bodyLimitBytes?: number
+  /** Why the body limit is lower, for the 413's message. */
+  readonly bodyLimitReason?: string
+}
+
+export interface Corridor {
+  /**
+   * The corridor up to admission for a live request: authenticate → scopes → body →
+   * model → ownership → limits → estimate. Then `proceed` takes the call. A refusal on
+   * the way (or from `proceed`) still tells the client where its limits stand. A spooled
+   * upload is deleted once `proceed` is done.
+   */
+  enter(ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams,
+    proceed: (call: PreparedCall) => Promise<void>, options?: EnterOptions): Promise<void>
+  /** Admit (the strategy) → upstream with failover → relay into the exchange → settle. */
+  run(call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult>
+  /** A call for a key and a body checked earlier (a stored request): scopes are checked again. */
+  restore(principal: Principal, spec: EndpointSpec, parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>): PreparedCall
+}
+
 /** Endpoints whose streamed usage the upstream only reports when asked. */
 const ASK_FOR_STREAM_USAGE = new Set(['chat.completions', 'completions'])
 
-export type InferenceHandler = (ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams) => Promise<void>
+/** Returned by forward() when the strategy puts an upstream failure back. */
+const PUT_BACK = Symbol('put back')
 
-export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
+/** The exchange of a live request: the reply goes to the client. */
+export function liveExchange(ctx: RequestContext): Exchange {
+  return { id: ctx.id, log: ctx.log, signal: ctx.signal, sink: ctx.res, client: { req: ctx.req, res: ctx.res }, notes: ctx }
+}
+
+/** /v2: one admission; over the limit is the client's 429. */
+export function limiterStrategy(limiter: Limiter): AdmissionStrategy {
+  return { admit: (request) => limiter.admit(request) }
+}
+
+export function createCorridor(deps: InferenceDeps): Corridor {
   const { config, registry, limiter, metrics } = deps
   // Spreads calls over a model's deployments by weight; a deployment that keeps failing
   // to connect is tried last for a while.
   let rotation = 0
   const breaker = new CircuitBreaker()
+  const bodyRate = bodyRateOf(config.server)
 
-  const readBody = (ctx: RequestContext, spec: EndpointSpec): Promise<RequestBody> => {
-    switch (spec.body) {
-      case 'json': return readJsonBody(ctx.req, config.server.jsonBodyLimitBytes)
-      case 'multipart': return readMultipartBody(ctx.req, config.server.uploadLimitBytes, deps.spoolDir)
-      case 'none': return Promise.resolve({ kind: 'none' })
+  const readBody = (ctx: RequestContext, spec: EndpointSpec, limit: number | undefined, reason: string | undefined): Promise<RequestBody> => {
+    const within = (serverLimit: number): number => Math.min(serverLimit, limit ?? serverLimit)
+    const read = (): Promise<RequestBody> => {
+      switch (spec.body) {
+        case 'json': return readJsonBody(ctx.req, within(config.server.jsonBodyLimitBytes), bodyRate)
+        case 'multipart': return readMultipartBody(ctx.req, within(config.server.uploadLimitBytes), deps.spoolDir, bodyRate)
+        case 'none': return Promise.resolve({ kind: 'none' })
+      }
     }
+    if (reason === undefined) return read()
+    return read().catch((err: unknown) => {
+      if (err instanceof GatewayError && err.errorName === 'body_too_large') {
+        throw gatewayError('body_too_large', { message: `${err.message} ${reason}` })
+      }
+      throw err
+    })
   }
 
   const targetsFor = (spec: EndpointSpec, modelName: string | null): readonly Deployment[] => {
@@ -61,8 +176,18 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     return route?.deployments ?? []
   }
 
-  return async function handle(ctx, spec, params, query) {
-    ctx.route = spec.endpoint
+  function restore(principal: Principal, spec: EndpointSpec, parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>): PreparedCall {
+    checkEndpointScope(principal, spec.endpoint)
+    if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
+    const resolved = resolveLimits(config.plans, principal.key, parts.modelName ?? '*')
+    return { spec, principal, resolved, ...parts }
+  }
+
+  async function enter(
+    ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams,
+    proceed: (call: PreparedCall) => Promise<void>, options: EnterOptions = {},
+  ): Promise<void> {
+    ctx.route = options.route ?? spec.endpoint
     const principal = await deps.authenticate(ctx.req)
     ctx.keyId = principal.keyId
     ctx.tier = tierOf(principal.key, config.plans)
@@ -71,8 +196,8 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     let resolved: ResolvedLimits | undefined
     let body: RequestBody = { kind: 'none' }
     try {
-      body = await readBody(ctx, spec)
-      validateBody(spec.endpoint, body)
+      body = await readBody(ctx, spec, options.bodyLimitBytes, options.bodyLimitReason)
+      validateBody(spec.endpoint, body, query)
       const modelName = spec.modelKinds ? modelOf(body) : null
       if (modelName !== null) {
         const route = registry.model(modelName)
@@ -83,15 +208,13 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
         ctx.model = modelName
       }
       resolved = resolveLimits(config.plans, principal.key, modelName ?? '*')
-      if (spec.ownership && (spec.ownership.action === 'access' || spec.ownership.action === 'delete')) {
-        const owner = await deps.ownership.ownerOf(spec.ownership.kind, params.id ?? '')
-        if (owner !== principal.owner) throw gatewayError('resource_not_found', { message: 'No such object.', param: 'id' })
-      }
+      await checkOwnership(deps.ownership, spec, params, body, principal.owner)
       const json = body.kind === 'json' ? body.value : null
-      const estimate = estimateUsage(spec.endpoint, json, config.defaultMaxTokens)
-      const admission = await limiter.admit({ keyId: principal.keyId, tier: resolved.tier, model: resolved.model, limits: resolved.limits, estimate })
-      for (const [name, value] of Object.entries(admission.headers)) ctx.res.setHeader(name, value)
-      await forward(ctx, spec, params, query, principal, body, modelName, resolved, estimate, admission)
+      const estimate = estimateUsage(spec.endpoint, json, {
+        defaultMaxTokens: config.defaultMaxTokens,
+        contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
+      })
+      await proceed({ spec, params, query, principal, body, modelName, resolved, estimate })
     } catch (err) {
       // A refusal after authentication still tells the client where its limits stand.
       if (!ctx.res.headersSent && !(err instanceof GatewayError && err.status === 429)) {
@@ -105,15 +228,28 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
     }
   }
 
-  async function forward(
-    ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams, principal: Principal,
-    body: RequestBody, modelName: string | null, resolved: ResolvedLimits, estimate: Usage, admission: Admission,
-  ): Promise<void> {
+  async function run(call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult> {
+    const { principal, resolved, estimate } = call
+    const request: AdmissionRequest = {
+      keyId: principal.keyId, tier: resolved.tier, model: resolved.model, limits: resolved.limits, estimate,
+      ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate.outputTokens, config.defaultMaxTokens) } : {}),
+    }
+    for (let attempt = 0; ; attempt++) {
+      const admission = await strategy.admit(request, attempt)
+      for (const [name, value] of Object.entries(admission.headers)) exchange.sink.setHeader(name, value)
+      const result = await forward(call, exchange, admission, strategy, attempt)
+      if (result !== PUT_BACK) return result
+    }
+  }
+
+  async function forward(call: PreparedCall, exchange: Exchange, admission: Admission, strategy: AdmissionStrategy, attempt: number): Promise<CallResult | typeof PUT_BACK> {
+    const { spec, params, query, principal, body, modelName } = call
+    const { notes, log } = exchange
     const json = body.kind === 'json' ? body.value : null
     // A multipart form (a streamed transcription) says it as the text field "true".
     const asked = json ? json.stream === true : body.kind === 'multipart' && body.fields.stream === 'true'
     const stream = spec.streams === true && asked
-    ctx.stream = stream
+    notes.stream = stream
     const options = json?.stream_options as { include_usage?: unknown } | null | undefined
     const clientWantsUsage = stream && options?.include_usage === true
     const targets = targetsFor(spec, modelName).filter((t) => t.adapter.supports(spec.endpoint))
@@ -121,6 +257,7 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
       await admission.settle(NO_USAGE)
       throw gatewayError('capability_missing')
     }
+    const transformJson = ownershipTransformOf(deps.ownership, spec, principal.owner)
     const search = query.toString()
     const path = spec.upstreamPath(params) + (search ? `?${search}` : '')
 
@@ -140,79 +277,131 @@ export function createInferenceHandler(deps: InferenceDeps): InferenceHandler {
         path,
         model: target.upstreamModel,
         body: upstreamBody,
-        requestId: ctx.id,
-        signal: ctx.signal,
-        client: { req: ctx.req, res: ctx.res },
+        requestId: exchange.id,
+        signal: exchange.signal,
+        client: exchange.client,
       }
     }
+    const putBack = (status: number): boolean => strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
 
     const started = performance.now()
     let usage: Usage = NO_USAGE
+    let aborted: boolean
+    let status: number
+    // Settled once: by the relay before a whole reply's last bytes (so a crash right after
+    // loses nothing a client received), or after it for a reply that broke off.
+    let settled = false
+    const settleOnce = async (final: Usage): Promise<void> => {
+      if (settled) return
+      settled = true
+      usage = final
+      notes.usage = final
+      await settle(call, final, admission)
+    }
     try {
-      const sent = await sendWithFailover(pickOrder(targets, rotation++), build, {
-        breaker,
-        onAttemptFailed: (target, reason) => {
-          metrics.failovers.inc({ backend: target.adapter.name })
-          ctx.log.warn({ backend: target.adapter.name, reason: describeReason(reason) }, 'upstream attempt failed; trying the next deployment')
-        },
-      })
-      ctx.backend = sent.target.adapter.name
+      let sent
+      try {
+        sent = await sendWithFailover(pickOrder(targets, rotation++), build, {
+          breaker,
+          onAttemptFailed: (target, reason) => {
+            metrics.failovers.inc({ backend: target.adapter.name })
+            log.warn({ backend: target.adapter.name, reason: describeReason(reason) }, 'upstream attempt failed; trying the next deployment')
+          },
+        })
+      } catch (err) {
+        // Nothing reached the upstream: safe to send again later.
+        if (err instanceof GatewayError && err.errorName === 'upstream_unreachable' && putBack(err.status)) {
+          metrics.upstreamErrors.inc({ backend: targets[0]?.adapter.name ?? 'none', reason: err.errorName })
+          log.warn({ attempt }, 'no deployment could be reached; the call goes back in line')
+          return PUT_BACK
+        }
+        throw err
+      }
+      notes.backend = sent.target.adapter.name
+      const upstreamStatus = sent.response.status
+      if ((upstreamStatus === 429 || upstreamStatus >= 500) && putBack(upstreamStatus)) {
+        sent.response.body.destroy()
+        if (upstreamStatus >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
+        log.warn({ backend: sent.target.adapter.name, status: upstreamStatus, attempt }, 'upstream refused; the call goes back in line')
+        return PUT_BACK
+      }
       if (stream) metrics.activeStreams.inc()
       try {
-        const outcome = await relay(ctx.res, sent.response, {
+        const outcome = await relay(exchange.sink, sent.response, {
           stream,
           clientWantsUsage,
-          estimatedInputTokens: estimate.inputTokens,
+          promptTokens: () => countPromptTokens(spec.endpoint, json),
           jsonLimitBytes: config.server.upstreamJsonLimitBytes,
-          signal: ctx.signal,
+          signal: exchange.signal,
+          idleReaderMs: config.server.idleReaderTimeoutMs,
           ...(modelName !== null ? { publicModel: modelName } : {}),
-          ...(spec.ownership ? { transformJson: ownershipTransform(deps.ownership, spec.ownership, principal.owner) } : {}),
+          // Creating, listing and deleting record or filter ownership from the reply.
+          ...(transformJson === undefined ? {} : { transformJson }),
+          commit: settleOnce,
         })
         usage = outcome.usage
+        aborted = outcome.aborted
+        status = outcome.status
         if (outcome.firstByteMs !== undefined) {
           metrics.timeToFirstByte.observe({ backend: sent.target.adapter.name, endpoint: spec.endpoint }, outcome.firstByteMs / 1000)
         }
-        if (sent.response.status >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
+        if (upstreamStatus >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
+        if (outcome.stalled) {
+          notes.errorCode = 'client_read_timeout'
+          log.warn({ backend: sent.target.adapter.name, idleReaderMs: config.server.idleReaderTimeoutMs }, 'client stopped reading; stream ended and charged what was sent')
+        }
         if (outcome.error) {
           // The reply had already started: the client got what could still be sent.
-          ctx.errorCode = outcome.error.code
+          notes.errorCode = outcome.error.code
           metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: outcome.error.errorName })
-          ctx.log.warn({ backend: sent.target.adapter.name, error: outcome.error.errorName, usageSource: outcome.usageSource }, 'upstream reply broke off')
+          log.warn({ backend: sent.target.adapter.name, error: outcome.error.errorName, usageSource: outcome.usageSource }, 'upstream reply broke off')
         }
       } finally {
         if (stream) metrics.activeStreams.dec()
       }
     } catch (err) {
       if (err instanceof GatewayError) {
-        metrics.upstreamErrors.inc({ backend: ctx.backend ?? targets[0]?.adapter.name ?? 'none', reason: err.errorName })
+        metrics.upstreamErrors.inc({ backend: notes.backend ?? targets[0]?.adapter.name ?? 'none', reason: err.errorName })
       }
       throw err
     } finally {
-      ctx.upstreamMs = performance.now() - started
-      metrics.upstreamDuration.observe({ backend: ctx.backend ?? 'none', endpoint: spec.endpoint }, ctx.upstreamMs / 1000)
-      ctx.usage = usage
-      await settle(ctx, principal, resolved, usage, admission)
+      notes.upstreamMs = performance.now() - started
+      metrics.upstreamDuration.observe({ backend: notes.backend ?? 'none', endpoint: spec.endpoint }, notes.upstreamMs / 1000)
+      await settleOnce(usage)
+    }
+    return { status, usage, aborted }
+  }
+
+  async function settle(call: PreparedCall, usage: Usage, admission: Admission): Promise<void> {
+    const { principal, resolved, modelName } = call
+    const cost = costNanos(resolved.limits, usage.inputTokens, usage.outputTokens)
+    // Both in flight at once: one round trip of waiting, not two.
+    await Promise.all([
+      admission.settle(usage),
+      deps.meter.record({
+        keyId: principal.keyId,
+        owner: principal.owner,
+        tier: resolved.tier,
+        model: resolved.model,
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        costNanos: cost,
+      }),
+    ])
+    if (modelName !== null) {
+      metrics.tokens.inc({ model: modelName, tier: resolved.tier, direction: 'input' }, usage.inputTokens)
+      metrics.tokens.inc({ model: modelName, tier: resolved.tier, direction: 'output' }, usage.outputTokens)
+      if (cost > 0) metrics.cost.inc({ model: modelName, tier: resolved.tier }, toUnits(cost))
     }
   }
 
-  async function settle(ctx: RequestContext, principal: Principal, resolved: ResolvedLimits, usage: Usage, admission: Admission): Promise<void> {
-    await admission.settle(usage)
-    const cost = costOf(resolved.limits, usage.inputTokens, usage.outputTokens)
-    deps.meter.record({
-      keyId: principal.keyId,
-      owner: principal.owner,
-      tier: resolved.tier,
-      model: resolved.model,
-      inputTokens: usage.inputTokens,
-      outputTokens: usage.outputTokens,
-      cost,
-    })
-    if (ctx.model) {
-      metrics.tokens.inc({ model: ctx.model, tier: resolved.tier, direction: 'input' }, usage.inputTokens)
-      metrics.tokens.inc({ model: ctx.model, tier: resolved.tier, direction: 'output' }, usage.outputTokens)
-      if (cost > 0) metrics.cost.inc({ model: ctx.model, tier: resolved.tier }, cost)
-    }
-  }
+  return { enter, run, restore }
+}
+
+/** Why a request without max_tokens reserved so much, and what lowers it. */
+function defaultReservationNote(reserved: number, perChoice: number): string {
+  return `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
+    'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.'
 }
 
 function describeReason(reason: unknown): string {

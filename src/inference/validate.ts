@@ -1,13 +1,21 @@
-// The fields the gateway itself reads must be there and of the right type; everything
-// else is passed through untouched for the backend to judge.
+// A request's body and query against its endpoint's schema (request-schemas.ts): the fields
+// the gateway reads must be there and of the right type, /v1's bodies are checked whole;
+// everything a schema does not name is passed through untouched for the backend to judge.
+import { UPLOADED_PART } from '../api/common.ts'
+import { describeIssues } from '../api/issues.ts'
 import type { Endpoint } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
+import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
+import type { z } from 'zod'
 
 const missing = (param: string, what: string): Error =>
   gatewayError('missing_field', { message: `Missing required parameter: '${param}' (${what}).`, param })
 const invalid = (param: string, what: string): Error =>
   gatewayError('invalid_body', { message: `Invalid type for '${param}': expected ${what}.`, param })
+
+/** Form fields the gateway itself reads. */
+const GATEWAY_FIELDS = ['model', 'stream'] as const
 
 /** The model the body names, after checking that it names one. */
 export function modelOf(body: RequestBody): string {
@@ -17,49 +25,30 @@ export function modelOf(body: RequestBody): string {
   return value
 }
 
-export function validateBody(endpoint: Endpoint, body: RequestBody): void {
+function check(schema: z.ZodType | undefined, input: unknown): void {
+  if (schema === undefined) return
+  const result = schema.safeParse(input)
+  if (result.success) return
+  const problem = describeIssues(result.error, input)
+  throw gatewayError(problem.kind === 'missing' ? 'missing_field' : 'invalid_body', { message: problem.message, param: problem.param })
+}
+
+/** A multipart form as its schema sees it: the text fields, and a marker for each file part. */
+function formOf(body: Extract<RequestBody, { kind: 'multipart' }>): Record<string, unknown> {
+  const form: Record<string, unknown> = { ...body.fields }
+  for (const file of body.files) form[file.field] = UPLOADED_PART
+  return form
+}
+
+export function validateBody(endpoint: Endpoint, body: RequestBody, query?: URLSearchParams): void {
   if (body.kind === 'multipart') {
-    const needsFile = endpoint === 'audio.transcriptions' || endpoint === 'audio.translations' || endpoint === 'files.create'
-    if (needsFile && !body.files.some((f) => f.field === 'file')) throw missing('file', 'a file part')
-    if (endpoint === 'images.edits' && !body.files.some((f) => f.field === 'image' || f.field === 'image[]')) throw missing('image', 'a file part')
-    if (endpoint === 'files.create' && !body.fields.purpose) throw missing('purpose', 'a string')
-    return
-  }
-  if (body.kind !== 'json') return
-  const v = body.value
-  if ('stream' in v && v.stream !== undefined && v.stream !== null && typeof v.stream !== 'boolean') throw invalid('stream', 'a boolean')
-  for (const field of ['max_tokens', 'max_completion_tokens', 'max_output_tokens'] as const) {
-    const value = v[field]
-    if (value !== undefined && value !== null && !(typeof value === 'number' && Number.isInteger(value) && value >= 0)) {
-      throw invalid(field, 'a non-negative integer')
+    // The gateway reads the last value and forwards the form as it came: an upstream that
+    // took the first could run one model while the call is charged to another.
+    for (const field of GATEWAY_FIELDS) {
+      if (body.repeatedFields?.includes(field)) throw gatewayError('invalid_body', { message: `Form field '${field}' is given more than once.`, param: field })
     }
   }
-  if (v.stream_options !== undefined && v.stream_options !== null && (typeof v.stream_options !== 'object' || Array.isArray(v.stream_options))) {
-    throw invalid('stream_options', 'an object')
-  }
-  switch (endpoint) {
-    case 'chat.completions': {
-      if (v.messages === undefined) throw missing('messages', 'an array of messages')
-      if (!Array.isArray(v.messages) || v.messages.length === 0) throw invalid('messages', 'a non-empty array')
-      v.messages.forEach((m: unknown, i: number) => {
-        if (!m || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') throw invalid(`messages[${i}].role`, 'a string')
-      })
-      break
-    }
-    case 'completions':
-      if (v.prompt === undefined) throw missing('prompt', 'a string or an array')
-      break
-    case 'embeddings':
-      if (v.input === undefined) throw missing('input', 'a string or an array')
-      break
-    case 'responses':
-      if (v.input === undefined) throw missing('input', 'a string or an array')
-      break
-    case 'images.generations':
-      if (typeof v.prompt !== 'string') throw missing('prompt', 'a string')
-      break
-    case 'fine_tuning.jobs.create':
-      if (typeof v.training_file !== 'string') throw missing('training_file', 'a file id')
-      break
-  }
+  if (body.kind === 'json') check(JSON_BODIES[endpoint], body.value)
+  if (body.kind === 'multipart') check(FORMS[endpoint], formOf(body))
+  if (query !== undefined && query.size > 0) check(QUERIES[endpoint], Object.fromEntries(query))
 }

@@ -15,6 +15,9 @@
 // - Stale on error: while the store does not answer, a record read at most
 //   staleIfErrorMs ago still serves (expiry and revocation already in it still apply),
 //   so a Redis blip does not log every client out. Nothing unknown is ever accepted.
+//   When the feed comes back the cache starts empty, but what it held is kept for this
+//   fallback only: in a failover the feed's connection may be back before the store's,
+//   and clients whose keys were just read must not get a 503 in between.
 import type { KeyLookup } from '../auth/api-key.ts'
 import type { KeyRecord } from './record.ts'
 
@@ -71,6 +74,8 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
   const max = options.maxEntries ?? DEFAULT_MAX_ENTRIES
   const now = options.now ?? Date.now
   const entries = new Map<string, Entry>()
+  /** Entries dropped when the feed came back: only for stale-on-error, never served fresh. */
+  const fallback = new Map<string, Entry>()
   const negative = new Map<string, number>()
   const inFlight = new Map<string, Promise<KeyRecord | null>>()
   let generation = 0
@@ -94,6 +99,7 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
       try {
         const record = await options.store.findByHash(hash)
         // An invalidation arrived while we read: what we read may predate it.
+        fallback.delete(hash)
         if (started === generation) {
           if (record === null) {
             entries.delete(hash)
@@ -104,7 +110,7 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
         }
         return record
       } catch (error) {
-        const stale = entries.get(hash)
+        const stale = entries.get(hash) ?? fallback.get(hash)
         if (stale !== undefined && staleIfError > 0 && now() - stale.fetchedAt <= staleIfError) return stale.record
         throw error
       }
@@ -137,6 +143,7 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
     invalidate(id) {
       generation++
       for (const [hash, entry] of entries) if (entry.record.id === id) entries.delete(hash)
+      for (const [hash, entry] of fallback) if (entry.record.id === id) fallback.delete(hash)
       negative.clear()
       // Lookups still running may return what they read before the change; later
       // callers must not join them.
@@ -146,14 +153,17 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
     clear() {
       generation++
       entries.clear()
+      fallback.clear()
       negative.clear()
       inFlight.clear()
     },
 
     setTrusted(value) {
       if (value && !trusted) {
-        // Messages may have been missed while the feed was down.
+        // Messages may have been missed while the feed was down: nothing serves fresh
+        // any more, but a record read recently still may while the store fails.
         generation++
+        for (const [hash, entry] of entries) put(fallback, hash, entry)
         entries.clear()
         negative.clear()
         inFlight.clear()

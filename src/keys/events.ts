@@ -6,12 +6,18 @@
 // Pub/sub delivers at most once. What covers a lost message:
 // - the subscriber's connection is watched (a heartbeat PING finds a silent one); while
 //   it is down the cache is untrusted and every lookup reads the store, and when it is
-//   back the whole cache is dropped, since messages may have passed in between;
+//   back the whole cache is dropped, since messages may have passed in between. On a
+//   Redis Cluster the subscription lives on one node the client picks (and picks again
+//   when that node goes), and PUBLISH reaches every node: there the heartbeat is a
+//   message to this instance's own beat channel, and the feed counts as lost while its
+//   beats do not come back;
 // - a failed PUBLISH is retried a few times;
 // - and whatever still slips through, the cache's TTL (1 s) ends.
-import type { Redis } from 'ioredis'
+import { randomBytes } from 'node:crypto'
+import { Cluster } from 'ioredis'
+import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient } from '../store/redis-client.ts'
+import { createRedisClient, type RedisConnection } from '../store/redis-client.ts'
 import { redisKeys } from '../store/redis.ts'
 import type { KeyCache } from './cache.ts'
 
@@ -38,12 +44,13 @@ export function createLocalKeyEvents(cache: KeyCache): KeyEvents {
 }
 
 export interface RedisKeyEventsOptions {
-  readonly url: string
+  /** A URL, or any of the three topologies. */
+  readonly redis: RedisTarget | string
   readonly channel: string
   readonly commandTimeoutMs: number
   readonly cache: KeyCache
   readonly log: Logger
-  /** How often the subscriber connection is checked. */
+  /** How often the subscriber connection is checked (on a cluster: a beat is sent). */
   readonly heartbeatMs?: number
   /** Delays between PUBLISH attempts after a failure. */
   readonly publishRetryDelaysMs?: readonly number[]
@@ -53,6 +60,8 @@ export interface RedisKeyEventsOptions {
 
 const DEFAULT_HEARTBEAT_MS = 1000
 const DEFAULT_PUBLISH_RETRY_DELAYS_MS = [50, 200, 500]
+/** On a cluster, the feed is lost when no beat came back for this many heartbeats. */
+const MISSED_BEATS = 3
 
 /** The message body; anything else on the channel clears the whole cache. */
 export function encodeKeyChange(id: string): string {
@@ -74,14 +83,21 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
   const retryDelays = options.publishRetryDelaysMs ?? DEFAULT_PUBLISH_RETRY_DELAYS_MS
   const name = options.connectionName ?? 'tollgate-keys'
-  const publisher = createRedisClient(options.url, {
+  const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
+  const publisher = createRedisClient(target, {
     commandTimeoutMs: options.commandTimeoutMs,
     name: `${name}-pub`,
     onError: (err) => log.debug({ err: err.message }, 'key change publisher: redis error'),
   })
   // Subscribed by hand on every (re)connect, so "live" means the SUBSCRIBE was answered.
-  const subscriber: Redis = publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
-  subscriber.on('error', (err: Error) => log.debug({ err: err.message }, 'key change subscriber: redis error'))
+  const onSubscriberError = (err: Error): void => log.debug({ err: err.message }, 'key change subscriber: redis error')
+  const subscriber: RedisConnection = publisher instanceof Cluster
+    ? createRedisClient(target, { commandTimeoutMs: options.commandTimeoutMs, name: `${name}-sub`, onError: onSubscriberError })
+    : publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
+  if (!(subscriber instanceof Cluster)) subscriber.on('error', onSubscriberError)
+  const onCluster = subscriber instanceof Cluster
+  const beats = `${channel}:beat:${randomBytes(6).toString('hex')}`
+  let lastBeat = 0
   cache.setTrusted(false)
 
   let live = false
@@ -102,7 +118,10 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   }
 
   subscriber.on('ready', () => {
-    subscriber.subscribe(channel).then(() => setLive(true), (err: unknown) => {
+    subscriber.subscribe(...(onCluster ? [channel, beats] : [channel])).then(() => {
+      lastBeat = Date.now()
+      setLive(true)
+    }, (err: unknown) => {
       log.warn({ err: (err as Error).message }, 'key change feed: SUBSCRIBE failed; reconnecting')
       subscriber.disconnect(true)
     })
@@ -110,6 +129,12 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   subscriber.on('close', () => setLive(false))
   subscriber.on('end', () => setLive(false))
   subscriber.on('message', (from: string, message: string) => {
+    if (from === beats) {
+      lastBeat = Date.now()
+      // The cluster client found a new node for the subscription by itself.
+      if (!live && !closed && subscriber.status === 'ready') setLive(true)
+      return
+    }
     if (from !== channel) return
     const id = decodeKeyChange(message)
     if (id === null) cache.clear()
@@ -119,7 +144,12 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   // A connection that went silent (a partition sends no RST) answers no PING: the
   // client's socket timeout then drops it and the feed counts as lost.
   const heartbeat = setInterval(() => {
-    if (subscriber.status === 'ready') subscriber.ping().catch(() => undefined)
+    if (!onCluster) {
+      if (subscriber.status === 'ready') subscriber.ping().catch(() => undefined)
+      return
+    }
+    if (live && Date.now() - lastBeat > MISSED_BEATS * heartbeatMs) setLive(false)
+    publisher.publish(beats, '1').catch(() => undefined)
   }, heartbeatMs)
   heartbeat.unref()
 
@@ -177,8 +207,8 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   }
 }
 
-/** The feed main.ts wires: through Redis when the store is Redis, else local. */
-export function createKeyEvents(store: { readonly redisUrl?: string | undefined; readonly keyPrefix: string; readonly commandTimeoutMs: number }, cache: KeyCache, log: Logger): KeyEvents {
-  if (store.redisUrl === undefined) return createLocalKeyEvents(cache)
-  return createRedisKeyEvents({ url: store.redisUrl, channel: keyChangesChannel(store.keyPrefix), commandTimeoutMs: store.commandTimeoutMs, cache, log })
+/** The feed main.ts wires: through Redis when the store is Redis (any topology), else local. */
+export function createKeyEvents(redis: RedisTarget | undefined, store: { readonly keyPrefix: string; readonly commandTimeoutMs: number }, cache: KeyCache, log: Logger): KeyEvents {
+  if (redis === undefined) return createLocalKeyEvents(cache)
+  return createRedisKeyEvents({ redis, channel: keyChangesChannel(store.keyPrefix), commandTimeoutMs: store.commandTimeoutMs, cache, log })
 }

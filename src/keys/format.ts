@@ -32,9 +32,21 @@ export function generateKey(): string {
 
 /** True when the string has the key's shape and its checksum matches. */
 export function isWellFormedKey(candidate: string): boolean {
-  if (!KEY_PATTERN.test(candidate)) return false
+  return malformedKeyReason(candidate) === null
+}
+
+/**
+ * Why a string cannot be a key, for the 401 message, or null when it can be. It says what
+ * is wrong with the shape, never what any stored key looks like.
+ */
+export function malformedKeyReason(candidate: string): string | null {
+  if (!candidate.startsWith(KEY_PREFIX)) return `Tollgate API keys start with '${KEY_PREFIX}'.`
+  if (!KEY_PATTERN.test(candidate)) {
+    return `A Tollgate API key is '${KEY_PREFIX}' and ${BODY_LENGTH + CHECK_LENGTH} letters and digits; this one is not, so it may be truncated or have extra characters.`
+  }
   const body = candidate.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH)
-  return candidate.slice(-CHECK_LENGTH) === checksum(body)
+  if (candidate.slice(-CHECK_LENGTH) !== checksum(body)) return 'Its checksum does not match: it looks mistyped or truncated. Copy it again from where it was issued.'
+  return null
 }
 
 export function displayPrefix(key: string): string {

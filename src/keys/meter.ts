@@ -1,19 +1,23 @@
-// Metering off the hot path: calls are folded into (key, model, day) rows in memory and
-// written in batches. A failed write keeps its rows for the next flush, so a Redis blip
-// loses nothing; close() keeps trying for a while before it gives up, loudly.
+// Metering: every call's usage is written to the usage store as the call ends, and
+// record() resolves once it is there, so that a gateway killed the moment after has lost
+// nothing it answered (the relay awaits it before a reply's last bytes). On Redis the
+// write is one script call; on the embedded store one SQLite transaction (WAL), which a
+// crash of the process cannot undo.
 //
-// The request path never waits for the store: record() only adds to a map. Counts are
-// made whole and non-negative here, so a batch can only fail for want of a store (a
-// malformed row would otherwise block every later one forever).
+// A write the store refuses (a Redis blip) is not lost either: its row is kept in memory,
+// folded with later refused rows into one row per (key, model, day), and retried on a
+// timer; record() resolves anyway, since the call itself went fine. close() keeps trying
+// for a while before it gives up, loudly. Counts are made whole and non-negative here, so
+// a write can only fail for want of a store (a malformed row would otherwise block every
+// later one forever).
 import type { Logger } from '../observability/logger.ts'
 import type { UsageRecord, UsageStore } from '../store/ports.ts'
 
 export interface MeterOptions {
   readonly store: UsageStore
   readonly log: Logger
-  readonly flushIntervalMs?: number
-  /** Rows pending before a flush starts early. */
-  readonly maxPendingRows?: number
+  /** How often rows the store refused are tried again. */
+  readonly retryIntervalMs?: number
   /** How long close() keeps retrying a store that refuses. */
   readonly closeTimeoutMs?: number
 }
@@ -21,10 +25,11 @@ export interface MeterOptions {
 export type MeterEntry = Omit<UsageRecord, 'day' | 'requests'> & { readonly at?: Date }
 
 export interface Meter {
-  record(entry: MeterEntry): void
-  /** Writes everything pending; resolves when written or when the store refused (kept). */
+  /** Writes one call's usage; resolves once stored, or kept for a retry if the store refused. Never rejects. */
+  record(entry: MeterEntry): Promise<void>
+  /** Retries the rows the store refused; resolves when written or refused again (kept). */
   flush(): Promise<void>
-  /** Rows waiting to be written. */
+  /** Rows waiting for a retry. */
   pending(): number
   close(): Promise<void>
 }
@@ -34,57 +39,59 @@ export function utcDay(at: Date): string {
 }
 
 const count = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), Number.MAX_SAFE_INTEGER) : 0)
-const amount = (n: number): number => (Number.isFinite(n) && n > 0 ? n : 0)
 
 export function createMeter(options: MeterOptions): Meter {
-  const interval = options.flushIntervalMs ?? 1000
-  const maxPending = options.maxPendingRows ?? 1000
+  const interval = options.retryIntervalMs ?? 1000
   const closeTimeout = options.closeTimeoutMs ?? 5000
   let pending = new Map<string, UsageRecord>()
   let inFlight: Promise<void> | null = null
   let failing = false
-  let closed = false
 
   const fold = (rows: Map<string, UsageRecord>, row: UsageRecord): void => {
     const id = `${row.keyId}\u0000${row.model}\u0000${row.day}`
     const prev = rows.get(id)
     rows.set(id, prev
-      ? { ...prev, requests: prev.requests + row.requests, inputTokens: prev.inputTokens + row.inputTokens, outputTokens: prev.outputTokens + row.outputTokens, cost: prev.cost + row.cost }
+      ? { ...prev, requests: prev.requests + row.requests, inputTokens: prev.inputTokens + row.inputTokens, outputTokens: prev.outputTokens + row.outputTokens, costNanos: prev.costNanos + row.costNanos }
       : row)
   }
 
-  /** One attempt; true when nothing is left pending from it. */
-  const writeOnce = async (): Promise<boolean> => {
-    if (pending.size === 0) return true
+  const refused = (err: unknown, rows: number): void => {
+    if (!failing) options.log.warn({ err: (err as Error).message, rows }, 'usage metering write failed; keeping rows for retry')
+    failing = true
+  }
+  const wrote = (): void => {
+    if (failing) options.log.info('usage metering writes again')
+    failing = false
+  }
+
+  /** One attempt at the kept rows. */
+  const retryOnce = async (): Promise<void> => {
+    if (pending.size === 0) return
     const batch = pending
     pending = new Map()
     try {
       await options.store.add([...batch.values()])
-      if (failing) options.log.info('usage metering writes again')
-      failing = false
-      return true
+      wrote()
     } catch (err) {
-      // Rows recorded meanwhile fold into the kept ones: still one row per (key, model, day).
+      // Rows refused meanwhile fold into the kept ones: still one row per (key, model, day).
       const newer = pending
       pending = batch
       for (const row of newer.values()) fold(pending, row)
-      if (!failing) options.log.warn({ err: (err as Error).message, rows: batch.size }, 'usage metering write failed; keeping rows for retry')
-      failing = true
-      return false
+      refused(err, batch.size)
     }
   }
 
   const flush = async (): Promise<void> => {
     while (inFlight) await inFlight
-    inFlight = writeOnce().then(() => undefined).finally(() => { inFlight = null })
+    inFlight = retryOnce().finally(() => { inFlight = null })
     await inFlight
   }
 
-  const timer = setInterval(() => { void flush() }, interval)
+  const timer = setInterval(() => { if (pending.size > 0) void flush() }, interval)
   timer.unref()
 
   return {
-    record(entry) {
+    async record(entry) {
       const row: UsageRecord = {
         keyId: entry.keyId,
         owner: entry.owner,
@@ -94,16 +101,19 @@ export function createMeter(options: MeterOptions): Meter {
         requests: 1,
         inputTokens: count(entry.inputTokens),
         outputTokens: count(entry.outputTokens),
-        cost: amount(entry.cost),
+        costNanos: count(entry.costNanos),
       }
-      fold(pending, row)
-      // A call that ends after close() (a stream cut during the drain) is written at once.
-      if (closed || (pending.size >= maxPending && !inFlight)) void flush()
+      try {
+        await options.store.add([row])
+        wrote()
+      } catch (err) {
+        fold(pending, row)
+        refused(err, 1)
+      }
     },
     flush,
     pending: () => pending.size,
     async close() {
-      closed = true
       clearInterval(timer)
       const deadline = Date.now() + closeTimeout
       let delay = 50

@@ -40,6 +40,9 @@ export const DIMENSION_CODE: Readonly<Record<DimensionName, string>> = {
   quota: 'q',
 }
 
+/** Key-name letter of the quota's "held" counter: reservations of calls not yet settled. */
+export const HELD_CODE = 'h'
+
 /** A reservation and a settle are in the same window when their window ends agree to within half a window. */
 export function sameWindow(expiresAt: number, expected: number, windowMs: number): boolean {
   return expected > 0 && Math.abs(expiresAt - expected) * 2 < windowMs

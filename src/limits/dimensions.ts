@@ -71,11 +71,21 @@ export function fits(charge: Charge, used: number): boolean {
   return charge.windowed ? charge.cost === 0 || used + charge.cost <= charge.limit : used < charge.limit
 }
 
-/** A reconciliation: what to add to (or give back on) one dimension after the call. */
+/**
+ * A reconciliation: what to add to (or give back on) one dimension after the call.
+ *
+ * A windowed dimension is corrected by `delta`. The lifetime quota keeps what calls used
+ * apart from what calls in flight reserved: the reservation sits in a windowed "held"
+ * counter, so that one held by an instance that died expires with its window instead of
+ * staying charged forever; settling commits the real usage (reserved + delta) and
+ * releases the reservation from the held counter.
+ */
 export interface Adjustment {
   readonly name: DimensionName
   readonly windowed: boolean
   readonly delta: number
+  /** What the call reserved on this dimension (the lifetime quota releases it from "held"). */
+  readonly reserved: number
   /** The window the reservation was made in (CounterState.expiresAt at admission). */
   readonly expiresAt: number
 }
@@ -86,7 +96,10 @@ export function adjustmentsFor(charges: readonly Charge[], states: readonly Coun
   charges.forEach((charge, i) => {
     if (charge.name === 'requests') return
     const delta = costOn(charge.name, usage) - charge.cost
-    if (delta !== 0) out.push({ name: charge.name, windowed: charge.windowed, delta, expiresAt: states[i]?.expiresAt ?? 0 })
+    // The quota always settles: its reservation moves from held to used.
+    if (delta !== 0 || !charge.windowed) {
+      out.push({ name: charge.name, windowed: charge.windowed, delta, reserved: charge.cost, expiresAt: states[i]?.expiresAt ?? 0 })
+    }
   })
   return out
 }

@@ -1,35 +1,113 @@
-// The admission estimate: prompt tokens counted with the tokenizer, plus the completion
-// tokens the request may produce (its max_tokens, or the configured default).
+// What a call is reserved at admission, and what its prompt really was.
+//
+// The reservation is a linear estimate of the prompt (never the tokenizer: a refused or
+// pathological request must cost no more than reading it), capped by the model's
+// context, plus the completion tokens the request may produce (its max_tokens, or the
+// configured default). The settle step corrects it to the usage the upstream reports.
+//
+// countPromptTokens is the true count, for the rare call whose upstream reports no
+// usage (a stream the client cut off); it is bounded and yields the event loop.
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
-import { countChatTokens, countInputTokens, countTextTokens } from './tokens.ts'
+import {
+  countChatTokens, countInputTokens, countTextTokens, estimateChatTokens, estimateInputTokens, estimateTextTokens,
+} from './tokens.ts'
 
 const positiveInt = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined
 
-export function estimateUsage(endpoint: Endpoint, body: Record<string, unknown> | null, defaultMaxTokens: number): Usage {
-  if (body === null) return { inputTokens: 0, outputTokens: 0 }
-  const choices = positiveInt(body.n) ?? 1
+interface PromptCounter {
+  chat(messages: readonly unknown[]): number | Promise<number>
+  input(input: unknown): number | Promise<number>
+  text(text: string): number | Promise<number>
+}
+
+const ESTIMATE: PromptCounter = { chat: estimateChatTokens, input: estimateInputTokens, text: estimateTextTokens }
+const COUNT: PromptCounter = { chat: (m) => countChatTokens(m), input: (i) => countInputTokens(i), text: (t) => countTextTokens(t) }
+
+/** The prompt of a call, the way `counter` counts it; null where the endpoint has none. */
+function promptOf(endpoint: Endpoint, body: Record<string, unknown>, counter: PromptCounter): number | Promise<number> {
   switch (endpoint) {
-    case 'chat.completions': {
-      const messages = Array.isArray(body.messages) ? body.messages : []
-      const max = positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens) ?? defaultMaxTokens
-      return { inputTokens: countChatTokens(messages), outputTokens: max * choices }
-    }
-    case 'completions': {
-      const max = positiveInt(body.max_tokens) ?? defaultMaxTokens
-      return { inputTokens: countInputTokens(body.prompt), outputTokens: max * choices }
-    }
+    case 'chat.completions':
+      return counter.chat(Array.isArray(body.messages) ? body.messages : [])
+    case 'completions':
+      return counter.input(body.prompt)
     case 'responses': {
-      const input = typeof body.input === 'string' ? countTextTokens(body.input) : Array.isArray(body.input) ? countChatTokens(body.input) : 0
-      const instructions = typeof body.instructions === 'string' ? countTextTokens(body.instructions) : 0
-      return { inputTokens: input + instructions, outputTokens: positiveInt(body.max_output_tokens) ?? defaultMaxTokens }
+      const input = typeof body.input === 'string' ? counter.text(body.input) : Array.isArray(body.input) ? counter.chat(body.input) : 0
+      const instructions = typeof body.instructions === 'string' ? counter.text(body.instructions) : 0
+      if (typeof input === 'number' && typeof instructions === 'number') return input + instructions
+      return Promise.all([input, instructions]).then(([a, b]) => a + b)
     }
     case 'embeddings':
-      return { inputTokens: countInputTokens(body.input), outputTokens: 0 }
+      return counter.input(body.input)
     case 'images.generations':
-      return { inputTokens: typeof body.prompt === 'string' ? countTextTokens(body.prompt) : 0, outputTokens: 0 }
+      return typeof body.prompt === 'string' ? counter.text(body.prompt) : 0
+    // The query is embedded: its tokens are the search's.
+    case 'vector_stores.search':
+      return counter.input(body.query)
     default:
-      return { inputTokens: 0, outputTokens: 0 }
+      return 0
   }
+}
+
+/** The request's own cap on completion tokens, per choice; undefined where it sets none. */
+function maxTokensOf(endpoint: Endpoint, body: Record<string, unknown>): number | undefined {
+  switch (endpoint) {
+    case 'chat.completions': {
+      // Servers differ on which of the two wins when both are set: reserve the larger.
+      const mct = positiveInt(body.max_completion_tokens)
+      const mt = positiveInt(body.max_tokens)
+      return mct === undefined ? mt : mt === undefined ? mct : Math.max(mct, mt)
+    }
+    case 'completions': return positiveInt(body.max_tokens)
+    case 'responses': return positiveInt(body.max_output_tokens)
+    default: return undefined
+  }
+}
+
+/**
+ * Prompts in one legacy completions call: a string or one list of token ids is one; a
+ * list of strings or of token lists is a batch, and each of its prompts gets its own
+ * completions.
+ */
+function promptCount(prompt: unknown): number {
+  if (!Array.isArray(prompt) || prompt.length === 0) return 1
+  return prompt.every((item) => typeof item === 'number') ? 1 : prompt.length
+}
+
+/** Choices generated: n of them, or best_of when that is more (they are all billed), for each prompt of a batch. */
+function choicesOf(endpoint: Endpoint, body: Record<string, unknown>): number {
+  const n = endpoint === 'responses' ? 1 : positiveInt(body.n) ?? 1
+  return endpoint === 'completions' ? Math.max(n, positiveInt(body.best_of) ?? 1) * promptCount(body.prompt) : n
+}
+
+const GENERATES = new Set<Endpoint>(['chat.completions', 'completions', 'responses'])
+/** Endpoints whose cost is their prompt alone. Attaching files to a vector store costs tokens too, but only the backend can tell how many. */
+const PROMPT_ONLY = new Set<Endpoint>(['embeddings', 'images.generations', 'vector_stores.search'])
+
+export interface EstimateOptions {
+  readonly defaultMaxTokens: number
+  /** The model's context window, when configured: no prompt is larger. */
+  readonly contextTokens?: number | undefined
+}
+
+export interface Estimate extends Usage {
+  /** The request set no max_tokens: its output reservation is the configured default. */
+  readonly outputDefaulted: boolean
+}
+
+export function estimateUsage(endpoint: Endpoint, body: Record<string, unknown> | null, options: EstimateOptions): Estimate {
+  if (body === null || !GENERATES.has(endpoint) && !PROMPT_ONLY.has(endpoint)) {
+    return { inputTokens: 0, outputTokens: 0, outputDefaulted: false }
+  }
+  const estimated = promptOf(endpoint, body, ESTIMATE) as number
+  const inputTokens = options.contextTokens === undefined ? estimated : Math.min(estimated, options.contextTokens)
+  if (!GENERATES.has(endpoint)) return { inputTokens, outputTokens: 0, outputDefaulted: false }
+  const max = maxTokensOf(endpoint, body)
+  return { inputTokens, outputTokens: (max ?? options.defaultMaxTokens) * choicesOf(endpoint, body), outputDefaulted: max === undefined }
+}
+
+/** The prompt's tokens by the tokenizer (bounded; past its budget the rest is estimated). */
+export async function countPromptTokens(endpoint: Endpoint, body: Record<string, unknown> | null): Promise<number> {
+  return body === null ? 0 : promptOf(endpoint, body, COUNT)
 }

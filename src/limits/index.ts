@@ -10,15 +10,15 @@ export { createLimiter, LIMITER_MODES, type LimiterOptions, type ManagedLimiter,
 export { formatDuration, parseDuration } from './duration.ts'
 
 /**
- * Counters on Redis when limits.redisUrl or store.redisUrl is set (on a connection of
- * their own, with the limiter's short timeout), in memory otherwise (kept in the data
+ * Counters on Redis when limits.redisUrl is set or the store is on Redis (any topology;
+ * on a connection of their own, with the limiter's short timeout), in memory otherwise (kept in the data
  * directory across restarts). Waits for the first
  * connection at most the connect timeout; a Redis that is down at start is an outage
  * like any other.
  */
 export async function createLimiterFromConfig(config: Config, deps: { readonly log: Logger; readonly metrics: Metrics }): Promise<ManagedLimiter> {
   const { limits } = config
-  const url = limits.redisUrl ?? config.store.redisUrl
+  const target = limits.redisUrl !== undefined ? { kind: 'standalone' as const, url: limits.redisUrl } : config.redis
   const common = {
     log: deps.log,
     metrics: deps.metrics,
@@ -28,8 +28,8 @@ export async function createLimiterFromConfig(config: Config, deps: { readonly l
     probeIntervalMs: limits.probeIntervalMs,
     insuranceInstances: limits.insuranceInstances,
   }
-  if (!url) return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
-  const redis = createRedisClient(url, {
+  if (target === undefined) return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
+  const redis = createRedisClient(target, {
     // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event
     // loop; the client's own deadline only clears commands that never get a reply.
     commandTimeoutMs: Math.max(limits.redisTimeoutMs * 10, 1000),

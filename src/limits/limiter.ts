@@ -9,17 +9,17 @@
 import { readFileSync } from 'node:fs'
 import { mkdir, rename, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import type { Redis } from 'ioredis'
 import type { Usage } from '../backends/port.ts'
 import { gatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
 import type { Counters, Subject } from './counters.ts'
-import { adjustmentsFor, chargesOf, dimensionsOf, type Adjustment, type Charge, type Dimension } from './dimensions.ts'
+import { adjustmentsFor, chargesOf, dimensionsOf, fits, type Adjustment, type Charge, type CounterState, type Dimension } from './dimensions.ts'
 import { rateLimitHeaders } from './headers.ts'
 import { memoryCounters } from './memory-counters.ts'
 import type { Admission, AdmissionRequest, Limiter, LimiterHealth, LimiterMode, RateLimitHeaders } from './port.ts'
-import { redisCounters } from './redis-counters.ts'
+import { redisCounters, type RedisCounters } from './redis-counters.ts'
 import { refusalOf } from './refusal.ts'
 
 export type OnRedisDown = 'insurance' | 'fail-open' | 'fail-closed'
@@ -28,7 +28,7 @@ export const LIMITER_MODES: readonly LimiterMode[] = ['redis', 'memory', 'insura
 
 export interface LimiterOptions {
   /** Shared counters. Without it the counters live in this process (the embedded store). */
-  readonly redis?: Redis
+  readonly redis?: RedisConnection
   /** Prefix of the Redis keys (the gateway's store.keyPrefix). */
   readonly prefix?: string
   /** What admission does while Redis is unreachable. Default: insurance. */
@@ -79,7 +79,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const onRedisDown = options.onRedisDown ?? 'insurance'
   const instances = Math.max(1, Math.floor(options.insuranceInstances ?? 1))
   const memory = memoryCounters(windowMs)
-  const shared: Counters | null = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs) : null
+  const sharedRedis: RedisCounters | null = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs) : null
+  const shared: Counters | null = sharedRedis
 
   let up = redis?.status === 'ready'
   /** Whether the current outage has been logged (at most once). */
@@ -164,8 +165,15 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     if (!redis || up || probing || closed) return
     probing = true
     try {
-      if (redis.status === 'ready' && (await bounded(redis.ping())) === 'PONG') markUp()
-      else markDown(new Error(`Redis connection is ${redis.status}`))
+      // The probe reads the counters' own slot rather than PING: on a cluster any node
+      // answers PING, even while the master of that slot is being replaced. The scripts
+      // then go to that master in full once, before the calls that need them.
+      if (redis.status === 'ready' && sharedRedis && (await bounded(sharedRedis.reachable()))) {
+        await bounded(sharedRedis.warm())
+        markUp()
+      } else {
+        markDown(new Error(`Redis connection is ${redis.status}`))
+      }
     } catch (error) {
       markDown(error)
     } finally {
@@ -182,7 +190,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   /** Tokens counted against quotas in memory during the outage go to Redis once it is back. */
   async function handOverQuota(): Promise<void> {
     for (const { subject, name, used } of memory.drainLifetime()) {
-      await viaRedis((c) => c.settle(subject, [{ name, windowed: false, delta: used, expiresAt: 0 }]))
+      await viaRedis((c) => c.settle(subject, [{ name, windowed: false, delta: used, reserved: 0, expiresAt: 0 }]))
     }
   }
 
@@ -211,6 +219,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   if (redis) {
     redis.on('ready', onReady)
     if (!up) startProbe()
+    else void sharedRedis?.warm().catch(() => undefined)
   }
   publishMode()
 
@@ -244,7 +253,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   ): Admission {
     const headers = rateLimitHeaders(charges, result.states)
     if (!result.admitted) {
-      const refusal = refusalOf(request.model, charges, result.states, windowMs, headers)
+      const refusal = refusalOf(request.model, charges, result.states, windowMs, headers, request.reservationNote)
       metrics?.rateLimited.inc({ model: request.model, tier: request.tier, reason: refusal.reason })
       throw refusal.error
     }
@@ -271,6 +280,16 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     }
   }
 
+  /** Throws the refusal when a charge could never fit, whatever the window holds; else the headers. */
+  function never(request: AdmissionRequest, charges: readonly Charge[], states: readonly CounterState[]): RateLimitHeaders {
+    const headers = rateLimitHeaders(charges, states)
+    const hopeless = charges.some((c, i) => (c.windowed ? c.cost > c.limit : !fits(c, states[i]?.used ?? 0)))
+    if (!hopeless) return headers
+    const refusal = refusalOf(request.model, charges, states, windowMs, headers)
+    metrics?.rateLimited.inc({ model: request.model, tier: request.tier, reason: refusal.reason })
+    throw refusal.error
+  }
+
   return {
     async admit(request) {
       const charges = chargesOf(request.limits, clean(request.estimate))
@@ -293,6 +312,20 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         return conclude(request, memory, subject, local, await memory.admit(subject, local))
       }
       return conclude(request, memory, subject, charges, await memory.admit(subject, charges))
+    },
+
+    async check(request) {
+      const charges = chargesOf(request.limits, clean(request.estimate))
+      if (charges.length === 0) return {}
+      const subject: Subject = { keyId: request.keyId, model: request.model }
+      if (shared) {
+        const states = await viaRedis((c) => c.peek(subject, charges))
+        if (states) return never(request, charges, states)
+        if (onRedisDown !== 'insurance') return rateLimitHeaders(charges)
+        const local = insurance(subject, charges)
+        return never(request, local, await memory.peek(subject, local))
+      }
+      return never(request, charges, await memory.peek(subject, charges))
     },
 
     async peek(request): Promise<RateLimitHeaders> {

@@ -6,7 +6,7 @@
 import { RateLimiterMemory } from 'rate-limiter-flexible'
 import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
-import { DIMENSION_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
 
 interface LibraryState {
   readonly consumedPoints: number
@@ -68,8 +68,19 @@ export function memoryCounters(windowMs: number): MemoryCounters {
     return { used, resetMs: used > 0 ? res.msBeforeNext : 0, expiresAt: now + res.msBeforeNext }
   }
 
-  const read = async (s: Subject, d: Dimension | { readonly name: DimensionName; readonly windowed: boolean }): Promise<CounterState> =>
-    stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
+  const heldKey = (s: Subject): string => `${subjectKey(s)}${SEPARATOR}${HELD_CODE}`
+  const HELD = { windowed: true } as const
+
+  /** The quota's reservations of calls in flight: a windowed counter, so a dead call's expire. */
+  const readHeld = async (s: Subject): Promise<CounterState> => stateOf(HELD, await windowed.get(heldKey(s)), Date.now())
+
+  /** A counter as the limiter sees it; the quota is what calls used plus what calls in flight hold. */
+  const read = async (s: Subject, d: Dimension | { readonly name: DimensionName; readonly windowed: boolean }): Promise<CounterState> => {
+    const own = stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
+    if (d.windowed) return own
+    const held = await readHeld(s)
+    return { used: own.used + held.used, resetMs: 0, expiresAt: held.expiresAt }
+  }
 
   return {
     kind: 'memory',
@@ -77,10 +88,11 @@ export function memoryCounters(windowMs: number): MemoryCounters {
       return queue.run(subjectKey(subject), async () => {
         const before = await Promise.all(charges.map((c) => read(subject, c)))
         if (!charges.every((c, i) => fits(c, before[i]?.used ?? 0))) return { admitted: false, states: before }
-        const after = await Promise.all(charges.map(async (c) => {
+        const after = await Promise.all(charges.map(async (c, i) => {
           // penalty() is the library's unconditional increment; it opens a window when none is.
-          const res = await limiterOf(c).penalty(counterKey(subject, c.name), c.cost)
-          return stateOf(c, res, Date.now())
+          if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
+          const held = stateOf(HELD, await windowed.penalty(heldKey(subject), c.cost), Date.now())
+          return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: held.expiresAt }
         }))
         return { admitted: true, states: after }
       })
@@ -89,8 +101,18 @@ export function memoryCounters(windowMs: number): MemoryCounters {
       return queue.run(subjectKey(subject), async () => {
         for (const a of adjustments) {
           const key = counterKey(subject, a.name)
+          if (!a.windowed) {
+            // Commit what the call used; release its reservation if its window still holds it.
+            const used = stateOf(a, await lifetime.get(key), Date.now()).used
+            const commit = Math.max(a.reserved + a.delta, -used)
+            if (commit > 0) await lifetime.penalty(key, commit)
+            else if (commit < 0) await lifetime.reward(key, -commit)
+            const held = await readHeld(subject)
+            if (a.reserved > 0 && sameWindow(held.expiresAt, a.expiresAt, windowMs)) await windowed.reward(heldKey(subject), Math.min(a.reserved, held.used))
+            continue
+          }
           const current = await read(subject, a)
-          if (!a.windowed || sameWindow(current.expiresAt, a.expiresAt, windowMs)) {
+          if (sameWindow(current.expiresAt, a.expiresAt, windowMs)) {
             const delta = Math.max(a.delta, -current.used)
             if (delta > 0) await limiterOf(a).penalty(key, delta)
             else if (delta < 0) await limiterOf(a).reward(key, -delta)

@@ -20,8 +20,3 @@ export function resolveLimits(plans: PlansConfig, key: Pick<KeyRecord, 'tier' | 
   const overrides = { ...key.limits?.['*'], ...key.limits?.[model] }
   return { tier, model, limits: { ...base, ...overrides } }
 }
-
-/** Cost of a call from the plan's prices per million tokens. */
-export function costOf(limits: ModelLimits, inputTokens: number, outputTokens: number): number {
-  return ((limits.input_price ?? 0) * inputTokens + (limits.output_price ?? 0) * outputTokens) / 1_000_000
-}

@@ -7,8 +7,13 @@ export interface AdmissionRequest {
   readonly tier: string
   readonly model: string
   readonly limits: ModelLimits
-  /** Estimated prompt tokens (tokenizer count) and reserved completion tokens. */
+  /** Estimated prompt tokens and reserved completion tokens. */
   readonly estimate: Usage
+  /**
+   * Said after a refusal on a token limit: how the reservation came about and how to make
+   * it smaller (e.g. that the request set no max_tokens and got the default).
+   */
+  readonly reservationNote?: string
 }
 
 export type RateLimitHeaders = Readonly<Record<string, string>>
@@ -36,6 +41,13 @@ export interface LimiterHealth {
 export interface Limiter {
   /** Admits or throws GatewayError 429 (rate_limit_* or insufficient_quota). */
   admit(request: AdmissionRequest): Promise<Admission>
+  /**
+   * Refuses at once, with admit's own 429, what admission could never grant however long
+   * the caller waited: a call larger than a whole window, or a spent quota. Consumes
+   * nothing. Answers the headers of the current state (as peek does). Absent on limiters
+   * where nothing ever fails that way.
+   */
+  check?(request: AdmissionRequest): Promise<RateLimitHeaders>
   /** Headers of the current state without consuming anything (for refusals after auth). */
   peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
   /** For /readyz and metrics; absent on limiters without a store. */

@@ -42,7 +42,9 @@ export function refusalOf(
   states: readonly CounterState[],
   windowMs: number,
   headers: RateLimitHeaders,
+  reservationNote?: string,
 ): Refusal {
+  const note = (name: DimensionName): string => (name === 'requests' || reservationNote === undefined ? '' : ` ${reservationNote}`)
   const refused = charges.map((c, i) => ({ c, s: states[i] ?? { used: 0, resetMs: 0, expiresAt: 0 } })).filter(({ c, s }) => !fits(c, s.used))
   const noRetry = { ...headers, 'x-should-retry': 'false' }
 
@@ -51,7 +53,7 @@ export function refusalOf(
     return {
       reason: 'quota',
       error: gatewayError('insufficient_quota', {
-        message: `You exceeded your token quota for ${subjectName(model)}: Quota ${quota.c.limit} tokens, Used ${quota.s.used}. Ask for a larger quota to continue.`,
+        message: `You exceeded your token quota for ${subjectName(model)}: Quota ${quota.c.limit} tokens, Used ${quota.s.used}. Ask for a larger quota to continue.${note('quota')}`,
         headers: noRetry,
       }),
     }
@@ -63,7 +65,7 @@ export function refusalOf(
       reason: 'too_large',
       error: gatewayError(tooLarge.c.name === 'requests' ? 'rate_limit_requests' : 'rate_limit_tokens', {
         message: `Request too large for ${subjectName(model)} on ${label(tooLarge.c.name, windowMs)}: Limit ${tooLarge.c.limit}, Requested ${tooLarge.c.cost}. ` +
-          'This request can never fit within the limit; reduce the prompt or max_tokens (max_completion_tokens) and send it again.',
+          `This request can never fit within the limit; reduce the prompt or max_tokens (max_completion_tokens) and send it again.${note(tooLarge.c.name)}`,
         headers: noRetry,
       }),
     }
@@ -79,7 +81,7 @@ export function refusalOf(
     reason: name,
     error: gatewayError(name === 'requests' ? 'rate_limit_requests' : 'rate_limit_tokens', {
       message: `Rate limit reached for ${subjectName(model)} on ${label(name, windowMs)}: Limit ${c?.limit ?? 0}, Used ${s?.used ?? 0}, Requested ${c?.cost ?? 0}. ` +
-        `Please try again in ${formatDuration(waitMs)}.`,
+        `Please try again in ${formatDuration(waitMs)}.${note(name)}`,
       headers: { ...headers, 'retry-after': String(Math.ceil(waitMs / 1000)), 'retry-after-ms': String(waitMs) },
     }),
   }

@@ -21,12 +21,28 @@ export interface Metrics {
   readonly clientAborts: Counter<'endpoint'>
   readonly storeUp: Gauge
   readonly limiterMode: Gauge<'mode'>
+  readonly queueDepth: Gauge<'model'>
+  readonly queueWait: Histogram<'mode'>
+  readonly queueRequests: Counter<'mode' | 'outcome'>
+  readonly queueWorkerUp: Gauge
+  /** The RAG gateway, per service: requests by status class (2xx, 4xx, ...) and their latency. */
+  readonly ragRequests: Counter<'service' | 'class'>
+  readonly ragDuration: Histogram<'service'>
+  /** RAG gateway logins, by outcome: success, invalid_credentials, throttled, invalid_body. */
+  readonly logins: Counter<'outcome'>
+  /** RAG gateway refresh-token uses, by outcome: rotated, reused (the session is revoked), invalid. */
+  readonly tokenRefreshes: Counter<'outcome'>
+  /** Where the depth gauge reads the lines from at scrape time (the queue sets it). */
+  setQueueDepthSource(source: () => Promise<ReadonlyMap<string, number>>): void
 }
+
+const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry()
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tollgate_' })
   const registers = [registry]
+  let depthSource: (() => Promise<ReadonlyMap<string, number>>) | null = null
   return {
     registry,
     requests: new Counter({ name: 'tollgate_requests_total', help: 'Requests answered, by endpoint, model and HTTP status', labelNames: ['endpoint', 'model', 'status'], registers }),
@@ -43,5 +59,26 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     clientAborts: new Counter({ name: 'tollgate_client_aborts_total', help: 'Requests the client abandoned before the reply ended', labelNames: ['endpoint'], registers }),
     storeUp: new Gauge({ name: 'tollgate_store_up', help: '1 when the store (Redis or embedded) answers', registers }),
     limiterMode: new Gauge({ name: 'tollgate_limiter_mode', help: '1 for the mode the limiter is in now (redis, insurance, fail_open, fail_closed, memory)', labelNames: ['mode'], registers }),
+    queueDepth: new Gauge({
+      name: 'tollgate_queue_depth',
+      help: 'Calls and stored requests waiting in line, by model (the same on every instance: it reads the shared lines)',
+      labelNames: ['model'],
+      registers,
+      async collect() {
+        if (depthSource === null) return
+        const depths = await depthSource().catch(() => null)
+        if (depths === null) return
+        this.reset()
+        for (const [model, depth] of depths) this.set({ model }, depth)
+      },
+    }),
+    queueWait: new Histogram({ name: 'tollgate_queue_wait_seconds', help: 'Time in line before admission, by mode (dropin, async)', labelNames: ['mode'], buckets: WAIT_BUCKETS, registers }),
+    queueRequests: new Counter({ name: 'tollgate_queue_requests_total', help: 'Queued requests by mode and how they ended (admitted, completed, failed, cancelled, expired, timeout, left, refused)', labelNames: ['mode', 'outcome'], registers }),
+    queueWorkerUp: new Gauge({ name: 'tollgate_queue_worker_up', help: '1 while this instance runs asynchronous requests', registers }),
+    ragRequests: new Counter({ name: 'tollgate_rag_requests_total', help: 'RAG gateway requests, by service and status class', labelNames: ['service', 'class'], registers }),
+    ragDuration: new Histogram({ name: 'tollgate_rag_request_duration_seconds', help: 'RAG gateway requests: time from request to the end of the reply, by service', labelNames: ['service'], buckets: LATENCY_BUCKETS, registers }),
+    logins: new Counter({ name: 'tollgate_rag_logins_total', help: 'RAG gateway logins, by outcome (success, invalid_credentials, throttled, invalid_body)', labelNames: ['outcome'], registers }),
+    tokenRefreshes: new Counter({ name: 'tollgate_rag_token_refreshes_total', help: 'RAG gateway refresh-token uses, by outcome (rotated, reused, invalid)', labelNames: ['outcome'], registers }),
+    setQueueDepthSource(source) { depthSource = source },
   }
 }

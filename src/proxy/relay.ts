@@ -6,11 +6,11 @@
 // relay() does not throw once it has the upstream response: whatever goes wrong (the
 // upstream dies mid-body, the client leaves, transformJson refuses) is answered to the
 // client as well as it still can be, and reported in the outcome.
-import type { ServerResponse } from 'node:http'
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { countTextTokens } from '../limits/tokens.ts'
 import { ClientSink } from './client-sink.ts'
+import type { ReplySink } from './reply-sink.ts'
 import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
@@ -21,8 +21,11 @@ export interface RelayOptions {
   readonly stream: boolean
   /** The client set stream_options.include_usage itself; otherwise the usage-only chunk the gateway asked for is hidden. */
   readonly clientWantsUsage: boolean
-  /** Charged as input when a stream ends without reporting usage. */
-  readonly estimatedInputTokens: number
+  /**
+   * The prompt's tokens, charged as input when the reply reports no usage (a stream the
+   * client cut off, a server that leaves usage out). Called only then.
+   */
+  readonly promptTokens: () => Promise<number>
   /** Largest JSON body read to tap it; a larger one is streamed through untouched. */
   readonly jsonLimitBytes: number
   /** Fires when the client is gone or the gateway gives up. */
@@ -34,11 +37,21 @@ export interface RelayOptions {
    * (upstream_bad_response) rather than passed through unchecked.
    */
   readonly transformJson?: (status: number, body: unknown) => Promise<unknown>
+  /** A stream whose client takes nothing for this long is ended (see ClientSink). */
+  readonly idleReaderMs?: number
   /**
    * The model name the client asked for. Where the reply names a model (JSON bodies and
    * stream events), the upstream's name for its deployment is replaced by this one.
    */
   readonly publicModel?: string
+  /**
+   * Called once, with the reply's usage, when the reply is complete but before its last
+   * bytes go out (a JSON body; a stream's `[DONE]`, or its end when it has none), so that
+   * what a client received whole has been metered even if the gateway dies right after,
+   * and what it did not receive whole has not. Not called for a reply that broke off or
+   * that the client left.
+   */
+  readonly commit?: (usage: Usage) => Promise<void>
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -58,6 +71,8 @@ export interface RelayOutcome {
   readonly json?: unknown
   /** What went wrong after the upstream answered, for the log. */
   readonly error?: GatewayError
+  /** The client stopped reading and the reply was ended for it (idleReaderMs). */
+  readonly stalled?: true
 }
 
 interface Tapped {
@@ -67,9 +82,12 @@ interface Tapped {
 
 const NONE: Tapped = { usage: NO_USAGE, usageSource: 'none' }
 
-export async function relay(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions): Promise<RelayOutcome> {
+/** How an event whose last member is `usage: null` ends, as JSON.stringify writes it. */
+const NULL_USAGE_TAIL = ',"usage":null}'
+
+export async function relay(res: ReplySink, upstream: UpstreamResponse, options: RelayOptions): Promise<RelayOutcome> {
   const body = upstream.body
-  const sink = new ClientSink(res, options.signal, () => body.destroy())
+  const sink = new ClientSink(res, options.signal, () => body.destroy(), options.idleReaderMs)
   const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>
   try {
     switch (kindOf(upstream, options)) {
@@ -77,7 +95,7 @@ export async function relay(res: ServerResponse, upstream: UpstreamResponse, opt
       case 'json': return await relayJson(res, upstream, options, sink, chunks)
       case 'opaque': {
         startReply(res, upstream, false)
-        const error = await pipeRest(sink, chunks, [])
+        const error = await pipeRest(sink, chunks, [], () => commit(options, NONE.usage))
         return finish(upstream.status, sink, NONE, { error })
       }
     }
@@ -98,7 +116,7 @@ function kindOf(upstream: UpstreamResponse, options: RelayOptions): 'sse' | 'jso
   return 'opaque'
 }
 
-function startReply(res: ServerResponse, upstream: UpstreamResponse, rewritten: boolean): void {
+function startReply(res: ReplySink, upstream: UpstreamResponse, rewritten: boolean): void {
   if (res.headersSent) return
   copyUpstreamHeaders(res, upstream.headers, rewritten)
   res.statusCode = upstream.status
@@ -116,6 +134,7 @@ function finish(status: number, sink: ClientSink, tapped: Tapped, extra: { json?
     ...(sink.firstByteMs === undefined ? {} : { firstByteMs: sink.firstByteMs }),
     ...('json' in extra ? { json: extra.json } : {}),
     ...(extra.error === undefined ? {} : { error: extra.error }),
+    ...(sink.stalled ? { stalled: true } : {}),
   }
 }
 
@@ -125,7 +144,7 @@ function upstreamError(err: unknown): GatewayError {
 }
 
 /** Before anything was written: the client gets an error reply in OpenAI's shape. */
-function replyError(res: ServerResponse, sink: ClientSink, error: GatewayError): void {
+function replyError(res: ReplySink, sink: ClientSink, error: GatewayError): void {
   if (res.headersSent) {
     sink.cut()
     return
@@ -139,7 +158,7 @@ function replyError(res: ServerResponse, sink: ClientSink, error: GatewayError):
 }
 
 /** Writes `prefix` and the rest of the body untouched. Returns the upstream's error if it broke off. */
-async function pipeRest(sink: ClientSink, chunks: AsyncIterator<Buffer>, prefix: readonly Buffer[]): Promise<GatewayError | undefined> {
+async function pipeRest(sink: ClientSink, chunks: AsyncIterator<Buffer>, prefix: readonly Buffer[], beforeEnd?: () => Promise<void>): Promise<GatewayError | undefined> {
   for (const chunk of prefix) await sink.write(chunk)
   try {
     while (!sink.aborted) {
@@ -154,28 +173,38 @@ async function pipeRest(sink: ClientSink, chunks: AsyncIterator<Buffer>, prefix:
     sink.cut()
     return upstreamError(err)
   }
+  if (!sink.aborted) await beforeEnd?.()
   sink.end()
   return undefined
 }
 
-function counted(estimatedInputTokens: number, text: string): Tapped {
-  return { usage: { inputTokens: estimatedInputTokens, outputTokens: countTextTokens(text) }, usageSource: 'counted' }
+/** options.commit, at most once per relay (the options object is the relay's own). */
+const committed = new WeakSet<RelayOptions>()
+async function commit(options: RelayOptions, usage: Usage): Promise<void> {
+  if (options.commit === undefined || committed.has(options)) return
+  committed.add(options)
+  await options.commit(usage)
+}
+
+async function counted(options: RelayOptions, text: string): Promise<Tapped> {
+  const [inputTokens, outputTokens] = await Promise.all([options.promptTokens(), countTextTokens(text)])
+  return { usage: { inputTokens, outputTokens }, usageSource: 'counted' }
 }
 
 /** A client that left before a JSON reply was read whole: the upstream did the work, so its input is charged. */
-function walkedAway(status: number, options: RelayOptions): Tapped {
-  return status < 400 ? counted(options.estimatedInputTokens, '') : NONE
+async function walkedAway(status: number, options: RelayOptions): Promise<Tapped> {
+  return status < 400 ? counted(options, '') : NONE
 }
 
-function tapJson(status: number, parsed: unknown, estimatedInputTokens: number): Tapped {
+async function tapJson(status: number, parsed: unknown, options: RelayOptions): Promise<Tapped> {
   const usage = bodyUsage(parsed)
   if (usage !== undefined) return { usage, usageSource: 'reported' }
   // Some servers leave usage out of a generation: count what it produced.
-  if (status < 300 && isGeneration(parsed)) return counted(estimatedInputTokens, bodyText(parsed))
+  if (status < 300 && isGeneration(parsed)) return counted(options, bodyText(parsed))
   return NONE
 }
 
-async function relayJson(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
   const { status } = upstream
   const declared = Number(upstream.headers['content-length'])
   let overLimit = Number.isFinite(declared) && declared > options.jsonLimitBytes
@@ -190,17 +219,17 @@ async function relayJson(res: ServerResponse, upstream: UpstreamResponse, option
       overLimit = size > options.jsonLimitBytes
     }
   } catch (err) {
-    if (sink.aborted) return finish(status, sink, walkedAway(status, options))
+    if (sink.aborted) return finish(status, sink, await walkedAway(status, options))
     const error = upstreamError(err)
     replyError(res, sink, error)
     return finish(error.status, sink, NONE, { error })
   }
-  if (sink.aborted) return finish(status, sink, walkedAway(status, options))
+  if (sink.aborted) return finish(status, sink, await walkedAway(status, options))
 
   if (overLimit) {
     if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'too large to check')
     startReply(res, upstream, false)
-    const error = await pipeRest(sink, chunks, read)
+    const error = await pipeRest(sink, chunks, read, () => commit(options, NONE.usage))
     return finish(status, sink, NONE, { error })
   }
 
@@ -211,11 +240,12 @@ async function relayJson(res: ServerResponse, upstream: UpstreamResponse, option
   } catch {
     if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'not valid JSON')
     startReply(res, upstream, false)
+    await commit(options, NONE.usage)
     sink.end(bytes)
     return finish(status, sink, NONE)
   }
 
-  const tapped = tapJson(status, parsed, options.estimatedInputTokens)
+  const tapped = await tapJson(status, parsed, options)
   const renamed = options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel)
   let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
   if (options.transformJson !== undefined) {
@@ -230,18 +260,19 @@ async function relayJson(res: ServerResponse, upstream: UpstreamResponse, option
   }
   startReply(res, upstream, payload !== bytes)
   if (!res.headersSent) res.setHeader('content-length', payload.length)
+  await commit(options, tapped.usage)
   sink.end(payload)
   return finish(status, sink, tapped, { json: parsed })
 }
 
-function refuseUnchecked(res: ServerResponse, upstream: UpstreamResponse, sink: ClientSink, why: string): RelayOutcome {
+function refuseUnchecked(res: ReplySink, upstream: UpstreamResponse, sink: ClientSink, why: string): RelayOutcome {
   upstream.body.destroy()
   const error = gatewayError('upstream_bad_response', { message: `The upstream model server sent a response that is ${why}.` })
   replyError(res, sink, error)
   return finish(error.status, sink, NONE, { error })
 }
 
-async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
   const { status } = upstream
   if (!sink.aborted) {
     startReply(res, upstream, true)
@@ -249,7 +280,12 @@ async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options
     if (!res.hasHeader('cache-control')) res.setHeader('cache-control', 'no-cache')
     // Reverse proxies in front of the gateway (nginx) must not buffer the stream either.
     res.setHeader('x-accel-buffering', 'no')
-    res.flushHeaders()
+    // The headers leave with the first events when those are already here (one write, not
+    // two); otherwise on the next turn of the event loop, so a slow first token never
+    // holds them back.
+    setImmediate(() => {
+      if (!res.headersSent && !sink.aborted) res.flushHeaders()
+    })
     // Each event is one small write; Nagle would hold it back waiting for the next.
     res.socket?.setNoDelay(true)
   }
@@ -257,10 +293,15 @@ async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options
   const parser = new SseParser()
   let reported: Usage | undefined
   const text: string[] = []
-  const forward = (events: ReturnType<SseParser['push']>): string => {
+  /** Writes the events on; `[DONE]`, the stream's last bytes, goes out only after the commit. */
+  const forward = async (events: ReturnType<SseParser['push']>): Promise<void> => {
     let out = ''
     for (const event of events) {
-      if (event.data !== undefined && event.data !== '[DONE]') {
+      if (event.data === '[DONE]') {
+        if (out.length > 0) await sink.write(out)
+        out = ''
+        await commit(options, (await tapped()).usage)
+      } else if (event.data !== undefined) {
         let data: unknown
         try { data = JSON.parse(event.data) } catch { data = undefined }
         const reading = readEvent(data)
@@ -269,42 +310,57 @@ async function relaySse(res: ServerResponse, upstream: UpstreamResponse, options
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
         if (reading.usageOnly && !options.clientWantsUsage) continue
-        let shown = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
+        const renamed = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
         // Upstreams put "usage": null on every chunk once usage is asked for; the client
         // did not ask, so it sees the stream it would have got without the gateway.
-        if (!options.clientWantsUsage) shown = withoutNullUsage(shown)
+        const shown = options.clientWantsUsage ? renamed : withoutNullUsage(renamed)
         if (shown !== data) {
-          out += `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${JSON.stringify(shown)}\n\n`
+          const prefix = event.event === undefined ? '' : `event: ${event.event}\n`
+          // The usual case, on every chunk: only that null went, and it was the last member
+          // of a one-line event. Cut it from the upstream's own text instead of
+          // serialising the whole event again.
+          const cut = renamed === data && event.data.endsWith(NULL_USAGE_TAIL) && !event.data.includes('\n')
+          out += cut
+            ? `${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`
+            : `${prefix}data: ${JSON.stringify(shown)}\n\n`
           continue
         }
       }
       out += event.raw
     }
-    return out
+    if (out.length > 0) await sink.write(out)
   }
-  const tapped = (): Tapped => {
+  const tapped = async (): Promise<Tapped> => {
     if (reported !== undefined) return { usage: reported, usageSource: 'reported' }
     if (status >= 400) return NONE
-    return counted(options.estimatedInputTokens, text.join(''))
+    return counted(options, text.join(''))
   }
 
   try {
     while (!sink.aborted) {
       const next = await chunks.next()
       if (next.done === true) break
-      await sink.write(forward(parser.push(next.value)))
+      await forward(parser.push(next.value))
     }
   } catch (err) {
-    if (sink.aborted) return finish(status, sink, tapped())
+    if (sink.aborted) return finish(status, sink, await tapped())
     const error = upstreamError(err)
     // The status is long gone; an error event is how an OpenAI client learns of it. A
     // half-received event is left out: its lines would run into the error's.
     sink.end(`data: ${JSON.stringify(error.toBody())}\n\n`)
-    return finish(status, sink, tapped(), { error })
+    return finish(status, sink, await tapped(), { error })
   }
   if (!sink.aborted) {
-    await sink.write(forward(parser.end()))
+    await forward(parser.end())
+    // A stream that reported no usage is metered on what it carried, before it ends.
+    const usage = await tapped()
+    if (!sink.aborted) await commit(options, usage.usage)
     sink.end()
+    return finish(status, sink, usage)
   }
-  return finish(status, sink, tapped())
+  if (sink.stalled) {
+    const error = gatewayError('client_read_timeout', { message: `The stream was ended: the client read nothing for ${options.idleReaderMs} ms.` })
+    sink.endStalled(`data: ${JSON.stringify(error.toBody())}\n\n`)
+  }
+  return finish(status, sink, await tapped())
 }

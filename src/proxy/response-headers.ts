@@ -1,7 +1,7 @@
 // Which upstream response headers the client sees. Headers the gateway already set on
 // the reply (x-request-id, x-ratelimit-*) win; headers that describe the upstream's
 // connection, account or host never pass.
-import type { ServerResponse } from 'node:http'
+import type { ReplySink } from './reply-sink.ts'
 
 const NEVER = new Set([
   // Hop-by-hop, and the length: the relay frames the body it actually sends.
@@ -16,7 +16,7 @@ const NEVER = new Set([
 // Only true of the bytes the upstream sent; wrong once the body is rewritten.
 const DESCRIBES_BYTES = new Set(['etag', 'content-md5', 'digest', 'content-digest', 'repr-digest'])
 
-export function copyUpstreamHeaders(res: ServerResponse, headers: Readonly<Record<string, string>>, rewritten: boolean): void {
+export function copyUpstreamHeaders(res: Pick<ReplySink, 'hasHeader' | 'setHeader'>, headers: Readonly<Record<string, string>>, rewritten: boolean): void {
   for (const [name, value] of Object.entries(headers)) {
     if (NEVER.has(name) || res.hasHeader(name)) continue
     // The upstream's limits are the gateway's account limits; the client's own come from the gateway.

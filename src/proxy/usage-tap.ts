@@ -23,9 +23,13 @@ export function bodyUsage(body: unknown): Usage | undefined {
   return isJsonObject(body) ? usageOf(body.usage) : undefined
 }
 
-/** Whether a JSON body is a generation whose output can be counted when usage is missing. */
+/**
+ * Whether a JSON body is one whose tokens can be counted when usage is missing: a
+ * generation (its prompt and output), or a vector store search (its query, which was
+ * embedded; OpenAI reports no usage for it).
+ */
 export function isGeneration(body: unknown): boolean {
-  return isJsonObject(body) && (Array.isArray(body.choices) || body.object === 'response')
+  return isJsonObject(body) && (Array.isArray(body.choices) || body.object === 'response' || body.object === 'vector_store.search_results.page')
 }
 
 function toolCallText(toolCalls: unknown): string {

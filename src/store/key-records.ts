@@ -32,7 +32,7 @@ export function decodeKeyRecord(text: string): KeyRecord {
 }
 
 /** A stable text of any JSON value: object keys sorted at every depth, undefined fields dropped. */
-function canonical(value: unknown): string {
+export function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map((v) => canonical(v === undefined ? null : v)).join(',')}]`
   if (isJsonObject(value)) {
     const fields = Object.keys(value).sort().flatMap((key) =>

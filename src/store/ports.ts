@@ -31,9 +31,14 @@ export interface KeyStore {
   list(filter?: KeyFilter): Promise<KeyRecord[]>
 }
 
-export type OwnedKind = 'file' | 'fine_tuning.job'
+/**
+ * Kinds of objects that belong to an owner. Vector store files need no kind of their own:
+ * one is reached only through its vector store, and attaching a file needs the file.
+ */
+export const OWNED_KINDS = ['file', 'fine_tuning.job', 'vector_store', 'vector_store.file_batch'] as const
+export type OwnedKind = (typeof OWNED_KINDS)[number]
 
-/** Who owns each file and fine-tuning job, whichever backend holds the object itself. */
+/** Who owns each owned object, whichever backend holds the object itself. */
 export interface OwnershipStore {
   claim(kind: OwnedKind, id: string, owner: string): Promise<void>
   ownerOf(kind: OwnedKind, id: string): Promise<string | null>
@@ -53,8 +58,8 @@ export interface UsageRecord {
   readonly requests: number
   readonly inputTokens: number
   readonly outputTokens: number
-  /** Cost in the plan's currency units. */
-  readonly cost: number
+  /** Cost in integer nano-units (10⁻⁹) of the plan's currency: see keys/money.ts. */
+  readonly costNanos: number
 }
 
 export interface UsageQuery {
@@ -71,11 +76,102 @@ export interface UsageStore {
   query(query: UsageQuery): Promise<UsageRecord[]>
 }
 
+// --- RAG gateway accounts, sessions and signing keys (src/accounts, src/tokens) ---------
+
+/** A RAG gateway user. The password is only ever here as its scrypt hash (accounts/password.ts). */
+export interface AccountRecord {
+  /** Stable and never reused (`usr_…`): a token's `sub`. A user deleted and made again gets a new one. */
+  readonly id: string
+  readonly username: string
+  readonly passwordHash: string
+  readonly roles: readonly string[]
+  readonly groups: readonly string[]
+  readonly tenant: string
+  readonly disabled: boolean
+  /** Sessions started before this ISO time are void (set when the password changes). */
+  readonly sessionsValidFrom: string
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export interface AccountStore {
+  /** Adds a new account; StoreConflictError if the username is taken. */
+  insert(account: AccountRecord): Promise<void>
+  get(username: string): Promise<AccountRecord | null>
+  /** Every account, by username. */
+  list(): Promise<AccountRecord[]>
+  /** Compare-and-set, as KeyStore.replace: only if the stored account is still exactly `expected`. */
+  replace(account: AccountRecord, expected: AccountRecord): Promise<ReplaceOutcome>
+  /** True if there was such an account. */
+  remove(username: string): Promise<boolean>
+}
+
+/** A login: the refresh tokens issued for it, one after another, and its access tokens' `sid`. */
+export interface SessionRecord {
+  readonly id: string
+  readonly userId: string
+  readonly username: string
+  readonly createdAt: string
+  /** Nothing of the session is valid after this (the refresh token's lifetime from login). */
+  readonly expiresAt: string
+  readonly revokedAt: string | null
+}
+
+/** What spending a refresh token did. */
+export type RefreshOutcome =
+  | { readonly outcome: 'rotated'; readonly session: SessionRecord }
+  /** The token was spent already: the session is revoked now. */
+  | { readonly outcome: 'reused'; readonly session: SessionRecord }
+  /** The session was revoked (or expired) before. */
+  | { readonly outcome: 'revoked'; readonly session: SessionRecord }
+  | { readonly outcome: 'unknown' }
+
+export interface SessionStore {
+  /** Stores a new session whose current refresh token has hash `refreshHash`. */
+  create(session: SessionRecord, refreshHash: string): Promise<void>
+  get(id: string): Promise<SessionRecord | null>
+  /**
+   * Atomically spends the refresh token of hash `hash` and makes `nextHash` the session's
+   * current one. A token spent before revokes its session (`revokedAt` = now): someone
+   * holds a copy. An expired session is 'revoked'.
+   */
+  rotateRefresh(hash: string, nextHash: string, now: Date): Promise<RefreshOutcome>
+  /** Marks the session revoked; false if there is no such session. */
+  revoke(id: string, now: Date): Promise<boolean>
+}
+
+/** A JWT signing key pair. The private half is sealed (encrypted) by the token side before it gets here. */
+export interface SigningKeyRecord {
+  readonly kid: string
+  readonly alg: 'EdDSA'
+  /** The public JWK, as published at /.well-known/jwks.json. */
+  readonly publicJwk: Readonly<Record<string, string>>
+  readonly sealedPrivateKey: string
+  readonly createdAt: string
+  /** The key is dropped after this: every token it signed has expired. */
+  readonly expiresAt: string
+}
+
+export interface SigningKeyStore {
+  /** Every key in the order added; the last one is the one to sign with. */
+  list(): Promise<SigningKeyRecord[]>
+  /**
+   * Adds `key` as the newest key, but only if the newest is still `expectedLatest` (null:
+   * there is none): of several instances rotating at once, one wins. False if not added.
+   */
+  addIfLatest(key: SigningKeyRecord, expectedLatest: string | null): Promise<boolean>
+  /** Drops a key (never the newest). */
+  remove(kid: string): Promise<void>
+}
+
 export interface Stores {
   readonly kind: 'redis' | 'embedded'
   readonly keys: KeyStore
   readonly ownership: OwnershipStore
   readonly usage: UsageStore
+  readonly accounts: AccountStore
+  readonly sessions: SessionStore
+  readonly signingKeys: SigningKeyStore
   /** True when the store answers now. */
   ping(): Promise<boolean>
   close(): Promise<void>

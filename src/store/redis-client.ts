@@ -1,7 +1,16 @@
 // The one way Tollgate builds a Redis connection. A gateway on the request path must not
 // wait on a dead Redis: commands are never queued while disconnected (they fail at once),
 // every command has a deadline, and the client reconnects by itself in the background.
-import { Redis } from 'ioredis'
+//
+// Three topologies (config/redis-target.ts): one server by URL; a Redis Cluster, where
+// the client follows the slots (MOVED, a failover) by itself; and a Sentinel set, where
+// the client asks the sentinels for the master on every (re)connect. Every multi-key script and MULTI of Tollgate keeps
+// its keys under one hash tag, so all three run the same commands.
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
+import type { RedisTarget } from '../config/redis-target.ts'
+
+/** A connection to any of the three topologies: what the stores, limiter and queue hold. */
+export type RedisConnection = Redis | Cluster
 
 export interface RedisClientOptions {
   /** Longest wait for the reply to one command. */
@@ -39,28 +48,110 @@ function positiveMs(name: string, value: number): number {
   return value
 }
 
-export function createRedisClient(url: string, options: RedisClientOptions): Redis {
+/**
+ * Replies that mean "no master for this right now" rather than "no": a cluster slot whose
+ * master is being replaced (CLUSTERDOWN, TRYAGAIN), a former master now a replica
+ * (READONLY), a replica cut off from its master (MASTERDOWN), a node still loading.
+ */
+const TRANSIENT_REPLY = /^(CLUSTERDOWN|TRYAGAIN|READONLY|MASTERDOWN|LOADING)\b/
+
+/**
+ * Whether a failed command means Redis is (for now) unreachable. ioredis reports a Redis it
+ * cannot reach (refused, reset, timed out, not connected, retries exhausted) as a plain
+ * Error, a MaxRetriesPerRequestError or, on a cluster, a ClusterAllFailedError; during a
+ * failover the server itself answers with one of TRANSIENT_REPLY. Any other ReplyError
+ * (Redis answered "no") and the adapters' own errors are not outages.
+ */
+export function isRedisUnavailable(error: unknown): error is Error {
+  if (!(error instanceof Error)) return false
+  if (error.name === 'Error' || error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError') return true
+  return error.name === 'ReplyError' && TRANSIENT_REPLY.test(error.message)
+}
+
+/** A replica that was the master until a failover answers writes with READONLY: find the master again. */
+function reconnectOnReadonly(error: Error): boolean | 1 | 2 {
+  return error.message.startsWith('READONLY') ? 2 : false
+}
+
+export function createRedisClient(url: string, options: RedisClientOptions): Redis
+export function createRedisClient(target: RedisTarget, options: RedisClientOptions): RedisConnection
+export function createRedisClient(target: RedisTarget | string, options: RedisClientOptions): RedisConnection {
   const commandTimeout = positiveMs('commandTimeoutMs', options.commandTimeoutMs)
   const connectTimeout = positiveMs('connectTimeoutMs', options.connectTimeoutMs ?? Math.max(commandTimeout, 1000))
   const maxDelay = positiveMs('maxReconnectDelayMs', options.maxReconnectDelayMs ?? DEFAULT_MAX_RECONNECT_DELAY_MS)
-  const redis = new Redis(url, {
+  const per = {
     commandTimeout,
     connectTimeout,
     // One resend after a reconnect at most; with the offline queue off this rarely applies.
     maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
     // A socket silent for two command deadlines while replies are owed is dead (a
     // partition sends no RST): drop it and reconnect rather than time out forever.
     // Not for blocking commands (BLPOP...), which this client is not meant for.
     socketTimeout: commandTimeout * 2,
-    retryStrategy: (attempt) => reconnectDelay(attempt, maxDelay),
-    lazyConnect: options.lazyConnect ?? false,
+    // No auto-pipelining, although it halves the socket writes under load: it sends a
+    // command only at the end of the event loop's turn, so a turn that runs long (an
+    // overloaded machine) sends the limiter's admission late and its reply misses the
+    // limiter's deadline, which then takes Redis for down and admits per instance
+    // (test/limits/gateway.test.ts over-admitted so under a loaded full test run).
     ...(options.name === undefined ? {} : { connectionName: options.name }),
-  })
+  } satisfies RedisOptions
+  const retryStrategy = (attempt: number): number => reconnectDelay(attempt, maxDelay)
+  const lazyConnect = options.lazyConnect ?? false
+  const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
+  let redis: RedisConnection
+  if (spec.kind === 'standalone') {
+    redis = new Redis(spec.url, { ...per, enableOfflineQueue: false, retryStrategy, lazyConnect })
+  } else if (spec.kind === 'sentinel') {
+    redis = new Redis(sentinelOptions(spec, { ...per, enableOfflineQueue: false, retryStrategy, lazyConnect }))
+  } else {
+    redis = new Cluster(spec.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(spec, per, { lazyConnect, retryStrategy, connectTimeout }))
+  }
   // Without a listener ioredis prints every connection error to stderr.
   const onError = options.onError ?? (() => {})
   redis.on('error', (error: Error) => onError(error))
   return redis
+}
+
+/** ioredis options of a Sentinel-backed connection to the master, on top of `base`. */
+export function sentinelOptions(target: Extract<RedisTarget, { kind: 'sentinel' }>, base: RedisOptions): RedisOptions {
+  return {
+    ...base,
+    sentinels: target.sentinels.map((s) => ({ host: s.host, port: s.port })),
+    name: target.masterName,
+    role: 'master',
+    ...target.auth,
+    ...(target.sentinelAuth.username === undefined ? {} : { sentinelUsername: target.sentinelAuth.username }),
+    ...(target.sentinelAuth.password === undefined ? {} : { sentinelPassword: target.sentinelAuth.password }),
+    ...(target.tls ? { tls: {} } : {}),
+    ...(target.sentinelTls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+    // Not ioredis's failoverDetector (+switch-master): in tests it left one client in three
+    // ended for good after a failover (status "end", never reconnecting). A dead master
+    // closes the connection anyway, and the reconnect asks the sentinels again.
+    sentinelRetryStrategy: (attempt: number) => reconnectDelay(attempt, 2000),
+    reconnectOnError: reconnectOnReadonly,
+  }
+}
+
+/** ioredis options of a cluster client; `per` applies to each node's connection. */
+export function clusterOptions(
+  target: Extract<RedisTarget, { kind: 'cluster' }>,
+  per: Omit<RedisOptions, 'port' | 'host' | 'path' | 'sentinels' | 'retryStrategy' | 'enableOfflineQueue' | 'readOnly' | 'himportFieldsets'>,
+  options: { readonly lazyConnect: boolean; readonly retryStrategy: (attempt: number) => number; readonly connectTimeout: number; readonly enableOfflineQueue?: boolean },
+): ClusterOptions {
+  return {
+    redisOptions: { ...per, ...target.auth, ...(target.tls ? { tls: {} } : {}) },
+    enableOfflineQueue: options.enableOfflineQueue ?? false,
+    lazyConnect: options.lazyConnect,
+    clusterRetryStrategy: options.retryStrategy,
+    // While a master is replaced its slots answer nothing, then CLUSTERDOWN or MOVED: a
+    // command is tried again every 100 ms within its deadline, and the slot map is read
+    // again whenever a node fails, so the new master is found by itself.
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 100,
+    retryDelayOnTryAgain: 100,
+    slotsRefreshTimeout: options.connectTimeout,
+    slotsRefreshInterval: 1000,
+  }
 }
 
 /**
@@ -68,7 +159,7 @@ export function createRedisClient(url: string, options: RedisClientOptions): Red
  * client's first, or a reconnect already dialling), bounded by the connect and command
  * timeouts; rejects at once when none is (Redis down between retries, or closed).
  */
-export function whenReady(redis: Redis): Promise<void> {
+export function whenReady(redis: RedisConnection): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve()
   // connect() moves the status to "connecting" synchronously; its own rejection is
   // reported through the events below.
@@ -76,7 +167,8 @@ export function whenReady(redis: Redis): Promise<void> {
   if (redis.status !== 'connecting' && redis.status !== 'connect') {
     return Promise.reject(new Error(`Redis is not connected (${redis.status})`))
   }
-  const limitMs = (redis.options.connectTimeout ?? 10_000) + (redis.options.commandTimeout ?? 0)
+  const own = redis instanceof Cluster ? redis.options.redisOptions ?? {} : redis.options
+  const limitMs = (own.connectTimeout ?? 10_000) + (own.commandTimeout ?? 0)
   return new Promise<void>((resolve, reject) => {
     const settle = (error?: Error): void => {
       clearTimeout(timer)
@@ -95,10 +187,25 @@ export function whenReady(redis: Redis): Promise<void> {
   })
 }
 
-/** True when Redis answers PING now. Never throws; bounded by the client's timeouts. */
-export async function pingRedis(redis: Redis): Promise<boolean> {
+/** Closes a connection: QUIT when it answers, a plain disconnect when it does not. */
+export async function closeRedis(redis: RedisConnection): Promise<void> {
+  if (redis.status === 'end') return
+  try {
+    await redis.quit()
+  } catch {
+    redis.disconnect()
+  }
+}
+
+/**
+ * True when Redis answers now. Never throws; bounded by the client's timeouts. With
+ * `slotKey`, a read of that key instead of PING: on a cluster any node answers PING, but
+ * only the master of the key's slot (hash tag) serves the data.
+ */
+export async function pingRedis(redis: RedisConnection, slotKey?: string): Promise<boolean> {
   try {
     await whenReady(redis)
+    if (slotKey !== undefined) return typeof (await redis.exists(slotKey)) === 'number'
     return (await redis.ping()) === 'PONG'
   } catch {
     return false

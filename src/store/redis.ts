@@ -8,12 +8,13 @@
 // client reads again, a bounded number of times). WATCH is avoided: it needs a connection
 // of its own, and this client is shared.
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
 import type { KeyRecord } from '../keys/record.ts'
 import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
-import { pingRedis, whenReady } from './redis-client.ts'
+import { redisAuthStores } from './redis-auth.ts'
+import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from './redis-client.ts'
+import { NANOS_PER_UNIT } from '../keys/money.ts'
 import { checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber } from './usage-rows.ts'
 
 /** Rounds of read-then-compare-and-set before a write gives up under contention. */
@@ -21,12 +22,12 @@ const CAS_ATTEMPTS = 16
 /** Commands per pipeline when reading many rows. */
 const BATCH = 500
 
-interface Script {
+export interface Script {
   readonly source: string
   readonly sha: string
 }
 
-function script(source: string): Script {
+export function script(source: string): Script {
   return { source, sha: createHash('sha1').update(source).digest('hex') }
 }
 
@@ -86,6 +87,25 @@ redis.call('ZREM', KEYS[2], ARGV[2])
 return 'ok'
 `)
 
+// KEYS: every row's index, then per row: the row, its key's index
+// ARGV: per row: requests, inputTokens, outputTokens, costNanos, keyId, model, day, owner, tier, day number
+// One script rather than a MULTI of nine commands a row: one command to send, encode and
+// answer on every call's settle (and it joins the limiter's settle in one auto-pipelined write).
+// Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles.
+const ADD_USAGE = script(`
+for i = 0, (#KEYS - 1) / 2 - 1 do
+  local row, ofKey, a = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 10 * i
+  redis.call('HINCRBY', row, 'requests', ARGV[a + 1])
+  redis.call('HINCRBY', row, 'inputTokens', ARGV[a + 2])
+  redis.call('HINCRBY', row, 'outputTokens', ARGV[a + 3])
+  redis.call('HINCRBY', row, 'costNanos', ARGV[a + 4])
+  redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9])
+  redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
+  redis.call('ZADD', ofKey, ARGV[a + 10], row)
+end
+return 'ok'
+`)
+
 /** The key names of one namespace. Usage parts are URI-encoded so ':' in a model can't collide. */
 export function redisKeys(prefix: string) {
   if (prefix.includes('{') || prefix.includes('}')) {
@@ -110,19 +130,18 @@ export function redisKeys(prefix: string) {
 }
 
 /**
- * What a failed call means for the caller. ioredis reports a Redis it cannot reach (refused,
- * reset, timed out, not connected, retries exhausted) as a plain Error or a
- * MaxRetriesPerRequestError: those become StoreUnavailableError. A ReplyError (Redis
- * answered "no") and this adapter's own errors (conflicts, corrupt values, unexpected
- * replies: other classes) pass through unchanged.
+ * What a failed call means for the caller. A Redis it cannot reach, or one in the middle
+ * of a failover (isRedisUnavailable), becomes StoreUnavailableError. Any other ReplyError
+ * (Redis answered "no") and this adapter's own errors (conflicts, corrupt values,
+ * unexpected replies: other classes) pass through unchanged.
  */
 function unavailable(error: unknown): unknown {
-  if (!(error instanceof Error) || (error.name !== 'Error' && error.name !== 'MaxRetriesPerRequestError')) return error
+  if (!isRedisUnavailable(error)) return error
   return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
 }
 
 /** A script or transaction answered something it never should: a bug, not an outage. */
-function unexpected(what: string, reply: unknown): TypeError {
+export function unexpected(what: string, reply: unknown): TypeError {
   return new TypeError(`${what} answered ${JSON.stringify(reply)}`)
 }
 
@@ -136,27 +155,31 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
   return out
 }
 
-export function createRedisStores(redis: Redis, prefix: string): Stores {
+/** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
+export async function withRedis<T>(redis: RedisConnection, fn: () => Promise<T>): Promise<T> {
+  try {
+    if (redis.status !== 'ready') await whenReady(redis)
+    return await fn()
+  } catch (error) {
+    throw unavailable(error)
+  }
+}
+
+/** EVALSHA, falling back to EVAL when Redis does not have the script yet. */
+export async function runScript(redis: RedisConnection, s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+  try {
+    return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
+  } catch (error) {
+    if (!isNoScript(error)) throw error
+    return await redis.eval(s.source, keys.length, ...keys, ...args)
+  }
+}
+
+export function createRedisStores(redis: RedisConnection, prefix: string): Stores {
   const k = redisKeys(prefix)
 
-  /** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
-  async function io<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      if (redis.status !== 'ready') await whenReady(redis)
-      return await fn()
-    } catch (error) {
-      throw unavailable(error)
-    }
-  }
-
-  async function run(s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
-    } catch (error) {
-      if (!isNoScript(error)) throw error
-      return await redis.eval(s.source, keys.length, ...keys, ...args)
-    }
-  }
+  const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
+  const run = (s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> => runScript(redis, s, keys, args)
 
   /** Runs a pipeline or MULTI and returns its replies, throwing the first error among them. */
   async function replies(batch: { exec(): Promise<[Error | null, unknown][] | null> }): Promise<unknown[]> {
@@ -255,21 +278,16 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
     add: async (records) => {
       checkUsageRecords(records)
       if (records.length === 0) return
+      const keys: string[] = [k.usageRows]
+      const args: Array<string | number> = []
+      for (const r of records) {
+        keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
+        args.push(r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier, dayNumber(r.day))
+      }
+      // One script: the whole batch applies, and no reader sees half a row.
       await io(async () => {
-        // One MULTI: the whole batch applies or none of it, and no reader sees half a row.
-        const tx = redis.multi()
-        for (const r of records) {
-          const row = k.usageRow(r.keyId, r.model, r.day)
-          const day = dayNumber(r.day)
-          tx.hincrby(row, 'requests', r.requests)
-          tx.hincrby(row, 'inputTokens', r.inputTokens)
-          tx.hincrby(row, 'outputTokens', r.outputTokens)
-          tx.hincrbyfloat(row, 'cost', r.cost)
-          tx.hset(row, 'keyId', r.keyId, 'model', r.model, 'day', r.day, 'owner', r.owner, 'tier', r.tier)
-          tx.zadd(k.usageRows, day, row)
-          tx.zadd(k.usageRowsOfKey(r.keyId), day, row)
-        }
-        await replies(tx)
+        const outcome = await run(ADD_USAGE, keys, args)
+        if (outcome !== 'ok') throw unexpected('ADD_USAGE', outcome)
       })
     },
 
@@ -299,15 +317,9 @@ export function createRedisStores(redis: Redis, prefix: string): Stores {
     keys,
     ownership,
     usage,
-    ping: () => pingRedis(redis),
-    async close() {
-      if (redis.status === 'end') return
-      try {
-        await redis.quit()
-      } catch {
-        redis.disconnect()
-      }
-    },
+    ...redisAuthStores(redis, k.base),
+    ping: () => pingRedis(redis, `${k.base}ping`),
+    close: () => closeRedis(redis),
   }
 }
 
@@ -322,6 +334,7 @@ function usageRow(fields: unknown): UsageRecord | null {
     requests: Number(f.requests ?? 0),
     inputTokens: Number(f.inputTokens ?? 0),
     outputTokens: Number(f.outputTokens ?? 0),
-    cost: Number(f.cost ?? 0),
+    // Rows written before costs were kept in nano-units hold a float `cost` as well.
+    costNanos: Number(f.costNanos ?? 0) + Math.round(Number(f.cost ?? 0) * NANOS_PER_UNIT),
   }
 }

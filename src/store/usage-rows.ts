@@ -22,7 +22,7 @@ export function checkUsageRecords(records: readonly UsageRecord[]): void {
     if (!isCount(r.requests) || !isCount(r.inputTokens) || !isCount(r.outputTokens)) {
       throw new RangeError(`usage counters must be non-negative integers (key ${r.keyId}, model ${r.model}, day ${r.day})`)
     }
-    if (!Number.isFinite(r.cost) || r.cost < 0) throw new RangeError(`usage cost must be a non-negative number (key ${r.keyId})`)
+    if (!isCount(r.costNanos)) throw new RangeError(`usage cost must be a non-negative integer of nano-units (key ${r.keyId})`)
   }
 }
 

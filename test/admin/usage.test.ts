@@ -10,11 +10,13 @@ import { request } from '../helpers/http.ts'
 import { adminCall, isError } from './helpers.ts'
 
 const plans = loadPlans(join(resolve(import.meta.dirname, '../..'), 'config/plans.yaml'))
-const price = (tier: string, model: string, input: number, output: number): number => {
+/** Cost in hundredths of a currency unit per million tokens: exact, since the catalogue's prices have two decimals. */
+const centsPerMillion = (tier: string, model: string, input: number, output: number): number => {
   const { limits } = resolveLimits(plans, { tier, limits: null }, model)
-  return ((limits.input_price ?? 0) * input + (limits.output_price ?? 0) * output) / 1e6
+  return Math.round((limits.input_price ?? 0) * 100) * input + Math.round((limits.output_price ?? 0) * 100) * output
 }
-const close = (a: number, b: number): boolean => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b))
+/** The exact decimal cost, as the nearest double: what the API must answer, to the last digit. */
+const price = (tier: string, model: string, input: number, output: number): number => centsPerMillion(tier, model, input, output) / 1e8
 
 let gw: RunningTollgate
 let admin: ReturnType<typeof adminCall>
@@ -60,17 +62,17 @@ t.test('per key: rows per model and day, totals, cost from the plan', async (t) 
   t.equal(body.key_id, k.id)
   t.equal(body.to, today, 'to defaults to today')
   t.equal(body.data.length, 2, 'one row per (model, day)')
-  let cost = 0
+  let cents = 0
   for (const [model, e] of expected) {
     const row = body.data.find((r) => r.model === model)
     t.match(row, { day: today, requests: e.requests, input_tokens: e.input, output_tokens: e.output }, `${model}: what the backend reported`)
     const want = price('Standard4000', model, e.input, e.output)
     t.ok(want > 0, `${model} has a price`)
-    t.ok(close(row?.cost ?? -1, want), `${model}: cost ${row?.cost} = ${want} from the plan's prices`)
-    cost += want
+    t.equal(row?.cost, want, `${model}: cost ${row?.cost}, exactly the plan's prices`)
+    cents += centsPerMillion('Standard4000', model, e.input, e.output)
   }
   t.match(body.totals, { requests: 5, input_tokens: [...expected.values()].reduce((s, e) => s + e.input, 0), output_tokens: [...expected.values()].reduce((s, e) => s + e.output, 0) })
-  t.ok(close(body.totals.cost, cost), 'total cost')
+  t.equal(body.totals.cost, cents / 1e8, `total cost ${body.totals.cost}, exact: no float noise`)
   t.same(body.by_model?.map((r) => r.model), ['claude-sonnet-4', 'gpt-4o'])
 
   const past = (await admin('GET', `/admin/keys/${k.id}/usage?from=2020-01-01&to=2020-01-31`)).json<UsageReply>()
@@ -97,7 +99,7 @@ t.test('across keys: grouped by key, owner, tier or model, by day on request, fi
   const byTier = await q(`group_by=tier&owner=${owner}`)
   t.same(byTier.data.map((r) => r.tier), ['Standard1000', 'Standard4000'])
   const s1000 = byTier.data.find((r) => r.tier === 'Standard1000')
-  t.ok(close(s1000?.cost ?? -1, price('Standard1000', 'gpt-4o', ub.prompt_tokens, ub.completion_tokens)), 'each tier costed at its own prices')
+  t.equal(s1000?.cost, price('Standard1000', 'gpt-4o', ub.prompt_tokens, ub.completion_tokens), 'each tier costed at its own prices')
   const byModel = await q(`group_by=model&owner=${owner}&granularity=day`)
   t.match(byModel.data, [{ day: today, model: 'gpt-4o', requests: 2 }])
   const tierFilter = await q(`group_by=key&owner=${owner}&tier=Standard1000`)

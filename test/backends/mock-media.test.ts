@@ -42,7 +42,7 @@ t.test('embeddings: 256 unit-length dimensions by default, deterministic, distin
   t.ok(Math.abs(norm(a ?? []) - 1) < 1e-5, 'L2-normalised')
   t.same(a, a2, 'same text, same vector')
   t.not(JSON.stringify(a), JSON.stringify(b), 'other text, other vector')
-  t.same(res.usage, { prompt_tokens: countInputTokens(['alpha', 'beta', 'alpha']), total_tokens: countInputTokens(['alpha', 'beta', 'alpha']) })
+  t.same(res.usage, { prompt_tokens: await countInputTokens(['alpha', 'beta', 'alpha']), total_tokens: await countInputTokens(['alpha', 'beta', 'alpha']) })
 })
 
 t.test('embeddings: base64 is little-endian float32 of the same vector, at the asked dimensions', async (t) => {
@@ -131,7 +131,7 @@ t.test('image generation: n valid 16x16 PNGs, coloured by the prompt', async (t)
   const other = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { model: 'img', prompt: 'a blue circle' })))
   t.not(other.data?.[0]?.b64_json, res.data?.[0]?.b64_json, 'another prompt, another picture')
   t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens],
-    [countTextTokens('a red square'), 2 * 272, countTextTokens('a red square') + 2 * 272])
+    [await countTextTokens('a red square'), 2 * 272, await countTextTokens('a red square') + 2 * 272])
 
   const url = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { prompt: 'a red square', response_format: 'url' })))
   t.match(url.data?.[0]?.url, /^data:image\/png;base64,/)
@@ -155,7 +155,7 @@ t.test('image edits: multipart with one or more images', async (t) => {
   const res = await json<OpenAI.ImagesResponse>(await backend.send(request('images.edits', '/images/edits', await multipartBody(parts, t.testdir()))))
   t.equal(res.data?.length, 2)
   for (const d of res.data ?? []) t.ok(readPng(Buffer.from(d.b64_json ?? '', 'base64')).crcsOk)
-  t.equal(res.usage?.input_tokens, countTextTokens('make it blue') + 2 * 85, 'text tokens plus a flat price per image')
+  t.equal(res.usage?.input_tokens, await countTextTokens('make it blue') + 2 * 85, 'text tokens plus a flat price per image')
 
   const noImage = await backend.send(request('images.edits', '/images/edits', await multipartBody([{ name: 'prompt', value: 'x' }], t.testdir())))
   t.equal((await json<OpenAIErrorBody>(noImage, 400)).error.param, 'image')
@@ -176,7 +176,7 @@ t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) =
   const usage = body.usage as OpenAI.Audio.Transcription.Tokens
   t.equal(usage.type, 'tokens')
   t.equal(usage.input_tokens, 30, '3 seconds at 16 kB/s, 10 audio tokens a second')
-  t.equal(usage.output_tokens, countTextTokens(body.text))
+  t.equal(usage.output_tokens, await countTextTokens(body.text))
   t.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens)
 
   const again = await json<OpenAI.Audio.Transcription>(await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form())))

@@ -92,7 +92,8 @@ t.test('files: refusals', async (t) => {
   t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.create', 'POST', '/files', badPurpose)), 400)).error.param, 'purpose')
   t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.list', 'GET', '/files?limit=0')), 400)).error.param, 'limit')
   t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.list', 'GET', '/files?after=file-nope')), 400)).error.param, 'after')
-  t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.list', 'GET', '/files/a/content')), 404)).error.code, 'unknown_url')
+  t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.content', 'GET', '/files/a/content')), 404)).error.param, 'id', 'content of a file that does not exist')
+  t.equal((await json<OpenAIErrorBody>(await backend.send(call('files.list', 'GET', '/files/a/other')), 404)).error.code, 'unknown_url')
   await backend.close()
 })
 

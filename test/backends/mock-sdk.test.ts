@@ -93,7 +93,7 @@ t.test('chat: create, stream, and the stream helper', async (t) => {
 
 t.test('legacy completions', async (t) => {
   const res = await client.completions.create({ model: 'gpt-x', prompt: 'Once', max_tokens: 5 })
-  t.equal(countTextTokens(res.choices[0]?.text ?? ''), 5)
+  t.equal(await countTextTokens(res.choices[0]?.text ?? ''), 5)
   let text = ''
   for await (const chunk of await client.completions.create({ model: 'gpt-x', prompt: 'Once', max_tokens: 5, stream: true })) text += chunk.choices[0]?.text ?? ''
   t.equal(text, res.choices[0]?.text)

@@ -57,10 +57,10 @@ t.test('chat completion: shape, determinism, and usage from the tokenizer', asyn
   t.match(choice.message.content, /^This is Tollgate's mock backend replying to prompt #[0-9a-f]{6}\./)
   t.equal(choice.finish_reason, 'stop', 'the default length ends by itself')
   const content = choice.message.content ?? ''
-  t.equal(countTextTokens(content), CONFIG.defaultCompletionTokens, 'the default length, in tokens')
+  t.equal(await countTextTokens(content), CONFIG.defaultCompletionTokens, 'the default length, in tokens')
   t.same(body.usage && {
     prompt: body.usage.prompt_tokens, completion: body.usage.completion_tokens, total: body.usage.total_tokens,
-  }, { prompt: countChatTokens(messages), completion: countTextTokens(content), total: countChatTokens(messages) + countTextTokens(content) })
+  }, { prompt: await countChatTokens(messages), completion: await countTextTokens(content), total: await countChatTokens(messages) + await countTextTokens(content) })
 
   const again = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'gpt-test', messages })))
   t.equal(again.choices[0]?.message.content, content, 'same prompt, same answer')
@@ -82,7 +82,7 @@ t.test('chat completion: max_completion_tokens, then max_tokens, cut the reply w
   ] as const) {
     const body = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, ...limits })))
     const content = body.choices[0]?.message.content ?? ''
-    t.equal(countTextTokens(content), expected, `${JSON.stringify(limits)}: ${expected} tokens`)
+    t.equal(await countTextTokens(content), expected, `${JSON.stringify(limits)}: ${expected} tokens`)
     t.equal(body.usage?.completion_tokens, expected)
     t.equal(body.choices[0]?.finish_reason, 'length')
   }
@@ -95,7 +95,7 @@ t.test('chat completion: exact token budgets hold for many prompts and lengths',
       const body = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', {
         model: 'm', messages: [{ role: 'user', content: prompt }], max_tokens: budget,
       })))
-      if (countTextTokens(body.choices[0]?.message.content ?? '') === budget) checked++
+      if (await countTextTokens(body.choices[0]?.message.content ?? '') === budget) checked++
     }
   }
   t.equal(checked, 180, 'every reply is exactly as long as asked')
@@ -106,7 +106,7 @@ t.test('chat completion: n choices differ, and usage sums them', async (t) => {
   t.same(body.choices.map((c) => c.index), [0, 1, 2])
   const texts = body.choices.map((c) => c.message.content ?? '')
   t.equal(new Set(texts).size, 3, 'three different replies')
-  t.equal(body.usage?.completion_tokens, texts.reduce((sum, text) => sum + countTextTokens(text), 0))
+  t.equal(body.usage?.completion_tokens, (await Promise.all(texts.map((text) => countTextTokens(text)))).reduce((sum, n) => sum + n, 0))
   const single = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, max_tokens: 30 })))
   t.equal(single.choices[0]?.message.content, texts[0], 'choice 0 is the lone reply')
 })
@@ -141,7 +141,7 @@ t.test('chat stream with include_usage: usage null on each chunk, then a usage c
   t.same(last.choices, [], 'the usage chunk has no choices')
   const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')
   t.same(last.usage && [last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens],
-    [countChatTokens(messages), countTextTokens(text), countChatTokens(messages) + countTextTokens(text)])
+    [await countChatTokens(messages), await countTextTokens(text), await countChatTokens(messages) + await countTextTokens(text)])
   t.ok(chunks.slice(0, -1).every((c) => c.usage === null), 'every other chunk says usage: null')
   t.equal(chunks.at(-2)?.choices[0]?.finish_reason, 'stop', 'the default length ends by itself')
 })
@@ -187,15 +187,15 @@ t.test('legacy completions: text_completion, prompt arrays, streaming', async (t
   const body = await json<OpenAI.Completion>(await backend.send(post('completions', '/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 9 })))
   t.equal(body.object, 'text_completion')
   t.match(body.id, /^cmpl-/)
-  t.equal(countTextTokens(body.choices[0]?.text ?? ''), 9)
+  t.equal(await countTextTokens(body.choices[0]?.text ?? ''), 9)
   t.equal(body.choices[0]?.finish_reason, 'length')
-  t.equal(body.usage?.prompt_tokens, countInputTokens('Once upon a time'))
+  t.equal(body.usage?.prompt_tokens, await countInputTokens('Once upon a time'))
 
   const many = await json<OpenAI.Completion>(await backend.send(post('completions', '/completions', { model: 'm', prompt: ['first prompt here', 'second one'], n: 2 })))
   t.equal(many.choices.length, 4, 'n choices for each prompt')
   t.same(many.choices.map((c) => c.index), [0, 1, 2, 3])
   t.equal(many.choices[0]?.finish_reason, 'stop')
-  t.equal(many.usage?.prompt_tokens, countInputTokens(['first prompt here', 'second one']))
+  t.equal(many.usage?.prompt_tokens, await countInputTokens(['first prompt here', 'second one']))
   t.equal(many.usage?.completion_tokens, 4 * CONFIG.defaultCompletionTokens)
   t.not(many.choices[0]?.text, many.choices[2]?.text, 'different prompts, different text')
 
@@ -239,7 +239,7 @@ t.test('responses: a completed response with one assistant message', async (t) =
   t.same(part.annotations, [])
   const input = [{ role: 'user', content: 'Write one line.' }]
   t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens],
-    [countChatTokens(input), countTextTokens(part.text), countChatTokens(input) + countTextTokens(part.text)])
+    [await countChatTokens(input), await countTextTokens(part.text), await countChatTokens(input) + await countTextTokens(part.text)])
   t.equal(res.usage?.output_tokens, CONFIG.defaultCompletionTokens)
   t.equal(res.usage?.input_tokens_details.cached_tokens, 0)
   t.equal(res.usage?.output_tokens_details.reasoning_tokens, 0)
@@ -258,7 +258,7 @@ t.test('responses: message arrays, instructions and max_output_tokens', async (t
     model: 'm', input, instructions: 'Be brief.', max_output_tokens: 12,
   })))
   const counted = [{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hello' }, { role: 'assistant', content: 'Hi.' }, { role: 'user', content: 'And now?' }]
-  t.equal(res.usage?.input_tokens, countChatTokens(counted))
+  t.equal(res.usage?.input_tokens, await countChatTokens(counted))
   t.equal(res.usage?.output_tokens, 12)
   t.equal(res.instructions, 'Be brief.')
   t.equal(res.max_output_tokens, 12)
@@ -295,7 +295,7 @@ t.test('responses stream: the full event sequence, deltas adding up, usage on co
   t.equal(text, wholeText, 'deltas add up to the non-streamed text')
   const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent
   t.equal(completed.response.status, 'completed')
-  t.equal(completed.response.usage?.output_tokens, countTextTokens(text))
+  t.equal(completed.response.usage?.output_tokens, await countTextTokens(text))
   const created = events[0] as OpenAI.Responses.ResponseCreatedEvent
   t.equal(created.response.status, 'in_progress')
   t.equal(created.response.usage, null)

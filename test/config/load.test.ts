@@ -77,3 +77,53 @@ function catchError(fn: () => unknown): Error | undefined {
   }
   return undefined
 }
+
+t.test('queue settings: defaults, and a priority for a tier that does not exist is refused', async (t) => {
+  const config = loadConfig({ path: DEFAULT, env: {} })
+  t.equal(config.queue.maxWaitMs, 600_000)
+  t.equal(config.queue.resultTtlSeconds, 86_400)
+  t.same(config.queue.tierPriority, {})
+  const good = writeConfig((doc) => { doc.queue = { tierPriority: { Standard4000: 1, Basic: 10 }, concurrency: 0 } })
+  t.same(loadConfig({ path: good, env: {} }).queue.tierPriority, { Standard4000: 1, Basic: 10 })
+  const bad = writeConfig((doc) => { doc.queue = { tierPriority: { Platinum: 1 } } })
+  t.throws(() => loadConfig({ path: bad, env: {} }), /queue\.tierPriority\.Platinum: unknown tier "Platinum"/)
+  const negative = writeConfig((doc) => { doc.queue = { maxWaitMs: -1 } })
+  t.throws(() => loadConfig({ path: negative, env: {} }), /queue\.maxWaitMs/)
+})
+
+t.test('Redis topologies: one server, a cluster or a Sentinel set, from the file or the environment', async (t) => {
+  t.equal(loadConfig({ path: DEFAULT, env: {} }).redis, undefined, 'embedded by default')
+  t.same(loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://127.0.0.1:6379' } }).redis, { kind: 'standalone', url: 'redis://127.0.0.1:6379' })
+
+  const cluster = loadConfig({ path: DEFAULT, env: { REDIS_CLUSTER_NODES: '10.0.0.1:7000, 10.0.0.2:7000,[::1]:7001', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' } })
+  t.same(cluster.redis, {
+    kind: 'cluster',
+    nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7000 }, { host: '::1', port: 7001 }],
+    tls: true,
+    auth: { password: 'pw' },
+  })
+  t.notMatch(JSON.stringify(cluster.store), /pw/, 'the password is not in the store section')
+
+  const sentinel = loadConfig({ path: DEFAULT, env: { REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'tollgate', REDIS_SENTINEL_PASSWORD: 'spw' } })
+  t.same(sentinel.redis, {
+    kind: 'sentinel',
+    sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }],
+    masterName: 'tollgate',
+    tls: false,
+    sentinelTls: false,
+    auth: {},
+    sentinelAuth: { password: 'spw' },
+  })
+
+  const fromFile = writeConfig((doc) => { (doc.store as Record<string, unknown>).redisSentinel = { sentinels: ['127.0.0.1:27200'], masterName: 'm', sentinelTls: true } })
+  t.match(loadConfig({ path: fromFile, env: {} }).redis, { kind: 'sentinel', masterName: 'm', sentinelTls: true })
+  t.match(loadConfig({ path: fromFile, env: { REDIS_URL: 'redis://x:1' } }).redis, { kind: 'standalone' }, 'the environment replaces the file\'s topology')
+
+  const both = writeConfig((doc) => { Object.assign(doc.store as Record<string, unknown>, { redisUrl: 'redis://x:1', redisCluster: { nodes: ['x:2'] } }) })
+  t.throws(() => loadConfig({ path: both, env: {} }), /store: set at most one of redisUrl, redisCluster and redisSentinel/)
+  const badNode = writeConfig((doc) => { (doc.store as Record<string, unknown>).redisCluster = { nodes: ['no-port'] } })
+  t.throws(() => loadConfig({ path: badNode, env: {} }), /store\.redisCluster\.nodes\.0: must be host:port/)
+  t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_SENTINELS: 's1:1' } }), /REDIS_SENTINEL_NAME: required/)
+  t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://x:1', REDIS_CLUSTER_NODES: 'x:1' } }), /set at most one/)
+  t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_CLUSTER_NODES: 'x:1', REDIS_TLS: 'yes' } }), /REDIS_TLS: must be true or false/)
+})

@@ -148,6 +148,16 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     const mine: string[] = []
     for await (const f of subject().client.files.list()) mine.push(f.id)
     t.ok(mine.includes(file.id))
+    const content = await subject().client.files.content(file.id)
+    t.equal(await content.text(), '{"messages":[]}\n', 'files.content gives the bytes back')
+    // Several megabytes of every byte value come back exactly, streamed through.
+    const big = Buffer.alloc(6 * 1024 * 1024)
+    for (let i = 0; i < big.length; i++) big[i] = (i * 7919) % 256
+    const bigFile = await subject().client.files.create({ file: await toFile(big, 'big.bin'), purpose: 'user_data' })
+    const bigContent = Buffer.from(await (await subject().client.files.content(bigFile.id)).arrayBuffer())
+    t.equal(bigContent.length, big.length, 'a 6 MiB file: every byte')
+    t.ok(bigContent.equals(big), 'and the same bytes')
+    await subject().client.files.delete(bigFile.id)
 
     const job = await subject().client.fineTuning.jobs.create({ model: CHAT, training_file: file.id })
     t.equal(job.object, 'fine_tuning.job')
@@ -175,6 +185,7 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.notOk(theirs.includes(file.id), 'not in their file list')
     await rejectsWith(t, other.files.delete(file.id), 404, 'cannot delete it')
     await rejectsWith(t, other.files.retrieve(file.id), 404, 'cannot read it')
+    await rejectsWith(t, other.files.content(file.id), 404, 'cannot read its content')
     await rejectsWith(t, other.fineTuning.jobs.retrieve(job.id), 404)
     await rejectsWith(t, other.fineTuning.jobs.cancel(job.id), 404)
     await rejectsWith(t, other.fineTuning.jobs.listEvents(job.id), 404)

@@ -12,7 +12,9 @@ const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
 t.test('Prometheus scrapes the metrics listener', async (t) => {
   const found = spawnSync(PROMETHEUS, ['--version'], { stdio: 'ignore' })
   // CI installs Prometheus (Debian package `prometheus`); without it this test fails, it never skips.
-  t.equal(found.status, 0, `${PROMETHEUS} is installed`)
+  t.equal(found.status, 0, `${PROMETHEUS} is installed`, {
+    howToFix: 'Install it (Debian/Ubuntu: apt-get install prometheus; elsewhere a release binary on the PATH), or set PROMETHEUS_BIN to its path. bash .ci/run installs it.',
+  })
   if (found.status !== 0) return
 
   const gw = await startTollgate()

@@ -39,12 +39,24 @@ t.test('no key, wrong key, mistyped key: 401 and the key never echoed', async (t
   const typo = key.slice(0, -1) + (key.endsWith('a') ? 'b' : 'a')
   const typoRes = await chat({ authorization: `Bearer ${typo}`, 'content-type': 'application/json' }, goodBody)
   isOpenAIError(t, typoRes, 401, 'invalid_api_key', 'mistyped key')
+  t.match(typoRes.json().error.message, /looks mistyped or truncated/, 'the message says the key looks mistyped')
   t.notMatch(typoRes.text, typo.slice(4, 20))
+  const short = await chat({ authorization: `Bearer ${key.slice(0, -3)}`, 'content-type': 'application/json' }, goodBody)
+  isOpenAIError(t, short, 401, 'invalid_api_key', 'truncated key')
+  t.match(short.json().error.message, /truncated/, 'a key of the wrong length: may be truncated')
+  const foreign = await chat({ authorization: 'Bearer sk-proj-abcdefghijklmnop', 'content-type': 'application/json' }, goodBody)
+  t.match(foreign.json().error.message, /start with 'tg1_'/, 'a key of another service: says what ours look like')
+  t.notMatch(foreign.text, 'abcdefghijklmnop')
   isOpenAIError(t, await request(`${gw.url}/v2/models`), 401, 'invalid_api_key', 'models without a key')
 })
 
 t.test('malformed JSON, wrong types, missing fields: 400', async (t) => {
-  isOpenAIError(t, await chat(auth(), '{"model": "x", '), 400, 'invalid_json', 'truncated JSON')
+  const truncated = await chat(auth(), '{"model": "x", ')
+  isOpenAIError(t, truncated, 400, 'invalid_json', 'truncated JSON')
+  // After authentication, a refusal still says where the key's limits stand (its tier's
+  // defaults: the body named no model the gateway could read).
+  t.equal(truncated.headers.get('x-ratelimit-limit-requests'), '60', 'a malformed body carries the x-ratelimit-* headers')
+  t.ok(truncated.headers.get('x-ratelimit-remaining-requests') !== null)
   isOpenAIError(t, await chat(auth(), '[1,2]'), 400, 'invalid_body', 'JSON array')
   isOpenAIError(t, await chat(auth(), JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] })), 400, 'missing_required_parameter', 'no model')
   const noMessages = await chat(auth(), JSON.stringify({ model: CHAT }))

@@ -1,8 +1,9 @@
 // A separate OpenAI-compatible server process for end-to-end tests: plain HTTP under /v1,
 // answered by the mock adapter's logic, so Tollgate talks to it exactly as it would to
 // vLLM. Run: node test/helpers/upstream-process.ts [--fail-status 503] [--delay-ms 0]
-// [--require-key KEY]. Prints {"port": N} once listening. GET /__requests lists what
-// it received (method, path, headers, model) for assertions.
+// [--require-key KEY] [--tokens-per-second N] [--keep-alive-ms N]. Prints {"port": N} once listening. GET /__requests lists what
+// it received (method, path, headers, model) for assertions; GET /__streams, for each
+// streamed reply, the bytes it has written so far and whether it ended or was cut.
 import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { parseArgs } from 'node:util'
@@ -17,6 +18,8 @@ const { values } = parseArgs({
     'delay-ms': { type: 'string', default: '0' },
     'require-key': { type: 'string' },
     'tokens-per-second': { type: 'string', default: '2000' },
+    // How long an idle keep-alive connection stays open (Node's default, like uvicorn's, is 5 s).
+    'keep-alive-ms': { type: 'string' },
   },
 })
 const failStatus = values['fail-status'] ? Number(values['fail-status']) : 0
@@ -24,6 +27,7 @@ const delayMs = Number(values['delay-ms'])
 const backend = createMockBackend('upstream', {
   type: 'mock', tokensPerSecond: Number(values['tokens-per-second']), defaultCompletionTokens: 24, fineTuneStepMs: 50,
 })
+const streams: Array<{ path: string; bytes: number; state: 'open' | 'ended' | 'closed' }> = []
 const seen: Array<{ method: string; path: string; headers: Record<string, unknown>; model: unknown; streamOptions: unknown }> = []
 
 const ROUTES: Array<[string, RegExp, Endpoint]> = [
@@ -37,17 +41,35 @@ const ROUTES: Array<[string, RegExp, Endpoint]> = [
   ['POST', /^\/v1\/images\/edits$/, 'images.edits'],
   ['POST', /^\/v1\/files$/, 'files.create'],
   ['GET', /^\/v1\/files(\/[^/]+)?$/, 'files.list'],
+  ['GET', /^\/v1\/files\/[^/]+\/content$/, 'files.content'],
   ['DELETE', /^\/v1\/files\/[^/]+$/, 'files.delete'],
   ['POST', /^\/v1\/fine_tuning\/jobs$/, 'fine_tuning.jobs.create'],
   ['GET', /^\/v1\/fine_tuning\/jobs(\/[^/]+)?$/, 'fine_tuning.jobs.list'],
   ['POST', /^\/v1\/fine_tuning\/jobs\/[^/]+\/cancel$/, 'fine_tuning.jobs.cancel'],
   ['GET', /^\/v1\/fine_tuning\/jobs\/[^/]+\/events$/, 'fine_tuning.jobs.events'],
+  ['POST', /^\/v1\/vector_stores$/, 'vector_stores.create'],
+  ['GET', /^\/v1\/vector_stores(\/[^/]+)?$/, 'vector_stores.list'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+$/, 'vector_stores.update'],
+  ['DELETE', /^\/v1\/vector_stores\/[^/]+$/, 'vector_stores.delete'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+\/search$/, 'vector_stores.search'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+\/files$/, 'vector_stores.files.create'],
+  ['GET', /^\/v1\/vector_stores\/[^/]+\/files(\/[^/]+(\/content)?)?$/, 'vector_stores.files.list'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+\/files\/[^/]+$/, 'vector_stores.files.update'],
+  ['DELETE', /^\/v1\/vector_stores\/[^/]+\/files\/[^/]+$/, 'vector_stores.files.delete'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+\/file_batches$/, 'vector_stores.file_batches.create'],
+  ['GET', /^\/v1\/vector_stores\/[^/]+\/file_batches\/[^/]+(\/files)?$/, 'vector_stores.file_batches.list'],
+  ['POST', /^\/v1\/vector_stores\/[^/]+\/file_batches\/[^/]+\/cancel$/, 'vector_stores.file_batches.cancel'],
 ]
 void ENDPOINTS
 
 const server = createServer(async (req, res) => {
   const url = req.url ?? '/'
   const path = url.split('?')[0] ?? '/'
+  if (path === '/__streams') {
+    res.setHeader('content-type', 'application/json')
+    res.end(JSON.stringify(streams))
+    return
+  }
   if (path === '/__requests') {
     res.setHeader('content-type', 'application/json')
     res.end(JSON.stringify(seen))
@@ -95,12 +117,22 @@ const server = createServer(async (req, res) => {
     if (body.kind === 'multipart') res.once('close', () => { void body.dispose() })
     const answer = await backend.send(request)
     res.writeHead(answer.status, answer.headers)
+    if (String(answer.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+      // What the reply got out of this process: pipe() stops reading the body while the
+      // socket will not take more, so this stops growing when the reader is behind.
+      const stream = { path, bytes: 0, state: 'open' as 'open' | 'ended' | 'closed' }
+      streams.push(stream)
+      answer.body.on('data', (chunk: Buffer) => { stream.bytes += chunk.length })
+      res.once('finish', () => { stream.state = 'ended' })
+      res.once('close', () => { if (stream.state === 'open') stream.state = 'closed' })
+    }
     answer.body.pipe(res)
   } catch (err) {
     res.statusCode = 500
     res.end(JSON.stringify({ error: { message: String(err), type: 'server_error', param: null, code: null } }))
   }
 })
+if (values['keep-alive-ms'] !== undefined) server.keepAliveTimeout = Number(values['keep-alive-ms'])
 server.listen(0, '127.0.0.1', () => {
   const address = server.address()
   process.stdout.write(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }) + '\n')

@@ -7,12 +7,13 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { KeyLookup } from '../../src/auth/api-key.ts'
-import { createKeyCache, type KeyCache } from '../../src/keys/cache.ts'
-import { createRedisKeyEvents, decodeKeyChange, encodeKeyChange, keyChangesChannel, type KeyEvents } from '../../src/keys/events.ts'
+import { createKeyCache } from '../../src/keys/cache.ts'
+import { createRedisKeyEvents, decodeKeyChange, encodeKeyChange, keyChangesChannel } from '../../src/keys/events.ts'
 import type { KeyRecord } from '../../src/keys/record.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
 import { makeKeyRecord } from '../store/records.ts'
+import { instanceMaker } from './event-instances.ts'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = `tgtest:${randomBytes(6).toString('hex')}:`
@@ -26,19 +27,7 @@ const records = new Map<string, KeyRecord>()
 let storeReads = 0
 const store: KeyLookup = { async findByHash(hash) { storeReads++; return records.get(hash) ?? null } }
 
-interface Instance { cache: KeyCache; events: KeyEvents; name: string }
-const instances: Instance[] = []
-t.teardown(async () => { for (const i of instances) await i.events.close() })
-
-function instance(): Instance {
-  // A long TTL: whatever refreshes the cache in these tests is the message, not the clock.
-  const cache = createKeyCache({ store, ttlMs: 600_000, negativeTtlMs: 600_000 })
-  const name = `tgtest-keys-${randomBytes(4).toString('hex')}`
-  const events = createRedisKeyEvents({ url: REDIS_URL, channel: CHANNEL, commandTimeoutMs: 1000, cache, log, heartbeatMs: 200, connectionName: name })
-  const created = { cache, events, name }
-  instances.push(created)
-  return created
-}
+const instance = instanceMaker(t, { redis: REDIS_URL, channel: CHANNEL, store, log })
 
 async function until(check: () => boolean | Promise<boolean>, ms = 1000): Promise<boolean> {
   const end = Date.now() + ms
@@ -120,7 +109,7 @@ if (!redisUp) {
 
   t.test('a change published while Redis refuses is retried, then given up without throwing', async (t) => {
     const cache = createKeyCache({ store })
-    const events = createRedisKeyEvents({ url: 'redis://127.0.0.1:1', channel: CHANNEL, commandTimeoutMs: 200, cache, log, publishRetryDelaysMs: [10, 10] })
+    const events = createRedisKeyEvents({ redis: 'redis://127.0.0.1:1', channel: CHANNEL, commandTimeoutMs: 200, cache, log, publishRetryDelaysMs: [10, 10] })
     t.teardown(() => events.close())
     const record = makeKeyRecord()
     records.set(record.hash, record)

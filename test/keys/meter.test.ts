@@ -1,5 +1,6 @@
-// The meter: calls fold into (key, model, day) rows written in batches; a store that
-// refuses loses nothing and counts nothing twice; close() writes what is left.
+// The meter: every call's usage is in the store when record() resolves; a store that
+// refuses loses nothing and counts nothing twice (rows are kept, folded, and retried);
+// close() retries what is left.
 import t from 'tap'
 import { createMeter } from '../../src/keys/meter.ts'
 import { createLogger } from '../../src/observability/logger.ts'
@@ -10,7 +11,7 @@ const log = createLogger('silent')
 
 interface FakeUsage extends UsageStore {
   rows: UsageRecord[]
-  batches: number
+  writes: number
   failures: number
   /** Fails this many of the next add() calls. */
   failNext: number
@@ -19,7 +20,7 @@ interface FakeUsage extends UsageStore {
 function fakeUsage(): FakeUsage {
   const store: FakeUsage = {
     rows: [],
-    batches: 0,
+    writes: 0,
     failures: 0,
     failNext: 0,
     async add(records) {
@@ -30,7 +31,7 @@ function fakeUsage(): FakeUsage {
         store.failures++
         throw new Error('Redis did not answer')
       }
-      store.batches++
+      store.writes++
       store.rows.push(...records)
     },
     async query() { return store.rows },
@@ -43,93 +44,79 @@ function totals(rows: readonly UsageRecord[]) {
     requests: s.requests + r.requests,
     inputTokens: s.inputTokens + r.inputTokens,
     outputTokens: s.outputTokens + r.outputTokens,
-    cost: s.cost + r.cost,
-  }), { requests: 0, inputTokens: 0, outputTokens: 0, cost: 0 })
+    costNanos: s.costNanos + r.costNanos,
+  }), { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0 })
 }
 
 const call = (keyId: string, model: string, inputTokens: number, outputTokens: number, at = new Date('2025-03-01T12:00:00Z')) =>
-  ({ keyId, owner: 'o', tier: 'Basic', model, inputTokens, outputTokens, cost: (inputTokens + outputTokens) / 1e6, at })
+  ({ keyId, owner: 'o', tier: 'Basic', model, inputTokens, outputTokens, costNanos: (inputTokens + outputTokens) * 1000, at })
 
-t.test('calls fold into one row per (key, model, day) and are written in one batch', async (t) => {
+t.test('each call is in the store when record() resolves, on the day it was made', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 60_000 })
-  meter.record(call('k1', 'm1', 10, 5))
-  meter.record(call('k1', 'm1', 20, 7))
-  meter.record(call('k1', 'm2', 1, 1))
-  meter.record(call('k2', 'm1', 3, 3))
-  meter.record(call('k1', 'm1', 4, 4, new Date('2025-03-02T00:00:00Z')))
-  t.equal(meter.pending(), 4)
-  t.equal(store.rows.length, 0, 'nothing written on the request path')
-  await meter.flush()
-  t.equal(store.batches, 1)
-  t.equal(store.rows.length, 4)
-  const k1m1 = store.rows.find((r) => r.keyId === 'k1' && r.model === 'm1' && r.day === '2025-03-01')
-  t.match(k1m1, { requests: 2, inputTokens: 30, outputTokens: 12 })
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  await meter.record(call('k1', 'm1', 10, 5))
+  t.equal(store.rows.length, 1, 'written before record() resolved')
+  await meter.record(call('k1', 'm1', 20, 7))
+  await meter.record(call('k1', 'm1', 4, 4, new Date('2025-03-02T00:00:00Z')))
+  t.equal(store.writes, 3, 'one write per call')
+  t.same(store.rows.map((r) => [r.day, r.requests, r.inputTokens]), [['2025-03-01', 1, 10], ['2025-03-01', 1, 20], ['2025-03-02', 1, 4]])
   t.equal(meter.pending(), 0)
   await meter.close()
 })
 
-t.test('a store that refuses keeps the rows; the next flush writes them exactly once', async (t) => {
+t.test('a store that refuses: record() still resolves, the rows are kept, folded, and written exactly once', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 60_000 })
-  meter.record(call('k1', 'm1', 10, 5))
-  store.failNext = 2
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  store.failNext = 3
+  await meter.record(call('k1', 'm1', 10, 5))
+  await meter.record(call('k1', 'm1', 20, 7))
+  await meter.record(call('k2', 'm1', 1, 1))
+  t.equal(store.rows.length, 0, 'nothing written yet')
+  t.equal(meter.pending(), 2, 'kept as one row per (key, model, day)')
   await meter.flush()
-  // Calls that end while the store is down fold into the kept rows.
-  meter.record(call('k1', 'm1', 1, 1))
-  meter.record(call('k3', 'm1', 2, 2))
+  t.equal(meter.pending(), 0)
+  t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 })
   await meter.flush()
-  t.equal(store.failures, 2)
-  t.equal(store.rows.length, 0)
-  t.equal(meter.pending(), 2)
-  await meter.flush()
-  t.same(totals(store.rows), { requests: 3, inputTokens: 13, outputTokens: 8, cost: 21 / 1e6 })
-  await meter.flush()
-  t.equal(store.rows.length, 2, 'nothing written twice')
+  t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 }, 'a second flush writes nothing twice')
   await meter.close()
 })
 
-t.test('the timer flushes by itself, and a full buffer flushes early', async (t) => {
+t.test('the timer retries by itself', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 20, maxPendingRows: 1000 })
-  meter.record(call('k1', 'm1', 1, 1))
-  for (let i = 0; i < 100 && store.rows.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
-  t.equal(store.rows.length, 1, 'written by the interval')
+  const meter = createMeter({ store, log, retryIntervalMs: 30 })
+  store.failNext = 1
+  await meter.record(call('k', 'm', 1, 1))
+  t.equal(meter.pending(), 1)
+  for (let i = 0; i < 100 && meter.pending() > 0; i++) await new Promise((r) => setTimeout(r, 10))
+  t.equal(meter.pending(), 0, 'retried without being asked')
+  t.equal(store.rows.length, 1)
   await meter.close()
-
-  const eager = fakeUsage()
-  const small = createMeter({ store: eager, log, flushIntervalMs: 60_000, maxPendingRows: 3 })
-  for (let i = 0; i < 3; i++) small.record(call(`k${i}`, 'm', 1, 1))
-  for (let i = 0; i < 100 && eager.rows.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
-  t.equal(eager.rows.length, 3, 'written once maxPendingRows is reached')
-  await small.close()
 })
 
 t.test('close() keeps retrying through a blip, then writes everything', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 60_000, closeTimeoutMs: 5000 })
-  for (let i = 0; i < 10; i++) meter.record(call('k1', `m${i % 3}`, 100, 10))
-  store.failNext = 3
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000, closeTimeoutMs: 3000 })
+  store.failNext = 4
+  for (let i = 0; i < 10; i++) await meter.record(call('k', 'm', 100, 10))
   await meter.close()
-  t.equal(store.failures, 3)
-  t.same(totals(store.rows), { requests: 10, inputTokens: 1000, outputTokens: 100, cost: 1100 / 1e6 })
+  t.equal(store.failures, 4)
+  t.same(totals(store.rows), { requests: 10, inputTokens: 1000, outputTokens: 100, costNanos: 1_100_000 })
 })
 
 t.test('a call recorded after close() is still written', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 60_000 })
+  const meter = createMeter({ store, log })
   await meter.close()
-  meter.record(call('late', 'm', 5, 5))
-  for (let i = 0; i < 100 && store.rows.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
-  t.equal(store.rows[0]?.keyId, 'late')
+  await meter.record(call('k', 'm', 1, 1))
+  t.equal(store.rows.length, 1)
 })
 
 t.test('bad numbers are made whole and non-negative, so one bad call cannot block the rest', async (t) => {
   const store = fakeUsage()
-  const meter = createMeter({ store, log, flushIntervalMs: 60_000 })
-  meter.record({ ...call('k', 'm', Number.NaN, -5), cost: Number.POSITIVE_INFINITY })
-  meter.record(call('k', 'm', 2.6, 1))
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  await meter.record({ ...call('k', 'm', Number.NaN, -5), costNanos: Number.POSITIVE_INFINITY })
+  await meter.record(call('k', 'm', 2.6, 1))
   await meter.close()
   t.equal(store.failures, 0)
-  t.same(totals(store.rows), { requests: 2, inputTokens: 3, outputTokens: 1, cost: 3.6 / 1e6 })
+  t.same(totals(store.rows), { requests: 2, inputTokens: 3, outputTokens: 1, costNanos: 3600 })
 })

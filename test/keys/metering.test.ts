@@ -209,28 +209,30 @@ if (!ns.up) {
     // Read back through a fresh instance: the rows are in Redis, not in a process.
     const c = await start(REDIS_URL)
     t.teardown(async () => { await c.stop() })
-    let totalCost = 0
+    // Prices have two decimals: hundredths per million tokens are whole numbers, and the
+    // API's cost is exactly that ÷ 10⁸, to the last digit of the double.
+    let totalCents = 0
     for (const key of keys) {
       const usage = await admin(c, 'GET', `/admin/keys/${key.id}/usage`) as { data: Array<{ model: string; requests: number; input_tokens: number; output_tokens: number; cost: number }>; totals: { cost: number } }
-      let keyCost = 0
+      let keyCents = 0
       for (const model of MODELS) {
         const want = expected.get(`${key.id}/${model}`)
         const rows = usage.data.filter((r) => r.model === model)
         const got = rows.reduce((s, r) => ({ requests: s.requests + r.requests, input: s.input + r.input_tokens, output: s.output + r.output_tokens }), { requests: 0, input: 0, output: 0 })
         t.same(got, want ?? { requests: 0, input: 0, output: 0 }, `${key.tier} key, ${model}: requests, input and output tokens`)
         const { limits } = resolveLimits(plans, { tier: key.tier, limits: null }, model)
-        const cost = ((limits.input_price ?? 0) * got.input + (limits.output_price ?? 0) * got.output) / 1e6
-        t.ok(cost > 0, `${key.tier}/${model} is priced`)
-        const metered = rows.reduce((s, r) => s + r.cost, 0)
-        t.ok(Math.abs(metered - cost) < 1e-9, `${key.tier} key, ${model}: cost ${metered} = ${cost}`)
-        keyCost += cost
+        const cents = Math.round((limits.input_price ?? 0) * 100) * got.input + Math.round((limits.output_price ?? 0) * 100) * got.output
+        t.ok(cents > 0, `${key.tier}/${model} is priced`)
+        const metered = rows.reduce((s, r) => s + Math.round(r.cost * 1e9), 0)
+        t.equal(metered, cents * 10, `${key.tier} key, ${model}: ${metered} nano-units, as the plan's prices say`)
+        keyCents += cents
       }
-      t.ok(Math.abs(usage.totals.cost - keyCost) < 1e-9, `${key.tier} key: total cost`)
-      totalCost += keyCost
+      t.equal(usage.totals.cost, keyCents / 1e8, `${key.tier} key: total cost ${usage.totals.cost}, exact`)
+      totalCents += keyCents
     }
     const all = await admin(c, 'GET', '/admin/usage?group_by=model') as { totals: { requests: number; input_tokens: number; output_tokens: number; cost: number } }
     const sum = [...expected.values()].reduce((s, e) => ({ requests: s.requests + e.requests, input: s.input + e.input, output: s.output + e.output }), { requests: 0, input: 0, output: 0 })
     t.same({ requests: all.totals.requests, input: all.totals.input_tokens, output: all.totals.output_tokens }, sum, 'across keys: the same sums')
-    t.ok(Math.abs(all.totals.cost - totalCost) < 1e-9, 'across keys: the same cost')
+    t.equal(all.totals.cost, totalCents / 1e8, 'across keys: the same cost, exact')
   })
 }

@@ -1,5 +1,6 @@
 // A loopback TCP proxy that a test can cut and restore: a Redis "blip" for one gateway
-// without touching the shared Redis itself.
+// without touching the shared Redis itself. `onClientData` sees every byte a client sends
+// through it (a test counting the commands a gateway sends to Redis).
 import net from 'node:net'
 
 export interface TcpProxy {
@@ -10,7 +11,7 @@ export interface TcpProxy {
   close(): Promise<void>
 }
 
-export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+export async function startTcpProxy(targetHost: string, targetPort: number, options: { onClientData?: (chunk: Buffer) => void } = {}): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>()
   let refusing = false
   const server = net.createServer((client) => {
@@ -26,6 +27,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     }
     client.on('error', drop).on('close', drop)
     upstream.on('error', drop).on('close', drop)
+    if (options.onClientData) client.on('data', options.onClientData)
     client.pipe(upstream)
     upstream.pipe(client)
   })

@@ -200,6 +200,27 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.equal(refused.headers['x-should-retry'], 'false')
   })
 
+  t.test(`${name}: check refuses only what could never be admitted, and consumes nothing`, async (t) => {
+    const limiter = await make()
+    t.teardown(() => limiter.close())
+    const limits = { rpm: 1, input_tpm: 1000, quota: 500 }
+    const c = caller(limiter, limits)
+    const check = (estimate: Usage): Promise<unknown> => limiter.check!({ keyId: c.keyId, tier: 'Test', model: MODEL, limits, estimate })
+    const headers = await check(use(100, 0))
+    t.equal((headers as Record<string, string>)['x-ratelimit-remaining-requests'], '1', 'it answers where the limits stand')
+    t.same(await c.used(), { requests: 0, tokens: 0, 'input-tokens': 0 }, 'a check takes nothing')
+    await (await c.admit(use(100, 0))).settle(use(100, 0))
+    await check(use(100, 0)).then(() => t.pass('over the rpm for now is not "never"'))
+    const tooLarge = await check(use(1500, 0)).then(() => null, (e: unknown) => e)
+    t.ok(tooLarge instanceof GatewayError && tooLarge.errorName === 'rate_limit_tokens' && /can never fit/.test(tooLarge.message), 'larger than a whole window')
+    const again = await c.admit(use(0, 0)).catch((e: unknown) => e)
+    t.ok(again instanceof GatewayError, 'the window is still as the first call left it')
+    const spent = caller(limiter, { quota: 50 })
+    await (await spent.admit(use(30, 30))).settle(use(30, 30))
+    const quota = await limiter.check!({ keyId: spent.keyId, tier: 'Test', model: MODEL, limits: { quota: 50 }, estimate: use(1, 1) }).then(() => null, (e: unknown) => e)
+    t.ok(quota instanceof GatewayError && quota.errorName === 'insufficient_quota', 'a spent quota')
+  })
+
   t.test(`${name}: concurrent admissions never pass the limit`, async (t) => {
     const limiter = await make()
     t.teardown(() => limiter.close())
@@ -232,6 +253,31 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const c = caller(limiter, { input_price: 1 })
     for (let i = 0; i < 3; i++) t.same((await c.admit(use(1_000_000, 1_000_000))).headers, {})
     t.same(await c.peek(), {})
+  })
+
+  t.test(`${name}: a quota reservation that is never settled (its instance died) expires with its window`, async (t) => {
+    const windowMs = 400
+    const limiter = await make({ windowMs })
+    t.teardown(() => limiter.close())
+    const c = caller(limiter, { quota: 100 })
+    await c.admit(use(60, 40)) // never settled, as when the instance holding it dies
+    const held = await c.refusal(use(1, 1))
+    t.equal(held.errorName, 'insufficient_quota', 'while it is held, it counts')
+    t.match(held.message, 'Used 100')
+    t.ok(await eventually(async () => (await c.admit(use(1, 1)).then(() => true, () => false)), 100, 20), 'after its window it is gone: nothing leaked')
+  })
+
+  t.test(`${name}: a quota reservation settled after its window passed is committed once, not twice`, async (t) => {
+    const windowMs = 300
+    const limiter = await make({ windowMs })
+    t.teardown(() => limiter.close())
+    const c = caller(limiter, { quota: 150 })
+    const long = await c.admit(use(0, 100))
+    await new Promise((r) => setTimeout(r, windowMs + 100))
+    await long.settle(use(0, 100))
+    const next = await c.admit(use(0, 10))
+    await next.settle(use(0, 60))
+    t.match((await c.refusal(use(1, 1))).message, 'Used 160', 'the 100 of the long call counted once, with the 60 after it')
   })
 
   t.test(`${name}: tokens are given back only in the window they were reserved in; overuse is charged`, async (t) => {

@@ -6,7 +6,7 @@ import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
-const WINDOW_MS = 1500
+const WINDOW_MS = 3000
 
 let gw: RunningTollgate
 t.before(async () => {
@@ -37,7 +37,7 @@ const ask = (client: OpenAI, maxTokens = 5): Promise<OpenAI.Chat.Completions.Cha
 
 t.test('the SDK retries a 429 after retry-after-ms and gets through on its single retry', async (t) => {
   const { key } = await gw.createKey({ tier: 'Basic', limits: { [MODEL]: { rpm: 2 } } })
-  // One retry only: the SDK's own backoff (~0.5 s) would land inside the 1.5 s window and
+  // One retry only: the SDK's own backoff (~0.5 s) would land inside the 3 s window and
   // fail again; only waiting as our header says gets through.
   const { client, seen } = recordingClient(key, 1)
   await ask(client)
@@ -76,4 +76,27 @@ t.test('the SDK does not retry a spent quota', async (t) => {
   }
   t.same(seen.map((s) => s.status), [200, 429], 'the 429 was not retried')
   t.equal(seen[1]?.retryAfterMs, null, 'and carried no retry hint')
+})
+
+t.test('a 429 caused by the default reservation says so, and which setting lowers it', async (t) => {
+  // The issue's case: Basic, Mistral (7,500 output TPM), concurrent streams without
+  // max_tokens each reserve defaultMaxTokens (1,024): the eighth does not fit, though the
+  // seven before it used 24 tokens each. Slow streams keep the seven open meanwhile.
+  const slow = await startTollgate({ config: (doc) => { ((doc.backends as Record<string, Record<string, unknown>>).mock ?? {}).tokensPerSecond = 20 } })
+  t.teardown(() => slow.stop())
+  const { key } = await slow.createKey({ tier: 'Basic' })
+  const client = new OpenAI({ apiKey: key, baseURL: `${slow.url}/v2`, maxRetries: 0 })
+  const open = (): Promise<unknown> => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'stream' }], stream: true })
+  const first = await Promise.all(Array.from({ length: 7 }, open))
+  const error = await open().then(() => null, (e: unknown) => e)
+  t.ok(error instanceof OpenAI.RateLimitError, 'the eighth is refused')
+  if (error instanceof OpenAI.RateLimitError) {
+    t.match(error.message, /output tokens per min/)
+    t.match(error.message, /sets no max_tokens, so it reserved 1024 output tokens/, 'it says the reservation was the default')
+    t.match(error.message, /defaultMaxTokens/, 'and names the setting')
+    t.match(error.message, /set max_tokens/, 'and what the client can do')
+  }
+  for (const stream of first) (stream as { controller: AbortController }).controller.abort()
+  const fits = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'small' }], max_tokens: 5 }).catch((e: unknown) => e)
+  t.notOk(fits instanceof Error && /sets no max_tokens/.test(fits.message), 'a call with max_tokens is never told about the default')
 })

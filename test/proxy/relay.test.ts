@@ -22,7 +22,7 @@ async function relayVia(t: Test, upstream: UpstreamResponse, options: Partial<Re
     settle(await relay(res, upstream, {
       stream: false,
       clientWantsUsage: false,
-      estimatedInputTokens: 42,
+      promptTokens: async () => 42,
       jsonLimitBytes: 1 << 20,
       signal: new AbortController().signal,
       ...options,
@@ -118,7 +118,7 @@ t.test('JSON: a generation without usage is counted; other bodies without usage 
   await call(generation.url)
   const counted = await generation.outcome
   t.equal(counted.usageSource, 'counted')
-  t.same(counted.usage, { inputTokens: 42, outputTokens: countTextTokens('one two three') })
+  t.same(counted.usage, { inputTokens: 42, outputTokens: await countTextTokens('one two three') })
 
   const list = await relayVia(t, json(200, { object: 'list', data: [] }))
   await call(list.url)
@@ -205,6 +205,25 @@ t.test('JSON: an upstream that dies before the body is complete becomes an error
   t.equal((await relayed.outcome).error?.errorName, 'upstream_timeout')
 })
 
+t.test('SSE: a usage: null that is not the last member, or that sits on a data line of its own, is dropped too', async (t) => {
+  const [first, second, ...rest] = DELTAS
+  const payload = (content: string | undefined): Record<string, unknown> => ({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] })
+  const upstream = [
+    // usage first: no tail to cut, the event is written again without it
+    `data: ${JSON.stringify({ usage: null, ...payload(first) })}\n\n`,
+    // the JSON spread over two data lines (joined with a newline): never cut as text
+    `data: ${JSON.stringify(payload(second)).slice(0, -1)},\ndata: "usage":null}\n\n`,
+    ...rest.map((d) => chatChunk(d, { usage: null })),
+    chatChunk(null, { usage: USAGE }),
+    'data: [DONE]\n\n',
+  ].join('')
+  const relayed = await relayVia(t, upstreamOf(200, SSE, [upstream]), { stream: true, clientWantsUsage: false })
+  const reply = await call(relayed.url)
+  t.notMatch(reply.body, /"usage"/, 'no usage field in any event')
+  t.same(reply.body, chatStream(false), 'the stream the client would have got without the gateway')
+  t.same((await relayed.outcome).usage, { inputTokens: 11, outputTokens: 5 })
+})
+
 t.test('SSE: the usage chunk the gateway asked for is hidden from a client that did not ask', async (t) => {
   const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(true)]), { stream: true, clientWantsUsage: false })
   const reply = await call(relayed.url)
@@ -232,12 +251,12 @@ t.test('SSE: a client that asked for usage gets the stream byte for byte', async
 })
 
 t.test('SSE: without a usage chunk, output is counted from the deltas and input is the estimate', async (t) => {
-  const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(false)]), { stream: true, estimatedInputTokens: 31 })
+  const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(false)]), { stream: true, promptTokens: async () => 31 })
   const reply = await call(relayed.url)
   t.equal(reply.body, chatStream(false))
   const outcome = await relayed.outcome
   t.equal(outcome.usageSource, 'counted')
-  t.same(outcome.usage, { inputTokens: 31, outputTokens: countTextTokens(DELTAS.join('')) })
+  t.same(outcome.usage, { inputTokens: 31, outputTokens: await countTextTokens(DELTAS.join('')) })
 })
 
 t.test('SSE: events cut at odd byte boundaries, CRLF or LF, come out whole and counted the same', async (t) => {
@@ -272,7 +291,7 @@ t.test('SSE: comments, multi-line data and a CR-only stream are handled', async 
   t.equal(reply.body, stream, 'forwarded verbatim')
   const outcome = await relayed.outcome
   t.equal(outcome.usageSource, 'counted')
-  t.equal(outcome.usage.outputTokens, countTextTokens('split lines'))
+  t.equal(outcome.usage.outputTokens, await countTextTokens('split lines'))
 })
 
 t.test('SSE: the responses API reports usage on response.completed, which is never hidden', async (t) => {
@@ -301,7 +320,7 @@ t.test('SSE: headers are flushed before the first event arrives', async (t) => {
 
 t.test('SSE: a client that leaves mid-stream stops the relay, frees the upstream and is charged for what streamed', async (t) => {
   const body = liveBody()
-  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, estimatedInputTokens: 20 })
+  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, promptTokens: async () => 20 })
   const { req, res } = await open(relayed.url)
   body.write(chatChunk('Hello'))
   body.write(chatChunk(' there'))
@@ -314,7 +333,7 @@ t.test('SSE: a client that leaves mid-stream stops the relay, frees the upstream
   const outcome = await relayed.outcome
   t.equal(outcome.aborted, true)
   t.equal(outcome.usageSource, 'counted')
-  t.same(outcome.usage, { inputTokens: 20, outputTokens: countTextTokens('Hello there') })
+  t.same(outcome.usage, { inputTokens: 20, outputTokens: await countTextTokens('Hello there') })
   t.equal(body.destroyed, true, 'the upstream body was destroyed')
 })
 
@@ -328,7 +347,7 @@ t.test('SSE: the gateway\'s signal stops the relay the same way', async (t) => {
   controller.abort()
   const outcome = await relayed.outcome
   t.equal(outcome.aborted, true)
-  t.equal(outcome.usage.outputTokens, countTextTokens('Hello'))
+  t.equal(outcome.usage.outputTokens, await countTextTokens('Hello'))
   t.equal(body.destroyed, true)
   res.destroy()
 })
@@ -349,7 +368,7 @@ t.test('SSE: an upstream that dies mid-stream ends the client stream with an err
   const outcome = await relayed.outcome
   t.equal(outcome.error?.errorName, 'upstream_timeout')
   t.equal(outcome.aborted, false)
-  t.same(outcome.usage, { inputTokens: 42, outputTokens: countTextTokens('Partial') })
+  t.same(outcome.usage, { inputTokens: 42, outputTokens: await countTextTokens('Partial') })
 })
 
 t.test('SSE: an error status carried as a stream is charged nothing', async (t) => {
@@ -394,7 +413,7 @@ t.test('a client already gone before the relay starts: nothing written, upstream
   const body = liveBody()
   const controller = new AbortController()
   controller.abort()
-  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, signal: controller.signal, estimatedInputTokens: 5 })
+  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, signal: controller.signal, promptTokens: async () => 5 })
   const reply = await call(relayed.url).catch(() => undefined)
   t.equal(reply?.body ?? '', '')
   const outcome = await relayed.outcome
@@ -406,7 +425,7 @@ t.test('a client already gone before the relay starts: nothing written, upstream
 
 t.test('JSON: a client that leaves before the body is read whole is charged the estimated input', async (t) => {
   const body = liveBody()
-  const relayed = await relayVia(t, { status: 200, headers: { 'content-type': 'application/json' }, body }, { estimatedInputTokens: 13 })
+  const relayed = await relayVia(t, { status: 200, headers: { 'content-type': 'application/json' }, body }, { promptTokens: async () => 13 })
   const req = http.request(relayed.url, { method: 'POST', agent: false })
   req.on('error', () => undefined)
   req.end()

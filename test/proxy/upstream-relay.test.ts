@@ -43,7 +43,7 @@ async function setup(t: Test, options: FakeUpstreamOptions = {}): Promise<Setup>
       )
       res.setHeader('x-request-id', 'req_gateway')
       outcomes.push(await relay(res, response, {
-        stream, clientWantsUsage, estimatedInputTokens: 9, jsonLimitBytes: 1 << 20, signal: controller.signal, publicModel: 'public',
+        stream, clientWantsUsage, promptTokens: async () => 9, jsonLimitBytes: 1 << 20, signal: controller.signal, publicModel: 'public',
       }))
     } catch (err) {
       sendError(res, err)
@@ -93,7 +93,7 @@ t.test('an upstream that ignores include_usage is counted', async (t) => {
   t.equal(dataOf(reply.body).at(-1), '[DONE]')
   const outcome = await s.outcome(0)
   t.equal(outcome.usageSource, 'counted')
-  t.same(outcome.usage, { inputTokens: 9, outputTokens: countTextTokens(words.join('')) })
+  t.same(outcome.usage, { inputTokens: 9, outputTokens: await countTextTokens(words.join('')) })
 })
 
 t.test('a client that leaves mid-stream: the upstream sees the close, usage is counted from what streamed', async (t) => {
@@ -110,7 +110,7 @@ t.test('a client that leaves mid-stream: the upstream sees the close, usage is c
   t.equal(outcome.aborted, true)
   t.equal(outcome.usageSource, 'counted')
   // The first event is the role chunk; the next three carry the first three words.
-  t.same(outcome.usage, { inputTokens: 9, outputTokens: countTextTokens(words.slice(0, 3).join('')) })
+  t.same(outcome.usage, { inputTokens: 9, outputTokens: await countTextTokens(words.slice(0, 3).join('')) })
 })
 
 t.test('an upstream that stalls mid-stream: the idle timeout ends the client stream with an error event', async (t) => {
@@ -122,7 +122,7 @@ t.test('an upstream that stalls mid-stream: the idle timeout ends the client str
   t.equal(last.error?.code, 'upstream_timeout')
   const outcome = await s.outcome(0)
   t.equal(outcome.error?.errorName, 'upstream_timeout')
-  t.same(outcome.usage, { inputTokens: 9, outputTokens: countTextTokens(words[0] ?? '') })
+  t.same(outcome.usage, { inputTokens: 9, outputTokens: await countTextTokens(words[0] ?? '') })
   t.equal(await s.upstream.requests[0]?.ended, 'closed')
 })
 

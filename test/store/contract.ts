@@ -240,6 +240,21 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.strictSame(await ownership.list('file', 'bob'), ['file-z', 'file-a'])
   })
 
+  withStores('ownership: vector stores and file batches are kinds of their own, apart from files', async (t, { ownership }) => {
+    // A vector store file has the id of its file; the kinds must not see each other's ids.
+    await ownership.claim('vector_store', 'vs_1', 'alice')
+    await ownership.claim('vector_store.file_batch', 'vsfb_1', 'alice')
+    await ownership.claim('file', 'vs_1', 'bob')
+    t.equal(await ownership.ownerOf('vector_store', 'vs_1'), 'alice')
+    t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
+    t.equal(await ownership.ownerOf('vector_store', 'vsfb_1'), null)
+    t.strictSame(await ownership.list('vector_store.file_batch', 'alice'), ['vsfb_1'])
+    await ownership.release('vector_store', 'vs_1')
+    t.equal(await ownership.ownerOf('vector_store', 'vs_1'), null)
+    t.equal(await ownership.ownerOf('vector_store.file_batch', 'vsfb_1'), 'alice', 'releasing a store leaves its batch records')
+    t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
+  })
+
   withStores('ownership: a claim on another owner\'s object is refused', async (t, { ownership }) => {
     await ownership.claim('file', 'file-1', 'alice')
     await t.rejects(ownership.claim('file', 'file-1', 'mallory'), StoreConflictError)
@@ -261,55 +276,54 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
   // --- usage --------------------------------------------------------------------------
 
   withStores('usage: adds to one row sum, other rows stay apart', async (t, { usage }) => {
-    await usage.add([makeUsage({ requests: 1, inputTokens: 100, outputTokens: 20, cost: 0.1 })])
-    await usage.add([makeUsage({ requests: 2, inputTokens: 50, outputTokens: 5, cost: 0.2 })])
-    await usage.add([makeUsage({ model: 'bge-m3', inputTokens: 7, outputTokens: 0, cost: 0.003 })])
+    await usage.add([makeUsage({ requests: 1, inputTokens: 100, outputTokens: 20, costNanos: 100_000_000 })])
+    await usage.add([makeUsage({ requests: 2, inputTokens: 50, outputTokens: 5, costNanos: 200_000_000 })])
+    await usage.add([makeUsage({ model: 'bge-m3', inputTokens: 7, outputTokens: 0, costNanos: 3_000_000 })])
     await usage.add([makeUsage({ keyId: 'key_b', owner: 'team-b' })])
     await usage.add([])
     const rows = await usage.query({ keyId: 'key_a' })
     t.equal(rows.length, 2)
     const chat = rows.find((r) => r.model === 'Mistral-Small-24B-Instruct-2501')
     t.match(chat, { keyId: 'key_a', owner: 'team-a', tier: 'Basic', day: '2025-03-01', requests: 3, inputTokens: 150, outputTokens: 25 })
-    t.ok(Math.abs((chat?.cost ?? NaN) - 0.3) < 1e-9, 'cost sums as a float')
+    t.equal(chat?.costNanos, 300_000_000, 'cost sums exactly, in nano-units')
     const embed = rows.find((r) => r.model === 'bge-m3')
     t.match(embed, { requests: 1, inputTokens: 7, outputTokens: 0 })
-    t.ok(Math.abs((embed?.cost ?? NaN) - 0.003) < 1e-9)
+    t.equal(embed?.costNanos, 3_000_000)
     t.strictSame((await usage.query({ keyId: 'key_b' })).map((r) => [r.keyId, r.owner, r.requests]), [['key_b', 'team-b', 1]])
     t.strictSame(await usage.query({ keyId: 'key_none' }), [])
   })
 
   withStores('usage: a row returns every field, numbers as numbers', async (t, { usage }) => {
-    const record = makeUsage({ requests: 4, inputTokens: 1234, outputTokens: 567, cost: 0.0421 })
+    const record = makeUsage({ requests: 4, inputTokens: 1234, outputTokens: 567, costNanos: 42_100_000 })
     await usage.add([record])
     const [row, ...rest] = await usage.query({})
     t.equal(rest.length, 0)
-    t.strictSame({ ...row, cost: 0 }, { ...record, cost: 0 })
-    t.ok(Math.abs((row?.cost ?? NaN) - 0.0421) < 1e-9)
+    t.strictSame(row, record)
   })
 
   withStores('usage: 50 concurrent adds to one row sum exactly', async (t, { usage }) => {
-    const adds = Array.from({ length: 50 }, (_, i) => usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, cost: 0.1 })]))
+    const adds = Array.from({ length: 50 }, (_, i) => usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, costNanos: 100_000_001 })]))
     await Promise.all(adds)
     const rows = await usage.query({ keyId: 'key_a' })
     t.equal(rows.length, 1)
     t.equal(rows[0]?.requests, 50)
     t.equal(rows[0]?.inputTokens, sum(Array.from({ length: 50 }, (_, i) => i)))
     t.equal(rows[0]?.outputTokens, 100)
-    t.ok(Math.abs((rows[0]?.cost ?? NaN) - 5) < 1e-9, `cost ${rows[0]?.cost} is 5 within 1e-9`)
+    t.equal(rows[0]?.costNanos, 5_000_000_050, 'cost sums exactly')
   })
 
   withStores('usage: one batch folds records of the same row and of several rows', async (t, { usage }) => {
     await usage.add([
-      makeUsage({ cost: 0.25 }),
-      makeUsage({ cost: 0.5 }),
-      makeUsage({ day: '2025-03-02', cost: 1e-7 }),
-      makeUsage({ keyId: 'key_b', cost: 0 }),
+      makeUsage({ costNanos: 250_000_000 }),
+      makeUsage({ costNanos: 500_000_000 }),
+      makeUsage({ day: '2025-03-02', costNanos: 1 }),
+      makeUsage({ keyId: 'key_b', costNanos: 0 }),
     ])
     const rows = await usage.query({})
     t.strictSame(rows.map((r) => [r.day, r.keyId, r.requests]), [['2025-03-01', 'key_a', 2], ['2025-03-01', 'key_b', 1], ['2025-03-02', 'key_a', 1]], 'rows ordered by day, key, model')
-    t.ok(Math.abs((rows[0]?.cost ?? NaN) - 0.75) < 1e-9)
-    t.ok(Math.abs((rows[2]?.cost ?? NaN) - 1e-7) < 1e-15, 'a tiny cost survives')
-    t.equal(rows[1]?.cost, 0)
+    t.equal(rows[0]?.costNanos, 750_000_000)
+    t.equal(rows[2]?.costNanos, 1, 'one nano-unit survives')
+    t.equal(rows[1]?.costNanos, 0)
   })
 
   withStores('usage: query by key and inclusive date range', async (t, { usage }) => {
@@ -349,7 +363,8 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     await t.rejects(usage.add([good, makeUsage({ day: '2025-02-30' })]), RangeError, 'not a calendar day')
     await t.rejects(usage.add([good, makeUsage({ inputTokens: 1.5 })]), RangeError, 'fractional tokens')
     await t.rejects(usage.add([good, makeUsage({ requests: -1 })]), RangeError, 'negative requests')
-    await t.rejects(usage.add([good, makeUsage({ cost: Number.NaN })]), RangeError, 'NaN cost')
+    await t.rejects(usage.add([good, makeUsage({ costNanos: Number.NaN })]), RangeError, 'NaN cost')
+    await t.rejects(usage.add([good, makeUsage({ costNanos: 0.5 })]), RangeError, 'a fraction of a nano-unit')
     t.strictSame(await usage.query({}), [], 'nothing of a refused batch was written')
     await t.rejects(usage.query({ from: 'yesterday' }), RangeError, 'a query with a bad bound is refused')
   })

@@ -48,7 +48,7 @@ export function makeUsage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     requests: 1,
     inputTokens: 100,
     outputTokens: 20,
-    cost: 0.1,
+    costNanos: 100_000_000,
     ...overrides,
   }
 }

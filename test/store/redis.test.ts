@@ -15,6 +15,7 @@ import type { Stores } from '../../src/store/ports.ts'
 import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/redis-client.ts'
 import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
 import { storeContract } from './contract.ts'
+import { authStoreContract } from './auth-contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
 import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 
@@ -56,6 +57,7 @@ if (!reachable) {
   t.fail(`Redis does not answer at ${REDIS_URL}: the Redis store tests need it (set REDIS_URL or start redis-server)`)
 } else {
   storeContract(t, 'redis', async () => createRedisStores(client(), freshPrefix()))
+  authStoreContract(t, 'redis', async () => createRedisStores(client(), freshPrefix()))
   registerRedisTests()
 }
 
@@ -103,6 +105,19 @@ function registerRedisTests(): void {
     t.throws(() => redisKeys('bad}'), RangeError)
   })
 
+  t.test('redis: a usage row written with a float cost by an older Tollgate reads as exact nano-units', async (t) => {
+    const prefix = freshPrefix()
+    const stores = createRedisStores(client(), prefix)
+    t.teardown(() => stores.close())
+    const k = redisKeys(prefix)
+    const row = k.usageRow('key_old', 'gpt-4o', '2025-03-01')
+    await admin.hset(row, { keyId: 'key_old', model: 'gpt-4o', day: '2025-03-01', owner: 'o', tier: 'Basic', requests: 3, inputTokens: 1210, outputTokens: 0, cost: '0.0042713000000000004' })
+    await admin.zadd(k.usageRowsOfKey('key_old'), 20148, row)
+    await stores.usage.add([makeUsage({ keyId: 'key_old', model: 'gpt-4o', owner: 'o', costNanos: 1 })])
+    const [read] = await stores.usage.query({ keyId: 'key_old' })
+    t.equal(read?.costNanos, 4_271_301, 'the old float, rounded to nano-units, plus the new integer')
+  })
+
   t.test('redis: two instances on one namespace share and count exactly', async (t) => {
     const [a, b] = twoInstances(t)
 
@@ -113,12 +128,12 @@ function registerRedisTests(): void {
     t.equal(await b.keys.replace(rotated, record), 'replaced')
     t.equal(await a.keys.findByHash(record.hash), null, 'a hash dropped on one instance is gone on the other')
 
-    const adds = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, cost: 0.01 })]))
+    const adds = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, costNanos: 10_000_000 })]))
     await Promise.all(adds)
     const [row] = await a.usage.query({ keyId: 'key_a' })
     t.equal(row?.requests, 60)
     t.equal(row?.inputTokens, 600)
-    t.ok(Math.abs((row?.cost ?? NaN) - 0.6) < 1e-9)
+    t.equal(row?.costNanos, 600_000_000)
 
     const claims = await Promise.allSettled([a.ownership.claim('file', 'file-x', 'alice'), b.ownership.claim('file', 'file-x', 'bob')])
     t.equal(claims.filter((c) => c.status === 'fulfilled').length, 1, 'one instance wins a racing claim')

@@ -18,15 +18,15 @@ const FORMATS = ['json', 'text', 'srt', 'verbose_json', 'vtt'] as const
 
 export type AudioTask = 'transcribe' | 'translate'
 
-export function transcriptions(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export function transcriptions(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   return answer('transcribe', request, ctx)
 }
 
-export function translations(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export function translations(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   return answer('translate', request, ctx)
 }
 
-function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+async function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const form = formBody(request)
   const file = form.files.find((f) => f.field === 'file')
   if (file === undefined) throw missingParameter('file')
@@ -39,8 +39,8 @@ function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContext): Up
     : `This is Tollgate's mock translation into English of an audio file of ${file.size} bytes.`
   const seconds = file.size / AUDIO_BYTES_PER_SECOND
   const audioTokens = Math.max(1, Math.ceil(seconds * AUDIO_TOKENS_PER_SECOND))
-  const textTokens = countTextTokens(form.fields.prompt ?? '')
-  const outputTokens = countTextTokens(text)
+  const textTokens = await countTextTokens(form.fields.prompt ?? '')
+  const outputTokens = await countTextTokens(text)
   const usage = {
     type: 'tokens',
     input_tokens: audioTokens + textTokens,

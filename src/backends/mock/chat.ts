@@ -1,5 +1,5 @@
 // POST /chat/completions: a chat.completion, or chat.completion.chunk events.
-import { countChatTokens } from '../../limits/tokens.ts'
+import { countChatTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -11,7 +11,7 @@ import { DONE_FRAME, dataFrame, type Frame } from './sse.ts'
 import { generateText, seedOfMessages, type GeneratedText } from './text.ts'
 import { completionUsage, type CompletionUsage } from './usage.ts'
 
-export function chatCompletions(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export async function chatCompletions(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const messages = body.messages
   if (messages === undefined || messages === null) throw missingParameter('messages')
@@ -21,8 +21,9 @@ export function chatCompletions(request: UpstreamRequest, ctx: MockContext): Ups
   const generation = readGeneration(body, { limits: ['max_completion_tokens', 'max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
 
   const seed = seedOfMessages(messages)
-  const replies = Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget))
-  const usage = completionUsage(countChatTokens(messages), replies.reduce((sum, r) => sum + r.tokens, 0))
+  const encoder = await loadEncoder()
+  const replies = Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget, encoder))
+  const usage = completionUsage(await countChatTokens(messages), replies.reduce((sum, r) => sum + r.tokens, 0))
   const head = { id: newId('chatcmpl-'), created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
 
   if (!generation.stream) {

@@ -1,7 +1,7 @@
 // POST /completions (legacy): text_completion objects, streamed or not. `prompt` may be a
 // string, an array of strings, an array of token ids, or an array of such arrays; each
 // prompt gets `n` choices, numbered prompt by prompt as OpenAI does.
-import { countInputTokens } from '../../limits/tokens.ts'
+import { countInputTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -13,18 +13,19 @@ import { DONE_FRAME, dataFrame, type Frame } from './sse.ts'
 import { generateText, type GeneratedText } from './text.ts'
 import { completionUsage, type CompletionUsage } from './usage.ts'
 
-export function completions(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export async function completions(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const prompts = promptSeeds(body.prompt)
   const model = modelOf(body, request)
   const generation = readGeneration(body, { limits: ['max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
 
   checkTotal(prompts.length * generation.n, generation.budget)
+  const encoder = await loadEncoder()
   const replies: GeneratedText[] = []
   for (const seed of prompts) {
-    for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget))
+    for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget, encoder))
   }
-  const usage = completionUsage(countInputTokens(body.prompt), replies.reduce((sum, r) => sum + r.tokens, 0))
+  const usage = completionUsage(await countInputTokens(body.prompt), replies.reduce((sum, r) => sum + r.tokens, 0))
   const head = { id: newId('cmpl-'), object: 'text_completion', created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
 
   if (!generation.stream) {

@@ -10,4 +10,6 @@ export interface MockContext {
   now(): number
   /** A text/event-stream response releasing `frames` at config.tokensPerSecond. */
   stream(frames: Iterable<Frame>, signal: AbortSignal): UpstreamResponse
+  /** Where uploaded files' bytes are kept (the mock's alone; emptied when it starts). */
+  readonly filesDir: string
 }

@@ -1,7 +1,11 @@
-// POST /embeddings: one deterministic unit vector per input. The vector's components are
-// drawn from a generator seeded by the input, then L2-normalised; asking for fewer
-// dimensions gives the normalised prefix of the same draw. Values are rounded to float32
-// first, so the `float` and `base64` (little-endian float32) encodings agree exactly.
+// POST /embeddings: one deterministic unit vector per input. Each word of the input has a
+// vector of its own, drawn from a generator seeded by the word; the input's vector is the
+// sum of its words' (a bag of words), L2-normalised. So texts that share words point the
+// same way, and vector-store search (vector-store-search.ts) ranks the chunk holding a
+// query's words first, as a real embedding model would. Text without a word (punctuation
+// only) is drawn from a generator seeded by the whole text. Asking for fewer dimensions
+// gives the normalised prefix of the same sum. Values are rounded to float32 first, so the
+// `float` and `base64` (little-endian float32) encodings agree exactly.
 import { countInputTokens } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -13,7 +17,7 @@ export const DEFAULT_DIMENSIONS = 256
 const MAX_DIMENSIONS = 4096
 const MAX_INPUTS = 2048
 
-export function embeddings(request: UpstreamRequest): UpstreamResponse {
+export async function embeddings(request: UpstreamRequest): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const inputs = inputSeeds(body.input)
   const model = modelOf(body, request)
@@ -28,7 +32,7 @@ export function embeddings(request: UpstreamRequest): UpstreamResponse {
       embedding: format === 'base64' ? vector.toString('base64') : floats(vector),
     }
   })
-  const promptTokens = countInputTokens(body.input)
+  const promptTokens = await countInputTokens(body.input)
   return jsonResponse(200, { object: 'list', data, model, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } })
 }
 
@@ -49,13 +53,51 @@ function inputSeeds(input: unknown): string[] {
   })
 }
 
+/** Letters and digits in a run: a word. */
+const WORD = /[\p{L}\p{N}]+/gu
+
+/** One word's vector; the same word always draws the same one. */
+function wordVector(word: string, dimensions: number): Float32Array {
+  const random = randomFrom(seedOf(word))
+  const vector = new Float32Array(dimensions)
+  for (let i = 0; i < dimensions; i++) vector[i] = random() * 2 - 1
+  return vector
+}
+
+/** Word vectors a cache keeps at most (1 KB each at 256 dimensions). */
+const CACHE_WORDS = 20_000
+
+/** The unit vector of a text, as float32 values. `cache` keeps word vectors between calls of one batch. */
+export function embedVector(text: string, dimensions: number, cache?: Map<string, Float32Array>): Float32Array {
+  const sum = new Float64Array(dimensions)
+  const counts = new Map<string, number>()
+  for (const match of text.toLowerCase().matchAll(WORD)) counts.set(match[0], (counts.get(match[0]) ?? 0) + 1)
+  if (counts.size === 0) {
+    const random = randomFrom(seedOf(text))
+    for (let i = 0; i < dimensions; i++) sum[i] = random() * 2 - 1
+  }
+  for (const [word, count] of counts) {
+    let vector = cache?.get(word)
+    if (vector === undefined) {
+      vector = wordVector(word, dimensions)
+      if (cache !== undefined) {
+        if (cache.size >= CACHE_WORDS) cache.clear()
+        cache.set(word, vector)
+      }
+    }
+    for (let i = 0; i < dimensions; i++) sum[i] = (sum[i] ?? 0) + count * (vector[i] ?? 0)
+  }
+  let norm = 0
+  for (const value of sum) norm += value * value
+  norm = Math.sqrt(norm) || 1
+  return Float32Array.from(sum, (value) => value / norm)
+}
+
 /** The unit vector of `seed`, as little-endian float32 bytes. */
 export function embed(seed: string, dimensions: number): Buffer {
-  const random = randomFrom(seedOf(seed))
-  const raw = Array.from({ length: dimensions }, () => random() * 2 - 1)
-  const norm = Math.sqrt(raw.reduce((sum, value) => sum + value * value, 0)) || 1
+  const vector = embedVector(seed, dimensions)
   const bytes = Buffer.alloc(dimensions * 4)
-  raw.forEach((value, i) => bytes.writeFloatLE(value / norm, i * 4))
+  vector.forEach((value, i) => bytes.writeFloatLE(value, i * 4))
   return bytes
 }
 

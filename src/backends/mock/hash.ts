@@ -6,11 +6,6 @@ export function digest(text: string): Buffer {
   return createHash('sha256').update(text).digest()
 }
 
-/** Six hex digits: enough to tell prompts apart in a reply, short enough to read. */
-export function shortHash(text: string): string {
-  return digest(text).subarray(0, 3).toString('hex')
-}
-
 export function seedOf(text: string): number {
   return digest(text).readUInt32LE(0)
 }

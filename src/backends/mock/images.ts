@@ -19,15 +19,15 @@ export const OUTPUT_TOKENS_PER_IMAGE = 272
 export const INPUT_TOKENS_PER_IMAGE = 85
 const MAX_IMAGES = 10
 
-export function imageGenerations(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export async function imageGenerations(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const prompt = requiredString(body, 'prompt')
   const n = optionalInteger(body, 'n', { min: 1, max: MAX_IMAGES }) ?? 1
   const format = optionalEnum(body, 'response_format', ['url', 'b64_json'] as const) ?? 'b64_json'
-  return imagesResponse(ctx, { seed: prompt, n, format, textTokens: countTextTokens(prompt), imageTokens: 0 })
+  return imagesResponse(ctx, { seed: prompt, n, format, textTokens: await countTextTokens(prompt), imageTokens: 0 })
 }
 
-export function imageEdits(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export async function imageEdits(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const form = formBody(request)
   const prompt = requiredString(form.fields, 'prompt')
   const n = optionalInteger(form.fields, 'n', { min: 1, max: MAX_IMAGES }) ?? 1
@@ -38,7 +38,7 @@ export function imageEdits(request: UpstreamRequest, ctx: MockContext): Upstream
     seed: `${prompt}\u0000${images.map((f) => f.size).join(',')}`,
     n,
     format,
-    textTokens: countTextTokens(prompt),
+    textTokens: await countTextTokens(prompt),
     imageTokens: images.length * INPUT_TOKENS_PER_IMAGE,
   })
 }

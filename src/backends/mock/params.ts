@@ -1,6 +1,8 @@
 // Reading request parameters the way OpenAI checks them: a missing required field, a
 // wrong type and an out-of-range value each get their own message and code. Messages
 // name the parameter but never echo the value, so nothing the client sent is reflected.
+import type { z } from 'zod'
+import { describeIssues } from '../../api/issues.ts'
 import type { MultipartBody } from '../../http/body.ts'
 import type { UpstreamRequest } from '../port.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -10,6 +12,20 @@ type Source = Readonly<Record<string, unknown>>
 export function jsonBody(request: UpstreamRequest): Record<string, unknown> {
   if (request.body.kind !== 'json') throw invalidRequest('This endpoint expects a JSON body.', null, 'invalid_body')
   return request.body.value
+}
+
+/** A JSON body checked against one of the API's schemas (src/api/), refused the way OpenAI does. */
+export function parsedBody<S extends z.ZodType>(request: UpstreamRequest, schema: S): z.output<S> {
+  return parsed(schema, jsonBody(request))
+}
+
+/** Query parameters (or any record) checked against a schema. */
+export function parsed<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input)
+  if (result.success) return result.data
+  const problem = describeIssues(result.error, input)
+  if (problem.kind === 'missing' && problem.param !== null) throw missingParameter(problem.param)
+  throw invalidRequest(problem.message, problem.param, problem.kind === 'type' ? 'invalid_type' : 'invalid_value')
 }
 
 export function formBody(request: UpstreamRequest): MultipartBody {

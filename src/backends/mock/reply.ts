@@ -3,8 +3,8 @@
 import { Readable } from 'node:stream'
 import type { UpstreamResponse } from '../port.ts'
 
-export function jsonResponse(status: number, value: unknown): UpstreamResponse {
-  return bytesResponse(status, 'application/json', JSON.stringify(value))
+export function jsonResponse(status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): UpstreamResponse {
+  return bytesResponse(status, 'application/json', JSON.stringify(value), headers)
 }
 
 export function textResponse(text: string): UpstreamResponse {
@@ -15,11 +15,11 @@ export function eventStreamResponse(body: Readable): UpstreamResponse {
   return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8' }, body }
 }
 
-function bytesResponse(status: number, contentType: string, text: string): UpstreamResponse {
+function bytesResponse(status: number, contentType: string, text: string, headers: Readonly<Record<string, string>> = {}): UpstreamResponse {
   const bytes = Buffer.from(text, 'utf8')
   return {
     status,
-    headers: { 'content-type': contentType, 'content-length': String(bytes.length) },
+    headers: { ...headers, 'content-type': contentType, 'content-length': String(bytes.length) },
     body: Readable.from([bytes]),
   }
 }

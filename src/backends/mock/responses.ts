@@ -2,7 +2,7 @@
 // sequence OpenAI streams for it (created, in_progress, the item and its content part
 // opening, text deltas, everything closing, completed). The SDK's ResponseStream checks
 // that sequence, so the opening and closing events are not optional.
-import { countChatTokens } from '../../limits/tokens.ts'
+import { countChatTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -14,18 +14,18 @@ import { namedFrame, type Frame } from './sse.ts'
 import { generateText, seedOfMessages, type GeneratedText } from './text.ts'
 import { responseUsage } from './usage.ts'
 
-export function responses(request: UpstreamRequest, ctx: MockContext): UpstreamResponse {
+export async function responses(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const messages = inputMessages(body.input, optionalString(body, 'instructions'))
   const model = modelOf(body, request)
   const generation = readGeneration(body, { limits: ['max_output_tokens'], allowN: false }, ctx.config.defaultCompletionTokens)
-  const reply = generateText(seedOfMessages(messages), 0, generation.budget)
+  const reply = generateText(seedOfMessages(messages), 0, generation.budget, await loadEncoder())
   const createdAt = unixSeconds(ctx.now())
   const inProgress = responseObject(body, {
     id: newId('resp_'), model, createdAt, status: 'in_progress', completedAt: null, output: [], usage: null,
   })
   const message = outputMessage(newId('msg_'), reply)
-  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(countChatTokens(messages), reply.tokens) }
+  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(await countChatTokens(messages), reply.tokens) }
 
   if (!generation.stream) return jsonResponse(200, completed)
   return ctx.stream(events(inProgress, completed, message, reply), request.signal)

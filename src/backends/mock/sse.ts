@@ -34,6 +34,9 @@ export function pacedStream(frames: Iterable<Frame>, perSecond: number, signal: 
   let pacedSent = 0
   let pending: Frame | undefined
   let timer: NodeJS.Timeout | undefined
+  // The reader is behind (push said so): nothing more until it asks, as a real server's
+  // socket would stop taking writes. Frames due meanwhile go out when it does.
+  let waiting = false
 
   const stop = (): void => {
     if (timer !== undefined) clearTimeout(timer)
@@ -42,7 +45,11 @@ export function pacedStream(frames: Iterable<Frame>, perSecond: number, signal: 
   }
   const stream = new Readable({
     // Frames are pushed on the clock; a fast reader only sees them sooner if they are due.
-    read() {},
+    read() {
+      if (!waiting) return
+      waiting = false
+      pump()
+    },
     destroy(err, callback) {
       stop()
       callback(err)
@@ -72,8 +79,12 @@ export function pacedStream(frames: Iterable<Frame>, perSecond: number, signal: 
         }
         pacedSent += 1
       }
-      stream.push(pending.text)
+      const more = stream.push(pending.text)
       pending = undefined
+      if (!more) {
+        waiting = true
+        return
+      }
     }
   }
 

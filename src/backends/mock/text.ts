@@ -2,12 +2,12 @@
 // short hash, then sentences drawn from a small vocabulary by a generator seeded from
 // that prompt. The same prompt always gets the same words; another prompt gets others.
 //
-// A reply is cut to an exact budget of tokens as countTextTokens counts them. Every piece
+// A reply is cut to an exact budget of tokens as the tokenizer counts them. Every piece
 // starts a new pre-token (a leading space, or punctuation after a word), and the BPE never
 // merges across pre-tokens, so the token count of the reply is the sum of its pieces'.
 // The streamed deltas are these same pieces, so the stream adds up to the JSON reply.
-import { contentText, countTextTokens } from '../../limits/tokens.ts'
-import { randomFrom, seedOf, shortHash } from './hash.ts'
+import { contentText, type Encoder } from '../../limits/tokens.ts'
+import { digest, randomFrom, seedOf } from './hash.ts'
 
 /** Each word below is one token with a leading space (and so is each capitalised determiner). */
 const DETERMINERS = ['the', 'a', 'every', 'this', 'that', 'each', 'one', 'some'] as const
@@ -37,7 +37,7 @@ export interface GeneratedText {
   readonly text: string
   /** The text in stream order: one event each. Joined, they are `text`. */
   readonly pieces: readonly string[]
-  /** countTextTokens(text). */
+  /** The tokenizer's count of text. */
   readonly tokens: number
 }
 
@@ -45,11 +45,11 @@ export interface GeneratedText {
  * A reply of exactly `budget` tokens to the prompt summarised by `seedText`. `variant`
  * tells apart the choices of one request (n > 1); variant 0 is the reply to a lone request.
  */
-export function generateText(seedText: string, variant: number, budget: number): GeneratedText {
+export function generateText(seedText: string, variant: number, budget: number, encoder: Encoder): GeneratedText {
   const costs = new Map<string, number>()
   const costOf = (piece: string): number => {
     let cost = costs.get(piece)
-    if (cost === undefined) costs.set(piece, (cost = countTextTokens(piece)))
+    if (cost === undefined) costs.set(piece, (cost = encoder.count(piece)))
     return cost
   }
   const pieces: string[] = []
@@ -63,15 +63,18 @@ export function generateText(seedText: string, variant: number, budget: number):
     pieces.push(piece)
     used += cost
   }
-  return settle(pieces, budget)
+  return settle(pieces, budget, encoder)
 }
 
 /** The endless word source; generateText decides where it stops. */
 function* words(seedText: string, variant: number): Generator<string, never> {
+  // The prompt is hashed once: it may be megabytes long.
+  const hash = digest(seedText).toString('hex')
   yield* OPENING
-  yield ` #${shortHash(seedText)}`
+  // Six hex digits: enough to tell prompts apart in a reply, short enough to read.
+  yield ` #${hash.slice(0, 6)}`
   yield '.'
-  const random = randomFrom(seedOf(`${variant}\u0000${seedText}`))
+  const random = randomFrom(seedOf(`${variant}\u0000${hash}`))
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T
   for (;;) {
     const det = pick(DETERMINERS)
@@ -92,15 +95,15 @@ function* words(seedText: string, variant: number): Generator<string, never> {
  * argument at the top of this file; should a tokenizer upgrade ever break it, this trims
  * or pads the reply so that the budget still holds exactly (or as near as it can).
  */
-function settle(pieces: string[], budget: number): GeneratedText {
+function settle(pieces: string[], budget: number, encoder: Encoder): GeneratedText {
   let text = pieces.join('')
-  let tokens = countTextTokens(text)
+  let tokens = encoder.count(text)
   for (let guard = 0; tokens !== budget && guard < 2 * budget + 2; guard++) {
     if (tokens > budget && pieces.length > 0) pieces.pop()
     else if (tokens < budget) pieces.push(' mock')
     else break
     text = pieces.join('')
-    tokens = countTextTokens(text)
+    tokens = encoder.count(text)
   }
   return { text, pieces, tokens }
 }

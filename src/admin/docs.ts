@@ -1,0 +1,43 @@
+// The admin API in the OpenAPI document: every route registerAdminRoutes serves, with the
+// schemas its handlers validate the body and the query with.
+import { ApiKey, ApiKeyList, ApiKeyWithSecret, KeyUsage, TierList, Usage } from '../api/admin.ts'
+import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/service.ts'
+import type { OperationDoc } from '../openapi/operation.ts'
+import { listKeysQuery } from './keys.ts'
+import { keyUsageQuery, usageQuery } from './usage.ts'
+
+const KEYS = 'Admin: keys'
+const USAGE = 'Admin: usage and tiers'
+const key = { id: 'The key\'s id (`key_…`).' }
+const admin = { security: 'admin' } as const
+
+export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
+  {
+    ...admin, method: 'post', path: '/admin/keys', operationId: 'createKey', tag: KEYS, summary: 'Create an API key',
+    description: 'The secret is in this reply only; Tollgate keeps its keyed hash. A key without a tier is on the default tier.',
+    body: { contentType: 'application/json', schema: createKeySchema },
+    responses: { 201: { description: 'Created', schema: ApiKeyWithSecret } },
+  },
+  {
+    ...admin, method: 'get', path: '/admin/keys', operationId: 'listKeys', tag: KEYS, summary: 'List API keys',
+    query: listKeysQuery, responses: { 200: { description: 'OK, oldest first', schema: ApiKeyList } },
+  },
+  { ...admin, method: 'get', path: '/admin/keys/{id}', operationId: 'retrieveKey', tag: KEYS, summary: 'Retrieve an API key', pathParams: key, responses: { 200: { description: 'OK', schema: ApiKey } } },
+  {
+    ...admin, method: 'patch', path: '/admin/keys/{id}', operationId: 'updateKey', tag: KEYS, summary: 'Change an API key',
+    description: 'A field left out stays; null resets it. The owner cannot change.',
+    pathParams: key, body: { contentType: 'application/json', schema: updateKeySchema }, responses: { 200: { description: 'OK', schema: ApiKey } },
+  },
+  {
+    ...admin, method: 'post', path: '/admin/keys/{id}/rotate', operationId: 'rotateKey', tag: KEYS, summary: 'Rotate an API key\'s secret',
+    description: 'The previous secret works for `grace_seconds` more (default 0).',
+    pathParams: key, body: { contentType: 'application/json', schema: rotateKeySchema, optional: true }, responses: { 200: { description: 'OK', schema: ApiKeyWithSecret } },
+  },
+  { ...admin, method: 'delete', path: '/admin/keys/{id}', operationId: 'revokeKey', tag: KEYS, summary: 'Revoke an API key', pathParams: key, responses: { 200: { description: 'OK', schema: ApiKey } } },
+  {
+    ...admin, method: 'get', path: '/admin/keys/{id}/usage', operationId: 'retrieveKeyUsage', tag: USAGE, summary: 'One key\'s usage, per model and day',
+    pathParams: key, query: keyUsageQuery, responses: { 200: { description: 'OK', schema: KeyUsage } },
+  },
+  { ...admin, method: 'get', path: '/admin/usage', operationId: 'retrieveUsage', tag: USAGE, summary: 'Usage across keys, grouped', query: usageQuery, responses: { 200: { description: 'OK', schema: Usage } } },
+  { ...admin, method: 'get', path: '/admin/tiers', operationId: 'listTiers', tag: USAGE, summary: 'The plans in force', responses: { 200: { description: 'OK', schema: TierList } } },
+]

@@ -1,0 +1,93 @@
+// The gateway's API, as one OpenAPI 3.1 document: each route module contributes its
+// OperationDocs (the routes it serves), and this list gathers them. A route served but not
+// listed here (or listed but not served) fails test/openapi/routes.test.ts, which compares
+// this document with the router: a feature adding routes adds its operations below.
+import packageJson from '../../package.json' with { type: 'json' }
+import { ApiKey } from '../api/admin.ts'
+import { EmbeddingUsage, Metadata } from '../api/common.ts'
+import { FileObject } from '../api/files.ts'
+import {
+  Attributes, ChunkingStrategy, ChunkingStrategyParam, ComparisonFilter, CompoundFilter, ExpiresAfter, VectorStore,
+  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList,
+} from '../api/vector-stores.ts'
+import { ADMIN_OPERATIONS } from '../admin/docs.ts'
+import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
+import { TOKEN_OPERATIONS } from '../tokens/routes.ts'
+import { PROBE_OPERATIONS } from '../http/probes.ts'
+import { inferenceOperations, modelOperations } from '../inference/docs.ts'
+import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
+import { FILE_SPECS, VECTOR_STORE_ENDPOINTS } from '../inference/v1-endpoints.ts'
+import { buildDocument, type OpenApiDocument, type TagGroups } from './document.ts'
+import type { OperationDoc } from './operation.ts'
+import { QUEUE_ADMIN_OPERATIONS, QueueRequest, queueOperations } from '../queue/docs.ts'
+import { REFERENCE_OPERATIONS } from './routes.ts'
+import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
+import { PORTAL_OPERATIONS } from '../portal/routes.ts'
+
+export function apiOperations(): OperationDoc[] {
+  return [
+    ...PROBE_OPERATIONS,
+    ...modelOperations('/v2'),
+    ...inferenceOperations('/v2', PROXIED_ENDPOINTS),
+    ...inferenceOperations('/v1', FILE_SPECS, { idPrefix: 'v1' }),
+    ...inferenceOperations('/v1', VECTOR_STORE_ENDPOINTS),
+    ...queueOperations(),
+    ...ADMIN_OPERATIONS,
+    ...QUEUE_ADMIN_OPERATIONS,
+    ...USER_ADMIN_OPERATIONS,
+    ...TOKEN_OPERATIONS,
+    ...REFERENCE_OPERATIONS,
+    ...RAG_OPERATIONS,
+    ...PORTAL_OPERATIONS,
+  ]
+}
+
+/** Schemas shown under their own names (the rest are named after their operation). */
+const NAMED = {
+  Metadata,
+  File: FileObject,
+  VectorStore,
+  VectorStoreFile,
+  VectorStoreFileList,
+  VectorStoreFileBatch,
+  VectorStoreFileAttributes: Attributes,
+  ChunkingStrategyRequestParam: ChunkingStrategyParam,
+  ChunkingStrategy,
+  VectorStoreExpirationAfter: ExpiresAfter,
+  ComparisonFilter,
+  CompoundFilter,
+  EmbeddingUsage,
+  ApiKey,
+  QueueRequest,
+}
+
+const GROUPS: TagGroups = [
+  { name: 'Inference (/v2)', tags: ['Models', 'Chat and completions', 'Embeddings', 'Audio', 'Images', 'Fine-tuning'] },
+  { name: 'Files and vector stores (/v1, /v2)', tags: ['Files', 'Vector stores', 'Vector store files', 'Vector store file batches'] },
+  { name: 'Queue (/queue)', tags: ['Queue'] },
+  { name: 'Key portal (/admin)', tags: ['Admin: keys', 'Admin: usage and tiers', 'Admin: queue', 'Admin: users'] },
+  { name: 'RAG gateway', tags: ['RAG gateway: login', RAG_TAG] },
+  { name: 'Key portal in a browser (/portal)', tags: ['Portal'] },
+  { name: 'Gateway', tags: ['Health', 'API reference'] },
+]
+
+const DESCRIPTION = `Tollgate is a rate-limit-aware gateway in front of OpenAI-compatible model backends.
+Clients keep the official OpenAI SDK and change only \`baseURL\` (\`http://host:port/v2\`,
+\`/v1\` for files and vector stores, \`/queue\` to wait for capacity instead of a 429) and the key.
+
+**Authentication.** \`/v2\`, \`/v1\` and \`/queue\` take an API key, \`Authorization: Bearer <API_KEY>\`;
+\`/admin\` takes the admin token. A key outside its scopes gets 403.
+
+**Limits.** Every reply after authentication carries the key's \`x-ratelimit-*\` headers; over a
+limit the answer is 429 with \`retry-after\` and \`retry-after-ms\`. Endpoints without a model
+(files, vector stores, fine-tuning) count under the model \`*\`.
+
+**Ownership.** Files, fine-tuning jobs, vector stores and file batches belong to the owner of
+the key that made them; to any other owner they do not exist (404).
+
+**Errors** are OpenAI's: \`{"error": {"message", "type", "param", "code"}}\`.`
+
+/** The document of everything the gateway serves. */
+export function apiDocument(): OpenApiDocument {
+  return buildDocument(apiOperations(), NAMED, { title: 'Tollgate', version: packageJson.version, description: DESCRIPTION }, GROUPS)
+}

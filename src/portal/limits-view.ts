@@ -1,0 +1,47 @@
+// A key's plan per model, and where it stands in the current window: read through the
+// limiter's peek, the very counters and the very x-ratelimit-* headers a call would get.
+import type { Config, ModelLimits } from '../config/schema.ts'
+import type { KeyRecord } from '../keys/record.ts'
+import { resolveLimits } from '../limits/plans.ts'
+import type { Limiter, RateLimitHeaders } from '../limits/port.ts'
+
+export const DIMENSIONS = [
+  { suffix: 'requests', label: 'Requests' },
+  { suffix: 'tokens', label: 'Tokens' },
+  { suffix: 'input-tokens', label: 'Input tokens' },
+  { suffix: 'output-tokens', label: 'Output tokens' },
+] as const
+
+export interface WindowState {
+  readonly limit: string
+  readonly remaining: string | null
+  readonly reset: string | null
+}
+
+export interface ModelStanding {
+  readonly model: string
+  readonly tier: string
+  readonly limits: ModelLimits
+  /** By header suffix; absent where the plan sets no such limit. */
+  readonly windows: Readonly<Partial<Record<(typeof DIMENSIONS)[number]['suffix'], WindowState>>>
+}
+
+function windowsOf(headers: RateLimitHeaders): ModelStanding['windows'] {
+  const out: Partial<Record<(typeof DIMENSIONS)[number]['suffix'], WindowState>> = {}
+  for (const { suffix } of DIMENSIONS) {
+    const limit = headers[`x-ratelimit-limit-${suffix}`]
+    if (limit === undefined) continue
+    out[suffix] = { limit, remaining: headers[`x-ratelimit-remaining-${suffix}`] ?? null, reset: headers[`x-ratelimit-reset-${suffix}`] ?? null }
+  }
+  return out
+}
+
+/** One row per model the key may call; a limiter that cannot answer shows the limits alone. */
+export async function keyStanding(config: Pick<Config, 'plans' | 'models'>, limiter: Limiter, key: KeyRecord): Promise<ModelStanding[]> {
+  const models = key.models ?? config.models.map((m) => m.name)
+  return Promise.all(models.map(async (model) => {
+    const { tier, limits } = resolveLimits(config.plans, key, model)
+    const headers = await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => ({}))
+    return { model, tier, limits, windows: windowsOf(headers) }
+  }))
+}

@@ -1,0 +1,64 @@
+// "My keys": the signed-in user's keys, a page at a time, and the form that makes a new one.
+import type { KeyView } from '../../keys/service.ts'
+import { html, type Html } from '../html.ts'
+import { csrfField, layout, notice, type Viewer } from '../layout.ts'
+import { count, pager, pageOf, scopes, statusCell, when } from './format.ts'
+
+export interface KeyRow {
+  readonly view: KeyView
+  /** The last UTC day the key was metered, or null. */
+  readonly lastUsed: string | null
+}
+
+export function keysTable(rows: readonly KeyRow[], options: { owner?: (view: KeyView) => string; actions?: (view: KeyView) => Html } = {}): Html {
+  if (rows.length === 0) return html`<p>No keys yet.</p>`
+  return html`<table>
+<caption class="visually-hidden">API keys</caption>
+<thead><tr><th scope="col">Name</th><th scope="col">Prefix</th>${options.owner ? html`<th scope="col">Owner</th>` : ''}<th scope="col">Tier</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Scopes</th>${options.actions ? html`<th scope="col">Tier change</th>` : ''}</tr></thead>
+<tbody>
+${rows.map(({ view, lastUsed }) => html`<tr>
+<td><a href="/portal/keys/${view.id}">${view.name ?? '(unnamed)'}</a></td>
+<td><code>${view.prefix}…</code></td>
+${options.owner ? html`<td>${options.owner(view)}</td>` : ''}
+<td>${view.tier ?? '—'}</td>
+<td>${statusCell(view.status)}</td>
+<td>${when(view.created_at)}</td>
+<td>${lastUsed ?? 'never'}</td>
+<td>${when(view.expires_at, 'never')}</td>
+<td>${scopes(view)}</td>
+${options.actions ? html`<td>${options.actions(view)}</td>` : ''}
+</tr>`)}
+</tbody>
+</table>`
+}
+
+export function keysPage(viewer: Viewer, rows: readonly KeyRow[], query: URLSearchParams, pageSize: number, message?: Html): Html {
+  const { page, pages, start } = pageOf(query, rows.length, pageSize)
+  return layout('My keys', html`
+${message ?? ''}
+<p>${count(rows.length)} key${rows.length === 1 ? '' : 's'}. Select a key to see its limits, rotate it or revoke it.</p>
+${keysTable(rows.slice(start, start + pageSize))}
+${pages > 1 ? pager('/portal/keys', query, page, pages, rows.length) : ''}
+<h2 id="create">Create a key</h2>
+<form class="inline" method="post" action="/portal/keys" aria-labelledby="create">
+${csrfField(viewer)}
+<label for="key-name">Name <input id="key-name" name="name" maxlength="200" required placeholder="e.g. laptop"></label>
+<label for="key-expires">Expires (optional) <input id="key-expires" name="expires" type="date"></label>
+<button type="submit">Create key</button>
+</form>`, viewer)
+}
+
+/** The one time a secret is shown: after create and after rotate. */
+export function secretPage(viewer: Viewer, title: string, view: KeyView, secret: string, extra?: Html): Html {
+  return layout(title, html`
+${notice('warn', html`<strong>Copy this key now.</strong> It will not be shown again: Tollgate keeps only a hash of it.`)}
+${extra ?? ''}
+<div class="secret">
+<label for="secret" class="visually-hidden">Your new API key</label>
+<input id="secret" readonly value="${secret}" aria-describedby="copy-status" spellcheck="false">
+<button type="button" data-copy="secret" data-copy-status="copy-status">Copy</button>
+</div>
+<p id="copy-status" class="hint" role="status" aria-live="polite"></p>
+<p>Use it as the API key of the OpenAI SDK, with <code>baseURL</code> set to this gateway's <code>/v2</code>.</p>
+<p><a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a></p>`, viewer)
+}

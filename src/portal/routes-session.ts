@@ -1,0 +1,68 @@
+// Sign in, sign out, and /portal itself.
+import { GatewayError } from '../errors.ts'
+import { clientAddress } from '../http/client-address.ts'
+import { checkSameOrigin, clearSessionCookie, isHttps, readForm, redirect, sendHtml, setSessionCookie } from './http.ts'
+import { failPage, type Guards, type PortalDeps, type PortalRouter } from './guard.ts'
+import { bodyRateOf } from '../http/body-rate.ts'
+import { signInPage } from './pages/sign-in.ts'
+
+export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
+  const { config } = deps
+
+  router.on('GET', '/portal', async (ctx) => {
+    ctx.route = 'portal.home'
+    try {
+      redirect(ctx.res, (await guards.resume(ctx)) === null ? '/portal/sign-in' : '/portal/keys')
+    } catch (err) {
+      failPage(ctx, err)
+    }
+  })
+
+  router.on('GET', '/portal/sign-in', async (ctx) => {
+    ctx.route = 'portal.sign_in'
+    try {
+      if ((await guards.resume(ctx)) !== null) return redirect(ctx.res, '/portal/keys')
+      sendHtml(ctx.res, 200, signInPage())
+    } catch (err) {
+      failPage(ctx, err)
+    }
+  })
+
+  router.on('POST', '/portal/sign-in', async (ctx) => {
+    ctx.route = 'portal.sign_in'
+    try {
+      // No session yet to bind a token to: a cross-site sign-in (login CSRF) is refused by its origin.
+      checkSameOrigin(ctx.req, config)
+      const form = await readForm(ctx.req, bodyRateOf(config.server))
+      const username = (form.get('username') ?? '').trim().slice(0, 256)
+      const password = (form.get('password') ?? '').slice(0, 1024)
+      if (username === '' || password === '') return sendHtml(ctx.res, 400, signInPage({ error: 'Enter your username and password.', username }))
+      const address = clientAddress(ctx.req, config.server.trustProxyHops)
+      let result
+      try {
+        result = await deps.sessions.signIn(username, password, address)
+      } catch (err) {
+        if (err instanceof GatewayError && err.errorName === 'login_throttled') {
+          ctx.errorCode = err.code
+          for (const [name, value] of Object.entries(err.headers)) ctx.res.setHeader(name, value)
+          return sendHtml(ctx.res, 429, signInPage({ error: err.message, username }))
+        }
+        throw err
+      }
+      if (result === null) {
+        ctx.errorCode = 'login_failed'
+        return sendHtml(ctx.res, 401, signInPage({ error: 'Wrong username or password.', username }))
+      }
+      setSessionCookie(ctx.res, result.token, deps.sessions.cookieMaxAge(result.signedIn.session), isHttps(ctx.req, config))
+      redirect(ctx.res, '/portal/keys')
+    } catch (err) {
+      failPage(ctx, err)
+    }
+  })
+
+  router.on('POST', '/portal/sign-out', guards.form('portal.sign_out', async (ctx, me) => {
+    await deps.sessions.signOut(me.session)
+    clearSessionCookie(ctx.res, isHttps(ctx.req, config))
+    redirect(ctx.res, '/portal/sign-in')
+  }))
+}

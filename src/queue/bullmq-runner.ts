@@ -1,0 +1,168 @@
+// The job runner on Redis: BullMQ. A stored request whose turn has come is a BullMQ job
+// (its id is the request's id; the request itself lives in the queue store); workers on
+// every instance take jobs from one queue, so a request accepted by one instance runs on
+// whichever has a free worker. BullMQ brings what a queue must get right and that is
+// hard to hand-roll: blocking waits instead of polling, locks renewed while a job runs,
+// jobs of a gateway that died given to another worker (stalled-job recovery), and
+// delayed jobs that wake when due. Only heads of lines are ever jobs (see service.ts),
+// which is what keeps one key's thousand waiting requests from taking every worker.
+import { DelayedError, Queue, Worker, type ConnectionOptions, type Job } from 'bullmq'
+import { Cluster } from 'ioredis'
+import type { RedisTarget } from '../config/redis-target.ts'
+import type { Logger } from '../observability/logger.ts'
+import { StoreUnavailableError } from '../store/errors.ts'
+import { clusterOptions, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
+import type { JobRunner, Processor } from './ports.ts'
+
+export interface BullmqRunnerOptions {
+  /** The store's Redis: a URL, or any of the three topologies. */
+  readonly redis: RedisTarget | string
+  /** The gateway's store.keyPrefix: BullMQ's keys go under `<prefix>{tg}:bull:`. */
+  readonly keyPrefix: string
+  readonly log: Logger
+  /** Longest wait for Redis when adding a job. */
+  readonly commandTimeoutMs: number
+  /** The queue's name; tests and benches may use their own. */
+  readonly name?: string
+  /** How often workers look for jobs of workers that stopped (BullMQ stalledInterval). */
+  readonly stalledIntervalMs?: number
+}
+
+const NEVER = new AbortController().signal
+/** How long a close waits on Redis before it gives up on it. */
+const CLOSE_MS = 2000
+
+/** Whether `work` settled within `ms` (its failure counts as settled). */
+async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<false>((done) => { timer = setTimeout(() => done(false), ms) })
+  const settled = work.then(() => true, () => true)
+  const outcome = await Promise.race([settled, late])
+  clearTimeout(timer)
+  return outcome
+}
+
+/**
+ * BullMQ's connection for the queue (adds jobs: fails fast) or the worker (blocks on
+ * purpose, retries for ever). One server and Sentinel: options BullMQ connects with
+ * itself. A cluster: a client made here (BullMQ takes a cluster only as one), which
+ * `owned` lists for close(). BullMQ's keys are all under the `{tg}` hash tag, so each of
+ * its scripts stays on one slot.
+ */
+function connectionFor(target: RedisTarget, role: 'queue' | 'worker', commandTimeoutMs: number, log: Logger, owned: Cluster[]): ConnectionOptions {
+  const per = role === 'queue'
+    ? { commandTimeout: commandTimeoutMs, connectionName: 'tollgate-queue' }
+    : { maxRetriesPerRequest: null, connectionName: 'tollgate-queue-worker' }
+  const offline = { enableOfflineQueue: role === 'worker' }
+  if (target.kind === 'standalone') return { url: target.url, ...per, ...(role === 'queue' ? offline : {}) }
+  if (target.kind === 'sentinel') return { ...sentinelOptions(target, { ...per, ...(role === 'queue' ? offline : {}) }), retryStrategy: (attempt: number) => reconnectDelay(attempt, 2000) }
+  const cluster = new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(target, per, {
+    lazyConnect: false,
+    retryStrategy: (attempt) => reconnectDelay(attempt, 2000),
+    connectTimeout: Math.max(commandTimeoutMs, 1000),
+    enableOfflineQueue: role === 'worker',
+  }))
+  cluster.on('error', (err: Error) => log.debug({ err: err.message, role }, 'queue redis cluster error'))
+  owned.push(cluster)
+  return cluster
+}
+
+export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
+  const name = options.name ?? 'requests'
+  const prefix = `${options.keyPrefix}{tg}:bull`
+  const { log } = options
+  const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
+  const owned: Cluster[] = []
+  // Adding a job is on a client's request path: fail fast rather than queue commands
+  // while Redis is away. The worker's connections block on purpose and retry for ever.
+  const queue = new Queue(name, {
+    prefix,
+    connection: connectionFor(target, 'queue', options.commandTimeoutMs, log, owned),
+    defaultJobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
+  })
+  queue.on('error', (err: Error) => log.debug({ err: err.message }, 'queue redis error'))
+  let worker: Worker | null = null
+  const timers = new Set<NodeJS.Timeout>()
+
+  /** BullMQ waits for its connection before a command; a Redis that is away must not hold a client's request. */
+  function bounded<T>(work: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StoreUnavailableError(`the queue's Redis did not answer within ${options.commandTimeoutMs} ms`)), options.commandTimeoutMs)
+    })
+    return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
+  }
+
+  return {
+    async schedule(request, opts = {}) {
+      // An id already waiting, delayed or running is left as it is (BullMQ ignores a
+      // second job with the same id).
+      await bounded(queue.add('run', { line: request.line, createdAt: request.createdAt }, {
+        jobId: request.id,
+        ...(opts.delayMs !== undefined && opts.delayMs > 0 ? { delay: Math.ceil(opts.delayMs) } : {}),
+        ...(opts.priority !== undefined && opts.priority > 0 ? { priority: opts.priority } : {}),
+      }))
+    },
+
+    async wake(id) {
+      const job = await bounded(queue.getJob(id))
+      if (job === undefined || !(await job.isDelayed())) return
+      // Another instance may promote it first; then there is nothing left to do.
+      await job.promote().catch(() => undefined)
+    },
+
+    start(processor: Processor, concurrency) {
+      if (concurrency <= 0 || worker !== null) return
+      worker = new Worker(name, async (job: Job, token?: string, signal?: AbortSignal) => {
+        const data = job.data as { line?: unknown; createdAt?: unknown }
+        const request = { id: job.id ?? '', line: String(data.line ?? ''), createdAt: Number(data.createdAt ?? 0) }
+        const outcome = await processor(request, signal ?? NEVER)
+        if (outcome.kind === 'later') {
+          await job.moveToDelayed(outcome.at, token)
+          // BullMQ wakes a delayed job when Redis times out a worker's blocking wait, which
+          // an idle Redis does only every 1/hz s (100 ms by default): up to 5 % of a 2 s
+          // window lost at each of its ends. A timer here wakes it on time; BullMQ's own
+          // delay still does if this instance is gone.
+          const timer = setTimeout(() => {
+            timers.delete(timer)
+            job.promote().catch(() => undefined)
+          }, Math.max(0, outcome.at - Date.now()))
+          timer.unref()
+          timers.add(timer)
+          throw new DelayedError()
+        }
+      }, {
+        prefix,
+        concurrency,
+        connection: connectionFor(target, 'worker', options.commandTimeoutMs, log, owned),
+        // A request whose gateway died mid-run is run again; only a request that keeps
+        // killing its workers is dropped (its record then stays in_progress until swept).
+        maxStalledCount: 10,
+        stalledInterval: options.stalledIntervalMs ?? 30_000,
+        removeOnComplete: { count: 0 },
+        removeOnFail: { count: 0 },
+      })
+      worker.on('error', (err: Error) => log.warn({ err: err.message }, 'queue worker error'))
+      worker.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
+    },
+
+    healthy: () => worker === null || worker.isRunning(),
+
+    async close(graceMs = 0) {
+      for (const timer of timers) clearTimeout(timer)
+      timers.clear()
+      if (worker !== null) {
+        const running = worker
+        if (!(await within(running.close(), graceMs))) {
+          // Aborted requests record what they got; a job stopped mid-run is run again elsewhere.
+          running.cancelAllJobs('gateway shutting down')
+          if (!(await within(running.close(true), CLOSE_MS))) log.warn('queue worker did not close in time (is Redis away?); leaving it')
+        }
+      }
+      // With Redis away a graceful close would wait for ever.
+      if (!(await within(queue.close(), CLOSE_MS))) await queue.disconnect().catch(() => undefined)
+      // BullMQ leaves a client it was given open.
+      for (const cluster of owned) cluster.disconnect()
+    },
+  }
+}

@@ -1,0 +1,163 @@
+// One gateway's part in the queue: it hands the turn on when someone leaves the head of a
+// line (schedules a stored request, or wakes a call wherever it waits), lets a line's head
+// try again early when capacity was given back, and keeps the lines healthy: a heartbeat
+// so its own calls stay in line, and a periodic sweep that takes out calls of gateways
+// that stopped and nudges every head, so a wake-up lost in a crash or an outage costs at
+// most one sweep interval.
+import type { Logger } from '../observability/logger.ts'
+import type { JobRunner, QueueStore, RequestRef, Ticket } from './ports.ts'
+import type { QueueSignals, SignalHandlers } from './signals.ts'
+import { decodeTicket, encodeTicket } from './tickets.ts'
+
+const HEARTBEAT_MS = 5_000
+/** Three heartbeats missed: the gateway is gone. */
+const ALIVE_MS = 3 * HEARTBEAT_MS
+
+export interface CoordinatorOptions {
+  readonly store: QueueStore
+  readonly runner: JobRunner
+  readonly instance: string
+  /** queue.tierPriority: lower first when workers are busy. */
+  readonly tierPriority: Readonly<Record<string, number>>
+  readonly log: Logger
+  readonly signals: (handlers: SignalHandlers) => QueueSignals
+}
+
+export class Coordinator {
+  readonly instance: string
+  readonly store: QueueStore
+  readonly runner: JobRunner
+  readonly #log: Logger
+  readonly #signals: QueueSignals
+  readonly #priorities: Readonly<Record<string, number>>
+  readonly #unlisted: number | undefined
+  readonly #turns = new Map<string, () => void>()
+  readonly #running = new Map<string, AbortController>()
+  #timers: NodeJS.Timeout[] = []
+
+  constructor(options: CoordinatorOptions) {
+    this.instance = options.instance
+    this.store = options.store
+    this.runner = options.runner
+    this.#log = options.log
+    this.#priorities = options.tierPriority
+    const listed = Object.values(options.tierPriority)
+    this.#unlisted = listed.length === 0 ? undefined : Math.max(...listed) + 1
+    this.#signals = options.signals({
+      onWake: (message) => this.#turnCame(message),
+      onCancel: (id) => this.#running.get(id)?.abort(),
+    })
+  }
+
+  /** Messages from other gateways can arrive. */
+  ready(timeoutMs: number): Promise<boolean> {
+    return this.#signals.ready(timeoutMs)
+  }
+
+  /** The priority of a tier's requests among busy workers (undefined: no priorities configured). */
+  priorityOf(tier: string): number | undefined {
+    return this.#priorities[tier] ?? this.#unlisted
+  }
+
+  /** Makes a stored request runnable now or after `delayMs`. */
+  async schedule(request: RequestRef, tier: string | undefined, delayMs = 0): Promise<void> {
+    const priority = tier === undefined ? this.#unlisted : this.priorityOf(tier)
+    await this.runner.schedule(request, { delayMs, ...(priority === undefined ? {} : { priority }) })
+  }
+
+  /** `next` is now the head of `line`: its turn has come. */
+  async handOver(line: string, next: Ticket | null): Promise<void> {
+    if (next === null) return
+    try {
+      if (next.kind === 'job') {
+        // Priorities need the request's tier; without them its ticket is enough.
+        const tier = this.#unlisted === undefined ? undefined : (await this.store.get(next.id))?.tier
+        await this.schedule({ id: next.id, line, createdAt: next.joinedAt }, tier)
+      } else if (next.instance === this.instance) {
+        this.#turnCame(turnMessage(line, next))
+      } else {
+        await this.#signals.wake(next.instance, turnMessage(line, next))
+      }
+    } catch (error) {
+      // The sweep hands it over later.
+      this.#log.warn({ err: describe(error), ticket: next.id }, 'queue: could not hand the turn on')
+    }
+  }
+
+  /** Capacity was given back on `line`: its head may fit before its retry-after. */
+  async released(line: string): Promise<void> {
+    try {
+      const head = await this.store.head(line)
+      if (head === null) return
+      if (head.kind === 'job') await this.runner.wake(head.id)
+      else await this.handOver(line, head)
+    } catch (error) {
+      this.#log.debug({ err: describe(error) }, 'queue: could not wake a head after a release')
+    }
+  }
+
+  /** A call of this gateway is at the head of its line. */
+  #turnCame(message: string): void {
+    const [line = '', encoded = ''] = message.split('\n')
+    const ticket = decodeTicket(encoded)
+    if (ticket === null || ticket.kind !== 'call') return
+    const wake = this.#turns.get(ticket.id)
+    if (wake !== undefined) return wake()
+    // No call here holds it any more (it could not leave while the store was away): an
+    // orphan at the head would hold the line for ever.
+    void this.store.leave(line, ticket).then((next) => this.handOver(line, next)).catch((error: unknown) => {
+      this.#log.debug({ err: describe(error) }, 'queue: could not take an orphaned call out of its line')
+    })
+  }
+
+  /** Registers how to wake a call of this gateway when its turn comes. */
+  onTurn(callId: string, wake: () => void): () => void {
+    this.#turns.set(callId, wake)
+    return () => { this.#turns.delete(callId) }
+  }
+
+  /** Registers a stored request this gateway runs, so that a cancel can abort it. */
+  running(id: string, controller: AbortController): () => void {
+    this.#running.set(id, controller)
+    return () => { this.#running.delete(id) }
+  }
+
+  /** Aborts a stored request wherever it runs. */
+  async cancelRunning(id: string): Promise<void> {
+    this.#running.get(id)?.abort()
+    await this.#signals.cancel(id)
+  }
+
+  async sweep(intervalMs: number): Promise<void> {
+    const heads = await this.store.sweep(intervalMs)
+    for (const { line, head } of heads ?? []) await this.handOver(line, head)
+  }
+
+  start(sweepIntervalMs: number): void {
+    const beat = (): void => void this.store.heartbeat(this.instance, ALIVE_MS).catch((error: unknown) => {
+      this.#log.debug({ err: describe(error) }, 'queue: heartbeat failed')
+    })
+    const sweep = (): void => void this.sweep(sweepIntervalMs).catch((error: unknown) => {
+      this.#log.debug({ err: describe(error) }, 'queue: sweep failed')
+    })
+    beat()
+    sweep()
+    this.#timers = [setInterval(beat, HEARTBEAT_MS), setInterval(sweep, sweepIntervalMs)]
+    for (const timer of this.#timers) timer.unref()
+  }
+
+  async close(): Promise<void> {
+    for (const timer of this.#timers) clearInterval(timer)
+    this.#timers = []
+    await this.#signals.close()
+  }
+}
+
+/** Which call's turn it is: its line and its ticket. */
+function turnMessage(line: string, ticket: Ticket): string {
+  return `${line}\n${encodeTicket(ticket)}`
+}
+
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,273 @@
+// The queue store of a single instance. Stored requests (and their multipart bytes, and
+// their results) are rows of `<dataDir>/queue.db` (node:sqlite), so accepted requests
+// survive a restart; the lines are held in memory and rebuilt from those rows at start
+// (drop-in calls do not outlive their connections, so there is nothing of theirs to
+// keep). Every change runs synchronously, so a record and its line never disagree.
+import type { DatabaseSync, SQLOutputValue } from 'node:sqlite'
+import { openSqlite, pingSqlite, transaction } from '../store/embedded.ts'
+import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
+import type { FinalStatus, LineSummary, QueuedRequest, QueueStore, RequestRef, StoreRetention, Ticket } from './ports.ts'
+import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
+
+export const QUEUE_DATABASE_FILE = 'queue.db'
+
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE requests (
+    id          TEXT PRIMARY KEY,
+    owner       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    line        TEXT NOT NULL,
+    line_seq    REAL NOT NULL,
+    meta        TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    started_at  INTEGER,
+    finished_at INTEGER,
+    cancel      INTEGER NOT NULL DEFAULT 0,
+    result      TEXT,
+    body        BLOB
+  ) STRICT;
+  CREATE INDEX requests_owner ON requests (owner, created_at);
+  CREATE INDEX requests_status ON requests (status, line_seq);
+  CREATE INDEX requests_finished ON requests (finished_at);
+  `,
+]
+
+interface Place {
+  readonly score: number
+  readonly member: string
+  readonly ticket: Ticket
+}
+
+type Row = Record<string, SQLOutputValue>
+
+const PURGE_EVERY_MS = 60_000
+
+export interface EmbeddedQueueStoreOptions extends StoreRetention {
+  /** Directory of queue.db; ':memory:' keeps it in memory (tests). */
+  readonly dataDir: string
+  readonly now?: () => number
+}
+
+export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): QueueStore {
+  const db: DatabaseSync = openSqlite(options.dataDir, QUEUE_DATABASE_FILE, MIGRATIONS)
+  const now = options.now ?? Date.now
+  const ttl = options.resultTtlMs
+  const sql = {
+    insert: db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)`),
+    get: db.prepare('SELECT * FROM requests WHERE id = ?'),
+    body: db.prepare(`SELECT body FROM requests WHERE id = ? AND status IN ('queued', 'in_progress')`),
+    page: db.prepare('SELECT * FROM requests WHERE owner = ?1 AND (created_at < ?2 OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4'),
+    first: db.prepare('SELECT * FROM requests WHERE owner = ? ORDER BY created_at DESC, id DESC LIMIT ?'),
+    start: db.prepare(`UPDATE requests SET status = 'in_progress', started_at = COALESCE(started_at, ?), attempts = attempts + 1
+      WHERE id = ? AND status IN ('queued', 'in_progress') AND cancel = 0`),
+    requeue: db.prepare(`UPDATE requests SET status = 'queued', line_seq = ? WHERE id = ? AND status = 'in_progress'`),
+    finish: db.prepare(`UPDATE requests SET status = ?, finished_at = ?, result = ?, body = NULL WHERE id = ? AND status IN ('queued', 'in_progress')`),
+    status: db.prepare('SELECT status FROM requests WHERE id = ?'),
+    requestCancel: db.prepare(`UPDATE requests SET cancel = 1 WHERE id = ?`),
+    waiting: db.prepare(`SELECT id, created_at, line, line_seq, status, cancel FROM requests WHERE status IN ('queued', 'in_progress') ORDER BY line_seq`),
+    dropResults: db.prepare('UPDATE requests SET result = NULL WHERE finished_at IS NOT NULL AND finished_at < ? AND result IS NOT NULL'),
+    dropRecords: db.prepare('DELETE FROM requests WHERE finished_at IS NOT NULL AND finished_at < ?'),
+  }
+
+  const lines = new Map<string, Place[]>()
+  let seq = 0
+
+  const lineOfPlaces = (line: string): Place[] => {
+    let places = lines.get(line)
+    if (places === undefined) lines.set(line, (places = []))
+    return places
+  }
+
+  /** Puts a ticket in line; returns its score and how many are ahead. */
+  function place(line: string, ticket: Ticket, where: 'back' | 'front', score?: number): { score: number; ahead: number } {
+    const places = lineOfPlaces(line)
+    const member = encodeTicket(ticket)
+    const at = places.findIndex((p) => p.member === member)
+    if (at !== -1) {
+      if (where === 'back') return { score: places[at]?.score ?? 0, ahead: at }
+      places.splice(at, 1)
+    }
+    if (where === 'front') {
+      const placed = { score: score ?? (places[0]?.score ?? ++seq) - 1, member, ticket }
+      places.unshift(placed)
+      return { score: placed.score, ahead: 0 }
+    }
+    const placed = { score: score ?? ++seq, member, ticket }
+    // Rebuilding from rows may insert out of order; normal joins append.
+    let i = places.length
+    while (i > 0 && (places[i - 1]?.score ?? 0) > placed.score) i--
+    places.splice(i, 0, placed)
+    return { score: placed.score, ahead: i }
+  }
+
+  function leave(line: string, ticket: Ticket): Ticket | null {
+    const places = lines.get(line)
+    if (places === undefined) return null
+    const member = encodeTicket(ticket)
+    const at = places.findIndex((p) => p.member === member)
+    if (at === -1) return null
+    places.splice(at, 1)
+    if (places.length === 0) {
+      lines.delete(line)
+      return null
+    }
+    return at === 0 ? places[0]?.ticket ?? null : null
+  }
+
+  const record = (row: Row | undefined): QueuedRequest | null => {
+    if (row === undefined) return null
+    return decodeRecord(String(row.id), {
+      meta: row.meta as string,
+      status: row.status as string,
+      attempts: row.attempts as number,
+      startedAt: row.started_at as number | null,
+      finishedAt: row.finished_at as number | null,
+      cancel: row.cancel as number,
+    }, ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : row.result as string | null)
+  }
+
+  // Rebuild the lines. A request that was running when the process stopped runs again,
+  // first in its line: it had its turn already.
+  transaction(db, () => {
+    for (const row of sql.waiting.all()) {
+      const ticket = jobTicket({ id: String(row.id), createdAt: Number(row.created_at) })
+      const line = String(row.line)
+      if (row.status === 'in_progress') {
+        if (row.cancel === 1) {
+          sql.finish.run('cancelled', now(), null, String(row.id))
+          continue
+        }
+        const { score } = place(line, ticket, 'front')
+        sql.requeue.run(score, String(row.id))
+      } else {
+        place(line, ticket, 'back', Number(row.line_seq))
+      }
+      seq = Math.max(seq, Number(row.line_seq))
+    }
+  })
+
+  function purge(): void {
+    const at = now()
+    sql.dropResults.run(at - ttl)
+    sql.dropRecords.run(at - 2 * ttl)
+  }
+  const purgeTimer = setInterval(purge, Math.min(PURGE_EVERY_MS, ttl))
+  purgeTimer.unref()
+
+  const ref = (request: RequestRef): { line: string; ticket: Ticket } => ({ line: request.line, ticket: jobTicket(request) })
+
+  return {
+    kind: 'embedded',
+
+    async join(line, ticket, where = 'back') {
+      return place(line, ticket, where).ahead
+    },
+
+    async leave(line, ticket) {
+      return leave(line, ticket)
+    },
+
+    async head(line) {
+      return lines.get(line)?.[0]?.ticket ?? null
+    },
+
+    async position(line, ticket) {
+      const at = lines.get(line)?.findIndex((p) => p.member === encodeTicket(ticket)) ?? -1
+      return at === -1 ? null : at
+    },
+
+    async lines() {
+      return [...lines].map(([line, places]): LineSummary => ({ line, ...parseLine(line), depth: places.length, head: places[0]?.ticket ?? null }))
+    },
+
+    async sweep() {
+      // One process: every call in line is this process's own, and every request's row is there.
+      return [...lines].flatMap(([line, places]) => (places[0] ? [{ line, head: places[0].ticket }] : []))
+    },
+
+    async heartbeat() {},
+
+    async submit(request, body) {
+      return transaction(db, () => {
+        const ticket = jobTicket(request)
+        const score = ++seq
+        sql.insert.run(request.id, request.owner, request.createdAt, request.line, score, encodeMeta(request), body)
+        return place(request.line, ticket, 'back', score).ahead
+      })
+    },
+
+    async get(id) {
+      return record(sql.get.get(id))
+    },
+
+    async body(id) {
+      const value = sql.body.get(id)?.body
+      return value instanceof Uint8Array ? Buffer.from(value.buffer, value.byteOffset, value.byteLength) : null
+    },
+
+    async list(owner, page) {
+      let rows: Row[]
+      if (page.after === undefined) {
+        rows = sql.first.all(owner, page.limit)
+      } else {
+        const after = sql.get.get(page.after)
+        if (after === undefined || after.owner !== owner) return []
+        rows = sql.page.all(owner, Number(after.created_at), String(after.id), page.limit)
+      }
+      return rows.map(record).filter((r): r is QueuedRequest => r !== null)
+    },
+
+    async start(request, at) {
+      return transaction(db, () => {
+        if (Number(sql.start.run(at, request.id).changes) === 0) return { started: false, next: null }
+        const { line, ticket } = ref(request)
+        return { started: true, next: leave(line, ticket) }
+      })
+    },
+
+    async requeue(request) {
+      return transaction(db, () => {
+        const { line, ticket } = ref(request)
+        const places = lines.get(line)
+        const score = (places?.[0]?.score ?? ++seq) - 1
+        if (Number(sql.requeue.run(score, request.id).changes) === 0) return false
+        place(line, ticket, 'front', score)
+        return true
+      })
+    },
+
+    async finish(request, status: FinalStatus, result, at) {
+      return transaction(db, () => {
+        if (Number(sql.finish.run(status, at, result === null ? null : encodeResult(result), request.id).changes) === 0) {
+          return { finished: false, next: null }
+        }
+        const { line, ticket } = ref(request)
+        return { finished: true, next: leave(line, ticket) }
+      })
+    },
+
+    async cancel(request, at) {
+      return transaction(db, () => {
+        const row = sql.status.get(request.id)
+        if (row === undefined) return { was: null, next: null }
+        const was = String(row.status) as QueuedRequest['status']
+        if (was === 'queued') {
+          sql.finish.run('cancelled', at, null, request.id)
+          const { line, ticket } = ref(request)
+          return { was, next: leave(line, ticket) }
+        }
+        if (was === 'in_progress') sql.requestCancel.run(request.id)
+        return { was, next: null }
+      })
+    },
+
+    ping: async () => pingSqlite(db),
+
+    async close() {
+      clearInterval(purgeTimer)
+      if (db.isOpen) db.close()
+    },
+  }
+}

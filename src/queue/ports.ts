@@ -1,0 +1,180 @@
+// The queue's stateful parts, as ports. The QueueStore holds the lines (one FIFO per API
+// key and model, where drop-in calls and stored asynchronous requests wait their turn)
+// and the stored requests with their results; the JobRunner runs stored requests whose
+// turn has come, on whichever instance has a free worker. Each has a Redis adapter
+// (shared by every instance) and an embedded one (one process, kept on disk), and the
+// adapters of each pass the same contract tests in test/queue/.
+import type { Usage } from '../backends/port.ts'
+import type { Endpoint } from '../config/schema.ts'
+import type { UploadedFile } from '../http/body.ts'
+import type { Estimate } from '../limits/estimate.ts'
+
+/** Someone waiting in a line: a drop-in call held open by one gateway, or a stored request. */
+export type Ticket =
+  | { readonly kind: 'call'; readonly instance: string; readonly id: string; readonly joinedAt: number }
+  | { readonly kind: 'job'; readonly id: string; readonly joinedAt: number }
+
+export interface LineSummary {
+  readonly line: string
+  readonly keyId: string
+  readonly model: string
+  readonly depth: number
+  /** The ticket whose turn it is. */
+  readonly head: Ticket | null
+}
+
+export const REQUEST_STATUSES = ['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'expired'] as const
+export type RequestStatus = (typeof REQUEST_STATUSES)[number]
+export type FinalStatus = Exclude<RequestStatus, 'queued' | 'in_progress'>
+
+export function isFinal(status: RequestStatus): status is FinalStatus {
+  return status !== 'queued' && status !== 'in_progress'
+}
+
+/** A request body as stored: multipart bytes are kept apart (QueueStore.body). */
+export type StoredBody =
+  | { readonly kind: 'json'; readonly value: Record<string, unknown> }
+  | {
+    readonly kind: 'multipart'
+    readonly contentType: string
+    readonly fields: Readonly<Record<string, string>>
+    readonly files: readonly UploadedFile[]
+    readonly size: number
+  }
+  | { readonly kind: 'none' }
+
+/** What was asked, as accepted: enough for any instance to run it later. */
+export interface StoredCall {
+  readonly endpoint: Endpoint
+  /** The public model name, or null. */
+  readonly model: string | null
+  readonly params: Readonly<Record<string, string>>
+  /** The query string, without '?'. */
+  readonly query: string
+  readonly body: StoredBody
+  /** The admission estimate made when it was accepted. */
+  readonly estimate: Estimate
+}
+
+/** The reply a stored request got. */
+export interface StoredResult {
+  readonly statusCode: number
+  readonly contentType: string | null
+  /** How `body` holds the reply: parsed JSON, text, base64 of other bytes, or nothing. */
+  readonly encoding: 'json' | 'text' | 'base64' | 'none'
+  readonly body: unknown
+  /** The tokens charged for it (all attempts). */
+  readonly usage: Usage
+}
+
+export interface QueuedRequest {
+  readonly id: string
+  readonly keyId: string
+  /** The key's owner (or the key id): keys of one owner see each other's requests. */
+  readonly owner: string
+  /** The key's tier when it was accepted (its priority among busy workers). */
+  readonly tier: string
+  readonly line: string
+  /** Epoch ms. */
+  readonly createdAt: number
+  readonly call: StoredCall
+  readonly status: RequestStatus
+  /** Admissions so far (each upstream try is one). */
+  readonly attempts: number
+  readonly startedAt: number | null
+  readonly finishedAt: number | null
+  /** DELETE came while it ran: the instance running it aborts it. */
+  readonly cancelRequested: boolean
+  /** Set when it finished with a reply, until the result's time is up. */
+  readonly result: StoredResult | null
+}
+
+export type NewRequest = Pick<QueuedRequest, 'id' | 'keyId' | 'owner' | 'tier' | 'line' | 'createdAt' | 'call'>
+
+/** What a store needs to find a request and its ticket. */
+export type RequestRef = Pick<QueuedRequest, 'id' | 'line' | 'createdAt'>
+
+export interface StoreRetention {
+  /** How long a finished request's result is kept. Its record stays as long again, reading "expired". */
+  readonly resultTtlMs: number
+}
+
+export interface QueueStore {
+  readonly kind: 'redis' | 'embedded'
+
+  // Lines. The ticket whose turn it is (the head) is the only one that may try admission.
+
+  /** Puts the ticket at the back of the line (or the front: a call put back after an upstream failure). Returns how many are ahead. */
+  join(line: string, ticket: Ticket, place?: 'back' | 'front'): Promise<number>
+  /** Takes the ticket out of its line. Returns the new head if the ticket was the head and someone follows. */
+  leave(line: string, ticket: Ticket): Promise<Ticket | null>
+  /** Whose turn it is in the line, if anyone's. */
+  head(line: string): Promise<Ticket | null>
+  /** How many are ahead of the ticket, or null when it is not in the line. */
+  position(line: string, ticket: Ticket): Promise<number | null>
+  /** Every line with someone in it. */
+  lines(): Promise<LineSummary[]>
+  /**
+   * Takes out tickets nobody will ever serve (calls of gateways whose heartbeat ran out,
+   * requests whose record is gone) and returns the head of every line. Null when another
+   * instance swept within `intervalMs`.
+   */
+  sweep(intervalMs: number): Promise<Array<{ readonly line: string; readonly head: Ticket }> | null>
+  /** This gateway is alive for `ttlMs` more: its calls stay in line. */
+  heartbeat(instance: string, ttlMs: number): Promise<void>
+
+  // Stored (asynchronous) requests.
+
+  /** Stores a new request (its multipart bytes too) and puts it at the back of its line. Returns how many are ahead. */
+  submit(request: NewRequest, body: Buffer | null): Promise<number>
+  get(id: string): Promise<QueuedRequest | null>
+  /** The multipart bytes of a request not yet finished. */
+  body(id: string): Promise<Buffer | null>
+  /** An owner's requests, newest first, after the one with id `after`. */
+  list(owner: string, page: { readonly after?: string; readonly limit: number }): Promise<QueuedRequest[]>
+  /**
+   * Admitted: queued (or in_progress, run again after its gateway stopped) → in_progress,
+   * out of its line, attempts + 1. Not started when it was finished or cancel was asked.
+   */
+  start(request: RequestRef, now: number): Promise<{ readonly started: boolean; readonly next: Ticket | null }>
+  /** An upstream failure to try again: in_progress → queued, at the front of its line. */
+  requeue(request: RequestRef): Promise<boolean>
+  /** queued or in_progress → a final status (with the reply, if any); out of its line. */
+  finish(request: RequestRef, status: FinalStatus, result: StoredResult | null, now: number): Promise<{ readonly finished: boolean; readonly next: Ticket | null }>
+  /**
+   * queued → cancelled (out of its line); in_progress → cancelRequested (whoever runs it
+   * aborts it). Returns the status it had (null: no such request).
+   */
+  cancel(request: RequestRef, now: number): Promise<{ readonly was: RequestStatus | null; readonly next: Ticket | null }>
+
+  ping(): Promise<boolean>
+  close(): Promise<void>
+}
+
+export type Outcome =
+  /** Done with it for now: finished, or not its turn (it is scheduled again when it is). */
+  | { readonly kind: 'done' }
+  /** Try again at this time (epoch ms): over the limit until then, or backing off. */
+  | { readonly kind: 'later'; readonly at: number }
+
+/** Runs one stored request whose turn has come. Never throws. */
+export type Processor = (request: RequestRef, signal: AbortSignal) => Promise<Outcome>
+
+export interface JobRunner {
+  /**
+   * Makes a stored request runnable, now or after `delayMs`. Idempotent: a request already
+   * scheduled (waiting, delayed or running) is left as it is.
+   */
+  schedule(request: RequestRef, options?: { readonly delayMs?: number; readonly priority?: number }): Promise<void>
+  /** A request delayed until later may run now (capacity was given back). */
+  wake(id: string): Promise<void>
+  /**
+   * Starts running scheduled requests, at most `concurrency` at once, in the order they
+   * became runnable (lower priority first). Without start() this instance only schedules.
+   */
+  start(processor: Processor, concurrency: number): void
+  /** Whether its worker runs (or none was started). */
+  healthy(): boolean
+  /** Stops taking requests; waits for running ones up to `graceMs`, then aborts them. */
+  close(graceMs?: number): Promise<void>
+}

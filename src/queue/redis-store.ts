@@ -1,0 +1,333 @@
+// The queue store on Redis, shared by every instance. Keys live under `<prefix>{tg}:q:`
+// (the one hash tag of all of Tollgate's keys, so a cluster keeps them on one slot):
+//
+//   line:<key>:<model>   sorted set of tickets, scored by a shared sequence (FIFO)
+//   lines                set of the lines with someone in them
+//   seq                  the sequence
+//   req:<id>             hash: meta (JSON: who, what, when), status, attempts, startedAt,
+//                        finishedAt, cancel
+//   res:<id>             the result (JSON), expiring with its time to live
+//   body:<id>            the multipart bytes, until the request finishes
+//   owner:<owner>        sorted set of an owner's requests by creation time
+//   alive:<instance>     a gateway's heartbeat: its calls in line are served
+//   sweep                who swept last (a lock with the sweep interval as its life)
+//
+// Every change that touches a record and its line is one Lua script declaring every key
+// it touches, so a request is never in a line without its record, nor out of it while
+// queued.
+import { createHash } from 'node:crypto'
+import { StoreUnavailableError } from '../store/errors.ts'
+import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from '../store/redis-client.ts'
+import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
+import type { FinalStatus, LineSummary, QueuedRequest, QueueStore, RequestStatus, StoreRetention, Ticket } from './ports.ts'
+import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
+
+interface Script {
+  readonly source: string
+  readonly sha: string
+}
+
+function script(body: string): Script {
+  const source = LEAVE + body
+  return { source, sha: createHash('sha1').update(source).digest('hex') }
+}
+
+// Takes `ticket` out of `line`; returns the new head when the ticket was the head and
+// someone follows, else false. Drops the line from `lines` once it is empty.
+const LEAVE = `
+local function leave(line, lines, lineId, ticket)
+  local rank = redis.call('ZRANK', line, ticket)
+  if not rank then return false end
+  redis.call('ZREM', line, ticket)
+  local first = redis.call('ZRANGE', line, 0, 0)
+  if #first == 0 then
+    redis.call('SREM', lines, lineId)
+    return false
+  end
+  if rank == 0 then return first[1] end
+  return false
+end
+local function join(line, lines, seq, lineId, ticket, place)
+  if place == 'front' then
+    local first = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
+    local score = first[2] and tonumber(first[2]) - 1 or redis.call('INCR', seq)
+    if first[1] ~= ticket then redis.call('ZADD', line, score, ticket) end
+  elseif not redis.call('ZSCORE', line, ticket) then
+    redis.call('ZADD', line, redis.call('INCR', seq), ticket)
+  end
+  redis.call('SADD', lines, lineId)
+  return redis.call('ZRANK', line, ticket)
+end
+`
+
+// KEYS: line, lines, seq  ARGV: lineId, ticket, place
+const JOIN = script(`return join(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])`)
+
+// KEYS: line, lines  ARGV: lineId, ticket
+const LEAVE_LINE = script(`return leave(KEYS[1], KEYS[2], ARGV[1], ARGV[2])`)
+
+// KEYS: line, lines  ARGV: lineId. Drops an empty line from the set (a join may have raced the sweep).
+const FORGET_IF_EMPTY = script(`
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+return 1`)
+
+// KEYS: req, body, owner index, line, lines, seq
+// ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body
+const SUBMIT = script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'status', 'queued', 'attempts', 0, 'cancel', 0)
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
+redis.call('PEXPIRE', KEYS[3], ARGV[6])
+return join(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], 'back')`)
+
+// KEYS: req, line, lines  ARGV: lineId, ticket, now
+const START = script(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'queued' and st ~= 'in_progress' then return {0} end
+if redis.call('HGET', KEYS[1], 'cancel') == '1' then return {0} end
+redis.call('HSET', KEYS[1], 'status', 'in_progress')
+redis.call('HSETNX', KEYS[1], 'startedAt', ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+return {1, leave(KEYS[2], KEYS[3], ARGV[1], ARGV[2])}`)
+
+// KEYS: req, line, lines, seq  ARGV: lineId, ticket
+const REQUEUE = script(`
+if redis.call('HGET', KEYS[1], 'status') ~= 'in_progress' then return -1 end
+redis.call('HSET', KEYS[1], 'status', 'queued')
+return join(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], 'front')`)
+
+// KEYS: req, res, body, line, lines  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs
+const FINISH = script(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'queued' and st ~= 'in_progress' then return {0} end
+redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finishedAt', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('DEL', KEYS[3])
+if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6]) end
+return {1, leave(KEYS[4], KEYS[5], ARGV[1], ARGV[2])}`)
+
+// KEYS: req, body, line, lines  ARGV: lineId, ticket, now, lifeMs
+const CANCEL = script(`
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return {''} end
+if st == 'queued' then
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finishedAt', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('DEL', KEYS[2])
+  return {st, leave(KEYS[3], KEYS[4], ARGV[1], ARGV[2])}
+end
+if st == 'in_progress' then redis.call('HSET', KEYS[1], 'cancel', 1) end
+return {st}`)
+
+/** How many lines the sweep looks at per round trip. */
+const SWEEP_BATCH = 200
+/** Dead tickets taken from the head of one line per sweep, at most. */
+const SWEEP_DEPTH = 100
+
+export function queueKeys(prefix: string) {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+  const base = `${prefix}{tg}:q:`
+  return {
+    base,
+    line: (line: string) => `${base}line:${line}`,
+    lines: `${base}lines`,
+    seq: `${base}seq`,
+    request: (id: string) => `${base}req:${id}`,
+    result: (id: string) => `${base}res:${id}`,
+    body: (id: string) => `${base}body:${id}`,
+    owner: (owner: string) => `${base}owner:${encodeURIComponent(owner)}`,
+    alive: (instance: string) => `${base}alive:${instance}`,
+    sweep: `${base}sweep`,
+  }
+}
+
+function unavailable(error: unknown): unknown {
+  if (!isRedisUnavailable(error)) return error
+  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
+}
+
+function ticketOrNull(value: unknown): Ticket | null {
+  return typeof value === 'string' ? decodeTicket(value) : null
+}
+
+export function createRedisQueueStore(redis: RedisConnection, prefix: string, retention: StoreRetention): QueueStore {
+  const k = queueKeys(prefix)
+  const ttl = retention.resultTtlMs
+  // A record lives as long as its result and as long again (reading "expired"); a request
+  // still queued after its result's time would be up expires unrun (see the worker).
+  const finishedLife = 2 * ttl
+  const queuedLife = 3 * ttl
+
+  async function io<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      if (redis.status !== 'ready') await whenReady(redis)
+      return await fn()
+    } catch (error) {
+      throw unavailable(error)
+    }
+  }
+
+  async function run(s: Script, keys: readonly string[], args: readonly (string | number | Buffer)[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
+    } catch (error) {
+      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error
+      return await redis.eval(s.source, keys.length, ...keys, ...args)
+    }
+  }
+
+  function rankOf(reply: unknown): number {
+    if (typeof reply !== 'number' || reply < 0) throw new TypeError(`queue script answered ${JSON.stringify(reply)}`)
+    return reply
+  }
+
+  async function leave(line: string, ticket: Ticket): Promise<Ticket | null> {
+    return ticketOrNull(await run(LEAVE_LINE, [k.line(line), k.lines], [line, encodeTicket(ticket)]))
+  }
+
+  async function readMany(ids: readonly string[]): Promise<Array<QueuedRequest | null>> {
+    if (ids.length === 0) return []
+    const pipeline = redis.pipeline()
+    for (const id of ids) {
+      pipeline.hgetall(k.request(id))
+      pipeline.get(k.result(id))
+    }
+    const replies = (await pipeline.exec()) ?? []
+    return ids.map((id, i) => {
+      const [fieldsError, fields] = replies[2 * i] ?? [null, null]
+      const [resultError, result] = replies[2 * i + 1] ?? [null, null]
+      if (fieldsError) throw fieldsError
+      if (resultError) throw resultError
+      return decodeRecord(id, fields as Record<string, string> | null, result as string | null)
+    })
+  }
+
+  return {
+    kind: 'redis',
+
+    join: (line, ticket, place = 'back') => io(async () =>
+      rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))),
+
+    leave: (line, ticket) => io(() => leave(line, ticket)),
+
+    head: (line) => io(async () => ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])),
+
+    position: (line, ticket) => io(() => redis.zrank(k.line(line), encodeTicket(ticket))),
+
+    lines: () => io(async () => {
+      const ids = await redis.smembers(k.lines)
+      const out: LineSummary[] = []
+      for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+        const group = ids.slice(i, i + SWEEP_BATCH)
+        const pipeline = redis.pipeline()
+        for (const line of group) {
+          pipeline.zcard(k.line(line))
+          pipeline.zrange(k.line(line), '0', '0')
+        }
+        const replies = (await pipeline.exec()) ?? []
+        group.forEach((line, j) => {
+          const depth = Number(replies[2 * j]?.[1] ?? 0)
+          const first = replies[2 * j + 1]?.[1]
+          if (depth > 0) out.push({ line, ...parseLine(line), depth, head: Array.isArray(first) ? ticketOrNull(first[0]) : null })
+        })
+      }
+      return out
+    }),
+
+    sweep: (intervalMs) => io(async () => {
+      if ((await redis.set(k.sweep, '1', 'PX', intervalMs, 'NX')) !== 'OK') return null
+      const heads: Array<{ line: string; head: Ticket }> = []
+      const ids = await redis.smembers(k.lines)
+      for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+        const group = ids.slice(i, i + SWEEP_BATCH)
+        const pipeline = redis.pipeline()
+        for (const line of group) pipeline.zrange(k.line(line), '0', '0')
+        const replies = (await pipeline.exec()) ?? []
+        for (const [j, line] of group.entries()) {
+          const first = replies[j]?.[1]
+          let head = Array.isArray(first) ? ticketOrNull(first[0]) : null
+          if (head === null) {
+            await run(FORGET_IF_EMPTY, [k.line(line), k.lines], [line])
+            continue
+          }
+          for (let n = 0; head !== null && n < SWEEP_DEPTH; n++) {
+            const served = head.kind === 'call' ? k.alive(head.instance) : k.request(head.id)
+            if ((await redis.exists(served)) === 1) break
+            // Nobody will serve it: its gateway stopped, or its record is gone.
+            const removed: Ticket = head
+            head = await leave(line, removed)
+            if (head === null) head = ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])
+          }
+          if (head !== null) heads.push({ line, head })
+        }
+      }
+      return heads
+    }),
+
+    heartbeat: (instance, ttlMs) => io(async () => { await redis.set(k.alive(instance), '1', 'PX', ttlMs) }),
+
+    submit: (request, body) => io(async () => {
+      const ticket = encodeTicket(jobTicket(request))
+      const reply = await run(SUBMIT,
+        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq],
+        [request.id, request.line, ticket, encodeMeta(request), request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? ''])
+      if (reply === -1) throw new RangeError(`queued request ${request.id} already exists`)
+      return rankOf(reply)
+    }),
+
+    get: (id) => io(async () => (await readMany([id]))[0] ?? null),
+
+    body: (id) => io(() => redis.getBuffer(k.body(id))),
+
+    list: (owner, page) => io(async () => {
+      const index = k.owner(owner)
+      let start = 0
+      if (page.after !== undefined) {
+        const rank = await redis.zrevrank(index, page.after)
+        if (rank === null) return []
+        start = rank + 1
+      }
+      const ids = await redis.zrevrange(index, start, start + page.limit - 1)
+      const records = await readMany(ids)
+      const gone = ids.filter((_, i) => records[i] === null)
+      if (gone.length > 0) await redis.zrem(index, ...gone)
+      return records.filter((r): r is QueuedRequest => r !== null)
+    }),
+
+    start: (request, now) => io(async () => {
+      const { id } = request
+      const reply = await run(START, [k.request(id), k.line(request.line), k.lines], [request.line, encodeTicket(jobTicket(request)), now]) as unknown[]
+      return { started: reply[0] === 1, next: ticketOrNull(reply[1]) }
+    }),
+
+    requeue: (request) => io(async () => {
+      const reply = await run(REQUEUE, [k.request(request.id), k.line(request.line), k.lines, k.seq], [request.line, encodeTicket(jobTicket(request))])
+      return typeof reply === 'number' && reply >= 0
+    }),
+
+    finish: (request, status: FinalStatus, result, now) => io(async () => {
+      const { id } = request
+      const reply = await run(FINISH,
+        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines],
+        [request.line, encodeTicket(jobTicket(request)), status, now, result === null ? '' : encodeResult(result), ttl, finishedLife]) as unknown[]
+      return { finished: reply[0] === 1, next: ticketOrNull(reply[1]) }
+    }),
+
+    cancel: (request, now) => io(async () => {
+      const { id } = request
+      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines],
+        [request.line, encodeTicket(jobTicket(request)), now, finishedLife]) as unknown[]
+      const was = reply[0] === '' ? null : reply[0] as RequestStatus
+      return { was, next: ticketOrNull(reply[1]) }
+    }),
+
+    ping: () => pingRedis(redis, `${k.base}ping`),
+
+    close: () => closeRedis(redis),
+  }
+}

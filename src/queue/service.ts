@@ -1,0 +1,284 @@
+// The queue as the rest of the gateway sees it: a drop-in strategy for the corridor, the
+// asynchronous requests (accept, read, list, cancel), the lines for the admin API, and the
+// worker that runs stored requests on this instance.
+import { randomBytes } from 'node:crypto'
+import type { Readable } from 'node:stream'
+import type { Config } from '../config/schema.ts'
+import { gatewayError } from '../errors.ts'
+import type { RequestBody } from '../http/body.ts'
+import type { RequestContext } from '../http/context.ts'
+import { sendJson } from '../http/reply.ts'
+import type { AdmissionStrategy, Corridor, PreparedCall } from '../inference/handler.ts'
+import type { Limiter } from '../limits/port.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { KeyStore } from '../store/ports.ts'
+import { Coordinator, describe } from './coordinator.ts'
+import { isFinal, type JobRunner, type NewRequest, type QueuedRequest, type QueueStore, type RequestStatus, type StoredBody } from './ports.ts'
+import type { QueueSignals, SignalHandlers } from './signals.ts'
+import { jobTicket, lineOf } from './tickets.ts'
+import { requestView, statusOf } from './view.ts'
+import { waitInLine } from './waiter.ts'
+import { createProcessor } from './worker.ts'
+
+export interface QueueServiceDeps {
+  readonly config: Pick<Config, 'queue'>
+  readonly log: Logger
+  readonly metrics: Metrics
+  readonly limiter: Limiter
+  readonly corridor: Corridor
+  readonly keys: Pick<KeyStore, 'get'>
+  readonly store: QueueStore
+  readonly runner: JobRunner
+  readonly signals: (handlers: SignalHandlers) => QueueSignals
+  /** This gateway's name in the lines; random per process. */
+  readonly instance?: string
+}
+
+export interface ListQuery {
+  readonly limit: number
+  readonly after?: string | undefined
+  readonly status?: RequestStatus | undefined
+}
+
+export interface LineView {
+  readonly key_id: string
+  readonly model: string
+  readonly depth: number
+  readonly oldest_joined_at: string | null
+  readonly oldest_wait_ms: number | null
+}
+
+export interface QueueHealth {
+  /** running: this instance runs stored requests; accept_only: queue.concurrency is 0; stopped: its worker is down. */
+  readonly worker: 'running' | 'accept_only' | 'stopped'
+  readonly healthy: boolean
+}
+
+export interface QueueService {
+  readonly kind: QueueStore['kind']
+  /** The drop-in admission of one call; `signal` fires when its client leaves. */
+  waitInLine(signal: AbortSignal): AdmissionStrategy
+  /** Stores a checked call to run later and answers 202 (Prefer: respond-async). */
+  accept(ctx: RequestContext, call: PreparedCall): Promise<void>
+  /** One request; `owner` given: 404 unless it is that owner's (without: the admin, who also sees the owner). */
+  read(id: string, owner?: string): Promise<Record<string, unknown>>
+  list(owner: string, query: ListQuery): Promise<Record<string, unknown>>
+  cancel(id: string, owner?: string): Promise<Record<string, unknown>>
+  /** Depth and oldest wait of every line. */
+  lines(): Promise<LineView[]>
+  health(): QueueHealth
+  /** Starts the worker (if queue.concurrency > 0), heartbeat and sweep; schedules every line's head. */
+  start(): Promise<void>
+  /**
+   * Calls still waiting get 503 (they may go to another instance); no new stored request
+   * starts here, and those running may finish within `graceMs`.
+   */
+  beginShutdown(graceMs: number): void
+  /** Waits for the running stored requests (as beginShutdown allowed), then closes. */
+  close(): Promise<void>
+}
+
+/** How long DELETE waits for a running request to stop before it answers. */
+const CANCEL_WAIT_MS = 5000
+const LIST_PAGE = 100
+const LIST_ROUNDS = 20
+
+export function createQueueService(deps: QueueServiceDeps): QueueService {
+  const { config, store, runner, metrics } = deps
+  const settings = config.queue
+  const ttlMs = settings.resultTtlSeconds * 1000
+  const instance = deps.instance ?? randomBytes(6).toString('hex')
+  const coordinator = new Coordinator({
+    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals,
+  })
+  const shutdown = new AbortController()
+  let workerStarted = false
+  let stopping: Promise<void> | null = null
+  const stopRunner = (graceMs: number): Promise<void> => {
+    stopping ??= runner.close(graceMs).catch((error: unknown) => deps.log.warn({ err: describe(error) }, 'queue worker did not close cleanly'))
+    return stopping
+  }
+
+  metrics.setQueueDepthSource(async () => {
+    const depths = new Map<string, number>()
+    for (const line of await store.lines()) depths.set(line.model, (depths.get(line.model) ?? 0) + line.depth)
+    return depths
+  })
+
+  const notFound = (): Error => gatewayError('resource_not_found', { message: 'No such queued request.', param: 'id' })
+
+  async function find(id: string, owner: string | undefined): Promise<QueuedRequest> {
+    const request = /^qreq_[\w-]{1,64}$/.test(id) ? await store.get(id) : null
+    // Another owner's request does not exist, as far as this caller can tell.
+    if (request === null || (owner !== undefined && request.owner !== owner)) throw notFound()
+    return request
+  }
+
+  async function view(request: QueuedRequest): Promise<Record<string, unknown>> {
+    const now = Date.now()
+    const position = statusOf(request, now, ttlMs) === 'queued' ? await store.position(request.line, jobTicket(request)) : null
+    return requestView(request, { now, ttlMs, position })
+  }
+
+  async function stored(body: RequestBody): Promise<{ body: StoredBody; bytes: Buffer | null }> {
+    if (body.kind !== 'multipart') return { body, bytes: null }
+    const chunks: Buffer[] = []
+    for await (const chunk of body.open() as Readable) chunks.push(chunk as Buffer)
+    const { contentType, fields, files, size } = body
+    return { body: { kind: 'multipart', contentType, fields, files, size }, bytes: Buffer.concat(chunks) }
+  }
+
+  return {
+    kind: store.kind,
+
+    waitInLine(signal) {
+      return waitInLine({
+        coordinator,
+        limiter: deps.limiter,
+        metrics,
+        maxWaitMs: settings.maxWaitMs,
+        upstreamRetries: settings.upstreamRetries,
+        retryBackoffMs: settings.retryBackoffMs,
+        shutdown: shutdown.signal,
+      }, signal)
+    },
+
+    async accept(ctx, call) {
+      if (shutdown.signal.aborted) throw gatewayError('shutting_down')
+      const { principal, resolved, estimate, spec } = call
+      const admission = { keyId: principal.keyId, tier: resolved.tier, model: resolved.model, limits: resolved.limits, estimate }
+      let limits: Readonly<Record<string, string>>
+      try {
+        limits = (await deps.limiter.check?.(admission)) ?? {}
+      } catch (error) {
+        metrics.queueRequests.inc({ mode: 'async', outcome: 'refused' })
+        throw error
+      }
+      const { body, bytes } = await stored(call.body)
+      const request: NewRequest = {
+        id: `qreq_${randomBytes(12).toString('base64url')}`,
+        keyId: principal.keyId,
+        owner: principal.owner,
+        tier: resolved.tier,
+        line: lineOf(principal.keyId, resolved.model),
+        createdAt: Date.now(),
+        call: {
+          endpoint: spec.endpoint,
+          model: call.modelName,
+          params: { ...call.params },
+          query: call.query.toString(),
+          body,
+          estimate,
+        },
+      }
+      const ahead = await store.submit(request, bytes)
+      metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
+      // Stored: from here the request exists. If its scheduling fails, the sweep schedules it.
+      if (ahead === 0) {
+        await coordinator.schedule(request, request.tier).catch((error: unknown) => {
+          ctx.log.warn({ queueId: request.id, err: describe(error) }, 'queued request stored but not scheduled yet; the sweep will')
+        })
+      }
+      ctx.log.info({ queueId: request.id, ahead }, 'queued request accepted')
+      const shown = requestView({ ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null }, { now: Date.now(), ttlMs, position: ahead })
+      sendJson(ctx.res, 202, shown, {
+        ...limits,
+        location: `/queue/requests/${request.id}`,
+        'preference-applied': 'respond-async',
+        'cache-control': 'no-store',
+      })
+    },
+
+    async read(id, owner) {
+      const request = await find(id, owner)
+      // The admin (no owner given) also sees whose it is.
+      return owner === undefined ? { ...(await view(request)), owner: request.owner } : view(request)
+    },
+
+    async list(owner, query) {
+      const wanted = (r: QueuedRequest): boolean => query.status === undefined || statusOf(r, Date.now(), ttlMs) === query.status
+      const found: QueuedRequest[] = []
+      let cursor = query.after
+      let more = false
+      for (let round = 0; round < LIST_ROUNDS && !more; round++) {
+        const page = await store.list(owner, { ...(cursor === undefined ? {} : { after: cursor }), limit: LIST_PAGE })
+        for (const r of page) {
+          if (!wanted(r)) continue
+          if (found.length === query.limit) {
+            more = true
+            break
+          }
+          found.push(r)
+        }
+        if (page.length < LIST_PAGE) break
+        cursor = page.at(-1)?.id
+      }
+      const data = await Promise.all(found.map(view))
+      return { object: 'list', data, first_id: found[0]?.id ?? null, last_id: found.at(-1)?.id ?? null, has_more: more }
+    },
+
+    async cancel(id, owner) {
+      const request = await find(id, owner)
+      const status = statusOf(request, Date.now(), ttlMs)
+      if (isFinal(status) && status !== 'cancelled') {
+        // SDKs retry a 409 unless told not to; this one never changes.
+        throw gatewayError('conflict', { message: `The request has already finished (${status}); there is nothing to cancel.`, headers: { 'x-should-retry': 'false' } })
+      }
+      const { was, next } = await store.cancel(request, Date.now())
+      await coordinator.handOver(request.line, next)
+      if (was === 'queued') metrics.queueRequests.inc({ mode: 'async', outcome: 'cancelled' })
+      if (was === 'in_progress') {
+        await coordinator.cancelRunning(id)
+        // Whichever instance runs it aborts the upstream call and records what it cost.
+        const deadline = Date.now() + CANCEL_WAIT_MS
+        while (Date.now() < deadline && !isFinal((await store.get(id))?.status ?? 'cancelled')) {
+          await new Promise((done) => setTimeout(done, 50))
+        }
+      }
+      return view((await store.get(id)) ?? request)
+    },
+
+    async lines() {
+      const now = Date.now()
+      return (await store.lines())
+        .map((line): LineView => ({
+          key_id: line.keyId,
+          model: line.model,
+          depth: line.depth,
+          oldest_joined_at: line.head === null ? null : new Date(line.head.joinedAt).toISOString(),
+          oldest_wait_ms: line.head === null ? null : Math.max(0, now - line.head.joinedAt),
+        }))
+        .sort((a, b) => b.depth - a.depth || a.key_id.localeCompare(b.key_id) || a.model.localeCompare(b.model))
+    },
+
+    health() {
+      if (settings.concurrency === 0) return { worker: 'accept_only', healthy: true }
+      const running = workerStarted && runner.healthy() && !shutdown.signal.aborted
+      return { worker: running ? 'running' : 'stopped', healthy: running }
+    },
+
+    async start() {
+      if (settings.concurrency > 0) {
+        runner.start(createProcessor({ coordinator, corridor: deps.corridor, limiter: deps.limiter, keys: deps.keys, config, metrics, log: deps.log }), settings.concurrency)
+        workerStarted = true
+      }
+      metrics.queueWorkerUp.set(workerStarted ? 1 : 0)
+      await coordinator.ready(2000)
+      coordinator.start(settings.sweepIntervalMs)
+    },
+
+    beginShutdown(graceMs) {
+      shutdown.abort()
+      void stopRunner(graceMs)
+    },
+
+    async close() {
+      shutdown.abort()
+      metrics.queueWorkerUp.set(0)
+      await stopRunner(0)
+      await coordinator.close()
+      await store.close()
+    },
+  }
+}

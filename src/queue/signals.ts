@@ -1,0 +1,90 @@
+// Messages between gateways about the queue. A drop-in call waits on the connection of the
+// gateway that received it, so when its turn comes (the call ahead of it was admitted on
+// another gateway) that gateway is told; and a request cancelled through one gateway may
+// be running on another, which is told to abort it.
+//
+// With Redis: pub/sub on a connection of its own. Wake-ups go to the channel of the one
+// gateway holding the call (`<prefix>{tg}:q:ev:<instance>`), cancels to everyone
+// (`<prefix>{tg}:q:ev:cancel`). A message lost while a connection is down is made up for
+// by the sweep (service.ts), which nudges every head. Embedded: calls in this process.
+import type { RedisTarget } from '../config/redis-target.ts'
+import type { Logger } from '../observability/logger.ts'
+import { createRedisClient, type RedisConnection } from '../store/redis-client.ts'
+
+export interface QueueSignals {
+  /** Tells gateway `instance` that a call it holds is at the head of its line (`message` says which). */
+  wake(instance: string, message: string): Promise<void>
+  /** Tells every gateway to abort the stored request `id` if it runs it. */
+  cancel(id: string): Promise<void>
+  /** Waits until messages can arrive (bounded); true when they can. */
+  ready(timeoutMs: number): Promise<boolean>
+  close(): Promise<void>
+}
+
+export interface SignalHandlers {
+  onWake(message: string): void
+  onCancel(id: string): void
+}
+
+export function localSignals(handlers: SignalHandlers): QueueSignals {
+  return {
+    async wake(_instance, message) { handlers.onWake(message) },
+    async cancel(id) { handlers.onCancel(id) },
+    async ready() { return true },
+    async close() {},
+  }
+}
+
+export interface RedisSignalsOptions {
+  /** Publishes (a shared client of the queue store). */
+  readonly publisher: RedisConnection
+  /** Where the subscriber connects (any topology: on a cluster, PUBLISH reaches every node). */
+  readonly redis: RedisTarget
+  readonly keyPrefix: string
+  readonly instance: string
+  readonly log: Logger
+}
+
+export function redisSignals(options: RedisSignalsOptions, handlers: SignalHandlers): QueueSignals {
+  const base = `${options.keyPrefix}{tg}:q:ev:`
+  const mine = `${base}${options.instance}`
+  const cancels = `${base}cancel`
+  const subscriber = createRedisClient(options.redis, {
+    commandTimeoutMs: 5000,
+    name: 'tollgate-queue-events',
+    onError: (error) => options.log.debug({ err: error.message }, 'queue events redis error'),
+  })
+  let markSubscribed: () => void = () => {}
+  const subscribed = new Promise<true>((done) => { markSubscribed = () => done(true) })
+  const subscribe = (): void => {
+    subscriber.subscribe(mine, cancels).then(markSubscribed, (error: unknown) => {
+      options.log.warn({ err: error instanceof Error ? error.message : String(error) }, 'queue events: cannot subscribe')
+    })
+  }
+  // ioredis subscribes again after a reconnect by itself; the first time is ours.
+  if (subscriber.status === 'ready') subscribe()
+  else subscriber.once('ready', subscribe)
+  subscriber.on('message', (channel: string, message: string) => {
+    if (channel === mine) handlers.onWake(message)
+    else if (channel === cancels) handlers.onCancel(message)
+  })
+
+  return {
+    async wake(instance, message) {
+      await options.publisher.publish(`${base}${instance}`, message)
+    },
+    async cancel(id) {
+      await options.publisher.publish(cancels, id)
+    },
+    async ready(timeoutMs) {
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<false>((done) => { timer = setTimeout(() => done(false), timeoutMs) })
+      const ok = await Promise.race([subscribed, late])
+      clearTimeout(timer)
+      return ok
+    },
+    async close() {
+      subscriber.disconnect()
+    },
+  }
+}

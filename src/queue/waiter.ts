@@ -1,0 +1,141 @@
+// The drop-in admission strategy: the call joins the line of its key and model, and only
+// when it is at the head does it ask the limiter, as /v2 would. Over the limit, it waits
+// for the limiter's retry-after (or a wake-up: capacity given back, or the sweep's nudge)
+// and asks again; behind others, it waits to be told its turn has come. Nothing polls.
+// A refusal no wait can cure (larger than the limit, quota spent) is answered at once,
+// before the call joins. The wait ends with queue_timeout after queue.maxWaitMs, and a
+// client that leaves takes its place out of the line at once: it was never sent upstream
+// and nothing was charged.
+import { randomBytes } from 'node:crypto'
+import { gatewayError, type GatewayError } from '../errors.ts'
+import type { AdmissionStrategy } from '../inference/handler.ts'
+import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { Coordinator } from './coordinator.ts'
+import type { Ticket } from './ports.ts'
+import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
+import { lineOf } from './tickets.ts'
+
+export interface WaiterOptions {
+  readonly coordinator: Coordinator
+  readonly limiter: Limiter
+  readonly metrics: Metrics
+  readonly maxWaitMs: number
+  readonly upstreamRetries: number
+  readonly retryBackoffMs: number
+  /** Aborted when the gateway shuts down: calls still waiting get 503 and may go elsewhere. */
+  readonly shutdown: AbortSignal
+}
+
+/** A strategy for one call; `signal` fires when its client leaves. */
+export function waitInLine(options: WaiterOptions, signal: AbortSignal): AdmissionStrategy {
+  const { coordinator: c, limiter, metrics } = options
+  const { store } = c
+  let ticket: Ticket | undefined
+  let joinedAt = 0
+  let deadline = 0
+
+  const timeout = (model: string): GatewayError => {
+    const waited = ((Date.now() - joinedAt) / 1000).toFixed(1)
+    return gatewayError('queue_timeout', {
+      message: `The request waited ${waited} s in line for ${model === '*' ? 'its endpoint' : model} without capacity becoming free ` +
+        `(the queue waits at most ${options.maxWaitMs} ms). It was not sent upstream and nothing was charged.`,
+      headers: { 'x-should-retry': 'false' },
+    })
+  }
+
+  return {
+    retryUpstream: (status, attempt) => upstreamRetryable(status) && attempt < options.upstreamRetries,
+
+    async admit(request: AdmissionRequest, attempt: number): Promise<Admission> {
+      const line = lineOf(request.keyId, request.model)
+      if (ticket === undefined) {
+        try {
+          await limiter.check?.(request)
+        } catch (error) {
+          metrics.queueRequests.inc({ mode: 'dropin', outcome: 'refused' })
+          throw error
+        }
+        joinedAt = Date.now()
+        deadline = joinedAt + options.maxWaitMs
+        ticket = { kind: 'call', instance: c.instance, id: randomBytes(9).toString('base64url'), joinedAt }
+      }
+      const me = ticket
+      let woken = false
+      let wake: (() => void) | null = null
+      const unregister = c.onTurn(me.id, () => {
+        woken = true
+        wake?.()
+      })
+
+      /** Until woken or `ms` passed (undefined: until woken); throws when the wait must end. */
+      const pause = (ms: number | undefined): Promise<void> => new Promise<void>((resolve, reject) => {
+        if (woken) return resolve()
+        if (signal.aborted) return reject(gatewayError('client_closed'))
+        if (options.shutdown.aborted) return reject(gatewayError('shutting_down'))
+        const left = deadline - Date.now()
+        if (left <= 0) return reject(timeout(request.model))
+        const byDeadline = ms === undefined || ms >= left
+        const finish = (settle: () => void): void => {
+          clearTimeout(timer)
+          signal.removeEventListener('abort', onLeave)
+          options.shutdown.removeEventListener('abort', onShutdown)
+          wake = null
+          settle()
+        }
+        const timer = setTimeout(() => finish(byDeadline ? () => reject(timeout(request.model)) : resolve), byDeadline ? left : ms)
+        const onLeave = (): void => finish(() => reject(gatewayError('client_closed')))
+        const onShutdown = (): void => finish(() => reject(gatewayError('shutting_down')))
+        signal.addEventListener('abort', onLeave, { once: true })
+        options.shutdown.addEventListener('abort', onShutdown, { once: true })
+        wake = () => finish(resolve)
+      })
+
+      let inLine = false
+      try {
+        await store.join(line, me, attempt === 0 ? 'back' : 'front')
+        inLine = true
+        // Put back after an upstream failure: it keeps its place at the head, backing off.
+        if (attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
+        for (;;) {
+          woken = false
+          const ahead = await store.position(line, me)
+          if (ahead === null) {
+            // Swept out (this gateway missed its heartbeats): take the place back.
+            await store.join(line, me, 'front')
+            continue
+          }
+          if (ahead > 0) {
+            await pause(undefined)
+            continue
+          }
+          let admission: Admission
+          try {
+            admission = await limiter.admit(request)
+          } catch (error) {
+            const wait = retryAfterMs(error)
+            if (wait === undefined) throw error
+            await pause(wait)
+            continue
+          }
+          inLine = false
+          void c.handOver(line, await store.leave(line, me).catch(() => null))
+          const waitedMs = Date.now() - joinedAt
+          if (attempt === 0) {
+            metrics.queueWait.observe({ mode: 'dropin' }, waitedMs / 1000)
+            metrics.queueRequests.inc({ mode: 'dropin', outcome: 'admitted' })
+          }
+          return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
+        }
+      } catch (error) {
+        if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
+        const code = (error as { errorName?: string }).errorName
+        const outcome = code === 'queue_timeout' ? 'timeout' : code === 'client_closed' ? 'left' : code === 'shutting_down' ? 'shutdown' : 'refused'
+        metrics.queueRequests.inc({ mode: 'dropin', outcome })
+        throw error
+      } finally {
+        unregister()
+      }
+    },
+  }
+}

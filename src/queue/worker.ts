@@ -1,0 +1,284 @@
+// Runs a stored (asynchronous) request whose turn has come, on whichever instance's worker
+// took it, through the same corridor as a live call: its key is read again (a key revoked
+// meanwhile fails the request), its scopes are checked again, it is admitted by the
+// limiter like any call, and its reply is recorded instead of sent. Over the limit, it
+// goes back to the runner until the limiter's retry-after; an upstream 429 or 5xx puts
+// it back at the head of its line with backoff, a bounded number of times.
+import { IncomingMessage, ServerResponse } from 'node:http'
+import { Socket } from 'node:net'
+import { Readable } from 'node:stream'
+import { NO_USAGE, type Usage } from '../backends/port.ts'
+import type { Config } from '../config/schema.ts'
+import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
+import type { RequestBody } from '../http/body.ts'
+import type { AdmissionStrategy, CallNotes, CallResult, Corridor, Exchange } from '../inference/handler.ts'
+import { PROXIED_ENDPOINTS, type EndpointSpec } from '../inference/endpoints.ts'
+import { principalOf, type KeyRecord } from '../keys/record.ts'
+import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import { RecordingSink, type Recording } from '../proxy/recorder.ts'
+import { StoreUnavailableError } from '../store/errors.ts'
+import type { KeyStore } from '../store/ports.ts'
+import { describe, type Coordinator } from './coordinator.ts'
+import { isFinal, type FinalStatus, type Outcome, type Processor, type QueuedRequest, type StoredResult } from './ports.ts'
+import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
+import { jobTicket, parseLine } from './tickets.ts'
+
+export interface WorkerDeps {
+  readonly coordinator: Coordinator
+  readonly corridor: Corridor
+  readonly limiter: Limiter
+  readonly keys: Pick<KeyStore, 'get'>
+  readonly config: Pick<Config, 'queue'>
+  readonly metrics: Metrics
+  readonly log: Logger
+}
+
+/** The admission was granted but the request may no longer start (cancelled or finished meanwhile). */
+class NotStarted extends Error {}
+
+/** After a store failure: try again in a moment. */
+const STORE_RETRY_MS = 1000
+/**
+ * A head over the limit is woken this much before the limiter's retry-after, and a wait
+ * this short is waited in the worker: the window's first admission then happens as the
+ * window opens, not after a wake-up's round trips (a few ms lost per window, per line).
+ */
+const EARLY_WAKE_MS = 25
+/** Tries to record a finished request, 250 ms apart and doubling (about 8 s in all). */
+const FINISH_ATTEMPTS = 5
+const SHORT_WAIT_MS = 60
+
+export function specFor(request: Pick<QueuedRequest, 'call'>): EndpointSpec | undefined {
+  return PROXIED_ENDPOINTS.find((s) => s.endpoint === request.call.endpoint && s.method === 'POST')
+}
+
+/**
+ * The exchange an adapter proxies when nobody is connected: http-proxy-3 reads the method
+ * and headers from it and watches it for a client leaving, which never happens here (the
+ * exchange's signal stops a cancelled request instead).
+ */
+function detachedClient(method: string, path: string): Exchange['client'] {
+  const req = new IncomingMessage(new Socket())
+  req.method = method
+  req.url = path
+  req.headers = {}
+  return { req, res: new ServerResponse(req) }
+}
+
+export function createProcessor(deps: WorkerDeps): Processor {
+  const { coordinator: c, corridor, limiter, metrics, config } = deps
+  const { store } = c
+  const ttlMs = config.queue.resultTtlSeconds * 1000
+  const later = (ms: number): Outcome => ({ kind: 'later', at: Date.now() + ms })
+
+  /** Admits, waiting out a refusal whose window ends within SHORT_WAIT_MS. */
+  async function admitSoon(request: AdmissionRequest, signal: AbortSignal): Promise<Admission> {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await limiter.admit(request)
+      } catch (error) {
+        const wait = retryAfterMs(error)
+        if (wait === undefined || wait > SHORT_WAIT_MS || tries >= 3 || signal.aborted) throw error
+        await new Promise((done) => setTimeout(done, wait))
+      }
+    }
+  }
+
+  /**
+   * Records how it ended. Retried through a short store outage: giving up here would have
+   * the request run (and reach the upstream) again.
+   */
+  async function finish(request: QueuedRequest, status: FinalStatus, result: StoredResult | null): Promise<void> {
+    let outcome
+    for (let attempt = 0; ; attempt++) {
+      try {
+        outcome = await store.finish(request, status, result, Date.now())
+        break
+      } catch (error) {
+        if (attempt >= FINISH_ATTEMPTS || !(error instanceof StoreUnavailableError)) throw error
+        await new Promise((done) => setTimeout(done, 250 * 2 ** attempt))
+      }
+    }
+    const { finished, next } = outcome
+    await c.handOver(request.line, next)
+    if (finished) metrics.queueRequests.inc({ mode: 'async', outcome: status })
+  }
+
+  const refusal = (error: GatewayError, usage: Usage = NO_USAGE): StoredResult => ({
+    statusCode: error.status, contentType: 'application/json', encoding: 'json', body: error.toBody(), usage,
+  })
+
+  async function body(request: QueuedRequest): Promise<RequestBody> {
+    const stored = request.call.body
+    if (stored.kind !== 'multipart') return stored
+    const bytes = await store.body(request.id)
+    if (bytes === null) throw gatewayError('internal', { message: 'The stored body of this request is gone.' })
+    return { ...stored, open: () => Readable.from([bytes]), dispose: async () => {} }
+  }
+
+  return async function process(ref, runnerSignal) {
+    const { id } = ref
+    let request: QueuedRequest | null
+    let key: KeyRecord | null
+    try {
+      // The record, its place in line and its key, in one round trip: the line (which
+      // names the key) travels with the scheduled request.
+      let ahead: number | null
+      ;[request, ahead, key] = await Promise.all([store.get(id), store.position(ref.line, jobTicket(ref)), deps.keys.get(parseLine(ref.line).keyId)])
+      if (request === null || isFinal(request.status)) return { kind: 'done' }
+      if (request.line !== ref.line) {
+        ahead = await store.position(request.line, jobTicket(request))
+        key = await deps.keys.get(request.keyId)
+      }
+      // Only the head of a line runs: one that is not will be scheduled when its turn comes.
+      if (request.status === 'queued' && (ahead ?? 0) > 0) return { kind: 'done' }
+    } catch (error) {
+      deps.log.warn({ queueId: id, err: describe(error) }, 'queue worker cannot read a request; trying again')
+      return later(STORE_RETRY_MS)
+    }
+    const log = deps.log.child({ queueId: id, keyId: request.keyId })
+    try {
+      return await run(request, key, runnerSignal, log)
+    } catch (error) {
+      log.warn({ err: describe(error) }, 'queue worker could not finish a request; trying again')
+      return later(STORE_RETRY_MS)
+    }
+  }
+
+  async function run(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, log: Logger): Promise<Outcome> {
+    if (request.cancelRequested) {
+      await finish(request, 'cancelled', null)
+      return { kind: 'done' }
+    }
+    if (request.status === 'queued' && Date.now() - request.createdAt > ttlMs) {
+      await finish(request, 'expired', refusal(gatewayError('queue_expired')))
+      return { kind: 'done' }
+    }
+    const spec = specFor(request)
+    const fatal = key === null ? gatewayError('invalid_api_key', { message: 'The API key that made this request no longer exists.' })
+      : key.status === 'revoked' ? gatewayError('revoked_api_key')
+        : key.expiresAt !== null && Date.parse(key.expiresAt) <= Date.now() ? gatewayError('expired_api_key')
+          : spec === undefined ? gatewayError('unknown_route') : null
+    if (fatal !== null || key === null || spec === undefined) {
+      await finish(request, 'failed', refusal(fatal ?? gatewayError('internal')))
+      return { kind: 'done' }
+    }
+
+    let call
+    try {
+      call = corridor.restore(principalOf(key), spec, {
+        params: request.call.params,
+        query: new URLSearchParams(request.call.query),
+        body: await body(request),
+        modelName: request.call.model,
+        estimate: request.call.estimate,
+      })
+    } catch (error) {
+      if (!(error instanceof GatewayError)) throw error
+      await finish(request, 'failed', refusal(error))
+      return { kind: 'done' }
+    }
+
+    const controller = new AbortController()
+    const onStop = (): void => controller.abort()
+    runnerSignal.addEventListener('abort', onStop, { once: true })
+    const unregister = c.running(request.id, controller)
+    const recorder = new RecordingSink(config.queue.maxResultBytes)
+    const notes: CallNotes = {}
+    const search = call.query.toString()
+    const exchange: Exchange = {
+      id: request.id,
+      log,
+      signal: controller.signal,
+      sink: recorder,
+      client: detachedClient(spec.method, spec.upstreamPath(call.params) + (search ? `?${search}` : '')),
+      notes,
+    }
+    const attemptsBefore = request.attempts
+    const strategy: AdmissionStrategy = {
+      async admit(admissionRequest) {
+        const admission = await admitSoon(admissionRequest, controller.signal)
+        const { started, next } = await store.start(request, Date.now()).catch(async (error: unknown) => {
+          await admission.settle(NO_USAGE)
+          throw error
+        })
+        if (!started) {
+          await admission.settle(NO_USAGE)
+          throw new NotStarted()
+        }
+        await c.handOver(request.line, next)
+        if (attemptsBefore === 0) {
+          metrics.queueWait.observe({ mode: 'async' }, (Date.now() - request.createdAt) / 1000)
+          metrics.queueRequests.inc({ mode: 'async', outcome: 'admitted' })
+        }
+        return withGiveBack(admission, admissionRequest, {}, () => void c.released(request.line))
+      },
+    }
+
+    let result: CallResult
+    try {
+      result = await corridor.run(call, exchange, strategy)
+    } catch (error) {
+      if (error instanceof NotStarted) {
+        // Cancelled while it was being admitted: nothing ran.
+        const now = await store.get(request.id)
+        if (now?.cancelRequested === true) await finish(now, 'cancelled', null)
+        return { kind: 'done' }
+      }
+      // Refused by the limiter before it started: it stays at the head and tries again when
+      // the window allows (the only admission refusal a wait cures).
+      const wait = retryAfterMs(error)
+      if (wait !== undefined) return later(Math.max(0, wait - EARLY_WAKE_MS))
+      if (error instanceof StoreUnavailableError) return later(STORE_RETRY_MS)
+      const gatewayErr = toGatewayError(error)
+      if (gatewayErr.errorName === 'upstream_unreachable' && attemptsBefore + 1 <= config.queue.upstreamRetries && await store.requeue(request)) {
+        return later(backoffMs(config.queue.retryBackoffMs, attemptsBefore + 1))
+      }
+      if (gatewayErr.errorName === 'internal') log.error({ err: error }, 'queue worker: unexpected error')
+      await finish(request, 'failed', refusal(gatewayErr, notes.usage))
+      return { kind: 'done' }
+    } finally {
+      runnerSignal.removeEventListener('abort', onStop)
+      unregister()
+    }
+
+    const recording = recorder.recording()
+    if (controller.signal.aborted) {
+      // A cancel, or the gateway stopping: a stopped one runs again (its record stays in_progress).
+      const now = await store.get(request.id)
+      if (now?.cancelRequested !== true) return later(0)
+      await finish(request, 'cancelled', toResult(recording, result.usage))
+      return { kind: 'done' }
+    }
+    if (upstreamRetryable(recording.status) && attemptsBefore + 1 <= config.queue.upstreamRetries && await store.requeue(request)) {
+      log.info({ status: recording.status, attempt: attemptsBefore + 1 }, 'upstream refused a queued request; back in line')
+      return later(backoffMs(config.queue.retryBackoffMs, attemptsBefore + 1))
+    }
+    if (recording.truncated) {
+      const error = gatewayError('result_too_large', { message: `The reply was larger than ${config.queue.maxResultBytes} bytes (queue.maxResultBytes); it was not kept.` })
+      await finish(request, 'failed', refusal(error, result.usage))
+      return { kind: 'done' }
+    }
+    await finish(request, recording.status < 400 ? 'completed' : 'failed', toResult(recording, result.usage))
+    return { kind: 'done' }
+  }
+}
+
+/** The reply as it is kept: JSON parsed, text as text, anything else in base64. */
+export function toResult(recording: Recording, usage: Usage): StoredResult {
+  const contentType = recording.headers['content-type'] ?? null
+  const type = (contentType?.split(';', 1)[0] ?? '').trim().toLowerCase()
+  const base = { statusCode: recording.status, contentType, usage }
+  if (recording.body.length === 0) return { ...base, encoding: 'none', body: null }
+  if (type === 'application/json' || type.endsWith('+json')) {
+    try {
+      return { ...base, encoding: 'json', body: JSON.parse(recording.body.toString('utf8')) }
+    } catch { /* kept as text below */ }
+  }
+  if (type.startsWith('text/') || type === 'application/json' || type.endsWith('+json')) {
+    return { ...base, encoding: 'text', body: recording.body.toString('utf8') }
+  }
+  return { ...base, encoding: 'base64', body: recording.body.toString('base64') }
+}

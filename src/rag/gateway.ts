@@ -1,0 +1,108 @@
+// The RAG gateway's routing side: /<service>/<route…> to that service's backend. The
+// corridor: path checked → public route, or bearer token verified → route rules → limits
+// per user and tenant → identity headers → relay. Every refusal is FastAPI's {"detail"}.
+import type { HTTPMethod } from 'find-my-way'
+import type { AccessTokenVerifier, Identity } from '../auth/identity.ts'
+import { bearerToken } from '../auth/bearer.ts'
+import { GatewayError } from '../errors.ts'
+import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from '../config/schema.ts'
+import { bodyRateOf } from '../http/body-rate.ts'
+import { clientAddress } from '../http/client-address.ts'
+import type { RequestContext } from '../http/context.ts'
+import type { Limiter } from '../limits/port.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { RagBackends } from './backends.ts'
+import { backendRequestHeaders } from './headers.ts'
+import { admitRagCall } from './limits.ts'
+import { serviceRoute } from './path.ts'
+import { badPath, notAuthenticated, RagRefusal, sendRefusal, toRefusal } from './refusal.ts'
+import { relay } from './relay.ts'
+import { checkRouteRules, isPublicRoute } from './rules.ts'
+
+/** The methods routed to a service (the API reference documents these; HEAD and OPTIONS get 405). */
+export const RAG_METHODS: readonly HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
+
+/** Every path segment that names a service, aliases included. */
+export const RAG_SEGMENTS: ReadonlyArray<readonly [segment: string, service: RagService]> = [
+  ...RAG_SERVICES.map((s) => [s, s] as const),
+  ...Object.entries(RAG_SERVICE_ALIASES),
+]
+
+export interface RagGatewayDeps {
+  readonly config: Config
+  readonly accessTokens: AccessTokenVerifier
+  readonly limiter: Limiter
+  readonly metrics: Metrics
+  readonly backends: RagBackends
+}
+
+export interface RagRouter {
+  on(method: HTTPMethod[], path: string, route: (ctx: RequestContext) => Promise<void>): unknown
+}
+
+export function registerRagRoutes(router: RagRouter, deps: RagGatewayDeps): void {
+  for (const [segment, service] of RAG_SEGMENTS) {
+    router.on([...RAG_METHODS], `/${segment}/*`, (ctx) => handleRagRequest(ctx, segment, service, deps))
+  }
+}
+
+async function handleRagRequest(ctx: RequestContext, segment: string, service: RagService, deps: RagGatewayDeps): Promise<void> {
+  const { config, metrics } = deps
+  const bodyRate = bodyRateOf(config.server)
+  ctx.route = `rag.${service}`
+  ctx.backend = service
+  try {
+    const route = serviceRoute(ctx.req.url ?? '/', segment)
+    const method = ctx.req.method ?? 'GET'
+    const settings = config.rag.services[service]
+    let identity: Identity | null = null
+    if (!isPublicRoute(settings, method, route.decoded)) {
+      const token = bearerToken(ctx.req)
+      if (token === null) throw notAuthenticated()
+      identity = await deps.accessTokens.verify(token)
+      ctx.userId = identity.userId
+      checkRouteRules(settings, method, route.decoded, identity)
+      const limitHeaders = await admitRagCall(deps.limiter, config.rag, identity)
+      for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
+    }
+    const headers = backendRequestHeaders(ctx.req, identity, config.rag, {
+      requestId: ctx.id,
+      clientAddress: clientAddress(ctx.req, config.server.trustProxyHops),
+      prefix: `/${segment}`,
+    })
+    const outcome = await relay(ctx, deps.backends.target(service), route.raw + route.search, headers, bodyRate)
+    if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
+  } catch (err) {
+    const refusal = toRefusal(err)
+    ctx.errorCode = refusal.code
+    // Why a token was refused is for the operator, never the client (who gets one message).
+    if (refusal.status === 401 && err instanceof GatewayError) ctx.log.debug({ reason: err.message }, 'RAG access token refused')
+    if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 504) ctx.log.error({ err }, 'RAG gateway error')
+    if (ctx.res.headersSent) {
+      ctx.res.destroy()
+      return
+    }
+    sendRefusal(ctx.res, refusal)
+  } finally {
+    // The relay resolves once the reply has ended (or was cut), so this is its whole length.
+    metrics.ragRequests.inc({ service, class: `${Math.floor(ctx.res.statusCode / 100)}xx` })
+    metrics.ragDuration.observe({ service }, (performance.now() - ctx.startedAt) / 1000)
+  }
+}
+
+/**
+ * What the RAG gateway answers to a path the router could not match, or null where the
+ * OpenAI-shaped 404 stands. Under a service prefix the path was one the router cannot read
+ * (malformed percent-encoding): 400, as for any other bad path. A first segment that looks
+ * like a service path (lower-case words joined by hyphens, as `query-pipeline`) names an
+ * unknown service: FastAPI's 404. Anything else (/v2, /v1, /queue, /admin and whatever a
+ * client mangled them into) keeps the inference side's 404.
+ */
+export function unmatchedRagPath(url: string): RagRefusal | null {
+  const path = url.split('?', 1)[0] ?? ''
+  const segment = RAG_SEGMENTS.find(([name]) => path.startsWith(`/${name}/`) || path === `/${name}`)?.[0]
+  // A service's root is not routed (the router drops a trailing slash, and /<service>/* needs more).
+  if (segment !== undefined) return path.length <= segment.length + 2 ? new RagRefusal(404, 'unknown_route', 'Not Found') : badPath()
+  if (/^\/[a-z][a-z0-9]*(-[a-z0-9]+)+(\/|\?|$)/.test(url)) return new RagRefusal(404, 'unknown_service', 'Not Found')
+  return null
+}

@@ -1,0 +1,71 @@
+// The headers a backend receives and a client gets back. Towards the backend: the client's
+// own identity claims, credentials and cookies never pass; the gateway states who is
+// calling in its identity headers. Hop-by-hop headers (RFC 9110 §7.6.1) stay on their hop.
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
+import type { Identity } from '../auth/identity.ts'
+import type { RagConfig } from '../config/schema.ts'
+
+const HOP_BY_HOP = new Set([
+  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
+  'proxy-authorization', 'proxy-authenticate', 'http2-settings',
+])
+
+/** Never passed on towards a backend: the gateway sets its own, or they carry credentials. */
+const NOT_FORWARDED = new Set(['host', 'authorization', 'expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-prefix', 'x-real-ip'])
+
+/** Header names listed in Connection: hop-by-hop too. */
+function connectionListed(headers: IncomingHttpHeaders): Set<string> {
+  const value = headers.connection
+  return new Set((typeof value === 'string' ? value : '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean))
+}
+
+/** A header value safe for any backend: each item percent-encoded (UTF-8), items joined by commas. */
+export function identityValue(items: string | readonly string[]): string {
+  return (typeof items === 'string' ? [items] : items).map((s) => encodeURIComponent(s)).join(',')
+}
+
+export interface ForwardContext {
+  readonly requestId: string
+  /** The client's address as the gateway sees it. */
+  readonly clientAddress: string
+  /** `/<service>` as the client called it: FastAPI's root_path, for links in /docs and /redoc. */
+  readonly prefix: string
+}
+
+export function backendRequestHeaders(req: IncomingMessage, identity: Identity | null, rag: RagConfig, forward: ForwardContext): OutgoingHttpHeaders {
+  const names = rag.identityHeaders
+  const stripped = new Set<string>([...HOP_BY_HOP, ...NOT_FORWARDED, ...connectionListed(req.headers), ...Object.values(names), ...rag.stripHeaders])
+  if (!rag.forwardCookies) stripped.add('cookie')
+  const out: OutgoingHttpHeaders = {}
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || stripped.has(name) || name.startsWith('x-tollgate-')) continue
+    out[name] = value
+  }
+  // A chunked body stays chunked: Node would not frame a DELETE's body by itself.
+  if (req.headers['content-length'] === undefined && /\bchunked\b/i.test(req.headers['transfer-encoding'] ?? '')) out['transfer-encoding'] = 'chunked'
+  out['x-request-id'] = forward.requestId
+  out['x-forwarded-for'] = forward.clientAddress
+  out['x-forwarded-proto'] = 'http'
+  out['x-forwarded-prefix'] = forward.prefix
+  if (typeof req.headers.host === 'string') out['x-forwarded-host'] = req.headers.host
+  if (identity !== null) {
+    out[names.userId] = identityValue(identity.userId)
+    out[names.username] = identityValue(identity.username)
+    out[names.roles] = identityValue(identity.roles)
+    out[names.groups] = identityValue(identity.groups)
+    out[names.tenant] = identityValue(identity.tenant)
+    if (rag.forwardToken) out.authorization = `Bearer ${identity.token}`
+  }
+  return out
+}
+
+/** The backend's reply headers, less those of its hop (Node frames the reply to the client itself). */
+export function clientResponseHeaders(upstream: IncomingMessage): OutgoingHttpHeaders {
+  const listed = connectionListed(upstream.headers)
+  const out: OutgoingHttpHeaders = {}
+  for (const [name, value] of Object.entries(upstream.headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue
+    out[name] = value
+  }
+  return out
+}

@@ -1,0 +1,28 @@
+// Requests per minute per user and per tenant, on the same limiter (and so the same
+// x-ratelimit-* headers and 429s) as /v2. The counters are subjects of their own:
+// `rag-user:<user id>` and `rag-tenant:<tenant>`, each on a pseudo-model that names it in the 429's words.
+import { NO_USAGE } from '../backends/port.ts'
+import type { Identity } from '../auth/identity.ts'
+import type { RagConfig } from '../config/schema.ts'
+import type { Admission, Limiter, RateLimitHeaders } from '../limits/port.ts'
+
+export const RAG_USER_MODEL = 'the RAG gateway (per user)'
+export const RAG_TENANT_MODEL = 'the RAG gateway (per tenant)'
+
+/** Admits the call on both counters, or throws the limiter's 429. Answers the headers of the tighter one. */
+export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: Identity): Promise<RateLimitHeaders> {
+  const tenant = rag.limits.tenants[identity.tenant]
+  const userRpm = tenant?.userRpm ?? rag.limits.userRpm
+  const tenantRpm = tenant?.tenantRpm ?? rag.limits.tenantRpm
+  const admissions: Admission[] = []
+  if (userRpm > 0) {
+    admissions.push(await limiter.admit({ keyId: `rag-user:${identity.userId}`, tier: 'rag', model: RAG_USER_MODEL, limits: { rpm: userRpm }, estimate: NO_USAGE }))
+  }
+  if (tenantRpm > 0) {
+    admissions.push(await limiter.admit({ keyId: `rag-tenant:${identity.tenant}`, tier: 'rag', model: RAG_TENANT_MODEL, limits: { rpm: tenantRpm }, estimate: NO_USAGE }))
+  }
+  // Nothing to reconcile: a RAG call is counted, not metered in tokens.
+  for (const admission of admissions) void admission.settle(NO_USAGE)
+  const remaining = (h: RateLimitHeaders): number => Number(h['x-ratelimit-remaining-requests'] ?? Infinity)
+  return admissions.map((a) => a.headers).reduce<RateLimitHeaders | undefined>((tight, h) => (tight === undefined || remaining(h) < remaining(tight) ? h : tight), undefined) ?? {}
+}

@@ -1,0 +1,69 @@
+// How the mock RAG backend answers: JSON in FastAPI's shape, every body marked as a mock,
+// with the identity headers it received, so a test can see what the gateway told it.
+import type { IncomingMessage, ServerResponse } from 'node:http'
+
+/** The identity headers the gateway sets by default (config rag.identityHeaders). */
+const IDENTITY_HEADERS = ['x-tollgate-user-id', 'x-tollgate-user-name', 'x-tollgate-user-roles', 'x-tollgate-user-groups', 'x-tollgate-tenant'] as const
+
+export interface MockExchange {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  readonly service: string
+  /** The route inside the service, without the query. */
+  readonly path: string
+  readonly query: URLSearchParams
+}
+
+/** Every x-tollgate-* header the mock received (the gateway's identity headers among them). */
+export function receivedIdentity(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith('x-tollgate-') && typeof value === 'string') out[name] = value
+  }
+  return out
+}
+
+/** The caller's user id as the gateway sent it, or 'anonymous' on a public route. */
+export function callerId(req: IncomingMessage): string {
+  const id = req.headers[IDENTITY_HEADERS[0]]
+  return typeof id === 'string' ? decodeURIComponent(id) : 'anonymous'
+}
+
+export function reply(x: MockExchange, status: number, body: Record<string, unknown>): void {
+  const payload = JSON.stringify({ ...body, mock: true, service: x.service, identity: receivedIdentity(x.req) })
+  x.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+  x.res.end(payload)
+}
+
+export function detail(x: MockExchange, status: number, message: string): void {
+  const payload = JSON.stringify({ detail: message })
+  x.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+  x.res.end(payload)
+}
+
+/** Reads a small JSON body (the mock's own requests); anything else reads as {}. */
+export async function readJson(req: IncomingMessage, limit = 1 << 20): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length
+    if (size > limit) break
+    chunks.push(chunk as Buffer)
+  }
+  try {
+    const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {}
+  } catch {
+    return {}
+  }
+}
+
+/** A stable id from its parts (the mock's answers are deterministic). */
+export function mockId(prefix: string, ...parts: readonly string[]): string {
+  let h = 0x811c9dc5
+  for (const ch of parts.join('\u0000')) {
+    h ^= ch.codePointAt(0) ?? 0
+    h = Math.imul(h, 0x01000193) >>> 0
+  }
+  return `${prefix}_${h.toString(16).padStart(8, '0')}`
+}

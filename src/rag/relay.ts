@@ -1,0 +1,131 @@
+// One RAG request relayed to its backend: the client's body streams into the backend
+// request as it arrives (uploads are never held), the reply streams back chunk by chunk
+// (SSE and chunked replies reach the client as the backend sends them). A backend that
+// cannot be reached is a 502, one that sends no headers in time a 504; once the reply has
+// started, a failure can only cut it.
+import http, { type Agent, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
+import https from 'node:https'
+import { pipeline } from 'node:stream'
+import { watchBodyPace, type BodyRate } from '../http/body-rate.ts'
+import type { RequestContext } from '../http/context.ts'
+import { clientResponseHeaders } from './headers.ts'
+import { RagRefusal } from './refusal.ts'
+
+export interface RelayTarget {
+  /** The service's base URL; the route is appended to its path. */
+  readonly base: URL
+  readonly agent: Agent
+  readonly connectTimeoutMs: number
+  readonly responseTimeoutMs: number
+  readonly idleTimeoutMs: number
+  /** For messages: the service's name. */
+  readonly service: string
+}
+
+export interface RelayOutcome {
+  /** When the backend's response headers arrived (ms since the relay began), if they did. */
+  readonly headersAfterMs?: number
+  /** The reply was cut after it started (backend failed or idled, or the client left). */
+  readonly cut: boolean
+}
+
+export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: string, headers: OutgoingHttpHeaders, bodyRate: BodyRate): Promise<RelayOutcome> {
+  const { req, res } = ctx
+  const started = performance.now()
+  return new Promise<RelayOutcome>((resolve, reject) => {
+    const base = target.base
+    const request = (base.protocol === 'https:' ? https : http).request({
+      protocol: base.protocol,
+      hostname: base.hostname.replace(/^\[|\]$/g, ''),
+      port: base.port,
+      method: req.method,
+      path: base.pathname.replace(/\/+$/, '') + pathAndQuery,
+      headers,
+      agent: target.agent,
+    })
+    let settled = false
+    let responded = false
+    const timers: NodeJS.Timeout[] = []
+    const clear = (): void => { for (const t of timers) clearTimeout(t) }
+    const unavailable = (): RagRefusal => new RagRefusal(502, 'upstream_unreachable', `The ${target.service} service is unavailable`)
+    const refuse = (refusal: RagRefusal): void => {
+      if (settled) return
+      settled = true
+      clear()
+      request.destroy()
+      reject(refusal)
+    }
+    const finish = (outcome: RelayOutcome): void => {
+      if (settled) return
+      settled = true
+      clear()
+      resolve(outcome)
+    }
+
+    // Connecting: a fresh socket must connect in time (a reused keep-alive one already has).
+    request.once('socket', (socket) => {
+      if (!socket.connecting) return
+      const timer = setTimeout(() => refuse(unavailable()), target.connectTimeoutMs)
+      timers.push(timer)
+      socket.once('connect', () => clearTimeout(timer))
+    })
+    // Waiting: once the whole request is sent, the response headers must come in time.
+    request.once('finish', () => {
+      if (responded) return
+      timers.push(setTimeout(() => refuse(new RagRefusal(504, 'upstream_timeout', `The ${target.service} service did not answer in time`)), target.responseTimeoutMs))
+    })
+    // After the response began, its own pipeline reports failures; an upload the backend
+    // stopped reading (it answered early) is no failure of the exchange.
+    request.on('error', () => {
+      if (!responded) refuse(unavailable())
+    })
+    // The client leaving ends the backend request too.
+    const onClientGone = (): void => {
+      request.destroy()
+      finish({ cut: true })
+    }
+    ctx.signal.addEventListener('abort', onClientGone, { once: true })
+
+    // Not pipeline(): a backend that answers before reading all of the body must not
+    // destroy the client's connection before the answer reaches it.
+    req.pipe(request)
+    // A body that stops arriving holds a backend connection: it gets the reply's idle bound.
+    if (!req.complete) {
+      // And it must keep arriving at the server's pace, as a body the gateway reads does:
+      // a client that declares more than it sends is answered within a window, not held.
+      const stopWatching = watchBodyPace(req, bodyRate, () => refuse(new RagRefusal(408, 'request_timeout', 'The request body arrived too slowly')))
+      request.once('close', stopWatching)
+      const stalled = setTimeout(() => refuse(new RagRefusal(408, 'request_timeout', 'The request body stopped arriving')), target.idleTimeoutMs)
+      timers.push(stalled)
+      // Only while waiting: refresh() would re-arm a timer the response has cleared.
+      req.on('data', () => { if (!responded && !settled) stalled.refresh() })
+      req.once('end', () => clearTimeout(stalled))
+    }
+    req.once('close', () => {
+      // A client that stopped sending mid-body: the backend must not take half a body as whole.
+      if (!req.complete) request.destroy()
+    })
+
+    request.once('response', (upstream: IncomingMessage) => {
+      responded = true
+      clear()
+      const headersAfterMs = performance.now() - started
+      res.writeHead(upstream.statusCode ?? 502, clientResponseHeaders(upstream))
+      // Headers go out now, not with the first chunk: a stream's client sees it has begun.
+      res.flushHeaders()
+      const idle = setTimeout(() => {
+        ctx.log.warn({ service: target.service, idleTimeoutMs: target.idleTimeoutMs }, 'RAG backend reply idle too long: cut')
+        upstream.destroy()
+      }, target.idleTimeoutMs)
+      let ended = false
+      upstream.on('data', () => { if (!ended) idle.refresh() })
+      pipeline(upstream, res, (err) => {
+        ended = true
+        clearTimeout(idle)
+        ctx.signal.removeEventListener('abort', onClientGone)
+        if (err && !res.destroyed) res.destroy()
+        finish({ headersAfterMs, cut: err !== undefined && err !== null })
+      })
+    })
+  })
+}

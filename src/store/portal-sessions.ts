@@ -1,0 +1,97 @@
+// The key portal's browser sessions, as a port with an embedded (its own SQLite file in the
+// data directory) and a Redis adapter. A session is stored under the SHA-256 of its cookie
+// value, so whoever reads the store cannot sign in with what it finds there. Each record
+// carries its own end (the sooner of the idle and the absolute expiry); the store drops it
+// then (Redis: PXAT; SQLite: pruned as new sessions come).
+import type { DatabaseSync } from 'node:sqlite'
+import { openSqlite } from './embedded.ts'
+import type { RedisConnection } from './redis-client.ts'
+import { withRedis } from './redis.ts'
+
+export interface PortalSessionRecord {
+  /** SHA-256 (hex) of the cookie value. */
+  readonly id: string
+  readonly userId: string
+  readonly username: string
+  /** The synchronizer token every state-changing form of this session carries. */
+  readonly csrfToken: string
+  readonly createdAt: string
+  readonly lastSeenAt: string
+  /** Absolute end: createdAt + portal.sessionAbsoluteSeconds. */
+  readonly expiresAt: string
+}
+
+export interface PortalSessionStore {
+  /** Stores (or overwrites) the session; the store may drop it after `until`. */
+  put(session: PortalSessionRecord, until: Date): Promise<void>
+  get(id: string): Promise<PortalSessionRecord | null>
+  remove(id: string): Promise<void>
+  close(): Promise<void>
+}
+
+const PORTAL_DATABASE_FILE = 'portal.db'
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE portal_sessions (
+    id    TEXT PRIMARY KEY,
+    record TEXT NOT NULL,
+    until TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX portal_sessions_until ON portal_sessions (until);
+  `,
+]
+
+function decode(text: string): PortalSessionRecord {
+  const value = JSON.parse(text) as Partial<PortalSessionRecord>
+  for (const field of ['id', 'userId', 'username', 'csrfToken', 'createdAt', 'lastSeenAt', 'expiresAt'] as const) {
+    if (typeof value[field] !== 'string') throw new TypeError(`portal session: ${field} is not a string`)
+  }
+  return value as PortalSessionRecord
+}
+
+/** `<dataDir>/portal.db` (or memory for ':memory:'). */
+export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
+  const db: DatabaseSync = openSqlite(dataDir, PORTAL_DATABASE_FILE, MIGRATIONS)
+  const sql = {
+    put: db.prepare('INSERT INTO portal_sessions (id, record, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, until = excluded.until'),
+    get: db.prepare('SELECT record, until FROM portal_sessions WHERE id = ?'),
+    remove: db.prepare('DELETE FROM portal_sessions WHERE id = ?'),
+    prune: db.prepare('DELETE FROM portal_sessions WHERE until < ?'),
+  }
+  return {
+    async put(session, until) {
+      sql.prune.run(new Date().toISOString())
+      sql.put.run(session.id, JSON.stringify(session), until.toISOString())
+    },
+    async get(id) {
+      const row = sql.get.get(id)
+      if (row === undefined || typeof row.record !== 'string' || typeof row.until !== 'string') return null
+      if (Date.parse(row.until) <= Date.now()) return null
+      return decode(row.record)
+    },
+    async remove(id) {
+      sql.remove.run(id)
+    },
+    async close() {
+      if (db.isOpen) db.close()
+    },
+  }
+}
+
+/** Under `<prefix>{tg}:portal:session:<id>`; the client is the caller's to close. */
+export function redisPortalSessions(redis: RedisConnection, prefix: string): PortalSessionStore {
+  const key = (id: string): string => `${prefix}{tg}:portal:session:${id}`
+  return {
+    put: (session, until) => withRedis(redis, async () => {
+      await redis.set(key(session.id), JSON.stringify(session), 'PXAT', Math.max(until.getTime(), Date.now() + 1))
+    }),
+    get: (id) => withRedis(redis, async () => {
+      const text = await redis.get(key(id))
+      return text === null ? null : decode(text)
+    }),
+    remove: (id) => withRedis(redis, async () => {
+      await redis.del(key(id))
+    }),
+    async close() {},
+  }
+}

@@ -1,0 +1,125 @@
+// What a new user meets on a fresh clone: the admin token made on the first start is kept
+// and works after a restart (and `tollgate admin-token` shows or replaces it); the gateway
+// listens on loopback unless told otherwise; `bin/tollgate` works from a checkout on the
+// machine's own Node, whatever its version.
+import { spawnSync } from 'node:child_process'
+import { cpSync, mkdtempSync, readFileSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import t from 'tap'
+import { startTollgate } from '../helpers/gateway.ts'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+const CLI = join(ROOT, 'src/cli.ts')
+const BIN = join(ROOT, 'bin/tollgate')
+
+/** The token printed on stderr at the first start, if any. */
+const printedToken = (output: string): string | undefined => /^\s+(tgadm_\S+)$/m.exec(output)?.[1]
+
+const adminStatus = async (url: string, token: string): Promise<number> =>
+  (await fetch(`${url}/admin/keys`, { headers: { authorization: `Bearer ${token}` } })).status
+
+function cli(args: string[], dataDir: string): { status: number | null; stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [CLI, ...args], {
+    env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir },
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+}
+
+t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept across restarts', async (t) => {
+  // An empty value is how the harness leaves the variable unset.
+  const first = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' } })
+  const token = printedToken(first.output())
+  t.ok(token, 'the first start printed a token')
+  if (!token) return
+  t.equal(await adminStatus(first.url, token), 200, 'and it works')
+  const file = join(first.dataDir, 'admin.token')
+  t.equal(readFileSync(file, 'utf8').trim(), token, 'it is kept in the data directory')
+  t.equal(statSync(file).mode & 0o777, 0o600, 'readable by its owner only')
+  t.notMatch(first.logs().map((l) => JSON.stringify(l)).join('\n'), token, 'and never in the JSON logs')
+  t.equal(await first.stop(), 0)
+
+  const second = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' }, dataDir: first.dataDir })
+  t.teardown(() => second.stop())
+  t.equal(printedToken(second.output()), undefined, 'the second start prints no token')
+  t.equal(await adminStatus(second.url, token), 200, 'the first token still works after the restart')
+
+  const shown = cli(['admin-token'], first.dataDir)
+  t.equal(shown.status, 0)
+  t.equal(shown.stdout.trim(), token, '`tollgate admin-token` shows it, alone on stdout')
+
+  const reset = cli(['admin-token', '--reset'], first.dataDir)
+  t.equal(reset.status, 0)
+  const fresh = reset.stdout.trim()
+  t.match(fresh, /^tgadm_/, '--reset prints a new one')
+  t.not(fresh, token)
+  let switched = false
+  for (let i = 0; i < 60 && !switched; i++) {
+    switched = (await adminStatus(second.url, fresh)) === 200
+    if (!switched) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(switched, 'the running gateway takes the new token within seconds')
+  t.equal(await adminStatus(second.url, token), 401, 'and refuses the old one')
+})
+
+t.test('with TOLLGATE_ADMIN_TOKEN set, or with Redis, nothing is stored and admin-token says why', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tg-admintoken-'))
+  const withEnv = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, TOLLGATE_ADMIN_TOKEN: 'mine' }, cwd: ROOT, encoding: 'utf8' })
+  t.equal(withEnv.status, 1)
+  t.match(withEnv.stderr, /TOLLGATE_ADMIN_TOKEN is set/)
+  t.equal(withEnv.stdout, '', 'no token printed')
+  const withRedis = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, REDIS_URL: 'redis://127.0.0.1:6379' }, cwd: ROOT, encoding: 'utf8' })
+  t.equal(withRedis.status, 1)
+  t.match(withRedis.stderr, /only from TOLLGATE_ADMIN_TOKEN/)
+})
+
+t.test('the listeners are bound to loopback by default, and the log says where', async (t) => {
+  const gw = await startTollgate()
+  t.teardown(() => gw.stop())
+  const line = gw.logs().find((l) => l.msg === 'tollgate listening')
+  t.match(line?.address, /^127\.0\.0\.1:\d+$/, `public listener: ${line?.address}`)
+  t.match(line?.metricsAddress, /^127\.0\.0\.1:\d+$/, `metrics listener: ${line?.metricsAddress}`)
+  const onAll = await startTollgate({ env: { HOST: '0.0.0.0' } })
+  t.teardown(() => onAll.stop())
+  t.match(onAll.logs().find((l) => l.msg === 'tollgate listening')?.address, /^0\.0\.0\.0:\d+$/, 'HOST=0.0.0.0 faces the network, and the log says so')
+})
+
+/** The machine's own Node, if it has one outside node_modules (CI machines ship Node 20). */
+function systemNode(): { path: string; major: number } | null {
+  for (const path of ['/usr/bin/node', '/usr/local/bin/node']) {
+    const run = spawnSync(path, ['--version'], { encoding: 'utf8' })
+    if (run.status === 0) return { path, major: Number(/^v(\d+)/.exec(run.stdout)?.[1]) }
+  }
+  return null
+}
+
+t.test('bin/tollgate from a checkout runs on the machine\'s own Node', async (t) => {
+  const node = systemNode() ?? { path: process.execPath, major: Number(process.versions.node.split('.')[0]) }
+  // Through `env -i`: tap hooks the processes a test spawns (NODE_OPTIONS with its own
+  // loader, for Node 24), which a user's shell would not.
+  const run = (args: string[], cwd: string, extra: Record<string, string> = {}) =>
+    spawnSync('/usr/bin/env', ['-i', 'PATH=/usr/local/bin:/usr/bin:/bin', `HOME=${process.env.HOME ?? ''}`, ...Object.entries(extra).map(([k, v]) => `${k}=${v}`), node.path, ...args], { cwd, encoding: 'utf8', timeout: 20_000 })
+  const help = run([BIN, 'help'], ROOT)
+  t.equal(help.status, 0, `node ${node.major}: exit 0`, { stderr: help.stderr })
+  t.match(help.stdout, /Usage: tollgate <command>/, `node ${node.major}: the help text`)
+  t.notMatch(help.stderr, /ERR_UNKNOWN_FILE_EXTENSION/)
+  const serve = run([BIN, 'keys', 'list'], ROOT, { TOLLGATE_URL: 'http://127.0.0.1:9', TOLLGATE_ADMIN_TOKEN: 'x' })
+  t.equal(serve.status, 1, `node ${node.major}: a real command runs too (and says it cannot reach the gateway)`)
+  t.match(serve.stderr, /reach|connect/i)
+
+  if (node.major < 24) {
+    // Without node_modules there is no Node 24 to hand over to: one clear line instead.
+    const bare = mkdtempSync(join(tmpdir(), 'tg-bare-checkout-'))
+    cpSync(join(ROOT, 'bin'), join(bare, 'bin'), { recursive: true })
+    cpSync(join(ROOT, 'package.json'), join(bare, 'package.json'))
+    const refused = run([join(bare, 'bin/tollgate'), 'help'], bare)
+    t.equal(refused.status, 1, 'without node_modules: exit 1')
+    t.equal(refused.stderr.trim().split('\n').length, 1, 'one line')
+    t.match(refused.stderr, /needs Node\.js 24 or later \(this is v\d+/, 'that says what is missing')
+    t.match(refused.stderr, /npm install/, 'and what to run')
+  } else {
+    t.comment(`the machine's Node is ${node.major}: nothing to hand over to, checked that it runs directly`)
+  }
+})

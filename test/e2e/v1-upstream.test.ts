@@ -1,0 +1,43 @@
+// /v1 through the `openai` adapter: Tollgate in front of a separate OpenAI-compatible
+// server process that implements files and vector stores. The same SDK tests as against
+// the mock, and what reached the upstream.
+import OpenAI from 'openai'
+import t from 'tap'
+import { startTollgate, startUpstream, type UpstreamProcess } from '../helpers/gateway.ts'
+import { v1Tests, type V1Subject } from './v1-endpoints.ts'
+
+const UPSTREAM_KEY = 'upstream-secret-for-v1'
+let subject: V1Subject
+let upstream: UpstreamProcess
+
+t.before(async () => {
+  upstream = await startUpstream(['--require-key', UPSTREAM_KEY])
+  const gw = await startTollgate({
+    config: (doc) => {
+      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1`, apiKeyEnv: 'UPSTREAM_KEY' } }
+      doc.resourceBackend = 'up'
+    },
+    env: { UPSTREAM_KEY },
+  })
+  const { key, id } = await gw.createKey({ name: 'v1-upstream', tier: 'Standard4000' })
+  subject = {
+    gw, key, keyId: id,
+    client: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }),
+    v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
+  }
+})
+t.teardown(async () => {
+  await subject.gw.stop()
+  await upstream.stop()
+})
+
+v1Tests(t, () => subject)
+
+t.test('the upstream served /v1 with the gateway\'s key, never the client\'s', async (t) => {
+  const seen = await upstream.requests()
+  const paths = seen.map((r) => `${r.method} ${r.path.split('?')[0]}`)
+  t.ok(paths.some((p) => /^POST \/v1\/vector_stores\/vs_[^/]+\/search$/.test(p)), 'search forwarded')
+  t.ok(paths.some((p) => /^POST \/v1\/vector_stores\/vs_[^/]+\/file_batches$/.test(p)), 'batches forwarded')
+  t.ok(seen.every((r) => r.headers.authorization === `Bearer ${UPSTREAM_KEY}`))
+  t.notOk(JSON.stringify(seen).includes(subject.key))
+})

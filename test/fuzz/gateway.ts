@@ -1,0 +1,99 @@
+// The gateway a fuzz run attacks, and what the run knows about it. Its limits are small
+// so that refusals are cheap to reach (256 KiB JSON, 1 MiB uploads) and its timeouts
+// short so that a half-sent request is settled in about a second; its mock streams at
+// full speed. The run's API key is on a tier without limits: a 429 would end most cases
+// before their body is read.
+import { readFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { parse } from 'yaml'
+import { encodeMultipart } from '../helpers/multipart.ts'
+import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
+import { MEMORY_PROBE } from '../helpers/memory.ts'
+import type { FuzzContext } from './targets.ts'
+
+const ROOT = resolve(import.meta.dirname, '../..')
+
+export interface FuzzGateway {
+  readonly gw: RunningTollgate
+  readonly port: number
+  readonly ctx: FuzzContext
+  stop(): Promise<void>
+}
+
+export async function startFuzzGateway(): Promise<FuzzGateway> {
+  const plans = parse(readFileSync(join(ROOT, 'config/plans.yaml'), 'utf8')) as { tiers: Record<string, unknown> }
+  plans.tiers.Fuzz = { description: 'no limits', default: {} }
+  // Half the chat and embedding models go through the openai adapter to a separate
+  // server (re-serialized bodies, the proxy, the relay); the rest to the built-in mock.
+  // Its idle connections stay open longer than the run: a server closing one at the very
+  // moment the gateway reuses it resets the call (a rare 502 upstream_unreachable,
+  // ECONNRESET, seen about once in 20,000 cases at Node's 5 s). That race is the
+  // gateway's upstream connection handling, not the input, and is reported on its own.
+  const upstream = await startUpstream(['--tokens-per-second', '1000000', '--keep-alive-ms', '600000'])
+  const gw = await startTollgate({
+    execArgv: MEMORY_PROBE,
+    dropRequestLogs: true,
+    config: (doc) => {
+      Object.assign(doc.server as Record<string, unknown>, {
+        jsonBodyLimitBytes: 256 * 1024,
+        uploadLimitBytes: 1024 * 1024,
+        headersTimeoutMs: 2000,
+        bodyRateWindowMs: 1000,
+        bodyMinBytesPerSecond: 1024,
+        idleReaderTimeoutMs: 5000,
+      })
+      Object.assign((doc.backends as Record<string, Record<string, unknown>>).mock ?? {}, { tokensPerSecond: 1_000_000 })
+      ;(doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: `${upstream.url}/v1` }
+      const models = doc.models as Array<{ kind: string; deployments: Array<{ backend: string }> }>
+      models.forEach((m, i) => { if ((m.kind === 'chat' || m.kind === 'embedding') && i % 2 === 1) m.deployments = [{ backend: 'up' }] })
+      doc.plans = plans
+      // Thousands of logins from one address: the throttle would answer most of them 429.
+      doc.ragAuth = { loginThrottle: { maxFailuresPerUsername: 1_000_000, maxFailuresPerAddress: 1_000_000 } }
+    },
+  })
+  const apiKey = (await gw.createKey({ tier: 'Fuzz', owner: 'fuzz' })).key
+  // Keys the admin routes may change, rotate and revoke; never the run's own.
+  const victims = await Promise.all([1, 2, 3, 4, 5].map((i) => gw.createKey({ name: `victim ${i}`, owner: 'fuzz-victims' })))
+  const upload = encodeMultipart([{ name: 'purpose', value: 'fine-tune' }, { name: 'file', filename: 'train.jsonl', data: Buffer.from('{"messages": []}\n') }])
+  const file = await (await fetch(`${gw.url}/v2/files`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': upload.contentType }, body: upload.bytes })).json() as { id: string }
+  const job = await (await fetch(`${gw.url}/v2/fine_tuning/jobs`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-4o-mini', training_file: file.id }),
+  })).json() as { id: string }
+  const stores = await Promise.all([1, 2, 3].map(async (i) => (await (await fetch(`${gw.url}/v1/vector_stores`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: `fuzz ${i}`, file_ids: [file.id] }),
+  })).json() as { id: string }).id))
+  const queued = await Promise.all([1, 2, 3].map(async () => (await (await fetch(`${gw.url}/queue/embeddings`, {
+    method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', prefer: 'respond-async' },
+    body: JSON.stringify({ model: 'text-embedding-ada-002', input: 'queued' }),
+  })).json() as { id: string }).id))
+  // RAG gateway accounts the admin routes may change and delete.
+  const users = ['fuzz-victim-1', 'fuzz-victim-2', 'fuzz-victim-3']
+  await Promise.all(users.map((username) => fetch(`${gw.url}/admin/users`, {
+    method: 'POST', headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ username, password: 'victim password' }),
+  })))
+  // A RAG gateway user and a session of its own for /api/v1/auth/me.
+  await fetch(`${gw.url}/admin/users`, {
+    method: 'POST', headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ username: 'fuzz-rag', password: 'fuzz-rag password' }),
+  })
+  const session = await (await fetch(`${gw.url}/api/v1/auth/user`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'fuzz-rag', password: 'fuzz-rag password' }),
+  })).json() as { access_token: string; refresh_token: string }
+  const models = await (await fetch(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json() as { data: Array<{ id: string }> }
+  const config = parse(readFileSync(join(ROOT, 'config/default.yaml'), 'utf8')) as { models: Array<{ name: string; kind: string }> }
+  const byKind: Record<string, string[]> = {}
+  for (const m of config.models) if (models.data.some((d) => d.id === m.name)) (byKind[m.kind] ??= []).push(m.name)
+  return {
+    gw,
+    async stop() {
+      await gw.stop()
+      await upstream.stop()
+    },
+    port: Number(new URL(gw.url).port),
+    ctx: {
+      credentials: { 'api-key': `Bearer ${apiKey}`, admin: `Bearer ${gw.adminToken}`, session: `Bearer ${session.access_token}` },
+      models: byKind,
+      ids: { key: victims.map((v) => v.id), file: [file.id], 'fine_tuning.job': [job.id], vector_store: stores, 'queue.request': queued, user: users },
+      secrets: [apiKey, gw.adminToken, session.access_token, session.refresh_token, 'fuzz-rag password'],
+    },
+  }
+}

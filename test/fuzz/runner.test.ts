@@ -1,0 +1,50 @@
+// The fuzz property can fail: against a server that misbehaves in each way it looks for,
+// the runner reports each one, and nothing against the route that behaves.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { runFuzz } from './runner.ts'
+import type { FuzzContext, FuzzTarget } from './targets.ts'
+
+const PLAIN = { framing: 0, headers: 0, url: 0, method: 0, version: 0, auth: 0, pipeline: 0 }
+const ctx: FuzzContext = { credentials: {}, models: {}, ids: {}, secrets: ['super-secret-token'] }
+const target = (path: string, errors: FuzzTarget['errors'] = 'openai'): FuzzTarget => ({ name: path, method: 'GET', path, auth: 'none', body: 'none', errors })
+
+t.test('each way a reply can break the property is reported', async (t) => {
+  const server = createServer((req, res) => {
+    const json = (status: number, body: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json' })
+      res.end(JSON.stringify(body))
+    }
+    const error = { error: { message: 'no', type: 'invalid_request_error', param: null, code: 'no' } }
+    switch (req.url?.split('?')[0]) {
+      case '/ok': json(200, { fine: true }); break
+      case '/refusal': json(404, error); break
+      case '/fastapi': json(404, { detail: 'Not Found' }); break
+      case '/crash': json(500, error); break
+      case '/stack': json(400, { error: { ...error.error, message: 'TypeError: x is undefined\n    at handler (/srv/app/src/x.ts:10:5)' } }); break
+      case '/secret': json(400, { error: { ...error.error, message: 'token super-secret-token is wrong' } }); break
+      case '/bare': res.writeHead(404); res.end('Not Found'); break
+      case '/shape': json(404, { message: 'not found' }); break
+      case '/close': req.socket.destroy(); break
+      case '/hang': break
+    }
+  })
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  t.teardown(() => { server.closeAllConnections(); server.close() })
+  const port = (server.address() as AddressInfo).port
+  const run = async (path: string, errors: FuzzTarget['errors'] = 'openai'): Promise<string[]> =>
+    (await runFuzz({ port, targets: [target(path, errors)], ctx, mix: PLAIN, cases: 3, seed: 1, deadlineMs: 500 })).failures.map((f) => f.problem)
+
+  t.same(await run('/ok'), [], 'a success passes')
+  t.same(await run('/refusal'), [], 'an OpenAI-shaped refusal passes')
+  t.same(await run('/fastapi', 'fastapi'), [], 'a FastAPI-shaped one passes where that is the shape')
+  t.match(await run('/fastapi'), [/not in the openai error shape/], 'but not where OpenAI\'s is')
+  t.match(await run('/crash'), [/status 500/])
+  t.match(await run('/stack'), [/holds (a stack frame|a source position|a JavaScript error message)/])
+  t.match(await run('/secret'), [/holds a secret/])
+  t.match(await run('/bare'), [/body is not JSON/])
+  t.match(await run('/shape'), [/not in the openai error shape/])
+  t.match(await run('/close'), [/closed without a reply/])
+  t.match(await run('/hang'), [/no reply within 500 ms/])
+})

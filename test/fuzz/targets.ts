@@ -1,0 +1,239 @@
+// What the fuzz suite attacks: one entry per endpoint. Adding an endpoint to the fuzz
+// run is adding an entry here (or a list of them, e.g. QUEUE_TARGETS, RAG_TARGETS) and
+// passing it to runFuzz: the generators read the method, path, credential, body kind and
+// template, and the property checks replies against the target's error shape.
+import type { Part } from '../helpers/multipart.ts'
+
+/** How a target's errors look: OpenAI's `{"error": {...}}`, or FastAPI's `{"detail": ...}` (RAG services). */
+export type ErrorShape = 'openai' | 'fastapi'
+
+export type BodyKind = 'json' | 'optional-json' | 'multipart' | 'none'
+
+/** What the fuzz run knows once its gateway is up: credentials, names and ids to aim at. */
+export interface FuzzContext {
+  /** Authorization header values by credential name: 'api-key', 'admin', ... */
+  readonly credentials: Readonly<Record<string, string>>
+  /** Configured model names by kind (chat, embedding, image, audio). */
+  readonly models: Readonly<Record<string, readonly string[]>>
+  /** Ids that exist, by kind ('key', 'file', 'fine_tuning.job'), for `{id}` in paths. Never the fuzz's own key. */
+  readonly ids: Readonly<Record<string, readonly string[]>>
+  /** Secrets no reply may contain (the admin token, the API key). */
+  readonly secrets: readonly string[]
+}
+
+export interface FuzzTarget {
+  /** For reports: e.g. "v2 chat.completions". */
+  readonly name: string
+  readonly method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE'
+  /** Path, with `{id}` (from ctx.ids[idKind]) or `{model}` (from ctx.models) to fill in. */
+  readonly path: string
+  readonly idKind?: string
+  /** Which ctx.credentials entry authorizes it; 'none' for public routes. */
+  readonly auth: string
+  readonly body: BodyKind
+  readonly errors: ErrorShape
+  /** A body the endpoint accepts: the fuzzer mutates its fields (wrong types, removed, added). */
+  readonly template?: (ctx: FuzzContext) => Record<string, unknown>
+  /** For multipart targets: the form's parts. */
+  readonly form?: (ctx: FuzzContext) => Part[]
+  /** Query parameters the route knows, with plausible values. */
+  readonly query?: Readonly<Record<string, readonly string[]>>
+}
+
+const pick = (list: readonly string[] | undefined, fallback: string): string => list?.[0] ?? fallback
+const chat = (ctx: FuzzContext): string => pick(ctx.models.chat, 'gpt-4o')
+
+const AUDIO = Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1')
+const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex')
+
+export const V2_TARGETS: readonly FuzzTarget[] = [
+  { name: 'v2 models.list', method: 'GET', path: '/v2/models', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 models.get', method: 'GET', path: '/v2/models/{model}', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 audio.models', method: 'GET', path: '/v2/audio/models', auth: 'api-key', body: 'none', errors: 'openai' },
+  {
+    name: 'v2 chat.completions', method: 'POST', path: '/v2/chat/completions', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({
+      model: chat(ctx),
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there.' }],
+      max_tokens: 16, temperature: 0.5, n: 1, stream: false, stream_options: null, user: 'fuzz', tools: [], seed: 1,
+    }),
+  },
+  {
+    name: 'v2 completions', method: 'POST', path: '/v2/completions', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), prompt: 'Once upon a time', max_tokens: 16, n: 1, best_of: 1, stream: false, echo: false, logprobs: null }),
+  },
+  {
+    name: 'v2 responses', method: 'POST', path: '/v2/responses', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), input: 'Say something.', instructions: 'Be brief.', max_output_tokens: 16, stream: false }),
+  },
+  {
+    name: 'v2 embeddings', method: 'POST', path: '/v2/embeddings', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: pick(ctx.models.embedding, 'text-embedding-ada-002'), input: ['one', 'two'], encoding_format: 'float', dimensions: 8 }),
+  },
+  {
+    name: 'v2 images.generations', method: 'POST', path: '/v2/images/generations', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: pick(ctx.models.image, 'gpt-image-1'), prompt: 'a red square', n: 1, size: '256x256', response_format: 'b64_json' }),
+  },
+  {
+    name: 'v2 audio.transcriptions', method: 'POST', path: '/v2/audio/transcriptions', auth: 'api-key', body: 'multipart', errors: 'openai',
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-1') }, { name: 'response_format', value: 'json' }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
+  },
+  {
+    name: 'v2 audio.translations', method: 'POST', path: '/v2/audio/translations', auth: 'api-key', body: 'multipart', errors: 'openai',
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-1') }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
+  },
+  {
+    name: 'v2 images.edits', method: 'POST', path: '/v2/images/edits', auth: 'api-key', body: 'multipart', errors: 'openai',
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.image, 'gpt-image-1') }, { name: 'prompt', value: 'make it blue' }, { name: 'image', filename: 'a.png', data: PNG, contentType: 'image/png' }],
+  },
+  {
+    name: 'v2 files.create', method: 'POST', path: '/v2/files', auth: 'api-key', body: 'multipart', errors: 'openai',
+    form: () => [{ name: 'purpose', value: 'fine-tune' }, { name: 'file', filename: 'train.jsonl', data: Buffer.from('{"messages": []}\n'), contentType: 'application/jsonl' }],
+  },
+  { name: 'v2 files.list', method: 'GET', path: '/v2/files', auth: 'api-key', body: 'none', errors: 'openai', query: { purpose: ['fine-tune'], limit: ['2'], after: ['file-x'] } },
+  { name: 'v2 files.get', method: 'GET', path: '/v2/files/{id}', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 files.delete', method: 'DELETE', path: '/v2/files/{id}', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
+  {
+    name: 'v2 fine_tuning.jobs.create', method: 'POST', path: '/v2/fine_tuning/jobs', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), training_file: pick(ctx.ids.file, 'file-x'), suffix: 'fuzz', hyperparameters: { n_epochs: 1 } }),
+  },
+  { name: 'v2 fine_tuning.jobs.list', method: 'GET', path: '/v2/fine_tuning/jobs', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['2'], after: ['ftjob-x'] } },
+  { name: 'v2 fine_tuning.jobs.get', method: 'GET', path: '/v2/fine_tuning/jobs/{id}', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 fine_tuning.jobs.cancel', method: 'POST', path: '/v2/fine_tuning/jobs/{id}/cancel', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 fine_tuning.jobs.events', method: 'GET', path: '/v2/fine_tuning/jobs/{id}/events', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['5'] } },
+]
+
+/** The /queue twins of the /v2 endpoints, drawn from the same templates. */
+const QUEUED = ['v2 chat.completions', 'v2 completions', 'v2 embeddings', 'v2 images.generations', 'v2 audio.transcriptions', 'v2 images.edits']
+
+export const QUEUE_TARGETS: readonly FuzzTarget[] = [
+  ...V2_TARGETS.filter((target) => QUEUED.includes(target.name)).map((target) => ({ ...target, name: target.name.replace(/^v2/, 'queue'), path: target.path.replace(/^\/v2/, '/queue') })),
+  { name: 'queue models', method: 'GET', path: '/queue/models', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'queue requests.list', method: 'GET', path: '/queue/requests', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['2', '0', '101'], after: ['qr-x'], status: ['queued', 'completed', 'nope'] } },
+  { name: 'queue requests.get', method: 'GET', path: '/queue/requests/{id}', idKind: 'queue.request', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'queue requests.cancel', method: 'DELETE', path: '/queue/requests/{id}', idKind: 'queue.request', auth: 'api-key', body: 'none', errors: 'openai' },
+]
+
+export const V1_TARGETS: readonly FuzzTarget[] = [
+  ...V2_TARGETS.filter((target) => target.name.startsWith('v2 files.')).map((target) => ({ ...target, name: target.name.replace(/^v2/, 'v1'), path: target.path.replace(/^\/v2/, '/v1') })),
+  { name: 'v1 files.content', method: 'GET', path: '/v1/files/{id}/content', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
+  {
+    name: 'v1 vector_stores.create', method: 'POST', path: '/v1/vector_stores', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ name: 'fuzz store', file_ids: [pick(ctx.ids.file, 'file-x')], metadata: { team: 'fuzz' }, chunking_strategy: { type: 'auto' } }),
+  },
+  { name: 'v1 vector_stores.list', method: 'GET', path: '/v1/vector_stores', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['2', '0'], order: ['asc', 'desc', 'up'], after: ['vs_x'] } },
+  { name: 'v1 vector_stores.get', method: 'GET', path: '/v1/vector_stores/{id}', idKind: 'vector_store', auth: 'api-key', body: 'none', errors: 'openai' },
+  {
+    name: 'v1 vector_stores.update', method: 'POST', path: '/v1/vector_stores/{id}', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: () => ({ name: 'renamed', metadata: { a: 'b' }, expires_after: { anchor: 'last_active_at', days: 7 } }),
+  },
+  {
+    name: 'v1 vector_stores.search', method: 'POST', path: '/v1/vector_stores/{id}/search', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: () => ({ query: 'messages training', max_num_results: 3, ranking_options: { score_threshold: 0.1 }, rewrite_query: false }),
+  },
+  { name: 'v1 vector_stores.files.list', method: 'GET', path: '/v1/vector_stores/{id}/files', idKind: 'vector_store', auth: 'api-key', body: 'none', errors: 'openai', query: { filter: ['completed', 'failed', 'x'], limit: ['3'] } },
+  {
+    name: 'v1 vector_stores.files.create', method: 'POST', path: '/v1/vector_stores/{id}/files', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ file_id: pick(ctx.ids.file, 'file-x'), attributes: { n: 1 } }),
+  },
+  {
+    name: 'v1 vector_stores.file_batches.create', method: 'POST', path: '/v1/vector_stores/{id}/file_batches', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ file_ids: [pick(ctx.ids.file, 'file-x')] }),
+  },
+  { name: 'v1 vector_stores.delete', method: 'DELETE', path: '/v1/vector_stores/{id}', idKind: 'vector_store', auth: 'api-key', body: 'none', errors: 'openai' },
+]
+
+const DATES = ['2025-01-01', '2030-12-31', 'yesterday', '2025-02-30', '']
+
+export const ADMIN_TARGETS: readonly FuzzTarget[] = [
+  {
+    name: 'admin keys.create', method: 'POST', path: '/admin/keys', auth: 'admin', body: 'json', errors: 'openai',
+    template: (ctx) => ({
+      name: 'fuzz', owner: 'fuzz-team', tier: 'Basic', models: [chat(ctx)], endpoints: ['chat.completions'],
+      expires_at: '2099-01-01T00:00:00Z', limits: { '*': { rpm: 10 }, [chat(ctx)]: { tpm: 1000, quota: 5000 } },
+    }),
+  },
+  { name: 'admin keys.list', method: 'GET', path: '/admin/keys', auth: 'admin', body: 'none', errors: 'openai', query: { owner: ['fuzz-team'], tier: ['Basic'], status: ['active', 'revoked', 'expired'] } },
+  { name: 'admin keys.get', method: 'GET', path: '/admin/keys/{id}', idKind: 'key', auth: 'admin', body: 'none', errors: 'openai' },
+  {
+    name: 'admin keys.update', method: 'PATCH', path: '/admin/keys/{id}', idKind: 'key', auth: 'admin', body: 'json', errors: 'openai',
+    template: (ctx) => ({ name: 'renamed', tier: 'Standard1000', models: null, endpoints: null, expires_at: null, limits: { [chat(ctx)]: { rpm: 5 } } }),
+  },
+  {
+    name: 'admin keys.rotate', method: 'POST', path: '/admin/keys/{id}/rotate', idKind: 'key', auth: 'admin', body: 'optional-json', errors: 'openai',
+    template: () => ({ grace_seconds: 60 }),
+  },
+  { name: 'admin keys.revoke', method: 'DELETE', path: '/admin/keys/{id}', idKind: 'key', auth: 'admin', body: 'none', errors: 'openai' },
+  { name: 'admin keys.usage', method: 'GET', path: '/admin/keys/{id}/usage', idKind: 'key', auth: 'admin', body: 'none', errors: 'openai', query: { from: DATES, to: DATES } },
+  {
+    name: 'admin usage', method: 'GET', path: '/admin/usage', auth: 'admin', body: 'none', errors: 'openai',
+    query: { group_by: ['key', 'owner', 'tier', 'model'], from: DATES, to: DATES, granularity: ['day', 'total'], owner: ['fuzz-team'], tier: ['Basic'], model: ['gpt-4o'] },
+  },
+  { name: 'admin tiers', method: 'GET', path: '/admin/tiers', auth: 'admin', body: 'none', errors: 'openai' },
+  {
+    name: 'admin users.create', method: 'POST', path: '/admin/users', auth: 'admin', body: 'json', errors: 'openai',
+    template: () => ({ username: 'fuzz-user', password: 'fuzz password', roles: ['user'], groups: ['g'], tenant: 'fuzz', disabled: false }),
+  },
+  { name: 'admin users.list', method: 'GET', path: '/admin/users', auth: 'admin', body: 'none', errors: 'openai' },
+  { name: 'admin users.get', method: 'GET', path: '/admin/users/{id}', idKind: 'user', auth: 'admin', body: 'none', errors: 'openai' },
+  {
+    name: 'admin users.update', method: 'PATCH', path: '/admin/users/{id}', idKind: 'user', auth: 'admin', body: 'json', errors: 'openai',
+    template: () => ({ roles: ['admin'], groups: [], tenant: 't2', disabled: true, password: 'another password' }),
+  },
+  { name: 'admin users.delete', method: 'DELETE', path: '/admin/users/{id}', idKind: 'user', auth: 'admin', body: 'none', errors: 'openai' },
+]
+
+export const PROBE_TARGETS: readonly FuzzTarget[] = [
+  { name: 'healthz', method: 'GET', path: '/healthz', auth: 'none', body: 'none', errors: 'openai' },
+  { name: 'readyz', method: 'GET', path: '/readyz', auth: 'none', body: 'none', errors: 'openai' },
+]
+
+/** The RAG gateway's login side: FastAPI-shaped errors. Logout is left out: it would end the run's session. */
+export const RAG_AUTH_TARGETS: readonly FuzzTarget[] = [
+  {
+    name: 'rag auth.login', method: 'POST', path: '/api/v1/auth/user', auth: 'none', body: 'json', errors: 'fastapi',
+    template: () => ({ username: 'fuzz-rag', password: 'fuzz-rag password' }),
+  },
+  {
+    name: 'rag auth.refresh', method: 'POST', path: '/api/v1/auth/refresh', auth: 'none', body: 'json', errors: 'fastapi',
+    template: () => ({ refresh_token: 'rt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' }),
+  },
+  { name: 'rag auth.me', method: 'GET', path: '/api/v1/auth/me', auth: 'session', body: 'none', errors: 'fastapi' },
+  { name: 'rag jwks', method: 'GET', path: '/.well-known/jwks.json', auth: 'none', body: 'none', errors: 'fastapi' },
+]
+
+const RAG_FILE = Buffer.from('# Notes\nfuzzed upload\n')
+
+/** The RAG services behind the gateway (the built-in mock), as the run's logged-in user. */
+export const RAG_TARGETS: readonly FuzzTarget[] = [
+  { name: 'rag sessions.list', method: 'GET', path: '/chat-session-manager/api/v1/sessions/', auth: 'session', body: 'none', errors: 'fastapi', query: { limit: ['5', '0', '-1', 'x'] } },
+  {
+    name: 'rag sessions.create', method: 'POST', path: '/chat-session-manager/api/v1/sessions/', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ title: 'fuzz session' }),
+  },
+  {
+    name: 'rag sessions.feedback', method: 'POST', path: '/chat-session-manager/api/v1/sessions/fuzz-session/feedback', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ message_id: 'm1', rating: 'up', comment: 'fine' }),
+  },
+  { name: 'rag sessions.history', method: 'GET', path: '/chat-session-manager/api/v1/sessions/fuzz-session/history', auth: 'session', body: 'none', errors: 'fastapi', query: { limit: ['5', 'all'] } },
+  {
+    name: 'rag query', method: 'POST', path: '/query-pipelines/api/v1/query', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ query: 'What does the mock say?', session_id: 'fuzz-session', stream: false, top_k: 3 }),
+  },
+  {
+    name: 'rag files.upload', method: 'POST', path: '/file-manager/api/v1/files/upload', auth: 'session', body: 'multipart', errors: 'fastapi',
+    form: () => [{ name: 'files', filename: 'notes.md', data: RAG_FILE, contentType: 'text/markdown' }],
+  },
+  { name: 'rag files.list', method: 'GET', path: '/file-manager/api/v1/files/', auth: 'session', body: 'none', errors: 'fastapi' },
+  {
+    name: 'rag ingest', method: 'POST', path: '/ingest-master/api/v1/ingest', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ file_ids: ['file_fuzz', 'file_will_fail'] }),
+  },
+  { name: 'rag users', method: 'GET', path: '/user-manager/api/v1/users/', auth: 'session', body: 'none', errors: 'fastapi' },
+  { name: 'rag configurations', method: 'GET', path: '/config-manager/api/v1/configurations/', auth: 'session', body: 'none', errors: 'fastapi' },
+  {
+    name: 'rag configurations.create (admin only)', method: 'POST', path: '/config-manager/api/v1/configurations/', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ name: 'fuzz', settings: { top_k: 3 } }),
+  },
+  { name: 'rag config.redoc (public)', method: 'GET', path: '/config-manager/redoc', auth: 'none', body: 'none', errors: 'fastapi' },
+]

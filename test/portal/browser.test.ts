@@ -1,0 +1,267 @@
+// The portal as a person uses it, in Debian's Chromium (headless, driven by playwright-core,
+// which never downloads a browser of its own): sign in with the keyboard, create a key,
+// copy it, call the gateway with it through the official openai SDK, find that call's
+// tokens and cost in the usage view and its CSV, see the limits the headers report, rotate
+// with a short grace and see the old secret refused once it is over, revoke, sign out; an
+// admin changes a key's tier and makes and disables a user; another user's key is a 404.
+// Every page is photographed into docs/portal-*.png (the README shows them), and no page
+// may log a console error (a CSP violation is one) or ask anything of another origin.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import OpenAI from 'openai'
+import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import t from 'tap'
+import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { createUser } from './helpers.ts'
+
+const CHROMIUM = '/usr/bin/chromium'
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+const DOCS = resolve(import.meta.dirname, '../../docs')
+const MODEL = 'gpt-oss-120b'
+/** Basic tier's price of MODEL, per million tokens, in and out (config/plans.yaml). */
+const PRICE = 3.53
+
+let gw: RunningTollgate
+let browser: BrowserContext
+const problems: string[] = []
+/** While set, a 404 is what the test asked for (another user's key by its URL). */
+let expecting404 = false
+
+t.before(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
+  // A long rate-limit window: the limits page and the call's headers read the same window.
+  gw = await startTollgate({ config: (doc) => { doc.limits = { ...(doc.limits as object), windowMs: 3_600_000 } } })
+  await createUser(gw, 'alice', 'alice-password')
+  await createUser(gw, 'bob', 'bob-password')
+  await createUser(gw, 'root', 'root-password', ['admin'])
+  const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM, headless: true, args: ARGS, timeout: 60_000, viewport: { width: 1200, height: 860 }, acceptDownloads: true,
+  })
+  await browser.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url })
+  t.teardown(() => rmSync(profile, { recursive: true, force: true }))
+  mkdirSync(DOCS, { recursive: true })
+})
+t.teardown(async () => {
+  await browser?.close()
+  await gw?.stop()
+})
+
+function watch(page: Page): Page {
+  page.on('console', (m) => {
+    if (expecting404 && /status of 404/.test(m.text())) return
+    if (m.type() === 'error' || m.type() === 'warning') problems.push(`${m.type()}: ${m.text()}`)
+  })
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`))
+  page.on('request', (r) => { if (!r.url().startsWith(`${gw.url}/`)) problems.push(`request elsewhere: ${r.url()}`) })
+  return page
+}
+
+async function shot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(DOCS, `portal-${name}.png`), fullPage: true })
+}
+
+/** Every visible form control has a label a screen reader reads. */
+async function unlabelled(page: Page): Promise<string[]> {
+  return page.locator('input:not([type=hidden]), select, textarea').evaluateAll((nodes) =>
+    nodes.filter((n) => (n as unknown as { labels: { length: number } | null }).labels?.length === 0 && !n.getAttribute('aria-label')).map((n) => n.outerHTML))
+}
+
+async function signIn(page: Page, username: string, password: string): Promise<void> {
+  await page.goto(`${gw.url}/portal`)
+  await page.waitForURL(/\/portal\/sign-in$/)
+  await page.getByLabel('Username').fill(username)
+  await page.getByLabel('Password').fill(password)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(/\/portal\/keys$/)
+}
+
+async function signOut(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.waitForURL(/\/portal\/sign-in$/)
+}
+
+const secretStatus = async (secret: string): Promise<number> =>
+  (await fetch(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${secret}` } })).status
+
+t.test('a person signs in, makes a key, uses it, watches its usage and limits, rotates, revokes and signs out', async (t) => {
+  const page = watch(await browser.newPage())
+
+  // Sign in with the keyboard alone: the username field has the focus, Tab goes on in order.
+  await page.goto(`${gw.url}/portal`)
+  await page.waitForURL(/\/portal\/sign-in$/)
+  t.same(await unlabelled(page), [], 'sign-in: every field labelled')
+  await shot(page, 'sign-in')
+  t.equal(await page.evaluate('document.activeElement?.id'), 'username', 'the username has the focus')
+  await page.keyboard.type('alice')
+  await page.keyboard.press('Tab')
+  t.equal(await page.evaluate('document.activeElement?.id'), 'password', 'Tab: the password')
+  await page.keyboard.type('alice-password')
+  await page.keyboard.press('Tab')
+  t.equal(await page.evaluate('document.activeElement?.textContent'), 'Sign in', 'Tab: the button')
+  await page.keyboard.press('Enter')
+  await page.waitForURL(/\/portal\/keys$/)
+  t.match(await page.locator('header').textContent(), /Signed in as alice/)
+  const cookies = await browser.cookies(`${gw.url}/portal/keys`)
+  const session = cookies.find((c) => c.name === 'tollgate_portal')
+  t.ok(session?.httpOnly, 'the session cookie is HttpOnly')
+  t.equal(session?.sameSite, 'Strict')
+  t.equal(await page.evaluate('document.cookie'), '', 'script cannot read it')
+
+  // Create a key: the secret is shown once, with a warning, and the copy button copies it.
+  await page.getByLabel('Name').fill('laptop')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  await page.getByText('It will not be shown again').waitFor()
+  const shown = await page.locator('#secret').inputValue()
+  t.match(shown, /^tg1_[\w]{40,}$/, 'the secret is on the page')
+  await page.getByRole('button', { name: 'Copy' }).click()
+  await page.getByText('Copied to the clipboard.').waitFor()
+  const secret = await page.evaluate<string>('navigator.clipboard.readText()')
+  t.equal(secret, shown, 'the clipboard holds the secret')
+  t.same(await unlabelled(page), [], 'new key: every field labelled')
+  await shot(page, 'new-key')
+  const keyId = /\/portal\/keys\/(key_[0-9a-f]{24})/.exec(await page.getByRole('link', { name: /^Key laptop/ }).getAttribute('href') ?? '')?.[1] ?? ''
+  t.match(keyId, /^key_/)
+  await page.goto(`${gw.url}/portal/keys`)
+  t.notMatch(await page.content(), secret, 'the list never shows the secret again')
+  t.match(await page.locator('table').textContent(), /laptop/)
+  await shot(page, 'keys')
+
+  // Use it, as a client would: the openai SDK against this gateway.
+  const client = new OpenAI({ apiKey: secret, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  const completion = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Say hello to the portal.' }], max_tokens: 40 })
+  const usage = completion.usage
+  t.ok(usage !== undefined && usage.prompt_tokens > 0 && usage.completion_tokens > 0, 'the call reports its tokens')
+  const input = usage?.prompt_tokens ?? 0
+  const output = usage?.completion_tokens ?? 0
+  const cost = (input + output) * PRICE / 1e6
+
+  // That call's tokens and cost in the usage view, as totals and in the table by model.
+  await page.goto(`${gw.url}/portal/usage`)
+  const total = (name: string) => page.locator(`[data-total="${name}"]`).textContent()
+  t.equal(await total('requests'), '1')
+  t.equal(Number((await total('input_tokens'))?.replace(/,/g, '')), input, 'input tokens')
+  t.equal(Number((await total('output_tokens'))?.replace(/,/g, '')), output, 'output tokens')
+  t.ok(Math.abs(Number(await total('cost')) - cost) < 1e-6, `cost ${await total('cost')} ≈ ${cost}`)
+  const modelRow = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) }).first()
+  t.match(await modelRow.textContent(), new RegExp(`${input}[\\s\\S]*${output}`), 'the per-model row')
+  t.equal(await page.locator('svg.chart').count(), 2, 'two charts')
+  t.ok(await page.locator('svg.chart rect').count() > 2, 'with bars')
+  t.same(await unlabelled(page), [], 'usage: every field labelled')
+  await shot(page, 'usage')
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download CSV' }).click()])
+  const csv = readFileSync(await download.path(), 'utf8')
+  t.match(csv.split('\r\n')[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost')
+  t.match(csv, `,${keyId},laptop,${MODEL},1,${input},${output},`, 'the CSV has the call')
+
+  // Limits: the key's page shows what the x-ratelimit-* headers of a call say.
+  const call = await fetch(`${gw.url}/v2/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'again' }], max_tokens: 5 }),
+  })
+  await call.text()
+  const remaining = call.headers.get('x-ratelimit-remaining-requests')
+  const limit = call.headers.get('x-ratelimit-limit-requests')
+  t.ok(remaining !== null && Number(remaining) < Number(limit), `the call used the window (${remaining}/${limit})`)
+  await page.goto(`${gw.url}/portal/keys/${keyId}`)
+  const row = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) })
+  t.match(await row.locator('td').first().textContent(), new RegExp(`^${remaining} / ${limit}`), 'requests left: the same counter as the header')
+  await shot(page, 'key')
+
+  // Rotate with a 3-second grace: the page says until when the old secret works.
+  await page.getByLabel('Grace period for the old secret').selectOption('custom')
+  await page.getByLabel('Other grace, in seconds').fill('3')
+  await page.getByRole('button', { name: 'Rotate key' }).click()
+  await page.getByText('The old secret keeps working until').waitFor()
+  const until = Date.parse(await page.locator('.notice.ok time').getAttribute('datetime') ?? '')
+  t.ok(until > Date.now() - 5000 && until < Date.now() + 10_000, 'the end of the grace is shown')
+  const rotated = await page.locator('#secret').inputValue()
+  t.not(rotated, secret)
+  await shot(page, 'rotate')
+  t.equal(await secretStatus(rotated), 200, 'the new secret works')
+  let refusedAt = 0
+  for (let i = 0; i < 150 && refusedAt === 0; i++) {
+    if ((await secretStatus(secret)) === 401) refusedAt = Date.now()
+    else await new Promise((done) => setTimeout(done, 200))
+  }
+  t.ok(refusedAt !== 0, 'the old secret is refused once the grace is over')
+  t.ok(refusedAt >= until - 1000, 'not before the time the page showed')
+  t.equal(await secretStatus(rotated), 200, 'the new one still works')
+
+  // Revoke, after the confirmation dialog.
+  await page.goto(`${gw.url}/portal/keys/${keyId}`)
+  await page.getByLabel('Yes, revoke this key for good').check()
+  const dialog = page.waitForEvent('dialog').then(async (d) => { const text = d.message(); await d.accept(); return text })
+  await page.getByRole('button', { name: 'Revoke key' }).click()
+  t.match(await dialog, /cannot be undone/, 'a confirmation was asked')
+  await page.waitForURL(new RegExp(`/portal/keys/${keyId}$`))
+  t.match(await page.locator('dl').textContent(), /revoked/)
+  t.equal(await secretStatus(rotated), 401, 'the revoked key is refused')
+
+  // A second key for the admin part below.
+  await page.goto(`${gw.url}/portal/keys`)
+  await page.getByLabel('Name').fill('server')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  await page.getByText('It will not be shown again').waitFor()
+
+  await signOut(page)
+  await page.goto(`${gw.url}/portal/keys`)
+  t.match(page.url(), /\/portal\/sign-in$/, 'signed out: the keys page sends to sign-in')
+  await page.close()
+})
+
+t.test('another user sees none of it; an admin sees all, changes a tier, makes and disables a user', async (t) => {
+  const page = watch(await browser.newPage())
+  await signIn(page, 'bob', 'bob-password')
+  t.match(await page.content(), /No keys yet/, 'bob has no keys and sees none of alice\'s')
+  const alicesKeys = await (await fetch(`${gw.url}/admin/keys`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).json() as { data: Array<{ id: string; name: string; tier: string }> }
+  const server = alicesKeys.data.find((k) => k.name === 'server')
+  t.ok(server, 'alice\'s second key')
+  expecting404 = true
+  const direct = await page.goto(`${gw.url}/portal/keys/${server?.id ?? ''}`)
+  t.equal(direct?.status(), 404, 'alice\'s key by its URL: not found')
+  t.equal((await page.goto(`${gw.url}/portal/usage?key=${server?.id ?? ''}`))?.status(), 404, 'nor its usage')
+  t.equal((await page.goto(`${gw.url}/portal/admin/keys`))?.status(), 404, 'no admin pages for bob')
+  expecting404 = false
+  await page.goto(`${gw.url}/portal/usage`)
+  t.equal(await page.locator('[data-total="requests"]').textContent(), '0', 'bob\'s usage is his own: none')
+  await page.goto(`${gw.url}/portal/keys`)
+  await signOut(page)
+
+  await signIn(page, 'root', 'root-password')
+  await page.getByRole('link', { name: 'All keys' }).click()
+  await page.getByLabel('Owner (username)').fill('alice')
+  await page.getByLabel('Status').selectOption('active')
+  await page.getByRole('button', { name: 'Filter' }).click()
+  await page.waitForURL(/owner=alice/)
+  const rows = page.locator('tbody tr')
+  t.equal(await rows.count(), 1, 'alice\'s active key')
+  t.match(await rows.first().textContent(), /server/)
+  await shot(page, 'admin-keys')
+  const tiers = await page.getByLabel('Tier of server').locator('option').allTextContents()
+  const other = tiers.find((name) => name !== server?.tier) ?? ''
+  await page.getByLabel('Tier of server').selectOption(other)
+  await page.getByRole('button', { name: 'Set tier' }).click()
+  await page.waitForURL(/\/portal\/admin\/keys$/)
+  const after = await (await fetch(`${gw.url}/admin/keys/${server?.id ?? ''}`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).json() as { tier: string }
+  t.equal(after.tier, other, 'the tier changed, through the same KeyService as the admin API')
+
+  await page.getByRole('link', { name: 'Users' }).click()
+  await page.getByLabel('Username').fill('frank')
+  await page.getByLabel('Password').fill('frank-password')
+  await page.getByRole('button', { name: 'Create user' }).click()
+  await page.waitForURL(/\/portal\/admin\/users$/)
+  t.match(await page.locator('tbody').textContent(), /frank/, 'frank was made')
+  t.same(await unlabelled(page), [], 'users: every field labelled')
+  page.once('dialog', (d) => void d.accept())
+  await page.getByRole('button', { name: 'Disable frank' }).click()
+  await page.getByRole('button', { name: 'Enable frank' }).waitFor()
+  const frank = await (await fetch(`${gw.url}/admin/users/frank`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).json() as { disabled: boolean }
+  t.equal(frank.disabled, true, 'frank is disabled')
+  await shot(page, 'admin-users')
+  await signOut(page)
+  await page.close()
+
+  t.same(problems, [], 'no console error (no CSP violation), nothing requested from elsewhere')
+})

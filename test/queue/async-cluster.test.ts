@@ -1,0 +1,98 @@
+// Asynchronous /queue requests with Redis: a request accepted by one gateway runs on
+// another and its result reads the same on both; accepted requests outlive the gateway
+// that accepted them; a running request is cancelled through a gateway that does not run
+// it; and one key's thousand waiting requests do not hold back another key's single one
+// by more than one admission slot.
+import t from 'tap'
+import { adminCall } from '../admin/helpers.ts'
+import { startFakeUpstream } from '../helpers/fake-upstream.ts'
+import { ASYNC, chatBody, cluster, del, get, MODEL, post, sleep, until, type QueueView } from './helpers.ts'
+
+// Each test has a namespace of its own: a gateway of one test must not take another's jobs.
+t.test('accepted by A (which runs nothing), run by B, read on either; outlives A', async (t) => {
+  const c = await cluster(t)
+  const a = await c.start({ windowMs: 3000, queue: { concurrency: 0 } })
+  const { key } = await a.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 1 } } })
+  const ids: string[] = []
+  for (let i = 0; i < 3; i++) ids.push((await post(`${a.url}/queue/chat/completions`, key, chatBody(`cluster ${i}`), ASYNC)).json<QueueView>().id)
+  t.same((await (await fetch(`${a.url}/readyz`)).json() as { queue_worker: string }).queue_worker, 'accept_only')
+  await sleep(500)
+  t.equal((await get(`${a.url}/queue/requests/${ids[0]}`, key)).json<QueueView>().status, 'queued', 'nobody runs it yet')
+  t.equal(await a.stop(), 0, 'the accepting gateway stops')
+
+  const b = await c.start({ windowMs: 3000 })
+  const a2 = await c.start({ windowMs: 3000, queue: { concurrency: 0 } })
+  for (const id of ids) {
+    const onB = await until(`${b.url}/queue/requests/${id}`, key, ['completed', 'failed'], 20_000)
+    t.equal(onB.status, 'completed', `${id} ran on B`)
+    const onA = (await get(`${a2.url}/queue/requests/${id}`, key)).json<QueueView>()
+    t.same(onA, onB, 'and reads the same on another gateway')
+  }
+  const started = await Promise.all(ids.map(async (id) => (await get(`${b.url}/queue/requests/${id}`, key)).json<QueueView>().started_at ?? 0))
+  t.ok(started[2]! - started[0]! >= 5, `one per 3 s window, in order (${started.join(', ')})`)
+})
+
+t.test('a running request is cancelled through the gateway that does not run it', async (t) => {
+  const c = await cluster(t)
+  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 80 })
+  t.teardown(() => upstream.close())
+  const withFake = (doc: Record<string, unknown>): void => {
+    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+    ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
+  }
+  const runner = await c.start({ config: withFake })
+  const front = await c.start({ queue: { concurrency: 0 }, config: withFake })
+  const { key } = await front.createKey({ tier: 'Standard4000' })
+  const id = (await post(`${front.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
+  await until(`${runner.url}/queue/requests/${id}`, key, ['in_progress'])
+  await sleep(500)
+  const cancelled = await del(`${front.url}/queue/requests/${id}`, key)
+  t.equal(cancelled.status, 200)
+  t.equal(cancelled.json<QueueView>().status, 'cancelled')
+  t.equal(await upstream.requests[0]?.ended, 'closed', 'the upstream saw the abort')
+  const output = cancelled.json<QueueView>().response?.usage.output_tokens ?? 0
+  t.ok(output > 0 && output < 60, `tokens so far charged (${output})`)
+})
+
+t.test('fairness: key A queues 1,000 requests; key B\'s single request starts within one admission slot', async (t) => {
+  // Two workers and calls that take a while: A's requests keep both busy, and A's
+  // limits never stop it, so only the order of dispatch decides when B runs.
+  const c = await cluster(t)
+  const gw = await c.start({ queue: { concurrency: 2 }, config: (doc) => {
+    (doc.backends as Record<string, Record<string, unknown>>).mock!.tokensPerSecond = 20
+  } })
+  const admin = adminCall(gw.url, c.adminToken)
+  const a = await gw.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 1_000_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } } })
+  const b = await gw.createKey({ tier: 'Standard4000' })
+  const slow = (content: string): Record<string, unknown> => chatBody(content, { stream: true, max_tokens: 8 })
+  let sent = 0
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (sent < 1000) {
+      sent++
+      const res = await post(`${gw.url}/queue/chat/completions`, a.key, slow(`a ${sent}`), ASYNC)
+      if (res.status !== 202) throw new Error(`A's request refused: ${res.status} ${res.text}`)
+    }
+  }))
+  const depth = (await admin('GET', '/admin/queue')).json<{ data: Array<{ key_id: string; depth: number }> }>()
+  const aDepth = depth.data.find((l) => l.key_id === a.id)?.depth ?? 0
+  t.ok(aDepth > 800, `A has ${aDepth} requests waiting`)
+
+  const bId = (await post(`${gw.url}/queue/chat/completions`, b.key, slow('b'), ASYNC)).json<QueueView>().id
+  const done = await until(`${gw.url}/queue/requests/${bId}`, b.key, ['completed'], 60_000)
+  t.equal(done.status, 'completed')
+
+  // Admission times in ms, as the store has them: how many of A's requests were admitted
+  // after B joined and before B was admitted?
+  const redis = c.ns.redis
+  const meta = await redis.hgetall(`${c.ns.prefix}{tg}:q:req:${bId}`)
+  const bCreated = (JSON.parse(meta.meta ?? '{}') as { createdAt: number }).createdAt
+  const bStarted = Number(meta.startedAt)
+  const aIds = await redis.zrange(`${c.ns.prefix}{tg}:q:owner:${encodeURIComponent(a.id)}`, '0', '-1')
+  const pipeline = redis.pipeline()
+  for (const id of aIds) pipeline.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'startedAt')
+  const aStarts = ((await pipeline.exec()) ?? []).map(([, v]) => Number(v)).filter((v) => v > 0)
+  const overtaking = aStarts.filter((s) => s > bCreated && s < bStarted).length
+  t.comment(`B waited ${bStarted - bCreated} ms; ${aStarts.length} of A's had started; ${overtaking} of them after B joined and before B started`)
+  t.ok(overtaking <= 1, `at most one of A's requests was admitted ahead of B (${overtaking})`)
+  t.ok(aStarts.length < 900, 'A still had hundreds waiting when B ran')
+})

@@ -1,0 +1,59 @@
+// The coordinator hands the turn on and heals lines: a call of this gateway that no waiting
+// request holds any more (it could not leave while the store was away) is taken out when
+// the sweep reaches it, and the call behind it is woken; a stored request at a head is
+// scheduled.
+import t from 'tap'
+import type { Test } from 'tap'
+import { Coordinator } from '../../src/queue/coordinator.ts'
+import { openEmbeddedQueueStore } from '../../src/queue/embedded-store.ts'
+import { createLocalRunner } from '../../src/queue/local-runner.ts'
+import type { RequestRef, Ticket } from '../../src/queue/ports.ts'
+import { localSignals } from '../../src/queue/signals.ts'
+import { lineOf } from '../../src/queue/tickets.ts'
+import { createLogger } from '../../src/observability/logger.ts'
+import { newRequest } from './store-contract.ts'
+
+function setup(t: Test) {
+  const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
+  const runner = createLocalRunner()
+  const coordinator = new Coordinator({ store, runner, instance: 'here', tierPriority: {}, log: createLogger('silent'), signals: localSignals })
+  t.teardown(async () => { await coordinator.close(); await runner.close(); await store.close() })
+  return { store, runner, coordinator }
+}
+
+t.test('an orphaned call at the head is taken out and the call behind it woken', async (t) => {
+  const { store, coordinator } = setup(t)
+  const line = lineOf('key_o', 'm')
+  const orphan: Ticket = { kind: 'call', instance: 'here', id: 'gone', joinedAt: 1 }
+  const waiting: Ticket = { kind: 'call', instance: 'here', id: 'waits', joinedAt: 2 }
+  let woken = 0
+  coordinator.onTurn('waits', () => { woken++ })
+  await store.join(line, orphan)
+  await store.join(line, waiting)
+  await coordinator.sweep(10)
+  for (let i = 0; i < 50 && woken === 0; i++) await new Promise((done) => setTimeout(done, 10))
+  t.equal(await store.position(line, orphan), null, 'the orphan is out')
+  t.equal(await store.position(line, waiting), 0, 'the call behind it is head')
+  t.equal(woken, 1, 'and was told')
+})
+
+t.test('a stored request at a head is scheduled, with its line', async (t) => {
+  const { store, runner, coordinator } = setup(t)
+  const ran: RequestRef[] = []
+  runner.start(async (ref) => { ran.push(ref); return { kind: 'done' } }, 1)
+  const r = newRequest()
+  await store.submit(r, null)
+  await coordinator.sweep(10)
+  for (let i = 0; i < 50 && ran.length === 0; i++) await new Promise((done) => setTimeout(done, 10))
+  t.same(ran, [{ id: r.id, line: r.line, createdAt: r.createdAt }])
+})
+
+t.test('priorities by tier: listed tiers by their number, unlisted after them', async (t) => {
+  const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
+  const runner = createLocalRunner()
+  const c = new Coordinator({ store, runner, instance: 'x', tierPriority: { Gold: 1, Silver: 5 }, log: createLogger('silent'), signals: localSignals })
+  t.teardown(async () => { await c.close(); await runner.close(); await store.close() })
+  t.equal(c.priorityOf('Gold'), 1)
+  t.equal(c.priorityOf('Silver'), 5)
+  t.equal(c.priorityOf('Basic'), 6)
+})

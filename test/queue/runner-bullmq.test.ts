@@ -1,0 +1,43 @@
+// The job runner contract on BullMQ (the shared Redis, a random prefix deleted at the
+// end), and what only it does: a request scheduled by one instance runs on another.
+import { randomBytes } from 'node:crypto'
+import t from 'tap'
+import { createBullmqRunner } from '../../src/queue/bullmq-runner.ts'
+import type { JobRunner } from '../../src/queue/ports.ts'
+import { createLogger } from '../../src/observability/logger.ts'
+import { createRedisClient } from '../../src/store/redis-client.ts'
+import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { runnerContract } from './runner-contract.ts'
+
+const NAMESPACE = `tgtest:runner:${randomBytes(6).toString('hex')}:`
+const admin = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-runner' })
+t.teardown(async () => {
+  await deleteUnder(admin, NAMESPACE)
+  admin.disconnect()
+})
+const log = createLogger('silent')
+let n = 0
+
+const space = async () => {
+  const keyPrefix = `${NAMESPACE}${n++}:`
+  return {
+    open: async (): Promise<JobRunner> => createBullmqRunner({ redis: REDIS_URL, keyPrefix, log, commandTimeoutMs: 2000 }),
+    cleanup: () => deleteUnder(admin, keyPrefix),
+  }
+}
+
+runnerContract(t, 'bullmq', space)
+
+t.test('bullmq: a request scheduled by one instance runs on another; keys stay under {tg}', async (t) => {
+  const s = await space()
+  const accepting = await s.open()
+  const working = await s.open()
+  t.teardown(async () => { await accepting.close(); await working.close(); await s.cleanup() })
+  const ran: string[] = []
+  await accepting.schedule({ id: 'r1', line: 'key_x:m', createdAt: 5 })
+  await accepting.close()
+  working.start(async (request) => { ran.push(`${request.id} ${request.line} ${request.createdAt}`); return { kind: 'done' } }, 2)
+  for (let i = 0; i < 200 && ran.length === 0; i++) await new Promise((done) => setTimeout(done, 20))
+  t.same(ran, ['r1 key_x:m 5'])
+  for (const key of await keysUnder(admin, NAMESPACE)) t.match(key, /:\{tg\}:bull:requests:/)
+})

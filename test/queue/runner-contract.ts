@@ -1,0 +1,126 @@
+// The behaviour every JobRunner must show. Run by runner-local.test.ts and
+// runner-bullmq.test.ts; each subtest gets a fresh runner (and a fresh queue).
+import type { Test } from 'tap'
+import type { JobRunner, Outcome, Processor, RequestRef } from '../../src/queue/ports.ts'
+
+export interface RunnerSpace {
+  /** A runner on this space: more than one share the scheduled work (Redis: instances). */
+  open(): Promise<JobRunner>
+  cleanup(): Promise<void>
+}
+
+/** A stored request to schedule: its line and creation time travel with it to the processor. */
+const job = (id: string): RequestRef => ({ id, line: `key_${id}:m`, createdAt: 1_700_000_000_000 })
+
+const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms))
+
+async function until(check: () => boolean, ms = 5000): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (check()) return true
+    await sleep(10)
+  }
+  return check()
+}
+
+/** Records every run: which id, when, and how many ran at once. */
+function recorder(outcome: (id: string, run: number) => Outcome | Promise<Outcome> = () => ({ kind: 'done' })) {
+  const runs: Array<{ id: string; at: number }> = []
+  let active = 0
+  let peak = 0
+  const counts = new Map<string, number>()
+  const refs: RequestRef[] = []
+  const processor: Processor = async (request) => {
+    const { id } = request
+    refs.push(request)
+    active++
+    peak = Math.max(peak, active)
+    const n = (counts.get(id) ?? 0) + 1
+    counts.set(id, n)
+    runs.push({ id, at: Date.now() })
+    try {
+      return await outcome(id, n)
+    } finally {
+      active--
+    }
+  }
+  return { processor, runs, refs, peak: () => peak }
+}
+
+export function runnerContract(t: Test, name: string, makeSpace: () => Promise<RunnerSpace>): void {
+  const withRunner = (title: string, body: (t: Test, runner: JobRunner, space: RunnerSpace) => Promise<void>): void => {
+    t.test(`${name}: ${title}`, async (t) => {
+      const space = await makeSpace()
+      const runner = await space.open()
+      t.teardown(async () => { await runner.close(); await space.cleanup() })
+      await body(t, runner, space)
+    })
+  }
+
+  withRunner('a scheduled request runs once, even when scheduled twice', async (t, runner) => {
+    const r = recorder()
+    runner.start(r.processor, 4)
+    await runner.schedule(job('a'))
+    await runner.schedule(job('a'))
+    await runner.schedule(job('b'))
+    t.ok(await until(() => r.runs.length >= 2))
+    await sleep(150)
+    t.same(r.runs.map((x) => x.id).sort(), ['a', 'b'])
+    t.same(r.refs.find((x) => x.id === 'a'), job('a'), 'the processor gets the line and creation time')
+    t.ok(runner.healthy())
+  })
+
+  withRunner('a delay is honoured; "later" runs it again when due; wake brings it forward', async (t, runner) => {
+    const r = recorder((id, n) => (id === 'x' && n === 1 ? { kind: 'later', at: Date.now() + 300 } : { kind: 'done' }))
+    runner.start(r.processor, 4)
+    const scheduledAt = Date.now()
+    await runner.schedule(job('d'), { delayMs: 250 })
+    await runner.schedule(job('x'))
+    t.ok(await until(() => r.runs.filter((x) => x.id === 'x').length === 2 && r.runs.some((x) => x.id === 'd')))
+    const d = r.runs.find((x) => x.id === 'd')
+    t.ok((d?.at ?? 0) - scheduledAt >= 240, `delayed by ${(d?.at ?? 0) - scheduledAt} ms`)
+    const [first, second] = r.runs.filter((x) => x.id === 'x')
+    t.ok((second?.at ?? 0) - (first?.at ?? 0) >= 280, `ran again after ${(second?.at ?? 0) - (first?.at ?? 0)} ms`)
+
+    await runner.schedule(job('w'), { delayMs: 60_000 })
+    await sleep(50)
+    await runner.wake('w')
+    t.ok(await until(() => r.runs.some((x) => x.id === 'w'), 3000), 'woken long before its delay')
+  })
+
+  withRunner('no more than `concurrency` run at once; the rest run as places free', async (t, runner) => {
+    const r = recorder(async () => { await sleep(60); return { kind: 'done' } })
+    runner.start(r.processor, 2)
+    for (let i = 0; i < 8; i++) await runner.schedule(job(`c${i}`))
+    t.ok(await until(() => r.runs.length === 8))
+    t.equal(r.peak(), 2)
+  })
+
+  withRunner('runnable requests start in the order they were scheduled, lower priority first', async (t, runner) => {
+    let release: () => void = () => {}
+    const gate = new Promise<void>((done) => { release = done })
+    const r = recorder(async (id) => { if (id === 'block') await gate; return { kind: 'done' } })
+    runner.start(r.processor, 1)
+    await runner.schedule(job('block'))
+    t.ok(await until(() => r.runs.length === 1))
+    for (const id of ['o1', 'o2', 'o3']) await runner.schedule(job(id), { priority: 10 })
+    await runner.schedule(job('urgent'), { priority: 1 })
+    release()
+    t.ok(await until(() => r.runs.length === 5))
+    t.same(r.runs.map((x) => x.id), ['block', 'urgent', 'o1', 'o2', 'o3'])
+  })
+
+  withRunner('close waits for running requests within the grace, then aborts them', async (t, runner) => {
+    let aborted = false
+    const processor: Processor = (_request, signal) => new Promise((done) => {
+      signal.addEventListener('abort', () => { aborted = true; done({ kind: 'done' }) })
+    })
+    runner.start(processor, 1)
+    await runner.schedule(job('long'))
+    await sleep(200)
+    const started = Date.now()
+    await runner.close(300)
+    t.ok(aborted, 'the running request was told to stop')
+    t.ok(Date.now() - started >= 250, 'after the grace')
+  })
+}

@@ -1,0 +1,247 @@
+// The behaviour every QueueStore adapter must show. Run by store-embedded.test.ts and
+// store-redis.test.ts with a "space": a place where stores can be opened, more than once
+// (a restart of the embedded store; a second instance on the same Redis).
+import { randomBytes } from 'node:crypto'
+import type { Test } from 'tap'
+import type { NewRequest, QueueStore, StoredResult, Ticket } from '../../src/queue/ports.ts'
+import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+
+export interface StoreSpace {
+  open(options?: { resultTtlMs?: number }): Promise<QueueStore>
+  cleanup(): Promise<void>
+}
+
+const MODEL = 'gpt-4o-mini'
+let counter = 0
+
+export function newRequest(overrides: Partial<NewRequest> = {}): NewRequest {
+  const keyId = overrides.keyId ?? 'key_a'
+  const model = overrides.call?.model ?? MODEL
+  return {
+    id: `qreq_${randomBytes(8).toString('hex')}`,
+    keyId,
+    owner: 'owner-a',
+    tier: 'Basic',
+    line: lineOf(keyId, model ?? '*'),
+    createdAt: Date.now() + counter++,
+    call: {
+      endpoint: 'chat.completions',
+      model,
+      params: {},
+      query: '',
+      body: { kind: 'json', value: { model, messages: [{ role: 'user', content: 'hi' }] } },
+      estimate: { inputTokens: 9, outputTokens: 1024, outputDefaulted: true },
+    },
+    ...overrides,
+  }
+}
+
+const call = (id: string): Ticket => ({ kind: 'call', instance: 'inst1', id, joinedAt: 1_700_000_000_000 })
+const result = (statusCode = 200): StoredResult => ({
+  statusCode, contentType: 'application/json', encoding: 'json', body: { ok: true, text: 'ünï' }, usage: { inputTokens: 9, outputTokens: 3 },
+})
+
+export function queueStoreContract(t: Test, name: string, makeSpace: () => Promise<StoreSpace>): void {
+  const withStore = (title: string, body: (t: Test, store: QueueStore, space: StoreSpace) => Promise<void>, resultTtlMs?: number): void => {
+    t.test(`${name}: ${title}`, async (t) => {
+      const space = await makeSpace()
+      const store = await space.open(resultTtlMs === undefined ? {} : { resultTtlMs })
+      t.teardown(async () => { await store.close(); await space.cleanup() })
+      await body(t, store, space)
+    })
+  }
+
+  withStore('a submitted request reads back as it was given, queued at the back of its line', async (t, store) => {
+    const first = newRequest()
+    const second = newRequest()
+    t.equal(await store.submit(first, null), 0, 'nobody ahead of the first')
+    t.equal(await store.submit(second, null), 1, 'one ahead of the second')
+    const read = await store.get(first.id)
+    t.strictSame(read, { ...first, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null })
+    t.equal(await store.position(second.line, jobTicket(second)), 1)
+    t.equal(await store.get('qreq_missing'), null)
+    await t.rejects(store.submit(first, null), 'the same id twice is refused')
+  })
+
+  withStore('lines are FIFO per key and model; calls and stored requests share them', async (t, store) => {
+    const a1 = newRequest()
+    const other = newRequest({ keyId: 'key_b', line: lineOf('key_b', MODEL) })
+    await store.submit(a1, null)
+    t.equal(await store.join(a1.line, call('c1')), 1, 'a call joins behind the stored request')
+    t.equal(await store.submit(other, null), 0, 'another key has a line of its own')
+    const a2 = newRequest()
+    t.equal(await store.submit(a2, null), 2)
+    const lines = await store.lines()
+    const mine = lines.find((l) => l.line === a1.line)
+    t.equal(mine?.depth, 3)
+    t.equal(mine?.keyId, 'key_a')
+    t.equal(mine?.model, MODEL)
+    t.same(mine?.head, jobTicket(a1))
+    t.same(await store.head(a1.line), jobTicket(a1))
+    t.equal(await store.head(lineOf('key_none', MODEL)), null)
+    t.equal(lines.find((l) => l.line === other.line)?.depth, 1)
+
+    const started = await store.start(a1, Date.now())
+    t.ok(started.started)
+    t.same(started.next, call('c1'), 'the call is next')
+    t.equal(await store.position(a1.line, call('c1')), 0)
+    t.equal(await store.leave(a1.line, call('c1')).then((n) => n?.kind === 'job' ? n.id : null), a2.id, 'then the second request')
+    t.equal(await store.leave(a1.line, call('c1')), null, 'leaving twice changes nothing')
+  })
+
+  withStore('leave names the next head only when the head left; the last one empties the line', async (t, store) => {
+    const line = lineOf('key_x', MODEL)
+    await store.join(line, call('a'))
+    await store.join(line, call('b'))
+    await store.join(line, call('c'))
+    t.equal(await store.join(line, call('b')), 1, 'joining again keeps the place')
+    t.equal(await store.leave(line, call('b')), null, 'the middle one left: the head is unchanged')
+    t.same(await store.leave(line, call('a')), call('c'))
+    t.equal(await store.leave(line, call('c')), null)
+    t.notOk((await store.lines()).some((l) => l.line === line), 'an empty line is not listed')
+    t.equal(await store.position(line, call('c')), null)
+  })
+
+  withStore('a call put back goes to the front', async (t, store) => {
+    const line = lineOf('key_y', MODEL)
+    await store.join(line, call('a'))
+    await store.join(line, call('b'))
+    await store.leave(line, call('a'))
+    t.equal(await store.join(line, call('a'), 'front'), 0)
+    t.equal(await store.position(line, call('b')), 1)
+    t.equal(await store.join(line, call('z')), 2, 'later joins still go to the back')
+  })
+
+  withStore('start takes a request out of line once, counting attempts; a retry goes back to the front', async (t, store) => {
+    const r = newRequest()
+    const behind = newRequest()
+    await store.submit(r, null)
+    await store.submit(behind, null)
+    const at = Date.now()
+    const first = await store.start(r, at)
+    t.ok(first.started)
+    t.equal(first.next?.kind === 'job' ? first.next.id : null, behind.id)
+    let read = await store.get(r.id)
+    t.equal(read?.status, 'in_progress')
+    t.equal(read?.attempts, 1)
+    t.equal(read?.startedAt, at)
+    t.equal(await store.position(r.line, jobTicket(r)), null, 'out of line while it runs')
+
+    t.ok(await store.requeue(r), 'an upstream failure puts it back')
+    t.equal(await store.position(r.line, jobTicket(r)), 0, 'at the front, ahead of the one behind')
+    t.equal(await store.position(behind.line, jobTicket(behind)), 1)
+    t.notOk(await store.requeue(r), 'only a running request can be put back')
+    const again = await store.start(r, at + 50)
+    t.ok(again.started)
+    read = await store.get(r.id)
+    t.equal(read?.attempts, 2)
+    t.equal(read?.startedAt, at, 'started_at is the first start')
+    t.ok((await store.start(r, at + 60)).started, 'a running request may start again (its gateway stopped mid-run)')
+  })
+
+  withStore('finish keeps the reply, drops the body, leaves the line, and happens once', async (t, store) => {
+    const r = newRequest()
+    const bytes = Buffer.from([0, 1, 2, 255, 254, 0x0d, 0x0a])
+    await store.submit({ ...r, call: { ...r.call, body: { kind: 'multipart', contentType: 'multipart/form-data; boundary=x', fields: { model: MODEL }, files: [{ field: 'file', filename: 'a.wav', mimeType: 'audio/wav', size: 7 }], size: 7 } } }, bytes)
+    t.same(await store.body(r.id), bytes, 'binary bytes round-trip')
+    const next = newRequest()
+    await store.submit(next, null)
+    await store.start(r, Date.now())
+    const at = Date.now()
+    const done = await store.finish(r, 'completed', result(), at)
+    t.ok(done.finished)
+    t.equal(done.next, null, 'it was not in line any more')
+    const read = await store.get(r.id)
+    t.equal(read?.status, 'completed')
+    t.equal(read?.finishedAt, at)
+    t.same(read?.result, result())
+    t.equal(await store.body(r.id), null, 'the body is gone')
+    t.notOk((await store.finish(r, 'failed', result(500), at)).finished, 'finished once')
+    t.notOk((await store.start(r, at)).started, 'a finished request does not start')
+    t.equal((await store.get(r.id))?.status, 'completed')
+
+    // A queued request can finish too (refused before it ran): it leaves its line.
+    const failed = await store.finish(next, 'failed', result(401), at)
+    t.ok(failed.finished)
+    t.equal(await store.position(next.line, jobTicket(next)), null)
+  })
+
+  withStore('cancel: a queued request is cancelled and leaves; a running one is asked to stop', async (t, store) => {
+    const queued = newRequest()
+    const behind = newRequest()
+    await store.submit(queued, null)
+    await store.submit(behind, null)
+    const cancelled = await store.cancel(queued, Date.now())
+    t.equal(cancelled.was, 'queued')
+    t.equal(cancelled.next?.kind === 'job' ? cancelled.next.id : null, behind.id, 'the next one is head')
+    t.equal((await store.get(queued.id))?.status, 'cancelled')
+    t.notOk((await store.start(queued, Date.now())).started)
+
+    await store.start(behind, Date.now())
+    const running = await store.cancel(behind, Date.now())
+    t.equal(running.was, 'in_progress')
+    const read = await store.get(behind.id)
+    t.equal(read?.status, 'in_progress', 'still running until its worker stops it')
+    t.ok(read?.cancelRequested)
+    t.notOk((await store.start(behind, Date.now())).started, 'a request asked to stop does not start again')
+    t.ok((await store.finish(behind, 'cancelled', result(200), Date.now())).finished)
+
+    t.equal((await store.cancel(behind, Date.now())).was, 'cancelled', 'cancelling a finished request changes nothing')
+    t.equal((await store.cancel({ id: 'qreq_nope', line: behind.line, createdAt: 1 }, Date.now())).was, null)
+  })
+
+  withStore('list: an owner\'s requests, newest first, page by page', async (t, store) => {
+    const base = Date.now()
+    const mine = [0, 1, 2, 3, 4].map((i) => newRequest({ createdAt: base + i }))
+    for (const r of mine) await store.submit(r, null)
+    await store.submit(newRequest({ owner: 'owner-b', createdAt: base + 10 }), null)
+    const first = await store.list('owner-a', { limit: 2 })
+    t.same(first.map((r) => r.id), [mine[4]?.id, mine[3]?.id])
+    const second = await store.list('owner-a', { after: first[1]?.id ?? '', limit: 2 })
+    t.same(second.map((r) => r.id), [mine[2]?.id, mine[1]?.id])
+    const last = await store.list('owner-a', { after: second[1]?.id ?? '', limit: 2 })
+    t.same(last.map((r) => r.id), [mine[0]?.id])
+    t.same(await store.list('owner-a', { after: mine[0]?.id ?? '', limit: 2 }), [])
+    t.equal((await store.list('owner-b', { limit: 10 })).length, 1, 'another owner sees only its own')
+  })
+
+  withStore('a result is kept for its time to live, then only the record remains', async (t, store) => {
+    const r = newRequest()
+    await store.submit(r, null)
+    await store.start(r, Date.now())
+    await store.finish(r, 'completed', result(), Date.now())
+    t.same((await store.get(r.id))?.result, result())
+    await new Promise((done) => setTimeout(done, 700))
+    const read = await store.get(r.id)
+    t.equal(read?.status, 'completed', 'the record is still there')
+    t.equal(read?.result, null, 'the result is gone')
+  }, 400)
+
+  withStore('sweep names the head of every line', async (t, store) => {
+    const r = newRequest()
+    await store.submit(r, null)
+    await store.submit(newRequest(), null)
+    const line = lineOf('key_z', MODEL)
+    await store.heartbeat('inst1', 10_000)
+    await store.join(line, call('c'))
+    const heads = await store.sweep(10)
+    t.ok(heads !== null)
+    t.same(heads?.map((h) => h.head.id).sort(), ['c', r.id].sort())
+    t.same(heads?.find((h) => h.head.id === 'c')?.line, line)
+  })
+
+  withStore('what was accepted is there when the store is opened again, in the same order', async (t, store, space) => {
+    const a = newRequest()
+    const b = newRequest()
+    const c = newRequest()
+    for (const r of [a, b, c]) await store.submit(r, null)
+    const again = await space.open()
+    t.teardown(() => again.close())
+    t.same(await again.get(b.id), await store.get(b.id))
+    t.equal(await again.position(a.line, jobTicket(a)), 0)
+    t.equal(await again.position(b.line, jobTicket(b)), 1)
+    t.equal(await again.position(c.line, jobTicket(c)), 2)
+    const started = await again.start(a, Date.now())
+    t.equal(started.next?.kind === 'job' ? started.next.id : null, b.id)
+  })
+}

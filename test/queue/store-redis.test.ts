@@ -1,0 +1,78 @@
+// The queue store contract on the shared Redis (under a random prefix, deleted at the
+// end), and what only Redis has: several instances on one line, the key layout, and the
+// sweep that takes out calls of gateways that stopped and requests whose record is gone.
+import { randomBytes } from 'node:crypto'
+import t from 'tap'
+import type { Redis } from 'ioredis'
+import { createRedisQueueStore, queueKeys } from '../../src/queue/redis-store.ts'
+import type { Ticket } from '../../src/queue/ports.ts'
+import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+import { createRedisClient } from '../../src/store/redis-client.ts'
+import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { newRequest, queueStoreContract } from './store-contract.ts'
+
+const NAMESPACE = `tgtest:queue:${randomBytes(6).toString('hex')}:`
+let n = 0
+const client = (): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-queue' })
+const admin = client()
+t.teardown(async () => {
+  await deleteUnder(admin, NAMESPACE)
+  admin.disconnect()
+})
+
+const space = async () => {
+  const prefix = `${NAMESPACE}${n++}:`
+  return {
+    open: async (options: { resultTtlMs?: number } = {}) => createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }),
+    cleanup: async () => deleteUnder(admin, prefix),
+  }
+}
+
+queueStoreContract(t, 'redis', space)
+
+t.test('redis: every key is under the prefix and the {tg} hash tag', async (t) => {
+  const s = await space()
+  const store = await s.open()
+  t.teardown(async () => { await store.close(); await s.cleanup() })
+  const r = newRequest()
+  await store.submit(r, Buffer.from('body'))
+  await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
+  await store.heartbeat('i', 5000)
+  const keys = await keysUnder(admin, NAMESPACE)
+  t.ok(keys.length >= 6)
+  for (const key of keys) t.match(key, /^tgtest:queue:[0-9a-f]+:\d+:\{tg\}:q:/)
+  t.throws(() => queueKeys('bad{prefix}:'), RangeError)
+})
+
+t.test('redis: two instances joining at once get one order', async (t) => {
+  const s = await space()
+  const a = await s.open()
+  const b = await s.open()
+  t.teardown(async () => { await a.close(); await b.close(); await s.cleanup() })
+  const line = lineOf('key_c', 'm')
+  const tickets: Ticket[] = Array.from({ length: 40 }, (_, i) => ({ kind: 'call', instance: i % 2 ? 'ia' : 'ib', id: `c${i}`, joinedAt: 1 }))
+  const ranks = await Promise.all(tickets.map((ticket, i) => (i % 2 ? a : b).join(line, ticket)))
+  t.same([...ranks].sort((x, y) => x - y), tickets.map((_, i) => i), 'each place given once')
+  for (const [i, ticket] of tickets.entries()) t.equal(await a.position(line, ticket), ranks[i])
+})
+
+t.test('redis: the sweep takes out calls of stopped gateways and requests without a record', async (t) => {
+  const s = await space()
+  const store = await s.open()
+  t.teardown(async () => { await store.close(); await s.cleanup() })
+  const line = lineOf('key_d', 'm')
+  const dead: Ticket = { kind: 'call', instance: 'gone', id: 'c1', joinedAt: 1 }
+  const orphan: Ticket = { kind: 'job', id: 'qreq_orphan', joinedAt: 1 }
+  const live: Ticket = { kind: 'call', instance: 'here', id: 'c2', joinedAt: 1 }
+  await store.heartbeat('here', 10_000)
+  await store.join(line, dead)
+  await store.join(line, orphan)
+  await store.join(line, live)
+  const r = newRequest({ keyId: 'key_e', line: lineOf('key_e', 'm') })
+  await store.submit(r, null)
+  const heads = await store.sweep(60_000)
+  t.same(heads?.map((h) => h.head.id).sort(), ['c2', r.id].sort())
+  t.equal(await store.position(line, live), 0, 'the live call is head now')
+  t.equal(await store.sweep(60_000), null, 'one sweep per interval across instances')
+  t.equal(await store.position(r.line, jobTicket(r)), 0)
+})

@@ -1,0 +1,71 @@
+// The portal's session store: one contract, on the embedded (SQLite) and the Redis adapter.
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { embeddedPortalSessions, redisPortalSessions, type PortalSessionRecord, type PortalSessionStore } from '../../src/store/portal-sessions.ts'
+import { closeRedis } from '../../src/store/redis-client.ts'
+import { deleteUnder, keysUnder, redisClient } from '../limits/helpers.ts'
+
+function session(overrides: Partial<PortalSessionRecord> = {}): PortalSessionRecord {
+  const now = new Date().toISOString()
+  return {
+    id: randomBytes(32).toString('hex'), userId: 'usr_1', username: 'alice', csrfToken: randomBytes(32).toString('base64url'),
+    createdAt: now, lastSeenAt: now, expiresAt: new Date(Date.now() + 3_600_000).toISOString(), ...overrides,
+  }
+}
+
+async function contract(t: Test, store: PortalSessionStore): Promise<void> {
+  const a = session()
+  await store.put(a, new Date(Date.now() + 60_000))
+  t.same(await store.get(a.id), a, 'read back as stored')
+  t.equal(await store.get(session().id), null, 'an unknown id is not found')
+
+  const touched = { ...a, lastSeenAt: new Date(Date.now() + 1000).toISOString() }
+  await store.put(touched, new Date(Date.now() + 60_000))
+  t.same(await store.get(a.id), touched, 'put overwrites')
+
+  await store.remove(a.id)
+  t.equal(await store.get(a.id), null, 'removed')
+
+  const short = session()
+  await store.put(short, new Date(Date.now() + 300))
+  t.ok(await store.get(short.id), 'there before its end')
+  let gone = false
+  for (let i = 0; i < 100 && !gone; i++) {
+    await new Promise((done) => setTimeout(done, 50))
+    gone = (await store.get(short.id)) === null
+  }
+  t.ok(gone, 'gone after its end')
+}
+
+t.test('embedded', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-portal-sessions-'))
+  const store = embeddedPortalSessions(dir)
+  t.teardown(() => store.close())
+  await contract(t, store)
+  // Kept on disk: another opening of the same directory finds the session.
+  const s = session()
+  await store.put(s, new Date(Date.now() + 60_000))
+  const again = embeddedPortalSessions(dir)
+  t.teardown(() => again.close())
+  t.same(await again.get(s.id), s, 'survives a reopen')
+})
+
+t.test('redis', async (t) => {
+  const redis = redisClient()
+  const prefix = `tgtest:portal:${randomBytes(6).toString('hex')}:`
+  t.teardown(async () => {
+    await deleteUnder(redis, prefix)
+    await closeRedis(redis)
+  })
+  const store = redisPortalSessions(redis, prefix)
+  await contract(t, store)
+  const s = session()
+  await store.put(s, new Date(Date.now() + 60_000))
+  const keys = await keysUnder(redis, prefix)
+  t.same(keys, [`${prefix}{tg}:portal:session:${s.id}`], 'one key per session, under the prefix')
+  const ttl = await redis.pttl(keys[0] ?? '')
+  t.ok(ttl > 0 && ttl <= 60_000, `expires with the session (${ttl} ms)`)
+})

@@ -1,0 +1,87 @@
+// The keyring on a clock the test moves, and the verifier's cache bound: what happens at
+// each step of a rotation, and how late a revocation is seen without any message.
+import t from 'tap'
+import { SignJWT } from 'jose'
+import { AccountService } from '../../src/accounts/service.ts'
+import { GatewayError } from '../../src/errors.ts'
+import { createLogger } from '../../src/observability/logger.ts'
+import { openEmbeddedStores } from '../../src/store/embedded.ts'
+import { createKeyring } from '../../src/tokens/keyring.ts'
+import { createSealer } from '../../src/tokens/seal.ts'
+import { createAccessTokenVerifier } from '../../src/tokens/verifier.ts'
+
+const log = createLogger('silent')
+const HOUR = 3_600_000
+
+t.test('rotation: a new key after the interval, the old one verifies until its successor is old enough', async (t) => {
+  const stores = openEmbeddedStores(':memory:')
+  t.teardown(() => stores.close())
+  let clock = Date.parse('2030-01-01T00:00:00Z')
+  const options = { store: stores.signingKeys, sealer: createSealer('s'.repeat(32)), rotationMs: 24 * HOUR, accessTokenTtlMs: HOUR, log, now: () => clock }
+  const ring = createKeyring(options)
+  const first = await ring.signer()
+  t.equal((await stores.signingKeys.list()).length, 1)
+  t.equal((await ring.signer()).kid, first.kid, 'the same key within the interval')
+
+  // Another instance, sharing the store, finds and uses the same key.
+  const other = createKeyring(options)
+  t.equal((await other.signer()).kid, first.kid)
+
+  clock += 24 * HOUR
+  const second = await ring.signer()
+  t.not(second.kid, first.kid, 'rotated')
+  t.ok(await other.publicKey(second.kid), 'the other instance finds the new kid on demand')
+  t.ok(await ring.publicKey(first.kid), 'the old key still verifies')
+  t.strictSame((await ring.jwks()).keys.map((k) => k.kid), [first.kid, second.kid])
+  t.equal((await other.signer()).kid, second.kid, 'the other instance, due too, takes the new key rather than making one')
+  t.equal((await stores.signingKeys.list()).length, 2)
+  await other.rotate()
+  t.equal((await stores.signingKeys.list()).length, 3, 'an explicit rotation adds a key on top of the newest')
+
+  // Concurrent rotations: one wins.
+  clock += 24 * HOUR
+  const [x, y] = await Promise.all([createKeyring(options).signer(), createKeyring(options).signer()])
+  t.equal(x.kid, y.kid, 'two instances rotating at once agree on one key')
+
+  // Past the retirement of all but the newest, the old ones are dropped.
+  clock += 24 * HOUR + 2 * HOUR
+  await ring.signer()
+  const kids = (await ring.jwks()).keys.map((k) => k.kid)
+  t.notOk(kids.includes(first.kid), 'the first key is gone once every token it signed has expired')
+  t.equal(await ring.publicKey(first.kid), null)
+})
+
+t.test('a private key sealed with another secret cannot be used', async (t) => {
+  const stores = openEmbeddedStores(':memory:')
+  t.teardown(() => stores.close())
+  const options = { store: stores.signingKeys, rotationMs: HOUR, accessTokenTtlMs: HOUR, log }
+  await createKeyring({ ...options, sealer: createSealer('a'.repeat(32)) }).signer()
+  await t.rejects(createKeyring({ ...options, sealer: createSealer('b'.repeat(32)) }).signer())
+  const stored = JSON.stringify(await stores.signingKeys.list())
+  t.notMatch(stored, /"d":|PRIVATE/, 'no private key in the clear')
+})
+
+t.test('without any message, a revocation elsewhere is seen within revocationCacheMs', async (t) => {
+  const stores = openEmbeddedStores(':memory:')
+  t.teardown(() => stores.close())
+  let clock = Date.now()
+  const ring = createKeyring({ store: stores.signingKeys, sealer: createSealer('k'.repeat(32)), rotationMs: 24 * HOUR, accessTokenTtlMs: HOUR, log, now: () => clock })
+  const verifier = createAccessTokenVerifier({
+    config: { issuer: 'tollgate', audience: 'tollgate-rag', revocationCacheMs: 500 },
+    keyring: ring, sessions: stores.sessions, accounts: stores.accounts, now: () => clock,
+  })
+  const account = await new AccountService({ store: stores.accounts }).create({ username: 'cached', password: 'cached password' })
+  const session = { id: 'ses_cached', userId: account.id, username: 'cached', createdAt: account.sessionsValidFrom, expiresAt: new Date(clock + HOUR).toISOString(), revokedAt: null }
+  await stores.sessions.create(session, 'h')
+  const signer = await ring.signer()
+  const iat = Math.floor(clock / 1000)
+  const token = await new SignJWT({ sid: session.id }).setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt' })
+    .setIssuer('tollgate').setAudience('tollgate-rag').setSubject(account.id).setIssuedAt(iat).setExpirationTime(iat + 600).setJti('j').sign(signer.privateKey)
+  t.equal((await verifier.verify(token)).username, 'cached')
+  await stores.sessions.revoke(session.id, new Date(clock))
+  clock += 400
+  t.equal((await verifier.verify(token)).username, 'cached', 'still cached 400 ms later (no message came)')
+  clock += 101
+  const error = await verifier.verify(token).then(() => null, (e: unknown) => e)
+  t.ok(error instanceof GatewayError && error.status === 401, 'refused once the entry is older than 500 ms')
+})

@@ -54,6 +54,9 @@ export const ERRORS = {
   capability_missing: { status: 501, type: 'invalid_request_error', code: 'not_supported', message: 'The backend for this model does not support this endpoint.' },
   upstream_unreachable: { status: 502, type: 'server_error', code: 'upstream_unreachable', message: 'The upstream model server could not be reached.' },
   upstream_bad_response: { status: 502, type: 'server_error', code: 'upstream_error', message: 'The upstream model server sent an invalid response.' },
+  // An upstream error whose body is not JSON (an empty 431, a proxy's HTML page): its
+  // status is kept (status option), the body becomes the contract's.
+  upstream_error_status: { status: 502, type: 'server_error', code: 'upstream_error', message: 'The upstream model server answered with an error.' },
   store_unavailable: { status: 503, type: 'server_error', code: 'store_unavailable', message: 'The gateway cannot reach its store right now.' },
   shutting_down: { status: 503, type: 'server_error', code: 'shutting_down', message: 'The gateway is shutting down.' },
   upstream_timeout: { status: 504, type: 'server_error', code: 'upstream_timeout', message: 'The upstream model server timed out.' },
@@ -76,6 +79,8 @@ export interface GatewayErrorOptions {
   param?: string | null
   headers?: Record<string, string>
   cause?: unknown
+  /** In place of the spec's status (an upstream's own error status, kept). */
+  status?: number
 }
 
 /** An error the client is meant to see, in OpenAI's shape. */
@@ -92,8 +97,8 @@ export class GatewayError extends Error {
     const spec: ErrorSpec = ERRORS[errorName]
     super(options.message ?? spec.message, { cause: options.cause })
     this.errorName = errorName
-    this.status = spec.status
-    this.type = spec.type
+    this.status = options.status ?? spec.status
+    this.type = options.status !== undefined && options.status < 500 ? 'invalid_request_error' : spec.type
     this.code = spec.code
     this.param = options.param ?? null
     this.headers = options.headers ?? {}

@@ -1,11 +1,13 @@
 // Relays an upstream response to the client and taps its token usage on the way: the
 // one place in the gateway where usage is computed. JSON is read whole (up to a limit),
 // so the gateway can filter or record it before the client sees it; server-sent events
-// go through one by one as they arrive; anything else is piped untouched.
+// go through one by one as they arrive; anything else is piped untouched, except an
+// error status whose body is not JSON, which the client gets in the contract's shape.
 //
 // relay() does not throw once it has the upstream response: whatever goes wrong (the
 // upstream dies mid-body, the client leaves, transformJson refuses) is answered to the
 // client as well as it still can be, and reported in the outcome.
+import { STATUS_CODES } from 'node:http'
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { countTextTokens } from '../limits/tokens.ts'
@@ -94,6 +96,7 @@ export async function relay(res: ReplySink, upstream: UpstreamResponse, options:
       case 'sse': return await relaySse(res, upstream, options, sink, chunks)
       case 'json': return await relayJson(res, upstream, options, sink, chunks)
       case 'opaque': {
+        if (upstream.status >= 400) return unreadableError(res, upstream, sink)
         startReply(res, upstream, false)
         const error = await pipeRest(sink, chunks, [], () => commit(options, NONE.usage))
         return finish(upstream.status, sink, NONE, { error })
@@ -238,6 +241,7 @@ async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: Re
   try {
     parsed = JSON.parse(bytes.toString('utf8'))
   } catch {
+    if (status >= 400) return unreadableError(res, upstream, sink)
     if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'not valid JSON')
     startReply(res, upstream, false)
     await commit(options, NONE.usage)
@@ -263,6 +267,25 @@ async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: Re
   await commit(options, tapped.usage)
   sink.end(payload)
   return finish(status, sink, tapped, { json: parsed })
+}
+
+/**
+ * An upstream error with a body that is not JSON (Node's bare 431, an HTML page from a
+ * proxy in front of the model server): the status is kept, since it still says what went
+ * wrong, and the body is the contract's, so SDKs can read it. The upstream's text stays
+ * out of the reply: it may describe the upstream's insides.
+ */
+function unreadableError(res: ReplySink, upstream: UpstreamResponse, sink: ClientSink): RelayOutcome {
+  upstream.body.destroy()
+  const { status } = upstream
+  const retryAfter = upstream.headers['retry-after']
+  const error = gatewayError('upstream_error_status', {
+    status,
+    ...(retryAfter === undefined ? {} : { headers: { 'retry-after': retryAfter } }),
+    message: `The upstream model server answered ${status}${STATUS_CODES[status] === undefined ? '' : ` (${STATUS_CODES[status]})`} without an error body the gateway could read.`,
+  })
+  replyError(res, sink, error)
+  return finish(error.status, sink, NONE, { error })
 }
 
 function refuseUnchecked(res: ReplySink, upstream: UpstreamResponse, sink: ClientSink, why: string): RelayOutcome {

@@ -110,7 +110,17 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
       responded = true
       clear()
       const headersAfterMs = performance.now() - started
-      res.writeHead(upstream.statusCode ?? 502, clientResponseHeaders(upstream))
+      const status = upstream.statusCode ?? 502
+      // An error without a JSON body (a server's bare 431, a proxy's HTML page) reaches
+      // the client in the gateway's {"detail"} shape, its status kept, the text left out.
+      if (status >= 400 && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(upstream.headers['content-type'] ?? '')) {
+        upstream.resume()
+        const retryAfter = upstream.headers['retry-after']
+        const reason = http.STATUS_CODES[status] === undefined ? '' : ` (${http.STATUS_CODES[status]})`
+        refuse(new RagRefusal(status, 'upstream_error', `The ${target.service} service answered ${status}${reason}`, retryAfter === undefined ? {} : { 'retry-after': retryAfter }))
+        return
+      }
+      res.writeHead(status, clientResponseHeaders(upstream))
       // Headers go out now, not with the first chunk: a stream's client sees it has begun.
       res.flushHeaders()
       const idle = setTimeout(() => {

@@ -1,6 +1,8 @@
 // Tollgate in front of a separate OpenAI-compatible server process (as it would stand in
 // front of vLLM): every /v2 endpoint through the SDK, what the upstream receives, and
 // failover between two upstreams when one is down or failing.
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import t from 'tap'
 import { closedPort, startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
@@ -46,6 +48,41 @@ t.test('every endpoint through an OpenAI-compatible upstream process', async (t)
     t.same(streamed?.streamOptions, { include_usage: true }, 'usage asked for on the client\'s behalf')
     t.ok(seen.every((r) => typeof r.headers['x-request-id'] === 'string'), 'request id forwarded')
   })
+
+})
+
+t.test('an upstream error without a JSON body reaches the SDK as an error it can read', async (t) => {
+  // Node answers a header section over its limit with a bare 431; a proxy in front of a
+  // model server answers with an HTML page.
+  const bare = createServer((req, res) => {
+    if (req.url?.includes('embeddings')) {
+      res.writeHead(503, { 'content-type': 'text/html', 'retry-after': '2' })
+      res.end('<html><body>nginx</body></html>')
+    } else {
+      res.writeHead(431, { connection: 'close' })
+      res.end()
+    }
+  })
+  await new Promise<void>((done) => bare.listen(0, '127.0.0.1', done))
+  t.teardown(() => { bare.closeAllConnections(); bare.close() })
+  const gw = await startTollgate({ config: routeEverythingTo({ bare: { type: 'openai', baseUrl: `http://127.0.0.1:${(bare.address() as AddressInfo).port}/v1` } }) })
+  t.teardown(() => gw.stop())
+  const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+
+  const refused = await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e)
+  t.ok(refused instanceof OpenAI.APIError, 'the SDK raises its APIError')
+  const e431 = refused as InstanceType<typeof OpenAI.APIError>
+  t.equal(e431.status, 431, 'with the upstream\'s status')
+  t.equal(e431.code, 'upstream_error')
+  t.equal(e431.type, 'invalid_request_error')
+  t.match(e431.message, /upstream model server answered 431 \(Request Header Fields Too Large\)/)
+
+  const busy = await client.embeddings.create({ model: 'text-embedding-ada-002', input: 'x' }).catch((e: unknown) => e)
+  const e503 = busy as InstanceType<typeof OpenAI.APIError>
+  t.equal(e503.status, 503)
+  t.equal(e503.type, 'server_error')
+  t.equal(e503.headers?.get('retry-after'), '2', 'Retry-After kept')
+  t.notMatch(e503.message, /nginx/, 'the page itself stays out')
 })
 
 t.test('failover between two upstreams', async (t) => {

@@ -136,6 +136,31 @@ t.test('JSON: an upstream error passes through with its status and no usage', as
   t.equal(outcome.usageSource, 'none')
 })
 
+t.test('an upstream error whose body is not JSON keeps its status and gets the contract\'s body', async (t) => {
+  const cases: Array<[string, UpstreamResponse, number]> = [
+    // Node's own answer to a header section over its limit: no type, no body.
+    ['bare 431', upstreamOf(431, { connection: 'close' }, []), 431],
+    ['HTML page from a proxy', upstreamOf(502, { 'content-type': 'text/html' }, ['<html><body>nginx/1.25 at /srv/internal</body></html>']), 502],
+    ['JSON that does not parse', upstreamOf(500, { 'content-type': 'application/json' }, ['{"detail": ']), 500],
+    ['a 429 with Retry-After', upstreamOf(429, { 'content-type': 'text/plain', 'retry-after': '7' }, ['slow down']), 429],
+  ]
+  for (const [what, upstream, status] of cases) {
+    const relayed = await relayVia(t, upstream)
+    const reply = await call(relayed.url)
+    t.equal(reply.status, status, `${what}: status kept`)
+    const body = JSON.parse(reply.body) as { error: { type: string; code: string; message: string; param: null } }
+    t.equal(body.error.code, 'upstream_error', `${what}: code`)
+    t.equal(body.error.type, status < 500 ? 'invalid_request_error' : 'server_error', `${what}: type`)
+    t.match(body.error.message, new RegExp(`answered ${status}`), `${what}: the message names the upstream status`)
+    t.notMatch(reply.body, /nginx|internal|slow down|detail/, `${what}: nothing of the upstream's text`)
+    t.match(reply.headers['content-type'], /application\/json/, `${what}: JSON`)
+    if (status === 429) t.equal(reply.headers['retry-after'], '7', 'Retry-After kept')
+    const outcome = await relayed.outcome
+    t.equal(outcome.status, status)
+    t.equal(outcome.usageSource, 'none')
+  }
+})
+
 t.test('JSON: transformJson decides what the client gets, before it gets it', async (t) => {
   const body = { object: 'list', data: [{ id: 'file-mine', owner: 'a' }, { id: 'file-theirs', owner: 'b' }] }
   const seen: unknown[] = []

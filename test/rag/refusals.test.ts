@@ -138,6 +138,33 @@ t.test('502 when a backend is down, 504 when it does not answer in time', async 
   t.equal(line?.error, 'upstream_timeout')
 })
 
+t.test('a backend error without a JSON body reaches the client as {"detail"}, its status kept', async (t) => {
+  const odd: Server = createServer((req, res) => {
+    if (req.url?.includes('headers')) {
+      res.writeHead(431, { connection: 'close' })
+      res.end()
+    } else {
+      res.writeHead(503, { 'content-type': 'text/html', 'retry-after': '9' })
+      res.end('<html>upstream nginx at /srv/secret-path</html>')
+    }
+  })
+  await new Promise<void>((done) => odd.listen(0, '127.0.0.1', done))
+  t.teardown(() => { odd.closeAllConnections(); odd.close() })
+  const h = await startRagHarness(t, {
+    config: (doc) => {
+      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
+      rag.services['file-manager'] = { baseUrl: `http://127.0.0.1:${(odd.address() as AddressInfo).port}` }
+    },
+  })
+  const headers = await h.auth()
+  t.equal(await detailOf(await fetch(`${h.url}/file-manager/api/v1/headers`, { headers }), 431), 'The file-manager service answered 431 (Request Header Fields Too Large)')
+  const busy = await fetch(`${h.url}/file-manager/api/v1/busy`, { headers })
+  t.equal(busy.headers.get('retry-after'), '9', 'Retry-After kept')
+  const detail = await detailOf(busy, 503)
+  t.equal(detail, 'The file-manager service answered 503 (Service Unavailable)')
+  t.notMatch(detail, /secret-path/, 'the backend\'s page stays out')
+})
+
 t.test('stalls: a body that stops arriving is refused (408), a reply that stops is cut', async (t) => {
   const stalling: Server = createServer((req, res) => {
     if (req.url?.startsWith('/stall-reply')) {

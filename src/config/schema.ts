@@ -368,6 +368,12 @@ export const configSchema = z.strictObject({
     tierPriority: z.record(z.string(), z.number().int().min(1).max(1000)).default({}),
     /** How often lines are checked for calls of gateways that stopped and for heads nobody scheduled. */
     sweepIntervalMs: positiveInt.default(10_000),
+    /**
+     * A request whose gateway died while running it (SIGKILL, power loss) runs again on
+     * another instance within about this long (BullMQ's job lock; it is renewed at half
+     * of it while the request runs, so an event loop stalled for longer would run it twice).
+     */
+    recoverAfterMs: z.number().int().min(1000).default(30_000),
   }).prefault({}),
   logging: z.strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

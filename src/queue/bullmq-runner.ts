@@ -24,8 +24,11 @@ export interface BullmqRunnerOptions {
   readonly commandTimeoutMs: number
   /** The queue's name; tests and benches may use their own. */
   readonly name?: string
-  /** How often workers look for jobs of workers that stopped (BullMQ stalledInterval). */
-  readonly stalledIntervalMs?: number
+  /**
+   * How long a running job's lock lasts without renewal (BullMQ lockDuration): a job of a
+   * gateway that died is run again by another worker within about 1.5 times this.
+   */
+  readonly recoverAfterMs?: number
 }
 
 const NEVER = new AbortController().signal
@@ -138,7 +141,8 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         // A request whose gateway died mid-run is run again; only a request that keeps
         // killing its workers is dropped (its record then stays in_progress until swept).
         maxStalledCount: 10,
-        stalledInterval: options.stalledIntervalMs ?? 30_000,
+        lockDuration: options.recoverAfterMs ?? 30_000,
+        stalledInterval: Math.ceil((options.recoverAfterMs ?? 30_000) / 2),
         removeOnComplete: { count: 0 },
         removeOnFail: { count: 0 },
       })

@@ -52,7 +52,7 @@ export function createQueueFromConfig(parts: QueueParts): QueueService {
     log: queueLog,
     instance,
     store: createRedisQueueStore(redis, config.store.keyPrefix, retention),
-    runner: createBullmqRunner({ redis: target, keyPrefix: config.store.keyPrefix, log: queueLog, commandTimeoutMs: config.store.commandTimeoutMs }),
+    runner: createBullmqRunner({ redis: target, keyPrefix: config.store.keyPrefix, log: queueLog, commandTimeoutMs: config.store.commandTimeoutMs, recoverAfterMs: config.queue.recoverAfterMs }),
     signals: (handlers) => redisSignals({ publisher: redis, redis: target, keyPrefix: config.store.keyPrefix, instance, log: queueLog }, handlers),
   })
 }

@@ -96,3 +96,37 @@ t.test('fairness: key A queues 1,000 requests; key B\'s single request starts wi
   t.ok(overtaking <= 1, `at most one of A's requests was admitted ahead of B (${overtaking})`)
   t.ok(aStarts.length < 900, 'A still had hundreds waiting when B ran')
 })
+
+t.test('a gateway killed (SIGKILL) while running a request: another instance runs it again and it completes', async (t) => {
+  // The first run is slow (a stream of 30 events 100 ms apart) and is cut by the kill;
+  // BullMQ's lock on the job then runs out (queue.recoverAfterMs) and the other instance's
+  // worker takes the job over. Nothing else tells it to.
+  const c = await cluster(t)
+  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 30 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 100 })
+  t.teardown(() => upstream.close())
+  const settings = {
+    queue: { recoverAfterMs: 2000 },
+    config: (doc: Record<string, unknown>): void => {
+      (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+      ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
+    },
+  }
+  const doomed = await c.start(settings)
+  const { key } = await doomed.createKey({ tier: 'Standard4000' })
+  const id = (await post(`${doomed.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
+  await until(`${doomed.url}/queue/requests/${id}`, key, ['in_progress'])
+  await sleep(300)
+  t.equal(upstream.requests.length, 1, 'the first run reached the upstream')
+  await doomed.stop('SIGKILL')
+  t.equal(await upstream.requests[0]?.ended, 'closed', 'and was cut by the kill')
+
+  const survivor = await c.start(settings)
+  const killedAt = Date.now()
+  const done = await until(`${survivor.url}/queue/requests/${id}`, key, ['completed', 'failed'], 30_000)
+  t.equal(done.status, 'completed', `run again and completed (${Date.now() - killedAt} ms after the survivor started)`)
+  t.equal(upstream.requests.length, 2, 'exactly one more upstream call')
+  const text = String(done.response?.body ?? '').split('\n\n').filter((e) => e.startsWith('data: {'))
+    .map((e) => (JSON.parse(e.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]?.delta?.content ?? '').join('')
+  t.equal(text.trim(), upstream.options.replyText, 'the result is the whole second stream')
+  t.equal(done.response?.usage.output_tokens, 30, 'and its usage is the second run\'s')
+})

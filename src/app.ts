@@ -160,7 +160,7 @@ export function buildApp(deps: AppDeps): App {
 
   // The API reference: /openapi.json, /redoc. The document is built on first request.
   let document: OpenApiDocument | undefined
-  registerReferenceRoutes(router, () => (document ??= apiDocument()))
+  registerReferenceRoutes(router, () => (document ??= apiDocument({ portal: config.portal.enabled })))
 
   return {
     beginShutdown() { draining = true },

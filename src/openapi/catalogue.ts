@@ -24,7 +24,15 @@ import { REFERENCE_OPERATIONS } from './routes.ts'
 import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
 import { PORTAL_OPERATIONS } from '../portal/routes.ts'
 
-export function apiOperations(): OperationDoc[] {
+/** What this gateway serves beyond what it always does. */
+export interface ServedParts {
+  /** portal.enabled: the /portal pages. */
+  readonly portal: boolean
+}
+
+const ALL: ServedParts = { portal: true }
+
+export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
   return [
     ...PROBE_OPERATIONS,
     ...modelOperations('/v2'),
@@ -38,7 +46,7 @@ export function apiOperations(): OperationDoc[] {
     ...TOKEN_OPERATIONS,
     ...REFERENCE_OPERATIONS,
     ...RAG_OPERATIONS,
-    ...PORTAL_OPERATIONS,
+    ...(served.portal ? PORTAL_OPERATIONS : []),
   ]
 }
 
@@ -87,7 +95,8 @@ the key that made them; to any other owner they do not exist (404).
 
 **Errors** are OpenAI's: \`{"error": {"message", "type", "param", "code"}}\`.`
 
-/** The document of everything the gateway serves. */
-export function apiDocument(): OpenApiDocument {
-  return buildDocument(apiOperations(), NAMED, { title: 'Tollgate', version: packageJson.version, description: DESCRIPTION }, GROUPS)
+/** The document of everything the gateway serves (all of it, unless `served` says a part is off). */
+export function apiDocument(served: ServedParts = ALL): OpenApiDocument {
+  const groups = served.portal ? GROUPS : GROUPS.filter((g) => !g.tags.includes('Portal'))
+  return buildDocument(apiOperations(served), NAMED, { title: 'Tollgate', version: packageJson.version, description: DESCRIPTION }, groups)
 }

@@ -96,6 +96,19 @@ t.test('every route the router serves is in the document, and every documented p
   t.equal((await fetch(`${gateway.url}/openapi.json`, { headers: { 'if-none-match': etag } })).status, 304, 'revalidated by its ETag')
 })
 
+t.test('with portal.enabled false, /portal is neither served nor documented', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-openapi-'))
+  const config = loadConfig({ path: join(ROOT, 'config/default.yaml'), env: { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_openapi_test_token_123456' } })
+  const gateway: Gateway = await startGateway({ ...config, portal: { ...config.portal, enabled: false } }, createLogger('silent'))
+  t.teardown(() => gateway.shutdown())
+  t.notOk(gateway.app.routes().some((r) => r.path.startsWith('/portal')), 'no /portal route')
+  t.equal((await fetch(`${gateway.url}/portal`)).status, 404)
+  const served = await (await fetch(`${gateway.url}/openapi.json`)).json() as typeof document
+  t.same(Object.keys(served.paths).filter((p) => p.startsWith('/portal')), [], 'and none in /openapi.json')
+  t.ok(Object.keys(document.paths).some((p) => p.startsWith('/portal')), 'which has them when the portal is on')
+  t.ok(Object.keys(served.paths).length > 40, 'the rest is still there')
+})
+
 t.test('`tollgate openapi` prints the same document', async (t) => {
   const stdout = await new Promise<string>((done, fail) => {
     execFile(process.execPath, [join(ROOT, 'src/cli.ts'), 'openapi'], { env: { PATH: process.env.PATH ?? '' }, maxBuffer: 16 << 20, timeout: 30_000 }, (error, out) => (error ? fail(error) : done(out)))

@@ -4,6 +4,7 @@
 // entries further left are whatever the client claimed).
 import type { IncomingMessage } from 'node:http'
 import { isIPv6 } from 'node:net'
+import { TLSSocket } from 'node:tls'
 
 export function clientAddress(req: IncomingMessage, trustProxyHops: number): string {
   const peer = req.socket.remoteAddress ?? 'unknown'
@@ -11,6 +12,18 @@ export function clientAddress(req: IncomingMessage, trustProxyHops: number): str
   const header = req.headers['x-forwarded-for']
   const entries = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '')
   return addressKey(entries[entries.length - trustProxyHops] ?? peer)
+}
+
+/**
+ * The scheme the client used: https over TLS here, or (behind trusted proxies) as the
+ * nearest proxy's X-Forwarded-Proto says; otherwise http.
+ */
+export function clientScheme(req: IncomingMessage, trustProxyHops: number): 'http' | 'https' {
+  if (req.socket instanceof TLSSocket) return 'https'
+  if (trustProxyHops <= 0) return 'http'
+  const header = req.headers['x-forwarded-proto']
+  const value = (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim().toLowerCase()
+  return value === 'https' ? 'https' : 'http'
 }
 
 /**

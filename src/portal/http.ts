@@ -2,11 +2,11 @@
 // cookie, url-encoded form bodies, and the checks that a state-changing request came from
 // the portal's own pages (Origin / Sec-Fetch-Site, then the session's CSRF token).
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { TLSSocket } from 'node:tls'
 import type { Config } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import { readBodyChunks, type BodyRate } from '../http/body-rate.ts'
 import { mediaTypeOf } from '../http/body.ts'
+import { clientScheme } from '../http/client-address.ts'
 import type { Html } from './html.ts'
 import { COOKIE_NAME, sameSecret } from './sessions.ts'
 
@@ -53,11 +53,7 @@ export function redirect(res: ServerResponse, location: string): void {
 export function isHttps(req: IncomingMessage, config: Pick<Config, 'server' | 'portal'>): boolean {
   if (config.portal.secureCookie === 'always') return true
   if (config.portal.secureCookie === 'never') return false
-  if (req.socket instanceof TLSSocket) return true
-  if (config.server.trustProxyHops <= 0) return false
-  const header = req.headers['x-forwarded-proto']
-  const value = (Array.isArray(header) ? header[0] : header)?.split(',')[0]?.trim().toLowerCase()
-  return value === 'https'
+  return clientScheme(req, config.server.trustProxyHops) === 'https'
 }
 
 export function setSessionCookie(res: ServerResponse, token: string, maxAgeSeconds: number, secure: boolean): void {

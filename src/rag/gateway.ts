@@ -7,7 +7,7 @@ import { bearerToken } from '../auth/bearer.ts'
 import { GatewayError } from '../errors.ts'
 import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from '../config/schema.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
-import { clientAddress } from '../http/client-address.ts'
+import { clientAddress, clientScheme } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
@@ -68,6 +68,7 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
     const headers = backendRequestHeaders(ctx.req, identity, config.rag, {
       requestId: ctx.id,
       clientAddress: clientAddress(ctx.req, config.server.trustProxyHops),
+      scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })
     const outcome = await relay(ctx, deps.backends.target(service), route.raw + route.search, headers, bodyRate)

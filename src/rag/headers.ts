@@ -28,6 +28,8 @@ export interface ForwardContext {
   readonly requestId: string
   /** The client's address as the gateway sees it. */
   readonly clientAddress: string
+  /** How the client reached the gateway (http, or https over TLS or a trusted proxy). */
+  readonly scheme: 'http' | 'https'
   /** `/<service>` as the client called it: FastAPI's root_path, for links in /docs and /redoc. */
   readonly prefix: string
 }
@@ -45,7 +47,7 @@ export function backendRequestHeaders(req: IncomingMessage, identity: Identity |
   if (req.headers['content-length'] === undefined && /\bchunked\b/i.test(req.headers['transfer-encoding'] ?? '')) out['transfer-encoding'] = 'chunked'
   out['x-request-id'] = forward.requestId
   out['x-forwarded-for'] = forward.clientAddress
-  out['x-forwarded-proto'] = 'http'
+  out['x-forwarded-proto'] = forward.scheme
   out['x-forwarded-prefix'] = forward.prefix
   if (typeof req.headers.host === 'string') out['x-forwarded-host'] = req.headers.host
   if (identity !== null) {

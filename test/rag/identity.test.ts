@@ -19,6 +19,7 @@ const FORGED = {
   'x-user-id': 'root',
   'x-auth-request-user': 'root',
   'x-forwarded-for': '10.9.9.9',
+  'x-forwarded-proto': 'https',
   forwarded: 'for=10.9.9.9',
   cookie: 'refresh_token=rt_secret; session=abc',
   'proxy-authorization': 'Basic cm9vdDpyb290',
@@ -45,6 +46,7 @@ t.test('client identity headers never reach a backend; the gateway sets its own'
   }
   t.equal(seen['x-forwarded-for'], '127.0.0.1', 'the client address as the gateway saw it, not the forged one')
   t.equal(seen['x-forwarded-prefix'], '/user-manager')
+  t.equal(seen['x-forwarded-proto'], 'http', 'the scheme the gateway was reached by, not the claimed one (no trusted proxy)')
   t.equal(seen['x-custom-header'], 'kept', 'other headers pass')
   t.ok(seen['x-request-id']?.startsWith('req_'), 'the request id')
   t.equal(echo.url, '/user-manager/api/v1/echo/x?q=1')
@@ -54,6 +56,17 @@ t.test('client identity headers never reach a backend; the gateway sets its own'
   t.equal(anon.status, 200)
   const seenAnon = (await fetch(`${h.url}/user-manager/api/v1/echo`, { headers })).status
   t.equal(seenAnon, 200)
+})
+
+t.test('behind a trusted proxy, its X-Forwarded-For and X-Forwarded-Proto are what the backend hears', async (t) => {
+  const h = await startRagHarness(t, { config: (doc) => { (doc.server as Record<string, unknown>).trustProxyHops = 1 } })
+  const headers = await h.auth()
+  const via = async (extra: Record<string, string>): Promise<Record<string, string>> =>
+    (JSON.parse((await rawRequest(h.url, '/user-manager/api/v1/echo', { headers: { ...headers, ...extra } })).body) as Echo).headers
+  const tls = await via({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https' })
+  t.equal(tls['x-forwarded-proto'], 'https', 'the proxy terminated TLS')
+  t.equal(tls['x-forwarded-for'], '203.0.113.7', 'the client the proxy saw')
+  t.equal((await via({ 'x-forwarded-proto': 'gopher' }))['x-forwarded-proto'], 'http', 'anything but https is http')
 })
 
 t.test('configured header names; the verified token forwarded when asked', async (t) => {

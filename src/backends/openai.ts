@@ -52,7 +52,23 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
   // keeps http-proxy-3 from rethrowing the few it emits on the server instead.
   proxy.on('error', () => undefined)
 
-  function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+  /**
+   * Failures on a kept-alive socket the upstream had just closed (it closed the idle
+   * connection as our request went out, so it never read it): Node's documented race,
+   * answered as Node's documentation advises, by sending once more on another socket.
+   */
+  const staleSocket = new WeakSet<GatewayError>()
+
+  async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+    try {
+      return await attempt(request)
+    } catch (err) {
+      if (!(err instanceof GatewayError) || !staleSocket.has(err) || request.signal.aborted) throw err
+      return attempt(request)
+    }
+  }
+
+  function attempt(request: UpstreamRequest): Promise<UpstreamResponse> {
     return new Promise<UpstreamResponse>((resolve, reject) => {
       const target = new URL(root + checkedPath(request.path))
       const framing = framingOf(request.body)
@@ -97,6 +113,7 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
 
       function fail(error: GatewayError): void {
         if (settled) return
+        if (error.errorName === 'upstream_unreachable' && proxyReq?.reusedSocket === true && !request.client.res.destroyed) staleSocket.add(error)
         cleanup()
         proxyReq?.destroy()
         gate.destroy()

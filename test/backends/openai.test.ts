@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import http, { type IncomingMessage } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -311,6 +311,61 @@ t.test('keep-alive: consecutive requests share one upstream connection', async (
   t.equal(upstream.requests.length, 3)
   t.equal(upstream.connections(), 1)
   t.notOk(upstream.requests[2]?.headers.connection === 'close', 'the client\'s connection header is not forwarded')
+})
+
+t.test('a kept-alive connection the upstream dropped as the request went out: sent once more on a new one', async (t) => {
+  // Each connection answers its first request and, as a server closing an idle connection
+  // at that very moment would, drops it when a second request arrives on it.
+  let connections = 0
+  let answered = 0
+  const server = net.createServer((socket) => {
+    connections++
+    let requests = 0
+    let buffered = ''
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('latin1')
+      const end = buffered.indexOf('\r\n\r\n')
+      if (end < 0) return
+      const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0)
+      if (buffered.length < end + 4 + length) return
+      buffered = buffered.slice(end + 4 + length)
+      if (++requests > 1) {
+        socket.resetAndDestroy()
+        return
+      }
+      answered++
+      const body = JSON.stringify({ id: `c${answered}`, object: 'chat.completion', choices: [] })
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: keep-alive\r\n\r\n${body}`)
+    })
+    socket.on('error', () => undefined)
+  })
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  t.teardown(() => server.close())
+  const adapter = backend(t, configFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
+  const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+  const replies = []
+  for (let i = 0; i < 3; i++) replies.push(await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody }))
+  t.same(replies.map((r) => r.status), [200, 200, 200], 'every call answered')
+  t.same(replies.map((r) => (JSON.parse(r.body) as { id: string }).id), ['c1', 'c2', 'c3'], 'each by a fresh connection\'s first answer')
+  t.equal(connections, 3, 'the dropped ones were not retried on the same socket')
+  t.notOk(seen.some((s) => s.error !== undefined), 'no error reached the caller')
+})
+
+t.test('a fresh connection reset before any answer is not sent again: upstream_unreachable', async (t) => {
+  let connections = 0
+  const server = net.createServer((socket) => {
+    connections++
+    socket.once('data', () => socket.resetAndDestroy())
+    socket.on('error', () => undefined)
+  })
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  t.teardown(() => server.close())
+  const adapter = backend(t, configFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
+  const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody })
+  t.equal(reply.status, 502)
+  t.equal((JSON.parse(reply.body) as { error: { code: string } }).error.code, 'upstream_unreachable')
+  t.equal(connections, 1, 'one attempt only (failover, not this adapter, decides about others)')
 })
 
 t.test('a path with dot segments is refused before anything is sent', async (t) => {

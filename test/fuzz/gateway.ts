@@ -25,10 +25,9 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
   plans.tiers.Fuzz = { description: 'no limits', default: {} }
   // Half the chat and embedding models go through the openai adapter to a separate
   // server (re-serialized bodies, the proxy, the relay); the rest to the built-in mock.
-  // Its idle connections stay open longer than the run: a server closing one at the very
-  // moment the gateway reuses it resets the call (a rare 502 upstream_unreachable,
-  // ECONNRESET, seen about once in 20,000 cases at Node's 5 s). That race is the
-  // gateway's upstream connection handling, not the input, and is reported on its own.
+  // Its idle connections stay open longer than the run, so that no case meets a server
+  // closing an idle connection as the gateway reuses it (the adapter sends such a call once
+  // more, test/backends/openai.test.ts; it is not what the fuzz is about).
   const upstream = await startUpstream(['--tokens-per-second', '1000000', '--keep-alive-ms', '600000'])
   const gw = await startTollgate({
     execArgv: MEMORY_PROBE,

@@ -133,6 +133,8 @@ const ragService = z.strictObject({
   responseTimeoutMs: positiveInt.default(60_000),
   /** A reply (a stream) that sends nothing for this long is cut. */
   idleTimeoutMs: positiveInt.default(300_000),
+  /** Largest request body passed on (uploads stream through, counted as they go): 413 beyond it. */
+  maxBodyBytes: positiveInt.default(512 * 1024 * 1024),
   /** Who may use which methods and path prefixes; every rule matching a request must be met. */
   rules: z.array(ragRule).default([]),
   /** Routes anyone may call without a token. */

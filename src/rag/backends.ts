@@ -27,6 +27,7 @@ export async function startRagBackends(rag: RagConfig): Promise<RagBackends> {
       connectTimeoutMs: config.connectTimeoutMs,
       responseTimeoutMs: config.responseTimeoutMs,
       idleTimeoutMs: config.idleTimeoutMs,
+      maxBodyBytes: config.maxBodyBytes,
       service,
     })
   }

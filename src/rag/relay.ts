@@ -18,6 +18,8 @@ export interface RelayTarget {
   readonly connectTimeoutMs: number
   readonly responseTimeoutMs: number
   readonly idleTimeoutMs: number
+  /** Largest request body passed on; beyond it the exchange ends with a 413. */
+  readonly maxBodyBytes: number
   /** For messages: the service's name. */
   readonly service: string
 }
@@ -32,6 +34,9 @@ export interface RelayOutcome {
 export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: string, headers: OutgoingHttpHeaders, bodyRate: BodyRate): Promise<RelayOutcome> {
   const { req, res } = ctx
   const started = performance.now()
+  const tooLarge = (): RagRefusal => new RagRefusal(413, 'request_too_large', `Request body too large: the ${target.service} service takes at most ${target.maxBodyBytes} bytes`, { connection: 'close' })
+  // A declared length over the cap is refused before anything is sent.
+  if (Number(req.headers['content-length'] ?? 0) > target.maxBodyBytes) return Promise.reject(tooLarge())
   return new Promise<RelayOutcome>((resolve, reject) => {
     const base = target.base
     const request = (base.protocol === 'https:' ? https : http).request({
@@ -86,6 +91,19 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     }
     ctx.signal.addEventListener('abort', onClientGone, { once: true })
 
+    // A chunked body is counted as it streams: past the cap, the backend request is
+    // dropped (it never gets a whole body) and the client gets the 413, if nothing else yet.
+    if (req.headers['content-length'] === undefined && !req.complete) {
+      let received = 0
+      const count = (chunk: Buffer): void => {
+        received += chunk.length
+        if (received <= target.maxBodyBytes) return
+        req.off('data', count)
+        if (responded) request.destroy()
+        else refuse(tooLarge())
+      }
+      req.on('data', count)
+    }
     // Not pipeline(): a backend that answers before reading all of the body must not
     // destroy the client's connection before the answer reaches it.
     req.pipe(request)

@@ -1,7 +1,7 @@
 // Every refusal of the RAG gateway in FastAPI's shape {"detail"}: 401 (with
 // WWW-Authenticate: Bearer), 403 from the route rules, 404, 429 with the /v2 limiter's
 // headers, 502 for a backend that is down, 504 for one that does not answer in time.
-import { createServer, type Server } from 'node:http'
+import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { closedPort } from '../helpers/gateway.ts'
@@ -163,6 +163,63 @@ t.test('a backend error without a JSON body reaches the client as {"detail"}, it
   const detail = await detailOf(busy, 503)
   t.equal(detail, 'The file-manager service answered 503 (Service Unavailable)')
   t.notMatch(detail, /secret-path/, 'the backend\'s page stays out')
+})
+
+t.test('413: a body over the service\'s maxBodyBytes, declared or streamed, never reaches the backend whole', async (t) => {
+  const whole: number[] = []
+  let started = 0
+  const backend: Server = createServer((req, res) => {
+    started++
+    let n = 0
+    req.on('data', (c: Buffer) => { n += c.length })
+    req.once('end', () => {
+      whole.push(n)
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ received: n }))
+    })
+  })
+  await new Promise<void>((done) => backend.listen(0, '127.0.0.1', done))
+  t.teardown(() => { backend.closeAllConnections(); backend.close() })
+  const h = await startRagHarness(t, {
+    config: (doc) => {
+      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
+      rag.services['file-manager'] = { baseUrl: `http://127.0.0.1:${(backend.address() as AddressInfo).port}`, maxBodyBytes: 1024 * 1024 }
+    },
+  })
+  const headers = await h.auth()
+  const url = new URL(`${h.url}/file-manager/api/v1/files/upload`)
+  /** Sends `total` bytes in 64 KiB chunks (chunked unless `declared`) and reads the reply, whatever happens to the upload. */
+  const upload = (total: number, declared: boolean): Promise<{ status: number; body: string }> => new Promise((done, fail) => {
+    const req = httpRequest(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream', ...(declared ? { 'content-length': String(total) } : {}) } }, (res) => {
+      let body = ''
+      res.setEncoding('utf8').on('data', (c: string) => { body += c }).once('end', () => done({ status: res.statusCode ?? 0, body }))
+    })
+    req.on('error', () => undefined)
+    const chunk = Buffer.alloc(64 * 1024, 120)
+    let sent = 0
+    const more = (): void => {
+      while (sent < total) {
+        sent += chunk.length
+        if (!req.write(chunk)) return void req.once('drain', more)
+      }
+      req.end()
+    }
+    more()
+    setTimeout(() => fail(new Error('no reply in 10 s')), 10_000).unref()
+  })
+
+  const declared = await upload(2 * 1024 * 1024, true)
+  t.equal(declared.status, 413, 'a declared length over the cap')
+  t.match(JSON.parse(declared.body), { detail: /at most 1048576 bytes/ })
+  t.equal(started, 0, 'and the backend was never asked')
+
+  const streamed = await upload(2 * 1024 * 1024, false)
+  t.equal(streamed.status, 413, 'a chunked body that grows past the cap')
+  t.same(whole, [], 'the backend never got a whole body')
+
+  const fits = await upload(512 * 1024, false)
+  t.equal(fits.status, 200, 'under the cap it streams through')
+  t.same(JSON.parse(fits.body), { received: 512 * 1024 })
 })
 
 t.test('stalls: a body that stops arriving is refused (408), a reply that stops is cut', async (t) => {

@@ -25,10 +25,12 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import { pickOrder, sendWithFailover } from '../proxy/failover.ts'
+import { detachedClient } from '../proxy/detached-client.ts'
 import { relay } from '../proxy/relay.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
 import type { OwnershipStore } from '../store/ports.ts'
 import type { EndpointSpec } from './endpoints.ts'
+import { listPaging } from './list-pages.ts'
 import { checkOwnership, ownershipTransformOf } from './ownership.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
@@ -257,9 +259,23 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       await admission.settle(NO_USAGE)
       throw gatewayError('capability_missing')
     }
-    const transformJson = ownershipTransformOf(deps.ownership, spec, principal.owner)
     const search = query.toString()
     const path = spec.upstreamPath(params) + (search ? `?${search}` : '')
+    // A list filtered by owner is filled from the deployment that served its first page
+    // (paging backwards with `before` is left as the upstream's page).
+    let servedBy: Deployment | undefined
+    const paging = spec.ownership?.action === 'list' && !query.has('before')
+      ? listPaging({
+        query,
+        jsonLimitBytes: config.server.upstreamJsonLimitBytes,
+        send: async (pageSearch) => {
+          if (servedBy === undefined) throw gatewayError('internal')
+          const pagePath = `${spec.upstreamPath(params)}?${pageSearch}`
+          return servedBy.adapter.send({ ...build(servedBy), path: pagePath, client: detachedClient(spec.method, pagePath) })
+        },
+      })
+      : undefined
+    const transformJson = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
 
     const build = (target: Deployment): UpstreamRequest => {
       let upstreamBody = body
@@ -318,6 +334,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         throw err
       }
       notes.backend = sent.target.adapter.name
+      servedBy = sent.target
       const upstreamStatus = sent.response.status
       if ((upstreamStatus === 429 || upstreamStatus >= 500) && putBack(upstreamStatus)) {
         sent.response.body.destroy()

@@ -4,6 +4,11 @@
 // "no such object" (404, never 403: another owner's ids are not confirmed to exist). On the
 // way back, ownership is recorded before the create reply leaves, lists are filtered, and
 // a deleted object is released.
+//
+// A filtered page can come out short, or empty, while the upstream has more: an upstream
+// shared by many owners lists them all. The SDKs page on with the last item's id and stop
+// at an empty page, so a list is filled up from the upstream's further pages (a bounded
+// number of them) before it goes out.
 import { gatewayError } from '../errors.ts'
 import { isJsonObject } from '../json.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -15,6 +20,15 @@ type JsonTransform = (status: number, body: unknown) => Promise<unknown>
 
 /** Lookups in flight at once for the ids of one body (a batch may name 2000 files). */
 const LOOKUPS_AT_ONCE = 64
+/** Further upstream pages read to fill one filtered list page. */
+const REFILL_PAGES = 10
+
+/** How a list page is filled: its size, and the upstream's page after a given id (null: none to be had). */
+export interface ListPaging {
+  /** The page size the client asked for (undefined: as many as the upstream's first page held). */
+  readonly limit: number | undefined
+  nextPage(after: string): Promise<unknown>
+}
 
 const NOUN: Record<OwnedKind, string> = {
   file: 'file',
@@ -58,14 +72,14 @@ export async function checkOwnership(store: OwnershipStore, spec: EndpointSpec, 
 }
 
 /** What the reply of this call does to ownership records; undefined when nothing. */
-export function ownershipTransformOf(store: OwnershipStore, spec: EndpointSpec, owner: string): JsonTransform | undefined {
+export function ownershipTransformOf(store: OwnershipStore, spec: EndpointSpec, owner: string, paging?: ListPaging): JsonTransform | undefined {
   const own = spec.ownership
   // A read of one object (a file's content, say) passes through untouched.
   if (own === undefined || own.action === 'access') return undefined
-  return ownershipTransform(store, own, owner)
+  return ownershipTransform(store, own, owner, paging)
 }
 
-export function ownershipTransform(store: OwnershipStore, ownership: Ownership, owner: string): JsonTransform {
+export function ownershipTransform(store: OwnershipStore, ownership: Ownership, owner: string, paging?: ListPaging): JsonTransform {
   const kind: OwnedKind = ownership.kind
   return async (status, body) => {
     if (status < 200 || status >= 300 || !isJsonObject(body)) return body
@@ -76,12 +90,30 @@ export function ownershipTransform(store: OwnershipStore, ownership: Ownership, 
       case 'list': {
         if (!Array.isArray(body.data)) return body
         const mine = new Set(await store.list(kind, owner))
-        const data = body.data.filter((item) => isJsonObject(item) && typeof item.id === 'string' && mine.has(item.id))
+        const isMine = (item: unknown): boolean => isJsonObject(item) && typeof item.id === 'string' && mine.has(item.id)
+        let data = body.data.filter(isMine)
+        let hasMore = body.has_more
+        if (paging !== undefined && hasMore === true) {
+          const wanted = paging.limit ?? body.data.length
+          let after = idOf(body.data.at(-1))
+          for (let pages = 0; data.length < wanted && hasMore === true && after !== undefined && pages < REFILL_PAGES; pages++) {
+            const next = await paging.nextPage(after)
+            if (!isJsonObject(next) || !Array.isArray(next.data)) break
+            data = [...data, ...next.data.filter(isMine)]
+            hasMore = next.has_more
+            after = idOf(next.data.at(-1))
+          }
+          // Over the page size: the rest is the next page, reached after this one's last id.
+          if (data.length > wanted) {
+            data = data.slice(0, wanted)
+            hasMore = true
+          }
+        }
         // The page's bounds must not name another owner's objects either.
         const bounds = 'first_id' in body || 'last_id' in body
           ? { first_id: idOf(data[0]) ?? null, last_id: idOf(data.at(-1)) ?? null }
           : {}
-        return { ...body, data, ...bounds }
+        return { ...body, data, ...bounds, ...('has_more' in body ? { has_more: hasMore } : {}) }
       }
       case 'delete':
         if (typeof body.id === 'string' && body.deleted === true) await store.release(kind, body.id)

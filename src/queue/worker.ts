@@ -4,8 +4,6 @@
 // limiter like any call, and its reply is recorded instead of sent. Over the limit, it
 // goes back to the runner until the limiter's retry-after; an upstream 429 or 5xx puts
 // it back at the head of its line with backoff, a bounded number of times.
-import { IncomingMessage, ServerResponse } from 'node:http'
-import { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import { NO_USAGE, type Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
@@ -17,6 +15,7 @@ import { principalOf, type KeyRecord } from '../keys/record.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import { detachedClient } from '../proxy/detached-client.ts'
 import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
@@ -52,19 +51,6 @@ const SHORT_WAIT_MS = 60
 
 export function specFor(request: Pick<QueuedRequest, 'call'>): EndpointSpec | undefined {
   return PROXIED_ENDPOINTS.find((s) => s.endpoint === request.call.endpoint && s.method === 'POST')
-}
-
-/**
- * The exchange an adapter proxies when nobody is connected: http-proxy-3 reads the method
- * and headers from it and watches it for a client leaving, which never happens here (the
- * exchange's signal stops a cancelled request instead).
- */
-function detachedClient(method: string, path: string): Exchange['client'] {
-  const req = new IncomingMessage(new Socket())
-  req.method = method
-  req.url = path
-  req.headers = {}
-  return { req, res: new ServerResponse(req) }
 }
 
 export function createProcessor(deps: WorkerDeps): Processor {

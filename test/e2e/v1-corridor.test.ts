@@ -4,6 +4,7 @@
 // owner's objects (the list of paths is the route table itself, so a route added later is
 // covered), cannot attach the first owner's files to its own store, and sees none of them
 // in its lists; a second key of the same owner sees everything.
+import OpenAI from 'openai'
 import t from 'tap'
 import { V1_ENDPOINTS } from '../../src/inference/v1-endpoints.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -175,4 +176,27 @@ t.test('rpm limits: headers on every /v1 reply, then 429 with retry-after', asyn
   t.match(over.headers.get('retry-after-ms'), /^\d+$/)
   const stores = await call(limited, 'GET', '/v1/files')
   t.equal(stores.status, 429, 'files count under the same limits')
+})
+
+t.test('a list page filtered by owner is filled from the upstream\'s further pages: the SDK pages through every object', async (t) => {
+  // Dora's stores are older; Erin's five are newer, so newest-first pages of two start
+  // with nothing of Dora's. An empty page would end the SDK's auto-pager.
+  const dora = (await gw.createKey({ owner: 'dora', tier: 'Standard4000' })).key
+  const erin = (await gw.createKey({ owner: 'erin', tier: 'Standard4000' })).key
+  const doras: string[] = []
+  for (let i = 0; i < 3; i++) doras.unshift(String((await call(dora, 'POST', '/v1/vector_stores', { name: `dora ${i}` })).body.id))
+  for (let i = 0; i < 5; i++) await call(erin, 'POST', '/v1/vector_stores', { name: `erin ${i}` })
+
+  const first = await call(dora, 'GET', '/v1/vector_stores?limit=2')
+  t.same((first.body.data as Array<{ id: string }>).map((s) => s.id), doras.slice(0, 2), 'the first page holds two of dora\'s, newest first')
+  t.equal(first.body.has_more, true, 'and says there is more')
+  t.equal(first.body.last_id, doras[1], 'its bounds name dora\'s objects only')
+
+  const client = new OpenAI({ apiKey: dora, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+  const seen: string[] = []
+  for await (const store of client.vectorStores.list({ limit: 2 })) seen.push(store.id)
+  t.same(seen, doras, 'the SDK\'s auto-pager reaches all three, in order, no other owner\'s among them')
+
+  const before = await call(dora, 'GET', `/v1/vector_stores?limit=2&before=${doras[2]}`)
+  t.ok((before.body.data as Array<{ id: string }>).every((s) => doras.includes(s.id)), 'paging backwards still shows only dora\'s')
 })

@@ -41,3 +41,21 @@ t.test('the upstream served /v1 with the gateway\'s key, never the client\'s', a
   t.ok(seen.every((r) => r.headers.authorization === `Bearer ${UPSTREAM_KEY}`))
   t.notOk(JSON.stringify(seen).includes(subject.key))
 })
+
+t.test('a list filtered by owner is filled from the upstream server\'s further pages, with the gateway\'s key', async (t) => {
+  const mine = (await subject.gw.createKey({ owner: 'paging-owner', tier: 'Standard4000' })).key
+  const other = (await subject.gw.createKey({ owner: 'paging-other', tier: 'Standard4000' })).key
+  const mineClient = new OpenAI({ apiKey: mine, baseURL: `${subject.gw.url}/v1`, maxRetries: 0 })
+  const otherClient = new OpenAI({ apiKey: other, baseURL: `${subject.gw.url}/v1`, maxRetries: 0 })
+  const ids: string[] = []
+  for (let i = 0; i < 2; i++) ids.unshift((await mineClient.vectorStores.create({ name: `paging ${i}` })).id)
+  for (let i = 0; i < 4; i++) await otherClient.vectorStores.create({ name: `noise ${i}` })
+  const before = (await upstream.requests()).length
+  const seen: string[] = []
+  for await (const store of mineClient.vectorStores.list({ limit: 1 })) seen.push(store.id)
+  t.same(seen.filter((id) => ids.includes(id)), ids, 'both of the owner\'s stores, newest first')
+  t.same(seen.filter((id) => !ids.includes(id)).length, 0, 'nothing of the other owner')
+  const pages = (await upstream.requests()).slice(before).filter((r) => r.path.startsWith('/v1/vector_stores?'))
+  t.ok(pages.some((r) => /[?&]after=vs_/.test(r.path)), 'further pages were asked for with after=')
+  t.ok(pages.every((r) => r.headers.authorization === `Bearer ${UPSTREAM_KEY}`), 'with the gateway\'s key')
+})

@@ -219,7 +219,7 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     // The documented mode is insurance: while the store is away every instance answers
     // on its own (cached keys stay valid for 30 s), so clients see 200s and 429s. A call
     // caught in flight at the moment of the kill may still fail: allow a handful.
-    t.ok(errors.length <= 5, `clients saw at most 5 errors (${errors.length})`)
+    t.ok(errors.length <= 5, `clients saw at most 5 errors (${errors.length}${errors.length > 0 ? `: ${[...byKind].map(([k, n]) => `${k} ×${n}`).join(', ')}, ${sinceKill(errors[0]!.at)} to ${sinceKill(errors.at(-1)!.at)} after the kill` : ''})`)
     t.not(recoveryMs, null, 'recovered by itself')
     t.ok(recoveryMs !== null && recoveryMs <= 20_000, `recovered within 20 s (${recoveryMs} ms)`)
     t.ok(admitted >= LIMIT, `the limit was reached (${admitted})`)

@@ -11,12 +11,17 @@ export interface Reply {
 export async function call(url: string, method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
   const res = await fetch(`${url}${path}`, {
     method,
+    // A failure says which socket error it was (fetch's own message is only "fetch failed").
+    signal: AbortSignal.timeout(60_000),
     headers: {
       ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
       ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
       ...options.headers,
     },
     ...(options.body === undefined ? {} : { body: typeof options.body === 'string' ? options.body : JSON.stringify(options.body) }),
+  }).catch((err: unknown) => {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause
+    throw new Error(`${method} ${path}: ${(err as Error).message} (${cause?.code ?? cause?.message ?? 'no cause'})`, { cause: err })
   })
   const text = await res.text()
   let json: Record<string, unknown> = {}

@@ -11,7 +11,6 @@ export interface Reply {
 export async function call(url: string, method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
   const res = await fetch(`${url}${path}`, {
     method,
-    // A failure says which socket error it was (fetch's own message is only "fetch failed").
     signal: AbortSignal.timeout(60_000),
     headers: {
       ...(options.token === undefined ? {} : { authorization: `Bearer ${options.token}` }),
@@ -20,6 +19,7 @@ export async function call(url: string, method: string, path: string, options: {
     },
     ...(options.body === undefined ? {} : { body: typeof options.body === 'string' ? options.body : JSON.stringify(options.body) }),
   }).catch((err: unknown) => {
+    // Which socket error it was: fetch's own message is only "fetch failed".
     const cause = (err as { cause?: { code?: string; message?: string } }).cause
     throw new Error(`${method} ${path}: ${(err as Error).message} (${cause?.code ?? cause?.message ?? 'no cause'})`, { cause: err })
   })

@@ -4,7 +4,8 @@
 // through one is refused by all within a second; a request queued on one runs on
 // another. Then the master serving Tollgate's keys is killed under load: the clients'
 // errors, the time to recover and the over-admission are reported and bounded, and a
-// revocation made during the failover reaches every instance. The topology is restored
+// revocation made during the failover reaches every instance, and queued requests running
+// at the kill still complete. The topology is restored
 // afterwards (the killed node rejoins as a replica), so the file can run again.
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
@@ -172,6 +173,12 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
   })
   try {
     await sleep(1500)
+    // Queued requests running when the master dies (streams of about 2 s at the mock's pace,
+    // taken by the two instances that run queued requests): each must still end completed.
+    const queuedKey = await createKey({})
+    const queued = await Promise.all(Array.from({ length: 6 }, async (_, i) =>
+      (await post(`${all[0]!.url}/queue/chat/completions`, queuedKey.key, chatBody(`in flight ${i}`, { stream: true, max_tokens: 400 }), ASYNC)).json<QueueView>().id))
+    await sleep(300)
     const killedAt = Date.now()
     await killNode(master)
     t.comment(`${kind}: killed the master on port ${master}`)
@@ -230,6 +237,10 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     for (const [i, lag] of revocationLags.entries()) {
       t.ok(lag !== null && lag <= 2000, `instance ${i + 1} refuses the key revoked during the failover within 2 s of the revocation (${lag} ms)`)
     }
+    const ended = await Promise.all(queued.map((id) => until(`${all[0]!.url}/queue/requests/${id}`, queuedKey.key, ['completed', 'failed', 'cancelled', 'expired'], 60_000).catch((err: unknown) => ({ status: `not ended: ${(err as Error).message}` }) as QueueView)))
+    t.comment(`${kind} failover: queued requests in flight at the kill ended ${ended.map((q) => q.status).join(', ')}`)
+    t.same(ended.map((q) => q.status), queued.map(() => 'completed'), 'every queued request in flight at the kill completed')
+    t.ok(ended.every((q) => String(q.response?.body ?? '').includes('data: [DONE]')), 'each with its whole stream')
   } finally {
     stop = true
     await Promise.all(clients)

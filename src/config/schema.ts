@@ -179,6 +179,8 @@ const ragSchema = z.strictObject({
     userRpm: nonNegativeInt.default(600),
     /** 0: no limit per tenant. */
     tenantRpm: nonNegativeInt.default(6000),
+    /** Calls to public routes (no token: redoc, openapi.json, docs) per client address; 0: no limit. */
+    publicRpm: nonNegativeInt.default(300),
     /** Per tenant: other figures for its users and for the tenant as a whole. */
     tenants: z.record(z.string(), ragRpm).default({}),
   }).prefault({}),

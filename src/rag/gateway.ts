@@ -13,7 +13,7 @@ import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { RagBackends } from './backends.ts'
 import { backendRequestHeaders } from './headers.ts'
-import { admitRagCall } from './limits.ts'
+import { admitPublicRagCall, admitRagCall } from './limits.ts'
 import { serviceRoute } from './path.ts'
 import { badPath, notAuthenticated, RagRefusal, sendRefusal, toRefusal } from './refusal.ts'
 import { relay } from './relay.ts'
@@ -56,7 +56,11 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
     const method = ctx.req.method ?? 'GET'
     const settings = config.rag.services[service]
     let identity: Identity | null = null
-    if (!isPublicRoute(settings, method, route.decoded)) {
+    const address = clientAddress(ctx.req, config.server.trustProxyHops)
+    if (isPublicRoute(settings, method, route.decoded)) {
+      const limitHeaders = await admitPublicRagCall(deps.limiter, config.rag, address)
+      for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
+    } else {
       const token = bearerToken(ctx.req)
       if (token === null) throw notAuthenticated()
       identity = await deps.accessTokens.verify(token)
@@ -67,7 +71,7 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
     }
     const headers = backendRequestHeaders(ctx.req, identity, config.rag, {
       requestId: ctx.id,
-      clientAddress: clientAddress(ctx.req, config.server.trustProxyHops),
+      clientAddress: address,
       scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })

@@ -1,6 +1,7 @@
 // Requests per minute per user and per tenant, on the same limiter (and so the same
 // x-ratelimit-* headers and 429s) as /v2. The counters are subjects of their own:
-// `rag-user:<user id>` and `rag-tenant:<tenant>`, each on a pseudo-model that names it in the 429's words.
+// `rag-user:<user id>` and `rag-tenant:<tenant>`, each on a pseudo-model that names it in the 429's words;
+// calls to public routes, which carry no identity, count per client address (`rag-public:<address>`).
 import { NO_USAGE } from '../backends/port.ts'
 import type { Identity } from '../auth/identity.ts'
 import type { RagConfig } from '../config/schema.ts'
@@ -8,6 +9,7 @@ import type { Admission, Limiter, RateLimitHeaders } from '../limits/port.ts'
 
 export const RAG_USER_MODEL = 'the RAG gateway (per user)'
 export const RAG_TENANT_MODEL = 'the RAG gateway (per tenant)'
+export const RAG_PUBLIC_MODEL = 'the RAG gateway\'s public routes (per client address)'
 
 /** Admits the call on both counters, or throws the limiter's 429. Answers the headers of the tighter one. */
 export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: Identity): Promise<RateLimitHeaders> {
@@ -25,4 +27,12 @@ export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: I
   for (const admission of admissions) void admission.settle(NO_USAGE)
   const remaining = (h: RateLimitHeaders): number => Number(h['x-ratelimit-remaining-requests'] ?? Infinity)
   return admissions.map((a) => a.headers).reduce<RateLimitHeaders | undefined>((tight, h) => (tight === undefined || remaining(h) < remaining(tight) ? h : tight), undefined) ?? {}
+}
+
+/** Admits a call to a public route on its client address's counter, or throws the limiter's 429. */
+export async function admitPublicRagCall(limiter: Limiter, rag: RagConfig, address: string): Promise<RateLimitHeaders> {
+  if (rag.limits.publicRpm <= 0) return {}
+  const admission = await limiter.admit({ keyId: `rag-public:${address}`, tier: 'rag', model: RAG_PUBLIC_MODEL, limits: { rpm: rag.limits.publicRpm }, estimate: NO_USAGE })
+  void admission.settle(NO_USAGE)
+  return admission.headers
 }

@@ -106,7 +106,20 @@ t.test('429: requests per minute per user and per tenant, with the x-ratelimit-*
   for (const sub of ['s1', 's2', 's3', 's4', 's5']) statuses.push((await fetch(url, { headers: await h.auth({ sub, tenant: 'small' }) })).status)
   t.same(statuses, [200, 200, 200, 200, 429], 'the tenant\'s limit spans its users')
   t.match(await detailOf(await fetch(url, { headers: await h.auth({ sub: 's6', tenant: 'small' }) }), 429), /^Rate limit reached for the RAG gateway \(per tenant\)/)
-  t.equal((await fetch(`${h.url}/chat-session-manager/redoc`)).status, 200, 'public routes are not counted')
+  t.equal((await fetch(`${h.url}/chat-session-manager/redoc`)).status, 200, 'public routes are not counted against users')
+})
+
+t.test('429: public routes (no token) per client address', async (t) => {
+  const h = await startRagHarness(t, { config: (doc) => { (doc.rag as Record<string, unknown>).limits = { publicRpm: 2 } } })
+  const first = await fetch(`${h.url}/config-manager/redoc`)
+  t.equal(first.status, 200)
+  t.equal(first.headers.get('x-ratelimit-limit-requests'), '2')
+  t.equal(first.headers.get('x-ratelimit-remaining-requests'), '1')
+  t.equal((await fetch(`${h.url}/file-manager/openapi.json`)).status, 200, 'one count across the services')
+  const refused = await fetch(`${h.url}/config-manager/docs`)
+  t.match(await detailOf(refused, 429), /^Rate limit reached for the RAG gateway's public routes \(per client address\)/)
+  t.ok(Number(refused.headers.get('retry-after')) >= 1, 'retry-after')
+  t.equal((await fetch(`${h.url}/chat-session-manager/api/v1/sessions/`, { headers: await h.auth() })).status, 200, 'a call with a token is not on that counter')
 })
 
 t.test('502 when a backend is down, 504 when it does not answer in time', async (t) => {

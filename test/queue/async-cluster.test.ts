@@ -130,3 +130,31 @@ t.test('a gateway killed (SIGKILL) while running a request: another instance run
   t.equal(text.trim(), upstream.options.replyText, 'the result is the whole second stream')
   t.equal(done.response?.usage.output_tokens, 30, 'and its usage is the second run\'s')
 })
+
+t.test('tier priority: with every worker busy, a request of a higher-priority tier starts before the lower tier\'s waiting ones', async (t) => {
+  // One worker and calls that take a while: eight Basic keys each have a request waiting
+  // (eight heads of eight lines), then a Standard4000 key sends one. Standard4000 is
+  // listed first in queue.tierPriority, so it is the next to start.
+  const c = await cluster(t)
+  const gw = await c.start({
+    queue: { concurrency: 1, tierPriority: { Standard4000: 1, Basic: 10 } },
+    config: (doc) => { (doc.backends as Record<string, Record<string, unknown>>).mock!.tokensPerSecond = 20 },
+  })
+  const slow = (content: string): Record<string, unknown> => chatBody(content, { stream: true, max_tokens: 6 })
+  const low = await Promise.all(Array.from({ length: 8 }, () => gw.createKey({ tier: 'Basic' })))
+  const lowIds: string[] = []
+  for (const [i, k] of low.entries()) lowIds.push((await post(`${gw.url}/queue/chat/completions`, k.key, slow(`low ${i}`), ASYNC)).json<QueueView>().id)
+  const high = await gw.createKey({ tier: 'Standard4000' })
+  const highId = (await post(`${gw.url}/queue/chat/completions`, high.key, slow('high'), ASYNC)).json<QueueView>().id
+  await until(`${gw.url}/queue/requests/${highId}`, high.key, ['completed'], 60_000)
+  for (const [i, id] of lowIds.entries()) await until(`${gw.url}/queue/requests/${id}`, low[i]!.key, ['completed'], 60_000)
+
+  // Admission times in ms as the store has them.
+  const startedAt = async (id: string): Promise<number> => Number(await c.ns.redis.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'startedAt'))
+  const highStarted = await startedAt(highId)
+  const lowStarts = await Promise.all(lowIds.map(startedAt))
+  const before = lowStarts.filter((s) => s < highStarted).length
+  t.comment(`Basic requests started before the Standard4000 one: ${before} of ${lowIds.length}`)
+  t.ok(before <= 2, `the Standard4000 request started after at most the two Basic ones already taken (${before})`)
+  t.ok(lowStarts.filter((s) => s > highStarted).length >= 6, 'and ahead of the other Basic ones, which joined before it')
+})

@@ -1,0 +1,26 @@
+// What the portal fuzz (test/fuzz/portal.test.ts) found: requests a browser would not make
+// but anyone can, each refused with a page of the portal, never a 500.
+import t from 'tap'
+import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { createUser, signInByFetch, type FetchSession } from './helpers.ts'
+
+let gw: RunningTollgate
+let alice: FetchSession
+t.before(async () => {
+  gw = await startTollgate()
+  await createUser(gw, 'alice', 'alice-password')
+  alice = await signInByFetch(gw.url, 'alice', 'alice-password')
+})
+t.teardown(() => gw?.stop())
+
+t.test('usage over days that have the shape of a date but do not exist: a 400 page, not a 500', async (t) => {
+  for (const query of ['from=2025-02-30', 'to=2025-13-01', 'from=0000-00-00&to=2025-01-01', 'from=2025-01-01&to=2025-02-29']) {
+    for (const path of ['/portal/usage', '/portal/usage.csv']) {
+      const res = await alice.get(`${path}?${query}`)
+      t.equal(res.status, 400, `${path}?${query}`)
+      t.match(res.headers.get('content-type'), /^text\/html/)
+      t.match(await res.text(), /must be a date \(YYYY-MM-DD\)/)
+    }
+  }
+  t.equal((await alice.get('/portal/usage?from=2024-02-29&to=2024-03-01')).status, 200, 'a leap day is a day')
+})

@@ -10,6 +10,7 @@ import { registerKeyRoutes } from './routes-keys.ts'
 import { registerSessionRoutes } from './routes-session.ts'
 import { registerUsageRoutes } from './routes-usage.ts'
 import { gatewayError } from '../errors.ts'
+import type { RequestContext } from '../http/context.ts'
 
 export type { PortalDeps } from './guard.ts'
 
@@ -36,6 +37,17 @@ export function registerPortalRoutes(router: PortalRouter, deps: PortalDeps): vo
       failPage(ctx, err)
     }
   })
+}
+
+/** Whether a URL no route matched is the portal's: a browser there gets a page, not the API's JSON. */
+export function isPortalPath(url: string): boolean {
+  const path = url.split('?', 1)[0] ?? ''
+  return path === '/portal' || path.startsWith('/portal/')
+}
+
+/** The portal's 404 page, for a URL under /portal that no route matches (a mistyped link, an id too long for the router). */
+export function portalNotFound(ctx: RequestContext): void {
+  failPage(ctx, gatewayError('unknown_route'))
 }
 
 const TAG = 'Portal'

@@ -24,3 +24,19 @@ t.test('usage over days that have the shape of a date but do not exist: a 400 pa
   }
   t.equal((await alice.get('/portal/usage?from=2024-02-29&to=2024-03-01')).status, 200, 'a leap day is a day')
 })
+
+t.test('a URL under /portal that no route matches is the portal\'s 404 page, not the API\'s JSON', async (t) => {
+  // An id longer than the router takes (256), a mistyped page, a method-less path below a page.
+  for (const path of [`/portal/keys/${'a'.repeat(300)}`, '/portal/nope', '/portal/keys/key_x/nope', `/portal/assets/${'a'.repeat(300)}?v=1`]) {
+    const res = await alice.get(path)
+    t.equal(res.status, 404, path)
+    t.match(res.headers.get('content-type'), /^text\/html/, `${path}: a page`)
+    t.match(res.headers.get('content-security-policy'), /default-src 'self'/, `${path}: with the portal's headers`)
+    t.match(await res.text(), /There is nothing here/)
+  }
+  const post = await alice.post(`/portal/admin/users/${'a'.repeat(300)}/disable`, { _csrf: alice.csrf })
+  t.equal(post.status, 404, 'a form posted to one too')
+  t.match(post.headers.get('content-type'), /^text\/html/)
+  const api = await fetch(`${gw.url}/portally`)
+  t.match(api.headers.get('content-type'), /json/, 'a path that only starts like it keeps the API\'s 404')
+})

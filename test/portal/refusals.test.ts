@@ -40,3 +40,20 @@ t.test('a URL under /portal that no route matches is the portal\'s 404 page, not
   const api = await fetch(`${gw.url}/portally`)
   t.match(api.headers.get('content-type'), /json/, 'a path that only starts like it keeps the API\'s 404')
 })
+
+t.test('a failed sign-in fills the username in again, but never text that cannot be one (a password in the wrong box)', async (t) => {
+  const signIn = (body: string): Promise<Response> => fetch(`${gw.url}/portal/sign-in`, {
+    method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body,
+  })
+  const wrong = await signIn('username=alice&password=nope-nope')
+  t.equal(wrong.status, 401)
+  t.match(await wrong.text(), /name="username"[^>]*value="alice"/, 'a username is shown again')
+  // A form whose separator is a newline is one field: the username runs on into the password.
+  for (const body of ['username=\npassword=alice-password', 'username=my%20secret%20phrase&password=x', 'username=alice-password%3D1']) {
+    const res = await signIn(body)
+    const page = await res.text()
+    t.equal(res.status, body.includes('&') ? 401 : 400, body)
+    t.notMatch(page, /alice-password|secret phrase/, `${body}: not shown`)
+    t.match(page, /name="username"[^>]*value=""/)
+  }
+})

@@ -39,15 +39,19 @@ export function registerPortalRoutes(router: PortalRouter, deps: PortalDeps): vo
   })
 }
 
-/** Whether a URL no route matched is the portal's: a browser there gets a page, not the API's JSON. */
+/** Whether a URL no route matched (or not with this method) is the portal's: a browser there gets a page, not the API's JSON. */
 export function isPortalPath(url: string): boolean {
   const path = url.split('?', 1)[0] ?? ''
   return path === '/portal' || path.startsWith('/portal/')
 }
 
-/** The portal's 404 page, for a URL under /portal that no route matches (a mistyped link, an id too long for the router). */
-export function portalNotFound(ctx: RequestContext): void {
-  failPage(ctx, gatewayError('unknown_route'))
+/**
+ * The portal's 404 page for a URL under /portal that no route matches (a mistyped link, an
+ * id too long for the router), or its 405 page for one another method serves (a form's
+ * address opened as a link).
+ */
+export function portalUnmatched(ctx: RequestContext, allow: readonly string[]): void {
+  failPage(ctx, allow.length > 0 ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } }) : gatewayError('unknown_route'))
 }
 
 const TAG = 'Portal'

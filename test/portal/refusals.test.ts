@@ -57,3 +57,14 @@ t.test('a failed sign-in fills the username in again, but never text that cannot
     t.match(page, /name="username"[^>]*value=""/)
   }
 })
+
+t.test('a portal URL asked with a method it does not serve is the portal\'s 405 page, with Allow', async (t) => {
+  for (const [method, path, allow] of [['GET', '/portal/sign-out', /POST/], ['GET', '/portal/keys/key_x/revoke', /POST/], ['PUT', '/portal/keys', /GET.*POST|POST.*GET/], ['DELETE', '/portal/keys/key_x', /GET/]] as const) {
+    const res = await fetch(`${gw.url}${path}`, { method, redirect: 'manual', headers: { cookie: alice.cookie } })
+    t.equal(res.status, 405, `${method} ${path}`)
+    t.match(res.headers.get('allow'), allow)
+    t.match(res.headers.get('content-type'), /^text\/html/, `${method} ${path}: a page`)
+    await res.arrayBuffer()
+  }
+  t.match((await fetch(`${gw.url}/v2/models`, { method: 'PUT' })).headers.get('content-type'), /json/, 'the API\'s 405 stays JSON')
+})

@@ -63,12 +63,13 @@ export const FUZZ_PARTS: readonly FuzzPart[] = [
   },
   {
     name: 'portal',
-    // As rag: URL, method and header mutations are answered before a portal route is known,
-    // in OpenAI's shape; here the cookie, the CSRF token, Origin and Sec-Fetch-Site and the
-    // form itself are what is attacked.
+    // No URL or header mutations: a mangled URL is mostly no longer the portal's, and a
+    // missing Host or an odd Expect is refused before any route is known; both in OpenAI's
+    // shape. Other methods on a portal URL are the portal's 405 page. Here the cookie, the
+    // CSRF token, Origin and Sec-Fetch-Site and the form itself are what is attacked.
     what: 'the key portal in a browser: pages, session cookie, forms and their CSRF token (HTML errors)',
     targets: PORTAL_TARGETS,
-    mix: { framing: 0.05, headers: 0, url: 0, method: 0, version: 0.02, auth: 0.15, pipeline: 0.03 },
+    mix: { framing: 0.05, headers: 0, url: 0, method: 0.05, version: 0.02, auth: 0.15, pipeline: 0.03 },
     cases: 1500,
   },
   {

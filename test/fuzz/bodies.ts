@@ -239,19 +239,25 @@ export function formBody(target: FuzzTarget, ctx: FuzzContext): fc.Arbitrary<Bod
     { weight: 1, arbitrary: fc.constantFrom(...values) },
   ).map((v): FormPair => [name, encodeURIComponent(v)])))
   const name = names.length > 0 ? fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...names) }, { weight: 1, arbitrary: fc.constantFrom('x', '', '_CSRF', '_csrf[]', '%00', '%zz', 'a%3Db') }) : fc.constantFrom('x', '_csrf')
+  // A repeated field goes before the usual one (the form's reader takes the first, so the
+  // odd value is the one used) or after it (the odd value must be ignored).
   const change = fc.tuple(name, fc.oneof(
-    { weight: 4, arbitrary: formValue.map((v) => ({ kind: 'set' as const, value: v })) },
+    { weight: 4, arbitrary: formValue.map((value) => ({ kind: 'set' as const, value })) },
     { weight: 2, arbitrary: fc.constant({ kind: 'delete' as const, value: '' }) },
-    { weight: 2, arbitrary: formValue.map((v) => ({ kind: 'repeat' as const, value: v })) },
+    { weight: 1, arbitrary: formValue.map((value) => ({ kind: 'repeat-before' as const, value })) },
+    { weight: 1, arbitrary: formValue.map((value) => ({ kind: 'repeat-after' as const, value })) },
   ))
   const mutated = fc.tuple(plausibleForm, fc.array(change, { maxLength: 3 })).map(([pairs, changes]) => {
     const out: FormPair[] = [...pairs]
     for (const [field, { kind, value }] of changes) {
       const at = out.findIndex(([k]) => k === field)
-      if (kind === 'delete') { if (at !== -1) out.splice(at, 1) } else if (kind === 'repeat' || at === -1) out.splice(kind === 'repeat' && field.length % 2 === 0 ? 0 : out.length, 0, [field, value])
-      else out[at] = [field, value]
+      if (kind === 'delete') {
+        if (at !== -1) out.splice(at, 1)
+      } else if (kind === 'repeat-before') out.splice(Math.max(0, at), 0, [field, value])
+      else if (kind === 'set' && at !== -1) out[at] = [field, value]
+      else out.push([field, value])
     }
-    return { pairs: out, tags: changes.length === 0 ? ['form'] : [`form-${[...new Set(changes.map(([, c]) => c.kind))].join('-')}`] }
+    return { pairs: out, tags: changes.length === 0 ? ['form'] : [...new Set(changes.map(([, c]) => `form-${c.kind}`))] }
   })
   // Thousands of fields, now and then: URLSearchParams keeps them all.
   const many = fc.oneof({ weight: 30, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 1000, max: 8000 }) })

@@ -73,12 +73,14 @@ function authFor(target: FuzzTarget, ctx: FuzzContext, p: number): fc.Arbitrary<
   const rightHeader: Header = right === undefined ? ['Authorization', 'Bearer x'] : headerOf(right)
   const others = Object.entries(ctx.credentials).filter(([name]) => name !== target.auth).map(([, credential]) => headerOf(credential))
   const malformed = right?.header === 'cookie' ? malformedCookies(right.value) : MALFORMED_AUTHORIZATION
+  /** A value of the right credential's kind that nothing knows. */
+  const stranger = (token: string): string => right?.header === 'cookie' ? `${right.value.split('=')[0] ?? ''}=${token}` : `Bearer ${token}`
   const wrong = fc.oneof(
     fc.constant<AuthChoice>({ headers: [], tag: 'auth-none' }),
     fc.constantFrom(...(others.length > 0 ? others : [['Authorization', 'Bearer nothing'] as const])).map((h): AuthChoice => ({ headers: [h], tag: 'auth-other-credential' })),
     fc.constantFrom(...malformed).map((v): AuthChoice => ({ headers: [[rightHeader[0], v]], tag: 'auth-malformed' })),
-    fc.constant<AuthChoice>({ headers: [rightHeader, [rightHeader[0], right?.header === 'cookie' ? `${rightHeader[1].split('=')[0] ?? ''}=second` : 'Bearer second']], tag: 'auth-twice' }),
-    fc.constant<AuthChoice>({ headers: [[rightHeader[0], right?.header === 'cookie' ? `${rightHeader[1].split('=')[0] ?? ''}=wrong` : 'Bearer wrong'], rightHeader], tag: 'auth-twice-wrong-first' }),
+    fc.constant<AuthChoice>({ headers: [rightHeader, [rightHeader[0], stranger('second')]], tag: 'auth-twice' }),
+    fc.constant<AuthChoice>({ headers: [[rightHeader[0], stranger('wrong')], rightHeader], tag: 'auth-twice-wrong-first' }),
   )
   return sometimes(p, wrong).map((w) => w ?? { headers: right === undefined ? [] : [rightHeader], tag: null })
 }
@@ -89,12 +91,14 @@ function authFor(target: FuzzTarget, ctx: FuzzContext, p: number): fc.Arbitrary<
 
 const SAME_SITE: ReadonlyArray<readonly Header[]> = [
   [], [['Origin', 'http://fuzz.local']], [['Origin', 'http://fuzz.local'], ['Sec-Fetch-Site', 'same-origin']], [['Sec-Fetch-Site', 'none']],
+  // From a client, not a trusted proxy: it changes nothing.
+  [['Origin', 'http://fuzz.local'], ['X-Forwarded-Proto', 'https']],
 ]
 const FOREIGN_SITE: ReadonlyArray<readonly Header[]> = [
   [['Origin', 'http://evil.example']], [['Origin', 'null']], [['Origin', 'https://fuzz.local']], [['Origin', 'http://fuzz.local:80']],
   [['Origin', 'http://FUZZ.local']], [['Origin', 'http://fuzz.local/']], [['Origin', 'http://fuzz.local'], ['Origin', 'http://evil.example']],
   [['Origin', '']], [['Origin', 'http://fuzz.local'], ['Sec-Fetch-Site', 'cross-site']], [['Sec-Fetch-Site', 'same-site']],
-  [['Sec-Fetch-Site', 'cross-site']], [['Sec-Fetch-Site', '']], [['Origin', 'http://fuzz.local'], ['X-Forwarded-Proto', 'https']],
+  [['Sec-Fetch-Site', 'cross-site']], [['Sec-Fetch-Site', '']], [['Origin', 'https://fuzz.local'], ['X-Forwarded-Proto', 'https']],
 ]
 
 function siteFor(target: FuzzTarget, p: number): fc.Arbitrary<AuthChoice> {

@@ -34,7 +34,7 @@ import type { Metrics } from './observability/metrics.ts'
 import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
-import { registerPortalRoutes } from './portal/routes.ts'
+import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
 import type { PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
 import type { RagBackends } from './rag/backends.ts'
@@ -201,6 +201,7 @@ export function buildApp(deps: AppDeps): App {
     if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') throw gatewayError('expectation_failed')
     const match = router.match(req.method ?? 'GET', req.url ?? '/')
     if (!match.found) {
+      if (config.portal.enabled && isPortalPath(req.url ?? '/')) return portalUnmatched(ctx, match.allow)
       if (match.allow.length > 0) {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
       }

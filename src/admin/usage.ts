@@ -6,7 +6,7 @@ import { gatewayError } from '../errors.ts'
 import { utcDay } from '../keys/meter.ts'
 import { toUnits } from '../keys/money.ts'
 import type { UsageRecord } from '../store/ports.ts'
-import { dayNumber } from '../store/usage-rows.ts'
+import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
 import { parseQuery, sendAdmin, type AdminRouter } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
@@ -18,9 +18,7 @@ export const MAX_USAGE_DAYS = 366
 export const GROUPS = ['key', 'owner', 'tier', 'model'] as const
 export type UsageGroup = (typeof GROUPS)[number]
 
-const day = z.string().refine((v) => {
-  try { dayNumber(v); return true } catch { return false }
-}, 'must be a calendar day, YYYY-MM-DD')
+const day = z.string().refine(isCalendarDay, 'must be a calendar day, YYYY-MM-DD')
 
 const rangeQuery = { from: day.optional(), to: day.optional() }
 export const keyUsageQuery = z.strictObject(rangeQuery)

@@ -1,4 +1,5 @@
 // Sign in, sign out, and /portal itself.
+import { USERNAME } from '../accounts/service.ts'
 import { GatewayError } from '../errors.ts'
 import { clientAddress } from '../http/client-address.ts'
 import { checkSameOrigin, clearSessionCookie, isHttps, readForm, redirect, sendHtml, setSessionCookie } from './http.ts'
@@ -36,7 +37,10 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
       const form = await readForm(ctx.req, bodyRateOf(config.server))
       const username = (form.get('username') ?? '').trim().slice(0, 256)
       const password = (form.get('password') ?? '').slice(0, 1024)
-      if (username === '' || password === '') return sendHtml(ctx.res, 400, signInPage({ error: 'Enter your username and password.', username }))
+      // The form is filled in again with what can be a username only: anything else (spaces,
+      // '=', a whole second field run in) is often the password typed into the wrong box.
+      const shown = USERNAME.test(username) ? username : ''
+      if (username === '' || password === '') return sendHtml(ctx.res, 400, signInPage({ error: 'Enter your username and password.', username: shown }))
       const address = clientAddress(ctx.req, config.server.trustProxyHops)
       let result
       try {
@@ -45,13 +49,13 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
         if (err instanceof GatewayError && err.errorName === 'login_throttled') {
           ctx.errorCode = err.code
           for (const [name, value] of Object.entries(err.headers)) ctx.res.setHeader(name, value)
-          return sendHtml(ctx.res, 429, signInPage({ error: err.message, username }))
+          return sendHtml(ctx.res, 429, signInPage({ error: err.message, username: shown }))
         }
         throw err
       }
       if (result === null) {
         ctx.errorCode = 'login_failed'
-        return sendHtml(ctx.res, 401, signInPage({ error: 'Wrong username or password.', username }))
+        return sendHtml(ctx.res, 401, signInPage({ error: 'Wrong username or password.', username: shown }))
       }
       setSessionCookie(ctx.res, result.token, deps.sessions.cookieMaxAge(result.signedIn.session), isHttps(ctx.req, config))
       redirect(ctx.res, '/portal/keys')

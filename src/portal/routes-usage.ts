@@ -2,14 +2,13 @@
 import { usageRange } from '../admin/usage.ts'
 import { gatewayError } from '../errors.ts'
 import type { KeyRecord } from '../keys/record.ts'
+import { isCalendarDay } from '../store/usage-rows.ts'
 import type { Guards, Me, PortalDeps, PortalRouter } from './guard.ts'
 import { securityHeaders, sendHtml } from './http.ts'
 import { usageRows } from './last-used.ts'
 import { usagePage } from './pages/usage.ts'
 import { byNewest } from './routes-keys.ts'
 import { usageCsv, usageReport } from './usage-report.ts'
-
-const DAY = /^\d{4}-\d{2}-\d{2}$/
 
 export function registerUsageRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
   /** The user's keys, the one asked for (theirs, or any for an admin), the range, and the rows. */
@@ -20,7 +19,8 @@ export function registerUsageRoutes(router: PortalRouter, deps: PortalDeps, guar
     const day = (name: string): string | undefined => {
       const value = query.get(name) ?? ''
       if (value === '') return undefined
-      if (!DAY.test(value)) throw gatewayError('invalid_body', { message: `${name} must be a date (YYYY-MM-DD).`, param: name })
+      // The shape alone lets 2025-02-30 through, which the range arithmetic then throws on (a 500).
+      if (!isCalendarDay(value)) throw gatewayError('invalid_body', { message: `${name} must be a date (YYYY-MM-DD).`, param: name })
       return value
     }
     const range = usageRange(day('from'), day('to'), new Date())

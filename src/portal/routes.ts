@@ -10,6 +10,7 @@ import { registerKeyRoutes } from './routes-keys.ts'
 import { registerSessionRoutes } from './routes-session.ts'
 import { registerUsageRoutes } from './routes-usage.ts'
 import { gatewayError } from '../errors.ts'
+import type { RequestContext } from '../http/context.ts'
 
 export type { PortalDeps } from './guard.ts'
 
@@ -36,6 +37,21 @@ export function registerPortalRoutes(router: PortalRouter, deps: PortalDeps): vo
       failPage(ctx, err)
     }
   })
+}
+
+/** Whether a URL no route matched (or not with this method) is the portal's: a browser there gets a page, not the API's JSON. */
+export function isPortalPath(url: string): boolean {
+  const path = url.split('?', 1)[0] ?? ''
+  return path === '/portal' || path.startsWith('/portal/')
+}
+
+/**
+ * The portal's 404 page for a URL under /portal that no route matches (a mistyped link, an
+ * id too long for the router), or its 405 page for one another method serves (a form's
+ * address opened as a link).
+ */
+export function portalUnmatched(ctx: RequestContext, allow: readonly string[]): void {
+  failPage(ctx, allow.length > 0 ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } }) : gatewayError('unknown_route'))
 }
 
 const TAG = 'Portal'

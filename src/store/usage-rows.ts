@@ -13,6 +13,15 @@ export function dayNumber(day: string): number {
   return ms / 86_400_000
 }
 
+export function isCalendarDay(day: string): boolean {
+  try {
+    dayNumber(day)
+    return true
+  } catch {
+    return false
+  }
+}
+
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
 
 /** Refuses the whole batch before anything is written if one record is malformed. */

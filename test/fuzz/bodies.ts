@@ -209,6 +209,88 @@ export function multipartBody(target: FuzzTarget, ctx: FuzzContext): fc.Arbitrar
   })
 }
 
+// URL-encoded forms (the portal's). Names and values are written as they go on the wire:
+// mostly percent-encoded as a browser would, sometimes broken.
+
+/** Form values a browser would never send, already in wire form. */
+const HOSTILE_FORM_VALUES = [
+  '', '%00', 'a%00b', '%zz', '%', '%e', '%E9', '%C3', '%ED%A0%80', '%F0%9F%98', '%FF%FE', '+', '%20%20', '%3Cscript%3E', 'a=b', 'a&', '%26%3D',
+  '-1', '0', '1e309', '99999999999999999999', '1.5', 'NaN', 'true', 'null', '%5B%5D', '%7B%7D', '\u00e9\u00ff', '\u0000',
+]
+
+const formValue: fc.Arbitrary<string> = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom(...HOSTILE_FORM_VALUES) },
+  { weight: 3, arbitrary: fc.string({ maxLength: 40 }).map(encodeURIComponent) },
+  { weight: 2, arbitrary: hostileText().map((v) => Buffer.from(v.slice(0, 5000), 'utf8').toString('latin1')) },
+  // Near and over the portal's 64 KiB form limit.
+  { weight: 1, arbitrary: fc.integer({ min: 1000, max: 90_000 }).map((n) => 'v'.repeat(n)) },
+)
+
+type FormPair = readonly [string, string]
+
+/** The target's fields with plausible values, the CSRF token of its session first; then fields removed, changed, repeated or added. */
+export function formBody(target: FuzzTarget, ctx: FuzzContext): fc.Arbitrary<Body> {
+  const credential = ctx.credentials[target.auth]
+  const known: Array<readonly [string, readonly string[]]> = Object.entries(target.fields?.(ctx) ?? {})
+  if (credential?.header === 'cookie') known.unshift(['_csrf', [credential.csrf]])
+  const names = known.map(([name]) => name)
+  const plausibleForm = fc.tuple(...known.map(([name, values]) => fc.oneof(
+    { weight: 3, arbitrary: fc.constant(values[0] ?? '') },
+    { weight: 1, arbitrary: fc.constantFrom(...values) },
+  ).map((v): FormPair => [name, encodeURIComponent(v)])))
+  const name = names.length > 0 ? fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...names) }, { weight: 1, arbitrary: fc.constantFrom('x', '', '_CSRF', '_csrf[]', '%00', '%zz', 'a%3Db') }) : fc.constantFrom('x', '_csrf')
+  // A repeated field goes before the usual one (the form's reader takes the first, so the
+  // odd value is the one used) or after it (the odd value must be ignored).
+  const change = fc.tuple(name, fc.oneof(
+    { weight: 4, arbitrary: formValue.map((value) => ({ kind: 'set' as const, value })) },
+    { weight: 2, arbitrary: fc.constant({ kind: 'delete' as const, value: '' }) },
+    { weight: 1, arbitrary: formValue.map((value) => ({ kind: 'repeat-before' as const, value })) },
+    { weight: 1, arbitrary: formValue.map((value) => ({ kind: 'repeat-after' as const, value })) },
+  ))
+  const mutated = fc.tuple(plausibleForm, fc.array(change, { maxLength: 3 })).map(([pairs, changes]) => {
+    const out: FormPair[] = [...pairs]
+    for (const [field, { kind, value }] of changes) {
+      const at = out.findIndex(([k]) => k === field)
+      if (kind === 'delete') {
+        if (at !== -1) out.splice(at, 1)
+      } else if (kind === 'repeat-before') out.splice(Math.max(0, at), 0, [field, value])
+      else if (kind === 'set' && at !== -1) out[at] = [field, value]
+      else out.push([field, value])
+    }
+    return { pairs: out, tags: changes.length === 0 ? ['form'] : [...new Set(changes.map(([, c]) => `form-${c.kind}`))] }
+  })
+  // Thousands of fields, now and then: URLSearchParams keeps them all.
+  const many = fc.oneof({ weight: 30, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 1000, max: 8000 }) })
+  const layout = fc.record({
+    separator: fc.oneof({ weight: 20, arbitrary: fc.constant('&') }, { weight: 1, arbitrary: fc.constantFrom('&&', ';', '&amp;', '\n') }),
+    plainNames: fc.oneof({ weight: 20, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) }),
+    contentType: fc.oneof(
+      { weight: 20, arbitrary: fc.constant<string | null>('application/x-www-form-urlencoded') },
+      { weight: 1, arbitrary: fc.constantFrom<string | null>(
+        'application/x-www-form-urlencoded; charset=utf-8', 'APPLICATION/X-WWW-FORM-URLENCODED', 'application/x-www-form-urlencoded; charset=latin1',
+        'text/plain', 'multipart/form-data; boundary=x', 'application/json', 'application/x-www-form-urlencoded, text/plain', '', null,
+      ) },
+    ),
+    cut: fc.oneof({ weight: 20, arbitrary: fc.constant(-1) }, { weight: 1, arbitrary: fc.nat() }),
+  })
+  return fc.tuple(mutated, many, layout).map(([{ pairs, tags }, n, { separator, plainNames, contentType, cut }]) => {
+    const all = [...pairs]
+    for (let i = 0; i < n; i++) all.push([`f${i}`, 'x'])
+    // A name with no "=" is a field with an empty value; some parsers disagree.
+    let text = all.map(([k, v]) => (plainNames || v !== '' ? `${k}=${v}` : k)).join(separator)
+    const out = [...tags]
+    if (n > 0) out.push('thousands-of-fields')
+    if (separator !== '&') out.push('form-separator')
+    if (!plainNames) out.push('form-bare-names')
+    if (contentType !== 'application/x-www-form-urlencoded') out.push('form-content-type')
+    if (cut >= 0 && text.length > 1) {
+      text = text.slice(0, cut % text.length)
+      out.push('form-truncated')
+    }
+    return { bytes: Buffer.from(text, 'latin1'), contentType, tags: out }
+  })
+}
+
 /** A body where none is expected (a GET with one), or nothing. */
 export const strayBody: fc.Arbitrary<Body> = fc.oneof(
   { weight: 12, arbitrary: fc.constant<Body>({ bytes: Buffer.alloc(0), contentType: null, tags: [] }) },
@@ -221,6 +303,7 @@ export function bodyFor(target: FuzzTarget, ctx: FuzzContext): fc.Arbitrary<Body
     case 'json': return jsonBody(target, ctx)
     case 'optional-json': return fc.oneof(jsonBody(target, ctx), strayBody)
     case 'multipart': return fc.oneof({ weight: 8, arbitrary: multipartBody(target, ctx) }, { weight: 1, arbitrary: jsonBody({ ...target, template: () => ({ model: 'whisper-1' }) }, ctx) })
+    case 'form': return fc.oneof({ weight: 12, arbitrary: formBody(target, ctx) }, { weight: 1, arbitrary: strayBody })
     case 'none': return strayBody
   }
 }

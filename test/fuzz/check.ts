@@ -1,6 +1,7 @@
 // The property every reply must have: well-formed HTTP; a success, or an error in the
-// contract's shape for its target; never a 5xx caused by the input; never a stack trace,
-// an internal path or a secret.
+// contract's shape for its target (for a browser's pages: a page, or a redirect that stays
+// on the site); never a 5xx caused by the input; never a stack trace, an internal path or
+// a secret.
 import type { ParsedResponse } from '../helpers/http-reader.ts'
 import type { ErrorShape } from './targets.ts'
 
@@ -17,7 +18,7 @@ const LEAKS: ReadonlyArray<readonly [RegExp, string]> = [
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
-export function matchesShape(shape: ErrorShape, body: unknown): boolean {
+export function matchesShape(shape: Exclude<ErrorShape, 'html'>, body: unknown): boolean {
   if (!isObject(body)) return false
   switch (shape) {
     case 'openai': {
@@ -36,6 +37,9 @@ export function matchesShape(shape: ErrorShape, body: unknown): boolean {
 /** Errors Node's layer answers before any route is known: always OpenAI-shaped, and the connection closes. */
 const TRANSPORT_STATUSES = new Set([400, 405, 408, 417, 429, 431])
 
+/** A redirect a browser follows within this site: a path, not `//host` or `/\host` (which browsers read as another host). */
+const SAME_SITE_LOCATION = /^\/(?![/\\])/
+
 /** Why this reply breaks the property, or null when it is fine. */
 export function problemWith(res: ParsedResponse, method: string, shape: ErrorShape, secrets: readonly string[]): string | null {
   const text = res.body.toString('utf8')
@@ -44,6 +48,12 @@ export function problemWith(res: ParsedResponse, method: string, shape: ErrorSha
   for (const secret of secrets) if (secret.length >= 8 && text.includes(secret)) return 'the reply holds a secret'
   const headerText = Object.entries(res.headers).map(([n, v]) => `${n}: ${v}`).join('\n')
   for (const [pattern, what] of LEAKS) if (pattern.test(headerText)) return `a header holds ${what}`
+  if (shape === 'html' && res.status >= 300 && res.status < 400) {
+    const location = res.headers.location
+    if (location === undefined) return `a ${res.status} without a Location`
+    if (!SAME_SITE_LOCATION.test(location)) return `a ${res.status} to another site: ${JSON.stringify(location.slice(0, 120))}`
+    return null
+  }
   if (res.status < 400) {
     const type = res.headers['content-type'] ?? ''
     if (method !== 'HEAD' && res.status !== 204 && /json/.test(type)) {
@@ -52,9 +62,12 @@ export function problemWith(res: ParsedResponse, method: string, shape: ErrorSha
     return null
   }
   if (method === 'HEAD') return null
+  if (shape === 'html' && /^text\/html\b/i.test(res.headers['content-type'] ?? '')) return null
   let body: unknown
-  try { body = JSON.parse(text) } catch { return `a ${res.status} whose body is not JSON: ${JSON.stringify(text.slice(0, 80))}` }
-  if (matchesShape(shape, body)) return null
+  try { body = JSON.parse(text) } catch { body = undefined }
   if (TRANSPORT_STATUSES.has(res.status) && res.closes && matchesShape('openai', body)) return null
+  if (shape === 'html') return `a ${res.status} that is not an HTML page (${res.headers['content-type'] ?? 'no content-type'}): ${JSON.stringify(text.slice(0, 120))}`
+  if (body === undefined) return `a ${res.status} whose body is not JSON: ${JSON.stringify(text.slice(0, 80))}`
+  if (matchesShape(shape, body)) return null
   return `a ${res.status} not in the ${shape} error shape: ${text.slice(0, 120)}`
 }

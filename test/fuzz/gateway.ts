@@ -9,7 +9,8 @@ import { parse } from 'yaml'
 import { encodeMultipart } from '../helpers/multipart.ts'
 import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { MEMORY_PROBE } from '../helpers/memory.ts'
-import type { FuzzContext } from './targets.ts'
+import { createUser, keyIdOf, secretOf, signInByFetch, type FetchSession } from '../portal/helpers.ts'
+import { bearer, type Credential, type FuzzContext } from './targets.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 
@@ -77,6 +78,7 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
   const session = await (await fetch(`${gw.url}/api/v1/auth/user`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'fuzz-rag', password: 'fuzz-rag password' }),
   })).json() as { access_token: string; refresh_token: string }
+  const portal = await portalOf(gw)
   const models = await (await fetch(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json() as { data: Array<{ id: string }> }
   const config = parse(readFileSync(join(ROOT, 'config/default.yaml'), 'utf8')) as { models: Array<{ name: string; kind: string }> }
   const byKind: Record<string, string[]> = {}
@@ -89,10 +91,50 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
     },
     port: Number(new URL(gw.url).port),
     ctx: {
-      credentials: { 'api-key': `Bearer ${apiKey}`, admin: `Bearer ${gw.adminToken}`, session: `Bearer ${session.access_token}` },
+      credentials: { 'api-key': bearer(apiKey), admin: bearer(gw.adminToken), session: bearer(session.access_token), ...portal.credentials },
       models: byKind,
-      ids: { key: victims.map((v) => v.id), file: [file.id], 'fine_tuning.job': [job.id], vector_store: stores, 'queue.request': queued, user: users },
-      secrets: [apiKey, gw.adminToken, session.access_token, session.refresh_token, 'fuzz-rag password'],
+      ids: {
+        key: victims.map((v) => v.id), file: [file.id], 'fine_tuning.job': [job.id], vector_store: stores, 'queue.request': queued, user: users,
+        'portal.key': portal.keys, 'portal.key.revocable': portal.revocable, 'portal.asset': ['portal.css', 'portal.js'],
+      },
+      secrets: [apiKey, gw.adminToken, session.access_token, session.refresh_token, 'fuzz-rag password', ...portal.secrets],
     },
+  }
+}
+
+const PORTAL_PASSWORD = 'fuzz-portal password'
+
+const cookieOf = (s: FetchSession): Credential => ({ header: 'cookie', value: s.cookie, csrf: s.csrf })
+
+/**
+ * The portal's side: a user with keys (some to revoke) and a day of usage on one, an admin,
+ * and a third session for sign-out to end; each signed in. The keys' secrets, the sessions'
+ * cookies and the passwords are secrets no reply may hold (a key's secret is shown once,
+ * when it is made).
+ */
+async function portalOf(gw: RunningTollgate): Promise<{ credentials: Record<string, Credential>; keys: string[]; revocable: string[]; secrets: string[] }> {
+  await createUser(gw, 'fuzz-portal', PORTAL_PASSWORD)
+  await createUser(gw, 'fuzz-portal-admin', 'fuzz-portal-admin password', ['admin'])
+  const user = await signInByFetch(gw.url, 'fuzz-portal', PORTAL_PASSWORD)
+  const admin = await signInByFetch(gw.url, 'fuzz-portal-admin', 'fuzz-portal-admin password')
+  const leaving = await signInByFetch(gw.url, 'fuzz-portal', PORTAL_PASSWORD)
+  const made: Array<{ id: string; secret: string }> = []
+  for (const name of ['fuzz 1', 'fuzz 2', 'fuzz 3', 'to revoke 1', 'to revoke 2', 'to revoke 3']) {
+    const res = await user.post('/portal/keys', { _csrf: user.csrf, name })
+    const page = await res.text()
+    if (res.status !== 201) throw new Error(`portal key: ${res.status}`)
+    made.push({ id: keyIdOf(page), secret: secretOf(page) })
+  }
+  const used = made[0]
+  if (used === undefined) throw new Error('no portal key')
+  const call = await fetch(`${gw.url}/v2/embeddings`, {
+    method: 'POST', headers: { authorization: `Bearer ${used.secret}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'text-embedding-ada-002', input: 'usage' }),
+  })
+  if (call.status !== 200) throw new Error(`portal key call: ${call.status}`)
+  return {
+    credentials: { portal: cookieOf(user), 'portal-admin': cookieOf(admin), 'portal-leaving': cookieOf(leaving) },
+    keys: made.slice(0, 3).map((k) => k.id),
+    revocable: made.slice(3).map((k) => k.id),
+    secrets: [PORTAL_PASSWORD, 'fuzz-portal-admin password', ...[user, admin, leaving].map((s) => s.cookie.split('=')[1] ?? s.cookie), ...made.map((k) => k.secret)],
   }
 }

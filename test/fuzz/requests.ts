@@ -5,7 +5,7 @@
 // versions that do not exist), and several requests pipelined on one connection.
 import fc from 'fast-check'
 import { bodyFor, type Body } from './bodies.ts'
-import type { FuzzContext, FuzzTarget } from './targets.ts'
+import type { Credential, FuzzContext, FuzzTarget } from './targets.ts'
 
 export interface WireRequest {
   readonly method: string
@@ -44,22 +44,67 @@ function sometimes<T>(p: number, arb: fc.Arbitrary<T>): fc.Arbitrary<T | null> {
 
 // Credentials.
 
-type AuthChoice = { kind: 'right' } | { kind: 'header'; values: readonly string[]; tag: string }
+type Header = readonly [string, string]
+/** The credential's headers as sent; tag null when they are the right ones. */
+type AuthChoice = { readonly headers: readonly Header[]; readonly tag: string | null }
+
+const headerOf = (credential: Credential): Header => [credential.header === 'cookie' ? 'Cookie' : 'Authorization', credential.value]
+
+const MALFORMED_AUTHORIZATION = [
+  'Bearer', 'Bearer ', 'bearer x', 'Basic dXNlcjpwYXNz', 'Bearer tg1_' + 'A'.repeat(49), 'Bearer tg1_short', `Bearer ${'x'.repeat(8000)}`,
+  'Bearer a b', 'Token abc', 'Bearer \u00e9', '', ' ',
+]
+
+/** A session cookie mangled: cut, lengthened, quoted, renamed, repeated, or one of the right length that no session has. */
+function malformedCookies(value: string): string[] {
+  const at = value.indexOf('=')
+  const name = value.slice(0, at)
+  const token = value.slice(at + 1)
+  const flipped = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`
+  return [
+    `${name}=`, name, `${name}=short`, `${name}=${'A'.repeat(token.length)}`, `${name}=${flipped}`, `${name}=${token}x`, `${name}="${token}"`,
+    `${name.toUpperCase()}=${token}`, `${name}=${'x'.repeat(8000)}`, `${name}=${token.slice(0, 20)}\u00e9${token.slice(21)}`,
+    `${name}=x; ${name}=${token}`, `other=1; ${name} = ${token}`, '=', ';;;', '', ' ',
+  ]
+}
 
 function authFor(target: FuzzTarget, ctx: FuzzContext, p: number): fc.Arbitrary<AuthChoice> {
   const right = ctx.credentials[target.auth]
-  const others = Object.entries(ctx.credentials).filter(([name]) => name !== target.auth).map(([, value]) => value)
+  const rightHeader: Header = right === undefined ? ['Authorization', 'Bearer x'] : headerOf(right)
+  const others = Object.entries(ctx.credentials).filter(([name]) => name !== target.auth).map(([, credential]) => headerOf(credential))
+  const malformed = right?.header === 'cookie' ? malformedCookies(right.value) : MALFORMED_AUTHORIZATION
+  /** A value of the right credential's kind that nothing knows. */
+  const stranger = (token: string): string => right?.header === 'cookie' ? `${right.value.split('=')[0] ?? ''}=${token}` : `Bearer ${token}`
   const wrong = fc.oneof(
-    fc.constant({ kind: 'header' as const, values: [], tag: 'auth-none' }),
-    fc.constantFrom(...(others.length > 0 ? others : ['Bearer nothing'])).map((v) => ({ kind: 'header' as const, values: [v], tag: 'auth-other-credential' })),
-    fc.constantFrom(
-      'Bearer', 'Bearer ', 'bearer x', 'Basic dXNlcjpwYXNz', 'Bearer tg1_' + 'A'.repeat(49), 'Bearer tg1_short', `Bearer ${'x'.repeat(8000)}`,
-      'Bearer a b', 'Token abc', 'Bearer \u00e9', '', ' ',
-    ).map((v) => ({ kind: 'header' as const, values: [v], tag: 'auth-malformed' })),
-    fc.constant({ kind: 'header' as const, values: [right ?? 'Bearer x', 'Bearer second'], tag: 'auth-twice' }),
-    fc.constant({ kind: 'header' as const, values: ['Bearer wrong', right ?? 'Bearer x'], tag: 'auth-twice-wrong-first' }),
+    fc.constant<AuthChoice>({ headers: [], tag: 'auth-none' }),
+    fc.constantFrom(...(others.length > 0 ? others : [['Authorization', 'Bearer nothing'] as const])).map((h): AuthChoice => ({ headers: [h], tag: 'auth-other-credential' })),
+    fc.constantFrom(...malformed).map((v): AuthChoice => ({ headers: [[rightHeader[0], v]], tag: 'auth-malformed' })),
+    fc.constant<AuthChoice>({ headers: [rightHeader, [rightHeader[0], stranger('second')]], tag: 'auth-twice' }),
+    fc.constant<AuthChoice>({ headers: [[rightHeader[0], stranger('wrong')], rightHeader], tag: 'auth-twice-wrong-first' }),
   )
-  return sometimes(p, wrong).map((w) => w ?? { kind: 'right' })
+  return sometimes(p, wrong).map((w) => w ?? { headers: right === undefined ? [] : [rightHeader], tag: null })
+}
+
+// What a browser says of where a request comes from. The fuzz gateway is reached as
+// http://fuzz.local (the Host every case sends); a browser sends Origin on a POST and
+// Sec-Fetch-Site on everything, and a forged request says another site, or lies badly.
+
+const SAME_SITE: ReadonlyArray<readonly Header[]> = [
+  [], [['Origin', 'http://fuzz.local']], [['Origin', 'http://fuzz.local'], ['Sec-Fetch-Site', 'same-origin']], [['Sec-Fetch-Site', 'none']],
+  // From a client, not a trusted proxy: it changes nothing.
+  [['Origin', 'http://fuzz.local'], ['X-Forwarded-Proto', 'https']],
+]
+const FOREIGN_SITE: ReadonlyArray<readonly Header[]> = [
+  [['Origin', 'http://evil.example']], [['Origin', 'null']], [['Origin', 'https://fuzz.local']], [['Origin', 'http://fuzz.local:80']],
+  [['Origin', 'http://FUZZ.local']], [['Origin', 'http://fuzz.local/']], [['Origin', 'http://fuzz.local'], ['Origin', 'http://evil.example']],
+  [['Origin', '']], [['Origin', 'http://fuzz.local'], ['Sec-Fetch-Site', 'cross-site']], [['Sec-Fetch-Site', 'same-site']],
+  [['Sec-Fetch-Site', 'cross-site']], [['Sec-Fetch-Site', '']], [['Origin', 'https://fuzz.local'], ['X-Forwarded-Proto', 'https']],
+]
+
+function siteFor(target: FuzzTarget, p: number): fc.Arbitrary<AuthChoice> {
+  if (target.browser !== true) return fc.constant({ headers: [], tag: null })
+  const foreign = fc.constantFrom(...FOREIGN_SITE).map((headers): AuthChoice => ({ headers, tag: 'site-foreign' }))
+  return sometimes(p, foreign).chain((f) => f === null ? fc.constantFrom(...SAME_SITE).map((headers): AuthChoice => ({ headers, tag: null })) : fc.constant(f))
 }
 
 // Framing.
@@ -140,8 +185,8 @@ function pathOf(target: FuzzTarget, ctx: FuzzContext, n: number): string {
   return target.path.replace('{model}', encodeURIComponent(models[n % Math.max(1, models.length)] ?? 'gpt-4o')).replace('{id}', id)
 }
 
-function queryOf(target: FuzzTarget, picks: readonly number[]): string {
-  const known = Object.entries(target.query ?? {})
+function queryOf(target: FuzzTarget, ctx: FuzzContext, picks: readonly number[]): string {
+  const known = Object.entries((typeof target.query === 'function' ? target.query(ctx) : target.query) ?? {})
   if (known.length === 0 || picks.length === 0) return ''
   const params = picks.map((n) => {
     const [name, values] = known[n % known.length] ?? ['x', ['y']]
@@ -178,6 +223,7 @@ function requestFor(target: FuzzTarget, ctx: FuzzContext, mix: Mix): fc.Arbitrar
   return fc.record({
     body: bodyFor(target, ctx),
     auth: authFor(target, ctx, target.auth === 'none' ? 0 : mix.auth),
+    site: siteFor(target, mix.auth),
     framing: sometimes(mix.framing, fc.constantFrom(...FRAMINGS)),
     detail: framingDetail,
     junk: sometimes(mix.headers, headerJunk),
@@ -192,6 +238,7 @@ function requestFor(target: FuzzTarget, ctx: FuzzContext, mix: Mix): fc.Arbitrar
 interface Choices {
   readonly body: Body
   readonly auth: AuthChoice
+  readonly site: AuthChoice
   readonly framing: Framing | null
   readonly detail: { sizes: number[]; ext: boolean; n: number; junk: string }
   readonly junk: { headers: Array<[string, string]>; tag: string } | null
@@ -206,7 +253,7 @@ function build(target: FuzzTarget, ctx: FuzzContext, c: Choices): Built {
   const tags = [...c.body.tags]
   const method = c.method ?? target.method
   if (c.method !== null) tags.push(`method-${c.method}`)
-  let path = pathOf(target, ctx, c.pathPick) + queryOf(target, c.query)
+  let path = pathOf(target, ctx, c.pathPick) + queryOf(target, ctx, c.query)
   if (c.url !== null) {
     path = c.url.apply(path)
     tags.push(c.url.tag)
@@ -219,12 +266,9 @@ function build(target: FuzzTarget, ctx: FuzzContext, c: Choices): Built {
   }
   if (c.version !== null) tags.push(`version-${c.version || 'none'}`)
   if (c.junk?.tag !== 'no-host') headers.push(['Host', 'fuzz.local'])
-  if (c.auth.kind === 'right') {
-    const credential = ctx.credentials[target.auth]
-    if (credential !== undefined) headers.push(['Authorization', credential])
-  } else {
-    for (const value of c.auth.values) headers.push(['Authorization', value])
-    tags.push(c.auth.tag)
+  for (const choice of [c.auth, c.site]) {
+    headers.push(...choice.headers)
+    if (choice.tag !== null) tags.push(choice.tag)
   }
   if (c.body.contentType !== null) headers.push(['Content-Type', c.body.contentType])
   const framing: Framing = c.framing ?? (c.body.bytes.length > 0 || method === 'POST' || method === 'PATCH' ? 'length' : 'no-length')

@@ -26,6 +26,11 @@ t.test('each way a reply can break the property is reported', async (t) => {
       case '/secret': json(400, { error: { ...error.error, message: 'token super-secret-token is wrong' } }); break
       case '/bare': res.writeHead(404); res.end('Not Found'); break
       case '/shape': json(404, { message: 'not found' }); break
+      case '/page': res.writeHead(404, { 'content-type': 'text/html; charset=utf-8' }); res.end('<!doctype html><p>Not found</p>'); break
+      case '/home': res.writeHead(303, { location: '/portal/sign-in' }); res.end(); break
+      case '/offsite': res.writeHead(303, { location: '//evil.example/portal' }); res.end(); break
+      case '/backslash': res.writeHead(302, { location: '/\\evil.example' }); res.end(); break
+      case '/nowhere': res.writeHead(303); res.end(); break
       case '/close': req.socket.destroy(); break
       case '/hang': break
     }
@@ -40,6 +45,13 @@ t.test('each way a reply can break the property is reported', async (t) => {
   t.same(await run('/refusal'), [], 'an OpenAI-shaped refusal passes')
   t.same(await run('/fastapi', 'fastapi'), [], 'a FastAPI-shaped one passes where that is the shape')
   t.match(await run('/fastapi'), [/not in the openai error shape/], 'but not where OpenAI\'s is')
+  t.same(await run('/page', 'html'), [], 'an HTML page passes where that is the shape')
+  t.same(await run('/home', 'html'), [], 'so does a redirect within the site')
+  t.match(await run('/page'), [/body is not JSON/], 'but a page is not OpenAI\'s shape')
+  t.match(await run('/refusal', 'html'), [/not an HTML page/], 'nor JSON a page')
+  t.match(await run('/offsite', 'html'), [/to another site/])
+  t.match(await run('/backslash', 'html'), [/to another site/])
+  t.match(await run('/nowhere', 'html'), [/without a Location/])
   t.match(await run('/crash'), [/status 500/])
   t.match(await run('/stack'), [/holds (a stack frame|a source position|a JavaScript error message)/])
   t.match(await run('/secret'), [/holds a secret/])

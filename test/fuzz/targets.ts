@@ -4,15 +4,28 @@
 // template, and the property checks replies against the target's error shape.
 import type { Part } from '../helpers/multipart.ts'
 
-/** How a target's errors look: OpenAI's `{"error": {...}}`, or FastAPI's `{"detail": ...}` (RAG services). */
-export type ErrorShape = 'openai' | 'fastapi'
+/**
+ * How a target's errors look: OpenAI's `{"error": {...}}`, FastAPI's `{"detail": ...}` (RAG
+ * services), or a browser's: an HTML page or a redirect within the site (the portal).
+ */
+export type ErrorShape = 'openai' | 'fastapi' | 'html'
 
-export type BodyKind = 'json' | 'optional-json' | 'multipart' | 'none'
+export type BodyKind = 'json' | 'optional-json' | 'multipart' | 'form' | 'none'
+
+/**
+ * A credential as it travels: an Authorization header value (API keys, tokens), or a
+ * Cookie header value (a portal session), which comes with the CSRF token its forms carry.
+ */
+export type Credential =
+  | { readonly header: 'authorization'; readonly value: string }
+  | { readonly header: 'cookie'; readonly value: string; readonly csrf: string }
+
+export const bearer = (token: string): Credential => ({ header: 'authorization', value: `Bearer ${token}` })
 
 /** What the fuzz run knows once its gateway is up: credentials, names and ids to aim at. */
 export interface FuzzContext {
-  /** Authorization header values by credential name: 'api-key', 'admin', ... */
-  readonly credentials: Readonly<Record<string, string>>
+  /** Credentials by name: 'api-key', 'admin', 'portal', ... */
+  readonly credentials: Readonly<Record<string, Credential>>
   /** Configured model names by kind (chat, embedding, image, audio). */
   readonly models: Readonly<Record<string, readonly string[]>>
   /** Ids that exist, by kind ('key', 'file', 'fine_tuning.job'), for `{id}` in paths. Never the fuzz's own key. */
@@ -36,8 +49,12 @@ export interface FuzzTarget {
   readonly template?: (ctx: FuzzContext) => Record<string, unknown>
   /** For multipart targets: the form's parts. */
   readonly form?: (ctx: FuzzContext) => Part[]
-  /** Query parameters the route knows, with plausible values. */
-  readonly query?: Readonly<Record<string, readonly string[]>>
+  /** For url-encoded form targets: each field with values it plausibly takes, the usual one first. */
+  readonly fields?: (ctx: FuzzContext) => Readonly<Record<string, readonly string[]>>
+  /** Query parameters the route knows, with plausible values (from the context where they are ids). */
+  readonly query?: Readonly<Record<string, readonly string[]>> | ((ctx: FuzzContext) => Readonly<Record<string, readonly string[]>>)
+  /** A page a browser loads: its requests carry Origin and Sec-Fetch-Site as a browser's would. */
+  readonly browser?: boolean
 }
 
 const pick = (list: readonly string[] | undefined, fallback: string): string => list?.[0] ?? fallback
@@ -236,4 +253,63 @@ export const RAG_TARGETS: readonly FuzzTarget[] = [
     template: () => ({ name: 'fuzz', settings: { top_k: 3 } }),
   },
   { name: 'rag config.redoc (public)', method: 'GET', path: '/config-manager/redoc', auth: 'none', body: 'none', errors: 'fastapi' },
+]
+
+// The key portal's usual values, and the edges of each: days that do not exist, ranges the
+// wrong way round or longer than a usage query covers, page numbers out of range.
+const PORTAL_DAYS = ['2026-01-01', '2099-12-31', '1970-01-01', '2025-02-30', '2025-13-01', 'today', '0000-00-00', '']
+const PAGES = ['1', '2', '0', '-1', '99999999999999999999', '1e3', 'x', '']
+const portalKey = (ctx: FuzzContext): readonly string[] => [...(ctx.ids['portal.key'] ?? []), 'key_000000000000000000000000', 'nope', '']
+
+/**
+ * The key portal (/portal): pages for a signed-in user ('portal'), an admin ('portal-admin'),
+ * and forms carrying the session's CSRF token. Sign-out has a session of its own
+ * ('portal-leaving'): once it has succeeded, the rest of the run stays signed in.
+ */
+export const PORTAL_TARGETS: readonly FuzzTarget[] = [
+  { name: 'portal home', method: 'GET', path: '/portal', auth: 'portal', body: 'none', errors: 'html', browser: true },
+  { name: 'portal sign-in page', method: 'GET', path: '/portal/sign-in', auth: 'portal', body: 'none', errors: 'html', browser: true },
+  {
+    name: 'portal sign-in', method: 'POST', path: '/portal/sign-in', auth: 'none', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ username: ['fuzz-portal', ' fuzz-portal ', 'nobody', 'fuzz-victim-1'], password: ['fuzz-portal password', 'wrong password'] }),
+  },
+  { name: 'portal sign-out', method: 'POST', path: '/portal/sign-out', auth: 'portal-leaving', body: 'form', errors: 'html', browser: true, fields: () => ({}) },
+  { name: 'portal keys', method: 'GET', path: '/portal/keys', auth: 'portal', body: 'none', errors: 'html', browser: true, query: { page: PAGES } },
+  {
+    name: 'portal keys.create', method: 'POST', path: '/portal/keys', auth: 'portal', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ name: ['fuzz key', '', '<b>key</b>'], expires: ['', '2099-12-31', '2000-01-01', '2025-02-30', '2099-12-31T00:00:00Z'] }),
+  },
+  { name: 'portal key', method: 'GET', path: '/portal/keys/{id}', idKind: 'portal.key', auth: 'portal', body: 'none', errors: 'html', browser: true },
+  {
+    name: 'portal key.rotate', method: 'POST', path: '/portal/keys/{id}/rotate', idKind: 'portal.key', auth: 'portal', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ grace_preset: ['300', '0', '604800', 'custom'], grace_seconds: ['60', '0', '999999999', '-1', '1.5'] }),
+  },
+  {
+    name: 'portal key.revoke', method: 'POST', path: '/portal/keys/{id}/revoke', idKind: 'portal.key.revocable', auth: 'portal', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ confirm: ['yes', 'no', ''] }),
+  },
+  {
+    name: 'portal usage', method: 'GET', path: '/portal/usage', auth: 'portal', body: 'none', errors: 'html', browser: true,
+    query: (ctx) => ({ key: portalKey(ctx), from: PORTAL_DAYS, to: PORTAL_DAYS }),
+  },
+  {
+    name: 'portal usage.csv', method: 'GET', path: '/portal/usage.csv', auth: 'portal', body: 'none', errors: 'html', browser: true,
+    query: (ctx) => ({ key: portalKey(ctx), from: PORTAL_DAYS, to: PORTAL_DAYS }),
+  },
+  {
+    name: 'portal admin keys', method: 'GET', path: '/portal/admin/keys', auth: 'portal-admin', body: 'none', errors: 'html', browser: true,
+    query: { owner: ['fuzz-portal', 'nobody', ''], tier: ['Basic', 'Fuzz', 'nope'], status: ['active', 'revoked', 'expired', 'nope'], page: PAGES },
+  },
+  {
+    name: 'portal admin key.tier', method: 'POST', path: '/portal/admin/keys/{id}/tier', idKind: 'portal.key', auth: 'portal-admin', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ tier: ['Basic', 'Fuzz', 'nope', ''] }),
+  },
+  { name: 'portal admin users', method: 'GET', path: '/portal/admin/users', auth: 'portal-admin', body: 'none', errors: 'html', browser: true, query: { page: PAGES } },
+  {
+    name: 'portal admin users.create', method: 'POST', path: '/portal/admin/users', auth: 'portal-admin', body: 'form', errors: 'html', browser: true,
+    fields: () => ({ username: ['fuzz-made', 'fuzz-portal', '-bad', ''], password: ['made password', 'short', ''], admin: ['', 'yes', 'no'] }),
+  },
+  { name: 'portal admin users.disable', method: 'POST', path: '/portal/admin/users/{id}/disable', idKind: 'user', auth: 'portal-admin', body: 'form', errors: 'html', browser: true, fields: () => ({}) },
+  { name: 'portal admin users.enable', method: 'POST', path: '/portal/admin/users/{id}/enable', idKind: 'user', auth: 'portal-admin', body: 'form', errors: 'html', browser: true, fields: () => ({}) },
+  { name: 'portal asset', method: 'GET', path: '/portal/assets/{id}', idKind: 'portal.asset', auth: 'none', body: 'none', errors: 'html', browser: true, query: { v: ['1', ''] } },
 ]

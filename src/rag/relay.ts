@@ -152,6 +152,15 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
         clearTimeout(idle)
         ctx.signal.removeEventListener('abort', onClientGone)
         if (err && !res.destroyed) res.destroy()
+        // The backend answered before it read the whole body (a 404 to an upload): it wants
+        // no more, and a backend that stops reading would hold the rest of the client's body
+        // (and the requests pipelined behind it) in the pipe for ever. The rest is read and
+        // dropped here instead (bounded: the server's discard after a reply).
+        if (!req.complete) {
+          req.unpipe(request)
+          request.destroy()
+          req.resume()
+        }
         finish({ headersAfterMs, cut: err !== undefined && err !== null })
       })
     })

@@ -2,9 +2,10 @@
 // WWW-Authenticate: Bearer), 403 from the route rules, 404, 429 with the /v2 limiter's
 // headers, 502 for a backend that is down, 504 for one that does not answer in time.
 import { createServer, request as httpRequest, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { connect, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { closedPort } from '../helpers/gateway.ts'
+import { ResponseReader } from '../helpers/http-reader.ts'
 import { rawRequest, startRagHarness } from './harness.ts'
 
 async function detailOf(res: Response, status: number): Promise<string> {
@@ -176,6 +177,31 @@ t.test('a backend error without a JSON body reaches the client as {"detail"}, it
   const detail = await detailOf(busy, 503)
   t.equal(detail, 'The file-manager service answered 503 (Service Unavailable)')
   t.notMatch(detail, /secret-path/, 'the backend\'s page stays out')
+})
+
+t.test('a backend that answers before it read the whole body: the client reads the answer and its next request on the connection is answered too', async (t) => {
+  // The mock answers feedback on an unknown session at once (404) and reads no more of
+  // the 600 KB body; the gateway must take the rest of it off the connection itself.
+  const h = await startRagHarness(t)
+  const auth = (await h.auth()).authorization ?? ''
+  const padding = `{"rating":1,"padding":"${'x'.repeat(600_000)}"}`
+  const early = Buffer.from(`POST /chat-session-manager/api/v1/sessions/no-such-session/feedback HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\nContent-Type: application/json\r\nContent-Length: ${padding.length}\r\n\r\n${padding}`)
+  const next = Buffer.from(`GET /chat-session-manager/api/v1/sessions/ HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\n\r\n`)
+  for (let round = 0; round < 3; round++) {
+    const socket = connect(Number(new URL(h.url).port), '127.0.0.1')
+    socket.on('error', () => undefined)
+    const reader = new ResponseReader(socket)
+    await new Promise<void>((done) => socket.once('connect', () => done()))
+    socket.write(early)
+    const first = await reader.next('POST')
+    t.equal(first?.status, 404, `round ${round}: the backend's early answer`)
+    const started = performance.now()
+    socket.write(next)
+    const second = await reader.next('GET')
+    t.equal(second?.status, 200, `round ${round}: the next request on the connection is answered (${reader.error?.message ?? 'no socket error'})`)
+    t.ok(performance.now() - started < 4000, 'without waiting for the drain to give up')
+    socket.destroy()
+  }
 })
 
 t.test('413: a body over the service\'s maxBodyBytes, declared or streamed, never reaches the backend whole', async (t) => {

@@ -169,6 +169,10 @@ export function buildApp(deps: AppDeps): App {
       while (handling.size > 0) await Promise.allSettled([...handling])
     },
     handle(req, res) {
+      // An absolute-form target (`POST http://host/v2/...`), which a server must accept
+      // (RFC 9112 §3.2.2): routed by its path and query, as the origin form would be.
+      const absolute = /^https?:\/\/[^/?#]*(.*)$/is.exec(req.url ?? '')
+      if (absolute !== null) req.url = (absolute[1] ?? '').startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`
       const id = requestIdOf(req, config.server.trustRequestId)
       res.setHeader('x-request-id', id)
       const ctx = createContext(req, res, id, deps.log.child({ reqId: id }))

@@ -108,6 +108,19 @@ t.test('unknown model: 404 model_not_found; unknown route 404; wrong method 405'
   t.match(wrongMethod.headers.get('allow'), /POST/)
 })
 
+t.test('an absolute-form request target is routed by its path, as a server must (RFC 9112 §3.2.2)', async (t) => {
+  const port = Number(new URL(gw.url).port)
+  const models = await rawExchange(port, `GET http://tollgate.example/v2/models?x=1 HTTP/1.1\r\nHost: tollgate.example\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+  t.match(models, /^HTTP\/1\.1 200 /, 'GET http://host/v2/models is /v2/models')
+  t.match(models, /"object":"list"/)
+  const root = await rawExchange(port, 'GET http://tollgate.example HTTP/1.1\r\nHost: tollgate.example\r\n\r\n')
+  t.match(root, /^HTTP\/1\.1 404 /, 'no path is /, an unknown route')
+  const sneaky = await rawExchange(port, `GET http://tollgate.example/v2/../admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+  t.match(sneaky, /^HTTP\/1\.1 404 /, 'dot segments in the absolute form are still just an unknown route')
+  const healthz = await rawExchange(port, 'GET HTTPS://tollgate.example/healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  t.match(healthz, /^HTTP\/1\.1 200 /, 'any case of the scheme')
+})
+
 t.test('a key limited to some models or endpoints gets 403 outside them', async (t) => {
   const narrow = (await gw.createKey({ models: ['text-embedding-bge-m3'], endpoints: ['embeddings', 'models.list'] })).key
   const headers = { authorization: `Bearer ${narrow}`, 'content-type': 'application/json' }

@@ -12,6 +12,7 @@ import busboy from 'busboy'
 import { gatewayError } from '../errors.ts'
 import { readBodyChunks, type BodyRate } from './body-rate.ts'
 import { spoolFileName } from './spool.ts'
+import { isJsonType, mediaType } from './media-type.ts'
 
 export interface JsonBody {
   readonly kind: 'json'
@@ -49,8 +50,7 @@ export type RequestBody = JsonBody | MultipartBody | NoBody
 
 /** "application/json; charset=utf-8" → "application/json". */
 export function mediaTypeOf(req: IncomingMessage): string {
-  const header = req.headers['content-type'] ?? ''
-  return (header.split(';', 1)[0] ?? '').trim().toLowerCase()
+  return mediaType(req.headers['content-type'])
 }
 
 function declaredLength(req: IncomingMessage): number | undefined {
@@ -76,7 +76,7 @@ const YIELD_AFTER_BYTES = 256 * 1024
 /** `rate`: the pace the body must keep (see body-rate.ts); none for trusted callers. */
 export async function readJsonBody(req: IncomingMessage, limit: number, rate?: BodyRate): Promise<JsonBody> {
   const type = mediaTypeOf(req)
-  if (type !== 'application/json' && !type.endsWith('+json')) {
+  if (!isJsonType(type)) {
     throw gatewayError('unsupported_media_type', {
       message: `Expected Content-Type application/json${type ? `, got ${describeType(type)}` : ''}.`,
     })

@@ -7,9 +7,10 @@
 // relay() does not throw once it has the upstream response: whatever goes wrong (the
 // upstream dies mid-body, the client leaves, transformJson refuses) is answered to the
 // client as well as it still can be, and reported in the outcome.
-import { STATUS_CODES } from 'node:http'
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
+import { isJsonType, mediaType } from '../http/media-type.ts'
+import { statusWithReason } from '../http/status.ts'
 import { countTextTokens } from '../limits/tokens.ts'
 import { ClientSink } from './client-sink.ts'
 import type { ReplySink } from './reply-sink.ts'
@@ -112,9 +113,9 @@ function kindOf(upstream: UpstreamResponse, options: RelayOptions): 'sse' | 'jso
   const encoding = upstream.headers['content-encoding']
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return 'opaque'
   const contentType = upstream.headers['content-type']
-  const type = (contentType?.split(';', 1)[0] ?? '').trim().toLowerCase()
+  const type = mediaType(contentType)
   if (type === 'text/event-stream') return 'sse'
-  if (type === 'application/json' || type.endsWith('+json')) return 'json'
+  if (isJsonType(type)) return 'json'
   if (contentType === undefined && options.stream && upstream.status < 300) return 'sse'
   return 'opaque'
 }
@@ -282,7 +283,7 @@ function unreadableError(res: ReplySink, upstream: UpstreamResponse, sink: Clien
   const error = gatewayError('upstream_error_status', {
     status,
     ...(retryAfter === undefined ? {} : { headers: { 'retry-after': retryAfter } }),
-    message: `The upstream model server answered ${status}${STATUS_CODES[status] === undefined ? '' : ` (${STATUS_CODES[status]})`} without an error body the gateway could read.`,
+    message: `The upstream model server answered ${statusWithReason(status)} without an error body the gateway could read.`,
   })
   replyError(res, sink, error)
   return finish(error.status, sink, NONE, { error })

@@ -15,6 +15,7 @@ import { principalOf, type KeyRecord } from '../keys/record.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import { isJsonType, mediaType } from '../http/media-type.ts'
 import { detachedClient } from '../proxy/detached-client.ts'
 import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
@@ -255,15 +256,15 @@ export function createProcessor(deps: WorkerDeps): Processor {
 /** The reply as it is kept: JSON parsed, text as text, anything else in base64. */
 export function toResult(recording: Recording, usage: Usage): StoredResult {
   const contentType = recording.headers['content-type'] ?? null
-  const type = (contentType?.split(';', 1)[0] ?? '').trim().toLowerCase()
+  const type = mediaType(contentType ?? undefined)
   const base = { statusCode: recording.status, contentType, usage }
   if (recording.body.length === 0) return { ...base, encoding: 'none', body: null }
-  if (type === 'application/json' || type.endsWith('+json')) {
+  if (isJsonType(type)) {
     try {
       return { ...base, encoding: 'json', body: JSON.parse(recording.body.toString('utf8')) }
     } catch { /* kept as text below */ }
   }
-  if (type.startsWith('text/') || type === 'application/json' || type.endsWith('+json')) {
+  if (type.startsWith('text/') || isJsonType(type)) {
     return { ...base, encoding: 'text', body: recording.body.toString('utf8') }
   }
   return { ...base, encoding: 'base64', body: recording.body.toString('base64') }

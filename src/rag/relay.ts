@@ -8,6 +8,8 @@ import https from 'node:https'
 import { pipeline } from 'node:stream'
 import { watchBodyPace, type BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
+import { isJsonType, mediaType } from '../http/media-type.ts'
+import { statusWithReason } from '../http/status.ts'
 import { clientResponseHeaders } from './headers.ts'
 import { RagRefusal } from './refusal.ts'
 
@@ -131,11 +133,10 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
       const status = upstream.statusCode ?? 502
       // An error without a JSON body (a server's bare 431, a proxy's HTML page) reaches
       // the client in the gateway's {"detail"} shape, its status kept, the text left out.
-      if (status >= 400 && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(upstream.headers['content-type'] ?? '')) {
+      if (status >= 400 && !isJsonType(mediaType(upstream.headers['content-type']))) {
         upstream.resume()
         const retryAfter = upstream.headers['retry-after']
-        const reason = http.STATUS_CODES[status] === undefined ? '' : ` (${http.STATUS_CODES[status]})`
-        refuse(new RagRefusal(status, 'upstream_error', `The ${target.service} service answered ${status}${reason}`, retryAfter === undefined ? {} : { 'retry-after': retryAfter }))
+        refuse(new RagRefusal(status, 'upstream_error', `The ${target.service} service answered ${statusWithReason(status)}`, retryAfter === undefined ? {} : { 'retry-after': retryAfter }))
         return
       }
       res.writeHead(status, clientResponseHeaders(upstream))

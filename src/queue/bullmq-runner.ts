@@ -6,13 +6,18 @@
 // jobs of a gateway that died given to another worker (stalled-job recovery), and
 // delayed jobs that wake when due. Only heads of lines are ever jobs (see service.ts),
 // which is what keeps one key's thousand waiting requests from taking every worker.
+//
+// A request accepted by an instance with a free worker, and at the head of its line at
+// once, does not go through BullMQ: it is leased to that instance (QueueStore.submit) and
+// runs there (claim), saving the job's add, the wake-up of a worker and the second read of
+// the record. Jobs and such runs share the instance's `concurrency` workers.
 import { DelayedError, Queue, Worker, type ConnectionOptions, type Job } from 'bullmq'
 import { Cluster } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { clusterOptions, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
-import type { JobRunner, Processor } from './ports.ts'
+import type { Held, JobRunner, Processor, RequestRef } from './ports.ts'
 
 export interface BullmqRunnerOptions {
   /** The store's Redis: a URL, or any of the three topologies. */
@@ -85,7 +90,79 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   })
   queue.on('error', (err: Error) => log.debug({ err: err.message }, 'queue redis error'))
   let worker: Worker | null = null
+  let processor: Processor | null = null
+  let closing = false
   const timers = new Set<NodeJS.Timeout>()
+  /** Runs on a claimed worker, with how to stop them. */
+  const claimedRuns = new Map<Promise<void>, AbortController>()
+
+  // The instance's workers, shared by BullMQ's jobs (which wait for one) and claimed runs
+  // (which only take one that is free).
+  let free = 0
+  const waiting: Array<() => void> = []
+  const giveBack = (): void => {
+    const next = waiting.shift()
+    if (next === undefined) free++
+    else next()
+  }
+  /** A worker for a job; false when the job was stopped while it waited. */
+  const workerFor = (signal: AbortSignal): Promise<boolean> => {
+    if (free > 0) {
+      free--
+      return Promise.resolve(true)
+    }
+    return new Promise((done) => {
+      const take = (): void => {
+        signal.removeEventListener('abort', stop)
+        done(true)
+      }
+      const stop = (): void => {
+        const at = waiting.indexOf(take)
+        if (at !== -1) waiting.splice(at, 1)
+        done(false)
+      }
+      waiting.push(take)
+      signal.addEventListener('abort', stop, { once: true })
+    })
+  }
+
+  /** Wakes a delayed job when due (see start). */
+  function promoteAt(at: number, job: Pick<Job, 'promote'> | string): void {
+    const timer = setTimeout(() => {
+      timers.delete(timer)
+      const found = typeof job === 'string' ? queue.getJob(job) : Promise.resolve(job)
+      found.then((j) => j?.promote()).catch(() => undefined)
+    }, Math.max(0, at - Date.now()))
+    timer.unref()
+    timers.add(timer)
+  }
+
+  function schedule(request: RequestRef, opts: { readonly delayMs?: number; readonly priority?: number } = {}): Promise<unknown> {
+    // An id already waiting, delayed or running is left as it is (BullMQ ignores a
+    // second job with the same id).
+    return bounded(queue.add('run', { line: request.line, createdAt: request.createdAt }, {
+      jobId: request.id,
+      ...(opts.delayMs !== undefined && opts.delayMs > 0 ? { delay: Math.ceil(opts.delayMs) } : {}),
+      ...(opts.priority !== undefined && opts.priority > 0 ? { priority: opts.priority } : {}),
+    }))
+  }
+
+  /** Runs a leased request on a claimed worker; 'later' becomes a job. */
+  function runClaimed(request: RequestRef, held: Held, process: Processor, priority: number | undefined): void {
+    const controller = new AbortController()
+    const done = process(request, controller.signal, held)
+      .then(async (outcome) => {
+        if (outcome.kind !== 'later') return
+        await schedule(request, { delayMs: outcome.at - Date.now(), ...(priority === undefined ? {} : { priority }) })
+        if (outcome.at > Date.now()) promoteAt(outcome.at, request.id)
+      })
+      .catch((error: unknown) => log.warn({ queueId: request.id, err: error instanceof Error ? error.message : String(error) }, 'queue: a request run here could not be handed to the shared queue; the lease check will'))
+      .finally(() => {
+        claimedRuns.delete(done)
+        giveBack()
+      })
+    claimedRuns.set(done, controller)
+  }
 
   /** BullMQ waits for its connection before a command; a Redis that is away must not hold a client's request. */
   function bounded<T>(work: Promise<T>): Promise<T> {
@@ -98,13 +175,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
 
   return {
     async schedule(request, opts = {}) {
-      // An id already waiting, delayed or running is left as it is (BullMQ ignores a
-      // second job with the same id).
-      await bounded(queue.add('run', { line: request.line, createdAt: request.createdAt }, {
-        jobId: request.id,
-        ...(opts.delayMs !== undefined && opts.delayMs > 0 ? { delay: Math.ceil(opts.delayMs) } : {}),
-        ...(opts.priority !== undefined && opts.priority > 0 ? { priority: opts.priority } : {}),
-      }))
+      await schedule(request, opts)
     },
 
     async wake(id) {
@@ -114,24 +185,44 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
       await job.promote().catch(() => undefined)
     },
 
-    start(processor: Processor, concurrency) {
+    claim() {
+      if (processor === null || closing || free <= 0) return null
+      free--
+      let kept = true
+      const process = processor
+      return {
+        run(request, held, opts = {}) {
+          if (!kept) return
+          kept = false
+          runClaimed(request, held, process, opts.priority)
+        },
+        free() {
+          if (!kept) return
+          kept = false
+          giveBack()
+        },
+      }
+    },
+
+    start(process: Processor, concurrency) {
       if (concurrency <= 0 || worker !== null) return
+      processor = process
+      free = concurrency
       worker = new Worker(name, async (job: Job, token?: string, signal?: AbortSignal) => {
         const data = job.data as { line?: unknown; createdAt?: unknown }
         const request = { id: job.id ?? '', line: String(data.line ?? ''), createdAt: Number(data.createdAt ?? 0) }
-        const outcome = await processor(request, signal ?? NEVER)
+        const stopped = signal ?? NEVER
+        // Stopped while it waited for a worker (the gateway is closing): it runs elsewhere.
+        const outcome = await workerFor(stopped)
+          ? await process(request, stopped).finally(giveBack)
+          : { kind: 'later' as const, at: Date.now() }
         if (outcome.kind === 'later') {
           await job.moveToDelayed(outcome.at, token)
           // BullMQ wakes a delayed job when Redis times out a worker's blocking wait, which
           // an idle Redis does only every 1/hz s (100 ms by default): up to 5 % of a 2 s
           // window lost at each of its ends. A timer here wakes it on time; BullMQ's own
           // delay still does if this instance is gone.
-          const timer = setTimeout(() => {
-            timers.delete(timer)
-            job.promote().catch(() => undefined)
-          }, Math.max(0, outcome.at - Date.now()))
-          timer.unref()
-          timers.add(timer)
+          promoteAt(outcome.at, job)
           throw new DelayedError()
         }
       }, {
@@ -153,16 +244,22 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     healthy: () => worker === null || worker.isRunning(),
 
     async close(graceMs = 0) {
+      closing = true
       for (const timer of timers) clearTimeout(timer)
       timers.clear()
+      const claimed = (): Promise<unknown> => Promise.all(claimedRuns.keys())
       if (worker !== null) {
         const running = worker
-        if (!(await within(running.close(), graceMs))) {
-          // Aborted requests record what they got; a job stopped mid-run is run again elsewhere.
+        if (!(await within(Promise.all([running.close(), claimed()]), graceMs))) {
+          // Aborted requests record what they got; a job stopped mid-run is run again
+          // elsewhere, and so is a claimed run (handed to the shared queue as it stops).
+          for (const controller of claimedRuns.values()) controller.abort()
           running.cancelAllJobs('gateway shutting down')
-          if (!(await within(running.close(true), CLOSE_MS))) log.warn('queue worker did not close in time (is Redis away?); leaving it')
+          if (!(await within(Promise.all([running.close(true), claimed()]), CLOSE_MS))) log.warn('queue worker did not close in time (is Redis away?); leaving it')
         }
       }
+      for (const timer of timers) clearTimeout(timer)
+      timers.clear()
       // With Redis away a graceful close would wait for ever.
       if (!(await within(queue.close(), CLOSE_MS))) await queue.disconnect().catch(() => undefined)
       // BullMQ leaves a client it was given open.

@@ -3,15 +3,16 @@
 // try again early when capacity was given back, and keeps the lines healthy: a heartbeat
 // so its own calls stay in line, and a periodic sweep that takes out calls of gateways
 // that stopped and nudges every head, so a wake-up lost in a crash or an outage costs at
-// most one sweep interval.
+// most one sweep interval. It also keeps the leases (requests a gateway runs on its own
+// worker, see bullmq-runner.ts): those of a gateway whose heartbeat ran out, and its own
+// that it no longer runs, go to the shared queue.
 import type { Logger } from '../observability/logger.ts'
 import type { JobRunner, QueueStore, RequestRef, Ticket } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import { decodeTicket, encodeTicket } from './tickets.ts'
 
+/** The heartbeat's longest interval; a short queue.recoverAfterMs makes it beat faster. */
 const HEARTBEAT_MS = 5_000
-/** Three heartbeats missed: the gateway is gone. */
-const ALIVE_MS = 3 * HEARTBEAT_MS
 
 export interface CoordinatorOptions {
   readonly store: QueueStore
@@ -21,6 +22,12 @@ export interface CoordinatorOptions {
   readonly tierPriority: Readonly<Record<string, number>>
   readonly log: Logger
   readonly signals: (handlers: SignalHandlers) => QueueSignals
+  /**
+   * queue.recoverAfterMs: a lease of a gateway that stopped goes back to the shared queue
+   * within about this long (its heartbeat lasts up to half of it, and leases are checked
+   * every half).
+   */
+  readonly recoverAfterMs?: number
 }
 
 export class Coordinator {
@@ -33,6 +40,9 @@ export class Coordinator {
   readonly #unlisted: number | undefined
   readonly #turns = new Map<string, () => void>()
   readonly #running = new Map<string, AbortController>()
+  /** Requests leased to this gateway that it runs (or is about to). */
+  readonly #held = new Set<string>()
+  readonly #recoverAfterMs: number
   #timers: NodeJS.Timeout[] = []
 
   constructor(options: CoordinatorOptions) {
@@ -41,6 +51,7 @@ export class Coordinator {
     this.runner = options.runner
     this.#log = options.log
     this.#priorities = options.tierPriority
+    this.#recoverAfterMs = options.recoverAfterMs ?? 30_000
     const listed = Object.values(options.tierPriority)
     this.#unlisted = listed.length === 0 ? undefined : Math.max(...listed) + 1
     this.#signals = options.signals({
@@ -128,21 +139,68 @@ export class Coordinator {
     await this.#signals.cancel(id)
   }
 
+  /** This gateway is about to lease a request (QueueStore.submit) and run it. */
+  hold(id: string): void {
+    this.#held.add(id)
+  }
+
+  /** This gateway no longer runs a request it leased (it finished, or was never leased). */
+  unhold(id: string): void {
+    this.#held.delete(id)
+  }
+
+  /** Hands back the lease of a request this gateway ran and that must wait after all. Never throws. */
+  async endLease(request: RequestRef): Promise<void> {
+    try {
+      await this.store.release(request, this.instance)
+    } catch (error) {
+      this.#log.warn({ queueId: request.id, err: describe(error) }, 'queue: could not end a lease; the lease check will')
+    } finally {
+      this.#held.delete(request.id)
+    }
+  }
+
+  /**
+   * Leases nobody runs go to the shared queue: those of gateways whose heartbeat ran out,
+   * and this gateway's own that it no longer runs (its release failed). Every instance
+   * checks; the store's release lets only one of them take each.
+   */
+  async checkLeases(): Promise<void> {
+    for (const lease of await this.store.leases()) {
+      const { request, runner } = lease
+      if (lease.alive && (runner !== this.instance || this.#held.has(request.id))) continue
+      if (!(await this.store.release(request, runner))) continue
+      this.#log.info({ queueId: request.id, runner }, 'queue: a leased request nobody runs goes to the shared queue')
+      const tier = this.#unlisted === undefined ? undefined : (await this.store.get(request.id))?.tier
+      await this.schedule(request, tier)
+    }
+  }
+
   async sweep(intervalMs: number): Promise<void> {
     const heads = await this.store.sweep(intervalMs)
     for (const { line, head } of heads ?? []) await this.handOver(line, head)
   }
 
   start(sweepIntervalMs: number): void {
-    const beat = (): void => void this.store.heartbeat(this.instance, ALIVE_MS).catch((error: unknown) => {
+    // Three heartbeats missed: the gateway is gone.
+    const aliveMs = Math.min(3 * HEARTBEAT_MS, Math.ceil(this.#recoverAfterMs / 2))
+    const beat = (): void => void this.store.heartbeat(this.instance, aliveMs).catch((error: unknown) => {
       this.#log.debug({ err: describe(error) }, 'queue: heartbeat failed')
     })
     const sweep = (): void => void this.sweep(sweepIntervalMs).catch((error: unknown) => {
       this.#log.debug({ err: describe(error) }, 'queue: sweep failed')
     })
+    const leases = (): void => void this.checkLeases().catch((error: unknown) => {
+      this.#log.debug({ err: describe(error) }, 'queue: lease check failed')
+    })
     beat()
     sweep()
-    this.#timers = [setInterval(beat, HEARTBEAT_MS), setInterval(sweep, sweepIntervalMs)]
+    leases()
+    this.#timers = [
+      setInterval(beat, Math.ceil(aliveMs / 3)),
+      setInterval(sweep, sweepIntervalMs),
+      setInterval(leases, Math.ceil(this.#recoverAfterMs / 2)),
+    ]
     for (const timer of this.#timers) timer.unref()
   }
 

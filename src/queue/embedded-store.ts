@@ -2,7 +2,9 @@
 // their results) are rows of `<dataDir>/queue.db` (node:sqlite), so accepted requests
 // survive a restart; the lines are held in memory and rebuilt from those rows at start
 // (drop-in calls do not outlive their connections, so there is nothing of theirs to
-// keep). Every change runs synchronously, so a record and its line never disagree.
+// keep), and so are the leases and heartbeats (a lease is the running process's own, and
+// what it ran is run again after a restart). Every change runs synchronously, so a record
+// and its line never disagree.
 import type { DatabaseSync, SQLOutputValue } from 'node:sqlite'
 import { openSqlite, pingSqlite, transaction } from '../store/embedded.ts'
 import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
@@ -73,6 +75,10 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
   const lines = new Map<string, Place[]>()
   let seq = 0
+  /** Leased requests: id → the runner and the request's reference. */
+  const leased = new Map<string, { readonly runner: string; readonly request: RequestRef }>()
+  /** Heartbeats: instance → until when it is alive. */
+  const alive = new Map<string, number>()
 
   const lineOfPlaces = (line: string): Place[] => {
     let places = lines.get(line)
@@ -125,6 +131,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       startedAt: row.started_at as number | null,
       finishedAt: row.finished_at as number | null,
       cancel: row.cancel as number,
+      runner: leased.get(String(row.id))?.runner ?? null,
     }, ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : row.result as string | null)
   }
 
@@ -187,14 +194,20 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       return [...lines].flatMap(([line, places]) => (places[0] ? [{ line, head: places[0].ticket }] : []))
     },
 
-    async heartbeat() {},
+    async heartbeat(instance, ttlMs) {
+      alive.set(instance, now() + ttlMs)
+    },
 
-    async submit(request, body) {
+    async submit(request, body, runner) {
       return transaction(db, () => {
         const ticket = jobTicket(request)
         const score = ++seq
         sql.insert.run(request.id, request.owner, request.createdAt, request.line, score, encodeMeta(request), body)
-        return place(request.line, ticket, 'back', score).ahead
+        const { ahead } = place(request.line, ticket, 'back', score)
+        if (ahead === 0 && runner !== undefined && runner !== '') {
+          leased.set(request.id, { runner, request: { id: request.id, line: request.line, createdAt: request.createdAt } })
+        }
+        return ahead
       })
     },
 
@@ -219,12 +232,24 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       return rows.map(record).filter((r): r is QueuedRequest => r !== null)
     },
 
-    async start(request, at) {
+    async start(request, at, runner = '') {
       return transaction(db, () => {
+        if ((leased.get(request.id)?.runner ?? '') !== runner) return { started: false, next: null }
         if (Number(sql.start.run(at, request.id).changes) === 0) return { started: false, next: null }
         const { line, ticket } = ref(request)
         return { started: true, next: leave(line, ticket) }
       })
+    },
+
+    async release(request, runner) {
+      if (leased.get(request.id)?.runner !== runner) return false
+      leased.delete(request.id)
+      return true
+    },
+
+    async leases() {
+      const at = now()
+      return [...leased.values()].map(({ runner, request }) => ({ request, runner, alive: (alive.get(runner) ?? 0) > at }))
     },
 
     async requeue(request) {
@@ -243,6 +268,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
         if (Number(sql.finish.run(status, at, result === null ? null : encodeResult(result), request.id).changes) === 0) {
           return { finished: false, next: null }
         }
+        leased.delete(request.id)
         const { line, ticket } = ref(request)
         return { finished: true, next: leave(line, ticket) }
       })
@@ -255,6 +281,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
         const was = String(row.status) as QueuedRequest['status']
         if (was === 'queued') {
           sql.finish.run('cancelled', at, null, request.id)
+          leased.delete(request.id)
           const { line, ticket } = ref(request)
           return { was, next: leave(line, ticket) }
         }

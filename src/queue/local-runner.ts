@@ -1,8 +1,8 @@
 // The job runner of a single instance: scheduled requests wait in memory, in the order
-// they became runnable (lower priority first), and up to `concurrency` run at once. A
-// delay is one timer per request, never a poll. Nothing here outlives the process: at
+// they became runnable (lower priority first), and up to `concurrency` run at once (a
+// claimed worker counts as one running). A delay is one timer per request, never a poll. Nothing here outlives the process: at
 // start the queue service schedules the head of every line again from the store.
-import type { JobRunner, Outcome, Processor, RequestRef } from './ports.ts'
+import type { Held, JobRunner, Outcome, Processor, RequestRef } from './ports.ts'
 
 interface Ready {
   readonly id: string
@@ -18,6 +18,8 @@ export function createLocalRunner(options: { readonly onError?: (error: unknown,
   const running = new Map<string, { controller: AbortController; done: Promise<void> }>()
   let processor: Processor | null = null
   let concurrency = 0
+  /** Workers claimed and not yet run or freed. */
+  let claimed = 0
   let order = 0
   let closed = false
 
@@ -30,17 +32,17 @@ export function createLocalRunner(options: { readonly onError?: (error: unknown,
   }
 
   function pump(): void {
-    while (processor !== null && !closed && running.size < concurrency && ready.length > 0) {
+    while (processor !== null && !closed && running.size + claimed < concurrency && ready.length > 0) {
       const next = ready.shift()
       const request = next === undefined ? undefined : scheduled.get(next.id)?.request
       if (next !== undefined && request !== undefined) run(request, processor)
     }
   }
 
-  function run(request: RequestRef, process: Processor): void {
+  function run(request: RequestRef, process: Processor, held?: Held): void {
     const { id } = request
     const controller = new AbortController()
-    const done = process(request, controller.signal)
+    const done = process(request, controller.signal, held)
       .catch((error: unknown): Outcome => {
         options.onError?.(error, id)
         return { kind: 'later', at: Date.now() + 1000 }
@@ -76,6 +78,30 @@ export function createLocalRunner(options: { readonly onError?: (error: unknown,
       clearTimeout(timer)
       timers.delete(id)
       enqueue(id)
+    },
+
+    claim() {
+      if (closed || processor === null || running.size + claimed >= concurrency) return null
+      claimed++
+      let kept = true
+      const giveBack = (): boolean => {
+        if (!kept) return false
+        kept = false
+        claimed--
+        return true
+      }
+      return {
+        run(request, held, options = {}) {
+          // Closed meanwhile: it stays leased to this instance, and is run again by whoever
+          // runs it after this one (at a restart, or when this instance's heartbeat is gone).
+          if (!giveBack() || processor === null || closed) return
+          scheduled.set(request.id, { request, priority: options.priority ?? 0 })
+          run(request, processor, held)
+        },
+        free() {
+          if (giveBack()) pump()
+        },
+      }
     },
 
     start(process, n) {

@@ -7,6 +7,7 @@
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { UploadedFile } from '../http/body.ts'
+import type { KeyRecord } from '../keys/record.ts'
 import type { Estimate } from '../limits/estimate.ts'
 
 /** Someone waiting in a line: a drop-in call held open by one gateway, or a stored request. */
@@ -87,12 +88,25 @@ export interface QueuedRequest {
   readonly cancelRequested: boolean
   /** Set when it finished with a reply, until the result's time is up. */
   readonly result: StoredResult | null
+  /**
+   * The instance it is leased to, if any: that instance runs it on its own worker, not
+   * through the shared JobRunner, until it finishes or hands it back (QueueStore.release).
+   */
+  readonly runner: string | null
 }
 
 export type NewRequest = Pick<QueuedRequest, 'id' | 'keyId' | 'owner' | 'tier' | 'line' | 'createdAt' | 'call'>
 
 /** What a store needs to find a request and its ticket. */
 export type RequestRef = Pick<QueuedRequest, 'id' | 'line' | 'createdAt'>
+
+/** A leased request as QueueStore.leases lists it. */
+export interface Lease {
+  readonly request: RequestRef
+  readonly runner: string
+  /** Whether the runner's heartbeat is current: a lease of a gateway that stopped is handed back. */
+  readonly alive: boolean
+}
 
 export interface StoreRetention {
   /** How long a finished request's result is kept. Its record stays as long again, reading "expired". */
@@ -125,8 +139,12 @@ export interface QueueStore {
 
   // Stored (asynchronous) requests.
 
-  /** Stores a new request (its multipart bytes too) and puts it at the back of its line. Returns how many are ahead. */
-  submit(request: NewRequest, body: Buffer | null): Promise<number>
+  /**
+   * Stores a new request (its multipart bytes too) and puts it at the back of its line.
+   * Returns how many are ahead. With `runner`, a request that is at once the head of its
+   * line is leased to that instance (see QueuedRequest.runner).
+   */
+  submit(request: NewRequest, body: Buffer | null, runner?: string): Promise<number>
   get(id: string): Promise<QueuedRequest | null>
   /** The multipart bytes of a request not yet finished. */
   body(id: string): Promise<Buffer | null>
@@ -134,9 +152,14 @@ export interface QueueStore {
   list(owner: string, page: { readonly after?: string; readonly limit: number }): Promise<QueuedRequest[]>
   /**
    * Admitted: queued (or in_progress, run again after its gateway stopped) → in_progress,
-   * out of its line, attempts + 1. Not started when it was finished or cancel was asked.
+   * out of its line, attempts + 1. Not started when it was finished or cancel was asked,
+   * nor when `runner` (none: the shared JobRunner) is not the instance it is leased to.
    */
-  start(request: RequestRef, now: number): Promise<{ readonly started: boolean; readonly next: Ticket | null }>
+  start(request: RequestRef, now: number, runner?: string): Promise<{ readonly started: boolean; readonly next: Ticket | null }>
+  /** Ends `runner`'s lease on the request (a final status ends it too). Returns whether it held one. */
+  release(request: RequestRef, runner: string): Promise<boolean>
+  /** The leases of unfinished requests, with whether their runners are alive. */
+  leases(): Promise<Lease[]>
   /** An upstream failure to try again: in_progress → queued, at the front of its line. */
   requeue(request: RequestRef): Promise<boolean>
   /** queued or in_progress → a final status (with the reply, if any); out of its line. */
@@ -157,8 +180,25 @@ export type Outcome =
   /** Try again at this time (epoch ms): over the limit until then, or backing off. */
   | { readonly kind: 'later'; readonly at: number }
 
-/** Runs one stored request whose turn has come. Never throws. */
-export type Processor = (request: RequestRef, signal: AbortSignal) => Promise<Outcome>
+/** A request leased to this instance as it was accepted, with its key: it runs without reading either again. */
+export interface Held {
+  readonly request: QueuedRequest
+  readonly key: KeyRecord
+}
+
+/** Runs one stored request whose turn has come (`held`: on this instance's lease). Never throws. */
+export type Processor = (request: RequestRef, signal: AbortSignal, held?: Held) => Promise<Outcome>
+
+/** A worker of this instance kept free for one request. */
+export interface WorkerSlot {
+  /**
+   * Runs a request leased to this instance on the kept worker at once, not through the
+   * shared queue. An outcome of 'later' is scheduled as schedule() would, with `priority`.
+   */
+  run(request: RequestRef, held: Held, options?: { readonly priority?: number }): void
+  /** Gives the worker back unused. */
+  free(): void
+}
 
 export interface JobRunner {
   /**
@@ -173,6 +213,8 @@ export interface JobRunner {
    * became runnable (lower priority first). Without start() this instance only schedules.
    */
   start(processor: Processor, concurrency: number): void
+  /** A worker of this instance that is free now, kept for one request; null when none is (or none was started). */
+  claim(): WorkerSlot | null
   /** Whether its worker runs (or none was started). */
   healthy(): boolean
   /** Stops taking requests; waits for running ones up to `graceMs`, then aborts them. */

@@ -30,6 +30,7 @@ export interface StateFields {
   readonly startedAt?: string | number | null
   readonly finishedAt?: string | number | null
   readonly cancel?: string | number | null
+  readonly runner?: string | null
 }
 
 /** Null when there is no such record (an empty Redis hash) or it cannot be read. */
@@ -46,5 +47,6 @@ export function decodeRecord(id: string, fields: (StateFields & { readonly meta?
     finishedAt: nullableNumber(fields.finishedAt),
     cancelRequested: String(fields.cancel ?? '0') === '1',
     result: decodeResult(result),
+    runner: typeof fields.runner === 'string' && fields.runner !== '' ? fields.runner : null,
   }
 }

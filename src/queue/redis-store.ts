@@ -5,7 +5,8 @@
 //   lines                set of the lines with someone in them
 //   seq                  the sequence
 //   req:<id>             hash: meta (JSON: who, what, when), status, attempts, startedAt,
-//                        finishedAt, cancel
+//                        finishedAt, cancel, runner (the instance it is leased to)
+//   leases               hash: id → line and createdAt of every leased request
 //   res:<id>             the result (JSON), expiring with its time to live
 //   body:<id>            the multipart bytes, until the request finishes
 //   owner:<owner>        sorted set of an owner's requests by creation time
@@ -19,7 +20,7 @@ import { createHash } from 'node:crypto'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from '../store/redis-client.ts'
 import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
-import type { FinalStatus, LineSummary, QueuedRequest, QueueStore, RequestStatus, StoreRetention, Ticket } from './ports.ts'
+import type { FinalStatus, Lease, LineSummary, QueuedRequest, QueueStore, RequestRef, RequestStatus, StoreRetention, Ticket } from './ports.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 interface Script {
@@ -71,8 +72,8 @@ const FORGET_IF_EMPTY = script(`
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
 return 1`)
 
-// KEYS: req, body, owner index, line, lines, seq
-// ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body
+// KEYS: req, body, owner index, line, lines, seq, leases
+// ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease
 const SUBMIT = script(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'status', 'queued', 'attempts', 0, 'cancel', 0)
@@ -81,13 +82,19 @@ if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
 redis.call('PEXPIRE', KEYS[3], ARGV[6])
-return join(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], 'back')`)
+local rank = join(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], 'back')
+if rank == 0 and ARGV[10] ~= '' then
+  redis.call('HSET', KEYS[1], 'runner', ARGV[10])
+  redis.call('HSET', KEYS[7], ARGV[1], ARGV[11])
+end
+return rank`)
 
-// KEYS: req, line, lines  ARGV: lineId, ticket, now
+// KEYS: req, line, lines  ARGV: lineId, ticket, now, runner
 const START = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'queued' and st ~= 'in_progress' then return {0} end
 if redis.call('HGET', KEYS[1], 'cancel') == '1' then return {0} end
+if (redis.call('HGET', KEYS[1], 'runner') or '') ~= ARGV[4] then return {0} end
 redis.call('HSET', KEYS[1], 'status', 'in_progress')
 redis.call('HSETNX', KEYS[1], 'startedAt', ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'attempts', 1)
@@ -99,28 +106,44 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'in_progress' then return -1 end
 redis.call('HSET', KEYS[1], 'status', 'queued')
 return join(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], 'front')`)
 
-// KEYS: req, res, body, line, lines  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs
+// KEYS: req, res, body, line, lines, leases  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs, id
 const FINISH = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'queued' and st ~= 'in_progress' then return {0} end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finishedAt', ARGV[4])
+redis.call('HDEL', KEYS[1], 'runner')
+redis.call('HDEL', KEYS[6], ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('DEL', KEYS[3])
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6]) end
 return {1, leave(KEYS[4], KEYS[5], ARGV[1], ARGV[2])}`)
 
-// KEYS: req, body, line, lines  ARGV: lineId, ticket, now, lifeMs
+// KEYS: req, body, line, lines, leases  ARGV: lineId, ticket, now, lifeMs, id
 const CANCEL = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {''} end
 if st == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finishedAt', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'runner')
+  redis.call('HDEL', KEYS[5], ARGV[5])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('DEL', KEYS[2])
   return {st, leave(KEYS[3], KEYS[4], ARGV[1], ARGV[2])}
 end
 if st == 'in_progress' then redis.call('HSET', KEYS[1], 'cancel', 1) end
 return {st}`)
+
+// KEYS: req, leases  ARGV: id, runner. Ends the runner's lease; an entry whose record no
+// longer names a runner (finished, or gone) is dropped from the hash on the way.
+const RELEASE = script(`
+local runner = redis.call('HGET', KEYS[1], 'runner')
+if runner == ARGV[2] then
+  redis.call('HDEL', KEYS[1], 'runner')
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  return 1
+end
+if not runner then redis.call('HDEL', KEYS[2], ARGV[1]) end
+return 0`)
 
 /** How many lines the sweep looks at per round trip. */
 const SWEEP_BATCH = 200
@@ -142,6 +165,7 @@ export function queueKeys(prefix: string) {
     body: (id: string) => `${base}body:${id}`,
     owner: (owner: string) => `${base}owner:${encodeURIComponent(owner)}`,
     alive: (instance: string) => `${base}alive:${instance}`,
+    leases: `${base}leases`,
     sweep: `${base}sweep`,
   }
 }
@@ -149,6 +173,17 @@ export function queueKeys(prefix: string) {
 function unavailable(error: unknown): unknown {
   if (!isRedisUnavailable(error)) return error
   return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
+}
+
+/** A lease entry: what a RequestRef needs besides the id. */
+function encodeLease(request: RequestRef): string {
+  return `${request.createdAt}\n${request.line}`
+}
+
+function decodeLease(id: string, value: string): RequestRef | null {
+  const cut = value.indexOf('\n')
+  const createdAt = Number(value.slice(0, cut))
+  return cut === -1 || !Number.isFinite(createdAt) ? null : { id, line: value.slice(cut + 1), createdAt }
 }
 
 function ticketOrNull(value: unknown): Ticket | null {
@@ -271,11 +306,12 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     heartbeat: (instance, ttlMs) => io(async () => { await redis.set(k.alive(instance), '1', 'PX', ttlMs) }),
 
-    submit: (request, body) => io(async () => {
+    submit: (request, body, runner = '') => io(async () => {
       const ticket = encodeTicket(jobTicket(request))
       const reply = await run(SUBMIT,
-        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq],
-        [request.id, request.line, ticket, encodeMeta(request), request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? ''])
+        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq, k.leases],
+        [request.id, request.line, ticket, encodeMeta(request), request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? '',
+          runner, encodeLease(request)])
       if (reply === -1) throw new RangeError(`queued request ${request.id} already exists`)
       return rankOf(reply)
     }),
@@ -299,10 +335,28 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
       return records.filter((r): r is QueuedRequest => r !== null)
     }),
 
-    start: (request, now) => io(async () => {
+    start: (request, now, runner = '') => io(async () => {
       const { id } = request
-      const reply = await run(START, [k.request(id), k.line(request.line), k.lines], [request.line, encodeTicket(jobTicket(request)), now]) as unknown[]
+      const reply = await run(START, [k.request(id), k.line(request.line), k.lines], [request.line, encodeTicket(jobTicket(request)), now, runner]) as unknown[]
       return { started: reply[0] === 1, next: ticketOrNull(reply[1]) }
+    }),
+
+    release: (request, runner) => io(async () => (await run(RELEASE, [k.request(request.id), k.leases], [request.id, runner])) === 1),
+
+    leases: () => io(async () => {
+      const entries = Object.entries(await redis.hgetall(k.leases))
+      if (entries.length === 0) return []
+      const runners = await Promise.all(entries.map(([id]) => redis.hget(k.request(id), 'runner')))
+      const alive = await Promise.all(runners.map((runner) => (runner === null ? 0 : redis.exists(k.alive(runner)))))
+      const out: Lease[] = []
+      for (const [i, [id, encoded]] of entries.entries()) {
+        const runner = runners[i]
+        const request = decodeLease(id, encoded)
+        // Its record is finished or gone: the entry is dropped (nothing is leased).
+        if (runner === null || runner === undefined || request === null) await run(RELEASE, [k.request(id), k.leases], [id, ''])
+        else out.push({ request, runner, alive: alive[i] === 1 })
+      }
+      return out
     }),
 
     requeue: (request) => io(async () => {
@@ -313,15 +367,15 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     finish: (request, status: FinalStatus, result, now) => io(async () => {
       const { id } = request
       const reply = await run(FINISH,
-        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines],
-        [request.line, encodeTicket(jobTicket(request)), status, now, result === null ? '' : encodeResult(result), ttl, finishedLife]) as unknown[]
+        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines, k.leases],
+        [request.line, encodeTicket(jobTicket(request)), status, now, result === null ? '' : encodeResult(result), ttl, finishedLife, id]) as unknown[]
       return { finished: reply[0] === 1, next: ticketOrNull(reply[1]) }
     }),
 
     cancel: (request, now) => io(async () => {
       const { id } = request
-      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines],
-        [request.line, encodeTicket(jobTicket(request)), now, finishedLife]) as unknown[]
+      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines, k.leases],
+        [request.line, encodeTicket(jobTicket(request)), now, finishedLife, id]) as unknown[]
       const was = reply[0] === '' ? null : reply[0] as RequestStatus
       return { was, next: ticketOrNull(reply[1]) }
     }),

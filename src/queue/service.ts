@@ -84,13 +84,18 @@ const CANCEL_WAIT_MS = 5000
 const LIST_PAGE = 100
 const LIST_ROUNDS = 20
 
+/** A request as it was just stored. */
+function queued(request: NewRequest): QueuedRequest {
+  return { ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null }
+}
+
 export function createQueueService(deps: QueueServiceDeps): QueueService {
   const { config, store, runner, metrics } = deps
   const settings = config.queue
   const ttlMs = settings.resultTtlSeconds * 1000
   const instance = deps.instance ?? randomBytes(6).toString('hex')
   const coordinator = new Coordinator({
-    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals,
+    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals, recoverAfterMs: settings.recoverAfterMs,
   })
   const shutdown = new AbortController()
   let workerStarted = false
@@ -172,16 +177,34 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           estimate,
         },
       }
-      const ahead = await store.submit(request, bytes)
+      // A worker of this instance that is free now runs the request at once if it is the
+      // head of its line: it is leased to this instance, and no other one runs it meanwhile.
+      const slot = workerStarted ? runner.claim() : null
+      if (slot !== null) coordinator.hold(request.id)
+      let ahead: number
+      try {
+        ahead = await store.submit(request, bytes, slot === null ? undefined : instance)
+      } catch (error) {
+        slot?.free()
+        coordinator.unhold(request.id)
+        throw error
+      }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
-      // Stored: from here the request exists. If its scheduling fails, the sweep schedules it.
-      if (ahead === 0) {
-        await coordinator.schedule(request, request.tier).catch((error: unknown) => {
-          ctx.log.warn({ queueId: request.id, err: describe(error) }, 'queued request stored but not scheduled yet; the sweep will')
-        })
+      const priority = coordinator.priorityOf(request.tier)
+      if (ahead === 0 && slot !== null) {
+        slot.run(request, { request: { ...queued(request), runner: instance }, key: principal.key }, priority === undefined ? {} : { priority })
+      } else {
+        slot?.free()
+        coordinator.unhold(request.id)
+        // Stored: from here the request exists. If its scheduling fails, the sweep schedules it.
+        if (ahead === 0) {
+          await coordinator.schedule(request, request.tier).catch((error: unknown) => {
+            ctx.log.warn({ queueId: request.id, err: describe(error) }, 'queued request stored but not scheduled yet; the sweep will')
+          })
+        }
       }
       ctx.log.info({ queueId: request.id, ahead }, 'queued request accepted')
-      const shown = requestView({ ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null }, { now: Date.now(), ttlMs, position: ahead })
+      const shown = requestView(queued(request), { now: Date.now(), ttlMs, position: ahead })
       sendJson(ctx.res, 202, shown, {
         ...limits,
         location: `/queue/requests/${request.id}`,

@@ -4,6 +4,10 @@
 // limiter like any call, and its reply is recorded instead of sent. Over the limit, it
 // goes back to the runner until the limiter's retry-after; an upstream 429 or 5xx puts
 // it back at the head of its line with backoff, a bounded number of times.
+//
+// A request leased to this instance when it was accepted (QueueStore.submit) arrives with
+// its record and key (`held`): it runs without reading them again, and if it must wait
+// after all, the lease is handed back and it waits in the shared queue like any other.
 import { Readable } from 'node:stream'
 import { NO_USAGE, type Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
@@ -21,7 +25,7 @@ import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { describe, type Coordinator } from './coordinator.ts'
-import { isFinal, type FinalStatus, type Outcome, type Processor, type QueuedRequest, type StoredResult } from './ports.ts'
+import { isFinal, type FinalStatus, type Held, type Outcome, type Processor, type QueuedRequest, type StoredResult } from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
 
@@ -49,6 +53,11 @@ const EARLY_WAKE_MS = 25
 /** Tries to record a finished request, 250 ms apart and doubling (about 8 s in all). */
 const FINISH_ATTEMPTS = 5
 const SHORT_WAIT_MS = 60
+/**
+ * A request leased to an instance is left to it; the job that found it looks again after
+ * this long (the lease may end with the request still to run, or its runner may be gone).
+ */
+const LEASE_RECHECK_MS = 1000
 
 export function specFor(request: Pick<QueuedRequest, 'call'>): EndpointSpec | undefined {
   return PROXIED_ENDPOINTS.find((s) => s.endpoint === request.call.endpoint && s.method === 'POST')
@@ -105,7 +114,8 @@ export function createProcessor(deps: WorkerDeps): Processor {
     return { ...stored, open: () => Readable.from([bytes]), dispose: async () => {} }
   }
 
-  return async function process(ref, runnerSignal) {
+  return async function process(ref, runnerSignal, held) {
+    if (held !== undefined) return runHeld(held, runnerSignal)
     const { id } = ref
     let request: QueuedRequest | null
     let key: KeyRecord | null
@@ -121,6 +131,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
       }
       // Only the head of a line runs: one that is not will be scheduled when its turn comes.
       if (request.status === 'queued' && (ahead ?? 0) > 0) return { kind: 'done' }
+      if (request.runner !== null) return later(LEASE_RECHECK_MS)
     } catch (error) {
       deps.log.warn({ queueId: id, err: describe(error) }, 'queue worker cannot read a request; trying again')
       return later(STORE_RETRY_MS)
@@ -134,7 +145,26 @@ export function createProcessor(deps: WorkerDeps): Processor {
     }
   }
 
-  async function run(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, log: Logger): Promise<Outcome> {
+  /** A request leased to this instance, as it was accepted. */
+  async function runHeld(held: Held, runnerSignal: AbortSignal): Promise<Outcome> {
+    const { request } = held
+    const log = deps.log.child({ queueId: request.id, keyId: request.keyId })
+    let outcome: Outcome
+    try {
+      outcome = await run(request, held.key, runnerSignal, log, c.instance)
+    } catch (error) {
+      log.warn({ err: describe(error) }, 'queue worker could not finish a request; trying again')
+      outcome = later(STORE_RETRY_MS)
+    }
+    // To wait, it goes to the shared queue: the lease ends first. (Should that fail, the
+    // request stays leased to a live instance that no longer runs it: the lease check
+    // hands it back.)
+    if (outcome.kind === 'later') await c.endLease(request)
+    else c.unhold(request.id)
+    return outcome
+  }
+
+  async function run(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, log: Logger, runner?: string): Promise<Outcome> {
     if (request.cancelRequested) {
       await finish(request, 'cancelled', null)
       return { kind: 'done' }
@@ -187,7 +217,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
     const strategy: AdmissionStrategy = {
       async admit(admissionRequest) {
         const admission = await admitSoon(admissionRequest, controller.signal)
-        const { started, next } = await store.start(request, Date.now()).catch(async (error: unknown) => {
+        const { started, next } = await store.start(request, Date.now(), runner).catch(async (error: unknown) => {
           await admission.settle(NO_USAGE)
           throw error
         })

@@ -60,7 +60,7 @@ t.test('Prefer: respond-async, alone or among others', async (t) => {
 })
 
 t.test('a client sees "expired" once a result (or a wait) outlives its time to live', async (t) => {
-  const base: QueuedRequest = { ...newRequest({ createdAt: 1000 }), status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null }
+  const base: QueuedRequest = { ...newRequest({ createdAt: 1000 }), status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null }
   t.equal(statusOf(base, 1500, 1000), 'queued')
   t.equal(statusOf(base, 2000, 1000), 'expired', 'waited as long as a result is kept')
   const done = { ...base, status: 'completed' as const, finishedAt: 5000 }

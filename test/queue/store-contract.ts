@@ -57,7 +57,7 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal(await store.submit(first, null), 0, 'nobody ahead of the first')
     t.equal(await store.submit(second, null), 1, 'one ahead of the second')
     const read = await store.get(first.id)
-    t.strictSame(read, { ...first, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null })
+    t.strictSame(read, { ...first, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null })
     t.equal(await store.position(second.line, jobTicket(second)), 1)
     t.equal(await store.get('qreq_missing'), null)
     await t.rejects(store.submit(first, null), 'the same id twice is refused')

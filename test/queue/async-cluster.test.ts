@@ -1,8 +1,9 @@
 // Asynchronous /queue requests with Redis: a request accepted by one gateway runs on
 // another and its result reads the same on both; accepted requests outlive the gateway
 // that accepted them; a running request is cancelled through a gateway that does not run
-// it; and one key's thousand waiting requests do not hold back another key's single one
-// by more than one admission slot.
+// it; requests a gateway was running when it was killed run again elsewhere; and one
+// key's thousand waiting requests do not hold back another key's single one by more than
+// one admission slot.
 import t from 'tap'
 import { adminCall } from '../admin/helpers.ts'
 import { startFakeUpstream } from '../helpers/fake-upstream.ts'
@@ -97,10 +98,13 @@ t.test('fairness: key A queues 1,000 requests; key B\'s single request starts wi
   t.ok(aStarts.length < 900, 'A still had hundreds waiting when B ran')
 })
 
-t.test('a gateway killed (SIGKILL) while running a request: another instance runs it again and it completes', async (t) => {
-  // The first run is slow (a stream of 30 events 100 ms apart) and is cut by the kill;
-  // BullMQ's lock on the job then runs out (queue.recoverAfterMs) and the other instance's
-  // worker takes the job over. Nothing else tells it to.
+t.test('a gateway killed (SIGKILL) while running requests: another instance runs them again and they complete', async (t) => {
+  // Two requests run on the doomed gateway, each first run slow (a stream of 30 events
+  // 100 ms apart) and cut by the kill. One it accepted itself with a worker free, so it
+  // holds it on a lease: its heartbeat then runs out and the survivor hands the request to
+  // the shared queue. The other was accepted by a gateway that runs nothing, and the
+  // doomed one's BullMQ worker took it: BullMQ's lock on the job runs out and the
+  // survivor's worker takes it over. Both within queue.recoverAfterMs; nothing else tells them to.
   const c = await cluster(t)
   const upstream = await startFakeUpstream({ replyText: Array.from({ length: 30 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 100 })
   t.teardown(() => upstream.close())
@@ -111,24 +115,35 @@ t.test('a gateway killed (SIGKILL) while running a request: another instance run
       ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
     },
   }
+  const front = await c.start({ ...settings, queue: { ...settings.queue, concurrency: 0 } })
   const doomed = await c.start(settings)
-  const { key } = await doomed.createKey({ tier: 'Standard4000' })
-  const id = (await post(`${doomed.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
-  await until(`${doomed.url}/queue/requests/${id}`, key, ['in_progress'])
+  const body = { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }
+  const leasedKey = (await doomed.createKey({ tier: 'Standard4000' })).key
+  const sharedKey = (await doomed.createKey({ tier: 'Standard4000' })).key
+  const leased = (await post(`${doomed.url}/queue/chat/completions`, leasedKey, body, ASYNC)).json<QueueView>().id
+  const shared = (await post(`${front.url}/queue/chat/completions`, sharedKey, body, ASYNC)).json<QueueView>().id
+  await until(`${doomed.url}/queue/requests/${leased}`, leasedKey, ['in_progress'])
+  await until(`${doomed.url}/queue/requests/${shared}`, sharedKey, ['in_progress'])
+  const runnerOf = async (id: string): Promise<string | null> => c.ns.redis.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'runner')
+  t.ok(((await runnerOf(leased)) ?? '') !== '', 'the one the doomed gateway accepted runs there on a lease')
+  t.equal(await runnerOf(shared), null, 'the other came through the shared queue')
   await sleep(300)
-  t.equal(upstream.requests.length, 1, 'the first run reached the upstream')
+  t.equal(upstream.requests.length, 2, 'both first runs reached the upstream')
   await doomed.stop('SIGKILL')
-  t.equal(await upstream.requests[0]?.ended, 'closed', 'and was cut by the kill')
+  t.same(await Promise.all(upstream.requests.map((r) => r.ended)), ['closed', 'closed'], 'and were cut by the kill')
 
   const survivor = await c.start(settings)
-  const killedAt = Date.now()
-  const done = await until(`${survivor.url}/queue/requests/${id}`, key, ['completed', 'failed'], 30_000)
-  t.equal(done.status, 'completed', `run again and completed (${Date.now() - killedAt} ms after the survivor started)`)
-  t.equal(upstream.requests.length, 2, 'exactly one more upstream call')
-  const text = String(done.response?.body ?? '').split('\n\n').filter((e) => e.startsWith('data: {'))
-    .map((e) => (JSON.parse(e.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]?.delta?.content ?? '').join('')
-  t.equal(text.trim(), upstream.options.replyText, 'the result is the whole second stream')
-  t.equal(done.response?.usage.output_tokens, 30, 'and its usage is the second run\'s')
+  const startedAt = Date.now()
+  for (const [id, key] of [[leased, leasedKey], [shared, sharedKey]] as const) {
+    const done = await until(`${survivor.url}/queue/requests/${id}`, key, ['completed', 'failed'], 30_000)
+    t.equal(done.status, 'completed', `${id === leased ? 'the leased one' : 'the shared one'} ran again and completed (${Date.now() - startedAt} ms after the survivor started)`)
+    const text = String(done.response?.body ?? '').split('\n\n').filter((e) => e.startsWith('data: {'))
+      .map((e) => (JSON.parse(e.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]?.delta?.content ?? '').join('')
+    t.equal(text.trim(), upstream.options.replyText, 'the result is the whole second stream')
+    t.equal(done.response?.usage.output_tokens, 30, 'and its usage is the second run\'s')
+  }
+  t.equal(upstream.requests.length, 4, 'exactly one more upstream call for each')
+  t.equal(await runnerOf(leased), null, 'the lease is gone')
 })
 
 t.test('tier priority: with every worker busy, a request of a higher-priority tier starts before the lower tier\'s waiting ones', async (t) => {

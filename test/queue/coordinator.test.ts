@@ -57,3 +57,33 @@ t.test('priorities by tier: listed tiers by their number, unlisted after them', 
   t.equal(c.priorityOf('Silver'), 5)
   t.equal(c.priorityOf('Basic'), 6)
 })
+
+t.test('leases nobody runs go to the shared queue: a stopped gateway\'s, and this gateway\'s own that it no longer runs', async (t) => {
+  const { store, runner, coordinator } = setup(t)
+  const ran: string[] = []
+  runner.start(async (ref) => { ran.push(ref.id); return { kind: 'done' } }, 4)
+  const ofStopped = newRequest({ keyId: 'key_1' })
+  const ofLive = newRequest({ keyId: 'key_2' })
+  const ownRunning = newRequest({ keyId: 'key_3' })
+  const ownDropped = newRequest({ keyId: 'key_4' })
+  await store.heartbeat('live', 60_000)
+  await store.heartbeat('here', 60_000)
+  await store.submit(ofStopped, null, 'stopped')
+  await store.submit(ofLive, null, 'live')
+  coordinator.hold(ownRunning.id)
+  await store.submit(ownRunning, null, 'here')
+  await store.submit(ownDropped, null, 'here')
+
+  await coordinator.checkLeases()
+  for (let i = 0; i < 50 && ran.length < 2; i++) await new Promise((done) => setTimeout(done, 10))
+  t.same(ran.sort(), [ofStopped.id, ownDropped.id].sort(), 'the two nobody runs were scheduled')
+  t.equal((await store.get(ofStopped.id))?.runner, null, 'their leases ended')
+  t.equal((await store.get(ownDropped.id))?.runner, null)
+  t.equal((await store.get(ofLive.id))?.runner, 'live', 'a live gateway keeps its lease')
+  t.equal((await store.get(ownRunning.id))?.runner, 'here', 'and so does this one, for what it runs')
+
+  coordinator.unhold(ownRunning.id)
+  await coordinator.checkLeases()
+  for (let i = 0; i < 50 && ran.length < 3; i++) await new Promise((done) => setTimeout(done, 10))
+  t.ok(ran.includes(ownRunning.id), 'once it no longer runs it, it goes too')
+})

@@ -1,7 +1,8 @@
 // The behaviour every JobRunner must show. Run by runner-local.test.ts and
 // runner-bullmq.test.ts; each subtest gets a fresh runner (and a fresh queue).
 import type { Test } from 'tap'
-import type { JobRunner, Outcome, Processor, RequestRef } from '../../src/queue/ports.ts'
+import type { KeyRecord } from '../../src/keys/record.ts'
+import type { Held, JobRunner, Outcome, Processor, QueuedRequest, RequestRef } from '../../src/queue/ports.ts'
 
 export interface RunnerSpace {
   /** A runner on this space: more than one share the scheduled work (Redis: instances). */
@@ -108,6 +109,43 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
     release()
     t.ok(await until(() => r.runs.length === 5))
     t.same(r.runs.map((x) => x.id), ['block', 'urgent', 'o1', 'o2', 'o3'])
+  })
+
+  withRunner('a claimed worker runs a held request at once, counts among the workers, and hands a "later" to the shared queue', async (t, runner) => {
+    t.equal(runner.claim(), null, 'no worker before start')
+    let release: () => void = () => {}
+    const gate = new Promise<void>((done) => { release = done })
+    const helds: Array<Held | undefined> = []
+    const r = recorder(async (id, n) => {
+      if (id === 'held' && n === 1) {
+        await gate
+        return { kind: 'later', at: Date.now() + 100 }
+      }
+      return { kind: 'done' }
+    })
+    runner.start(async (request, signal, held) => { helds.push(held); return r.processor(request, signal) }, 2)
+    const held = { request: { id: 'held' } as unknown as QueuedRequest, key: { id: 'key_held' } as unknown as KeyRecord }
+    const first = runner.claim()
+    const second = runner.claim()
+    t.ok(first !== null && second !== null, 'two free workers')
+    t.equal(runner.claim(), null, 'and no third')
+    second?.free()
+    second?.free()
+    const third = runner.claim()
+    t.ok(third !== null, 'a freed worker can be claimed again (freed once, however often it is told)')
+    t.equal(runner.claim(), null)
+
+    first?.run(job('held'), held)
+    t.equal(r.runs.length, 1, 'it runs at once, not after a round trip')
+    t.equal(helds[0], held, 'with what it was given')
+    await runner.schedule(job('queued'))
+    await sleep(150)
+    t.notOk(r.runs.some((x) => x.id === 'queued'), 'a scheduled request waits while both workers are kept')
+    third?.free()
+    t.ok(await until(() => r.runs.some((x) => x.id === 'queued')), 'and runs once one is given back')
+    release()
+    t.ok(await until(() => r.runs.filter((x) => x.id === 'held').length === 2), 'the "later" ran again through the shared queue')
+    t.equal(helds.at(-1), undefined, 'that time without the held record')
   })
 
   withRunner('close waits for running requests within the grace, then aborts them', async (t, runner) => {

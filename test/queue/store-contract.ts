@@ -3,7 +3,7 @@
 // (a restart of the embedded store; a second instance on the same Redis).
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
-import type { NewRequest, QueueStore, StoredResult, Ticket } from '../../src/queue/ports.ts'
+import type { NewRequest, QueueStore, RequestRef, StoredResult, Ticket } from '../../src/queue/ports.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 
 export interface StoreSpace {
@@ -216,6 +216,48 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal(read?.status, 'completed', 'the record is still there')
     t.equal(read?.result, null, 'the result is gone')
   }, 400)
+
+  withStore('a request that is a head at once is leased to the runner that asked; only that runner may start it', async (t, store) => {
+    const ref = (r: NewRequest): RequestRef => ({ id: r.id, line: r.line, createdAt: r.createdAt })
+    const first = newRequest()
+    const second = newRequest()
+    t.equal(await store.submit(first, null, 'inst-a'), 0)
+    t.equal(await store.submit(second, null, 'inst-a'), 1, 'the second has one ahead')
+    t.equal((await store.get(first.id))?.runner, 'inst-a', 'the head is leased')
+    t.equal((await store.get(second.id))?.runner, null, 'one behind it is not')
+    t.same(await store.leases(), [{ request: ref(first), runner: 'inst-a', alive: false }], 'listed; no heartbeat yet')
+    await store.heartbeat('inst-a', 10_000)
+    t.same((await store.leases()).map((l) => l.alive), [true], 'alive once it beats')
+
+    t.same(await store.start(ref(first), 5), { started: false, next: null }, 'the shared runner may not start it')
+    t.same(await store.start(ref(first), 5, 'inst-b'), { started: false, next: null }, 'nor another instance')
+    t.equal((await store.get(first.id))?.status, 'queued')
+    const started = await store.start(ref(first), 6, 'inst-a')
+    t.equal(started.started, true, 'its runner may')
+    t.same(started.next, jobTicket(second), 'and the turn passes on')
+    t.equal((await store.get(first.id))?.runner, 'inst-a', 'it stays leased while it runs')
+
+    t.equal(await store.release(ref(first), 'inst-b'), false, 'another instance cannot end the lease')
+    t.equal(await store.release(ref(first), 'inst-a'), true, 'its runner can')
+    t.equal(await store.release(ref(first), 'inst-a'), false, 'once')
+    t.equal((await store.get(first.id))?.runner, null)
+    t.same(await store.leases(), [])
+    t.equal((await store.start(ref(first), 7)).started, true, 'the shared runner may run it again now')
+  })
+
+  withStore('a lease ends when its request finishes or is cancelled', async (t, store) => {
+    const done = newRequest()
+    const cancelled = newRequest({ keyId: 'key_c' })
+    await store.submit(done, null, 'inst-a')
+    await store.submit(cancelled, null, 'inst-a')
+    t.equal((await store.leases()).length, 2)
+    await store.start(done, 1, 'inst-a')
+    t.equal((await store.finish(done, 'completed', result(), 2)).finished, true)
+    t.equal((await store.get(done.id))?.runner, null, 'finished: not leased')
+    t.equal((await store.cancel(cancelled, 3)).was, 'queued')
+    t.equal((await store.get(cancelled.id))?.runner, null, 'cancelled: not leased')
+    t.same(await store.leases(), [])
+  })
 
   withStore('sweep names the head of every line', async (t, store) => {
     const r = newRequest()

@@ -31,7 +31,7 @@ const WINDOW_MS = 10_000
 const SUBMITTERS = 8
 const PACE_PER_S = 100
 const PACED = 500
-const ROUNDS = 3
+const ROUNDS = 5
 const COUNTED = 300
 const PREFIX = 'benchq:'
 

@@ -374,8 +374,10 @@ export const configSchema = z.strictObject({
     sweepIntervalMs: positiveInt.default(10_000),
     /**
      * A request whose gateway died while running it (SIGKILL, power loss) runs again on
-     * another instance within about this long (BullMQ's job lock; it is renewed at half
-     * of it while the request runs, so an event loop stalled for longer would run it twice).
+     * another instance within about this long (BullMQ's job lock, renewed at half of it
+     * while the request runs; for a request leased to the gateway that accepted it, that
+     * gateway's heartbeat, which lasts half of it). An event loop stalled for longer would
+     * run it twice.
      */
     recoverAfterMs: z.number().int().min(1000).default(30_000),
   }).prefault({}),

@@ -1,9 +1,12 @@
 // The queue's stateful parts, as ports. The QueueStore holds the lines (one FIFO per API
 // key and model, where drop-in calls and stored asynchronous requests wait their turn)
 // and the stored requests with their results; the JobRunner runs stored requests whose
-// turn has come, on whichever instance has a free worker. Each has a Redis adapter
-// (shared by every instance) and an embedded one (one process, kept on disk), and the
-// adapters of each pass the same contract tests in test/queue/.
+// turn has come, on whichever instance has a free worker. When the instance that accepts
+// a request has a free worker and the request is at once the head of its line, it runs
+// there at once instead, on a lease the store keeps (no other instance runs it while the
+// lease holder's heartbeat lasts). Each has a Redis adapter (shared by every instance)
+// and an embedded one (one process, kept on disk), and the adapters of each pass the
+// same contract tests in test/queue/.
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { UploadedFile } from '../http/body.ts'

@@ -146,6 +146,30 @@ t.test('a gateway killed (SIGKILL) while running requests: another instance runs
   t.equal(await runnerOf(leased), null, 'the lease is gone')
 })
 
+t.test('a gateway stopped (SIGTERM) while running a request it holds hands it to another instance once its grace is up', async (t) => {
+  const c = await cluster(t)
+  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 30 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 100 })
+  t.teardown(() => upstream.close())
+  const config = (doc: Record<string, unknown>): void => {
+    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+    ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
+    ;(doc.server as Record<string, unknown>).shutdownGraceMs = 500
+  }
+  const stopping = await c.start({ config })
+  const other = await c.start({ config })
+  const { key } = await stopping.createKey({ tier: 'Standard4000' })
+  const id = (await post(`${stopping.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
+  await until(`${other.url}/queue/requests/${id}`, key, ['in_progress'])
+  t.ok(((await c.ns.redis.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'runner')) ?? '') !== '', 'it runs on a lease where it was accepted')
+  await sleep(200)
+  t.equal(await stopping.stop(), 0, 'the gateway stops cleanly')
+  t.equal(await upstream.requests[0]?.ended, 'closed', 'its run was cut when the grace was up')
+  const done = await until(`${other.url}/queue/requests/${id}`, key, ['completed', 'failed'], 20_000)
+  t.equal(done.status, 'completed', 'the other instance ran it again')
+  t.equal(upstream.requests.length, 2, 'one more upstream call')
+  t.equal(done.response?.usage.output_tokens, 30, 'the whole second stream')
+})
+
 t.test('tier priority: with every worker busy, a request of a higher-priority tier starts before the lower tier\'s waiting ones', async (t) => {
   // One worker and calls that take a while: eight Basic keys each have a request waiting
   // (eight heads of eight lines), then a Standard4000 key sends one. Standard4000 is

@@ -4,10 +4,24 @@
 // it; requests a gateway was running when it was killed run again elsewhere; and one
 // key's thousand waiting requests do not hold back another key's single one by more than
 // one admission slot.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { adminCall } from '../admin/helpers.ts'
 import { startFakeUpstream } from '../helpers/fake-upstream.ts'
 import { ASYNC, chatBody, cluster, del, get, MODEL, post, sleep, until, type QueueView } from './helpers.ts'
+
+/**
+ * An upstream that streams `words` events `eventDelayMs` apart, served as 'slow-model'
+ * (closed when the test ends), and a streamed chat body for it.
+ */
+async function slowModel(t: Test, words: number, eventDelayMs: number) {
+  const upstream = await startFakeUpstream({ replyText: Array.from({ length: words }, (_, i) => `w${i}`).join(' '), eventDelayMs })
+  t.teardown(() => upstream.close())
+  const config = (doc: Record<string, unknown>): void => {
+    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+    ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
+  }
+  return { upstream, config, body: { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true } }
+}
 
 // Each test has a namespace of its own: a gateway of one test must not take another's jobs.
 t.test('accepted by A (which runs nothing), run by B, read on either; outlives A', async (t) => {
@@ -35,16 +49,11 @@ t.test('accepted by A (which runs nothing), run by B, read on either; outlives A
 
 t.test('a running request is cancelled through the gateway that does not run it', async (t) => {
   const c = await cluster(t)
-  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 80 })
-  t.teardown(() => upstream.close())
-  const withFake = (doc: Record<string, unknown>): void => {
-    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
-    ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
-  }
-  const runner = await c.start({ config: withFake })
-  const front = await c.start({ queue: { concurrency: 0 }, config: withFake })
+  const { upstream, config, body } = await slowModel(t, 60, 80)
+  const runner = await c.start({ config })
+  const front = await c.start({ queue: { concurrency: 0 }, config })
   const { key } = await front.createKey({ tier: 'Standard4000' })
-  const id = (await post(`${front.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
+  const id = (await post(`${front.url}/queue/chat/completions`, key, body, ASYNC)).json<QueueView>().id
   await until(`${runner.url}/queue/requests/${id}`, key, ['in_progress'])
   await sleep(500)
   const cancelled = await del(`${front.url}/queue/requests/${id}`, key)
@@ -106,18 +115,10 @@ t.test('a gateway killed (SIGKILL) while running requests: another instance runs
   // doomed one's BullMQ worker took it: BullMQ's lock on the job runs out and the
   // survivor's worker takes it over. Both within queue.recoverAfterMs; nothing else tells them to.
   const c = await cluster(t)
-  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 30 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 100 })
-  t.teardown(() => upstream.close())
-  const settings = {
-    queue: { recoverAfterMs: 2000 },
-    config: (doc: Record<string, unknown>): void => {
-      (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
-      ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
-    },
-  }
+  const { upstream, config, body } = await slowModel(t, 30, 100)
+  const settings = { queue: { recoverAfterMs: 2000 }, config }
   const front = await c.start({ ...settings, queue: { ...settings.queue, concurrency: 0 } })
   const doomed = await c.start(settings)
-  const body = { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }
   const leasedKey = (await doomed.createKey({ tier: 'Standard4000' })).key
   const sharedKey = (await doomed.createKey({ tier: 'Standard4000' })).key
   const leased = (await post(`${doomed.url}/queue/chat/completions`, leasedKey, body, ASYNC)).json<QueueView>().id
@@ -148,17 +149,16 @@ t.test('a gateway killed (SIGKILL) while running requests: another instance runs
 
 t.test('a gateway stopped (SIGTERM) while running a request it holds hands it to another instance once its grace is up', async (t) => {
   const c = await cluster(t)
-  const upstream = await startFakeUpstream({ replyText: Array.from({ length: 30 }, (_, i) => `w${i}`).join(' '), eventDelayMs: 100 })
-  t.teardown(() => upstream.close())
+  const slow = await slowModel(t, 30, 100)
+  const { upstream } = slow
   const config = (doc: Record<string, unknown>): void => {
-    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
-    ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
+    slow.config(doc)
     ;(doc.server as Record<string, unknown>).shutdownGraceMs = 500
   }
   const stopping = await c.start({ config })
   const other = await c.start({ config })
   const { key } = await stopping.createKey({ tier: 'Standard4000' })
-  const id = (await post(`${stopping.url}/queue/chat/completions`, key, { model: 'slow-model', messages: [{ role: 'user', content: 'x' }], stream: true }, ASYNC)).json<QueueView>().id
+  const id = (await post(`${stopping.url}/queue/chat/completions`, key, slow.body, ASYNC)).json<QueueView>().id
   await until(`${other.url}/queue/requests/${id}`, key, ['in_progress'])
   t.ok(((await c.ns.redis.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'runner')) ?? '') !== '', 'it runs on a lease where it was accepted')
   await sleep(200)

@@ -28,6 +28,8 @@ export interface CoordinatorOptions {
    * every half).
    */
   readonly recoverAfterMs?: number
+  /** Told of each lease this gateway handed to the shared queue (a metric). */
+  readonly onLeaseRecovered?: () => void
 }
 
 export class Coordinator {
@@ -43,6 +45,7 @@ export class Coordinator {
   /** Requests leased to this gateway that it runs (or is about to). */
   readonly #held = new Set<string>()
   readonly #recoverAfterMs: number
+  readonly #onLeaseRecovered: () => void
   #timers: NodeJS.Timeout[] = []
 
   constructor(options: CoordinatorOptions) {
@@ -52,6 +55,7 @@ export class Coordinator {
     this.#log = options.log
     this.#priorities = options.tierPriority
     this.#recoverAfterMs = options.recoverAfterMs ?? 30_000
+    this.#onLeaseRecovered = options.onLeaseRecovered ?? (() => {})
     const listed = Object.values(options.tierPriority)
     this.#unlisted = listed.length === 0 ? undefined : Math.max(...listed) + 1
     this.#signals = options.signals({
@@ -171,6 +175,7 @@ export class Coordinator {
       if (lease.alive && (runner !== this.instance || this.#held.has(request.id))) continue
       if (!(await this.store.release(request, runner))) continue
       this.#log.info({ queueId: request.id, runner }, 'queue: a leased request nobody runs goes to the shared queue')
+      this.#onLeaseRecovered()
       const tier = this.#unlisted === undefined ? undefined : (await this.store.get(request.id))?.tier
       await this.schedule(request, tier)
     }

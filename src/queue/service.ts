@@ -95,7 +95,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   const ttlMs = settings.resultTtlSeconds * 1000
   const instance = deps.instance ?? randomBytes(6).toString('hex')
   const coordinator = new Coordinator({
-    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals, recoverAfterMs: settings.recoverAfterMs,
+    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals,
+    recoverAfterMs: settings.recoverAfterMs, onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
   })
   const shutdown = new AbortController()
   let workerStarted = false

@@ -226,6 +226,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
           throw new NotStarted()
         }
         await c.handOver(request.line, next)
+        metrics.queueStarts.inc({ path: runner === undefined ? 'shared' : 'here' })
         if (attemptsBefore === 0) {
           metrics.queueWait.observe({ mode: 'async' }, (Date.now() - request.createdAt) / 1000)
           metrics.queueRequests.inc({ mode: 'async', outcome: 'admitted' })

@@ -145,6 +145,11 @@ t.test('a gateway killed (SIGKILL) while running requests: another instance runs
   }
   t.equal(upstream.requests.length, 4, 'exactly one more upstream call for each')
   t.equal(await runnerOf(leased), null, 'the lease is gone')
+  const scrape = async (gw: { metricsUrl: string }): Promise<string> => (await fetch(`${gw.metricsUrl}/metrics`)).text()
+  const recovered = (text: string): number => Number(/^tollgate_queue_leases_recovered_total (\d+)$/m.exec(text)?.[1] ?? 0)
+  const [onFront, onSurvivor] = await Promise.all([scrape(front), scrape(survivor)])
+  t.equal(recovered(onFront) + recovered(onSurvivor), 1, 'the lease was handed on once (by whichever live gateway checked first), and counted')
+  t.match(onSurvivor, /^tollgate_queue_async_starts_total\{path="shared"\} 2$/m, 'the survivor started both through the shared queue')
 })
 
 t.test('a gateway stopped (SIGTERM) while running a request it holds hands it to another instance once its grace is up', async (t) => {
@@ -161,6 +166,7 @@ t.test('a gateway stopped (SIGTERM) while running a request it holds hands it to
   const id = (await post(`${stopping.url}/queue/chat/completions`, key, slow.body, ASYNC)).json<QueueView>().id
   await until(`${other.url}/queue/requests/${id}`, key, ['in_progress'])
   t.ok(((await c.ns.redis.hget(`${c.ns.prefix}{tg}:q:req:${id}`, 'runner')) ?? '') !== '', 'it runs on a lease where it was accepted')
+  t.match(await (await fetch(`${stopping.metricsUrl}/metrics`)).text(), /^tollgate_queue_async_starts_total\{path="here"\} 1$/m, 'and was counted as started there')
   await sleep(200)
   t.equal(await stopping.stop(), 0, 'the gateway stops cleanly')
   t.equal(await upstream.requests[0]?.ended, 'closed', 'its run was cut when the grace was up')

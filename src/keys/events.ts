@@ -14,10 +14,9 @@
 // - a failed PUBLISH is retried a few times;
 // - and whatever still slips through, the cache's TTL (1 s) ends.
 import { randomBytes } from 'node:crypto'
-import { Cluster } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient, type RedisConnection } from '../store/redis-client.ts'
+import { createRedisClient, isCluster, type RedisConnection } from '../store/redis-client.ts'
 import { redisKeys } from '../store/redis.ts'
 import type { KeyCache } from './cache.ts'
 
@@ -91,11 +90,11 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   })
   // Subscribed by hand on every (re)connect, so "live" means the SUBSCRIBE was answered.
   const onSubscriberError = (err: Error): void => log.debug({ err: err.message }, 'key change subscriber: redis error')
-  const subscriber: RedisConnection = publisher instanceof Cluster
+  const subscriber: RedisConnection = isCluster(publisher)
     ? createRedisClient(target, { commandTimeoutMs: options.commandTimeoutMs, name: `${name}-sub`, onError: onSubscriberError })
     : publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
-  if (!(subscriber instanceof Cluster)) subscriber.on('error', onSubscriberError)
-  const onCluster = subscriber instanceof Cluster
+  if (!isCluster(subscriber)) subscriber.on('error', onSubscriberError)
+  const onCluster = isCluster(subscriber)
   const beats = `${channel}:beat:${randomBytes(6).toString('hex')}`
   let lastBeat = 0
   cache.setTrusted(false)

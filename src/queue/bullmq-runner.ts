@@ -11,12 +11,14 @@
 // once, does not go through BullMQ: it is leased to that instance (QueueStore.submit) and
 // runs there (claim), saving the job's add, the wake-up of a worker and the second read of
 // the record. Jobs and such runs share the instance's `concurrency` workers.
-import { DelayedError, Queue, Worker, type ConnectionOptions, type Job } from 'bullmq'
-import { Cluster } from 'ioredis'
+import { createRequire } from 'node:module'
+import type * as BullMQ from 'bullmq'
+import type { ConnectionOptions, Job, Worker } from 'bullmq'
+import type { Cluster } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
-import { clusterOptions, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
+import { clusterOptions, ioredis, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
 import type { Held, JobRunner, Processor, RequestRef } from './ports.ts'
 
 export interface BullmqRunnerOptions {
@@ -37,6 +39,7 @@ export interface BullmqRunnerOptions {
 }
 
 const NEVER = new AbortController().signal
+const requireCjs = createRequire(import.meta.url)
 /** How long a close waits on Redis before it gives up on it. */
 const CLOSE_MS = 2000
 
@@ -64,7 +67,7 @@ function connectionFor(target: RedisTarget, role: 'queue' | 'worker', commandTim
   const offline = { enableOfflineQueue: role === 'worker' }
   if (target.kind === 'standalone') return { url: target.url, ...per, ...(role === 'queue' ? offline : {}) }
   if (target.kind === 'sentinel') return { ...sentinelOptions(target, { ...per, ...(role === 'queue' ? offline : {}) }), retryStrategy: (attempt: number) => reconnectDelay(attempt, 2000) }
-  const cluster = new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(target, per, {
+  const cluster = new (ioredis().Cluster)(target.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(target, per, {
     lazyConnect: false,
     retryStrategy: (attempt) => reconnectDelay(attempt, 2000),
     connectTimeout: Math.max(commandTimeoutMs, 1000),
@@ -76,6 +79,8 @@ function connectionFor(target: RedisTarget, role: 'queue' | 'worker', commandTim
 }
 
 export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
+  // Loaded here, not at import: a gateway on the embedded store never pays for it (about 11 MB of RSS).
+  const { DelayedError, Queue, Worker } = requireCjs('bullmq') as typeof BullMQ
   const name = options.name ?? 'requests'
   const prefix = `${options.keyPrefix}{tg}:bull`
   const { log } = options

@@ -6,8 +6,25 @@
 // the client follows the slots (MOVED, a failover) by itself; and a Sentinel set, where
 // the client asks the sentinels for the master on every (re)connect. Every multi-key script and MULTI of Tollgate keeps
 // its keys under one hash tag, so all three run the same commands.
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
+import { createRequire } from 'node:module'
+import type * as IORedis from 'ioredis'
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
+
+const requireCjs = createRequire(import.meta.url)
+
+/**
+ * ioredis, loaded when the first Redis connection is made: a gateway on the embedded
+ * store never pays for it (about 15 MB of RSS).
+ */
+export function ioredis(): typeof IORedis {
+  return requireCjs('ioredis') as typeof IORedis
+}
+
+/** Whether a connection is to a Redis Cluster. */
+export function isCluster(redis: RedisConnection): redis is Cluster {
+  return redis.isCluster
+}
 
 /** A connection to any of the three topologies: what the stores, limiter and queue hold. */
 export type RedisConnection = Redis | Cluster
@@ -98,6 +115,7 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   const retryStrategy = (attempt: number): number => reconnectDelay(attempt, maxDelay)
   const lazyConnect = options.lazyConnect ?? false
   const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
+  const { Redis, Cluster } = ioredis()
   let redis: RedisConnection
   if (spec.kind === 'standalone') {
     redis = new Redis(spec.url, { ...per, enableOfflineQueue: false, retryStrategy, lazyConnect })
@@ -167,7 +185,7 @@ export function whenReady(redis: RedisConnection): Promise<void> {
   if (redis.status !== 'connecting' && redis.status !== 'connect') {
     return Promise.reject(new Error(`Redis is not connected (${redis.status})`))
   }
-  const own = redis instanceof Cluster ? redis.options.redisOptions ?? {} : redis.options
+  const own = isCluster(redis) ? redis.options.redisOptions ?? {} : redis.options
   const limitMs = (own.connectTimeout ?? 10_000) + (own.commandTimeout ?? 0)
   return new Promise<void>((resolve, reject) => {
     const settle = (error?: Error): void => {

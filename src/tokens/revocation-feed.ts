@@ -3,10 +3,9 @@
 // `<prefix>{tg}:rag:revoked`, and every instance drops what it cached about that session or
 // user. Pub/sub delivers at most once: a lost message is covered by the verifier's cache
 // lifetime (ragAuth.revocationCacheMs), which is the guarantee; this feed makes it faster.
-import { Cluster } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient, type RedisConnection } from '../store/redis-client.ts'
+import { createRedisClient, isCluster, type RedisConnection } from '../store/redis-client.ts'
 import { redisKeys } from '../store/redis.ts'
 import type { TokenVerifier } from './verifier.ts'
 
@@ -41,7 +40,7 @@ export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): 
   const publisher = createRedisClient(options.redis, { commandTimeoutMs: options.commandTimeoutMs, name: 'tollgate-rag-revoked-pub' })
   // Subscribed by hand on every (re)connect: nothing is queued while disconnected. A
   // cluster client subscribes through a node of its choosing (pub/sub reaches every node).
-  const subscriber: RedisConnection = publisher instanceof Cluster
+  const subscriber: RedisConnection = isCluster(publisher)
     ? createRedisClient(options.redis, { commandTimeoutMs: options.commandTimeoutMs, name: 'tollgate-rag-revoked-sub' })
     : publisher.duplicate({ connectionName: 'tollgate-rag-revoked-sub', autoResubscribe: false })
   subscriber.on('error', (err: Error) => log.debug({ err: err.message }, 'revocation feed: redis error'))

@@ -131,8 +131,9 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     })
   }
 
-  /** Wakes a delayed job when due (see start). */
+  /** Wakes a delayed job when due (see start); BullMQ's own delay does once this instance closes. */
   function promoteAt(at: number, job: Pick<Job, 'promote'> | string): void {
+    if (closing) return
     const timer = setTimeout(() => {
       timers.delete(timer)
       const found = typeof job === 'string' ? queue.getJob(job) : Promise.resolve(job)
@@ -263,8 +264,6 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           if (!(await within(Promise.all([running.close(true), claimed()]), CLOSE_MS))) log.warn('queue worker did not close in time (is Redis away?); leaving it')
         }
       }
-      for (const timer of timers) clearTimeout(timer)
-      timers.clear()
       // With Redis away a graceful close would wait for ever.
       if (!(await within(queue.close(), CLOSE_MS))) await queue.disconnect().catch(() => undefined)
       // BullMQ leaves a client it was given open.

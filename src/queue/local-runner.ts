@@ -1,7 +1,8 @@
 // The job runner of a single instance: scheduled requests wait in memory, in the order
 // they became runnable (lower priority first), and up to `concurrency` run at once (a
-// claimed worker counts as one running). A delay is one timer per request, never a poll. Nothing here outlives the process: at
-// start the queue service schedules the head of every line again from the store.
+// claimed worker counts as one running). A delay is one timer per request, never a poll.
+// Nothing here outlives the process: at start the queue service schedules the head of
+// every line again from the store.
 import type { Held, JobRunner, Outcome, Processor, RequestRef } from './ports.ts'
 
 interface Ready {

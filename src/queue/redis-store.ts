@@ -33,8 +33,9 @@ function script(body: string): Script {
   return { source, sha: createHash('sha1').update(source).digest('hex') }
 }
 
-// Takes `ticket` out of `line`; returns the new head when the ticket was the head and
-// someone follows, else false. Drops the line from `lines` once it is empty.
+// Functions every script may call. leave takes `ticket` out of `line`; returns the new
+// head when the ticket was the head and someone follows, else false. Drops the line from
+// `lines` once it is empty. unlease ends a request's lease; join puts a ticket in line.
 const LEAVE = `
 local function leave(line, lines, lineId, ticket)
   local rank = redis.call('ZRANK', line, ticket)
@@ -47,6 +48,10 @@ local function leave(line, lines, lineId, ticket)
   end
   if rank == 0 then return first[1] end
   return false
+end
+local function unlease(req, leases, id)
+  redis.call('HDEL', req, 'runner')
+  redis.call('HDEL', leases, id)
 end
 local function join(line, lines, seq, lineId, ticket, place)
   if place == 'front' then
@@ -111,8 +116,7 @@ const FINISH = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'queued' and st ~= 'in_progress' then return {0} end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finishedAt', ARGV[4])
-redis.call('HDEL', KEYS[1], 'runner')
-redis.call('HDEL', KEYS[6], ARGV[8])
+unlease(KEYS[1], KEYS[6], ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('DEL', KEYS[3])
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6]) end
@@ -124,8 +128,7 @@ local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {''} end
 if st == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finishedAt', ARGV[3])
-  redis.call('HDEL', KEYS[1], 'runner')
-  redis.call('HDEL', KEYS[5], ARGV[5])
+  unlease(KEYS[1], KEYS[5], ARGV[5])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('DEL', KEYS[2])
   return {st, leave(KEYS[3], KEYS[4], ARGV[1], ARGV[2])}
@@ -138,8 +141,7 @@ return {st}`)
 const RELEASE = script(`
 local runner = redis.call('HGET', KEYS[1], 'runner')
 if runner == ARGV[2] then
-  redis.call('HDEL', KEYS[1], 'runner')
-  redis.call('HDEL', KEYS[2], ARGV[1])
+  unlease(KEYS[1], KEYS[2], ARGV[1])
   return 1
 end
 if not runner then redis.call('HDEL', KEYS[2], ARGV[1]) end

@@ -191,8 +191,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         throw error
       }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
-      const priority = coordinator.priorityOf(request.tier)
       if (ahead === 0 && slot !== null) {
+        const priority = coordinator.priorityOf(request.tier)
         slot.run(request, { request: { ...queued(request), runner: instance }, key: principal.key }, priority === undefined ? {} : { priority })
       } else {
         slot?.free()

@@ -136,32 +136,30 @@ export function createProcessor(deps: WorkerDeps): Processor {
       deps.log.warn({ queueId: id, err: describe(error) }, 'queue worker cannot read a request; trying again')
       return later(STORE_RETRY_MS)
     }
-    const log = deps.log.child({ queueId: id, keyId: request.keyId })
-    try {
-      return await run(request, key, runnerSignal, log)
-    } catch (error) {
-      log.warn({ err: describe(error) }, 'queue worker could not finish a request; trying again')
-      return later(STORE_RETRY_MS)
-    }
+    return runLogged(request, key, runnerSignal)
   }
 
   /** A request leased to this instance, as it was accepted. */
   async function runHeld(held: Held, runnerSignal: AbortSignal): Promise<Outcome> {
     const { request } = held
-    const log = deps.log.child({ queueId: request.id, keyId: request.keyId })
-    let outcome: Outcome
-    try {
-      outcome = await run(request, held.key, runnerSignal, log, c.instance)
-    } catch (error) {
-      log.warn({ err: describe(error) }, 'queue worker could not finish a request; trying again')
-      outcome = later(STORE_RETRY_MS)
-    }
+    const outcome = await runLogged(request, held.key, runnerSignal, c.instance)
     // To wait, it goes to the shared queue: the lease ends first. (Should that fail, the
     // request stays leased to a live instance that no longer runs it: the lease check
     // hands it back.)
     if (outcome.kind === 'later') await c.endLease(request)
     else c.unhold(request.id)
     return outcome
+  }
+
+  /** run(), with its log; a failure it did not expect (a store outage, say) is tried again later. */
+  async function runLogged(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, runner?: string): Promise<Outcome> {
+    const log = deps.log.child({ queueId: request.id, keyId: request.keyId })
+    try {
+      return await run(request, key, runnerSignal, log, runner)
+    } catch (error) {
+      log.warn({ err: describe(error) }, 'queue worker could not finish a request; trying again')
+      return later(STORE_RETRY_MS)
+    }
   }
 
   async function run(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, log: Logger, runner?: string): Promise<Outcome> {

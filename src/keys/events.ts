@@ -93,8 +93,8 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   const subscriber: RedisConnection = isCluster(publisher)
     ? createRedisClient(target, { commandTimeoutMs: options.commandTimeoutMs, name: `${name}-sub`, onError: onSubscriberError })
     : publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
-  if (!isCluster(subscriber)) subscriber.on('error', onSubscriberError)
   const onCluster = isCluster(subscriber)
+  if (!onCluster) subscriber.on('error', onSubscriberError)
   const beats = `${channel}:beat:${randomBytes(6).toString('hex')}`
   let lastBeat = 0
   cache.setTrusted(false)

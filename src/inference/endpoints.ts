@@ -15,10 +15,14 @@ export type Ownership =
   /** Touches one object, named by a path parameter (`id` unless `param` says): the caller must own it. */
   | { readonly kind: OwnedKind; readonly action: 'access' | 'delete'; readonly param?: string }
 
-/** Another owned object a call reaches: its parent in the path, or ids the body names. */
-export type OwnedReference =
-  | { readonly kind: OwnedKind; readonly param: string }
-  | { readonly kind: OwnedKind; readonly field: string; readonly ids: (body: Readonly<Record<string, unknown>>) => readonly unknown[] }
+/**
+ * Another owned object a call reaches through its path (a file batch's vector store). Ids a
+ * body names are found by the table in object-ids.ts, on every endpoint alike.
+ */
+export interface OwnedReference {
+  readonly kind: OwnedKind
+  readonly param: string
+}
 
 export interface EndpointSpec {
   readonly endpoint: Endpoint
@@ -31,7 +35,7 @@ export interface EndpointSpec {
   /** Served by the resource backend (files, fine-tuning) rather than the model's deployments. */
   readonly resource?: boolean
   readonly ownership?: Ownership
-  /** Owned objects the call reaches besides `ownership`'s: the caller must own each (checked first). */
+  /** Owned objects the path reaches besides `ownership`'s: the caller must own each (checked first). */
   readonly owns?: readonly OwnedReference[]
   /** May stream when the body says `stream: true`. */
   readonly streams?: boolean
@@ -41,12 +45,6 @@ export interface EndpointSpec {
 
 const fixed = (path: string) => (): string => path
 const withId = (before: string, after = '') => (p: Params): string => `${before}/${encodeURIComponent(p.id ?? '')}${after}`
-/** The ids in these fields of the body, single or in lists (the request schema checked their types). */
-export const bodyIds = (...names: string[]) => (body: Readonly<Record<string, unknown>>): unknown[] =>
-  names.flatMap((name) => {
-    const value = body[name]
-    return Array.isArray(value) ? value : value === undefined || value === null ? [] : [value]
-  })
 
 export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'chat.completions', method: 'POST', route: '/chat/completions', body: 'json', modelKinds: ['chat'], streams: true, upstreamPath: fixed('/chat/completions') },
@@ -57,8 +55,8 @@ export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'audio.translations', method: 'POST', route: '/audio/translations', body: 'multipart', modelKinds: ['audio'], upstreamPath: fixed('/audio/translations') },
   { endpoint: 'images.generations', method: 'POST', route: '/images/generations', body: 'json', modelKinds: ['image'], upstreamPath: fixed('/images/generations') },
   { endpoint: 'images.edits', method: 'POST', route: '/images/edits', body: 'multipart', modelKinds: ['image'], upstreamPath: fixed('/images/edits') },
-  // A job reads its files: they must be the caller's.
-  { endpoint: 'fine_tuning.jobs.create', method: 'POST', route: '/fine_tuning/jobs', body: 'json', modelKinds: ['chat'], resource: true, ownership: { kind: 'fine_tuning.job', action: 'create' }, owns: [{ kind: 'file', field: 'training_file', ids: bodyIds('training_file') }, { kind: 'file', field: 'validation_file', ids: bodyIds('validation_file') }], upstreamPath: fixed('/fine_tuning/jobs') },
+  // A job reads its files (training_file, validation_file): the body check finds them.
+  { endpoint: 'fine_tuning.jobs.create', method: 'POST', route: '/fine_tuning/jobs', body: 'json', modelKinds: ['chat'], resource: true, ownership: { kind: 'fine_tuning.job', action: 'create' }, upstreamPath: fixed('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.list', method: 'GET', route: '/fine_tuning/jobs', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'list' }, upstreamPath: fixed('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.list', method: 'GET', route: '/fine_tuning/jobs/:id', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'access' }, upstreamPath: withId('/fine_tuning/jobs') },
   { endpoint: 'fine_tuning.jobs.cancel', method: 'POST', route: '/fine_tuning/jobs/:id/cancel', body: 'none', resource: true, ownership: { kind: 'fine_tuning.job', action: 'access' }, upstreamPath: withId('/fine_tuning/jobs', '/cancel') },

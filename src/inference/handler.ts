@@ -32,6 +32,7 @@ import type { OwnershipStore } from '../store/ports.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { listPaging } from './list-pages.ts'
 import { checkOwnership, ownershipTransformOf } from './ownership.ts'
+import { replyObjectsOf } from './reply-objects.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
 
@@ -210,7 +211,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         ctx.model = modelName
       }
       resolved = resolveLimits(config.plans, principal.key, modelName ?? '*')
-      await checkOwnership(deps.ownership, spec, params, body, principal.owner)
+      await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
       const json = body.kind === 'json' ? body.value : null
       const estimate = estimateUsage(spec.endpoint, json, {
         defaultMaxTokens: config.defaultMaxTokens,
@@ -276,6 +277,8 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       })
       : undefined
     const transformJson = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
+    // A stored response and its items become the caller's to name later (object-ids.ts).
+    const handedOut = replyObjectsOf(spec.endpoint, json, deps.ownership, principal.owner, log)
 
     const build = (target: Deployment): UpstreamRequest => {
       let upstreamBody = body
@@ -312,7 +315,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       settled = true
       usage = final
       notes.usage = final
-      await settle(call, final, admission)
+      await Promise.all([settle(call, final, admission), handedOut?.flush()])
     }
     try {
       let sent
@@ -355,6 +358,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
           // Creating, listing and deleting record or filter ownership from the reply.
           ...(transformJson === undefined ? {} : { transformJson }),
           commit: settleOnce,
+          ...(handedOut === undefined ? {} : { observe: handedOut.observe }),
         })
         usage = outcome.usage
         aborted = outcome.aborted

@@ -13,7 +13,8 @@ import { gatewayError } from '../errors.ts'
 import { isJsonObject } from '../json.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
-import type { OwnedKind, OwnershipStore } from '../store/ports.ts'
+import type { OwnedKind, OwnershipStore, RememberedKind } from '../store/ports.ts'
+import { idsInBody, idsInForm, type NamedId, type NeverOwnedKind, type ReferencedKind } from './object-ids.ts'
 import type { EndpointSpec, Ownership } from './endpoints.ts'
 
 type JsonTransform = (status: number, body: unknown) => Promise<unknown>
@@ -30,45 +31,80 @@ export interface ListPaging {
   nextPage(after: string): Promise<unknown>
 }
 
-const NOUN: Record<OwnedKind, string> = {
+const NOUN: Record<ReferencedKind, string> = {
   file: 'file',
   'fine_tuning.job': 'fine-tuning job',
   vector_store: 'vector store',
   'vector_store.file_batch': 'file batch',
+  response: 'response',
+  'response.item': 'item',
+  'chat.audio': 'audio',
+  conversation: 'conversation',
+  batch: 'batch',
+  container: 'container',
+  skill: 'skill',
 }
 
-interface Reached {
-  readonly kind: OwnedKind
-  readonly id: string
-  readonly param: string
+/** Kinds nobody can own through the gateway (no route creates them): no lookup needed. */
+const NEVER_OWNED: ReadonlySet<ReferencedKind> = new Set<NeverOwnedKind>(['conversation', 'batch', 'container', 'skill'])
+
+function ownable(named: NamedId): named is NamedId & { readonly kind: OwnedKind | RememberedKind } {
+  return !NEVER_OWNED.has(named.kind)
 }
 
-function reachedBy(spec: EndpointSpec, params: Params, body: RequestBody): Reached[] {
-  const reached: Reached[] = []
-  const json = body.kind === 'json' ? body.value : null
-  for (const ref of spec.owns ?? []) {
-    if ('param' in ref) reached.push({ kind: ref.kind, id: params[ref.param] ?? '', param: ref.param })
-    else if (json !== null) {
-      for (const id of new Set(ref.ids(json))) if (typeof id === 'string') reached.push({ kind: ref.kind, id, param: ref.field })
-    }
-  }
+/** Query parameters of a list that name one of its objects (a page cursor). */
+const CURSORS = ['after', 'before'] as const
+
+function reachedBy(spec: EndpointSpec, params: Params, query: URLSearchParams, body: RequestBody): NamedId[] {
+  const reached: NamedId[] = []
+  for (const ref of spec.owns ?? []) reached.push({ kind: ref.kind, id: params[ref.param] ?? '', param: ref.param })
   const own = spec.ownership
   if (own !== undefined && (own.action === 'access' || own.action === 'delete')) {
     const param = own.param ?? 'id'
     reached.push({ kind: own.kind, id: params[param] ?? '', param })
   }
+  // A cursor that names another owner's object would page through the upstream from it.
+  if (own?.action === 'list') {
+    for (const cursor of CURSORS) {
+      const id = query.get(cursor)
+      if (id !== null) reached.push({ kind: own.kind, id, param: cursor })
+    }
+  }
+  if (body.kind === 'json') reached.push(...idsInBody(body.value))
+  else if (body.kind === 'multipart') reached.push(...idsInForm(body.fields))
   return reached
 }
 
-/** Refuses (404) a call that reaches an object the caller does not own. */
-export async function checkOwnership(store: OwnershipStore, spec: EndpointSpec, params: Params, body: RequestBody, owner: string): Promise<void> {
-  const reached = reachedBy(spec, params, body)
+/**
+ * Refuses (404) a call that reaches an object the caller does not own: in its path, its
+ * query or anywhere in its body. Another owner's id and an unknown one get the same answer.
+ */
+export async function checkOwnership(store: OwnershipStore, spec: EndpointSpec, params: Params, query: URLSearchParams, body: RequestBody, owner: string): Promise<void> {
+  const named = dedupe(reachedBy(spec, params, query, body))
+  const never = named.find((r) => !ownable(r))
+  if (never !== undefined) throw notFound(never)
+  const reached = named.filter(ownable)
   for (let i = 0; i < reached.length; i += LOOKUPS_AT_ONCE) {
     const group = reached.slice(i, i + LOOKUPS_AT_ONCE)
     const owners = await Promise.all(group.map((r) => store.ownerOf(r.kind, r.id)))
     const foreign = group.find((_, j) => owners[j] !== owner)
-    if (foreign !== undefined) throw gatewayError('resource_not_found', { message: `No such ${NOUN[foreign.kind]}.`, param: foreign.param })
+    if (foreign !== undefined) throw notFound(foreign)
   }
+}
+
+function notFound(reached: NamedId): Error {
+  return gatewayError('resource_not_found', { message: `No such ${NOUN[reached.kind]}.`, param: reached.param })
+}
+
+/** One lookup per object, however often a body names it (a batch may repeat a file). */
+function dedupe(reached: readonly NamedId[]): NamedId[] {
+  const seen = new Set<string>()
+  return reached.filter((r) => {
+    const key = `${r.kind}\u0000${r.id}`
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  })
 }
 
 /** What the reply of this call does to ownership records; undefined when nothing. */

@@ -4,7 +4,7 @@
 // (its files, batches, search) is reached only by its owner. Files named in a body must
 // be the caller's too: attaching someone else's file would make its text searchable.
 import type { Params } from '../http/router.ts'
-import { PROXIED_ENDPOINTS, bodyIds, type EndpointSpec, type OwnedReference } from './endpoints.ts'
+import { PROXIED_ENDPOINTS, type EndpointSpec, type OwnedReference } from './endpoints.ts'
 
 const enc = encodeURIComponent
 const store = (p: Params): string => `/vector_stores/${enc(p.vector_store_id ?? '')}`
@@ -15,19 +15,12 @@ const OF_STORE: OwnedReference = { kind: 'vector_store', param: 'vector_store_id
 const STORE = { kind: 'vector_store', param: 'vector_store_id' } as const
 const BATCH = { kind: 'vector_store.file_batch', param: 'batch_id' } as const
 
-/** The file ids of a batch: `file_ids`, or each entry of `files`. */
-const batchFileIds = (body: Readonly<Record<string, unknown>>): unknown[] => [
-  ...bodyIds('file_ids')(body),
-  ...(Array.isArray(body.files) ? body.files.map((f: unknown) => (f as { file_id?: unknown }).file_id) : []),
-]
-
 export const FILE_SPECS: readonly EndpointSpec[] = PROXIED_ENDPOINTS.filter((spec) => spec.endpoint.startsWith('files.'))
 
 export const VECTOR_STORE_ENDPOINTS: readonly EndpointSpec[] = [
   {
     endpoint: 'vector_stores.create', method: 'POST', route: '/vector_stores', body: 'json', resource: true,
     ownership: { kind: 'vector_store', action: 'create' },
-    owns: [{ kind: 'file', field: 'file_ids', ids: bodyIds('file_ids') }],
     upstreamPath: () => '/vector_stores',
   },
   { endpoint: 'vector_stores.list', method: 'GET', route: '/vector_stores', body: 'none', resource: true, ownership: { kind: 'vector_store', action: 'list' }, upstreamPath: () => '/vector_stores' },
@@ -39,7 +32,6 @@ export const VECTOR_STORE_ENDPOINTS: readonly EndpointSpec[] = [
   {
     endpoint: 'vector_stores.files.create', method: 'POST', route: '/vector_stores/:vector_store_id/files', body: 'json', resource: true,
     ownership: { ...STORE, action: 'access' },
-    owns: [{ kind: 'file', field: 'file_id', ids: bodyIds('file_id') }],
     upstreamPath: under(() => '/files'),
   },
   { endpoint: 'vector_stores.files.list', method: 'GET', route: '/vector_stores/:vector_store_id/files', body: 'none', resource: true, ownership: { ...STORE, action: 'access' }, upstreamPath: under(() => '/files') },
@@ -51,7 +43,7 @@ export const VECTOR_STORE_ENDPOINTS: readonly EndpointSpec[] = [
   {
     endpoint: 'vector_stores.file_batches.create', method: 'POST', route: '/vector_stores/:vector_store_id/file_batches', body: 'json', resource: true,
     ownership: { kind: 'vector_store.file_batch', action: 'create' },
-    owns: [OF_STORE, { kind: 'file', field: 'file_ids', ids: batchFileIds }],
+    owns: [OF_STORE],
     upstreamPath: under(() => '/file_batches'),
   },
   { endpoint: 'vector_stores.file_batches.list', method: 'GET', route: '/vector_stores/:vector_store_id/file_batches/:batch_id', body: 'none', resource: true, ownership: { ...BATCH, action: 'access' }, owns: [OF_STORE], upstreamPath: under((p) => `/file_batches/${enc(p.batch_id ?? '')}`) },

@@ -55,6 +55,8 @@ export interface RelayOptions {
    * that the client left.
    */
   readonly commit?: (usage: Usage) => Promise<void>
+  /** Shown every parsed JSON body, and every stream event's parsed data, before the client sees it. */
+  readonly observe?: (data: unknown) => void
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -250,6 +252,7 @@ async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: Re
     return finish(status, sink, NONE)
   }
 
+  options.observe?.(parsed)
   const tapped = await tapJson(status, parsed, options)
   const renamed = options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel)
   let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
@@ -328,6 +331,7 @@ async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: Rel
       } else if (event.data !== undefined) {
         let data: unknown
         try { data = JSON.parse(event.data) } catch { data = undefined }
+        options.observe?.(data)
         const reading = readEvent(data)
         if (reading.usage !== undefined) reported = reading.usage
         if (reading.text.length > 0) text.push(reading.text)

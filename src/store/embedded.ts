@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
-import type { KeyFilter, KeyStore, OwnershipStore, ReplaceOutcome, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type UsageQuery, type UsageRecord, type UsageStore } from './ports.ts'
 import { StoreConflictError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
@@ -15,6 +15,12 @@ import { checkUsageQuery, checkUsageRecords, compareUsageRows } from './usage-ro
 
 export const DATABASE_FILE = 'tollgate.db'
 const BUSY_TIMEOUT_MS = 5000
+/** Remembered objects whose time ran out are deleted on every this many remember() calls. */
+const FORGET_EVERY = 256
+
+function isRemembered(kind: string): kind is RememberedKind {
+  return (REMEMBERED_KINDS as readonly string[]).includes(kind)
+}
 
 /** Schema steps; PRAGMA user_version counts how many are applied. Append, never edit. */
 export const MIGRATIONS: readonly string[] = [
@@ -83,6 +89,17 @@ export const MIGRATIONS: readonly string[] = [
     kid    TEXT NOT NULL UNIQUE,
     record TEXT NOT NULL
   ) STRICT;
+  `,
+  // Objects of replies (stored responses, their items) a later call may name, for a while.
+  `
+  CREATE TABLE remembered (
+    kind       TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    owner      TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, id)
+  ) STRICT;
+  CREATE INDEX remembered_expiry ON remembered (expires_at);
   `,
 ]
 
@@ -178,6 +195,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
     ownerOf: db.prepare('SELECT owner FROM ownership WHERE kind = ? AND id = ?'),
     owned: db.prepare('SELECT id FROM ownership WHERE kind = ? AND owner = ? ORDER BY seq'),
     release: db.prepare('DELETE FROM ownership WHERE kind = ? AND id = ?'),
+    remember: db.prepare('INSERT INTO remembered (kind, id, owner, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING'),
+    rememberedOwner: db.prepare('SELECT owner FROM remembered WHERE kind = ? AND id = ? AND expires_at > ?'),
+    forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
       INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -252,6 +272,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     },
   }
 
+  let remembers = 0
   const ownership: OwnershipStore = {
     async claim(kind, id, owner) {
       transaction(db, () => {
@@ -263,7 +284,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
       })
     },
     async ownerOf(kind, id) {
-      const row = sql.ownerOf.get(kind, id)
+      const row = isRemembered(kind) ? sql.rememberedOwner.get(kind, id, Date.now()) : sql.ownerOf.get(kind, id)
       return row === undefined ? null : text(row, 'owner')
     },
     async list(kind, owner) {
@@ -271,6 +292,14 @@ export function openEmbeddedStores(dataDir: string): Stores {
     },
     async release(kind, id) {
       sql.release.run(kind, id)
+    },
+    async remember(kind, ids, owner, ttlMs) {
+      const now = Date.now()
+      transaction(db, () => {
+        // What has run out goes now and then, in the same write (an index range, cheap).
+        if (++remembers % FORGET_EVERY === 1) sql.forgetExpired.run(now)
+        for (const id of ids) sql.remember.run(kind, id, owner, now + ttlMs)
+      })
     },
   }
 

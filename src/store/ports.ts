@@ -36,15 +36,26 @@ export interface KeyStore {
  * one is reached only through its vector store, and attaching a file needs the file.
  */
 export const OWNED_KINDS = ['file', 'fine_tuning.job', 'vector_store', 'vector_store.file_batch'] as const
+/**
+ * Objects a reply hands out that a later call may name (a stored response, its output items,
+ * a chat completion's audio): remembered for their owner for a while, never listed.
+ */
+export const REMEMBERED_KINDS = ['response', 'response.item', 'chat.audio'] as const
+export type RememberedKind = (typeof REMEMBERED_KINDS)[number]
 export type OwnedKind = (typeof OWNED_KINDS)[number]
 
 /** Who owns each owned object, whichever backend holds the object itself. */
 export interface OwnershipStore {
   claim(kind: OwnedKind, id: string, owner: string): Promise<void>
-  ownerOf(kind: OwnedKind, id: string): Promise<string | null>
+  ownerOf(kind: OwnedKind | RememberedKind, id: string): Promise<string | null>
   /** Ids owned, oldest first. */
   list(kind: OwnedKind, owner: string): Promise<string[]>
   release(kind: OwnedKind, id: string): Promise<void>
+  /**
+   * Records objects of a reply as the owner's for `ttlMs` (the upstream keeps them about
+   * that long); ownerOf answers for them until then. An id already remembered keeps its owner.
+   */
+  remember(kind: RememberedKind, ids: readonly string[], owner: string, ttlMs: number): Promise<void>
 }
 
 /** One metered call (or a batch of calls folded together). */

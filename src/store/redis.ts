@@ -9,7 +9,7 @@
 // of its own, and this client is shared.
 import { createHash } from 'node:crypto'
 import type { KeyRecord } from '../keys/record.ts'
-import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, RememberedKind, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { redisAuthStores } from './redis-auth.ts'
@@ -87,6 +87,13 @@ redis.call('ZREM', KEYS[2], ARGV[2])
 return 'ok'
 `)
 
+// KEYS: the remembered objects' owner keys  ARGV: owner, time to live in ms
+// NX: an id already remembered keeps its owner (ids are the upstream's, unique).
+const REMEMBER = script(`
+for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end
+return 'ok'
+`)
+
 // KEYS: every row's index, then per row: the row, its key's index
 // ARGV: per row: requests, inputTokens, outputTokens, costNanos, keyId, model, day, owner, tier, day number
 // One script rather than a MULTI of nine commands a row: one command to send, encode and
@@ -118,7 +125,7 @@ export function redisKeys(prefix: string) {
     record: (id: string) => `${base}key:${id}`,
     hash: (hash: string) => `${base}keyhash:${hash}`,
     ids: `${base}keys`,
-    owner: (kind: OwnedKind, id: string) => `${base}own:${kind}:${id}`,
+    owner: (kind: OwnedKind | RememberedKind, id: string) => `${base}own:${kind}:${id}`,
     owned: (kind: OwnedKind, owner: string) => `${base}owned:${kind}:${owner}`,
     ownedSeq: `${base}ownseq`,
     usageRow: (keyId: string, model: string, day: string) => `${base}usage:${day}:${enc(keyId)}:${enc(model)}`,
@@ -271,6 +278,12 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
         if (outcome !== 'changed') throw unexpected('release script', outcome)
       }
       throw new StoreConflictError(`${kind} ${id} kept changing owner during release; gave up after ${CAS_ATTEMPTS} attempts`)
+    }),
+
+    remember: (kind, ids, owner, ttlMs) => io(async () => {
+      if (ids.length === 0) return
+      const outcome = await run(REMEMBER, ids.map((id) => k.owner(kind, id)), [owner, Math.max(1, Math.round(ttlMs))])
+      if (outcome !== 'ok') throw unexpected('remember script', outcome)
     }),
   }
 

@@ -150,7 +150,7 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
 export interface UpstreamProcess {
   readonly url: string
   readonly port: number
-  requests(): Promise<Array<{ method: string; path: string; headers: Record<string, string>; model: unknown; streamOptions: unknown }>>
+  requests(): Promise<Array<{ method: string; path: string; headers: Record<string, string>; model: unknown; streamOptions: unknown; body: string }>>
   stop(): Promise<void>
 }
 

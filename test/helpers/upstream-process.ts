@@ -2,7 +2,7 @@
 // answered by the mock adapter's logic, so Tollgate talks to it exactly as it would to
 // vLLM. Run: node test/helpers/upstream-process.ts [--fail-status 503] [--delay-ms 0]
 // [--require-key KEY] [--tokens-per-second N] [--keep-alive-ms N]. Prints {"port": N} once listening. GET /__requests lists what
-// it received (method, path, headers, model) for assertions; GET /__streams, for each
+// it received (method, path, headers, model, the body's first 64 KiB) for assertions; GET /__streams, for each
 // streamed reply, the bytes it has written so far and whether it ended or was cut.
 import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
@@ -28,7 +28,9 @@ const backend = createMockBackend('upstream', {
   type: 'mock', tokensPerSecond: Number(values['tokens-per-second']), defaultCompletionTokens: 24, fineTuneStepMs: 50,
 })
 const streams: Array<{ path: string; bytes: number; state: 'open' | 'ended' | 'closed' }> = []
-const seen: Array<{ method: string; path: string; headers: Record<string, unknown>; model: unknown; streamOptions: unknown }> = []
+const seen: Array<{ method: string; path: string; headers: Record<string, unknown>; model: unknown; streamOptions: unknown; body: string }> = []
+/** How much of each request body is kept for assertions (ids, not payloads). */
+const KEPT_BODY_CHARS = 64 * 1024
 
 const ROUTES: Array<[string, RegExp, Endpoint]> = [
   ['POST', /^\/v1\/chat\/completions$/, 'chat.completions'],
@@ -93,7 +95,8 @@ const server = createServer(async (req, res) => {
     else if (req.method === 'POST' && req.headers['content-length'] !== '0' && req.headers['content-type']) body = await readJsonBody(req, 1 << 30)
     else req.resume()
     const json = body.kind === 'json' ? body.value : {}
-    seen.push({ method: req.method ?? '', path: url, headers: req.headers, model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined, streamOptions: json.stream_options })
+    const text = body.kind === 'json' ? JSON.stringify(json) : body.kind === 'multipart' ? JSON.stringify(body.fields) : ''
+    seen.push({ method: req.method ?? '', path: url, headers: req.headers, model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined, streamOptions: json.stream_options, body: text.slice(0, KEPT_BODY_CHARS) })
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
     if (failStatus) {
       res.statusCode = failStatus

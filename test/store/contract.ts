@@ -255,6 +255,26 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
   })
 
+  withStores('ownership: objects of a reply are remembered for their owner until their time runs out', async (t, { ownership }) => {
+    await ownership.remember('response', ['resp_1'], 'alice', 60_000)
+    await ownership.remember('response.item', ['msg_1', 'fc_1'], 'alice', 60_000)
+    await ownership.remember('response', [], 'alice', 60_000)
+    t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice')
+    t.equal(await ownership.ownerOf('response.item', 'fc_1'), 'alice')
+    t.equal(await ownership.ownerOf('response', 'msg_1'), null, 'kinds are separate')
+    t.equal(await ownership.ownerOf('file', 'resp_1'), null, 'and apart from owned objects')
+    await ownership.remember('response', ['resp_1'], 'mallory', 60_000)
+    t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice', 'an id remembered keeps its owner')
+    await ownership.remember('chat.audio', ['audio_1'], 'alice', 1)
+    const deadline = Date.now() + 5000
+    let owner = await ownership.ownerOf('chat.audio', 'audio_1')
+    while (owner !== null && Date.now() < deadline) {
+      await new Promise((done) => setImmediate(done))
+      owner = await ownership.ownerOf('chat.audio', 'audio_1')
+    }
+    t.equal(owner, null, 'forgotten once its time ran out')
+  })
+
   withStores('ownership: a claim on another owner\'s object is refused', async (t, { ownership }) => {
     await ownership.claim('file', 'file-1', 'alice')
     await t.rejects(ownership.claim('file', 'file-1', 'mallory'), StoreConflictError)

@@ -18,7 +18,8 @@ export async function benchFuzz(): Promise<string> {
   const rows: Array<{ name: string; what: string; result: SessionResult }> = []
   for (const [i, part] of FUZZ_PARTS.entries()) {
     process.stderr.write(`fuzz: ${part.name}, ${fmt(part.cases * SCALE)} cases...\n`)
-    const result = await runFuzzSession({ targets: part.targets, mix: part.mix, cases: part.cases * SCALE, seed: seed + i * 1000 })
+    const result = await runFuzzSession({ targets: part.targets, mix: part.mix, cases: part.cases * SCALE, seed: seed + i * 1000, everythingUpstream: part.everythingUpstream === true })
+    if (result.leaked !== undefined && result.leaked.length > 0) process.stderr.write(`fuzz: ${part.name}: ${result.leaked.length} upstream requests named another owner's objects\n`)
     rows.push({ name: part.name, what: part.what, result })
   }
   const statuses = [...new Set(rows.flatMap((r) => Object.keys(r.result.report.outcomes)))].sort()

@@ -33,7 +33,7 @@ const clientsOf = (key: string) => ({
 })
 
 t.before(async () => {
-  upstream = await startUpstream(['--require-key', UPSTREAM_KEY])
+  upstream = await startUpstream(['--require-key', UPSTREAM_KEY, '--record-bodies'])
   gw = await startTollgate({
     config: (doc) => {
       doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1`, apiKeyEnv: 'UPSTREAM_KEY' } }

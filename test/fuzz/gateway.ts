@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { parse } from 'yaml'
 import { encodeMultipart } from '../helpers/multipart.ts'
-import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
+import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 import { MEMORY_PROBE } from '../helpers/memory.ts'
 import { createUser, keyIdOf, secretOf, signInByFetch, type FetchSession } from '../portal/helpers.ts'
 import { bearer, type Credential, type FuzzContext } from './targets.ts'
@@ -18,10 +18,23 @@ export interface FuzzGateway {
   readonly gw: RunningTollgate
   readonly port: number
   readonly ctx: FuzzContext
+  /** The separate upstream server, and how many requests it had received when the run began. */
+  readonly upstream: UpstreamProcess
+  readonly upstreamRequestsAtStart: number
+  /** Ids of another owner's objects (ctx.ids['foreign.*']) that no fuzz call may reach. */
+  readonly foreignIds: readonly string[]
   stop(): Promise<void>
 }
 
-export async function startFuzzGateway(): Promise<FuzzGateway> {
+export interface FuzzGatewayOptions {
+  /**
+   * Every model and the resource backend on the upstream server, which keeps the request
+   * bodies it receives: what reached it can be searched for another owner's ids.
+   */
+  readonly everythingUpstream?: boolean
+}
+
+export async function startFuzzGateway(options: FuzzGatewayOptions = {}): Promise<FuzzGateway> {
   const plans = parse(readFileSync(join(ROOT, 'config/plans.yaml'), 'utf8')) as { tiers: Record<string, unknown> }
   plans.tiers.Fuzz = { description: 'no limits', default: {} }
   // Half the chat and embedding models go through the openai adapter to a separate
@@ -29,7 +42,7 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
   // Its idle connections stay open longer than the run, so that no case meets a server
   // closing an idle connection as the gateway reuses it (the adapter sends such a call once
   // more, test/backends/openai.test.ts; it is not what the fuzz is about).
-  const upstream = await startUpstream(['--tokens-per-second', '1000000', '--keep-alive-ms', '600000'])
+  const upstream = await startUpstream(['--tokens-per-second', '1000000', '--keep-alive-ms', '600000', ...(options.everythingUpstream ? ['--record-bodies'] : [])])
   const gw = await startTollgate({
     execArgv: MEMORY_PROBE,
     dropRequestLogs: true,
@@ -45,13 +58,15 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
       Object.assign((doc.backends as Record<string, Record<string, unknown>>).mock ?? {}, { tokensPerSecond: 1_000_000 })
       ;(doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: `${upstream.url}/v1` }
       const models = doc.models as Array<{ kind: string; deployments: Array<{ backend: string }> }>
-      models.forEach((m, i) => { if ((m.kind === 'chat' || m.kind === 'embedding') && i % 2 === 1) m.deployments = [{ backend: 'up' }] })
+      models.forEach((m, i) => { if (options.everythingUpstream || ((m.kind === 'chat' || m.kind === 'embedding') && i % 2 === 1)) m.deployments = [{ backend: 'up' }] })
+      if (options.everythingUpstream) doc.resourceBackend = 'up'
       doc.plans = plans
       // Thousands of logins from one address: the throttle would answer most of them 429.
       doc.ragAuth = { loginThrottle: { maxFailuresPerUsername: 1_000_000, maxFailuresPerAddress: 1_000_000 } }
     },
   })
   const apiKey = (await gw.createKey({ tier: 'Fuzz', owner: 'fuzz' })).key
+  const foreign = await foreignObjects(gw)
   // Keys the admin routes may change, rotate and revoke; never the run's own.
   const victims = await Promise.all([1, 2, 3, 4, 5].map((i) => gw.createKey({ name: `victim ${i}`, owner: 'fuzz-victims' })))
   const upload = encodeMultipart([{ name: 'purpose', value: 'fine-tune' }, { name: 'file', filename: 'train.jsonl', data: Buffer.from('{"messages": []}\n') }])
@@ -85,6 +100,9 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
   for (const m of config.models) if (models.data.some((d) => d.id === m.name)) (byKind[m.kind] ??= []).push(m.name)
   return {
     gw,
+    upstream,
+    upstreamRequestsAtStart: (await upstream.requests()).length,
+    foreignIds: Object.values(foreign).flat(),
     async stop() {
       await gw.stop()
       await upstream.stop()
@@ -95,11 +113,28 @@ export async function startFuzzGateway(): Promise<FuzzGateway> {
       models: byKind,
       ids: {
         key: victims.map((v) => v.id), file: [file.id], 'fine_tuning.job': [job.id], vector_store: stores, 'queue.request': queued, user: users,
+        ...foreign,
         'portal.key': portal.keys, 'portal.key.revocable': portal.revocable, 'portal.asset': ['portal.css', 'portal.js'],
       },
       secrets: [apiKey, gw.adminToken, session.access_token, session.refresh_token, 'fuzz-rag password', ...portal.secrets],
     },
   }
+}
+
+/** Another owner's file, vector store, response and output item, as ctx.ids['foreign.*']. */
+async function foreignObjects(gw: RunningTollgate): Promise<Record<string, string[]>> {
+  const key = (await gw.createKey({ tier: 'Fuzz', owner: 'fuzz-other' })).key
+  const post = async (path: string, body: string | Uint8Array, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<Record<string, unknown>> => {
+    const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, ...headers }, body: body as string | Uint8Array })
+    if (res.status !== 200) throw new Error(`foreign object ${path}: ${res.status}`)
+    return await res.json() as Record<string, unknown>
+  }
+  const upload = encodeMultipart([{ name: 'purpose', value: 'assistants' }, { name: 'file', filename: 'other.txt', data: Buffer.from('another owner\'s notes') }])
+  const file = String((await post('/v1/files', upload.bytes, { 'content-type': upload.contentType })).id)
+  const store = String((await post('/v1/vector_stores', JSON.stringify({ name: 'other', file_ids: [file] }))).id)
+  const response = await post('/v2/responses', JSON.stringify({ model: 'gpt-4o-mini', input: 'hello', max_output_tokens: 4 }))
+  const item = (response.output as Array<{ id: string }> | undefined)?.[0]?.id ?? 'msg_none'
+  return { 'foreign.file': [file], 'foreign.vector_store': [store], 'foreign.response': [String(response.id)], 'foreign.item': [item] }
 }
 
 const PORTAL_PASSWORD = 'fuzz-portal password'

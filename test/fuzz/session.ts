@@ -2,7 +2,7 @@
 // tenth of the cases to warm it up, a memory sample after garbage collection, the rest of
 // the cases, another sample, then a look at whether it is still alive and well.
 import { memoryOf, type MemorySample } from '../helpers/memory.ts'
-import { startFuzzGateway } from './gateway.ts'
+import { startFuzzGateway, type FuzzGateway } from './gateway.ts'
 import type { Mix } from './requests.ts'
 import { runFuzz, type FuzzReport } from './runner.ts'
 import type { FuzzTarget } from './targets.ts'
@@ -13,6 +13,8 @@ export interface SessionOptions {
   readonly cases: number
   readonly seed: number
   readonly concurrency?: number
+  /** See FuzzGatewayOptions; the result then says which upstream requests named another owner's objects. */
+  readonly everythingUpstream?: boolean
 }
 
 export interface SessionResult {
@@ -25,10 +27,12 @@ export interface SessionResult {
   readonly healthz: number
   /** Error-level log lines (unhandled errors, 5xx replies). */
   readonly errorLogs: ReadonlyArray<Record<string, unknown>>
+  /** With everythingUpstream: requests the upstream received during the run naming another owner's object. */
+  readonly leaked?: readonly string[]
 }
 
 export async function runFuzzSession(options: SessionOptions): Promise<SessionResult> {
-  const fuzz = await startFuzzGateway()
+  const fuzz = await startFuzzGateway({ everythingUpstream: options.everythingUpstream === true })
   try {
     const { gw, port, ctx } = fuzz
     const run = (cases: number, seed: number): Promise<FuzzReport> =>
@@ -58,8 +62,17 @@ export async function runFuzzSession(options: SessionOptions): Promise<SessionRe
     }
     const healthz = (await fetch(`${gw.url}/healthz`)).status
     const errorLogs = gw.logs().filter((l) => l.msg === 'unhandled error' || (typeof l.level === 'number' && l.level >= 50))
-    return { report, before, after, exitCode: gw.child.exitCode, healthz, errorLogs }
+    const leaked = options.everythingUpstream === true ? await leakedRequests(fuzz) : undefined
+    return { report, before, after, exitCode: gw.child.exitCode, healthz, errorLogs, ...(leaked === undefined ? {} : { leaked }) }
   } finally {
     await fuzz.stop()
   }
+}
+
+/** What reached the upstream since the run began that names one of another owner's objects. */
+async function leakedRequests(fuzz: FuzzGateway): Promise<string[]> {
+  const received = (await fuzz.upstream.requests()).slice(fuzz.upstreamRequestsAtStart)
+  return received
+    .filter((r) => fuzz.foreignIds.some((id) => r.path.includes(id) || r.body.includes(id)))
+    .map((r) => `${r.method} ${r.path} ${r.body.slice(0, 300)}`)
 }

@@ -14,6 +14,8 @@ export interface SuiteOptions {
   readonly mix: Mix
   readonly cases: number
   readonly concurrency?: number
+  /** Every model on the recording upstream, which must never see another owner's ids. */
+  readonly everythingUpstream?: boolean
 }
 
 /** Heap (and buffers) a run may leave behind after garbage collection: caches fill up to their bounds. */
@@ -22,11 +24,12 @@ export const HEAP_SLACK = 32 * MiB
 export async function fuzzSuite(t: Test, options: SuiteOptions): Promise<FuzzReport> {
   const seed = fuzzSeed(process.env)
   t.comment(`seed ${seed} (FUZZ_SEED=${seed} replays this run)`)
-  const { report, before, after, exitCode, healthz, errorLogs } = await runFuzzSession({ ...options, seed })
+  const { report, before, after, exitCode, healthz, errorLogs, leaked } = await runFuzzSession({ ...options, seed })
 
   t.equal(report.cases, options.cases, `${options.cases} cases sent`)
   t.same(report.failures, [], 'every reply is a success or an error in the contract\'s shape; no 5xx, hang, leak or unanswered request')
   t.comment(`${report.cases} cases, ${report.requests} replies in ${(report.ms / 1000).toFixed(1)} s: ${describeOutcomes(report)}`)
+  if (options.everythingUpstream === true) t.same(leaked, [], 'no request naming another owner\'s object reached the upstream')
   t.equal(exitCode, null, 'the gateway is still running')
   t.equal(healthz, 200, '/healthz answers afterwards')
   t.same(errorLogs.map((l) => ({ msg: l.msg, err: l.err, route: l.route, status: l.status })).slice(0, 5), [], 'no unhandled error and no error-level log line')

@@ -162,6 +162,65 @@ export const V1_TARGETS: readonly FuzzTarget[] = [
 
 const DATES = ['2025-01-01', '2030-12-31', 'yesterday', '2025-02-30', '']
 
+/**
+ * Another tenant's objects planted in every field of a body that can name one (the table of
+ * src/inference/object-ids.ts): the fuzz key must never reach them, however the body is
+ * mutated around them. ctx.ids['foreign.*'] belong to another owner.
+ */
+const foreign = (ctx: FuzzContext, kind: 'file' | 'vector_store' | 'response' | 'item'): string => pick(ctx.ids[`foreign.${kind}`], `foreign-${kind}`)
+
+export const FOREIGN_ID_TARGETS: readonly FuzzTarget[] = [
+  {
+    name: 'foreign responses tools', method: 'POST', path: '/v2/responses', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({
+      model: chat(ctx), input: 'Say something.', max_output_tokens: 8,
+      tools: [{ type: 'file_search', vector_store_ids: [foreign(ctx, 'vector_store')] }, { type: 'code_interpreter', container: { type: 'auto', file_ids: [foreign(ctx, 'file')] } }],
+    }),
+  },
+  {
+    name: 'foreign responses input', method: 'POST', path: '/v2/responses', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({
+      model: chat(ctx), max_output_tokens: 8, previous_response_id: foreign(ctx, 'response'),
+      input: [
+        { type: 'item_reference', id: foreign(ctx, 'item') },
+        { role: 'user', content: [{ type: 'input_text', text: 'read this' }, { type: 'input_file', file_id: foreign(ctx, 'file') }, { type: 'input_image', file_id: foreign(ctx, 'file') }] },
+      ],
+      prompt: { id: 'pmpt_fuzz', variables: { doc: { type: 'input_file', file_id: foreign(ctx, 'file') } } },
+      conversation: { id: 'conv_fuzz' },
+    }),
+  },
+  {
+    name: 'foreign chat file part', method: 'POST', path: '/v2/chat/completions', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'text', text: 'summarise' }, { type: 'file', file: { file_id: foreign(ctx, 'file') } }] }] }),
+  },
+  {
+    name: 'foreign queue chat file part', method: 'POST', path: '/queue/chat/completions', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: foreign(ctx, 'file') } }] }] }),
+  },
+  {
+    name: 'foreign fine-tuning files', method: 'POST', path: '/v2/fine_tuning/jobs', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ model: chat(ctx), training_file: foreign(ctx, 'file'), validation_file: foreign(ctx, 'file'), suffix: 'fuzz' }),
+  },
+  {
+    name: 'foreign vector store files', method: 'POST', path: '/v1/vector_stores', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ name: 'fuzz', file_ids: [foreign(ctx, 'file')] }),
+  },
+  {
+    name: 'foreign vector store attach', method: 'POST', path: '/v1/vector_stores/{id}/files', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ file_id: foreign(ctx, 'file'), attributes: { file_id: 'an attribute, not a reference' } }),
+  },
+  {
+    name: 'foreign vector store batch', method: 'POST', path: '/v1/vector_stores/{id}/file_batches', idKind: 'vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: (ctx) => ({ file_ids: [foreign(ctx, 'file')], files: [{ file_id: foreign(ctx, 'file') }] }),
+  },
+  {
+    name: 'foreign search', method: 'POST', path: '/v1/vector_stores/{id}/search', idKind: 'foreign.vector_store', auth: 'api-key', body: 'json', errors: 'openai',
+    template: () => ({ query: 'notes' }),
+  },
+  { name: 'foreign list cursor', method: 'GET', path: '/v1/files', auth: 'api-key', body: 'none', errors: 'openai', query: (ctx) => ({ after: [foreign(ctx, 'file')], limit: ['2'] }) },
+  { name: 'foreign store read', method: 'GET', path: '/v1/vector_stores/{id}', idKind: 'foreign.vector_store', auth: 'api-key', body: 'none', errors: 'openai' },
+]
+
 export const ADMIN_TARGETS: readonly FuzzTarget[] = [
   {
     name: 'admin keys.create', method: 'POST', path: '/admin/keys', auth: 'admin', body: 'json', errors: 'openai',

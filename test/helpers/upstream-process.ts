@@ -1,7 +1,7 @@
 // A separate OpenAI-compatible server process for end-to-end tests: plain HTTP under /v1,
 // answered by the mock adapter's logic, so Tollgate talks to it exactly as it would to
 // vLLM. Run: node test/helpers/upstream-process.ts [--fail-status 503] [--delay-ms 0]
-// [--require-key KEY] [--tokens-per-second N] [--keep-alive-ms N]. Prints {"port": N} once listening. GET /__requests lists what
+// [--require-key KEY] [--tokens-per-second N] [--keep-alive-ms N] [--record-bodies]. Prints {"port": N} once listening. GET /__requests lists what
 // it received (method, path, headers, model, the body's first 64 KiB) for assertions; GET /__streams, for each
 // streamed reply, the bytes it has written so far and whether it ended or was cut.
 import { createServer } from 'node:http'
@@ -20,6 +20,8 @@ const { values } = parseArgs({
     'tokens-per-second': { type: 'string', default: '2000' },
     // How long an idle keep-alive connection stays open (Node's default, like uvicorn's, is 5 s).
     'keep-alive-ms': { type: 'string' },
+    // Keep each request's body (its first 64 KiB) for /__requests: off for long fuzz runs.
+    'record-bodies': { type: 'boolean', default: false },
   },
 })
 const failStatus = values['fail-status'] ? Number(values['fail-status']) : 0
@@ -95,7 +97,7 @@ const server = createServer(async (req, res) => {
     else if (req.method === 'POST' && req.headers['content-length'] !== '0' && req.headers['content-type']) body = await readJsonBody(req, 1 << 30)
     else req.resume()
     const json = body.kind === 'json' ? body.value : {}
-    const text = body.kind === 'json' ? JSON.stringify(json) : body.kind === 'multipart' ? JSON.stringify(body.fields) : ''
+    const text = !values['record-bodies'] ? '' : body.kind === 'json' ? JSON.stringify(json) : body.kind === 'multipart' ? JSON.stringify(body.fields) : ''
     seen.push({ method: req.method ?? '', path: url, headers: req.headers, model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined, streamOptions: json.stream_options, body: text.slice(0, KEPT_BODY_CHARS) })
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
     if (failStatus) {

@@ -102,7 +102,7 @@ t.test('another owner gets 404 on every /v1 path to the first owner\'s objects',
     ['/v1/vector_stores', { file_ids: [bobFile, fileId] }, 'file_ids'],
     [`/v1/vector_stores/${bobStore}/files`, { file_id: fileId }, 'file_id'],
     [`/v1/vector_stores/${bobStore}/file_batches`, { file_ids: [fileId] }, 'file_ids'],
-    [`/v1/vector_stores/${bobStore}/file_batches`, { files: [{ file_id: bobFile }, { file_id: fileId }] }, 'file_ids'],
+    [`/v1/vector_stores/${bobStore}/file_batches`, { files: [{ file_id: bobFile }, { file_id: fileId }] }, 'files[1].file_id'],
     ['/v2/fine_tuning/jobs', { model: 'gpt-4o-mini', training_file: bobFile, validation_file: fileId }, 'validation_file'],
   ] as const) {
     const reply = await call(keys.bob, 'POST', path, body)

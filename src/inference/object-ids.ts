@@ -99,6 +99,9 @@ export const NOT_OBJECT_IDS: Readonly<Record<string, string>> = {
  */
 export const FREE_FORM = new Set(['metadata', 'attributes', 'schema', 'parameters', 'input_schema', 'logit_bias'])
 
+/** The last names of ID_PATHS ('id'): only a key of one of these names looks its path up. */
+const PATH_NAMES = new Set(Object.keys(ID_PATHS).map((path) => path.slice(path.lastIndexOf('.') + 1)))
+
 /** Maps whose keys the client chooses but whose values may hold ids (a prompt's variables). */
 const CLIENT_KEYED = new Set(['.prompt.variables'])
 
@@ -118,24 +121,45 @@ function idsOf(value: unknown, shape: Shape): string[] {
 /** Every id a JSON body names, wherever it stands. */
 export function idsInBody(body: Readonly<Record<string, unknown>>): NamedId[] {
   const found: NamedId[] = []
-  const walk = (value: unknown, path: string, param: string): void => {
+  // Where the walk stands, for the 404's param; written out only for an id found (a 4 MB
+  // body of 20,000 content parts names none, and pays for no strings).
+  const trail: Array<string | number> = []
+  const paramOf = (name: string): string => {
+    let param = ''
+    for (const step of trail) param += typeof step === 'number' ? `[${step}]` : param === '' ? step : `.${step}`
+    return param === '' ? name : `${param}.${name}`
+  }
+  const walk = (value: unknown, path: string): void => {
     if (Array.isArray(value)) {
-      for (let i = 0; i < value.length; i++) walk(value[i], `${path}[]`, `${param}[${i}]`)
+      const items = `${path}[]`
+      for (let i = 0; i < value.length; i++) {
+        const item: unknown = value[i]
+        if (typeof item !== 'object' || item === null) continue
+        trail.push(i)
+        walk(item, items)
+        trail.pop()
+      }
       return
     }
     if (!isJsonObject(value)) return
     const keyed = CLIENT_KEYED.has(path)
-    for (const [name, child] of Object.entries(value)) {
-      if (FREE_FORM.has(name) && isJsonObject(child)) continue
+    for (const name in value) {
+      if (!Object.hasOwn(value, name)) continue
+      const child = value[name]
+      const nested = typeof child === 'object' && child !== null
+      if (nested && FREE_FORM.has(name) && !Array.isArray(child)) continue
       // The schema's maps are written `{}`; a variable's own name is not a field name.
-      const at = keyed ? `${path}{}` : `${path}.${name}`
-      const where = param === '' ? name : `${param}.${name}`
-      const field = keyed ? undefined : ID_PATHS[at] ?? (Object.hasOwn(ID_FIELDS, name) ? ID_FIELDS[name] : undefined)
-      if (field !== undefined) for (const id of idsOf(child, field.shape)) found.push({ kind: field.kind, id, param: where })
-      if (typeof child === 'object' && child !== null) walk(child, at, where)
+      const field = keyed ? undefined
+        : (PATH_NAMES.has(name) ? ID_PATHS[`${path}.${name}`] : undefined) ?? (Object.hasOwn(ID_FIELDS, name) ? ID_FIELDS[name] : undefined)
+      if (field !== undefined) for (const id of idsOf(child, field.shape)) found.push({ kind: field.kind, id, param: paramOf(name) })
+      if (nested) {
+        trail.push(name)
+        walk(child, keyed ? `${path}{}` : `${path}.${name}`)
+        trail.pop()
+      }
     }
   }
-  walk(body, '', '')
+  walk(body, '')
   return found
 }
 

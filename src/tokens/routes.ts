@@ -20,6 +20,7 @@ import type { RequestContext } from '../http/context.ts'
 import { sendJson } from '../http/reply.ts'
 import type { Params } from '../http/router.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { TokenService } from './service.ts'
@@ -82,7 +83,7 @@ function bearerOf(req: IncomingMessage): string {
 }
 
 /** Runs a route and answers its errors in FastAPI's shape. */
-function detailed(route: string, handler: Handler): Handler {
+function detailed(route: string, outage: OutageLog, handler: Handler): Handler {
   return async (ctx, params, query) => {
     ctx.route = route
     try {
@@ -97,7 +98,7 @@ function detailed(route: string, handler: Handler): Handler {
       const error = toGatewayError(err)
       ctx.errorCode = error.code
       // A store that does not answer is an outage to report, not a bug: a 503 and a warning.
-      if (err instanceof StoreUnavailableError) ctx.log.warn({ err: err.message }, 'RAG login: the store did not answer')
+      if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
       else if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
       else if (error.status === 401 && error.cause instanceof Error) ctx.log.info({ reason: error.cause.message }, 'RAG token refused')
       if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
@@ -110,8 +111,9 @@ function detailed(route: string, handler: Handler): Handler {
 export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): void {
   const { tokens, accessTokens } = deps
   const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
+  const outage = createOutageLog('RAG login')
 
-  router.on('POST', '/api/v1/auth/user', detailed('rag.auth.login', async (ctx) => {
+  router.on('POST', '/api/v1/auth/user', detailed('rag.auth.login', outage, async (ctx) => {
     let body
     try {
       body = await readBody(ctx, loginSchema, deps)
@@ -123,18 +125,18 @@ export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): 
     sendJson(ctx.res, 200, pair, noStore)
   }))
 
-  router.on('POST', '/api/v1/auth/refresh', detailed('rag.auth.refresh', async (ctx) => {
+  router.on('POST', '/api/v1/auth/refresh', detailed('rag.auth.refresh', outage, async (ctx) => {
     const body = await readBody(ctx, refreshSchema, deps)
     sendJson(ctx.res, 200, await tokens.refresh(body.refresh_token), noStore)
   }))
 
-  router.on('POST', '/api/v1/auth/logout', detailed('rag.auth.logout', async (ctx) => {
+  router.on('POST', '/api/v1/auth/logout', detailed('rag.auth.logout', outage, async (ctx) => {
     await tokens.logout(bearerOf(ctx.req))
     ctx.res.statusCode = 204
     ctx.res.end()
   }))
 
-  router.on('GET', '/api/v1/auth/me', detailed('rag.auth.me', async (ctx) => {
+  router.on('GET', '/api/v1/auth/me', detailed('rag.auth.me', outage, async (ctx) => {
     const identity = await accessTokens.verify(bearerOf(ctx.req))
     sendJson(ctx.res, 200, {
       user_id: identity.userId, username: identity.username, roles: identity.roles,
@@ -142,7 +144,7 @@ export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): 
     }, noStore)
   }))
 
-  router.on('GET', '/.well-known/jwks.json', detailed('rag.auth.jwks', async (ctx) => {
+  router.on('GET', '/.well-known/jwks.json', detailed('rag.auth.jwks', outage, async (ctx) => {
     // Short: a key made by a rotation signs at once, and verifiers elsewhere must find it.
     sendJson(ctx.res, 200, await tokens.jwks(), { 'cache-control': 'public, max-age=60' })
   }))

@@ -163,7 +163,7 @@ const ragSchema = z.strictObject({
     groups: headerName.default('x-tollgate-user-groups'),
     tenant: headerName.default('x-tollgate-tenant'),
   }).prefault({}),
-  /** More client headers never passed on (any x-tollgate-* header is stripped too). */
+  /** More client headers never passed on (as is any x-tollgate-* or x-forwarded-* one; matched without case, `_` as `-`). */
   stripHeaders: z.array(headerName).default([
     'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username',
     'x-remote-user', 'remote-user', 'x-user', 'x-user-id', 'x-auth-request-user', 'x-auth-request-email',

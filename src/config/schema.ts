@@ -225,6 +225,13 @@ const ragAuthSchema = z.strictObject({
   accessTokenTtlSeconds: positiveInt.max(86_400).default(900),
   /** A session (and its chain of refresh tokens) ends this long after the login. */
   refreshTokenTtlSeconds: positiveInt.default(7 * 86_400),
+  /**
+   * A refresh token used again this soon after its first use (and before its successor is
+   * used) gets the same new pair: two tabs refreshing at once. Later, a reuse is a theft and
+   * ends the session. 0: every reuse is a theft. Short on purpose: within it, a stolen copy
+   * is not told from the real one.
+   */
+  refreshReuseSeconds: nonNegativeInt.max(60).default(5),
   /** A new signing key this often; the previous ones are published until their tokens have expired. */
   signingKeyRotationSeconds: positiveInt.default(86_400),
   /**

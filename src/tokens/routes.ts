@@ -161,7 +161,7 @@ export const TOKEN_OPERATIONS: readonly OperationDoc[] = [
   },
   {
     security: 'none', method: 'post', path: '/api/v1/auth/refresh', operationId: 'ragRefresh', tag: TAG, summary: 'Trade a refresh token for a new pair',
-    description: 'A refresh token works once. Using a spent one revokes its whole session.',
+    description: 'A refresh token works once. Used again within `ragAuth.refreshReuseSeconds` (5 s by default) while its successor is unused (two tabs refreshing at once), it answers the same new pair; any other use of a spent one revokes its whole session.',
     body: { contentType: 'application/json', schema: refreshSchema },
     responses: { 200: { description: 'A new token pair', schema: TokenPair }, 401: { description: 'Unknown, spent, revoked or expired refresh token' }, 422: { description: 'The body is not {refresh_token}' } },
   },

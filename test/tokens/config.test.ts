@@ -20,7 +20,7 @@ function withRagAuth(ragAuth: unknown): string {
 t.test('defaults', async (t) => {
   const { ragAuth } = loadConfig({ path: DEFAULT, env: {} })
   t.strictSame(ragAuth, {
-    issuer: 'tollgate', audience: 'tollgate-rag', accessTokenTtlSeconds: 900, refreshTokenTtlSeconds: 604_800,
+    issuer: 'tollgate', audience: 'tollgate-rag', accessTokenTtlSeconds: 900, refreshTokenTtlSeconds: 604_800, refreshReuseSeconds: 5,
     signingKeyRotationSeconds: 86_400, revocationCacheMs: 500,
     loginThrottle: { maxFailuresPerUsername: 5, maxFailuresPerAddress: 20, windowSeconds: 900, blockSeconds: 900 },
   })

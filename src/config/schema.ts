@@ -239,10 +239,21 @@ const ragAuthSchema = z.strictObject({
    * or deleted user on another instance is refused by this one within it.
    */
   revocationCacheMs: nonNegativeInt.max(1000).default(500),
-  /** Failed logins (rate-limiter-flexible; in Redis when the store is). */
+  /**
+   * Failed logins, RAG and portal alike (rate-limiter-flexible; in Redis when the store is):
+   * an address is refused, a username only slowed, so nobody can lock another user out
+   * (src/tokens/login-throttle.ts).
+   */
   loginThrottle: z.strictObject({
-    maxFailuresPerUsername: positiveInt.default(5),
+    /** Failures on one username from one address; past it that address is refused (429) for that username. */
+    maxFailuresPerUserAddress: positiveInt.default(5),
+    /** Failures from one address on any usernames; past it the address is refused (429). */
     maxFailuresPerAddress: positiveInt.default(20),
+    /** Failures on one username from anywhere; past it each attempt on it waits (never refused). */
+    maxFailuresPerUsername: positiveInt.default(5),
+    /** The first wait past maxFailuresPerUsername, doubling with each further failure; 0: no slowdown. */
+    slowdownMs: nonNegativeInt.max(60_000).default(250),
+    maxSlowdownMs: nonNegativeInt.max(60_000).default(3000),
     windowSeconds: positiveInt.default(900),
     blockSeconds: positiveInt.default(900),
   }).prefault({}),

@@ -5,7 +5,7 @@
 //   GET  /api/v1/auth/me        Bearer access token  → who the token says you are
 //   GET  /.well-known/jwks.json                      → the public signing keys
 // Errors are {"detail": "..."}: 401 with WWW-Authenticate: Bearer, 422 with FastAPI's list
-// of problems for a bad body, 429 when failed logins are throttled.
+// of problems for a bad body, 429 when an address's failed logins are throttled.
 import type { IncomingMessage } from 'node:http'
 import { z } from 'zod'
 import { Jwks, Me, TokenPair } from '../api/users.ts'
@@ -155,7 +155,7 @@ const TAG = 'RAG gateway: login'
 export const TOKEN_OPERATIONS: readonly OperationDoc[] = [
   {
     security: 'none', method: 'post', path: '/api/v1/auth/user', operationId: 'ragLogin', tag: TAG, summary: 'Log in with a username and password',
-    description: 'Failed logins are throttled per username and per client address (429 with retry-after). Errors are FastAPI\'s `{"detail": …}`; a bad body is a 422.',
+    description: 'Failed logins are throttled per client address, for one username and for all (429 with retry-after); a username failing from many addresses is slowed down (each attempt waits, up to `ragAuth.loginThrottle.maxSlowdownMs`), never locked. Errors are FastAPI\'s `{"detail": …}`; a bad body is a 422.',
     body: { contentType: 'application/json', schema: loginSchema },
     responses: { 200: { description: 'A token pair', schema: TokenPair }, 401: { description: 'Incorrect username or password' }, 422: { description: 'The body is not {username, password}' }, 429: { description: 'Too many failed logins' } },
   },

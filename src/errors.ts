@@ -119,7 +119,8 @@ export function gatewayError(name: ErrorName, options?: GatewayErrorOptions): Ga
  */
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err
-  if (err instanceof StoreUnavailableError) return new GatewayError('store_unavailable', { cause: err })
+  // A moment's outage: clients (and the queue's retries) may come back in a second.
+  if (err instanceof StoreUnavailableError) return new GatewayError('store_unavailable', { cause: err, headers: { 'retry-after': '1' } })
   if (err instanceof StoreConflictError) return new GatewayError('conflict', { cause: err })
   return new GatewayError('internal', { cause: err })
 }

@@ -163,7 +163,7 @@ const ragSchema = z.strictObject({
     groups: headerName.default('x-tollgate-user-groups'),
     tenant: headerName.default('x-tollgate-tenant'),
   }).prefault({}),
-  /** More client headers never passed on (any x-tollgate-* header is stripped too). */
+  /** More client headers never passed on (as is any x-tollgate-* or x-forwarded-* one; matched without case, `_` as `-`). */
   stripHeaders: z.array(headerName).default([
     'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username',
     'x-remote-user', 'remote-user', 'x-user', 'x-user-id', 'x-auth-request-user', 'x-auth-request-email',
@@ -225,6 +225,13 @@ const ragAuthSchema = z.strictObject({
   accessTokenTtlSeconds: positiveInt.max(86_400).default(900),
   /** A session (and its chain of refresh tokens) ends this long after the login. */
   refreshTokenTtlSeconds: positiveInt.default(7 * 86_400),
+  /**
+   * A refresh token used again this soon after its first use (and before its successor is
+   * used) gets the same new pair: two tabs refreshing at once. Later, a reuse is a theft and
+   * ends the session. 0: every reuse is a theft. Short on purpose: within it, a stolen copy
+   * is not told from the real one.
+   */
+  refreshReuseSeconds: nonNegativeInt.max(60).default(5),
   /** A new signing key this often; the previous ones are published until their tokens have expired. */
   signingKeyRotationSeconds: positiveInt.default(86_400),
   /**
@@ -232,10 +239,21 @@ const ragAuthSchema = z.strictObject({
    * or deleted user on another instance is refused by this one within it.
    */
   revocationCacheMs: nonNegativeInt.max(1000).default(500),
-  /** Failed logins (rate-limiter-flexible; in Redis when the store is). */
+  /**
+   * Failed logins, RAG and portal alike (rate-limiter-flexible; in Redis when the store is):
+   * an address is refused, a username only slowed, so nobody can lock another user out
+   * (src/tokens/login-throttle.ts).
+   */
   loginThrottle: z.strictObject({
-    maxFailuresPerUsername: positiveInt.default(5),
+    /** Failures on one username from one address; past it that address is refused (429) for that username. */
+    maxFailuresPerUserAddress: positiveInt.default(5),
+    /** Failures from one address on any usernames; past it the address is refused (429). */
     maxFailuresPerAddress: positiveInt.default(20),
+    /** Failures on one username from anywhere; past it each attempt on it waits (never refused). */
+    maxFailuresPerUsername: positiveInt.default(5),
+    /** The first wait past maxFailuresPerUsername, doubling with each further failure; 0: no slowdown. */
+    slowdownMs: nonNegativeInt.max(60_000).default(250),
+    maxSlowdownMs: nonNegativeInt.max(60_000).default(3000),
     windowSeconds: positiveInt.default(900),
     blockSeconds: positiveInt.default(900),
   }).prefault({}),

@@ -12,7 +12,9 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
   metrics.requestDuration.observe({ endpoint: ctx.route, model }, durationMs / 1000)
   if (aborted) metrics.clientAborts.inc({ endpoint: ctx.route })
   const path = (ctx.req.url ?? '').split('?', 1)[0]?.slice(0, 200)
-  ctx.log[status >= 500 ? 'error' : 'info']({
+  // A 503 is a refusal on purpose (a store outage, shutting down), logged as such where it
+  // happens: a warning here, so an outage does not fill the error log with one line a request.
+  ctx.log[status === 503 ? 'warn' : status >= 500 ? 'error' : 'info']({
     method: ctx.req.method,
     path,
     route: ctx.route,

@@ -82,7 +82,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     ragRequests: new Counter({ name: 'tollgate_rag_requests_total', help: 'RAG gateway requests, by service and status class', labelNames: ['service', 'class'], registers }),
     ragDuration: new Histogram({ name: 'tollgate_rag_request_duration_seconds', help: 'RAG gateway requests: time from request to the end of the reply, by service', labelNames: ['service'], buckets: LATENCY_BUCKETS, registers }),
     logins: new Counter({ name: 'tollgate_rag_logins_total', help: 'RAG gateway logins, by outcome (success, invalid_credentials, throttled, invalid_body)', labelNames: ['outcome'], registers }),
-    tokenRefreshes: new Counter({ name: 'tollgate_rag_token_refreshes_total', help: 'RAG gateway refresh-token uses, by outcome (rotated, reused, invalid)', labelNames: ['outcome'], registers }),
+    tokenRefreshes: new Counter({ name: 'tollgate_rag_token_refreshes_total', help: 'RAG gateway refresh-token uses, by outcome (rotated, repeated within the reuse window, reused, invalid)', labelNames: ['outcome'], registers }),
     setQueueDepthSource(source) { depthSource = source },
   }
 }

@@ -22,6 +22,7 @@ const REFUSALS: Readonly<Record<string, ResponseDoc>> = {
   403: { description: 'The caller lacks a role this method and path need (route rules).', schema: DetailBody },
   429: { description: 'Over the requests per minute of the user or of the tenant.', schema: DetailBody },
   502: { description: 'The service is down or unreachable.', schema: DetailBody },
+  503: { description: 'The gateway cannot reach its store to check the access token (with `retry-after`; keep the token and try again).', schema: DetailBody },
   504: { description: 'The service sent no answer within its timeout.', schema: DetailBody },
 }
 

@@ -11,6 +11,8 @@ import { clientAddress, clientScheme } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
+import { StoreUnavailableError } from '../store/errors.ts'
 import type { RagBackends } from './backends.ts'
 import { backendRequestHeaders } from './headers.ts'
 import { admitPublicRagCall, admitRagCall } from './limits.ts'
@@ -41,12 +43,13 @@ export interface RagRouter {
 }
 
 export function registerRagRoutes(router: RagRouter, deps: RagGatewayDeps): void {
+  const outage = createOutageLog('RAG gateway')
   for (const [segment, service] of RAG_SEGMENTS) {
-    router.on([...RAG_METHODS], `/${segment}/*`, (ctx) => handleRagRequest(ctx, segment, service, deps))
+    router.on([...RAG_METHODS], `/${segment}/*`, (ctx) => handleRagRequest(ctx, segment, service, deps, outage))
   }
 }
 
-async function handleRagRequest(ctx: RequestContext, segment: string, service: RagService, deps: RagGatewayDeps): Promise<void> {
+async function handleRagRequest(ctx: RequestContext, segment: string, service: RagService, deps: RagGatewayDeps, outage: OutageLog): Promise<void> {
   const { config, metrics } = deps
   const bodyRate = bodyRateOf(config.server)
   ctx.route = `rag.${service}`
@@ -82,7 +85,9 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
     ctx.errorCode = refusal.code
     // Why a token was refused is for the operator, never the client (who gets one message).
     if (refusal.status === 401 && err instanceof GatewayError) ctx.log.debug({ reason: err.message }, 'RAG access token refused')
-    if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 504) ctx.log.error({ err }, 'RAG gateway error')
+    // A store that does not answer (checking a token's session) is an outage, not a bug.
+    if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
+    else if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 503 && refusal.status !== 504) ctx.log.error({ err }, 'RAG gateway error')
     if (ctx.res.headersSent) {
       ctx.res.destroy()
       return

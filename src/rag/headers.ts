@@ -1,6 +1,7 @@
 // The headers a backend receives and a client gets back. Towards the backend: the client's
-// own identity claims, credentials and cookies never pass; the gateway states who is
-// calling in its identity headers. Hop-by-hop headers (RFC 9110 §7.6.1) stay on their hop.
+// own identity claims (in any spelling a backend could fold into the gateway's: case,
+// `_` for `-`), credentials and cookies never pass; the gateway states who is calling in
+// its identity headers. Hop-by-hop headers (RFC 9110 §7.6.1) stay on their hop.
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Identity } from '../auth/identity.ts'
 import type { RagConfig } from '../config/schema.ts'
@@ -11,7 +12,23 @@ const HOP_BY_HOP = new Set([
 ])
 
 /** Never passed on towards a backend: the gateway sets its own, or they carry credentials. */
-const NOT_FORWARDED = new Set(['host', 'authorization', 'expect', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-prefix', 'x-real-ip'])
+const NOT_FORWARDED = new Set(['host', 'authorization', 'expect', 'forwarded', 'x-real-ip', 'x-request-id'])
+
+/**
+ * Whole families the gateway speaks for: its identity headers (x-tollgate-*, whatever the
+ * configured names) and the proxy's account of the client (x-forwarded-*: for, proto,
+ * host, prefix, and the user, email and groups headers of auth proxies).
+ */
+const OWNED_PREFIXES = ['x-tollgate-', 'x-forwarded-']
+
+/**
+ * A header name as a backend may read it. CGI and WSGI (and the ASGI servers that mimic
+ * them, and nginx with underscores_in_headers) fold `X-Tollgate-User-Id` and
+ * `x_tollgate_user_id` into one HTTP_X_TOLLGATE_USER_ID, and a framework that looks the
+ * header up may find the client's copy beside the gateway's: a name is stripped if its
+ * folded form is one the gateway owns.
+ */
+export const foldedHeaderName = (name: string): string => name.toLowerCase().replaceAll('_', '-')
 
 /** Header names listed in Connection: hop-by-hop too. */
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
@@ -36,11 +53,13 @@ export interface ForwardContext {
 
 export function backendRequestHeaders(req: IncomingMessage, identity: Identity | null, rag: RagConfig, forward: ForwardContext): OutgoingHttpHeaders {
   const names = rag.identityHeaders
-  const stripped = new Set<string>([...HOP_BY_HOP, ...NOT_FORWARDED, ...connectionListed(req.headers), ...Object.values(names), ...rag.stripHeaders])
+  const stripped = new Set<string>([...HOP_BY_HOP, ...NOT_FORWARDED, ...connectionListed(req.headers), ...Object.values(names), ...rag.stripHeaders].map(foldedHeaderName))
   if (!rag.forwardCookies) stripped.add('cookie')
   const out: OutgoingHttpHeaders = {}
   for (const [name, value] of Object.entries(req.headers)) {
-    if (value === undefined || stripped.has(name) || name.startsWith('x-tollgate-')) continue
+    if (value === undefined) continue
+    const folded = foldedHeaderName(name)
+    if (stripped.has(folded) || OWNED_PREFIXES.some((prefix) => folded.startsWith(prefix))) continue
     out[name] = value
   }
   // A chunked body stays chunked: Node would not frame a DELETE's body by itself.

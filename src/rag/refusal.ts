@@ -1,8 +1,9 @@
 // What the RAG gateway refuses with: FastAPI's {"detail": "..."} and a status, never a
 // stack trace. Thrown inside src/rag/ and answered by the gateway's handler.
 import type { ServerResponse } from 'node:http'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, toGatewayError } from '../errors.ts'
 import { sendDetail } from '../http/reply.ts'
+import { StoreUnavailableError } from '../store/errors.ts'
 
 export class RagRefusal extends Error {
   override readonly name = 'RagRefusal'
@@ -28,16 +29,16 @@ export const badPath = (): RagRefusal => new RagRefusal(400, 'bad_path', 'The re
 
 /**
  * Anything thrown on the RAG side as a refusal: a GatewayError (a verifier's 401, the
- * limiter's 429, a store outage) keeps its status, message and headers; anything else is
- * a bare 500.
+ * limiter's 429, a store outage) keeps its status, message and headers; a store that did
+ * not answer (the session check of a token, say) is the same 503 as on the login routes,
+ * with retry-after: the client keeps its token and tries again. Anything else is a bare 500.
  */
 export function toRefusal(err: unknown): RagRefusal {
   if (err instanceof RagRefusal) return err
-  if (err instanceof GatewayError) {
-    if (err.status === 401) return badCredentials()
-    return new RagRefusal(err.status, err.errorName, err.message, err.headers)
-  }
-  return new RagRefusal(500, 'internal', 'Internal Server Error')
+  if (!(err instanceof GatewayError) && !(err instanceof StoreUnavailableError)) return new RagRefusal(500, 'internal', 'Internal Server Error')
+  const error = toGatewayError(err)
+  if (error.status === 401) return badCredentials()
+  return new RagRefusal(error.status, error.errorName, error.message, error.headers)
 }
 
 export function sendRefusal(res: ServerResponse, refusal: RagRefusal): void {

@@ -28,8 +28,8 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
     updateSession: db.prepare('UPDATE sessions SET record = ? WHERE id = ?'),
     pruneSessions: db.prepare('DELETE FROM sessions WHERE expires_at < ?'),
     insertRefresh: db.prepare('INSERT INTO refresh_tokens (hash, session_id, spent) VALUES (?, ?, 0)'),
-    refresh: db.prepare('SELECT session_id, spent FROM refresh_tokens WHERE hash = ?'),
-    spendRefresh: db.prepare('UPDATE refresh_tokens SET spent = 1 WHERE hash = ?'),
+    refresh: db.prepare('SELECT session_id, spent, spent_at, successor_seed, successor_hash FROM refresh_tokens WHERE hash = ?'),
+    spendRefresh: db.prepare('UPDATE refresh_tokens SET spent = 1, spent_at = ?, successor_seed = ?, successor_hash = ? WHERE hash = ?'),
     insertKey: db.prepare('INSERT INTO signing_keys (kid, record) VALUES (?, ?)'),
     latestKey: db.prepare('SELECT kid FROM signing_keys ORDER BY seq DESC LIMIT 1'),
     keys: db.prepare('SELECT record FROM signing_keys ORDER BY seq'),
@@ -83,7 +83,7 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
     async get(id) {
       return sessionOf(id)
     },
-    async rotateRefresh(hash, nextHash, now) {
+    async rotateRefresh(hash, next, now, reuseWindowMs) {
       return transaction(db, (): RefreshOutcome => {
         const row = sql.refresh.get(hash)
         const sessionId = column(row, 'session_id')
@@ -91,13 +91,21 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
         if (session === null) return { outcome: 'unknown' }
         if (sessionEnded(session, now)) return { outcome: 'revoked', session }
         if (column(row, 'spent') !== '0') {
+          const spentAt = column(row, 'spent_at')
+          const seed = column(row, 'successor_seed')
+          const successor = column(row, 'successor_hash')
+          // A repeat: spent within the window, and its successor not spent yet.
+          if (reuseWindowMs > 0 && spentAt !== null && seed !== null && successor !== null &&
+            now.getTime() - Number(spentAt) <= reuseWindowMs && column(sql.refresh.get(successor), 'spent') === '0') {
+            return { outcome: 'rotated', session, grant: { seed, at: Number(spentAt) }, repeat: true }
+          }
           const revoked = { ...session, revokedAt: now.toISOString() }
           sql.updateSession.run(encodeRecord(revoked), session.id)
           return { outcome: 'reused', session: revoked }
         }
-        sql.spendRefresh.run(hash)
-        sql.insertRefresh.run(nextHash, session.id)
-        return { outcome: 'rotated', session }
+        sql.spendRefresh.run(now.getTime(), next.seed, next.hash, hash)
+        sql.insertRefresh.run(next.hash, session.id)
+        return { outcome: 'rotated', session, grant: { seed: next.seed, at: now.getTime() }, repeat: false }
       })
     },
     async revoke(id, now) {

@@ -101,6 +101,13 @@ export const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX remembered_expiry ON remembered (expires_at);
   `,
+  // A spent refresh token remembers when, and the successor it was spent for: a repeat
+  // within the reuse window gets the same new pair (embedded-auth.ts).
+  `
+  ALTER TABLE refresh_tokens ADD COLUMN spent_at INTEGER;
+  ALTER TABLE refresh_tokens ADD COLUMN successor_seed TEXT;
+  ALTER TABLE refresh_tokens ADD COLUMN successor_hash TEXT;
+  `,
 ]
 
 type Row = Record<string, SQLOutputValue>

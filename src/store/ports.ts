@@ -128,9 +128,28 @@ export interface SessionRecord {
   readonly revokedAt: string | null
 }
 
+/**
+ * The successor of a spent refresh token, as the spend that rotated it chose it: the new
+ * refresh token and access token are derived from the spent token and this, so a repeat
+ * within the reuse window hands out the very same pair without the store holding it.
+ */
+export interface RefreshGrant {
+  /** Random, chosen by the first spend. */
+  readonly seed: string
+  /** When the token was spent (ms since the epoch): the new pair's issue time. */
+  readonly at: number
+}
+
+/** The successor a spend offers: its hash, and the seed it was derived with. */
+export interface RefreshSuccessor {
+  readonly hash: string
+  readonly seed: string
+}
+
 /** What spending a refresh token did. */
 export type RefreshOutcome =
-  | { readonly outcome: 'rotated'; readonly session: SessionRecord }
+  /** Spent now (repeat false, grant is the one offered), or spent within the reuse window before (repeat true, the first spend's grant). */
+  | { readonly outcome: 'rotated'; readonly session: SessionRecord; readonly grant: RefreshGrant; readonly repeat: boolean }
   /** The token was spent already: the session is revoked now. */
   | { readonly outcome: 'reused'; readonly session: SessionRecord }
   /** The session was revoked (or expired) before. */
@@ -142,11 +161,13 @@ export interface SessionStore {
   create(session: SessionRecord, refreshHash: string): Promise<void>
   get(id: string): Promise<SessionRecord | null>
   /**
-   * Atomically spends the refresh token of hash `hash` and makes `nextHash` the session's
+   * Atomically spends the refresh token of hash `hash` and makes `next` the session's
    * current one. A token spent before revokes its session (`revokedAt` = now): someone
-   * holds a copy. An expired session is 'revoked'.
+   * holds a copy. Except a repeat: spent at most `reuseWindowMs` ago and its successor not
+   * yet spent (two tabs refreshing at once), which is 'rotated' again with the first
+   * spend's grant, and `next` is dropped. An expired session is 'revoked'.
    */
-  rotateRefresh(hash: string, nextHash: string, now: Date): Promise<RefreshOutcome>
+  rotateRefresh(hash: string, next: RefreshSuccessor, now: Date, reuseWindowMs: number): Promise<RefreshOutcome>
   /** Marks the session revoked; false if there is no such session. */
   revoke(id: string, now: Date): Promise<boolean>
 }

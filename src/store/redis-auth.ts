@@ -1,7 +1,7 @@
 // Accounts, sessions and signing keys on Redis, under the store's `<prefix>{tg}:` namespace.
 // Sessions and refresh-token hashes expire with the session (PXAT), so nothing is swept.
-// Refresh tokens are spent by a script: spending, reuse detection and the revocation it
-// triggers are one atomic step, whichever instance gets the token.
+// Refresh tokens are spent by a script: spending, reuse detection (with its window for a
+// repeat) and the revocation it triggers are one atomic step, whichever instance gets the token.
 import { StoreConflictError } from './errors.ts'
 import { compareAccounts, decodeAccount, decodeSession, decodeSigningKey, encodeRecord, sameAccount, sessionEnded } from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, SessionStore, SigningKeyStore } from './ports.ts'
@@ -34,29 +34,39 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return redis.call('DEL', KEYS[1])
 `)
 
-// KEYS: spent token, next token, session  ARGV: session id, now (ISO)
+// A live token's value is `<session id>|live`; a spent one's
+// `<session id>|spent|<spent at, ms>|<successor seed>|<successor hash>` (or the bare
+// `<session id>|spent` of earlier versions: never a repeat).
+// KEYS: spent token, next token, session, the spent token's successor (the next token when live)
+// ARGV: the token's value as read, session id, now (ISO), now (ms), next seed, next hash, reuse window (ms)
 const ROTATE_REFRESH = script(`
 local token = redis.call('GET', KEYS[1])
 if not token then return {'unknown'} end
-if token ~= ARGV[1] .. '|live' and token ~= ARGV[1] .. '|spent' then return {'changed'} end
+if token ~= ARGV[1] then return {'changed'} end
 local text = redis.call('GET', KEYS[3])
 if not text then return {'unknown'} end
 local session = cjson.decode(text)
 if session.revokedAt ~= cjson.null then return {'revoked', text} end
-if token == ARGV[1] .. '|spent' then
-  session.revokedAt = ARGV[2]
+local live = ARGV[2] .. '|live'
+if token ~= live then
+  local at, seed = string.match(token, '^[^|]+|spent|(%d+)|([^|]+)|')
+  local window = tonumber(ARGV[7])
+  if at and window > 0 and tonumber(ARGV[4]) - tonumber(at) <= window and redis.call('GET', KEYS[4]) == live then
+    return {'repeated', text, at, seed}
+  end
+  session.revokedAt = ARGV[3]
   local revoked = cjson.encode(session)
   redis.call('SET', KEYS[3], revoked, 'KEEPTTL')
   return {'reused', revoked}
 end
-redis.call('SET', KEYS[1], ARGV[1] .. '|spent', 'KEEPTTL')
+redis.call('SET', KEYS[1], ARGV[2] .. '|spent|' .. ARGV[4] .. '|' .. ARGV[5] .. '|' .. ARGV[6], 'KEEPTTL')
 local ttl = redis.call('PTTL', KEYS[3])
 if ttl > 0 then
-  redis.call('SET', KEYS[2], ARGV[1] .. '|live', 'PX', ttl)
+  redis.call('SET', KEYS[2], live, 'PX', ttl)
 else
-  redis.call('SET', KEYS[2], ARGV[1] .. '|live')
+  redis.call('SET', KEYS[2], live)
 end
-return {'rotated', text}
+return {'rotated', text, ARGV[4], ARGV[5]}
 `)
 
 // KEYS: session  ARGV: now (ISO)
@@ -154,19 +164,26 @@ export function redisAuthStores(redis: RedisConnection, base: string): { account
       const text = await redis.get(k.session(id))
       return text === null ? null : decodeSession(text)
     }),
-    rotateRefresh: (hash, nextHash, now) => io(async (): Promise<RefreshOutcome> => {
+    rotateRefresh: (hash, next, now, reuseWindowMs) => io(async (): Promise<RefreshOutcome> => {
       for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
         const token = await redis.get(k.refresh(hash))
         if (token === null) return { outcome: 'unknown' }
-        const sessionId = token.slice(0, token.lastIndexOf('|'))
-        const reply = await runScript(redis, ROTATE_REFRESH, [k.refresh(hash), k.refresh(nextHash), k.session(sessionId)], [sessionId, now.toISOString()])
+        // <session id>|live, or <session id>|spent|<at>|<seed>|<successor hash>
+        const [sessionId = '', , , , successor = next.hash] = token.split('|')
+        const reply = await runScript(redis, ROTATE_REFRESH,
+          [k.refresh(hash), k.refresh(next.hash), k.session(sessionId), k.refresh(successor)],
+          [token, sessionId, now.toISOString(), now.getTime(), next.seed, next.hash, reuseWindowMs])
         if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw unexpected('rotate refresh script', reply)
-        const [outcome, text] = reply as [string, unknown]
+        const [outcome, text, at, seed] = reply as [string, unknown, unknown, unknown]
         if (outcome === 'changed') continue
         if (outcome === 'unknown') return { outcome }
         if (typeof text !== 'string') throw unexpected('rotate refresh script', reply)
         const session = decodeSession(text)
-        if (outcome === 'rotated') return sessionEnded(session, now) ? { outcome: 'revoked', session } : { outcome, session }
+        if (outcome === 'rotated' || outcome === 'repeated') {
+          if (typeof seed !== 'string' || !Number.isFinite(Number(at))) throw unexpected('rotate refresh script', reply)
+          if (sessionEnded(session, now)) return { outcome: 'revoked', session }
+          return { outcome: 'rotated', session, grant: { seed, at: Number(at) }, repeat: outcome === 'repeated' }
+        }
         if (outcome === 'reused' || outcome === 'revoked') return { outcome, session }
         throw unexpected('rotate refresh script', reply)
       }

@@ -1,20 +1,36 @@
-// Failed logins, throttled per username and per client address with rate-limiter-flexible:
+// Failed logins (the RAG login and the portal's sign-in), counted with rate-limiter-flexible:
 // in Redis when the store is (every instance counts together; an in-memory limiter stands
 // in while Redis is down), else in this process.
 //
+// No one can lock another user out. What is refused (429 for blockSeconds, before the
+// password is checked) is one address: past maxFailuresPerUserAddress failures on one
+// username from it, or past maxFailuresPerAddress failures on any usernames from it. The
+// username itself is never refused: past maxFailuresPerUsername failures from anywhere in
+// the window, each attempt on it waits before its password is checked, slowdownMs doubling
+// with every further failure up to maxSlowdownMs. An attacker who guesses from one address
+// is stopped; one who guesses from many is slowed, and only to what the addresses he has
+// allow; the real user, from an address of his own, still gets in (after the delay, at worst).
+//
 // Every attempt is charged before its password is checked, so a burst of parallel guesses
-// cannot all slip past a check made before any of them failed: once a username or an
-// address has had its allowance within the window, the next attempt is refused with 429
-// (and the key blocked for blockSeconds) without hashing anything. A right password gives
-// the charge back: the username's count starts over, the address gets its point back.
+// cannot all slip past a check made before any of them failed. A right password gives the
+// charge back: the (username, address) count starts over, the address and the username get
+// their point back.
 import { createHash } from 'node:crypto'
-import type { RedisConnection } from '../store/redis-client.ts'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import { gatewayError } from '../errors.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
 
 export interface LoginThrottleOptions {
-  readonly maxFailuresPerUsername: number
+  /** Failures on one username from one address within the window; the next attempt is refused for blockSeconds. */
+  readonly maxFailuresPerUserAddress: number
+  /** Failures from one address, whatever the usernames; the next attempt is refused for blockSeconds. */
   readonly maxFailuresPerAddress: number
+  /** Failures on one username from anywhere within the window before its attempts are slowed (never refused). */
+  readonly maxFailuresPerUsername: number
+  /** The first slowed attempt's wait; each further failure doubles it. */
+  readonly slowdownMs: number
+  readonly maxSlowdownMs: number
   readonly windowSeconds: number
   readonly blockSeconds: number
   /** Count in Redis, shared by every instance (under `<prefix>{tg}:login:`). */
@@ -22,8 +38,11 @@ export interface LoginThrottleOptions {
 }
 
 export interface LoginThrottle {
-  /** Charges one attempt to the username and the address; throws login_throttled (429, retry-after) past either allowance. */
-  attempt(username: string, address: string): Promise<void>
+  /**
+   * Charges one attempt; throws login_throttled (429, retry-after) if the address is over
+   * an allowance, else resolves after the username's slowdown (ms waited), if any.
+   */
+  attempt(username: string, address: string): Promise<number>
   /** The password was right: the charge is given back. */
   succeeded(username: string, address: string): Promise<void>
 }
@@ -34,10 +53,21 @@ export interface LoginThrottle {
  * to Redis in the clear.
  */
 const userKey = (username: string): string => createHash('sha256').update(username.toLowerCase()).digest('base64url')
+const pairKey = (username: string, address: string): string => createHash('sha256').update(`${username.toLowerCase()}\n${address}`).digest('base64url')
+
+/** The username's count never refuses: it only measures how slow its next attempt is. */
+const UNBOUNDED = Number.MAX_SAFE_INTEGER
+
+/** The wait of an attempt that is the `failures`-th within the window (itself counted). */
+export function slowdownOf(failures: number, options: Pick<LoginThrottleOptions, 'maxFailuresPerUsername' | 'slowdownMs' | 'maxSlowdownMs'>): number {
+  const over = failures - options.maxFailuresPerUsername
+  if (over <= 0 || options.slowdownMs <= 0) return 0
+  return Math.min(options.maxSlowdownMs, options.slowdownMs * 2 ** Math.min(over - 1, 30))
+}
 
 export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottle {
-  const limiter = (name: string, points: number): RateLimiterAbstract => {
-    const common = { points, duration: options.windowSeconds, blockDuration: options.blockSeconds }
+  const limiter = (name: string, points: number, blockSeconds: number): RateLimiterAbstract => {
+    const common = { points, duration: options.windowSeconds, blockDuration: blockSeconds }
     const memory = new RateLimiterMemory({ ...common, keyPrefix: `login-${name}` })
     if (options.redis === undefined) return memory
     return new RateLimiterRedis({
@@ -48,8 +78,9 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       insuranceLimiter: memory,
     })
   }
-  const byUser = limiter('user', options.maxFailuresPerUsername)
-  const byAddress = limiter('addr', options.maxFailuresPerAddress)
+  const byPair = limiter('pair', options.maxFailuresPerUserAddress, options.blockSeconds)
+  const byAddress = limiter('addr', options.maxFailuresPerAddress, options.blockSeconds)
+  const byUser = limiter('user-slow', UNBOUNDED, 0)
 
   /** ms the key is refused for, or 0 if this attempt is within the allowance. */
   const charge = async (l: RateLimiterAbstract, key: string): Promise<number> => {
@@ -64,17 +95,22 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
 
   return {
     async attempt(username, address) {
-      const [user, addr] = await Promise.all([charge(byUser, userKey(username)), charge(byAddress, address)])
-      const ms = Math.max(user, addr)
-      if (ms === 0) return
-      const seconds = Math.ceil(ms / 1000)
-      throw gatewayError('login_throttled', {
-        message: `Too many failed login attempts. Try again in ${seconds} seconds.`,
-        headers: { 'retry-after': String(seconds), 'retry-after-ms': String(ms) },
-      })
+      const [pair, addr] = await Promise.all([charge(byPair, pairKey(username, address)), charge(byAddress, address)])
+      const ms = Math.max(pair, addr)
+      if (ms > 0) {
+        const seconds = Math.ceil(ms / 1000)
+        throw gatewayError('login_throttled', {
+          message: `Too many failed login attempts. Try again in ${seconds} seconds.`,
+          headers: { 'retry-after': String(seconds), 'retry-after-ms': String(ms) },
+        })
+      }
+      // Only attempts whose password is checked count against the username.
+      const wait = slowdownOf((await byUser.consume(userKey(username))).consumedPoints, options)
+      if (wait > 0) await sleep(wait)
+      return wait
     },
     async succeeded(username, address) {
-      await Promise.all([byUser.delete(userKey(username)), byAddress.reward(address, 1)])
+      await Promise.all([byPair.delete(pairKey(username, address)), byAddress.reward(address, 1), byUser.reward(userKey(username), 1)])
     },
   }
 }

@@ -5,7 +5,7 @@
 //   GET  /api/v1/auth/me        Bearer access token  → who the token says you are
 //   GET  /.well-known/jwks.json                      → the public signing keys
 // Errors are {"detail": "..."}: 401 with WWW-Authenticate: Bearer, 422 with FastAPI's list
-// of problems for a bad body, 429 when failed logins are throttled.
+// of problems for a bad body, 429 when an address's failed logins are throttled.
 import type { IncomingMessage } from 'node:http'
 import { z } from 'zod'
 import { Jwks, Me, TokenPair } from '../api/users.ts'
@@ -20,6 +20,7 @@ import type { RequestContext } from '../http/context.ts'
 import { sendJson } from '../http/reply.ts'
 import type { Params } from '../http/router.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { TokenService } from './service.ts'
@@ -82,7 +83,7 @@ function bearerOf(req: IncomingMessage): string {
 }
 
 /** Runs a route and answers its errors in FastAPI's shape. */
-function detailed(route: string, handler: Handler): Handler {
+function detailed(route: string, outage: OutageLog, handler: Handler): Handler {
   return async (ctx, params, query) => {
     ctx.route = route
     try {
@@ -97,7 +98,7 @@ function detailed(route: string, handler: Handler): Handler {
       const error = toGatewayError(err)
       ctx.errorCode = error.code
       // A store that does not answer is an outage to report, not a bug: a 503 and a warning.
-      if (err instanceof StoreUnavailableError) ctx.log.warn({ err: err.message }, 'RAG login: the store did not answer')
+      if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
       else if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
       else if (error.status === 401 && error.cause instanceof Error) ctx.log.info({ reason: error.cause.message }, 'RAG token refused')
       if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
@@ -110,8 +111,9 @@ function detailed(route: string, handler: Handler): Handler {
 export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): void {
   const { tokens, accessTokens } = deps
   const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
+  const outage = createOutageLog('RAG login')
 
-  router.on('POST', '/api/v1/auth/user', detailed('rag.auth.login', async (ctx) => {
+  router.on('POST', '/api/v1/auth/user', detailed('rag.auth.login', outage, async (ctx) => {
     let body
     try {
       body = await readBody(ctx, loginSchema, deps)
@@ -123,18 +125,18 @@ export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): 
     sendJson(ctx.res, 200, pair, noStore)
   }))
 
-  router.on('POST', '/api/v1/auth/refresh', detailed('rag.auth.refresh', async (ctx) => {
+  router.on('POST', '/api/v1/auth/refresh', detailed('rag.auth.refresh', outage, async (ctx) => {
     const body = await readBody(ctx, refreshSchema, deps)
     sendJson(ctx.res, 200, await tokens.refresh(body.refresh_token), noStore)
   }))
 
-  router.on('POST', '/api/v1/auth/logout', detailed('rag.auth.logout', async (ctx) => {
+  router.on('POST', '/api/v1/auth/logout', detailed('rag.auth.logout', outage, async (ctx) => {
     await tokens.logout(bearerOf(ctx.req))
     ctx.res.statusCode = 204
     ctx.res.end()
   }))
 
-  router.on('GET', '/api/v1/auth/me', detailed('rag.auth.me', async (ctx) => {
+  router.on('GET', '/api/v1/auth/me', detailed('rag.auth.me', outage, async (ctx) => {
     const identity = await accessTokens.verify(bearerOf(ctx.req))
     sendJson(ctx.res, 200, {
       user_id: identity.userId, username: identity.username, roles: identity.roles,
@@ -142,7 +144,7 @@ export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): 
     }, noStore)
   }))
 
-  router.on('GET', '/.well-known/jwks.json', detailed('rag.auth.jwks', async (ctx) => {
+  router.on('GET', '/.well-known/jwks.json', detailed('rag.auth.jwks', outage, async (ctx) => {
     // Short: a key made by a rotation signs at once, and verifiers elsewhere must find it.
     sendJson(ctx.res, 200, await tokens.jwks(), { 'cache-control': 'public, max-age=60' })
   }))
@@ -153,13 +155,13 @@ const TAG = 'RAG gateway: login'
 export const TOKEN_OPERATIONS: readonly OperationDoc[] = [
   {
     security: 'none', method: 'post', path: '/api/v1/auth/user', operationId: 'ragLogin', tag: TAG, summary: 'Log in with a username and password',
-    description: 'Failed logins are throttled per username and per client address (429 with retry-after). Errors are FastAPI\'s `{"detail": …}`; a bad body is a 422.',
+    description: 'Failed logins are throttled per client address, for one username and for all (429 with retry-after); a username failing from many addresses is slowed down (each attempt waits, up to `ragAuth.loginThrottle.maxSlowdownMs`), never locked. Errors are FastAPI\'s `{"detail": …}`; a bad body is a 422.',
     body: { contentType: 'application/json', schema: loginSchema },
     responses: { 200: { description: 'A token pair', schema: TokenPair }, 401: { description: 'Incorrect username or password' }, 422: { description: 'The body is not {username, password}' }, 429: { description: 'Too many failed logins' } },
   },
   {
     security: 'none', method: 'post', path: '/api/v1/auth/refresh', operationId: 'ragRefresh', tag: TAG, summary: 'Trade a refresh token for a new pair',
-    description: 'A refresh token works once. Using a spent one revokes its whole session.',
+    description: 'A refresh token works once. Used again within `ragAuth.refreshReuseSeconds` (5 s by default) while its successor is unused (two tabs refreshing at once), it answers the same new pair; any other use of a spent one revokes its whole session.',
     body: { contentType: 'application/json', schema: refreshSchema },
     responses: { 200: { description: 'A new token pair', schema: TokenPair }, 401: { description: 'Unknown, spent, revoked or expired refresh token' }, 422: { description: 'The body is not {refresh_token}' } },
   },

@@ -3,7 +3,17 @@
 // twice revokes its session: someone holds a copy); logout revokes the session. Refresh
 // tokens are random and stored only as their SHA-256 (they are 256-bit random: a fast hash
 // is enough, unlike a password).
-import { createHash, randomBytes } from 'node:crypto'
+//
+// Two tabs of one browser often refresh with the same token at once. Within
+// refreshReuseSeconds of the first spend, and while its successor is unspent, the same
+// token is a repeat, not a theft: it gets the very same new pair. The pair is derived, not
+// stored: the new refresh token is an HMAC of a random seed (chosen by the first spend and
+// kept with the spent token) under the spent token itself, and the access token is signed
+// over the same claims at the same issue time (Ed25519 signatures are deterministic). The
+// store so holds nothing that works as a token, and whoever repeats must hold the spent
+// token. Later, or once the successor was used, a spent token is a theft: the session is
+// revoked, as before.
+import { createHash, createHmac, randomBytes } from 'node:crypto'
 import { SignJWT } from 'jose'
 import type { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
@@ -22,7 +32,7 @@ export interface TokenPair {
 }
 
 export interface TokenServiceOptions {
-  readonly config: Pick<Config['ragAuth'], 'issuer' | 'audience' | 'accessTokenTtlSeconds' | 'refreshTokenTtlSeconds'>
+  readonly config: Pick<Config['ragAuth'], 'issuer' | 'audience' | 'accessTokenTtlSeconds' | 'refreshTokenTtlSeconds' | 'refreshReuseSeconds'>
   readonly accounts: AccountService
   readonly sessions: SessionStore
   readonly keyring: Pick<Keyring, 'signer' | 'jwks'>
@@ -36,6 +46,9 @@ export interface TokenServiceOptions {
 
 export const hashRefreshToken = (token: string): string => createHash('sha256').update(token).digest('hex')
 const newRefreshToken = (): string => `rt_${randomBytes(32).toString('base64url')}`
+/** What the pair that replaces `spent` is made of, for a grant's seed. */
+const derived = (spent: string, seed: string, what: 'refresh' | 'jti'): Buffer => createHmac('sha256', spent).update(`${what}|${seed}`).digest()
+const successorOf = (spent: string, seed: string): string => `rt_${derived(spent, seed, 'refresh').toString('base64url')}`
 
 export class TokenService {
   readonly #o: TokenServiceOptions
@@ -73,14 +86,15 @@ export class TokenService {
     const refreshToken = newRefreshToken()
     await this.#o.sessions.create(session, hashRefreshToken(refreshToken))
     metrics.logins.inc({ outcome: 'success' })
-    return this.#pair(account, session, refreshToken)
+    return this.#pair(account, session, refreshToken, at, randomBytes(16).toString('hex'))
   }
 
   /** A refresh token for a new pair; 401 invalid_refresh_token (a reused one also revokes its session). */
   async refresh(refreshToken: string): Promise<TokenPair> {
-    const { sessions, metrics, accounts } = this.#o
-    const next = newRefreshToken()
-    const result = await sessions.rotateRefresh(hashRefreshToken(refreshToken), hashRefreshToken(next), new Date(this.#now()))
+    const { sessions, metrics, accounts, config } = this.#o
+    const seed = randomBytes(16).toString('base64url')
+    const successor = { hash: hashRefreshToken(successorOf(refreshToken, seed)), seed }
+    const result = await sessions.rotateRefresh(hashRefreshToken(refreshToken), successor, new Date(this.#now()), config.refreshReuseSeconds * 1000)
     if (result.outcome === 'reused') {
       this.#o.sessionRevoked(result.session.id)
       metrics.tokenRefreshes.inc({ outcome: 'reused' })
@@ -95,8 +109,9 @@ export class TokenService {
       metrics.tokenRefreshes.inc({ outcome: 'invalid' })
       throw gatewayError('invalid_refresh_token', { cause: new Error('the user is gone, disabled or has a new password') })
     }
-    metrics.tokenRefreshes.inc({ outcome: 'rotated' })
-    return this.#pair(account, result.session, next)
+    metrics.tokenRefreshes.inc({ outcome: result.repeat ? 'repeated' : 'rotated' })
+    const { grant } = result
+    return this.#pair(account, result.session, successorOf(refreshToken, grant.seed), grant.at, derived(refreshToken, grant.seed, 'jti').subarray(0, 16).toString('hex'))
   }
 
   /** Revokes the access token's session: its access and refresh tokens stop working on every instance. */
@@ -111,10 +126,11 @@ export class TokenService {
     return this.#o.keyring.jwks()
   }
 
-  async #pair(account: AccountRecord, session: SessionRecord, refreshToken: string): Promise<TokenPair> {
+  /** `issuedAt` (ms) and `jti` are given: a repeated refresh signs the same token again. */
+  async #pair(account: AccountRecord, session: SessionRecord, refreshToken: string, issuedAt: number, jti: string): Promise<TokenPair> {
     const { config, keyring } = this.#o
     const signer = await keyring.signer()
-    const iat = Math.floor(this.#now() / 1000)
+    const iat = Math.floor(issuedAt / 1000)
     // Never past the session's own end.
     const exp = Math.min(iat + config.accessTokenTtlSeconds, Math.floor(Date.parse(session.expiresAt) / 1000))
     const accessToken = await new SignJWT({
@@ -131,7 +147,7 @@ export class TokenService {
       .setIssuedAt(iat)
       .setNotBefore(iat)
       .setExpirationTime(exp)
-      .setJti(randomBytes(16).toString('hex'))
+      .setJti(jti)
       .sign(signer.privateKey)
     return { access_token: accessToken, token_type: 'bearer', expires_in: exp - iat, refresh_token: refreshToken }
   }

@@ -11,7 +11,7 @@ import { createUser, form, keyIdOf, secretOf, signInByFetch, type FetchSession }
 
 let gw: RunningTollgate
 t.before(async () => {
-  gw = await startTollgate({ config: (doc) => { doc.ragAuth = { loginThrottle: { maxFailuresPerUsername: 3, maxFailuresPerAddress: 1000, windowSeconds: 60, blockSeconds: 60 } } } })
+  gw = await startTollgate({ config: (doc) => { doc.ragAuth = { loginThrottle: { maxFailuresPerUserAddress: 3, maxFailuresPerAddress: 1000, windowSeconds: 60, blockSeconds: 60 } } } })
   await createUser(gw, 'alice', 'alice-password')
   await createUser(gw, 'bob', 'bob-password')
 })

@@ -13,7 +13,7 @@ function setup(t: Test) {
   t.teardown(async () => { await store.close(); await stores.close() })
   let clock = Date.now()
   const accounts = new AccountService({ store: stores.accounts, now: () => new Date(clock) })
-  const throttle = createLoginThrottle({ maxFailuresPerUsername: 2, maxFailuresPerAddress: 100, windowSeconds: 60, blockSeconds: 60 })
+  const throttle = createLoginThrottle({ maxFailuresPerUserAddress: 2, maxFailuresPerAddress: 100, maxFailuresPerUsername: 2, slowdownMs: 1, maxSlowdownMs: 1, windowSeconds: 60, blockSeconds: 60 })
   const sessions = new PortalSessions({ config: { enabled: true, sessionIdleSeconds: 60, sessionAbsoluteSeconds: 300, secureCookie: 'auto', pageSize: 50 }, store, accounts, throttle, now: () => clock })
   return { accounts, sessions, store, advance: (ms: number) => { clock += ms } }
 }
@@ -65,11 +65,12 @@ t.test('a new password or a disabled account ends the session; the store holds o
   t.equal(await sessions.resume(undefined), null)
 })
 
-t.test('failed sign-ins are throttled per username', async (t) => {
+t.test('failed sign-ins are throttled per username and address; the user elsewhere still signs in', async (t) => {
   const { accounts, sessions } = setup(t)
   await accounts.create({ username: 'ann', password: 'ann-password' })
   t.equal(await sessions.signIn('ann', 'wrong-one', '10.0.0.1'), null)
-  t.equal(await sessions.signIn('ann', 'wrong-two', '10.0.0.2'), null)
-  const blocked = await sessions.signIn('ann', 'ann-password', '10.0.0.3').then(() => null, (err: unknown) => err)
-  t.equal((blocked as { errorName?: string } | null)?.errorName, 'login_throttled', 'blocked, right password or not')
+  t.equal(await sessions.signIn('ann', 'wrong-two', '10.0.0.1'), null)
+  const blocked = await sessions.signIn('ann', 'ann-password', '10.0.0.1').then(() => null, (err: unknown) => err)
+  t.equal((blocked as { errorName?: string } | null)?.errorName, 'login_throttled', 'that address is blocked, right password or not')
+  t.ok(await sessions.signIn('ann', 'ann-password', '10.0.0.2'), 'from another address: signed in (slowed, not refused)')
 })

@@ -3,9 +3,11 @@
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { StoreConflictError } from '../../src/store/errors.ts'
-import type { AccountRecord, SessionRecord, SigningKeyRecord, Stores } from '../../src/store/ports.ts'
+import type { AccountRecord, RefreshSuccessor, SessionRecord, SigningKeyRecord, Stores } from '../../src/store/ports.ts'
 
 const hex = (n: number): string => randomBytes(n).toString('hex')
+/** A successor offered to rotateRefresh, with a seed of its own. */
+const next = (hash: string): RefreshSuccessor => ({ hash, seed: `seed-${hash}` })
 
 export function makeAccount(fields: Partial<AccountRecord> = {}): AccountRecord {
   return {
@@ -86,26 +88,63 @@ export function authStoreContract(t: Test, name: string, open: () => Promise<Sto
     await sessions.create(session, 'h1')
     t.strictSame(await sessions.get(session.id), session)
     const now = new Date()
-    const first = await sessions.rotateRefresh('h1', 'h2', now)
+    const first = await sessions.rotateRefresh('h1', next('h2'), now, 0)
     t.equal(first.outcome, 'rotated')
-    const second = await sessions.rotateRefresh('h2', 'h3', now)
+    const second = await sessions.rotateRefresh('h2', next('h3'), now, 0)
     t.equal(second.outcome, 'rotated')
-    const reused = await sessions.rotateRefresh('h1', 'h4', now)
+    const reused = await sessions.rotateRefresh('h1', next('h4'), now, 0)
     t.equal(reused.outcome, 'reused')
     t.equal(reused.outcome === 'reused' ? reused.session.revokedAt : null, now.toISOString())
     t.equal((await sessions.get(session.id))?.revokedAt, now.toISOString(), 'the session is revoked')
     // Even the newest token of a revoked session is refused, and h4 was never issued.
-    t.equal((await sessions.rotateRefresh('h3', 'h5', now)).outcome, 'revoked')
-    t.equal((await sessions.rotateRefresh('h4', 'h6', now)).outcome, 'unknown')
-    t.equal((await sessions.rotateRefresh('nothing', 'h7', now)).outcome, 'unknown')
+    t.equal((await sessions.rotateRefresh('h3', next('h5'), now, 0)).outcome, 'revoked')
+    t.equal((await sessions.rotateRefresh('h4', next('h6'), now, 0)).outcome, 'unknown')
+    t.equal((await sessions.rotateRefresh('nothing', next('h7'), now, 0)).outcome, 'unknown')
   })
 
   withStores('sessions: of two uses of one token at once, exactly one rotates', async (t, { sessions }) => {
     const session = makeSession()
     await sessions.create(session, 'r1')
-    const outcomes = await Promise.all([sessions.rotateRefresh('r1', 'a', new Date()), sessions.rotateRefresh('r1', 'b', new Date())])
+    const outcomes = await Promise.all([sessions.rotateRefresh('r1', next('a'), new Date(), 0), sessions.rotateRefresh('r1', next('b'), new Date(), 0)])
     t.strictSame(outcomes.map((o) => o.outcome).sort(), ['reused', 'rotated'])
     t.not((await sessions.get(session.id))?.revokedAt, null)
+  })
+
+  withStores('sessions: a repeat within the reuse window gets the first spend\'s grant; the session lives', async (t, { sessions }) => {
+    const session = makeSession()
+    await sessions.create(session, 'w1')
+    const at = new Date()
+    const first = await sessions.rotateRefresh('w1', next('w2'), at, 5000)
+    t.match(first, { outcome: 'rotated', repeat: false, grant: { seed: 'seed-w2', at: at.getTime() } })
+    const again = await sessions.rotateRefresh('w1', next('w3'), new Date(at.getTime() + 4000), 5000)
+    t.match(again, { outcome: 'rotated', repeat: true, grant: { seed: 'seed-w2', at: at.getTime() } }, 'the same successor')
+    t.equal((await sessions.get(session.id))?.revokedAt, null, 'not revoked')
+    t.equal((await sessions.rotateRefresh('w3', next('w4'), at, 5000)).outcome, 'unknown', 'the offered successor of a repeat is never stored')
+    // Past the window: a theft.
+    const late = await sessions.rotateRefresh('w1', next('w5'), new Date(at.getTime() + 5001), 5000)
+    t.equal(late.outcome, 'reused')
+    t.not((await sessions.get(session.id))?.revokedAt, null, 'revoked')
+  })
+
+  withStores('sessions: within the window, a token whose successor was spent is a theft', async (t, { sessions }) => {
+    const session = makeSession()
+    await sessions.create(session, 's1')
+    const at = new Date()
+    t.equal((await sessions.rotateRefresh('s1', next('s2'), at, 5000)).outcome, 'rotated')
+    t.equal((await sessions.rotateRefresh('s2', next('s3'), at, 5000)).outcome, 'rotated')
+    t.equal((await sessions.rotateRefresh('s1', next('s4'), at, 5000)).outcome, 'reused', 's1 again after s2 was used')
+    t.not((await sessions.get(session.id))?.revokedAt, null)
+    t.equal((await sessions.rotateRefresh('s3', next('s5'), at, 5000)).outcome, 'revoked')
+  })
+
+  withStores('sessions: 20 spends of one token at once, within the window: one rotates, all get its grant', async (t, { sessions }) => {
+    const session = makeSession()
+    await sessions.create(session, 'c1')
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => sessions.rotateRefresh('c1', next(`c-${i}`), new Date(), 5000)))
+    t.strictSame(outcomes.map((o) => o.outcome), Array<string>(20).fill('rotated'))
+    t.equal(outcomes.filter((o) => o.outcome === 'rotated' && !o.repeat).length, 1, 'one first spend')
+    t.equal(new Set(outcomes.map((o) => (o.outcome === 'rotated' ? `${o.grant.seed}@${o.grant.at}` : ''))).size, 1, 'one grant')
+    t.equal((await sessions.get(session.id))?.revokedAt, null)
   })
 
   withStores('sessions: revoke marks the session once; an expired session does not refresh', async (t, { sessions }) => {
@@ -116,11 +155,11 @@ export function authStoreContract(t: Test, name: string, open: () => Promise<Sto
     t.equal(await sessions.revoke(session.id, new Date()), true)
     t.equal((await sessions.get(session.id))?.revokedAt, at.toISOString(), 'the first revocation time stays')
     t.equal(await sessions.revoke('ses_missing', at), false)
-    t.equal((await sessions.rotateRefresh('x1', 'x2', new Date())).outcome, 'revoked')
+    t.equal((await sessions.rotateRefresh('x1', next('x2'), new Date(), 0)).outcome, 'revoked')
 
     const short = makeSession({ expiresAt: new Date(Date.now() + 60_000).toISOString() })
     await sessions.create(short, 'y1')
-    t.equal((await sessions.rotateRefresh('y1', 'y2', new Date(Date.now() + 120_000))).outcome, 'revoked')
+    t.equal((await sessions.rotateRefresh('y1', next('y2'), new Date(Date.now() + 120_000), 0)).outcome, 'revoked')
   })
 
   withStores('signing keys: added only on top of the expected newest; removed except the newest', async (t, { signingKeys }) => {

@@ -18,7 +18,8 @@ async function gateway(): Promise<RunningTollgate> {
     adminToken: ADMIN_TOKEN,
     config: (doc) => {
       (doc.store as Record<string, unknown>).keyPrefix = ns.prefix
-      doc.ragAuth = { signingKeyRotationSeconds: ROTATION_SECONDS, accessTokenTtlSeconds: ACCESS_TTL_SECONDS }
+      // Every reuse a theft: this test is about how fast a revocation reaches the other instance.
+      doc.ragAuth = { signingKeyRotationSeconds: ROTATION_SECONDS, accessTokenTtlSeconds: ACCESS_TTL_SECONDS, refreshReuseSeconds: 0 }
     },
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: KEY_SECRET },
   })

@@ -49,7 +49,9 @@ const gw = await startTollgate({
 })
 const pid = gw.child.pid ?? 0
 try {
-  const attacker = await gw.createKey({ name: 'attacker', tier: 'Basic' })
+  // Bodies past the tier's input TPM would be refused as never fitting: the key's token
+  // limits are raised for them (its 20 RPM stays), so only storage can refuse them.
+  const attacker = await gw.createKey({ name: 'attacker', tier: 'Basic', ...(KB > 50 ? { limits: { '*': { input_tpm: 1_000_000_000 }, [MODEL]: { input_tpm: 1_000_000_000 } } } : {}) })
   const other = await gw.createKey({ name: 'other', tier: 'Basic' })
   const filler = 'x'.repeat(KB * 1024)
   await new Promise((done) => setTimeout(done, 2000))

@@ -49,6 +49,10 @@ export const ERRORS = {
   insufficient_quota: { status: 429, type: 'insufficient_quota', code: 'insufficient_quota', message: 'You exceeded your token quota.' },
   auth_throttled: { status: 429, type: 'requests', code: 'too_many_auth_failures', message: 'Too many failed authentication attempts from your address.' },
   too_many_connections: { status: 429, type: 'requests', code: 'too_many_connections', message: 'Too many open connections from your address.' },
+  // A key's stored asynchronous requests at its cap: it frees as they run (retry-after).
+  queue_full: { status: 429, type: 'requests', code: 'queue_full', message: 'This API key has as many stored asynchronous requests waiting as it may keep.' },
+  // A key's files at its cap: waiting frees nothing, deleting files does (like a spent quota: no retry hint).
+  file_quota_exceeded: { status: 429, type: 'insufficient_quota', code: 'file_quota_exceeded', message: 'This API key has as many files stored as it may keep.' },
   // 5xx
   internal: { status: 500, type: 'server_error', code: 'internal_error', message: 'The server had an error while processing your request.' },
   capability_missing: { status: 501, type: 'invalid_request_error', code: 'not_supported', message: 'The backend for this model does not support this endpoint.' },

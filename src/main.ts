@@ -16,6 +16,8 @@ import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/handler.ts'
 import { createQueueFromConfig } from './queue/create.ts'
+import { createFileQuotaStoreFromConfig } from './files/create.ts'
+import { createFileQuota } from './files/quota.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
@@ -81,8 +83,10 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
     authenticate = throttleApiKeys(authenticate, throttle, addressOf)
     authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
   }
+  const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
   const corridor = createCorridor({
     config, registry, authenticate, limiter, meter, metrics, ownership: stores.ownership,
+    fileQuota: createFileQuota(fileQuotaStore, config),
     spoolDir,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
@@ -183,6 +187,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       await limiter.close()
       await registry.close()
       await ragBackends.close()
+      await fileQuotaStore.close()
       await stores.close()
       secrets.close()
       log.info('stopped')

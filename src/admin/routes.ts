@@ -15,7 +15,7 @@ import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
 
 export interface AdminDeps {
-  readonly config: Pick<Config, 'server' | 'plans'>
+  readonly config: Pick<Config, 'server' | 'plans' | 'storageCaps'>
   readonly keys: KeyService
   readonly stores: Pick<Stores, 'usage'>
   readonly meter: Pick<Meter, 'flush'>

@@ -1,4 +1,5 @@
 // /admin/tiers: the plans in force, as loaded at boot.
+import { storageCapsOf } from '../limits/plans.ts'
 import { sendAdmin, type AdminRouter } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
@@ -17,6 +18,8 @@ export function registerTierRoutes(router: AdminRouter, deps: AdminDeps): void {
         is_default: name === plans.defaultTier,
         default: tier.default,
         models: tier.models,
+        // What each key of the tier may keep stored: the tier's own caps over storageCaps.
+        storage_caps: storageCapsOf(plans, deps.config.storageCaps, name),
       })),
     })
   })

@@ -2,7 +2,7 @@
 // beside the routes (keys/service.ts, admin/keys.ts, admin/usage.ts); these describe what
 // comes back, for the reference.
 import { z } from 'zod'
-import { modelLimitsSchema } from '../config/schema.ts'
+import { modelLimitsSchema, storageCapsSchema } from '../config/schema.ts'
 
 export const ApiKey = z.object({
   id: z.string(),
@@ -65,5 +65,6 @@ export const TierList = z.object({
     is_default: z.boolean(),
     default: modelLimitsSchema,
     models: z.record(z.string(), modelLimitsSchema),
+    storage_caps: storageCapsSchema.meta({ description: 'What one key of the tier may keep stored: pending asynchronous requests (queue_full past them) and files (file_quota_exceeded).' }),
   })),
 })

@@ -91,8 +91,28 @@ export const modelLimitsSchema = z.strictObject({
 })
 export type ModelLimits = z.infer<typeof modelLimitsSchema>
 
+/**
+ * What one API key may keep stored on the gateway's side of a tier (README, "Storage
+ * caps"): the top-level `storageCaps` gives every tier's defaults, a tier's own entry
+ * overrides any of them.
+ */
+const storageCapsFields = {
+  /** Stored asynchronous requests (Prefer: respond-async) not yet finished: beyond, 429 queue_full. */
+  queuedRequests: positiveInt,
+  /** Bytes of their bodies (JSON as stored, plus multipart uploads). */
+  queuedBytes: positiveInt,
+  /** Files uploaded (/v1/files, /v2/files) and not deleted: beyond, 429 file_quota_exceeded. */
+  files: positiveInt,
+  /** Bytes of those files. */
+  fileBytes: positiveInt,
+}
+export const storageCapsSchema = z.strictObject(storageCapsFields)
+export type StorageCaps = z.infer<typeof storageCapsSchema>
+
 const tier = z.strictObject({
   description: z.string().optional(),
+  /** This tier's own storage caps, over the top-level storageCaps. */
+  storageCaps: z.strictObject(storageCapsFields).partial().optional(),
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),
@@ -398,6 +418,13 @@ export const configSchema = z.strictObject({
      * run it twice.
      */
     recoverAfterMs: z.number().int().min(1000).default(30_000),
+  }).prefault({}),
+  /** What one API key may keep stored, unless its tier says otherwise (plans: `storageCaps`). */
+  storageCaps: z.strictObject({
+    queuedRequests: positiveInt.default(1000),
+    queuedBytes: positiveInt.default(64 * 1024 * 1024),
+    files: positiveInt.default(1000),
+    fileBytes: positiveInt.default(1024 * 1024 * 1024),
   }).prefault({}),
   logging: z.strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -29,6 +29,7 @@ import { detachedClient } from '../proxy/detached-client.ts'
 import { relay } from '../proxy/relay.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
 import type { OwnershipStore } from '../store/ports.ts'
+import type { FileQuota, UploadHold } from '../files/quota.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { listPaging } from './list-pages.ts'
 import { checkOwnership, ownershipTransformOf } from './ownership.ts'
@@ -42,6 +43,8 @@ export interface InferenceDeps {
   readonly authenticate: ApiKeyAuthenticator
   readonly limiter: Limiter
   readonly ownership: OwnershipStore
+  /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
+  readonly fileQuota?: FileQuota
   readonly meter: Meter
   readonly metrics: Metrics
   readonly spoolDir: string
@@ -58,6 +61,8 @@ export interface PreparedCall {
   readonly modelName: string | null
   readonly resolved: ResolvedLimits
   readonly estimate: Estimate
+  /** An upload's room under its key's file caps, held until the reply (files.create). */
+  readonly upload?: UploadHold
 }
 
 /** What the access log (or a queue record) reads once the call is over. RequestContext is one. */
@@ -198,6 +203,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
 
     let resolved: ResolvedLimits | undefined
     let body: RequestBody = { kind: 'none' }
+    let upload: UploadHold | undefined
     try {
       body = await readBody(ctx, spec, options.bodyLimitBytes, options.bodyLimitReason)
       validateBody(spec.endpoint, body, query)
@@ -217,16 +223,19 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         defaultMaxTokens: config.defaultMaxTokens,
         contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
       })
-      await proceed({ spec, params, query, principal, body, modelName, resolved, estimate })
+      upload = await deps.fileQuota?.hold(spec, principal, resolved.tier, body)
+      await proceed({ spec, params, query, principal, body, modelName, resolved, estimate, ...(upload === undefined ? {} : { upload }) })
     } catch (err) {
-      // A refusal after authentication still tells the client where its limits stand.
-      if (!ctx.res.headersSent && !(err instanceof GatewayError && err.status === 429)) {
+      // A refusal after authentication still tells the client where its limits stand
+      // (the limiter's own 429s carry them already).
+      if (!ctx.res.headersSent && !(err instanceof GatewayError && err.status === 429 && Object.keys(err.headers).some((h) => h.startsWith('x-ratelimit-')))) {
         const limits = resolved ?? resolveLimits(config.plans, principal.key, ctx.model ?? '*')
         const headers = await limiter.peek({ keyId: principal.keyId, tier: limits.tier, model: limits.model, limits: limits.limits }).catch(() => ({}))
         for (const [name, value] of Object.entries(headers)) ctx.res.setHeader(name, value)
       }
       throw err
     } finally {
+      await upload?.end()
       if (body.kind === 'multipart') await body.dispose()
     }
   }
@@ -276,7 +285,8 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         },
       })
       : undefined
-    const transformJson = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
+    const owned = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
+    const transformJson = call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned
     // A stored response and its items become the caller's to name later (object-ids.ts).
     const handedOut = replyObjectsOf(spec.endpoint, json, deps.ownership, principal.owner, log)
 

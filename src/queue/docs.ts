@@ -12,7 +12,9 @@ const TAG = 'Queue'
 const ADMIN_TAG = 'Admin: queue'
 
 const ASYNC = 'Waits in the line of its key and model until the limits admit it, then runs as on /v2 (never a 429 for lack of capacity; ' +
-  '504 `queue_timeout` after `queue.maxWaitMs`). With `Prefer: respond-async`: 202, stored, and run later (GET /queue/requests/{id}).'
+  '504 `queue_timeout` after `queue.maxWaitMs`). With `Prefer: respond-async`: 202, stored, and run later (GET /queue/requests/{id}); ' +
+  'a key keeps at most `storageCaps.queuedRequests` stored requests (and `queuedBytes` of their bodies) not yet finished, per tier: past that, ' +
+  '429 `queue_full` with `retry-after`.'
 
 const request = { id: 'A stored request\'s id (`qreq_…`).' }
 
@@ -33,7 +35,7 @@ export function queueOperations(): OperationDoc[] {
     ...models,
     {
       ...common, method: 'get', path: '/queue/requests', operationId: 'listQueueRequests', summary: 'List your stored requests',
-      description: 'Newest first; those of every key of the same owner.', query: listRequestsQuery,
+      description: 'Newest first; those of every key of the same owner. With `status`, every page is full while more match, and `has_more` says exactly whether more do.', query: listRequestsQuery,
       responses: { 200: { description: 'OK', schema: QueueRequestList } },
     },
     {

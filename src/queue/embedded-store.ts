@@ -4,11 +4,13 @@
 // (drop-in calls do not outlive their connections, so there is nothing of theirs to
 // keep), and so are the leases and heartbeats (a lease is the running process's own, and
 // what it ran is run again after a restart). Every change runs synchronously, so a record
-// and its line never disagree.
+// and its line never disagree. A request's body (payload, and multipart bytes) is a column
+// of its own that lists never select, dropped once the request finishes; a key's pending
+// requests are counted (with their sizes) on a covering index, in the submit's transaction.
 import type { DatabaseSync, SQLOutputValue } from 'node:sqlite'
 import { openSqlite, pingSqlite, transaction } from '../store/embedded.ts'
-import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
-import type { FinalStatus, LineSummary, QueuedRequest, QueueStore, RequestRef, StoreRetention, Ticket } from './ports.ts'
+import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize } from './record-codec.ts'
+import { QueueFullError, type FinalStatus, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
 import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 export const QUEUE_DATABASE_FILE = 'queue.db'
@@ -34,7 +36,29 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX requests_status ON requests (status, line_seq);
   CREATE INDEX requests_finished ON requests (finished_at);
   `,
+  // The body apart from meta (lists do not read it), and a key's pending requests counted
+  // with their sizes on one covering index. Rows written before keep their body in meta.
+  `
+  ALTER TABLE requests ADD COLUMN key_id TEXT NOT NULL DEFAULT '';
+  ALTER TABLE requests ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE requests ADD COLUMN payload TEXT;
+  UPDATE requests SET key_id = COALESCE(json_extract(meta, '$.keyId'), ''),
+    size = length(CAST(meta AS BLOB)) + COALESCE(length(body), 0);
+  CREATE INDEX requests_pending ON requests (key_id, status, size);
+  `,
 ]
+
+/** Columns of a summary: everything but the body. */
+const SUMMARY = 'id, owner, created_at, meta, status, attempts, started_at, finished_at, cancel, result'
+
+/**
+ * The status a client sees (ports.ts, statusAt) in SQL; ?ttl and ?now are bound. The
+ * contract tests hold it to statusAt.
+ */
+const SEEN_STATUS = `CASE
+  WHEN status NOT IN ('queued', 'in_progress') THEN CASE WHEN finished_at IS NOT NULL AND finished_at + :ttl <= :now THEN 'expired' ELSE status END
+  WHEN status = 'queued' AND created_at + :ttl <= :now THEN 'expired'
+  ELSE status END`
 
 interface Place {
   readonly score: number
@@ -57,15 +81,18 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
   const now = options.now ?? Date.now
   const ttl = options.resultTtlMs
   const sql = {
-    insert: db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)`),
+    insert: db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body, key_id, size, payload)
+      VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`),
+    pending: db.prepare(`SELECT COUNT(*) AS requests, TOTAL(size) AS bytes FROM requests WHERE key_id = ? AND status IN ('queued', 'in_progress')`),
     get: db.prepare('SELECT * FROM requests WHERE id = ?'),
+    cursor: db.prepare('SELECT owner, created_at FROM requests WHERE id = ?'),
     body: db.prepare(`SELECT body FROM requests WHERE id = ? AND status IN ('queued', 'in_progress')`),
-    page: db.prepare('SELECT * FROM requests WHERE owner = ?1 AND (created_at < ?2 OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4'),
-    first: db.prepare('SELECT * FROM requests WHERE owner = ? ORDER BY created_at DESC, id DESC LIMIT ?'),
+    page: db.prepare(`SELECT ${SUMMARY} FROM requests WHERE owner = :owner AND (created_at < :at OR (created_at = :at AND id < :id))
+      AND (:status IS NULL OR ${SEEN_STATUS} = :status) ORDER BY created_at DESC, id DESC LIMIT :limit`),
     start: db.prepare(`UPDATE requests SET status = 'in_progress', started_at = COALESCE(started_at, ?), attempts = attempts + 1
       WHERE id = ? AND status IN ('queued', 'in_progress') AND cancel = 0`),
     requeue: db.prepare(`UPDATE requests SET status = 'queued', line_seq = ? WHERE id = ? AND status = 'in_progress'`),
-    finish: db.prepare(`UPDATE requests SET status = ?, finished_at = ?, result = ?, body = NULL WHERE id = ? AND status IN ('queued', 'in_progress')`),
+    finish: db.prepare(`UPDATE requests SET status = ?, finished_at = ?, result = ?, body = NULL, payload = NULL WHERE id = ? AND status IN ('queued', 'in_progress')`),
     status: db.prepare('SELECT status FROM requests WHERE id = ?'),
     requestCancel: db.prepare(`UPDATE requests SET cancel = 1 WHERE id = ?`),
     waiting: db.prepare(`SELECT id, created_at, line, line_seq, status, cancel FROM requests WHERE status IN ('queued', 'in_progress') ORDER BY line_seq`),
@@ -122,18 +149,23 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
     return at === 0 ? places[0]?.ticket ?? null : null
   }
 
+  const fieldsOf = (row: Row) => ({
+    meta: row.meta as string,
+    status: row.status as string,
+    attempts: row.attempts as number,
+    startedAt: row.started_at as number | null,
+    finishedAt: row.finished_at as number | null,
+    cancel: row.cancel as number,
+    runner: leased.get(String(row.id))?.runner ?? null,
+  })
+  const resultOf = (row: Row): string | null => ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : row.result as string | null
+
   const record = (row: Row | undefined): QueuedRequest | null => {
     if (row === undefined) return null
-    return decodeRecord(String(row.id), {
-      meta: row.meta as string,
-      status: row.status as string,
-      attempts: row.attempts as number,
-      startedAt: row.started_at as number | null,
-      finishedAt: row.finished_at as number | null,
-      cancel: row.cancel as number,
-      runner: leased.get(String(row.id))?.runner ?? null,
-    }, ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : row.result as string | null)
+    return decodeRecord(String(row.id), { ...fieldsOf(row), payload: row.payload as string | null }, resultOf(row))
   }
+
+  const summary = (row: Row): RequestSummary | null => decodeSummary(String(row.id), fieldsOf(row), resultOf(row))
 
   // Rebuild the lines. A request that was running when the process stopped runs again,
   // first in its line: it had its turn already.
@@ -198,17 +230,30 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       alive.set(instance, now() + ttlMs)
     },
 
-    async submit(request, body, runner) {
+    async submit(request, body, runner, caps) {
+      const meta = encodeMeta(request)
+      const payload = encodePayload(request)
+      const size = storedSize(meta, payload, body)
       return transaction(db, () => {
+        if (caps !== undefined) {
+          const row = sql.pending.get(request.keyId)
+          const pending = { requests: Number(row?.requests ?? 0), bytes: Number(row?.bytes ?? 0) }
+          if (pending.requests + 1 > caps.requests || pending.bytes + size > caps.bytes) throw new QueueFullError(pending, size)
+        }
         const ticket = jobTicket(request)
         const score = ++seq
-        sql.insert.run(request.id, request.owner, request.createdAt, request.line, score, encodeMeta(request), body)
+        sql.insert.run(request.id, request.owner, request.createdAt, request.line, score, meta, body, request.keyId, size, payload)
         const { ahead } = place(request.line, ticket, 'back', score)
         if (ahead === 0 && runner !== undefined && runner !== '') {
           leased.set(request.id, { runner, request: { id: request.id, line: request.line, createdAt: request.createdAt } })
         }
         return ahead
       })
+    },
+
+    async pending(keyId) {
+      const row = sql.pending.get(keyId)
+      return { requests: Number(row?.requests ?? 0), bytes: Number(row?.bytes ?? 0) }
     },
 
     async get(id) {
@@ -221,15 +266,17 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
     },
 
     async list(owner, page) {
-      let rows: Row[]
-      if (page.after === undefined) {
-        rows = sql.first.all(owner, page.limit)
-      } else {
-        const after = sql.get.get(page.after)
-        if (after === undefined || after.owner !== owner) return []
-        rows = sql.page.all(owner, Number(after.created_at), String(after.id), page.limit)
+      // Before everything: the newest possible row, and no id is above '~'.
+      let cursor = { at: Number.MAX_SAFE_INTEGER, id: '~' }
+      if (page.after !== undefined) {
+        const after = sql.cursor.get(page.after)
+        if (after === undefined || after.owner !== owner) return { data: [], hasMore: false }
+        cursor = { at: Number(after.created_at), id: page.after }
       }
-      return rows.map(record).filter((r): r is QueuedRequest => r !== null)
+      // One row past the page says whether more match.
+      const rows = sql.page.all({ owner, at: cursor.at, id: cursor.id, status: page.status ?? null, ttl, now: now(), limit: page.limit + 1 })
+      const data = rows.slice(0, page.limit).map(summary).filter((r): r is RequestSummary => r !== null)
+      return { data, hasMore: rows.length > page.limit }
     },
 
     async start(request, at, runner = '') {

@@ -35,6 +35,17 @@ export function isFinal(status: RequestStatus): status is FinalStatus {
   return status !== 'queued' && status !== 'in_progress'
 }
 
+/**
+ * The status a client sees: a finished request reads "expired" once its result's time is
+ * up, and so does one still waiting after as long (the worker then finishes it so). Both
+ * stores filter lists by it.
+ */
+export function statusAt(request: Pick<QueuedRequest, 'status' | 'createdAt' | 'finishedAt'>, now: number, ttlMs: number): RequestStatus {
+  if (isFinal(request.status)) return request.finishedAt !== null && request.finishedAt + ttlMs <= now ? 'expired' : request.status
+  if (request.status === 'queued' && request.createdAt + ttlMs <= now) return 'expired'
+  return request.status
+}
+
 /** A request body as stored: multipart bytes are kept apart (QueueStore.body). */
 export type StoredBody =
   | { readonly kind: 'json'; readonly value: Record<string, unknown> }
@@ -100,6 +111,46 @@ export interface QueuedRequest {
 
 export type NewRequest = Pick<QueuedRequest, 'id' | 'keyId' | 'owner' | 'tier' | 'line' | 'createdAt' | 'call'>
 
+/**
+ * A stored request without its body, as lists read it: a list never loads the bodies of
+ * the requests it shows (a key's pending bodies may weigh its whole byte cap).
+ */
+export type RequestSummary = Omit<QueuedRequest, 'call'> & { readonly call: Omit<StoredCall, 'body'> }
+
+/** A page of an owner's requests, newest first. */
+export interface RequestPage {
+  readonly data: RequestSummary[]
+  /** Whether more requests (of the status asked, if any) follow the last one. */
+  readonly hasMore: boolean
+}
+
+/**
+ * What one key may keep stored and not yet finished (queued or in_progress): how many
+ * requests, and how many bytes of bodies (the JSON body as stored plus multipart bytes).
+ */
+export interface PendingCaps {
+  readonly requests: number
+  readonly bytes: number
+}
+
+/** A key's stored requests not yet finished, and their bodies' bytes. */
+export interface Pending {
+  readonly requests: number
+  readonly bytes: number
+}
+
+/** QueueStore.submit refused a request: its key's pending requests are at a cap. */
+export class QueueFullError extends Error {
+  override readonly name = 'QueueFullError'
+  readonly pending: Pending
+  readonly size: number
+  constructor(pending: Pending, size: number) {
+    super(`the key's pending stored requests are at their cap (${pending.requests} requests, ${pending.bytes} bytes; this one ${size} bytes)`)
+    this.pending = pending
+    this.size = size
+  }
+}
+
 /** What a store needs to find a request and its ticket. */
 export type RequestRef = Pick<QueuedRequest, 'id' | 'line' | 'createdAt'>
 
@@ -145,14 +196,23 @@ export interface QueueStore {
   /**
    * Stores a new request (its multipart bytes too) and puts it at the back of its line.
    * Returns how many are ahead. With `runner`, a request that is at once the head of its
-   * line is leased to that instance (see QueuedRequest.runner).
+   * line is leased to that instance (see QueuedRequest.runner). With `caps`, a request that
+   * would take its key's pending requests past either cap is refused (QueueFullError),
+   * atomically with the count: concurrent submits cannot overshoot it.
    */
-  submit(request: NewRequest, body: Buffer | null, runner?: string): Promise<number>
+  submit(request: NewRequest, body: Buffer | null, runner?: string, caps?: PendingCaps): Promise<number>
+  /** A key's pending (queued or in_progress) requests and their bodies' bytes. */
+  pending(keyId: string): Promise<Pending>
+  /** A request with its body (a finished request's body is gone: `{ kind: 'none' }`). */
   get(id: string): Promise<QueuedRequest | null>
   /** The multipart bytes of a request not yet finished. */
   body(id: string): Promise<Buffer | null>
-  /** An owner's requests, newest first, after the one with id `after`. */
-  list(owner: string, page: { readonly after?: string; readonly limit: number }): Promise<QueuedRequest[]>
+  /**
+   * An owner's requests, newest first, after the one with id `after`; with `status`, only
+   * those a client sees in that status (statusAt). The page is full while more match, and
+   * hasMore says exactly whether more match. Bodies are not read.
+   */
+  list(owner: string, page: { readonly after?: string | undefined; readonly limit: number; readonly status?: RequestStatus | undefined }): Promise<RequestPage>
   /**
    * Admitted: queued (or in_progress, run again after its gateway stopped) → in_progress,
    * out of its line, attempts + 1. Not started when it was finished or cancel was asked,

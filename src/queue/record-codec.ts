@@ -1,13 +1,26 @@
 // How a stored request is written down, the same way by both stores: the parts fixed at
-// acceptance as one JSON document, the changing parts as their own fields, the result
-// as JSON of its own (it expires on its own schedule).
+// acceptance as one small JSON document (meta), the body as JSON of its own (payload: a
+// list reads meta and never the body; it is dropped when the request finishes), the
+// changing parts as their own fields, the result as JSON of its own (it expires on its
+// own schedule). Records written before the payload was split off carry the body in meta.
+import { Buffer } from 'node:buffer'
 import { isJsonObject } from '../json.ts'
-import type { NewRequest, QueuedRequest, RequestStatus, StoredResult } from './ports.ts'
+import type { NewRequest, QueuedRequest, RequestStatus, RequestSummary, StoredBody, StoredResult } from './ports.ts'
 import { REQUEST_STATUSES } from './ports.ts'
 
 export function encodeMeta(request: NewRequest): string {
   const { id, keyId, owner, tier, line, createdAt, call } = request
-  return JSON.stringify({ id, keyId, owner, tier, line, createdAt, call })
+  const { body: _body, ...rest } = call
+  return JSON.stringify({ id, keyId, owner, tier, line, createdAt, call: rest })
+}
+
+export function encodePayload(request: NewRequest): string {
+  return JSON.stringify(request.call.body)
+}
+
+/** The bytes a pending request counts against its key's cap: meta, payload and multipart bytes. */
+export function storedSize(meta: string, payload: string, body: Buffer | null): number {
+  return Buffer.byteLength(meta) + Buffer.byteLength(payload) + (body?.length ?? 0)
 }
 
 export function encodeResult(result: StoredResult): string {
@@ -33,15 +46,22 @@ export interface StateFields {
   readonly runner?: string | null
 }
 
+/** The status as stored; a record without one reads queued. */
+export function storedStatus(value: string | null | undefined): RequestStatus {
+  return (REQUEST_STATUSES as readonly string[]).includes(value ?? '') ? value as RequestStatus : 'queued'
+}
+
 /** Null when there is no such record (an empty Redis hash) or it cannot be read. */
-export function decodeRecord(id: string, fields: (StateFields & { readonly meta?: string | null }) | null, result: string | null): QueuedRequest | null {
+export function decodeSummary(id: string, fields: (StateFields & { readonly meta?: string | null }) | null, result: string | null): RequestSummary | null {
   if (fields === null || typeof fields.meta !== 'string') return null
   const meta: unknown = JSON.parse(fields.meta)
   if (!isJsonObject(meta) || meta.id !== id || !isJsonObject(meta.call)) return null
-  const status = (REQUEST_STATUSES as readonly string[]).includes(fields.status ?? '') ? fields.status as RequestStatus : 'queued'
+  // An older record's body, inside meta, is not part of a summary.
+  const { body: _body, ...call } = meta.call
   return {
-    ...(meta as unknown as NewRequest),
-    status,
+    ...(meta as unknown as Omit<RequestSummary, 'call'>),
+    call: call as unknown as RequestSummary['call'],
+    status: storedStatus(fields.status),
     attempts: Number(fields.attempts ?? 0),
     startedAt: nullableNumber(fields.startedAt),
     finishedAt: nullableNumber(fields.finishedAt),
@@ -49,4 +69,20 @@ export function decodeRecord(id: string, fields: (StateFields & { readonly meta?
     result: decodeResult(result),
     runner: typeof fields.runner === 'string' && fields.runner !== '' ? fields.runner : null,
   }
+}
+
+const NO_BODY: StoredBody = { kind: 'none' }
+
+/** A whole record: its summary and its body (payload, or inside an older record's meta; gone once finished). */
+export function decodeRecord(id: string, fields: (StateFields & { readonly meta?: string | null; readonly payload?: string | null }) | null, result: string | null): QueuedRequest | null {
+  const summary = decodeSummary(id, fields, result)
+  if (summary === null || fields === null) return null
+  let body: unknown = NO_BODY
+  if (typeof fields.payload === 'string' && fields.payload !== '') body = JSON.parse(fields.payload)
+  else {
+    const meta: unknown = JSON.parse(fields.meta ?? 'null')
+    if (isJsonObject(meta) && isJsonObject(meta.call) && isJsonObject(meta.call.body)) body = meta.call.body
+  }
+  if (!isJsonObject(body) || typeof body.kind !== 'string') return null
+  return { ...summary, call: { ...summary.call, body: body as unknown as StoredBody } }
 }

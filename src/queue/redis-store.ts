@@ -4,12 +4,15 @@
 //   line:<key>:<model>   sorted set of tickets, scored by a shared sequence (FIFO)
 //   lines                set of the lines with someone in them
 //   seq                  the sequence
-//   req:<id>             hash: meta (JSON: who, what, when), status, attempts, startedAt,
-//                        finishedAt, cancel, runner (the instance it is leased to)
+//   req:<id>             hash: meta (JSON: who, what, when), payload (the body, JSON, until
+//                        it finishes), status, attempts, startedAt, finishedAt, cancel,
+//                        runner (the instance it is leased to)
 //   leases               hash: id → line and createdAt of every leased request
 //   res:<id>             the result (JSON), expiring with its time to live
 //   body:<id>            the multipart bytes, until the request finishes
 //   owner:<owner>        sorted set of an owner's requests by creation time
+//   pend:<key>           sorted set of a key's pending (queued, in_progress) requests by creation time
+//   pendb:<key>          hash: their sizes by id, and the total under '#'
 //   alive:<instance>     a gateway's heartbeat: its calls in line are served
 //   sweep                who swept last (a lock with the sweep interval as its life)
 //
@@ -19,8 +22,8 @@
 import { createHash } from 'node:crypto'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from '../store/redis-client.ts'
-import { decodeRecord, encodeMeta, encodeResult } from './record-codec.ts'
-import type { FinalStatus, Lease, LineSummary, QueuedRequest, QueueStore, RequestRef, RequestStatus, StoreRetention, Ticket } from './ports.ts'
+import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize, storedStatus } from './record-codec.ts'
+import { QueueFullError, statusAt, type FinalStatus, type Lease, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestStatus, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 interface Script {
@@ -53,6 +56,17 @@ local function unlease(req, leases, id)
   redis.call('HDEL', req, 'runner')
   redis.call('HDEL', leases, id)
 end
+local function unpend(pend, pendb, id)
+  if redis.call('ZREM', pend, id) == 1 then
+    local size = tonumber(redis.call('HGET', pendb, id) or '0')
+    redis.call('HDEL', pendb, id)
+    redis.call('HINCRBY', pendb, '#', -size)
+  end
+end
+-- Entries older than a queued record's life are of records that expired unfinished.
+local function trimPending(pend, pendb, before)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', pend, '-inf', '(' .. before)) do unpend(pend, pendb, id) end
+end
 local function join(line, lines, seq, lineId, ticket, place)
   if place == 'front' then
     local first = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
@@ -77,11 +91,23 @@ const FORGET_IF_EMPTY = script(`
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
 return 1`)
 
-// KEYS: req, body, owner index, line, lines, seq, leases
-// ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease
+// KEYS: req, body, owner index, line, lines, seq, leases, pend, pendb
+// ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease,
+//       payload, size, maxRequests, maxBytes ('' for no cap)
+// Returns {rank}, {-1} (the id exists) or {-2, requests, bytes} (at a cap).
 const SUBMIT = script(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
-redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'status', 'queued', 'attempts', 0, 'cancel', 0)
+if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
+trimPending(KEYS[8], KEYS[9], ARGV[7])
+local count = redis.call('ZCARD', KEYS[8])
+local bytes = tonumber(redis.call('HGET', KEYS[9], '#') or '0')
+local size = tonumber(ARGV[13])
+if ARGV[14] ~= '' and (count + 1 > tonumber(ARGV[14]) or bytes + size > tonumber(ARGV[15])) then return {-2, count, bytes} end
+redis.call('ZADD', KEYS[8], ARGV[5], ARGV[1])
+redis.call('HSET', KEYS[9], ARGV[1], size)
+redis.call('HINCRBY', KEYS[9], '#', size)
+redis.call('PEXPIRE', KEYS[8], ARGV[6])
+redis.call('PEXPIRE', KEYS[9], ARGV[6])
+redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'payload', ARGV[12], 'status', 'queued', 'attempts', 0, 'cancel', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
@@ -92,7 +118,12 @@ if rank == 0 and ARGV[10] ~= '' then
   redis.call('HSET', KEYS[1], 'runner', ARGV[10])
   redis.call('HSET', KEYS[7], ARGV[1], ARGV[11])
 end
-return rank`)
+return {rank}`)
+
+// KEYS: pend, pendb  ARGV: trimBefore
+const PENDING = script(`
+trimPending(KEYS[1], KEYS[2], ARGV[1])
+return {redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[2], '#') or '0')}`)
 
 // KEYS: req, line, lines  ARGV: lineId, ticket, now, runner
 const START = script(`
@@ -111,24 +142,28 @@ if redis.call('HGET', KEYS[1], 'status') ~= 'in_progress' then return -1 end
 redis.call('HSET', KEYS[1], 'status', 'queued')
 return join(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], 'front')`)
 
-// KEYS: req, res, body, line, lines, leases  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs, id
+// KEYS: req, res, body, line, lines, leases, pend, pendb  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs, id
 const FINISH = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'queued' and st ~= 'in_progress' then return {0} end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finishedAt', ARGV[4])
+redis.call('HDEL', KEYS[1], 'payload')
 unlease(KEYS[1], KEYS[6], ARGV[8])
+unpend(KEYS[7], KEYS[8], ARGV[8])
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 redis.call('DEL', KEYS[3])
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6]) end
 return {1, leave(KEYS[4], KEYS[5], ARGV[1], ARGV[2])}`)
 
-// KEYS: req, body, line, lines, leases  ARGV: lineId, ticket, now, lifeMs, id
+// KEYS: req, body, line, lines, leases, pend, pendb  ARGV: lineId, ticket, now, lifeMs, id
 const CANCEL = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {''} end
 if st == 'queued' then
   redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finishedAt', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'payload')
   unlease(KEYS[1], KEYS[5], ARGV[5])
+  unpend(KEYS[6], KEYS[7], ARGV[5])
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('DEL', KEYS[2])
   return {st, leave(KEYS[3], KEYS[4], ARGV[1], ARGV[2])}
@@ -151,6 +186,10 @@ return 0`)
 const SWEEP_BATCH = 200
 /** Dead tickets taken from the head of one line per sweep, at most. */
 const SWEEP_DEPTH = 100
+/** Requests of an owner's index whose status a list reads per round trip. */
+const LIST_BATCH = 500
+/** The fields of a record a list shows (not its payload). */
+const SUMMARY_FIELDS = ['meta', 'status', 'attempts', 'startedAt', 'finishedAt', 'cancel', 'runner'] as const
 
 export function queueKeys(prefix: string) {
   if (prefix.includes('{') || prefix.includes('}')) {
@@ -166,6 +205,8 @@ export function queueKeys(prefix: string) {
     result: (id: string) => `${base}res:${id}`,
     body: (id: string) => `${base}body:${id}`,
     owner: (owner: string) => `${base}owner:${encodeURIComponent(owner)}`,
+    pending: (keyId: string) => `${base}pend:${encodeURIComponent(keyId)}`,
+    pendingBytes: (keyId: string) => `${base}pendb:${encodeURIComponent(keyId)}`,
     alive: (instance: string) => `${base}alive:${instance}`,
     leases: `${base}leases`,
     sweep: `${base}sweep`,
@@ -244,6 +285,62 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     })
   }
 
+  /** Records without their payload (a list's). */
+  async function readSummaries(ids: readonly string[]): Promise<Array<RequestSummary | null>> {
+    if (ids.length === 0) return []
+    const pipeline = redis.pipeline()
+    for (const id of ids) {
+      pipeline.hmget(k.request(id), ...SUMMARY_FIELDS)
+      pipeline.get(k.result(id))
+    }
+    const replies = (await pipeline.exec()) ?? []
+    return ids.map((id, i) => {
+      const [fieldsError, values] = replies[2 * i] ?? [null, null]
+      const [resultError, result] = replies[2 * i + 1] ?? [null, null]
+      if (fieldsError) throw fieldsError
+      if (resultError) throw resultError
+      const fields = Object.fromEntries(SUMMARY_FIELDS.map((name, j) => [name, (values as Array<string | null>)[j] ?? null]))
+      return decodeSummary(id, fields, result as string | null)
+    })
+  }
+
+  /**
+   * The next `wanted` ids of an owner's index from `start` (newest first) whose status a
+   * client sees as `status` (any, without): the index is read in batches with only each
+   * record's status and finish time, never the payload. Ids whose records are gone are
+   * dropped from the index on the way.
+   */
+  async function matching(index: string, start: number, wanted: number, status: RequestStatus | undefined): Promise<string[]> {
+    const found: string[] = []
+    const now = Date.now()
+    for (let at = start; found.length < wanted;) {
+      const batch = status === undefined ? wanted - found.length : LIST_BATCH
+      const entries = await redis.zrevrange(index, at, at + batch - 1, 'WITHSCORES')
+      const ids = entries.filter((_, i) => i % 2 === 0)
+      if (ids.length === 0) break
+      const pipeline = redis.pipeline()
+      for (const id of ids) pipeline.hmget(k.request(id), 'status', 'finishedAt')
+      const replies = (await pipeline.exec()) ?? []
+      const gone: string[] = []
+      for (const [i, id] of ids.entries()) {
+        const [error, values] = replies[i] ?? [null, null]
+        if (error) throw error
+        const [stored, finishedAt] = values as Array<string | null>
+        if (stored === null || stored === undefined) {
+          gone.push(id)
+          continue
+        }
+        const seen = statusAt({ status: storedStatus(stored), createdAt: Number(entries[2 * i + 1]), finishedAt: finishedAt === null || finishedAt === undefined ? null : Number(finishedAt) }, now, ttl)
+        if ((status === undefined || seen === status) && found.length < wanted) found.push(id)
+      }
+      if (gone.length > 0) await redis.zrem(index, ...gone)
+      // What was dropped moved the rest of the index up.
+      at += ids.length - gone.length
+      if (ids.length < batch) break
+    }
+    return found
+  }
+
   return {
     kind: 'redis',
 
@@ -308,14 +405,24 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     heartbeat: (instance, ttlMs) => io(async () => { await redis.set(k.alive(instance), '1', 'PX', ttlMs) }),
 
-    submit: (request, body, runner = '') => io(async () => {
+    submit: (request, body, runner = '', caps) => io(async () => {
       const ticket = encodeTicket(jobTicket(request))
+      const meta = encodeMeta(request)
+      const payload = encodePayload(request)
+      const size = storedSize(meta, payload, body)
       const reply = await run(SUBMIT,
-        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq, k.leases],
-        [request.id, request.line, ticket, encodeMeta(request), request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? '',
-          runner, encodeLease(request)])
-      if (reply === -1) throw new RangeError(`queued request ${request.id} already exists`)
-      return rankOf(reply)
+        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq, k.leases,
+          k.pending(request.keyId), k.pendingBytes(request.keyId)],
+        [request.id, request.line, ticket, meta, request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? '',
+          runner, encodeLease(request), payload, size, caps?.requests ?? '', caps?.bytes ?? '']) as unknown[]
+      if (reply[0] === -1) throw new RangeError(`queued request ${request.id} already exists`)
+      if (reply[0] === -2) throw new QueueFullError({ requests: Number(reply[1]), bytes: Number(reply[2]) }, size)
+      return rankOf(reply[0])
+    }),
+
+    pending: (keyId) => io(async () => {
+      const reply = await run(PENDING, [k.pending(keyId), k.pendingBytes(keyId)], [Date.now() - queuedLife]) as unknown[]
+      return { requests: Number(reply[0]), bytes: Number(reply[1]) }
     }),
 
     get: (id) => io(async () => (await readMany([id]))[0] ?? null),
@@ -327,14 +434,14 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
       let start = 0
       if (page.after !== undefined) {
         const rank = await redis.zrevrank(index, page.after)
-        if (rank === null) return []
+        if (rank === null) return { data: [], hasMore: false }
         start = rank + 1
       }
-      const ids = await redis.zrevrange(index, start, start + page.limit - 1)
-      const records = await readMany(ids)
-      const gone = ids.filter((_, i) => records[i] === null)
-      if (gone.length > 0) await redis.zrem(index, ...gone)
-      return records.filter((r): r is QueuedRequest => r !== null)
+      // One match past the page says whether more match.
+      const ids = await matching(index, start, page.limit + 1, page.status)
+      const shown = ids.slice(0, page.limit)
+      const data = (await readSummaries(shown)).filter((r): r is RequestSummary => r !== null)
+      return { data, hasMore: ids.length > page.limit }
     }),
 
     start: (request, now, runner = '') => io(async () => {
@@ -368,15 +475,17 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     finish: (request, status: FinalStatus, result, now) => io(async () => {
       const { id } = request
+      const { keyId } = parseLine(request.line)
       const reply = await run(FINISH,
-        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines, k.leases],
+        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines, k.leases, k.pending(keyId), k.pendingBytes(keyId)],
         [request.line, encodeTicket(jobTicket(request)), status, now, result === null ? '' : encodeResult(result), ttl, finishedLife, id]) as unknown[]
       return { finished: reply[0] === 1, next: ticketOrNull(reply[1]) }
     }),
 
     cancel: (request, now) => io(async () => {
       const { id } = request
-      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines, k.leases],
+      const { keyId } = parseLine(request.line)
+      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines, k.leases, k.pending(keyId), k.pendingBytes(keyId)],
         [request.line, encodeTicket(jobTicket(request)), now, finishedLife, id]) as unknown[]
       const was = reply[0] === '' ? null : reply[0] as RequestStatus
       return { was, next: ticketOrNull(reply[1]) }

@@ -3,8 +3,9 @@
 // worker that runs stored requests on this instance.
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
-import type { Config } from '../config/schema.ts'
-import { gatewayError } from '../errors.ts'
+import type { Config, StorageCaps } from '../config/schema.ts'
+import { gatewayError, type GatewayError } from '../errors.ts'
+import { storageCapsOf } from '../limits/plans.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { RequestContext } from '../http/context.ts'
 import { sendJson } from '../http/reply.ts'
@@ -14,7 +15,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { Coordinator, describe } from './coordinator.ts'
-import { isFinal, type JobRunner, type NewRequest, type QueuedRequest, type QueueStore, type RequestStatus, type StoredBody } from './ports.ts'
+import { isFinal, QueueFullError, type JobRunner, type NewRequest, type QueuedRequest, type QueueStore, type RequestStatus, type RequestSummary, type StoredBody } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
@@ -22,7 +23,7 @@ import { waitInLine } from './waiter.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
-  readonly config: Pick<Config, 'queue'>
+  readonly config: Pick<Config, 'queue' | 'plans' | 'storageCaps'>
   readonly log: Logger
   readonly metrics: Metrics
   readonly limiter: Limiter
@@ -81,12 +82,32 @@ export interface QueueService {
 
 /** How long DELETE waits for a running request to stop before it answers. */
 const CANCEL_WAIT_MS = 5000
-const LIST_PAGE = 100
-const LIST_ROUNDS = 20
 
 /** A request as it was just stored. */
 function queued(request: NewRequest): QueuedRequest {
   return { ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null }
+}
+
+/**
+ * The refusal of a request its key's pending requests have no room for. The key's line
+ * drains at its rate limit, so a place frees about one request interval from now: that is
+ * the retry hint. A body larger than the whole byte cap can never fit: 413, not 429.
+ */
+function queueFull(error: QueueFullError, caps: StorageCaps, rpm: number | undefined): GatewayError {
+  const { pending, size } = error
+  if (size > caps.queuedBytes) {
+    return gatewayError('body_too_large', {
+      message: `This request's stored body (${size} bytes) is larger than all a key may keep waiting (${caps.queuedBytes} bytes); it can never be queued.`,
+    })
+  }
+  const retryMs = rpm === undefined ? 1000 : Math.ceil(60_000 / rpm)
+  const what = pending.requests + 1 > caps.queuedRequests
+    ? `${pending.requests} stored asynchronous requests are waiting or running for this key, its cap (${caps.queuedRequests})`
+    : `the stored requests waiting for this key hold ${pending.bytes} bytes; with this one (${size} bytes) they would pass its cap (${caps.queuedBytes} bytes)`
+  return gatewayError('queue_full', {
+    message: `Queue full: ${what}. Retry after ${Math.ceil(retryMs / 1000)}s, once some have run, or cancel some (DELETE /queue/requests/{id}).`,
+    headers: { 'retry-after': String(Math.ceil(retryMs / 1000)), 'retry-after-ms': String(retryMs) },
+  })
 }
 
 export function createQueueService(deps: QueueServiceDeps): QueueService {
@@ -121,7 +142,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     return request
   }
 
-  async function view(request: QueuedRequest): Promise<Record<string, unknown>> {
+  async function view(request: RequestSummary): Promise<Record<string, unknown>> {
     const now = Date.now()
     const position = statusOf(request, now, ttlMs) === 'queued' ? await store.position(request.line, jobTicket(request)) : null
     return requestView(request, { now, ttlMs, position })
@@ -182,12 +203,17 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       // head of its line: it is leased to this instance, and no other one runs it meanwhile.
       const slot = workerStarted ? runner.claim() : null
       if (slot !== null) coordinator.hold(request.id)
+      const storage = storageCapsOf(deps.config.plans, deps.config.storageCaps, resolved.tier)
       let ahead: number
       try {
-        ahead = await store.submit(request, bytes, slot === null ? undefined : instance)
+        ahead = await store.submit(request, bytes, slot === null ? undefined : instance, { requests: storage.queuedRequests, bytes: storage.queuedBytes })
       } catch (error) {
         slot?.free()
         coordinator.unhold(request.id)
+        if (error instanceof QueueFullError) {
+          metrics.queueRequests.inc({ mode: 'async', outcome: 'refused' })
+          throw queueFull(error, storage, resolved.limits.rpm)
+        }
         throw error
       }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
@@ -221,25 +247,10 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     },
 
     async list(owner, query) {
-      const wanted = (r: QueuedRequest): boolean => query.status === undefined || statusOf(r, Date.now(), ttlMs) === query.status
-      const found: QueuedRequest[] = []
-      let cursor = query.after
-      let more = false
-      for (let round = 0; round < LIST_ROUNDS && !more; round++) {
-        const page = await store.list(owner, { ...(cursor === undefined ? {} : { after: cursor }), limit: LIST_PAGE })
-        for (const r of page) {
-          if (!wanted(r)) continue
-          if (found.length === query.limit) {
-            more = true
-            break
-          }
-          found.push(r)
-        }
-        if (page.length < LIST_PAGE) break
-        cursor = page.at(-1)?.id
-      }
-      const data = await Promise.all(found.map(view))
-      return { object: 'list', data, first_id: found[0]?.id ?? null, last_id: found.at(-1)?.id ?? null, has_more: more }
+      // The store filters and pages (exactly, without reading bodies); positions are read per queued request.
+      const page = await store.list(owner, { after: query.after, limit: query.limit, status: query.status })
+      const data = await Promise.all(page.data.map(view))
+      return { object: 'list', data, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null, has_more: page.hasMore }
     },
 
     async cancel(id, owner) {

@@ -1,7 +1,7 @@
 // A stored request as the API shows it (GET /queue/requests/{id}, lists, 202 replies).
 import type { Endpoint } from '../config/schema.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
-import { isFinal, type QueuedRequest, type RequestStatus } from './ports.ts'
+import { statusAt, type RequestSummary } from './ports.ts'
 
 const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
 
@@ -9,17 +9,10 @@ export function endpointPath(endpoint: Endpoint): string {
   return PROXIED_ENDPOINTS.find((s) => s.endpoint === endpoint && s.method === 'POST')?.route ?? endpoint
 }
 
-/**
- * The status a client sees: a finished request reads "expired" once its result's time is
- * up, and so does one still waiting after as long (the worker then finishes it so).
- */
-export function statusOf(request: QueuedRequest, now: number, ttlMs: number): RequestStatus {
-  if (isFinal(request.status)) return request.finishedAt !== null && request.finishedAt + ttlMs <= now ? 'expired' : request.status
-  if (request.status === 'queued' && request.createdAt + ttlMs <= now) return 'expired'
-  return request.status
-}
+/** The status a client sees (ports.ts, statusAt). */
+export const statusOf = statusAt
 
-export function requestView(request: QueuedRequest, options: { readonly now: number; readonly ttlMs: number; readonly position?: number | null }): Record<string, unknown> {
+export function requestView(request: RequestSummary, options: { readonly now: number; readonly ttlMs: number; readonly position?: number | null }): Record<string, unknown> {
   const status = statusOf(request, options.now, options.ttlMs)
   const result = status === 'expired' ? null : request.result
   const expiresAt = request.finishedAt === null ? request.createdAt + options.ttlMs : request.finishedAt + options.ttlMs

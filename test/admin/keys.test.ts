@@ -222,6 +222,9 @@ t.test('tiers: the plans in force', async (t) => {
   t.same(body.data.map((d) => d.name).sort(), ['Basic', 'Standard1000', 'Standard2000', 'Standard3000', 'Standard4000'])
   t.equal(body.data.find((d) => d.is_default)?.name, 'Basic')
   t.equal(body.data.find((d) => d.name === 'Standard4000')?.models[CHAT]?.input_price, 3.25)
+  const caps = (name: string): unknown => (body.data.find((d) => d.name === name) as { storage_caps?: unknown } | undefined)?.storage_caps
+  t.same(caps('Basic'), { queuedRequests: 1000, queuedBytes: 67_108_864, files: 1000, fileBytes: 1_073_741_824 }, 'the defaults')
+  t.same(caps('Standard4000'), { queuedRequests: 8000, queuedBytes: 536_870_912, files: 8000, fileBytes: 8_589_934_592 }, 'the tier\'s own')
 })
 
 t.test('attacker: wrong or missing admin credentials are 401 on every route and change nothing', async (t) => {

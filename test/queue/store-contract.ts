@@ -3,7 +3,7 @@
 // (a restart of the embedded store; a second instance on the same Redis).
 import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
-import type { NewRequest, QueueStore, RequestRef, StoredResult, Ticket } from '../../src/queue/ports.ts'
+import { QueueFullError, type NewRequest, type QueueStore, type RequestRef, type StoredResult, type Ticket } from '../../src/queue/ports.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 
 export interface StoreSpace {
@@ -190,19 +190,139 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal((await store.cancel({ id: 'qreq_nope', line: behind.line, createdAt: 1 }, Date.now())).was, null)
   })
 
-  withStore('list: an owner\'s requests, newest first, page by page', async (t, store) => {
+  withStore('list: an owner\'s requests, newest first, page by page, without their bodies', async (t, store) => {
     const base = Date.now()
     const mine = [0, 1, 2, 3, 4].map((i) => newRequest({ createdAt: base + i }))
     for (const r of mine) await store.submit(r, null)
     await store.submit(newRequest({ owner: 'owner-b', createdAt: base + 10 }), null)
     const first = await store.list('owner-a', { limit: 2 })
-    t.same(first.map((r) => r.id), [mine[4]?.id, mine[3]?.id])
-    const second = await store.list('owner-a', { after: first[1]?.id ?? '', limit: 2 })
-    t.same(second.map((r) => r.id), [mine[2]?.id, mine[1]?.id])
-    const last = await store.list('owner-a', { after: second[1]?.id ?? '', limit: 2 })
-    t.same(last.map((r) => r.id), [mine[0]?.id])
-    t.same(await store.list('owner-a', { after: mine[0]?.id ?? '', limit: 2 }), [])
-    t.equal((await store.list('owner-b', { limit: 10 })).length, 1, 'another owner sees only its own')
+    t.same(first.data.map((r) => r.id), [mine[4]?.id, mine[3]?.id])
+    t.equal(first.hasMore, true)
+    const second = await store.list('owner-a', { after: first.data[1]?.id ?? '', limit: 2 })
+    t.same(second.data.map((r) => r.id), [mine[2]?.id, mine[1]?.id])
+    t.equal(second.hasMore, true)
+    const last = await store.list('owner-a', { after: second.data[1]?.id ?? '', limit: 2 })
+    t.same(last.data.map((r) => r.id), [mine[0]?.id])
+    t.equal(last.hasMore, false)
+    t.same(await store.list('owner-a', { after: mine[0]?.id ?? '', limit: 2 }), { data: [], hasMore: false })
+    t.same(await store.list('owner-a', { after: 'qreq_unknown', limit: 2 }), { data: [], hasMore: false })
+    const exact = await store.list('owner-a', { limit: 5 })
+    t.equal(exact.data.length, 5)
+    t.equal(exact.hasMore, false, 'a page that ends exactly at the last request says no more')
+    t.equal((await store.list('owner-b', { limit: 10 })).data.length, 1, 'another owner sees only its own')
+    t.same(await store.list('owner-a', { after: (await store.list('owner-b', { limit: 1 })).data[0]?.id ?? '', limit: 10 }), { data: [], hasMore: false },
+      'another owner\'s id is no cursor')
+    const shown = first.data[0]
+    t.ok(shown !== undefined && !('body' in shown.call), 'a listed request carries no body')
+    t.same(shown?.call.model, mine[4]?.call.model)
+    t.same((await store.get(mine[4]?.id ?? ''))?.call.body, mine[4]?.call.body, 'get reads the body')
+  })
+
+  withStore('list by status: full pages while more match and has_more exact, across more than 2000 records', async (t, store) => {
+    const base = Date.now() - 10_000
+    const all = Array.from({ length: 2100 }, (_, i) => newRequest({ createdAt: base + i }))
+    for (const r of all) await store.submit(r, null)
+    // The oldest 150 completed, one failed among the newest: a filter must look past 2000 queued ones.
+    for (const r of all.slice(0, 150)) {
+      await store.start(r, Date.now())
+      await store.finish(r, 'completed', result(), Date.now())
+    }
+    const newest = all.at(-1) as NewRequest
+    await store.start(newest, Date.now())
+    await store.finish(newest, 'failed', result(500), Date.now())
+
+    const page1 = await store.list('owner-a', { limit: 100, status: 'completed' })
+    t.equal(page1.data.length, 100)
+    t.equal(page1.hasMore, true)
+    t.same(page1.data.map((r) => r.id), all.slice(50, 150).reverse().map((r) => r.id), 'newest completed first')
+    t.ok(page1.data.every((r) => r.status === 'completed'))
+    const page2 = await store.list('owner-a', { limit: 100, status: 'completed', after: page1.data.at(-1)?.id })
+    t.same(page2.data.map((r) => r.id), all.slice(0, 50).reverse().map((r) => r.id))
+    t.equal(page2.hasMore, false)
+    const exact = await store.list('owner-a', { limit: 50, status: 'completed', after: page1.data.at(-1)?.id })
+    t.equal(exact.data.length, 50)
+    t.equal(exact.hasMore, false, 'no more completed after the last one')
+
+    const failed = await store.list('owner-a', { limit: 100, status: 'failed' })
+    t.same(failed.data.map((r) => r.id), [newest.id])
+    t.equal(failed.hasMore, false)
+    const queued = await store.list('owner-a', { limit: 100, status: 'queued' })
+    t.equal(queued.data.length, 100)
+    t.equal(queued.hasMore, true)
+    t.equal(queued.data[0]?.id, all.at(-2)?.id)
+    const lastQueued = await store.list('owner-a', { limit: 100, status: 'queued', after: all[249]?.id })
+    t.same(lastQueued.data.map((r) => r.id), all.slice(150, 249).reverse().map((r) => r.id))
+    t.equal(lastQueued.hasMore, false)
+    t.same(await store.list('owner-a', { limit: 100, status: 'cancelled' }), { data: [], hasMore: false })
+    t.same(await store.list('owner-a', { limit: 100, status: 'in_progress' }), { data: [], hasMore: false })
+    t.same(await store.list('owner-b', { limit: 100, status: 'queued' }), { data: [], hasMore: false })
+  })
+
+  withStore('list by status: "expired" as a client sees it, once a result\'s time is up', async (t, store) => {
+    const done = newRequest({ createdAt: Date.now() })
+    const waiting = newRequest({ createdAt: Date.now() + 1 })
+    await store.submit(done, null)
+    await store.submit(waiting, null)
+    await store.start(done, Date.now())
+    const finishedAt = Date.now()
+    await store.finish(done, 'completed', result(), finishedAt)
+    t.same((await store.list('owner-a', { limit: 10, status: 'completed' })).data.map((r) => r.id), [done.id])
+    // A clock condition, not a sleep: the ttl is the store's own.
+    while (Date.now() <= Math.max(finishedAt, waiting.createdAt) + 1000) await new Promise((resolve) => setTimeout(resolve, 20))
+    t.same((await store.list('owner-a', { limit: 10, status: 'completed' })).data, [])
+    t.same((await store.list('owner-a', { limit: 10, status: 'expired' })).data.map((r) => r.id).sort(), [done.id, waiting.id].sort())
+    t.same((await store.list('owner-a', { limit: 10, status: 'queued' })).data, [], 'a request waiting past the ttl reads expired')
+  }, 1000)
+
+  withStore('caps: a key\'s pending requests are bounded by count, atomically; finishing or cancelling frees a place', async (t, store) => {
+    const caps = { requests: 5, bytes: 1_000_000 }
+    const tries = Array.from({ length: 20 }, () => newRequest())
+    const settled = await Promise.allSettled(tries.map((r) => store.submit(r, null, undefined, caps)))
+    t.equal(settled.filter((s) => s.status === 'fulfilled').length, 5, 'concurrent submits stop exactly at the cap')
+    const refused = settled.find((s) => s.status === 'rejected')
+    t.ok(refused?.status === 'rejected' && refused.reason instanceof QueueFullError)
+    if (refused?.status === 'rejected' && refused.reason instanceof QueueFullError) t.equal(refused.reason.pending.requests, 5)
+    t.equal((await store.pending('key_a')).requests, 5)
+    const other = newRequest({ keyId: 'key_b', line: lineOf('key_b', MODEL) })
+    t.equal(await store.submit(other, null, undefined, caps), 0, 'another key has caps of its own')
+    t.equal((await store.pending('key_b')).requests, 1)
+
+    const accepted = tries.filter((_, i) => settled[i]?.status === 'fulfilled')
+    const [first, second] = accepted as [NewRequest, NewRequest]
+    await store.start(first, Date.now())
+    t.equal((await store.pending('key_a')).requests, 5, 'a running request still counts')
+    await store.finish(first, 'completed', result(), Date.now())
+    t.equal((await store.pending('key_a')).requests, 4)
+    await store.cancel(second, Date.now())
+    t.equal((await store.pending('key_a')).requests, 3)
+    await store.submit(newRequest(), null, undefined, caps)
+    await store.submit(newRequest(), null, undefined, caps)
+    await t.rejects(store.submit(newRequest(), null, undefined, caps), QueueFullError)
+    t.equal((await store.pending('key_a')).requests, 5)
+    t.equal((await store.list('owner-a', { limit: 100, status: 'queued' })).data.length, 6, 'a refused request is not stored (five of key_a, one of key_b)')
+  })
+
+  withStore('caps: a key\'s pending bytes (bodies and uploads) are bounded; the size is given back when it finishes', async (t, store) => {
+    const upload = Buffer.alloc(10_000, 1)
+    const caps = { requests: 100, bytes: 25_000 }
+    const a = newRequest()
+    await store.submit(a, upload, undefined, caps)
+    const after1 = await store.pending('key_a')
+    t.ok(after1.bytes > 10_000 && after1.bytes < 12_000, `an upload counts with its body (${after1.bytes})`)
+    await store.submit(newRequest(), upload, undefined, caps)
+    const err = await store.submit(newRequest(), upload, undefined, caps).catch((e: unknown) => e)
+    t.ok(err instanceof QueueFullError, 'a third upload would pass the byte cap')
+    if (err instanceof QueueFullError) {
+      t.equal(err.pending.requests, 2)
+      t.ok(err.size > 10_000)
+    }
+    t.ok(await store.submit(newRequest(), null, undefined, caps) >= 0, 'a small JSON request still fits')
+    await store.start(a, Date.now())
+    await store.finish(a, 'completed', result(), Date.now())
+    t.ok((await store.pending('key_a')).bytes < after1.bytes + 2000, 'the finished upload gave its bytes back')
+    t.same(await store.body(a.id), null)
+    t.same((await store.get(a.id))?.call.body, { kind: 'none' }, 'a finished request keeps no body')
+    await store.submit(newRequest(), upload, undefined, caps)
   })
 
   withStore('a result is kept for its time to live, then only the record remains', async (t, store) => {

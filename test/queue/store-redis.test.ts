@@ -76,3 +76,19 @@ t.test('redis: the sweep takes out calls of stopped gateways and requests withou
   t.equal(await store.sweep(60_000), null, 'one sweep per interval across instances')
   t.equal(await store.position(r.line, jobTicket(r)), 0)
 })
+
+t.test('redis: a key\'s pending count forgets requests whose records expired unfinished', async (t) => {
+  const s = await space()
+  const store = await s.open({ resultTtlMs: 200 })
+  t.teardown(async () => { await store.close(); await s.cleanup() })
+  const caps = { requests: 1, bytes: 1_000_000 }
+  const r = newRequest({ createdAt: Date.now() })
+  await store.submit(r, null, undefined, caps)
+  t.equal((await store.pending(r.keyId)).requests, 1)
+  // A queued record lives three result ttls; then it is gone without having finished.
+  while ((await admin.exists(queueKeys(`${NAMESPACE}${n - 1}:`).request(r.id))) === 1) await new Promise((done) => setTimeout(done, 50))
+  t.same(await store.pending(r.keyId), { requests: 0, bytes: 0 })
+  // (Its dead ticket stays ahead in the line until the next sweep.)
+  t.ok(await store.submit(newRequest({ createdAt: Date.now() }), null, undefined, caps) >= 0, 'its place is free again')
+  t.equal((await store.pending(r.keyId)).requests, 1)
+})

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto'
 import { extname } from 'node:path'
 import busboy from 'busboy'
 import { keepNewest } from './bounded.ts'
+import { formBody, type FormBody } from './form-body.ts'
 import { stageAt, type Pace } from './progress.ts'
 import { callerId, callerOwner, mockId, replyList, detail, type MockExchange } from './reply.ts'
 
@@ -86,11 +87,12 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
       return true
     }
     if (x.req.method !== 'POST') return false
-    if (!(x.req.headers['content-type'] ?? '').startsWith('multipart/form-data')) {
+    const form = await formBody(x.req)
+    if (form === null) {
       detail(x, 422, 'expected a multipart/form-data upload (mock)')
       return true
     }
-    const received = await receive(x)
+    const received = await receive(x, form)
     if (received === null) return true
     const now = pace.now()
     const answer = received.map((r) => {
@@ -110,12 +112,12 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
     return true
   }
 
-  function receive(x: MockExchange): Promise<Received[] | null> {
+  function receive(x: MockExchange, form: FormBody): Promise<Received[] | null> {
     return new Promise((done) => {
       const results: Received[] = []
       let parser: busboy.Busboy
       try {
-        parser = busboy({ headers: x.req.headers })
+        parser = busboy({ headers: form.headers })
       } catch {
         detail(x, 422, 'the multipart body could not be read (mock)')
         done(null)
@@ -154,12 +156,13 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
       })
       parser.on('error', () => {
         if (x.res.headersSent) return
-        x.req.unpipe(parser)
+        form.body.unpipe(parser)
+        form.body.resume()
         x.req.resume()
         detail(x, 422, 'the multipart body could not be read (mock)')
         done(null)
       })
-      x.req.pipe(parser)
+      form.body.pipe(parser)
     })
   }
 }

@@ -110,7 +110,7 @@ export async function ragFlow(t: Test, url: string, headers: Record<string, stri
     t.same(uploaded.map((f) => [f.fileName, f.userId]), [['notes.md', who.userId], ['tool.exe', who.userId], ['error-report.txt', who.userId]], 'each file, and the backend knew the caller')
     t.same(uploaded.slice(1).map((f) => f.status), ['file_type_not_supported', 'error'], 'refused files are final at once')
     const listed = async (ids: readonly string[]): Promise<UploadedFile[]> => {
-      const query = new URLSearchParams([['kb', 'local'], ...ids.map((id) => ['fileIds', id])])
+      const query = new URLSearchParams([['kb', 'local'], ...ids.map((id): [string, string] => ['fileIds', id])])
       return await (await fetch(`${h.url}/file-manager/api/v1/files/?${query.toString()}`, { headers })).json() as UploadedFile[]
     }
     const ids = uploaded.map((f) => f.fileId)

@@ -150,6 +150,9 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
         })
       })
       parser.once('close', () => {
+        // After an error the parser closes too; the error has answered (this runs in the
+        // gateway's process: a second answer would throw there).
+        if (x.res.headersSent) return
         if (named) return done(results)
         detail(x, 422, `the upload needs at least one file in the multipart field "${FIELD}" (mock)`)
         done(null)
@@ -162,6 +165,8 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
         detail(x, 422, 'the multipart body could not be read (mock)')
         done(null)
       })
+      // A body that fails (the client went away) fails the parse, which then answers.
+      if (form.body !== x.req) form.body.once('error', (error) => parser.destroy(error))
       form.body.pipe(parser)
     })
   }

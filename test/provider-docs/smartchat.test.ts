@@ -165,6 +165,19 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
     for (const path of ['/redoc', '/config-manager/redoc', '/user-manager/redoc', '/file-manager/redoc', '/ingest-master/redoc', '/chat-session-manager/redoc', '/query-pipeline/redoc']) {
       t.equal((await fetch(`${base}${path}`)).status, 200, `GET ${path}`)
     }
+    // Each service's openapi.json (what its redoc loads) lists the routes the guides call.
+    const documented: Record<string, readonly string[]> = {
+      'config-manager': ['get /api/v1/user/configs'],
+      'file-manager': ['post /api/v1/files/', 'get /api/v1/files/'],
+      'ingest-master': ['post /api/v1/task', 'post /api/v1/tasks/file'],
+      'chat-session-manager': ['get /api/v1/sessions/', 'post /api/v1/sessions/'],
+      'query-pipelines': ['post /api/v1/chat'],
+    }
+    for (const [service, routes] of Object.entries(documented)) {
+      const spec = await (await fetch(`${base}/${service}/openapi.json`)).json() as { paths: Record<string, Record<string, unknown>> }
+      const listed = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method} ${path}`))
+      t.ok(routes.every((r) => listed.includes(r)), `${service}/openapi.json lists ${routes.join(', ')}`)
+    }
   })
 
   await t.test('local-chat.mdx: authenticate, configs, upload, ingest, session, chat', async (t) => {

@@ -208,6 +208,8 @@ const ragSchema = z.strictObject({
   mock: z.strictObject({
     /** Pause between streamed answer tokens. */
     tokenDelayMs: nonNegativeInt.default(20),
+    /** Time between the states of an upload and of an ingestion task; 0: the final state at once. */
+    statusStepMs: nonNegativeInt.default(250),
   }).prefault({}),
 })
 export type RagConfig = z.infer<typeof ragSchema>

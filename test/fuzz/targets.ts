@@ -312,6 +312,27 @@ export const RAG_TARGETS: readonly FuzzTarget[] = [
     template: () => ({ name: 'fuzz', settings: { top_k: 3 } }),
   },
   { name: 'rag config.redoc (public)', method: 'GET', path: '/config-manager/redoc', auth: 'none', body: 'none', errors: 'fastapi' },
+  // The routes of the provider's SmartChat guides (local-chat.mdx, global-chat.mdx; issue 27).
+  { name: 'rag user configs', method: 'GET', path: '/config-manager/api/v1/user/configs', auth: 'session', body: 'none', errors: 'fastapi' },
+  {
+    name: 'rag files.create (documented)', method: 'POST', path: '/file-manager/api/v1/files/', auth: 'session', body: 'multipart', errors: 'fastapi',
+    query: { kb: ['local', 'global', 'nope', ''] },
+    form: () => [{ name: 'files', filename: 'notes.pdf', data: RAG_FILE, contentType: 'application/pdf' }],
+  },
+  { name: 'rag files.status', method: 'GET', path: '/file-manager/api/v1/files/', auth: 'session', body: 'none', errors: 'fastapi', query: { kb: ['local', 'x'], fileIds: ['file_fuzz', ''] } },
+  {
+    name: 'rag ingest task', method: 'POST', path: '/ingest-master/api/v1/task', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ filePath: 'mock://file-manager/local/file_fuzz/notes.pdf', role: 'user', metadata: { file_id: 'file_fuzz', user_id: 'u', file_name: 'notes.pdf', file_uri: 'mock://file-manager/local/file_fuzz/notes.pdf' } }),
+  },
+  { name: 'rag ingest tasks.file', method: 'POST', path: '/ingest-master/api/v1/tasks/file', auth: 'session', body: 'none', errors: 'fastapi', query: { file_path: ['mock://file-manager/local/file_fuzz/notes.pdf', ''], role: ['user', ''] } },
+  {
+    name: 'rag sessions.create (documented)', method: 'POST', path: '/chat-session-manager/api/v1/sessions/', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ title: 'fuzz', config: { localConfigId: 'default', globalContext: false, activeFiles: ['file_fuzz'], chatModel: 'mock-llm' } }),
+  },
+  {
+    name: 'rag chat (documented)', method: 'POST', path: '/query-pipelines/api/v1/chat', auth: 'session', body: 'json', errors: 'fastapi',
+    template: () => ({ sessionId: 'fuzz-session', userPrompt: 'Can you summarize the context?' }),
+  },
 ]
 
 // The key portal's usual values, and the edges of each: days that do not exist, ranges the

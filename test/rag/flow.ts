@@ -2,6 +2,15 @@
 // files to file-manager and ingest them, read a service's public reference. flows.test.ts
 // walks it with test-signed tokens; login.test.ts with a real login on tollgate serve.
 import type { Test } from 'tap'
+import { pollUntil } from '../helpers/poll.ts'
+
+interface UploadedFile {
+  readonly fileId: string
+  readonly userId: string
+  readonly fileName: string
+  readonly fileUri: string | null
+  readonly status: string
+}
 
 interface MockBody {
   readonly mock: boolean
@@ -40,11 +49,12 @@ export async function ragFlow(t: Test, url: string, headers: Record<string, stri
 
     const created = await fetch(`${h.url}/chat-session-manager/api/v1/sessions/`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ title: 'Compilers' }) })
     t.equal(created.status, 201)
-    const session = await created.json() as { id: string }
-    const history = await fetch(`${h.url}/chat-session-manager/api/v1/sessions/${session.id}/history?limit=5`, { headers })
+    // The provider's guides name a session `sessionId` (it was `id` before issue 27).
+    const session = await created.json() as { sessionId: string }
+    const history = await fetch(`${h.url}/chat-session-manager/api/v1/sessions/${session.sessionId}/history?limit=5`, { headers })
     t.equal(history.status, 200)
     t.equal((await history.json() as { messages: unknown[] }).messages.length, 2)
-    const feedback = await fetch(`${h.url}/chat-session-manager/api/v1/sessions/${session.id}/feedback`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ message_id: 'm1', rating: 'up' }) })
+    const feedback = await fetch(`${h.url}/chat-session-manager/api/v1/sessions/${session.sessionId}/feedback`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ message_id: 'm1', rating: 'up' }) })
     t.equal(feedback.status, 201)
     t.equal((await feedback.json() as { status: string }).status, 'recorded')
   })
@@ -83,6 +93,9 @@ export async function ragFlow(t: Test, url: string, headers: Record<string, stri
   })
 
   await t.test('uploads files to file-manager and ingests them', async (t) => {
+    // The shapes of the provider's Local KB Guide (a list of {fileId, userId, fileName,
+    // fileUri, status}; before issue 27 the mock answered {"files": [...]} in snake_case).
+    // test/provider-docs/smartchat.test.ts walks the guide itself.
     const form = (): FormData => {
       const f = new FormData()
       f.append('files', new Blob(['# Notes\nhello from the test\n']), 'notes.md')
@@ -90,18 +103,36 @@ export async function ragFlow(t: Test, url: string, headers: Record<string, stri
       f.append('files', new Blob(['x']), 'error-report.txt')
       return f
     }
+    const json = { ...headers, 'content-type': 'application/json' }
     const first = await fetch(`${h.url}/file-manager/api/v1/files/upload`, { method: 'POST', headers, body: form() })
     t.equal(first.status, 200)
-    const uploaded = await first.json() as MockBody & { files: Array<{ filename: string; status: string; file_id: string | null }> }
-    t.same(uploaded.files.map((f) => [f.filename, f.status]), [['notes.md', 'uploaded'], ['tool.exe', 'file_type_not_supported'], ['error-report.txt', 'error']])
-    t.equal(uploaded.identity['x-tollgate-user-id'], who.userId)
-    const again = await fetch(`${h.url}/file-manager/api/v1/files/upload`, { method: 'POST', headers, body: form() })
-    t.equal((await again.json() as { files: Array<{ status: string }> }).files[0]?.status, 'duplicated', 'the same file again is a duplicate')
+    const uploaded = await first.json() as UploadedFile[]
+    t.same(uploaded.map((f) => [f.fileName, f.userId]), [['notes.md', who.userId], ['tool.exe', who.userId], ['error-report.txt', who.userId]], 'each file, and the backend knew the caller')
+    t.same(uploaded.slice(1).map((f) => f.status), ['file_type_not_supported', 'error'], 'refused files are final at once')
+    const listed = async (ids: readonly string[]): Promise<UploadedFile[]> => {
+      const query = new URLSearchParams([['kb', 'local'], ...ids.map((id): [string, string] => ['fileIds', id])])
+      return await (await fetch(`${h.url}/file-manager/api/v1/files/?${query.toString()}`, { headers })).json() as UploadedFile[]
+    }
+    const ids = uploaded.map((f) => f.fileId)
+    const stored = await pollUntil(() => listed(ids), (files) => files[0]?.status !== 'pending', 2000, 5)
+    t.same(stored.value.map((f) => f.status), ['uploaded', 'file_type_not_supported', 'error'], 'the stored file is uploaded')
 
-    const id = uploaded.files[0]?.file_id ?? ''
-    const ingest = await fetch(`${h.url}/ingest-master/api/v1/ingest`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ file_ids: [id, 'file_will_fail'] }) })
+    const again = await fetch(`${h.url}/file-manager/api/v1/files/?kb=local`, { method: 'POST', headers, body: form() })
+    const copyId = (await again.json() as UploadedFile[])[0]?.fileId ?? ''
+    const copy = await pollUntil(() => listed([copyId]), (files) => files[0]?.status !== 'pending', 2000, 5)
+    t.equal(copy.value[0]?.status, 'duplicated', 'the same file again is a duplicate')
+
+    const file = stored.value[0]
+    const task = await fetch(`${h.url}/ingest-master/api/v1/task`, { method: 'POST', headers: json, body: JSON.stringify({ filePath: file?.fileUri, role: 'user', metadata: { file_id: file?.fileId } }) })
+    t.equal(task.status, 202)
+    const status = (): Promise<Array<{ status: string }>> => fetch(`${h.url}/ingest-master/api/v1/tasks/file?${new URLSearchParams({ file_path: file?.fileUri ?? '', role: 'user' }).toString()}`, { method: 'POST', headers }).then((r) => r.json() as Promise<Array<{ status: string }>>)
+    const ingested = await pollUntil(status, (tasks) => tasks.at(-1)?.status === 'ingested', 2000, 5)
+    t.ok(ingested.met, 'the file is ingested')
+
+    // The mock's earlier, synchronous ingest route is kept.
+    const ingest = await fetch(`${h.url}/ingest-master/api/v1/ingest`, { method: 'POST', headers: json, body: JSON.stringify({ file_ids: [ids[0], 'file_will_fail'] }) })
     t.equal(ingest.status, 202)
-    t.same((await ingest.json() as { results: unknown[] }).results, [{ file_id: id, status: 'ingested' }, { file_id: 'file_will_fail', status: 'ingestion_failed' }])
+    t.same((await ingest.json() as { results: unknown[] }).results, [{ file_id: ids[0], status: 'ingested' }, { file_id: 'file_will_fail', status: 'ingestion_failed' }])
   })
 
   await t.test('public reference routes need no token', async (t) => {

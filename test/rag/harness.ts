@@ -39,7 +39,8 @@ export interface HarnessOptions {
 export async function startRagHarness(t: Test, options: HarnessOptions = {}): Promise<RagHarness> {
   const doc = defaultConfigDoc()
   const rag = (doc.rag ?? {}) as Record<string, unknown>
-  rag.mock = { tokenDelayMs: 5 }
+  // Upload and ingestion states final at once; a test that walks them sets a step.
+  rag.mock = { tokenDelayMs: 5, statusStepMs: 0 }
   doc.rag = rag
   options.config?.(doc)
   const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-rag-'))

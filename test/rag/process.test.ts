@@ -8,7 +8,8 @@ import { rssOf } from '../helpers/memory.ts'
 import { startMockProcess } from './harness.ts'
 
 t.test('tollgate serve: public routes on the built-in mock, 401 for a foreign token, a large upload streamed', async (t) => {
-  const fileManager = await startMockProcess(t, 'file-manager', ['--max-file-bytes', String(1 << 30)])
+  // Status step 0: the upload answers its final state at once.
+  const fileManager = await startMockProcess(t, 'file-manager', ['--max-file-bytes', String(1 << 30), '--status-step-ms', '0'])
   const gw = await startTollgate({
     config: (doc) => {
       const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
@@ -54,7 +55,8 @@ t.test('tollgate serve: public routes on the built-in mock, 401 for a foreign to
   })
   clearInterval(sampler)
   t.equal(reply.status, 200)
-  const file = (JSON.parse(reply.body) as { files: Array<{ status: string; size: number }> }).files[0]
+  // A list of files, as the provider's Local KB Guide reads it (before issue 27: {"files": [...]}).
+  const file = (JSON.parse(reply.body) as Array<{ status: string; size: number }>)[0]
   t.same([file?.status, file?.size], ['uploaded', parts * part.length], '256 MiB arrived whole')
   const grew = (peak - before) / (1 << 20)
   t.comment(`gateway RSS: ${(before / (1 << 20)).toFixed(0)} MiB before, peak ${(peak / (1 << 20)).toFixed(0)} MiB during a 256 MiB upload (+${grew.toFixed(0)} MiB)`)

@@ -107,6 +107,7 @@ t.test('a large multipart upload to the built-in file-manager mock', async (t) =
   form.append('files', new Blob([Buffer.alloc(size, 1)]), 'big.bin')
   const res = await fetch(`${h.url}/file-manager/api/v1/files/upload`, { method: 'POST', headers, body: form })
   t.equal(res.status, 200)
-  const body = await res.json() as { files: Array<{ status: string; size: number }> }
-  t.same(body.files.map((f) => [f.status, f.size]), [['uploaded', size]])
+  // A list of files, as the provider's Local KB Guide reads it (before issue 27: {"files": [...]}).
+  const files = await res.json() as Array<{ status: string; size: number }>
+  t.same(files.map((f) => [f.status, f.size]), [['uploaded', size]])
 })

@@ -1,5 +1,5 @@
 // user-manager (users, roles, groups) and config-manager (tenant and RAG configurations).
-import { callerId, readJson, reply, detail, type MockExchange } from './reply.ts'
+import { callerGroups, callerId, readJson, reply, replyList, detail, type MockExchange } from './reply.ts'
 
 const ROLES = [{ name: 'admin', description: 'Manages the tenant (mock)' }, { name: 'user', description: 'Chats and uploads (mock)' }]
 const GROUPS = [{ name: 'research', members: 2 }, { name: 'support', members: 1 }]
@@ -41,6 +41,10 @@ export function createConfigService(): (x: MockExchange) => Promise<boolean> {
     ['default', { name: 'default', retriever: 'hybrid', top_k: 5, llm: 'mock-llm', temperature: 0 }],
   ])
   return async (x) => {
+    if (/^\/api\/v1\/user\/configs\/?$/.test(x.path) && x.req.method === 'GET') {
+      replyList(x, 200, userConfigs(configs, callerGroups(x.req)))
+      return true
+    }
     if (/^\/api\/v1\/configurations\/?$/.test(x.path)) {
       if (x.req.method === 'GET') reply(x, 200, { configurations: [...configs.values()] })
       else if (x.req.method === 'POST') {
@@ -76,4 +80,19 @@ export function createConfigService(): (x: MockExchange) => Promise<boolean> {
     }
     return false
   }
+}
+
+/**
+ * GET /api/v1/user/configs, as the provider's guides read it: one entry per user group of
+ * the caller ("default" for everyone, then the caller's groups), each with the local KB
+ * configurations it may chat with (`id`, `allowed_llms[].name`). The mock offers every
+ * configuration to every group; a configuration's `llm` is its one allowed model.
+ */
+function userConfigs(configs: ReadonlyMap<string, Record<string, unknown>>, groups: readonly string[]): Array<Record<string, unknown>> {
+  const localKbConfigs = [...configs.values()].map((c) => ({
+    ...c,
+    id: c.name,
+    allowed_llms: [{ name: typeof c.llm === 'string' ? c.llm : 'mock-llm' }],
+  }))
+  return [...new Set(['default', ...groups])].map((userGroupId) => ({ userGroupId, localKbConfigs }))
 }

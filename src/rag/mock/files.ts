@@ -1,63 +1,138 @@
 // file-manager: multipart uploads, read as they stream (hashed and counted, never held),
-// each file answered with a status; and ingest-master, which ingests them.
+// each file answered as the provider's Local KB Guide reads it: {fileId, userId, fileName,
+// fileUri, status}. A stored file is "pending" for one status step, then "uploaded" (or
+// "duplicated": its owner already has it in that knowledge base); a refused one is final at
+// once ("error", "file_too_large", "file_type_not_supported"). GET lists the caller's files,
+// filtered by `fileIds` repeated in the query, as Python requests sends a list.
 import { createHash } from 'node:crypto'
 import { extname } from 'node:path'
 import busboy from 'busboy'
-import { mockId, readJson, reply, detail, type MockExchange } from './reply.ts'
+import { keepNewest } from './bounded.ts'
+import { formBody, type FormBody } from './form-body.ts'
+import { stageAt, type Pace } from './progress.ts'
+import { callerId, callerOwner, mockId, replyList, detail, type MockExchange } from './reply.ts'
 
 /** What the mock accepts; anything else is file_type_not_supported. */
 const SUPPORTED = new Set(['.pdf', '.txt', '.md', '.docx', '.html', '.csv', '.json', '.bin'])
+
+/** The knowledge bases a file can go to: the caller's own, or the shared one. */
+const KNOWLEDGE_BASES = new Set(['local', 'global'])
+
+/** The multipart field of the files (the Local KB Guide's `files=[("files", ...)]`). */
+const FIELD = 'files'
+
+/** Files remembered by the mock in all (the oldest are forgotten past this). */
+const MAX_FILES = 10_000
+
+export type UploadStatus = 'pending' | 'uploaded' | 'duplicated' | 'error' | 'file_too_large' | 'file_type_not_supported'
+type Outcome = Exclude<UploadStatus, 'pending'>
 
 export interface FileLimits {
   /** A file larger than this is file_too_large (the rest of it is read and dropped). */
   readonly maxFileBytes: number
 }
 
-interface UploadResult {
-  filename: string
-  status: 'uploaded' | 'duplicated' | 'error' | 'file_too_large' | 'file_type_not_supported'
-  size: number
-  sha256: string | null
-  file_id: string | null
+interface StoredFile {
+  readonly fileId: string
+  readonly userId: string
+  readonly fileName: string
+  /** Where the content lives (the original's place for a duplicate); null when not stored. */
+  readonly fileUri: string | null
+  readonly kb: string
+  readonly owner: string
+  readonly size: number
+  readonly sha256: string | null
+  readonly outcome: Outcome
+  readonly since: number
 }
 
-export function createFileService(limits: FileLimits): (x: MockExchange) => Promise<boolean> {
-  const known = new Map<string, string>() // sha256 → file id
+interface Received {
+  readonly fileName: string
+  readonly size: number
+  readonly sha256: string | null
+  readonly outcome: Outcome
+}
+
+export function createFileService(limits: FileLimits, pace: Pace): (x: MockExchange) => Promise<boolean> {
+  const files = new Map<string, StoredFile>() // fileId → file
+  const stored = new Map<string, StoredFile>() // owner, kb, sha256 → the first stored copy
+  let sequence = 0
+
+  const view = (f: StoredFile): Record<string, unknown> => ({
+    fileId: f.fileId,
+    userId: f.userId,
+    fileName: f.fileName,
+    fileUri: f.fileUri,
+    status: f.outcome === 'uploaded' || f.outcome === 'duplicated' ? stageAt(pace, f.since, ['pending', f.outcome]) : f.outcome,
+    kb: f.kb,
+    size: f.size,
+  })
+
   return async (x) => {
-    if (/^\/api\/v1\/files\/?$/.test(x.path) && x.req.method === 'GET') {
-      reply(x, 200, { files: [...known.values()].map((id) => ({ file_id: id })) })
+    const listRoute = /^\/api\/v1\/files\/?$/.test(x.path)
+    // /upload: the mock's earlier spelling of the upload, kept for the clients that use it.
+    if (!listRoute && !/^\/api\/v1\/files\/upload\/?$/.test(x.path)) return false
+    const kb = x.query.get('kb') ?? 'local'
+    if (!KNOWLEDGE_BASES.has(kb)) {
+      detail(x, 422, 'kb must be "local" or "global" (mock)')
       return true
     }
-    if (!/^\/api\/v1\/files(\/upload)?\/?$/.test(x.path) || x.req.method !== 'POST') return false
-    if (!(x.req.headers['content-type'] ?? '').startsWith('multipart/form-data')) {
+    const owner = callerOwner(x.req)
+    if (listRoute && x.req.method === 'GET') {
+      const wanted = x.query.getAll('fileIds')
+      const mine = wanted.length > 0
+        ? wanted.flatMap((id) => { const f = files.get(id); return f === undefined ? [] : [f] })
+        : [...files.values()]
+      replyList(x, 200, mine.filter((f) => f.owner === owner && f.kb === kb).map(view))
+      return true
+    }
+    if (x.req.method !== 'POST') return false
+    const form = await formBody(x.req)
+    if (form === null) {
       detail(x, 422, 'expected a multipart/form-data upload (mock)')
       return true
     }
-    const results = await receive(x)
-    if (results === null) return true
-    for (const r of results) {
-      if (r.status !== 'uploaded' || r.sha256 === null) continue
-      const seen = known.get(r.sha256)
-      if (seen !== undefined) Object.assign(r, { status: 'duplicated', file_id: seen })
-      else known.set(r.sha256, r.file_id ?? '')
-    }
-    reply(x, 200, { files: results, received_bytes: results.reduce((n, r) => n + r.size, 0) })
+    const received = await receive(x, form)
+    if (received === null) return true
+    const now = pace.now()
+    const answer = received.map((r) => {
+      const fileId = mockId('file', owner, kb, String(sequence++))
+      const key = r.sha256 === null ? null : `${owner}\u0000${kb}\u0000${r.sha256}`
+      const first = key === null ? undefined : stored.get(key)
+      const outcome: Outcome = first !== undefined ? 'duplicated' : r.outcome
+      const fileUri = r.outcome !== 'uploaded' ? null : first?.fileUri ?? `mock://file-manager/${kb}/${fileId}/${encodeURIComponent(r.fileName)}`
+      const file: StoredFile = { fileId, userId: callerId(x.req), fileName: r.fileName, fileUri, kb, owner, size: r.size, sha256: r.sha256, outcome, since: now }
+      files.set(fileId, file)
+      if (key !== null && first === undefined) stored.set(key, file)
+      return view(file)
+    })
+    keepNewest(files, MAX_FILES)
+    keepNewest(stored, MAX_FILES)
+    replyList(x, 200, answer)
     return true
   }
 
-  function receive(x: MockExchange): Promise<UploadResult[] | null> {
+  function receive(x: MockExchange, form: FormBody): Promise<Received[] | null> {
     return new Promise((done) => {
-      const results: UploadResult[] = []
+      const results: Received[] = []
       let parser: busboy.Busboy
       try {
-        parser = busboy({ headers: x.req.headers })
+        parser = busboy({ headers: form.headers })
       } catch {
         detail(x, 422, 'the multipart body could not be read (mock)')
         done(null)
         return
       }
-      parser.on('file', (_field, stream, info) => {
-        const filename = info.filename || 'unnamed'
+      let named = false
+      parser.on('file', (field, stream, info) => {
+        // The documented field is `files` (repeated, one part per file); a part under any
+        // other name is read and dropped, as FastAPI ignores fields it does not declare.
+        if (field !== FIELD) {
+          stream.resume()
+          return
+        }
+        named = true
+        const fileName = info.filename || 'unnamed'
         const hash = createHash('sha256')
         let size = 0
         // A form cut off mid-file fails the file's stream as well as the parser; the
@@ -68,40 +143,31 @@ export function createFileService(limits: FileLimits): (x: MockExchange) => Prom
           if (size <= limits.maxFileBytes) hash.update(chunk)
         })
         stream.on('end', () => {
-          const status: UploadResult['status'] = filename.includes('error') ? 'error'
-            : !SUPPORTED.has(extname(filename).toLowerCase()) ? 'file_type_not_supported'
+          const outcome: Outcome = fileName.includes('error') ? 'error'
+            : !SUPPORTED.has(extname(fileName).toLowerCase()) ? 'file_type_not_supported'
               : size > limits.maxFileBytes ? 'file_too_large' : 'uploaded'
-          const sha256 = status === 'uploaded' ? hash.digest('hex') : null
-          results.push({ filename, status, size, sha256, file_id: sha256 === null ? null : mockId('file', sha256) })
+          results.push({ fileName, size, outcome, sha256: outcome === 'uploaded' ? hash.digest('hex') : null })
         })
       })
-      parser.once('close', () => done(results))
+      parser.once('close', () => {
+        // After an error the parser closes too; the error has answered (this runs in the
+        // gateway's process: a second answer would throw there).
+        if (x.res.headersSent) return
+        if (named) return done(results)
+        detail(x, 422, `the upload needs at least one file in the multipart field "${FIELD}" (mock)`)
+        done(null)
+      })
       parser.on('error', () => {
         if (x.res.headersSent) return
-        x.req.unpipe(parser)
+        form.body.unpipe(parser)
+        form.body.resume()
         x.req.resume()
         detail(x, 422, 'the multipart body could not be read (mock)')
         done(null)
       })
-      x.req.pipe(parser)
+      // A body that fails (the client went away) fails the parse, which then answers.
+      if (form.body !== x.req) form.body.once('error', (error) => parser.destroy(error))
+      form.body.pipe(parser)
     })
-  }
-}
-
-/** ingest-master: POST /api/v1/ingest {file_ids}; a file id containing "fail" fails. */
-export function createIngestService(): (x: MockExchange) => Promise<boolean> {
-  return async (x) => {
-    if (!/^\/api\/v1\/ingest(ions?)?\/?$/.test(x.path) || x.req.method !== 'POST') return false
-    const body = await readJson(x.req)
-    const ids = Array.isArray(body.file_ids) ? body.file_ids.filter((id): id is string => typeof id === 'string') : []
-    if (ids.length === 0) {
-      detail(x, 422, 'file_ids must list at least one file id (mock)')
-      return true
-    }
-    reply(x, 202, {
-      job_id: mockId('ingest', ...ids),
-      results: ids.map((id) => ({ file_id: id, status: id.includes('fail') ? 'ingestion_failed' : 'ingested' })),
-    })
-    return true
   }
 }

@@ -29,9 +29,34 @@ export function callerId(req: IncomingMessage): string {
   return typeof id === 'string' ? decodeURIComponent(id) : 'anonymous'
 }
 
+/** The caller's groups as the gateway sent them (comma-separated, each percent-encoded). */
+export function callerGroups(req: IncomingMessage): string[] {
+  const groups = req.headers[IDENTITY_HEADERS[3]]
+  if (typeof groups !== 'string' || groups === '') return []
+  return groups.split(',').map((g) => decodeURIComponent(g))
+}
+
+/** Whose objects these are: tenant and user, so no caller ever reads another's files or tasks. */
+export function callerOwner(req: IncomingMessage): string {
+  const tenant = req.headers[IDENTITY_HEADERS[4]]
+  return `${typeof tenant === 'string' ? decodeURIComponent(tenant) : ''}\u0000${callerId(req)}`
+}
+
 export function reply(x: MockExchange, status: number, body: Record<string, unknown>): void {
-  const payload = JSON.stringify({ ...body, mock: true, service: x.service, identity: receivedIdentity(x.req) })
-  x.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+  send(x, status, { ...body, mock: true, service: x.service, identity: receivedIdentity(x.req) })
+}
+
+/**
+ * A JSON list, as the provider's documented routes answer (uploads, file status, tasks,
+ * user configurations). A list has no room for the mock's marks, so the header says it.
+ */
+export function replyList(x: MockExchange, status: number, items: readonly unknown[]): void {
+  send(x, status, items)
+}
+
+function send(x: MockExchange, status: number, body: unknown): void {
+  const payload = JSON.stringify(body)
+  x.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-mock-service': x.service })
   x.res.end(payload)
 }
 

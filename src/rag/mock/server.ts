@@ -6,7 +6,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { serveDocs } from './docs.ts'
 import { createConfigService, createUserService } from './directory.ts'
-import { createFileService, createIngestService } from './files.ts'
+import { createFileService } from './files.ts'
+import { createIngestService } from './ingest.ts'
+import { paceOf } from './progress.ts'
 import { createQueryService } from './query.ts'
 import { detail, reply, type MockExchange } from './reply.ts'
 import { createSessionService } from './sessions.ts'
@@ -18,7 +20,15 @@ export interface RagMockOptions {
   readonly tokenDelayMs?: number
   /** Uploaded files larger than this are answered file_too_large. */
   readonly maxFileBytes?: number
+  /**
+   * Time between the states of an upload (pending → uploaded) and of an ingestion task
+   * (queued → ingesting → ingested); 0: the final state at once.
+   */
+  readonly statusStepMs?: number
 }
+
+/** The default pace of upload and ingestion states: a client sees them move, and waits little. */
+export const DEFAULT_STATUS_STEP_MS = 250
 
 /** A request as the mock received it: what a test checks the gateway sent. */
 export interface SeenRequest {
@@ -36,11 +46,12 @@ export interface RagMock {
 type ServiceHandler = (x: MockExchange) => Promise<boolean>
 
 export function createRagMock(options: RagMockOptions = {}): RagMock {
+  const pace = paceOf(options.statusStepMs ?? DEFAULT_STATUS_STEP_MS)
   const handlers = new Map<string, ServiceHandler>([
     ['config-manager', createConfigService()],
     ['user-manager', createUserService()],
-    ['file-manager', createFileService({ maxFileBytes: options.maxFileBytes ?? 50 * 1024 * 1024 })],
-    ['ingest-master', createIngestService()],
+    ['file-manager', createFileService({ maxFileBytes: options.maxFileBytes ?? 50 * 1024 * 1024 }, pace)],
+    ['ingest-master', createIngestService(pace)],
     ['chat-session-manager', createSessionService()],
     ['query-pipeline', createQueryService(options.tokenDelayMs ?? 20)],
   ])

@@ -146,3 +146,20 @@ t.test('metadata and a prediction: reserved although the upstream does not bill 
   const prediction = predictionOf(24_000)
   withinAdmitted(t, 'prediction', await heldStreams({ messages: HI.messages, prediction }), tokensOf(prediction))
 })
+
+t.test('the /queue twin reserves on the same estimate: tools larger than the limit can never fit there either', async (t) => {
+  const { key } = await gw.createKey({ limits: { [MODEL]: { input_tpm: 10_000, rpm: 1000 } } })
+  // More tokens of tools than the limit, by the tokenizer: no window could hold them.
+  const tools = functionTools(80)
+  t.ok(tokensOf(tools) > 10_000, `${tokensOf(tools)} tokens of tools`)
+  const res = await request(`${gw.url}/queue/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...HI, tools }),
+  })
+  t.equal(res.status, 429, `"hi" and ${tokensOf(tools)} tokens of tools against an input_tpm of 10,000: refused, not queued`)
+  t.match(res.json().error.message, /can never fit/)
+  const small = await request(`${gw.url}/queue/chat/completions`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...HI, tools: functionTools(5) }),
+  })
+  t.equal(small.status, 200, 'a call with modest tools runs')
+  t.ok(small.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens > tokensOf(functionTools(5)), 'and its tools were billed as input')
+})

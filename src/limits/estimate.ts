@@ -46,8 +46,9 @@ const NOT_TEXT = new Set(['model', 'stream_options'])
 /** Every other field that can hold text, as JSON. */
 function estimateRest(body: Body, prompt: readonly string[]): number {
   let tokens = 0
-  for (const [field, value] of Object.entries(body)) {
+  for (const field in body) {
     if (NOT_TEXT.has(field) || prompt.includes(field)) continue
+    const value = body[field]
     if (typeof value === 'string' || typeof value === 'object' && value !== null) tokens += estimateJsonTokens(value)
   }
   return tokens

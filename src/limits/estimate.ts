@@ -5,41 +5,87 @@
 // context, plus the completion tokens the request may produce (its max_tokens, or the
 // configured default). The settle step corrects it to the usage the upstream reports.
 //
+// The prompt is more than the messages: upstreams render tool and function definitions
+// and output schemas into it and bill them as input, and a request may carry text in any
+// field the gateway does not know (an upstream's own extension may bill it too). So the
+// estimate adds every other text-bearing field of the body, by the JSON weights of
+// estimate-json.ts: all of it but `model` and the plain settings (numbers, booleans,
+// null), which no upstream renders as text. That over-reserves for a field the upstream
+// does not bill (`metadata`, `user`, a `prediction`, which OpenAI bills as output when it
+// is not used): a few tokens on an ordinary call, handed back at settle. Leaving any
+// field out instead let 30 concurrent calls, each "hi" and 47 KB of tools, all be admitted
+// against an input_tpm of 20,000 and use 12 times it.
+//
 // countPromptTokens is the true count, for the rare call whose upstream reports no
-// usage (a stream the client cut off); it is bounded and yields the event loop.
+// usage (a stream the client cut off); it is bounded and yields the event loop. It counts
+// what upstreams do bill: the messages and the definitions (tools, schemas).
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
+import { estimateJsonTokens } from './estimate-json.ts'
 import {
-  countChatTokens, countInputTokens, countTextTokens, estimateChatTokens, estimateInputTokens, estimateTextTokens,
+  CHAT_DEFINITION_FIELDS, RESPONSES_DEFINITION_FIELDS,
+  countChatTokens, countDefinitionTokens, countInputTokens, countTextTokens, estimateChatTokens, estimateInputTokens, estimateTextTokens, responsesItems,
 } from './tokens.ts'
 
 const positiveInt = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined
 
+type Body = Readonly<Record<string, unknown>>
+
 interface PromptCounter {
   chat(messages: readonly unknown[]): number | Promise<number>
   input(input: unknown): number | Promise<number>
   text(text: string): number | Promise<number>
+  /** The rest of the body, besides the `prompt` fields already counted. */
+  rest(body: Body, prompt: readonly string[], definitions: readonly string[]): number | Promise<number>
 }
 
-const ESTIMATE: PromptCounter = { chat: estimateChatTokens, input: estimateInputTokens, text: estimateTextTokens }
-const COUNT: PromptCounter = { chat: (m) => countChatTokens(m), input: (i) => countInputTokens(i), text: (t) => countTextTokens(t) }
+/** Fields that are not prompt text: the model's name and the gateway's own stream settings; plain settings (numbers, booleans) are left out by type. */
+const NOT_TEXT = new Set(['model', 'stream_options'])
 
-/** The prompt of a call, the way `counter` counts it; null where the endpoint has none. */
-function promptOf(endpoint: Endpoint, body: Record<string, unknown>, counter: PromptCounter): number | Promise<number> {
+/** Every other field that can hold text, as JSON. */
+function estimateRest(body: Body, prompt: readonly string[]): number {
+  let tokens = 0
+  for (const field in body) {
+    if (NOT_TEXT.has(field) || prompt.includes(field)) continue
+    const value = body[field]
+    if (typeof value === 'string' || typeof value === 'object' && value !== null) tokens += estimateJsonTokens(value)
+  }
+  return tokens
+}
+
+const ESTIMATE: PromptCounter = {
+  chat: estimateChatTokens, input: estimateInputTokens, text: estimateTextTokens,
+  rest: (body, prompt) => estimateRest(body, prompt),
+}
+const COUNT: PromptCounter = {
+  chat: (m) => countChatTokens(m), input: (i) => countInputTokens(i), text: (t) => countTextTokens(t),
+  rest: (body, _prompt, definitions) => definitions.length === 0 ? 0 : countDefinitionTokens(body, definitions),
+}
+
+/** The sum of counts some of which may still be coming. */
+function sum(counts: ReadonlyArray<number | Promise<number>>): number | Promise<number> {
+  if (counts.every((c) => typeof c === 'number')) return (counts as readonly number[]).reduce((a, b) => a + b, 0)
+  return Promise.all(counts).then((all) => all.reduce((a, b) => a + b, 0))
+}
+
+/** The prompt of a call, the way `counter` counts it; 0 where the endpoint has none. */
+function promptOf(endpoint: Endpoint, body: Body, counter: PromptCounter): number | Promise<number> {
   switch (endpoint) {
     case 'chat.completions':
-      return counter.chat(Array.isArray(body.messages) ? body.messages : [])
+      return sum([
+        counter.chat(Array.isArray(body.messages) ? body.messages : []),
+        counter.rest(body, ['messages'], CHAT_DEFINITION_FIELDS),
+      ])
     case 'completions':
-      return counter.input(body.prompt)
-    case 'responses': {
-      const input = typeof body.input === 'string' ? counter.text(body.input) : Array.isArray(body.input) ? counter.chat(body.input) : 0
-      const instructions = typeof body.instructions === 'string' ? counter.text(body.instructions) : 0
-      if (typeof input === 'number' && typeof instructions === 'number') return input + instructions
-      return Promise.all([input, instructions]).then(([a, b]) => a + b)
-    }
+      return sum([counter.input(body.prompt), counter.rest(body, ['prompt'], [])])
+    case 'responses':
+      return sum([
+        counter.chat(responsesItems(body.input, body.instructions)),
+        counter.rest(body, ['input', 'instructions'], RESPONSES_DEFINITION_FIELDS),
+      ])
     case 'embeddings':
-      return counter.input(body.input)
+      return sum([counter.input(body.input), counter.rest(body, ['input'], [])])
     case 'images.generations':
       return typeof body.prompt === 'string' ? counter.text(body.prompt) : 0
     // The query is embedded: its tokens are the search's.

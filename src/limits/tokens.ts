@@ -8,6 +8,7 @@
 // reports no usage, the mock backend's usage. It runs in a worker thread, in pieces that
 // keep it linear, within a budget of characters past which the rest is estimated
 // (token-count.ts, token-counter.ts), so it never holds the event loop.
+import { estimateJsonTextTokens } from './estimate-json.ts'
 import { estimateTextTokens } from './estimate-text.ts'
 import type { Encoder } from './token-count.ts'
 import { countTexts } from './token-counter.ts'
@@ -47,14 +48,38 @@ export function contentText(content: unknown): string {
   return text
 }
 
+/**
+ * Fields of a chat completion request, besides its messages, that upstreams render into
+ * the prompt and bill as input: tool and function definitions, the tool it must call, the
+ * schema its answer must follow.
+ */
+export const CHAT_DEFINITION_FIELDS = ['tools', 'functions', 'tool_choice', 'function_call', 'response_format'] as const
+/** The same for the Responses API, whose output schema is under `text.format`. */
+export const RESPONSES_DEFINITION_FIELDS = ['tools', 'tool_choice', 'text'] as const
+
+/**
+ * A Responses API prompt as chat messages, the way it is counted: the instructions as a
+ * developer message, then the input items as sent (a string input is one user message).
+ */
+export function responsesItems(input: unknown, instructions: unknown): unknown[] {
+  const head = typeof instructions === 'string' ? [{ role: 'developer', content: instructions }] : []
+  if (typeof input === 'string') return [...head, { role: 'user', content: input }]
+  return Array.isArray(input) ? [...head, ...input as unknown[]] : head
+}
+
 interface Parts {
   readonly texts: string[]
+  /** JSON texts (tool calls, definitions): denser in tokens than prose, and estimated as such. */
+  readonly json?: string[]
   /** Tokens that are not in the texts: the chat format's framing, prompts given as token ids. */
   readonly framing: number
 }
 
+const jsonOf = (value: unknown): string => JSON.stringify(value) as string | undefined ?? ''
+
 function chatParts(messages: readonly unknown[]): Parts {
   const texts: string[] = []
+  const json: string[] = []
   let framing = REPLY_PRIMER
   for (const message of messages) {
     framing += TOKENS_PER_MESSAGE
@@ -66,8 +91,25 @@ function chatParts(messages: readonly unknown[]): Parts {
       texts.push(m.name)
       framing += 1
     }
+    // Earlier tool calls and their results are prompt too: an assistant's tool_calls or
+    // function_call (chat); a function_call item's arguments and a function_call_output
+    // item's output (Responses API input).
+    if (typeof m.tool_calls === 'object' && m.tool_calls !== null) json.push(jsonOf(m.tool_calls))
+    if (typeof m.function_call === 'object' && m.function_call !== null) json.push(jsonOf(m.function_call))
+    if (typeof m.arguments === 'string') json.push(m.arguments)
+    if (m.output !== undefined) texts.push(contentText(m.output))
   }
-  return { texts, framing }
+  return { texts, json, framing }
+}
+
+/** The definitions in `fields` of a request body, as JSON; a plain string there ("auto") defines nothing. */
+function definitionParts(body: Readonly<Record<string, unknown>>, fields: readonly string[]): Parts {
+  const json: string[] = []
+  for (const field of fields) {
+    const value = body[field]
+    if (typeof value === 'object' && value !== null) json.push(jsonOf(value))
+  }
+  return { texts: [], json, framing: 0 }
 }
 
 function inputParts(input: unknown): Parts {
@@ -87,11 +129,12 @@ function inputParts(input: unknown): Parts {
 function estimateParts(parts: Parts): number {
   let total = parts.framing
   for (const text of parts.texts) total += estimateTextTokens(text)
+  for (const text of parts.json ?? []) total += estimateJsonTextTokens(text)
   return total
 }
 
 async function countParts(parts: Parts, budgetChars = DEFAULT_COUNT_BUDGET_CHARS): Promise<number> {
-  return parts.framing + await countTexts(parts.texts, budgetChars)
+  return parts.framing + await countTexts(parts.json ? [...parts.texts, ...parts.json] : parts.texts, budgetChars)
 }
 
 /** Estimated prompt tokens of a chat request. */
@@ -105,3 +148,6 @@ export const countTextTokens = (text: string, budgetChars?: number): Promise<num
 export const countChatTokens = (messages: readonly unknown[], budgetChars?: number): Promise<number> => countParts(chatParts(messages), budgetChars)
 /** Tokens of an embeddings/completions `input`/`prompt`: a string or an array of strings. */
 export const countInputTokens = (input: unknown, budgetChars?: number): Promise<number> => countParts(inputParts(input), budgetChars)
+/** Tokens of the definitions (tools, schemas) in `fields` of a request body, counted off the event loop. */
+export const countDefinitionTokens = (body: Readonly<Record<string, unknown>>, fields: readonly string[], budgetChars?: number): Promise<number> =>
+  countParts(definitionParts(body, fields), budgetChars)

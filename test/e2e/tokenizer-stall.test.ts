@@ -2,11 +2,12 @@
 // character, of random bytes and of emoji (byte-pair encoding is superlinear in each of
 // them) go through the gateway while another client polls /healthz: every poll is
 // answered promptly, and the calls themselves are answered (admitted, refused or cut off)
-// as they would be for any prompt.
+// as they would be for any prompt. The same text in a tool's description (estimated and
+// counted too since issue #19) is handled the same way.
 import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollHealth } from '../helpers/health-poller.ts'
-import { chatBodyOf, PATHOLOGICAL_KINDS, pathologicalText } from '../helpers/pathological.ts'
+import { chatBodyOf, PATHOLOGICAL_KINDS, pathologicalText, toolsBodyOf } from '../helpers/pathological.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 /**
@@ -74,6 +75,22 @@ for (const bytes of SIZES) {
     t.ok(health.worstMs < HEALTHZ_BOUND_MS, `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`)
   })
 }
+
+t.test('4 MB of each pathological kind in a tool\'s description, with /healthz polled throughout', async (t) => {
+  const poller = pollHealth(gw.url)
+  for (const kind of PATHOLOGICAL_KINDS) {
+    const text = pathologicalText(kind, 4_000_000)
+    const admitted = await post(bigKey, toolsBodyOf(CHAT, text))
+    t.equal(admitted.status, 200, `${kind}: a key whose limits admit it gets the reply`)
+    const usage = admitted.json.usage as { prompt_tokens?: number } | undefined
+    t.ok((usage?.prompt_tokens ?? 0) > 100_000, `${kind}: the backend counted the tool as input (${usage?.prompt_tokens} tokens)`)
+    const basic = await post(basicKey, toolsBodyOf(CHAT, text))
+    t.equal(basic.status, 429, `${kind}: on Basic the tool alone can never fit`)
+  }
+  const health = await poller.stop()
+  t.equal(health.failures, 0, 'every poll answered 200')
+  t.ok(health.worstMs < HEALTHZ_BOUND_MS, `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`)
+})
 
 t.test('the gateway metered the aborted streams and still answers', async (t) => {
   const res = await fetch(`${gw.url}/healthz`)

@@ -28,3 +28,9 @@ export function pathologicalText(kind: PathologicalKind, bytes: number, seed = 1
 export function chatBodyOf(model: string, text: string, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: text }], max_tokens: 8, ...extra })
 }
+
+/** A chat completion body that says "hi" and carries `text` as the description of its one tool. */
+export function toolsBodyOf(model: string, text: string, extra: Record<string, unknown> = {}): string {
+  const tool = { type: 'function', function: { name: 'lookup', description: text, parameters: { type: 'object', properties: {} } } }
+  return JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], tools: [tool], max_tokens: 8, ...extra })
+}

@@ -1,5 +1,5 @@
 // POST /chat/completions: a chat.completion, or chat.completion.chunk events.
-import { countChatTokens, loadEncoder } from '../../limits/tokens.ts'
+import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -23,7 +23,9 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
   const seed = seedOfMessages(messages)
   const encoder = await loadEncoder()
   const replies = Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget, encoder))
-  const usage = completionUsage(await countChatTokens(messages), replies.reduce((sum, r) => sum + r.tokens, 0))
+  // Tool definitions and the output schema are rendered into the prompt, and billed as input.
+  const [messageTokens, definitionTokens] = await Promise.all([countChatTokens(messages), countDefinitionTokens(body, CHAT_DEFINITION_FIELDS)])
+  const usage = completionUsage(messageTokens + definitionTokens, replies.reduce((sum, r) => sum + r.tokens, 0))
   const head = { id: newId('chatcmpl-'), created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
 
   if (!generation.stream) {

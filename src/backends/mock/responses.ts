@@ -2,7 +2,7 @@
 // sequence OpenAI streams for it (created, in_progress, the item and its content part
 // opening, text deltas, everything closing, completed). The SDK's ResponseStream checks
 // that sequence, so the opening and closing events are not optional.
-import { countChatTokens, loadEncoder } from '../../limits/tokens.ts'
+import { RESPONSES_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder, responsesItems } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -25,7 +25,10 @@ export async function responses(request: UpstreamRequest, ctx: MockContext): Pro
     id: newId('resp_'), model, createdAt, status: 'in_progress', completedAt: null, output: [], usage: null,
   })
   const message = outputMessage(newId('msg_'), reply)
-  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(await countChatTokens(messages), reply.tokens) }
+  // Counted from the items themselves (a function call's arguments are prompt too), with
+  // the tool definitions and the output schema, which are rendered into the prompt.
+  const [itemTokens, definitionTokens] = await Promise.all([countChatTokens(responsesItems(body.input, body.instructions)), countDefinitionTokens(body, RESPONSES_DEFINITION_FIELDS)])
+  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(itemTokens + definitionTokens, reply.tokens) }
 
   if (!generation.stream) return jsonResponse(200, completed)
   return ctx.stream(events(inProgress, completed, message, reply), request.signal)

@@ -233,8 +233,11 @@ function stringFor(schema: Schema, place: Place): string {
   const min = Math.min(count(schema.minLength) ?? 0, MAX_STRING)
   const max = Math.min(count(schema.maxLength) ?? MAX_STRING, MAX_STRING)
   const fit = (s: string): string => (s.length < min ? s + 'x'.repeat(min - s.length) : s).slice(0, max)
-  const candidates = [...format, own, 'sample', 'mock', 'a', 'A', '0', 'a1', 'A1', 'ABC', 'abc', '12345', 'x'].map(fit)
   const pattern = compiled(schema.pattern)
+  // A pattern without a format is often a format's pattern (zod's iso.time has no
+  // format keyword): every format's values are tried before the plain ones.
+  const others = pattern === undefined ? [] : Object.values(FORMATS).flat()
+  const candidates = [...format, own, ...others, 'sample', 'mock', 'a', 'A', '0', 'a1', 'A1', 'ABC', 'abc', '12345', 'x'].map(fit)
   return candidates.find((s) => pattern === undefined || pattern.test(s)) ?? candidates[0] ?? ''
 }
 

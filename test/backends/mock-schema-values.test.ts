@@ -4,7 +4,7 @@
 import { Ajv, type AnySchema } from 'ajv'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import fc from 'fast-check'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { z } from 'zod'
 import { valueFor } from '../../src/backends/mock/schema-values.ts'
 
@@ -12,7 +12,7 @@ import { valueFor } from '../../src/backends/mock/schema-values.ts'
 const draft07 = new Ajv({ strict: false, validateFormats: false })
 const draft2020 = new Ajv2020({ strict: false, validateFormats: false })
 
-function check(t: Tap.Test, schema: Record<string, unknown>, name: string): unknown {
+function check(t: Test, schema: Record<string, unknown>, name: string): unknown {
   const ajv = typeof schema.$schema === 'string' && schema.$schema.includes('draft-07') ? draft07 : draft2020
   const { $schema: _ignored, ...rest } = schema
   const validate = ajv.compile(rest as AnySchema)

@@ -203,7 +203,7 @@ t.test('responses: text.format json_schema, and max_output_tokens makes the resp
   const cut = await json<OpenAI.Responses.Response>(await backend.send(responses({ input: 'A city?', text: { format }, max_output_tokens: 2 })))
   t.equal(cut.status, 'incomplete')
   t.same(cut.incomplete_details, { reason: 'max_output_tokens' })
-  t.equal(cut.output[0]?.status, 'incomplete')
+  t.equal((cut.output[0] as OpenAI.Responses.ResponseOutputMessage).status, 'incomplete')
   t.equal(cut.completed_at, null)
 
   const prose = await json<OpenAI.Responses.Response>(await backend.send(responses({ input: 'Go on.', max_output_tokens: 16 })))

@@ -182,3 +182,29 @@ t.test('numbers: any satisfiable bounds and step get a value inside them', async
   }), { numRuns: 300 })
   t.pass('500 bounds and 300 lengths held')
 })
+
+t.test('a hostile schema costs bounded time and never throws', async (t) => {
+  let nestedAllOf: Record<string, unknown> = { type: 'string' }
+  for (let i = 0; i < 5000; i++) nestedAllOf = { allOf: [nestedAllOf] }
+  let nestedArrays: Record<string, unknown> = { type: 'string', minLength: 1024 }
+  for (let i = 0; i < 6; i++) nestedArrays = { type: 'array', items: nestedArrays, minItems: 64 }
+  const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 }])) }
+  const hostile: Record<string, unknown> = {
+    'catastrophic pattern': { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 },
+    'many catastrophic patterns': wide,
+    'allOf nested 5,000 deep': nestedAllOf,
+    'anyOf that is itself': { anyOf: [{ $ref: '#' }] },
+    'a reference cycle': { $defs: { a: { $ref: '#/$defs/b' }, b: { $ref: '#/$defs/a' } }, $ref: '#/$defs/a' },
+    'required recursion with no way out': { type: 'object', properties: { next: { $ref: '#' } }, required: ['next'] },
+    'arrays of 64 nested six deep': nestedArrays,
+    'an invalid pattern': { type: 'string', pattern: '(' },
+  }
+  for (const [name, schema] of Object.entries(hostile)) {
+    const started = performance.now()
+    const value = valueFor(schema)
+    const ms = performance.now() - started
+    t.ok(JSON.stringify(value).length <= 40_000, `${name}: the value stays small`)
+    // The pattern budget is 100 ms a value; the rest is bounded by steps and characters.
+    t.ok(ms < 2000, `${name}: ${ms.toFixed(0)} ms`)
+  }
+})

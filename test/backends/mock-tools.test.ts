@@ -233,3 +233,14 @@ t.test('refusals in OpenAI\'s shape', async (t) => {
     t.equal(error.error.type, 'invalid_request_error')
   }
 })
+
+t.test('a hostile schema in a tool: answered, once for all n choices, within the pattern budget', async (t) => {
+  const trap = { type: 'function', function: { name: 'trap', parameters: { type: 'object', properties: { s: { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 } }, required: ['s'] } } }
+  const started = performance.now()
+  const body = await json<OpenAI.ChatCompletion>(await backend.send(chat({ messages: ask, tools: [trap], n: 128 })))
+  const ms = performance.now() - started
+  t.equal(body.choices.length, 128)
+  t.ok(body.choices.every((c) => c.finish_reason === 'tool_calls'))
+  // 128 choices share one set of arguments, so one pattern budget (100 ms) is spent, not 128.
+  t.ok(ms < 3000, `${ms.toFixed(0)} ms`)
+})

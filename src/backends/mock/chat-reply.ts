@@ -33,20 +33,34 @@ export interface ChatReplyInput {
   readonly encoder: Encoder
 }
 
-export function chatReply(input: ChatReplyInput, variant: number): ChatReply {
+/**
+ * The n choices of one request. Tool-call arguments and schema JSON depend only on the
+ * request, so they are made once and shared (each choice still gets its own call ids);
+ * prose and json_object replies differ by choice, as OpenAI's n choices do.
+ */
+export function chatReplies(input: ChatReplyInput, n: number): ChatReply[] {
   const { plan, generation, encoder } = input
   if (plan.kind === 'tools') {
     const texts = toolCallTexts(input.legacy ? plan.tools.slice(0, 1) : plan.tools, generation.limit, encoder)
     const finished: ChatFinishReason = input.legacy ? 'function_call' : 'tool_calls'
-    const reply = input.legacy ? functionCallReply(texts.calls) : toolCallsReply(texts.calls)
-    return { ...reply, finishReason: texts.cut ? 'length' : finished, tokens: texts.tokens }
+    return Array.from({ length: n }, () => ({
+      ...(input.legacy ? functionCallReply(texts.calls) : toolCallsReply(texts.calls)),
+      finishReason: texts.cut ? 'length' : finished,
+      tokens: texts.tokens,
+    }))
   }
   if (plan.kind === 'json') {
-    const content = jsonContent(plan.format, input.seed, variant, input.proseTokens, generation.limit, encoder)
-    return { ...contentReply(content), finishReason: content.cut ? 'length' : 'stop', tokens: content.tokens }
+    const { format } = plan
+    const shared = format.type === 'json_schema' ? jsonContent(format, input.seed, 0, input.proseTokens, generation.limit, encoder) : undefined
+    return Array.from({ length: n }, (_, variant) => {
+      const content = shared ?? jsonContent(format, input.seed, variant, input.proseTokens, generation.limit, encoder)
+      return { ...contentReply(content), finishReason: content.cut ? 'length' : 'stop', tokens: content.tokens }
+    })
   }
-  const text = generateText(input.seed, variant, generation.budget, encoder)
-  return { ...contentReply(text), finishReason: generation.finishReason, tokens: text.tokens }
+  return Array.from({ length: n }, (_, variant) => {
+    const text = generateText(input.seed, variant, generation.budget, encoder)
+    return { ...contentReply(text), finishReason: generation.finishReason, tokens: text.tokens }
+  })
 }
 
 type Shape = Pick<ChatReply, 'message' | 'opening' | 'pieces'>

@@ -2,7 +2,7 @@
 // reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts.
 import { countChatTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
-import { chatReply, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
+import { chatReplies, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
 import { interleave, readGeneration } from './generation.ts'
@@ -28,8 +28,7 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
 
   const seed = seedOfMessages(messages)
   const encoder = await loadEncoder()
-  const input = { plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder }
-  const replies = Array.from({ length: generation.n }, (_, i) => chatReply(input, i))
+  const replies = chatReplies({ plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder }, generation.n)
   const usage = completionUsage(await countChatTokens(messages), replies.reduce((sum, r) => sum + r.tokens, 0))
   const head = { id: newId('chatcmpl-'), created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
 

@@ -11,6 +11,11 @@
 // parts are left out and a nullable branch is taken), and simple string formats.
 // A `pattern` is honoured when one of the candidate strings matches it (the formats'
 // own patterns, as zod emits them, do); an arbitrary pattern is not solved.
+//
+// The schema comes from the request, so the work is bounded whatever it says: recursion
+// by depth and steps, the value by a budget of characters (past it, what remains is
+// null), and patterns by pattern-match.ts's time budget.
+import { PatternBudget } from './pattern-match.ts'
 
 type Schema = Readonly<Record<string, unknown>>
 
@@ -18,10 +23,14 @@ type Schema = Readonly<Record<string, unknown>>
 const SOFT_DEPTH = 6
 /** Past this depth (a recursion with no way out) the value is null. */
 const HARD_DEPTH = 24
+/** Schema steps (references followed, branches taken, values made) one value may take. */
+const MAX_STEPS = 20_000
+/** About how many characters of JSON one value may grow to; past it, what remains is null. */
+const MAX_CHARS = 32_768
 /** The most items an array gets, and properties an open object, whatever minItems says. */
 const MAX_ITEMS = 64
 /** The longest string made, whatever minLength says. */
-const MAX_STRING = 4096
+const MAX_STRING = 1024
 
 interface Place {
   /** The property name the value is for, if any: strings are made from it. */
@@ -37,24 +46,32 @@ export function valueFor(schema: unknown): unknown {
 
 class Generator {
   private readonly root: unknown
+  private steps = 0
+  private chars = 0
+  private readonly patterns = new PatternBudget()
 
   constructor(root: unknown) {
     this.root = root
   }
 
   value(raw: unknown, place: Place): unknown {
-    if (place.depth > HARD_DEPTH) return null
-    if (raw === true || raw === undefined) return stringFor({}, place)
+    if (place.depth > HARD_DEPTH || !this.step() || this.chars > MAX_CHARS) return null
+    // Every value costs something, so that a wide schema of empty values is bounded too.
+    this.chars += 4
+    if (raw === true || raw === undefined) return this.string({}, place)
     if (!isSchema(raw)) return null
-    const schema = this.resolve(raw, place.depth)
-    if ('const' in schema) return schema.const
-    if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[place.variant % schema.enum.length] as unknown
-    const branches = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : undefined
-    if (branches !== undefined && branches.length > 0) {
+    let schema = this.resolve(raw, 0)
+    // anyOf/oneOf, perhaps nested (or referring back to itself): a branch at a time, a bounded number of times.
+    for (let hops = 0; hops < HARD_DEPTH; hops++) {
+      if ('const' in schema || (Array.isArray(schema.enum) && schema.enum.length > 0)) break
+      const branches = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : undefined
+      if (branches === undefined || branches.length === 0 || !this.step()) break
       const { anyOf: _a, oneOf: _o, ...rest } = schema
       const branch = this.pickBranch(branches, place.depth)
-      return this.value(merge(rest, isSchema(branch) ? this.resolve(branch, place.depth) : {}), place)
+      schema = merge(rest, isSchema(branch) ? this.resolve(branch, 0) : {})
     }
+    if ('const' in schema) return schema.const
+    if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[place.variant % schema.enum.length] as unknown
     switch (typeOf(schema, place.depth)) {
       case 'null': return null
       case 'boolean': return place.variant % 2 === 0
@@ -62,25 +79,36 @@ class Generator {
       case 'number': return numberFor(schema, place, false)
       case 'array': return this.arrayFor(schema, place)
       case 'object': return this.objectFor(schema, place)
-      default: return stringFor(schema, place)
+      default: return this.string(schema, place)
     }
   }
 
+  private step(): boolean {
+    this.steps += 1
+    return this.steps <= MAX_STEPS
+  }
+
   /** $ref and allOf folded into one schema; a reference that leads nowhere is `{}`. */
-  private resolve(schema: Schema, depth: number): Schema {
+  private resolve(schema: Schema, nesting: number): Schema {
     let current = schema
-    for (let hops = 0; hops < HARD_DEPTH && typeof current.$ref === 'string'; hops++) {
+    for (let hops = 0; hops < HARD_DEPTH && typeof current.$ref === 'string' && this.step(); hops++) {
       const { $ref, ...siblings } = current
       const target = pointer(this.root, $ref as string)
       current = merge(isSchema(target) ? target : {}, siblings)
     }
-    if (Array.isArray(current.allOf)) {
+    if (Array.isArray(current.allOf) && nesting < HARD_DEPTH) {
       const { allOf, ...rest } = current
       let merged: Schema = rest
-      for (const part of allOf as unknown[]) if (isSchema(part)) merged = merge(merged, this.resolve(part, depth))
+      for (const part of allOf as unknown[]) if (isSchema(part) && this.step()) merged = merge(merged, this.resolve(part, nesting + 1))
       current = merged
     }
     return current
+  }
+
+  private string(schema: Schema, place: Place): string {
+    const value = stringFor(schema, place, this.patterns)
+    this.chars += value.length
+    return value
   }
 
   /** The first branch that is not null; deep down, the null one if there is one (recursion ends there). */
@@ -98,8 +126,11 @@ class Generator {
     // One item shows the shape; none deep in a recursion, where an item would recurse again.
     const wanted = Math.max(min, prefix.length, place.depth < SOFT_DEPTH ? 1 : 0)
     const length = Math.min(wanted, max, rest === false ? prefix.length : MAX_ITEMS)
-    return Array.from({ length }, (_, i) =>
-      this.value(i < prefix.length ? prefix[i] : rest, { key: singular(place.key), depth: place.depth + 1, variant: i }))
+    const items: unknown[] = []
+    for (let i = 0; i < length && this.chars <= MAX_CHARS; i++) {
+      items.push(this.value(i < prefix.length ? prefix[i] : rest, { key: singular(place.key), depth: place.depth + 1, variant: i }))
+    }
+    return items
   }
 
   private objectFor(schema: Schema, place: Place): Record<string, unknown> {
@@ -226,28 +257,20 @@ const FORMATS: Readonly<Record<string, readonly string[]>> = {
   regex: ['^mock$'],
 }
 
-function stringFor(schema: Schema, place: Place): string {
+function stringFor(schema: Schema, place: Place, patterns: PatternBudget): string {
   const format = typeof schema.format === 'string' ? FORMATS[schema.format] ?? [] : []
   const name = place.key === undefined ? 'sample' : `sample ${place.key.replace(/[_-]+/g, ' ').trim() || 'value'}`
   const own = place.variant === 0 ? name : `${name} ${place.variant + 1}`
   const min = Math.min(count(schema.minLength) ?? 0, MAX_STRING)
   const max = Math.min(count(schema.maxLength) ?? MAX_STRING, MAX_STRING)
   const fit = (s: string): string => (s.length < min ? s + 'x'.repeat(min - s.length) : s).slice(0, max)
-  const pattern = compiled(schema.pattern)
+  const pattern = typeof schema.pattern === 'string' ? schema.pattern : undefined
   // A pattern without a format is often a format's pattern (zod's iso.time has no
   // format keyword): every format's values are tried before the plain ones.
   const others = pattern === undefined ? [] : Object.values(FORMATS).flat()
   const candidates = [...format, own, ...others, 'sample', 'mock', 'a', 'A', '0', 'a1', 'A1', 'ABC', 'abc', '12345', 'x'].map(fit)
-  return candidates.find((s) => pattern === undefined || pattern.test(s)) ?? candidates[0] ?? ''
-}
-
-function compiled(pattern: unknown): RegExp | undefined {
-  if (typeof pattern !== 'string') return undefined
-  try {
-    return new RegExp(pattern, 'u')
-  } catch {
-    return undefined
-  }
+  const index = pattern === undefined ? 0 : patterns.firstMatch(pattern, candidates) ?? 0
+  return candidates[index < 0 ? 0 : index] ?? ''
 }
 
 /** "tags" → "tag", so the items of an array read as items. */

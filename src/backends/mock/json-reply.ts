@@ -31,7 +31,7 @@ export function toolCallTexts(tools: readonly FunctionTool[], limit: number | un
   for (const tool of tools) {
     const left = limit === undefined ? undefined : limit - used
     if (left !== undefined && left <= 0) return { calls, cut: true, tokens: used }
-    const args = fitText(JSON.stringify(valueFor(tool.parameters ?? { type: 'object', properties: {} })), left, encoder)
+    const args = fitText(jsonText(valueFor(tool.parameters ?? { type: 'object', properties: {} })), left, encoder)
     calls.push({ name: tool.name, arguments: args })
     used += args.tokens
     if (args.cut) return { calls, cut: true, tokens: used }
@@ -45,7 +45,12 @@ export function toolCallTexts(tools: readonly FunctionTool[], limit: number | un
  */
 export function jsonContent(format: Exclude<OutputFormat, { type: 'text' }>, seed: string, variant: number, proseTokens: number, limit: number | undefined, encoder: Encoder): FittedText {
   const value = format.type === 'json_schema' ? valueFor(format.schema) : { reply: generateText(seed, variant, proseTokens, encoder).text }
-  return fitText(JSON.stringify(value), limit, encoder)
+  return fitText(jsonText(value), limit, encoder)
+}
+
+/** JSON of a generated value; never undefined, whatever the schema gave. */
+function jsonText(value: unknown): string {
+  return JSON.stringify(value) ?? 'null'
 }
 
 /** The text whole if it fits `limit` tokens, else its longest prefix that does. */

@@ -1,14 +1,18 @@
-// POST /chat/completions: a chat.completion, or chat.completion.chunk events.
+// POST /chat/completions: a chat.completion, or chat.completion.chunk events. What the
+// reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts.
 import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
+import { chatReplies, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
-import { interleave, readGeneration, type FinishReason } from './generation.ts'
+import { interleave, readGeneration } from './generation.ts'
 import { SYSTEM_FINGERPRINT, newId, unixSeconds } from './ids.ts'
 import { jsonBody, modelOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
+import { planReply } from './reply-plan.ts'
+import { chatToolRequest } from './request-tools.ts'
 import { DONE_FRAME, dataFrame, type Frame } from './sse.ts'
-import { generateText, seedOfMessages, type GeneratedText } from './text.ts'
+import { seedOfMessages } from './text.ts'
 import { completionUsage, type CompletionUsage } from './usage.ts'
 
 export async function chatCompletions(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
@@ -19,10 +23,12 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
   if (messages.length === 0) throw invalidRequest("Invalid 'messages': empty array. Expected an array with minimum length 1.", 'messages', 'empty_array')
   const model = modelOf(body, request)
   const generation = readGeneration(body, { limits: ['max_completion_tokens', 'max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
+  const tooling = chatToolRequest(body, messages)
+  const plan = planReply(tooling, tooling.choiceParam)
 
   const seed = seedOfMessages(messages)
   const encoder = await loadEncoder()
-  const replies = Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget, encoder))
+  const replies = chatReplies({ plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder }, generation.n)
   // Tool definitions and the output schema are rendered into the prompt, and billed as input.
   const [messageTokens, definitionTokens] = await Promise.all([countChatTokens(messages), countDefinitionTokens(body, CHAT_DEFINITION_FIELDS)])
   const usage = completionUsage(messageTokens + definitionTokens, replies.reduce((sum, r) => sum + r.tokens, 0))
@@ -32,29 +38,24 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
     return jsonResponse(200, {
       ...head,
       object: 'chat.completion',
-      choices: replies.map((reply, index) => ({
-        index,
-        message: { role: 'assistant', content: reply.text, refusal: null, annotations: [] },
-        logprobs: null,
-        finish_reason: generation.finishReason,
-      })),
+      choices: replies.map((reply, index) => ({ index, message: reply.message, logprobs: null, finish_reason: reply.finishReason })),
       usage,
       service_tier: 'default',
     })
   }
-  return ctx.stream(chunks(head, replies, generation.finishReason, generation.includeUsage ? usage : undefined), request.signal)
+  return ctx.stream(chunks(head, replies, generation.includeUsage ? usage : undefined), request.signal)
 }
 
 /** One choice per chunk, as OpenAI sends them; the choices' pieces interleave. */
-function* chunks(head: Record<string, unknown>, replies: readonly GeneratedText[], finish: FinishReason, usage: CompletionUsage | undefined): Generator<Frame> {
+function* chunks(head: Record<string, unknown>, replies: readonly ChatReply[], usage: CompletionUsage | undefined): Generator<Frame> {
   const base = { ...head, object: 'chat.completion.chunk', service_tier: 'default' }
   // With include_usage every chunk carries the field, null until the last.
-  const chunk = (index: number, delta: Record<string, unknown>, finishReason: FinishReason | null, paced = false): Frame =>
+  const chunk = (index: number, delta: Record<string, unknown>, finishReason: ChatFinishReason | null, paced = false): Frame =>
     dataFrame({ ...base, choices: [{ index, delta, logprobs: null, finish_reason: finishReason }], ...(usage ? { usage: null } : {}) }, paced)
 
-  for (let i = 0; i < replies.length; i++) yield chunk(i, { role: 'assistant', content: '', refusal: null }, null)
-  yield* interleave(replies, (i, piece, paced) => chunk(i, { content: piece }, null, paced))
-  for (let i = 0; i < replies.length; i++) yield chunk(i, {}, finish)
+  for (const [i, reply] of replies.entries()) yield chunk(i, reply.opening, null)
+  yield* interleave(replies, (i, delta, paced) => chunk(i, delta, null, paced))
+  for (const [i, reply] of replies.entries()) yield chunk(i, {}, reply.finishReason)
   if (usage) yield dataFrame({ ...base, choices: [], usage })
   yield DONE_FRAME
 }

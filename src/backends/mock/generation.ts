@@ -15,6 +15,8 @@ export interface Generation {
   readonly n: number
   /** Tokens per reply. */
   readonly budget: number
+  /** The request's own limit, if it set one: JSON replies (tool calls, structured output) are cut only by it. */
+  readonly limit: number | undefined
   /**
    * "length" when the request's own limit set the budget (the reply was cut by it);
    * "stop" when the mock chose the length, i.e. the reply ended by itself.
@@ -49,6 +51,7 @@ export function readGeneration(body: Readonly<Record<string, unknown>>, params: 
   return {
     n,
     budget,
+    limit,
     finishReason: limit === undefined ? 'stop' : 'length',
     stream,
     includeUsage,
@@ -66,7 +69,7 @@ export function checkTotal(replies: number, budget: number): void {
  * The pieces of n replies interleaved step by step, as OpenAI streams `n` choices: one
  * paced frame per step, so the choices advance together at the configured rate.
  */
-export function* interleave<T>(replies: readonly { readonly pieces: readonly string[] }[], frame: (index: number, piece: string, paced: boolean) => T): Generator<T> {
+export function* interleave<P, T>(replies: readonly { readonly pieces: readonly P[] }[], frame: (index: number, piece: P, paced: boolean) => T): Generator<T> {
   const longest = Math.max(...replies.map((r) => r.pieces.length))
   for (let step = 0; step < longest; step++) {
     let paced = true

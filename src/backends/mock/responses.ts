@@ -1,7 +1,8 @@
-// POST /responses: a `response` object holding one assistant message, or the event
-// sequence OpenAI streams for it (created, in_progress, the item and its content part
-// opening, text deltas, everything closing, completed). The SDK's ResponseStream checks
-// that sequence, so the opening and closing events are not optional.
+// POST /responses: a `response` object holding one assistant message or the function
+// calls of the tools called (see reply-plan.ts), or the event sequence OpenAI streams for
+// it (created, in_progress, each item opening, its deltas and closing, then completed, or
+// incomplete when max_output_tokens cut it). The SDK's ResponseStream checks that
+// sequence, so the opening and closing events are not optional.
 import { RESPONSES_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder, responsesItems } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
@@ -10,8 +11,11 @@ import { readGeneration } from './generation.ts'
 import { newId, unixSeconds } from './ids.ts'
 import { jsonBody, modelOf, optionalString } from './params.ts'
 import { jsonResponse } from './reply.ts'
+import { planReply } from './reply-plan.ts'
+import { responsesToolRequest } from './request-tools.ts'
+import { responseOutput, type OutputItem } from './response-output.ts'
 import { namedFrame, type Frame } from './sse.ts'
-import { generateText, seedOfMessages, type GeneratedText } from './text.ts'
+import { seedOfMessages } from './text.ts'
 import { responseUsage } from './usage.ts'
 
 export async function responses(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
@@ -19,19 +23,27 @@ export async function responses(request: UpstreamRequest, ctx: MockContext): Pro
   const messages = inputMessages(body.input, optionalString(body, 'instructions'))
   const model = modelOf(body, request)
   const generation = readGeneration(body, { limits: ['max_output_tokens'], allowN: false }, ctx.config.defaultCompletionTokens)
-  const reply = generateText(seedOfMessages(messages), 0, generation.budget, await loadEncoder())
+  const plan = planReply(responsesToolRequest(body), 'tool_choice')
+  const output = responseOutput({ plan, seed: seedOfMessages(messages), generation, proseTokens: ctx.config.defaultCompletionTokens, encoder: await loadEncoder() })
   const createdAt = unixSeconds(ctx.now())
   const inProgress = responseObject(body, {
     id: newId('resp_'), model, createdAt, status: 'in_progress', completedAt: null, output: [], usage: null,
   })
-  const message = outputMessage(newId('msg_'), reply)
   // Counted from the items themselves (a function call's arguments are prompt too), with
   // the tool definitions and the output schema, which are rendered into the prompt.
   const [itemTokens, definitionTokens] = await Promise.all([countChatTokens(responsesItems(body.input, body.instructions)), countDefinitionTokens(body, RESPONSES_DEFINITION_FIELDS)])
-  const completed = { ...inProgress, status: 'completed', completed_at: createdAt, output: [message], usage: responseUsage(itemTokens + definitionTokens, reply.tokens) }
+  const finished = {
+    ...inProgress,
+    status: output.cut ? 'incomplete' : 'completed',
+    // OpenAI sets completed_at only on a completed response.
+    completed_at: output.cut ? null : createdAt,
+    incomplete_details: output.cut ? { reason: 'max_output_tokens' } : null,
+    output: output.items.map((o) => o.item),
+    usage: responseUsage(itemTokens + definitionTokens, output.tokens),
+  }
 
-  if (!generation.stream) return jsonResponse(200, completed)
-  return ctx.stream(events(inProgress, completed, message, reply), request.signal)
+  if (!generation.stream) return jsonResponse(200, finished)
+  return ctx.stream(events(inProgress, finished, output.items), request.signal)
 }
 
 /**
@@ -86,7 +98,7 @@ function responseObject(body: Readonly<Record<string, unknown>>, f: ResponseFiel
     service_tier: 'default',
     store: echo('store', true),
     temperature: echo('temperature', 1),
-    text: { format: { type: 'text' } },
+    text: echo('text', { format: { type: 'text' } }),
     tool_choice: echo('tool_choice', 'auto'),
     tools: Array.isArray(body.tools) ? body.tools : [],
     top_p: echo('top_p', 1),
@@ -97,27 +109,15 @@ function responseObject(body: Readonly<Record<string, unknown>>, f: ResponseFiel
   }
 }
 
-function outputText(text: string): Record<string, unknown> {
-  return { type: 'output_text', text, annotations: [], logprobs: [] }
-}
-
-function outputMessage(id: string, reply: GeneratedText): Record<string, unknown> {
-  return { id, type: 'message', status: 'completed', role: 'assistant', content: [outputText(reply.text)] }
-}
-
-function* events(inProgress: Record<string, unknown>, completed: Record<string, unknown>, message: Record<string, unknown>, reply: GeneratedText): Generator<Frame> {
+function* events(inProgress: Record<string, unknown>, finished: Record<string, unknown>, items: readonly OutputItem[]): Generator<Frame> {
   let sequence = 0
   const event = (type: string, fields: Record<string, unknown>, paced = false): Frame =>
     namedFrame(type, { type, ...fields, sequence_number: sequence++ }, paced)
-  const at = { item_id: message.id, output_index: 0, content_index: 0 }
 
   yield event('response.created', { response: inProgress })
   yield event('response.in_progress', { response: inProgress })
-  yield event('response.output_item.added', { output_index: 0, item: { ...message, status: 'in_progress', content: [] } })
-  yield event('response.content_part.added', { ...at, part: outputText('') })
-  for (const delta of reply.pieces) yield event('response.output_text.delta', { ...at, delta, logprobs: [] }, true)
-  yield event('response.output_text.done', { ...at, text: reply.text, logprobs: [] })
-  yield event('response.content_part.done', { ...at, part: outputText(reply.text) })
-  yield event('response.output_item.done', { output_index: 0, item: message })
-  yield event('response.completed', { response: completed })
+  for (const [outputIndex, item] of items.entries()) {
+    for (const e of item.events(outputIndex)) yield event(e.type, e.fields, e.paced)
+  }
+  yield event(finished.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response: finished })
 }

@@ -8,7 +8,7 @@ import { text as readText } from 'node:stream/consumers'
 import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
-import { countChatTokens, countTextTokens } from '../../src/limits/tokens.ts'
+import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, countTextTokens } from '../../src/limits/tokens.ts'
 import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
@@ -56,7 +56,8 @@ t.test('chat: auto calls the first tool, with arguments valid for it, and bills 
   t.equal(call.function.name, 'get_weather')
   t.same(JSON.parse(call.function.arguments), { city: 'sample city', unit: 'c' })
   t.equal(body.usage?.completion_tokens, await countTextTokens(call.function.arguments))
-  t.equal(body.usage?.prompt_tokens, await countChatTokens(ask), 'prompt counting is not this change\'s business')
+  // The tool definitions are rendered into the prompt and billed as input, as upstreams do.
+  t.equal(body.usage?.prompt_tokens, await countChatTokens(ask) + await countDefinitionTokens({ tools: [weather, time] }, CHAT_DEFINITION_FIELDS), 'the messages and the tool definitions')
 })
 
 t.test('chat: which tools, by the documented rule', async (t) => {

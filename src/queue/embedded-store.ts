@@ -198,6 +198,10 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       alive.set(instance, now() + ttlMs)
     },
 
+    async isAlive(instance) {
+      return (alive.get(instance) ?? 0) > now()
+    },
+
     async submit(request, body, runner) {
       return transaction(db, () => {
         const ticket = jobTicket(request)

@@ -1,0 +1,151 @@
+// What a running stream has used, kept in the store as it flows, so that a gateway killed
+// mid-stream (kill -9, OOM, a lost node) still charges what its clients received. Every
+// other call is metered in one write as it ends (meter.ts); a stream that is cut by the
+// gateway's death never ends, and without this it would cost its key nothing.
+//
+// A stream is journalled when it starts (the prompt's estimate, nothing delivered yet),
+// checkpointed as its text reaches the client, and its entry goes in the very write that
+// meters it, so it is charged by its settle or by a recovery, never both. The hot path
+// pays one store write at the start and one per checkpoint interval, never one per chunk:
+// the text delivered is only gathered, and counted when a checkpoint is due.
+//
+// A checkpoint can only say what was delivered before it, while a crash comes between two.
+// So each one is written ahead: it charges what was delivered plus what the stream
+// delivered in the interval before (its pace), within the reservation. A crash then charges
+// at least what the client received while the pace holds, and at most about one interval
+// more. A stream cut in its first interval is charged its prompt.
+//
+// Entries of a gateway whose queue heartbeat ran out are recovered by whichever instance
+// looks first (the store lets one of them charge each); the embedded store's are all of
+// an earlier process, recovered at start.
+import { randomBytes } from 'node:crypto'
+import { countTextTokens } from '../limits/tokens.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { StreamJournal, UsageRecord } from '../store/ports.ts'
+
+export interface StreamJournalOptions {
+  readonly journal: StreamJournal
+  /** This gateway's name: its queue heartbeat says it runs its streams. */
+  readonly instance: string
+  readonly log: Logger
+  /** store.streamCheckpointMs: the longest a stream's delivered text goes unjournalled. */
+  readonly checkpointMs: number
+  /** Told of each stream this instance recovered (a metric). */
+  readonly onRecovered?: (record: UsageRecord) => void
+  /** Tokens of a delivered text; the gateway's own count by default. */
+  readonly countTokens?: (text: string) => Promise<number>
+}
+
+/** A stream that starts: who pays, and how its charge is priced. */
+export interface StreamStart {
+  readonly keyId: string
+  readonly owner: string
+  readonly tier: string
+  readonly model: string
+  /** The prompt's estimate: what a crash charges at least. */
+  readonly inputTokens: number
+  /** The output reserved at admission: a checkpoint's lead never goes beyond it. */
+  readonly reservedOutputTokens: number
+  readonly cost: (inputTokens: number, outputTokens: number) => number
+}
+
+/** One running stream's tally. */
+export interface StreamTally {
+  /** The journal entry's id, for the metering write that removes it. */
+  readonly id: string
+  /** Text that reached the client. Cheap: gathered, counted when a checkpoint is due. */
+  readonly delivered: (text: string) => void
+  /** No checkpoint after this; resolves once those made are written (or failed), never rejects. */
+  close(): Promise<void>
+}
+
+export interface StreamJournalService {
+  begin(start: StreamStart): StreamTally
+  /**
+   * Charges the journalled streams of gateways that stopped (`isAlive` says which have).
+   * Returns how many this call charged. Throws only if the store cannot be read.
+   */
+  recover(isAlive: (instance: string) => Promise<boolean>): Promise<number>
+}
+
+export function createStreamJournal(options: StreamJournalOptions): StreamJournalService {
+  const { journal, instance, log, checkpointMs } = options
+  const countTokens = options.countTokens ?? ((text: string) => countTextTokens(text))
+  let warned = false
+  const failed = (error: unknown): void => {
+    // The stream goes on, and its settle still meters it: only a crash would now cost more.
+    if (!warned) log.warn({ err: (error as Error).message }, 'stream journal write failed; streams are metered when they end, a crash may cost their usage')
+    warned = true
+  }
+
+  return {
+    begin(start) {
+      const id = `str_${randomBytes(12).toString('base64url')}`
+      const opened = Date.now()
+      let lastAt = opened
+      let parts: string[] = []
+      /** Output counted and journalled so far (without the lead). */
+      let counted = 0
+      let closed = false
+      let busy = false
+      // Journal writes, in order: the open, then checkpoints one at a time.
+      let writes: Promise<void> = journal.open({
+        id, instance, keyId: start.keyId, owner: start.owner, tier: start.tier, model: start.model, at: opened,
+        inputTokens: start.inputTokens, outputTokens: 0, costNanos: start.cost(start.inputTokens, 0),
+      }).then(() => { warned = false }, failed)
+
+      const checkpoint = async (text: string, at: number): Promise<void> => {
+        const pace = await countTokens(text)
+        counted += pace
+        // Written ahead by one interval at the stream's pace, within what was reserved.
+        const lead = Math.min(pace, Math.max(0, start.reservedOutputTokens - counted))
+        const outputTokens = counted + lead
+        await journal.checkpoint(id, { inputTokens: start.inputTokens, outputTokens, costNanos: start.cost(start.inputTokens, outputTokens) }, at)
+      }
+
+      return {
+        id,
+        delivered(text) {
+          if (closed || text.length === 0) return
+          parts.push(text)
+          if (busy) return
+          const now = Date.now()
+          if (now - lastAt < checkpointMs) return
+          lastAt = now
+          busy = true
+          const gathered = parts.join('')
+          parts = []
+          writes = writes.then(() => checkpoint(gathered, now)).catch(failed).finally(() => { busy = false })
+        },
+        async close() {
+          closed = true
+          await writes
+        },
+      }
+    },
+
+    async recover(isAlive) {
+      const verdicts = new Map<string, Promise<boolean>>()
+      let recovered = 0
+      for (const entry of await journal.list()) {
+        // This gateway's own entries are streams it runs, or settles it still retries.
+        if (entry.instance === instance) continue
+        let alive = verdicts.get(entry.instance)
+        if (alive === undefined) {
+          alive = isAlive(entry.instance)
+          verdicts.set(entry.instance, alive)
+        }
+        if (await alive) continue
+        const record = await journal.recover(entry.id)
+        if (record === null) continue
+        recovered++
+        options.onRecovered?.(record)
+        log.warn({
+          recovered: true, streamId: entry.id, instance: entry.instance, keyId: record.keyId, model: record.model,
+          inputTokens: record.inputTokens, outputTokens: record.outputTokens,
+        }, 'usage recovered: a stream cut by a gateway that stopped is charged what it had delivered')
+      }
+      return recovered
+    },
+  }
+}

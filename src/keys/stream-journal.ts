@@ -10,10 +10,11 @@
 // the text delivered is only gathered, and counted when a checkpoint is due.
 //
 // A checkpoint can only say what was delivered before it, while a crash comes between two.
-// So each one is written ahead: it charges what was delivered plus what the stream
-// delivered in the interval before (its pace), within the reservation. A crash then charges
-// at least what the client received while the pace holds, and at most about one interval
-// more. A stream cut in its first interval is charged its prompt.
+// So each one is written ahead: it charges what was delivered plus twice what the stream
+// delivered in the interval before (its pace: the next checkpoint may land up to an
+// interval late on a busy gateway), within the reservation. A crash then charges at least
+// what the client received while the pace holds, and at most about two intervals more. A
+// stream cut in its first interval is charged its prompt.
 //
 // Entries of a gateway whose queue heartbeat ran out are recovered by whichever instance
 // looks first (the store lets one of them charge each); the embedded store's are all of
@@ -97,8 +98,8 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
       const checkpoint = async (text: string, at: number): Promise<void> => {
         const pace = await countTokens(text)
         counted += pace
-        // Written ahead by one interval at the stream's pace, within what was reserved.
-        const lead = Math.min(pace, Math.max(0, start.reservedOutputTokens - counted))
+        // Written ahead by two intervals at the stream's pace, within what was reserved.
+        const lead = Math.min(2 * pace, Math.max(0, start.reservedOutputTokens - counted))
         const outputTokens = counted + lead
         await journal.checkpoint(id, { inputTokens: start.inputTokens, outputTokens, costNanos: start.cost(start.inputTokens, outputTokens) }, at)
       }

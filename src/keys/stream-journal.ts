@@ -35,6 +35,8 @@ export interface StreamJournalOptions {
   readonly onRecovered?: (record: UsageRecord) => void
   /** Tokens of a delivered text; the gateway's own count by default. */
   readonly countTokens?: (text: string) => Promise<number>
+  /** Epoch ms; injectable so tests need not wait out intervals. */
+  readonly now?: () => number
 }
 
 /** A stream that starts: who pays, and how its charge is priced. */
@@ -72,6 +74,7 @@ export interface StreamJournalService {
 export function createStreamJournal(options: StreamJournalOptions): StreamJournalService {
   const { journal, instance, log, checkpointMs } = options
   const countTokens = options.countTokens ?? ((text: string) => countTextTokens(text))
+  const now = options.now ?? Date.now
   let warned = false
   const failed = (error: unknown): void => {
     // The stream goes on, and its settle still meters it: only a crash would now cost more.
@@ -82,7 +85,7 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
   return {
     begin(start) {
       const id = `str_${randomBytes(12).toString('base64url')}`
-      const opened = Date.now()
+      const opened = now()
       let lastAt = opened
       let parts: string[] = []
       /** Output counted and journalled so far (without the lead). */
@@ -110,13 +113,13 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
           if (closed || text.length === 0) return
           parts.push(text)
           if (busy) return
-          const now = Date.now()
-          if (now - lastAt < checkpointMs) return
-          lastAt = now
+          const at = now()
+          if (at - lastAt < checkpointMs) return
+          lastAt = at
           busy = true
           const gathered = parts.join('')
           parts = []
-          writes = writes.then(() => checkpoint(gathered, now)).catch(failed).finally(() => { busy = false })
+          writes = writes.then(() => checkpoint(gathered, at)).catch(failed).finally(() => { busy = false })
         },
         async close() {
           closed = true

@@ -360,7 +360,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     async add(records) {
       checkUsageRecords(records)
       if (records.length === 0) return
-      await inBatch(records.map((r) => () => settle(r)))
+      await inBatch([() => { for (const r of records) settle(r) }])
     },
     async query(query: UsageQuery) {
       checkUsageQuery(query)

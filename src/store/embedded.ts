@@ -347,12 +347,12 @@ export function openEmbeddedStores(dataDir: string): Stores {
     }
     for (const waiter of pending.waiters) waiter.resolve()
   }
-  const inBatch = (writes: Array<() => void>): Promise<void> => new Promise<void>((resolve, reject) => {
+  const inBatch = (write: () => void): Promise<void> => new Promise<void>((resolve, reject) => {
     if (batch === null) {
       batch = { writes: [], waiters: [] }
       setImmediate(writeBatch)
     }
-    batch.writes.push(...writes)
+    batch.writes.push(write)
     batch.waiters.push({ resolve, reject })
   })
 
@@ -360,7 +360,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     async add(records) {
       checkUsageRecords(records)
       if (records.length === 0) return
-      await inBatch([() => { for (const r of records) settle(r) }])
+      await inBatch(() => { for (const r of records) settle(r) })
     },
     async query(query: UsageQuery) {
       checkUsageQuery(query)
@@ -382,13 +382,13 @@ export function openEmbeddedStores(dataDir: string): Stores {
   const streams: StreamJournal = {
     async open(entry) {
       checkStreamCharge(entry)
-      await inBatch([() => {
+      await inBatch(() => {
         sql.openStream.run(entry.id, entry.instance, entry.keyId, entry.owner, entry.tier, entry.model, entry.at, entry.inputTokens, entry.outputTokens, entry.costNanos)
-      }])
+      })
     },
     async checkpoint(id, charge, at) {
       checkStreamCharge(charge)
-      await inBatch([() => { sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id) }])
+      await inBatch(() => { sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id) })
     },
     async list() {
       // Recovered entries outlive their recovery only for a settle that might still come.

@@ -6,10 +6,15 @@
 // A stream is journalled when it starts (the prompt's estimate, nothing delivered yet),
 // checkpointed as its text reaches the client, and its entry goes in the very write that
 // meters it, so it is charged by its settle or by a recovery, never both. The hot path
-// pays one store write at the start and one per checkpoint interval, never one per chunk:
-// the text delivered is only gathered, and counted when a checkpoint is due.
+// pays one store write at the start and one per checkpoint interval, never one per chunk.
 //
-// A checkpoint can only say what was delivered before it, while a crash comes between two.
+// What a checkpoint says was delivered is the linear estimate admission reserves on
+// (limits/estimate-text.ts: a table lookup per character, as the text goes by) plus 10 %,
+// its error on prose, code and JSON. Not the exact count: that would load the tokenizer
+// in every gateway that streams, while a gateway whose upstreams report usage never needs
+// it, for a figure that only matters after a crash.
+//
+// And a checkpoint can only say what was delivered before it, while a crash comes between two.
 // So each one is written ahead: it charges what was delivered plus twice what the stream
 // delivered in the interval before (its pace: the next checkpoint may land up to an
 // interval late on a busy gateway), within the reservation. A crash then charges at least
@@ -20,7 +25,7 @@
 // looks first (the store lets one of them charge each); the embedded store's are all of
 // an earlier process, recovered at start.
 import { randomBytes } from 'node:crypto'
-import { countTextTokens } from '../limits/tokens.ts'
+import { estimateTokenHundredths } from '../limits/estimate-text.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { StreamJournal, UsageRecord } from '../store/ports.ts'
 
@@ -33,8 +38,8 @@ export interface StreamJournalOptions {
   readonly checkpointMs: number
   /** Told of each stream this instance recovered (a metric). */
   readonly onRecovered?: (record: UsageRecord) => void
-  /** Tokens of a delivered text; the gateway's own count by default. */
-  readonly countTokens?: (text: string) => Promise<number>
+  /** Tokens of a delivered text, a fraction allowed; the estimate plus its margin by default. */
+  readonly tokensOf?: (text: string) => number
   /** Epoch ms; injectable so tests need not wait out intervals. */
   readonly now?: () => number
 }
@@ -71,9 +76,16 @@ export interface StreamJournalService {
   recover(isAlive: (instance: string) => Promise<boolean>): Promise<number>
 }
 
+/** The estimate's error on prose, code and JSON, charged on top of it. */
+const ESTIMATE_MARGIN = 1.1
+
+function estimatedTokens(text: string): number {
+  return estimateTokenHundredths(text) * ESTIMATE_MARGIN / 100
+}
+
 export function createStreamJournal(options: StreamJournalOptions): StreamJournalService {
   const { journal, instance, log, checkpointMs } = options
-  const countTokens = options.countTokens ?? ((text: string) => countTextTokens(text))
+  const tokensOf = options.tokensOf ?? estimatedTokens
   const now = options.now ?? Date.now
   let warned = false
   const failed = (error: unknown): void => {
@@ -87,8 +99,9 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
       const id = `str_${randomBytes(12).toString('base64url')}`
       const opened = now()
       let lastAt = opened
-      let parts: string[] = []
-      /** Output counted and journalled so far (without the lead). */
+      /** Output delivered so far, estimated. */
+      let deliveredTokens = 0
+      /** What the last checkpoint counted as delivered (without its lead). */
       let counted = 0
       let closed = false
       let busy = false
@@ -98,9 +111,10 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
         inputTokens: start.inputTokens, outputTokens: 0, costNanos: start.cost(start.inputTokens, 0),
       }).then(() => { warned = false }, failed)
 
-      const checkpoint = async (text: string, at: number): Promise<void> => {
-        const pace = await countTokens(text)
-        counted += pace
+      const checkpoint = async (at: number): Promise<void> => {
+        const total = Math.ceil(deliveredTokens)
+        const pace = total - counted
+        counted = total
         // Written ahead by two intervals at the stream's pace, within what was reserved.
         const lead = Math.min(2 * pace, Math.max(0, start.reservedOutputTokens - counted))
         const outputTokens = counted + lead
@@ -111,15 +125,13 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
         id,
         delivered(text) {
           if (closed || text.length === 0) return
-          parts.push(text)
+          deliveredTokens += tokensOf(text)
           if (busy) return
           const at = now()
           if (at - lastAt < checkpointMs) return
           lastAt = at
           busy = true
-          const gathered = parts.join('')
-          parts = []
-          writes = writes.then(() => checkpoint(gathered, at)).catch(failed).finally(() => { busy = false })
+          writes = writes.then(() => checkpoint(at)).catch(failed).finally(() => { busy = false })
         },
         async close() {
           closed = true

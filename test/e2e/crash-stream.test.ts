@@ -88,8 +88,9 @@ async function crashMidStream(t: Test, options: StartOptions): Promise<void> {
   t.equal(totals.requests, 1, 'as one request')
   t.ok(totals.input_tokens > 0, `its prompt is charged (${totals.input_tokens} tokens)`)
   t.ok(totals.output_tokens >= received, `at least the ${received} output tokens the client received (charged ${totals.output_tokens})`)
-  // Written ahead by two checkpoint intervals at the stream's pace: not much more.
-  t.ok(totals.output_tokens <= received + TOKENS_PER_SECOND, 'and at most about a second of stream more')
+  // Estimated (within about 20 %) plus a 10 % margin, and written ahead by two checkpoint
+  // intervals at the stream's pace: more, but nowhere near the 4,000 reserved.
+  t.ok(totals.output_tokens <= 1.5 * received + 2 * TOKENS_PER_SECOND * CHECKPOINT_MS / 1000, 'and not much more')
 
   const line = second.logs().find((l) => l.recovered === true)
   t.match(line, { keyId: id, model: MODEL, outputTokens: totals.output_tokens }, 'the log says it was recovered, and for whom')

@@ -38,7 +38,7 @@ function setup(t: Test, instance = 'gw-a'): { stores: Stores; clock: { ms: numbe
   const service = createStreamJournal({
     journal, instance, log, checkpointMs: INTERVAL, now: () => clock.ms,
     // One token per character: easy to follow.
-    countTokens: async (text) => text.length,
+    tokensOf: (text) => text.length,
     onRecovered: (record) => recovered.push(record),
   })
   return { stores, clock, writes, service, recovered }
@@ -65,15 +65,15 @@ t.test('checkpoints: at most one an interval, whatever the chunks; each written 
   await new Promise<void>((done) => setImmediate(done))
   t.equal(writes.checkpoints, 1, 'one write once the interval is over')
   const [first] = await stores.streams.list()
-  // 102 delivered (the 21 chunks after the due one wait for the next checkpoint), plus 2 × 102 ahead, within 100 reserved.
-  t.match(first, { outputTokens: 102, costNanos: 10 + 2 * 102 }, 'past the reservation: no lead')
+  // 122 delivered by the time it is written (after the open), and no lead: past the 100 reserved.
+  t.match(first, { outputTokens: 122, costNanos: 10 + 2 * 122 }, 'past the reservation: no lead')
   clock.ms += INTERVAL
   tally.delivered('')
   t.equal(writes.checkpoints, 1, 'an empty text is nothing delivered')
   tally.delivered('f')
   await tally.close()
   t.equal(writes.checkpoints, 2)
-  t.match((await stores.streams.list())[0], { outputTokens: 102 + 21, at: clock.ms })
+  t.match((await stores.streams.list())[0], { outputTokens: 123, at: clock.ms })
   tally.delivered('g'.repeat(50))
   clock.ms += INTERVAL
   tally.delivered('h')
@@ -139,7 +139,7 @@ t.test('recovery: only streams of gateways that stopped, each once, the liveness
   const a = setup(t, 'gw-a')
   const { stores, clock } = a
   const journalOf = (instance: string): ReturnType<typeof createStreamJournal> => createStreamJournal({
-    journal: stores.streams, instance, log, checkpointMs: INTERVAL, now: () => clock.ms, countTokens: async (text) => text.length,
+    journal: stores.streams, instance, log, checkpointMs: INTERVAL, now: () => clock.ms, tokensOf: (text) => text.length,
   })
   const own = a.service.begin(START)
   const alive = journalOf('gw-alive').begin(START)
@@ -169,10 +169,23 @@ t.test('a journal that fails never fails the stream', async (t) => {
     recover: async () => null,
   }
   let now = 0
-  const service = createStreamJournal({ journal: failing, instance: 'gw', log, checkpointMs: 1, now: () => now, countTokens: async (s) => s.length })
+  const service = createStreamJournal({ journal: failing, instance: 'gw', log, checkpointMs: 1, now: () => now, tokensOf: (s) => s.length })
   const tally = service.begin(START)
   now += 5
   tally.delivered('abc')
   await tally.close()
   t.pass('close resolves')
+})
+
+t.test('by default what was delivered is the linear estimate plus 10 %: no tokenizer', async (t) => {
+  const stores = openEmbeddedStores(':memory:')
+  t.teardown(() => stores.close())
+  let now = Date.UTC(2025, 2, 1, 12)
+  const service = createStreamJournal({ journal: stores.streams, instance: 'gw', log, checkpointMs: INTERVAL, now: () => now })
+  const tally = service.begin({ ...START, reservedOutputTokens: 1000 })
+  now += INTERVAL
+  // 400 letters: 100 tokens estimated (a quarter of a token each), 110 with the margin; 220 ahead.
+  tally.delivered('a'.repeat(400))
+  await tally.close()
+  t.match(await stores.streams.list(), [{ outputTokens: 330 }])
 })

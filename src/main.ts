@@ -144,8 +144,11 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   // Streams a gateway that stopped left unsettled are charged now (on the embedded store,
   // all of them: they are an earlier process's), and then as often as the queue looks for
   // leases of gateways that stopped, by the same heartbeat.
-  const recoverStreams = (): Promise<void> => streams.recover((other) => queue.isAlive(other)).then(() => undefined, (error: unknown) => {
-    log.warn({ err: (error as Error).message }, 'stream journal: could not recover the streams of gateways that stopped; trying again later')
+  let recoveryFailing = false
+  const recoverStreams = (): Promise<void> => streams.recover((other) => queue.isAlive(other)).then(() => { recoveryFailing = false }, (error: unknown) => {
+    // Once per outage: the next pass tries again.
+    if (!recoveryFailing) log.warn({ err: (error as Error).message }, 'stream journal: could not recover the streams of gateways that stopped; trying again later')
+    recoveryFailing = true
   })
   await recoverStreams()
   const recoveryTimer = setInterval(() => void recoverStreams(), Math.ceil(config.queue.recoverAfterMs / 2))

@@ -14,6 +14,7 @@ import { benchQueue } from './queue.ts'
 import { benchStall } from './stall.ts'
 import { benchStalledStream } from './stalled-stream.ts'
 import { benchStreaming } from './streaming.ts'
+import { benchStreamJournal } from './stream-journal.ts'
 import { benchThroughput } from './throughput.ts'
 import { benchUpload } from './upload.ts'
 import { benchVectorStore } from './vector-store.ts'
@@ -24,6 +25,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   admission: benchAdmission,
   throughput: benchThroughput,
   streaming: benchStreaming,
+  'stream-journal': benchStreamJournal,
   'concurrent-streams': benchConcurrentStreams,
   upload: benchUpload,
   queue: benchQueue,

@@ -27,6 +27,7 @@ import { createKeyCache } from './keys/cache.ts'
 import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
 import { createMeter, type Meter } from './keys/meter.ts'
+import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
 import type { Limiter } from './limits/port.ts'
@@ -70,6 +71,12 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const stale = await removeStaleSpoolFiles(spoolDir)
   if (stale > 0) log.info({ files: stale, dir: spoolDir }, 'removed uploads left in the spool by a gateway that stopped without cleaning up')
   const meter: Meter = createMeter({ store: stores.usage, log })
+  // This gateway's name in the queue's lines and heartbeats, and on the streams it journals.
+  const instance = randomBytes(6).toString('hex')
+  const streams = createStreamJournal({
+    journal: stores.streams, instance, log, checkpointMs: config.store.streamCheckpointMs,
+    onRecovered: () => metrics.usageRecovered.inc(),
+  })
   const hash = createKeyHasher(secrets.keyHashSecret)
   // Key lookups go through an in-process cache that key changes on any instance invalidate.
   const keyCache = createKeyCache({ store: stores.keys })
@@ -87,10 +94,10 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const corridor = createCorridor({
     config, registry, authenticate, limiter, meter, metrics, ownership: stores.ownership,
     fileQuota: createFileQuota(fileQuotaStore, config),
-    spoolDir,
+    spoolDir, streams,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
-  const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys })
+  const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys, instance })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log })
   await ragAuth.start()
@@ -138,6 +145,18 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   await keyEvents.ready(2000)
   await registry.ready()
   await queue.start()
+  // Streams a gateway that stopped left unsettled are charged now (on the embedded store,
+  // all of them: they are an earlier process's), and then as often as the queue looks for
+  // leases of gateways that stopped, by the same heartbeat.
+  let recoveryFailing = false
+  const recoverStreams = (): Promise<void> => streams.recover((other) => queue.isAlive(other)).then(() => { recoveryFailing = false }, (error: unknown) => {
+    // Once per outage: the next pass tries again.
+    if (!recoveryFailing) log.warn({ err: (error as Error).message }, 'stream journal: could not recover the streams of gateways that stopped; trying again later')
+    recoveryFailing = true
+  })
+  await recoverStreams()
+  const recoveryTimer = setInterval(() => void recoverStreams(), Math.ceil(config.queue.recoverAfterMs / 2))
+  recoveryTimer.unref()
   const connections = trackConnections(server)
   await listen(server, config.server.port, config.server.host)
   await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)
@@ -178,6 +197,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       }
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))
+      clearInterval(recoveryTimer)
       // Stored requests still running after the grace are aborted; they run again elsewhere.
       await queue.close()
       await meter.close()

@@ -375,6 +375,11 @@ export const configSchema = z.strictObject({
     /** Where the embedded store keeps its data between restarts. */
     dataDir: z.string().default('./data'),
     commandTimeoutMs: positiveInt.default(500),
+    /**
+     * A running stream's delivered tokens are written to the store at most this often, so
+     * a gateway that dies mid-stream still charges them (README, "Usage").
+     */
+    streamCheckpointMs: positiveInt.default(1000),
   }).refine((s) => [s.redisUrl, s.redisCluster, s.redisSentinel].filter((x) => x !== undefined).length <= 1, {
     message: 'set at most one of redisUrl, redisCluster and redisSentinel',
   }).prefault({}),

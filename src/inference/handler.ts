@@ -16,6 +16,7 @@ import { bodyRateOf } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
+import type { StreamJournalService, StreamTally } from '../keys/stream-journal.ts'
 import type { Principal } from '../keys/record.ts'
 import { countPromptTokens, estimateUsage, type Estimate } from '../limits/estimate.ts'
 import { costNanos, toUnits } from '../keys/money.ts'
@@ -48,6 +49,8 @@ export interface InferenceDeps {
   readonly meter: Meter
   readonly metrics: Metrics
   readonly spoolDir: string
+  /** Journals live streams as they flow, so a crash still charges them (keys/stream-journal.ts). */
+  readonly streams?: StreamJournalService
 }
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */
@@ -86,6 +89,11 @@ export interface Exchange {
   /** The exchange an adapter proxies (http-proxy-3 reads the method from it and watches it). */
   readonly client: UpstreamRequest['client']
   readonly notes: CallNotes
+  /**
+   * A client receives the reply as it flows. Only such a stream is journalled: a stored
+   * request cut by a crash delivered nothing to anyone, and runs again elsewhere.
+   */
+  readonly live?: boolean
 }
 
 /** The admit step of the corridor. */
@@ -144,7 +152,7 @@ const PUT_BACK = Symbol('put back')
 
 /** The exchange of a live request: the reply goes to the client. */
 export function liveExchange(ctx: RequestContext): Exchange {
-  return { id: ctx.id, log: ctx.log, signal: ctx.signal, sink: ctx.res, client: { req: ctx.req, res: ctx.res }, notes: ctx }
+  return { id: ctx.id, log: ctx.log, signal: ctx.signal, sink: ctx.res, client: { req: ctx.req, res: ctx.res }, notes: ctx, live: true }
 }
 
 /** /v2: one admission; over the limit is the client's 429. */
@@ -320,12 +328,15 @@ export function createCorridor(deps: InferenceDeps): Corridor {
     // Settled once: by the relay before a whole reply's last bytes (so a crash right after
     // loses nothing a client received), or after it for a reply that broke off.
     let settled = false
+    let tally: StreamTally | undefined
     const settleOnce = async (final: Usage): Promise<void> => {
       if (settled) return
       settled = true
       usage = final
       notes.usage = final
-      await Promise.all([settle(call, final, admission), handedOut?.flush()])
+      // Its checkpoints land before the write that meters it and removes its entry.
+      await tally?.close()
+      await Promise.all([settle(call, final, admission, tally?.id), handedOut?.flush()])
     }
     try {
       let sent
@@ -356,6 +367,14 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         return PUT_BACK
       }
       if (stream) metrics.activeStreams.inc()
+      if (stream && exchange.live === true && upstreamStatus < 300 && deps.streams !== undefined) {
+        const { limits } = call.resolved
+        tally = deps.streams.begin({
+          keyId: principal.keyId, owner: principal.owner, tier: call.resolved.tier, model: call.resolved.model,
+          inputTokens: call.estimate.inputTokens, reservedOutputTokens: call.estimate.outputTokens,
+          cost: (input, output) => costNanos(limits, input, output),
+        })
+      }
       try {
         const outcome = await relay(exchange.sink, sent.response, {
           stream,
@@ -369,6 +388,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
           ...(transformJson === undefined ? {} : { transformJson }),
           commit: settleOnce,
           ...(handedOut === undefined ? {} : { observe: handedOut.observe }),
+          ...(tally === undefined ? {} : { delivered: tally.delivered }),
         })
         usage = outcome.usage
         aborted = outcome.aborted
@@ -403,7 +423,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
     return { status, usage, aborted }
   }
 
-  async function settle(call: PreparedCall, usage: Usage, admission: Admission): Promise<void> {
+  async function settle(call: PreparedCall, usage: Usage, admission: Admission, stream: string | undefined): Promise<void> {
     const { principal, resolved, modelName } = call
     const cost = costNanos(resolved.limits, usage.inputTokens, usage.outputTokens)
     // Both in flight at once: one round trip of waiting, not two.
@@ -417,6 +437,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         inputTokens: usage.inputTokens,
         outputTokens: usage.outputTokens,
         costNanos: cost,
+        ...(stream === undefined ? {} : { stream }),
       }),
     ])
     if (modelName !== null) {

@@ -4,6 +4,9 @@
 // write is one script call; on the embedded store one SQLite transaction (WAL), which a
 // crash of the process cannot undo.
 //
+// A call that streamed names its journal entry (UsageWrite.stream), which goes in the same
+// write, so a stream is charged by its settle or by a recovery after a crash, never both.
+//
 // A write the store refuses (a Redis blip) is not lost either: its row is kept in memory,
 // folded with later refused rows into one row per (key, model, day), and retried on a
 // timer; record() resolves anyway, since the call itself went fine. close() keeps trying
@@ -11,7 +14,7 @@
 // a write can only fail for want of a store (a malformed row would otherwise block every
 // later one forever).
 import type { Logger } from '../observability/logger.ts'
-import type { UsageRecord, UsageStore } from '../store/ports.ts'
+import type { UsageStore, UsageWrite } from '../store/ports.ts'
 
 export interface MeterOptions {
   readonly store: UsageStore
@@ -22,7 +25,7 @@ export interface MeterOptions {
   readonly closeTimeoutMs?: number
 }
 
-export type MeterEntry = Omit<UsageRecord, 'day' | 'requests'> & { readonly at?: Date }
+export type MeterEntry = Omit<UsageWrite, 'day' | 'requests'> & { readonly at?: Date }
 
 export interface Meter {
   /** Writes one call's usage; resolves once stored, or kept for a retry if the store refused. Never rejects. */
@@ -43,12 +46,13 @@ const count = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.min(Mat
 export function createMeter(options: MeterOptions): Meter {
   const interval = options.retryIntervalMs ?? 1000
   const closeTimeout = options.closeTimeoutMs ?? 5000
-  let pending = new Map<string, UsageRecord>()
+  let pending = new Map<string, UsageWrite>()
   let inFlight: Promise<void> | null = null
   let failing = false
 
-  const fold = (rows: Map<string, UsageRecord>, row: UsageRecord): void => {
-    const id = `${row.keyId}\u0000${row.model}\u0000${row.day}`
+  const fold = (rows: Map<string, UsageWrite>, row: UsageWrite): void => {
+    // A row that settles a stream stays apart: its write must name its journal entry.
+    const id = row.stream === undefined ? `${row.keyId}\u0000${row.model}\u0000${row.day}` : `\u0000${row.stream}`
     const prev = rows.get(id)
     rows.set(id, prev
       ? { ...prev, requests: prev.requests + row.requests, inputTokens: prev.inputTokens + row.inputTokens, outputTokens: prev.outputTokens + row.outputTokens, costNanos: prev.costNanos + row.costNanos }
@@ -92,7 +96,7 @@ export function createMeter(options: MeterOptions): Meter {
 
   return {
     async record(entry) {
-      const row: UsageRecord = {
+      const row: UsageWrite = {
         keyId: entry.keyId,
         owner: entry.owner,
         tier: entry.tier,
@@ -102,6 +106,7 @@ export function createMeter(options: MeterOptions): Meter {
         inputTokens: count(entry.inputTokens),
         outputTokens: count(entry.outputTokens),
         costNanos: count(entry.costNanos),
+        ...(entry.stream === undefined ? {} : { stream: entry.stream }),
       }
       try {
         await options.store.add([row])

@@ -27,6 +27,8 @@ export interface Metrics {
   readonly queueWorkerUp: Gauge
   readonly queueStarts: Counter<'path'>
   readonly queueLeasesRecovered: Counter
+  /** Streams cut by a gateway that stopped, charged from their journal by this instance. */
+  readonly usageRecovered: Counter
   /** The RAG gateway, per service: requests by status class (2xx, 4xx, ...) and their latency. */
   readonly ragRequests: Counter<'service' | 'class'>
   readonly ragDuration: Histogram<'service'>
@@ -79,6 +81,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     queueWorkerUp: new Gauge({ name: 'tollgate_queue_worker_up', help: '1 while this instance runs asynchronous requests', registers }),
     queueStarts: new Counter({ name: 'tollgate_queue_async_starts_total', help: 'Admissions of asynchronous requests on this instance, by path: here (leased by the instance that accepted it, started at once) or shared (through the shared queue)', labelNames: ['path'], registers }),
     queueLeasesRecovered: new Counter({ name: 'tollgate_queue_leases_recovered_total', help: 'Leased asynchronous requests this instance handed to the shared queue because their gateway stopped (or no longer ran them)', registers }),
+    usageRecovered: new Counter({ name: 'tollgate_usage_recovered_total', help: 'Streams cut by a gateway that stopped (a crash) that this instance charged from the stream journal', registers }),
     ragRequests: new Counter({ name: 'tollgate_rag_requests_total', help: 'RAG gateway requests, by service and status class', labelNames: ['service', 'class'], registers }),
     ragDuration: new Histogram({ name: 'tollgate_rag_request_duration_seconds', help: 'RAG gateway requests: time from request to the end of the reply, by service', labelNames: ['service'], buckets: LATENCY_BUCKETS, registers }),
     logins: new Counter({ name: 'tollgate_rag_logins_total', help: 'RAG gateway logins, by outcome (success, invalid_credentials, throttled, invalid_body)', labelNames: ['outcome'], registers }),

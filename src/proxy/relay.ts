@@ -57,6 +57,11 @@ export interface RelayOptions {
   readonly commit?: (usage: Usage) => Promise<void>
   /** Shown every parsed JSON body, and every stream event's parsed data, before the client sees it. */
   readonly observe?: (data: unknown) => void
+  /**
+   * A stream's generated text, each time some of it has been written to the client (so a
+   * journal can keep what a crash would otherwise lose). Called often: it must be cheap.
+   */
+  readonly delivered?: (text: string) => void
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -323,6 +328,7 @@ async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: Rel
   /** Writes the events on; `[DONE]`, the stream's last bytes, goes out only after the commit. */
   const forward = async (events: ReturnType<SseParser['push']>): Promise<void> => {
     let out = ''
+    const from = text.length
     for (const event of events) {
       if (event.data === '[DONE]') {
         if (out.length > 0) await sink.write(out)
@@ -357,6 +363,9 @@ async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: Rel
       out += event.raw
     }
     if (out.length > 0) await sink.write(out)
+    if (options.delivered !== undefined && !sink.aborted) {
+      for (let i = from; i < text.length; i++) options.delivered(text[i] ?? '')
+    }
   }
   const tapped = async (): Promise<Tapped> => {
     if (reported !== undefined) return { usage: reported, usageSource: 'reported' }

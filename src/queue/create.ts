@@ -1,7 +1,6 @@
 // The queue as main.ts builds it: on Redis (the queue store's Lua, BullMQ workers, pub/sub
 // between gateways) when the store is on Redis (any topology), otherwise embedded (queue.db in the data
 // directory, an in-process runner).
-import { randomBytes } from 'node:crypto'
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { Corridor } from '../inference/handler.ts'
@@ -24,6 +23,8 @@ export interface QueueParts {
   readonly limiter: Limiter
   readonly corridor: Corridor
   readonly keys: Pick<KeyStore, 'get'>
+  /** This gateway's name in the lines, leases and heartbeats; random per process. */
+  readonly instance: string
 }
 
 export function createQueueFromConfig(parts: QueueParts): QueueService {
@@ -45,12 +46,10 @@ export function createQueueFromConfig(parts: QueueParts): QueueService {
     name: 'tollgate-queue-store',
     onError: (error) => queueLog.debug({ err: error.message }, 'queue store redis error'),
   })
-  // This gateway's name in the lines and on the pub/sub channels.
-  const instance = randomBytes(6).toString('hex')
+  const { instance } = parts
   return createQueueService({
     ...parts,
     log: queueLog,
-    instance,
     store: createRedisQueueStore(redis, config.store.keyPrefix, retention),
     runner: createBullmqRunner({ redis: target, keyPrefix: config.store.keyPrefix, log: queueLog, commandTimeoutMs: config.store.commandTimeoutMs, recoverAfterMs: config.queue.recoverAfterMs }),
     signals: (handlers) => redisSignals({ publisher: redis, redis: target, keyPrefix: config.store.keyPrefix, instance, log: queueLog }, handlers),

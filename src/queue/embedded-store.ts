@@ -230,6 +230,10 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       alive.set(instance, now() + ttlMs)
     },
 
+    async isAlive(instance) {
+      return (alive.get(instance) ?? 0) > now()
+    },
+
     async submit(request, body, runner, caps) {
       const meta = encodeMeta(request)
       const payload = encodePayload(request)

@@ -190,6 +190,8 @@ export interface QueueStore {
   sweep(intervalMs: number): Promise<Array<{ readonly line: string; readonly head: Ticket }> | null>
   /** This gateway is alive for `ttlMs` more: its calls stay in line. */
   heartbeat(instance: string, ttlMs: number): Promise<void>
+  /** Whether the gateway's heartbeat is current (what else it left behind may be taken over when not). */
+  isAlive(instance: string): Promise<boolean>
 
   // Stored (asynchronous) requests.
 

@@ -405,6 +405,8 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     heartbeat: (instance, ttlMs) => io(async () => { await redis.set(k.alive(instance), '1', 'PX', ttlMs) }),
 
+    isAlive: (instance) => io(async () => (await redis.exists(k.alive(instance))) === 1),
+
     submit: (request, body, runner = '', caps) => io(async () => {
       const ticket = encodeTicket(jobTicket(request))
       const meta = encodeMeta(request)

@@ -58,6 +58,10 @@ export interface QueueHealth {
 
 export interface QueueService {
   readonly kind: QueueStore['kind']
+  /** This gateway's name in the lines and leases; its heartbeat says it is alive. */
+  readonly instance: string
+  /** Whether a gateway's heartbeat is current: what a stopped one left behind may be taken over. */
+  isAlive(instance: string): Promise<boolean>
   /** The drop-in admission of one call; `signal` fires when its client leaves. */
   waitInLine(signal: AbortSignal): AdmissionStrategy
   /** Stores a checked call to run later and answers 202 (Prefer: respond-async). */
@@ -158,6 +162,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
   return {
     kind: store.kind,
+    instance,
+    isAlive: (other) => store.isAlive(other),
 
     waitInLine(signal) {
       return waitInLine({

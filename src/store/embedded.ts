@@ -7,11 +7,11 @@ import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
-import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type UsageQuery, type UsageRecord, type UsageStore } from './ports.ts'
+import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type StreamEntry, type StreamJournal, type UsageQuery, type UsageRecord, type UsageStore, type UsageWrite } from './ports.ts'
 import { StoreConflictError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
-import { checkUsageQuery, checkUsageRecords, compareUsageRows } from './usage-rows.ts'
+import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayOf, lessRecovered, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
 const BUSY_TIMEOUT_MS = 5000
@@ -108,6 +108,23 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE refresh_tokens ADD COLUMN successor_seed TEXT;
   ALTER TABLE refresh_tokens ADD COLUMN successor_hash TEXT;
   `,
+  // The stream journal (ports.ts StreamJournal): streams in flight, charged if the
+  // gateway dies before they settle. recovered_at is set once a recovery charged one.
+  `
+  CREATE TABLE streams (
+    id            TEXT PRIMARY KEY,
+    instance      TEXT NOT NULL,
+    key_id        TEXT NOT NULL,
+    owner         TEXT NOT NULL,
+    tier          TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    at            INTEGER NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost_nanos    INTEGER NOT NULL,
+    recovered_at  INTEGER
+  ) STRICT;
+  `,
 ]
 
 type Row = Record<string, SQLOutputValue>
@@ -122,6 +139,21 @@ function number(row: Row, column: string): number {
   const value = row[column]
   if (typeof value !== 'number') throw new TypeError(`column ${column} is not a number`)
   return value
+}
+
+function streamOf(row: Row): StreamEntry {
+  return {
+    id: text(row, 'id'),
+    instance: text(row, 'instance'),
+    keyId: text(row, 'key_id'),
+    owner: text(row, 'owner'),
+    tier: text(row, 'tier'),
+    model: text(row, 'model'),
+    at: number(row, 'at'),
+    inputTokens: number(row, 'input_tokens'),
+    outputTokens: number(row, 'output_tokens'),
+    costNanos: number(row, 'cost_nanos'),
+  }
 }
 
 function userVersion(db: DatabaseSync): number {
@@ -215,6 +247,17 @@ export function openEmbeddedStores(dataDir: string): Stores {
         input_tokens = input_tokens + excluded.input_tokens,
         output_tokens = output_tokens + excluded.output_tokens,
         cost_nanos = cost_nanos + excluded.cost_nanos`),
+    openStream: db.prepare(`
+      INSERT INTO streams (id, instance, key_id, owner, tier, model, at, input_tokens, output_tokens, cost_nanos)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+    checkpointStream: db.prepare(`
+      UPDATE streams SET at = ?, input_tokens = MAX(input_tokens, ?), output_tokens = MAX(output_tokens, ?), cost_nanos = MAX(cost_nanos, ?)
+      WHERE id = ? AND recovered_at IS NULL`),
+    streamById: db.prepare('SELECT * FROM streams WHERE id = ?'),
+    liveStreams: db.prepare('SELECT * FROM streams WHERE recovered_at IS NULL ORDER BY at'),
+    markRecovered: db.prepare('UPDATE streams SET recovered_at = ? WHERE id = ?'),
+    deleteStream: db.prepare('DELETE FROM streams WHERE id = ?'),
+    purgeRecovered: db.prepare('DELETE FROM streams WHERE recovered_at < ?'),
     queryUsage: db.prepare(`
       SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos FROM usage
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
@@ -310,20 +353,29 @@ export function openEmbeddedStores(dataDir: string): Stores {
     },
   }
 
-  // Group commit: the rows of calls that end in the same turn of the event loop share one
-  // transaction (one WAL commit, not one per call: it was 4-6 % of the gateway's CPU under
-  // load). Each add() still resolves only once its rows are committed, and a batch
-  // applies whole or not at all.
-  let batch: { readonly records: UsageRecord[]; readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }> } | null = null
+  const addUsage = (r: UsageRecord): void => {
+    sql.addUsage.run(r.keyId, r.model, r.day, r.owner, r.tier, r.requests, r.inputTokens, r.outputTokens, r.costNanos)
+  }
+  /** A record that settles a stream: its entry goes, and what recovery charged for it is taken off. */
+  const settle = (r: UsageWrite): void => {
+    if (r.stream === undefined) return addUsage(r)
+    const entry = sql.streamById.get(r.stream)
+    sql.deleteStream.run(r.stream)
+    addUsage(entry !== undefined && entry.recovered_at !== null ? lessRecovered(r, streamOf(entry)) : r)
+  }
+
+  // Group commit: the writes of calls that end (or stream) in the same turn of the event
+  // loop share one transaction (one WAL commit, not one per call: it was 4-6 % of the
+  // gateway's CPU under load). Each write still resolves only once it is committed, in
+  // the order made, and a batch applies whole or not at all.
+  let batch: { readonly writes: Array<() => void>; readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }> } | null = null
   const writeBatch = (): void => {
     const pending = batch
     batch = null
     if (pending === null) return
     try {
       transaction(db, () => {
-        for (const r of pending.records) {
-          sql.addUsage.run(r.keyId, r.model, r.day, r.owner, r.tier, r.requests, r.inputTokens, r.outputTokens, r.costNanos)
-        }
+        for (const write of pending.writes) write()
       })
     } catch (error) {
       for (const waiter of pending.waiters) waiter.reject(error)
@@ -331,19 +383,20 @@ export function openEmbeddedStores(dataDir: string): Stores {
     }
     for (const waiter of pending.waiters) waiter.resolve()
   }
+  const inBatch = (write: () => void): Promise<void> => new Promise<void>((resolve, reject) => {
+    if (batch === null) {
+      batch = { writes: [], waiters: [] }
+      setImmediate(writeBatch)
+    }
+    batch.writes.push(write)
+    batch.waiters.push({ resolve, reject })
+  })
 
   const usage: UsageStore = {
     async add(records) {
       checkUsageRecords(records)
       if (records.length === 0) return
-      await new Promise<void>((resolve, reject) => {
-        if (batch === null) {
-          batch = { records: [], waiters: [] }
-          setImmediate(writeBatch)
-        }
-        batch.records.push(...records)
-        batch.waiters.push({ resolve, reject })
-      })
+      await inBatch(() => { for (const r of records) settle(r) })
     },
     async query(query: UsageQuery) {
       checkUsageQuery(query)
@@ -362,11 +415,44 @@ export function openEmbeddedStores(dataDir: string): Stores {
     },
   }
 
+  const streams: StreamJournal = {
+    async open(entry) {
+      checkStreamCharge(entry)
+      await inBatch(() => {
+        sql.openStream.run(entry.id, entry.instance, entry.keyId, entry.owner, entry.tier, entry.model, entry.at, entry.inputTokens, entry.outputTokens, entry.costNanos)
+      })
+    },
+    async checkpoint(id, charge, at) {
+      checkStreamCharge(charge)
+      await inBatch(() => { sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id) })
+    },
+    async list() {
+      // Recovered entries outlive their recovery only for a settle that might still come.
+      sql.purgeRecovered.run(Date.now() - RECOVERED_STREAM_TTL_MS)
+      return sql.liveStreams.all().map(streamOf)
+    },
+    async recover(id) {
+      return transaction(db, (): UsageRecord | null => {
+        const row = sql.streamById.get(id)
+        if (row === undefined || row.recovered_at !== null) return null
+        const entry = streamOf(row)
+        const record: UsageRecord = {
+          keyId: entry.keyId, owner: entry.owner, tier: entry.tier, model: entry.model, day: dayOf(entry.at),
+          requests: 1, inputTokens: entry.inputTokens, outputTokens: entry.outputTokens, costNanos: entry.costNanos,
+        }
+        addUsage(record)
+        sql.markRecovered.run(Date.now(), id)
+        return record
+      })
+    },
+  }
+
   return {
     kind: 'embedded',
     keys,
     ownership,
     usage,
+    streams,
     ...embeddedAuthStores(db),
     ping: async () => pingSqlite(db),
     async close() {

@@ -80,11 +80,69 @@ export interface UsageQuery {
   readonly to?: string
 }
 
+/** A usage record as written: it may settle a journalled stream (see StreamJournal). */
+export interface UsageWrite extends UsageRecord {
+  /**
+   * The journalled stream this record settles. In the same atomic write the stream's entry
+   * is removed, and what recovery already charged for it (the entry was recovered while its
+   * gateway only looked dead) is taken off this record, so the call is charged once.
+   */
+  readonly stream?: string
+}
+
 export interface UsageStore {
-  /** Adds the counters of each record to its (key, model, day) row, atomically per row. */
-  add(records: readonly UsageRecord[]): Promise<void>
+  /**
+   * Adds the counters of each record to its (key, model, day) row, atomically per row;
+   * a record that settles a stream removes its journal entry in the same write.
+   */
+  add(records: readonly UsageWrite[]): Promise<void>
   /** Rows matching the query, one per (key, model, day). */
   query(query: UsageQuery): Promise<UsageRecord[]>
+}
+
+/** What a running stream would be charged now: its prompt and the output delivered so far. */
+export interface StreamCharge {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly costNanos: number
+}
+
+/** A running stream as journalled. */
+export interface StreamEntry extends StreamCharge {
+  /** Random, unique per stream. */
+  readonly id: string
+  /** The gateway running it: its queue heartbeat tells whether it still runs. */
+  readonly instance: string
+  readonly keyId: string
+  readonly owner: string
+  readonly tier: string
+  readonly model: string
+  /** Epoch ms of the latest write (open or checkpoint): the usage row's day if it is recovered. */
+  readonly at: number
+}
+
+/**
+ * Streams in flight, kept where their gateway's death cannot take them: a gateway killed
+ * mid-stream (kill -9, OOM, a lost node) never settles its streams, and without this the
+ * tokens their clients already received would never be charged. A stream is opened when
+ * it starts, checkpointed as it flows, and its entry goes in the very write that meters
+ * it (UsageWrite.stream). Entries left by a gateway that stopped are recovered: charged
+ * once, by one instance.
+ */
+export interface StreamJournal {
+  /** Journals a stream that starts. */
+  open(entry: StreamEntry): Promise<void>
+  /** Raises a stream's charge to `charge`; nothing if it is settled or recovered already. */
+  checkpoint(id: string, charge: StreamCharge, at: number): Promise<void>
+  /** The streams journalled and neither settled nor recovered. */
+  list(): Promise<StreamEntry[]>
+  /**
+   * Charges a journalled stream as one request of its charge, on the day of its latest
+   * write, and marks it recovered (its settle, should its gateway be alive after all,
+   * then charges only the rest). Atomic: of any number of callers on any instance, one
+   * gets the record charged; the others (and any call after a settle) get null.
+   */
+  recover(id: string): Promise<UsageRecord | null>
 }
 
 // --- RAG gateway accounts, sessions and signing keys (src/accounts, src/tokens) ---------
@@ -201,6 +259,7 @@ export interface Stores {
   readonly keys: KeyStore
   readonly ownership: OwnershipStore
   readonly usage: UsageStore
+  readonly streams: StreamJournal
   readonly accounts: AccountStore
   readonly sessions: SessionStore
   readonly signingKeys: SigningKeyStore

@@ -9,13 +9,13 @@
 // of its own, and this client is shared.
 import { createHash } from 'node:crypto'
 import type { KeyRecord } from '../keys/record.ts'
-import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, RememberedKind, Stores, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, RememberedKind, Stores, StreamEntry, StreamJournal, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { redisAuthStores } from './redis-auth.ts'
 import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from './redis-client.ts'
 import { NANOS_PER_UNIT } from '../keys/money.ts'
-import { checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber } from './usage-rows.ts'
+import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber, dayOf, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
 
 /** Rounds of read-then-compare-and-set before a write gives up under contention. */
 const CAS_ATTEMPTS = 16
@@ -94,23 +94,86 @@ for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end
 return 'ok'
 `)
 
-// KEYS: every row's index, then per row: the row, its key's index
-// ARGV: per row: requests, inputTokens, outputTokens, costNanos, keyId, model, day, owner, tier, day number
+// KEYS: every row's index, the stream journal's index, then per row: the row, its key's
+// index, and the journal entry of the stream it settles (when it settles one).
+// ARGV: per row: requests, inputTokens, outputTokens, costNanos, keyId, model, day, owner,
+// tier, day number, the stream it settles ('' for none).
 // One script rather than a MULTI of nine commands a row: one command to send, encode and
 // answer on every call's settle (and it joins the limiter's settle in one auto-pipelined write).
-// Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles.
+// Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles;
+// only a settle of a stream recovery charged already (rare) does arithmetic.
 const ADD_USAGE = script(`
-for i = 0, (#KEYS - 1) / 2 - 1 do
-  local row, ofKey, a = KEYS[2 + 2 * i], KEYS[3 + 2 * i], 10 * i
-  redis.call('HINCRBY', row, 'requests', ARGV[a + 1])
-  redis.call('HINCRBY', row, 'inputTokens', ARGV[a + 2])
-  redis.call('HINCRBY', row, 'outputTokens', ARGV[a + 3])
-  redis.call('HINCRBY', row, 'costNanos', ARGV[a + 4])
+local k = 3
+for i = 0, #ARGV / 11 - 1 do
+  local a = 11 * i
+  local row, ofKey = KEYS[k], KEYS[k + 1]
+  k = k + 2
+  local requests, input, output, cost = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local stream = ARGV[a + 11]
+  if stream ~= '' then
+    local entry = KEYS[k]
+    k = k + 1
+    local got = redis.call('HMGET', entry, 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
+    if got[1] then
+      local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
+      requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
+    end
+    redis.call('DEL', entry)
+    redis.call('HDEL', KEYS[2], stream)
+  end
+  redis.call('HINCRBY', row, 'requests', requests)
+  redis.call('HINCRBY', row, 'inputTokens', input)
+  redis.call('HINCRBY', row, 'outputTokens', output)
+  redis.call('HINCRBY', row, 'costNanos', cost)
   redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9])
   redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
   redis.call('ZADD', ofKey, ARGV[a + 10], row)
 end
 return 'ok'
+`)
+
+// KEYS: the entry, the journal's index
+// ARGV: id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos
+const OPEN_STREAM = script(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'ok' end
+redis.call('HSET', KEYS[1], 'instance', ARGV[2], 'keyId', ARGV[3], 'owner', ARGV[4], 'tier', ARGV[5], 'model', ARGV[6],
+  'at', ARGV[7], 'inputTokens', ARGV[8], 'outputTokens', ARGV[9], 'costNanos', ARGV[10])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 'ok'
+`)
+
+// KEYS: the entry  ARGV: at, inputTokens, outputTokens, costNanos
+// Only raises: a checkpoint that arrives late never lowers a charge.
+const CHECKPOINT_STREAM = script(`
+local got = redis.call('HMGET', KEYS[1], 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
+if got[1] or not got[2] then return 'ok' end
+local fields = { 'inputTokens', 'outputTokens', 'costNanos' }
+for i = 1, 3 do
+  if tonumber(ARGV[i + 1]) > tonumber(got[i + 1]) then redis.call('HSET', KEYS[1], fields[i], ARGV[i + 1]) end
+end
+redis.call('HSET', KEYS[1], 'at', ARGV[1])
+return 'ok'
+`)
+
+// KEYS: the entry, the journal's index, every row's index, the row, its key's index
+// ARGV: id, keyId, model, day, day number, ms a recovered entry is kept
+// The client names the row from the entry as it read it; if a checkpoint moved the entry
+// to another day meanwhile, it reads again ('changed').
+const RECOVER_STREAM = script(`
+local e = redis.call('HMGET', KEYS[1], 'recovered', 'keyId', 'model', 'at', 'inputTokens', 'outputTokens', 'costNanos', 'owner', 'tier')
+if e[1] or not e[2] then return 'gone' end
+if e[2] ~= ARGV[2] or e[3] ~= ARGV[3] or math.floor(tonumber(e[4]) / 86400000) ~= tonumber(ARGV[5]) then return 'changed' end
+redis.call('HINCRBY', KEYS[4], 'requests', 1)
+redis.call('HINCRBY', KEYS[4], 'inputTokens', e[5])
+redis.call('HINCRBY', KEYS[4], 'outputTokens', e[6])
+redis.call('HINCRBY', KEYS[4], 'costNanos', e[7])
+redis.call('HSET', KEYS[4], 'keyId', ARGV[2], 'model', ARGV[3], 'day', ARGV[4], 'owner', e[8], 'tier', e[9])
+redis.call('ZADD', KEYS[3], ARGV[5], KEYS[4])
+redis.call('ZADD', KEYS[5], ARGV[5], KEYS[4])
+redis.call('HSET', KEYS[1], 'recovered', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return { e[5], e[6], e[7] }
 `)
 
 /** The key names of one namespace. Usage parts are URI-encoded so ':' in a model can't collide. */
@@ -133,6 +196,10 @@ export function redisKeys(prefix: string) {
     usageRows: `${base}usage:rows`,
     /** One key's usage rows, scored by day number. */
     usageRowsOfKey: (keyId: string) => `${base}usage:key:${enc(keyId)}`,
+    /** A journalled stream (ports.ts StreamJournal). */
+    stream: (id: string) => `${base}stream:${enc(id)}`,
+    /** The journalled streams neither settled nor recovered: id → instance. */
+    streams: `${base}streams`,
   }
 }
 
@@ -291,11 +358,12 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
     add: async (records) => {
       checkUsageRecords(records)
       if (records.length === 0) return
-      const keys: string[] = [k.usageRows]
+      const keys: string[] = [k.usageRows, k.streams]
       const args: Array<string | number> = []
       for (const r of records) {
         keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
-        args.push(r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier, dayNumber(r.day))
+        if (r.stream !== undefined) keys.push(k.stream(r.stream))
+        args.push(r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier, dayNumber(r.day), r.stream ?? '')
       }
       // One script: the whole batch applies, and no reader sees half a row.
       await io(async () => {
@@ -325,14 +393,81 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
     },
   }
 
+  const streams: StreamJournal = {
+    open: async (entry) => {
+      checkStreamCharge(entry)
+      return io(async () => {
+        const outcome = await run(OPEN_STREAM, [k.stream(entry.id), k.streams],
+          [entry.id, entry.instance, entry.keyId, entry.owner, entry.tier, entry.model, entry.at, entry.inputTokens, entry.outputTokens, entry.costNanos])
+        if (outcome !== 'ok') throw unexpected('OPEN_STREAM', outcome)
+      })
+    },
+
+    checkpoint: async (id, charge, at) => {
+      checkStreamCharge(charge)
+      return io(async () => {
+        const outcome = await run(CHECKPOINT_STREAM, [k.stream(id)], [at, charge.inputTokens, charge.outputTokens, charge.costNanos])
+        if (outcome !== 'ok') throw unexpected('CHECKPOINT_STREAM', outcome)
+      })
+    },
+
+    list: () => io(async () => {
+      const ids = Object.keys(await redis.hgetall(k.streams))
+      const entries: StreamEntry[] = []
+      for (const group of chunks(ids, BATCH)) {
+        const pipeline = redis.pipeline()
+        for (const id of group) pipeline.hgetall(k.stream(id))
+        for (const [i, fields] of (await replies(pipeline)).entries()) {
+          const entry = streamEntry(group[i] ?? '', fields)
+          if (entry !== null) entries.push(entry)
+        }
+      }
+      return entries.sort((a, b) => a.at - b.at)
+    }),
+
+    recover: (id) => io(async () => {
+      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+        const entry = streamEntry(id, await redis.hgetall(k.stream(id)))
+        if (entry === null) return null
+        const day = dayOf(entry.at)
+        const outcome = await run(RECOVER_STREAM,
+          [k.stream(id), k.streams, k.usageRows, k.usageRow(entry.keyId, entry.model, day), k.usageRowsOfKey(entry.keyId)],
+          [id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS])
+        if (outcome === 'gone') return null
+        if (outcome === 'changed') continue
+        if (!Array.isArray(outcome) || outcome.length !== 3) throw unexpected('RECOVER_STREAM', outcome)
+        const [inputTokens, outputTokens, costNanos] = outcome.map(Number) as [number, number, number]
+        return { keyId: entry.keyId, owner: entry.owner, tier: entry.tier, model: entry.model, day, requests: 1, inputTokens, outputTokens, costNanos }
+      }
+      throw new StoreConflictError(`stream ${id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`)
+    }),
+  }
+
   return {
     kind: 'redis',
     keys,
     ownership,
     usage,
+    streams,
     ...redisAuthStores(redis, k.base),
     ping: () => pingRedis(redis, `${k.base}ping`),
     close: () => closeRedis(redis),
+  }
+}
+
+/** A journal entry as stored; null when it is gone, or recovered already (it lingers for a while). */
+function streamEntry(id: string, fields: unknown): StreamEntry | null {
+  if (typeof fields !== 'object' || fields === null) return null
+  const f = fields as Record<string, unknown>
+  const { instance, keyId, owner, tier, model } = f
+  if (f.recovered !== undefined || typeof instance !== 'string' || typeof keyId !== 'string' || typeof owner !== 'string' ||
+    typeof tier !== 'string' || typeof model !== 'string') return null
+  return {
+    id, instance, keyId, owner, tier, model,
+    at: Number(f.at ?? 0),
+    inputTokens: Number(f.inputTokens ?? 0),
+    outputTokens: Number(f.outputTokens ?? 0),
+    costNanos: Number(f.costNanos ?? 0),
   }
 }
 

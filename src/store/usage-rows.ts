@@ -1,7 +1,8 @@
 // Checks and ordering both usage adapters share.
-import type { UsageQuery, UsageRecord } from './ports.ts'
+import type { StreamCharge, UsageQuery, UsageRecord } from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
+const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
 
 /** Days since 1970-01-01 of a YYYY-MM-DD UTC day; throws on anything else (2025-02-30 too). */
 export function dayNumber(day: string): number {
@@ -13,6 +14,36 @@ export function dayNumber(day: string): number {
   return ms / 86_400_000
 }
 
+/** The UTC day (YYYY-MM-DD) of an epoch-ms instant. */
+export function dayOf(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10)
+}
+
+/** Recovered stream entries are kept this long, for a settle of a gateway that only looked dead. */
+export const RECOVERED_STREAM_TTL_MS = 86_400_000
+
+/**
+ * A settling record less what recovery already charged for its stream: the call is
+ * charged once in all, as one request, never below zero.
+ */
+export function lessRecovered<T extends UsageRecord>(record: T, recovered: StreamCharge): T {
+  const less = (n: number, m: number): number => Math.max(0, n - m)
+  return {
+    ...record,
+    requests: less(record.requests, 1),
+    inputTokens: less(record.inputTokens, recovered.inputTokens),
+    outputTokens: less(record.outputTokens, recovered.outputTokens),
+    costNanos: less(record.costNanos, recovered.costNanos),
+  }
+}
+
+/** Refuses a journal entry or checkpoint with a count that is not a non-negative integer. */
+export function checkStreamCharge(charge: StreamCharge): void {
+  if (!isCount(charge.inputTokens) || !isCount(charge.outputTokens) || !isCount(charge.costNanos)) {
+    throw new RangeError('stream charges must be non-negative integers')
+  }
+}
+
 export function isCalendarDay(day: string): boolean {
   try {
     dayNumber(day)
@@ -21,8 +52,6 @@ export function isCalendarDay(day: string): boolean {
     return false
   }
 }
-
-const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
 
 /** Refuses the whole batch before anything is written if one record is malformed. */
 export function checkUsageRecords(records: readonly UsageRecord[]): void {

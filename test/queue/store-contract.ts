@@ -346,8 +346,11 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal((await store.get(first.id))?.runner, 'inst-a', 'the head is leased')
     t.equal((await store.get(second.id))?.runner, null, 'one behind it is not')
     t.same(await store.leases(), [{ request: ref(first), runner: 'inst-a', alive: false }], 'listed; no heartbeat yet')
+    t.equal(await store.isAlive('inst-a'), false, 'not alive before its first heartbeat')
     await store.heartbeat('inst-a', 10_000)
     t.same((await store.leases()).map((l) => l.alive), [true], 'alive once it beats')
+    t.equal(await store.isAlive('inst-a'), true, 'isAlive says so too')
+    t.equal(await store.isAlive('inst-b'), false, 'another instance that never beat is not')
 
     t.same(await store.start(ref(first), 5), { started: false, next: null }, 'the shared runner may not start it')
     t.same(await store.start(ref(first), 5, 'inst-b'), { started: false, next: null }, 'nor another instance')

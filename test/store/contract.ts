@@ -2,7 +2,7 @@
 // with a function opening fresh, empty stores; every subtest opens its own and closes it.
 import type { Test } from 'tap'
 import { StoreConflictError } from '../../src/store/errors.ts'
-import type { Stores, UsageRecord } from '../../src/store/ports.ts'
+import type { Stores, StreamEntry, UsageRecord } from '../../src/store/ports.ts'
 import { makeBareKeyRecord, makeKeyRecord, makeUsage } from './records.ts'
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0)
@@ -387,6 +387,67 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     await t.rejects(usage.add([good, makeUsage({ costNanos: 0.5 })]), RangeError, 'a fraction of a nano-unit')
     t.strictSame(await usage.query({}), [], 'nothing of a refused batch was written')
     await t.rejects(usage.query({ from: 'yesterday' }), RangeError, 'a query with a bad bound is refused')
+  })
+
+  // --- stream journal ---------------------------------------------------------------
+
+  /** 2025-03-01, midday UTC. */
+  const AT = Date.UTC(2025, 2, 1, 12)
+  const entry = (overrides: Partial<StreamEntry> = {}): StreamEntry => ({
+    id: 'str_1', instance: 'gw-a', keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'Mistral-Small-24B-Instruct-2501',
+    at: AT, inputTokens: 100, outputTokens: 0, costNanos: 1000, ...overrides,
+  })
+  const totals = (rows: readonly UsageRecord[]): number[] =>
+    [sum(rows.map((r) => r.requests)), sum(rows.map((r) => r.inputTokens)), sum(rows.map((r) => r.outputTokens)), sum(rows.map((r) => r.costNanos))]
+
+  withStores('streams: an open stream is listed, and checkpoints only raise its charge', async (t, { streams, usage }) => {
+    await streams.open(entry())
+    await streams.open(entry({ id: 'str_2', instance: 'gw-b', keyId: 'key_b', at: AT + 1 }))
+    await streams.open(entry({ inputTokens: 999 }))
+    t.strictSame((await streams.list()).map((e) => [e.id, e.instance, e.inputTokens]), [['str_1', 'gw-a', 100], ['str_2', 'gw-b', 100]], 'a second open of one id changes nothing')
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 30, costNanos: 4000 }, AT + 20)
+    t.strictSame((await streams.list()).find((e) => e.id === 'str_1'), entry({ at: AT + 20, outputTokens: 40, costNanos: 5000 }), 'a late, lower checkpoint lowers nothing')
+    await streams.checkpoint('str_missing', { inputTokens: 1, outputTokens: 1, costNanos: 1 }, AT)
+    t.equal((await streams.list()).length, 2, 'a checkpoint of an unknown stream opens none')
+    t.strictSame(await usage.query({}), [], 'nothing is charged while streams run')
+    await t.rejects(streams.checkpoint('str_1', { inputTokens: 1, outputTokens: -1, costNanos: 0 }, AT), RangeError, 'a negative charge is refused')
+  })
+
+  withStores('streams: the write that meters a stream removes its entry; nothing is charged twice', async (t, { streams, usage }) => {
+    await streams.open(entry())
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    await usage.add([{ ...makeUsage({ inputTokens: 100, outputTokens: 60, costNanos: 7000 }), stream: 'str_1' }])
+    t.strictSame(await streams.list(), [], 'settled: no longer journalled')
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
+    t.strictSame(await streams.list(), [], 'a checkpoint after the settle does not bring it back')
+    t.equal(await streams.recover('str_1'), null, 'a settled stream cannot be recovered')
+    t.strictSame(totals(await usage.query({})), [1, 100, 60, 7000], 'charged once, as settled')
+  })
+
+  withStores('streams: a stream is recovered once, however many recover it at once', async (t, { streams, usage }) => {
+    await streams.open(entry())
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    const outcomes = await Promise.all(Array.from({ length: 8 }, () => streams.recover('str_1')))
+    const charged = outcomes.filter((r) => r !== null)
+    t.equal(charged.length, 1, 'one recovery charges it')
+    t.strictSame(charged[0], makeUsage({ requests: 1, inputTokens: 100, outputTokens: 40, costNanos: 5000 }), 'its checkpointed charge, on the day of its last write')
+    t.strictSame(totals(await usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-01' })), [1, 100, 40, 5000])
+    t.strictSame(await streams.list(), [], 'recovered: no longer listed')
+    t.equal(await streams.recover('str_1'), null, 'and never recovered again')
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
+    t.equal(await streams.recover('str_1'), null, 'a checkpoint after the recovery does not reopen it')
+  })
+
+  withStores('streams: a settle after a recovery charges only the rest', async (t, { streams, usage }) => {
+    await streams.open(entry())
+    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    t.not(await streams.recover('str_1'), null)
+    // Its gateway only looked dead (a Redis blip longer than its heartbeat): it settles after all.
+    await usage.add([{ ...makeUsage({ inputTokens: 90, outputTokens: 70, costNanos: 8000 }), stream: 'str_1' }])
+    t.strictSame(totals(await usage.query({})), [1, 100, 70, 8000], 'one request; the larger of each count')
+    await usage.add([{ ...makeUsage(), stream: 'str_1' }])
+    t.strictSame(totals(await usage.query({})), [2, 200, 90, 100_008_000], 'a second settle of the id is an ordinary record')
   })
 
   // --- health ------------------------------------------------------------------------

@@ -65,7 +65,7 @@ t.test('embedded: the database is in WAL mode at the latest schema version', asy
   t.equal(db.prepare('PRAGMA journal_mode').get()?.journal_mode, 'wal')
   t.equal(db.prepare('PRAGMA user_version').get()?.user_version, MIGRATIONS.length)
   const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all().map((r) => r.name)
-  t.strictSame(tables, ['accounts', 'key_hashes', 'keys', 'ownership', 'refresh_tokens', 'remembered', 'sessions', 'signing_keys', 'usage'])
+  t.strictSame(tables, ['accounts', 'key_hashes', 'keys', 'ownership', 'refresh_tokens', 'remembered', 'sessions', 'signing_keys', 'streams', 'usage'])
 })
 
 t.test('embedded: costs kept as floats by an older Tollgate become exact nano-units', async (t) => {

@@ -141,6 +141,26 @@ function registerRedisTests(): void {
     t.strictSame(await a.ownership.list('file', owner ?? ''), ['file-x'])
   })
 
+  t.test('redis: a stream left by a gateway that stopped is recovered by one instance of many', async (t) => {
+    const prefix = freshPrefix()
+    const a = createRedisStores(client('tgtest-a'), prefix)
+    const b = createRedisStores(client('tgtest-b'), prefix)
+    t.teardown(async () => { await a.close(); await b.close() })
+    const at = Date.UTC(2025, 2, 1, 12)
+    const streams = Array.from({ length: 20 }, (_, i) => ({
+      id: `str_${i}`, instance: 'gw-gone', keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', at, inputTokens: 10, outputTokens: i, costNanos: 100,
+    }))
+    for (const entry of streams) await a.streams.open(entry)
+    t.equal((await b.streams.list()).length, 20, 'an instance sees the streams another journalled')
+    const outcomes = await Promise.all(streams.flatMap((e) => [a.streams.recover(e.id), b.streams.recover(e.id)]))
+    t.equal(outcomes.filter((r) => r !== null).length, 20, 'each stream charged by exactly one of the two')
+    const [row] = await a.usage.query({ keyId: 'key_a' })
+    t.match(row, { requests: 20, inputTokens: 200, outputTokens: 190, costNanos: 2000 })
+    t.strictSame(await a.streams.list(), [])
+    const ttl = await admin.pttl(redisKeys(prefix).stream('str_0'))
+    t.ok(ttl > 0 && ttl <= 86_400_000, 'a recovered entry lingers a day (for a late settle), then expires')
+  })
+
   t.test('redis: replace is a compare-and-set across instances', async (t) => {
     const [a, b] = twoInstances(t)
     const record = makeKeyRecord()

@@ -62,7 +62,7 @@ function importPlans(args: string[]): void {
   try {
     input = JSON.parse(readFileSync(file, 'utf8'))
   } catch (err) {
-    throw new Error(`${file}: ${err instanceof SyntaxError ? 'not valid JSON' : (err as NodeJS.ErrnoException).code ?? String(err)}`)
+    throw new Error(`${file}: ${err instanceof SyntaxError ? 'not valid JSON' : (err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err })
   }
   const { plans, notes } = importPlanCatalogue(input, { defaultTier: values['default-tier'], source: basename(file) })
   // Validated as the gateway will validate it, so that what is printed boots.

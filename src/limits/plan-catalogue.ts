@@ -26,6 +26,7 @@ const quotaEntry = z.object({
   deploymentRegion: z.string().nullish(),
   contextWindow: z.string().nullish(),
   termsOfUseUrl: z.string().nullish(),
+  modelLabel: z.string().nullish(),
 })
 const cataloguePackage = z.object({
   packageName: z.string(),
@@ -55,7 +56,12 @@ export function tierName(packageName: string): string {
 
 export function importPlanCatalogue(input: unknown, options: ImportOptions = {}): ImportedPlans {
   const source = options.source ?? 'the provider catalogue'
-  const packages = catalogueExport.parse(input).filter((p) => p.isActive)
+  const parsed = catalogueExport.safeParse(input)
+  if (!parsed.success) {
+    const problems = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`)
+    throw new Error(`not a plan catalogue export: ${problems.join('; ')}`)
+  }
+  const packages = parsed.data.filter((p) => p.isActive)
   const tiers: Record<string, TierConfig> = {}
   const facts: Record<string, CatalogueFacts> = {}
   const notes: string[] = []
@@ -63,6 +69,7 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
     const tier = tierName(pkg.packageName)
     if (tier === '' || tier in tiers) throw new Error(`package "${pkg.packageName}": tier name "${tier}" is empty or given twice`)
     const models: Record<string, ModelLimits> = {}
+    const textModels: ModelLimits[] = []
     for (const entry of pkg.modelQuotaConfigs) {
       const name = entry.exactModelName.trim()
       if (name === '') throw new Error(`package "${pkg.packageName}": a model without a name`)
@@ -71,7 +78,7 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
       if (dynamic.length > 0) {
         notes.push(`${tier} / ${name}: ${dynamic.join(', ')} not fixed by the provider ("${String(entry.requestPerMinuteLimit)}"); no limit on ${dynamic.length === 1 ? 'it' : 'them'} here, set one if you need it`)
       }
-      models[name] = dropUnset({
+      const limits = dropUnset({
         rpm: fixed(entry.requestPerMinuteLimit),
         input_tpm: fixed(entry.inputTokenPerMinuteLimit),
         output_tpm: fixed(entry.outputTokenPerMinuteLimit),
@@ -79,12 +86,14 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
         input_price: entry.inputPricePerMillionTokens,
         output_price: entry.outputPricePerMillionTokens,
       })
+      models[name] = limits
+      if (!isSpeechToText(name, entry)) textModels.push(limits)
       // The first package that lists a model speaks for it (the exports agree across packages).
       facts[name] ??= factsOf(entry)
     }
     tiers[tier] = {
       description: `${pkg.packageName.trim()} (imported from ${source})`,
-      default: conservativeDefault(Object.values(models)),
+      default: conservativeDefault(textModels),
       models,
     }
   }
@@ -94,6 +103,17 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
   if (!(defaultTier in tiers)) throw new Error(`default tier "${defaultTier}" is not in the catalogue (tiers: ${names.join(', ')})`)
   const catalogue = { source, models: Object.fromEntries(Object.entries(facts).filter(([, f]) => Object.keys(f).length > 0)) }
   return { plans: { defaultTier, tiers, catalogue }, notes }
+}
+
+/**
+ * Speech-to-text entries count their "tokens" in another unit (whisper-large-v3: 109 a
+ * minute on Basic) and would make the tier's default, the tightest of its limits, too small
+ * for any chat call to a model the tier does not list. The exports before 2026-04-24 say
+ * nothing of a model's kind, so its name tells (the provider's STT models are Whisper);
+ * the next export's label says STT.
+ */
+function isSpeechToText(name: string, entry: QuotaEntry): boolean {
+  return /\bSTT\b/.test(entry.modelLabel ?? '') || /whisper/i.test(name)
 }
 
 /** A positive whole number is a limit; 0 (the legacy "none") and the provider's phrases are not. */

@@ -82,7 +82,7 @@ t.test('legacy → 2026-01-19 → next: models, meta_data and limits follow; key
   await gw.stop()
 
   // 2. The current catalogue: same tiers, new models, display names.
-  ;({ gw, models } = await boot('plans-2026-01-19.json'))
+  ;({ gw } = await boot('plans-2026-01-19.json'))
   listed = await listModels(gw, standard.key)
   t.equal(listed.length, 40)
   t.ok(listed.some((m) => m.id === 'whisper-large-v3') && !listed.some((m) => m.id === 'Qwen2.5-VL-72B-Instruct'))

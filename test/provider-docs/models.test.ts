@@ -10,6 +10,7 @@ import t from 'tap'
 import { parse } from 'yaml'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { rejectsWith } from '../helpers/assert.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -124,7 +125,7 @@ t.test('embeddings.mdx: the vectors have each model\'s dimension, as its meta_da
   // `dimensions` still shortens, and cannot lengthen past the model's own.
   const short = await client.embeddings.create({ input: 'kurz', model: 'jina-embeddings-v2-base-de', dimensions: 64 })
   t.equal(short.data[0]?.embedding.length, 64)
-  await t.rejects(client.embeddings.create({ input: 'lang', model: 'jina-embeddings-v2-base-de', dimensions: 769 }), { status: 400 })
+  await rejectsWith(t, client.embeddings.create({ input: 'lang', model: 'jina-embeddings-v2-base-de', dimensions: 769 }), 400, 'not longer than the model\'s own')
 })
 
 t.test('models.mdx "Model Categories", multimodal.mdx, quickstart.mdx: the vision model reads images and answers', async (t) => {

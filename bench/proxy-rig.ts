@@ -9,7 +9,7 @@ import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProces
 
 /** The public model name; the deployment leaves it as is, so the gateway rewrites no event. */
 export const CHAT_MODEL = 'bench-chat'
-export const AUDIO_MODEL = 'whisper-1'
+export const AUDIO_MODEL = 'whisper-large-v3'
 
 export interface Rig {
   readonly upstream: UpstreamProcess

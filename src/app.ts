@@ -96,7 +96,7 @@ export function buildApp(deps: AppDeps): App {
     corridor.enter(ctx, spec, params, query, async (call) => {
       await corridor.run(call, liveExchange(ctx), v2Admission)
     })
-  const catalogue = createModelCatalogue(deps.registry, deps.startedAt)
+  const catalogue = createModelCatalogue(deps.registry, deps.startedAt, deps.config.plans.catalogue?.models)
   let draining = false
   const handling = new Set<Promise<unknown>>()
 

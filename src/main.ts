@@ -26,6 +26,7 @@ import type { Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
 import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
+import { warnKeysOnMissingTiers } from './limits/tier-check.ts'
 import { createMeter, type Meter } from './keys/meter.ts'
 import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
@@ -64,7 +65,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const metrics = createMetrics()
   const stores = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
-  const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets, resolve(config.store.dataDir)))
+  const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models))
   const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')
@@ -157,6 +158,8 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   await recoverStreams()
   const recoveryTimer = setInterval(() => void recoverStreams(), Math.ceil(config.queue.recoverAfterMs / 2))
   recoveryTimer.unref()
+  // Keys assigned a tier the plans no longer have (another catalogue): said before listening.
+  await warnKeysOnMissingTiers(stores.keys, config.plans, log, 2000)
   const connections = trackConnections(server)
   await listen(server, config.server.port, config.server.host)
   await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)

@@ -3,6 +3,7 @@
 // backend untouched, so the objects are loose. Replies are OpenAI's objects; the schemas
 // below name their main fields for the reference and let the rest through.
 import { z } from 'zod'
+import { MODALITIES, MODEL_TYPES } from '../config/schema.ts'
 import { filePart } from './common.ts'
 
 const model = z.string().max(256).meta({ description: 'A model the key may use (GET /v2/models).' })
@@ -122,11 +123,30 @@ export const ImagesResponse = z.object({
 
 export const Transcription = z.object({ text: z.string() }).loose()
 
+/** The provider's extra field on a model (not in OpenAI's Model); filled by src/inference/model-meta.ts. */
+export const ModelMetaData = z.object({
+  model_type: z.enum(MODEL_TYPES).meta({ description: 'LLM (chat), EMBEDDING, STT (audio: speech to text) or IMAGE_GENERATION. Filter on it, e.g. the audio models are those with STT.' }),
+  source_type: z.enum(['OPEN SOURCE', 'PROPRIETARY']).nullable().meta({ description: 'Open weights or a proprietary model; null when unknown.' }),
+  max_sequence_length: z.int().min(0).meta({ description: 'Input + output tokens the model takes; 0 when unknown.' }),
+  hidden_size: z.int().min(0).meta({ description: 'Embedding models: the dimension of their vectors (what an embeddings call returns without `dimensions`); 0 for the others.' }),
+  max_output_length: z.int().min(0).meta({ description: 'Most tokens one reply may have; 0 when unknown or not capped apart from max_sequence_length.' }),
+  deployment_region: z.string().nullable().meta({ description: 'Where the model runs, as the provider names it (e.g. otc-germany).' }),
+  location: z.string().nullable().meta({ description: 'The deployment\'s location; the region unless configured otherwise.' }),
+  license: z.string().nullable().meta({ description: 'URL of the licence or terms of use.' }),
+  display_name: z.string().meta({ description: 'A human name (the provider\'s displayModelName).' }),
+  deployment_country: z.string().nullable().meta({ description: 'The country of the region, e.g. "Germany, EU".' }),
+  input_modalities: z.array(z.enum(MODALITIES)).meta({ description: 'What the model reads: a vision model has image.' }),
+  output_modalities: z.array(z.enum(MODALITIES)).meta({ description: 'What the model writes.' }),
+  model_lifecycle_stage: z.enum(['Preview', 'Stable', 'Deprecated']),
+  is_externally_hosted: z.boolean().meta({ description: 'Served by a third party (Azure OpenAI, Google Cloud...) rather than the provider\'s own cloud.' }),
+}).meta({ description: 'Facts about the model (the provider\'s meta_data; not part of OpenAI\'s Model object). Every field is present.' })
+
 export const Model = z.object({
   id: z.string(),
   object: z.literal('model'),
   created: z.int(),
   owned_by: z.string(),
+  meta_data: ModelMetaData,
 }).loose()
 
 export const ModelList = z.object({ object: z.literal('list'), data: z.array(Model) })

@@ -1,14 +1,26 @@
 // Builds the adapter for one configured backend.
-import type { BackendConfig, Secrets } from '../config/schema.ts'
+import type { BackendConfig, ModelConfig, Secrets } from '../config/schema.ts'
 import { createMockBackend } from './mock/index.ts'
 import { createOpenAIBackend } from './openai.ts'
 import type { BackendAdapter } from './port.ts'
 
-export function createAdapter(name: string, config: BackendConfig, secrets: Secrets, dataDir?: string): BackendAdapter {
+/** `models`: the configured models, for what a mock needs to know of those it serves. */
+export function createAdapter(name: string, config: BackendConfig, secrets: Secrets, dataDir?: string, models: readonly ModelConfig[] = []): BackendAdapter {
   switch (config.type) {
     case 'mock':
-      return createMockBackend(name, config, dataDir === undefined ? {} : { dataDir })
+      return createMockBackend(name, config, { ...(dataDir === undefined ? {} : { dataDir }), embeddingDimensions: embeddingDimensions(name, models) })
     case 'openai':
       return createOpenAIBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
   }
+}
+
+/** The dimension of each embedding model deployed on backend `name`, by its upstream name. */
+function embeddingDimensions(name: string, models: readonly ModelConfig[]): Map<string, number> {
+  const dimensions = new Map<string, number>()
+  for (const model of models) {
+    const size = model.meta?.hidden_size
+    if (model.kind !== 'embedding' || size === undefined) continue
+    for (const d of model.deployments) if (d.backend === name) dimensions.set(d.model ?? model.name, size)
+  }
+  return dimensions
 }

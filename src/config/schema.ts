@@ -67,12 +67,43 @@ const deployment = z.strictObject({
   weight: positiveInt.default(1),
 })
 
+/** meta_data.model_type: the provider's names (LLM, EMBEDDING, STT in its docs; image generation its own). */
+export const MODEL_TYPES = ['LLM', 'EMBEDDING', 'STT', 'IMAGE_GENERATION'] as const
+export const MODALITIES = ['text', 'image', 'audio', 'video', 'embedding'] as const
+
+/**
+ * What GET /models shows of a model in `meta_data` (the provider's extra field), beside
+ * what the plans' catalogue block says (display name, region). Field names are meta_data's
+ * own. Unset fields are derived from the kind and the catalogue (src/inference/model-meta.ts).
+ */
+export const modelMetaSchema = z.strictObject({
+  model_type: z.enum(MODEL_TYPES).optional(),
+  source_type: z.enum(['OPEN SOURCE', 'PROPRIETARY']).optional(),
+  /** Input + output tokens. */
+  max_sequence_length: positiveInt.optional(),
+  /** The embedding's dimension (embedding models); the mock's embeddings have it. */
+  hidden_size: positiveInt.optional(),
+  max_output_length: positiveInt.optional(),
+  deployment_region: z.string().min(1).optional(),
+  location: z.string().min(1).optional(),
+  license: z.string().min(1).optional(),
+  display_name: z.string().min(1).optional(),
+  deployment_country: z.string().min(1).optional(),
+  input_modalities: z.array(z.enum(MODALITIES)).min(1).optional(),
+  output_modalities: z.array(z.enum(MODALITIES)).min(1).optional(),
+  model_lifecycle_stage: z.enum(['Preview', 'Stable', 'Deprecated']).optional(),
+  is_externally_hosted: z.boolean().optional(),
+})
+export type ModelMeta = z.infer<typeof modelMetaSchema>
+
 const model = z.strictObject({
   name: z.string().min(1),
   kind: z.enum(MODEL_KINDS),
   ownedBy: z.string().default('tollgate'),
   /** The context window in tokens, if known: caps the prompt estimate a call is reserved at. */
   contextTokens: positiveInt.optional(),
+  /** Facts about the model for meta_data on GET /models; all optional. */
+  meta: modelMetaSchema.optional(),
   deployments: z.array(deployment).min(1),
 })
 export type ModelConfig = z.infer<typeof model>
@@ -119,9 +150,27 @@ const tier = z.strictObject({
 })
 export type TierConfig = z.infer<typeof tier>
 
+/**
+ * What the provider's catalogue export says about a model besides its limits, kept by
+ * `tollgate plans import` so that GET /models can show it (meta_data). Field names are
+ * those of meta_data.
+ */
+export const catalogueFactsSchema = z.strictObject({
+  display_name: z.string().min(1).optional(),
+  deployment_region: z.string().min(1).optional(),
+  max_sequence_length: positiveInt.optional(),
+  license: z.string().min(1).optional(),
+})
+export type CatalogueFacts = z.infer<typeof catalogueFactsSchema>
+
 export const plansSchema = z.strictObject({
   defaultTier: z.string().min(1),
   tiers: z.record(z.string(), tier),
+  /** The export this file was generated from, and its per-model facts. */
+  catalogue: z.strictObject({
+    source: z.string().min(1),
+    models: z.record(z.string(), catalogueFactsSchema).default({}),
+  }).optional(),
 }).refine((p) => p.defaultTier in p.tiers, { message: 'defaultTier must name one of the tiers', path: ['defaultTier'] })
 export type PlansConfig = z.infer<typeof plansSchema>
 

@@ -24,9 +24,9 @@ const chat = (key: string, model = 'gpt-4o'): Promise<RawResponse> => post(key, 
 const ids = (res: RawResponse): string[] => res.json<{ data: Array<{ id: string }> }>().data.map((m) => m.id).sort()
 
 t.test('the model lists show only the models the key may use', async (t) => {
-  const scoped = await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o', 'whisper-1', 'text-embedding-ada-002'] })
-  t.same(ids(await get(scoped.key, '/models')), ['gpt-4o', 'text-embedding-ada-002', 'whisper-1'])
-  t.same(ids(await get(scoped.key, '/audio/models')), ['whisper-1'])
+  const scoped = await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o', 'whisper-large-v3', 'text-embedding-ada-002'] })
+  t.same(ids(await get(scoped.key, '/models')), ['gpt-4o', 'text-embedding-ada-002', 'whisper-large-v3'])
+  t.same(ids(await get(scoped.key, '/audio/models')), ['whisper-large-v3'])
   t.equal((await get(scoped.key, '/models/gpt-4o')).status, 200)
   isError(t, await get(scoped.key, '/models/claude-sonnet-4'), 404, 'model_not_found', 'a model outside the scope does not exist for the key')
 
@@ -41,7 +41,7 @@ t.test('the model lists show only the models the key may use', async (t) => {
   const client = new OpenAI({ apiKey: scoped.key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
   const listed: string[] = []
   for await (const m of client.models.list()) listed.push(m.id)
-  t.same(listed.sort(), ['gpt-4o', 'text-embedding-ada-002', 'whisper-1'])
+  t.same(listed.sort(), ['gpt-4o', 'text-embedding-ada-002', 'whisper-large-v3'])
 })
 
 t.test('a model or endpoint outside the scopes is 403, and the reply names no secret', async (t) => {

@@ -167,7 +167,7 @@ t.test('image edits: multipart with one or more images', async (t) => {
 t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) => {
   const audio = Buffer.alloc(48_000, 7)
   const form = async (extra: Part[] = []): Promise<RequestBody> =>
-    multipartBody([{ name: 'model', value: 'whisper-1' }, { name: 'file', filename: 'speech.wav', data: audio, contentType: 'audio/wav' }, ...extra], t.testdir())
+    multipartBody([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'speech.wav', data: audio, contentType: 'audio/wav' }, ...extra], t.testdir())
 
   const res = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form()))
   t.equal(res.headers['content-type'], 'application/json')
@@ -221,12 +221,12 @@ t.test('audio transcription stream: deltas, then done with usage', async (t) => 
 
 t.test('audio translation, and refusals without file or model', async (t) => {
   const ok = await backend.send(request('audio.translations', '/audio/translations', await multipartBody([
-    { name: 'model', value: 'whisper-1' }, { name: 'file', filename: 'x.mp3', data: Buffer.alloc(1000, 1) },
+    { name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'x.mp3', data: Buffer.alloc(1000, 1) },
   ], t.testdir())))
   const body = await json<OpenAI.Audio.Translation>(ok)
   t.match(body.text, /mock translation into English of an audio file of 1000 bytes/)
 
-  const noFile = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await multipartBody([{ name: 'model', value: 'whisper-1' }], t.testdir())))
+  const noFile = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await multipartBody([{ name: 'model', value: 'whisper-large-v3' }], t.testdir())))
   t.equal((await json<OpenAIErrorBody>(noFile, 400)).error.param, 'file')
   const noModel = await backend.send({
     ...request('audio.transcriptions', '/audio/transcriptions', await multipartBody([{ name: 'file', filename: 'x', data: Buffer.alloc(5) }], t.testdir())),

@@ -143,13 +143,13 @@ t.test('images: generate and edit', async (t) => {
 
 t.test('audio: transcriptions in json and text, translations, and a transcription stream', async (t) => {
   const file = await toFile(Buffer.alloc(32_000, 1), 'speech.wav', { type: 'audio/wav' })
-  const json = await client.audio.transcriptions.create({ model: 'whisper-1', file })
+  const json = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file })
   t.match(json.text, /mock transcription of an audio file of 32000 bytes/)
-  const text = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(Buffer.alloc(32_000, 1), 'speech.wav'), response_format: 'text' })
+  const text = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(32_000, 1), 'speech.wav'), response_format: 'text' })
   t.equal(text, `${json.text}\n`)
-  const verbose = await client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(Buffer.alloc(32_000, 1), 's.wav'), response_format: 'verbose_json' })
+  const verbose = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(32_000, 1), 's.wav'), response_format: 'verbose_json' })
   t.equal(verbose.duration, 2)
-  const translation = await client.audio.translations.create({ model: 'whisper-1', file: await toFile(Buffer.alloc(100), 's.wav') })
+  const translation = await client.audio.translations.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(100), 's.wav') })
   t.match(translation.text, /mock translation/)
   let deltas = ''
   let done = ''

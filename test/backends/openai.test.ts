@@ -179,7 +179,7 @@ t.test('a multipart upload arrives byte for byte, streamed from its spool file',
   const boundary = '----tollgate-test-boundary'
   const file = randomBytes(6 * 1024 * 1024)
   const bytes = Buffer.concat([
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-1\r\n`),
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-large-v3\r\n`),
     Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`),
     file,
     Buffer.from(`\r\n--${boundary}--\r\n`),
@@ -189,7 +189,7 @@ t.test('a multipart upload arrives byte for byte, streamed from its spool file',
   let opened = 0
   const multipart: MultipartBody = {
     kind: 'multipart',
-    fields: { model: 'whisper-1' },
+    fields: { model: 'whisper-large-v3' },
     files: [{ field: 'file', filename: 'a.wav', mimeType: 'audio/wav', size: file.length }],
     contentType: `multipart/form-data; boundary=${boundary}`,
     size: bytes.length,

@@ -21,14 +21,14 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     for await (const model of subject().client.models.list()) ids.push(model.id)
     t.ok(ids.includes(CHAT))
     t.ok(ids.includes('text-embedding-bge-m3'))
-    t.ok(ids.includes('whisper-1'))
+    t.ok(ids.includes('whisper-large-v3'))
     const model = await subject().client.models.retrieve(CHAT)
     t.equal(model.id, CHAT)
     t.equal(model.object, 'model')
     await rejectsWith(t, subject().client.models.retrieve('no-such-model'), 404)
     const audio = await fetch(`${subject().gw.url}/v2/audio/models`, { headers: { authorization: `Bearer ${subject().key}` } })
     const list = await audio.json() as { data: Array<{ id: string }> }
-    t.same(list.data.map((m) => m.id), ['whisper-1'])
+    t.same(list.data.map((m) => m.id), ['whisper-large-v3', 'whisper-large-v3-turbo'])
   })
 
   t.test('chat completion', async (t) => {
@@ -133,11 +133,11 @@ export function endpointTests(t: Test, subject: () => Subject): void {
 
   t.test('audio: transcription and translation', async (t) => {
     const audio = Buffer.alloc(48_000, 7)
-    const tr = await subject().client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
+    const tr = await subject().client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
     t.match(tr.text, /mock/i)
-    const tl = await subject().client.audio.translations.create({ model: 'whisper-1', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
+    const tl = await subject().client.audio.translations.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
     t.ok(tl.text.length > 0)
-    const text = await subject().client.audio.transcriptions.create({ model: 'whisper-1', file: await toFile(audio, 'speech.wav'), response_format: 'text' })
+    const text = await subject().client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav'), response_format: 'text' })
     t.type(text, 'string')
   })
 

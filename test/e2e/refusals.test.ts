@@ -73,7 +73,7 @@ t.test('wrong content type: 415', async (t) => {
   const hostile = await chat({ authorization: `Bearer ${key}`, 'content-type': 'text/<script>alert(1)</script>' }, goodBody)
   isOpenAIError(t, hostile, 415, 'unsupported_media_type', 'hostile type')
   t.notMatch(hostile.text, '<script>', 'nothing reflected')
-  const upload = await request(`${gw.url}/v2/audio/transcriptions`, { method: 'POST', headers: auth(), body: JSON.stringify({ model: 'whisper-1' }) })
+  const upload = await request(`${gw.url}/v2/audio/transcriptions`, { method: 'POST', headers: auth(), body: JSON.stringify({ model: 'whisper-large-v3' }) })
   isOpenAIError(t, upload, 415, 'unsupported_media_type', 'JSON to a multipart endpoint')
 })
 

@@ -302,7 +302,7 @@ export function bodyFor(target: FuzzTarget, ctx: FuzzContext): fc.Arbitrary<Body
   switch (target.body) {
     case 'json': return jsonBody(target, ctx)
     case 'optional-json': return fc.oneof(jsonBody(target, ctx), strayBody)
-    case 'multipart': return fc.oneof({ weight: 8, arbitrary: multipartBody(target, ctx) }, { weight: 1, arbitrary: jsonBody({ ...target, template: () => ({ model: 'whisper-1' }) }, ctx) })
+    case 'multipart': return fc.oneof({ weight: 8, arbitrary: multipartBody(target, ctx) }, { weight: 1, arbitrary: jsonBody({ ...target, template: () => ({ model: 'whisper-large-v3' }) }, ctx) })
     case 'form': return fc.oneof({ weight: 12, arbitrary: formBody(target, ctx) }, { weight: 1, arbitrary: strayBody })
     case 'none': return strayBody
   }

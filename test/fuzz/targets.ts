@@ -93,11 +93,11 @@ export const V2_TARGETS: readonly FuzzTarget[] = [
   },
   {
     name: 'v2 audio.transcriptions', method: 'POST', path: '/v2/audio/transcriptions', auth: 'api-key', body: 'multipart', errors: 'openai',
-    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-1') }, { name: 'response_format', value: 'json' }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-large-v3') }, { name: 'response_format', value: 'json' }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
   },
   {
     name: 'v2 audio.translations', method: 'POST', path: '/v2/audio/translations', auth: 'api-key', body: 'multipart', errors: 'openai',
-    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-1') }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-large-v3') }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
   },
   {
     name: 'v2 images.edits', method: 'POST', path: '/v2/images/edits', auth: 'api-key', body: 'multipart', errors: 'openai',

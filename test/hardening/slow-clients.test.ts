@@ -122,7 +122,7 @@ t.test('a body that trickles is cut with a 408 after one window; one that stops 
 
 t.test('a large upload at a steady pace is never cut, however many windows it takes', async (t) => {
   const audio = Buffer.alloc(1024 * 1024, 7)
-  const { contentType, bytes } = encodeMultipart([{ name: 'model', value: 'whisper-1' }, { name: 'file', filename: 'a.wav', data: audio, contentType: 'audio/wav' }])
+  const { contentType, bytes } = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'a.wav', data: audio, contentType: 'audio/wav' }])
   const { socket, reader } = await open()
   socket.write(`POST /v2/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: ${contentType}\r\nContent-Length: ${bytes.length}\r\n\r\n`)
   const started = Date.now()

@@ -154,14 +154,14 @@ t.test('a running request is cancelled: the upstream sees the abort and the toke
 
 t.test('multipart bodies are stored and sent; larger than queue.maxBodyBytes is a 413', async (t) => {
   const { key } = await newKey()
-  const form = encodeMultipart([{ name: 'model', value: 'whisper-1' }, { name: 'file', filename: 'a.wav', data: Buffer.alloc(1500, 7), contentType: 'audio/wav' }])
+  const form = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'a.wav', data: Buffer.alloc(1500, 7), contentType: 'audio/wav' }])
   const accepted = await request(`${gw.url}/queue/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': form.contentType, ...ASYNC }, body: form.bytes })
   t.equal(accepted.status, 202)
   const done = await until(requestUrl(accepted.json<QueueView>().id), key, ['completed', 'failed'])
   t.equal(done.status, 'completed')
   t.match(done.response?.body, { text: /./ }, 'the transcription ran on the stored upload')
 
-  const big = encodeMultipart([{ name: 'model', value: 'whisper-1' }, { name: 'file', filename: 'b.wav', data: Buffer.alloc(6000, 7), contentType: 'audio/wav' }])
+  const big = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'b.wav', data: Buffer.alloc(6000, 7), contentType: 'audio/wav' }])
   const refused = await request(`${gw.url}/queue/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType, ...ASYNC }, body: big.bytes })
   t.equal(refused.status, 413)
   t.equal(refused.json().error.code, 'request_too_large')

@@ -5,7 +5,10 @@
 // query's words first, as a real embedding model would. Text without a word (punctuation
 // only) is drawn from a generator seeded by the whole text. Asking for fewer dimensions
 // gives the normalised prefix of the same sum. Values are rounded to float32 first, so the
-// `float` and `base64` (little-endian float32) encodings agree exactly.
+// `float` and `base64` (little-endian float32) encodings agree exactly. A model whose
+// configuration gives its dimension (meta.hidden_size: 768 for jina-embeddings-v2-base-de,
+// 1024 for text-embedding-bge-m3) has vectors that long, as the real model has, and
+// `dimensions` may shorten them but not lengthen them; other models have DEFAULT_DIMENSIONS.
 import { countInputTokens } from '../../limits/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -17,11 +20,13 @@ export const DEFAULT_DIMENSIONS = 256
 const MAX_DIMENSIONS = 4096
 const MAX_INPUTS = 2048
 
-export async function embeddings(request: UpstreamRequest): Promise<UpstreamResponse> {
+/** `native`: each model's own dimension, by the name the backend knows it by. */
+export async function embeddings(request: UpstreamRequest, native: ReadonlyMap<string, number> = new Map()): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const inputs = inputSeeds(body.input)
   const model = modelOf(body, request)
-  const dimensions = optionalInteger(body, 'dimensions', { min: 1, max: MAX_DIMENSIONS }) ?? DEFAULT_DIMENSIONS
+  const own = native.get(model)
+  const dimensions = optionalInteger(body, 'dimensions', { min: 1, max: own ?? MAX_DIMENSIONS }) ?? own ?? DEFAULT_DIMENSIONS
   const format = optionalEnum(body, 'encoding_format', ['float', 'base64'] as const) ?? 'float'
 
   const data = inputs.map((seed, index) => {

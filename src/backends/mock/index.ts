@@ -30,6 +30,8 @@ export interface MockBackendOptions {
   readonly now?: () => number
   /** Where uploaded files are kept (under mock-files/<name>); a temporary directory without it. */
   readonly dataDir?: string
+  /** Embedding models' own dimensions (meta.hidden_size), by the name this backend knows them by. */
+  readonly embeddingDimensions?: ReadonlyMap<string, number>
 }
 
 /** The gateway answers these itself, from its configuration. */
@@ -61,7 +63,7 @@ export function createMockBackend(name: string, config: MockBackendConfig, optio
     'chat.completions': (r) => chatCompletions(r, ctx),
     completions: (r) => completions(r, ctx),
     responses: (r) => responses(r, ctx),
-    embeddings: (r) => embeddings(r),
+    embeddings: (r) => embeddings(r, options.embeddingDimensions),
     'images.generations': (r) => imageGenerations(r, ctx),
     'images.edits': (r) => imageEdits(r, ctx),
     'audio.transcriptions': (r) => transcriptions(r, ctx),

@@ -4,6 +4,7 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAdmission } from './admission.ts'
+import { benchBodyIds } from './body-ids.ts'
 import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
 import { benchFuzz } from './fuzz.ts'
@@ -30,6 +31,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   upload: benchUpload,
   queue: benchQueue,
   stall: benchStall,
+  'body-ids': benchBodyIds,
   'vector-store': benchVectorStore,
   'idle-connections': benchIdleConnections,
   'stalled-stream': benchStalledStream,

@@ -17,6 +17,14 @@ const SOURCE = `(() => {
 let script: vm.Script | undefined
 let context: vm.Context | undefined
 
+/**
+ * Answers already found, so a schema sent again is answered the same without matching
+ * again (a reply for the same schema must not change because the machine was busy the
+ * second time). Only definite answers are kept; bounded, cleared when full.
+ */
+const known = new Map<string, number>()
+const KNOWN_AT_MOST = 1024
+
 export class PatternBudget {
   private left = PATTERN_BUDGET_MS
 
@@ -25,6 +33,9 @@ export class PatternBudget {
    * it cannot tell (an invalid pattern, or the budget ran out).
    */
   firstMatch(pattern: string, candidates: readonly string[]): number | undefined {
+    const key = `${pattern}\u0000${candidates.join('\u0001')}`
+    const answer = known.get(key)
+    if (answer !== undefined) return answer
     if (this.left <= 0) return undefined
     script ??= new vm.Script(SOURCE)
     context ??= vm.createContext({})
@@ -33,7 +44,10 @@ export class PatternBudget {
     const started = performance.now()
     try {
       const index = script.runInContext(context, { timeout: Math.max(1, Math.ceil(this.left)) }) as number
-      return index === -2 ? undefined : index
+      if (index === -2) return undefined
+      if (known.size >= KNOWN_AT_MOST) known.clear()
+      known.set(key, index)
+      return index
     } catch {
       // Timed out (the time it took spends the budget below): this pattern is not solved.
       return undefined

@@ -93,7 +93,10 @@ limit the answer is 429 with \`retry-after\` and \`retry-after-ms\`. Endpoints w
 **Ownership.** Files, fine-tuning jobs, vector stores and file batches belong to the owner of
 the key that made them; to any other owner they do not exist (404).
 
-**Errors** are OpenAI's: \`{"error": {"message", "type", "param", "code"}}\`.`
+**Errors** are OpenAI's, with FastAPI's \`detail\` beside them holding the same message:
+\`{"error": {"message", "type", "param", "code"}, "detail": "..."}\`. The OpenAI SDKs read \`error\`;
+code written for the provider's API, which answers \`{"detail": "..."}\`, reads \`detail\`. Upstream
+errors in OpenAI's shape are relayed with \`detail\` added. The RAG gateway answers \`{"detail": ...}\` alone.`
 
 /** The document of everything the gateway serves (all of it, unless `served` says a part is off). */
 export function apiDocument(served: ServedParts = ALL): OpenApiDocument {

@@ -27,7 +27,7 @@ export const ERRORS = {
   bad_header: { status: 400, type: 'invalid_request_error', code: 'invalid_header', message: 'A request header is invalid.' },
   bad_http: { status: 400, type: 'invalid_request_error', code: 'invalid_http_request', message: 'The request is not valid HTTP/1.1.' },
   // 401
-  missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'." },
+  missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY' (or in an api-key header)." },
   invalid_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided.' },
   expired_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has expired.' },
   revoked_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has been revoked.' },

@@ -2,7 +2,7 @@
 // path from the route table, the body and query schemas the corridor validates with
 // (request-schemas.ts), and from the table below the words and the reply's schema. An
 // endpoint added to a route table without an entry here stops the document from building.
-import type { z } from 'zod'
+import { z } from 'zod'
 import { FileDeleted, FileList, FileObject } from '../api/files.ts'
 import {
   ChatCompletion, Completion, EmbeddingList, FineTuningEventList, FineTuningJob, FineTuningJobList, ImagesResponse, Model,
@@ -14,6 +14,7 @@ import {
 } from '../api/vector-stores.ts'
 import type { HttpMethod, OperationDoc } from '../openapi/operation.ts'
 import { templateOf } from '../openapi/operation.ts'
+import { AZURE_PREFIX } from './azure-endpoints.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
 
@@ -80,7 +81,19 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
   'GET /vector_stores/:vector_store_id/file_batches/:batch_id/files': { id: 'listFilesInVectorStoreBatch', summary: 'List a file batch\'s files', tag: TAG.batches, reply: VectorStoreFileList , list: true },
 }
 
+/** What an Azure-style alias says before its twin's words. */
+function azureWords(prefix: string, twin: string): string {
+  return `Azure OpenAI's path to \`${prefix}${twin}\`, for Azure OpenAI clients (the SDKs' AzureOpenAI with this gateway's \`${prefix}\` as its endpoint), ` +
+    'which send the key in an `api-key` header. The deployment is the model: a JSON body\'s `model` is set to it; a multipart form is forwarded as sent, so its `model` must name the deployment.'
+}
+
+/** The query an Azure OpenAI client adds to every call. */
+const AzureQuery = z.object({
+  'api-version': z.string().optional().meta({ description: 'Azure OpenAI\'s API version, as Azure clients send it: accepted (any value, or none) and not passed on upstream.' }),
+})
+
 const PARAMS: Readonly<Record<string, string>> = {
+  deployment: 'The model to use (a name from /v2/models), in Azure\'s deployment position.',
   id: 'The object\'s id.',
   vector_store_id: 'A vector store of yours.',
   file_id: 'The id of a file attached to the store.',
@@ -95,17 +108,19 @@ export interface InferenceDocOptions {
 /** The OperationDocs of `specs`, served under `prefix`. */
 export function inferenceOperations(prefix: string, specs: readonly EndpointSpec[], options: InferenceDocOptions = {}): OperationDoc[] {
   return specs.map((spec) => {
-    const words = WORDS[`${spec.method} ${spec.route}`]
+    // An Azure-style alias has its twin's words.
+    const twin = spec.modelParam === undefined ? spec.route : spec.route.slice(AZURE_PREFIX.length)
+    const words = WORDS[`${spec.method} ${twin}`]
     if (words === undefined) throw new Error(`no API reference words for ${spec.method} ${spec.route}`)
     const body = spec.body === 'json' ? JSON_BODIES[spec.endpoint] : spec.body === 'multipart' ? FORMS[spec.endpoint] : undefined
     if (spec.body !== 'none' && body === undefined) throw new Error(`no request schema for ${spec.endpoint}`)
-    const query = words.list === true ? QUERIES[spec.endpoint] : undefined
+    const query = words.list === true ? QUERIES[spec.endpoint] : spec.modelParam === undefined ? undefined : AzureQuery
     return {
       method: spec.method.toLowerCase() as HttpMethod,
       path: `${prefix}${templateOf(spec.route)}`,
       operationId: options.idPrefix === undefined ? words.id : `${options.idPrefix}${words.id.charAt(0).toUpperCase()}${words.id.slice(1)}`,
-      summary: words.summary,
-      description: [words.description, `Scope: \`${spec.endpoint}\`.`].filter(Boolean).join(' '),
+      summary: spec.modelParam === undefined ? words.summary : `${words.summary} (Azure OpenAI path)`,
+      description: [spec.modelParam === undefined ? undefined : azureWords(prefix, twin), words.description, `Scope: \`${spec.endpoint}\`.`].filter(Boolean).join(' '),
       tag: words.tag,
       security: 'apiKey',
       pathParams: PARAMS,

@@ -37,6 +37,11 @@ export interface EndpointSpec {
   readonly ownership?: Ownership
   /** Owned objects the path reaches besides `ownership`'s: the caller must own each (checked first). */
   readonly owns?: readonly OwnedReference[]
+  /**
+   * The path parameter that names the model (an Azure-style deployment), in place of the
+   * body's: see azure-endpoints.ts.
+   */
+  readonly modelParam?: string
   /** May stream when the body says `stream: true`. */
   readonly streams?: boolean
   /** Upstream path under the backend's API root. */

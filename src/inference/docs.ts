@@ -3,7 +3,7 @@
 // (request-schemas.ts), and from the table below the words and the reply's schema. An
 // endpoint added to a route table without an entry here stops the document from building.
 import { z } from 'zod'
-import { FileDeleted, FileList, FileObject } from '../api/files.ts'
+import { FileDeleted, FileList, FileObject, FileValidation } from '../api/files.ts'
 import {
   ChatCompletion, Completion, EmbeddingList, FineTuningEventList, FineTuningJob, FineTuningJobList, ImagesResponse, Model,
   ModelList, ResponseObject, Transcription,
@@ -55,6 +55,10 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
   'GET /files': { id: 'listFiles', summary: 'List your files', tag: TAG.files, reply: FileList , list: true },
   'GET /files/:id': { id: 'retrieveFile', summary: 'Retrieve a file', tag: TAG.files, reply: FileObject, description: OWNED },
   'GET /files/:id/content': { id: 'downloadFile', summary: 'Download a file\'s bytes', tag: TAG.files, reply: FileObject, binary: true },
+  'GET /files/validate/:id': {
+    id: 'validateFile', summary: 'Validate a fine-tuning dataset', tag: TAG.files, reply: FileValidation,
+    description: `Checks that the file is JSONL of chat examples in OpenAI's fine-tuning format (the provider's fine-tuning guide calls it before creating a job, with the key in an \`api-key\` header). An invalid file is still a 200, with \`valid: false\` and the problems by line. ${OWNED}`,
+  },
   'DELETE /files/:id': { id: 'deleteFile', summary: 'Delete a file', tag: TAG.files, reply: FileDeleted, description: 'The file also leaves every vector store it was attached to.' },
 
   'POST /vector_stores': { id: 'createVectorStore', summary: 'Create a vector store', tag: TAG.stores, reply: VectorStore, description: 'Files named in `file_ids` (yours) are attached at once; the reply\'s `usage` counts their embedding tokens.' },

@@ -61,18 +61,24 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
   },
   'DELETE /files/:id': { id: 'deleteFile', summary: 'Delete a file', tag: TAG.files, reply: FileDeleted, description: 'The file also leaves every vector store it was attached to.' },
 
-  'POST /vector_stores': { id: 'createVectorStore', summary: 'Create a vector store', tag: TAG.stores, reply: VectorStore, description: 'Files named in `file_ids` (yours) are attached at once; the reply\'s `usage` counts their embedding tokens.' },
+  'POST /vector_stores': {
+    id: 'createVectorStore', summary: 'Create a vector store', tag: TAG.stores, reply: VectorStore,
+    description: 'Files named in `file_ids` (yours) are attached at once; the reply\'s `usage` counts their embedding tokens. ' +
+      'Visual RAG (the provider\'s guide): `chunking_strategy` may name `text_embedding_model` and `vision_embedding_model` instead of a `type`; the store keeps them as its files\' defaults and shows them as its `chunking_strategy`.',
+  },
   'GET /vector_stores': { id: 'listVectorStores', summary: 'List your vector stores', tag: TAG.stores, reply: VectorStoreList , list: true },
   'GET /vector_stores/:vector_store_id': { id: 'retrieveVectorStore', summary: 'Retrieve a vector store', tag: TAG.stores, reply: VectorStore, description: OWNED },
   'POST /vector_stores/:vector_store_id': { id: 'modifyVectorStore', summary: 'Modify a vector store', tag: TAG.stores, reply: VectorStore },
   'DELETE /vector_stores/:vector_store_id': { id: 'deleteVectorStore', summary: 'Delete a vector store', tag: TAG.stores, reply: VectorStoreDeleted },
   'POST /vector_stores/:vector_store_id/search': {
     id: 'searchVectorStore', summary: 'Search a vector store', tag: TAG.stores, reply: SearchResultsPage,
-    description: 'The chunks most similar to the query, best first. The query\'s tokens are metered as the call\'s input tokens.',
+    description: 'The chunks most similar to the query, best first. The query\'s tokens are metered as the call\'s input tokens. ' +
+      'Visual RAG: page images are results too (`content[0].type` `base64`, a data URL in `text`, with `page_number`); `top_k_texts` and `top_k_images` cap each kind.',
   },
   'POST /vector_stores/:vector_store_id/files': {
     id: 'createVectorStoreFile', summary: 'Attach a file to a vector store', tag: TAG.storeFiles, reply: VectorStoreFile,
-    description: 'Answers `in_progress` at once; the file is `completed` (or `failed`) once chunked and embedded. The reply\'s `usage` counts the embedding tokens, metered against the key.',
+    description: 'Answers `in_progress` at once; the file is `completed` (or `failed`) once chunked and embedded. The reply\'s `usage` counts the embedding tokens, metered against the key. ' +
+      'Visual RAG: `chunking_strategy` may be `{chunk_size, chunk_overlap}` (and the embedding models) instead of a `type`; the file\'s `chunking_strategy` shows them beside OpenAI\'s `static`.',
   },
   'GET /vector_stores/:vector_store_id/files': { id: 'listVectorStoreFiles', summary: 'List a vector store\'s files', tag: TAG.storeFiles, reply: VectorStoreFileList , list: true },
   'GET /vector_stores/:vector_store_id/files/:file_id': { id: 'retrieveVectorStoreFile', summary: 'Retrieve a vector store file', tag: TAG.storeFiles, reply: VectorStoreFile },

@@ -8,7 +8,7 @@ import { EmbeddingUsage, Metadata } from '../api/common.ts'
 import { FileObject } from '../api/files.ts'
 import {
   Attributes, ChunkingStrategy, ChunkingStrategyParam, ComparisonFilter, CompoundFilter, ExpiresAfter, VectorStore,
-  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList,
+  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList, VisualRagChunking,
 } from '../api/vector-stores.ts'
 import { ADMIN_OPERATIONS } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
@@ -62,6 +62,7 @@ const NAMED = {
   VectorStoreFileBatch,
   VectorStoreFileAttributes: Attributes,
   ChunkingStrategyRequestParam: ChunkingStrategyParam,
+  VisualRagChunkingParam: VisualRagChunking,
   ChunkingStrategy,
   VectorStoreExpirationAfter: ExpiresAfter,
   ComparisonFilter,

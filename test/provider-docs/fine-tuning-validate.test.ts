@@ -6,7 +6,7 @@
 // Content-Type, on a GET without a body). Each step names its section.
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 
 interface Validation {
@@ -146,4 +146,26 @@ t.test('refused: no key, a wrong key, two keys, an unknown file, another owner\'
 
   const onV1 = await fetch(`${gw.url}/v1/files/validate/${file.id}`, { headers: { 'api-key': key } })
   t.equal(onV1.status, 200, 'the same route under /v1, where the same files are')
+})
+
+t.test('through the openai adapter: the upstream gets /files/validate/{id} with the gateway\'s credentials only', async (t) => {
+  const upstream: UpstreamProcess = await startUpstream()
+  const front = await startTollgate({
+    config: (doc) => {
+      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
+      doc.resourceBackend = 'up'
+    },
+  })
+  t.teardown(async () => {
+    await front.stop()
+    await upstream.stop()
+  })
+  const frontKey = (await front.createKey({ tier: 'Standard4000' })).key
+  const uploaded = await new OpenAI({ apiKey: frontKey, baseURL: `${front.url}/v2`, maxRetries: 0 }).files.create({ file: await toFile(Buffer.from(DATASET), 'd.jsonl'), purpose: 'fine-tune' })
+  const res = await fetch(`${front.url}/v2/files/validate/${uploaded.id}`, { headers: { 'Content-Type': 'application/json', 'api-key': frontKey } })
+  t.equal(res.status, 200)
+  t.match(await res.json(), { id: uploaded.id, valid: true, examples: 2 })
+  const seen = (await upstream.requests()).filter((r) => r.path.startsWith('/v1/files/validate/'))
+  t.same(seen.map((r) => `${r.method} ${r.path}`), [`GET /v1/files/validate/${uploaded.id}`])
+  t.equal(seen[0]?.headers['api-key'], undefined, 'the client\'s api-key stays with the gateway')
 })

@@ -18,6 +18,7 @@ import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
 import { registerProbeRoutes } from './http/probes.ts'
 import { Router, type Params, type RouteEntry } from './http/router.ts'
+import { AZURE_ENDPOINTS, withoutApiVersion } from './inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
 import { limiterStrategy, liveExchange, type Corridor } from './inference/handler.ts'
@@ -132,6 +133,10 @@ export function buildApp(deps: AppDeps): App {
   })
   for (const spec of PROXIED_ENDPOINTS) {
     router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
+  }
+  // Azure OpenAI's paths to the same endpoints (/v2/openai/deployments/{deployment}/...).
+  for (const spec of AZURE_ENDPOINTS) {
+    router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, withoutApiVersion(query)))
   }
 
   // Vector stores and files, under /v1: the same corridor, the same file store as /v2.

@@ -1,5 +1,11 @@
 // The one table of errors the gateway produces. Each code is stable and never reused:
 // clients, dashboards and tests key on it. `type` and `code` follow OpenAI's error body.
+//
+// The body carries the message twice: in OpenAI's `error` object, which the OpenAI SDKs
+// read, and as a top-level `detail` string, which is what the provider's own API answers
+// (FastAPI's `{"detail": "..."}`, its error-codes reference) and what its customers' code
+// reads. Both kinds of client find the message where they look. Errors of the RAG
+// gateway's logins keep FastAPI's shape alone (`body: 'detail'`), as its services do.
 import { StoreConflictError, StoreUnavailableError } from './store/errors.ts'
 
 export interface ErrorSpec {
@@ -8,6 +14,8 @@ export interface ErrorSpec {
   /** The OpenAI `code` field; null where OpenAI sends null. */
   readonly code: string | null
   readonly message: string
+  /** The body's shape: OpenAI's `error` object with `detail` beside it (unset), or FastAPI's `detail` alone. */
+  readonly body?: 'detail'
 }
 
 export const ERRORS = {
@@ -19,7 +27,7 @@ export const ERRORS = {
   bad_header: { status: 400, type: 'invalid_request_error', code: 'invalid_header', message: 'A request header is invalid.' },
   bad_http: { status: 400, type: 'invalid_request_error', code: 'invalid_http_request', message: 'The request is not valid HTTP/1.1.' },
   // 401
-  missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'." },
+  missing_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY' (or in an api-key header)." },
   invalid_api_key: { status: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided.' },
   expired_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has expired.' },
   revoked_api_key: { status: 401, type: 'authentication_error', code: 'invalid_api_key', message: 'This API key has been revoked.' },
@@ -70,10 +78,10 @@ export const ERRORS = {
   client_closed: { status: 499, type: 'invalid_request_error', code: 'client_closed', message: 'The client closed the connection before the request was answered.' },
   result_too_large: { status: 502, type: 'server_error', code: 'result_too_large', message: 'The reply was larger than the queue keeps as a result.' },
   // The RAG gateway's logins and access tokens (answered as FastAPI does: {"detail": message})
-  invalid_access_token: { status: 401, type: 'authentication_error', code: 'invalid_token', message: 'Could not validate credentials' },
-  login_failed: { status: 401, type: 'authentication_error', code: 'invalid_credentials', message: 'Incorrect username or password' },
-  invalid_refresh_token: { status: 401, type: 'authentication_error', code: 'invalid_refresh_token', message: 'Invalid or expired refresh token' },
-  login_throttled: { status: 429, type: 'requests', code: 'too_many_login_failures', message: 'Too many failed login attempts. Try again later.' },
+  invalid_access_token: { status: 401, type: 'authentication_error', code: 'invalid_token', message: 'Could not validate credentials', body: 'detail' },
+  login_failed: { status: 401, type: 'authentication_error', code: 'invalid_credentials', message: 'Incorrect username or password', body: 'detail' },
+  invalid_refresh_token: { status: 401, type: 'authentication_error', code: 'invalid_refresh_token', message: 'Invalid or expired refresh token', body: 'detail' },
+  login_throttled: { status: 429, type: 'requests', code: 'too_many_login_failures', message: 'Too many failed login attempts. Try again later.', body: 'detail' },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorName = keyof typeof ERRORS
@@ -87,7 +95,13 @@ export interface GatewayErrorOptions {
   status?: number
 }
 
-/** An error the client is meant to see, in OpenAI's shape. */
+/** OpenAI's error object with FastAPI's `detail` beside it; or `detail` alone (see `ErrorSpec.body`). */
+export interface ErrorBody {
+  readonly error?: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string | null }
+  readonly detail: string
+}
+
+/** An error the client is meant to see, in OpenAI's shape (and FastAPI's `detail`). */
 export class GatewayError extends Error {
   override readonly name = 'GatewayError'
   readonly errorName: ErrorName
@@ -96,6 +110,7 @@ export class GatewayError extends Error {
   readonly code: string | null
   readonly param: string | null
   readonly headers: Record<string, string>
+  readonly #detailOnly: boolean
 
   constructor(errorName: ErrorName, options: GatewayErrorOptions = {}) {
     const spec: ErrorSpec = ERRORS[errorName]
@@ -106,10 +121,12 @@ export class GatewayError extends Error {
     this.code = spec.code
     this.param = options.param ?? null
     this.headers = options.headers ?? {}
+    this.#detailOnly = spec.body === 'detail'
   }
 
-  toBody(): { error: { message: string; type: string; param: string | null; code: string | null } } {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } }
+  toBody(): ErrorBody {
+    if (this.#detailOnly) return { detail: this.message }
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code }, detail: this.message }
   }
 }
 

@@ -4,7 +4,7 @@
 // from them. Request schemas are loose where the gateway passes fields through untouched.
 import { z } from 'zod'
 
-/** The OpenAI error body every refusal under /v2, /v1 and /admin has. */
+/** The error body every refusal under /v2, /v1, /queue and /admin has (src/errors.ts). */
 export const ErrorBody = z.object({
   error: z.object({
     message: z.string(),
@@ -12,7 +12,8 @@ export const ErrorBody = z.object({
     param: z.string().nullable().meta({ description: 'The parameter at fault, when there is one.' }),
     code: z.string().nullable().meta({ description: 'A stable code per cause (see src/errors.ts).' }),
   }),
-}).meta({ description: 'An error, in OpenAI\'s shape.' })
+  detail: z.string().meta({ description: 'The same message as `error.message`, where FastAPI-style clients (and the provider\'s own API) put it.' }),
+}).meta({ description: 'An error, in OpenAI\'s shape, with FastAPI\'s `detail` beside it: the OpenAI SDKs read `error`, code written for the provider\'s API reads `detail`. Upstream errors in OpenAI\'s shape are relayed with `detail` added.' })
 
 /** FastAPI's error body, on the RAG gateway's side. */
 export const DetailBody = z.object({ detail: z.string() }).meta({ description: 'An error, in FastAPI\'s shape.' })

@@ -15,15 +15,52 @@ export const StaticChunking = z.strictObject({
   path: ['chunk_overlap_tokens'],
 })
 
+const embeddingModel = z.string().min(1).max(256)
+
+/**
+ * The provider's Visual RAG parameters (its guides/visual-rag page): no `type`; the embedding
+ * models of a store's text and page images (on create), and a file's chunk size and overlap
+ * in tokens (on attach), any of them. Chunk sizes are bounded as OpenAI's static ones are:
+ * smaller chunks or a larger overlap would multiply a file's chunks.
+ */
+export const VisualRagChunking = z.strictObject({
+  type: z.undefined().meta({ not: {}, description: 'Absent: Visual RAG parameters have no type.' }).optional(),
+  text_embedding_model: embeddingModel.optional().meta({ description: 'The model that embeds text chunks (e.g. `text-embedding-bge-m3`). Given on a store, it is every file\'s default.' }),
+  vision_embedding_model: embeddingModel.optional().meta({ description: 'The model that embeds page images (e.g. `tsi-embedding-colqwen2-2b-v1`): with it, images are indexed and searched too. Given on a store, it is every file\'s default.' }),
+  chunk_size: z.int().min(100).max(4096).optional().meta({ description: 'Tokens per text chunk, 100 to 4096 (default 800).' }),
+  chunk_overlap: z.int().min(0).optional().meta({ description: 'Tokens shared by neighbouring chunks; at most half of chunk_size (default: half of it, at most 400).' }),
+}).refine((v) => Object.keys(v).some((k) => k !== 'type'), {
+  message: 'give type (auto or static), or Visual RAG\'s text_embedding_model, vision_embedding_model, chunk_size or chunk_overlap',
+}).refine((v) => (v.chunk_overlap ?? 0) <= (v.chunk_size ?? AUTO_CHUNKING.max_chunk_size_tokens) / 2, {
+  message: 'chunk_overlap must not exceed half of chunk_size',
+  path: ['chunk_overlap'],
+}).meta({ description: 'The provider\'s Visual RAG chunking (no `type`): embedding models and chunk sizes.' })
+
 export const ChunkingStrategyParam = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('auto') }),
   z.strictObject({ type: z.literal('static'), static: StaticChunking }),
-]).meta({ description: 'How files are cut into chunks before they are embedded; `auto` when unset.' })
+  VisualRagChunking,
+]).meta({ description: 'How files are cut into chunks before they are embedded; `auto` when unset. OpenAI\'s `auto` or `static`, or the provider\'s Visual RAG parameters (no `type`).' })
+
+/** What a store or a file shows of the Visual RAG parameters it was given (an extension to OpenAI's objects). */
+const VisualRagShown = {
+  text_embedding_model: embeddingModel.optional(),
+  vision_embedding_model: embeddingModel.optional(),
+  chunk_size: z.int().optional().meta({ description: 'The same as static.max_chunk_size_tokens.' }),
+  chunk_overlap: z.int().optional().meta({ description: 'The same as static.chunk_overlap_tokens.' }),
+}
 
 export const ChunkingStrategy = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('static'), static: StaticChunking }),
+  z.object({ type: z.literal('static'), static: StaticChunking, ...VisualRagShown }).meta({
+    description: 'OpenAI\'s static chunking; for a file given Visual RAG parameters (or in a store with embedding models), those too.',
+  }),
   z.object({ type: z.literal('other') }),
 ])
+
+export const StoreChunking = z.object({
+  text_embedding_model: embeddingModel.optional(),
+  vision_embedding_model: embeddingModel.optional(),
+}).meta({ description: 'The embedding models the store was created with (Visual RAG), its files\' defaults.' })
 
 const attributeValue = z.union([z.string().max(512), z.number(), z.boolean()])
 export type AttributeValue = z.infer<typeof attributeValue>
@@ -102,6 +139,9 @@ export const SearchRequest = z.object({
     ranker: z.enum(['none', 'auto', 'default-2024-11-15']).optional(),
     score_threshold: z.number().min(0).max(1).optional().meta({ description: 'Only results scoring at least this (0 to 1).' }),
   }).loose().optional(),
+  // The provider's Visual RAG (its guides/visual-rag page sends them in extra_body).
+  top_k_texts: z.int().min(0).max(50).optional().meta({ description: 'Visual RAG: at most this many text chunks (0 to 50). With either top_k, texts and page images are ranked apart, each capped by its own (unset: max_num_results, or 10), and merged best first.' }),
+  top_k_images: z.int().min(0).max(50).optional().meta({ description: 'Visual RAG: at most this many page images (0 to 50), from files indexed with a vision_embedding_model.' }),
 }).loose()
 
 export const VectorStoreListQuery = z.object(cursorQuery)
@@ -130,6 +170,7 @@ export const VectorStore = z.object({
   expires_at: z.int().nullable(),
   last_active_at: z.int().nullable(),
   metadata: Metadata,
+  chunking_strategy: StoreChunking.optional(),
   usage: EmbeddingUsage.optional(),
 }).meta({ description: 'A collection of chunked, embedded files to search.' })
 
@@ -161,6 +202,12 @@ export const VectorStoreFileBatch = z.object({
   usage: EmbeddingUsage.optional(),
 }).meta({ description: 'Files attached together.' })
 
+/** A chunk's content: its text, or (Visual RAG) a page image as a data URL in `text`. */
+const ChunkContent = z.object({
+  type: z.enum(['text', 'base64']).meta({ description: '`text`; or `base64` for a page image (Visual RAG), whose `text` is a `data:image/png;base64,…` URL.' }),
+  text: z.string(),
+})
+
 export const SearchResultsPage = z.object({
   object: z.literal('vector_store.search_results.page'),
   search_query: z.array(z.string()),
@@ -169,7 +216,8 @@ export const SearchResultsPage = z.object({
     filename: z.string(),
     score: z.number().min(0).max(1).meta({ description: 'Cosine similarity of the query and the chunk (below 0 counts as 0).' }),
     attributes: Attributes,
-    content: z.array(z.object({ type: z.literal('text'), text: z.string() })),
+    content: z.array(ChunkContent),
+    page_number: z.int().min(1).optional().meta({ description: 'Visual RAG: the page a page image is of.' }),
   })),
   has_more: z.boolean(),
   next_page: z.string().nullable(),
@@ -177,7 +225,7 @@ export const SearchResultsPage = z.object({
 
 export const FileContentPage = z.object({
   object: z.literal('vector_store.file_content.page'),
-  data: z.array(z.object({ type: z.literal('text'), text: z.string() })),
+  data: z.array(ChunkContent),
   has_more: z.boolean(),
   next_page: z.string().nullable(),
 })

@@ -1,10 +1,11 @@
 // API key authentication: shape and checksum first (no store lookup for a typo), then
-// the keyed hash against the key store, then status, expiry and rotation grace.
+// the keyed hash against the key store, then status, expiry and rotation grace. The key
+// comes as a Bearer token or in an `api-key` header (presented-key.ts).
 import type { IncomingMessage } from 'node:http'
 import { gatewayError } from '../errors.ts'
 import { malformedKeyReason, type KeyHasher } from '../keys/format.ts'
 import { principalOf, type KeyRecord, type Principal } from '../keys/record.ts'
-import { bearerToken } from './bearer.ts'
+import { presentedKey } from './presented-key.ts'
 
 export interface KeyLookup {
   findByHash(hash: string): Promise<KeyRecord | null>
@@ -21,8 +22,12 @@ export type ApiKeyAuthenticator = (req: IncomingMessage) => Promise<Principal>
 export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAuthenticator {
   const now = options.now ?? Date.now
   return async (req) => {
-    const token = bearerToken(req)
-    if (token === null) throw gatewayError('missing_api_key')
+    const presented = presentedKey(req)
+    if (presented.kind === 'none') throw gatewayError('missing_api_key')
+    if (presented.kind === 'conflict') {
+      throw gatewayError('invalid_api_key', { message: 'Two different API keys were sent, one as Authorization: Bearer and one in the api-key header. Send one.' })
+    }
+    const token = presented.key
     // The message never contains the key, not even a part of it.
     const malformed = malformedKeyReason(token)
     if (malformed !== null) throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })

@@ -17,7 +17,7 @@ export const ENDPOINTS = [
   'audio.transcriptions', 'audio.translations', 'audio.models',
   'images.generations', 'images.edits',
   'fine_tuning.jobs.create', 'fine_tuning.jobs.list', 'fine_tuning.jobs.cancel', 'fine_tuning.jobs.events',
-  'files.create', 'files.list', 'files.content', 'files.delete',
+  'files.create', 'files.list', 'files.content', 'files.delete', 'files.validate',
   // /v1: vector stores (a `.list` scope also reads one object, as files.list does).
   'vector_stores.create', 'vector_stores.list', 'vector_stores.update', 'vector_stores.delete', 'vector_stores.search',
   'vector_stores.files.create', 'vector_stores.files.list', 'vector_stores.files.update', 'vector_stores.files.delete',

@@ -2,8 +2,8 @@
 // path from the route table, the body and query schemas the corridor validates with
 // (request-schemas.ts), and from the table below the words and the reply's schema. An
 // endpoint added to a route table without an entry here stops the document from building.
-import type { z } from 'zod'
-import { FileDeleted, FileList, FileObject } from '../api/files.ts'
+import { z } from 'zod'
+import { FileDeleted, FileList, FileObject, FileValidation } from '../api/files.ts'
 import {
   ChatCompletion, Completion, EmbeddingList, FineTuningEventList, FineTuningJob, FineTuningJobList, ImagesResponse, Model,
   ModelList, ResponseObject, Transcription,
@@ -14,6 +14,7 @@ import {
 } from '../api/vector-stores.ts'
 import type { HttpMethod, OperationDoc } from '../openapi/operation.ts'
 import { templateOf } from '../openapi/operation.ts'
+import { AZURE_PREFIX } from './azure-endpoints.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
 
@@ -54,20 +55,30 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
   'GET /files': { id: 'listFiles', summary: 'List your files', tag: TAG.files, reply: FileList , list: true },
   'GET /files/:id': { id: 'retrieveFile', summary: 'Retrieve a file', tag: TAG.files, reply: FileObject, description: OWNED },
   'GET /files/:id/content': { id: 'downloadFile', summary: 'Download a file\'s bytes', tag: TAG.files, reply: FileObject, binary: true },
+  'GET /files/validate/:id': {
+    id: 'validateFile', summary: 'Validate a fine-tuning dataset', tag: TAG.files, reply: FileValidation,
+    description: `Checks that the file is JSONL of chat examples in OpenAI's fine-tuning format (the provider's fine-tuning guide calls it before creating a job, with the key in an \`api-key\` header). An invalid file is still a 200, with \`valid: false\` and the problems by line. ${OWNED}`,
+  },
   'DELETE /files/:id': { id: 'deleteFile', summary: 'Delete a file', tag: TAG.files, reply: FileDeleted, description: 'The file also leaves every vector store it was attached to.' },
 
-  'POST /vector_stores': { id: 'createVectorStore', summary: 'Create a vector store', tag: TAG.stores, reply: VectorStore, description: 'Files named in `file_ids` (yours) are attached at once; the reply\'s `usage` counts their embedding tokens.' },
+  'POST /vector_stores': {
+    id: 'createVectorStore', summary: 'Create a vector store', tag: TAG.stores, reply: VectorStore,
+    description: 'Files named in `file_ids` (yours) are attached at once; the reply\'s `usage` counts their embedding tokens. ' +
+      'Visual RAG (the provider\'s guide): `chunking_strategy` may name `text_embedding_model` and `vision_embedding_model` instead of a `type`; the store keeps them as its files\' defaults and shows them as its `chunking_strategy`.',
+  },
   'GET /vector_stores': { id: 'listVectorStores', summary: 'List your vector stores', tag: TAG.stores, reply: VectorStoreList , list: true },
   'GET /vector_stores/:vector_store_id': { id: 'retrieveVectorStore', summary: 'Retrieve a vector store', tag: TAG.stores, reply: VectorStore, description: OWNED },
   'POST /vector_stores/:vector_store_id': { id: 'modifyVectorStore', summary: 'Modify a vector store', tag: TAG.stores, reply: VectorStore },
   'DELETE /vector_stores/:vector_store_id': { id: 'deleteVectorStore', summary: 'Delete a vector store', tag: TAG.stores, reply: VectorStoreDeleted },
   'POST /vector_stores/:vector_store_id/search': {
     id: 'searchVectorStore', summary: 'Search a vector store', tag: TAG.stores, reply: SearchResultsPage,
-    description: 'The chunks most similar to the query, best first. The query\'s tokens are metered as the call\'s input tokens.',
+    description: 'The chunks most similar to the query, best first. The query\'s tokens are metered as the call\'s input tokens. ' +
+      'Visual RAG: page images are results too (`content[0].type` `base64`, a data URL in `text`, with `page_number`); `top_k_texts` and `top_k_images` cap each kind.',
   },
   'POST /vector_stores/:vector_store_id/files': {
     id: 'createVectorStoreFile', summary: 'Attach a file to a vector store', tag: TAG.storeFiles, reply: VectorStoreFile,
-    description: 'Answers `in_progress` at once; the file is `completed` (or `failed`) once chunked and embedded. The reply\'s `usage` counts the embedding tokens, metered against the key.',
+    description: 'Answers `in_progress` at once; the file is `completed` (or `failed`) once chunked and embedded. The reply\'s `usage` counts the embedding tokens, metered against the key. ' +
+      'Visual RAG: `chunking_strategy` may be `{chunk_size, chunk_overlap}` (and the embedding models) instead of a `type`; the file\'s `chunking_strategy` shows them beside OpenAI\'s `static`.',
   },
   'GET /vector_stores/:vector_store_id/files': { id: 'listVectorStoreFiles', summary: 'List a vector store\'s files', tag: TAG.storeFiles, reply: VectorStoreFileList , list: true },
   'GET /vector_stores/:vector_store_id/files/:file_id': { id: 'retrieveVectorStoreFile', summary: 'Retrieve a vector store file', tag: TAG.storeFiles, reply: VectorStoreFile },
@@ -80,7 +91,19 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
   'GET /vector_stores/:vector_store_id/file_batches/:batch_id/files': { id: 'listFilesInVectorStoreBatch', summary: 'List a file batch\'s files', tag: TAG.batches, reply: VectorStoreFileList , list: true },
 }
 
+/** What an Azure-style alias says before its twin's words. */
+function azureWords(prefix: string, twin: string): string {
+  return `Azure OpenAI's path to \`${prefix}${twin}\`, for Azure OpenAI clients (the SDKs' AzureOpenAI with this gateway's \`${prefix}\` as its endpoint), ` +
+    'which send the key in an `api-key` header. The deployment is the model: a JSON body\'s `model` is set to it; a multipart form is forwarded as sent, so its `model` must name the deployment.'
+}
+
+/** The query an Azure OpenAI client adds to every call. */
+const AzureQuery = z.object({
+  'api-version': z.string().optional().meta({ description: 'Azure OpenAI\'s API version, as Azure clients send it: accepted (any value, or none) and not passed on upstream.' }),
+})
+
 const PARAMS: Readonly<Record<string, string>> = {
+  deployment: 'The model to use (a name from /v2/models), in Azure\'s deployment position.',
   id: 'The object\'s id.',
   vector_store_id: 'A vector store of yours.',
   file_id: 'The id of a file attached to the store.',
@@ -95,17 +118,19 @@ export interface InferenceDocOptions {
 /** The OperationDocs of `specs`, served under `prefix`. */
 export function inferenceOperations(prefix: string, specs: readonly EndpointSpec[], options: InferenceDocOptions = {}): OperationDoc[] {
   return specs.map((spec) => {
-    const words = WORDS[`${spec.method} ${spec.route}`]
+    // An Azure-style alias has its twin's words.
+    const twin = spec.modelParam === undefined ? spec.route : spec.route.slice(AZURE_PREFIX.length)
+    const words = WORDS[`${spec.method} ${twin}`]
     if (words === undefined) throw new Error(`no API reference words for ${spec.method} ${spec.route}`)
     const body = spec.body === 'json' ? JSON_BODIES[spec.endpoint] : spec.body === 'multipart' ? FORMS[spec.endpoint] : undefined
     if (spec.body !== 'none' && body === undefined) throw new Error(`no request schema for ${spec.endpoint}`)
-    const query = words.list === true ? QUERIES[spec.endpoint] : undefined
+    const query = words.list === true ? QUERIES[spec.endpoint] : spec.modelParam === undefined ? undefined : AzureQuery
     return {
       method: spec.method.toLowerCase() as HttpMethod,
       path: `${prefix}${templateOf(spec.route)}`,
       operationId: options.idPrefix === undefined ? words.id : `${options.idPrefix}${words.id.charAt(0).toUpperCase()}${words.id.slice(1)}`,
-      summary: words.summary,
-      description: [words.description, `Scope: \`${spec.endpoint}\`.`].filter(Boolean).join(' '),
+      summary: spec.modelParam === undefined ? words.summary : `${words.summary} (Azure OpenAI path)`,
+      description: [spec.modelParam === undefined ? undefined : azureWords(prefix, twin), words.description, `Scope: \`${spec.endpoint}\`.`].filter(Boolean).join(' '),
       tag: words.tag,
       security: 'apiKey',
       pathParams: PARAMS,

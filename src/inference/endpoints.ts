@@ -37,6 +37,11 @@ export interface EndpointSpec {
   readonly ownership?: Ownership
   /** Owned objects the path reaches besides `ownership`'s: the caller must own each (checked first). */
   readonly owns?: readonly OwnedReference[]
+  /**
+   * The path parameter that names the model (an Azure-style deployment), in place of the
+   * body's: see azure-endpoints.ts.
+   */
+  readonly modelParam?: string
   /** May stream when the body says `stream: true`. */
   readonly streams?: boolean
   /** Upstream path under the backend's API root. */
@@ -64,6 +69,8 @@ export const PROXIED_ENDPOINTS: readonly EndpointSpec[] = [
   { endpoint: 'files.create', method: 'POST', route: '/files', body: 'multipart', resource: true, ownership: { kind: 'file', action: 'create' }, upstreamPath: fixed('/files') },
   { endpoint: 'files.list', method: 'GET', route: '/files', body: 'none', resource: true, ownership: { kind: 'file', action: 'list' }, upstreamPath: fixed('/files') },
   { endpoint: 'files.list', method: 'GET', route: '/files/:id', body: 'none', resource: true, ownership: { kind: 'file', action: 'access' }, upstreamPath: withId('/files') },
+  // The provider's dataset check (its fine-tuning guide): reads one file, so only its owner's.
+  { endpoint: 'files.validate', method: 'GET', route: '/files/validate/:id', body: 'none', resource: true, ownership: { kind: 'file', action: 'access' }, upstreamPath: withId('/files/validate') },
   { endpoint: 'files.content', method: 'GET', route: '/files/:id/content', body: 'none', resource: true, ownership: { kind: 'file', action: 'access' }, upstreamPath: withId('/files', '/content') },
   { endpoint: 'files.delete', method: 'DELETE', route: '/files/:id', body: 'none', resource: true, ownership: { kind: 'file', action: 'delete' }, upstreamPath: withId('/files') },
 ]

@@ -31,6 +31,7 @@ import { relay } from '../proxy/relay.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
 import type { OwnershipStore } from '../store/ports.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
+import { withPathModel } from './azure-endpoints.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { listPaging } from './list-pages.ts'
 import { checkOwnership, ownershipTransformOf } from './ownership.ts'
@@ -214,6 +215,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
     let upload: UploadHold | undefined
     try {
       body = await readBody(ctx, spec, options.bodyLimitBytes, options.bodyLimitReason)
+      if (spec.modelParam !== undefined) body = withPathModel(body, params[spec.modelParam] ?? '')
       validateBody(spec.endpoint, body, query)
       const modelName = spec.modelKinds ? modelOf(body) : null
       if (modelName !== null) {

@@ -8,13 +8,14 @@ import { EmbeddingUsage, Metadata } from '../api/common.ts'
 import { FileObject } from '../api/files.ts'
 import {
   Attributes, ChunkingStrategy, ChunkingStrategyParam, ComparisonFilter, CompoundFilter, ExpiresAfter, VectorStore,
-  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList,
+  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList, VisualRagChunking,
 } from '../api/vector-stores.ts'
 import { ADMIN_OPERATIONS } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
 import { TOKEN_OPERATIONS } from '../tokens/routes.ts'
 import { PROBE_OPERATIONS } from '../http/probes.ts'
 import { inferenceOperations, modelOperations } from '../inference/docs.ts'
+import { AZURE_ENDPOINTS } from '../inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
 import { FILE_SPECS, VECTOR_STORE_ENDPOINTS } from '../inference/v1-endpoints.ts'
 import { buildDocument, type OpenApiDocument, type TagGroups } from './document.ts'
@@ -37,6 +38,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...PROBE_OPERATIONS,
     ...modelOperations('/v2'),
     ...inferenceOperations('/v2', PROXIED_ENDPOINTS),
+    ...inferenceOperations('/v2', AZURE_ENDPOINTS, { idPrefix: 'azure' }),
     ...inferenceOperations('/v1', FILE_SPECS, { idPrefix: 'v1' }),
     ...inferenceOperations('/v1', VECTOR_STORE_ENDPOINTS),
     ...queueOperations(),
@@ -60,6 +62,7 @@ const NAMED = {
   VectorStoreFileBatch,
   VectorStoreFileAttributes: Attributes,
   ChunkingStrategyRequestParam: ChunkingStrategyParam,
+  VisualRagChunkingParam: VisualRagChunking,
   ChunkingStrategy,
   VectorStoreExpirationAfter: ExpiresAfter,
   ComparisonFilter,
@@ -83,8 +86,11 @@ const DESCRIPTION = `Tollgate is a rate-limit-aware gateway in front of OpenAI-c
 Clients keep the official OpenAI SDK and change only \`baseURL\` (\`http://host:port/v2\`,
 \`/v1\` for files and vector stores, \`/queue\` to wait for capacity instead of a 429) and the key.
 
-**Authentication.** \`/v2\`, \`/v1\` and \`/queue\` take an API key, \`Authorization: Bearer <API_KEY>\`;
-\`/admin\` takes the admin token. A key outside its scopes gets 403.
+**Authentication.** \`/v2\`, \`/v1\` and \`/queue\` take an API key, \`Authorization: Bearer <API_KEY>\`
+or, as Azure OpenAI clients send it, \`api-key: <API_KEY>\` (both at once must be the same key);
+\`/admin\` takes the admin token. A key outside its scopes gets 403. Azure OpenAI clients pointed at
+\`/v2\` call \`/v2/openai/deployments/{deployment}/...\`: those paths are aliases of their \`/v2\` twins,
+the deployment being the model.
 
 **Limits.** Every reply after authentication carries the key's \`x-ratelimit-*\` headers; over a
 limit the answer is 429 with \`retry-after\` and \`retry-after-ms\`. Endpoints without a model
@@ -93,7 +99,10 @@ limit the answer is 429 with \`retry-after\` and \`retry-after-ms\`. Endpoints w
 **Ownership.** Files, fine-tuning jobs, vector stores and file batches belong to the owner of
 the key that made them; to any other owner they do not exist (404).
 
-**Errors** are OpenAI's: \`{"error": {"message", "type", "param", "code"}}\`.`
+**Errors** are OpenAI's, with FastAPI's \`detail\` beside them holding the same message:
+\`{"error": {"message", "type", "param", "code"}, "detail": "..."}\`. The OpenAI SDKs read \`error\`;
+code written for the provider's API, which answers \`{"detail": "..."}\`, reads \`detail\`. Upstream
+errors in OpenAI's shape are relayed with \`detail\` added. The RAG gateway answers \`{"detail": ...}\` alone.`
 
 /** The document of everything the gateway serves (all of it, unless `served` says a part is off). */
 export function apiDocument(served: ServedParts = ALL): OpenApiDocument {

@@ -26,10 +26,21 @@ type Json = Record<string, unknown>
 
 const SAFE_INT = Number.MAX_SAFE_INTEGER
 
-const SECURITY_SCHEMES: Record<Exclude<Security, 'none'>, Json> = {
+const SECURITY_SCHEMES: Record<string, Json> = {
   apiKey: { type: 'http', scheme: 'bearer', description: 'An API key made in the key portal (`tg1_…`): `Authorization: Bearer <API_KEY>`.' },
+  apiKeyHeader: {
+    type: 'apiKey', in: 'header', name: 'api-key',
+    description: 'The same API key in an `api-key` header, as Azure OpenAI clients send it. Sent together with a Bearer key, both must be the same key (else 401).',
+  },
   admin: { type: 'http', scheme: 'bearer', description: 'The admin token (TOLLGATE_ADMIN_TOKEN): `Authorization: Bearer <TOKEN>`.' },
   session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from POST /api/v1/auth/user.' },
+}
+
+/** The schemes each kind of caller may authenticate with, any one of them. */
+const SCHEMES_OF: Record<Exclude<Security, 'none'>, readonly string[]> = {
+  apiKey: ['apiKey', 'apiKeyHeader'],
+  admin: ['admin'],
+  session: ['session'],
 }
 
 const RATE_LIMIT_HEADERS: Record<string, string> = {
@@ -109,7 +120,7 @@ export function buildDocument(operations: readonly OperationDoc[], named: Readon
     unrepresentable: 'any',
     uri: (id) => `#/components/schemas/${id}`,
   })
-  const usedSecurity = new Set(operations.map((op) => op.security).filter((s) => s !== 'none'))
+  const usedSecurity = new Set(operations.flatMap((op) => (op.security === 'none' ? [] : SCHEMES_OF[op.security])))
   const tags = [...new Set(operations.map((op) => op.tag))]
   for (const tag of tags) {
     if (!groups.some((g) => g.tags.includes(tag))) throw new Error(`tag ${tag} is in no tag group`)
@@ -155,7 +166,7 @@ function operationObject(op: OperationDoc, ref: Ref): Json {
     summary: op.summary,
     ...(op.description === undefined ? {} : { description: op.description }),
     tags: [op.tag],
-    security: op.security === 'none' ? [] : [{ [op.security]: [] }],
+    security: op.security === 'none' ? [] : SCHEMES_OF[op.security].map((scheme) => ({ [scheme]: [] })),
     ...(parameters.length === 0 ? {} : { parameters }),
     ...(op.body === undefined ? {} : {
       requestBody: {

@@ -14,6 +14,7 @@ import { statusWithReason } from '../http/status.ts'
 import { countTextTokens } from '../limits/tokens.ts'
 import { ClientSink } from './client-sink.ts'
 import type { ReplySink } from './reply-sink.ts'
+import { withErrorDetail } from './error-detail.ts'
 import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
@@ -259,7 +260,7 @@ async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: Re
 
   options.observe?.(parsed)
   const tapped = await tapJson(status, parsed, options)
-  const renamed = options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel)
+  const renamed = withErrorDetail(status, options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel))
   let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
   if (options.transformJson !== undefined) {
     try {

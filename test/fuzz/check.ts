@@ -1,5 +1,5 @@
 // The property every reply must have: well-formed HTTP; a success, or an error in the
-// contract's shape for its target (for a browser's pages: a page, or a redirect that stays
+// contract's shape for its target (OpenAI's error object with a `detail` of the same message, or FastAPI's `detail`) (for a browser's pages: a page, or a redirect that stays
 // on the site); never a 5xx caused by the input; never a stack trace, an internal path or
 // a secret.
 import type { ParsedResponse } from '../helpers/http-reader.ts'
@@ -22,10 +22,13 @@ export function matchesShape(shape: Exclude<ErrorShape, 'html'>, body: unknown):
   if (!isObject(body)) return false
   switch (shape) {
     case 'openai': {
+      // OpenAI's error object, and FastAPI's `detail` beside it holding the same message
+      // (src/errors.ts), so readers of either find it.
       const error = body.error
       return isObject(error) && typeof error.message === 'string' && typeof error.type === 'string' &&
         'param' in error && (error.param === null || typeof error.param === 'string') &&
-        'code' in error && (error.code === null || typeof error.code === 'string')
+        'code' in error && (error.code === null || typeof error.code === 'string') &&
+        body.detail === error.message
     }
     case 'fastapi': {
       const detail = body.detail

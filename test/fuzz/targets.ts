@@ -109,6 +109,7 @@ export const V2_TARGETS: readonly FuzzTarget[] = [
   },
   { name: 'v2 files.list', method: 'GET', path: '/v2/files', auth: 'api-key', body: 'none', errors: 'openai', query: { purpose: ['fine-tune'], limit: ['2'], after: ['file-x'] } },
   { name: 'v2 files.get', method: 'GET', path: '/v2/files/{id}', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
+  { name: 'v2 files.validate', method: 'GET', path: '/v2/files/validate/{id}', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
   { name: 'v2 files.delete', method: 'DELETE', path: '/v2/files/{id}', idKind: 'file', auth: 'api-key', body: 'none', errors: 'openai' },
   {
     name: 'v2 fine_tuning.jobs.create', method: 'POST', path: '/v2/fine_tuning/jobs', auth: 'api-key', body: 'json', errors: 'openai',
@@ -117,6 +118,22 @@ export const V2_TARGETS: readonly FuzzTarget[] = [
   { name: 'v2 fine_tuning.jobs.list', method: 'GET', path: '/v2/fine_tuning/jobs', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['2'], after: ['ftjob-x'] } },
   { name: 'v2 fine_tuning.jobs.get', method: 'GET', path: '/v2/fine_tuning/jobs/{id}', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai' },
   { name: 'v2 fine_tuning.jobs.cancel', method: 'POST', path: '/v2/fine_tuning/jobs/{id}/cancel', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai' },
+  // Azure OpenAI's paths: the deployment in the path is the model (any configured one, of any kind).
+  {
+    name: 'v2 azure chat.completions', method: 'POST', path: '/v2/openai/deployments/{model}/chat/completions', auth: 'api-key', body: 'json', errors: 'openai',
+    query: { 'api-version': ['2024-10-21', '', '../x'] },
+    template: () => ({ model: '', messages: [{ role: 'user', content: 'Hello there.' }], max_tokens: 16, stream: false }),
+  },
+  {
+    name: 'v2 azure embeddings', method: 'POST', path: '/v2/openai/deployments/{model}/embeddings', auth: 'api-key', body: 'json', errors: 'openai',
+    query: { 'api-version': ['2024-10-21'] },
+    template: () => ({ input: ['one', 'two'], encoding_format: 'float' }),
+  },
+  {
+    name: 'v2 azure audio.transcriptions', method: 'POST', path: '/v2/openai/deployments/{model}/audio/transcriptions', auth: 'api-key', body: 'multipart', errors: 'openai',
+    query: { 'api-version': ['2024-10-21'] },
+    form: (ctx) => [{ name: 'model', value: pick(ctx.models.audio, 'whisper-1') }, { name: 'file', filename: 'a.wav', data: AUDIO, contentType: 'audio/wav' }],
+  },
   { name: 'v2 fine_tuning.jobs.events', method: 'GET', path: '/v2/fine_tuning/jobs/{id}/events', idKind: 'fine_tuning.job', auth: 'api-key', body: 'none', errors: 'openai', query: { limit: ['5'] } },
 ]
 

@@ -46,6 +46,7 @@ const ROUTES: Array<[string, RegExp, Endpoint]> = [
   ['POST', /^\/v1\/files$/, 'files.create'],
   ['GET', /^\/v1\/files(\/[^/]+)?$/, 'files.list'],
   ['GET', /^\/v1\/files\/[^/]+\/content$/, 'files.content'],
+  ['GET', /^\/v1\/files\/validate\/[^/]+$/, 'files.validate'],
   ['DELETE', /^\/v1\/files\/[^/]+$/, 'files.delete'],
   ['POST', /^\/v1\/fine_tuning\/jobs$/, 'fine_tuning.jobs.create'],
   ['GET', /^\/v1\/fine_tuning\/jobs(\/[^/]+)?$/, 'fine_tuning.jobs.list'],

@@ -54,7 +54,7 @@ t.test('the schemas are the ones requests are validated with', async (t) => {
   const list = paths['/v1/vector_stores']?.get
   t.same(list?.parameters?.map((p) => p.name).sort(), ['after', 'before', 'limit', 'order'], 'list queries as parameters')
   t.ok(paths['/v2/chat/completions']?.post?.responses['429'], 'refusals added')
-  t.same(Object.keys(document.components.securitySchemes as object).sort(), ['admin', 'apiKey', 'session'])
+  t.same(Object.keys(document.components.securitySchemes as object).sort(), ['admin', 'apiKey', 'apiKeyHeader', 'session'])
 })
 
 /** `GET /v1/vector_stores/:vector_store_id` and `get /v1/vector_stores/{vector_store_id}` alike. */

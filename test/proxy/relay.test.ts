@@ -125,15 +125,22 @@ t.test('JSON: a generation without usage is counted; other bodies without usage 
   t.equal((await list.outcome).usageSource, 'none')
 })
 
-t.test('JSON: an upstream error passes through with its status and no usage', async (t) => {
+t.test('JSON: an upstream error passes through with its status and no usage, FastAPI\'s detail added beside it', async (t) => {
   const error = { error: { message: 'bad', type: 'invalid_request_error', param: null, code: null } }
   const relayed = await relayVia(t, json(400, error))
   const reply = await call(relayed.url)
   t.equal(reply.status, 400)
-  t.same(JSON.parse(reply.body), error)
+  t.same(JSON.parse(reply.body), { ...error, detail: 'bad' })
   const outcome = await relayed.outcome
   t.equal(outcome.status, 400)
   t.equal(outcome.usageSource, 'none')
+
+  // An upstream body that has its own detail, or is not OpenAI's shape, or a success, is left as it is.
+  for (const [status, body] of [[400, { ...error, detail: 'its own' }], [422, { detail: [{ loc: ['body'], msg: 'x' }] }], [200, { error: { message: 'not an error status' } }]] as const) {
+    const other = await relayVia(t, json(status, body))
+    t.same(JSON.parse((await call(other.url)).body), body, `${status} ${JSON.stringify(body).slice(0, 40)}: untouched`)
+    await other.outcome
+  }
 })
 
 t.test('an upstream error whose body is not JSON keeps its status and gets the contract\'s body', async (t) => {
@@ -152,7 +159,9 @@ t.test('an upstream error whose body is not JSON keeps its status and gets the c
     t.equal(body.error.code, 'upstream_error', `${what}: code`)
     t.equal(body.error.type, status < 500 ? 'invalid_request_error' : 'server_error', `${what}: type`)
     t.match(body.error.message, new RegExp(`answered ${status}`), `${what}: the message names the upstream status`)
-    t.notMatch(reply.body, /nginx|internal|slow down|detail/, `${what}: nothing of the upstream's text`)
+    t.same(Object.keys(body).sort(), ['detail', 'error'], `${what}: the gateway's body`)
+    t.equal((body as unknown as { detail: string }).detail, body.error.message, `${what}: detail is the message`)
+    t.notMatch(body.error.message, /nginx|internal|slow down|detail/, `${what}: nothing of the upstream's text`)
     t.match(reply.headers['content-type'], /application\/json/, `${what}: JSON`)
     if (status === 429) t.equal(reply.headers['retry-after'], '7', 'Retry-After kept')
     const outcome = await relayed.outcome

@@ -1,4 +1,4 @@
-// /files: upload (multipart), list, retrieve, content and delete. The mock keeps each
+// /files: upload (multipart), list, retrieve, content, validate (file-validation.ts) and delete. The mock keeps each
 // upload's metadata in memory and its bytes in a file of its own under ctx.filesDir (an
 // upload may be 100 MB), streamed back by /content. One store per backend, global to it;
 // the gateway filters lists by owner.
@@ -10,6 +10,7 @@ import busboy from 'busboy'
 import { FILE_PURPOSES } from '../../api/files.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
+import { validateDataset } from './file-validation.ts'
 import { missingParameter, notFound, unknownUrl } from './errors.ts'
 import { newId, unixSeconds } from './ids.ts'
 import { paginate } from './page.ts'
@@ -120,6 +121,10 @@ export function createFileStore(ctx: MockContext): FileStore {
       const segments = segmentsOf(pathname)
       if (segments === undefined || segments[0] !== 'files' || segments.length > 3) throw unknownUrl()
       const id = segments[1] ?? ''
+      if (segments.length === 3 && id === 'validate' && request.method === 'GET') {
+        const file = existing(segments[2] ?? '')
+        return jsonResponse(200, await validateDataset(pathOf(file.id), file))
+      }
       if (segments.length === 3) {
         if (segments[2] === 'content' && request.method === 'GET') return content(id)
         throw unknownUrl()

@@ -73,6 +73,7 @@ export function createMockBackend(name: string, config: MockBackendConfig, optio
     'files.create': files.handle,
     'files.list': files.handle,
     'files.content': files.handle,
+    'files.validate': files.handle,
     'files.delete': files.handle,
     'fine_tuning.jobs.create': fineTuning.handle,
     'fine_tuning.jobs.list': fineTuning.handle,

@@ -7,10 +7,10 @@ import { notFound } from './errors.ts'
 import type { FileStore } from './files.ts'
 import { quotableId } from './params.ts'
 import { chunkBytes, embed, prepare, type Prepared } from './vector-store-ingest.ts'
-import type { AttachedFile, Attributes, ChunkSizing, StoreRecord } from './vector-store-records.ts'
+import type { AttachedFile, Attributes, FileChunking, StoreRecord } from './vector-store-records.ts'
 
 export interface AttachOptions {
-  readonly chunking: ChunkSizing
+  readonly chunking: FileChunking
   readonly attributes: Attributes
   readonly batchId: string | null
 }
@@ -46,10 +46,10 @@ export function createAttacher(files: FileStore, now: () => number, gone: (store
       }
       return
     }
-    const chunks = await embed(prepared.chunks, stillWanted)
+    const chunks = await embed(prepared, stillWanted)
     if (chunks === undefined) return
     file.chunks = chunks
-    file.usageBytes = chunks.reduce((sum, chunk) => sum + chunkBytes(chunk.text), 0)
+    file.usageBytes = chunks.reduce((sum, chunk) => sum + chunkBytes(chunk), 0)
     file.status = 'completed'
   }
 
@@ -60,7 +60,7 @@ export function createAttacher(files: FileStore, now: () => number, gone: (store
       if (existing !== undefined) return { file: existing, tokens: 0 }
       checkExists([fileId])
       const stored = files.get(fileId)
-      const prepared = await prepare(files.pathOf(fileId), stored?.bytes ?? 0, options.chunking)
+      const prepared = await prepare(files.pathOf(fileId), { bytes: stored?.bytes ?? 0, filename: stored?.filename ?? '' }, options.chunking)
       // Meanwhile the same file may have been attached by another call, or deleted, or the store.
       if (gone(store)) throw notFound(`No such vector store: ${quotableId(store.id)}`, 'vector_store_id')
       const raced = store.files.get(fileId)

@@ -5,6 +5,7 @@ import type {
   AttributeValue, VectorStoreFileBatchObject, VectorStoreFileObject, VectorStoreObject,
 } from '../../api/vector-stores.ts'
 import { unixSeconds } from './ids.ts'
+import { chunkingStrategyObject } from './vector-store-chunking.ts'
 
 export type FileStatus = VectorStoreFileObject['status']
 export type LastError = NonNullable<VectorStoreFileObject['last_error']>
@@ -15,10 +16,33 @@ export interface ChunkSizing {
   readonly chunk_overlap_tokens: number
 }
 
+/** The embedding models a store or a file names (Visual RAG); the mock records them. */
+export interface EmbeddingModels {
+  readonly text?: string
+  readonly vision?: string
+}
+
+/** How one file was chunked, and with which models (vector-store-chunking.ts). */
+export interface FileChunking {
+  readonly sizing: ChunkSizing
+  readonly models: EmbeddingModels
+  /** Given Visual RAG parameters (here or on its store): its chunking_strategy shows them. */
+  readonly visual: boolean
+}
+
+/** A page image of a file indexed with a vision model (Visual RAG). */
+export interface PageImage {
+  /** `data:image/png;base64,…`: what search answers as a `base64` result's text. */
+  readonly dataUrl: string
+  readonly page: number
+}
+
 export interface IndexedChunk {
+  /** The chunk's text; for a page image, the words its vector is made from. */
   readonly text: string
   /** Unit length: a dot product is the cosine similarity. */
   readonly vector: Float32Array
+  readonly image?: PageImage
 }
 
 export interface AttachedFile {
@@ -26,7 +50,7 @@ export interface AttachedFile {
   readonly vectorStoreId: string
   readonly createdAtMs: number
   readonly filename: string
-  readonly chunking: ChunkSizing
+  readonly chunking: FileChunking
   readonly batchId: string | null
   attributes: Attributes
   status: FileStatus
@@ -48,6 +72,8 @@ export interface StoreRecord {
   name: string
   metadata: Record<string, string> | null
   expiresAfter: { readonly anchor: 'last_active_at'; readonly days: number } | null
+  /** Visual RAG: the embedding models its files default to. */
+  readonly models: EmbeddingModels
   lastActiveMs: number
   /** Insertion order is attach order. */
   readonly files: Map<string, AttachedFile>
@@ -91,6 +117,12 @@ export function storeObject(store: StoreRecord, nowMs: number): VectorStoreObjec
     expires_at: expiresAt === null ? null : unixSeconds(expiresAt),
     last_active_at: unixSeconds(store.lastActiveMs),
     metadata: store.metadata,
+    ...(store.models.text === undefined && store.models.vision === undefined ? {} : {
+      chunking_strategy: {
+        ...(store.models.text === undefined ? {} : { text_embedding_model: store.models.text }),
+        ...(store.models.vision === undefined ? {} : { vision_embedding_model: store.models.vision }),
+      },
+    }),
   }
 }
 
@@ -103,7 +135,7 @@ export function fileObject(file: AttachedFile): VectorStoreFileObject {
     vector_store_id: file.vectorStoreId,
     status: file.status,
     last_error: file.lastError,
-    chunking_strategy: { type: 'static', static: file.chunking },
+    chunking_strategy: chunkingStrategyObject(file.chunking),
     attributes: file.attributes,
   }
 }

@@ -2,12 +2,17 @@
 // chunk of the store's completed files (those whose attributes pass the filters) is scored
 // by cosine similarity, the best of several queries counting. Results at or above the score
 // threshold come best first, at most max_num_results of them, ties in attach order.
+//
+// Visual RAG (the provider's guides/visual-rag page): page images are chunks too, answered
+// as `{"type": "base64", "text": <data URL>}` with their page_number. With top_k_texts or
+// top_k_images, texts and images are ranked apart, each kind capped by its own top_k (an
+// unset one by max_num_results, or 10), and the two merged best first.
 import type { z } from 'zod'
 import type { SearchRequest, SearchResultsPageObject } from '../../api/vector-stores.ts'
 import { matchesFilter } from './attribute-filter.ts'
 import { embedVector } from './embeddings.ts'
 import { VECTOR_DIMENSIONS } from './vector-store-ingest.ts'
-import type { AttachedFile, StoreRecord } from './vector-store-records.ts'
+import type { AttachedFile, IndexedChunk, StoreRecord } from './vector-store-records.ts'
 
 const DEFAULT_RESULTS = 10
 
@@ -19,12 +24,25 @@ function dot(a: Float32Array, b: Float32Array): number {
 
 interface Hit {
   readonly file: AttachedFile
-  readonly text: string
+  readonly chunk: IndexedChunk
   readonly score: number
   readonly order: number
 }
 
-export function search(store: StoreRecord, request: z.output<typeof SearchRequest>): SearchResultsPageObject {
+type Request = z.output<typeof SearchRequest>
+
+const best = (a: Hit, b: Hit): number => b.score - a.score || a.order - b.order
+
+/** The hits the request keeps, best first. */
+function kept(hits: Hit[], request: Request): Hit[] {
+  const max = request.max_num_results ?? DEFAULT_RESULTS
+  if (request.top_k_texts === undefined && request.top_k_images === undefined) return hits.sort(best).slice(0, max)
+  const texts = hits.filter((h) => h.chunk.image === undefined).sort(best).slice(0, request.top_k_texts ?? max)
+  const images = hits.filter((h) => h.chunk.image !== undefined).sort(best).slice(0, request.top_k_images ?? max)
+  return [...texts, ...images].sort(best)
+}
+
+export function search(store: StoreRecord, request: Request): SearchResultsPageObject {
   const queries = typeof request.query === 'string' ? [request.query] : request.query
   const vectors = queries.map((q) => embedVector(q, VECTOR_DIMENSIONS))
   const threshold = request.ranking_options?.score_threshold ?? 0
@@ -37,19 +55,20 @@ export function search(store: StoreRecord, request: z.output<typeof SearchReques
       for (const vector of vectors) best = Math.max(best, dot(vector, chunk.vector))
       // Rounding can take a perfect match a hair over 1.
       const score = Math.min(1, best)
-      if (score >= threshold) hits.push({ file, text: chunk.text, score, order: hits.length })
+      if (score >= threshold) hits.push({ file, chunk, score, order: hits.length })
     }
   }
-  hits.sort((a, b) => b.score - a.score || a.order - b.order)
   return {
     object: 'vector_store.search_results.page',
     search_query: queries,
-    data: hits.slice(0, request.max_num_results ?? DEFAULT_RESULTS).map((hit) => ({
-      file_id: hit.file.id,
-      filename: hit.file.filename,
-      score: hit.score,
-      attributes: hit.file.attributes,
-      content: [{ type: 'text' as const, text: hit.text }],
+    data: kept(hits, request).map(({ file, chunk, score }) => ({
+      file_id: file.id,
+      filename: file.filename,
+      score,
+      attributes: file.attributes,
+      ...(chunk.image === undefined
+        ? { content: [{ type: 'text' as const, text: chunk.text }] }
+        : { content: [{ type: 'base64' as const, text: chunk.image.dataUrl }], page_number: chunk.image.page }),
     })),
     has_more: false,
     next_page: null,

@@ -5,7 +5,7 @@
 // stores per backend, global to it; the gateway keeps who owns which.
 import { readFile } from 'node:fs/promises'
 import {
-  AUTO_CHUNKING, CreateVectorStoreFileBatchRequest, CreateVectorStoreFileRequest, CreateVectorStoreRequest, SearchRequest,
+  CreateVectorStoreFileBatchRequest, CreateVectorStoreFileRequest, CreateVectorStoreRequest, SearchRequest,
   UpdateVectorStoreFileRequest, UpdateVectorStoreRequest, VectorStoreFileStatus,
 } from '../../api/vector-stores.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
@@ -20,8 +20,9 @@ import { search } from './vector-store-search.ts'
 import { createAttacher, type AttachOptions } from './vector-store-attach.ts'
 import {
   batchObject, fileObject, filesOfBatch, isExpired, storeObject,
-  type AttachedFile, type Attributes, type BatchRecord, type ChunkSizing, type StoreRecord,
+  type AttachedFile, type Attributes, type BatchRecord, type StoreRecord,
 } from './vector-store-records.ts'
+import { fileChunkingOf, storeModelsOf } from './vector-store-chunking.ts'
 
 const LIST_LIMITS = { default: 20, max: 100 }
 /** How soon the SDK's pollers (createAndPoll, uploadAndPoll) should look again. */
@@ -34,10 +35,6 @@ export interface VectorStores {
 }
 
 type Query = Readonly<Record<string, unknown>>
-
-function sizingOf(strategy: { type: 'auto' } | { type: 'static'; static: ChunkSizing } | undefined): ChunkSizing {
-  return strategy?.type === 'static' ? strategy.static : AUTO_CHUNKING
-}
 
 /** The object's reply; one still in progress tells pollers when to ask again. */
 function reply(value: { status: string }, extra: Record<string, unknown> = {}): UpstreamResponse {
@@ -115,12 +112,13 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
       name: body.name ?? '',
       metadata: body.metadata ?? null,
       expiresAfter: body.expires_after ?? null,
+      models: storeModelsOf(body.chunking_strategy),
       lastActiveMs: nowMs,
       files: new Map(),
       batches: new Map(),
     }
     stores.set(store.id, store)
-    const options: AttachOptions = { chunking: sizingOf(body.chunking_strategy), attributes: null, batchId: null }
+    const options: AttachOptions = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: null, batchId: null }
     const tokens = await attachAll(store, fileIds.map((fileId) => ({ fileId, options })))
     return reply(storeObject(store, ctx.now()), fileIds.length > 0 ? usage(tokens) : {})
   }
@@ -144,7 +142,7 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
   async function attachFile(request: UpstreamRequest, store: StoreRecord): Promise<UpstreamResponse> {
     const body = parsedBody(request, CreateVectorStoreFileRequest)
     const attached = await attacher.attach(store, body.file_id, {
-      chunking: sizingOf(body.chunking_strategy),
+      chunking: fileChunkingOf(body.chunking_strategy, store.models),
       attributes: (body.attributes ?? null) as Attributes,
       batchId: null,
     })
@@ -154,9 +152,9 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
   async function createBatch(request: UpstreamRequest, store: StoreRecord): Promise<UpstreamResponse> {
     const body = parsedBody(request, CreateVectorStoreFileBatchRequest)
     const batch: BatchRecord = { id: newId('vsfb_'), vectorStoreId: store.id, createdAtMs: ctx.now(), cancelled: false }
-    const shared = { chunking: sizingOf(body.chunking_strategy), attributes: (body.attributes ?? null) as Attributes, batchId: batch.id }
+    const shared = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: (body.attributes ?? null) as Attributes, batchId: batch.id }
     const entries = body.files !== undefined
-      ? body.files.map((f) => ({ fileId: f.file_id, options: { chunking: sizingOf(f.chunking_strategy), attributes: (f.attributes ?? null) as Attributes, batchId: batch.id } }))
+      ? body.files.map((f) => ({ fileId: f.file_id, options: { chunking: fileChunkingOf(f.chunking_strategy, store.models), attributes: (f.attributes ?? null) as Attributes, batchId: batch.id } }))
       : (body.file_ids ?? []).map((fileId) => ({ fileId, options: shared }))
     attacher.checkExists(entries.map((e) => e.fileId))
     store.batches.set(batch.id, batch)
@@ -173,15 +171,16 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
     return reply(batchObject(store, batch))
   }
 
-  /** The file's text as it was ingested (OpenAI: its parsed content). */
+  /** The file's text as it was ingested (OpenAI: its parsed content); a page image as its data URL (Visual RAG). */
   async function content(file: AttachedFile): Promise<UpstreamResponse> {
     let text = ''
-    if (file.status === 'completed' && files.get(file.id) !== undefined) {
+    const image = file.chunks.find((chunk) => chunk.image !== undefined)?.image
+    if (image === undefined && file.status === 'completed' && files.get(file.id) !== undefined) {
       text = new TextDecoder('utf-8').decode(await readFile(files.pathOf(file.id)))
     }
     return jsonResponse(200, {
       object: 'vector_store.file_content.page',
-      data: text === '' ? [] : [{ type: 'text', text }],
+      data: image !== undefined ? [{ type: 'base64', text: image.dataUrl }] : text === '' ? [] : [{ type: 'text', text }],
       has_more: false,
       next_page: null,
     })

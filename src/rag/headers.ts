@@ -12,7 +12,9 @@ const HOP_BY_HOP = new Set([
 ])
 
 /** Never passed on towards a backend: the gateway sets its own, or they carry credentials. */
-const NOT_FORWARDED = new Set(['host', 'authorization', 'expect', 'forwarded', 'x-real-ip', 'x-request-id'])
+// `api-key` and `x-api-key` too: a client may send its Tollgate API key that way (the
+// API accepts `api-key`), and a RAG backend must never see one.
+const NOT_FORWARDED = new Set(['host', 'authorization', 'api-key', 'x-api-key', 'expect', 'forwarded', 'x-real-ip', 'x-request-id'])
 
 /**
  * Whole families the gateway speaks for: its identity headers (x-tollgate-*, whatever the

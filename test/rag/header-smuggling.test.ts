@@ -89,6 +89,22 @@ t.test('every spelling of an owned header is stripped; the gateway\'s own arrive
   t.strictSame(byFolded.get('x-custom-header'), ['x-custom_header: kept'], 'a header the gateway does not own passes (lower-cased, as Node reads it)')
 })
 
+t.test('an API key sent as api-key or x-api-key never reaches a RAG backend', async (t) => {
+  const recorder = await startRecorder(t)
+  const h = await startRagHarness(t, {
+    config: (doc) => {
+      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
+      rag.services['user-manager'] = { ...rag.services['user-manager'], baseUrl: recorder.url }
+    },
+  })
+  const auth = await h.auth({ sub: 'usr_real', roles: ['user'] })
+  const secret = 'tg1_secretthatmustnotleave'
+  const status = await rawSend(h.url, '/user-manager/api/v1/me', [['Authorization', auth.authorization ?? ''], ['api-key', secret], ['X-Api-Key', secret], ['API_KEY', secret]])
+  t.equal(status, 200)
+  const lines = recorder.seen.at(-1) ?? []
+  t.notOk(lines.some(([, value]) => value.includes(secret)), `no key reached the backend: ${JSON.stringify(lines.map(([n]) => n))}`)
+})
+
 t.test('configured identity and strip names are folded the same way', async (t) => {
   const recorder = await startRecorder(t)
   const h = await startRagHarness(t, {

@@ -1,5 +1,5 @@
-// The provider's "Getting Started" pages (telekom/aifoundation-docs, src/content/docs/v1/
-// getting-started/): quickstart.mdx, authentication.mdx and the parts of models.mdx that
+// The provider's front page and "Getting Started" pages (telekom/aifoundation-docs,
+// src/content/docs/v1/): index.mdx ("Try It Now"), getting-started/quickstart.mdx, authentication.mdx and the parts of models.mdx that
 // models.test.ts does not run (the curl and Python tabs of "List Models via API", the
 // "Model Categories" table, "Hosting & Compliance"). Each example is a call written here
 // after the page and heading named beside it; Python is carried over to the JS SDK call
@@ -15,6 +15,18 @@ const { gw, key, base } = await startDocsGateway()
 
 interface ChatReply { object: string; model: string; choices: Array<{ message: { role: string; content: string } }>; usage: { total_tokens: number } }
 type WithMeta = OpenAI.Models.Model & { meta_data: { model_type: string; source_type: string; deployment_region: string; is_externally_hosted: boolean; input_modalities: string[] } }
+
+t.test('index.mdx, Try It Now (curl)', async (t) => {
+  const res = await curlJson(`${base}/chat/completions`, key, { model: 'Llama-3.3-70B-Instruct', messages: [{ role: 'user', content: 'Hello from AIFS' }] })
+  t.equal(res.status, 200)
+  t.ok((await res.json() as ChatReply).choices[0]?.message.content.length)
+})
+
+t.test('index.mdx, Try It Now (Python and Node.js): the base URL given, the key from the environment', async (t) => {
+  const client = new OpenAI({ baseURL: base })
+  const response = await client.chat.completions.create({ model: 'Llama-3.3-70B-Instruct', messages: [{ role: 'user', content: 'Hello from AIFS' }] })
+  t.ok(response.choices[0]?.message.content?.length, 'print(response.choices[0].message.content)')
+})
 
 t.test('quickstart.mdx, Step 3 (macOS / Linux): the SDK reads OPENAI_API_KEY and OPENAI_BASE_URL', async (t) => {
   // `export OPENAI_API_KEY=...; export OPENAI_BASE_URL=.../v2` (docs-gateway.ts), then OpenAI().

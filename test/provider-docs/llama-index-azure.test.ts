@@ -97,10 +97,10 @@ t.test('the deployment is the model: for scopes, for kinds, for forms', async (t
 
   // A form goes upstream as sent: its model must be the deployment.
   const audio = await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav')
-  const transcript = await azure('whisper-1').audio.transcriptions.create({ model: 'whisper-1', file: audio })
+  const transcript = await azure('whisper-large-v3').audio.transcriptions.create({ model: 'whisper-large-v3', file: audio })
   t.ok(transcript.text.length > 0, 'a transcription whose form names the deployment')
   try {
-    await azure('whisper-1').audio.transcriptions.create({ model: 'other', file: await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav') })
+    await azure('whisper-large-v3').audio.transcriptions.create({ model: 'other', file: await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav') })
     t.fail('a form naming another model should be refused')
   } catch (err) {
     t.equal((err as { status?: number }).status, 400)

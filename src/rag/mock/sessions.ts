@@ -30,7 +30,11 @@ function sessionConfig(value: unknown): SessionConfig | string {
   }
   if (c.globalContext !== undefined && typeof c.globalContext !== 'boolean') return 'config.globalContext must be a boolean'
   if (c.activeFiles !== undefined && !(Array.isArray(c.activeFiles) && c.activeFiles.every((f) => typeof f === 'string'))) return 'config.activeFiles must be a list of file ids'
-  return c as SessionConfig
+  // Only the fields the mock knows are kept: anything else the client sent (a value nested
+  // ten thousand deep, say) would be stored and then break every later listing.
+  const known: Record<string, unknown> = {}
+  for (const field of ['localConfigId', 'globalContext', 'activeFiles', 'chatModel'] as const) if (c[field] !== undefined) known[field] = c[field]
+  return known as SessionConfig
 }
 
 const EPOCH = '2025-01-01T00:00:00Z'
@@ -74,6 +78,8 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
     const match = /^\/api\/v1\/sessions\/([^/]+)\/(history|feedback)\/?$/.exec(x.path)
     if (match === null) return false
     const id = decodeURIComponent(match[1] ?? '')
+    // As FastAPI does, a body is read before the route answers (a refusal included).
+    const body = method === 'POST' ? await readJson(x.req) : {}
     if (!sessionsOf(owner).some((s) => s.sessionId === id)) {
       detail(x, 404, 'Session not found (mock)')
       return true
@@ -89,7 +95,6 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
       return true
     }
     if (match[2] === 'feedback' && method === 'POST') {
-      const body = await readJson(x.req)
       const rating = body.rating
       if (rating !== 'up' && rating !== 'down' && typeof rating !== 'number') {
         detail(x, 422, 'rating must be "up", "down" or a number (mock)')

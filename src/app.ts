@@ -210,7 +210,7 @@ export function buildApp(deps: AppDeps): App {
     if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') throw gatewayError('expectation_failed')
     const match = router.match(req.method ?? 'GET', req.url ?? '/')
     if (!match.found) {
-      if (config.portal.enabled && isPortalPath(req.url ?? '/')) return portalUnmatched(ctx, match.allow)
+      if (config.portal.enabled && isPortalPath(req.url ?? '/')) return portalUnmatched(ctx, match.allow, deps.portalSessions)
       if (match.allow.length > 0) {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
       }

@@ -4,7 +4,7 @@
 import { z } from 'zod'
 import { gatewayError } from '../errors.ts'
 import { utcDay } from '../keys/meter.ts'
-import { toUnits } from '../keys/money.ts'
+import { planCurrency, toUnits } from '../keys/money.ts'
 import type { UsageRecord } from '../store/ports.ts'
 import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
 import { parseQuery, sendAdmin, type AdminRouter } from './http.ts'
@@ -114,6 +114,8 @@ export function registerUsageRoutes(router: AdminRouter, deps: AdminDeps): void 
       object: 'usage',
       key_id: record.id,
       ...range,
+      // Every cost below is in the plans' currency; JSON keeps the numbers and names it once.
+      currency: planCurrency(deps.config.plans),
       data: rows.map((r) => ({
         day: r.day, model: r.model, requests: r.requests, input_tokens: r.inputTokens, output_tokens: r.outputTokens, cost: toUnits(r.costNanos),
       })),
@@ -136,6 +138,7 @@ export function registerUsageRoutes(router: AdminRouter, deps: AdminDeps): void 
       group_by: q.group_by,
       granularity: q.granularity,
       ...range,
+      currency: planCurrency(deps.config.plans),
       data: groupUsage(rows, q.group_by, q.granularity === 'day'),
       totals: summarise(rows),
     })

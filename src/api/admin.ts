@@ -32,7 +32,7 @@ const totals = {
   requests: z.int(),
   input_tokens: z.int(),
   output_tokens: z.int(),
-  cost: z.number(),
+  cost: z.number().meta({ description: 'In units of the reply\'s `currency`, exact to the nano-unit.' }),
 }
 
 export const KeyUsage = z.object({
@@ -40,6 +40,7 @@ export const KeyUsage = z.object({
   key_id: z.string(),
   from: z.string(),
   to: z.string(),
+  currency: z.string().meta({ description: 'The ISO 4217 code of every cost in this reply: the plans\' currency (plans `currency`, default EUR).' }),
   data: z.array(z.object({ day: z.string(), model: z.string(), ...totals })),
   by_model: z.array(z.object({ model: z.string(), ...totals })),
   totals: z.object(totals),
@@ -51,6 +52,7 @@ export const Usage = z.object({
   granularity: z.enum(['total', 'day']),
   from: z.string(),
   to: z.string(),
+  currency: z.string().meta({ description: 'The ISO 4217 code of every cost in this reply: the plans\' currency (plans `currency`, default EUR).' }),
   data: z.array(z.object(totals).loose().meta({ description: 'One group: its key_id, owner, tier or model (and day), with its totals.' })),
   totals: z.object(totals),
 })

@@ -3,6 +3,7 @@
 // The gateway URL and admin token come from --url / --admin-token or TOLLGATE_URL /
 // TOLLGATE_ADMIN_TOKEN (the environment is better: flags show up in `ps` and shell history).
 import type { ParseArgsConfig } from 'node:util'
+import { DEFAULT_CURRENCY } from '../keys/money.ts'
 import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
 import { EXIT_OK, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
@@ -186,7 +187,7 @@ async function run(command: Command, args: readonly string[], io: CliIo): Promis
       if (keyId !== undefined) {
         if (str('group-by') !== undefined || flag('daily')) throw new UsageError('--group-by and --daily apply to usage across keys (no key id)')
         const reply = asObject(await api('GET', `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`))
-        return print(reply, () => `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(['DAY', 'MODEL'], ['day', 'model'], asArray(reply.data), reply.totals))
+        return print(reply, () => `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(['DAY', 'MODEL'], ['day', 'model'], reply))
       }
       const group = str('group-by') ?? 'key'
       query.set('group_by', group)
@@ -195,7 +196,7 @@ async function run(command: Command, args: readonly string[], io: CliIo): Promis
       const field = group === 'key' ? 'key_id' : group
       const labels = flag('daily') ? ['DAY', group.toUpperCase()] : [group.toUpperCase()]
       const columns = flag('daily') ? ['day', field] : [field]
-      return print(reply, () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, asArray(reply.data), reply.totals))
+      return print(reply, () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, reply))
     }
   }
 }
@@ -272,13 +273,15 @@ function secretNotice(key: Record<string, unknown>): string {
   return `\nSecret (shown once; store it now, it cannot be shown again):\n\n  ${text(key.key)}\n\n`
 }
 
-function usageTable(labels: readonly string[], columns: readonly string[], data: readonly unknown[], totals: unknown): string {
-  const rows = data.map(asObject).map((r) => [
+function usageTable(labels: readonly string[], columns: readonly string[], reply: Record<string, unknown>): string {
+  const rows = asArray(reply.data).map(asObject).map((r) => [
     ...columns.map((c) => text(r[c])),
     integer(r.requests), integer(r.input_tokens), integer(r.output_tokens), money(r.cost),
   ])
   if (rows.length === 0) return 'No usage in this period.\n'
-  const t = asObject(totals)
+  const t = asObject(reply.totals)
   rows.push([...columns.map((_, i) => (i === 0 ? 'TOTAL' : '')), integer(t.requests), integer(t.input_tokens), integer(t.output_tokens), money(t.cost)])
-  return table([...labels, 'REQUESTS', 'INPUT TOKENS', 'OUTPUT TOKENS', 'COST'], rows)
+  // A gateway from before `currency` was in the reply priced in the catalogue's euros too.
+  const currency = typeof reply.currency === 'string' ? text(reply.currency) : DEFAULT_CURRENCY
+  return table([...labels, 'REQUESTS', 'INPUT TOKENS', 'OUTPUT TOKENS', `COST (${currency})`], rows)
 }

@@ -1,4 +1,5 @@
 // Plain-text tables for a terminal: a header row, columns padded to their widest cell.
+import { formatAmount } from '../keys/money.ts'
 
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
@@ -17,9 +18,9 @@ export function integer(n: unknown): string {
   return typeof n === 'number' ? n.toLocaleString('en-US') : '-'
 }
 
+/** An amount of currency units, written as everywhere else (src/keys/money.ts); its currency goes in the column's header. */
 export function money(n: unknown): string {
-  if (typeof n !== 'number') return '-'
-  return n === 0 ? '0' : n < 0.01 ? n.toPrecision(3) : n.toFixed(4)
+  return typeof n === 'number' ? formatAmount(n) : '-'
 }
 
 /** A value for a terminal: control characters (escape sequences) never reach it. */

@@ -165,6 +165,12 @@ export type CatalogueFacts = z.infer<typeof catalogueFactsSchema>
 
 export const plansSchema = z.strictObject({
   defaultTier: z.string().min(1),
+  /**
+   * The ISO 4217 code of every price in this file (input_price, output_price) and so of
+   * every cost metered from them. Optional: the provider's catalogue exports name none and
+   * price in euros, so an unset currency is EUR (src/keys/money.ts, planCurrency).
+   */
+  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as EUR or USD').optional(),
   tiers: z.record(z.string(), tier),
   /** The export this file was generated from, and its per-model facts. */
   catalogue: z.strictObject({

@@ -4,6 +4,9 @@
 // 1000, an integer for any price with up to three decimals (the catalogue's have two) and
 // rounded to the nearest nano-unit otherwise. 2⁵³ nano-units is 9 million currency units:
 // far beyond one key's spend on one model in one day, the largest sum a row holds.
+// This is also the one place money is written out: for people (formatAmount, formatMoney:
+// the portal, the CLI) and for machines (exactAmount: the CSV), always with the plans'
+// currency named beside it (planCurrency).
 import type { ModelLimits } from '../config/schema.ts'
 
 export const NANOS_PER_UNIT = 1_000_000_000
@@ -22,4 +25,49 @@ export function costNanos(limits: Pick<ModelLimits, 'input_price' | 'output_pric
  */
 export function toUnits(nanos: number): number {
   return nanos / NANOS_PER_UNIT
+}
+
+/** The currency of plans that name none: the provider's catalogue prices in euros. */
+export const DEFAULT_CURRENCY = 'EUR'
+
+/** The ISO 4217 code every price and cost of these plans is in. */
+export function planCurrency(plans: { readonly currency?: string | undefined }): string {
+  return plans.currency ?? DEFAULT_CURRENCY
+}
+
+/**
+ * An amount of currency units for people to read, the one way the portal, the CLI and the
+ * CSV's readers see it. From one unit up: to the cent, with thousands grouped (1,234.50).
+ * Below one: three significant digits, at least to the cent, trailing zeros past the cent
+ * dropped (0.50, 0.123, 0.00036, 0.00000048): one call costs fractions of a cent, and a
+ * non-zero amount is never printed as 0.00. Zero is 0.00.
+ */
+export function formatAmount(units: number): string {
+  if (!Number.isFinite(units)) return String(units)
+  if (units === 0) return '0.00'
+  const size = Math.abs(units)
+  if (size >= 1) return units.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })
+  const decimals = Math.min(20, Math.max(2, 2 - Math.floor(Math.log10(size))))
+  return trimZeros(units.toFixed(decimals))
+}
+
+/** An amount with its currency beside it: "0.00036 EUR". */
+export function formatMoney(units: number, currency: string): string {
+  return `${formatAmount(units)} ${currency}`
+}
+
+/**
+ * Nano-units as the exact decimal they are, for machines (the CSV): no exponent, no
+ * grouping, no rounding (480 → 0.00000048, 1_500_000_000 → 1.50).
+ */
+export function exactAmount(nanos: number): string {
+  const whole = Math.round(Math.abs(nanos))
+  const units = Math.floor(whole / NANOS_PER_UNIT)
+  const fraction = String(whole % NANOS_PER_UNIT).padStart(9, '0')
+  return trimZeros(`${nanos < 0 && whole !== 0 ? '-' : ''}${units}.${fraction}`)
+}
+
+/** 0.000360 → 0.00036, 0.500 → 0.50: zeros past the second decimal go. */
+function trimZeros(text: string): string {
+  return text.replace(/(\.\d\d\d*?)0+$/, '$1')
 }

@@ -27,8 +27,16 @@ function short(value: number): string {
   return `${+value.toPrecision(3)}`
 }
 
+/** How a chart writes its numbers: on the axis, and in a bar's tooltip. Money passes its own formatter. */
+export interface ChartNumbers {
+  readonly axis: (value: number) => string
+  readonly value: (value: number) => string
+}
+
+const COUNTS: ChartNumbers = { axis: short, value: (v) => String(v) }
+
 /** Stacked bars, one per label (day), with a title and description for screen readers. */
-export function stackedBars(title: string, labels: readonly string[], series: readonly Series[]): Html {
+export function stackedBars(title: string, labels: readonly string[], series: readonly Series[], numbers: ChartNumbers = COUNTS): Html {
   const totals = labels.map((_, i) => series.reduce((sum, s) => sum + (s.values[i] ?? 0), 0))
   const max = niceMax(Math.max(0, ...totals))
   const plotW = W - PAD.left - PAD.right
@@ -40,7 +48,7 @@ export function stackedBars(title: string, labels: readonly string[], series: re
   for (let t = 0; t <= 4; t++) {
     const v = (max * t) / 4
     parts.push(`<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#d0d7de" stroke-width="1"/>`)
-    parts.push(`<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#57606a">${escapeHtml(short(v))}</text>`)
+    parts.push(`<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#57606a">${escapeHtml(numbers.axis(v))}</text>`)
   }
   const every = Math.ceil(labels.length / 10)
   labels.forEach((label, i) => {
@@ -49,7 +57,7 @@ export function stackedBars(title: string, labels: readonly string[], series: re
     for (const s of series) {
       const v = s.values[i] ?? 0
       if (v > 0) {
-        parts.push(`<rect x="${x.toFixed(1)}" y="${y(base + v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(y(base) - y(base + v)).toFixed(1)}" fill="${s.colour}"><title>${escapeHtml(`${label} ${s.name}: ${v}`)}</title></rect>`)
+        parts.push(`<rect x="${x.toFixed(1)}" y="${y(base + v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(y(base) - y(base + v)).toFixed(1)}" fill="${s.colour}"><title>${escapeHtml(`${label} ${s.name}: ${numbers.value(v)}`)}</title></rect>`)
       }
       base += v
     }

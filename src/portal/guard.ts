@@ -34,6 +34,8 @@ export interface PortalRouter {
 
 export interface Me extends SignedIn {
   readonly viewer: Viewer
+  /** The session's cookie value: it seals what a form hands to the next page (handoff.ts). */
+  readonly cookie: string
 }
 
 export function viewerOf(signedIn: SignedIn): Viewer {
@@ -58,8 +60,9 @@ type FormHandler = (ctx: RequestContext, me: Me, form: URLSearchParams, params: 
 
 export function createGuards(deps: PortalDeps) {
   const resume = async (ctx: RequestContext): Promise<Me | null> => {
-    const signedIn = await deps.sessions.resume(cookieValue(ctx.req))
-    return signedIn === null ? null : { ...signedIn, viewer: viewerOf(signedIn) }
+    const cookie = cookieValue(ctx.req)
+    const signedIn = await deps.sessions.resume(cookie)
+    return signedIn === null || cookie === undefined ? null : { ...signedIn, viewer: viewerOf(signedIn), cookie }
   }
   const guarded = (route: string, admin: boolean, fn: (ctx: RequestContext, me: Me, params: Params, query: URLSearchParams) => Promise<void>, before?: (ctx: RequestContext) => void): PortalHandler =>
     async (ctx, params, query) => {

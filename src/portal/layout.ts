@@ -34,8 +34,10 @@ ${viewer === undefined ? '' : html`<nav aria-label="Portal">
 <a href="/portal/usage">Usage</a>
 ${viewer.isAdmin ? html`<a href="/portal/admin/keys">All keys</a><a href="/portal/admin/users">Users</a>` : ''}
 </nav>
+<div class="who">
 <span class="hint">Signed in as <b>${viewer.username}</b></span>
-<form method="post" action="/portal/sign-out">${csrfField(viewer)}<button type="submit" class="secondary">Sign out</button></form>`}
+<form method="post" action="/portal/sign-out">${csrfField(viewer)}<button type="submit" class="secondary">Sign out</button></form>
+</div>`}
 </header>
 <main id="main">
 <h1>${title}</h1>
@@ -43,6 +45,15 @@ ${content}
 </main>
 </body>
 </html>`
+}
+
+/**
+ * A wide table in a box of its own that scrolls sideways on a narrow screen, so the page
+ * itself never does (a phone is 390 px; the limits table is twice that). Focusable, so a
+ * keyboard can scroll it too; named, so a screen reader says what the region is.
+ */
+export function scrolling(table: Html, label: string): Html {
+  return html`<div class="table-scroll" tabindex="0" role="region" aria-label="${label}">${table}</div>`
 }
 
 export function notice(kind: 'warn' | 'error' | 'ok', content: Html | string): Html {

@@ -2,6 +2,8 @@
 // limiter's peek, the very counters and the very x-ratelimit-* headers a call would get.
 import type { Config, ModelLimits } from '../config/schema.ts'
 import type { KeyRecord } from '../keys/record.ts'
+import { dimensionsOf } from '../limits/dimensions.ts'
+import { rateLimitHeaders } from '../limits/headers.ts'
 import { resolveLimits } from '../limits/plans.ts'
 import type { Limiter, RateLimitHeaders } from '../limits/port.ts'
 
@@ -36,12 +38,19 @@ function windowsOf(headers: RateLimitHeaders): ModelStanding['windows'] {
   return out
 }
 
-/** One row per model the key may call; a limiter that cannot answer shows the limits alone. */
-export async function keyStanding(config: Pick<Config, 'plans' | 'models'>, limiter: Limiter, key: KeyRecord): Promise<ModelStanding[]> {
+/**
+ * One row per model the key may call; a limiter that cannot answer shows the limits alone.
+ * Not live (a revoked or expired key, which no call gets through with): the limits alone
+ * too, without asking the limiter: what is "left" of a window it can never use would read
+ * as if the key still worked.
+ */
+export async function keyStanding(config: Pick<Config, 'plans' | 'models'>, limiter: Limiter, key: KeyRecord, options: { live: boolean }): Promise<ModelStanding[]> {
   const models = key.models ?? config.models.map((m) => m.name)
   return Promise.all(models.map(async (model) => {
     const { tier, limits } = resolveLimits(config.plans, key, model)
-    const headers = await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => ({}))
+    const headers = options.live
+      ? await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => rateLimitHeaders(dimensionsOf(limits)))
+      : rateLimitHeaders(dimensionsOf(limits))
     return { model, tier, limits, windows: windowsOf(headers) }
   }))
 }

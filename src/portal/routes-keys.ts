@@ -2,6 +2,7 @@
 // through the KeyService the admin API uses; the user's keys are those whose owner is the
 // user's account id.
 import { gatewayError } from '../errors.ts'
+import { planCurrency } from '../keys/money.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import type { Guards, PortalDeps, PortalRouter } from './guard.ts'
 import { redirect, sendHtml } from './http.ts'
@@ -11,7 +12,7 @@ import { keyStanding } from './limits-view.ts'
 import { notice } from './layout.ts'
 import { when } from './pages/format.ts'
 import { keyPage } from './pages/key.ts'
-import { keysPage, secretPage, type KeyRow } from './pages/keys.ts'
+import { keysPage, secretGonePage, secretPage, type KeyRow } from './pages/keys.ts'
 
 /** Newest first. */
 export const byNewest = (a: KeyRecord, b: KeyRecord): number => b.createdAt.localeCompare(a.createdAt) || a.id.localeCompare(b.id)
@@ -43,6 +44,9 @@ export function registerKeyRoutes(router: PortalRouter, deps: PortalDeps, guards
     sendHtml(ctx.res, 200, keysPage(me.viewer, rows, query, config.portal.pageSize))
   }))
 
+  // Create and rotate answer 303 to the key's secret page (post/redirect/get): reloading
+  // that page re-sends no form, so it makes no second key and rotates nothing again. The
+  // secret waits for that page in the session's hand-off (handoff.ts), for one read.
   router.on('POST', '/portal/keys', guards.form('portal.keys.create', async (ctx, me, form) => {
     const expires = expiryOf(form.get('expires'))
     const created = await keys.create({
@@ -51,24 +55,40 @@ export function registerKeyRoutes(router: PortalRouter, deps: PortalDeps, guards
       ...(expires === undefined ? {} : { expires_at: expires }),
     })
     ctx.keyId = created.record.id
-    sendHtml(ctx.res, 201, secretPage(me.viewer, 'Your new key', keys.view(created.record), created.key))
+    await deps.sessions.handoffs.give(me.cookie, me.session.id, created.record.id, { kind: 'created', secret: created.key })
+    redirect(ctx.res, `/portal/keys/${created.record.id}/secret`)
   }))
 
   router.on('GET', '/portal/keys/:id', guards.page('portal.key', async (ctx, me, params) => {
     const record = await guards.keyOf(me, params.id ?? '')
-    const [standing, last] = await Promise.all([keyStanding(config, deps.limiter, record), lastUsedDays(deps, new Set([record.id]))])
-    sendHtml(ctx.res, 200, keyPage(me.viewer, keys.view(record), standing, last.get(record.id) ?? null))
+    const view = keys.view(record)
+    // Only a key that can still be used has a current window worth showing.
+    const live = view.status === 'active'
+    const [standing, last] = await Promise.all([keyStanding(config, deps.limiter, record, { live }), lastUsedDays(deps, new Set([record.id]))])
+    sendHtml(ctx.res, 200, keyPage(me.viewer, view, standing, last.get(record.id) ?? null, planCurrency(config.plans)))
   }))
 
   router.on('POST', '/portal/keys/:id/rotate', guards.form('portal.key.rotate', async (ctx, me, form, params) => {
     const record = await guards.keyOf(me, params.id ?? '')
     const grace = graceOf(form)
     const rotated = await keys.rotate(record.id, { grace_seconds: grace })
-    const until = rotated.record.previousHashValidUntil
+    await deps.sessions.handoffs.give(me.cookie, me.session.id, record.id, { kind: 'rotated', secret: rotated.key })
+    redirect(ctx.res, `/portal/keys/${record.id}/secret`)
+  }))
+
+  // The secret, once. Opened again (a reload, the back button, a second tab) it is gone:
+  // the page says so and offers rotation, the only way to a new secret.
+  router.on('GET', '/portal/keys/:id/secret', guards.page('portal.key.secret', async (ctx, me, params) => {
+    const record = await guards.keyOf(me, params.id ?? '')
+    const view = keys.view(record)
+    const handoff = await deps.sessions.handoffs.take(me.cookie, me.session.id, record.id)
+    if (handoff === null) return sendHtml(ctx.res, 200, secretGonePage(me.viewer, view))
+    if (handoff.kind === 'created') return sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your new key', view, handoff.secret))
+    const until = view.rotation_grace_until
     const extra = until === null
       ? notice('ok', 'The old secret has stopped working.')
       : notice('ok', html`The old secret keeps working until <strong>${when(until)}</strong>, then stops.`)
-    sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your rotated key', keys.view(rotated.record), rotated.key, extra))
+    sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your rotated key', view, handoff.secret, extra))
   }))
 
   router.on('POST', '/portal/keys/:id/revoke', guards.form('portal.key.revoke', async (ctx, me, form, params) => {

@@ -19,11 +19,12 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
     }
   })
 
-  router.on('GET', '/portal/sign-in', async (ctx) => {
+  router.on('GET', '/portal/sign-in', async (ctx, _params, query) => {
     ctx.route = 'portal.sign_in'
     try {
       if ((await guards.resume(ctx)) !== null) return redirect(ctx.res, '/portal/keys')
-      sendHtml(ctx.res, 200, signInPage())
+      // Where sign-out lands: it says it worked (the query carries nothing but that).
+      sendHtml(ctx.res, 200, signInPage(query.has('signed-out') ? { signedOut: true } : {}))
     } catch (err) {
       failPage(ctx, err)
     }
@@ -67,6 +68,6 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
   router.on('POST', '/portal/sign-out', guards.form('portal.sign_out', async (ctx, me) => {
     await deps.sessions.signOut(me.session)
     clearSessionCookie(ctx.res, isHttps(ctx.req, config))
-    redirect(ctx.res, '/portal/sign-in')
+    redirect(ctx.res, '/portal/sign-in?signed-out')
   }))
 }

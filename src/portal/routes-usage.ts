@@ -1,6 +1,7 @@
 // Usage of the user's keys (or one of them) over a chosen range: the page, and its CSV.
 import { usageRange } from '../admin/usage.ts'
 import { gatewayError } from '../errors.ts'
+import { planCurrency } from '../keys/money.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import { isCalendarDay } from '../store/usage-rows.ts'
 import type { Guards, Me, PortalDeps, PortalRouter } from './guard.ts'
@@ -38,12 +39,12 @@ export function registerUsageRoutes(router: PortalRouter, deps: PortalDeps, guar
     const { keys, selected, range, rows } = await read(me, query)
     const csv = new URLSearchParams({ ...(selected === null ? {} : { key: selected.id }), from: range.from, to: range.to })
     sendHtml(ctx.res, 200, usagePage(me.viewer, keys.map((k) => deps.keys.view(k)), selected === null ? null : deps.keys.view(selected),
-      usageReport(rows, range.from, range.to), `/portal/usage.csv?${csv.toString()}`))
+      usageReport(rows, range.from, range.to), `/portal/usage.csv?${csv.toString()}`, planCurrency(deps.config.plans)))
   }))
 
   router.on('GET', '/portal/usage.csv', guards.page('portal.usage.csv', async (ctx, me, _params, query) => {
     const { keys, range, rows } = await read(me, query)
-    const body = Buffer.from(usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? '']))), 'utf8')
+    const body = Buffer.from(usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? ''])), planCurrency(deps.config.plans)), 'utf8')
     securityHeaders(ctx.res)
     ctx.res.setHeader('cache-control', 'no-store')
     ctx.res.setHeader('content-type', 'text/csv; charset=utf-8')

@@ -3,12 +3,13 @@
 // reference (every route the gateway serves is documented).
 import type { OperationDoc } from '../openapi/operation.ts'
 import { asset, ASSET_NAMES, type AssetName } from './assets.ts'
-import { createGuards, failPage, type PortalDeps, type PortalRouter } from './guard.ts'
+import { createGuards, failPage, viewerOf, type PortalDeps, type PortalRouter } from './guard.ts'
 import { securityHeaders } from './http.ts'
 import { registerAdminPortalRoutes } from './routes-admin.ts'
 import { registerKeyRoutes } from './routes-keys.ts'
 import { registerSessionRoutes } from './routes-session.ts'
 import { registerUsageRoutes } from './routes-usage.ts'
+import { cookieValue, type PortalSessions, type SignedIn } from './sessions.ts'
 import { gatewayError } from '../errors.ts'
 import type { RequestContext } from '../http/context.ts'
 
@@ -50,8 +51,16 @@ export function isPortalPath(url: string): boolean {
  * id too long for the router), or its 405 page for one another method serves (a form's
  * address opened as a link).
  */
-export function portalUnmatched(ctx: RequestContext, allow: readonly string[]): void {
-  failPage(ctx, allow.length > 0 ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } }) : gatewayError('unknown_route'))
+export async function portalUnmatched(ctx: RequestContext, allow: readonly string[], sessions: PortalSessions): Promise<void> {
+  const error = allow.length > 0 ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } }) : gatewayError('unknown_route')
+  // A signed-in user keeps the navigation (and sign-out) on it: a mistyped link is no dead end.
+  let signedIn: SignedIn | null = null
+  try {
+    signedIn = await sessions.resume(cookieValue(ctx.req))
+  } catch (err) {
+    ctx.log.warn({ err }, 'portal: no session for the not-found page')
+  }
+  failPage(ctx, error, signedIn === null ? undefined : viewerOf(signedIn))
 }
 
 const TAG = 'Portal'
@@ -67,11 +76,12 @@ export const PORTAL_OPERATIONS: readonly OperationDoc[] = [
   op('get', '/portal', 'portalHome', 'The portal: on to the keys, or to sign in', { 303: { description: 'Redirect' } }),
   op('get', '/portal/sign-in', 'portalSignInPage', 'The sign-in page', PAGE),
   op('post', '/portal/sign-in', 'portalSignIn', 'Sign in with a user account (form); sets the session cookie', { ...FORM_DONE, 401: { description: 'Wrong username or password (the page again)', contentType: 'text/html' } }),
-  op('post', '/portal/sign-out', 'portalSignOut', 'Sign out: the session ends', FORM_DONE),
+  op('post', '/portal/sign-out', 'portalSignOut', 'Sign out: the session ends; on to the sign-in page, which says so', FORM_DONE),
   op('get', '/portal/keys', 'portalKeys', 'My keys, a page at a time', PAGE),
-  op('post', '/portal/keys', 'portalCreateKey', 'Create a key; the page shows its secret once', { 201: { description: 'The new key\'s secret, shown once', contentType: 'text/html' } }),
+  op('post', '/portal/keys', 'portalCreateKey', 'Create a key; on to the page that shows its secret once', { 303: { description: 'Made: on to /portal/keys/{id}/secret' } }),
   op('get', '/portal/keys/{id}', 'portalKey', 'One key: its plan and what is left per model', PAGE, KEY),
-  op('post', '/portal/keys/{id}/rotate', 'portalRotateKey', 'Rotate a key with a grace for the old secret; the page shows the new secret once', PAGE, KEY),
+  op('get', '/portal/keys/{id}/secret', 'portalKeySecret', 'The secret a create or rotate just made, shown once to the session that made it; opened again, a page saying it is gone', PAGE, KEY),
+  op('post', '/portal/keys/{id}/rotate', 'portalRotateKey', 'Rotate a key with a grace for the old secret; on to the page that shows the new secret once', { 303: { description: 'Rotated: on to /portal/keys/{id}/secret' } }, KEY),
   op('post', '/portal/keys/{id}/revoke', 'portalRevokeKey', 'Revoke a key (the form confirms it)', FORM_DONE, KEY),
   op('get', '/portal/usage', 'portalUsage', 'Usage per day and model, in total or of one key, over a range', PAGE),
   op('get', '/portal/usage.csv', 'portalUsageCsv', 'The same usage as CSV', { 200: { description: 'CSV', contentType: 'text/csv' } }),

@@ -10,6 +10,7 @@ import type { Config } from '../config/schema.ts'
 import type { AccountRecord } from '../store/ports.ts'
 import type { PortalSessionRecord, PortalSessionStore } from '../store/portal-sessions.ts'
 import type { LoginThrottle } from '../tokens/login-throttle.ts'
+import { secretHandoffs, type SecretHandoffs } from './handoff.ts'
 
 export const COOKIE_NAME = 'tollgate_portal'
 /** A used session's last-seen time is written at most this often (idle expiry is that coarse). */
@@ -49,10 +50,13 @@ export function sameSecret(a: string, b: string): boolean {
 export class PortalSessions {
   readonly #o: PortalSessionsOptions
   readonly #now: () => number
+  /** Secrets a form made, kept for the one page its redirect opens (handoff.ts). */
+  readonly handoffs: SecretHandoffs
 
   constructor(options: PortalSessionsOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+    this.handoffs = secretHandoffs(options.store, this.#now)
   }
 
   /** A new session and its cookie value; null for a wrong username or password. Throws login_throttled. */

@@ -2,7 +2,7 @@
 // and /admin/usage (admin/usage.ts): totals, per day (every day of the range, empty ones
 // too, so the chart has no gaps), per model, per key, and per day and model; and the CSV.
 import { groupUsage, summarise, type Totals } from '../admin/usage.ts'
-import { toUnits } from '../keys/money.ts'
+import { exactAmount } from '../keys/money.ts'
 import type { UsageRecord } from '../store/ports.ts'
 import { dayNumber } from '../store/usage-rows.ts'
 
@@ -50,10 +50,17 @@ function csvCell(value: string | number): string {
   return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe
 }
 
-/** One line per key, model and day. */
-export function usageCsv(rows: readonly UsageRecord[], keyNames: ReadonlyMap<string, string>): string {
-  const header = ['day', 'key_id', 'key_name', 'model', 'requests', 'input_tokens', 'output_tokens', 'cost']
+/**
+ * One line per key, model and day. The cost is the exact decimal of the metered nano-units
+ * (never rounded to 0.00, never in exponent notation a spreadsheet might misread), and the
+ * currency is beside it on every line: a file travels without the page that explained it.
+ */
+export function usageCsv(rows: readonly UsageRecord[], keyNames: ReadonlyMap<string, string>, currency: string): string {
+  const header = ['day', 'key_id', 'key_name', 'model', 'requests', 'input_tokens', 'output_tokens', 'cost', 'currency']
   const sorted = [...rows].sort((a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model))
-  const lines = sorted.map((r) => [r.day, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.requests, r.inputTokens, r.outputTokens, toUnits(r.costNanos)].map(csvCell).join(','))
+  const lines = sorted.map((r) => [
+    ...[r.day, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.requests, r.inputTokens, r.outputTokens].map(csvCell),
+    exactAmount(r.costNanos), csvCell(currency),
+  ].join(','))
   return [header.join(','), ...lines].join('\r\n') + '\r\n'
 }

@@ -2,7 +2,9 @@
 // data directory) and a Redis adapter. A session is stored under the SHA-256 of its cookie
 // value, so whoever reads the store cannot sign in with what it finds there. Each record
 // carries its own end (the sooner of the idle and the absolute expiry); the store drops it
-// then (Redis: PXAT; SQLite: pruned as new sessions come).
+// then (Redis: PXAT; SQLite: pruned as new sessions come). Beside the sessions it keeps
+// hand-offs: a value one request leaves for the next one of the same session (the secret a
+// form made, for the page its redirect opens), taken once and gone after its end.
 import type { DatabaseSync } from 'node:sqlite'
 import { openSqlite } from './embedded.ts'
 import type { RedisConnection } from './redis-client.ts'
@@ -26,6 +28,10 @@ export interface PortalSessionStore {
   put(session: PortalSessionRecord, until: Date): Promise<void>
   get(id: string): Promise<PortalSessionRecord | null>
   remove(id: string): Promise<void>
+  /** Leaves a value under this id until `until` (overwriting one already there). */
+  putOnce(id: string, value: string, until: Date): Promise<void>
+  /** The value under this id, removed as it is read: a second take finds nothing. Null once past its end. */
+  takeOnce(id: string): Promise<string | null>
   close(): Promise<void>
 }
 
@@ -38,6 +44,14 @@ const MIGRATIONS: readonly string[] = [
     until TEXT NOT NULL
   ) STRICT;
   CREATE INDEX portal_sessions_until ON portal_sessions (until);
+  `,
+  `
+  CREATE TABLE portal_handoffs (
+    id    TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    until TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX portal_handoffs_until ON portal_handoffs (until);
   `,
 ]
 
@@ -57,6 +71,10 @@ export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
     get: db.prepare('SELECT record, until FROM portal_sessions WHERE id = ?'),
     remove: db.prepare('DELETE FROM portal_sessions WHERE id = ?'),
     prune: db.prepare('DELETE FROM portal_sessions WHERE until < ?'),
+    putOnce: db.prepare('INSERT INTO portal_handoffs (id, value, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value, until = excluded.until'),
+    // One statement: two takes of the same id cannot both find it.
+    takeOnce: db.prepare('DELETE FROM portal_handoffs WHERE id = ? RETURNING value, until'),
+    pruneOnce: db.prepare('DELETE FROM portal_handoffs WHERE until < ?'),
   }
   return {
     async put(session, until) {
@@ -72,15 +90,25 @@ export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
     async remove(id) {
       sql.remove.run(id)
     },
+    async putOnce(id, value, until) {
+      sql.pruneOnce.run(new Date().toISOString())
+      sql.putOnce.run(id, value, until.toISOString())
+    },
+    async takeOnce(id) {
+      const row = sql.takeOnce.get(id)
+      if (row === undefined || typeof row.value !== 'string' || typeof row.until !== 'string') return null
+      return Date.parse(row.until) <= Date.now() ? null : row.value
+    },
     async close() {
       if (db.isOpen) db.close()
     },
   }
 }
 
-/** Under `<prefix>{tg}:portal:session:<id>`; the client is the caller's to close. */
+/** Under `<prefix>{tg}:portal:session:<id>` (hand-offs: `…:portal:handoff:<id>`); the client is the caller's to close. */
 export function redisPortalSessions(redis: RedisConnection, prefix: string): PortalSessionStore {
   const key = (id: string): string => `${prefix}{tg}:portal:session:${id}`
+  const handoff = (id: string): string => `${prefix}{tg}:portal:handoff:${id}`
   return {
     put: (session, until) => withRedis(redis, async () => {
       await redis.set(key(session.id), JSON.stringify(session), 'PXAT', Math.max(until.getTime(), Date.now() + 1))
@@ -92,6 +120,11 @@ export function redisPortalSessions(redis: RedisConnection, prefix: string): Por
     remove: (id) => withRedis(redis, async () => {
       await redis.del(key(id))
     }),
+    putOnce: (id, value, until) => withRedis(redis, async () => {
+      await redis.set(handoff(id), value, 'PXAT', Math.max(until.getTime(), Date.now() + 1))
+    }),
+    // GETDEL (Redis 6.2): read and removed in one command, so two instances cannot both take it.
+    takeOnce: (id) => withRedis(redis, () => redis.getdel(handoff(id))),
     async close() {},
   }
 }

@@ -30,7 +30,7 @@ t.teardown(async () => { await gw.stop() })
 
 interface Usage { prompt_tokens: number; completion_tokens: number }
 interface Row { requests: number; input_tokens: number; output_tokens: number; cost: number; model?: string; day?: string; key_id?: string; owner?: string; tier?: string }
-interface UsageReply { key_id?: string; from: string; to: string; data: Row[]; by_model?: Row[]; totals: Row }
+interface UsageReply { key_id?: string; from: string; to: string; currency: string; data: Row[]; by_model?: Row[]; totals: Row }
 
 async function chat(key: string, model: string, stream: boolean, maxTokens: number): Promise<Usage> {
   const res = await fetch(`${gw.url}/v2/chat/completions`, {
@@ -73,6 +73,7 @@ t.test('per key: rows per model and day, totals, cost from the plan', async (t) 
   }
   t.match(body.totals, { requests: 5, input_tokens: [...expected.values()].reduce((s, e) => s + e.input, 0), output_tokens: [...expected.values()].reduce((s, e) => s + e.output, 0) })
   t.equal(body.totals.cost, cents / 1e8, `total cost ${body.totals.cost}, exact: no float noise`)
+  t.equal(body.currency, 'EUR', 'the costs\' currency: the plans name none, so the catalogue\'s euros')
   t.same(body.by_model?.map((r) => r.model), ['claude-sonnet-4', 'gpt-4o'])
 
   const past = (await admin('GET', `/admin/keys/${k.id}/usage?from=2020-01-01&to=2020-01-31`)).json<UsageReply>()
@@ -93,6 +94,7 @@ t.test('across keys: grouped by key, owner, tier or model, by day on request, fi
   }
   const byKey = await q(`group_by=key&owner=${owner}`)
   t.same(byKey.data.map((r) => r.key_id).sort(), [a.id, b.id].sort())
+  t.equal(byKey.currency, 'EUR', 'named across keys too')
   t.match(byKey.data.find((r) => r.key_id === a.id), { requests: 1, input_tokens: ua.prompt_tokens, output_tokens: ua.completion_tokens })
   const byOwner = await q(`group_by=owner&owner=${owner}`)
   t.match(byOwner.data, [{ owner, requests: 2, input_tokens: ua.prompt_tokens + ub.prompt_tokens, output_tokens: ua.completion_tokens + ub.completion_tokens }])
@@ -131,4 +133,12 @@ t.test('usage refuses bad queries with 400, unknown keys with 404, and anyone wi
   isError(t, noToken, 401, 'invalid_admin_token', 'no admin token')
   const apiKey = await request(`${gw.url}/admin/keys/${k.id}/usage`, { headers: { authorization: `Bearer ${k.key}` } })
   isError(t, apiKey, 401, 'invalid_admin_token', 'a key cannot read even its own usage here')
+})
+
+t.test('a plans file that names its currency: the usage replies carry it; a code that is not one is refused at boot', async (t) => {
+  const usd = await startTollgate({ config: (doc) => { doc.plans = { defaultTier: 'Open', currency: 'USD', tiers: { Open: { default: { input_price: 1, output_price: 2 } } } } } })
+  t.teardown(() => usd.stop())
+  const res = await fetch(`${usd.url}/admin/usage`, { headers: { authorization: `Bearer ${usd.adminToken}` } })
+  t.equal(((await res.json()) as UsageReply).currency, 'USD')
+  await t.rejects(startTollgate({ config: (doc) => { doc.plans = { defaultTier: 'Open', currency: 'euro', tiers: { Open: {} } } } }), /currency/, 'currency "euro": the gateway does not start, naming the field')
 })

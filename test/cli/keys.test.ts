@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process'
 import { resolve } from 'node:path'
 import t from 'tap'
 import { durationSeconds, runKeysCommand } from '../../src/cli/keys.ts'
+import { formatAmount } from '../../src/keys/money.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
@@ -74,7 +75,10 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
 
   const keyUsage = await tollgate(['keys', 'usage', id], env)
   t.equal(keyUsage.code, 0, keyUsage.stderr)
-  t.match(keyUsage.stdout, /DAY\s+MODEL\s+REQUESTS\s+INPUT TOKENS\s+OUTPUT TOKENS\s+COST/)
+  t.match(keyUsage.stdout, /DAY\s+MODEL\s+REQUESTS\s+INPUT TOKENS\s+OUTPUT TOKENS\s+COST \(EUR\)/, 'the cost column names the currency')
+  const keyUsageJson = JSON.parse((await tollgate(['keys', 'usage', id, '--json'], env)).stdout) as { currency: string; totals: { cost: number } }
+  t.equal(keyUsageJson.currency, 'EUR', 'JSON keeps the number and names the currency')
+  t.equal(/^TOTAL\s.*\s(\S+)$/m.exec(keyUsage.stdout)?.[1], formatAmount(keyUsageJson.totals.cost), 'the total cost, written as the portal writes it')
   t.match(keyUsage.stdout, new RegExp(`gpt-4o\\s+1\\s+${usage.prompt_tokens}\\s+${usage.completion_tokens}\\s`), 'the call, as the backend reported it')
   t.match(keyUsage.stdout, /^TOTAL\s+1\s/m)
   const byOwner = await tollgate(['keys', 'usage', '--group-by', 'owner', '--json'], env)

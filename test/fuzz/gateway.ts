@@ -9,7 +9,7 @@ import { parse } from 'yaml'
 import { encodeMultipart } from '../helpers/multipart.ts'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 import { MEMORY_PROBE } from '../helpers/memory.ts'
-import { createUser, keyIdOf, secretOf, signInByFetch, type FetchSession } from '../portal/helpers.ts'
+import { createKeyByFetch, createUser, signInByFetch, type FetchSession } from '../portal/helpers.ts'
 import { bearer, type Credential, type FuzzContext } from './targets.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
@@ -155,10 +155,8 @@ async function portalOf(gw: RunningTollgate): Promise<{ credentials: Record<stri
   const leaving = await signInByFetch(gw.url, 'fuzz-portal', PORTAL_PASSWORD)
   const made: Array<{ id: string; secret: string }> = []
   for (const name of ['fuzz 1', 'fuzz 2', 'fuzz 3', 'to revoke 1', 'to revoke 2', 'to revoke 3']) {
-    const res = await user.post('/portal/keys', { _csrf: user.csrf, name })
-    const page = await res.text()
-    if (res.status !== 201) throw new Error(`portal key: ${res.status}`)
-    made.push({ id: keyIdOf(page), secret: secretOf(page) })
+    const { id, secret } = await createKeyByFetch(user, name)
+    made.push({ id, secret })
   }
   const used = made[0]
   if (used === undefined) throw new Error('no portal key')

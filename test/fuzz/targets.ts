@@ -377,6 +377,7 @@ export const PORTAL_TARGETS: readonly FuzzTarget[] = [
     fields: () => ({ name: ['fuzz key', '', '<b>key</b>'], expires: ['', '2099-12-31', '2000-01-01', '2025-02-30', '2099-12-31T00:00:00Z'] }),
   },
   { name: 'portal key', method: 'GET', path: '/portal/keys/{id}', idKind: 'portal.key', auth: 'portal', body: 'none', errors: 'html', browser: true },
+  { name: 'portal key.secret', method: 'GET', path: '/portal/keys/{id}/secret', idKind: 'portal.key', auth: 'portal', body: 'none', errors: 'html', browser: true },
   {
     name: 'portal key.rotate', method: 'POST', path: '/portal/keys/{id}/rotate', idKind: 'portal.key', auth: 'portal', body: 'form', errors: 'html', browser: true,
     fields: () => ({ grace_preset: ['300', '0', '604800', 'custom'], grace_seconds: ['60', '0', '999999999', '-1', '1.5'] }),

@@ -61,3 +61,18 @@ export function keyIdOf(page: string): string {
   if (id === undefined) throw new Error('no key link on the page')
   return id
 }
+
+/**
+ * Creates a key as the portal's form does: the POST answers 303 to the key's secret page
+ * (post/redirect/get), whose one GET shows the secret. Also returns that page and the redirect.
+ */
+export async function createKeyByFetch(s: FetchSession, name: string, extra: Record<string, string> = {}): Promise<{ id: string; secret: string; location: string; page: string }> {
+  const res = await s.post('/portal/keys', { _csrf: s.csrf, name, ...extra })
+  await res.arrayBuffer()
+  const location = res.headers.get('location') ?? ''
+  if (res.status !== 303 || !/^\/portal\/keys\/key_[0-9a-f]{24}\/secret$/.test(location)) throw new Error(`create key: ${res.status} ${location}`)
+  const shown = await s.get(location)
+  const page = await shown.text()
+  if (shown.status !== 200) throw new Error(`secret page: ${shown.status}`)
+  return { id: keyIdOf(page), secret: secretOf(page), location, page }
+}

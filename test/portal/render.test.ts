@@ -32,12 +32,15 @@ t.test('usage report: every day of the range, sums per model and key', async (t)
   t.same(report.byKey.map((r) => [r.key_id, r.requests]), [['key_a', 3], ['key_b', 1]])
 })
 
-t.test('CSV: a header, one line per row, quoted where needed, formulas defused', async (t) => {
-  const csv = usageCsv([row({}), row({ keyId: 'key_b', model: 'x,y' })], new Map([['key_a', '=HYPERLINK("evil")'], ['key_b', 'plain']]))
+t.test('CSV: a header, one line per row, quoted where needed, formulas defused, exact costs with their currency', async (t) => {
+  const csv = usageCsv([row({}), row({ keyId: 'key_b', model: 'x,y' }), row({ day: '2026-11-21', costNanos: 480 }), row({ day: '2026-11-22', costNanos: 0 })],
+    new Map([['key_a', '=HYPERLINK("evil")'], ['key_b', 'plain']]), 'EUR')
   const lines = csv.trimEnd().split('\r\n')
-  t.equal(lines[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost')
-  t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015`)
-  t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015')
+  t.equal(lines[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency')
+  t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR`)
+  t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR')
+  t.equal(lines[3], `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR`, 'a tiny cost exactly, not 0.00 nor 4.8e-7')
+  t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR`)
 })
 
 t.test('chart: an accessible SVG with one bar per non-zero value, labels escaped', async (t) => {

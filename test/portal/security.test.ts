@@ -7,7 +7,7 @@ import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { REDIS_URL, deleteUnder, redisClient } from '../limits/helpers.ts'
 import { closeRedis } from '../../src/store/redis-client.ts'
-import { createUser, form, keyIdOf, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
+import { createKeyByFetch, createUser, form, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
 
 let gw: RunningTollgate
 t.before(async () => {
@@ -22,12 +22,7 @@ async function keysOf(owner: string): Promise<Array<{ id: string; status: string
   return ((await res.json()) as { data: Array<{ id: string; status: string }> }).data
 }
 
-async function createKey(s: FetchSession, name: string): Promise<{ id: string; secret: string }> {
-  const res = await s.post('/portal/keys', { _csrf: s.csrf, name })
-  const page = await res.text()
-  if (res.status !== 201) throw new Error(`create key: ${res.status}`)
-  return { id: keyIdOf(page), secret: secretOf(page) }
-}
+const createKey = createKeyByFetch
 
 t.test('sign-in: a wrong password is refused; the cookie is HttpOnly, SameSite=Strict, not Secure over plain HTTP', async (t) => {
   const wrong = await fetch(`${gw.url}/portal/sign-in`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form({ username: 'alice', password: 'nope-nope' }) })
@@ -122,7 +117,7 @@ t.test('forged cross-site form posts are refused and change nothing', async (t) 
   t.equal(login.status, 403)
   t.equal(login.headers.get('set-cookie'), null)
   // The same-origin, tokened post works (the refusals above were not for another reason).
-  t.equal((await alice.post('/portal/keys', { _csrf: alice.csrf, name: 'real' }, { origin: gw.url, 'sec-fetch-site': 'same-origin' })).status, 201)
+  t.equal((await alice.post('/portal/keys', { _csrf: alice.csrf, name: 'real' }, { origin: gw.url, 'sec-fetch-site': 'same-origin' })).status, 303)
 })
 
 t.test('failed sign-ins are throttled like failed logins, with the same counter', async (t) => {
@@ -136,6 +131,63 @@ t.test('failed sign-ins are throttled like failed logins, with the same counter'
   // The RAG login counts the same failures: it is blocked too.
   const rag = await fetch(`${gw.url}/api/v1/auth/user`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'carol', password: 'carol-password' }) })
   t.equal(rag.status, 429)
+})
+
+t.test('every form that makes or changes something answers 303 (post/redirect/get): a reload re-sends nothing', async (t) => {
+  await createUser(gw, 'root', 'root-password', ['admin'])
+  const alice = await signInByFetch(gw.url, 'alice', 'alice-password')
+  const root = await signInByFetch(gw.url, 'root', 'root-password')
+  const made = await alice.post('/portal/keys', { _csrf: alice.csrf, name: 'prg' })
+  t.equal(made.status, 303, 'create key')
+  const id = /^\/portal\/keys\/(key_[0-9a-f]{24})\/secret$/.exec(made.headers.get('location') ?? '')?.[1] ?? ''
+  t.ok(id, 'on to the key\'s secret page, the secret not in the URL')
+  t.equal((await alice.get(`/portal/keys/${id}/secret`)).status, 200)
+  const forms: Array<[string, FetchSession, string, Record<string, string>, RegExp]> = [
+    ['rotate', alice, `/portal/keys/${id}/rotate`, { grace_preset: '0' }, new RegExp(`^/portal/keys/${id}/secret$`)],
+    ['revoke', alice, `/portal/keys/${id}/revoke`, { confirm: 'yes' }, new RegExp(`^/portal/keys/${id}$`)],
+    ['admin: set a tier', root, `/portal/admin/keys/${(await createKeyByFetch(alice, 'tiered')).id}/tier`, { tier: 'Basic' }, /^\/portal\/admin\/keys$/],
+    ['admin: create a user', root, '/portal/admin/users', { username: 'prg-user', password: 'prg-user-password' }, /^\/portal\/admin\/users$/],
+    ['admin: disable a user', root, '/portal/admin/users/prg-user/disable', {}, /^\/portal\/admin\/users$/],
+    ['admin: enable a user', root, '/portal/admin/users/prg-user/enable', {}, /^\/portal\/admin\/users$/],
+    ['sign out', root, '/portal/sign-out', {}, /^\/portal\/sign-in\?signed-out$/],
+  ]
+  for (const [what, who, path, fields, location] of forms) {
+    const res = await who.post(path, { _csrf: who.csrf, ...fields })
+    t.equal(res.status, 303, `${what}: 303`)
+    t.match(res.headers.get('location'), location, `${what}: on to a page a reload only reads`)
+    await res.arrayBuffer()
+  }
+  const signIn = await fetch(`${gw.url}/portal/sign-in`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form({ username: 'alice', password: 'alice-password' }) })
+  t.equal(signIn.status, 303, 'sign in: 303')
+})
+
+t.test('a made secret is shown once, to the session that made it, and to no one else', async (t) => {
+  const alice = await signInByFetch(gw.url, 'alice', 'alice-password')
+  const aliceElsewhere = await signInByFetch(gw.url, 'alice', 'alice-password')
+  await createUser(gw, 'root2', 'root2-password', ['admin'])
+  const admin = await signInByFetch(gw.url, 'root2', 'root2-password')
+  const res = await alice.post('/portal/keys', { _csrf: alice.csrf, name: 'once' })
+  const location = res.headers.get('location') ?? ''
+  // Others first: another session of the same user, an admin (who may see the key), bob (who may not).
+  const other = await aliceElsewhere.get(location)
+  t.equal(other.status, 200)
+  const otherPage = await other.text()
+  t.match(otherPage, /was shown once and is not kept/, 'another session of the same user: not its secret')
+  t.notMatch(otherPage, /id="secret"/)
+  t.notMatch(await (await admin.get(location)).text(), /id="secret"/, 'an admin\'s session: nothing either')
+  const bob = await signInByFetch(gw.url, 'bob', 'bob-password')
+  t.equal((await bob.get(location)).status, 404, 'another user: not found')
+  // The session that made it still gets it, once.
+  const first = await alice.get(location)
+  const page = await first.text()
+  t.equal(first.status, 200)
+  t.equal(first.headers.get('cache-control'), 'no-store', 'never cached')
+  const secret = secretOf(page)
+  t.match(secret, /^tg1_/, 'the maker\'s session gets the secret')
+  const again = await (await alice.get(location)).text()
+  t.notMatch(again, secret, 'once: the second read has it no more')
+  t.match(again, /rotate the key/, 'and says how to get a new one')
+  t.equal((await fetch(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${secret}` } })).status, 200, 'the secret shown works')
 })
 
 t.test('sign-out ends the session; so does disabling the user', async (t) => {
@@ -179,11 +231,17 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   t.notMatch(sessionKeys[0] ?? '', (signIn.headers.get('set-cookie') ?? '').split(';')[0]?.split('=')[1] ?? '', 'under a hash, not the cookie value')
 
   const erin = await signInByFetch(rgw.url, 'erin', 'erin-password')
-  const created = await erin.post('/portal/keys', { _csrf: erin.csrf, name: 'on-redis' })
-  t.equal(created.status, 201, 'a key made on Redis')
-  const keyId = keyIdOf(await created.text())
-  t.equal((await erin.get(`/portal/keys/${keyId}`)).status, 200)
-  const secret = secretOf(await (await erin.post('/portal/keys', { _csrf: erin.csrf, name: 'used' })).text())
+  const { id: keyId } = await createKeyByFetch(erin, 'on-redis')
+  t.equal((await erin.get(`/portal/keys/${keyId}`)).status, 200, 'a key made on Redis')
+  const made = await erin.post('/portal/keys', { _csrf: erin.csrf, name: 'used' })
+  const location = made.headers.get('location') ?? ''
+  const [handoffKey] = await redis.keys(`${prefix}{tg}:portal:handoff:*`)
+  const sealed = await redis.get(handoffKey ?? '')
+  const secret = secretOf(await (await erin.get(location)).text())
+  t.ok(sealed !== null && !sealed.includes(secret) && !sealed.includes(secret.slice(4, 20)), 'the hand-off in Redis is sealed: no secret in it')
+  t.equal(await redis.pttl(handoffKey ?? ''), -2, 'and gone once read')
+  t.notMatch(await (await erin.get(location)).text(), secret, 'its secret page, opened again, no longer has it')
+  t.same(await redis.keys(`${prefix}{tg}:portal:handoff:*`), [], 'no hand-off left in Redis once taken')
   const call = await fetch(`${rgw.url}/v2/chat/completions`, {
     method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'gpt-oss-120b', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }),

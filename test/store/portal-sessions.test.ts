@@ -38,6 +38,21 @@ async function contract(t: Test, store: PortalSessionStore): Promise<void> {
     gone = (await store.get(short.id)) === null
   }
   t.ok(gone, 'gone after its end')
+
+  // Hand-offs: taken once, whoever asks twice (or at once) gets it only the first time.
+  const id = randomBytes(16).toString('hex')
+  await store.putOnce(id, 'sealed value', new Date(Date.now() + 60_000))
+  const both = await Promise.all([store.takeOnce(id), store.takeOnce(id)])
+  t.same(both.filter((v) => v !== null), ['sealed value'], 'one of two takes gets it')
+  t.equal(await store.takeOnce(id), null, 'and it is gone')
+  await store.putOnce(id, 'first', new Date(Date.now() + 60_000))
+  await store.putOnce(id, 'second', new Date(Date.now() + 60_000))
+  t.equal(await store.takeOnce(id), 'second', 'put overwrites')
+  const end = Date.now() + 300
+  await store.putOnce(id, 'brief', new Date(end))
+  // Wait for the clock to pass its end (not for the store: a take would consume it).
+  for (let i = 0; i < 100 && Date.now() <= end + 20; i++) await new Promise((done) => setTimeout(done, 50))
+  t.equal(await store.takeOnce(id), null, 'gone after its end')
 }
 
 t.test('embedded', async (t) => {

@@ -3,7 +3,7 @@
 import type { UserView } from '../../accounts/service.ts'
 import { KEY_STATUSES, type KeyView } from '../../keys/service.ts'
 import { html, type Html } from '../html.ts'
-import { csrfField, layout, type Viewer } from '../layout.ts'
+import { csrfField, layout, scrolling, type Viewer } from '../layout.ts'
 import { pager, pageOf, when } from './format.ts'
 import { keysTable, type KeyRow } from './keys.ts'
 
@@ -31,7 +31,7 @@ ${select('filter-tier', 'tier', 'Tier', tiers, filter.tier)}
 ${select('filter-status', 'status', 'Status', KEY_STATUSES, filter.status)}
 <button type="submit">Filter</button>
 </form>
-${keysTable(rows.slice(start, start + pageSize), { owner: (v) => v.owner === null ? '—' : usernames.get(v.owner) ?? v.owner, actions: tierForm })}
+${keysTable(rows.slice(start, start + pageSize), { owner: (v) => v.owner === null ? '—' : usernames.get(v.owner) ?? v.owner, actions: tierForm, empty: 'No key matches these filters.' })}
 ${pages > 1 ? pager('/portal/admin/keys', query, page, pages, rows.length) : ''}`, viewer)
 }
 
@@ -39,7 +39,7 @@ export function adminUsersPage(viewer: Viewer, users: readonly UserView[], query
   const { page, pages, start } = pageOf(query, users.length, pageSize)
   return layout('Users', html`
 ${message ?? ''}
-<table>
+${scrolling(html`<table>
 <caption class="visually-hidden">Users</caption>
 <thead><tr><th scope="col">Username</th><th scope="col">Roles</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Keys</th><th scope="col">Change</th></tr></thead>
 <tbody>
@@ -53,7 +53,7 @@ ${users.slice(start, start + pageSize).map((u) => html`<tr>
 ${csrfField(viewer)}<button type="submit" class="${u.disabled ? 'secondary' : 'danger'}">${u.disabled ? 'Enable' : 'Disable'} ${u.username}</button></form>`}</td>
 </tr>`)}
 </tbody>
-</table>
+</table>`, 'Users')}
 ${pages > 1 ? pager('/portal/admin/users', query, page, pages, users.length) : ''}
 <h2 id="create-user">Create a user</h2>
 <form class="stack" method="post" action="/portal/admin/users" aria-labelledby="create-user">

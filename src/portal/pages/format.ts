@@ -1,4 +1,5 @@
 // How the pages write times, money, counts and key scopes.
+import { formatAmount, formatMoney } from '../../keys/money.ts'
 import type { KeyView } from '../../keys/service.ts'
 import { html, type Html } from '../html.ts'
 
@@ -7,8 +8,14 @@ export function when(iso: string | null, empty = '—'): Html {
   return html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`
 }
 
-export function money(units: number): string {
-  return units.toFixed(6).replace(/0{1,4}$/, '')
+/** An amount, as everywhere (src/keys/money.ts); its currency is in the column's header. */
+export function amount(units: number): string {
+  return formatAmount(units)
+}
+
+/** An amount with its currency beside it, where no header names it. */
+export function money(units: number, currency: string): string {
+  return formatMoney(units, currency)
 }
 
 export function count(n: number): string {

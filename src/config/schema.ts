@@ -499,6 +499,13 @@ export const configSchema = z.strictObject({
   resourceBackend: z.string().min(1),
   /** Tokens reserved for the completion when a request sets no max_tokens. */
   defaultMaxTokens: positiveInt.default(1024),
+  /**
+   * Base models a fine-tuning job may name besides the chat models served: the resource
+   * backend trains them, nothing serves them for inference (the provider's fine-tuning guide).
+   */
+  fineTuning: z.strictObject({
+    baseModels: z.array(z.string().min(1).max(256)).default([]),
+  }).prefault({}),
   /** Path of the plans file, relative to this file; or the plans inline. */
   plans: z.union([z.string().min(1), plansSchema]),
 }).superRefine((cfg, ctx) => {

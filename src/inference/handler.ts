@@ -220,7 +220,8 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       const modelName = spec.modelKinds ? modelOf(body) : null
       if (modelName !== null) {
         const route = registry.model(modelName)
-        if (!route || !spec.modelKinds?.includes(route.config.kind)) {
+        const baseModel = spec.endpoint === 'fine_tuning.jobs.create' && config.fineTuning.baseModels.includes(modelName)
+        if (!baseModel && (!route || !spec.modelKinds?.includes(route.config.kind))) {
           throw gatewayError('model_not_found', { message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint.`, param: 'model' })
         }
         checkModelScope(principal, modelName)

@@ -93,3 +93,18 @@ t.test('fine-tuning.mdx, Overview: the supported file formats upload (PDF, TXT, 
     t.equal(uploaded.filename, name, `${name} uploaded`)
   }
 })
+
+// Overview: "Supported models: Mistral-Nemo-Instruct-2407, Llama-3.1-70B-Instruct". Base
+// models for training (fineTuning.baseModels), not served for inference.
+t.test('fine-tuning.mdx, Overview: the supported base models take a job, and are not served for inference', async (t) => {
+  const file = await client.files.create({ file: await toFile(DATASET, 'base.jsonl'), purpose: 'fine-tune' })
+  for (const model of ['Mistral-Nemo-Instruct-2407', 'Llama-3.1-70B-Instruct']) {
+    const job = await client.fineTuning.jobs.create({ training_file: file.id, model })
+    t.match(job.id, /^ftjob-/, `a job on ${model}`)
+    t.equal(job.model, model)
+    const listed = (await client.models.list()).data.map((m) => m.id)
+    t.notOk(listed.includes(model), `${model} is not in /v2/models`)
+    await t.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }), { status: 404 }, `${model} is not served for chat`)
+  }
+  await t.rejects(client.fineTuning.jobs.create({ training_file: file.id, model: 'Not-A-Base-Model' }), { status: 404 }, 'any other name is still unknown')
+})

@@ -78,22 +78,48 @@ function importPlans(args: string[]): void {
 
 /**
  * The stored admin token, printed alone on stdout (so `$(npx tollgate admin-token)` works).
- * Only for an embedded gateway without TOLLGATE_ADMIN_TOKEN: otherwise nothing is stored.
+ * Only for an embedded gateway: with Redis nothing is stored. TOLLGATE_ADMIN_TOKEN in this
+ * shell (after the README's `export TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)`, say)
+ * does not stop it: the file is what it shows and replaces; the shell's copy is only
+ * compared with it, to say when it is stale. What a gateway uses depends on ITS
+ * environment, which this command cannot see: both cases are said on stderr.
  */
 async function adminToken(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { reset: { type: 'boolean', default: false } } })
   const config = loadConfig()
-  if (config.secrets.adminToken) {
-    throw new Error('TOLLGATE_ADMIN_TOKEN is set: that is the admin token, and nothing is stored. Unset it to use the stored one.')
-  }
   if (config.redis !== undefined) {
     throw new Error('with Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) the admin token comes only from TOLLGATE_ADMIN_TOKEN, set on every instance')
   }
-  const { ensureStoredAdminToken, resetStoredAdminToken, adminTokenPath } = await import('./auth/admin-token.ts')
+  const { ensureStoredAdminToken, readStoredAdminToken, resetStoredAdminToken, adminTokenPath } = await import('./auth/admin-token.ts')
   const dataDir = resolve(config.store.dataDir)
-  const token = values.reset ? resetStoredAdminToken(dataDir) : ensureStoredAdminToken(dataDir).token
-  process.stdout.write(`${token}\n`)
-  if (values.reset) process.stderr.write(`tollgate: a new admin token is in ${adminTokenPath(dataDir)}; the previous one stops working within a second\n`)
+  const path = adminTokenPath(dataDir)
+  const fromEnv = config.secrets.adminToken
+  if (values.reset) {
+    const token = resetStoredAdminToken(dataDir)
+    process.stdout.write(`${token}\n`)
+    process.stderr.write(`tollgate: a new admin token is in ${path}; a gateway using the stored token stops taking the previous one within a second\n`)
+    if (fromEnv !== undefined) {
+      process.stderr.write('tollgate: TOLLGATE_ADMIN_TOKEN in this environment still holds the previous token: `export TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)` takes the new one. ' +
+        'A gateway started with TOLLGATE_ADMIN_TOKEN set to a token of its own keeps that one.\n')
+    }
+    return
+  }
+  if (fromEnv === undefined) {
+    process.stdout.write(`${ensureStoredAdminToken(dataDir).token}\n`)
+    return
+  }
+  // With TOLLGATE_ADMIN_TOKEN set here, a missing file is not made: the gateway may well
+  // run with that same variable, and a second, unused token would only mislead.
+  const stored = readStoredAdminToken(dataDir)
+  if (stored === null) {
+    throw new Error(`no admin token is stored in ${path}: a gateway started with TOLLGATE_ADMIN_TOKEN set uses that and stores none. ` +
+      'TOLLGATE_ADMIN_TOKEN is set in this environment; unset it to make and show a stored token')
+  }
+  process.stdout.write(`${stored}\n`)
+  if (stored !== fromEnv) {
+    process.stderr.write(`tollgate: TOLLGATE_ADMIN_TOKEN in this environment differs from the token stored in ${path} (printed above): ` +
+      'a gateway started without TOLLGATE_ADMIN_TOKEN takes the stored one; one started with it set takes that\n')
+  }
 }
 
 class UsageError extends Error {}

@@ -1,6 +1,6 @@
 // The composition root: load config, build stores and adapters, listen, drain on SIGTERM.
 import { randomBytes } from 'node:crypto'
-import { adminTokenPath, ensureStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
+import { adminTokenPath, ensureStoredAdminToken, readStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -22,7 +22,7 @@ import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
-import type { Config } from './config/schema.ts'
+import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
 import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
@@ -245,13 +245,20 @@ interface RuntimeSecrets {
  */
 function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger): RuntimeSecrets {
   const dataDir = resolve(config.store.dataDir)
+  if (config.secrets.weak.length > 0) {
+    log.warn({ secrets: config.secrets.weak }, `TOLLGATE_ALLOW_WEAK_SECRETS is set and these secrets are shorter than ${MIN_SECRET_LENGTH} characters: fine on a development machine, never in production`)
+  }
   let keyHashSecret = config.secrets.keyHashSecret
   if (!keyHashSecret) {
     if (kind === 'redis') throw new StartupError('the store is on Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) but TOLLGATE_KEY_SECRET is not set: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).')
     keyHashSecret = embeddedSecret(dataDir)
   }
   const fromEnv = config.secrets.adminToken
-  if (fromEnv) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
+  // TOLLGATE_ADMIN_TOKEN equal to the stored token is the README's `export
+  // TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)` in the shell that starts the gateway:
+  // the stored token, so `tollgate admin-token --reset` still replaces it (a leaked token
+  // must stop working, whatever shell the gateway was started from).
+  if (fromEnv && !(kind === 'embedded' && readStoredAdminToken(dataDir) === fromEnv)) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
   if (kind === 'redis') {
     log.warn('TOLLGATE_ADMIN_TOKEN is not set: the admin API is disabled (with Redis, set it on every instance)')
     return { adminToken: () => undefined, keyHashSecret, close: () => undefined }

@@ -172,7 +172,7 @@ function weakSecrets(named: Readonly<Record<string, string | undefined>>, env: E
   const allow = env.TOLLGATE_ALLOW_WEAK_SECRETS
   if (allow === '1' || allow === 'true') return weak.map(([name]) => name)
   throw new ConfigError(path, weak.map(([name, value]) =>
-    `${name}: too short (${value?.length ?? 0} characters); use at least ${MIN_SECRET_LENGTH} random characters, e.g. \`openssl rand -base64 32\` ` +
+    `${name}: too short (${value?.length ?? 0} character${value?.length === 1 ? '' : 's'}); use at least ${MIN_SECRET_LENGTH} random characters, e.g. \`openssl rand -base64 32\` ` +
     '(TOLLGATE_ALLOW_WEAK_SECRETS=1 lets a shorter one through, for development only)'))
 }
 

@@ -44,7 +44,7 @@ const SERVE_OPTIONS = {
  * else is refused: a flag silently ignored (`--port 8120` once was) leaves a gateway on a
  * port nobody asked for.
  */
-function serveEnv(args: string[]): NodeJS.ProcessEnv {
+function serveOverrides(args: string[]): Record<string, string> {
   let values: { port?: string; host?: string; 'metrics-port'?: string; 'metrics-host'?: string; help?: boolean }
   try {
     const parsed = parseArgs({ args, options: SERVE_OPTIONS, strict: true, allowPositionals: false })
@@ -52,7 +52,7 @@ function serveEnv(args: string[]): NodeJS.ProcessEnv {
   } catch (err) {
     throw new UsageError(`serve: ${(err as Error).message}`)
   }
-  const env: NodeJS.ProcessEnv = { ...process.env }
+  const env: Record<string, string> = {}
   const ports: Array<['port' | 'metrics-port', string]> = [['port', 'PORT'], ['metrics-port', 'METRICS_PORT']]
   for (const [flag, name] of ports) {
     const value = values[flag]
@@ -75,7 +75,7 @@ async function serve(args: string[]): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const config = loadConfig({ env: serveEnv(args) })
+  const config = loadConfig({ overrides: serveOverrides(args) })
   const log = createLogger(config.logging.level)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')

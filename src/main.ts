@@ -314,7 +314,7 @@ function embeddedSecret(dataDir: string): string {
 function takeDataDir(config: Config, log: Logger): DataDirLock | undefined {
   const dataDir = resolve(config.store.dataDir)
   const changes = securePrivateDataDir(dataDir)
-  if (changes.length > 0) log.warn({ dir: dataDir, changes }, 'data directory: modes tightened to owner-only (0700 directories, 0600 files): it holds password and session hashes and secrets')
+  if (changes.length > 0) log.warn({ dir: dataDir, changes }, 'data directory: modes tightened to owner-only (0700 directories, 0600 files), where allowed: it holds password and session hashes and secrets')
   if (config.redis !== undefined) return undefined
   try {
     return lockDataDir(dataDir)

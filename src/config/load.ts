@@ -26,10 +26,12 @@ export interface LoadOptions {
   env?: Env
   /** Overrides TOLLGATE_CONFIG. */
   path?: string
+  /** Settings that win over the environment's (`tollgate serve --port 8120`: PORT). */
+  overrides?: Env
 }
 
 export function loadConfig(options: LoadOptions = {}): Config {
-  const env = options.env ?? process.env
+  const env = { ...(options.env ?? process.env), ...options.overrides }
   const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
   const raw = readYaml(path)
   return buildConfig(raw, path, env)

@@ -119,7 +119,7 @@ export async function benchQueue(): Promise<string> {
   try {
     for (let i = 0; i < INSTANCES; i++) {
       gws.push(await startTollgate({
-        adminToken: 'adm_bench_queue_bench_queue',
+        adminToken: 'adm_bench_queue_bench_queue_bench_queue',
         env: { REDIS_URL: server.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret', LOG_LEVEL: 'info' },
         config: (doc) => {
           doc.plans = plans

@@ -12,7 +12,9 @@ import { createLogger } from './observability/logger.ts'
 const USAGE = `Usage: tollgate <command>
 
 Commands:
-  serve                      Start the gateway (config: TOLLGATE_CONFIG or config/default.yaml)
+  serve [--port N] [--host H] [--metrics-port N] [--metrics-host H]
+                             Start the gateway (config: TOLLGATE_CONFIG or config/default.yaml;
+                             the flags override PORT, HOST, METRICS_PORT, METRICS_HOST)
   plans import <file.json> [--default-tier NAME]
                              Convert the provider's plan catalogue export (legacy, 2026-01-19
                              or 2026-04-24 format) to plans YAML (stdout)
@@ -22,11 +24,58 @@ Commands:
   users <command>            Manage RAG gateway accounts through a running gateway (tollgate users help)
   queue <command>            Inspect and cancel queued requests (tollgate queue help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
+  rag-mock [--port N] [--service NAME]
+                             Run the mock RAG backend on its own, standing in for one service;
+                             prints {"port": N, "service": ...} (tollgate rag-mock --help)
   help                       Show this help
 `
 
-async function serve(): Promise<void> {
-  const config = loadConfig()
+const SERVE_OPTIONS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'metrics-host': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+/**
+ * `serve [--port N] [--host H] [--metrics-port N] [--metrics-host H]`: the flags stand for
+ * PORT, HOST, METRICS_PORT and METRICS_HOST, over the environment and the file. Anything
+ * else is refused: a flag silently ignored (`--port 8120` once was) leaves a gateway on a
+ * port nobody asked for.
+ */
+function serveOverrides(args: string[]): Record<string, string> {
+  let values: { port?: string; host?: string; 'metrics-port'?: string; 'metrics-host'?: string; help?: boolean }
+  try {
+    const parsed = parseArgs({ args, options: SERVE_OPTIONS, strict: true, allowPositionals: false })
+    values = parsed.values
+  } catch (err) {
+    throw new UsageError(`serve: ${(err as Error).message}`)
+  }
+  const env: Record<string, string> = {}
+  const ports: Array<['port' | 'metrics-port', string]> = [['port', 'PORT'], ['metrics-port', 'METRICS_PORT']]
+  for (const [flag, name] of ports) {
+    const value = values[flag]
+    if (value === undefined) continue
+    if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new UsageError(`serve: --${flag} must be a port number, 0 to 65535 (0: any free port), got "${value.slice(0, 20)}"`)
+    env[name] = value
+  }
+  const hosts: Array<['host' | 'metrics-host', string]> = [['host', 'HOST'], ['metrics-host', 'METRICS_HOST']]
+  for (const [flag, name] of hosts) {
+    const value = values[flag]
+    if (value === undefined) continue
+    if (value === '') throw new UsageError(`serve: --${flag} needs an address, e.g. 127.0.0.1 or 0.0.0.0`)
+    env[name] = value
+  }
+  return env
+}
+
+async function serve(args: string[]): Promise<void> {
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(USAGE)
+    return
+  }
+  const config = loadConfig({ overrides: serveOverrides(args) })
   const log = createLogger(config.logging.level)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')
@@ -78,22 +127,48 @@ function importPlans(args: string[]): void {
 
 /**
  * The stored admin token, printed alone on stdout (so `$(npx tollgate admin-token)` works).
- * Only for an embedded gateway without TOLLGATE_ADMIN_TOKEN: otherwise nothing is stored.
+ * Only for an embedded gateway: with Redis nothing is stored. TOLLGATE_ADMIN_TOKEN in this
+ * shell (after the README's `export TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)`, say)
+ * does not stop it: the file is what it shows and replaces; the shell's copy is only
+ * compared with it, to say when it is stale. What a gateway uses depends on ITS
+ * environment, which this command cannot see: both cases are said on stderr.
  */
 async function adminToken(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { reset: { type: 'boolean', default: false } } })
   const config = loadConfig()
-  if (config.secrets.adminToken) {
-    throw new Error('TOLLGATE_ADMIN_TOKEN is set: that is the admin token, and nothing is stored. Unset it to use the stored one.')
-  }
   if (config.redis !== undefined) {
     throw new Error('with Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) the admin token comes only from TOLLGATE_ADMIN_TOKEN, set on every instance')
   }
-  const { ensureStoredAdminToken, resetStoredAdminToken, adminTokenPath } = await import('./auth/admin-token.ts')
+  const { ensureStoredAdminToken, readStoredAdminToken, resetStoredAdminToken, adminTokenPath } = await import('./auth/admin-token.ts')
   const dataDir = resolve(config.store.dataDir)
-  const token = values.reset ? resetStoredAdminToken(dataDir) : ensureStoredAdminToken(dataDir).token
-  process.stdout.write(`${token}\n`)
-  if (values.reset) process.stderr.write(`tollgate: a new admin token is in ${adminTokenPath(dataDir)}; the previous one stops working within a second\n`)
+  const path = adminTokenPath(dataDir)
+  const fromEnv = config.secrets.adminToken
+  if (values.reset) {
+    const token = resetStoredAdminToken(dataDir)
+    process.stdout.write(`${token}\n`)
+    process.stderr.write(`tollgate: a new admin token is in ${path}; a gateway using the stored token stops taking the previous one within a second\n`)
+    if (fromEnv !== undefined) {
+      process.stderr.write('tollgate: TOLLGATE_ADMIN_TOKEN in this environment still holds the previous token: `export TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)` takes the new one. ' +
+        'A gateway started with TOLLGATE_ADMIN_TOKEN set to a token of its own keeps that one.\n')
+    }
+    return
+  }
+  if (fromEnv === undefined) {
+    process.stdout.write(`${ensureStoredAdminToken(dataDir).token}\n`)
+    return
+  }
+  // With TOLLGATE_ADMIN_TOKEN set here, a missing file is not made: the gateway may well
+  // run with that same variable, and a second, unused token would only mislead.
+  const stored = readStoredAdminToken(dataDir)
+  if (stored === null) {
+    throw new Error(`no admin token is stored in ${path}: a gateway started with TOLLGATE_ADMIN_TOKEN set uses that and stores none. ` +
+      'TOLLGATE_ADMIN_TOKEN is set in this environment; unset it to make and show a stored token')
+  }
+  process.stdout.write(`${stored}\n`)
+  if (stored !== fromEnv) {
+    process.stderr.write(`tollgate: TOLLGATE_ADMIN_TOKEN in this environment differs from the token stored in ${path} (printed above): ` +
+      'a gateway started without TOLLGATE_ADMIN_TOKEN takes the stored one; one started with it set takes that\n')
+  }
 }
 
 class UsageError extends Error {}
@@ -102,7 +177,7 @@ export async function main(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv
   switch (command) {
     case 'serve':
-      return serve()
+      return serve(argv.slice(1))
     case 'keys': {
       // Loaded here so that `serve` does not load the command-line client.
       const { runKeysCommand } = await import('./cli/keys.ts')
@@ -119,6 +194,20 @@ export async function main(argv: string[]): Promise<void> {
       const { runQueueCommand } = await import('./cli/queue.ts')
       process.exitCode = await runQueueCommand(argv.slice(1), processIo())
       return
+    }
+    case 'rag-mock': {
+      const { parseRagMockArgs, runRagMock, RAG_MOCK_USAGE } = await import('./rag/mock/cli.ts')
+      if (sub === '--help' || sub === '-h') {
+        process.stdout.write(RAG_MOCK_USAGE)
+        return
+      }
+      let options
+      try {
+        options = parseRagMockArgs(argv.slice(1))
+      } catch (err) {
+        throw new UsageError(`rag-mock: ${(err as Error).message}`)
+      }
+      return runRagMock(options)
     }
     case 'admin-token':
       return adminToken(argv.slice(1))

@@ -1,6 +1,6 @@
 // The composition root: load config, build stores and adapters, listen, drain on SIGTERM.
 import { randomBytes } from 'node:crypto'
-import { adminTokenPath, ensureStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
+import { adminTokenPath, ensureStoredAdminToken, readStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path'
 import { buildApp, type App } from './app.ts'
 import { trackConnections } from './http/drain.ts'
 import { removeStaleSpoolFiles } from './http/spool.ts'
+import { checkListenable, listenFailure, metricsListener, publicListener, type ListenerSpec } from './http/listen-check.ts'
 import { createAdminAuthenticator, type AdminAuthenticator } from './auth/admin.ts'
 import { createApiKeyAuthenticator, type ApiKeyAuthenticator } from './auth/api-key.ts'
 import { createAuthThrottle, throttleAdmin, throttleApiKeys } from './auth/throttle.ts'
@@ -22,7 +23,7 @@ import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
-import type { Config } from './config/schema.ts'
+import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
 import { createKeyEvents } from './keys/events.ts'
 import { createKeyHasher } from './keys/format.ts'
@@ -35,6 +36,8 @@ import type { Limiter } from './limits/port.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { createMetrics, type Metrics } from './observability/metrics.ts'
 import { openEmbeddedStores } from './store/embedded.ts'
+import { securePrivateDataDir } from './store/data-dir.ts'
+import { DataDirInUseError, lockDataDir, type DataDirLock } from './store/data-dir-lock.ts'
 import type { Stores } from './store/ports.ts'
 import { createRedisClient } from './store/redis-client.ts'
 import { createRagAuth } from './tokens/create.ts'
@@ -62,6 +65,17 @@ export interface GatewayOverrides {
 }
 
 export async function startGateway(config: Config, log: Logger = createLogger(config.logging.level), overrides: GatewayOverrides = {}): Promise<Gateway> {
+  // Before anything is opened or made: a port in use or a data directory another gateway
+  // holds is said at once, and a fresh data directory gets no admin token printed by a
+  // gateway that then fails.
+  const listeners = {
+    public: publicListener(config.server.host, config.server.port),
+    metrics: metricsListener(config.server.metricsHost, config.server.metricsPort),
+  }
+  for (const spec of [listeners.public, listeners.metrics]) {
+    await checkListenable(spec).catch((err: unknown) => { throw new StartupError((err as Error).message) })
+  }
+  const dataLock = takeDataDir(config, log)
   const metrics = createMetrics()
   const stores = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
@@ -161,8 +175,8 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   // Keys assigned a tier the plans no longer have (another catalogue): said before listening.
   await warnKeysOnMissingTiers(stores.keys, config.plans, log, 2000)
   const connections = trackConnections(server)
-  await listen(server, config.server.port, config.server.host)
-  await listen(metricsServer, config.server.metricsPort, config.server.metricsHost)
+  await listen(server, listeners.public)
+  await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
   const url = addressOf(server)
   const metricsUrl = addressOf(metricsServer)
@@ -213,6 +227,7 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       await fileQuotaStore.close()
       await stores.close()
       secrets.close()
+      dataLock?.release()
       log.info('stopped')
     })()
     return closing
@@ -245,13 +260,20 @@ interface RuntimeSecrets {
  */
 function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger): RuntimeSecrets {
   const dataDir = resolve(config.store.dataDir)
+  if (config.secrets.weak.length > 0) {
+    log.warn({ secrets: config.secrets.weak }, `TOLLGATE_ALLOW_WEAK_SECRETS is set and these secrets are shorter than ${MIN_SECRET_LENGTH} characters: fine on a development machine, never in production`)
+  }
   let keyHashSecret = config.secrets.keyHashSecret
   if (!keyHashSecret) {
     if (kind === 'redis') throw new StartupError('the store is on Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) but TOLLGATE_KEY_SECRET is not set: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).')
     keyHashSecret = embeddedSecret(dataDir)
   }
   const fromEnv = config.secrets.adminToken
-  if (fromEnv) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
+  // TOLLGATE_ADMIN_TOKEN equal to the stored token is the README's `export
+  // TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)` in the shell that starts the gateway:
+  // the stored token, so `tollgate admin-token --reset` still replaces it (a leaked token
+  // must stop working, whatever shell the gateway was started from).
+  if (fromEnv && !(kind === 'embedded' && readStoredAdminToken(dataDir) === fromEnv)) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
   if (kind === 'redis') {
     log.warn('TOLLGATE_ADMIN_TOKEN is not set: the admin API is disabled (with Redis, set it on every instance)')
     return { adminToken: () => undefined, keyHashSecret, close: () => undefined }
@@ -278,18 +300,37 @@ function embeddedSecret(dataDir: string): string {
   try {
     return readFileSync(path, 'utf8').trim()
   } catch {
-    mkdirSync(dataDir, { recursive: true })
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
     const secret = randomBytes(32).toString('base64url')
     writeFileSync(path, secret, { mode: 0o600, flag: 'wx' })
     return secret
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<void> {
+/**
+ * The data directory for this process alone (embedded mode: its SQLite files are this
+ * gateway's), its modes made owner-only first. With Redis, instances may share one.
+ */
+function takeDataDir(config: Config, log: Logger): DataDirLock | undefined {
+  const dataDir = resolve(config.store.dataDir)
+  const changes = securePrivateDataDir(dataDir)
+  if (changes.length > 0) log.warn({ dir: dataDir, changes }, 'data directory: modes tightened to owner-only (0700 directories, 0600 files), where allowed: it holds password and session hashes and secrets')
+  if (config.redis !== undefined) return undefined
+  try {
+    return lockDataDir(dataDir)
+  } catch (err) {
+    if (err instanceof DataDirInUseError) throw new StartupError(err.message)
+    throw err
+  }
+}
+
+function listen(server: Server, spec: ListenerSpec): Promise<void> {
   return new Promise((done, fail) => {
-    server.once('error', fail)
-    server.listen(port, host, () => {
-      server.off('error', fail)
+    // Taken between the check and now (rare): the same message.
+    const failed = (err: NodeJS.ErrnoException): void => fail(new StartupError(listenFailure(spec, err)))
+    server.once('error', failed)
+    server.listen(spec.port, spec.host, () => {
+      server.off('error', failed)
       done()
     })
   })

@@ -10,10 +10,9 @@ import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
 import { parseQuery, sendAdmin, type AdminRouter } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
-/** Days covered when the query names no `from`. */
-export const DEFAULT_USAGE_DAYS = 30
-/** Longest range one query may cover. */
-export const MAX_USAGE_DAYS = 366
+import { DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS } from './usage-limits.ts'
+
+export { DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS } from './usage-limits.ts'
 
 export const GROUPS = ['key', 'owner', 'tier', 'model'] as const
 export type UsageGroup = (typeof GROUPS)[number]
@@ -54,7 +53,15 @@ export function usageRange(from: string | undefined, to: string | undefined, tod
   const start = from ?? utcDay(new Date((dayNumber(end) - (DEFAULT_USAGE_DAYS - 1)) * 86_400_000))
   const span = dayNumber(end) - dayNumber(start) + 1
   if (span < 1) throw gatewayError('invalid_body', { message: '`from` must not be after `to`.', param: 'from' })
-  if (span > MAX_USAGE_DAYS) throw gatewayError('invalid_body', { message: `A usage query covers at most ${MAX_USAGE_DAYS} days.`, param: 'from' })
+  if (span > MAX_USAGE_DAYS) {
+    // `to` defaults to today, so a `from` more than a year back fails on its own: the
+    // message names both ends, and the way out.
+    throw gatewayError('invalid_body', {
+      message: `A usage query covers at most ${MAX_USAGE_DAYS} days; ${start} to ${end} is ${span}${to === undefined ? ' (`to` defaults to today)' : ''}. ` +
+        `Ask for several ranges of ${MAX_USAGE_DAYS} days or fewer with \`from\` and \`to\` (\`tollgate keys usage\` does this itself), or a later \`from\`.`,
+      param: 'from',
+    })
+  }
   return { from: start, to: end }
 }
 

@@ -29,7 +29,7 @@ export function readStoredAdminToken(dataDir: string): string | null {
 export function ensureStoredAdminToken(dataDir: string): { token: string; created: boolean } {
   const existing = readStoredAdminToken(dataDir)
   if (existing !== null) return { token: existing, created: false }
-  mkdirSync(dataDir, { recursive: true })
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const token = newAdminToken()
   try {
     writeFileSync(adminTokenPath(dataDir), `${token}\n`, { mode: 0o600, flag: 'wx' })
@@ -43,7 +43,7 @@ export function ensureStoredAdminToken(dataDir: string): { token: string; create
 
 /** Replaces the stored token (atomically: readers see the old one or the new one). */
 export function resetStoredAdminToken(dataDir: string): string {
-  mkdirSync(dataDir, { recursive: true })
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const token = newAdminToken()
   const path = adminTokenPath(dataDir)
   writeFileSync(`${path}.tmp`, `${token}\n`, { mode: 0o600 })

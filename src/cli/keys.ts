@@ -7,6 +7,7 @@ import { DEFAULT_CURRENCY } from '../keys/money.ts'
 import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
 import { EXIT_OK, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
+import { mergeUsageReplies, usageWindows, type UsageWindow } from './usage-windows.ts'
 
 export { EXIT_FAILED, EXIT_OK, EXIT_USAGE, type CliIo } from './subcommands.ts'
 
@@ -15,16 +16,18 @@ export const KEYS_USAGE = `Usage: tollgate keys <command> [options]
 Commands:
   create                     Create a key; prints its secret once
       --name N  --owner O  --tier T  --model M (repeat)  --endpoint E (repeat)
-      --expires-at ISO-TIME | --expires-in 30d  --limits '{"*": {"rpm": 60}}'
+      --expires-at ISO-TIME | --expires-in 90d (unit: s, m, h, d, w)  --limits '{"*": {"rpm": 60}}'
   list                       List keys   [--owner O] [--tier T] [--status active|revoked|expired]
   show <id>                  One key
   update <id>                Change a key: --name, --tier, --model, --endpoint, --expires-at,
                              --expires-in, --limits; --all-models, --all-endpoints,
                              --no-expiry, --default-tier, --no-limits reset
-  rotate <id> [--grace 1h]   New secret; the old one works for the grace (default: not at all)
+  rotate <id> [--grace 1h]   New secret; the old one works for the grace (default: not at all;
+                             unit: s, m, h, d, w)
   revoke <id>                Revoke a key on every instance
   usage [<id>]               Usage per model and day for a key, or across keys:
-      --from YYYY-MM-DD --to YYYY-MM-DD  --group-by key|owner|tier|model  --daily
+      --from YYYY-MM-DD --to YYYY-MM-DD (default: today; a range over 366 days is asked
+      for in windows and added up)  --group-by key|owner|tier|model  --daily
 
 Options:
   --url URL                  Gateway URL (env TOLLGATE_URL, default http://127.0.0.1:8080)
@@ -125,6 +128,7 @@ async function run(command: Command, args: readonly string[], io: CliIo): Promis
         ...(str('owner') === undefined ? {} : { owner: str('owner') }),
       }
       const created = asObject(await api('POST', '/admin/keys', body))
+      echoExpiry(str('expires-in'), created, io)
       return print(created, () => showKey(created) + secretNotice(created))
     }
     case 'list': {
@@ -159,6 +163,7 @@ async function run(command: Command, args: readonly string[], io: CliIo): Promis
       }
       if (Object.keys(body).length === 0) throw new UsageError('keys update needs something to change')
       const key = asObject(await api('PATCH', `/admin/keys/${encodeURIComponent(keyId)}`, body))
+      echoExpiry(str('expires-in'), key, io)
       return print(key, () => showKey(key))
     }
     case 'rotate': {
@@ -179,21 +184,31 @@ async function run(command: Command, args: readonly string[], io: CliIo): Promis
     case 'usage': {
       const [keyId, ...extra] = positionals
       if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
-      const query = new URLSearchParams()
-      for (const name of ['from', 'to']) {
-        const v = str(name)
-        if (v !== undefined) query.set(name, v)
+      // A range longer than one query may cover is asked for in windows, and added up.
+      const windows = usageWindows(str('from'), str('to'), new Date())
+      const rangeQuery = (w: UsageWindow): URLSearchParams => {
+        const query = new URLSearchParams()
+        if (w.from !== undefined) query.set('from', w.from)
+        if (w.to !== undefined) query.set('to', w.to)
+        return query
+      }
+      const ask = async (path: (query: URLSearchParams) => string): Promise<Record<string, unknown>[]> => {
+        const replies: Record<string, unknown>[] = []
+        for (const w of windows) replies.push(asObject(await api('GET', path(rangeQuery(w)))))
+        return replies
       }
       if (keyId !== undefined) {
         if (str('group-by') !== undefined || flag('daily')) throw new UsageError('--group-by and --daily apply to usage across keys (no key id)')
-        const reply = asObject(await api('GET', `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`))
+        const reply = mergeUsageReplies(await ask((query) => `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`), null, true)
         return print(reply, () => `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(['DAY', 'MODEL'], ['day', 'model'], reply))
       }
       const group = str('group-by') ?? 'key'
-      query.set('group_by', group)
-      if (flag('daily')) query.set('granularity', 'day')
-      const reply = asObject(await api('GET', `/admin/usage?${query}`))
       const field = group === 'key' ? 'key_id' : group
+      const reply = mergeUsageReplies(await ask((query) => {
+        query.set('group_by', group)
+        if (flag('daily')) query.set('granularity', 'day')
+        return `/admin/usage?${query}`
+      }), field, flag('daily'))
       const labels = flag('daily') ? ['DAY', group.toUpperCase()] : [group.toUpperCase()]
       const columns = flag('daily') ? ['day', field] : [field]
       return print(reply, () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, reply))
@@ -234,11 +249,27 @@ function splitList(value: string): string[] {
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }
 
-/** "90", "90s", "15m", "12h", "7d", "2w" → seconds. */
+/**
+ * "45s", "30m", "12h", "90d", "2w" → seconds. A bare number is refused: `--expires-in 90`
+ * was read as 90 seconds by people who meant 90 days, and a key that dies at once is
+ * found out only when it fails.
+ */
 export function durationSeconds(value: string, what: string): number {
-  const match = /^(\d+)([smhdw]?)$/.exec(value.trim())
-  if (match === null) throw new UsageError(`${what}: not a duration like 3600, 90s, 15m, 12h, 7d: ${value}`)
-  return Number(match[1]) * (UNITS[match[2] || 's'] ?? 1)
+  const trimmed = value.trim()
+  if (/^\d+$/.test(trimmed)) throw new UsageError(`${what} ${value}: say the unit: ${trimmed}d (days), ${trimmed}h, ${trimmed}m or ${trimmed}s`)
+  const match = /^(\d+)([smhdw])$/.exec(trimmed)
+  if (match === null) throw new UsageError(`${what}: not a duration like 45s, 30m, 12h, 90d or 2w: ${value}`)
+  return Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1)
+}
+
+const UNIT_NAMES: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', w: 'week' }
+
+/** What --expires-in came to, said on stderr (so --json output stays the API's JSON). */
+function echoExpiry(expiresIn: string | undefined, key: Record<string, unknown>, io: CliIo): void {
+  if (expiresIn === undefined) return
+  const match = /^(\d+)([smhdw])$/.exec(expiresIn.trim())
+  const span = match === null ? expiresIn : `${match[1]} ${UNIT_NAMES[match[2] ?? 's'] ?? ''}${match[1] === '1' ? '' : 's'}`
+  io.stderr(`--expires-in ${expiresIn}: the key expires at ${text(key.expires_at)} (${span} from now)\n`)
 }
 
 function asObject(value: unknown): Record<string, unknown> {

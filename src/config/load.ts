@@ -6,7 +6,7 @@ import { dirname, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import type { z } from 'zod'
 import { redisTargetOf } from './redis-target.ts'
-import { configSchema, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
+import { configSchema, MIN_SECRET_LENGTH, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
@@ -26,10 +26,12 @@ export interface LoadOptions {
   env?: Env
   /** Overrides TOLLGATE_CONFIG. */
   path?: string
+  /** Settings that win over the environment's (`tollgate serve --port 8120`: PORT). */
+  overrides?: Env
 }
 
 export function loadConfig(options: LoadOptions = {}): Config {
-  const env = options.env ?? process.env
+  const env = { ...(options.env ?? process.env), ...options.overrides }
   const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
   const raw = readYaml(path)
   return buildConfig(raw, path, env)
@@ -50,7 +52,7 @@ export function buildConfig(raw: unknown, path: string, env: Env = process.env):
     sentinelUsername: env.REDIS_SENTINEL_USERNAME || undefined,
     sentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
   })
-  const config: Config = { ...rest, plans, redis, secrets: readSecrets(rest.backends, env), source: path }
+  const config: Config = { ...rest, plans, redis, secrets: readSecrets(rest.backends, env, path), source: path }
   return deepFreeze(config)
 }
 
@@ -138,7 +140,7 @@ function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): 
   }
 }
 
-function readSecrets(backends: Config['backends'], env: Env): Secrets {
+function readSecrets(backends: Config['backends'], env: Env, path: string): Secrets {
   const backendKeys: Record<string, string> = {}
   for (const backend of Object.values(backends)) {
     if (backend.type === 'openai' && backend.apiKeyEnv) {
@@ -146,12 +148,34 @@ function readSecrets(backends: Config['backends'], env: Env): Secrets {
       if (value) backendKeys[backend.apiKeyEnv] = value
     }
   }
-  return {
-    adminToken: env.TOLLGATE_ADMIN_TOKEN || undefined,
-    keyHashSecret: env.TOLLGATE_KEY_SECRET || undefined,
-    jwtSecret: env.TOLLGATE_JWT_SECRET || undefined,
-    backendKeys,
+  const named = {
+    TOLLGATE_ADMIN_TOKEN: env.TOLLGATE_ADMIN_TOKEN || undefined,
+    TOLLGATE_KEY_SECRET: env.TOLLGATE_KEY_SECRET || undefined,
+    TOLLGATE_JWT_SECRET: env.TOLLGATE_JWT_SECRET || undefined,
   }
+  return {
+    adminToken: named.TOLLGATE_ADMIN_TOKEN,
+    keyHashSecret: named.TOLLGATE_KEY_SECRET,
+    jwtSecret: named.TOLLGATE_JWT_SECRET,
+    backendKeys,
+    weak: weakSecrets(named, env, path),
+  }
+}
+
+/**
+ * A guessable admin token or hashing secret is worse than none: refused below
+ * MIN_SECRET_LENGTH characters (the README's "32+ random characters": 192 bits and more as
+ * base64), unless TOLLGATE_ALLOW_WEAK_SECRETS says this is a development machine; then the
+ * names are returned, for a warning at start. The values never appear in a message.
+ */
+function weakSecrets(named: Readonly<Record<string, string | undefined>>, env: Env, path: string): string[] {
+  const weak = Object.entries(named).filter(([, value]) => value !== undefined && value.length < MIN_SECRET_LENGTH)
+  if (weak.length === 0) return []
+  const allow = env.TOLLGATE_ALLOW_WEAK_SECRETS
+  if (allow === '1' || allow === 'true') return weak.map(([name]) => name)
+  throw new ConfigError(path, weak.map(([name, value]) =>
+    `${name}: too short (${value?.length ?? 0} character${value?.length === 1 ? '' : 's'}); use at least ${MIN_SECRET_LENGTH} random characters, e.g. \`openssl rand -base64 32\` ` +
+    '(TOLLGATE_ALLOW_WEAK_SECRETS=1 lets a shorter one through, for development only)'))
 }
 
 function describe(error: z.ZodError): string[] {

@@ -545,4 +545,12 @@ export interface Secrets {
   readonly jwtSecret: string | undefined
   /** Upstream API keys by env var name, read once at boot. */
   readonly backendKeys: Readonly<Record<string, string>>
+  /**
+   * The secrets above that are shorter than MIN_SECRET_LENGTH and were let through only
+   * because TOLLGATE_ALLOW_WEAK_SECRETS is set (their env var names): warned at start.
+   */
+  readonly weak: readonly string[]
 }
+
+/** The shortest TOLLGATE_ADMIN_TOKEN, TOLLGATE_KEY_SECRET or TOLLGATE_JWT_SECRET accepted (characters). */
+export const MIN_SECRET_LENGTH = 32

@@ -146,7 +146,8 @@ export async function readMultipartBody(req: IncomingMessage, limit: number, spo
     })
   }
   checkDeclaredLength(req, limit)
-  await mkdir(spoolDir, { recursive: true })
+  // Uploads are the callers' data: the owner's only, as the rest of the data directory.
+  await mkdir(spoolDir, { recursive: true, mode: 0o700 })
   const path = join(spoolDir, spoolFileName())
   const dispose = (): Promise<void> => rm(path, { force: true })
 
@@ -193,7 +194,7 @@ export async function readMultipartBody(req: IncomingMessage, limit: number, spo
   parsed.catch(() => undefined)
 
   let size = 0
-  const spool = createWriteStream(path)
+  const spool = createWriteStream(path, { mode: 0o600 })
   const spooled = new Promise<void>((resolve, reject) => {
     spool.once('close', resolve)
     spool.once('error', reject)

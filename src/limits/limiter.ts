@@ -198,7 +198,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   let snapshotTimer: NodeJS.Timeout | null = null
   async function saveSnapshot(file: string): Promise<void> {
     try {
-      await mkdir(dirname(file), { recursive: true })
+      await mkdir(dirname(file), { recursive: true, mode: 0o700 })
       await writeFile(`${file}.tmp`, JSON.stringify(memory.snapshot()), { mode: 0o600 })
       await rename(`${file}.tmp`, file)
     } catch (error) {

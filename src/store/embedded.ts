@@ -2,19 +2,21 @@
 // Calls run synchronously inside the event loop, so within this process each write is
 // already serial; transactions are BEGIN IMMEDIATE so another process opening the same
 // file (the CLI while the gateway runs) waits on busy_timeout instead of failing halfway.
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
 import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type StreamEntry, type StreamJournal, type UsageQuery, type UsageRecord, type UsageStore, type UsageWrite } from './ports.ts'
 import { StoreConflictError } from './errors.ts'
+import { ensurePrivateDir, ensurePrivateFile } from './data-dir.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
 import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayOf, lessRecovered, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
 const BUSY_TIMEOUT_MS = 5000
+/** The files SQLite keeps beside a database. */
+const SQLITE_COMPANIONS = ['-wal', '-shm', '-journal'] as const
 /** Remembered objects whose time ran out are deleted on every this many remember() calls. */
 const FORGET_EVERY = 256
 
@@ -193,8 +195,10 @@ function migrate(db: DatabaseSync, migrations: readonly string[]): void {
 export function openSqlite(dataDir: string, file: string, migrations: readonly string[]): DatabaseSync {
   let path = ':memory:'
   if (dataDir !== ':memory:') {
-    mkdirSync(dataDir, { recursive: true })
+    ensurePrivateDir(dataDir)
     path = join(dataDir, file)
+    // Owner-only before SQLite opens it; SQLite gives -wal and -shm the same mode.
+    ensurePrivateFile(path, SQLITE_COMPANIONS)
   }
   const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true })
   try {

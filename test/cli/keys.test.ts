@@ -6,6 +6,7 @@ import { resolve } from 'node:path'
 import t from 'tap'
 import { durationSeconds, runKeysCommand } from '../../src/cli/keys.ts'
 import { formatAmount } from '../../src/keys/money.ts'
+import { mergeUsageReplies, usageWindows } from '../../src/cli/usage-windows.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
@@ -124,7 +125,8 @@ t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token ne
 })
 
 t.test('in process: durations, flags from env or options, and nothing from the server reaches the terminal raw', async (t) => {
-  t.equal(durationSeconds('90', 'x'), 90)
+  t.throws(() => durationSeconds('90', '--expires-in'), /--expires-in 90: say the unit: 90d \(days\), 90h, 90m or 90s/, 'a bare number is refused, not read as seconds')
+  t.equal(durationSeconds('45s', 'x'), 45)
   t.equal(durationSeconds('15m', 'x'), 900)
   t.equal(durationSeconds('12h', 'x'), 43_200)
   t.equal(durationSeconds('7d', 'x'), 604_800)
@@ -144,4 +146,90 @@ t.test('in process: durations, flags from env or options, and nothing from the s
   t.same(seen, [{ url: 'http://gw.example:8080/admin/keys?tier=Basic', auth: 'Bearer flag-token' }], 'flags win over the environment')
   t.notOk(out.join('').includes('\u001b') || out.join('').includes('\u0007'), 'escape sequences from a key name are neutralised')
   t.match(out.join(''), /evil\?\]0;pwned\?\?\[2J/)
+})
+
+t.test('--expires-in needs a unit, and the expiry it came to is said', async (t) => {
+  const bare = await tollgate(['keys', 'create', '--name', 'bare', '--expires-in', '90'], env)
+  t.equal(bare.code, 64, 'a bare number: bad usage')
+  t.match(bare.stderr, /--expires-in 90: say the unit: 90d \(days\)/)
+  t.equal(bare.stdout, '', 'and no key was made')
+  const graceBare = await tollgate(['keys', 'rotate', 'key_000000000000000000000000', '--grace', '3600'], env)
+  t.equal(graceBare.code, 64, '--grace too')
+  t.match(graceBare.stderr, /--grace 3600: say the unit/)
+
+  const before = Date.now()
+  const created = await tollgate(['keys', 'create', '--name', 'ninety days', '--expires-in', '90d', '--json'], env)
+  t.equal(created.code, 0, created.stderr)
+  const key = JSON.parse(created.stdout) as { id: string; expires_at: string }
+  const expires = Date.parse(key.expires_at)
+  t.ok(expires >= before + 90 * 86_400_000 - 1000 && expires <= Date.now() + 90 * 86_400_000 + 1000, `90 days from now: ${key.expires_at}`)
+  t.match(created.stderr, `--expires-in 90d: the key expires at ${key.expires_at} (90 days from now)`, 'the expiry is echoed (on stderr: --json stays JSON)')
+
+  const updated = await tollgate(['keys', 'update', key.id, '--expires-in', '12h'], env)
+  t.equal(updated.code, 0, updated.stderr)
+  t.match(updated.stderr, /--expires-in 12h: the key expires at \S+Z \(12 hours from now\)/)
+  t.match(updated.stdout, /Expires:\s+\S+Z/)
+})
+
+t.test('keys usage --from more than a year back: asked in windows, added up', async (t) => {
+  const { key, id } = await gw.createKey({ name: 'old usage' })
+  for (let i = 0; i < 2; i++) {
+    const res = await fetch(`${gw.url}/v2/chat/completions`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
+    })
+    t.equal(res.status, 200)
+    await res.text()
+  }
+  const day = (offset: number): string => new Date(Date.now() - offset * 86_400_000).toISOString().slice(0, 10)
+  const from = day(800)
+
+  // The API alone: one query is still at most 366 days, and its refusal says what to do.
+  const refused = await fetch(`${gw.url}/admin/keys/${id}/usage?from=${from}`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  t.equal(refused.status, 400)
+  const message = (await refused.json() as { error: { message: string } }).error.message
+  t.match(message, /at most 366 days/)
+  t.match(message, '(`to` defaults to today)', 'says why the range is that long')
+  t.match(message, /several ranges of 366 days or fewer with `from` and `to`/, 'and what to do')
+
+  const table = await tollgate(['keys', 'usage', id, '--from', from], env)
+  t.equal(table.code, 0, table.stderr)
+  t.match(table.stdout, new RegExp(`Usage of ${id}, ${from} to ${day(0)}`), 'the whole range, up to today')
+  t.match(table.stdout, /^TOTAL\s+2\s/m, 'both calls, counted once')
+
+  const json = JSON.parse((await tollgate(['keys', 'usage', id, '--from', from, '--json'], env)).stdout) as { from: string; to: string; totals: { requests: number }; by_model: Array<{ model: string; requests: number }> }
+  t.equal(json.from, from)
+  t.equal(json.to, day(0))
+  t.equal(json.totals.requests, 2)
+  t.same(json.by_model.map((m) => [m.model, m.requests]), [['gpt-4o', 2]])
+
+  const byKey = JSON.parse((await tollgate(['keys', 'usage', '--from', from, '--to', day(0), '--json'], env)).stdout) as { data: Array<{ key_id: string; requests: number }> }
+  t.same(byKey.data.filter((r) => r.key_id === id).map((r) => r.requests), [2], 'across keys: one row per key, summed over the windows')
+})
+
+t.test('in process: the windows of a long range, and the replies added up', async (t) => {
+  const now = new Date('2026-11-26T08:00:00Z')
+  t.same(usageWindows(undefined, undefined, now), [{ from: undefined, to: undefined }], 'no from: the gateway\'s default')
+  t.same(usageWindows('2026-01-01', undefined, now), [{ from: '2026-01-01', to: undefined }], 'within a year: one query, as given')
+  t.same(usageWindows('2025-03-01', undefined, now), [
+    { from: '2025-03-01', to: '2026-03-01' },
+    { from: '2026-03-02', to: '2026-11-26' },
+  ], '2025-03-01 to today: two windows, 366 days and the rest, no day twice')
+  t.same(usageWindows('2025-02-30', undefined, now), [{ from: '2025-02-30', to: undefined }], 'not a day: the gateway says so')
+
+  const row = (model: string, requests: number, cost: number): Record<string, unknown> => ({ model, requests, input_tokens: requests * 10, output_tokens: requests, cost })
+  const merged = mergeUsageReplies([
+    { object: 'usage', key_id: 'key_1', from: '2025-03-01', to: '2026-03-01', data: [{ day: '2025-06-01', ...row('a', 1, 0.1) }], by_model: [row('a', 1, 0.1)], totals: { requests: 1, input_tokens: 10, output_tokens: 1, cost: 0.1 } },
+    { object: 'usage', key_id: 'key_1', from: '2026-03-02', to: '2026-11-26', data: [{ day: '2026-06-01', ...row('a', 2, 0.2) }, { day: '2026-06-01', ...row('b', 1, 0.3) }], by_model: [row('a', 2, 0.2), row('b', 1, 0.3)], totals: { requests: 3, input_tokens: 30, output_tokens: 3, cost: 0.5 } },
+  ], null, true)
+  t.equal(merged.from, '2025-03-01')
+  t.equal(merged.to, '2026-11-26')
+  t.same(merged.totals, { requests: 4, input_tokens: 40, output_tokens: 4, cost: 0.6 }, 'totals summed (0.1 + 0.5 is 0.6, not 0.6000000000000001)')
+  t.same(merged.by_model, [row('a', 3, 0.3), row('b', 1, 0.3)], 'by_model summed per model')
+  t.equal((merged.data as unknown[]).length, 3, 'per-day rows kept')
+  const grouped = mergeUsageReplies([
+    { group_by: 'owner', from: 'x', to: 'y', data: [{ owner: 'o1', ...row('m', 1, 1) }], totals: {} },
+    { group_by: 'owner', from: 'y', to: 'z', data: [{ owner: 'o2', ...row('m', 1, 1) }, { owner: 'o1', ...row('m', 2, 1) }], totals: {} },
+  ], 'owner', false)
+  t.same((grouped.data as Array<Record<string, unknown>>).map((r) => [r.owner, r.requests]), [['o1', 3], ['o2', 1]], 'a group in both windows: one row')
 })

@@ -37,12 +37,12 @@ t.test('the default configuration loads and serves the catalogue from the mock',
 })
 
 t.test('environment settings override the file', async (t) => {
-  const config = loadConfig({ path: DEFAULT, env: { PORT: '9000', METRICS_PORT: '9001', REDIS_URL: 'redis://127.0.0.1:6379', TOLLGATE_DATA_DIR: '/tmp/x', TOLLGATE_ADMIN_TOKEN: 'adm' } })
+  const config = loadConfig({ path: DEFAULT, env: { PORT: '9000', METRICS_PORT: '9001', REDIS_URL: 'redis://127.0.0.1:6379', TOLLGATE_DATA_DIR: '/tmp/x', TOLLGATE_ADMIN_TOKEN: 'adm_0123456789abcdef0123456789abcdef' } })
   t.equal(config.server.port, 9000)
   t.equal(config.server.metricsPort, 9001)
   t.equal(config.store.redisUrl, 'redis://127.0.0.1:6379')
   t.equal(config.store.dataDir, '/tmp/x')
-  t.equal(config.secrets.adminToken, 'adm')
+  t.equal(config.secrets.adminToken, 'adm_0123456789abcdef0123456789abcdef')
 })
 
 t.test('TOLLGATE_CONFIG picks the file', async (t) => {

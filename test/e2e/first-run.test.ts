@@ -2,8 +2,8 @@
 // and works after a restart (and `tollgate admin-token` shows or replaces it); the gateway
 // listens on loopback unless told otherwise; `bin/tollgate` works from a checkout on the
 // machine's own Node, whatever its version.
-import { spawnSync } from 'node:child_process'
-import { cpSync, mkdtempSync, readFileSync, statSync } from 'node:fs'
+import { spawn, spawnSync } from 'node:child_process'
+import { cpSync, existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import t from 'tap'
@@ -19,9 +19,9 @@ const printedToken = (output: string): string | undefined => /^\s+(tgadm_\S+)$/m
 const adminStatus = async (url: string, token: string): Promise<number> =>
   (await fetch(`${url}/admin/keys`, { headers: { authorization: `Bearer ${token}` } })).status
 
-function cli(args: string[], dataDir: string): { status: number | null; stdout: string; stderr: string } {
+function cli(args: string[], dataDir: string, env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(process.execPath, [CLI, ...args], {
-    env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir },
+    env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, ...env },
     cwd: ROOT,
     encoding: 'utf8',
     timeout: 20_000,
@@ -50,9 +50,22 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   t.equal(shown.status, 0)
   t.equal(shown.stdout.trim(), token, '`tollgate admin-token` shows it, alone on stdout')
 
-  const reset = cli(['admin-token', '--reset'], first.dataDir)
-  t.equal(reset.status, 0)
+  // The README: `export TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)`; later commands
+  // in that shell run with it set, and still work.
+  const exported = { TOLLGATE_ADMIN_TOKEN: shown.stdout.trim() }
+  const again = cli(['admin-token'], first.dataDir, exported)
+  t.equal(again.status, 0, `admin-token with the token exported: exit 0 ${again.stderr}`)
+  t.equal(again.stdout.trim(), token, 'and the same token')
+  t.equal(again.stderr, '', 'with nothing to warn about')
+
+  const reset = cli(['admin-token', '--reset'], first.dataDir, exported)
+  t.equal(reset.status, 0, `--reset with the token exported: exit 0 ${reset.stderr}`)
+  t.match(reset.stderr, /TOLLGATE_ADMIN_TOKEN in this environment still holds the previous token: `export TOLLGATE_ADMIN_TOKEN=\$\(npx tollgate admin-token\)` takes the new one/)
   const fresh = reset.stdout.trim()
+  const stale = cli(['admin-token'], first.dataDir, exported)
+  t.equal(stale.status, 0)
+  t.equal(stale.stdout.trim(), fresh, 'the stale shell is shown the new token')
+  t.match(stale.stderr, /differs from the token stored/, 'and told its copy differs')
   t.match(fresh, /^tgadm_/, '--reset prints a new one')
   t.not(fresh, token)
   let switched = false
@@ -64,15 +77,38 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   t.equal(await adminStatus(second.url, token), 401, 'and refuses the old one')
 })
 
-t.test('with TOLLGATE_ADMIN_TOKEN set, or with Redis, nothing is stored and admin-token says why', async (t) => {
+t.test('with TOLLGATE_ADMIN_TOKEN set and none stored, or with Redis, nothing is made and admin-token says why', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'tg-admintoken-'))
-  const withEnv = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, TOLLGATE_ADMIN_TOKEN: 'mine' }, cwd: ROOT, encoding: 'utf8' })
+  const withEnv = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, TOLLGATE_ADMIN_TOKEN: 'mine-0123456789abcdef0123456789abcdef' }, cwd: ROOT, encoding: 'utf8' })
   t.equal(withEnv.status, 1)
-  t.match(withEnv.stderr, /TOLLGATE_ADMIN_TOKEN is set/)
+  t.match(withEnv.stderr, /no admin token is stored in .*admin\.token: a gateway started with TOLLGATE_ADMIN_TOKEN set uses that and stores none/)
   t.equal(withEnv.stdout, '', 'no token printed')
+  t.notOk(existsSync(join(dataDir, 'admin.token')), 'and none made')
   const withRedis = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, REDIS_URL: 'redis://127.0.0.1:6379' }, cwd: ROOT, encoding: 'utf8' })
   t.equal(withRedis.status, 1)
   t.match(withRedis.stderr, /only from TOLLGATE_ADMIN_TOKEN/)
+})
+
+t.test('a gateway started from the shell that exported the stored token still takes a reset', async (t) => {
+  const first = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' } })
+  const token = printedToken(first.output())
+  t.ok(token)
+  if (!token) return
+  t.equal(await first.stop(), 0)
+  // `npm start` again in the shell where the README's export ran.
+  const gw = await startTollgate({ adminToken: token, dataDir: first.dataDir })
+  t.teardown(() => gw.stop())
+  t.equal(await adminStatus(gw.url, token), 200)
+  const reset = cli(['admin-token', '--reset'], first.dataDir, { TOLLGATE_ADMIN_TOKEN: token })
+  t.equal(reset.status, 0, reset.stderr)
+  const fresh = reset.stdout.trim()
+  let switched = false
+  for (let i = 0; i < 60 && !switched; i++) {
+    switched = (await adminStatus(gw.url, fresh)) === 200
+    if (!switched) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(switched, 'the new token works')
+  t.equal(await adminStatus(gw.url, token), 401, 'the replaced one does not, though the gateway\'s environment holds it')
 })
 
 t.test('the listeners are bound to loopback by default, and the log says where', async (t) => {
@@ -108,6 +144,27 @@ t.test('bin/tollgate from a checkout runs on the machine\'s own Node', async (t)
   const serve = run([BIN, 'keys', 'list'], ROOT, { TOLLGATE_URL: 'http://127.0.0.1:9', TOLLGATE_ADMIN_TOKEN: 'x' })
   t.equal(serve.status, 1, `node ${node.major}: a real command runs too (and says it cannot reach the gateway)`)
   t.match(serve.stderr, /reach|connect/i)
+
+  // The README's stand-alone RAG mock, on the same Node.
+  const mock = spawn('/usr/bin/env', ['-i', 'PATH=/usr/local/bin:/usr/bin:/bin', `HOME=${process.env.HOME ?? ''}`, node.path, BIN, 'rag-mock', '--port', '0', '--service', 'file-manager'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { if (mock.exitCode === null) mock.kill('SIGKILL') })
+  let mockErr = ''
+  mock.stderr.setEncoding('utf8').on('data', (c: string) => { mockErr += c })
+  const line = await new Promise<string>((done) => {
+    let out = ''
+    mock.stdout.setEncoding('utf8').on('data', (c: string) => {
+      out += c
+      if (out.includes('\n')) done(out.split('\n')[0] ?? '')
+    })
+    mock.once('exit', () => done(out))
+  })
+  t.notMatch(mockErr, /ERR_UNKNOWN_FILE_EXTENSION/)
+  const started = JSON.parse(line || '{}') as { port?: number; service?: string }
+  t.equal(started.service, 'file-manager', `node ${node.major}: \`tollgate rag-mock\` prints its port line ${mockErr}`)
+  t.ok(started.port !== undefined && (await fetch(`http://127.0.0.1:${started.port}/`)).status > 0, 'and answers on that port')
+  const exited = new Promise<number | null>((done) => mock.once('exit', (code) => done(code)))
+  mock.kill('SIGTERM')
+  t.equal(await exited, 0, 'SIGTERM stops it')
 
   if (node.major < 24) {
     // Without node_modules there is no Node 24 to hand over to: one clear line instead.

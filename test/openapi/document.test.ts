@@ -64,7 +64,7 @@ function normal(method: string, path: string): string {
 
 t.test('every route the router serves is in the document, and every documented path is served', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-openapi-'))
-  const config = loadConfig({ path: join(ROOT, 'config/default.yaml'), env: { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_openapi_test_token_123456' } })
+  const config = loadConfig({ path: join(ROOT, 'config/default.yaml'), env: { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_openapi_test_token_123456abcdef' } })
   const gateway: Gateway = await startGateway(config, createLogger('silent'))
   t.teardown(() => gateway.shutdown())
 
@@ -98,7 +98,7 @@ t.test('every route the router serves is in the document, and every documented p
 
 t.test('with portal.enabled false, /portal is neither served nor documented', async (t) => {
   const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-openapi-'))
-  const config = loadConfig({ path: join(ROOT, 'config/default.yaml'), env: { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_openapi_test_token_123456' } })
+  const config = loadConfig({ path: join(ROOT, 'config/default.yaml'), env: { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_openapi_test_token_123456abcdef' } })
   const gateway: Gateway = await startGateway({ ...config, portal: { ...config.portal, enabled: false } }, createLogger('silent'))
   t.teardown(() => gateway.shutdown())
   t.notOk(gateway.app.routes().some((r) => r.path.startsWith('/portal')), 'no /portal route')

@@ -104,7 +104,7 @@ t.test('fine-tuning.mdx, Overview: the supported base models take a job, and are
     t.equal(job.model, model)
     const listed = (await client.models.list()).data.map((m) => m.id)
     t.notOk(listed.includes(model), `${model} is not in /v2/models`)
-    await t.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }), { status: 404 }, `${model} is not served for chat`)
+    await t.rejects(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }), { status: 404 } as unknown as Error, `${model} is not served for chat`)
   }
-  await t.rejects(client.fineTuning.jobs.create({ training_file: file.id, model: 'Not-A-Base-Model' }), { status: 404 }, 'any other name is still unknown')
+  await t.rejects(client.fineTuning.jobs.create({ training_file: file.id, model: 'Not-A-Base-Model' }), { status: 404 } as unknown as Error, 'any other name is still unknown')
 })

@@ -44,7 +44,7 @@ export async function startRagHarness(t: Test, options: HarnessOptions = {}): Pr
   doc.rag = rag
   options.config?.(doc)
   const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-rag-'))
-  const env: Record<string, string> = { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_rag_test_token_1234567890' }
+  const env: Record<string, string> = { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_rag_test_token_1234567890abcdef' }
   if (options.redisUrl !== undefined) {
     env.REDIS_URL = options.redisUrl
     env.TOLLGATE_KEY_SECRET = 'rag-test-key-secret-0123456789abcdef'
@@ -70,9 +70,9 @@ export interface MockProcess {
   stop(): Promise<void>
 }
 
-/** `node src/rag/mock/main.ts --port 0 --service <service>` as its own process. */
+/** `tollgate rag-mock --port 0 --service <service>` (the README's command) as its own process. */
 export async function startMockProcess(t: Test, service: string, extra: readonly string[] = []): Promise<MockProcess> {
-  const child = spawn(process.execPath, [join(ROOT, 'src/rag/mock/main.ts'), '--port', '0', '--service', service, '--token-delay-ms', '5', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [join(ROOT, 'src/cli.ts'), 'rag-mock', '--port', '0', '--service', service, '--token-delay-ms', '5', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] })
   const port = await new Promise<number>((done, fail) => {
     let buffer = ''
     const timer = setTimeout(() => fail(new Error(`mock ${service} did not start`)), 20_000)

@@ -50,7 +50,7 @@ async function saveFilePart(request: UpstreamRequest, field: string, path: strin
     }
     let size = 0
     stream.on('data', (chunk: Buffer) => { size += chunk.length })
-    saved = pipeline(stream, createWriteStream(path)).then(() => size)
+    saved = pipeline(stream, createWriteStream(path, { mode: 0o600 })).then(() => size)
   })
   await pipeline(form.open(), parser)
   if (saved === undefined) throw missingParameter(field)

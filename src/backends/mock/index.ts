@@ -43,7 +43,7 @@ export function createMockBackend(name: string, config: MockBackendConfig, optio
   // The mock keeps no file metadata across restarts, so their bytes go too.
   const filesDir = options.dataDir === undefined ? mkdtempSync(join(tmpdir(), 'tollgate-mock-files-')) : join(options.dataDir, 'mock-files', name)
   rmSync(filesDir, { recursive: true, force: true })
-  mkdirSync(filesDir, { recursive: true })
+  mkdirSync(filesDir, { recursive: true, mode: 0o700 })
   const ctx: MockContext = {
     config,
     filesDir,

@@ -188,13 +188,13 @@ export class KeyService {
   async revoke(id: string): Promise<KeyRecord> {
     const { record } = await this.#change(id, (current, now) => {
       if (current.status === 'revoked') return { record: current, result: null, unchanged: true }
+      // The previous secret of a rotation stays indexed until its grace would have ended,
+      // so it is refused as revoked, as the current one is (not as an unknown key).
       const next: KeyRecord = {
         ...current,
         status: 'revoked',
         revokedAt: now.toISOString(),
         updatedAt: now.toISOString(),
-        previousHash: null,
-        previousHashValidUntil: null,
       }
       return { record: next, result: null }
     })

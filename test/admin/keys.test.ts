@@ -189,11 +189,24 @@ t.test('rotate: a new secret; the old one during the grace only; never both secr
   isError(t, await chat(k.key), 401, 'invalid_api_key', 'the first secret is long gone')
   t.equal((await chat(third.key)).status, 200)
 
+
   isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: -1 }), 400, 'invalid_body', 'negative grace')
   isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: 10 * 365 * 86400 }), 400, 'invalid_body', 'grace over the maximum')
   isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: '60' }), 400, 'invalid_body', 'grace as a string')
   isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace: 60 }), 400, 'invalid_body', 'unknown field')
   t.equal((await chat(third.key)).status, 200, 'refused rotations changed nothing')
+})
+
+t.test('revoked during a rotation\'s grace: the old secret is refused as the current one is', async (t) => {
+  const k = await create()
+  const graced = (await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: 3600 })).json<KeyReply>()
+  secrets.push(graced.key, hash(graced.key))
+  t.equal((await chat(k.key)).status, 200, 'the old secret works during the grace')
+  t.equal((await admin('DELETE', `/admin/keys/${k.id}`)).status, 200)
+  const current = (await chat(graced.key)).json<{ error: { message: string; code: string } }>()
+  const previous = (await chat(k.key)).json<{ error: { message: string; code: string } }>()
+  t.equal(current.error.message, 'This API key has been revoked.')
+  t.same(previous.error, current.error, 'the same error for both secrets')
 })
 
 t.test('revoke: refused at once, idempotent, final', async (t) => {

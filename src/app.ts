@@ -17,6 +17,8 @@ import { discardUnreadBody } from './http/body.ts'
 import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
 import { registerProbeRoutes } from './http/probes.ts'
+import { registerFrontDoor } from './http/front-door.ts'
+import { unknownRouteMessage } from './http/route-hints.ts'
 import { Router, type Params, type RouteEntry } from './http/router.ts'
 import { AZURE_ENDPOINTS, withoutApiVersion } from './inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
@@ -102,6 +104,7 @@ export function buildApp(deps: AppDeps): App {
   const handling = new Set<Promise<unknown>>()
 
   registerProbeRoutes(router, { stores: deps.stores, limiter: deps.limiter, queue: deps.queue, metrics, draining: () => draining })
+  registerFrontDoor(router, { portal: config.portal.enabled })
 
   // Inference, under /v2 (the model lists under /queue too).
   const v2 = '/v2'
@@ -219,7 +222,7 @@ export function buildApp(deps: AppDeps): App {
         ctx.errorCode = ragRefusal.code
         return sendRefusal(ctx.res, ragRefusal)
       }
-      throw gatewayError('unknown_route', { message: 'Unknown request URL. Check the path and the method.' })
+      throw gatewayError('unknown_route', { message: unknownRouteMessage(req.method ?? 'GET', req.url ?? '/', (method, url) => router.match(method, url).found) })
     }
     await match.route(ctx, match.params, match.query)
   }

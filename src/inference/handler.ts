@@ -222,7 +222,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         const route = registry.model(modelName)
         const baseModel = spec.endpoint === 'fine_tuning.jobs.create' && config.fineTuning.baseModels.includes(modelName)
         if (!baseModel && (!route || !spec.modelKinds?.includes(route.config.kind))) {
-          throw gatewayError('model_not_found', { message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint.`, param: 'model' })
+          throw gatewayError('model_not_found', { message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint. GET /v2/models lists the models this key may use.`, param: 'model' })
         }
         checkModelScope(principal, modelName)
         ctx.model = modelName

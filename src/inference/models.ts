@@ -35,7 +35,7 @@ export function createModelCatalogue(registry: BackendRegistry, created: number,
     get(principal: Principal, id: string): ModelObject {
       const route = registry.model(id)
       if (!route || !mayUseModel(principal, id)) {
-        throw gatewayError('model_not_found', { message: 'The model does not exist or you do not have access to it.', param: 'model' })
+        throw gatewayError('model_not_found', { message: 'The model does not exist or you do not have access to it. GET /v2/models lists the models this key may use.', param: 'model' })
       }
       return view(route.config)
     },

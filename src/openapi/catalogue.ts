@@ -14,6 +14,7 @@ import { ADMIN_OPERATIONS } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
 import { TOKEN_OPERATIONS } from '../tokens/routes.ts'
 import { PROBE_OPERATIONS } from '../http/probes.ts'
+import { FRONT_DOOR_OPERATIONS } from '../http/front-door.ts'
 import { inferenceOperations, modelOperations } from '../inference/docs.ts'
 import { AZURE_ENDPOINTS } from '../inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
@@ -35,6 +36,7 @@ const ALL: ServedParts = { portal: true }
 
 export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
   return [
+    ...FRONT_DOOR_OPERATIONS,
     ...PROBE_OPERATIONS,
     ...modelOperations('/v2'),
     ...inferenceOperations('/v2', PROXIED_ENDPOINTS),

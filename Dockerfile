@@ -18,7 +18,9 @@ COPY package.json ./
 COPY bin ./bin
 COPY src ./src
 COPY config ./config
-RUN mkdir -p /var/lib/tollgate && chown node:node /var/lib/tollgate
+RUN mkdir -p /var/lib/tollgate && chown node:node /var/lib/tollgate && chmod 0700 /var/lib/tollgate
+# Keys, usage, sessions and the queue of the embedded store: keep them across containers.
+VOLUME /var/lib/tollgate
 USER node
 EXPOSE 8080 9464
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \

@@ -16,10 +16,12 @@ t.test('each way a reply can break the property is reported', async (t) => {
       res.writeHead(status, { 'content-type': 'application/json' })
       res.end(JSON.stringify(body))
     }
-    const error = { error: { message: 'no', type: 'invalid_request_error', param: null, code: 'no' } }
+    const error = { error: { message: 'no', type: 'invalid_request_error', param: null, code: 'no' }, detail: 'no' }
     switch (req.url?.split('?')[0]) {
       case '/ok': json(200, { fine: true }); break
       case '/refusal': json(404, error); break
+      case '/no-detail': json(404, { error: error.error }); break
+      case '/other-detail': json(404, { ...error, detail: 'something else' }); break
       case '/fastapi': json(404, { detail: 'Not Found' }); break
       case '/crash': json(500, error); break
       case '/stack': json(400, { error: { ...error.error, message: 'TypeError: x is undefined\n    at handler (/srv/app/src/x.ts:10:5)' } }); break
@@ -42,7 +44,9 @@ t.test('each way a reply can break the property is reported', async (t) => {
     (await runFuzz({ port, targets: [target(path, errors)], ctx, mix: PLAIN, cases: 3, seed: 1, deadlineMs: 500 })).failures.map((f) => f.problem)
 
   t.same(await run('/ok'), [], 'a success passes')
-  t.same(await run('/refusal'), [], 'an OpenAI-shaped refusal passes')
+  t.same(await run('/refusal'), [], 'an OpenAI-shaped refusal with its detail passes')
+  t.match(await run('/no-detail'), [/not in the openai error shape/], 'one without the detail does not')
+  t.match(await run('/other-detail'), [/not in the openai error shape/], 'nor one whose detail says something else')
   t.same(await run('/fastapi', 'fastapi'), [], 'a FastAPI-shaped one passes where that is the shape')
   t.match(await run('/fastapi'), [/not in the openai error shape/], 'but not where OpenAI\'s is')
   t.same(await run('/page', 'html'), [], 'an HTML page passes where that is the shape')

@@ -6,7 +6,7 @@
 // gives; an unknown id gets the same. The owner's own calls naming the same ids go through.
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
-import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startBehindUpstream, type BehindUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 const UPSTREAM_KEY = 'upstream-secret-for-isolation'
@@ -32,16 +32,11 @@ const clientsOf = (key: string) => ({
   v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
 })
 
+let behind: BehindUpstream
+
 t.before(async () => {
-  upstream = await startUpstream(['--require-key', UPSTREAM_KEY, '--record-bodies'])
-  gw = await startTollgate({
-    config: (doc) => {
-      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1`, apiKeyEnv: 'UPSTREAM_KEY' } }
-      doc.resourceBackend = 'up'
-      for (const model of doc.models as Array<{ deployments: unknown[] }>) model.deployments = [{ backend: 'up' }]
-    },
-    env: { UPSTREAM_KEY },
-  })
+  behind = await startBehindUpstream({ upstreamKey: UPSTREAM_KEY, upstreamArgs: ['--record-bodies'], everyModel: true })
+  ;({ gw, upstream } = behind)
   alice = clientsOf((await gw.createKey({ owner: 'alice', tier: 'Standard4000' })).key)
   mallory = clientsOf((await gw.createKey({ owner: 'mallory', tier: 'Standard4000' })).key)
 
@@ -58,10 +53,7 @@ t.before(async () => {
   const item = response.output[0]?.id ?? ''
   objects = { file, trainingFile, store, response: response.id, streamedResponse, item }
 })
-t.teardown(async () => {
-  await gw?.stop()
-  await upstream?.stop()
-})
+t.teardown(async () => behind?.stop())
 
 /** A call that names one of alice's objects, as raw HTTP so nothing is reshaped on the way. */
 interface Attack {

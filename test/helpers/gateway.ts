@@ -181,6 +181,38 @@ export async function startUpstream(args: string[] = []): Promise<UpstreamProces
   }
 }
 
+export interface BehindUpstream {
+  readonly gw: RunningTollgate
+  readonly upstream: UpstreamProcess
+  stop(): Promise<void>
+}
+
+/**
+ * A gateway in front of a separate upstream process (`up`, an `openai` backend) that serves
+ * its files, fine-tuning jobs and vector stores, and with `everyModel` every model too.
+ * `upstreamKey` makes the upstream require that key and the gateway send it.
+ */
+export async function startBehindUpstream(options: { readonly upstreamArgs?: readonly string[]; readonly everyModel?: boolean; readonly upstreamKey?: string } = {}): Promise<BehindUpstream> {
+  const key = options.upstreamKey
+  const upstream = await startUpstream([...(key === undefined ? [] : ['--require-key', key]), ...(options.upstreamArgs ?? [])])
+  const gw = await startTollgate({
+    config: (doc) => {
+      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1`, ...(key === undefined ? {} : { apiKeyEnv: 'UPSTREAM_KEY' }) } }
+      doc.resourceBackend = 'up'
+      if (options.everyModel) for (const model of doc.models as Array<{ deployments: unknown[] }>) model.deployments = [{ backend: 'up' }]
+    },
+    ...(key === undefined ? {} : { env: { UPSTREAM_KEY: key } }),
+  })
+  return {
+    gw,
+    upstream,
+    async stop() {
+      await gw.stop()
+      await upstream.stop()
+    },
+  }
+}
+
 /** A loopback port with nothing listening on it. */
 export async function closedPort(): Promise<number> {
   const { createServer } = await import('node:net')

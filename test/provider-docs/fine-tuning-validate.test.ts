@@ -6,7 +6,7 @@
 // Content-Type, on a GET without a body). Each step names its section.
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
-import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startBehindUpstream, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 
 interface Validation {
@@ -149,17 +149,9 @@ t.test('refused: no key, a wrong key, two keys, an unknown file, another owner\'
 })
 
 t.test('through the openai adapter: the upstream gets /files/validate/{id} with the gateway\'s credentials only', async (t) => {
-  const upstream: UpstreamProcess = await startUpstream()
-  const front = await startTollgate({
-    config: (doc) => {
-      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
-      doc.resourceBackend = 'up'
-    },
-  })
-  t.teardown(async () => {
-    await front.stop()
-    await upstream.stop()
-  })
+  const behind = await startBehindUpstream()
+  const { gw: front, upstream } = behind
+  t.teardown(() => behind.stop())
   const frontKey = (await front.createKey({ tier: 'Standard4000' })).key
   const uploaded = await new OpenAI({ apiKey: frontKey, baseURL: `${front.url}/v2`, maxRetries: 0 }).files.create({ file: await toFile(Buffer.from(DATASET), 'd.jsonl'), purpose: 'fine-tune' })
   const res = await fetch(`${front.url}/v2/files/validate/${uploaded.id}`, { headers: { 'Content-Type': 'application/json', 'api-key': frontKey } })

@@ -9,7 +9,7 @@
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
 import { encodePng } from '../../src/backends/mock/png.ts'
-import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startBehindUpstream, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 
@@ -172,17 +172,9 @@ t.test('refused: what the parameters may not be, in OpenAI\'s error shape with d
 })
 
 t.test('through the openai adapter: the parameters reach the upstream unchanged', async (t) => {
-  const upstream: UpstreamProcess = await startUpstream(['--record-bodies'])
-  const front = await startTollgate({
-    config: (doc) => {
-      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
-      doc.resourceBackend = 'up'
-    },
-  })
-  t.teardown(async () => {
-    await front.stop()
-    await upstream.stop()
-  })
+  const behind = await startBehindUpstream({ upstreamArgs: ['--record-bodies'] })
+  const { gw: front, upstream } = behind
+  t.teardown(() => behind.stop())
   const viaUpstream = new OpenAI({ apiKey: (await front.createKey({ tier: 'Standard4000' })).key, baseURL: `${front.url}/v1`, maxRetries: 0 })
   const file = await viaUpstream.files.create({ file: await toFile(Buffer.from(REPORT), 'report.txt'), purpose: 'visual-rag' as OpenAI.FilePurpose })
   for await (const listed of viaUpstream.files.list({ purpose: 'visual-rag' })) t.equal(listed.id, file.id, 'listed by purpose through the upstream')

@@ -34,6 +34,7 @@ import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
+import { createOutageLog } from './observability/outage-log.ts'
 import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
@@ -45,6 +46,7 @@ import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
 import type { QueueService } from './queue/service.ts'
 import type { Stores } from './store/ports.ts'
+import { StoreUnavailableError } from './store/errors.ts'
 
 export interface AppDeps {
   readonly config: Config
@@ -102,6 +104,9 @@ export function buildApp(deps: AppDeps): App {
   const catalogue = createModelCatalogue(deps.registry, deps.startedAt, deps.config.plans.catalogue?.models)
   let draining = false
   const handling = new Set<Promise<unknown>>()
+  // A store outage fails every request that needs the store: one warning for it, not an
+  // error with a stack per request (each request's line still says store_unavailable).
+  const storeOutage = createOutageLog('API')
 
   registerProbeRoutes(router, { stores: deps.stores, limiter: deps.limiter, queue: deps.queue, metrics, draining: () => draining })
   registerFrontDoor(router, { portal: config.portal.enabled })
@@ -237,7 +242,8 @@ export function buildApp(deps: AppDeps): App {
   function fail(ctx: RequestContext, err: unknown): void {
     const error = toGatewayError(err)
     ctx.errorCode = error.code
-    if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
+    if (err instanceof StoreUnavailableError) storeOutage.failed(ctx.log, err)
+    else if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
     // A body refused before it was all read: let the client finish sending it, so it
     // reads this answer rather than a connection reset. Not a body that was too slow:
     // that connection closes after the answer.

@@ -23,6 +23,7 @@ import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
+import { describeRedisTarget } from './config/redis-target.ts'
 import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
 import { createKeyEvents } from './keys/events.ts'
@@ -35,6 +36,7 @@ import { createLimiterFromConfig } from './limits/index.ts'
 import type { Limiter } from './limits/port.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { createMetrics, type Metrics } from './observability/metrics.ts'
+import { createConnectionOutage } from './observability/outage-log.ts'
 import { openEmbeddedStores } from './store/embedded.ts'
 import { securePrivateDataDir } from './store/data-dir.ts'
 import { DataDirInUseError, lockDataDir, type DataDirLock } from './store/data-dir-lock.ts'
@@ -238,7 +240,14 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
 function openStores(config: Config, log: Logger): Stores {
   if (config.redis !== undefined) {
     const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
-    redis.on('error', (err: Error) => log.debug({ err: err.message }, 'redis error'))
+    // The store's connection speaks for the gateway's Redis: its outage is logged once when
+    // it starts (the client retries about twice a second) and once when it ends.
+    const outage = createConnectionOutage(log, 'Redis', describeRedisTarget(config.redis))
+    redis.on('error', (err: Error) => {
+      log.debug({ err: err.message }, 'redis error')
+      outage.down(err)
+    })
+    redis.on('ready', () => outage.up())
     return createRedisStores(redis, config.store.keyPrefix)
   }
   return openEmbeddedStores(resolve(config.store.dataDir))

@@ -83,6 +83,8 @@ export function describeRedisTarget(target: RedisTarget): string {
       try {
         const url = new URL(target.url)
         if (url.password) url.password = '***'
+        // An ACL user name says whom too.
+        if (url.username) url.username = '***'
         return url.toString()
       } catch {
         return 'redis (unparsable URL)'

@@ -27,7 +27,7 @@ const Readiness = z.object({
   limiter: z.string().meta({ description: 'redis, insurance, fail_open, fail_closed or memory.' }),
   limiter_healthy: z.boolean(),
   queue_worker: z.enum(['running', 'accept_only', 'stopped']).optional().meta({ description: 'Whether this instance runs stored /queue requests (queue.concurrency 0: accept_only).' }),
-  queue_worker_healthy: z.boolean().optional(),
+  queue_worker_healthy: z.boolean().optional().meta({ description: 'False while the worker cannot reach its Redis (it runs nothing until Redis is back) or is stopped.' }),
   draining: z.boolean(),
 })
 

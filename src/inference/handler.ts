@@ -332,6 +332,9 @@ export function createCorridor(deps: InferenceDeps): Corridor {
     // loses nothing a client received), or after it for a reply that broke off.
     let settled = false
     let tally: StreamTally | undefined
+    // Whether the call failed inside sendWithFailover after an attempt it already counted.
+    let attemptFailed = false
+    let failedSending = false
     const settleOnce = async (final: Usage): Promise<void> => {
       if (settled) return
       settled = true
@@ -346,15 +349,24 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       try {
         sent = await sendWithFailover(pickOrder(targets, rotation++), build, {
           breaker,
-          onAttemptFailed: (target, reason) => {
-            metrics.failovers.inc({ backend: target.adapter.name })
-            log.warn({ backend: target.adapter.name, reason: describeReason(reason) }, 'upstream attempt failed; trying the next deployment')
+          // Every failed attempt is an upstream error, the ones a failover then saved too;
+          // only an attempt followed by another deployment is a failover.
+          onAttemptFailed: (target, reason, next) => {
+            attemptFailed = true
+            metrics.upstreamErrors.inc({ backend: target.adapter.name, reason: reason instanceof GatewayError ? reason.errorName : 'status_5xx' })
+            const fields = { backend: target.adapter.name, reason: describeReason(reason) }
+            if (next !== undefined) {
+              metrics.failovers.inc({ backend: target.adapter.name })
+              log.warn({ ...fields, next: next.adapter.name }, 'upstream attempt failed; trying the next deployment')
+            } else {
+              log.warn(fields, targets.length > 1 ? 'upstream attempt failed; no other deployment is tried' : 'upstream attempt failed; the model has no other deployment')
+            }
           },
         })
       } catch (err) {
+        failedSending = true
         // Nothing reached the upstream: safe to send again later.
         if (err instanceof GatewayError && err.errorName === 'upstream_unreachable' && putBack(err.status)) {
-          metrics.upstreamErrors.inc({ backend: targets[0]?.adapter.name ?? 'none', reason: err.errorName })
           log.warn({ attempt }, 'no deployment could be reached; the call goes back in line')
           return PUT_BACK
         }
@@ -365,7 +377,6 @@ export function createCorridor(deps: InferenceDeps): Corridor {
       const upstreamStatus = sent.response.status
       if ((upstreamStatus === 429 || upstreamStatus >= 500) && putBack(upstreamStatus)) {
         sent.response.body.destroy()
-        if (upstreamStatus >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
         log.warn({ backend: sent.target.adapter.name, status: upstreamStatus, attempt }, 'upstream refused; the call goes back in line')
         return PUT_BACK
       }
@@ -399,7 +410,6 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         if (outcome.firstByteMs !== undefined) {
           metrics.timeToFirstByte.observe({ backend: sent.target.adapter.name, endpoint: spec.endpoint }, outcome.firstByteMs / 1000)
         }
-        if (upstreamStatus >= 500) metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: 'status_5xx' })
         if (outcome.stalled) {
           notes.errorCode = 'client_read_timeout'
           log.warn({ backend: sent.target.adapter.name, idleReaderMs: config.server.idleReaderTimeoutMs }, 'client stopped reading; stream ended and charged what was sent')
@@ -414,7 +424,9 @@ export function createCorridor(deps: InferenceDeps): Corridor {
         if (stream) metrics.activeStreams.dec()
       }
     } catch (err) {
-      if (err instanceof GatewayError) {
+      // Failed attempts are counted as they fail (onAttemptFailed); this counts the rest
+      // (a reply that fails once relayed, a model with no deployment at all).
+      if (err instanceof GatewayError && !(failedSending && attemptFailed)) {
         metrics.upstreamErrors.inc({ backend: notes.backend ?? targets[0]?.adapter.name ?? 'none', reason: err.errorName })
       }
       throw err

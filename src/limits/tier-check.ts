@@ -34,7 +34,8 @@ export async function warnKeysOnMissingTiers(keys: Pick<KeyStore, 'list'>, plans
         `${count} active key(s) are on tier "${tier}", which the plans do not have: they get the default tier "${plans.defaultTier}" until moved to another tier (PATCH /admin/keys/{id})`)
     }
   } catch (err) {
-    log.warn({ err }, 'could not check the keys\' tiers against the plans')
+    // The message is enough: with the store down this is expected, and the outage is logged on its own.
+    log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not check the keys\' tiers against the plans')
   } finally {
     clearTimeout(timer)
   }

@@ -26,3 +26,43 @@ export function createOutageLog(what: string, quietMs = 10_000, now: () => numbe
     },
   }
 }
+
+/**
+ * A connection that knows when it is down and when it is back (a Redis client's `error`
+ * and `ready` events): one error line when the outage starts, one line when it ends, with how
+ * long it lasted and how many connection errors it saw in between (those are not logged).
+ */
+export interface ConnectionOutage {
+  /** A connection error: opens an outage unless one is open. */
+  down(err: Error): void
+  /** The connection is up: closes the open outage, if any. */
+  up(): void
+  /** Whether an outage is open now. */
+  readonly isDown: boolean
+}
+
+/** `what` names the connection in the lines ("Redis"); `target` is where it goes, without credentials. */
+export function createConnectionOutage(log: Logger, what: string, target: string, now: () => number = Date.now): ConnectionOutage {
+  let since: number | null = null
+  let errors = 0
+  return {
+    down(err) {
+      if (since !== null) {
+        errors++
+        return
+      }
+      since = now()
+      errors = 1
+      log.error({ target, err: err.message }, `${what} unreachable at ${target}: requests that need it are answered 503 until it is back (further connection errors of this outage are not logged)`)
+    },
+    up() {
+      if (since === null) return
+      const durationMs = now() - since
+      since = null
+      log.info({ target, durationMs, connectionErrors: errors }, `${what} reachable again at ${target} after ${(durationMs / 1000).toFixed(1)} s`)
+    },
+    get isDown() {
+      return since !== null
+    },
+  }
+}

@@ -19,8 +19,12 @@ export interface FailoverTarget {
 }
 
 export interface FailoverOptions<T extends FailoverTarget = FailoverTarget> {
-  /** Told of each attempt that moved on (or was the last), for logs and metrics. */
-  onAttemptFailed?(target: T, failure: GatewayError | number): void
+  /**
+   * Told of each failed attempt, for logs and metrics: `next` is the deployment tried next,
+   * or undefined when this failure is final (no deployment left, the client is gone, or the
+   * upstream may have acted on it). Only an attempt with a `next` is a failover.
+   */
+  onAttemptFailed?(target: T, failure: GatewayError | number, next: T | undefined): void
   /** Sends deployments that keep failing to connect to the back of the line for a while. */
   readonly breaker?: CircuitBreaker
 }
@@ -70,7 +74,8 @@ export async function sendWithFailover<T extends FailoverTarget>(
   let lastError: GatewayError | undefined
   let last5xx: FailoverResult<T> | undefined
   let attempts = 0
-  for (const target of order) {
+  for (const [index, target] of order.entries()) {
+    const following = order[index + 1]
     const request = build(target)
     attempts += 1
     let response: UpstreamResponse
@@ -79,9 +84,10 @@ export async function sendWithFailover<T extends FailoverTarget>(
     } catch (err) {
       const error = toGatewayError(err)
       if (error.errorName === 'upstream_unreachable') options.breaker?.recordFailure(breakerKey(target))
-      options.onAttemptFailed?.(target, error)
       // Nobody is waiting any more, or the upstream may have acted on it: stop here.
-      if (request.signal.aborted || error.errorName !== 'upstream_unreachable') {
+      const final = request.signal.aborted || error.errorName !== 'upstream_unreachable'
+      options.onAttemptFailed?.(target, error, final ? undefined : following)
+      if (final) {
         discard(last5xx)
         throw error
       }
@@ -93,7 +99,7 @@ export async function sendWithFailover<T extends FailoverTarget>(
       discard(last5xx)
       return { response, target, attempts }
     }
-    options.onAttemptFailed?.(target, response.status)
+    options.onAttemptFailed?.(target, response.status, request.signal.aborted ? undefined : following)
     discard(last5xx)
     last5xx = { response, target, attempts }
     if (request.signal.aborted) break

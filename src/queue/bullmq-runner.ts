@@ -42,6 +42,17 @@ const NEVER = new AbortController().signal
 const requireCjs = createRequire(import.meta.url)
 /** How long a close waits on Redis before it gives up on it. */
 const CLOSE_MS = 2000
+/** How long a forced close waits for BullMQ to let go of its connections. */
+const DISCONNECT_MS = 500
+
+/**
+ * Whether a worker error is its connection failing (refused, reset, closed, reconnecting):
+ * repeated about twice a second while Redis is away, and said once by the store's own
+ * connection (main.ts), so only at debug level here.
+ */
+function isConnectionError(error: Error): boolean {
+  return typeof (error as NodeJS.ErrnoException).code === 'string' || /\b(connect|connection|closed|reconnecting)\b/i.test(error.message)
+}
 
 /** Whether `work` settled within `ms` (its failure counts as settled). */
 async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
@@ -100,6 +111,10 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   const timers = new Set<NodeJS.Timeout>()
   /** Runs on a claimed worker, with how to stop them. */
   const claimedRuns = new Map<Promise<void>, AbortController>()
+  /** BullMQ jobs running here: what a close waits for, within its grace. */
+  const jobRuns = new Set<Promise<unknown>>()
+  /** Whether the worker's connection to Redis is up now (its backend's ready/close/error events). */
+  let reachable = false
 
   // The instance's workers, shared by BullMQ's jobs (which wait for one) and claimed runs
   // (which only take one that is free).
@@ -214,7 +229,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
       if (concurrency <= 0 || worker !== null) return
       processor = process
       free = concurrency
-      worker = new Worker(name, async (job: Job, token?: string, signal?: AbortSignal) => {
+      const runJob = async (job: Job, token?: string, signal?: AbortSignal): Promise<void> => {
         const data = job.data as { line?: unknown; createdAt?: unknown }
         const request = { id: job.id ?? '', line: String(data.line ?? ''), createdAt: Number(data.createdAt ?? 0) }
         const stopped = signal ?? NEVER
@@ -231,6 +246,11 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           promoteAt(outcome.at, job)
           throw new DelayedError()
         }
+      }
+      const started = new Worker(name, (job: Job, token?: string, signal?: AbortSignal) => {
+        const run = runJob(job, token, signal)
+        jobRuns.add(run)
+        return run.finally(() => jobRuns.delete(run))
       }, {
         prefix,
         concurrency,
@@ -243,29 +263,53 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         removeOnComplete: { count: 0 },
         removeOnFail: { count: 0 },
       })
-      worker.on('error', (err: Error) => log.warn({ err: err.message }, 'queue worker error'))
-      worker.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
+      worker = started
+      // Its connections' state, for healthy(): up on each (re)connect, down when one drops.
+      const backend = started.getBackend()
+      backend.on('ready', () => { reachable = true })
+      backend.on('close', () => { reachable = false })
+      started.on('ready', () => { reachable = true })
+      started.on('error', (err: Error) => {
+        if (!isConnectionError(err)) {
+          log.warn({ err: err.message }, 'queue worker error')
+          return
+        }
+        reachable = false
+        log.debug({ err: err.message }, 'queue worker: Redis connection error')
+      })
+      started.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
     },
 
-    healthy: () => worker === null || worker.isRunning(),
+    // A worker whose Redis is away runs nothing: /readyz says so.
+    healthy: () => worker === null || (worker.isRunning() && reachable),
 
     async close(graceMs = 0) {
       closing = true
       for (const timer of timers) clearTimeout(timer)
       timers.clear()
-      const claimed = (): Promise<unknown> => Promise.all(claimedRuns.keys())
+      const running = (): Promise<unknown> => Promise.all([...claimedRuns.keys(), ...jobRuns])
       if (worker !== null) {
-        const running = worker
-        if (!(await within(Promise.all([running.close(), claimed()]), graceMs))) {
+        const stopping = worker
+        // Takes no new job from now on; resolves once the running ones are done and the
+        // connections are closed, which needs Redis.
+        const closed = stopping.close()
+        // The grace is for the requests running here, not for Redis: with none running,
+        // nothing is waited for.
+        if (!(await within(running(), graceMs))) {
           // Aborted requests record what they got; a job stopped mid-run is run again
           // elsewhere, and so is a claimed run (handed to the shared queue as it stops).
           for (const controller of claimedRuns.values()) controller.abort()
-          running.cancelAllJobs('gateway shutting down')
-          if (!(await within(Promise.all([running.close(true), claimed()]), CLOSE_MS))) log.warn('queue worker did not close in time (is Redis away?); leaving it')
+          stopping.cancelAllJobs('gateway shutting down')
+          await within(running(), Math.min(CLOSE_MS, Math.max(graceMs, DISCONNECT_MS)))
+        }
+        // With Redis away a graceful close (QUIT on a connection that queues commands
+        // until it is back) would wait for ever: drop the connections instead.
+        if (!reachable || !(await within(closed, CLOSE_MS))) {
+          if (!(await within(stopping.disconnect(), DISCONNECT_MS))) log.debug('queue worker: connections dropped without waiting for them')
         }
       }
       // With Redis away a graceful close would wait for ever.
-      if (!(await within(queue.close(), CLOSE_MS))) await queue.disconnect().catch(() => undefined)
+      if ((worker !== null && !reachable) || !(await within(queue.close(), CLOSE_MS))) await within(queue.disconnect(), DISCONNECT_MS)
       // BullMQ leaves a client it was given open.
       for (const cluster of owned) cluster.disconnect()
     },

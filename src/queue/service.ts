@@ -295,8 +295,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     health() {
       if (settings.concurrency === 0) return { worker: 'accept_only', healthy: true }
-      const running = workerStarted && runner.healthy() && !shutdown.signal.aborted
-      return { worker: running ? 'running' : 'stopped', healthy: running }
+      // Running but unhealthy: started and not stopping, but its Redis is away (it runs nothing until it is back).
+      const running = workerStarted && !shutdown.signal.aborted
+      return { worker: running ? 'running' : 'stopped', healthy: running && runner.healthy() }
     },
 
     async start() {

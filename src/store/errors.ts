@@ -12,4 +12,14 @@ export class StoreConflictError extends Error {
 /** The store did not answer (connection refused or lost, command timed out). */
 export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError'
+  /** The client's own error: its message is already part of this one's. */
+  declare readonly reason: unknown
+
+  constructor(message: string, options: { readonly cause?: unknown } = {}) {
+    // Not passed on as `cause`: the logger appends a cause's message to the error's, and
+    // this message already says it ("Redis did not answer: X: X" otherwise).
+    // Not enumerable either, for the same reason (the logger would print its stack).
+    super(message)
+    Object.defineProperty(this, 'reason', { value: options.cause, enumerable: false })
+  }
 }

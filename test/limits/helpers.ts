@@ -74,12 +74,12 @@ export interface PrivateRedis {
   resume(): void
 }
 
-/** A redis-server of the test's own, on a free loopback port, never the shared one. */
-export async function startPrivateRedis(): Promise<PrivateRedis> {
+/** A redis-server of the test's own, on a free loopback port, never the shared one; `args` are added to its command line. */
+export async function startPrivateRedis(args: readonly string[] = []): Promise<PrivateRedis> {
   const port = await freePort()
   let child: ChildProcess | null = null
   const start = async (): Promise<void> => {
-    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     child = proc
     await new Promise<void>((done, fail) => {
       let out = ''

@@ -105,12 +105,12 @@ t.test('a refused connection moves on to the next deployment', async (t) => {
   const b = stub('b', 200)
   const failures: unknown[] = []
   const result = await sendWithFailover([target(a, 0), target(b, 1)], builder(), {
-    onAttemptFailed: (tg, failure) => failures.push([tg.deploymentIndex, failure instanceof GatewayError ? failure.errorName : failure]),
+    onAttemptFailed: (tg, failure, next) => failures.push([tg.deploymentIndex, failure instanceof GatewayError ? failure.errorName : failure, next?.deploymentIndex]),
   })
   t.equal(result.target.adapter.name, 'b')
   t.equal(result.attempts, 2)
   t.equal(result.response.status, 200)
-  t.same(failures, [[0, 'upstream_unreachable']])
+  t.same(failures, [[0, 'upstream_unreachable', 1]], 'told which deployment is tried next')
   t.equal(b.sent[0]?.model, 'model-1', 'each attempt is built for its own deployment')
 })
 

@@ -268,39 +268,42 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     return ticketOrNull(await run(LEAVE_LINE, [k.line(line), k.lines], [line, encodeTicket(ticket)]))
   }
 
-  async function readMany(ids: readonly string[]): Promise<Array<QueuedRequest | null>> {
+  /**
+   * Per id, what `fields` reads of its record (one command on the pipeline) and its result,
+   * in one round trip.
+   */
+  async function readWithResults(ids: readonly string[], fields: (pipeline: ReturnType<typeof redis.pipeline>, key: string) => void): Promise<Array<readonly [unknown, string | null]>> {
     if (ids.length === 0) return []
     const pipeline = redis.pipeline()
     for (const id of ids) {
-      pipeline.hgetall(k.request(id))
+      fields(pipeline, k.request(id))
       pipeline.get(k.result(id))
     }
     const replies = (await pipeline.exec()) ?? []
-    return ids.map((id, i) => {
-      const [fieldsError, fields] = replies[2 * i] ?? [null, null]
+    return ids.map((_, i) => {
+      const [fieldsError, read] = replies[2 * i] ?? [null, null]
       const [resultError, result] = replies[2 * i + 1] ?? [null, null]
       if (fieldsError) throw fieldsError
       if (resultError) throw resultError
-      return decodeRecord(id, fields as Record<string, string> | null, result as string | null)
+      return [read, result as string | null] as const
+    })
+  }
+
+  async function readMany(ids: readonly string[]): Promise<Array<QueuedRequest | null>> {
+    const read = await readWithResults(ids, (pipeline, key) => { pipeline.hgetall(key) })
+    return ids.map((id, i) => {
+      const [fields, result] = read[i] ?? [null, null]
+      return decodeRecord(id, fields as Record<string, string> | null, result)
     })
   }
 
   /** Records without their payload (a list's). */
   async function readSummaries(ids: readonly string[]): Promise<Array<RequestSummary | null>> {
-    if (ids.length === 0) return []
-    const pipeline = redis.pipeline()
-    for (const id of ids) {
-      pipeline.hmget(k.request(id), ...SUMMARY_FIELDS)
-      pipeline.get(k.result(id))
-    }
-    const replies = (await pipeline.exec()) ?? []
+    const read = await readWithResults(ids, (pipeline, key) => { pipeline.hmget(key, ...SUMMARY_FIELDS) })
     return ids.map((id, i) => {
-      const [fieldsError, values] = replies[2 * i] ?? [null, null]
-      const [resultError, result] = replies[2 * i + 1] ?? [null, null]
-      if (fieldsError) throw fieldsError
-      if (resultError) throw resultError
+      const [values, result] = read[i] ?? [null, null]
       const fields = Object.fromEntries(SUMMARY_FIELDS.map((name, j) => [name, (values as Array<string | null>)[j] ?? null]))
-      return decodeSummary(id, fields, result as string | null)
+      return decodeSummary(id, fields, result)
     })
   }
 

@@ -10,6 +10,7 @@ import { createMetrics, type Metrics } from '../../src/observability/metrics.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 
 export { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
 
 export const randomId = (label = 'k'): string => `${label}_${randomBytes(6).toString('hex')}`
@@ -113,9 +114,5 @@ export async function startPrivateRedis(args: readonly string[] = []): Promise<P
 
 /** Polls until check() is true, at most `tries` times `everyMs` apart; returns whether it became true. */
 export async function eventually(check: () => boolean | Promise<boolean>, tries = 100, everyMs = 20): Promise<boolean> {
-  for (let i = 0; i < tries; i++) {
-    if (await check()) return true
-    await new Promise((done) => setTimeout(done, everyMs))
-  }
-  return false
+  return (await pollUntil(async () => await check(), (ok) => ok, tries, everyMs)).met
 }

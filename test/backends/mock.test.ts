@@ -7,18 +7,11 @@ import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countChatTokens, countInputTokens, countTextTokens } from '../../src/limits/tokens.ts'
-import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
+import { json, post, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
 const backend = createMockBackend('mock', CONFIG)
 t.teardown(() => backend.close())
-
-function post(endpoint: Endpoint, path: string, value: Record<string, unknown>): UpstreamRequest {
-  return {
-    endpoint, method: 'POST', path, model: 'mock-model', requestId: 'req-test',
-    body: { kind: 'json', value: structuredClone(value) }, signal: new AbortController().signal, client,
-  }
-}
 
 /** The JSON payloads of `data:` frames, with [DONE] as the string "[DONE]". */
 async function dataEvents(response: UpstreamResponse): Promise<unknown[]> {

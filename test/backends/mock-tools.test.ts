@@ -5,7 +5,7 @@
 import t from 'tap'
 import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
-import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
+import type { MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, countTextTokens } from '../../src/limits/tokens.ts'

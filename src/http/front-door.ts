@@ -2,12 +2,8 @@
 // where the API, its reference, the models and the portal are.
 import { z } from 'zod'
 import type { OperationDoc } from '../openapi/operation.ts'
-import type { RequestContext } from './context.ts'
+import type { ProbeRouter } from './probes.ts'
 import { sendJson } from './reply.ts'
-
-export interface FrontDoorRouter {
-  on(method: 'GET', path: string, route: (ctx: RequestContext) => Promise<void>): unknown
-}
 
 const FrontDoor = z.object({
   object: z.literal('tollgate'),
@@ -19,7 +15,8 @@ export const FRONT_DOOR_OPERATIONS: readonly OperationDoc[] = [
   { method: 'get', path: '/', operationId: 'frontDoor', summary: 'Where the API, its reference, the models and the portal are', tag: 'Health', security: 'none', responses: { 200: { description: 'The gateway\'s front door', schema: FrontDoor } } },
 ]
 
-export function registerFrontDoor(router: FrontDoorRouter, options: { readonly portal: boolean }): void {
+/** Registered beside the probes, on the same kind of router (GET routes of the gateway's own). */
+export function registerFrontDoor(router: ProbeRouter, options: { readonly portal: boolean }): void {
   const links: Record<string, string> = {
     inference: '/v2 (the OpenAI SDK\'s baseURL: http://<host>:<port>/v2)',
     files_and_vector_stores: '/v1',

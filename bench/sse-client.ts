@@ -3,7 +3,7 @@
 // the end, and keeping every event (ids and timestamps masked) so that two paths can be
 // compared event by event.
 import { performance } from 'node:perf_hooks'
-import { countTextTokens } from '../src/limits/tokens.ts'
+import { countTextTokens } from '../src/tokenizer/tokens.ts'
 
 export interface StreamResult {
   readonly status: number

@@ -7,8 +7,8 @@
 //
 //   node bench/stalled-stream.ts   prints a Markdown section
 import { connect, type Socket } from 'node:net'
-import { loadEncoder } from '../src/limits/tokens.ts'
-import { countInPieces } from '../src/limits/token-count.ts'
+import { loadEncoder } from '../src/tokenizer/tokens.ts'
+import { countInPieces } from '../src/tokenizer/chunked-count.ts'
 import { startTollgate, startUpstream } from '../test/helpers/gateway.ts'
 import { ResponseReader } from '../test/helpers/http-reader.ts'
 import { MEMORY_PROBE, MiB, memoryOf, rssOf } from '../test/helpers/memory.ts'

@@ -2,8 +2,8 @@
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
-import { registerTokenRoutes } from './tokens/routes.ts'
-import type { TokenService } from './tokens/service.ts'
+import { registerTokenRoutes } from './jwt/routes.ts'
+import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'

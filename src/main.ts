@@ -42,7 +42,7 @@ import { securePrivateDataDir } from './store/data-dir.ts'
 import { DataDirInUseError, lockDataDir, type DataDirLock } from './store/data-dir-lock.ts'
 import type { Stores } from './store/ports.ts'
 import { createRedisClient } from './store/redis-client.ts'
-import { createRagAuth } from './tokens/create.ts'
+import { createRagAuth } from './jwt/create.ts'
 import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
 

@@ -1,5 +1,5 @@
 // The RAG gateway's accounts and tokens as the reference shows them. Requests are validated
-// by the schemas beside the code (accounts/service.ts, tokens/routes.ts).
+// by the schemas beside the code (accounts/service.ts, jwt/routes.ts).
 import { z } from 'zod'
 
 export const User = z.object({

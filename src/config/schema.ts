@@ -319,7 +319,7 @@ const ragAuthSchema = z.strictObject({
   /**
    * Failed logins, RAG and portal alike (rate-limiter-flexible; in Redis when the store is):
    * an address is refused, a username only slowed, so nobody can lock another user out
-   * (src/tokens/login-throttle.ts).
+   * (src/jwt/login-throttle.ts).
    */
   loginThrottle: z.strictObject({
     /** Failures on one username from one address; past it that address is refused (429) for that username. */

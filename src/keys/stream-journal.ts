@@ -9,7 +9,7 @@
 // pays one store write at the start and one per checkpoint interval, never one per chunk.
 //
 // What a checkpoint says was delivered is the linear estimate admission reserves on
-// (limits/estimate-text.ts: a table lookup per character, as the text goes by) plus 10 %,
+// (tokenizer/estimate-text.ts: a table lookup per character, as the text goes by) plus 10 %,
 // its error on prose, code and JSON. Not the exact count: that would load the tokenizer
 // in every gateway that streams, while a gateway whose upstreams report usage never needs
 // it, for a figure that only matters after a crash.
@@ -25,7 +25,7 @@
 // looks first (the store lets one of them charge each); the embedded store's are all of
 // an earlier process, recovered at start.
 import { randomBytes } from 'node:crypto'
-import { estimateTokenHundredths } from '../limits/estimate-text.ts'
+import { estimateTokenHundredths } from '../tokenizer/estimate-text.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { StreamJournal, UsageRecord } from '../store/ports.ts'
 

@@ -21,11 +21,11 @@
 // what upstreams do bill: the messages and the definitions (tools, schemas).
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
-import { estimateJsonTokens } from './estimate-json.ts'
+import { estimateJsonTokens } from '../tokenizer/estimate-json.ts'
 import {
   CHAT_DEFINITION_FIELDS, RESPONSES_DEFINITION_FIELDS,
   countChatTokens, countDefinitionTokens, countInputTokens, countTextTokens, estimateChatTokens, estimateInputTokens, estimateTextTokens, responsesItems,
-} from './tokens.ts'
+} from '../tokenizer/tokens.ts'
 
 const positiveInt = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined

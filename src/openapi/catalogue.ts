@@ -12,7 +12,7 @@ import {
 } from '../api/vector-stores.ts'
 import { ADMIN_OPERATIONS } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
-import { TOKEN_OPERATIONS } from '../tokens/routes.ts'
+import { TOKEN_OPERATIONS } from '../jwt/routes.ts'
 import { PROBE_OPERATIONS } from '../http/probes.ts'
 import { FRONT_DOOR_OPERATIONS } from '../http/front-door.ts'
 import { inferenceOperations, modelOperations } from '../inference/docs.ts'

@@ -5,7 +5,7 @@ import type { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
 import { embeddedPortalSessions, redisPortalSessions, type PortalSessionStore } from '../store/portal-sessions.ts'
 import { closeRedis, createRedisClient } from '../store/redis-client.ts'
-import type { LoginThrottle } from '../tokens/login-throttle.ts'
+import type { LoginThrottle } from '../jwt/login-throttle.ts'
 import { PortalSessions } from './sessions.ts'
 
 export interface Portal {

@@ -9,7 +9,7 @@ import type { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
 import type { AccountRecord } from '../store/ports.ts'
 import type { PortalSessionRecord, PortalSessionStore } from '../store/portal-sessions.ts'
-import type { LoginThrottle } from '../tokens/login-throttle.ts'
+import type { LoginThrottle } from '../jwt/login-throttle.ts'
 import { secretHandoffs, type SecretHandoffs } from './handoff.ts'
 
 export const COOKIE_NAME = 'tollgate_portal'

@@ -11,7 +11,7 @@ import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { isJsonType, mediaType } from '../http/media-type.ts'
 import { statusWithReason } from '../http/status.ts'
-import { countTextTokens } from '../limits/tokens.ts'
+import { countTextTokens } from '../tokenizer/tokens.ts'
 import { ClientSink } from './client-sink.ts'
 import type { ReplySink } from './reply-sink.ts'
 import { withErrorDetail } from './error-detail.ts'

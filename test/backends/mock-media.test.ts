@@ -8,7 +8,7 @@ import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
-import { countInputTokens, countTextTokens } from '../../src/limits/tokens.ts'
+import { countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { multipartBody, type Part } from '../helpers/multipart.ts'
 import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
 

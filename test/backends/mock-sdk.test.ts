@@ -10,7 +10,7 @@ import type { Endpoint } from '../../src/config/schema.ts'
 import type { RequestBody } from '../../src/http/body.ts'
 import { readJsonBody, readMultipartBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
-import { countTextTokens } from '../../src/limits/tokens.ts'
+import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 
 const ROUTES: ReadonlyArray<readonly [string, RegExp, Endpoint, 'json' | 'multipart' | 'none']> = [
   ['POST', /^\/chat\/completions$/, 'chat.completions', 'json'],

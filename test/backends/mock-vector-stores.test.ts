@@ -9,8 +9,8 @@ import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../../sr
 import type { RequestBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { chunkText } from '../../src/backends/mock/chunking.ts'
-import { estimateTextTokens } from '../../src/limits/estimate-text.ts'
-import { countInputTokens } from '../../src/limits/tokens.ts'
+import { estimateTextTokens } from '../../src/tokenizer/estimate-text.ts'
+import { countInputTokens } from '../../src/tokenizer/tokens.ts'
 import { multipartBody } from '../helpers/multipart.ts'
 import { client, type OpenAIErrorBody } from './mock-helpers.ts'
 

@@ -6,7 +6,7 @@ import { text as readText } from 'node:stream/consumers'
 import type { MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamResponse } from '../../src/backends/port.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
-import { countChatTokens, countInputTokens, countTextTokens } from '../../src/limits/tokens.ts'
+import { countChatTokens, countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { json, post, type OpenAIErrorBody } from './mock-helpers.ts'
 
 const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }

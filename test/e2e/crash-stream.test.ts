@@ -5,7 +5,7 @@
 // gateway counts a stream that reports no usage. It says so in its log and its metrics.
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { countTextTokens } from '../../src/limits/tokens.ts'
+import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
 import { deleteUnder, eventually, REDIS_URL, redisClient } from '../limits/helpers.ts'
 

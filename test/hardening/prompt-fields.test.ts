@@ -8,7 +8,7 @@
 // bills tool definitions and schemas as input as real upstreams do), and, for fields it
 // does not bill, the tokens of what was admitted.
 import t, { type Test } from 'tap'
-import { loadEncoder } from '../../src/limits/tokens.ts'
+import { loadEncoder } from '../../src/tokenizer/tokens.ts'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 import { request } from '../helpers/http.ts'
 import { functionTools, jsonSchemaFormat, metadataOf, predictionOf, responsesTools } from '../helpers/prompt-fields.ts'

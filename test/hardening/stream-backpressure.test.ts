@@ -5,8 +5,8 @@
 // sent, which a client that comes back still receives, followed by an error event.
 import { connect } from 'node:net'
 import t from 'tap'
-import { loadEncoder } from '../../src/limits/tokens.ts'
-import { countInPieces } from '../../src/limits/token-count.ts'
+import { loadEncoder } from '../../src/tokenizer/tokens.ts'
+import { countInPieces } from '../../src/tokenizer/chunked-count.ts'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
 import { ResponseReader } from '../helpers/http-reader.ts'
 import { MEMORY_PROBE, MiB, memoryOf, rssOf } from '../helpers/memory.ts'

@@ -5,7 +5,7 @@ import { AccountService } from '../../src/accounts/service.ts'
 import { PortalSessions } from '../../src/portal/sessions.ts'
 import { openEmbeddedStores } from '../../src/store/embedded.ts'
 import { embeddedPortalSessions } from '../../src/store/portal-sessions.ts'
-import { createLoginThrottle } from '../../src/tokens/login-throttle.ts'
+import { createLoginThrottle } from '../../src/jwt/login-throttle.ts'
 
 function setup(t: Test) {
   const stores = openEmbeddedStores(':memory:')

@@ -12,7 +12,7 @@ import { zodFunction, zodResponseFormat, zodResponsesFunction, zodTextFormat } f
 import type { ChatCompletionMessageFunctionToolCall, ChatCompletionTool } from 'openai/resources/chat/completions'
 import t, { type Test } from 'tap'
 import { z } from 'zod'
-import { countTextTokens } from '../../src/limits/tokens.ts'
+import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 let gw: RunningTollgate

@@ -3,7 +3,7 @@ import { PassThrough, Readable } from 'node:stream'
 import t, { type Test } from 'tap'
 import type { UpstreamResponse } from '../../src/backends/port.ts'
 import { GatewayError, gatewayError } from '../../src/errors.ts'
-import { countTextTokens } from '../../src/limits/tokens.ts'
+import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { relay, type RelayOptions, type RelayOutcome } from '../../src/proxy/relay.ts'
 import { call, dataOf, open, startGateway } from './gateway-harness.ts'
 

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { startTollgate } from '../helpers/gateway.ts'
 import { eventually, startPrivateRedis } from '../limits/helpers.ts'
-import { call, createUser, login } from '../tokens/helpers.ts'
+import { call, createUser, login } from '../jwt/helpers.ts'
 
 const redis = await startPrivateRedis()
 t.teardown(() => redis.kill())

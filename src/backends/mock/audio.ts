@@ -2,7 +2,7 @@
 // mock does not listen to the audio: it says what it received. Audio length is inferred
 // from the upload size at a fixed bitrate, and audio tokens from that length, so usage
 // is deterministic for a given file.
-import { countTextTokens } from '../../limits/tokens.ts'
+import { countTextTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'

@@ -2,7 +2,7 @@
 // deltas that stream it. Text and JSON content stream as `content` pieces; tool calls as
 // OpenAI streams them: per call, a delta opening it (index, id, type, name, empty
 // arguments), then its arguments in pieces under the same index.
-import type { Encoder } from '../../limits/tokens.ts'
+import type { Encoder } from '../../tokenizer/tokens.ts'
 import type { Generation } from './generation.ts'
 import { newId } from './ids.ts'
 import { jsonContent, toolCallTexts, type CallText } from './json-reply.ts'

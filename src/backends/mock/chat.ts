@@ -1,6 +1,6 @@
 // POST /chat/completions: a chat.completion, or chat.completion.chunk events. What the
 // reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts.
-import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder } from '../../limits/tokens.ts'
+import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { chatReplies, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
 import type { MockContext } from './context.ts'

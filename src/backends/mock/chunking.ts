@@ -5,7 +5,7 @@
 // afterwards, off the event loop, for usage. A file of megabytes has millions of words:
 // the pass yields the event loop every so many of them, so other requests go on meanwhile.
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import { estimateTokenHundredths } from '../../limits/estimate-text.ts'
+import { estimateTokenHundredths } from '../../tokenizer/estimate-text.ts'
 
 export interface ChunkSizes {
   readonly maxTokens: number

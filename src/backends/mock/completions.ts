@@ -1,7 +1,7 @@
 // POST /completions (legacy): text_completion objects, streamed or not. `prompt` may be a
 // string, an array of strings, an array of token ids, or an array of such arrays; each
 // prompt gets `n` choices, numbered prompt by prompt as OpenAI does.
-import { countInputTokens, loadEncoder } from '../../limits/tokens.ts'
+import { countInputTokens, loadEncoder } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'

@@ -9,7 +9,7 @@
 // configuration gives its dimension (meta.hidden_size: 768 for jina-embeddings-v2-base-de,
 // 1024 for text-embedding-bge-m3) has vectors that long, as the real model has, and
 // `dimensions` may shorten them but not lengthen them; other models have DEFAULT_DIMENSIONS.
-import { countInputTokens } from '../../limits/tokens.ts'
+import { countInputTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
 import { randomFrom, seedOf } from './hash.ts'

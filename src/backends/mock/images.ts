@@ -2,7 +2,7 @@
 // colours come from a hash of the prompt (and, for edits, of the uploaded images' sizes),
 // so a glance at the picture tells which request made it. The size is always 16x16,
 // whatever `size` asks for: the mock proves the plumbing, not the pixels.
-import { countTextTokens } from '../../limits/tokens.ts'
+import { countTextTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { missingParameter } from './errors.ts'

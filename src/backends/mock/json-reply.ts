@@ -2,7 +2,7 @@
 // mock's prose, which fills its token budget exactly, JSON has a natural end: it is
 // whole unless the request's own token limit is smaller, in which case it is cut there,
 // mid-value, as a real model's would be (and the reply says "length"/"incomplete").
-import type { Encoder } from '../../limits/tokens.ts'
+import type { Encoder } from '../../tokenizer/tokens.ts'
 import type { FunctionTool, OutputFormat } from './reply-plan.ts'
 import { valueFor } from './schema-values.ts'
 import { generateText, type GeneratedText } from './text.ts'

@@ -2,7 +2,7 @@
 // into reply-plan.ts's terms. Chat nests a function under `function` and puts the format
 // in `response_format`; the Responses API flattens the function and puts the format in
 // `text.format`. Chat's legacy `functions`/`function_call` are read too.
-import { contentText } from '../../limits/tokens.ts'
+import { contentText } from '../../tokenizer/tokens.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
 import { optionalBoolean, optionalObject } from './params.ts'
 import type { FunctionTool, OutputFormat, PlanInput, ToolChoice } from './reply-plan.ts'

@@ -1,7 +1,7 @@
 // The output items of a Responses API reply, in both wire forms: the finished items of the
 // `response` object, and the events that stream each one. A reply is one assistant
 // message (text, or JSON for text.format), or one `function_call` item per tool called.
-import type { Encoder } from '../../limits/tokens.ts'
+import type { Encoder } from '../../tokenizer/tokens.ts'
 import type { Generation } from './generation.ts'
 import { newId } from './ids.ts'
 import { jsonContent, toolCallTexts, type CallText } from './json-reply.ts'

@@ -3,7 +3,7 @@
 // it (created, in_progress, each item opening, its deltas and closing, then completed, or
 // incomplete when max_output_tokens cut it). The SDK's ResponseStream checks that
 // sequence, so the opening and closing events are not optional.
-import { RESPONSES_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder, responsesItems } from '../../limits/tokens.ts'
+import { RESPONSES_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder, responsesItems } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'

@@ -6,7 +6,7 @@
 // starts a new pre-token (a leading space, or punctuation after a word), and the BPE never
 // merges across pre-tokens, so the token count of the reply is the sum of its pieces'.
 // The streamed deltas are these same pieces, so the stream adds up to the JSON reply.
-import { contentText, type Encoder } from '../../limits/tokens.ts'
+import { contentText, type Encoder } from '../../tokenizer/tokens.ts'
 import { digest, randomFrom, seedOf } from './hash.ts'
 
 /** Each word below is one token with a leading space (and so is each capitalised determiner). */

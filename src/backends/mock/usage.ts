@@ -1,4 +1,4 @@
-// Usage objects in OpenAI's shapes. The numbers come from src/limits/tokens.ts, the same
+// Usage objects in OpenAI's shapes. The numbers come from src/tokenizer/tokens.ts, the same
 // tokenizer the gateway estimates with, so a mock-backed gateway reconciles to the token.
 
 export interface CompletionUsage {

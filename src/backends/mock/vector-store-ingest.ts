@@ -10,7 +10,7 @@
 // ("q1-revenue-chart.png": "q1 revenue chart"); search answers it as the image itself.
 import { readFile } from 'node:fs/promises'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import { countInputTokens } from '../../limits/tokens.ts'
+import { countInputTokens } from '../../tokenizer/tokens.ts'
 import { chunkText } from './chunking.ts'
 import { embedVector } from './embeddings.ts'
 import { INPUT_TOKENS_PER_IMAGE } from './images.ts'

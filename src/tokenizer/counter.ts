@@ -1,4 +1,4 @@
-// Exact token counts off the event loop, in a worker thread (token-worker.ts) started on
+// Exact token counts off the event loop, in a worker thread (worker.ts) started on
 // the first count and stopped after IDLE_MS without one: a gateway whose upstreams always
 // report usage never loads the tokenizer at all. A count that the worker cannot answer in
 // time (it is still starting on a busy machine, or it died) falls back to the estimate: a
@@ -6,7 +6,7 @@
 // next best thing there.
 import { Worker } from 'node:worker_threads'
 import { estimateTextTokens } from './estimate-text.ts'
-import type { CountReply, CountRequest } from './token-worker.ts'
+import type { CountReply, CountRequest } from './worker.ts'
 
 /** The worker exits after this long without a count, handing its memory back. */
 const IDLE_MS = 30_000
@@ -54,7 +54,7 @@ function scheduleIdleStop(): void {
 
 function running(): Worker {
   if (worker) return worker
-  const started = new Worker(new URL('./token-worker.ts', import.meta.url))
+  const started = new Worker(new URL('./worker.ts', import.meta.url))
   started.on('message', (reply: CountReply) => settle(reply.id, reply.tokens))
   const lost = (): void => {
     if (worker === started) worker = null

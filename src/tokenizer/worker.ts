@@ -1,9 +1,9 @@
-// The tokenizer's thread: counts texts in pieces (token-count.ts) so the gateway's event
+// The tokenizer's thread: counts texts in pieces (chunked-count.ts) so the gateway's event
 // loop never runs the encoder, and the encoder's ~50 MB of tables are loaded only here,
 // only once something needs an exact count.
 import { parentPort } from 'node:worker_threads'
 import { countTokens } from 'gpt-tokenizer'
-import { countInPieces, type Encoder } from './token-count.ts'
+import { countInPieces, type Encoder } from './chunked-count.ts'
 
 export interface CountRequest {
   readonly id: number

@@ -6,8 +6,8 @@ import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import t from 'tap'
 import { estimateUsage } from '../../src/limits/estimate.ts'
-import { countInPieces, cutPoint, CHUNK } from '../../src/limits/token-count.ts'
-import { countChatTokens, countTextTokens, estimateChatTokens, estimateTextTokens, loadEncoder } from '../../src/limits/tokens.ts'
+import { countInPieces, cutPoint, CHUNK } from '../../src/tokenizer/chunked-count.ts'
+import { countChatTokens, countTextTokens, estimateChatTokens, estimateTextTokens, loadEncoder } from '../../src/tokenizer/tokens.ts'
 import { PATHOLOGICAL_KINDS, pathologicalText } from '../helpers/pathological.ts'
 
 const ROOT = join(import.meta.dirname, '../..')

@@ -6,9 +6,9 @@ import { AccountService } from '../../src/accounts/service.ts'
 import { GatewayError } from '../../src/errors.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { openEmbeddedStores } from '../../src/store/embedded.ts'
-import { createKeyring } from '../../src/tokens/keyring.ts'
-import { createSealer } from '../../src/tokens/seal.ts'
-import { createAccessTokenVerifier } from '../../src/tokens/verifier.ts'
+import { createKeyring } from '../../src/jwt/keyring.ts'
+import { createSealer } from '../../src/jwt/seal.ts'
+import { createAccessTokenVerifier } from '../../src/jwt/verifier.ts'
 
 const log = createLogger('silent')
 const HOUR = 3_600_000

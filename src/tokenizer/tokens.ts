@@ -7,14 +7,14 @@
 // where a true count is still needed: a stream the client cut off, an upstream that
 // reports no usage, the mock backend's usage. It runs in a worker thread, in pieces that
 // keep it linear, within a budget of characters past which the rest is estimated
-// (token-count.ts, token-counter.ts), so it never holds the event loop.
+// (chunked-count.ts, counter.ts), so it never holds the event loop.
 import { estimateJsonTextTokens } from './estimate-json.ts'
 import { estimateTextTokens } from './estimate-text.ts'
-import type { Encoder } from './token-count.ts'
-import { countTexts } from './token-counter.ts'
+import type { Encoder } from './chunked-count.ts'
+import { countTexts } from './counter.ts'
 
 export { estimateTextTokens } from './estimate-text.ts'
-export type { Encoder } from './token-count.ts'
+export type { Encoder } from './chunked-count.ts'
 
 /** Characters one count gives the tokenizer before it estimates the rest (about 250,000 tokens of prose). */
 export const DEFAULT_COUNT_BUDGET_CHARS = 1_000_000

@@ -10,9 +10,9 @@ import { GatewayError } from '../../src/errors.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 import { createRedisStores } from '../../src/store/redis.ts'
-import { createKeyring } from '../../src/tokens/keyring.ts'
-import { createSealer } from '../../src/tokens/seal.ts'
-import { createAccessTokenVerifier } from '../../src/tokens/verifier.ts'
+import { createKeyring } from '../../src/jwt/keyring.ts'
+import { createSealer } from '../../src/jwt/seal.ts'
+import { createAccessTokenVerifier } from '../../src/jwt/verifier.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { REDIS_URL, redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
 import { b64url, call, createUser, decodePart, login, me, type Pair } from './helpers.ts'
@@ -177,7 +177,7 @@ if (!ns.up) {
     const spent = first.json as unknown as Pair
     t.not(spent.refresh_token, p.refresh_token, 'a new refresh token on every use')
     // The user refreshes on: the first token's successor is spent, so even within the reuse
-    // window (test/tokens/refresh-reuse.test.ts) the first token is no repeat but a theft.
+    // window (test/jwt/refresh-reuse.test.ts) the first token is no repeat but a theft.
     const second = await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: spent.refresh_token } })
     t.equal(second.status, 200)
     const next = second.json as unknown as Pair

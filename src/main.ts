@@ -15,7 +15,7 @@ import { createAuthThrottle, throttleAdmin, throttleApiKeys } from './auth/throt
 import { clientAddress } from './http/client-address.ts'
 import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
-import { createCorridor } from './inference/handler.ts'
+import { createCorridor } from './inference/corridor.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createFileQuota } from './files/quota.ts'

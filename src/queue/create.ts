@@ -3,7 +3,7 @@
 // directory, an in-process runner).
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
-import type { Corridor } from '../inference/handler.ts'
+import type { Corridor } from '../inference/corridor.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'

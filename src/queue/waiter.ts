@@ -8,7 +8,7 @@
 // and nothing was charged.
 import { randomBytes } from 'node:crypto'
 import { gatewayError, type GatewayError } from '../errors.ts'
-import type { AdmissionStrategy } from '../inference/handler.ts'
+import type { AdmissionStrategy } from '../inference/corridor.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { Coordinator } from './coordinator.ts'

@@ -223,10 +223,7 @@ export function buildApp(deps: AppDeps): App {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
       }
       const ragRefusal = unmatchedRagPath(req.url ?? '/')
-      if (ragRefusal !== null) {
-        ctx.errorCode = ragRefusal.code
-        return sendRefusal(ctx.res, ragRefusal)
-      }
+      if (ragRefusal !== null) return sendRefusal(ctx, ragRefusal)
       throw gatewayError('unknown_route', { message: unknownRouteMessage(req.method ?? 'GET', req.url ?? '/', (method, url) => router.match(method, url).found) })
     }
     await match.route(ctx, match.params, match.query)
@@ -241,13 +238,12 @@ export function buildApp(deps: AppDeps): App {
 
   function fail(ctx: RequestContext, err: unknown): void {
     const error = toGatewayError(err)
-    ctx.errorCode = error.code
     if (err instanceof StoreUnavailableError) storeOutage.failed(ctx.log, err)
     else if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
     // A body refused before it was all read: let the client finish sending it, so it
     // reads this answer rather than a connection reset. Not a body that was too slow:
     // that connection closes after the answer.
     if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
-    sendError(ctx.res, error)
+    sendError(ctx, error)
   }
 }

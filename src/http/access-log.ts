@@ -30,6 +30,7 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
     durationMs: Math.round(durationMs * 10) / 10,
     upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 10) / 10,
     aborted: aborted || undefined,
-    error: ctx.errorCode ?? undefined,
+    // The error table's name: a missing key and a revoked one differ here, as OpenAI's `code` does not.
+    error: ctx.errorName,
   }, 'request')
 }

@@ -2,6 +2,7 @@
 // access log and the metrics.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Usage } from '../backends/port.ts'
+import type { ErrorName } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 
 export interface RequestContext {
@@ -23,7 +24,8 @@ export interface RequestContext {
   usage?: Usage
   upstreamMs?: number
   stream?: boolean
-  errorCode?: string | null
+  /** The entry of the error table the request was answered with (its stable name, never OpenAI's code). */
+  errorName?: ErrorName
 }
 
 export function createContext(req: IncomingMessage, res: ServerResponse, id: string, log: Logger): RequestContext {

@@ -1,6 +1,7 @@
 // Writing replies. Every JSON answer, including errors, goes through here.
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { type GatewayError, toGatewayError } from '../errors.ts'
+import type { RequestContext } from './context.ts'
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}): void {
   const payload = JSON.stringify(body)
@@ -16,14 +17,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(payload)
 }
 
-/** OpenAI-shaped error reply. Unknown errors become a bare 500: no message, no stack. */
-export function sendError(res: ServerResponse, err: unknown): GatewayError {
+/**
+ * An error reply in its entry's shape (OpenAI's, with `detail`), its name recorded for the
+ * access log. Unknown errors become a bare 500: no message, no stack.
+ */
+export function sendError(ctx: Pick<RequestContext, 'res' | 'errorName'>, err: unknown): GatewayError {
   const error = toGatewayError(err)
-  sendJson(res, error.status, error.toBody(), error.headers)
+  ctx.errorName = error.errorName
+  sendJson(ctx.res, error.status, error.toBody(), error.headers)
   return error
-}
-
-/** FastAPI-shaped error reply, for the RAG gateway side. */
-export function sendDetail(res: ServerResponse, status: number, detail: string, headers: OutgoingHttpHeaders = {}): void {
-  sendJson(res, status, { detail }, headers)
 }

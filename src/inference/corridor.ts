@@ -10,7 +10,7 @@ import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { Deployment, BackendRegistry } from '../backends/registry.ts'
 import { NO_USAGE, type UpstreamRequest, type Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
-import { GatewayError, gatewayError } from '../errors.ts'
+import { type ErrorName, GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
@@ -75,7 +75,7 @@ export interface CallNotes {
   usage?: Usage
   upstreamMs?: number
   stream?: boolean
-  errorCode?: string | null
+  errorName?: ErrorName
 }
 
 /** Where a call's reply goes. */
@@ -411,12 +411,13 @@ export function createCorridor(deps: InferenceDeps): Corridor {
           metrics.timeToFirstByte.observe({ backend: sent.target.adapter.name, endpoint: spec.endpoint }, outcome.firstByteMs / 1000)
         }
         if (outcome.stalled) {
-          notes.errorCode = 'client_read_timeout'
+          notes.errorName = 'client_read_timeout'
           log.warn({ backend: sent.target.adapter.name, idleReaderMs: config.server.idleReaderTimeoutMs }, 'client stopped reading; stream ended and charged what was sent')
         }
         if (outcome.error) {
-          // The reply had already started: the client got what could still be sent.
-          notes.errorCode = outcome.error.code
+          // The reply had already started: the client got what could still be sent. Always
+          // the gateway's own error (an upstream's relayed error body is no error of ours).
+          notes.errorName = outcome.error.errorName
           metrics.upstreamErrors.inc({ backend: sent.target.adapter.name, reason: outcome.error.errorName })
           log.warn({ backend: sent.target.adapter.name, error: outcome.error.errorName, usageSource: outcome.usageSource }, 'upstream reply broke off')
         }

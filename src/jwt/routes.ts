@@ -12,7 +12,7 @@ import { Jwks, Me, TokenPair } from '../api/users.ts'
 import { bearerToken } from '../auth/bearer.ts'
 import type { AccessTokenVerifier } from '../auth/identity.ts'
 import type { Config } from '../config/schema.ts'
-import { gatewayError, GatewayError, toGatewayError } from '../errors.ts'
+import { ERRORS, gatewayError, GatewayError, toGatewayError } from '../errors.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import { discardUnreadBody, readJsonBody } from '../http/body.ts'
 import { clientAddress } from '../http/client-address.ts'
@@ -22,6 +22,7 @@ import type { Params } from '../http/router.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
+import { sendRefusal } from '../rag/refusal.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { TokenService } from './service.ts'
 
@@ -78,7 +79,7 @@ async function readBody<S extends z.ZodType>(ctx: RequestContext, schema: S, dep
 
 function bearerOf(req: IncomingMessage): string {
   const token = bearerToken(req)
-  if (token === null) throw gatewayError('invalid_access_token', { message: 'Not authenticated', cause: new Error('no bearer token') })
+  if (token === null) throw gatewayError('missing_access_token', { cause: new Error('no bearer token') })
   return token
 }
 
@@ -90,20 +91,18 @@ function detailed(route: string, outage: OutageLog, handler: Handler): Handler {
       await handler(ctx, params, query)
     } catch (err) {
       if (err instanceof UnprocessableBody) {
-        ctx.errorCode = 'unprocessable_entity'
+        ctx.errorName = 'unprocessable_body'
         discardUnreadBody(ctx.req, ctx.res)
-        sendJson(ctx.res, 422, { detail: err.detail })
+        sendJson(ctx.res, ERRORS.unprocessable_body.status, { detail: err.detail })
         return
       }
       const error = toGatewayError(err)
-      ctx.errorCode = error.code
       // A store that does not answer is an outage to report, not a bug: a 503 and a warning.
       if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
       else if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'unhandled error')
       else if (error.status === 401 && error.cause instanceof Error) ctx.log.info({ reason: error.cause.message }, 'RAG token refused')
       if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
-      const headers = { ...error.headers, ...(error.status === 401 ? { 'www-authenticate': 'Bearer' } : {}) }
-      sendJson(ctx.res, error.status, { detail: error.message }, { ...headers, 'cache-control': 'no-store' })
+      sendRefusal(ctx, error, { 'cache-control': 'no-store' })
     }
   }
 }

@@ -45,7 +45,7 @@ export function viewerOf(signedIn: SignedIn): Viewer {
 /** Answers a refusal or failure as a page in the portal's frame. */
 export function failPage(ctx: RequestContext, err: unknown, viewer?: Viewer): void {
   const error = toGatewayError(err)
-  ctx.errorCode = error.code
+  ctx.errorName = error.errorName
   if (!(err instanceof GatewayError)) ctx.log.error({ err }, 'portal: unhandled error')
   if (ctx.res.headersSent) {
     if (!ctx.res.writableEnded) ctx.res.end()

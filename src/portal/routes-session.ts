@@ -1,6 +1,7 @@
 // Sign in, sign out, and /portal itself.
 import { USERNAME } from '../accounts/service.ts'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, gatewayError } from '../errors.ts'
+import type { RequestContext } from '../http/context.ts'
 import { clientAddress } from '../http/client-address.ts'
 import { checkSameOrigin, clearSessionCookie, isHttps, readForm, redirect, sendHtml, setSessionCookie } from './http.ts'
 import { failPage, type Guards, type PortalDeps, type PortalRouter } from './guard.ts'
@@ -41,23 +42,16 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
       // The form is filled in again with what can be a username only: anything else (spaces,
       // '=', a whole second field run in) is often the password typed into the wrong box.
       const shown = USERNAME.test(username) ? username : ''
-      if (username === '' || password === '') return sendHtml(ctx.res, 400, signInPage({ error: 'Enter your username and password.', username: shown }))
+      if (username === '' || password === '') return signInAgain(ctx, gatewayError('portal_sign_in_incomplete'), shown)
       const address = clientAddress(ctx.req, config.server.trustProxyHops)
       let result
       try {
         result = await deps.sessions.signIn(username, password, address)
       } catch (err) {
-        if (err instanceof GatewayError && err.errorName === 'login_throttled') {
-          ctx.errorCode = err.code
-          for (const [name, value] of Object.entries(err.headers)) ctx.res.setHeader(name, value)
-          return sendHtml(ctx.res, 429, signInPage({ error: err.message, username: shown }))
-        }
+        if (err instanceof GatewayError && err.errorName === 'login_throttled') return signInAgain(ctx, err, shown)
         throw err
       }
-      if (result === null) {
-        ctx.errorCode = 'login_failed'
-        return sendHtml(ctx.res, 401, signInPage({ error: 'Wrong username or password.', username: shown }))
-      }
+      if (result === null) return signInAgain(ctx, gatewayError('portal_sign_in_failed'), shown)
       setSessionCookie(ctx.res, result.token, deps.sessions.cookieMaxAge(result.signedIn.session), isHttps(ctx.req, config))
       redirect(ctx.res, '/portal/keys')
     } catch (err) {
@@ -70,4 +64,11 @@ export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, gu
     clearSessionCookie(ctx.res, isHttps(ctx.req, config))
     redirect(ctx.res, '/portal/sign-in?signed-out')
   }))
+}
+
+/** The sign-in form again, with the refusal's message on it (and its status and headers). */
+function signInAgain(ctx: RequestContext, error: GatewayError, username: string): void {
+  ctx.errorName = error.errorName
+  for (const [name, value] of Object.entries(error.headers)) ctx.res.setHeader(name, value)
+  sendHtml(ctx.res, error.status, signInPage({ error: error.message, username }))
 }

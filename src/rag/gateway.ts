@@ -4,7 +4,7 @@
 import type { HTTPMethod } from 'find-my-way'
 import type { AccessTokenVerifier, Identity } from '../auth/identity.ts'
 import { bearerToken } from '../auth/bearer.ts'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, gatewayError } from '../errors.ts'
 import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from '../config/schema.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import { clientAddress, clientScheme } from '../http/client-address.ts'
@@ -17,7 +17,7 @@ import type { RagBackends } from './backends.ts'
 import { backendRequestHeaders } from './headers.ts'
 import { admitPublicRagCall, admitRagCall } from './limits.ts'
 import { serviceRoute } from './path.ts'
-import { badPath, notAuthenticated, RagRefusal, sendRefusal, toRefusal } from './refusal.ts'
+import { sendRefusal, toRefusal } from './refusal.ts'
 import { relay } from './relay.ts'
 import { checkRouteRules, isPublicRoute } from './rules.ts'
 
@@ -65,7 +65,7 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
       for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
     } else {
       const token = bearerToken(ctx.req)
-      if (token === null) throw notAuthenticated()
+      if (token === null) throw gatewayError('missing_access_token')
       identity = await deps.accessTokens.verify(token)
       ctx.userId = identity.userId
       checkRouteRules(settings, method, route.decoded, identity)
@@ -82,17 +82,12 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {
     const refusal = toRefusal(err)
-    ctx.errorCode = refusal.code
     // Why a token was refused is for the operator, never the client (who gets one message).
-    if (refusal.status === 401 && err instanceof GatewayError) ctx.log.debug({ reason: err.message }, 'RAG access token refused')
+    if (refusal.errorName === 'invalid_access_token' && err instanceof GatewayError) ctx.log.debug({ reason: err.message }, 'RAG access token refused')
     // A store that does not answer (checking a token's session) is an outage, not a bug.
     if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
     else if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 503 && refusal.status !== 504) ctx.log.error({ err }, 'RAG gateway error')
-    if (ctx.res.headersSent) {
-      ctx.res.destroy()
-      return
-    }
-    sendRefusal(ctx.res, refusal)
+    sendRefusal(ctx, refusal)
   } finally {
     // The relay resolves once the reply has ended (or was cut), so this is its whole length.
     metrics.ragRequests.inc({ service, class: `${Math.floor(ctx.res.statusCode / 100)}xx` })
@@ -108,11 +103,11 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
  * unknown service: FastAPI's 404. Anything else (/v2, /v1, /queue, /admin and whatever a
  * client mangled them into) keeps the inference side's 404.
  */
-export function unmatchedRagPath(url: string): RagRefusal | null {
+export function unmatchedRagPath(url: string): GatewayError | null {
   const path = url.split('?', 1)[0] ?? ''
   const segment = RAG_SEGMENTS.find(([name]) => path.startsWith(`/${name}/`) || path === `/${name}`)?.[0]
   // A service's root is not routed (the router drops a trailing slash, and /<service>/* needs more).
-  if (segment !== undefined) return path.length <= segment.length + 2 ? new RagRefusal(404, 'unknown_route', 'Not Found') : badPath()
-  if (/^\/[a-z][a-z0-9]*(-[a-z0-9]+)+(\/|\?|$)/.test(url)) return new RagRefusal(404, 'unknown_service', 'Not Found')
+  if (segment !== undefined) return path.length <= segment.length + 2 ? gatewayError('rag_unknown_route') : gatewayError('rag_bad_path')
+  if (/^\/[a-z][a-z0-9]*(-[a-z0-9]+)+(\/|\?|$)/.test(url)) return gatewayError('rag_unknown_service')
   return null
 }

@@ -3,7 +3,9 @@
 // Refused: dot segments (`.`, `..`, also percent-encoded, double-encoded or with `;`
 // parameters), encoded slashes and backslashes, backslashes, empty segments (`//`),
 // control characters and NUL, and malformed percent-encoding.
-import { badPath } from './refusal.ts'
+import { gatewayError, type GatewayError } from '../errors.ts'
+
+const badPath = (): GatewayError => gatewayError('rag_bad_path')
 
 export interface ServiceRoute {
   /** The route inside the service, as sent (raw), always starting with `/`. */

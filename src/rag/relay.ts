@@ -6,12 +6,12 @@
 import http, { type Agent, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
 import https from 'node:https'
 import { pipeline } from 'node:stream'
+import { gatewayError, type GatewayError } from '../errors.ts'
 import { watchBodyPace, type BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import { isJsonType, mediaType } from '../http/media-type.ts'
 import { statusWithReason } from '../http/status.ts'
 import { clientResponseHeaders } from './headers.ts'
-import { RagRefusal } from './refusal.ts'
 
 export interface RelayTarget {
   /** The service's base URL; the route is appended to its path. */
@@ -36,7 +36,7 @@ export interface RelayOutcome {
 export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: string, headers: OutgoingHttpHeaders, bodyRate: BodyRate): Promise<RelayOutcome> {
   const { req, res } = ctx
   const started = performance.now()
-  const tooLarge = (): RagRefusal => new RagRefusal(413, 'request_too_large', `Request body too large: the ${target.service} service takes at most ${target.maxBodyBytes} bytes`, { connection: 'close' })
+  const tooLarge = (): GatewayError => gatewayError('rag_body_too_large', { message: `Request body too large: the ${target.service} service takes at most ${target.maxBodyBytes} bytes`, headers: { connection: 'close' } })
   // A declared length over the cap is refused before anything is sent.
   if (Number(req.headers['content-length'] ?? 0) > target.maxBodyBytes) return Promise.reject(tooLarge())
   return new Promise<RelayOutcome>((resolve, reject) => {
@@ -54,8 +54,8 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     let responded = false
     const timers: NodeJS.Timeout[] = []
     const clear = (): void => { for (const t of timers) clearTimeout(t) }
-    const unavailable = (): RagRefusal => new RagRefusal(502, 'upstream_unreachable', `The ${target.service} service is unavailable`)
-    const refuse = (refusal: RagRefusal): void => {
+    const unavailable = (): GatewayError => gatewayError('rag_service_unreachable', { message: `The ${target.service} service is unavailable` })
+    const refuse = (refusal: GatewayError): void => {
       if (settled) return
       settled = true
       clear()
@@ -79,7 +79,7 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     // Waiting: once the whole request is sent, the response headers must come in time.
     request.once('finish', () => {
       if (responded) return
-      timers.push(setTimeout(() => refuse(new RagRefusal(504, 'upstream_timeout', `The ${target.service} service did not answer in time`)), target.responseTimeoutMs))
+      timers.push(setTimeout(() => refuse(gatewayError('rag_service_timeout', { message: `The ${target.service} service did not answer in time` })), target.responseTimeoutMs))
     })
     // After the response began, its own pipeline reports failures; an upload the backend
     // stopped reading (it answered early) is no failure of the exchange.
@@ -113,9 +113,9 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     if (!req.complete) {
       // And it must keep arriving at the server's pace, as a body the gateway reads does:
       // a client that declares more than it sends is answered within a window, not held.
-      const stopWatching = watchBodyPace(req, bodyRate, () => refuse(new RagRefusal(408, 'request_timeout', 'The request body arrived too slowly')))
+      const stopWatching = watchBodyPace(req, bodyRate, () => refuse(gatewayError('rag_body_timeout')))
       request.once('close', stopWatching)
-      const stalled = setTimeout(() => refuse(new RagRefusal(408, 'request_timeout', 'The request body stopped arriving')), target.idleTimeoutMs)
+      const stalled = setTimeout(() => refuse(gatewayError('rag_body_timeout', { message: 'The request body stopped arriving' })), target.idleTimeoutMs)
       timers.push(stalled)
       // Only while waiting: refresh() would re-arm a timer the response has cleared.
       req.on('data', () => { if (!responded && !settled) stalled.refresh() })
@@ -136,7 +136,11 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
       if (status >= 400 && !isJsonType(mediaType(upstream.headers['content-type']))) {
         upstream.resume()
         const retryAfter = upstream.headers['retry-after']
-        refuse(new RagRefusal(status, 'upstream_error', `The ${target.service} service answered ${statusWithReason(status)}`, retryAfter === undefined ? {} : { 'retry-after': retryAfter }))
+        refuse(gatewayError('rag_service_error_status', {
+          status,
+          message: `The ${target.service} service answered ${statusWithReason(status)}`,
+          ...(retryAfter === undefined ? {} : { headers: { 'retry-after': retryAfter } }),
+        }))
         return
       }
       res.writeHead(status, clientResponseHeaders(upstream))

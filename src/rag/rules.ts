@@ -1,7 +1,7 @@
 // Route rules: which routes of a service anyone may call, and which roles the rest need.
 import type { RagServiceConfig } from '../config/schema.ts'
 import type { Identity } from '../auth/identity.ts'
-import { forbidden } from './refusal.ts'
+import { gatewayError } from '../errors.ts'
 
 /** Segment-boundary prefix match: /api/v1/configs covers /api/v1/configs and /api/v1/configs/x. */
 function underPrefix(path: string, prefix: string): boolean {
@@ -25,6 +25,6 @@ export function isPublicRoute(service: RagServiceConfig, method: string, path: s
 export function checkRouteRules(service: RagServiceConfig, method: string, path: string, identity: Identity): void {
   for (const rule of service.rules) {
     if (!methodsCover(rule.methods, method) || !underPrefix(path, rule.prefix)) continue
-    if (!rule.roles.some((role) => identity.roles.includes(role))) throw forbidden()
+    if (!rule.roles.some((role) => identity.roles.includes(role))) throw gatewayError('rag_route_forbidden')
   }
 }

@@ -61,7 +61,7 @@ async function gatewayFor(
       }
     } catch (err) {
       record.error = err
-      sendError(res, err)
+      sendError({ res }, err)
     }
   })
   t.teardown(() => gateway.close())

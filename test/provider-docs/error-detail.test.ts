@@ -13,7 +13,7 @@ import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 interface Reply { status: number; body: Record<string, unknown> }
 
 /** The codes of the gateway's own errors: an error with another code came from upstream. */
-const GATEWAY_CODES = new Set<string | null>(Object.values(ERRORS).map((e) => e.code))
+const GATEWAY_CODES = new Set<string | null>(Object.values(ERRORS).flatMap((e) => (e.body === 'openai' ? [e.code] : [])))
 
 let gw: RunningTollgate
 let key: string

@@ -260,7 +260,7 @@ async function failoverGateway(t: Test, targets: readonly FailoverTarget[], body
       for await (const chunk of response.body) res.write(chunk)
       res.end()
     } catch (err) {
-      sendError(res, err)
+      sendError({ res }, err)
     }
   })
   t.teardown(() => gateway.close())

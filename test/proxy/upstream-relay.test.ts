@@ -46,7 +46,7 @@ async function setup(t: Test, options: FakeUpstreamOptions = {}): Promise<Setup>
         stream, clientWantsUsage, promptTokens: async () => 9, jsonLimitBytes: 1 << 20, signal: controller.signal, publicModel: 'public',
       }))
     } catch (err) {
-      sendError(res, err)
+      sendError({ res }, err)
     }
   })
   t.teardown(() => gateway.close())

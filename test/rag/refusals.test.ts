@@ -149,7 +149,7 @@ t.test('502 when a backend is down, 504 when it does not answer in time', async 
   const line = h.logs().find((l) => l.msg === 'request' && l.route === 'rag.file-manager')
   t.equal(line?.status, 504)
   t.equal(line?.userId, 'user-1', 'the access log names the user')
-  t.equal(line?.error, 'upstream_timeout')
+  t.equal(line?.error, 'rag_service_timeout', 'the error table\'s name of the refusal')
 })
 
 t.test('a backend error without a JSON body reaches the client as {"detail"}, its status kept', async (t) => {

@@ -22,8 +22,6 @@ import { redisCounters } from './redis-counters.ts'
 import { refusalOf } from './refusal.ts'
 import { keepSnapshots, type Snapshots } from './snapshot.ts'
 
-export { LIMITER_MODES, type OnRedisDown } from './outage.ts'
-
 export interface LimiterOptions {
   /** Shared counters. Without it the counters live in this process (the embedded store). */
   readonly redis?: RedisConnection

@@ -69,9 +69,6 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
   const shared = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs) : null
 
-  /** Runs fn on Redis; undefined when Redis is (or just turned out to be) unreachable. */
-  const viaRedis = async <T>(fn: (counters: Counters) => Promise<T>): Promise<T | undefined> =>
-    (shared && watch ? watch.call(() => fn(shared)) : undefined)
   const watch: RedisWatch | null = redis && shared
     ? watchRedis({
       redis,
@@ -87,6 +84,12 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     })
     : null
   if (!watch) publishMode(metrics, 'memory')
+
+  /** Runs fn on Redis; undefined when Redis is (or just turned out to be) unreachable. */
+  function viaRedis<T>(fn: (counters: Counters) => Promise<T>): Promise<T | undefined> {
+    return shared && watch ? watch.call(() => fn(shared)) : Promise.resolve(undefined)
+  }
+
   const snapshots: Snapshots | null = !redis && options.snapshotFile !== undefined
     ? keepSnapshots(memory, { file: options.snapshotFile, everyMs: options.snapshotEveryMs ?? 10_000, log })
     : null

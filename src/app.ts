@@ -19,7 +19,7 @@ import { requestIdOf } from './http/request-id.ts'
 import { registerProbeRoutes } from './http/probes.ts'
 import { registerFrontDoor } from './http/front-door.ts'
 import { unknownRouteMessage } from './http/route-hints.ts'
-import { Router, type Params, type RouteEntry } from './http/router.ts'
+import { RouteTable, type Params, type RouteEntry } from './http/router.ts'
 import { AZURE_ENDPOINTS, withoutApiVersion } from './inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
@@ -93,7 +93,7 @@ export interface App {
 
 export function buildApp(deps: AppDeps): App {
   const { config, metrics } = deps
-  const router = new Router<Handler>()
+  const router = new RouteTable<Handler>()
   const { corridor } = deps
   // /v2 and /v1: one admission; over the limit is the client's 429.
   const v2Admission = limiterStrategy(deps.limiter)

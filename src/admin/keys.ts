@@ -6,7 +6,9 @@ import { bodyRateOf } from '../http/body-rate.ts'
 import { gatewayError } from '../errors.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import { KEY_STATUSES, type EffectiveKeyStatus } from '../keys/service.ts'
-import { parseQuery, readOptionalJson, sendAdmin, type AdminRouter } from './http.ts'
+import { parseQuery } from '../http/query.ts'
+import type { Router } from '../http/router.ts'
+import { readOptionalJson, sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
 export const listKeysQuery = z.strictObject({
@@ -15,7 +17,7 @@ export const listKeysQuery = z.strictObject({
   status: z.enum(KEY_STATUSES as [EffectiveKeyStatus, ...EffectiveKeyStatus[]]).optional(),
 })
 
-export function registerKeyRoutes(router: AdminRouter, deps: AdminDeps): void {
+export function registerKeyRoutes(router: Router, deps: AdminDeps): void {
   const { keys, authenticateAdmin } = deps
   const limit = deps.config.server.jsonBodyLimitBytes
   const rate = bodyRateOf(deps.config.server)

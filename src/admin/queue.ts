@@ -2,10 +2,11 @@
 // whoever owns it.
 import { gatewayError } from '../errors.ts'
 import type { QueueService } from '../queue/service.ts'
-import { sendAdmin, type AdminRouter } from './http.ts'
+import type { Router } from '../http/router.ts'
+import { sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
-export function registerQueueAdminRoutes(router: AdminRouter, deps: AdminDeps): void {
+export function registerQueueAdminRoutes(router: Router, deps: AdminDeps): void {
   const { authenticateAdmin } = deps
   const queue = (): QueueService => {
     if (deps.queue === undefined) throw gatewayError('unknown_route')

@@ -7,7 +7,7 @@ import type { Meter } from '../keys/meter.ts'
 import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { Stores } from '../store/ports.ts'
-import type { AdminRouter } from './http.ts'
+import type { Router } from '../http/router.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerTierRoutes } from './tiers.ts'
@@ -26,7 +26,7 @@ export interface AdminDeps {
   readonly accounts: AccountService
 }
 
-export function registerAdminRoutes(router: AdminRouter, deps: AdminDeps): void {
+export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerKeyRoutes(router, deps)
   registerUsageRoutes(router, deps)
   registerTierRoutes(router, deps)

@@ -1,9 +1,10 @@
 // /admin/tiers: the plans in force, as loaded at boot.
 import { storageCapsOf } from '../limits/plans.ts'
-import { sendAdmin, type AdminRouter } from './http.ts'
+import type { Router } from '../http/router.ts'
+import { sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
-export function registerTierRoutes(router: AdminRouter, deps: AdminDeps): void {
+export function registerTierRoutes(router: Router, deps: AdminDeps): void {
   router.on('GET', '/admin/tiers', async (ctx) => {
     ctx.route = 'admin.tiers'
     deps.authenticateAdmin(ctx.req)

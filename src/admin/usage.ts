@@ -7,7 +7,9 @@ import { utcDay } from '../keys/meter.ts'
 import { planCurrency, toUnits } from '../keys/money.ts'
 import type { UsageRecord } from '../store/ports.ts'
 import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
-import { parseQuery, sendAdmin, type AdminRouter } from './http.ts'
+import { parseQuery } from '../http/query.ts'
+import type { Router } from '../http/router.ts'
+import { sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
 import { DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS } from './usage-limits.ts'
@@ -101,7 +103,7 @@ export function groupUsage(rows: readonly UsageRecord[], group: UsageGroup, dail
     .map((g) => ({ ...(g.day === undefined ? {} : { day: g.day }), [field]: g.name, ...totalsOf(g.totals) }))
 }
 
-export function registerUsageRoutes(router: AdminRouter, deps: AdminDeps): void {
+export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
   const { keys, authenticateAdmin } = deps
   const read = async (query: { keyId?: string; from: string; to: string }): Promise<UsageRecord[]> => {
     // Rows this instance holds for a retry first; other instances retry theirs every second.

@@ -9,7 +9,8 @@ import { bodyRateOf } from '../http/body-rate.ts'
 import { gatewayError } from '../errors.ts'
 import { User, UserList } from '../api/users.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
-import { sendAdmin, type AdminRouter } from './http.ts'
+import type { Router } from '../http/router.ts'
+import { sendAdmin } from './http.ts'
 
 export interface UserAdminDeps {
   readonly config: Pick<Config, 'server'>
@@ -17,7 +18,7 @@ export interface UserAdminDeps {
   readonly authenticateAdmin: AdminAuthenticator
 }
 
-export function registerUserRoutes(router: AdminRouter, deps: UserAdminDeps): void {
+export function registerUserRoutes(router: Router, deps: UserAdminDeps): void {
   const { accounts, authenticateAdmin } = deps
   const limit = deps.config.server.jsonBodyLimitBytes
   const rate = bodyRateOf(deps.config.server)

@@ -2,8 +2,8 @@
 // where the API, its reference, the models and the portal are.
 import { z } from 'zod'
 import type { OperationDoc } from '../openapi/operation.ts'
-import type { ProbeRouter } from './probes.ts'
 import { sendJson } from './reply.ts'
+import type { Router } from './router.ts'
 
 const FrontDoor = z.object({
   object: z.literal('tollgate'),
@@ -16,7 +16,7 @@ export const FRONT_DOOR_OPERATIONS: readonly OperationDoc[] = [
 ]
 
 /** Registered beside the probes, on the same kind of router (GET routes of the gateway's own). */
-export function registerFrontDoor(router: ProbeRouter, options: { readonly portal: boolean }): void {
+export function registerFrontDoor(router: Router, options: { readonly portal: boolean }): void {
   const links: Record<string, string> = {
     inference: '/v2 (the OpenAI SDK\'s baseURL: http://<host>:<port>/v2)',
     files_and_vector_stores: '/v1',

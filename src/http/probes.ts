@@ -4,12 +4,8 @@ import type { OperationDoc } from '../openapi/operation.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { Stores } from '../store/ports.ts'
-import type { RequestContext } from './context.ts'
 import { sendJson } from './reply.ts'
-
-export interface ProbeRouter {
-  on(method: 'GET', path: string, route: (ctx: RequestContext) => Promise<void>): unknown
-}
+import type { Router } from './router.ts'
 
 export interface ProbeDeps {
   readonly stores: Pick<Stores, 'ping'>
@@ -40,7 +36,7 @@ export const PROBE_OPERATIONS: readonly OperationDoc[] = [
   },
 ]
 
-export function registerProbeRoutes(router: ProbeRouter, deps: ProbeDeps): void {
+export function registerProbeRoutes(router: Router, deps: ProbeDeps): void {
   router.on('GET', '/healthz', async (ctx) => { ctx.route = 'healthz'; sendJson(ctx.res, 200, { status: 'ok' }) })
   router.on('GET', '/readyz', async (ctx) => {
     ctx.route = 'readyz'

@@ -1,7 +1,20 @@
-// Method + path routing on find-my-way, with the 404 / 405 distinction the error table needs.
+// Method + path routing on find-my-way, with the 404 / 405 distinction the error table needs,
+// and the one Router interface every route module registers its routes on.
 import FindMyWay, { type HTTPMethod } from 'find-my-way'
+import type { RequestContext } from './context.ts'
 
 export type Params = Readonly<Record<string, string>>
+
+/** A route's handler: the request, the path's parameters and the query string. */
+export type RouteHandler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
+
+/**
+ * What a route module (admin, queue, probes, portal, ...) adds its routes to. app.ts
+ * passes its RouteTable; a module needs no more than `on`, so it never sees matching.
+ */
+export interface Router {
+  on(method: HTTPMethod | HTTPMethod[], path: string, route: RouteHandler): unknown
+}
 
 export type Match<R> =
   | { readonly found: true; readonly route: R; readonly params: Params; readonly query: URLSearchParams }
@@ -15,7 +28,8 @@ export interface RouteEntry {
   readonly path: string
 }
 
-export class Router<R> {
+/** The routes app.ts serves, and the matching of a request against them. */
+export class RouteTable<R> {
   readonly #fmw = FindMyWay({ ignoreTrailingSlash: true, caseSensitive: true, maxParamLength: 256 })
   readonly #entries: RouteEntry[] = []
   #sealed = false

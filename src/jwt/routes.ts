@@ -18,7 +18,7 @@ import { discardUnreadBody, readJsonBody } from '../http/body.ts'
 import { clientAddress } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import { sendJson } from '../http/reply.ts'
-import type { Params } from '../http/router.ts'
+import type { RouteHandler, Router } from '../http/router.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
@@ -26,11 +26,6 @@ import { sendRefusal } from '../rag/refusal.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { TokenService } from './service.ts'
 
-type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
-
-export interface TokenRouter {
-  on(method: 'GET' | 'POST', path: string, route: Handler): unknown
-}
 
 export interface TokenRouteDeps {
   readonly config: Pick<Config, 'server'>
@@ -84,7 +79,7 @@ function bearerOf(req: IncomingMessage): string {
 }
 
 /** Runs a route and answers its errors in FastAPI's shape. */
-function detailed(route: string, outage: OutageLog, handler: Handler): Handler {
+function detailed(route: string, outage: OutageLog, handler: RouteHandler): RouteHandler {
   return async (ctx, params, query) => {
     ctx.route = route
     try {
@@ -107,7 +102,7 @@ function detailed(route: string, outage: OutageLog, handler: Handler): Handler {
   }
 }
 
-export function registerTokenRoutes(router: TokenRouter, deps: TokenRouteDeps): void {
+export function registerTokenRoutes(router: Router, deps: TokenRouteDeps): void {
   const { tokens, accessTokens } = deps
   const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' }
   const outage = createOutageLog('RAG login')

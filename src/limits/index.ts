@@ -6,7 +6,8 @@ import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady } from '../store/redis-client.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
 
-export { createLimiter, LIMITER_MODES, type LimiterOptions, type ManagedLimiter, type OnRedisDown } from './limiter.ts'
+export { createLimiter, type LimiterOptions, type ManagedLimiter } from './limiter.ts'
+export { LIMITER_MODES, type OnRedisDown } from './outage.ts'
 export { formatDuration, parseDuration } from './duration.ts'
 
 /**

@@ -4,17 +4,12 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { z } from 'zod'
-import type { RequestContext } from '../http/context.ts'
-import type { Params } from '../http/router.ts'
+import type { Router } from '../http/router.ts'
 import type { OpenApiDocument } from './document.ts'
 import type { OperationDoc } from './operation.ts'
 import { REDOC_BUNDLE_PATH, REDOC_CSP, REDOC_PAGE_PATH, redocBundle, redocPage, type RedocBundle } from './redoc.ts'
 
 export const OPENAPI_PATH = '/openapi.json'
-
-export interface ReferenceRouter {
-  on(method: 'GET', path: string, route: (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>): unknown
-}
 
 const TAG = 'API reference'
 
@@ -49,7 +44,7 @@ function send(req: IncomingMessage, res: ServerResponse, body: Buffer, headers: 
   res.end(body)
 }
 
-export function registerReferenceRoutes(router: ReferenceRouter, document: () => OpenApiDocument): void {
+export function registerReferenceRoutes(router: Router, document: () => OpenApiDocument): void {
   let served: { bytes: Buffer; etag: string } | undefined
   const documentBytes = (): { bytes: Buffer; etag: string } => {
     if (served === undefined) {

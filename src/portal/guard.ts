@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
-import type { Params } from '../http/router.ts'
+import type { Params, RouteHandler } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import type { KeyService } from '../keys/service.ts'
@@ -26,11 +26,6 @@ export interface PortalDeps {
   readonly usage: UsageStore
 }
 
-export type PortalHandler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
-
-export interface PortalRouter {
-  on(method: 'GET' | 'POST', path: string, route: PortalHandler): unknown
-}
 
 export interface Me extends SignedIn {
   readonly viewer: Viewer
@@ -64,7 +59,7 @@ export function createGuards(deps: PortalDeps) {
     const signedIn = await deps.sessions.resume(cookie)
     return signedIn === null || cookie === undefined ? null : { ...signedIn, viewer: viewerOf(signedIn), cookie }
   }
-  const guarded = (route: string, admin: boolean, fn: (ctx: RequestContext, me: Me, params: Params, query: URLSearchParams) => Promise<void>, before?: (ctx: RequestContext) => void): PortalHandler =>
+  const guarded = (route: string, admin: boolean, fn: (ctx: RequestContext, me: Me, params: Params, query: URLSearchParams) => Promise<void>, before?: (ctx: RequestContext) => void): RouteHandler =>
     async (ctx, params, query) => {
       ctx.route = route
       let me: Me | null = null
@@ -82,9 +77,9 @@ export function createGuards(deps: PortalDeps) {
   return {
     resume,
     /** A page for a signed-in user (admin: for admins only). */
-    page: (route: string, fn: SignedInHandler, options: { admin?: boolean } = {}): PortalHandler => guarded(route, options.admin ?? false, fn),
+    page: (route: string, fn: SignedInHandler, options: { admin?: boolean } = {}): RouteHandler => guarded(route, options.admin ?? false, fn),
     /** A state-changing form: same origin, signed in, then the session's CSRF token. */
-    form: (route: string, fn: FormHandler, options: { admin?: boolean } = {}): PortalHandler =>
+    form: (route: string, fn: FormHandler, options: { admin?: boolean } = {}): RouteHandler =>
       guarded(route, options.admin ?? false, async (ctx, me, params) => {
         const form = await readForm(ctx.req, bodyRateOf(deps.config.server))
         checkCsrf(form, me.session.csrfToken)

@@ -1,13 +1,14 @@
 // The admin's pages (role `admin`): every key, filtered, with its tier; every user, made,
 // disabled and enabled here. The same KeyService and AccountService as /admin.
 import { KEY_STATUSES, type EffectiveKeyStatus } from '../keys/service.ts'
-import type { Guards, PortalDeps, PortalRouter } from './guard.ts'
+import type { Router } from '../http/router.ts'
+import type { Guards, PortalDeps } from './guard.ts'
 import { redirect, sendHtml } from './http.ts'
 import { ADMIN_ROLE } from './layout.ts'
 import { adminKeysPage, adminUsersPage } from './pages/admin.ts'
 import { keyRows } from './routes-keys.ts'
 
-export function registerAdminPortalRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
+export function registerAdminPortalRoutes(router: Router, deps: PortalDeps, guards: Guards): void {
   const { keys, accounts, config } = deps
 
   router.on('GET', '/portal/admin/keys', guards.page('portal.admin.keys', async (ctx, me, _params, query) => {

@@ -4,7 +4,8 @@
 import { gatewayError } from '../errors.ts'
 import { planCurrency } from '../keys/money.ts'
 import type { KeyRecord } from '../keys/record.ts'
-import type { Guards, PortalDeps, PortalRouter } from './guard.ts'
+import type { Router } from '../http/router.ts'
+import type { Guards, PortalDeps } from './guard.ts'
 import { redirect, sendHtml } from './http.ts'
 import { html } from './html.ts'
 import { lastUsedDays } from './last-used.ts'
@@ -36,7 +37,7 @@ function graceOf(form: URLSearchParams): number {
   return Number(text)
 }
 
-export function registerKeyRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
+export function registerKeyRoutes(router: Router, deps: PortalDeps, guards: Guards): void {
   const { keys, config } = deps
 
   router.on('GET', '/portal/keys', guards.page('portal.keys', async (ctx, me, _params, query) => {

@@ -4,11 +4,12 @@ import { GatewayError, gatewayError } from '../errors.ts'
 import type { RequestContext } from '../http/context.ts'
 import { clientAddress } from '../http/client-address.ts'
 import { checkSameOrigin, clearSessionCookie, isHttps, readForm, redirect, sendHtml, setSessionCookie } from './http.ts'
-import { failPage, type Guards, type PortalDeps, type PortalRouter } from './guard.ts'
+import type { Router } from '../http/router.ts'
+import { failPage, type Guards, type PortalDeps } from './guard.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import { signInPage } from './pages/sign-in.ts'
 
-export function registerSessionRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
+export function registerSessionRoutes(router: Router, deps: PortalDeps, guards: Guards): void {
   const { config } = deps
 
   router.on('GET', '/portal', async (ctx) => {

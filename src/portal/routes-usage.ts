@@ -4,14 +4,15 @@ import { gatewayError } from '../errors.ts'
 import { planCurrency } from '../keys/money.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import { isCalendarDay } from '../store/usage-rows.ts'
-import type { Guards, Me, PortalDeps, PortalRouter } from './guard.ts'
+import type { Router } from '../http/router.ts'
+import type { Guards, Me, PortalDeps } from './guard.ts'
 import { securityHeaders, sendHtml } from './http.ts'
 import { usageRows } from './last-used.ts'
 import { usagePage } from './pages/usage.ts'
 import { byNewest } from './routes-keys.ts'
 import { usageCsv, usageReport } from './usage-report.ts'
 
-export function registerUsageRoutes(router: PortalRouter, deps: PortalDeps, guards: Guards): void {
+export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Guards): void {
   /** The user's keys, the one asked for (theirs, or any for an admin), the range, and the rows. */
   async function read(me: Me, query: URLSearchParams) {
     const own = (await deps.keys.list({ owner: me.account.id })).sort(byNewest)

@@ -3,7 +3,8 @@
 // reference (every route the gateway serves is documented).
 import type { OperationDoc } from '../openapi/operation.ts'
 import { asset, ASSET_NAMES, type AssetName } from './assets.ts'
-import { createGuards, failPage, viewerOf, type PortalDeps, type PortalRouter } from './guard.ts'
+import type { Router } from '../http/router.ts'
+import { createGuards, failPage, viewerOf, type PortalDeps } from './guard.ts'
 import { securityHeaders } from './http.ts'
 import { registerAdminPortalRoutes } from './routes-admin.ts'
 import { registerKeyRoutes } from './routes-keys.ts'
@@ -15,7 +16,7 @@ import type { RequestContext } from '../http/context.ts'
 
 export type { PortalDeps } from './guard.ts'
 
-export function registerPortalRoutes(router: PortalRouter, deps: PortalDeps): void {
+export function registerPortalRoutes(router: Router, deps: PortalDeps): void {
   const guards = createGuards(deps)
   registerSessionRoutes(router, deps, guards)
   registerKeyRoutes(router, deps, guards)

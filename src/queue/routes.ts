@@ -2,12 +2,12 @@
 // stored with Prefer: respond-async), and the caller's stored requests. The endpoints go
 // through the same corridor as their /v2 twins; only the admission differs.
 import type { IncomingMessage } from 'node:http'
-import type { AdminRouter } from '../admin/http.ts'
-import { parseQuery } from '../admin/http.ts'
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { Config } from '../config/schema.ts'
 import type { RequestContext } from '../http/context.ts'
+import { parseQuery } from '../http/query.ts'
 import { sendJson } from '../http/reply.ts'
+import type { Router } from '../http/router.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
 import { liveExchange, type Corridor } from '../inference/corridor.ts'
 import type { Principal } from '../keys/record.ts'
@@ -32,7 +32,7 @@ export function prefersAsync(req: IncomingMessage): boolean {
   return values.some((v) => v.split(',').some((p) => p.split(';', 1)[0]?.trim().toLowerCase() === 'respond-async'))
 }
 
-export function registerQueueRoutes(router: AdminRouter, deps: QueueRouteDeps): void {
+export function registerQueueRoutes(router: Router, deps: QueueRouteDeps): void {
   const { corridor, queue } = deps
   const bodyLimitReason = `Asynchronous requests are kept until they run: at most ${deps.config.queue.maxBodyBytes} bytes (queue.maxBodyBytes).`
 

@@ -9,6 +9,7 @@ import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from 
 import { bodyRateOf } from '../http/body-rate.ts'
 import { clientAddress, clientScheme } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
+import type { Router } from '../http/router.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
@@ -38,11 +39,7 @@ export interface RagGatewayDeps {
   readonly backends: RagBackends
 }
 
-export interface RagRouter {
-  on(method: HTTPMethod[], path: string, route: (ctx: RequestContext) => Promise<void>): unknown
-}
-
-export function registerRagRoutes(router: RagRouter, deps: RagGatewayDeps): void {
+export function registerRagRoutes(router: Router, deps: RagGatewayDeps): void {
   const outage = createOutageLog('RAG gateway')
   for (const [segment, service] of RAG_SEGMENTS) {
     router.on([...RAG_METHODS], `/${segment}/*`, (ctx) => handleRagRequest(ctx, segment, service, deps, outage))

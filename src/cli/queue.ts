@@ -1,9 +1,8 @@
 // `tollgate queue list|show|cancel`: the queue from a terminal, through a running
 // gateway's admin API. Same conventions as `tollgate keys` (URL and token from the
 // environment or flags, tables by default, --json for scripts, the same exit codes).
-import { parseArgs } from 'node:util'
-import { AdminApiError, createAdminClient } from './admin-client.ts'
-import { EXIT_OK, EXIT_USAGE, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { AdminApiError } from './admin-client.ts'
+import { ADMIN_OPTIONS, adminSession, EXIT_OK, optionReader, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
 import { fields, integer, table, text } from './table.ts'
 
 export const QUEUE_USAGE = `Usage: tollgate queue <command> [options]
@@ -19,13 +18,6 @@ Options:
   --json               Print the API's JSON instead of tables
 `
 
-const OPTIONS = {
-  url: { type: 'string' },
-  'admin-token': { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-} as const
-
 type Command = 'list' | 'show' | 'cancel'
 const isCommand = (name: string): name is Command => name === 'list' || name === 'show' || name === 'cancel'
 
@@ -34,28 +26,12 @@ export function runQueueCommand(args: readonly string[], io: CliIo): Promise<num
 }
 
 async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true })
-  } catch (err) {
-    throw new UsageError((err as Error).message)
-  }
-  const { values, positionals } = parsed
+  const { values, positionals } = parseCommandArgs(args, ADMIN_OPTIONS)
   if (values.help === true) {
     io.stdout(QUEUE_USAGE)
     return EXIT_OK
   }
-  const token = values['admin-token'] ?? io.env.TOLLGATE_ADMIN_TOKEN
-  if (!token) {
-    io.stderr('tollgate queue: no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)\n')
-    return EXIT_USAGE
-  }
-  const url = values.url ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
-  const api = createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) })
-  const print = (value: unknown, human: () => string): number => {
-    io.stdout(values.json === true ? `${JSON.stringify(value, null, 2)}\n` : human())
-    return EXIT_OK
-  }
+  const { api, print } = adminSession(optionReader(values), io)
   const id = (): string => {
     const [first, ...extra] = positionals
     if (first === undefined) throw new UsageError(`queue ${command} needs a request id`)

@@ -1,8 +1,9 @@
 // What every `tollgate <group> <command>` shares: its I/O, its exit codes, its usage
-// errors, and the dispatch from a command name to the command, with the admin API's
-// refusals turned into one line a person can act on.
+// errors, the dispatch from a command name to the command, with the admin API's refusals
+// turned into one line a person can act on, and the way each group reaches that API (the
+// gateway URL and admin token from flags or the environment, tables or --json).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { AdminApiError } from './admin-client.ts'
+import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
 
 export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>
@@ -63,4 +64,67 @@ export function parseCommandArgs(args: readonly string[], options: ParseArgsConf
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
+}
+
+/** What a command's options say, read by name (parseArgs types them by the command's own table). */
+export interface OptionReader {
+  readonly str: (flag: string) => string | undefined
+  readonly list: (flag: string) => string[] | undefined
+  readonly flag: (name: string) => boolean
+}
+
+export function optionReader(values: OptionValues): OptionReader {
+  return {
+    str: (flag) => {
+      const v = values[flag]
+      return typeof v === 'string' ? v : undefined
+    },
+    list: (flag) => {
+      const v = values[flag]
+      return Array.isArray(v) ? v : undefined
+    },
+    flag: (name) => values[name] === true,
+  }
+}
+
+/** The options every command of a group takes: where the gateway is, its admin token, --json, --help. */
+export const ADMIN_OPTIONS = {
+  url: { type: 'string' },
+  'admin-token': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const satisfies ParseArgsConfig['options']
+
+export interface AdminSession {
+  readonly api: AdminClient
+  /** The gateway URL the client was made for. */
+  readonly url: string
+  /** Prints the API's JSON with --json, else what `human` writes; returns EXIT_OK. */
+  readonly print: (value: unknown, human: () => string) => number
+}
+
+/**
+ * The admin API as ADMIN_OPTIONS or the environment name it (the flag first). No token is a
+ * UsageError without the help text: the help would not tell the person where to find one.
+ */
+export function adminSession(options: OptionReader, io: CliIo): AdminSession {
+  const token = options.str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
+  if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
+  const url = options.str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+  const json = options.flag('json')
+  return {
+    api: createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) }),
+    url,
+    print: (value, human) => {
+      io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : human())
+      return EXIT_OK
+    },
+  }
+}
+
+/** A usage error that the help text would not help with (a missing token, a bad URL). */
+export function setupError(message: string): UsageError {
+  const error = new UsageError(message)
+  error.showUsage = false
+  return error
 }

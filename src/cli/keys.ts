@@ -5,7 +5,7 @@
 import type { ParseArgsConfig } from 'node:util'
 import { DEFAULT_CURRENCY } from '../keys/money.ts'
 import { AdminApiError } from './admin-client.ts'
-import { ADMIN_OPTIONS, adminSession, EXIT_OK, optionReader, parseCommandArgs, runCommandGroup, setupError, UsageError, type CliIo } from './subcommands.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, setupError, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
 import { mergeUsageReplies, usageWindows, type UsageWindow } from './usage-windows.ts'
 
@@ -64,20 +64,12 @@ const OPTIONS = {
 
 type Command = keyof typeof OPTIONS
 
-const isCommand = (name: string): name is Command => Object.hasOwn(OPTIONS, name)
-
 export function runKeysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  return runCommandGroup({ name: 'keys', usage: KEYS_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'keys', usage: KEYS_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, OPTIONS[command])
-  if (values.help === true) {
-    io.stdout(KEYS_USAGE)
-    return EXIT_OK
-  }
-  const options = optionReader(values)
-  const { str, list, flag } = options
+async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
+  const { str, list, flag, positionals } = options
   const id = (): string => {
     const [first, ...extra] = positionals
     if (first === undefined) throw new UsageError(`keys ${command} needs a key id`)

@@ -2,7 +2,7 @@
 // gateway's admin API. Same conventions as `tollgate keys` (URL and token from the
 // environment or flags, tables by default, --json for scripts, the same exit codes).
 import { AdminApiError } from './admin-client.ts'
-import { ADMIN_OPTIONS, adminSession, EXIT_OK, optionReader, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, integer, table, text } from './table.ts'
 
 export const QUEUE_USAGE = `Usage: tollgate queue <command> [options]
@@ -18,20 +18,17 @@ Options:
   --json               Print the API's JSON instead of tables
 `
 
-type Command = 'list' | 'show' | 'cancel'
-const isCommand = (name: string): name is Command => name === 'list' || name === 'show' || name === 'cancel'
+const OPTIONS = { list: ADMIN_OPTIONS, show: ADMIN_OPTIONS, cancel: ADMIN_OPTIONS }
+
+type Command = keyof typeof OPTIONS
 
 export function runQueueCommand(args: readonly string[], io: CliIo): Promise<number> {
-  return runCommandGroup({ name: 'queue', usage: QUEUE_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'queue', usage: QUEUE_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, ADMIN_OPTIONS)
-  if (values.help === true) {
-    io.stdout(QUEUE_USAGE)
-    return EXIT_OK
-  }
-  const { api, print } = adminSession(optionReader(values), io)
+async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
+  const { positionals } = options
+  const { api, print } = adminSession(options, io)
   const id = (): string => {
     const [first, ...extra] = positionals
     if (first === undefined) throw new UsageError(`queue ${command} needs a request id`)

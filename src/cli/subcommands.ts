@@ -26,8 +26,14 @@ export interface CommandGroup<C extends string, Io extends CliIo> {
   /** As typed: `keys`, `users`, `queue`. */
   readonly name: string
   readonly usage: string
-  readonly isCommand: (name: string) => name is C
-  readonly run: (command: C, args: readonly string[], io: Io) => Promise<number>
+  /** Each command's options (strict), by its name: the group's commands are these names. */
+  readonly options: Readonly<Record<C, ParseArgsConfig['options']>>
+  readonly run: (command: C, parsed: ParsedCommand, io: Io) => Promise<number>
+}
+
+/** A command's arguments once its options parsed and --help was not asked for. */
+export interface ParsedCommand extends OptionReader {
+  readonly positionals: readonly string[]
 }
 
 /** Runs `tollgate <group> <args…>`; resolves with the exit code. */
@@ -37,9 +43,15 @@ export async function runCommandGroup<C extends string, Io extends CliIo>(group:
     io.stdout(group.usage)
     return name === undefined ? EXIT_USAGE : EXIT_OK
   }
+  const isCommand = (n: string): n is C => Object.hasOwn(group.options, n)
   try {
-    if (!group.isCommand(name)) throw new UsageError(`unknown ${group.name} command: ${name}`)
-    return await group.run(name, rest, io)
+    if (!isCommand(name)) throw new UsageError(`unknown ${group.name} command: ${name}`)
+    const { values, positionals } = parseCommandArgs(rest, group.options[name])
+    if (values.help === true) {
+      io.stdout(group.usage)
+      return EXIT_OK
+    }
+    return await group.run(name, { positionals, ...optionReader(values) }, io)
   } catch (err) {
     if (err instanceof UsageError) {
       io.stderr(`tollgate ${group.name}: ${err.message}\n${err.showUsage ? `\n${group.usage}` : ''}`)

@@ -2,7 +2,7 @@
 // gateway's admin API (/admin/users). A password is read from stdin or a no-echo prompt,
 // never taken from the command line.
 import type { ParseArgsConfig } from 'node:util'
-import { ADMIN_OPTIONS, adminSession, EXIT_OK, optionReader, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, table, text } from './table.ts'
 
 export const USERS_USAGE = `Usage: tollgate users <command> [options]
@@ -44,23 +44,15 @@ const OPTIONS = {
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
-const isCommand = (name: string): name is Command => Object.hasOwn(OPTIONS, name)
 
 export function runUsersCommand(args: readonly string[], io: UsersCliIo): Promise<number> {
-  return runCommandGroup({ name: 'users', usage: USERS_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'users', usage: USERS_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: UsersCliIo): Promise<number> {
-  const parsed = parseCommandArgs(args, OPTIONS[command])
-  const { values } = parsed
-  if (values.help === true) {
-    io.stdout(USERS_USAGE)
-    return EXIT_OK
-  }
-  const options = optionReader(values)
-  const { str, list, flag } = options
+async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Promise<number> {
+  const { str, list, flag, positionals } = options
   const username = (): string => {
-    const [first, ...extra] = parsed.positionals
+    const [first, ...extra] = positionals
     if (first === undefined) throw new UsageError(`users ${command} needs a username`)
     if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]} (a password is never an argument: it is read from stdin or a prompt)`)
     return first
@@ -85,7 +77,7 @@ async function run(command: Command, args: readonly string[], io: UsersCliIo): P
       return print(user, () => showUser(user))
     }
     case 'list': {
-      if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`)
+      if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
       const reply = asObject(await api('GET', '/admin/users'))
       const data = (Array.isArray(reply.data) ? reply.data : []).map(asObject)
       return print(reply, () => data.length === 0 ? 'No users.\n' : table(

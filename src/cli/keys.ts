@@ -69,16 +69,8 @@ export function runKeysCommand(args: readonly string[], io: CliIo): Promise<numb
 }
 
 async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
-  const { str, list, flag, positionals } = options
-  const id = (): string => {
-    const [first, ...extra] = positionals
-    if (first === undefined) throw new UsageError(`keys ${command} needs a key id`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
-    return first
-  }
-  const noPositionals = (): void => {
-    if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
-  }
+  const { str, list, flag, positionals, none: noPositionals } = options
+  const id = (): string => options.sole(`keys ${command} needs a key id`)
 
   const { api, url, print } = adminSession(options, io)
   if (!/^https?:\/\/[^\s]+$/.test(url)) throw setupError(`not an http(s) URL: ${url}`)

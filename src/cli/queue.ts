@@ -2,7 +2,7 @@
 // gateway's admin API. Same conventions as `tollgate keys` (URL and token from the
 // environment or flags, tables by default, --json for scripts, the same exit codes).
 import { AdminApiError } from './admin-client.ts'
-import { ADMIN_OPTIONS, adminSession, runCommandGroup, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, integer, table, text } from './table.ts'
 
 export const QUEUE_USAGE = `Usage: tollgate queue <command> [options]
@@ -27,18 +27,12 @@ export function runQueueCommand(args: readonly string[], io: CliIo): Promise<num
 }
 
 async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
-  const { positionals } = options
   const { api, print } = adminSession(options, io)
-  const id = (): string => {
-    const [first, ...extra] = positionals
-    if (first === undefined) throw new UsageError(`queue ${command} needs a request id`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
-    return encodeURIComponent(first)
-  }
+  const id = (): string => encodeURIComponent(options.sole(`queue ${command} needs a request id`))
 
   switch (command) {
     case 'list': {
-      if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
+      options.none()
       const reply = object(await api('GET', '/admin/queue'))
       const lines = (Array.isArray(reply.data) ? reply.data : []).map(object)
       return print(reply, () => (lines.length === 0 ? 'Nothing is waiting.\n' : table(

@@ -34,6 +34,27 @@ export interface CommandGroup<C extends string, Io extends CliIo> {
 /** A command's arguments once its options parsed and --help was not asked for. */
 export interface ParsedCommand extends OptionReader {
   readonly positionals: readonly string[]
+  /** The one argument the command takes; `missing` is the error when there is none, `note` follows an extra one's. */
+  readonly sole: (missing: string, note?: string) => string
+  /** For a command that takes no argument: refuses one. */
+  readonly none: () => void
+}
+
+function positionalReader(positionals: readonly string[]): Pick<ParsedCommand, 'positionals' | 'sole' | 'none'> {
+  const unexpected = (extra: string, note?: string): UsageError =>
+    new UsageError(`unexpected argument: ${extra}${note === undefined ? '' : ` (${note})`}`)
+  return {
+    positionals,
+    sole: (missing, note) => {
+      const [first, ...extra] = positionals
+      if (first === undefined) throw new UsageError(missing)
+      if (extra[0] !== undefined) throw unexpected(extra[0], note)
+      return first
+    },
+    none: () => {
+      if (positionals[0] !== undefined) throw unexpected(positionals[0])
+    },
+  }
 }
 
 /** Runs `tollgate <group> <args…>`; resolves with the exit code. */
@@ -51,7 +72,7 @@ export async function runCommandGroup<C extends string, Io extends CliIo>(group:
       io.stdout(group.usage)
       return EXIT_OK
     }
-    return await group.run(name, { positionals, ...optionReader(values) }, io)
+    return await group.run(name, { ...positionalReader(positionals), ...optionReader(values) }, io)
   } catch (err) {
     if (err instanceof UsageError) {
       io.stderr(`tollgate ${group.name}: ${err.message}\n${err.showUsage ? `\n${group.usage}` : ''}`)

@@ -50,13 +50,8 @@ export function runUsersCommand(args: readonly string[], io: UsersCliIo): Promis
 }
 
 async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Promise<number> {
-  const { str, list, flag, positionals } = options
-  const username = (): string => {
-    const [first, ...extra] = positionals
-    if (first === undefined) throw new UsageError(`users ${command} needs a username`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]} (a password is never an argument: it is read from stdin or a prompt)`)
-    return first
-  }
+  const { str, list, flag } = options
+  const username = (): string => options.sole(`users ${command} needs a username`, 'a password is never an argument: it is read from stdin or a prompt')
   const { api, print } = adminSession(options, io)
   const path = (name: string): string => `/admin/users/${encodeURIComponent(name)}`
   const newPassword = async (): Promise<string> => {
@@ -77,7 +72,7 @@ async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Pr
       return print(user, () => showUser(user))
     }
     case 'list': {
-      if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
+      options.none()
       const reply = asObject(await api('GET', '/admin/users'))
       const data = (Array.isArray(reply.data) ? reply.data : []).map(asObject)
       return print(reply, () => data.length === 0 ? 'No users.\n' : table(

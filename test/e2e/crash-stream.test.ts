@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { deleteUnder, eventually, REDIS_URL, redisClient } from '../limits/helpers.ts'
+import { eventually, REDIS_URL, scratchRedis } from '../limits/helpers.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 /** The mock's pace: one content chunk (one token) per 25 ms. */
@@ -109,12 +109,7 @@ t.test('embedded store: a stream cut by kill -9 is charged what the client recei
 })
 
 t.test('Redis: a stream cut by kill -9 is charged what the client received', async (t) => {
-  const prefix = `tgtest:crash-stream:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
+  const { prefix } = scratchRedis(t, 'crash-stream')
   await crashMidStream(t, {
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
     config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { deleteUnder, REDIS_URL, redisClient } from '../limits/helpers.ts'
+import { REDIS_URL, scratchRedis } from '../limits/helpers.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const CALLS = 200
@@ -106,12 +106,7 @@ t.test('embedded store: kill -9 under load loses no metered usage', async (t) =>
 })
 
 t.test('Redis: kill -9 under load loses no metered usage', async (t) => {
-  const prefix = `tgtest:crash:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
+  const { prefix } = scratchRedis(t, 'crash')
   await crashTest(t, {
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
     config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },

@@ -6,7 +6,8 @@
 import t, { type Test } from 'tap'
 import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { eventually, scratchRedis } from '../limits/helpers.ts'
+import { testNamespace } from '../helpers/redis.ts'
+import { eventually } from '../limits/helpers.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 /** The mock's pace: one content chunk (one token) per 25 ms. */
@@ -108,5 +109,5 @@ t.test('embedded store: a stream cut by kill -9 is charged what the client recei
 })
 
 t.test('Redis: a stream cut by kill -9 is charged what the client received', async (t) => {
-  await crashMidStream(t, onSharedRedis(scratchRedis(t, 'crash-stream').prefix))
+  await crashMidStream(t, onSharedRedis(testNamespace(t, 'crash-stream', 'tgtest-crash').namespace))
 })

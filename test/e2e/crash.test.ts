@@ -6,7 +6,7 @@
 // kill can be, and usually none is.
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { scratchRedis } from '../limits/helpers.ts'
+import { testNamespace } from '../helpers/redis.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const CALLS = 200
@@ -105,5 +105,5 @@ t.test('embedded store: kill -9 under load loses no metered usage', async (t) =>
 })
 
 t.test('Redis: kill -9 under load loses no metered usage', async (t) => {
-  await crashTest(t, onSharedRedis(scratchRedis(t, 'crash').prefix))
+  await crashTest(t, onSharedRedis(testNamespace(t, 'crash', 'tgtest-crash').namespace))
 })

@@ -5,14 +5,13 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import type { Command, Redis } from 'ioredis'
-import type { Test } from 'tap'
 import { createLogger, type Logger } from '../../src/observability/logger.ts'
 import { createMetrics, type Metrics } from '../../src/observability/metrics.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 
 export { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
 import { pollUntil } from '../helpers/poll.ts'
-import { deleteUnder, REDIS_URL } from '../helpers/redis.ts'
+import { REDIS_URL } from '../helpers/redis.ts'
 
 export const randomId = (label = 'k'): string => `${label}_${randomBytes(6).toString('hex')}`
 export const testPrefix = (): string => `tgtest:limits:${randomBytes(6).toString('hex')}:`
@@ -40,17 +39,6 @@ export async function metricValue(metrics: Metrics, name: string, labels: Record
 }
 
 export const redisClient = (url = REDIS_URL, commandTimeoutMs = 2000): Redis => createRedisClient(url, { commandTimeoutMs, name: 'tgtest-limits' })
-
-/** A fresh prefix on the shared Redis (`tgtest:<label>:<random>:`) and a client; when the test ends, every key under it is deleted. */
-export function scratchRedis(t: Test, label: string): { readonly redis: Redis; readonly prefix: string } {
-  const prefix = `tgtest:${label}:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
-  return { redis, prefix }
-}
 
 /** Counts the commands a client sends, by name. */
 export function countCommands(redis: Redis): { count(name?: string): number; reset(): void; restore(): void } {

@@ -2,11 +2,11 @@
 // requests per minute, as /v2's limits are shared.
 import t from 'tap'
 import { createTestTokens } from '../helpers/rag-tokens.ts'
-import { keysUnder, REDIS_URL, scratchRedis } from '../limits/helpers.ts'
+import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { startRagHarness } from './harness.ts'
 
 t.test('two instances on one Redis count the same user and tenant', async (t) => {
-  const { redis, prefix } = scratchRedis(t, 'rag')
+  const { namespace: prefix, admin: redis } = testNamespace(t, 'rag', 'tgtest-limits')
   const tokens = await createTestTokens()
   const options = {
     redisUrl: REDIS_URL,

@@ -4,8 +4,8 @@
 // TOLLGATE_ADMIN_TOKEN (the environment is better: flags show up in `ps` and shell history).
 import type { ParseArgsConfig } from 'node:util'
 import { DEFAULT_CURRENCY } from '../keys/money.ts'
-import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
-import { EXIT_OK, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { AdminApiError } from './admin-client.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, setupError, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
 import { mergeUsageReplies, usageWindows, type UsageWindow } from './usage-windows.ts'
 
@@ -35,20 +35,6 @@ Options:
   --json                     Print the API's JSON instead of tables
 `
 
-
-function setupError(message: string): UsageError {
-  const error = new UsageError(message)
-  error.showUsage = false
-  return error
-}
-
-const COMMON = {
-  url: { type: 'string' },
-  'admin-token': { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-} as const satisfies ParseArgsConfig['options']
-
 const SCOPE = {
   name: { type: 'string' },
   tier: { type: 'string' },
@@ -60,65 +46,34 @@ const SCOPE = {
 } as const satisfies ParseArgsConfig['options']
 
 const OPTIONS = {
-  create: { ...COMMON, ...SCOPE, owner: { type: 'string' } },
-  list: { ...COMMON, owner: { type: 'string' }, tier: { type: 'string' }, status: { type: 'string' } },
-  show: COMMON,
+  create: { ...ADMIN_OPTIONS, ...SCOPE, owner: { type: 'string' } },
+  list: { ...ADMIN_OPTIONS, owner: { type: 'string' }, tier: { type: 'string' }, status: { type: 'string' } },
+  show: ADMIN_OPTIONS,
   update: {
-    ...COMMON, ...SCOPE,
+    ...ADMIN_OPTIONS, ...SCOPE,
     'all-models': { type: 'boolean', default: false },
     'all-endpoints': { type: 'boolean', default: false },
     'no-expiry': { type: 'boolean', default: false },
     'default-tier': { type: 'boolean', default: false },
     'no-limits': { type: 'boolean', default: false },
   },
-  rotate: { ...COMMON, grace: { type: 'string' } },
-  revoke: COMMON,
-  usage: { ...COMMON, from: { type: 'string' }, to: { type: 'string' }, 'group-by': { type: 'string' }, daily: { type: 'boolean', default: false } },
+  rotate: { ...ADMIN_OPTIONS, grace: { type: 'string' } },
+  revoke: ADMIN_OPTIONS,
+  usage: { ...ADMIN_OPTIONS, from: { type: 'string' }, to: { type: 'string' }, 'group-by': { type: 'string' }, daily: { type: 'boolean', default: false } },
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
 
-const isCommand = (name: string): name is Command => Object.hasOwn(OPTIONS, name)
-
 export function runKeysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  return runCommandGroup({ name: 'keys', usage: KEYS_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'keys', usage: KEYS_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs(args, OPTIONS[command])
-  if (values.help === true) {
-    io.stdout(KEYS_USAGE)
-    return EXIT_OK
-  }
-  const str = (flag: string): string | undefined => {
-    const v = values[flag]
-    return typeof v === 'string' ? v : undefined
-  }
-  const list = (flag: string): string[] | undefined => {
-    const v = values[flag]
-    return Array.isArray(v) ? v : undefined
-  }
-  const flag = (name: string): boolean => values[name] === true
-  const json = flag('json')
-  const id = (): string => {
-    const [first, ...extra] = positionals
-    if (first === undefined) throw new UsageError(`keys ${command} needs a key id`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
-    return first
-  }
-  const noPositionals = (): void => {
-    if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
-  }
+async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
+  const { str, list, flag, positionals, none: noPositionals } = options
+  const id = (): string => options.sole(`keys ${command} needs a key id`)
 
-  const token = str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
-  if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
-  const url = str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+  const { api, url, print } = adminSession(options, io)
   if (!/^https?:\/\/[^\s]+$/.test(url)) throw setupError(`not an http(s) URL: ${url}`)
-  const api: AdminClient = createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) })
-  const print = (value: unknown, human: () => string): number => {
-    io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : human())
-    return EXIT_OK
-  }
 
   switch (command) {
     case 'create': {

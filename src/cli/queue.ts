@@ -1,9 +1,8 @@
 // `tollgate queue list|show|cancel`: the queue from a terminal, through a running
 // gateway's admin API. Same conventions as `tollgate keys` (URL and token from the
 // environment or flags, tables by default, --json for scripts, the same exit codes).
-import { parseArgs } from 'node:util'
-import { AdminApiError, createAdminClient } from './admin-client.ts'
-import { EXIT_OK, EXIT_USAGE, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { AdminApiError } from './admin-client.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, integer, table, text } from './table.ts'
 
 export const QUEUE_USAGE = `Usage: tollgate queue <command> [options]
@@ -19,53 +18,21 @@ Options:
   --json               Print the API's JSON instead of tables
 `
 
-const OPTIONS = {
-  url: { type: 'string' },
-  'admin-token': { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-} as const
+const OPTIONS = { list: ADMIN_OPTIONS, show: ADMIN_OPTIONS, cancel: ADMIN_OPTIONS }
 
-type Command = 'list' | 'show' | 'cancel'
-const isCommand = (name: string): name is Command => name === 'list' || name === 'show' || name === 'cancel'
+type Command = keyof typeof OPTIONS
 
 export function runQueueCommand(args: readonly string[], io: CliIo): Promise<number> {
-  return runCommandGroup({ name: 'queue', usage: QUEUE_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'queue', usage: QUEUE_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: CliIo): Promise<number> {
-  let parsed
-  try {
-    parsed = parseArgs({ args: [...args], options: OPTIONS, allowPositionals: true, strict: true })
-  } catch (err) {
-    throw new UsageError((err as Error).message)
-  }
-  const { values, positionals } = parsed
-  if (values.help === true) {
-    io.stdout(QUEUE_USAGE)
-    return EXIT_OK
-  }
-  const token = values['admin-token'] ?? io.env.TOLLGATE_ADMIN_TOKEN
-  if (!token) {
-    io.stderr('tollgate queue: no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)\n')
-    return EXIT_USAGE
-  }
-  const url = values.url ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
-  const api = createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) })
-  const print = (value: unknown, human: () => string): number => {
-    io.stdout(values.json === true ? `${JSON.stringify(value, null, 2)}\n` : human())
-    return EXIT_OK
-  }
-  const id = (): string => {
-    const [first, ...extra] = positionals
-    if (first === undefined) throw new UsageError(`queue ${command} needs a request id`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
-    return encodeURIComponent(first)
-  }
+async function run(command: Command, options: ParsedCommand, io: CliIo): Promise<number> {
+  const { api, print } = adminSession(options, io)
+  const id = (): string => encodeURIComponent(options.sole(`queue ${command} needs a request id`))
 
   switch (command) {
     case 'list': {
-      if (positionals.length > 0) throw new UsageError(`unexpected argument: ${positionals[0]}`)
+      options.none()
       const reply = object(await api('GET', '/admin/queue'))
       const lines = (Array.isArray(reply.data) ? reply.data : []).map(object)
       return print(reply, () => (lines.length === 0 ? 'Nothing is waiting.\n' : table(

@@ -1,8 +1,9 @@
 // What every `tollgate <group> <command>` shares: its I/O, its exit codes, its usage
-// errors, and the dispatch from a command name to the command, with the admin API's
-// refusals turned into one line a person can act on.
+// errors, the dispatch from a command name to the command, with the admin API's refusals
+// turned into one line a person can act on, and the way each group reaches that API (the
+// gateway URL and admin token from flags or the environment, tables or --json).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
-import { AdminApiError } from './admin-client.ts'
+import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
 
 export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>
@@ -25,8 +26,35 @@ export interface CommandGroup<C extends string, Io extends CliIo> {
   /** As typed: `keys`, `users`, `queue`. */
   readonly name: string
   readonly usage: string
-  readonly isCommand: (name: string) => name is C
-  readonly run: (command: C, args: readonly string[], io: Io) => Promise<number>
+  /** Each command's options (strict), by its name: the group's commands are these names. */
+  readonly options: Readonly<Record<C, ParseArgsConfig['options']>>
+  readonly run: (command: C, parsed: ParsedCommand, io: Io) => Promise<number>
+}
+
+/** A command's arguments once its options parsed and --help was not asked for. */
+export interface ParsedCommand extends OptionReader {
+  readonly positionals: readonly string[]
+  /** The one argument the command takes; `missing` is the error when there is none, `note` follows an extra one's. */
+  readonly sole: (missing: string, note?: string) => string
+  /** For a command that takes no argument: refuses one. */
+  readonly none: () => void
+}
+
+function positionalReader(positionals: readonly string[]): Pick<ParsedCommand, 'positionals' | 'sole' | 'none'> {
+  const unexpected = (extra: string, note?: string): UsageError =>
+    new UsageError(`unexpected argument: ${extra}${note === undefined ? '' : ` (${note})`}`)
+  return {
+    positionals,
+    sole: (missing, note) => {
+      const [first, ...extra] = positionals
+      if (first === undefined) throw new UsageError(missing)
+      if (extra[0] !== undefined) throw unexpected(extra[0], note)
+      return first
+    },
+    none: () => {
+      if (positionals[0] !== undefined) throw unexpected(positionals[0])
+    },
+  }
 }
 
 /** Runs `tollgate <group> <args…>`; resolves with the exit code. */
@@ -36,9 +64,15 @@ export async function runCommandGroup<C extends string, Io extends CliIo>(group:
     io.stdout(group.usage)
     return name === undefined ? EXIT_USAGE : EXIT_OK
   }
+  const isCommand = (n: string): n is C => Object.hasOwn(group.options, n)
   try {
-    if (!group.isCommand(name)) throw new UsageError(`unknown ${group.name} command: ${name}`)
-    return await group.run(name, rest, io)
+    if (!isCommand(name)) throw new UsageError(`unknown ${group.name} command: ${name}`)
+    const { values, positionals } = parseCommandArgs(rest, group.options[name])
+    if (values.help === true) {
+      io.stdout(group.usage)
+      return EXIT_OK
+    }
+    return await group.run(name, { ...positionalReader(positionals), ...optionReader(values) }, io)
   } catch (err) {
     if (err instanceof UsageError) {
       io.stderr(`tollgate ${group.name}: ${err.message}\n${err.showUsage ? `\n${group.usage}` : ''}`)
@@ -63,4 +97,67 @@ export function parseCommandArgs(args: readonly string[], options: ParseArgsConf
   } catch (err) {
     throw new UsageError((err as Error).message)
   }
+}
+
+/** What a command's options say, read by name (parseArgs types them by the command's own table). */
+export interface OptionReader {
+  readonly str: (flag: string) => string | undefined
+  readonly list: (flag: string) => string[] | undefined
+  readonly flag: (name: string) => boolean
+}
+
+export function optionReader(values: OptionValues): OptionReader {
+  return {
+    str: (flag) => {
+      const v = values[flag]
+      return typeof v === 'string' ? v : undefined
+    },
+    list: (flag) => {
+      const v = values[flag]
+      return Array.isArray(v) ? v : undefined
+    },
+    flag: (name) => values[name] === true,
+  }
+}
+
+/** The options every command of a group takes: where the gateway is, its admin token, --json, --help. */
+export const ADMIN_OPTIONS = {
+  url: { type: 'string' },
+  'admin-token': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const satisfies ParseArgsConfig['options']
+
+export interface AdminSession {
+  readonly api: AdminClient
+  /** The gateway URL the client was made for. */
+  readonly url: string
+  /** Prints the API's JSON with --json, else what `human` writes; returns EXIT_OK. */
+  readonly print: (value: unknown, human: () => string) => number
+}
+
+/**
+ * The admin API as ADMIN_OPTIONS or the environment name it (the flag first). No token is a
+ * UsageError without the help text: the help would not tell the person where to find one.
+ */
+export function adminSession(options: OptionReader, io: CliIo): AdminSession {
+  const token = options.str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
+  if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
+  const url = options.str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+  const json = options.flag('json')
+  return {
+    api: createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) }),
+    url,
+    print: (value, human) => {
+      io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : human())
+      return EXIT_OK
+    },
+  }
+}
+
+/** A usage error that the help text would not help with (a missing token, a bad URL). */
+export function setupError(message: string): UsageError {
+  const error = new UsageError(message)
+  error.showUsage = false
+  return error
 }

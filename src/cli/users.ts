@@ -2,8 +2,7 @@
 // gateway's admin API (/admin/users). A password is read from stdin or a no-echo prompt,
 // never taken from the command line.
 import type { ParseArgsConfig } from 'node:util'
-import { createAdminClient } from './admin-client.ts'
-import { EXIT_OK, EXIT_USAGE, parseCommandArgs, runCommandGroup, UsageError, type CliIo } from './subcommands.ts'
+import { ADMIN_OPTIONS, adminSession, runCommandGroup, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
 import { fields, table, text } from './table.ts'
 
 export const USERS_USAGE = `Usage: tollgate users <command> [options]
@@ -29,63 +28,32 @@ export interface UsersCliIo extends CliIo {
   readonly readPassword: (prompt: string) => Promise<string>
 }
 
-const COMMON = {
-  url: { type: 'string' },
-  'admin-token': { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-} as const satisfies ParseArgsConfig['options']
-
 const LISTS = { role: { type: 'string', multiple: true }, group: { type: 'string', multiple: true }, tenant: { type: 'string' } } as const
 
 const OPTIONS = {
-  add: { ...COMMON, ...LISTS, disabled: { type: 'boolean', default: false } },
-  list: COMMON,
-  show: COMMON,
+  add: { ...ADMIN_OPTIONS, ...LISTS, disabled: { type: 'boolean', default: false } },
+  list: ADMIN_OPTIONS,
+  show: ADMIN_OPTIONS,
   update: {
-    ...COMMON, ...LISTS,
+    ...ADMIN_OPTIONS, ...LISTS,
     'no-roles': { type: 'boolean', default: false }, 'no-groups': { type: 'boolean', default: false },
     disable: { type: 'boolean', default: false }, enable: { type: 'boolean', default: false },
     password: { type: 'boolean', default: false },
   },
-  remove: COMMON,
+  remove: ADMIN_OPTIONS,
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
-const isCommand = (name: string): name is Command => Object.hasOwn(OPTIONS, name)
 
 export function runUsersCommand(args: readonly string[], io: UsersCliIo): Promise<number> {
-  return runCommandGroup({ name: 'users', usage: USERS_USAGE, isCommand, run }, args, io)
+  return runCommandGroup({ name: 'users', usage: USERS_USAGE, options: OPTIONS, run }, args, io)
 }
 
-async function run(command: Command, args: readonly string[], io: UsersCliIo): Promise<number> {
-  const parsed = parseCommandArgs(args, OPTIONS[command])
-  const { values } = parsed
-  if (values.help === true) {
-    io.stdout(USERS_USAGE)
-    return EXIT_OK
-  }
-  const str = (flag: string): string | undefined => typeof values[flag] === 'string' ? values[flag] : undefined
-  const list = (flag: string): string[] | undefined => Array.isArray(values[flag]) ? values[flag] : undefined
-  const flag = (name: string): boolean => values[name] === true
-  const username = (): string => {
-    const [first, ...extra] = parsed.positionals
-    if (first === undefined) throw new UsageError(`users ${command} needs a username`)
-    if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]} (a password is never an argument: it is read from stdin or a prompt)`)
-    return first
-  }
-  const token = str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
-  if (!token) {
-    io.stderr('tollgate users: no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)\n')
-    return EXIT_USAGE
-  }
-  const url = str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
-  const api = createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) })
+async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Promise<number> {
+  const { str, list, flag } = options
+  const username = (): string => options.sole(`users ${command} needs a username`, 'a password is never an argument: it is read from stdin or a prompt')
+  const { api, print } = adminSession(options, io)
   const path = (name: string): string => `/admin/users/${encodeURIComponent(name)}`
-  const print = (value: unknown, human: () => string): number => {
-    io.stdout(flag('json') ? `${JSON.stringify(value, null, 2)}\n` : human())
-    return EXIT_OK
-  }
   const newPassword = async (): Promise<string> => {
     const password = await io.readPassword('Password: ')
     if (password === '') throw new UsageError('no password given (on stdin or at the prompt)')
@@ -104,7 +72,7 @@ async function run(command: Command, args: readonly string[], io: UsersCliIo): P
       return print(user, () => showUser(user))
     }
     case 'list': {
-      if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument: ${parsed.positionals[0]}`)
+      options.none()
       const reply = asObject(await api('GET', '/admin/users'))
       const data = (Array.isArray(reply.data) ? reply.data : []).map(asObject)
       return print(reply, () => data.length === 0 ? 'No users.\n' : table(

@@ -74,6 +74,14 @@ async function jsonRoute(req: IncomingMessage, path = '/chat/completions'): Prom
   return { path, body: { kind: 'json', value: { ...body.value, model: 'upstream-model' } } }
 }
 
+/** A GET with no body to `path`, whatever the client sent (its body is read and dropped). */
+function bodilessGet(path: string): (req: IncomingMessage) => Promise<{ path: string; method: 'GET'; body: RequestBody }> {
+  return async (req) => {
+    for await (const _ of req) { /* drain */ }
+    return { path, method: 'GET', body: { kind: 'none' } }
+  }
+}
+
 async function fake(t: Test): Promise<FakeUpstream> {
   const upstream = await startFakeUpstream()
   t.teardown(() => upstream.close())
@@ -157,10 +165,7 @@ t.test('a client Expect: 100-continue does not let its headers out early', async
 t.test('the method is the request\'s, not the client\'s, and a bodiless request sends no body', async (t) => {
   const upstream = await fake(t)
   const adapter = backend(t, configFor(upstream.url))
-  const { gateway } = await gatewayFor(t, adapter, async (req) => {
-    for await (const _ of req) { /* drain */ }
-    return { path: '/models?limit=2', method: 'GET', body: { kind: 'none' } }
-  })
+  const { gateway } = await gatewayFor(t, adapter, bodilessGet('/models?limit=2'))
   const reply = await call(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ignored":true}' })
   t.equal(reply.status, 200)
   const seen = upstream.requests[0]!
@@ -371,10 +376,7 @@ t.test('a fresh connection reset before any answer is not sent again: upstream_u
 t.test('a path with dot segments is refused before anything is sent', async (t) => {
   const upstream = await fake(t)
   const adapter = backend(t, configFor(upstream.url))
-  const { gateway } = await gatewayFor(t, adapter, async (req) => {
-    for await (const _ of req) { /* drain */ }
-    return { path: '/files/../fine_tuning/jobs', method: 'GET', body: { kind: 'none' } }
-  })
+  const { gateway } = await gatewayFor(t, adapter, bodilessGet('/files/../fine_tuning/jobs'))
   const reply = await call(gateway.url, { method: 'GET' })
   t.equal(reply.status, 404)
   t.equal(upstream.requests.length, 0)

@@ -3,11 +3,11 @@
 // store (the same data directory; the same Redis prefix) charges that stream as one
 // request, with at least the output tokens the client had received, counted the way the
 // gateway counts a stream that reports no usage. It says so in its log and its metrics.
-import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { countTextTokens } from '../../src/tokenizer/tokens.ts'
-import { startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { deleteUnder, eventually, REDIS_URL, redisClient } from '../limits/helpers.ts'
+import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
+import { testNamespace } from '../helpers/redis.ts'
+import { eventually } from '../limits/helpers.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 /** The mock's pace: one content chunk (one token) per 25 ms. */
@@ -109,14 +109,5 @@ t.test('embedded store: a stream cut by kill -9 is charged what the client recei
 })
 
 t.test('Redis: a stream cut by kill -9 is charged what the client received', async (t) => {
-  const prefix = `tgtest:crash-stream:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
-  await crashMidStream(t, {
-    env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
-    config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },
-  })
+  await crashMidStream(t, onSharedRedis(testNamespace(t, 'crash-stream', 'tgtest-crash').namespace))
 })

@@ -4,10 +4,9 @@
 // client got is missing. The relay commits a call's usage just before its last bytes go
 // out, so a call cut off in that instant may be charged too; only calls in flight at the
 // kill can be, and usually none is.
-import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { deleteUnder, REDIS_URL, redisClient } from '../limits/helpers.ts'
+import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
+import { testNamespace } from '../helpers/redis.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const CALLS = 200
@@ -106,14 +105,5 @@ t.test('embedded store: kill -9 under load loses no metered usage', async (t) =>
 })
 
 t.test('Redis: kill -9 under load loses no metered usage', async (t) => {
-  const prefix = `tgtest:crash:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
-  await crashTest(t, {
-    env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
-    config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },
-  })
+  await crashTest(t, onSharedRedis(testNamespace(t, 'crash', 'tgtest-crash').namespace))
 })

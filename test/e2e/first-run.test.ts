@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import t from 'tap'
 import { startTollgate } from '../helpers/gateway.ts'
+import { pollUntil } from '../helpers/poll.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 const CLI = join(ROOT, 'src/cli.ts')
@@ -18,6 +19,10 @@ const printedToken = (output: string): string | undefined => /^\s+(tgadm_\S+)$/m
 
 const adminStatus = async (url: string, token: string): Promise<number> =>
   (await fetch(`${url}/admin/keys`, { headers: { authorization: `Bearer ${token}` } })).status
+
+/** Whether a running gateway comes to take `token` within seconds (after a reset it picks up the stored one). */
+const takesToken = async (url: string, token: string): Promise<boolean> =>
+  (await pollUntil(() => adminStatus(url, token), (status) => status === 200, 60, 100)).met
 
 function cli(args: string[], dataDir: string, env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(process.execPath, [CLI, ...args], {
@@ -68,12 +73,7 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   t.match(stale.stderr, /differs from the token stored/, 'and told its copy differs')
   t.match(fresh, /^tgadm_/, '--reset prints a new one')
   t.not(fresh, token)
-  let switched = false
-  for (let i = 0; i < 60 && !switched; i++) {
-    switched = (await adminStatus(second.url, fresh)) === 200
-    if (!switched) await new Promise((r) => setTimeout(r, 100))
-  }
-  t.ok(switched, 'the running gateway takes the new token within seconds')
+  t.ok(await takesToken(second.url, fresh), 'the running gateway takes the new token within seconds')
   t.equal(await adminStatus(second.url, token), 401, 'and refuses the old one')
 })
 
@@ -102,12 +102,7 @@ t.test('a gateway started from the shell that exported the stored token still ta
   const reset = cli(['admin-token', '--reset'], first.dataDir, { TOLLGATE_ADMIN_TOKEN: token })
   t.equal(reset.status, 0, reset.stderr)
   const fresh = reset.stdout.trim()
-  let switched = false
-  for (let i = 0; i < 60 && !switched; i++) {
-    switched = (await adminStatus(gw.url, fresh)) === 200
-    if (!switched) await new Promise((r) => setTimeout(r, 100))
-  }
-  t.ok(switched, 'the new token works')
+  t.ok(await takesToken(gw.url, fresh), 'the new token works')
   t.equal(await adminStatus(gw.url, token), 401, 'the replaced one does not, though the gateway\'s environment holds it')
 })
 

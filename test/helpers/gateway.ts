@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parse, stringify } from 'yaml'
+import { REDIS_URL } from './redis.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 
@@ -38,6 +39,14 @@ export interface RunningTollgate {
   stop(signal?: NodeJS.Signals): Promise<number | null>
   /** Creates an API key through the admin API; returns the secret and the record. */
   createKey(body?: Record<string, unknown>): Promise<{ key: string; id: string; [field: string]: unknown }>
+}
+
+/** A gateway whose state is on the shared Redis under `prefix`, with a hashing secret of its own (a restart on the same prefix must reuse the options). */
+export function onSharedRedis(prefix: string): StartOptions {
+  return {
+    env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
+    config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },
+  }
 }
 
 export function defaultConfigDoc(root = ROOT): Record<string, unknown> {

@@ -5,8 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
-import { REDIS_URL, deleteUnder, redisClient } from '../limits/helpers.ts'
-import { closeRedis } from '../../src/store/redis-client.ts'
+import { REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { createKeyByFetch, createUser, form, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
 
 let gw: RunningTollgate
@@ -206,12 +205,7 @@ t.test('sign-out ends the session; so does disabling the user', async (t) => {
 })
 
 t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind a TLS proxy', async (t) => {
-  const prefix = `tgtest:portal:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    await closeRedis(redis)
-  })
+  const { namespace: prefix, admin: redis } = testNamespace(t, 'portal', 'tgtest-portal')
   const rgw = await startTollgate({
     env: { TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
     config: (doc) => {

@@ -44,6 +44,16 @@ function rawSend(base: string, target: string, lines: ReadonlyArray<readonly [st
   })
 }
 
+/** The RAG gateway with user-manager's backend swapped for the recorder. */
+function userManagerOn(t: Test, recorder: Recorder): ReturnType<typeof startRagHarness> {
+  return startRagHarness(t, {
+    config: (doc) => {
+      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
+      rag.services['user-manager'] = { ...rag.services['user-manager'], baseUrl: recorder.url }
+    },
+  })
+}
+
 const fold = (name: string): string => name.toLowerCase().replaceAll('_', '-')
 
 /** Every way a client might spell a header the gateway owns. */
@@ -58,12 +68,7 @@ const OWNED = ['x-tollgate-user-id', 'x-tollgate-user-name', 'x-tollgate-user-ro
 
 t.test('every spelling of an owned header is stripped; the gateway\'s own arrive intact', async (t) => {
   const recorder = await startRecorder(t)
-  const h = await startRagHarness(t, {
-    config: (doc) => {
-      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
-      rag.services['user-manager'] = { ...rag.services['user-manager'], baseUrl: recorder.url }
-    },
-  })
+  const h = await userManagerOn(t, recorder)
   const auth = await h.auth({ sub: 'usr_real', name: 'Real', roles: ['user'], groups: ['g'], tenant: 'acme' })
   const forged: Array<[string, string]> = []
   for (const name of OWNED) for (const spelled of spellings(name)) forged.push([spelled, name.includes('roles') ? 'admin' : name.includes('tenant') ? 'victim-tenant' : 'usr_victim'])
@@ -91,12 +96,7 @@ t.test('every spelling of an owned header is stripped; the gateway\'s own arrive
 
 t.test('an API key sent as api-key or x-api-key never reaches a RAG backend', async (t) => {
   const recorder = await startRecorder(t)
-  const h = await startRagHarness(t, {
-    config: (doc) => {
-      const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
-      rag.services['user-manager'] = { ...rag.services['user-manager'], baseUrl: recorder.url }
-    },
-  })
+  const h = await userManagerOn(t, recorder)
   const auth = await h.auth({ sub: 'usr_real', roles: ['user'] })
   const secret = 'tg1_secretthatmustnotleave'
   const status = await rawSend(h.url, '/user-manager/api/v1/me', [['Authorization', auth.authorization ?? ''], ['api-key', secret], ['X-Api-Key', secret], ['API_KEY', secret]])

@@ -1,18 +1,12 @@
 // The RAG limits on Redis: two gateways on one Redis share each user's and each tenant's
 // requests per minute, as /v2's limits are shared.
-import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { createTestTokens } from '../helpers/rag-tokens.ts'
-import { deleteUnder, keysUnder, REDIS_URL, redisClient } from '../limits/helpers.ts'
+import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { startRagHarness } from './harness.ts'
 
 t.test('two instances on one Redis count the same user and tenant', async (t) => {
-  const prefix = `tgtest:rag:${randomBytes(6).toString('hex')}:`
-  const redis = redisClient()
-  t.teardown(async () => {
-    await deleteUnder(redis, prefix)
-    redis.disconnect()
-  })
+  const { namespace: prefix, admin: redis } = testNamespace(t, 'rag', 'tgtest-limits')
   const tokens = await createTestTokens()
   const options = {
     redisUrl: REDIS_URL,

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { StoreConflictError } from '../../src/store/errors.ts'
 import type { AccountRecord, RefreshSuccessor, SessionRecord, SigningKeyRecord, Stores } from '../../src/store/ports.ts'
+import { storesCases } from './with-stores.ts'
 
 const hex = (n: number): string => randomBytes(n).toString('hex')
 /** A successor offered to rotateRefresh, with a seed of its own. */
@@ -34,13 +35,7 @@ function makeSigningKey(kid: string): SigningKeyRecord {
 }
 
 export function authStoreContract(t: Test, name: string, open: () => Promise<Stores>): void {
-  const withStores = (title: string, body: (t: Test, stores: Stores) => Promise<void>): void => {
-    t.test(`${name}: ${title}`, async (t) => {
-      const stores = await open()
-      t.teardown(() => stores.close())
-      await body(t, stores)
-    })
-  }
+  const withStores = storesCases(t, name, open)
 
   withStores('accounts: insert, get, list by username, remove', async (t, { accounts }) => {
     const bob = makeAccount({ username: 'bob' })

@@ -4,17 +4,12 @@ import type { Test } from 'tap'
 import { StoreConflictError } from '../../src/store/errors.ts'
 import type { Stores, StreamEntry, UsageRecord } from '../../src/store/ports.ts'
 import { makeBareKeyRecord, makeKeyRecord, makeUsage } from './records.ts'
+import { storesCases } from './with-stores.ts'
 
 const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0)
 
 export function storeContract(t: Test, name: string, open: () => Promise<Stores>): void {
-  const withStores = (title: string, body: (t: Test, stores: Stores) => Promise<void>): void => {
-    t.test(`${name}: ${title}`, async (t) => {
-      const stores = await open()
-      t.teardown(() => stores.close())
-      await body(t, stores)
-    })
-  }
+  const withStores = storesCases(t, name, open)
 
   // --- keys -------------------------------------------------------------------------
 

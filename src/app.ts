@@ -26,10 +26,8 @@ import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
 import { limiterStrategy, liveExchange, type Corridor } from './inference/corridor.ts'
 import type { EndpointSpec } from './inference/endpoints.ts'
 import { createModelCatalogue } from './inference/models.ts'
-import { checkEndpointScope } from './inference/scopes.ts'
+import { openCallOf } from './inference/caller.ts'
 import type { Meter } from './keys/meter.ts'
-import type { Principal } from './keys/record.ts'
-import { resolveLimits } from './limits/plans.ts'
 import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
@@ -101,6 +99,8 @@ export function buildApp(deps: AppDeps): App {
     corridor.enter(ctx, spec, params, query, async (call) => {
       await corridor.run(call, liveExchange(ctx), v2Admission)
     })
+  // The opening of the API-key routes that are not proxied calls: the model lists, the queue's stored requests.
+  const openCall = openCallOf({ authenticate: deps.authenticate, limiter: deps.limiter, plans: config.plans })
   const catalogue = createModelCatalogue(deps.registry, deps.startedAt, deps.config.plans.catalogue?.models)
   let draining = false
   const handling = new Set<Promise<unknown>>()
@@ -115,28 +115,16 @@ export function buildApp(deps: AppDeps): App {
   const v2 = '/v2'
   for (const prefix of [v2, '/queue']) {
     router.on('GET', `${prefix}/models`, async (ctx) => {
-      ctx.route = 'models.list'
-      const principal = await deps.authenticate(ctx.req)
-      ctx.keyId = principal.keyId
-      checkEndpointScope(principal, 'models.list')
-      await applyLimitHeaders(ctx, principal)
+      const principal = await openCall(ctx, 'models.list', 'models.list')
       sendJson(ctx.res, 200, catalogue.list(principal))
     })
     router.on('GET', `${prefix}/models/*`, async (ctx, params) => {
-      ctx.route = 'models.get'
-      const principal = await deps.authenticate(ctx.req)
-      ctx.keyId = principal.keyId
-      checkEndpointScope(principal, 'models.get')
-      await applyLimitHeaders(ctx, principal)
+      const principal = await openCall(ctx, 'models.get', 'models.get')
       sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
     })
   }
   router.on('GET', `${v2}/audio/models`, async (ctx) => {
-    ctx.route = 'audio.models'
-    const principal = await deps.authenticate(ctx.req)
-    ctx.keyId = principal.keyId
-    checkEndpointScope(principal, 'audio.models')
-    await applyLimitHeaders(ctx, principal)
+    const principal = await openCall(ctx, 'audio.models', 'audio.models')
     sendJson(ctx.res, 200, catalogue.list(principal, 'audio'))
   })
   for (const spec of PROXIED_ENDPOINTS) {
@@ -153,7 +141,7 @@ export function buildApp(deps: AppDeps): App {
   }
 
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
-  registerQueueRoutes(router, { config, authenticate: deps.authenticate, corridor, queue: deps.queue, limitHeaders: applyLimitHeaders })
+  registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })
 
   // Admin API (the key portal).
   registerAdminRoutes(router, deps)
@@ -227,13 +215,6 @@ export function buildApp(deps: AppDeps): App {
       throw gatewayError('unknown_route', { message: unknownRouteMessage(req.method ?? 'GET', req.url ?? '/', (method, url) => router.match(method, url).found) })
     }
     await match.route(ctx, match.params, match.query)
-  }
-
-  /** Where the key stands on its tier's default limits, for replies not charged to a model. */
-  async function applyLimitHeaders(ctx: RequestContext, principal: Principal): Promise<void> {
-    const { tier, model, limits } = resolveLimits(config.plans, principal.key, '*')
-    const headers = await deps.limiter.peek({ keyId: principal.keyId, tier, model, limits }).catch(() => ({}))
-    for (const [name, value] of Object.entries(headers)) ctx.res.setHeader(name, value)
   }
 
   function fail(ctx: RequestContext, err: unknown): void {

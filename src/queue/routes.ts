@@ -2,26 +2,23 @@
 // stored with Prefer: respond-async), and the caller's stored requests. The endpoints go
 // through the same corridor as their /v2 twins; only the admission differs.
 import type { IncomingMessage } from 'node:http'
-import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { Config } from '../config/schema.ts'
-import type { RequestContext } from '../http/context.ts'
 import { parseQuery } from '../http/query.ts'
 import { sendJson } from '../http/reply.ts'
 import type { Router } from '../http/router.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
+import type { OpenCall } from '../inference/caller.ts'
 import { liveExchange, type Corridor } from '../inference/corridor.ts'
-import type { Principal } from '../keys/record.ts'
 import { listRequestsQuery, QUEUED_ENDPOINTS } from './api.ts'
 import type { QueueService } from './service.ts'
 
 
 export interface QueueRouteDeps {
   readonly config: Pick<Config, 'queue'>
-  readonly authenticate: ApiKeyAuthenticator
   readonly corridor: Corridor
   readonly queue: QueueService
-  /** Sets the key's x-ratelimit-* headers for replies not charged to a model. */
-  readonly limitHeaders: (ctx: RequestContext, principal: Principal) => Promise<void>
+  /** Opens a stored-request route: the key authenticated, its x-ratelimit-* headers for replies not charged to a model. */
+  readonly openCall: OpenCall
 }
 
 
@@ -49,25 +46,17 @@ export function registerQueueRoutes(router: Router, deps: QueueRouteDeps): void 
     })
   }
 
-  const caller = async (ctx: RequestContext, route: string): Promise<Principal> => {
-    ctx.route = route
-    const principal = await deps.authenticate(ctx.req)
-    ctx.keyId = principal.keyId
-    await deps.limitHeaders(ctx, principal)
-    return principal
-  }
-
   router.on('GET', '/queue/requests', async (ctx, _params, query) => {
-    const principal = await caller(ctx, 'queue.requests.list')
+    const principal = await deps.openCall(ctx, 'queue.requests.list')
     const { limit, after, status } = parseQuery(listRequestsQuery, query)
     sendJson(ctx.res, 200, await queue.list(principal.owner, { limit: limit ?? 20, after, status }), { 'cache-control': 'no-store' })
   })
   router.on('GET', '/queue/requests/:id', async (ctx, params) => {
-    const principal = await caller(ctx, 'queue.requests.get')
+    const principal = await deps.openCall(ctx, 'queue.requests.get')
     sendJson(ctx.res, 200, await queue.read(params.id ?? '', principal.owner), { 'cache-control': 'no-store' })
   })
   router.on('DELETE', '/queue/requests/:id', async (ctx, params) => {
-    const principal = await caller(ctx, 'queue.requests.cancel')
+    const principal = await deps.openCall(ctx, 'queue.requests.cancel')
     const id = params.id ?? ''
     const view = await queue.cancel(id, principal.owner)
     ctx.log.info({ queueId: id, status: view.status }, 'queued request cancelled')

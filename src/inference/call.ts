@@ -1,0 +1,90 @@
+// The nouns of the corridor (corridor.ts): what it is built from, the call it prepares,
+// where the reply goes, what it notes on the way, and how the call ended. Types only, so
+// the corridor's steps (intake.ts, reply.ts, outcome.ts) share them without importing
+// one another.
+import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
+import type { UpstreamRequest, Usage } from '../backends/port.ts'
+import type { BackendRegistry } from '../backends/registry.ts'
+import type { Config } from '../config/schema.ts'
+import type { ErrorName } from '../errors.ts'
+import type { FileQuota, UploadHold } from '../files/quota.ts'
+import type { RequestBody } from '../http/body.ts'
+import type { Params } from '../http/router.ts'
+import type { Meter } from '../keys/meter.ts'
+import type { Principal } from '../keys/record.ts'
+import type { StreamJournalService } from '../keys/stream-journal.ts'
+import type { Estimate } from '../limits/estimate.ts'
+import type { ResolvedLimits } from '../limits/plans.ts'
+import type { Limiter } from '../limits/port.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { ReplySink } from '../proxy/reply-sink.ts'
+import type { OwnershipStore } from '../store/ports.ts'
+import type { EndpointSpec } from './endpoints.ts'
+
+export interface InferenceDeps {
+  readonly config: Config
+  readonly registry: BackendRegistry
+  readonly authenticate: ApiKeyAuthenticator
+  readonly limiter: Limiter
+  readonly ownership: OwnershipStore
+  /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
+  readonly fileQuota?: FileQuota
+  readonly meter: Meter
+  readonly metrics: Metrics
+  readonly spoolDir: string
+  /** Journals live streams as they flow, so a crash still charges them (keys/stream-journal.ts). */
+  readonly streams?: StreamJournalService
+}
+
+/** A call that passed every check before admission: who, what, which limits, what it may cost. */
+export interface PreparedCall {
+  readonly spec: EndpointSpec
+  readonly params: Params
+  readonly query: URLSearchParams
+  readonly principal: Principal
+  readonly body: RequestBody
+  /** The public model the body names, or null for endpoints without one. */
+  readonly modelName: string | null
+  readonly resolved: ResolvedLimits
+  readonly estimate: Estimate
+  /** An upload's room under its key's file caps, held until the reply (files.create). */
+  readonly upload?: UploadHold
+}
+
+/** What the access log (or a queue record) reads once the call is over. RequestContext is one. */
+export interface CallNotes {
+  backend?: string
+  usage?: Usage
+  upstreamMs?: number
+  stream?: boolean
+  errorName?: ErrorName
+}
+
+/** Where a call's reply goes. */
+export interface Exchange {
+  /** Sent upstream as x-request-id. */
+  readonly id: string
+  readonly log: Logger
+  /** Aborted when nobody wants the reply any more (the client left, the request was cancelled). */
+  readonly signal: AbortSignal
+  /** What the relay writes the reply to. */
+  readonly sink: ReplySink
+  /** The exchange an adapter proxies (http-proxy-3 reads the method from it and watches it). */
+  readonly client: UpstreamRequest['client']
+  readonly notes: CallNotes
+  /**
+   * A client receives the reply as it flows. Only such a stream is journalled: a stored
+   * request cut by a crash delivered nothing to anyone, and runs again elsewhere.
+   */
+  readonly live?: boolean
+}
+
+/** How the call ended, for callers that keep a record of it. */
+export interface CallResult {
+  /** The status the reply was given (the upstream's, or the gateway's own error). */
+  readonly status: number
+  readonly usage: Usage
+  /** The reply stopped before its end (the client left, the request was cancelled). */
+  readonly aborted: boolean
+}

@@ -1,0 +1,90 @@
+// The corridor's intake, once the key is known and may use the endpoint: read + validate
+// the body → resolve the model (and may the key use it) → the key's limits for it →
+// ownership of what the call names → the estimate it is admitted on → room for an upload.
+// What comes out is a PreparedCall, ready to be admitted (corridor.ts).
+import type { IncomingMessage } from 'node:http'
+import { GatewayError, gatewayError } from '../errors.ts'
+import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
+import type { BodyRate } from '../http/body-rate.ts'
+import type { UploadHold } from '../files/quota.ts'
+import type { Principal } from '../keys/record.ts'
+import { estimateUsage } from '../limits/estimate.ts'
+import { resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
+import { withPathModel } from './azure-endpoints.ts'
+import type { InferenceDeps, PreparedCall } from './call.ts'
+import type { EndpointSpec } from './endpoints.ts'
+import { checkOwnership } from './ownership.ts'
+import { checkModelScope } from './scopes.ts'
+import { modelOf, validateBody } from './validate.ts'
+
+export type IntakeDeps = Pick<InferenceDeps, 'config' | 'registry' | 'ownership' | 'fileQuota' | 'spoolDir'> & { readonly bodyRate: BodyRate }
+
+export interface BodyLimit {
+  /** Largest body accepted, when lower than the server's limits. */
+  readonly bodyLimitBytes?: number
+  /** Why the body limit is lower, for the 413's message. */
+  readonly bodyLimitReason?: string
+}
+
+/** What the intake has taken so far: let go of when the call is done, read by a refusal. */
+export interface Taken {
+  body: RequestBody
+  resolved?: ResolvedLimits
+  upload?: UploadHold
+}
+
+/** The intake's way, for a request whose key may use `spec`; `taken` follows it as it goes. */
+export async function prepare(
+  deps: IntakeDeps, req: IncomingMessage, notes: { model?: string }, principal: Principal,
+  call: Pick<PreparedCall, 'spec' | 'params' | 'query'>, limit: BodyLimit, taken: Taken,
+): Promise<PreparedCall> {
+  const { config, registry } = deps
+  const { spec, params, query } = call
+  taken.body = await readBody(deps, req, spec, limit)
+  if (spec.modelParam !== undefined) taken.body = withPathModel(taken.body, params[spec.modelParam] ?? '')
+  const body = taken.body
+  validateBody(spec.endpoint, body, query)
+  const modelName = spec.modelKinds ? modelOf(body) : null
+  if (modelName !== null) {
+    const route = registry.model(modelName)
+    const baseModel = spec.endpoint === 'fine_tuning.jobs.create' && config.fineTuning.baseModels.includes(modelName)
+    if (!baseModel && (!route || !spec.modelKinds?.includes(route.config.kind))) {
+      throw gatewayError('model_not_found', { message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint. GET /v2/models lists the models this key may use.`, param: 'model' })
+    }
+    checkModelScope(principal, modelName)
+    notes.model = modelName
+  }
+  const resolved = taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*')
+  await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
+  const estimate = estimateUsage(spec.endpoint, body.kind === 'json' ? body.value : null, {
+    defaultMaxTokens: config.defaultMaxTokens,
+    contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
+  })
+  const upload = taken.upload = await deps.fileQuota?.hold(spec, principal, resolved.tier, body)
+  return { spec, params, query, principal, body, modelName, resolved, estimate, ...(upload === undefined ? {} : { upload }) }
+}
+
+/** The body in the endpoint's form, within the server's limits and any lower one. */
+function readBody(deps: IntakeDeps, req: IncomingMessage, spec: EndpointSpec, { bodyLimitBytes, bodyLimitReason }: BodyLimit): Promise<RequestBody> {
+  const { server } = deps.config
+  const within = (serverLimit: number): number => Math.min(serverLimit, bodyLimitBytes ?? serverLimit)
+  const read = (): Promise<RequestBody> => {
+    switch (spec.body) {
+      case 'json': return readJsonBody(req, within(server.jsonBodyLimitBytes), deps.bodyRate)
+      case 'multipart': return readMultipartBody(req, within(server.uploadLimitBytes), deps.spoolDir, deps.bodyRate)
+      case 'none': return Promise.resolve({ kind: 'none' })
+    }
+  }
+  if (bodyLimitReason === undefined) return read()
+  return read().catch((err: unknown) => {
+    if (err instanceof GatewayError && err.errorName === 'body_too_large') {
+      throw gatewayError('body_too_large', { message: `${err.message} ${bodyLimitReason}` })
+    }
+    throw err
+  })
+}
+
+/** Client-supplied names are echoed only when plain. */
+function printable(value: string): string {
+  return /^[\w.:/@-]{1,128}$/.test(value) ? value : '(unprintable)'
+}

@@ -1,0 +1,142 @@
+// The way back of one admitted call, once a deployment answered: what the reply passes
+// through on its way to the exchange (ownership recorded or filtered, a short list page
+// filled from further upstream pages, an upload's room, the ids it hands out), the relay
+// with its usage tap and the stream journal, and the settlement once it is known what
+// flowed: the limits reconciled, the usage metered, the tokens counted (outcome.ts).
+import type { UpstreamRequest, UpstreamResponse, Usage } from '../backends/port.ts'
+import type { Deployment } from '../backends/registry.ts'
+import { gatewayError } from '../errors.ts'
+import { costNanos } from '../keys/money.ts'
+import type { StreamTally } from '../keys/stream-journal.ts'
+import { countPromptTokens } from '../limits/estimate.ts'
+import type { Admission } from '../limits/port.ts'
+import { detachedClient } from '../proxy/detached-client.ts'
+import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
+import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
+import { listPaging } from './list-pages.ts'
+import { recordCharge } from './outcome.ts'
+import { ownershipTransformOf } from './ownership.ts'
+import { replyObjectsOf, type ReplyObjects } from './reply-objects.ts'
+import type { StreamAsk } from './upstream-request.ts'
+
+export type ReplyDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'meter' | 'metrics' | 'streams'>
+
+/** The reply of one admitted call; settled once, whichever way it ends. */
+export class Reply {
+  readonly #deps: ReplyDeps
+  readonly #call: PreparedCall
+  readonly #exchange: Exchange
+  readonly #admission: Admission
+  readonly #transformJson: RelayOptions['transformJson']
+  readonly #handedOut: ReplyObjects | undefined
+  /** The deployment that answered; a list filtered by owner is filled from it. */
+  #servedBy: Deployment | undefined
+  #tally: StreamTally | undefined
+  #settled = false
+
+  /** `build` is the request a deployment is sent for this call (upstream-request.ts). */
+  constructor(deps: ReplyDeps, call: PreparedCall, exchange: Exchange, admission: Admission, build: (target: Deployment) => UpstreamRequest) {
+    this.#deps = deps
+    this.#call = call
+    this.#exchange = exchange
+    this.#admission = admission
+    const { spec, params, query, principal, body } = call
+    // A list filtered by owner is filled from the deployment that served its first page
+    // (paging backwards with `before` is left as the upstream's page).
+    const paging = spec.ownership?.action === 'list' && !query.has('before')
+      ? listPaging({
+        query,
+        jsonLimitBytes: deps.config.server.upstreamJsonLimitBytes,
+        send: async (pageSearch) => {
+          const servedBy = this.#servedBy
+          if (servedBy === undefined) throw gatewayError('internal')
+          const pagePath = `${spec.upstreamPath(params)}?${pageSearch}`
+          return servedBy.adapter.send({ ...build(servedBy), path: pagePath, client: detachedClient(spec.method, pagePath) })
+        },
+      })
+      : undefined
+    const owned = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
+    this.#transformJson = call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned
+    // A stored response and its items become the caller's to name later (object-ids.ts).
+    this.#handedOut = replyObjectsOf(spec.endpoint, body.kind === 'json' ? body.value : null, deps.ownership, principal.owner, exchange.log)
+  }
+
+  /** The deployment that answered. */
+  served(target: Deployment): void {
+    this.#servedBy = target
+  }
+
+  /** Relays the upstream's answer into the exchange; a whole reply is settled before its last bytes. */
+  async relay(response: UpstreamResponse, ask: StreamAsk): Promise<RelayOutcome> {
+    const { spec, modelName, body } = this.#call
+    const { metrics, config } = this.#deps
+    const exchange = this.#exchange
+    if (ask.stream) metrics.activeStreams.inc()
+    if (ask.stream && exchange.live === true && response.status < 300) this.#journal()
+    try {
+      const tally = this.#tally
+      return await relay(exchange.sink, response, {
+        stream: ask.stream,
+        clientWantsUsage: ask.clientWantsUsage,
+        promptTokens: () => countPromptTokens(spec.endpoint, body.kind === 'json' ? body.value : null),
+        jsonLimitBytes: config.server.upstreamJsonLimitBytes,
+        signal: exchange.signal,
+        idleReaderMs: config.server.idleReaderTimeoutMs,
+        ...(modelName !== null ? { publicModel: modelName } : {}),
+        // Creating, listing and deleting record or filter ownership from the reply.
+        ...(this.#transformJson === undefined ? {} : { transformJson: this.#transformJson }),
+        commit: this.settle,
+        ...(this.#handedOut === undefined ? {} : { observe: this.#handedOut.observe }),
+        ...(tally === undefined ? {} : { delivered: tally.delivered }),
+      })
+    } finally {
+      if (ask.stream) metrics.activeStreams.dec()
+    }
+  }
+
+  /**
+   * Settles the call, once: by the relay before a whole reply's last bytes (so a crash
+   * right after loses nothing a client received), or after it for a reply that broke off.
+   */
+  readonly settle = async (final: Usage): Promise<void> => {
+    if (this.#settled) return
+    this.#settled = true
+    this.#exchange.notes.usage = final
+    // Its checkpoints land before the write that meters it and removes its entry.
+    await this.#tally?.close()
+    await Promise.all([this.#charge(final), this.#handedOut?.flush()])
+  }
+
+  /** A live stream is journalled as it flows, so a crash still charges what was sent. */
+  #journal(): void {
+    const { principal, resolved, estimate } = this.#call
+    const { limits } = resolved
+    this.#tally = this.#deps.streams?.begin({
+      keyId: principal.keyId, owner: principal.owner, tier: resolved.tier, model: resolved.model,
+      inputTokens: estimate.inputTokens, reservedOutputTokens: estimate.outputTokens,
+      cost: (input, output) => costNanos(limits, input, output),
+    })
+  }
+
+  /** The limits reconciled with what flowed, and the usage metered. */
+  async #charge(usage: Usage): Promise<void> {
+    const { principal, resolved, modelName } = this.#call
+    const stream = this.#tally?.id
+    const cost = costNanos(resolved.limits, usage.inputTokens, usage.outputTokens)
+    // Both in flight at once: one round trip of waiting, not two.
+    await Promise.all([
+      this.#admission.settle(usage),
+      this.#deps.meter.record({
+        keyId: principal.keyId,
+        owner: principal.owner,
+        tier: resolved.tier,
+        model: resolved.model,
+        inputTokens: usage.inputTokens,
+        outputTokens: usage.outputTokens,
+        costNanos: cost,
+        ...(stream === undefined ? {} : { stream }),
+      }),
+    ])
+    recordCharge(this.#deps.metrics, modelName, resolved.tier, usage, cost)
+  }
+}

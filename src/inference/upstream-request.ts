@@ -1,0 +1,73 @@
+// What a deployment is sent for a call: the counterpart of envoy ai-gateway's request
+// translator, for OpenAI-compatible upstreams. The client's body goes upstream as it came,
+// except where the deployment or the gateway needs otherwise: the model becomes the
+// deployment's own name for it, and a stream of chat or completions asks for usage (the
+// gateway charges from it; the relay hides the usage chunk from a client that did not
+// ask). Pure: the same call and deployment give the same request, so failover can build
+// one per deployment it tries.
+import type { UpstreamRequest } from '../backends/port.ts'
+import type { Endpoint } from '../config/schema.ts'
+import type { RequestBody } from '../http/body.ts'
+import type { Params } from '../http/router.ts'
+import type { EndpointSpec } from './endpoints.ts'
+
+/** Endpoints whose streamed usage the upstream only reports when asked. */
+const ASK_FOR_STREAM_USAGE: ReadonlySet<Endpoint> = new Set(['chat.completions', 'completions'])
+
+/** Whether the reply streams, and whether the client asked to see its usage. */
+export interface StreamAsk {
+  /** The endpoint can stream and the body asks it to. */
+  readonly stream: boolean
+  /** The client set stream_options.include_usage itself. */
+  readonly clientWantsUsage: boolean
+}
+
+/** A call as any deployment would be sent it; `translate` fills in the deployment. */
+export interface UpstreamCall extends Pick<UpstreamRequest, 'endpoint' | 'method' | 'path' | 'body' | 'requestId' | 'signal' | 'client'> {
+  readonly stream: boolean
+}
+
+export function streamAskOf(spec: Pick<EndpointSpec, 'streams'>, body: RequestBody): StreamAsk {
+  const json = body.kind === 'json' ? body.value : null
+  // A multipart form (a streamed transcription) says it as the text field "true".
+  const asked = json ? json.stream === true : body.kind === 'multipart' && body.fields.stream === 'true'
+  const stream = spec.streams === true && asked
+  const options = json?.stream_options as { include_usage?: unknown } | null | undefined
+  return { stream, clientWantsUsage: stream && options?.include_usage === true }
+}
+
+/** The upstream's path for the endpoint, with the client's query. */
+export function upstreamPathOf(spec: Pick<EndpointSpec, 'upstreamPath'>, params: Params, query: URLSearchParams): string {
+  const search = query.toString()
+  return spec.upstreamPath(params) + (search ? `?${search}` : '')
+}
+
+/**
+ * The body a deployment is sent: a JSON body names the deployment's model (when it has a
+ * name of its own) and, streaming chat or completions, asks for usage, keeping the
+ * client's other stream_options. A form or no body goes as it came.
+ */
+export function upstreamBodyOf(endpoint: Endpoint, body: RequestBody, upstreamModel: string | null, stream: boolean): RequestBody {
+  if (body.kind !== 'json') return body
+  const value: Record<string, unknown> = { ...body.value }
+  if (upstreamModel !== null && 'model' in value) value.model = upstreamModel
+  if (stream && ASK_FOR_STREAM_USAGE.has(endpoint)) {
+    const options = value.stream_options
+    value.stream_options = { ...(typeof options === 'object' ? options : {}), include_usage: true }
+  }
+  return { kind: 'json', value }
+}
+
+/** The request for the deployment whose upstream knows the model as `upstreamModel`. */
+export function translate(call: UpstreamCall, upstreamModel: string | null): UpstreamRequest {
+  return {
+    endpoint: call.endpoint,
+    method: call.method,
+    path: call.path,
+    model: upstreamModel,
+    body: upstreamBodyOf(call.endpoint, call.body, upstreamModel, call.stream),
+    requestId: call.requestId,
+    signal: call.signal,
+    client: call.client,
+  }
+}

@@ -150,7 +150,7 @@ export function checkLinks(file: string, text: string, read: (path: string) => s
   for (const { line, target } of linksOf(text)) {
     const where = `${file}:${line}`
     if (/^[a-z][a-z0-9+.-]*:/i.test(target)) {
-      let ok = false
+      let ok: boolean
       try { ok = ['http:', 'https:', 'mailto:'].includes(new URL(target).protocol) } catch { ok = false }
       if (!ok) problems.push({ where, message: `not a well-formed external link: ${target}` })
       continue

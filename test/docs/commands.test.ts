@@ -1,0 +1,131 @@
+// The docs check, running half: every ```sh / ```bash / ```console block of README.md,
+// docs/*.md, CHANGELOG.md and bench/README.md runs, as written, against a gateway started on
+// the embedded defaults (a temporary data directory, the admin token it makes on its first
+// start, as `npm start` does), and exits 0. Each block runs in its own `bash -e -o pipefail`
+// from the repository's root, so every command of it must succeed, with a 30 s timeout.
+//
+// What the check provides, as the pages document it:
+// - the variables the pages use: TOLLGATE_KEY (a Standard1000 key), TOLLGATE_ADMIN_TOKEN (the
+//   stored token), TOLLGATE_URL, TOLLGATE_DATA_DIR, ACCESS_TOKEN and REFRESH_TOKEN (a RAG
+//   account's login), STORE (a vector store of TOLLGATE_KEY's), ALICE_PASSWORD, NEW_PASSWORD;
+// - substitutions in the text: http://127.0.0.1:8080 and localhost:8080 become the gateway's
+//   address; `key_…` a key made for that block; `qreq_…` a stored request made for that
+//   block (the gateway runs with queue.concurrency 0, so stored requests stay queued and can
+//   be shown and cancelled); `@report.pdf` a small file in a temporary directory;
+// - `npx tollgate` runs bin/tollgate, the file npx resolves it to, without npm's two seconds
+//   of start-up per call.
+// A block that cannot run here (docker, a server in the foreground, the whole suite) is
+// marked `<!-- docs-check: skip (why) -->` before its fence; the skips are listed below and
+// kept few (MAX_SKIPS).
+import { spawn } from 'node:child_process'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { startTollgate } from '../helpers/gateway.ts'
+import { blocksOf, docFiles, ROOT, SHELL, type Block } from './markdown.ts'
+
+const MAX_SKIPS = 6
+const TIMEOUT_MS = 30_000
+
+const blocks = docFiles().flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8'))).filter((b) => SHELL.has(b.lang))
+const skipped = blocks.filter((b) => b.skip !== undefined)
+const runnable = blocks.filter((b) => b.skip === undefined)
+
+t.test('the skipped shell blocks, each with its reason', async (t) => {
+  for (const b of skipped) t.comment(`skipped ${b.file}:${b.line}: ${b.skip}`)
+  t.ok(skipped.length <= MAX_SKIPS, `${skipped.length} skipped of ${blocks.length} (at most ${MAX_SKIPS})`)
+  t.ok(runnable.length >= 8, `${runnable.length} shell blocks run`)
+})
+
+const gw = await startTollgate({
+  // As `npm start` on a fresh clone: no token in the environment, so the gateway makes one.
+  env: { TOLLGATE_ADMIN_TOKEN: '' },
+  config: (doc) => { doc.queue = { ...(doc.queue as object), concurrency: 0 } },
+})
+t.teardown(() => gw.stop())
+const adminToken = readFileSync(join(gw.dataDir, 'admin.token'), 'utf8').trim()
+const address = new URL(gw.url)
+
+async function call(path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const res = await fetch(`${gw.url}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  const json = await res.json() as Record<string, unknown>
+  if (res.status >= 300) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`)
+  return json
+}
+const newKey = async (): Promise<{ id: string; key: string }> =>
+  await call('/admin/keys', adminToken, { name: 'docs check', tier: 'Standard1000' }) as { id: string; key: string }
+
+const { key } = await newKey()
+const password = 'docs check: a long password'
+await call('/admin/users', adminToken, { username: 'docs-reader', password, roles: ['user'] })
+const login = await call('/api/v1/auth/user', '', { username: 'docs-reader', password })
+const store = await call('/v1/vector_stores', key, { name: 'docs check' })
+
+const scratch = mkdtempSync(join(tmpdir(), 'tollgate-docs-'))
+writeFileSync(join(scratch, 'report.pdf'), 'A report: the holidays are 30 days a year.\n')
+// `npx tollgate …` as bin/tollgate; any other npx call goes to npm's own.
+const bin = join(scratch, 'bin')
+mkdirSync(bin)
+writeFileSync(join(bin, 'npx'), `#!/usr/bin/env bash\nif [ "$1" = tollgate ]; then shift; exec "${join(ROOT, 'bin/tollgate')}" "$@"; fi\nPATH="${process.env.PATH ?? ''}" exec npx "$@"\n`)
+chmodSync(join(bin, 'npx'), 0o755)
+
+const env = {
+  PATH: `${bin}:${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? ''}`,
+  HOME: process.env.HOME ?? '',
+  npm_config_offline: 'true',
+  TOLLGATE_DATA_DIR: gw.dataDir,
+  TOLLGATE_URL: gw.url,
+  TOLLGATE_ADMIN_TOKEN: adminToken,
+  TOLLGATE_KEY: key,
+  ACCESS_TOKEN: String(login.access_token),
+  REFRESH_TOKEN: String(login.refresh_token),
+  STORE: String(store.id),
+  ALICE_PASSWORD: 'alice: correct horse battery staple',
+  NEW_PASSWORD: 'alice: a new and longer password',
+}
+
+/** The block's text with the documented substitutions, each made only when the block needs it. */
+async function prepare(b: Block): Promise<string> {
+  let code = b.code
+    .replaceAll('http://127.0.0.1:8080', gw.url)
+    .replaceAll('localhost:8080', address.host)
+    .replaceAll('@report.pdf', `@${join(scratch, 'report.pdf')}`)
+  if (code.includes('key_…')) code = code.replaceAll('key_…', (await newKey()).id)
+  if (code.includes('qreq_…')) {
+    const stored = await call('/queue/chat/completions', key, { model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: 'docs check' }] }, { prefer: 'respond-async' })
+    code = code.replaceAll('qreq_…', String(stored.id))
+  }
+  return code
+}
+
+function run(code: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((done) => {
+    // Through `env -i`: tap hooks the processes a test spawns (NODE_OPTIONS with its own
+    // loader), which bin/tollgate, an extensionless module, cannot run under.
+    const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`)
+    const child = spawn('/usr/bin/env', ['-i', ...pairs, 'bash', '-e', '-o', 'pipefail', '-c', code], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (c: string) => { out += c })
+    child.stderr.setEncoding('utf8').on('data', (c: string) => { out += c })
+    const timer = setTimeout(() => { out += `\n(killed after ${TIMEOUT_MS} ms)`; child.kill('SIGKILL') }, TIMEOUT_MS)
+    child.once('close', (status) => { clearTimeout(timer); done({ code: status, out }) })
+  })
+}
+
+for (const b of runnable) {
+  t.test(`${b.file}:${b.line}`, async (t) => {
+    const result = await run(await prepare(b))
+    if (process.env.DOCS_CHECK_VERBOSE) t.comment(result.out.replace(/\r/g, '\n'))
+    t.equal(result.code, 0, `exits 0${result.code === 0 ? '' : `:\n${result.out.slice(-2000)}`}`)
+  })
+}
+
+t.test('the gateway logged no error while the commands ran', async (t) => {
+  const errors = gw.logs().filter((l) => typeof l.level === 'number' && l.level >= 50)
+  t.same(errors, [])
+})

@@ -3,6 +3,8 @@
 // the embedded defaults (a temporary data directory, the admin token it makes on its first
 // start, as `npm start` does), and exits 0. Each block runs in its own `bash -e -o pipefail`
 // from the repository's root, so every command of it must succeed, with a 30 s timeout.
+// Every ```js block runs too, as an .mjs file on this Node with the openai SDK of
+// node_modules (`node hello.mjs`, as the README says).
 //
 // What the check provides, as the pages document it:
 // - the variables the pages use: TOLLGATE_KEY (a Standard1000 key), TOLLGATE_ADMIN_TOKEN (the
@@ -10,38 +12,42 @@
 //   account's login), STORE (a vector store of TOLLGATE_KEY's), ALICE_PASSWORD, NEW_PASSWORD;
 // - substitutions in the text: http://127.0.0.1:8080 and localhost:8080 become the gateway's
 //   address; `key_…` a key made for that block; `qreq_…` a stored request made for that
-//   block (the gateway runs with queue.concurrency 0, so stored requests stay queued and can
-//   be shown and cancelled); `@report.pdf` a small file in a temporary directory;
+//   block, still waiting in line (its key, the block's TOLLGATE_KEY, allows 1 request a
+//   minute and has spent it), so it can be shown and cancelled; `@report.pdf` a small file in
+//   a temporary directory;
 // - `npx tollgate` runs bin/tollgate, the file npx resolves it to, without npm's two seconds
 //   of start-up per call.
 // A block that cannot run here (docker, a server in the foreground, the whole suite) is
 // marked `<!-- docs-check: skip (why) -->` before its fence; the skips are listed below and
 // kept few (MAX_SKIPS).
 import { spawn } from 'node:child_process'
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { startTollgate } from '../helpers/gateway.ts'
 import { blocksOf, docFiles, ROOT, SHELL, type Block } from './markdown.ts'
 
-const MAX_SKIPS = 6
+const RUN = new Set([...SHELL, 'js', 'mjs', 'javascript'])
+const isShell = (b: Block): boolean => SHELL.has(b.lang)
+
+const MAX_SKIPS = 7
 const TIMEOUT_MS = 30_000
 
-const blocks = docFiles().flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8'))).filter((b) => SHELL.has(b.lang))
+const blocks = docFiles().flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8'))).filter((b) => RUN.has(b.lang))
 const skipped = blocks.filter((b) => b.skip !== undefined)
 const runnable = blocks.filter((b) => b.skip === undefined)
 
 t.test('the skipped shell blocks, each with its reason', async (t) => {
   for (const b of skipped) t.comment(`skipped ${b.file}:${b.line}: ${b.skip}`)
   t.ok(skipped.length <= MAX_SKIPS, `${skipped.length} skipped of ${blocks.length} (at most ${MAX_SKIPS})`)
-  t.ok(runnable.length >= 8, `${runnable.length} shell blocks run`)
+  t.ok(runnable.filter(isShell).length >= 8, `${runnable.filter(isShell).length} shell blocks run`)
+  t.ok(runnable.filter((b) => !isShell(b)).length >= 3, `${runnable.filter((b) => !isShell(b)).length} js blocks run`)
 })
 
 const gw = await startTollgate({
   // As `npm start` on a fresh clone: no token in the environment, so the gateway makes one.
   env: { TOLLGATE_ADMIN_TOKEN: '' },
-  config: (doc) => { doc.queue = { ...(doc.queue as object), concurrency: 0 } },
 })
 t.teardown(() => gw.stop())
 const adminToken = readFileSync(join(gw.dataDir, 'admin.token'), 'utf8').trim()
@@ -67,6 +73,8 @@ const login = await call('/api/v1/auth/user', '', { username: 'docs-reader', pas
 const store = await call('/v1/vector_stores', key, { name: 'docs check' })
 
 const scratch = mkdtempSync(join(tmpdir(), 'tollgate-docs-'))
+// A script here finds the openai SDK as it would in the checkout.
+symlinkSync(join(ROOT, 'node_modules'), join(scratch, 'node_modules'))
 writeFileSync(join(scratch, 'report.pdf'), 'A report: the holidays are 30 days a year.\n')
 // `npx tollgate …` as bin/tollgate; any other npx call goes to npm's own.
 const bin = join(scratch, 'bin')
@@ -74,7 +82,7 @@ mkdirSync(bin)
 writeFileSync(join(bin, 'npx'), `#!/usr/bin/env bash\nif [ "$1" = tollgate ]; then shift; exec "${join(ROOT, 'bin/tollgate')}" "$@"; fi\nPATH="${process.env.PATH ?? ''}" exec npx "$@"\n`)
 chmodSync(join(bin, 'npx'), 0o755)
 
-const env = {
+const env: Env = {
   PATH: `${bin}:${join(ROOT, 'node_modules/.bin')}:${process.env.PATH ?? ''}`,
   HOME: process.env.HOME ?? '',
   npm_config_offline: 'true',
@@ -89,26 +97,40 @@ const env = {
   NEW_PASSWORD: 'alice: a new and longer password',
 }
 
-/** The block's text with the documented substitutions, each made only when the block needs it. */
-async function prepare(b: Block): Promise<string> {
+type Env = Record<string, string>
+const CHAT = { model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: 'docs check' }] }
+
+/** The block's text with the documented substitutions, each made only when the block needs it, and its environment. */
+async function prepare(b: Block): Promise<{ code: string; env: Env }> {
   let code = b.code
     .replaceAll('http://127.0.0.1:8080', gw.url)
     .replaceAll('localhost:8080', address.host)
     .replaceAll('@report.pdf', `@${join(scratch, 'report.pdf')}`)
+  let own: Env = env
   if (code.includes('key_…')) code = code.replaceAll('key_…', (await newKey()).id)
   if (code.includes('qreq_…')) {
-    const stored = await call('/queue/chat/completions', key, { model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: 'docs check' }] }, { prefer: 'respond-async' })
+    // A key that has spent its one request of the minute: what it stores waits in line.
+    const slow = await call('/admin/keys', adminToken, { name: 'docs check, 1 rpm', tier: 'Standard1000', limits: { '*': { rpm: 1 } } }) as { key: string }
+    await call('/v2/chat/completions', slow.key, CHAT)
+    const stored = await call('/queue/chat/completions', slow.key, CHAT, { prefer: 'respond-async' })
     code = code.replaceAll('qreq_…', String(stored.id))
+    own = { ...env, TOLLGATE_KEY: slow.key }
   }
-  return code
+  return { code, env: own }
 }
 
-function run(code: string): Promise<{ code: number | null; out: string }> {
+function run(b: Block, code: string, blockEnv: Env): Promise<{ code: number | null; out: string }> {
+  let command = ['bash', '-e', '-o', 'pipefail', '-c', code]
+  if (!isShell(b)) {
+    const file = join(scratch, `${b.file.replace(/\W/g, '-')}-${b.line}.mjs`)
+    writeFileSync(file, code)
+    command = [process.execPath, file]
+  }
   return new Promise((done) => {
     // Through `env -i`: tap hooks the processes a test spawns (NODE_OPTIONS with its own
     // loader), which bin/tollgate, an extensionless module, cannot run under.
-    const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`)
-    const child = spawn('/usr/bin/env', ['-i', ...pairs, 'bash', '-e', '-o', 'pipefail', '-c', code], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    const pairs = Object.entries(blockEnv).map(([k, v]) => `${k}=${v}`)
+    const child = spawn('/usr/bin/env', ['-i', ...pairs, ...command], { cwd: isShell(b) ? ROOT : scratch, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.setEncoding('utf8').on('data', (c: string) => { out += c })
     child.stderr.setEncoding('utf8').on('data', (c: string) => { out += c })
@@ -119,7 +141,8 @@ function run(code: string): Promise<{ code: number | null; out: string }> {
 
 for (const b of runnable) {
   t.test(`${b.file}:${b.line}`, async (t) => {
-    const result = await run(await prepare(b))
+    const prepared = await prepare(b)
+    const result = await run(b, prepared.code, prepared.env)
     if (process.env.DOCS_CHECK_VERBOSE) t.comment(result.out.replace(/\r/g, '\n'))
     t.equal(result.code, 0, `exits 0${result.code === 0 ? '' : `:\n${result.out.slice(-2000)}`}`)
   })

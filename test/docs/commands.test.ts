@@ -9,12 +9,13 @@
 // What the check provides, as the pages document it:
 // - the variables the pages use: TOLLGATE_KEY (a Standard1000 key), TOLLGATE_ADMIN_TOKEN (the
 //   stored token), TOLLGATE_URL, TOLLGATE_DATA_DIR, ACCESS_TOKEN and REFRESH_TOKEN (a RAG
-//   account's login), STORE (a vector store of TOLLGATE_KEY's), ALICE_PASSWORD, NEW_PASSWORD;
+//   account's login, a fresh one per block: a block may log out), STORE (a vector store of TOLLGATE_KEY's), ALICE_PASSWORD, NEW_PASSWORD;
 // - substitutions in the text: http://127.0.0.1:8080 and localhost:8080 become the gateway's
 //   address; `key_…` a key made for that block; `qreq_…` a stored request made for that
 //   block, still waiting in line (its key, the block's TOLLGATE_KEY, allows 1 request a
 //   minute and has spent it), so it can be shown and cancelled; `@report.pdf` a small file in
-//   a temporary directory;
+//   a temporary directory; in the RAG walk, `file_…`, `mock://…` and `sess_…` a file uploaded
+//   and a chat session made, for ACCESS_TOKEN's user, the way the walk's own first steps do;
 // - `npx tollgate` runs bin/tollgate, the file npx resolves it to, without npm's two seconds
 //   of start-up per call.
 // A block that cannot run here (docker, a server in the foreground, the whole suite) is
@@ -69,7 +70,6 @@ const newKey = async (): Promise<{ id: string; key: string }> =>
 const { key } = await newKey()
 const password = 'docs check: a long password'
 await call('/admin/users', adminToken, { username: 'docs-reader', password, roles: ['user'] })
-const login = await call('/api/v1/auth/user', '', { username: 'docs-reader', password })
 const store = await call('/v1/vector_stores', key, { name: 'docs check' })
 
 const scratch = mkdtempSync(join(tmpdir(), 'tollgate-docs-'))
@@ -90,14 +90,13 @@ const env: Env = {
   TOLLGATE_URL: gw.url,
   TOLLGATE_ADMIN_TOKEN: adminToken,
   TOLLGATE_KEY: key,
-  ACCESS_TOKEN: String(login.access_token),
-  REFRESH_TOKEN: String(login.refresh_token),
   STORE: String(store.id),
   ALICE_PASSWORD: 'alice: correct horse battery staple',
   NEW_PASSWORD: 'alice: a new and longer password',
 }
 
 type Env = Record<string, string>
+const requestLines = (): Array<Record<string, unknown>> => gw.logs().filter((l) => typeof l.status === 'number')
 const CHAT = { model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: 'docs check' }] }
 
 /** The block's text with the documented substitutions, each made only when the block needs it, and its environment. */
@@ -108,15 +107,44 @@ async function prepare(b: Block): Promise<{ code: string; env: Env }> {
     .replaceAll('@report.pdf', `@${join(scratch, 'report.pdf')}`)
   let own: Env = env
   if (code.includes('key_…')) code = code.replaceAll('key_…', (await newKey()).id)
+  if (/ACCESS_TOKEN|REFRESH_TOKEN/.test(code)) {
+    // A session of its own: a block may log out (and so end the session it was given).
+    const fresh = await call('/api/v1/auth/user', '', { username: 'docs-reader', password })
+    own = { ...own, ACCESS_TOKEN: String(fresh.access_token), REFRESH_TOKEN: String(fresh.refresh_token) }
+  }
+  if (/file_…|sess_…|mock:\/\/…|mock%3A%2F%2F…/.test(code)) {
+    const { fileId, fileUri, sessionId } = await ragObjects(own.ACCESS_TOKEN ?? '')
+    code = code.replaceAll('file_…', fileId).replaceAll('mock%3A%2F%2F…', encodeURIComponent(fileUri))
+      .replaceAll('mock://…', fileUri).replaceAll('sess_…', sessionId)
+  }
   if (code.includes('qreq_…')) {
     // A key that has spent its one request of the minute: what it stores waits in line.
     const slow = await call('/admin/keys', adminToken, { name: 'docs check, 1 rpm', tier: 'Standard1000', limits: { '*': { rpm: 1 } } }) as { key: string }
     await call('/v2/chat/completions', slow.key, CHAT)
     const stored = await call('/queue/chat/completions', slow.key, CHAT, { prefer: 'respond-async' })
     code = code.replaceAll('qreq_…', String(stored.id))
-    own = { ...env, TOLLGATE_KEY: slow.key }
+    own = { ...own, TOLLGATE_KEY: slow.key }
   }
   return { code, env: own }
+}
+
+/** A file and a chat session of ACCESS_TOKEN's user on the RAG mock: what the SmartChat walk names. */
+async function ragObjects(accessToken: string): Promise<{ fileId: string; fileUri: string; sessionId: string }> {
+  const authorization = `Bearer ${accessToken}`
+  const form = new FormData()
+  form.append('files', new Blob([readFileSync(join(scratch, 'report.pdf'))]), 'report.pdf')
+  const upload = await fetch(`${gw.url}/file-manager/api/v1/files/?kb=local`, { method: 'POST', headers: { authorization }, body: form })
+  if (upload.status !== 200) throw new Error(`RAG upload: ${upload.status} ${await upload.text()}`)
+  const [file] = await upload.json() as Array<{ fileId: string; fileUri: string }>
+  if (file === undefined) throw new Error('RAG upload: no file in the reply')
+  const config = { localConfigId: 'default', globalContext: false, activeFiles: [file.fileId], chatModel: 'mock-llm' }
+  const session = await fetch(`${gw.url}/chat-session-manager/api/v1/sessions/`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ title: 'docs check', config }),
+  })
+  const { sessionId } = await session.json() as { sessionId: string }
+  return { fileId: file.fileId, fileUri: file.fileUri, sessionId }
 }
 
 function run(b: Block, code: string, blockEnv: Env): Promise<{ code: number | null; out: string }> {
@@ -142,9 +170,13 @@ function run(b: Block, code: string, blockEnv: Env): Promise<{ code: number | nu
 for (const b of runnable) {
   t.test(`${b.file}:${b.line}`, async (t) => {
     const prepared = await prepare(b)
+    const before = requestLines().length
     const result = await run(b, prepared.code, prepared.env)
-    if (process.env.DOCS_CHECK_VERBOSE) t.comment(result.out.replace(/\r/g, '\n'))
+    const statuses = requestLines().slice(before).map((l) => `${String(l.status)} ${String(l.route)}`)
+    if (process.env.DOCS_CHECK_VERBOSE) t.comment(`${result.out.replace(/\r/g, '\n')}\ngateway: ${statuses.join(', ')}`)
     t.equal(result.code, 0, `exits 0${result.code === 0 ? '' : `:\n${result.out.slice(-2000)}`}`)
+    // The pages show calls that work: a refusal in a walk-through is a page out of date.
+    t.same(statuses.filter((s) => !/^[23]/.test(s)), [], 'and the gateway answered every call of it with a 2xx or 3xx')
   })
 }
 

@@ -1,7 +1,7 @@
 // The docs check's running side (commands.test.ts and commands-rag.test.ts call it): the
 // runnable blocks of some pages, run in order against a gateway of their own. What it
 // provides and substitutes is said at the top of commands.test.ts, and in docs/development.md.
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -26,9 +26,14 @@ export function runnableBlocks(files: readonly string[]): Block[] {
 
 /** Runs every runnable block of `files` as a subtest of `t`, against one gateway started here. */
 export async function runBlocks(t: Test, files: readonly string[]): Promise<void> {
+  const blocks = runnableBlocks(files)
+  if (blocks.some((b) => isShell(b) && /\bcurl\b/.test(b.code))) {
+    // Said once, rather than as every curl block's exit 127.
+    t.equal(spawnSync('bash', ['-c', 'command -v curl']).status, 0, 'curl is installed: the pages call it')
+  }
   const docs = await startDocsGateway()
   t.teardown(() => docs.gw.stop())
-  for (const b of runnableBlocks(files)) {
+  for (const b of blocks) {
     t.test(`${b.file}:${b.line}`, async (t) => {
       const prepared = await prepare(docs, b)
       const before = requestLines(docs.gw).length

@@ -1,15 +1,16 @@
-// The README's model list (section "Models") and GET /v2/models of a gateway with the default
-// configuration agree: the same names, each with the kind the gateway reports (meta_data
-// model_type), so that the README never names a model the gateway does not serve.
+// The docs' model list (docs/models.md, section "Models", which the README's map points to) and
+// GET /v2/models of a gateway with the default configuration agree: the same names, each with the
+// kind the gateway reports (meta_data model_type), so that the docs never name a model the gateway
+// does not serve.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { startTollgate } from '../helpers/gateway.ts'
 
-const README = readFileSync(join(import.meta.dirname, '../../README.md'), 'utf8')
+const README = readFileSync(join(import.meta.dirname, '../../docs/models.md'), 'utf8')
 const KIND_OF_TYPE: Record<string, string> = { LLM: 'chat', EMBEDDING: 'embedding', STT: 'audio', IMAGE_GENERATION: 'image' }
 
-/** Rows `| \`name\` | kind | ...` of the README's "## Models" section, in order. */
+/** Rows `| \`name\` | kind | ...` of docs/models.md's "## Models" section, in order. */
 function readmeModels(): Array<{ name: string; kind: string }> {
   const start = README.search(/^## Models\s*$/m)
   if (start < 0) return []
@@ -19,9 +20,9 @@ function readmeModels(): Array<{ name: string; kind: string }> {
   return [...section.matchAll(/^\|\s*`([^`]+)`\s*\|\s*([a-z]+)\s*\|/gm)].map((m) => ({ name: m[1] ?? '', kind: m[2] ?? '' }))
 }
 
-t.test('the README lists exactly the models /v2/models lists, with their kinds', async (t) => {
+t.test('docs/models.md lists exactly the models /v2/models lists, with their kinds', async (t) => {
   const listed = readmeModels()
-  t.ok(listed.length > 0, 'README.md has a "## Models" section with a table of `name` | kind rows')
+  t.ok(listed.length > 0, 'docs/models.md has a "## Models" section with a table of `name` | kind rows')
   const gw = await startTollgate()
   t.teardown(() => gw.stop())
   const { key } = await gw.createKey()

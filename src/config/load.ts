@@ -164,7 +164,7 @@ function readSecrets(backends: Config['backends'], env: Env, path: string): Secr
 
 /**
  * A guessable admin token or hashing secret is worse than none: refused below
- * MIN_SECRET_LENGTH characters (the README's "32+ random characters": 192 bits and more as
+ * MIN_SECRET_LENGTH characters (docs/troubleshooting.md's "32+ random characters": 192 bits and more as
  * base64), unless TOLLGATE_ALLOW_WEAK_SECRETS says this is a development machine; then the
  * names are returned, for a warning at start. The values never appear in a message.
  */

@@ -123,7 +123,7 @@ export const modelLimitsSchema = z.strictObject({
 export type ModelLimits = z.infer<typeof modelLimitsSchema>
 
 /**
- * What one API key may keep stored on the gateway's side of a tier (README, "Storage
+ * What one API key may keep stored on the gateway's side of a tier (docs/security.md, "Storage
  * caps"): the top-level `storageCaps` gives every tier's defaults, a tier's own entry
  * overrides any of them.
  */
@@ -180,7 +180,7 @@ export const plansSchema = z.strictObject({
 }).refine((p) => p.defaultTier in p.tiers, { message: 'defaultTier must name one of the tiers', path: ['defaultTier'] })
 export type PlansConfig = z.infer<typeof plansSchema>
 
-/** The RAG gateway's services, by the path segment that names them (README, "RAG gateway"). */
+/** The RAG gateway's services, by the path segment that names them (docs/rag-gateway.md). */
 export const RAG_SERVICES = ['config-manager', 'user-manager', 'file-manager', 'ingest-master', 'chat-session-manager', 'query-pipeline'] as const
 export type RagService = (typeof RAG_SERVICES)[number]
 /** Other path segments that reach a service. */
@@ -401,9 +401,9 @@ export const configSchema = z.strictObject({
     /** How long an address over the limit is refused, without any key lookup. */
     blockSeconds: positiveInt.default(60),
   }).prefault({}),
-  /** RAG gateway logins and access tokens (README, "RAG gateway: accounts and tokens"). */
+  /** RAG gateway logins and access tokens (docs/rag-gateway.md, "RAG gateway: accounts and tokens"). */
   ragAuth: ragAuthSchema.prefault({}),
-  /** The key portal (README, "Portal"). */
+  /** The key portal (docs/portal.md). */
   portal: portalSchema.prefault({}),
   store: z.strictObject({
     /**
@@ -432,7 +432,7 @@ export const configSchema = z.strictObject({
     commandTimeoutMs: positiveInt.default(500),
     /**
      * A running stream's delivered tokens are written to the store at most this often, so
-     * a gateway that dies mid-stream still charges them (README, "Usage").
+     * a gateway that dies mid-stream still charges them (docs/usage.md).
      */
     streamCheckpointMs: positiveInt.default(1000),
   }).refine((s) => [s.redisUrl, s.redisCluster, s.redisSentinel].filter((x) => x !== undefined).length <= 1, {
@@ -452,7 +452,7 @@ export const configSchema = z.strictObject({
     /** Instances behind the load balancer: during an outage each enforces 1/n of the windowed limits. */
     insuranceInstances: positiveInt.default(1),
   }).prefault({}),
-  /** The /queue endpoints: wait for capacity instead of a 429 (README, "Queue"). */
+  /** The /queue endpoints: wait for capacity instead of a 429 (docs/queue.md). */
   queue: z.strictObject({
     /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
     maxWaitMs: positiveInt.default(600_000),
@@ -491,7 +491,7 @@ export const configSchema = z.strictObject({
   logging: z.strictObject({
     level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   }).prefault({}),
-  /** The RAG gateway: /<service>/<route> to the seven services (README, "RAG gateway"). */
+  /** The RAG gateway: /<service>/<route> to the seven services (docs/rag-gateway.md). */
   rag: ragSchema.prefault({}),
   backends: z.record(z.string(), backendSchema),
   models: z.array(model).min(1),

@@ -1,5 +1,5 @@
 // Every place a request body can name a stored object that some tenant owns: the one table
-// the ownership check walks. An upstream shared by every key (the deployment the README
+// the ownership check walks. An upstream shared by every key (the deployment docs/security.md
 // recommends) would serve a call that names another tenant's file, vector store or
 // response as if it were the caller's, so each id is checked against its owner before
 // anything goes upstream (ownership.ts), wherever in the body it stands.

@@ -1,4 +1,4 @@
-// The key portal at /portal: server-rendered pages for signed-in users (README, "Portal").
+// The key portal at /portal: server-rendered pages for signed-in users (docs/portal.md).
 // Each room of it registers its routes here; PORTAL_OPERATIONS lists them for the API
 // reference (every route the gateway serves is documented).
 import type { OperationDoc } from '../openapi/operation.ts'

@@ -1,6 +1,6 @@
 // Tenant isolation inside request bodies, driven as an attacker would: two tenants share one
 // upstream account (an `openai` backend that is also the resource backend, the deployment the
-// README recommends), and a recording upstream proves that no call of the second tenant that
+// docs/security.md recommends), and a recording upstream proves that no call of the second tenant that
 // names the first one's objects (a file, a vector store, a response, its items) in its body,
 // its query or a multipart field ever reaches it. Each such call gets the 404 the direct route
 // gives; an unknown id gets the same. The owner's own calls naming the same ids go through.

@@ -70,7 +70,7 @@ export interface MockProcess {
   stop(): Promise<void>
 }
 
-/** `tollgate rag-mock --port 0 --service <service>` (the README's command) as its own process. */
+/** `tollgate rag-mock --port 0 --service <service>` (the command docs/rag-gateway.md gives) as its own process. */
 export async function startMockProcess(t: Test, service: string, extra: readonly string[] = []): Promise<MockProcess> {
   const child = spawn(process.execPath, [join(ROOT, 'src/cli.ts'), 'rag-mock', '--port', '0', '--service', service, '--token-delay-ms', '5', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] })
   const port = await new Promise<number>((done, fail) => {

@@ -151,3 +151,20 @@ t.test('src/ has no runtime import cycle', async (t) => {
   const named = cycles.map((files) => files.map((file) => relative(ROOT, file)).join(' ↔ '))
   t.same(named, [], `runtime import cycles:\n${named.join('\n')}`)
 })
+
+// The leaves of store/ that the adapters of every room share: they stay leaves, loading
+// nothing but one another and the files below (else an adapter that imports one could
+// close a cycle again).
+const LEAVES = ['store/redis-client.ts', 'store/redis-kit.ts', 'store/redis-subscription.ts', 'store/sqlite.ts']
+const LEAF_DEPENDENCIES = ['store/errors.ts', 'store/data-dir.ts']
+
+t.test('the store leaves load nothing but leaves', async (t) => {
+  const graph = importGraph(SRC)
+  const allowed = new Set([...LEAVES, ...LEAF_DEPENDENCIES].map((file) => join(SRC, file)))
+  for (const leaf of LEAVES) {
+    const imports = graph.get(join(SRC, leaf))
+    t.ok(imports, `${leaf} exists`)
+    t.same((imports ?? []).filter((file) => !allowed.has(file)).map((file) => relative(SRC, file)), [], `${leaf} imports only leaves`)
+  }
+  for (const file of LEAF_DEPENDENCIES) t.same(graph.get(join(SRC, file)), [], `${file} imports no file of src/`)
+})

@@ -113,8 +113,8 @@ export function subscribe(options: SubscriptionOptions): Subscription {
       return live
     },
     ready(timeoutMs) {
-      if (live) return Promise.resolve(true)
       if (closed) return Promise.resolve(false)
+      if (live) return Promise.resolve(true)
       return new Promise((done) => {
         const wake = (value: boolean): void => {
           clearTimeout(late)
@@ -134,6 +134,7 @@ export function subscribe(options: SubscriptionOptions): Subscription {
       for (const wake of waiters) wake(false)
       waiters = []
       await closeRedis(connection)
+      setLive(false)
     },
   }
 }

@@ -1,7 +1,7 @@
 // The file quota of a single instance: rows of `<dataDir>/file-quota.db` (node:sqlite), one
 // per file a key uploaded and one per upload in flight (a hold, with its end). A key's
 // usage is summed on a covering index inside the transaction that adds a hold.
-import { openSqlite, transaction } from '../store/embedded.ts'
+import { closeSqlite, openSqlite, transaction } from '../store/sqlite.ts'
 import type { FileQuotaStore, FileUsage } from './quota-port.ts'
 
 export const FILE_QUOTA_DATABASE_FILE = 'file-quota.db'
@@ -61,7 +61,7 @@ export function openEmbeddedFileQuotaStore(dataDir: string, now: () => number = 
       return usage(keyId, now())
     },
     async close() {
-      if (db.isOpen) db.close()
+      closeSqlite(db)
     },
   }
 }

@@ -8,17 +8,9 @@
 //
 // Adding a hold is one script that reads the totals and the (few) holds and adds it only
 // under the caps.
-import { createHash } from 'node:crypto'
-import { StoreUnavailableError } from '../store/errors.ts'
-import { closeRedis, isRedisUnavailable, whenReady, type RedisConnection } from '../store/redis-client.ts'
+import { closeRedis, type RedisConnection } from '../store/redis-client.ts'
+import { redisNamespace, runScript, script, withRedis, type Script } from '../store/redis-kit.ts'
 import type { FileQuotaStore } from './quota-port.ts'
-
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-const script = (source: string): Script => ({ source, sha: createHash('sha1').update(source).digest('hex') })
 
 // KEYS: total, holds  ARGV: now. Drops lapsed holds; returns files and bytes (holds included).
 const USAGE = `
@@ -77,7 +69,7 @@ redis.call('DEL', KEYS[3])
 return 1`)
 
 export function fileQuotaKeys(prefix: string) {
-  const base = `${prefix}{tg}:fq:`
+  const base = `${redisNamespace(prefix)}fq:`
   const enc = encodeURIComponent
   return {
     files: (keyId: string) => `${base}files:${enc(keyId)}`,
@@ -90,20 +82,8 @@ export function fileQuotaKeys(prefix: string) {
 export function createRedisFileQuotaStore(redis: RedisConnection, prefix: string, now: () => number = Date.now): FileQuotaStore {
   const k = fileQuotaKeys(prefix)
 
-  async function run(s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown[]> {
-    try {
-      if (redis.status !== 'ready') await whenReady(redis)
-      try {
-        return await redis.evalsha(s.sha, keys.length, ...keys, ...args) as unknown[]
-      } catch (error) {
-        if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error
-        return await redis.eval(s.source, keys.length, ...keys, ...args) as unknown[]
-      }
-    } catch (error) {
-      if (!isRedisUnavailable(error)) throw error
-      throw new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
-    }
-  }
+  const run = (s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown[]> =>
+    withRedis(redis, async () => await runScript(redis, s, keys, args) as unknown[])
 
   return {
     async hold(keyId, hold, bytes, caps, holdMs) {
@@ -117,14 +97,10 @@ export function createRedisFileQuotaStore(redis: RedisConnection, prefix: string
       await run(CANCEL, [k.holds(keyId)], [hold])
     },
     async release(fileId) {
-      let keyId: string | null
-      try {
-        keyId = await redis.get(k.of(fileId))
-      } catch (error) {
-        if (!isRedisUnavailable(error)) throw error
-        throw new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
-      }
-      if (keyId !== null) await run(RELEASE, [k.files(keyId), k.total(keyId), k.of(fileId)], [fileId])
+      await withRedis(redis, async () => {
+        const keyId = await redis.get(k.of(fileId))
+        if (keyId !== null) await runScript(redis, RELEASE, [k.files(keyId), k.total(keyId), k.of(fileId)], [fileId])
+      })
     },
     async usage(keyId) {
       const reply = await run(READ, [k.total(keyId), k.holds(keyId)], [now()])

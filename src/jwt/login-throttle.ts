@@ -20,6 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible'
 import { gatewayError } from '../errors.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
+import { redisNamespace } from '../store/redis-kit.ts'
 
 export interface LoginThrottleOptions {
   /** Failures on one username from one address within the window; the next attempt is refused for blockSeconds. */
@@ -74,7 +75,7 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       ...common,
       storeClient: options.redis.client,
       useRedisPackage: false,
-      keyPrefix: `${options.redis.prefix}{tg}:login:${name}`,
+      keyPrefix: `${redisNamespace(options.redis.prefix)}login:${name}`,
       insuranceLimiter: memory,
     })
   }

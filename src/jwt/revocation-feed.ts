@@ -3,10 +3,12 @@
 // `<prefix>{tg}:rag:revoked`, and every instance drops what it cached about that session or
 // user. Pub/sub delivers at most once: a lost message is covered by the verifier's cache
 // lifetime (ragAuth.revocationCacheMs), which is the guarantee; this feed makes it faster.
+// The subscription is store/redis-subscription.ts's, like every feed between instances.
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient, isCluster, type RedisConnection } from '../store/redis-client.ts'
-import { redisKeys } from '../store/redis.ts'
+import { closeRedis, createRedisClient } from '../store/redis-client.ts'
+import { redisNamespace } from '../store/redis-kit.ts'
+import { subscribe } from '../store/redis-subscription.ts'
 import type { TokenVerifier } from './verifier.ts'
 
 export interface RevocationFeed {
@@ -36,29 +38,24 @@ export interface RedisRevocationFeedOptions {
 
 export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): RevocationFeed {
   const { verifier, log } = options
-  const channel = `${redisKeys(options.prefix).base}rag:revoked`
+  const channel = `${redisNamespace(options.prefix)}rag:revoked`
   const publisher = createRedisClient(options.redis, { commandTimeoutMs: options.commandTimeoutMs, name: 'tollgate-rag-revoked-pub' })
-  // Subscribed by hand on every (re)connect: nothing is queued while disconnected. A
-  // cluster client subscribes through a node of its choosing (pub/sub reaches every node).
-  const subscriber: RedisConnection = isCluster(publisher)
-    ? createRedisClient(options.redis, { commandTimeoutMs: options.commandTimeoutMs, name: 'tollgate-rag-revoked-sub' })
-    : publisher.duplicate({ connectionName: 'tollgate-rag-revoked-sub', autoResubscribe: false })
-  subscriber.on('error', (err: Error) => log.debug({ err: err.message }, 'revocation feed: redis error'))
-  subscriber.on('ready', () => {
-    subscriber.subscribe(channel).catch((err: unknown) => {
-      log.warn({ err: (err as Error).message }, 'revocation feed: SUBSCRIBE failed; reconnecting')
-      subscriber.disconnect(true)
-    })
-  })
-  subscriber.on('message', (from: string, message: string) => {
-    if (from !== channel) return
-    try {
-      const value = JSON.parse(message) as { session?: unknown; user?: unknown }
-      if (typeof value.session === 'string') verifier.forgetSession(value.session)
-      if (typeof value.user === 'string') verifier.forgetUser(value.user)
-    } catch {
-      // Not ours: ignored.
-    }
+  const feed = subscribe({
+    redis: options.redis,
+    commandTimeoutMs: options.commandTimeoutMs,
+    name: 'tollgate-rag-revoked-sub',
+    channels: [channel],
+    onMessage: (_from, message) => {
+      try {
+        const value = JSON.parse(message) as { session?: unknown; user?: unknown }
+        if (typeof value.session === 'string') verifier.forgetSession(value.session)
+        if (typeof value.user === 'string') verifier.forgetUser(value.user)
+      } catch {
+        // Not ours: ignored.
+      }
+    },
+    onError: (err) => log.debug({ err: err.message }, 'revocation feed: redis error'),
+    onSubscribeFailed: (err) => log.warn({ err: err.message }, 'revocation feed: SUBSCRIBE failed; reconnecting'),
   })
   const publish = (message: Record<string, string>): void => {
     publisher.publish(channel, JSON.stringify(message)).catch((err: unknown) =>
@@ -74,9 +71,7 @@ export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): 
       publish({ user: username })
     },
     async close() {
-      await Promise.all([publisher, subscriber].map(async (client) => {
-        try { await client.quit() } catch { client.disconnect() }
-      }))
+      await Promise.all([closeRedis(publisher), feed.close()])
     },
   }
 }

@@ -1,7 +1,7 @@
 // Key changes reach every instance's key cache. With Redis, the instance that changes a
 // key publishes {"id"} on `<prefix>{tg}:keys:changed`; every instance (itself included)
-// subscribes on a connection of its own and drops the key from its cache. In embedded
-// mode there is one instance, and the change is applied locally.
+// subscribes on a connection of its own (store/redis-subscription.ts) and drops the key
+// from its cache. In embedded mode there is one instance, and the change is applied locally.
 //
 // Pub/sub delivers at most once. What covers a lost message:
 // - the subscriber's connection is watched (a heartbeat PING finds a silent one); while
@@ -13,11 +13,11 @@
 //   beats do not come back;
 // - a failed PUBLISH is retried a few times;
 // - and whatever still slips through, the cache's TTL (1 s) ends.
-import { randomBytes } from 'node:crypto'
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient, isCluster, type RedisConnection } from '../store/redis-client.ts'
-import { redisKeys } from '../store/redis.ts'
+import { closeRedis, createRedisClient } from '../store/redis-client.ts'
+import { redisNamespace } from '../store/redis-kit.ts'
+import { subscribe } from '../store/redis-subscription.ts'
 import type { KeyCache } from './cache.ts'
 
 export interface KeyEvents {
@@ -29,7 +29,7 @@ export interface KeyEvents {
 }
 
 export function keyChangesChannel(prefix: string): string {
-  return `${redisKeys(prefix).base}keys:changed`
+  return `${redisNamespace(prefix)}keys:changed`
 }
 
 /** One instance: a change is applied to the local cache, nothing else needs telling. */
@@ -59,8 +59,6 @@ export interface RedisKeyEventsOptions {
 
 const DEFAULT_HEARTBEAT_MS = 1000
 const DEFAULT_PUBLISH_RETRY_DELAYS_MS = [50, 200, 500]
-/** On a cluster, the feed is lost when no beat came back for this many heartbeats. */
-const MISSED_BEATS = 3
 
 /** The message body; anything else on the channel clears the whole cache. */
 export function encodeKeyChange(id: string): string {
@@ -79,7 +77,6 @@ export function decodeKeyChange(message: string): string | null {
 
 export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents {
   const { cache, log, channel } = options
-  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS
   const retryDelays = options.publishRetryDelaysMs ?? DEFAULT_PUBLISH_RETRY_DELAYS_MS
   const name = options.connectionName ?? 'tollgate-keys'
   const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
@@ -88,69 +85,27 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
     name: `${name}-pub`,
     onError: (err) => log.debug({ err: err.message }, 'key change publisher: redis error'),
   })
-  // Subscribed by hand on every (re)connect, so "live" means the SUBSCRIBE was answered.
-  const onSubscriberError = (err: Error): void => log.debug({ err: err.message }, 'key change subscriber: redis error')
-  const subscriber: RedisConnection = isCluster(publisher)
-    ? createRedisClient(target, { commandTimeoutMs: options.commandTimeoutMs, name: `${name}-sub`, onError: onSubscriberError })
-    : publisher.duplicate({ connectionName: `${name}-sub`, autoResubscribe: false })
-  const onCluster = isCluster(subscriber)
-  if (!onCluster) subscriber.on('error', onSubscriberError)
-  const beats = `${channel}:beat:${randomBytes(6).toString('hex')}`
-  let lastBeat = 0
   cache.setTrusted(false)
-
-  let live = false
   let closed = false
-  let waiters: Array<(live: boolean) => void> = []
-
-  const setLive = (value: boolean): void => {
-    if (live === value) return
-    live = value
-    cache.setTrusted(value)
-    if (value) {
-      log.info({ channel }, 'key change feed live')
-      for (const wake of waiters) wake(true)
-      waiters = []
-    } else if (!closed) {
-      log.warn('key change feed lost: key lookups go to the store until it is back')
-    }
-  }
-
-  subscriber.on('ready', () => {
-    subscriber.subscribe(...(onCluster ? [channel, beats] : [channel])).then(() => {
-      lastBeat = Date.now()
-      setLive(true)
-    }, (err: unknown) => {
-      log.warn({ err: (err as Error).message }, 'key change feed: SUBSCRIBE failed; reconnecting')
-      subscriber.disconnect(true)
-    })
+  const feed = subscribe({
+    redis: target,
+    commandTimeoutMs: options.commandTimeoutMs,
+    name: `${name}-sub`,
+    channels: [channel],
+    heartbeat: { everyMs: options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS, publisher },
+    onMessage: (_from, message) => {
+      const id = decodeKeyChange(message)
+      if (id === null) cache.clear()
+      else cache.invalidate(id)
+    },
+    onLive: (live) => {
+      cache.setTrusted(live)
+      if (live) log.info({ channel }, 'key change feed live')
+      else if (!closed) log.warn('key change feed lost: key lookups go to the store until it is back')
+    },
+    onError: (err) => log.debug({ err: err.message }, 'key change subscriber: redis error'),
+    onSubscribeFailed: (err) => log.warn({ err: err.message }, 'key change feed: SUBSCRIBE failed; reconnecting'),
   })
-  subscriber.on('close', () => setLive(false))
-  subscriber.on('end', () => setLive(false))
-  subscriber.on('message', (from: string, message: string) => {
-    if (from === beats) {
-      lastBeat = Date.now()
-      // The cluster client found a new node for the subscription by itself.
-      if (!live && !closed && subscriber.status === 'ready') setLive(true)
-      return
-    }
-    if (from !== channel) return
-    const id = decodeKeyChange(message)
-    if (id === null) cache.clear()
-    else cache.invalidate(id)
-  })
-
-  // A connection that went silent (a partition sends no RST) answers no PING: the
-  // client's socket timeout then drops it and the feed counts as lost.
-  const heartbeat = setInterval(() => {
-    if (!onCluster) {
-      if (subscriber.status === 'ready') subscriber.ping().catch(() => undefined)
-      return
-    }
-    if (live && Date.now() - lastBeat > MISSED_BEATS * heartbeatMs) setLive(false)
-    publisher.publish(beats, '1').catch(() => undefined)
-  }, heartbeatMs)
-  heartbeat.unref()
 
   const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms).unref())
 
@@ -173,35 +128,11 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
       }
     },
 
-    ready(timeoutMs) {
-      if (live) return Promise.resolve(true)
-      return new Promise((done) => {
-        const timer = setTimeout(() => {
-          waiters = waiters.filter((w) => w !== wake)
-          done(false)
-        }, timeoutMs)
-        timer.unref()
-        const wake = (value: boolean): void => {
-          clearTimeout(timer)
-          done(value)
-        }
-        waiters.push(wake)
-      })
-    },
+    ready: (timeoutMs) => feed.ready(timeoutMs),
 
     async close() {
       closed = true
-      clearInterval(heartbeat)
-      for (const wake of waiters) wake(false)
-      waiters = []
-      await Promise.all([publisher, subscriber].map(async (client) => {
-        if (client.status === 'end') return
-        try {
-          await client.quit()
-        } catch {
-          client.disconnect()
-        }
-      }))
+      await Promise.all([closeRedis(publisher), feed.close()])
     },
   }
 }

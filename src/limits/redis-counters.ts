@@ -3,8 +3,8 @@
 // opens with the first call), so its get()/delete() read these keys. Unlike the library's
 // one-key script, ours checks every dimension of the (key, model) and consumes all or
 // none, in one EVALSHA: one round trip per admission, nothing to roll back on refusal.
-import { createHash } from 'node:crypto'
 import type { RedisConnection } from '../store/redis-client.ts'
+import { redisNamespace, runScript, script } from '../store/redis-kit.ts'
 import type { CounterState, DimensionName } from './dimensions.ts'
 import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
 
@@ -116,12 +116,6 @@ end
 return out
 `
 
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-const script = (source: string): Script => ({ source, sha: createHash('sha1').update(source).digest('hex') })
 const SCRIPTS = { admit: script(ADMIT), settle: script(SETTLE), peek: script(PEEK) }
 
 /** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
@@ -131,10 +125,7 @@ export function limiterKeys(prefix: string): {
   /** The quota's reservations of calls in flight. */
   held(subject: Subject): string
 } {
-  if (prefix.includes('{') || prefix.includes('}')) {
-    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
-  }
-  const base = `${prefix}{tg}:rl:`
+  const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
   return {
     base,
@@ -176,16 +167,6 @@ export interface RedisCounters extends Counters {
 export function redisCounters(redis: RedisConnection, prefix: string, windowMs: number): RedisCounters {
   const keys = limiterKeys(prefix)
 
-  async function run(s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      return await redis.evalsha(s.sha, keyNames.length, ...keyNames, ...args)
-    } catch (error) {
-      // A restarted Redis has forgotten the script: send it once in full.
-      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error
-      return await redis.eval(s.source, keyNames.length, ...keyNames, ...args)
-    }
-  }
-
   return {
     kind: 'redis',
     async reachable() {
@@ -202,7 +183,7 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
     async admit(subject, charges) {
       const args: (string | number)[] = [windowMs]
       for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
-      const reply = integers(await run(SCRIPTS.admit, keysOf(keys, subject, charges), args), 2 + 2 * charges.length)
+      const reply = integers(await runScript(redis, SCRIPTS.admit, keysOf(keys, subject, charges), args), 2 + 2 * charges.length)
       const now = reply[1] ?? 0
       const states = charges.map((c, i) => {
         const state = stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0)
@@ -215,12 +196,12 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
       if (adjustments.length === 0) return
       const args: (string | number)[] = [windowMs]
       for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
-      await run(SCRIPTS.settle, keysOf(keys, subject, adjustments), args)
+      await runScript(redis, SCRIPTS.settle, keysOf(keys, subject, adjustments), args)
     },
     async peek(subject, dimensions) {
       if (dimensions.length === 0) return []
       const reply = integers(
-        await run(SCRIPTS.peek, keysOf(keys, subject, dimensions), dimensions.map((d) => (d.windowed ? '1' : '0'))),
+        await runScript(redis, SCRIPTS.peek, keysOf(keys, subject, dimensions), dimensions.map((d) => (d.windowed ? '1' : '0'))),
         1 + 2 * dimensions.length,
       )
       const now = reply[0] ?? 0

@@ -19,6 +19,7 @@ import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { clusterOptions, ioredis, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
+import { redisNamespace } from '../store/redis-kit.ts'
 import type { Held, JobRunner, Processor, RequestRef } from './ports.ts'
 
 export interface BullmqRunnerOptions {
@@ -93,7 +94,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   // Loaded here, not at import: a gateway on the embedded store never pays for it (about 11 MB of RSS).
   const { DelayedError, Queue, Worker } = requireCjs('bullmq') as typeof BullMQ
   const name = options.name ?? 'requests'
-  const prefix = `${options.keyPrefix}{tg}:bull`
+  const prefix = `${redisNamespace(options.keyPrefix)}bull`
   const { log } = options
   const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
   const owned: Cluster[] = []

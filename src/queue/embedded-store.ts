@@ -7,8 +7,8 @@
 // and its line never disagree. A request's body (payload, and multipart bytes) is a column
 // of its own that lists never select, dropped once the request finishes; a key's pending
 // requests are counted (with their sizes) on a covering index, in the submit's transaction.
-import type { DatabaseSync, SQLOutputValue } from 'node:sqlite'
-import { openSqlite, pingSqlite, transaction } from '../store/embedded.ts'
+import type { DatabaseSync } from 'node:sqlite'
+import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from '../store/sqlite.ts'
 import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize } from './record-codec.ts'
 import { QueueFullError, type FinalStatus, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
 import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
@@ -65,8 +65,6 @@ interface Place {
   readonly member: string
   readonly ticket: Ticket
 }
-
-type Row = Record<string, SQLOutputValue>
 
 const PURGE_EVERY_MS = 60_000
 
@@ -345,7 +343,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
     async close() {
       clearInterval(purgeTimer)
-      if (db.isOpen) db.close()
+      closeSqlite(db)
     },
   }
 }

@@ -19,21 +19,15 @@
 // Every change that touches a record and its line is one Lua script declaring every key
 // it touches, so a request is never in a line without its record, nor out of it while
 // queued.
-import { createHash } from 'node:crypto'
-import { StoreUnavailableError } from '../store/errors.ts'
-import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from '../store/redis-client.ts'
+import { closeRedis, pingRedis, type RedisConnection } from '../store/redis-client.ts'
+import { redisNamespace, runScript, script as redisScript, withRedis, type Script, type ScriptArg } from '../store/redis-kit.ts'
 import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize, storedStatus } from './record-codec.ts'
 import { QueueFullError, statusAt, type FinalStatus, type Lease, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestStatus, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
-interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
+/** A script of the queue: its body after the functions every one of them may call. */
 function script(body: string): Script {
-  const source = LEAVE + body
-  return { source, sha: createHash('sha1').update(source).digest('hex') }
+  return redisScript(LEAVE + body)
 }
 
 // Functions every script may call. leave takes `ticket` out of `line`; returns the new
@@ -192,10 +186,7 @@ const LIST_BATCH = 500
 const SUMMARY_FIELDS = ['meta', 'status', 'attempts', 'startedAt', 'finishedAt', 'cancel', 'runner'] as const
 
 export function queueKeys(prefix: string) {
-  if (prefix.includes('{') || prefix.includes('}')) {
-    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
-  }
-  const base = `${prefix}{tg}:q:`
+  const base = `${redisNamespace(prefix)}q:`
   return {
     base,
     line: (line: string) => `${base}line:${line}`,
@@ -211,11 +202,6 @@ export function queueKeys(prefix: string) {
     leases: `${base}leases`,
     sweep: `${base}sweep`,
   }
-}
-
-function unavailable(error: unknown): unknown {
-  if (!isRedisUnavailable(error)) return error
-  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
 }
 
 /** A lease entry: what a RequestRef needs besides the id. */
@@ -241,23 +227,8 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
   const finishedLife = 2 * ttl
   const queuedLife = 3 * ttl
 
-  async function io<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      if (redis.status !== 'ready') await whenReady(redis)
-      return await fn()
-    } catch (error) {
-      throw unavailable(error)
-    }
-  }
-
-  async function run(s: Script, keys: readonly string[], args: readonly (string | number | Buffer)[]): Promise<unknown> {
-    try {
-      return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
-    } catch (error) {
-      if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error
-      return await redis.eval(s.source, keys.length, ...keys, ...args)
-    }
-  }
+  const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
+  const run = (s: Script, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> => runScript(redis, s, keys, args)
 
   function rankOf(reply: unknown): number {
     if (typeof reply !== 'number' || reply < 0) throw new TypeError(`queue script answered ${JSON.stringify(reply)}`)

@@ -3,13 +3,15 @@
 // another gateway) that gateway is told; and a request cancelled through one gateway may
 // be running on another, which is told to abort it.
 //
-// With Redis: pub/sub on a connection of its own. Wake-ups go to the channel of the one
+// With Redis: pub/sub on a connection of its own (store/redis-subscription.ts). Wake-ups go to the channel of the one
 // gateway holding the call (`<prefix>{tg}:q:ev:<instance>`), cancels to everyone
 // (`<prefix>{tg}:q:ev:cancel`). A message lost while a connection is down is made up for
 // by the sweep (service.ts), which nudges every head. Embedded: calls in this process.
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
-import { createRedisClient, type RedisConnection } from '../store/redis-client.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
+import { redisNamespace } from '../store/redis-kit.ts'
+import { subscribe } from '../store/redis-subscription.ts'
 
 export interface QueueSignals {
   /** Tells gateway `instance` that a call it holds is at the head of its line (`message` says which). */
@@ -46,27 +48,20 @@ export interface RedisSignalsOptions {
 }
 
 export function redisSignals(options: RedisSignalsOptions, handlers: SignalHandlers): QueueSignals {
-  const base = `${options.keyPrefix}{tg}:q:ev:`
+  const base = `${redisNamespace(options.keyPrefix)}q:ev:`
   const mine = `${base}${options.instance}`
   const cancels = `${base}cancel`
-  const subscriber = createRedisClient(options.redis, {
+  const feed = subscribe({
+    redis: options.redis,
     commandTimeoutMs: 5000,
     name: 'tollgate-queue-events',
+    channels: [mine, cancels],
+    onMessage: (channel, message) => {
+      if (channel === mine) handlers.onWake(message)
+      else handlers.onCancel(message)
+    },
     onError: (error) => options.log.debug({ err: error.message }, 'queue events redis error'),
-  })
-  let markSubscribed: () => void = () => {}
-  const subscribed = new Promise<true>((done) => { markSubscribed = () => done(true) })
-  const subscribe = (): void => {
-    subscriber.subscribe(mine, cancels).then(markSubscribed, (error: unknown) => {
-      options.log.warn({ err: error instanceof Error ? error.message : String(error) }, 'queue events: cannot subscribe')
-    })
-  }
-  // ioredis subscribes again after a reconnect by itself; the first time is ours.
-  if (subscriber.status === 'ready') subscribe()
-  else subscriber.once('ready', subscribe)
-  subscriber.on('message', (channel: string, message: string) => {
-    if (channel === mine) handlers.onWake(message)
-    else if (channel === cancels) handlers.onCancel(message)
+    onSubscribeFailed: (error) => options.log.warn({ err: error.message }, 'queue events: cannot subscribe; reconnecting'),
   })
 
   return {
@@ -76,15 +71,7 @@ export function redisSignals(options: RedisSignalsOptions, handlers: SignalHandl
     async cancel(id) {
       await options.publisher.publish(cancels, id)
     },
-    async ready(timeoutMs) {
-      let timer: NodeJS.Timeout | undefined
-      const late = new Promise<false>((done) => { timer = setTimeout(() => done(false), timeoutMs) })
-      const ok = await Promise.race([subscribed, late])
-      clearTimeout(timer)
-      return ok
-    },
-    async close() {
-      subscriber.disconnect()
-    },
+    ready: (timeoutMs) => feed.ready(timeoutMs),
+    close: () => feed.close(),
   }
 }

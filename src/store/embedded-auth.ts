@@ -1,12 +1,10 @@
 // Accounts, sessions and signing keys in the embedded store's SQLite file (migration 3 of
 // embedded.ts). Every read-then-write is one BEGIN IMMEDIATE transaction.
-import type { DatabaseSync, SQLOutputValue } from 'node:sqlite'
-import { transaction } from './embedded.ts'
+import type { DatabaseSync } from 'node:sqlite'
 import { StoreConflictError } from './errors.ts'
 import { compareAccounts, decodeAccount, decodeSession, decodeSigningKey, encodeRecord, sameAccount, sessionEnded } from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, ReplaceOutcome, SessionStore, SigningKeyStore } from './ports.ts'
-
-type Row = Record<string, SQLOutputValue>
+import { transaction, type SqlRow as Row } from './sqlite.ts'
 
 function column(row: Row | undefined, name: string): string | null {
   if (row === undefined) return null

@@ -1,22 +1,15 @@
-// The stores of a single instance, in one SQLite file (node:sqlite, no native add-on).
-// Calls run synchronously inside the event loop, so within this process each write is
-// already serial; transactions are BEGIN IMMEDIATE so another process opening the same
-// file (the CLI while the gateway runs) waits on busy_timeout instead of failing halfway.
-import { join } from 'node:path'
-import { DatabaseSync } from 'node:sqlite'
-import type { SQLInputValue, SQLOutputValue } from 'node:sqlite'
+// The stores of a single instance, in one SQLite file (node:sqlite, no native add-on),
+// opened and written through sqlite.ts (WAL, BEGIN IMMEDIATE transactions).
+import type { SQLInputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
 import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type StreamEntry, type StreamJournal, type UsageQuery, type UsageRecord, type UsageStore, type UsageWrite } from './ports.ts'
 import { StoreConflictError } from './errors.ts'
-import { ensurePrivateDir, ensurePrivateFile } from './data-dir.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
+import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from './sqlite.ts'
 import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayOf, lessRecovered, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
-const BUSY_TIMEOUT_MS = 5000
-/** The files SQLite keeps beside a database. */
-const SQLITE_COMPANIONS = ['-wal', '-shm', '-journal'] as const
 /** Remembered objects whose time ran out are deleted on every this many remember() calls. */
 const FORGET_EVERY = 256
 
@@ -129,8 +122,6 @@ export const MIGRATIONS: readonly string[] = [
   `,
 ]
 
-type Row = Record<string, SQLOutputValue>
-
 function text(row: Row, column: string): string {
   const value = row[column]
   if (typeof value !== 'string') throw new TypeError(`column ${column} is not text`)
@@ -155,71 +146,6 @@ function streamOf(row: Row): StreamEntry {
     inputTokens: number(row, 'input_tokens'),
     outputTokens: number(row, 'output_tokens'),
     costNanos: number(row, 'cost_nanos'),
-  }
-}
-
-function userVersion(db: DatabaseSync): number {
-  const row = db.prepare('PRAGMA user_version').get()
-  return row === undefined ? 0 : number(row, 'user_version')
-}
-
-export function transaction<T>(db: DatabaseSync, fn: () => T): T {
-  db.exec('BEGIN IMMEDIATE')
-  try {
-    const result = fn()
-    db.exec('COMMIT')
-    return result
-  } catch (error) {
-    db.exec('ROLLBACK')
-    throw error
-  }
-}
-
-function migrate(db: DatabaseSync, migrations: readonly string[]): void {
-  const version = userVersion(db)
-  if (version > migrations.length) {
-    throw new Error(`the database schema (version ${version}) is newer than this Tollgate knows (${migrations.length}); upgrade Tollgate`)
-  }
-  migrations.slice(version).forEach((sql, i) => {
-    transaction(db, () => {
-      db.exec(sql)
-      db.exec(`PRAGMA user_version = ${version + i + 1}`)
-    })
-  })
-}
-
-/**
- * Opens (creating and migrating) `<dataDir>/<file>` in WAL mode; `':memory:'` keeps it in
- * memory. `migrations` are the schema steps of that file (PRAGMA user_version counts them).
- */
-export function openSqlite(dataDir: string, file: string, migrations: readonly string[]): DatabaseSync {
-  let path = ':memory:'
-  if (dataDir !== ':memory:') {
-    ensurePrivateDir(dataDir)
-    path = join(dataDir, file)
-    // Owner-only before SQLite opens it; SQLite gives -wal and -shm the same mode.
-    ensurePrivateFile(path, SQLITE_COMPANIONS)
-  }
-  const db = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS, enableForeignKeyConstraints: true })
-  try {
-    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`)
-    db.exec('PRAGMA journal_mode = WAL')
-    // With WAL, NORMAL loses at most the last commits on a power cut, never consistency.
-    db.exec('PRAGMA synchronous = NORMAL')
-    migrate(db, migrations)
-    return db
-  } catch (error) {
-    db.close()
-    throw error
-  }
-}
-
-/** True when the database answers a query now. */
-export function pingSqlite(db: DatabaseSync): boolean {
-  try {
-    return db.isOpen && db.prepare('SELECT 1 AS ok').get()?.ok === 1
-  } catch {
-    return false
   }
 }
 
@@ -462,7 +388,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     async close() {
       // Rows added in this turn are written before the database goes.
       if (db.isOpen) writeBatch()
-      if (db.isOpen) db.close()
+      closeSqlite(db)
     },
   }
 }

@@ -6,9 +6,9 @@
 // hand-offs: a value one request leaves for the next one of the same session (the secret a
 // form made, for the page its redirect opens), taken once and gone after its end.
 import type { DatabaseSync } from 'node:sqlite'
-import { openSqlite } from './embedded.ts'
 import type { RedisConnection } from './redis-client.ts'
-import { withRedis } from './redis.ts'
+import { redisNamespace, withRedis } from './redis-kit.ts'
+import { closeSqlite, openSqlite } from './sqlite.ts'
 
 export interface PortalSessionRecord {
   /** SHA-256 (hex) of the cookie value. */
@@ -100,15 +100,16 @@ export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
       return Date.parse(row.until) <= Date.now() ? null : row.value
     },
     async close() {
-      if (db.isOpen) db.close()
+      closeSqlite(db)
     },
   }
 }
 
 /** Under `<prefix>{tg}:portal:session:<id>` (hand-offs: `…:portal:handoff:<id>`); the client is the caller's to close. */
 export function redisPortalSessions(redis: RedisConnection, prefix: string): PortalSessionStore {
-  const key = (id: string): string => `${prefix}{tg}:portal:session:${id}`
-  const handoff = (id: string): string => `${prefix}{tg}:portal:handoff:${id}`
+  const base = `${redisNamespace(prefix)}portal:`
+  const key = (id: string): string => `${base}session:${id}`
+  const handoff = (id: string): string => `${base}handoff:${id}`
   return {
     put: (session, until) => withRedis(redis, async () => {
       await redis.set(key(session.id), JSON.stringify(session), 'PXAT', Math.max(until.getTime(), Date.now() + 1))

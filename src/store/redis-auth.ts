@@ -6,7 +6,7 @@ import { StoreConflictError } from './errors.ts'
 import { compareAccounts, decodeAccount, decodeSession, decodeSigningKey, encodeRecord, sameAccount, sessionEnded } from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, SessionStore, SigningKeyStore } from './ports.ts'
 import type { RedisConnection } from './redis-client.ts'
-import { runScript, script, unexpected, withRedis } from './redis.ts'
+import { runScript, script, unexpected, withRedis } from './redis-kit.ts'
 
 const CAS_ATTEMPTS = 16
 

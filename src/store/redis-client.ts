@@ -48,6 +48,12 @@ export interface RedisClientOptions {
    * also surface as rejected commands and a false ping, so they are dropped when unset.
    */
   readonly onError?: (error: Error) => void
+  /**
+   * Whether ioredis subscribes again by itself after a reconnect (its default). Off for a
+   * subscriber that subscribes on every `ready` itself (redis-subscription.ts), so it knows
+   * when the subscription is live. A cluster client keeps its own resubscription.
+   */
+  readonly autoResubscribe?: boolean
 }
 
 const FIRST_RECONNECT_DELAY_MS = 50
@@ -114,13 +120,14 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   } satisfies RedisOptions
   const retryStrategy = (attempt: number): number => reconnectDelay(attempt, maxDelay)
   const lazyConnect = options.lazyConnect ?? false
+  const resubscribe = options.autoResubscribe === undefined ? {} : { autoResubscribe: options.autoResubscribe }
   const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
   const { Redis, Cluster } = ioredis()
   let redis: RedisConnection
   if (spec.kind === 'standalone') {
-    redis = new Redis(spec.url, { ...per, enableOfflineQueue: false, retryStrategy, lazyConnect })
+    redis = new Redis(spec.url, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect })
   } else if (spec.kind === 'sentinel') {
-    redis = new Redis(sentinelOptions(spec, { ...per, enableOfflineQueue: false, retryStrategy, lazyConnect }))
+    redis = new Redis(sentinelOptions(spec, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect }))
   } else {
     redis = new Cluster(spec.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(spec, per, { lazyConnect, retryStrategy, connectTimeout }))
   }

@@ -7,13 +7,13 @@
 // the value it expects, and the script applies only if the value is unchanged (else the
 // client reads again, a bounded number of times). WATCH is avoided: it needs a connection
 // of its own, and this client is shared.
-import { createHash } from 'node:crypto'
 import type { KeyRecord } from '../keys/record.ts'
 import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, RememberedKind, Stores, StreamEntry, StreamJournal, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
-import { StoreConflictError, StoreUnavailableError } from './errors.ts'
+import { StoreConflictError } from './errors.ts'
 import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
 import { redisAuthStores } from './redis-auth.ts'
-import { closeRedis, isRedisUnavailable, pingRedis, whenReady, type RedisConnection } from './redis-client.ts'
+import { closeRedis, pingRedis, type RedisConnection } from './redis-client.ts'
+import { redisNamespace, runScript, script, unexpected, withRedis, type Script } from './redis-kit.ts'
 import { NANOS_PER_UNIT } from '../keys/money.ts'
 import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber, dayOf, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
 
@@ -21,15 +21,6 @@ import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows
 const CAS_ATTEMPTS = 16
 /** Commands per pipeline when reading many rows. */
 const BATCH = 500
-
-export interface Script {
-  readonly source: string
-  readonly sha: string
-}
-
-export function script(source: string): Script {
-  return { source, sha: createHash('sha1').update(source).digest('hex') }
-}
 
 // KEYS: record, id set, hash keys…  ARGV: id, json
 const INSERT_KEY = script(`
@@ -178,10 +169,7 @@ return { e[5], e[6], e[7] }
 
 /** The key names of one namespace. Usage parts are URI-encoded so ':' in a model can't collide. */
 export function redisKeys(prefix: string) {
-  if (prefix.includes('{') || prefix.includes('}')) {
-    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
-  }
-  const base = `${prefix}{tg}:`
+  const base = redisNamespace(prefix)
   const enc = encodeURIComponent
   return {
     base,
@@ -203,50 +191,10 @@ export function redisKeys(prefix: string) {
   }
 }
 
-/**
- * What a failed call means for the caller. A Redis it cannot reach, or one in the middle
- * of a failover (isRedisUnavailable), becomes StoreUnavailableError. Any other ReplyError
- * (Redis answered "no") and this adapter's own errors (conflicts, corrupt values,
- * unexpected replies: other classes) pass through unchanged.
- */
-function unavailable(error: unknown): unknown {
-  if (!isRedisUnavailable(error)) return error
-  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
-}
-
-/** A script or transaction answered something it never should: a bug, not an outage. */
-export function unexpected(what: string, reply: unknown): TypeError {
-  return new TypeError(`${what} answered ${JSON.stringify(reply)}`)
-}
-
-function isNoScript(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOSCRIPT')
-}
-
 function chunks<T>(items: readonly T[], size: number): T[][] {
   const out: T[][] = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
   return out
-}
-
-/** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
-export async function withRedis<T>(redis: RedisConnection, fn: () => Promise<T>): Promise<T> {
-  try {
-    if (redis.status !== 'ready') await whenReady(redis)
-    return await fn()
-  } catch (error) {
-    throw unavailable(error)
-  }
-}
-
-/** EVALSHA, falling back to EVAL when Redis does not have the script yet. */
-export async function runScript(redis: RedisConnection, s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-  try {
-    return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
-  } catch (error) {
-    if (!isNoScript(error)) throw error
-    return await redis.eval(s.source, keys.length, ...keys, ...args)
-  }
 }
 
 export function createRedisStores(redis: RedisConnection, prefix: string): Stores {

@@ -1,24 +1,17 @@
 // The file quota contract on the shared Redis (under a random prefix, deleted at the end).
-import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { createRedisFileQuotaStore } from '../../src/files/redis-quota-store.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
-import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { fileQuotaContract } from './quota-contract.ts'
 
-const NAMESPACE = `tgtest:fq:${randomBytes(6).toString('hex')}:`
-let n = 0
-const admin = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-fq' })
-t.teardown(async () => {
-  await deleteUnder(admin, NAMESPACE)
-  admin.disconnect()
-})
+const { namespace: NAMESPACE, admin, fresh } = testNamespace(t, 'fq', 'tgtest-fq')
 
 const space = async () => {
-  const prefix = `${NAMESPACE}${n++}:`
+  const { prefix, cleanup } = fresh()
   return {
     open: async (now: () => number) => createRedisFileQuotaStore(createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-fq' }), prefix, now),
-    cleanup: async () => deleteUnder(admin, prefix),
+    cleanup,
   }
 }
 

@@ -1,28 +1,20 @@
 // The job runner contract on BullMQ (the shared Redis, a random prefix deleted at the
 // end), and what only it does: a request scheduled by one instance runs on another.
-import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { createBullmqRunner } from '../../src/queue/bullmq-runner.ts'
 import type { JobRunner } from '../../src/queue/ports.ts'
 import { createLogger } from '../../src/observability/logger.ts'
-import { createRedisClient } from '../../src/store/redis-client.ts'
-import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { runnerContract } from './runner-contract.ts'
 
-const NAMESPACE = `tgtest:runner:${randomBytes(6).toString('hex')}:`
-const admin = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-runner' })
-t.teardown(async () => {
-  await deleteUnder(admin, NAMESPACE)
-  admin.disconnect()
-})
+const { namespace: NAMESPACE, admin, fresh } = testNamespace(t, 'runner', 'tgtest-runner')
 const log = createLogger('silent')
-let n = 0
 
 const space = async () => {
-  const keyPrefix = `${NAMESPACE}${n++}:`
+  const { prefix: keyPrefix, cleanup } = fresh()
   return {
     open: async (): Promise<JobRunner> => createBullmqRunner({ redis: REDIS_URL, keyPrefix, log, commandTimeoutMs: 2000 }),
-    cleanup: () => deleteUnder(admin, keyPrefix),
+    cleanup,
   }
 }
 

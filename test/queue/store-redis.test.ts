@@ -1,30 +1,24 @@
 // The queue store contract on the shared Redis (under a random prefix, deleted at the
 // end), and what only Redis has: several instances on one line, the key layout, and the
 // sweep that takes out calls of gateways that stopped and requests whose record is gone.
-import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { Redis } from 'ioredis'
 import { createRedisQueueStore, queueKeys } from '../../src/queue/redis-store.ts'
 import type { Ticket } from '../../src/queue/ports.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
-import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { newRequest, queueStoreContract } from './store-contract.ts'
 
-const NAMESPACE = `tgtest:queue:${randomBytes(6).toString('hex')}:`
-let n = 0
 const client = (): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-queue' })
-const admin = client()
-t.teardown(async () => {
-  await deleteUnder(admin, NAMESPACE)
-  admin.disconnect()
-})
+const { namespace: NAMESPACE, admin, fresh } = testNamespace(t, 'queue', 'tgtest-queue')
 
 const space = async () => {
-  const prefix = `${NAMESPACE}${n++}:`
+  const { prefix, cleanup } = fresh()
   return {
+    prefix,
     open: async (options: { resultTtlMs?: number } = {}) => createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }),
-    cleanup: async () => deleteUnder(admin, prefix),
+    cleanup,
   }
 }
 
@@ -86,7 +80,7 @@ t.test('redis: a key\'s pending count forgets requests whose records expired unf
   await store.submit(r, null, undefined, caps)
   t.equal((await store.pending(r.keyId)).requests, 1)
   // A queued record lives three result ttls; then it is gone without having finished.
-  while ((await admin.exists(queueKeys(`${NAMESPACE}${n - 1}:`).request(r.id))) === 1) await new Promise((done) => setTimeout(done, 50))
+  while ((await admin.exists(queueKeys(s.prefix).request(r.id))) === 1) await new Promise((done) => setTimeout(done, 50))
   t.same(await store.pending(r.keyId), { requests: 0, bytes: 0 })
   // (Its dead ticket stays ahead in the line until the next sweep.)
   t.ok(await store.submit(newRequest({ createdAt: Date.now() }), null, undefined, caps) >= 0, 'its place is free again')

@@ -1,0 +1,76 @@
+// What every room that keeps data in Redis shares: the one namespace of Tollgate's keys,
+// scripts run by their SHA, and the mapping of an unreachable Redis to StoreUnavailableError.
+// A leaf: it imports nothing but the connection (redis-client.ts) and the store's errors, so
+// the stores, the queue, the limiter, the file quota and the feeds all build on it without
+// importing one another.
+import { createHash } from 'node:crypto'
+import { StoreUnavailableError } from './errors.ts'
+import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-client.ts'
+
+/**
+ * `<prefix>{tg}:`, under which every key and channel of Tollgate lives: the one hash tag
+ * puts them all on one cluster slot, so any script or MULTI may touch any of them. Rooms
+ * add their own part (`q:`, `rl:`, `fq:`...). The only place that builds it.
+ */
+export function redisNamespace(prefix: string): string {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+  return `${prefix}{tg}:`
+}
+
+/** A Lua script and its SHA-1, by which Redis caches it. */
+export interface Script {
+  readonly source: string
+  readonly sha: string
+}
+
+export function script(source: string): Script {
+  return { source, sha: createHash('sha1').update(source).digest('hex') }
+}
+
+/** What a script is given besides its keys. */
+export type ScriptArg = string | number | Buffer
+
+function isNoScript(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOSCRIPT')
+}
+
+/**
+ * EVALSHA, falling back to EVAL when Redis does not have the script (a restart or a
+ * failover: replicas do not keep the script cache), which caches it for the next call.
+ */
+export async function runScript(redis: RedisConnection, s: Script, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+  try {
+    return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
+  } catch (error) {
+    if (!isNoScript(error)) throw error
+    return await redis.eval(s.source, keys.length, ...keys, ...args)
+  }
+}
+
+/**
+ * What a failed call means for the caller. A Redis it cannot reach, or one in the middle
+ * of a failover (isRedisUnavailable), becomes StoreUnavailableError. Any other ReplyError
+ * (Redis answered "no") and an adapter's own errors (conflicts, corrupt values,
+ * unexpected replies: other classes) pass through unchanged.
+ */
+export function unavailable(error: unknown): unknown {
+  if (!isRedisUnavailable(error)) return error
+  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
+}
+
+/** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
+export async function withRedis<T>(redis: RedisConnection, fn: () => Promise<T>): Promise<T> {
+  try {
+    if (redis.status !== 'ready') await whenReady(redis)
+    return await fn()
+  } catch (error) {
+    throw unavailable(error)
+  }
+}
+
+/** A script or transaction answered something it never should: a bug, not an outage. */
+export function unexpected(what: string, reply: unknown): TypeError {
+  return new TypeError(`${what} answered ${JSON.stringify(reply)}`)
+}

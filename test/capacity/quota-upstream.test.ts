@@ -135,7 +135,7 @@ t.test('Ollama with a full queue: 503, its message, no wait named', async (t) =>
   const { up, client } = await upstream(t, { ollamaFull: true })
   const refused = await refusal(client.chat.completions.create(ask))
   t.equal(refused.status, 503)
-  t.match(refused.message, /server busy, please try again\.  maximum pending requests exceeded/)
+  t.match(refused.message, 'server busy, please try again.  maximum pending requests exceeded')
   t.equal(refused.headers?.get('retry-after'), null)
   t.equal(up.stats().queueFull, 1)
   const raw = await fetch(`${up.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ask) })

@@ -148,7 +148,7 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = []
     for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk)
-    let body: unknown = null
+    let body: unknown
     try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { body = null }
     const path = (req.url ?? '').split('?', 1)[0]
     if (req.method !== 'POST' || path !== '/v1/chat/completions' || typeof body !== 'object' || body === null) {

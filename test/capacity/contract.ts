@@ -4,6 +4,7 @@
 // cost nothing for a deployment that declared and learned nothing. Run by memory.test.ts
 // and redis.test.ts, on a clock and a random source the test holds.
 import type { Test } from 'tap'
+import { randomFrom } from '../../src/backends/mock/hash.ts'
 import { createDeploymentCapacity, type CapacityOptions } from '../../src/capacity/capacity.ts'
 import type { CapacityLease, CapacityRules, CapacityStore, DeploymentCapacity } from '../../src/capacity/port.ts'
 import { DEFAULT_RULES } from '../../src/capacity/port.ts'
@@ -15,17 +16,8 @@ export type MakeStores = (rules: CapacityRules) => Promise<readonly [CapacitySto
 /** A bucket boundary, so window arithmetic in the tests is plain. */
 export const T0 = 1_800_000_000_000
 
-/** mulberry32: a seeded source of [0, 1), so a statistical test is the same every run. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = a
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A seeded source of [0, 1) (the mock backend's mulberry32), so a statistical test is the same every run. */
+export const seeded = randomFrom
 
 export interface Clock {
   now: number

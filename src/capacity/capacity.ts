@@ -83,6 +83,23 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   function lease(candidate: CandidateSpec, held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null): CapacityLease {
     let observation: UpstreamObservation | null = null
     let released = false
+    let renewal: NodeJS.Timeout | undefined
+    async function renew(): Promise<boolean> {
+      if (held === null || released || candidate.maxConcurrent === 0) return false
+      try {
+        return await store.renew(candidate.id, held.leaseId, now())
+      } catch (error) {
+        onError(error)
+        return false
+      }
+    }
+    // A stream may outlive any ttl: keep its slot while it runs. The timer holds the process open for no one.
+    const every = Math.max(1, Math.floor(store.rules.leaseTtlMs / 3))
+    const schedule = (): void => {
+      renewal = setTimeout(() => void renew().then((held) => { if (held && !released) schedule() }), every)
+      renewal.unref()
+    }
+    if (held !== null && candidate.maxConcurrent > 0) schedule()
     return {
       deploymentId: candidate.id,
       tracked: held !== null,
@@ -92,12 +109,14 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       async release(actual?: CapacityUsage) {
         if (released) return
         released = true
+        clearTimeout(renewal)
         if (held === null) return await apply(candidate, null, 0, 0, 0, observation)
         // A refused call never ran: it gives back its request and its tokens.
         const refused = observation?.refused === true
         const tokensUsed = refused ? 0 : actual !== undefined && Number.isFinite(actual.tokens) ? Math.max(0, Math.ceil(actual.tokens)) : held.tokens
         await apply(candidate, held.leaseId, held.bucket, refused ? -1 : 0, tokensUsed - held.tokens, observation)
       },
+      renew,
     }
   }
 

@@ -149,6 +149,13 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       if (l.requestsRemaining !== null) d.requestsLearned = { remaining: l.requestsRemaining, until: l.requestsResetAt ?? now + rules.learnedHoldMs }
       if (l.tokensRemaining !== null) d.tokensLearned = { remaining: l.tokensRemaining, until: l.tokensResetAt ?? now + rules.learnedHoldMs }
     },
+    async renew(deploymentId: string, leaseId: string, now: number): Promise<boolean> {
+      const d = deployment(deploymentId)
+      const expiry = d.flights.get(leaseId)
+      if (expiry === undefined || expiry <= now) return false
+      d.flights.set(leaseId, now + rules.leaseTtlMs)
+      return true
+    },
     async inspect(candidates: readonly CandidateSpec[], now: number): Promise<DeploymentState[]> {
       return candidates.map((c) => {
         const d = deployment(c.id)

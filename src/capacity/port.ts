@@ -69,6 +69,12 @@ export interface CapacityLease {
    * nothing. Never throws (a store error goes to onError). Calling it twice does nothing.
    */
   release(actual?: CapacityUsage): Promise<void>
+  /**
+   * Pushes the in-flight slot's expiry leaseTtlMs from now. Done by itself every
+   * leaseTtlMs / 3 while the lease is held on a deployment with maxConcurrent (a stream
+   * may outlive any ttl); false if the slot had already expired. Never throws.
+   */
+  renew(): Promise<boolean>
 }
 
 /** One deployment as a store sees it: its state, for /admin/backends and metrics. */
@@ -177,5 +183,7 @@ export interface CapacityStore {
   readonly rules: CapacityRules
   acquire(request: StoreAcquire): Promise<StoreAcquired>
   release(release: StoreRelease): Promise<void>
+  /** Moves a held slot's expiry to now + leaseTtlMs; false if the lease no longer holds it. */
+  renew(deploymentId: string, leaseId: string, now: number): Promise<boolean>
   inspect(candidates: readonly CandidateSpec[], now: number): Promise<DeploymentState[]>
 }

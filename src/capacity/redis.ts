@@ -208,6 +208,15 @@ if keep > 0 and redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KE
 return 1
 `)
 
+// KEYS: f. ARGV: lease id, now, lease ttl ms. Returns 1 if the lease still held its slot.
+const RENEW = script(`
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) <= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]), ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1
+`)
+
 // KEYS: c, f, l, r, t per deployment. ARGV: now, bucket ms, buckets. Returns per
 // deployment: in flight, requests, tokens, cooling until (0 none), has rr, rr, has tr, tr.
 const INSPECT = script(`
@@ -276,7 +285,7 @@ export function redisCapacityStore(redis: RedisConnection, prefix: string, rules
     kind: 'redis',
     rules,
     async warm() {
-      await withRedis(redis, () => Promise.all([ACQUIRE, RELEASE, INSPECT].map((s) => redis.script('LOAD', s.source))))
+      await withRedis(redis, () => Promise.all([ACQUIRE, RELEASE, RENEW, INSPECT].map((s) => redis.script('LOAD', s.source))))
     },
     async acquire(request): Promise<StoreAcquired> {
       const args: (string | number)[] = [request.now, request.leaseId, request.tokens, request.random, bucketMs, rules.buckets, rules.busyRetryMs, rules.leaseTtlMs]
@@ -295,6 +304,10 @@ export function redisCapacityStore(redis: RedisConnection, prefix: string, rules
         orEmpty(l?.tokensRemaining ?? null), orEmpty(l?.tokensResetAt ?? null), rules.learnedHoldMs,
       ]
       await run(RELEASE, keys.of(c.id), args)
+    },
+    async renew(deploymentId, leaseId, now) {
+      const flights = keys.of(deploymentId)[1] as string
+      return (await run(RENEW, [flights], [leaseId, now, rules.leaseTtlMs])) === 1
     },
     async inspect(candidates, now): Promise<DeploymentState[]> {
       if (candidates.length === 0) return []

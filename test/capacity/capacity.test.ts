@@ -4,8 +4,10 @@
 import t from 'tap'
 import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
 import { memoryCapacityStore } from '../../src/capacity/memory.ts'
-import type { CapacityStore } from '../../src/capacity/port.ts'
+import { DEFAULT_RULES, type CapacityStore } from '../../src/capacity/port.ts'
 import { observeResponse } from '../../src/capacity/upstream-headers.ts'
+import { pollUntil } from '../helpers/poll.ts'
+import { counting } from './contract.ts'
 
 const failing = (): CapacityStore => ({
   ...memoryCapacityStore(),
@@ -43,4 +45,18 @@ t.test('nonsense declarations and usage', async (t) => {
   if (!b.ok) throw new Error('refused')
   await b.lease.release({ tokens: Number.POSITIVE_INFINITY })
   t.same((await capacity.inspect(['b']))[0]?.requests, 1)
+})
+
+t.test('a held slot on a maxConcurrent deployment renews itself until released', async (t) => {
+  const spy = counting(memoryCapacityStore({ ...DEFAULT_RULES, leaseTtlMs: 600 }))
+  const capacity = createDeploymentCapacity(spy.store, { deployments: { a: { maxConcurrent: 1 } } })
+  const got = await capacity.acquire(['a'], { tokens: 0 })
+  if (!got.ok) throw new Error('refused')
+  // Renewed every 200 ms: after 4 renewals (800 ms, past the 600 ms ttl) the slot is still held.
+  t.ok((await pollUntil(async () => spy.calls(), (n) => n >= 5, 300, 10)).met)
+  t.equal((await capacity.acquire(['a'], { tokens: 0 })).ok, false)
+  await got.lease.release()
+  const after = spy.calls()
+  t.equal((await capacity.acquire(['a'], { tokens: 0 })).ok, true)
+  t.equal(spy.calls(), after + 1, 'no renewal after release, only the new acquire')
 })

@@ -32,6 +32,7 @@ export function counting(store: CapacityStore): { store: CapacityStore; calls():
       rules: store.rules,
       acquire: (r) => { calls += 1; return store.acquire(r) },
       release: (r) => { calls += 1; return store.release(r) },
+      renew: (d, l, now) => { calls += 1; return store.renew(d, l, now) },
       inspect: (c, now) => { calls += 1; return store.inspect(c, now) },
     },
     calls: () => calls,
@@ -157,6 +158,20 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     t.equal((await instances[1].acquire(['a'], { tokens: 0 })).ok, false)
     clock.now = T0 + 30_000
     t.equal((await lease(instances[1], ['a'])).deploymentId, 'a')
+  })
+
+  t.test(`${name}: a renewed lease keeps its slot past the ttl; an expired one cannot be renewed`, async (t) => {
+    const { clock, instances } = await setup({ a: { maxConcurrent: 1 } }, { leaseTtlMs: 30_000 })
+    const held = await lease(instances[0], ['a'])
+    clock.now = T0 + 20_000
+    t.equal(await held.renew(), true)
+    clock.now = T0 + 49_999
+    t.equal((await instances[1].acquire(['a'], { tokens: 0 })).ok, false, 'still held')
+    clock.now = T0 + 50_000
+    t.equal(await held.renew(), false, 'expired')
+    t.equal((await lease(instances[1], ['a'])).deploymentId, 'a')
+    await held.release()
+    t.equal(await held.renew(), false, 'released')
   })
 
   t.test(`${name}: learned remaining requests and tokens drive skipping until their reset`, async (t) => {

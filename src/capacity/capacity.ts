@@ -72,7 +72,10 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   async function apply(candidate: CandidateSpec, leaseId: string | null, bucket: number, requestsDelta: number, tokensDelta: number, observation: UpstreamObservation | null): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
     if (learned !== null) tracked.add(candidate.id)
-    if (leaseId === null && learned === null) return
+    // Nothing held that the store must free, nothing to correct, nothing learned: no call.
+    const holds = leaseId !== null && candidate.maxConcurrent > 0
+    const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
+    if (!holds && !corrects && learned === null) return
     try {
       await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned })
     } catch (error) {

@@ -245,6 +245,10 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     await taught.release()
     t.equal(spy.calls(), 1, 'a response that teaches is stored')
     await (await lease(capacity, ['x', 'y'])).release()
-    t.equal(spy.calls(), 3, 'then x is tracked: one call to acquire, one to release')
+    t.equal(spy.calls(), 2, 'then x is tracked: one call to acquire; its release has nothing to free, correct or learn')
+    const corrected = await lease(capacity, ['x', 'y'])
+    corrected.observe(observeResponse(200, { 'x-ratelimit-remaining-requests': '97' }, { now: clock.now }))
+    await corrected.release()
+    t.equal(spy.calls(), 4, 'one to acquire, one to release what it learned')
   })
 }

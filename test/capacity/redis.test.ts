@@ -7,10 +7,12 @@ import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { Redis } from 'ioredis'
 import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
-import { DEFAULT_RULES } from '../../src/capacity/port.ts'
+import { DEFAULT_RULES, type DeploymentCapacity } from '../../src/capacity/port.ts'
 import { capacityKeys, redisCapacityStore } from '../../src/capacity/redis.ts'
 import { observeResponse } from '../../src/capacity/upstream-headers.ts'
 import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
+import { pollUntil } from '../helpers/poll.ts'
+import { startQuotaUpstream } from '../helpers/quota-upstream.ts'
 import { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
 import { countCommands } from '../limits/helpers.ts'
 import { capacityContract, seeded, T0 } from './contract.ts'
@@ -82,5 +84,36 @@ if (!(await pingRedis(admin))) {
       t.ok(ttl > 0 && ttl <= DEFAULT_RULES.leaseTtlMs, `${key} expires (${ttl} ms)`)
     }
     t.throws(() => capacityKeys('bad{prefix}'), RangeError)
+  })
+
+  t.test('redis: maxConcurrent 4 across three instances, measured at the upstream', async (t) => {
+    const up = await startQuotaUpstream({ maxConcurrent: 4 })
+    t.teardown(() => up.close())
+    const prefix = `${NAMESPACE}${n++}:`
+    const connections = [client(), client(), client()]
+    await Promise.all(connections.map((redis) => pingRedis(redis)))
+    const instances = connections.map((redis) => createDeploymentCapacity(redisCapacityStore(redis, prefix), { deployments: { ollama: { maxConcurrent: 4 } } }))
+    const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'hi' }] })
+    async function call(capacity: DeploymentCapacity): Promise<boolean> {
+      const got = await capacity.acquire(['ollama'], { tokens: 10 })
+      if (!got.ok) return false
+      try {
+        const res = await fetch(`${up.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+        got.lease.observe(observeResponse(res.status, Object.fromEntries(res.headers), { now: Date.now(), body: await res.text() }))
+      } finally {
+        await got.lease.release()
+      }
+      return true
+    }
+    for (let round = 0; round < 3; round++) {
+      up.pause()
+      const calls = Array.from({ length: 30 }, (_, i) => call(instances[i % 3] as DeploymentCapacity))
+      t.ok((await pollUntil(async () => up.inFlight(), (k) => k === 4)).met, `round ${round}: four calls reach the upstream`)
+      up.resume()
+      const served = (await Promise.all(calls)).filter(Boolean).length
+      t.ok(served >= 4, `round ${round}: ${served} served, the rest told to come back`)
+    }
+    t.equal(up.stats().peakInFlight, 4)
+    t.equal(up.stats().overConcurrency, 0)
   })
 }

@@ -28,9 +28,9 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
 }
 
-interface Latency { readonly p50: number; readonly p99: number; readonly mean: number }
+export interface Latency { readonly p50: number; readonly p99: number; readonly mean: number }
 
-async function sequential(n: number, op: (i: number) => Promise<unknown>): Promise<Latency> {
+export async function sequential(n: number, op: (i: number) => Promise<unknown>): Promise<Latency> {
   const samples: number[] = []
   for (let i = 0; i < n; i++) {
     const start = performance.now()
@@ -41,7 +41,7 @@ async function sequential(n: number, op: (i: number) => Promise<unknown>): Promi
   return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99), mean: samples.reduce((s, v) => s + v, 0) / samples.length }
 }
 
-async function throughput(n: number, concurrency: number, op: (i: number) => Promise<unknown>): Promise<number> {
+export async function throughput(n: number, concurrency: number, op: (i: number) => Promise<unknown>): Promise<number> {
   let next = 0
   const start = performance.now()
   await Promise.all(Array.from({ length: concurrency }, async () => {

@@ -1,0 +1,153 @@
+// The DeploymentCapacity the corridor holds, over either store. It keeps here what must
+// not differ between stores: which deployments are worth a store call at all (those with
+// a declared limit, and those this instance has learned something about), the leases and
+// their release-once rule, and what happens when the store fails (pick by weight and go:
+// the upstream's own limits still hold, and the next response teaches the rest).
+//
+// A deployment becomes tracked on the first response that teaches something (a quota
+// header, a 429, a 503). Until an instance has seen one itself it does not ask the store;
+// a cooldown another instance learned reaches it with its own first refusal.
+import { randomUUID } from 'node:crypto'
+import type { Acquisition, CandidateSpec, CapacityEstimate, CapacityLease, CapacityStore, CapacityUsage, DeploymentCapacity, DeploymentDeclaration, LearnedUpdate } from './port.ts'
+import { teaches, type UpstreamObservation } from './upstream-headers.ts'
+
+export interface CapacityOptions {
+  /** Declarations by deployment id; a deployment absent here has weight 1 and no limits. */
+  readonly deployments: Readonly<Record<string, DeploymentDeclaration>>
+  readonly now?: () => number
+  /** A number in [0, 1) per weighted pick. */
+  readonly random?: () => number
+  /** Store failures, for the log and metrics; the call goes on without capacity. */
+  readonly onError?: (error: unknown) => void
+}
+
+const positive = (n: number | undefined): number => (typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0)
+
+function specOf(id: string, declaration: DeploymentDeclaration | undefined): CandidateSpec {
+  const weight = declaration?.weight
+  return {
+    id,
+    weight: typeof weight === 'number' && Number.isFinite(weight) && weight >= 0 ? weight : 1,
+    rpm: positive(declaration?.rpm),
+    tpm: positive(declaration?.tpm),
+    maxConcurrent: positive(declaration?.maxConcurrent),
+  }
+}
+
+function learnedFrom(o: UpstreamObservation): LearnedUpdate {
+  return {
+    cooldownUntil: o.cooldownUntil,
+    requestsRemaining: o.requests?.remaining ?? null,
+    requestsResetAt: o.requests?.resetAt ?? null,
+    tokensRemaining: o.tokens?.remaining ?? null,
+    tokensResetAt: o.tokens?.resetAt ?? null,
+  }
+}
+
+/** A pick by weight alone, for calls that need no store. */
+function byWeight(specs: readonly CandidateSpec[], random: number): CandidateSpec | undefined {
+  const total = specs.reduce((sum, s) => sum + s.weight, 0)
+  if (total <= 0) return specs[0]
+  let target = random * total
+  for (const s of specs) {
+    target -= s.weight
+    if (target < 0) return s
+  }
+  return specs[specs.length - 1]
+}
+
+export function createDeploymentCapacity(store: CapacityStore, options: CapacityOptions): DeploymentCapacity {
+  const now = options.now ?? Date.now
+  const random = options.random ?? Math.random
+  const onError = options.onError ?? ((): void => {})
+  const specs = new Map<string, CandidateSpec>()
+  const tracked = new Set<string>()
+  for (const [id, declaration] of Object.entries(options.deployments)) {
+    const spec = specOf(id, declaration)
+    specs.set(id, spec)
+    if (spec.rpm > 0 || spec.tpm > 0 || spec.maxConcurrent > 0) tracked.add(id)
+  }
+  const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
+
+  async function apply(candidate: CandidateSpec, leaseId: string | null, bucket: number, requestsDelta: number, tokensDelta: number, observation: UpstreamObservation | null): Promise<void> {
+    const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
+    if (learned !== null) tracked.add(candidate.id)
+    // Nothing held that the store must free, nothing to correct, nothing learned: no call.
+    const holds = leaseId !== null && candidate.maxConcurrent > 0
+    const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
+    if (!holds && !corrects && learned === null) return
+    try {
+      await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned })
+    } catch (error) {
+      onError(error)
+    }
+  }
+
+  function lease(candidate: CandidateSpec, held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null): CapacityLease {
+    let observation: UpstreamObservation | null = null
+    let released = false
+    let renewal: NodeJS.Timeout | undefined
+    async function renew(): Promise<boolean> {
+      if (held === null || released || candidate.maxConcurrent === 0) return false
+      try {
+        return await store.renew(candidate.id, held.leaseId, now())
+      } catch (error) {
+        onError(error)
+        return false
+      }
+    }
+    // A stream may outlive any ttl: keep its slot while it runs. The timer holds the process open for no one.
+    const every = Math.max(1, Math.floor(store.rules.leaseTtlMs / 3))
+    const schedule = (): void => {
+      renewal = setTimeout(() => void renew().then((held) => { if (held && !released) schedule() }), every)
+      renewal.unref()
+    }
+    if (held !== null && candidate.maxConcurrent > 0) schedule()
+    return {
+      deploymentId: candidate.id,
+      tracked: held !== null,
+      observe(o) {
+        observation = o
+      },
+      async release(actual?: CapacityUsage) {
+        if (released) return
+        released = true
+        clearTimeout(renewal)
+        if (held === null) return await apply(candidate, null, 0, 0, 0, observation)
+        // A refused call never ran: it gives back its request and its tokens.
+        const refused = observation?.refused === true
+        const tokensUsed = refused ? 0 : actual !== undefined && Number.isFinite(actual.tokens) ? Math.max(0, Math.ceil(actual.tokens)) : held.tokens
+        await apply(candidate, held.leaseId, held.bucket, refused ? -1 : 0, tokensUsed - held.tokens, observation)
+      },
+      renew,
+    }
+  }
+
+  return {
+    kind: store.kind,
+    async acquire(deploymentIds, estimate: CapacityEstimate): Promise<Acquisition> {
+      const candidates = deploymentIds.map(spec)
+      const first = byWeight(candidates, random())
+      if (first === undefined) return { ok: false, reason: 'full', retryAt: null }
+      if (!candidates.some((c) => tracked.has(c.id))) return { ok: true, lease: lease(first, null) }
+      const tokens = Number.isFinite(estimate.tokens) ? Math.max(0, Math.ceil(estimate.tokens)) : 0
+      const leaseId = randomUUID()
+      try {
+        const got = await store.acquire({ now: now(), leaseId, tokens, random: random(), candidates })
+        if (!got.ok) return got
+        const chosen = candidates[got.index]
+        if (chosen === undefined) throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)
+        return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens }) }
+      } catch (error) {
+        onError(error)
+        return { ok: true, lease: lease(first, null) }
+      }
+    },
+    async observe(deploymentId, observation) {
+      await apply(spec(deploymentId), null, 0, 0, 0, observation)
+    },
+    async inspect(deploymentIds) {
+      return await store.inspect(deploymentIds.map(spec), now())
+    },
+  }
+}

@@ -1,0 +1,189 @@
+// The capacity of the deployments Tollgate fronts, as a port. A deployment may declare
+// rpm, tpm and maxConcurrent; its responses teach more (upstream-headers.ts). Before a
+// call, acquire() picks among a model's deployments one with room, weighted by its
+// configured weight times its headroom, takes an in-flight slot and reserves the call's
+// estimate, all or nothing; the lease it hands back is released when the call ends.
+//
+// Two layers: DeploymentCapacity is what the corridor holds (capacity.ts builds it, once,
+// over either store); CapacityStore is what a store must do atomically (memory.ts,
+// redis.ts). The split keeps the one promise the corridor cares about in one place: a
+// deployment with no declared or learned limits costs nothing, not even a store call.
+import type { UpstreamObservation } from './upstream-headers.ts'
+
+/** What a deployment declares in the config. Absent or 0: no such limit. */
+export interface DeploymentDeclaration {
+  /** Share of the traffic among a model's deployments, before headroom; defaults to 1. */
+  readonly weight?: number
+  readonly rpm?: number
+  /** Tokens per minute, counted as the upstream counts them (Azure: prompt + max_tokens at arrival). */
+  readonly tpm?: number
+  /** Calls in flight at once: the natural limit of a self-hosted vLLM, Ollama or llama.cpp. */
+  readonly maxConcurrent?: number
+}
+
+export interface CapacityEstimate {
+  /** Tokens the call is expected to use, as the upstream will count them. */
+  readonly tokens: number
+}
+
+export interface CapacityUsage {
+  /** Tokens the call used, as the upstream counts them; replaces the estimate. */
+  readonly tokens: number
+}
+
+export type RefusalReason =
+  /** Every candidate is cooling down after a 429 or 503. */
+  | 'cooling_down'
+  /** Every candidate is out of requests, tokens or in-flight slots (or cooling down). */
+  | 'full'
+  /** The call's estimate is larger than any candidate's whole tpm: it can never fit. */
+  | 'too_large'
+
+export type Acquisition =
+  | { readonly ok: true; readonly lease: CapacityLease }
+  | {
+      readonly ok: false
+      readonly reason: RefusalReason
+      /**
+       * When the first candidate may have room again (epoch ms); null for 'too_large'. A
+       * candidate full of in-flight calls frees when one ends, which nothing can foretell:
+       * it says "now + busyRetryMs".
+       */
+      readonly retryAt: number | null
+    }
+
+export interface CapacityLease {
+  readonly deploymentId: string
+  /** False for a deployment with no declared or learned limits: its lease holds nothing in the store. */
+  readonly tracked: boolean
+  /**
+   * Remembers what a response taught (its headers, or a refusal); applied with release(), in
+   * the same round trip. The latest observation wins.
+   */
+  observe(observation: UpstreamObservation): void
+  /**
+   * Frees the in-flight slot and applies the observation. After a refusal (observe() of a
+   * 429 or 503) the call did not run: its reservation is returned and the deployment cools
+   * down for the time the upstream named. Otherwise `actual` (when given) replaces the
+   * estimate. At most one store round trip; none for an untracked deployment that learned
+   * nothing. Never throws (a store error goes to onError). Calling it twice does nothing.
+   */
+  release(actual?: CapacityUsage): Promise<void>
+  /**
+   * Pushes the in-flight slot's expiry leaseTtlMs from now. Done by itself every
+   * leaseTtlMs / 3 while the lease is held on a deployment with maxConcurrent (a stream
+   * may outlive any ttl); false if the slot had already expired. Never throws.
+   */
+  renew(): Promise<boolean>
+}
+
+/** One deployment as a store sees it: its state, for /admin/backends and metrics. */
+export interface DeploymentState {
+  readonly deploymentId: string
+  readonly inFlight: number
+  /** Requests and tokens counted in the current window (declared limits only). */
+  readonly requests: number
+  readonly tokens: number
+  /** Until when it cools down (epoch ms), or null. */
+  readonly coolingUntil: number | null
+  /** What the upstream last said is left, while that still holds. */
+  readonly learnedRequests: number | null
+  readonly learnedTokens: number | null
+}
+
+export interface DeploymentCapacity {
+  readonly kind: 'memory' | 'redis'
+  /**
+   * Picks among `deploymentIds` (a model's deployments, in configured order) one with room
+   * for `estimate`, skipping those cooling down or full, and takes its slot. Unknown ids
+   * are deployments without declarations. One store round trip when any candidate is
+   * tracked, none otherwise. If the store fails, the pick is made by weight alone (fail
+   * open: the upstream's own limits still hold) and the error goes to onError.
+   */
+  acquire(deploymentIds: readonly string[], estimate: CapacityEstimate): Promise<Acquisition>
+  /** Applies an observation outside any lease (a health probe, a response to an untracked call). */
+  observe(deploymentId: string, observation: UpstreamObservation): Promise<void>
+  /** Each deployment's state, in the order asked. */
+  inspect(deploymentIds: readonly string[]): Promise<DeploymentState[]>
+}
+
+// The store's side.
+
+/** The rules every instance must share (they shape the keys' contents). */
+export interface CapacityRules {
+  /** The rpm/tpm window. */
+  readonly windowMs: number
+  /**
+   * The window is counted in this many buckets, plus the current one: the count covers
+   * between windowMs and windowMs + one bucket, never less, so the gateway never sends
+   * more in any windowMs than the upstream's sliding window allows.
+   */
+  readonly buckets: number
+  /** How long a full in-flight count is reported to last (see Acquisition.retryAt). */
+  readonly busyRetryMs: number
+  /** How long a learned "remaining" holds when the upstream named no reset (Azure names none). */
+  readonly learnedHoldMs: number
+  /** An in-flight slot frees itself this long after it was taken, should its instance die first. */
+  readonly leaseTtlMs: number
+}
+
+export const DEFAULT_RULES: CapacityRules = Object.freeze({
+  windowMs: 60_000,
+  buckets: 6,
+  busyRetryMs: 250,
+  learnedHoldMs: 1000,
+  leaseTtlMs: 10 * 60_000,
+})
+
+/** A candidate as the store checks it: declared limits, 0 when none. */
+export interface CandidateSpec {
+  readonly id: string
+  readonly weight: number
+  readonly rpm: number
+  readonly tpm: number
+  readonly maxConcurrent: number
+}
+
+export interface StoreAcquire {
+  readonly now: number
+  readonly leaseId: string
+  readonly tokens: number
+  /** A number in [0, 1) for the weighted pick (injected, so tests are deterministic). */
+  readonly random: number
+  readonly candidates: readonly CandidateSpec[]
+}
+
+export type StoreAcquired =
+  | { readonly ok: true; readonly index: number; /** The bucket the reservation went to. */ readonly bucket: number }
+  | { readonly ok: false; readonly reason: RefusalReason; readonly retryAt: number | null }
+
+/** What an observation leaves in the store. */
+export interface LearnedUpdate {
+  readonly cooldownUntil: number | null
+  readonly requestsRemaining: number | null
+  readonly requestsResetAt: number | null
+  readonly tokensRemaining: number | null
+  readonly tokensResetAt: number | null
+}
+
+export interface StoreRelease {
+  readonly now: number
+  readonly candidate: CandidateSpec
+  /** The lease to free, or null when only applying an observation. */
+  readonly leaseId: string | null
+  readonly bucket: number
+  /** Added to the bucket the reservation went to (or the current one, if that left the window and the delta is positive). */
+  readonly requestsDelta: number
+  readonly tokensDelta: number
+  readonly learned: LearnedUpdate | null
+}
+
+export interface CapacityStore {
+  readonly kind: 'memory' | 'redis'
+  readonly rules: CapacityRules
+  acquire(request: StoreAcquire): Promise<StoreAcquired>
+  release(release: StoreRelease): Promise<void>
+  /** Moves a held slot's expiry to now + leaseTtlMs; false if the lease no longer holds it. */
+  renew(deploymentId: string, leaseId: string, now: number): Promise<boolean>
+  inspect(candidates: readonly CandidateSpec[], now: number): Promise<DeploymentState[]>
+}

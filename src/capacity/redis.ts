@@ -1,0 +1,329 @@
+// Deployment capacity in Redis, shared by every instance: one EVALSHA per acquire checks
+// all of a model's candidate deployments and takes the chosen one's slot, so three
+// instances racing for the last in-flight slot cannot all win. The rule is memory.ts's,
+// line for line (the contract tests hold both to it).
+//
+// Per deployment, under `<prefix>{tg}:cap:<id>:` (one hash tag, like every Tollgate key):
+//   c  cooldown: the epoch ms it ends, expiring then
+//   f  in-flight: a sorted set of lease ids scored by when each frees itself, so a killed
+//      instance's slots free themselves after leaseTtlMs (expired members are dropped
+//      before counting)
+//   l  learned: a hash of rr/ra (remaining requests, until when it holds) and tr/ta (tokens)
+//   r  requests, t tokens: hashes of bucket index → count, the window's buckets
+// Times are the injected clock's (the instances' own, NTP-close), not Redis's TIME, so a
+// test can hold a cooldown to the millisecond.
+import type { RedisConnection } from '../store/redis-client.ts'
+import { runScript, script, withRedis, type Script } from '../store/redis.ts'
+import type { CandidateSpec, CapacityRules, CapacityStore, DeploymentState, RefusalReason, StoreAcquired } from './port.ts'
+import { DEFAULT_RULES } from './port.ts'
+
+const KEYS_PER_DEPLOYMENT = 5
+
+// KEYS: c, f, l, r, t per candidate. ARGV: now, lease id, tokens, random, bucket ms,
+// buckets, busy retry ms, lease ttl ms; then weight, rpm, tpm, maxConcurrent per candidate.
+// Returns {1, chosen index (0-based), bucket} or {0, reason (1 cooling, 2 full, 3 too
+// large), retry at or -1}.
+const ACQUIRE = script(`
+local now, lease, tokens, rand = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local bucketMs, B, busy, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local cur = math.floor(now / bucketMs)
+local n = (#ARGV - 8) / 4
+local per = math.max(tokens, 1)
+
+local function window(key, cost, limit)
+  local flat = redis.call('HGETALL', key)
+  local counts, used = {}, 0
+  for j = 1, #flat, 2 do
+    local index = tonumber(flat[j])
+    if index < cur - B then
+      redis.call('HDEL', key, flat[j])
+    else
+      local c = tonumber(flat[j + 1])
+      counts[index] = c
+      used = used + c
+    end
+  end
+  if used + cost <= limit then return used, nil end
+  local left = used
+  for index = cur - B, cur do
+    left = left - (counts[index] or 0)
+    if left + cost <= limit then return used, (index + B + 1) * bucketMs end
+  end
+  return used, (cur + B + 1) * bucketMs
+end
+
+local function learned(key, field, till)
+  local v = redis.call('HMGET', key, field, till)
+  if v[1] and v[2] and tonumber(v[2]) > now then return tonumber(v[1]), tonumber(v[2]) end
+  return nil, nil
+end
+
+local stand = {}
+for i = 1, n do
+  local a, k = 8 + 4 * (i - 1), KEYS_PER * (i - 1)
+  local s = { weight = tonumber(ARGV[a + 1]), rpm = tonumber(ARGV[a + 2]), tpm = tonumber(ARGV[a + 3]), maxc = tonumber(ARGV[a + 4]),
+    large = false, blocked = false, cooling = false, freeAt = now, headroom = math.huge }
+  local function block(at)
+    s.blocked = true
+    if at > s.freeAt then s.freeAt = at end
+  end
+  if s.tpm > 0 and tokens > s.tpm then
+    s.large = true
+    s.blocked = true
+  else
+    local cool = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    if cool > now then s.cooling = true; block(cool) end
+    if s.rpm > 0 then
+      local used, at = window(KEYS[k + 4], 1, s.rpm)
+      if at then block(at) end
+      s.headroom = math.min(s.headroom, s.rpm - used)
+    end
+    if s.tpm > 0 then
+      local used, at = window(KEYS[k + 5], tokens, s.tpm)
+      if at then block(at) end
+      s.headroom = math.min(s.headroom, math.floor((s.tpm - used) / per))
+    end
+    if s.maxc > 0 then
+      redis.call('ZREMRANGEBYSCORE', KEYS[k + 2], '-inf', now)
+      local f = redis.call('ZCARD', KEYS[k + 2])
+      if f >= s.maxc then block(now + busy) end
+      s.headroom = math.min(s.headroom, s.maxc - f)
+    end
+    local rr, ra = learned(KEYS[k + 3], 'rr', 'ra')
+    if rr then
+      s.rr = true
+      if rr < 1 then block(ra) end
+      s.headroom = math.min(s.headroom, rr)
+    end
+    local tr, ta = learned(KEYS[k + 3], 'tr', 'ta')
+    if tr then
+      s.tr = true
+      if tr < tokens then block(ta) end
+      s.headroom = math.min(s.headroom, math.floor(tr / per))
+    end
+    if s.headroom < 0 then s.headroom = 0 end
+  end
+  stand[i] = s
+end
+
+local open, finite = {}, nil
+for i = 1, n do
+  local s = stand[i]
+  if not s.blocked and s.headroom >= 1 then
+    open[#open + 1] = i
+    if s.headroom ~= math.huge and (finite == nil or s.headroom > finite) then finite = s.headroom end
+  end
+end
+if #open == 0 then
+  local retry, all_large, all_cooling = nil, true, true
+  for i = 1, n do
+    local s = stand[i]
+    if not s.large then
+      all_large = false
+      if not s.cooling then all_cooling = false end
+      if retry == nil or s.freeAt < retry then retry = s.freeAt end
+    end
+  end
+  if all_large then return { 0, 3, -1 } end
+  if all_cooling then return { 0, 1, retry } end
+  return { 0, 2, retry }
+end
+local unlimited = finite or 1
+local scores, total = {}, 0
+for j, i in ipairs(open) do
+  local s = stand[i]
+  local h = s.headroom
+  if h == math.huge then h = unlimited end
+  scores[j] = math.max(0, s.weight) * h
+  total = total + scores[j]
+end
+local chosen = open[1]
+if total > 0 then
+  local target = rand * total
+  chosen = open[#open]
+  for j, i in ipairs(open) do
+    target = target - scores[j]
+    if target < 0 then chosen = i; break end
+  end
+end
+
+local s, k = stand[chosen], KEYS_PER * (chosen - 1)
+if s.rpm > 0 then
+  redis.call('HINCRBY', KEYS[k + 4], cur, 1)
+  redis.call('PEXPIRE', KEYS[k + 4], (B + 2) * bucketMs)
+end
+if s.tpm > 0 then
+  redis.call('HINCRBY', KEYS[k + 5], cur, tokens)
+  redis.call('PEXPIRE', KEYS[k + 5], (B + 2) * bucketMs)
+end
+if s.maxc > 0 then
+  redis.call('ZADD', KEYS[k + 2], now + ttl, lease)
+  redis.call('PEXPIRE', KEYS[k + 2], ttl)
+end
+if s.rr then redis.call('HINCRBY', KEYS[k + 3], 'rr', -1) end
+if s.tr then redis.call('HINCRBY', KEYS[k + 3], 'tr', -tokens) end
+return { 1, chosen - 1, cur }
+`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)))
+
+// KEYS: c, f, l, r, t of one deployment. ARGV: now, lease id ('' none), bucket, bucket ms,
+// buckets, rpm, tpm, requests delta, tokens delta, learned ('1' or '0'), cooldown until,
+// remaining requests, until, remaining tokens, until ('' where unknown), learned hold ms.
+const RELEASE = script(`
+local now = tonumber(ARGV[1])
+if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+local bucket, bucketMs, B = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cur = math.floor(now / bucketMs)
+local function add(key, delta)
+  if delta == 0 then return end
+  if bucket >= cur - B then
+    if redis.call('HINCRBY', key, bucket, delta) < 0 then redis.call('HSET', key, bucket, 0) end
+  elseif delta > 0 then
+    redis.call('HINCRBY', key, cur, delta)
+  else
+    return
+  end
+  redis.call('PEXPIRE', key, (B + 2) * bucketMs)
+end
+if tonumber(ARGV[6]) > 0 then add(KEYS[4], tonumber(ARGV[8])) end
+if tonumber(ARGV[7]) > 0 then add(KEYS[5], tonumber(ARGV[9])) end
+if ARGV[10] ~= '1' then return 1 end
+local hold = tonumber(ARGV[16])
+if ARGV[11] ~= '' then
+  local till = tonumber(ARGV[11])
+  if till > now and till > tonumber(redis.call('GET', KEYS[1]) or '0') then
+    redis.call('SET', KEYS[1], ARGV[11], 'PX', math.ceil(till - now))
+  end
+end
+local keep = 0
+local function learn(field, value, tillField, till)
+  if value == '' then return end
+  local at = now + hold
+  if till ~= '' then at = tonumber(till) end
+  redis.call('HSET', KEYS[3], field, value, tillField, at)
+  if at - now > keep then keep = at - now end
+end
+learn('rr', ARGV[12], 'ra', ARGV[13])
+learn('tr', ARGV[14], 'ta', ARGV[15])
+if keep > 0 and redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], math.ceil(keep)) end
+return 1
+`)
+
+// KEYS: f. ARGV: lease id, now, lease ttl ms. Returns 1 if the lease still held its slot.
+const RENEW = script(`
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) <= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]), ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1
+`)
+
+// KEYS: c, f, l, r, t per deployment. ARGV: now, bucket ms, buckets. Returns per
+// deployment: in flight, requests, tokens, cooling until (0 none), has rr, rr, has tr, tr.
+const INSPECT = script(`
+local now, bucketMs, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local cur = math.floor(now / bucketMs)
+local function sum(key)
+  local flat, used = redis.call('HGETALL', key), 0
+  for j = 1, #flat, 2 do
+    if tonumber(flat[j]) >= cur - B then used = used + tonumber(flat[j + 1]) end
+  end
+  return used
+end
+local out = {}
+for k = 0, #KEYS - 1, KEYS_PER do
+  local cool = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+  if cool <= now then cool = 0 end
+  local l = redis.call('HMGET', KEYS[k + 3], 'rr', 'ra', 'tr', 'ta')
+  local hasR = (l[1] and l[2] and tonumber(l[2]) > now) and 1 or 0
+  local hasT = (l[3] and l[4] and tonumber(l[4]) > now) and 1 or 0
+  local row = { redis.call('ZCOUNT', KEYS[k + 2], '(' .. now, '+inf'), sum(KEYS[k + 4]), sum(KEYS[k + 5]), cool,
+    hasR, hasR == 1 and tonumber(l[1]) or 0, hasT, hasT == 1 and tonumber(l[3]) or 0 }
+  for _, v in ipairs(row) do out[#out + 1] = v end
+end
+return out
+`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)))
+
+/** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
+export function capacityKeys(prefix: string): { readonly base: string; of(deploymentId: string): string[] } {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+  const base = `${prefix}{tg}:cap:`
+  return {
+    base,
+    of: (id) => {
+      const at = `${base}${encodeURIComponent(id)}:`
+      return [`${at}c`, `${at}f`, `${at}l`, `${at}r`, `${at}t`]
+    },
+  }
+}
+
+function integers(what: string, reply: unknown, length?: number): number[] {
+  if (!Array.isArray(reply) || (length !== undefined && reply.length !== length) || !reply.every((v) => typeof v === 'number')) {
+    throw new TypeError(`the capacity ${what} script answered ${JSON.stringify(reply)}`)
+  }
+  return reply as number[]
+}
+
+const REASONS: Readonly<Record<number, RefusalReason>> = { 1: 'cooling_down', 2: 'full', 3: 'too_large' }
+
+export interface RedisCapacityStore extends CapacityStore {
+  /** Sends each script once in full, so the master has them cached before the first call. */
+  warm(): Promise<void>
+}
+
+export function redisCapacityStore(redis: RedisConnection, prefix: string, rules: CapacityRules = DEFAULT_RULES): RedisCapacityStore {
+  const keys = capacityKeys(prefix)
+  const bucketMs = Math.ceil(rules.windowMs / rules.buckets)
+  // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
+  const run = (s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
+    withRedis(redis, () => runScript(redis, s, keyNames, args))
+  const keysOf = (candidates: readonly CandidateSpec[]): string[] => candidates.flatMap((c) => keys.of(c.id))
+  const orEmpty = (n: number | null): string | number => (n === null ? '' : n)
+
+  return {
+    kind: 'redis',
+    rules,
+    async warm() {
+      await withRedis(redis, () => Promise.all([ACQUIRE, RELEASE, RENEW, INSPECT].map((s) => redis.script('LOAD', s.source))))
+    },
+    async acquire(request): Promise<StoreAcquired> {
+      const args: (string | number)[] = [request.now, request.leaseId, request.tokens, request.random, bucketMs, rules.buckets, rules.busyRetryMs, rules.leaseTtlMs]
+      for (const c of request.candidates) args.push(c.weight, c.rpm, c.tpm, c.maxConcurrent)
+      const [ok, a, b] = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args), 3) as [number, number, number]
+      if (ok === 1) return { ok: true, index: a, bucket: b }
+      return { ok: false, reason: REASONS[a] ?? 'full', retryAt: b < 0 ? null : b }
+    },
+    async release(release) {
+      const c = release.candidate
+      const l = release.learned
+      const args: (string | number)[] = [
+        release.now, release.leaseId ?? '', release.bucket, bucketMs, rules.buckets, c.rpm, c.tpm, release.requestsDelta, release.tokensDelta,
+        l === null ? '0' : '1',
+        orEmpty(l?.cooldownUntil ?? null), orEmpty(l?.requestsRemaining ?? null), orEmpty(l?.requestsResetAt ?? null),
+        orEmpty(l?.tokensRemaining ?? null), orEmpty(l?.tokensResetAt ?? null), rules.learnedHoldMs,
+      ]
+      await run(RELEASE, keys.of(c.id), args)
+    },
+    async renew(deploymentId, leaseId, now) {
+      const flights = keys.of(deploymentId)[1] as string
+      return (await run(RENEW, [flights], [leaseId, now, rules.leaseTtlMs])) === 1
+    },
+    async inspect(candidates, now): Promise<DeploymentState[]> {
+      if (candidates.length === 0) return []
+      const reply = integers('inspect', await run(INSPECT, keysOf(candidates), [now, bucketMs, rules.buckets]), 8 * candidates.length)
+      return candidates.map((c, i) => {
+        const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr] = reply.slice(8 * i, 8 * i + 8) as [number, number, number, number, number, number, number, number]
+        return {
+          deploymentId: c.id,
+          inFlight,
+          requests,
+          tokens,
+          coolingUntil: cooling > 0 ? cooling : null,
+          learnedRequests: hasR === 1 ? rr : null,
+          learnedTokens: hasT === 1 ? tr : null,
+        }
+      })
+    },
+  }
+}

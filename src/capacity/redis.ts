@@ -13,7 +13,7 @@
 // Times are the injected clock's (the instances' own, NTP-close), not Redis's TIME, so a
 // test can hold a cooldown to the millisecond.
 import type { RedisConnection } from '../store/redis-client.ts'
-import { runScript, script, withRedis, type Script } from '../store/redis.ts'
+import { redisNamespace, runScript, script, withRedis, type Script } from '../store/redis-kit.ts'
 import type { CandidateSpec, CapacityRules, CapacityStore, DeploymentState, RefusalReason, StoreAcquired } from './port.ts'
 import { DEFAULT_RULES } from './port.ts'
 
@@ -245,10 +245,7 @@ return out
 
 /** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
 export function capacityKeys(prefix: string): { readonly base: string; of(deploymentId: string): string[] } {
-  if (prefix.includes('{') || prefix.includes('}')) {
-    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
-  }
-  const base = `${prefix}{tg}:cap:`
+  const base = `${redisNamespace(prefix)}cap:`
   return {
     base,
     of: (id) => {

@@ -14,6 +14,19 @@ export default tseslint.config(
     },
   },
   {
+    // Type-aware rules: they read the types tsc infers, through the project service (tsconfig.json).
+    files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // A promise nobody awaits loses its rejection (an unhandled rejection ends the process).
+      // tap's t.test() is the exception: tap queues the subtest and reports its failures itself.
+      '@typescript-eslint/no-floating-promises': ['error', { allowForKnownSafePromises: [{ from: 'package', name: 'PromiseWithSubtest', package: '@tapjs/core' }] }],
+      // An async callback where a void one is expected (a listener, a request handler): its rejection goes nowhere.
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-unnecessary-type-assertion': 'error',
+    },
+  },
+  {
     // The portal's script runs in the browser.
     files: ['src/portal/assets/**/*.js'],
     languageOptions: { sourceType: 'script', globals: { document: 'readonly', window: 'readonly', navigator: 'readonly', Element: 'readonly', HTMLInputElement: 'readonly', HTMLFormElement: 'readonly' } },

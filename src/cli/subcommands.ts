@@ -93,7 +93,7 @@ export type OptionValues = Record<string, string | boolean | string[] | undefine
 export function parseCommandArgs(args: readonly string[], options: ParseArgsConfig['options']): { values: OptionValues; positionals: string[] } {
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true })
-    return { values: parsed.values as OptionValues, positionals: parsed.positionals }
+    return { values: parsed.values, positionals: parsed.positionals }
   } catch (err) {
     throw new UsageError((err as Error).message)
   }

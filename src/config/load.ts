@@ -83,7 +83,7 @@ function applyEnv(raw: unknown, env: Env, path: string): unknown {
   const doc = structuredClone(raw) as Record<string, unknown>
   const section = (name: string): Record<string, unknown> => {
     const value = doc[name]
-    if (value === undefined || value === null) return (doc[name] = {}) as Record<string, unknown>
+    if (value === undefined || value === null) return (doc[name] = {})
     if (typeof value !== 'object' || Array.isArray(value)) throw new ConfigError(path, [`${name}: must be a mapping`])
     return value as Record<string, unknown>
   }

@@ -65,7 +65,7 @@ const COUNT: PromptCounter = {
 
 /** The sum of counts some of which may still be coming. */
 function sum(counts: ReadonlyArray<number | Promise<number>>): number | Promise<number> {
-  if (counts.every((c) => typeof c === 'number')) return (counts as readonly number[]).reduce((a, b) => a + b, 0)
+  if (counts.every((c) => typeof c === 'number')) return counts.reduce((a, b) => a + b, 0)
   return Promise.all(counts).then((all) => all.reduce((a, b) => a + b, 0))
 }
 

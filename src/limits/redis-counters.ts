@@ -143,7 +143,7 @@ function integers(reply: unknown, length: number): number[] {
   if (!Array.isArray(reply) || reply.length !== length || !reply.every((v) => typeof v === 'number')) {
     throw new Error(`unexpected reply from the rate-limit script: ${JSON.stringify(reply)}`)
   }
-  return reply as number[]
+  return reply
 }
 
 function stateAt(now: number, used: number, ttl: number): CounterState {

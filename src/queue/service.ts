@@ -2,7 +2,6 @@
 // asynchronous requests (accept, read, list, cancel), the lines for the admin API, and the
 // worker that runs stored requests on this instance.
 import { randomBytes } from 'node:crypto'
-import type { Readable } from 'node:stream'
 import type { Config, StorageCaps } from '../config/schema.ts'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import { storageCapsOf } from '../limits/plans.ts'
@@ -155,7 +154,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   async function stored(body: RequestBody): Promise<{ body: StoredBody; bytes: Buffer | null }> {
     if (body.kind !== 'multipart') return { body, bytes: null }
     const chunks: Buffer[] = []
-    for await (const chunk of body.open() as Readable) chunks.push(chunk as Buffer)
+    for await (const chunk of body.open()) chunks.push(chunk as Buffer)
     const { contentType, fields, files, size } = body
     return { body: { kind: 'multipart', contentType, fields, files, size }, bytes: Buffer.concat(chunks) }
   }

@@ -75,7 +75,7 @@ interface Parts {
   readonly framing: number
 }
 
-const jsonOf = (value: unknown): string => JSON.stringify(value) as string | undefined ?? ''
+const jsonOf = (value: unknown): string => JSON.stringify(value) ?? ''
 
 function chatParts(messages: readonly unknown[]): Parts {
   const texts: string[] = []

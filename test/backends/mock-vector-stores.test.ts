@@ -25,7 +25,7 @@ async function send<T extends object>(backend: BackendAdapter, request: Upstream
   const response: UpstreamResponse = await backend.send(request)
   const body = await readText(response.body)
   if (response.status !== status) throw new Error(`expected ${status}, got ${response.status}: ${body}`)
-  return Object.assign(JSON.parse(body) as T, { headers: response.headers as Record<string, string> })
+  return Object.assign(JSON.parse(body) as T, { headers: response.headers })
 }
 
 async function upload(backend: BackendAdapter, dir: string, name: string, data: string | Buffer): Promise<OpenAI.FileObject> {

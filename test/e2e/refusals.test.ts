@@ -130,7 +130,7 @@ t.test('a key limited to some models or endpoints gets 403 outside them', async 
   const ok = await request(`${gw.url}/v2/embeddings`, { method: 'POST', headers, body: JSON.stringify({ model: 'text-embedding-bge-m3', input: 'x' }) })
   t.equal(ok.status, 200)
   const models = await request(`${gw.url}/v2/models`, { headers })
-  t.same((models.json() as unknown as { data: Array<{ id: string }> }).data.map((m) => m.id), ['text-embedding-bge-m3'], 'lists only what it may use')
+  t.same(models.json<{ data: Array<{ id: string }> }>().data.map((m) => m.id), ['text-embedding-bge-m3'], 'lists only what it may use')
   isOpenAIError(t, await request(`${gw.url}/v2/audio/models`, { headers }), 403, 'endpoint_not_allowed', 'audio models outside scope')
 })
 

@@ -125,7 +125,7 @@ export async function startFuzzGateway(options: FuzzGatewayOptions = {}): Promis
 async function foreignObjects(gw: RunningTollgate): Promise<Record<string, string[]>> {
   const key = (await gw.createKey({ tier: 'Fuzz', owner: 'fuzz-other' })).key
   const post = async (path: string, body: string | Uint8Array, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<Record<string, unknown>> => {
-    const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, ...headers }, body: body as string | Uint8Array })
+    const res = await fetch(`${gw.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, ...headers }, body })
     if (res.status !== 200) throw new Error(`foreign object ${path}: ${res.status}`)
     return await res.json() as Record<string, unknown>
   }

@@ -49,7 +49,7 @@ async function keyFor(model: Model, limits: Record<string, number>): Promise<{ k
 /** The key's metered totals for a model, once the meter has written them. */
 async function metered(id: string, model: Model): Promise<{ requests: number; input_tokens: number; output_tokens: number }> {
   const res = await request(`${gw.url}/admin/keys/${id}/usage`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
-  const rows = (res.json() as unknown as { by_model: Array<{ model: string; requests: number; input_tokens: number; output_tokens: number }> }).by_model
+  const rows = res.json<{ by_model: Array<{ model: string; requests: number; input_tokens: number; output_tokens: number }> }>().by_model
   return rows.find((r) => r.model === model) ?? { requests: 0, input_tokens: 0, output_tokens: 0 }
 }
 

@@ -4,7 +4,7 @@
 // [--require-key KEY] [--tokens-per-second N] [--keep-alive-ms N] [--record-bodies]. Prints {"port": N} once listening. GET /__requests lists what
 // it received (method, path, headers, model, the body's first 64 KiB) for assertions; GET /__streams, for each
 // streamed reply, the bytes it has written so far and whether it ended or was cut.
-import { createServer } from 'node:http'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { parseArgs } from 'node:util'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
@@ -67,7 +67,7 @@ const ROUTES: Array<[string, RegExp, Endpoint]> = [
 ]
 void ENDPOINTS
 
-const server = createServer(async (req, res) => {
+const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
   const url = req.url ?? '/'
   const path = url.split('?')[0] ?? '/'
   if (path === '/__streams') {
@@ -137,6 +137,10 @@ const server = createServer(async (req, res) => {
     res.statusCode = 500
     res.end(JSON.stringify({ error: { message: String(err), type: 'server_error', param: null, code: null } }))
   }
+}
+// What escapes handle() (its own 500 reply failing) is logged and the connection dropped, not left unhandled.
+const server = createServer((req, res) => {
+  handle(req, res).catch((err: unknown) => { process.stderr.write(`upstream: ${String(err)}\n`); res.destroy() })
 })
 if (values['keep-alive-ms'] !== undefined) server.keepAliveTimeout = Number(values['keep-alive-ms'])
 server.listen(0, '127.0.0.1', () => {

@@ -23,7 +23,7 @@ type SdkChunking = OpenAI.VectorStores.FileChunkingStrategyParam
 const asSdk = (chunking: object): SdkChunking => chunking as SdkChunking
 /** The search's extra_body, spread into the body as the Python SDK merges it. */
 type SearchParams = OpenAI.VectorStores.VectorStoreSearchParams
-const withExtraBody = (params: SearchParams, extra: Record<string, unknown>): SearchParams => ({ ...params, ...extra }) as SearchParams
+const withExtraBody = (params: SearchParams, extra: Record<string, unknown>): SearchParams => ({ ...params, ...extra })
 
 /** A text long enough for several 1024-token chunks. */
 const REPORT = Array.from({ length: 40 }, (_, i) =>

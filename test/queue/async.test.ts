@@ -49,7 +49,7 @@ t.test('202 with Location; polling reaches completed with the body /v2 gives for
   t.equal(done.response?.status_code, 200)
   const direct = await post(`${gw.url}/v2/chat/completions`, key, body)
   t.same(masked(done.response?.body), masked(direct.json()), 'the body equals /v2\'s, ids and timestamps aside')
-  const usage = (direct.json() as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+  const usage = direct.json<{ usage: { prompt_tokens: number; completion_tokens: number } }>().usage
   t.same(done.response?.usage, { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.prompt_tokens + usage.completion_tokens })
   t.equal(done.attempts, 1)
   t.type(done.started_at, 'number')

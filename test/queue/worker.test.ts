@@ -6,7 +6,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { NO_USAGE } from '../../src/backends/port.ts'
 import { gatewayError } from '../../src/errors.ts'
-import type { CallResult, Corridor, PreparedCall } from '../../src/inference/corridor.ts'
+import type { CallResult, Corridor } from '../../src/inference/corridor.ts'
 import type { KeyRecord } from '../../src/keys/record.ts'
 import type { Limiter } from '../../src/limits/port.ts'
 import { createLogger } from '../../src/observability/logger.ts'
@@ -49,7 +49,7 @@ function setup(t: Test, refuse: () => boolean) {
   }
   const corridor: Corridor = {
     enter: async () => { throw new Error('not used by the processor') },
-    restore: (principal, spec, parts) => ({ principal, spec, ...parts, resolved: { model: 'm', tier: 'Basic', limits: {} } }) as unknown as PreparedCall,
+    restore: (principal, spec, parts) => ({ principal, spec, ...parts, resolved: { model: 'm', tier: 'Basic', limits: {} } }),
     async run(call, exchange, strategy): Promise<CallResult> {
       const admission = await strategy.admit({ keyId: call.principal.keyId, tier: 'Basic', model: 'm', limits: {}, estimate: NO_USAGE }, 0)
       seen.upstream++

@@ -93,7 +93,7 @@ class Generator {
     let current = schema
     for (let hops = 0; hops < HARD_DEPTH && typeof current.$ref === 'string' && this.step(); hops++) {
       const { $ref, ...siblings } = current
-      const target = pointer(this.root, $ref as string)
+      const target = pointer(this.root, $ref)
       current = merge(isSchema(target) ? target : {}, siblings)
     }
     if (Array.isArray(current.allOf) && nesting < HARD_DEPTH) {

@@ -20,7 +20,7 @@ import { search } from './vector-store-search.ts'
 import { createAttacher, type AttachOptions } from './vector-store-attach.ts'
 import {
   batchObject, fileObject, filesOfBatch, isExpired, storeObject,
-  type AttachedFile, type Attributes, type BatchRecord, type StoreRecord,
+  type AttachedFile, type BatchRecord, type StoreRecord,
 } from './vector-store-records.ts'
 import { fileChunkingOf, storeModelsOf } from './vector-store-chunking.ts'
 
@@ -143,7 +143,7 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
     const body = parsedBody(request, CreateVectorStoreFileRequest)
     const attached = await attacher.attach(store, body.file_id, {
       chunking: fileChunkingOf(body.chunking_strategy, store.models),
-      attributes: (body.attributes ?? null) as Attributes,
+      attributes: body.attributes ?? null,
       batchId: null,
     })
     return reply(fileObject(attached.file), usage(attached.tokens))
@@ -152,9 +152,9 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
   async function createBatch(request: UpstreamRequest, store: StoreRecord): Promise<UpstreamResponse> {
     const body = parsedBody(request, CreateVectorStoreFileBatchRequest)
     const batch: BatchRecord = { id: newId('vsfb_'), vectorStoreId: store.id, createdAtMs: ctx.now(), cancelled: false }
-    const shared = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: (body.attributes ?? null) as Attributes, batchId: batch.id }
+    const shared = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: body.attributes ?? null, batchId: batch.id }
     const entries = body.files !== undefined
-      ? body.files.map((f) => ({ fileId: f.file_id, options: { chunking: fileChunkingOf(f.chunking_strategy, store.models), attributes: (f.attributes ?? null) as Attributes, batchId: batch.id } }))
+      ? body.files.map((f) => ({ fileId: f.file_id, options: { chunking: fileChunkingOf(f.chunking_strategy, store.models), attributes: f.attributes ?? null, batchId: batch.id } }))
       : (body.file_ids ?? []).map((fileId) => ({ fileId, options: shared }))
     attacher.checkExists(entries.map((e) => e.fileId))
     store.batches.set(batch.id, batch)
@@ -227,7 +227,7 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
       if (leaf !== undefined) throw unknownUrl()
       if (method === 'GET') return reply(fileObject(file))
       if (method === 'POST') {
-        file.attributes = parsedBody(request, UpdateVectorStoreFileRequest).attributes as Attributes
+        file.attributes = parsedBody(request, UpdateVectorStoreFileRequest).attributes
         return reply(fileObject(file))
       }
       if (method === 'DELETE') {

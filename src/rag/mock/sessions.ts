@@ -34,7 +34,7 @@ function sessionConfig(value: unknown): SessionConfig | string {
   // ten thousand deep, say) would be stored and then break every later listing.
   const known: Record<string, unknown> = {}
   for (const field of ['localConfigId', 'globalContext', 'activeFiles', 'chatModel'] as const) if (c[field] !== undefined) known[field] = c[field]
-  return known as SessionConfig
+  return known
 }
 
 const EPOCH = '2025-01-01T00:00:00Z'

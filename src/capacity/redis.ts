@@ -259,7 +259,7 @@ function integers(what: string, reply: unknown, length?: number): number[] {
   if (!Array.isArray(reply) || (length !== undefined && reply.length !== length) || !reply.every((v) => typeof v === 'number')) {
     throw new TypeError(`the capacity ${what} script answered ${JSON.stringify(reply)}`)
   }
-  return reply as number[]
+  return reply
 }
 
 const REASONS: Readonly<Record<number, RefusalReason>> = { 1: 'cooling_down', 2: 'full', 3: 'too_large' }

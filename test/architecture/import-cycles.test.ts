@@ -47,7 +47,7 @@ export function runtimeSpecifiers(fileName: string, text: string): string[] {
 
 /** file → the files it loads, for every .ts file under `dir` (edges to files outside it are dropped). */
 export function importGraph(dir: string): Map<string, string[]> {
-  const files = (readdirSync(dir, { recursive: true, encoding: 'utf8' }) as string[])
+  const files = (readdirSync(dir, { recursive: true, encoding: 'utf8' }))
     .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
     .map((name) => join(dir, name))
   const known = new Set(files)

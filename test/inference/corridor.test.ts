@@ -77,8 +77,6 @@ function chat(key: string | null, body: Record<string, unknown>, path = '/v2/cha
   })
 }
 
-interface ErrorBody { error: { code: string | null; type: string; param?: string | null } }
-
 const open = await createKey()
 
 t.test('a chat call is served, with its usage and the key’s limits', async (t) => {
@@ -134,7 +132,7 @@ t.test('a stream whose client asked for usage gets it', async (t) => {
 t.test('an unknown model: 404, and the refusal still says where the key stands', async (t) => {
   const res = await chat(open.key, { model: 'no-such-model' })
   t.equal(res.status, 404)
-  t.match(await res.json() as ErrorBody, { error: { code: 'model_not_found', param: 'model' } })
+  t.match(await res.json(), { error: { code: 'model_not_found', param: 'model' } })
   t.equal(res.headers.get('x-ratelimit-limit-requests'), '10000')
   t.match(await requestLine(res), { status: 404, keyId: open.id })
 })
@@ -142,7 +140,7 @@ t.test('an unknown model: 404, and the refusal still says where the key stands',
 t.test('no key: 401, nothing about limits', async (t) => {
   const res = await chat(null, { model: 'chat-mock' })
   t.equal(res.status, 401)
-  t.match(await res.json() as ErrorBody, { error: { code: 'invalid_api_key' } })
+  t.match(await res.json(), { error: { code: 'invalid_api_key' } })
   t.notOk(res.headers.has('x-ratelimit-limit-requests'))
   const wrong = await chat('tg_not-a-real-key', { model: 'chat-mock' })
   t.equal(wrong.status, 401)
@@ -153,7 +151,7 @@ t.test('a model the key may not use: 403, never sent upstream', async (t) => {
   const before = upstream.requests.length
   const res = await chat(narrow.key, { model: 'chat-upstream' })
   t.equal(res.status, 403)
-  t.match(await res.json() as ErrorBody, { error: { code: 'model_not_allowed', param: 'model' } })
+  t.match(await res.json(), { error: { code: 'model_not_allowed', param: 'model' } })
   t.ok(res.headers.has('x-ratelimit-limit-requests'), 'the refusal says where the key stands')
   t.equal(upstream.requests.length, before)
   t.equal((await chat(narrow.key, { model: 'chat-mock' })).status, 200, 'its own model is served')
@@ -165,7 +163,7 @@ t.test('an endpoint the key may not use: 403', async (t) => {
     method: 'POST', headers: { authorization: `Bearer ${chatOnly.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-mock', input: 'x' }),
   })
   t.equal(res.status, 403)
-  t.match(await res.json() as ErrorBody, { error: { code: 'endpoint_not_allowed' } })
+  t.match(await res.json(), { error: { code: 'endpoint_not_allowed' } })
   const models = await fetch(`${gateway.url}/v2/models`, { headers: { authorization: `Bearer ${chatOnly.key}` } })
   t.equal(models.status, 403, 'the model list is an endpoint too')
 })
@@ -175,7 +173,7 @@ t.test('over the limit: 429 with retry-after and the limit headers', async (t) =
   t.equal((await chat(tight.key, { model: 'chat-mock' })).status, 200)
   const res = await chat(tight.key, { model: 'chat-mock' })
   t.equal(res.status, 429)
-  t.match(await res.json() as ErrorBody, { error: { code: 'rate_limit_exceeded' } })
+  t.match(await res.json(), { error: { code: 'rate_limit_exceeded' } })
   t.ok(Number(res.headers.get('retry-after')) > 0, 'retry-after')
   t.equal(res.headers.get('x-ratelimit-limit-requests'), '1')
   t.equal(res.headers.get('x-ratelimit-remaining-requests'), '0')

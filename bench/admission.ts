@@ -20,7 +20,13 @@ const request = (keyId: string): AdmissionRequest => ({
   keyId,
   tier: 'Bench',
   model: 'Mistral-Small-24B-Instruct-2501',
-  limits: { rpm: 1_000_000_000, tpm: 1_000_000_000, input_tpm: 1_000_000_000, output_tpm: 1_000_000_000, quota: 1_000_000_000_000 },
+  limits: {
+    rpm: 1_000_000_000,
+    tpm: 1_000_000_000,
+    input_tpm: 1_000_000_000,
+    output_tpm: 1_000_000_000,
+    quota: 1_000_000_000_000,
+  },
   estimate: { inputTokens: 120, outputTokens: 256 },
 })
 
@@ -28,7 +34,11 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
 }
 
-export interface Latency { readonly p50: number; readonly p99: number; readonly mean: number }
+export interface Latency {
+  readonly p50: number
+  readonly p99: number
+  readonly mean: number
+}
 
 export async function sequential(n: number, op: (i: number) => Promise<unknown>): Promise<Latency> {
   const samples: number[] = []
@@ -38,15 +48,21 @@ export async function sequential(n: number, op: (i: number) => Promise<unknown>)
     samples.push((performance.now() - start) * 1000)
   }
   samples.sort((a, b) => a - b)
-  return { p50: quantile(samples, 0.5), p99: quantile(samples, 0.99), mean: samples.reduce((s, v) => s + v, 0) / samples.length }
+  return {
+    p50: quantile(samples, 0.5),
+    p99: quantile(samples, 0.99),
+    mean: samples.reduce((s, v) => s + v, 0) / samples.length,
+  }
 }
 
 export async function throughput(n: number, concurrency: number, op: (i: number) => Promise<unknown>): Promise<number> {
   let next = 0
   const start = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < n) await op(next++)
-  }))
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) await op(next++)
+    }),
+  )
   return n / ((performance.now() - start) / 1000)
 }
 
@@ -54,17 +70,23 @@ export async function throughput(n: number, concurrency: number, op: (i: number)
 async function commandCalls(redis: Redis): Promise<Map<string, number>> {
   const stats = await redis.info('commandstats')
   const out = new Map<string, number>()
-  for (const m of stats.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm)) if (m[1] !== 'info') out.set(m[1] ?? '', Number(m[2]))
+  for (const m of stats.matchAll(/^cmdstat_([\w|]+):calls=(\d+)/gm))
+    if (m[1] !== 'info') out.set(m[1] ?? '', Number(m[2]))
   return out
 }
 
-function delta(before: Map<string, number>, after: Map<string, number>, rounds: number): { evalsha: number; total: number } {
+function delta(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  rounds: number,
+): { evalsha: number; total: number } {
   let total = 0
   for (const [name, calls] of after) total += calls - (before.get(name) ?? 0)
   return { evalsha: ((after.get('evalsha') ?? 0) - (before.get('evalsha') ?? 0)) / rounds, total: total / rounds }
 }
 
-const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const fmt = (n: number, digits = 0): string =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 export async function benchAdmission(): Promise<string> {
   const server = await startPrivateRedis()
@@ -100,14 +122,19 @@ export async function benchAdmission(): Promise<string> {
 
     const ping = await sequential(SEQUENTIAL, () => redis.ping())
     const admitRedis = await sequential(SEQUENTIAL, (i) => onRedis.admit(pick(i)))
-    const cycleRedis = await sequential(SEQUENTIAL, async (i) => (await onRedis.admit(pick(i))).settle({ inputTokens: 118, outputTokens: 97 }))
+    const cycleRedis = await sequential(SEQUENTIAL, async (i) =>
+      (await onRedis.admit(pick(i))).settle({ inputTokens: 118, outputTokens: 97 }),
+    )
     const admitMemory = await sequential(SEQUENTIAL, (i) => inMemory.admit(pick(i)))
-    const cycleMemory = await sequential(SEQUENTIAL, async (i) => (await inMemory.admit(pick(i))).settle({ inputTokens: 118, outputTokens: 97 }))
+    const cycleMemory = await sequential(SEQUENTIAL, async (i) =>
+      (await inMemory.admit(pick(i))).settle({ inputTokens: 118, outputTokens: 97 }),
+    )
     const rateRedis = await throughput(CONCURRENT, CONCURRENCY, (i) => onRedis.admit(pick(i)))
     const rateMemory = await throughput(CONCURRENT, CONCURRENCY, (i) => inMemory.admit(pick(i)))
     const pingRate = await throughput(CONCURRENT, CONCURRENCY, () => redis.ping())
 
-    const row = (name: string, l: Latency): string => `| ${name} | ${fmt(l.p50, 1)} | ${fmt(l.p99, 1)} | ${fmt(l.mean, 1)} |`
+    const row = (name: string, l: Latency): string =>
+      `| ${name} | ${fmt(l.p50, 1)} | ${fmt(l.p99, 1)} | ${fmt(l.mean, 1)} |`
     return [
       '## Admission cost (bench/admission.ts)',
       '',

@@ -13,13 +13,48 @@ interface Shape {
   readonly body: Record<string, unknown>
 }
 
-const parts = (n: number): unknown[] => Array.from({ length: n }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: [{ type: 'text', text: `${'lorem ipsum dolor sit amet '.repeat(6)}${i}` }] }))
-const tool = (i: number): unknown => ({ type: 'function', function: { name: `tool_${i}`, description: 'Looks a thing up. '.repeat(4), parameters: { type: 'object', properties: { file_id: { type: 'string' }, q: { type: 'string' } }, required: ['q'] } } })
+const parts = (n: number): unknown[] =>
+  Array.from({ length: n }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: [{ type: 'text', text: `${'lorem ipsum dolor sit amet '.repeat(6)}${i}` }],
+  }))
+const tool = (i: number): unknown => ({
+  type: 'function',
+  function: {
+    name: `tool_${i}`,
+    description: 'Looks a thing up. '.repeat(4),
+    parameters: { type: 'object', properties: { file_id: { type: 'string' }, q: { type: 'string' } }, required: ['q'] },
+  },
+})
 
 const SHAPES: readonly Shape[] = [
-  { name: 'small chat (2 messages)', body: { model: 'm', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there.' }], max_tokens: 16 } },
-  { name: 'chat with 10 tools', body: { model: 'm', messages: parts(4), tools: Array.from({ length: 10 }, (_, i) => tool(i)) } },
-  { name: 'responses naming 3 objects', body: { model: 'm', previous_response_id: 'resp_1', input: [{ type: 'item_reference', id: 'msg_1' }, { role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] }], tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] } },
+  {
+    name: 'small chat (2 messages)',
+    body: {
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Hello there.' },
+      ],
+      max_tokens: 16,
+    },
+  },
+  {
+    name: 'chat with 10 tools',
+    body: { model: 'm', messages: parts(4), tools: Array.from({ length: 10 }, (_, i) => tool(i)) },
+  },
+  {
+    name: 'responses naming 3 objects',
+    body: {
+      model: 'm',
+      previous_response_id: 'resp_1',
+      input: [
+        { type: 'item_reference', id: 'msg_1' },
+        { role: 'user', content: [{ type: 'input_file', file_id: 'file-1' }] },
+      ],
+      tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }],
+    },
+  },
   { name: '4 MB: 20,000 content parts', body: { model: 'm', messages: parts(20_000) } },
 ]
 
@@ -44,7 +79,9 @@ export async function benchBodyIds(): Promise<string> {
     const parsed = JSON.parse(text) as Record<string, unknown>
     const parse = time(() => JSON.parse(text), runs)
     const walk = time(() => idsInBody(parsed), runs)
-    rows.push(`| ${name} | ${fmt(text.length)} | ${parse.toFixed(parse < 10 ? 2 : 0)} | ${walk.toFixed(walk < 10 ? 2 : 0)} | ${(walk / parse).toFixed(2)} |`)
+    rows.push(
+      `| ${name} | ${fmt(text.length)} | ${parse.toFixed(parse < 10 ? 2 : 0)} | ${walk.toFixed(walk < 10 ? 2 : 0)} | ${(walk / parse).toFixed(2)} |`,
+    )
   }
   return [
     '## Tenant check: walking a body for object ids (bench/body-ids.ts)',

@@ -16,8 +16,16 @@ import { fmt } from './proxy-rig.ts'
 const SEQUENTIAL = 20_000
 const CONCURRENT = 50_000
 const CONCURRENCY = 64
-const DECLARED = { 'east': { rpm: 1_000_000_000, tpm: 1_000_000_000, maxConcurrent: 1_000_000 }, 'west': { rpm: 1_000_000_000, tpm: 1_000_000_000, weight: 2 } }
-const HEADERS = { 'x-ratelimit-remaining-requests': '1000000000', 'x-ratelimit-reset-requests': '1s', 'x-ratelimit-remaining-tokens': '900000000000', 'x-ratelimit-reset-tokens': '6m0s' }
+const DECLARED = {
+  east: { rpm: 1_000_000_000, tpm: 1_000_000_000, maxConcurrent: 1_000_000 },
+  west: { rpm: 1_000_000_000, tpm: 1_000_000_000, weight: 2 },
+}
+const HEADERS = {
+  'x-ratelimit-remaining-requests': '1000000000',
+  'x-ratelimit-reset-requests': '1s',
+  'x-ratelimit-remaining-tokens': '900000000000',
+  'x-ratelimit-reset-tokens': '6m0s',
+}
 
 /** One upstream call's worth: acquire, learn from the response headers, release with the real usage. */
 async function call(capacity: DeploymentCapacity, ids: readonly string[], teach: boolean): Promise<void> {
@@ -35,14 +43,20 @@ export async function benchCapacity(): Promise<string> {
     const store = redisCapacityStore(redis, 'bench:')
     await store.warm()
     const onRedis = createDeploymentCapacity(store, { deployments: DECLARED })
-    const undeclared = createDeploymentCapacity(store, { deployments: { 'ollama-a': { weight: 1 }, 'ollama-b': { weight: 1 } } })
+    const undeclared = createDeploymentCapacity(store, {
+      deployments: { 'ollama-a': { weight: 1 }, 'ollama-b': { weight: 1 } },
+    })
     const inMemory = createDeploymentCapacity(memoryCapacityStore(), { deployments: DECLARED })
     const both = ['east', 'west']
     const free = ['ollama-a', 'ollama-b']
 
     const sent = countCommands(redis)
     const rounds = 1000
-    const perCall = async (capacity: DeploymentCapacity, ids: readonly string[], teach: boolean): Promise<{ acquire: number; release: number }> => {
+    const perCall = async (
+      capacity: DeploymentCapacity,
+      ids: readonly string[],
+      teach: boolean,
+    ): Promise<{ acquire: number; release: number }> => {
       let acquire = 0
       let release = 0
       for (let i = 0; i < rounds; i++) {
@@ -73,12 +87,13 @@ export async function benchCapacity(): Promise<string> {
     const rateNone = await throughput(CONCURRENT, CONCURRENCY, () => call(undeclared, free, false))
     const pingRate = await throughput(CONCURRENT, CONCURRENCY, () => redis.ping())
 
-    const row = (name: string, l: Latency): string => `| ${name} | ${fmt(l.p50, 1)} | ${fmt(l.p99, 1)} | ${fmt(l.mean, 1)} | ${fmt(l.mean / ping.mean, 2)} |`
+    const row = (name: string, l: Latency): string =>
+      `| ${name} | ${fmt(l.p50, 1)} | ${fmt(l.p99, 1)} | ${fmt(l.mean, 1)} | ${fmt(l.mean / ping.mean, 2)} |`
     return [
       '## Deployment capacity cost (bench/capacity.ts)',
       '',
       'Per upstream call: acquire among two declared deployments (rpm, tpm, maxConcurrent on one),',
-      'observe the response\'s x-ratelimit-* headers, release with the real usage. One connection.',
+      "observe the response's x-ratelimit-* headers, release with the real usage. One connection.",
       '',
       '| Per call | commands sent on acquire | on release |',
       '|---|---|---|',

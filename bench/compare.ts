@@ -76,7 +76,9 @@ interface Sample {
 }
 
 function startChild(script: string, args: string[]): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [join(HERE, 'compare', script), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [join(HERE, 'compare', script), ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   return new Promise((done, fail) => {
     let buffer = ''
     const timer = setTimeout(() => fail(new Error(`${script} did not start`)), 15_000)
@@ -96,24 +98,69 @@ function startChild(script: string, args: string[]): Promise<{ url: string; pid:
         },
       })
     })
-    child.once('exit', (code) => { clearTimeout(timer); fail(new Error(`${script} exited ${code}`)) })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      fail(new Error(`${script} exited ${code}`))
+    })
   })
 }
 
-const body = (stream: boolean): string => JSON.stringify({
-  model: MODEL, messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }], max_tokens: 16, ...(stream ? { stream: true } : {}),
-})
+const body = (stream: boolean): string =>
+  JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
+    max_tokens: 16,
+    ...(stream ? { stream: true } : {}),
+  })
 
 /** Closed-loop throughput at CONNECTIONS connections: 2xx per second, and non-2xx seen. */
-async function autocannon(target: Target, stream: boolean, seconds: number): Promise<{ rps: number; requests: number; errors: number }> {
-  const headers = ['-H', 'content-type=application/json', ...(target.key ? ['-H', `authorization=Bearer ${target.key}`] : [])]
-  const { stdout } = await run(process.execPath, [AUTOCANNON, '-j', '-n', '-c', String(CONNECTIONS), '-d', String(seconds), '-m', 'POST', ...headers, '-b', body(stream), target.url], { maxBuffer: 64 * 2 ** 20 })
-  const result = JSON.parse(stdout) as { '2xx': number; non2xx: number; errors: number; timeouts: number; duration: number }
-  return { rps: result['2xx'] / result.duration, requests: result['2xx'], errors: result.non2xx + result.errors + result.timeouts }
+async function autocannon(
+  target: Target,
+  stream: boolean,
+  seconds: number,
+): Promise<{ rps: number; requests: number; errors: number }> {
+  const headers = [
+    '-H',
+    'content-type=application/json',
+    ...(target.key ? ['-H', `authorization=Bearer ${target.key}`] : []),
+  ]
+  const { stdout } = await run(
+    process.execPath,
+    [
+      AUTOCANNON,
+      '-j',
+      '-n',
+      '-c',
+      String(CONNECTIONS),
+      '-d',
+      String(seconds),
+      '-m',
+      'POST',
+      ...headers,
+      '-b',
+      body(stream),
+      target.url,
+    ],
+    { maxBuffer: 64 * 2 ** 20 },
+  )
+  const result = JSON.parse(stdout) as {
+    '2xx': number
+    non2xx: number
+    errors: number
+    timeouts: number
+    duration: number
+  }
+  return {
+    rps: result['2xx'] / result.duration,
+    requests: result['2xx'],
+    errors: result.non2xx + result.errors + result.timeouts,
+  }
 }
 
 async function probe<T>(options: Record<string, unknown>): Promise<T> {
-  const { stdout } = await run(process.execPath, [join(HERE, 'compare/probe-client.ts'), JSON.stringify(options)], { maxBuffer: 2 ** 20 })
+  const { stdout } = await run(process.execPath, [join(HERE, 'compare/probe-client.ts'), JSON.stringify(options)], {
+    maxBuffer: 2 ** 20,
+  })
   return JSON.parse(stdout) as T
 }
 
@@ -127,15 +174,32 @@ async function measure(target: Target, options: CompareOptions, into: Sample): P
     ;(stream ? into.cpuSse : into.cpuJson).push(cpu)
     into.errors += r.errors
   }
-  const fixed = await probe<{ errors: number; p50: number; p99: number }>({ mode: 'rate', url: target.url, key: target.key, rate: FIXED_RATE, seconds: options.seconds })
+  const fixed = await probe<{ errors: number; p50: number; p99: number }>({
+    mode: 'rate',
+    url: target.url,
+    key: target.key,
+    rate: FIXED_RATE,
+    seconds: options.seconds,
+  })
   into.p50.push(fixed.p50)
   into.p99.push(fixed.p99)
   into.errors += fixed.errors
-  const low = await probe<{ errors: number; p50: number; p99: number }>({ mode: 'rate', url: target.url, key: target.key, rate: LOW_RATE, seconds: options.seconds })
+  const low = await probe<{ errors: number; p50: number; p99: number }>({
+    mode: 'rate',
+    url: target.url,
+    key: target.key,
+    rate: LOW_RATE,
+    seconds: options.seconds,
+  })
   into.lowP50.push(low.p50)
   into.lowP99.push(low.p99)
   into.errors += low.errors
-  const first = await probe<{ errors: number; ttft: { p50: number; p99: number } }>({ mode: 'ttft', url: target.url, key: target.key, streams: options.streams })
+  const first = await probe<{ errors: number; ttft: { p50: number; p99: number } }>({
+    mode: 'ttft',
+    url: target.url,
+    key: target.key,
+    streams: options.streams,
+  })
   into.ttft.push(first.ttft.p50)
   into.ttftP99.push(first.ttft.p99)
   into.errors += first.errors
@@ -143,15 +207,28 @@ async function measure(target: Target, options: CompareOptions, into: Sample): P
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s.length % 2 === 1 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2
+  return s.length === 0
+    ? NaN
+    : s.length % 2 === 1
+      ? (s[(s.length - 1) / 2] ?? NaN)
+      : ((s[s.length / 2 - 1] ?? 0) + (s[s.length / 2] ?? 0)) / 2
 }
 /** The medians a row of the table shows. */
 function mediansOf(s: Sample): Record<'json' | 'sse' | 'p50' | 'p99' | 'ttft' | 'lowP50' | 'lowP99', number> {
-  return { json: median(s.json), sse: median(s.sse), p50: median(s.p50), p99: median(s.p99), ttft: median(s.ttft), lowP50: median(s.lowP50), lowP99: median(s.lowP99) }
+  return {
+    json: median(s.json),
+    sse: median(s.sse),
+    p50: median(s.p50),
+    p99: median(s.p99),
+    ttft: median(s.ttft),
+    lowP50: median(s.lowP50),
+    lowP99: median(s.lowP99),
+  }
 }
-const range = (xs: readonly number[], digits = 0): string => xs.length < 2 ? '' : ` (${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)})`
-const ratio = (x: number, of: number): string => Number.isFinite(x) && of > 0 ? `${fmt((100 * x) / of)} %` : '–'
-const signed = (x: number, digits = 2): string => Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${fmt(x, digits)}` : '–'
+const range = (xs: readonly number[], digits = 0): string =>
+  xs.length < 2 ? '' : ` (${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)})`
+const ratio = (x: number, of: number): string => (Number.isFinite(x) && of > 0 ? `${fmt((100 * x) / of)} %` : '–')
+const signed = (x: number, digits = 2): string => (Number.isFinite(x) ? `${x >= 0 ? '+' : ''}${fmt(x, digits)}` : '–')
 const mb = (bytes: number): string => fmt(bytes / 2 ** 20)
 
 /**
@@ -162,12 +239,23 @@ const mb = (bytes: number): string => fmt(bytes / 2 ** 20)
 export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=8'] as const
 export const GATEWAY_ENV = { MALLOC_ARENA_MAX: '2' } as const
 
-async function startGateway(store: 'embedded' | 'redis', upstream: string, slow: string, redisUrl: string, root: string | undefined): Promise<RunningTollgate> {
+async function startGateway(
+  store: 'embedded' | 'redis',
+  upstream: string,
+  slow: string,
+  redisUrl: string,
+  root: string | undefined,
+): Promise<RunningTollgate> {
   return startTollgate({
     ...(root === undefined ? {} : { root }),
     dropRequestLogs: true,
     execArgv: GATEWAY_NODE_FLAGS,
-    env: { ...GATEWAY_ENV, ...(store === 'redis' ? { REDIS_URL: redisUrl, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {}) },
+    env: {
+      ...GATEWAY_ENV,
+      ...(store === 'redis'
+        ? { REDIS_URL: redisUrl, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' }
+        : {}),
+    },
     config: (doc) => {
       doc.plans = {
         defaultTier: 'Off',
@@ -214,12 +302,34 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       memory.set(gw, { idle: memoryOf(gw.child.pid ?? 0).rss, load: 0, after: 0 })
       for (const tier of ['On', 'Off'] as const) {
         const { key } = await gw.createKey({ tier })
-        targets.push({ label: `Tollgate, ${store}, limits ${tier === 'On' ? 'on' : 'off'}`, url: `${gw.url}/v2/chat/completions`, key, gateway: gw })
+        targets.push({
+          label: `Tollgate, ${store}, limits ${tier === 'On' ? 'on' : 'off'}`,
+          url: `${gw.url}/v2/chat/completions`,
+          key,
+          gateway: gw,
+        })
       }
     }
     // Warm-up: a short run on each (JIT, keep-alive pools, prepared statements).
     for (const target of targets) await autocannon(target, false, 1)
-    const samples = new Map<Target, Sample>(targets.map((t) => [t, { json: [], sse: [], cpuJson: [], cpuSse: [], p50: [], p99: [], lowP50: [], lowP99: [], ttft: [], ttftP99: [], errors: 0 }]))
+    const samples = new Map<Target, Sample>(
+      targets.map((t) => [
+        t,
+        {
+          json: [],
+          sse: [],
+          cpuJson: [],
+          cpuSse: [],
+          p50: [],
+          p99: [],
+          lowP50: [],
+          lowP99: [],
+          ttft: [],
+          ttftP99: [],
+          errors: 0,
+        },
+      ]),
+    )
     const watchers = gateways.map((gw) => ({ gw, watch: sampleRss(gw.child.pid ?? 0, 100) }))
     for (let round = 0; round < options.rounds; round++) {
       for (const target of targets) await measure(target, options, samples.get(target) as Sample)
@@ -258,9 +368,11 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       'from when it was due (a path that cannot keep up queues, and its latency grows with the run). TTFT: one stream at a time, request sent to first content token. Every target is measured',
       `${options.rounds} times, the targets alternating; the median is shown, with the range over the rounds where it matters.`,
       '"vs hop" is the ratio (throughput) or difference (ms) to the bare hop of the same run. CPU is the gateway\'s',
-      '(or the hop\'s) process\'s user + system time over its 2xx requests, from /proc. The load generator, the upstream, the hop, Redis',
+      "(or the hop's) process's user + system time over its 2xx requests, from /proc. The load generator, the upstream, the hop, Redis",
       'and the gateway share the machine (and other work was running on it): read the ratios, not the absolute figures.',
-      `The gateways run as the Dockerfile runs them (node ${GATEWAY_NODE_FLAGS.join(' ')}, ${Object.entries(GATEWAY_ENV).map(([k, v]) => `${k}=${v}`).join(' ')}), with only the`,
+      `The gateways run as the Dockerfile runs them (node ${GATEWAY_NODE_FLAGS.join(' ')}, ${Object.entries(GATEWAY_ENV)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}), with only the`,
       'upstream as backend (no mock).',
       '',
       `| Path | JSON req/s | vs hop | SSE streams/s | vs hop | ${fmt(FIXED_RATE)} req/s: p50 / p99 ms | vs hop | ${fmt(LOW_RATE)} req/s: p50 / p99 ms | vs hop | TTFT p50 / p99 ms | vs hop | CPU ms/req JSON / SSE | errors |`,
@@ -290,7 +402,15 @@ async function manyStreams(target: Target): Promise<string> {
   const pid = target.gateway?.child.pid ?? 0
   const before = memoryOf(pid).rss
   const watch = sampleRss(pid, 100)
-  const r = await probe<{ streams: number; whole: number; seconds: number }>({ mode: 'many', url: target.url, key: target.key, model: SLOW_MODEL, streams: MANY_STREAMS, connections: MANY_STREAMS, tokens: 16 })
+  const r = await probe<{ streams: number; whole: number; seconds: number }>({
+    mode: 'many',
+    url: target.url,
+    key: target.key,
+    model: SLOW_MODEL,
+    streams: MANY_STREAMS,
+    connections: MANY_STREAMS,
+    tokens: 16,
+  })
   const peak = watch.stop()
   await pause(3000)
   const after = memoryOf(pid).rss

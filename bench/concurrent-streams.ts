@@ -7,7 +7,18 @@
 //
 //   node bench/concurrent-streams.ts   prints a Markdown section
 import { performance } from 'node:perf_hooks'
-import { CHAT_MODEL, cpuMsOf, fmt, memoryOf, mib, pause, quantile, resetPeak, sampleRss, startRig } from './proxy-rig.ts'
+import {
+  CHAT_MODEL,
+  cpuMsOf,
+  fmt,
+  memoryOf,
+  mib,
+  pause,
+  quantile,
+  resetPeak,
+  sampleRss,
+  startRig,
+} from './proxy-rig.ts'
 import { sameEvents, streamChat, type StreamResult } from './sse-client.ts'
 
 const STREAMS = 500
@@ -33,7 +44,15 @@ interface Run {
 
 /** The most intervals open at one instant. */
 function maxOverlap(intervals: ReadonlyArray<readonly [number, number]>): number {
-  const edges = intervals.flatMap(([a, b]) => [[a, 1], [b, -1]] as const).sort((x, y) => x[0] - y[0] || x[1] - y[1])
+  const edges = intervals
+    .flatMap(
+      ([a, b]) =>
+        [
+          [a, 1],
+          [b, -1],
+        ] as const,
+    )
+    .sort((x, y) => x[0] - y[0] || x[1] - y[1])
   let open = 0
   let max = 0
   for (const [, step] of edges) max = Math.max(max, (open += step))
@@ -55,7 +74,12 @@ async function run(label: string, maxSockets: number | undefined): Promise<Run> 
     // The upstream's stream as the gateway gets it, less the usage chunk it hides.
     // Read alongside the warm-up streams: at this pace each takes seconds.
     const [reference] = await Promise.all([
-      streamChat({ url: `${rig.upstream.url}/v1/chat/completions`, model: CHAT_MODEL, maxTokens: TOKENS, includeUsage: true }),
+      streamChat({
+        url: `${rig.upstream.url}/v1/chat/completions`,
+        model: CHAT_MODEL,
+        maxTokens: TOKENS,
+        includeUsage: true,
+      }),
       ...Array.from({ length: WARMUP_STREAMS }, () => streamChat(target)),
     ])
     const expected = reference.events.filter((e) => !/"choices":\[\],"usage":\{/.test(e))
@@ -96,13 +120,17 @@ export async function benchConcurrentStreams(): Promise<string> {
   const streamRows: string[] = []
   for (const r of runs) {
     const peak = Math.max(r.peakSampled, r.peakHwm ?? 0)
-    memoryRows.push(`| ${r.label} | ${mib(r.before)} | ${mib(r.peakSampled)} | ${r.peakHwm === undefined ? 'n/a' : mib(r.peakHwm)} | ${mib(r.afterEnd)} | ${mib(r.afterSettle)} | ${fmt((peak - r.before) / STREAMS / 1024, 1)} | ${fmt(r.cpuMs / STREAMS, 2)} |`)
+    memoryRows.push(
+      `| ${r.label} | ${mib(r.before)} | ${mib(r.peakSampled)} | ${r.peakHwm === undefined ? 'n/a' : mib(r.peakHwm)} | ${mib(r.afterEnd)} | ${mib(r.afterSettle)} | ${fmt((peak - r.before) / STREAMS / 1024, 1)} | ${fmt(r.cpuMs / STREAMS, 2)} |`,
+    )
     const ok = r.results.filter((x) => x.status === 200 && x.done && x.tokens === TOKENS).length
     const ttft = r.results.map((x) => x.ttftMs).sort((a, b) => a - b)
     const total = r.results.map((x) => x.totalMs).sort((a, b) => a - b)
     const open = maxOverlap(r.results.map((x) => [x.startedAt, x.startedAt + x.totalMs] as const))
     const receiving = maxOverlap(r.results.map((x) => [x.startedAt + x.ttftMs, x.startedAt + x.totalMs] as const))
-    streamRows.push(`| ${r.label} | ${STREAMS} | ${ok} | ${r.eventsOk} | ${open} | ${receiving} | ${fmt(quantile(ttft, 0.5))} | ${fmt(quantile(ttft, 0.99))} | ${fmt(quantile(total, 0.5))} | ${fmt(quantile(total, 0.99))} | ${fmt(r.wallMs / 1000, 1)} |`)
+    streamRows.push(
+      `| ${r.label} | ${STREAMS} | ${ok} | ${r.eventsOk} | ${open} | ${receiving} | ${fmt(quantile(ttft, 0.5))} | ${fmt(quantile(ttft, 0.99))} | ${fmt(quantile(total, 0.5))} | ${fmt(quantile(total, 0.99))} | ${fmt(r.wallMs / 1000, 1)} |`,
+    )
   }
   const hwmNote = runs.some((r) => r.peakHwm === undefined)
     ? 'VmHWM could not be reset here (clear_refs not\nwritable), so only the sampled peak counts.'
@@ -131,7 +159,7 @@ export async function benchConcurrentStreams(): Promise<string> {
     ...streamRows,
     '',
     '"Most receiving tokens at once" counts streams between their first content event and',
-    'their end at one instant (from the client\'s timestamps): the overlap actually reached.',
+    "their end at one instant (from the client's timestamps): the overlap actually reached.",
   ].join('\n')
 }
 

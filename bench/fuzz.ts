@@ -18,8 +18,17 @@ export async function benchFuzz(): Promise<string> {
   const rows: Array<{ name: string; what: string; result: SessionResult }> = []
   for (const [i, part] of FUZZ_PARTS.entries()) {
     process.stderr.write(`fuzz: ${part.name}, ${fmt(part.cases * SCALE)} cases...\n`)
-    const result = await runFuzzSession({ targets: part.targets, mix: part.mix, cases: part.cases * SCALE, seed: seed + i * 1000, everythingUpstream: part.everythingUpstream === true })
-    if (result.leaked !== undefined && result.leaked.length > 0) process.stderr.write(`fuzz: ${part.name}: ${result.leaked.length} upstream requests named another owner's objects\n`)
+    const result = await runFuzzSession({
+      targets: part.targets,
+      mix: part.mix,
+      cases: part.cases * SCALE,
+      seed: seed + i * 1000,
+      everythingUpstream: part.everythingUpstream === true,
+    })
+    if (result.leaked !== undefined && result.leaked.length > 0)
+      process.stderr.write(
+        `fuzz: ${part.name}: ${result.leaked.length} upstream requests named another owner's objects\n`,
+      )
     rows.push({ name: part.name, what: part.what, result })
   }
   const statuses = [...new Set(rows.flatMap((r) => Object.keys(r.result.report.outcomes)))].sort()
@@ -34,24 +43,30 @@ export async function benchFuzz(): Promise<string> {
     'chat and embedding models through the openai adapter to an upstream process, half on the',
     'built-in mock), 24 cases in flight over raw keep-alive sockets. A case is one request, or',
     '2-5 pipelined; "replies" counts every response read. The property: every reply is a',
-    'success or an error in the contract\'s shape; no 5xx, no hang, no stack trace, internal',
+    "success or an error in the contract's shape; no 5xx, no hang, no stack trace, internal",
     'path or secret; the gateway alive, answering /healthz and without an error-level log',
-    'line afterwards. Memory is the gateway\'s heap and buffers after garbage collection,',
+    "line afterwards. Memory is the gateway's heap and buffers after garbage collection,",
     'after a warm-up tenth of the part and at its end.',
     '',
     `| Part | Cases | Replies | s | ${statuses.join(' | ')} | Failures | Heap+buffers before → after (MiB) | /healthz after |`,
     `|---|---|---|---|${statuses.map(() => '---').join('|')}|---|---|---|`,
     ...rows.map(({ name, result: r }) => {
-      const mem = (s: { heapUsed: number; arrayBuffers: number }): string => ((s.heapUsed + s.arrayBuffers) / MiB).toFixed(1)
+      const mem = (s: { heapUsed: number; arrayBuffers: number }): string =>
+        ((s.heapUsed + s.arrayBuffers) / MiB).toFixed(1)
       return `| ${name} | ${fmt(r.report.cases)} | ${fmt(r.report.requests)} | ${(r.report.ms / 1000).toFixed(0)} | ${statuses.map((s) => fmt(r.report.outcomes[s] ?? 0)).join(' | ')} | ${r.report.failures.length + r.errorLogs.length} | ${mem(r.before)} → ${mem(r.after)} | ${r.healthz}${r.exitCode === null ? '' : ` (exited ${r.exitCode})`} |`
     }),
     `| **all** | **${fmt(total((r) => r.report.cases))}** | **${fmt(total((r) => r.report.requests))}** | **${(total((r) => r.report.ms) / 1000).toFixed(0)}** | ${statuses.map((s) => `**${fmt(total((r) => r.report.outcomes[s] ?? 0))}**`).join(' | ')} | **${failures.length + total((r) => r.errorLogs.length)}** | | |`,
     '',
   ]
   if (failures.length > 0) {
-    lines.push('Failures (first 10):', '', ...failures.slice(0, 10).map((f) => `- ${f.part} #${f.index} ${f.target} [${f.tags.join(', ')}]: ${f.problem}`), '')
+    lines.push(
+      'Failures (first 10):',
+      '',
+      ...failures.slice(0, 10).map((f) => `- ${f.part} #${f.index} ${f.target} [${f.tags.join(', ')}]: ${f.problem}`),
+      '',
+    )
   }
   return lines.join('\n')
 }
 
-if (import.meta.main) process.stdout.write(await benchFuzz() + '\n')
+if (import.meta.main) process.stdout.write((await benchFuzz()) + '\n')

@@ -7,5 +7,7 @@ process.on('SIGUSR2', () => {
   collect?.()
   const m = process.memoryUsage()
   const mb = (n: number): number => Math.round(n / 1048576)
-  process.stderr.write(`gc-heap ${JSON.stringify({ usedMb: mb(m.heapUsed), externalMb: mb(m.external + m.arrayBuffers), rssMb: mb(m.rss) })}\n`)
+  process.stderr.write(
+    `gc-heap ${JSON.stringify({ usedMb: mb(m.heapUsed), externalMb: mb(m.external + m.arrayBuffers), rssMb: mb(m.rss) })}\n`,
+  )
 })

@@ -36,16 +36,19 @@ export async function benchIdleConnections(): Promise<string> {
       '',
       'One gateway (default configuration); connections from ten loopback addresses, 500 per',
       'address, each sends one GET /healthz and then stays open, idle (keep-alive, 65 s).',
-      'Memory is the gateway\'s after garbage collection (a probe loaded into it), against',
+      "Memory is the gateway's after garbage collection (a probe loaded into it), against",
       'the same reading after 200 warm-up connections had come and gone.',
       '',
       '| Idle connections | still open | RSS (MiB) | RSS per connection (KiB) | heap + external per connection (KiB) |',
       '|---|---|---|---|---|',
       `| 0 | 0 | ${(before.rss / MiB).toFixed(1)} | | |`,
-      ...samples.map(({ connections, memory, open: stillOpen }) => `| ${connections.toLocaleString('en-US')} | ${stillOpen.toLocaleString('en-US')} | ${(memory.rss / MiB).toFixed(1)} | ${kib((memory.rss - before.rss) / connections)} | ${kib((memory.heapUsed + memory.external - before.heapUsed - before.external) / connections)} |`),
+      ...samples.map(
+        ({ connections, memory, open: stillOpen }) =>
+          `| ${connections.toLocaleString('en-US')} | ${stillOpen.toLocaleString('en-US')} | ${(memory.rss / MiB).toFixed(1)} | ${kib((memory.rss - before.rss) / connections)} | ${kib((memory.heapUsed + memory.external - before.heapUsed - before.external) / connections)} |`,
+      ),
       `| 0 again (all closed) | 0 | ${(after.rss / MiB).toFixed(1)} | | heap ${((after.heapUsed - before.heapUsed) / MiB).toFixed(2)} MiB over the first reading |`,
       '',
-      'The kernel\'s socket buffers are not in these figures (they are not the process\'s memory).',
+      "The kernel's socket buffers are not in these figures (they are not the process's memory).",
       '',
     ].join('\n')
   } finally {

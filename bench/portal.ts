@@ -32,7 +32,8 @@ export async function benchPortal(): Promise<string> {
     }
     for (const secret of secrets) {
       const res = await fetch(`${gw.url}/v2/chat/completions`, {
-        method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         body: JSON.stringify({ model: 'gpt-oss-120b', messages: [{ role: 'user', content: 'hello' }], max_tokens: 20 }),
       })
       await res.arrayBuffer()
@@ -59,12 +60,23 @@ export async function benchPortal(): Promise<string> {
         times.push(performance.now() - started)
         if (res.status !== 200) throw new Error(`${path}: ${res.status}`)
       }
-      readings.push({ page, bytes: body.length, gzip: gzipSync(body).length, p50: quantile(times.sort((a, b) => a - b), 0.5), p95: quantile(times, 0.95) })
+      readings.push({
+        page,
+        bytes: body.length,
+        gzip: gzipSync(body).length,
+        p50: quantile(
+          times.sort((a, b) => a - b),
+          0.5,
+        ),
+        p95: quantile(times, 0.95),
+      })
     }
-    const assets = await Promise.all(['portal.css', 'portal.js'].map(async (name) => {
-      const bytes = Buffer.from(await (await fetch(`${gw.url}/portal/assets/${name}`)).arrayBuffer())
-      return { name, bytes: bytes.length, gzip: gzipSync(bytes).length }
-    }))
+    const assets = await Promise.all(
+      ['portal.css', 'portal.js'].map(async (name) => {
+        const bytes = Buffer.from(await (await fetch(`${gw.url}/portal/assets/${name}`)).arrayBuffer())
+        return { name, bytes: bytes.length, gzip: gzipSync(bytes).length }
+      }),
+    )
     const kb = (n: number): string => (n / 1024).toFixed(1)
     return [
       '## Portal pages with 1,000 keys (bench/portal.ts)',
@@ -75,9 +87,13 @@ export async function benchPortal(): Promise<string> {
       '',
       '| Page | HTML KiB | gzip KiB | p50 ms | p95 ms |',
       '|---|---|---|---|---|',
-      ...readings.map((r) => `| ${r.page} | ${kb(r.bytes)} | ${kb(r.gzip)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} |`),
+      ...readings.map(
+        (r) => `| ${r.page} | ${kb(r.bytes)} | ${kb(r.gzip)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} |`,
+      ),
       '',
-      'Loaded once per version and cached for good (`immutable`): ' + assets.map((a) => `${a.name} ${kb(a.bytes)} KiB (gzip ${kb(a.gzip)})`).join(', ') + '.',
+      'Loaded once per version and cached for good (`immutable`): ' +
+        assets.map((a) => `${a.name} ${kb(a.bytes)} KiB (gzip ${kb(a.gzip)})`).join(', ') +
+        '.',
       'No images, fonts or third-party requests; charts are inline SVG in the page.',
     ].join('\n')
   } finally {

@@ -47,7 +47,11 @@ export async function startRig(options: RigOptions): Promise<Rig> {
       config: (doc) => {
         doc.plans = { defaultTier: 'Off', tiers: { Off: { default: {} } } }
         // Raised from the default 256 so that 500 streams do not queue for a socket.
-        ;(doc.backends as Record<string, unknown>).upstream = { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 }
+        ;(doc.backends as Record<string, unknown>).upstream = {
+          type: 'openai',
+          baseUrl: `${upstream.url}/v1`,
+          maxSockets: 1024,
+        }
         doc.models = [
           { name: CHAT_MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] },
           { name: AUDIO_MODEL, kind: 'audio', deployments: [{ backend: 'upstream' }] },
@@ -87,7 +91,8 @@ export interface ProcMemory {
 
 export function memoryOf(pid: number): ProcMemory {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024
+  const kib = (field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024
   return { rss: kib('VmRSS'), hwm: kib('VmHWM') }
 }
 
@@ -114,12 +119,20 @@ export function cpuMsOf(pid: number): number {
 export function sampleRss(pid: number, everyMs = 50): { stop(): number } {
   let peak = memoryOf(pid).rss
   const timer = setInterval(() => {
-    try { peak = Math.max(peak, memoryOf(pid).rss) } catch { /* gone */ }
+    try {
+      peak = Math.max(peak, memoryOf(pid).rss)
+    } catch {
+      /* gone */
+    }
   }, everyMs)
   return {
     stop() {
       clearInterval(timer)
-      try { peak = Math.max(peak, memoryOf(pid).rss) } catch { /* gone */ }
+      try {
+        peak = Math.max(peak, memoryOf(pid).rss)
+      } catch {
+        /* gone */
+      }
       return peak
     },
   }

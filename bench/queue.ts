@@ -37,7 +37,13 @@ const PREFIX = 'benchq:'
 
 const plans = { defaultTier: 'Bench', tiers: { Bench: { default: {} } } }
 
-interface Stored { readonly id: string; readonly keyId: string; readonly createdAt: number; readonly startedAt: number; readonly status: string }
+interface Stored {
+  readonly id: string
+  readonly keyId: string
+  readonly createdAt: number
+  readonly startedAt: number
+  readonly status: string
+}
 
 async function submit(gws: readonly RunningTollgate[], key: string, i: number): Promise<string> {
   const gw = gws[i % gws.length] as RunningTollgate
@@ -46,9 +52,16 @@ async function submit(gws: readonly RunningTollgate[], key: string, i: number): 
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', prefer: 'respond-async' },
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `bench ${i}` }], max_tokens: 5 }),
   })
-  const body = await res.json() as { id?: string }
+  const body = (await res.json()) as { id?: string }
   if (res.status !== 202 || body.id === undefined) {
-    process.stderr.write(gw.logs().filter((l) => (l.level as number) >= 40).slice(-5).map((l) => JSON.stringify(l)).join("\n") + "\n")
+    process.stderr.write(
+      gw
+        .logs()
+        .filter((l) => (l.level as number) >= 40)
+        .slice(-5)
+        .map((l) => JSON.stringify(l))
+        .join('\n') + '\n',
+    )
     throw new Error(`not accepted: ${res.status} ${JSON.stringify(body)}`)
   }
   return body.id
@@ -64,7 +77,13 @@ async function read(redis: Redis, ids: readonly string[]): Promise<Stored[]> {
       if (error) throw error
       const f = fields as Record<string, string>
       const meta = JSON.parse(f.meta ?? '{}') as { id: string; keyId: string; createdAt: number }
-      out.push({ id: meta.id, keyId: meta.keyId, createdAt: meta.createdAt, startedAt: Number(f.startedAt ?? 0), status: f.status ?? '' })
+      out.push({
+        id: meta.id,
+        keyId: meta.keyId,
+        createdAt: meta.createdAt,
+        startedAt: Number(f.startedAt ?? 0),
+        status: f.status ?? '',
+      })
     }
   }
   return out
@@ -99,11 +118,16 @@ function windows(starts: readonly number[]): number[][] {
   return out
 }
 
-const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const fmt = (n: number, digits = 0): string =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 function commandTable(topLevel: Map<string, number>, inScripts: Map<string, number>, requests: number): string[] {
   const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0)
-  const rows = (m: Map<string, number>): string => [...m].sort((a, b) => b[1] - a[1]).map(([name, n]) => `${name.toUpperCase()} ${fmt(n / requests, 2)}`).join(', ')
+  const rows = (m: Map<string, number>): string =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, n]) => `${name.toUpperCase()} ${fmt(n / requests, 2)}`)
+      .join(', ')
   return [
     '| Commands per request | Count | By command |',
     '|---|---|---|',
@@ -118,19 +142,28 @@ export async function benchQueue(): Promise<string> {
   const gws: RunningTollgate[] = []
   try {
     for (let i = 0; i < INSTANCES; i++) {
-      gws.push(await startTollgate({
-        adminToken: 'adm_bench_queue_bench_queue_bench_queue',
-        env: { REDIS_URL: server.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret', LOG_LEVEL: 'info' },
-        config: (doc) => {
-          doc.plans = plans
-          // Deadlines well above a loaded machine's stalls: a Redis reply that is late here
-          // would switch the limiter to its per-instance stand-in and skew the rate.
-          doc.limits = { windowMs: WINDOW_MS, redisTimeoutMs: 2000 }
-          doc.queue = { concurrency: 64 }
-          ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
-          Object.assign(doc.store as Record<string, unknown>, { keyPrefix: PREFIX, commandTimeoutMs: 5000 })
-        },
-      }))
+      gws.push(
+        await startTollgate({
+          adminToken: 'adm_bench_queue_bench_queue_bench_queue',
+          env: {
+            REDIS_URL: server.url,
+            TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret',
+            LOG_LEVEL: 'info',
+          },
+          config: (doc) => {
+            doc.plans = plans
+            // Deadlines well above a loaded machine's stalls: a Redis reply that is late here
+            // would switch the limiter to its per-instance stand-in and skew the rate.
+            doc.limits = { windowMs: WINDOW_MS, redisTimeoutMs: 2000 }
+            doc.queue = { concurrency: 64 }
+            ;(doc.backends as Record<string, Record<string, unknown>>).mock = {
+              type: 'mock',
+              tokensPerSecond: 1_000_000,
+            }
+            Object.assign(doc.store as Record<string, unknown>, { keyPrefix: PREFIX, commandTimeoutMs: 5000 })
+          },
+        }),
+      )
     }
     const first = gws[0] as RunningTollgate
 
@@ -142,15 +175,17 @@ export async function benchQueue(): Promise<string> {
     const lastOf = new Map<string, string>()
     let next = 0
     const submitStart = performance.now()
-    await Promise.all(Array.from({ length: SUBMITTERS }, async () => {
-      while (next < KEYS * PER_KEY) {
-        const i = next++
-        const key = keys[i % KEYS] as { id: string; key: string }
-        const id = await submit(gws, key.key, i)
-        ids.push(id)
-        lastOf.set(key.id, id)
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: SUBMITTERS }, async () => {
+        while (next < KEYS * PER_KEY) {
+          const i = next++
+          const key = keys[i % KEYS] as { id: string; key: string }
+          const id = await submit(gws, key.key, i)
+          ids.push(id)
+          lastOf.set(key.id, id)
+        }
+      }),
+    )
     const submitMs = performance.now() - submitStart
     const raisedAt = Date.now()
     for (const k of keys) {
@@ -169,7 +204,9 @@ export async function benchQueue(): Promise<string> {
     for (const k of keys) {
       // Windows after the raise (and after the key caches took it in); the first and the
       // last are partial.
-      const w = windows(stored.filter((s) => s.keyId === k.id && s.startedAt > raisedAt + 1500).map((s) => s.startedAt)).slice(1)
+      const w = windows(
+        stored.filter((s) => s.keyId === k.id && s.startedAt > raisedAt + 1500).map((s) => s.startedAt),
+      ).slice(1)
       const full = w.slice(0, -1)
       for (const group of full) perWindow.push(group.length)
       const span = (w.at(-1)?.[0] ?? 0) - (w[0]?.[0] ?? 0)
@@ -198,7 +235,13 @@ export async function benchQueue(): Promise<string> {
       const pacedIds = await paced(PACED)
       await waitDone(redis, pacedIds.slice(-40), 60_000)
       const pacedStored = await read(redis, pacedIds)
-      rounds.push({ load, latency: pacedStored.filter((s) => s.startedAt > 0).map((s) => s.startedAt - s.createdAt).sort((a, b) => a - b) })
+      rounds.push({
+        load,
+        latency: pacedStored
+          .filter((s) => s.startedAt > 0)
+          .map((s) => s.startedAt - s.createdAt)
+          .sort((a, b) => a - b),
+      })
       await new Promise((done) => setTimeout(done, 2000))
     }
 
@@ -223,13 +266,13 @@ export async function benchQueue(): Promise<string> {
       `${INSTANCES} \`tollgate serve\` processes on one loopback redis-server, the mock backend answering at`,
       `once, \`queue.concurrency\` 64 per instance, Redis deadlines raised (\`store.commandTimeoutMs\` 5 s, \`limits.redisTimeoutMs\``,
       `2 s) so a loaded machine's stalls do not count as outages; the bench process submits and reads back (from Redis:`,
-      'createdAt and startedAt are the gateways\' own ms timestamps). All on the same two cores.',
+      "createdAt and startedAt are the gateways' own ms timestamps). All on the same two cores.",
       '',
       `**Admission rate.** ${fmt(KEYS * PER_KEY)} asynchronous requests from ${KEYS} keys, submitted by ${SUBMITTERS} concurrent clients`,
       `round-robin over the instances (accepted in ${fmt(submitMs / 1000, 1)} s, ${fmt((KEYS * PER_KEY) / (submitMs / 1000))} requests/s) while each key was held at`,
       `1 request per window; then each key's limit was raised to ${RATE} requests per ${WINDOW_MS / 1000} s window (\`limits.windowMs\``,
       `shortened), and its backlog drained at that limit. Completed: ${fmt(completed)} of ${fmt(stored.length)}. Counted: the`,
-      'full windows after the raise (a window is a burst of admissions; the next starts when the limiter\'s',
+      "full windows after the raise (a window is a burst of admissions; the next starts when the limiter's",
       'retry-after wakes the head of the line).',
       '',
       '| Measure | Value |',
@@ -244,11 +287,14 @@ export async function benchQueue(): Promise<string> {
       '',
       '| Round | load before | p50 ms | p90 ms | p99 ms | max ms |',
       '|---|---|---|---|---|---|',
-      ...rounds.map(({ latency, load }, i) => `| ${i + 1} | ${fmt(load, 2)} | ${quantile(latency, 0.5)} | ${quantile(latency, 0.9)} | ${quantile(latency, 0.99)} | ${latency.at(-1) ?? 0} |`),
+      ...rounds.map(
+        ({ latency, load }, i) =>
+          `| ${i + 1} | ${fmt(load, 2)} | ${quantile(latency, 0.5)} | ${quantile(latency, 0.9)} | ${quantile(latency, 0.99)} | ${latency.at(-1) ?? 0} |`,
+      ),
       '',
       `**Redis commands per queued request**, counted with MONITOR over ${fmt(COUNTED)} more requests at the same pace, from`,
       `acceptance to the stored result (${fmt(countedDone)} completed within the count; everything on the Redis in that time, BullMQ's`,
-      'blocking waits and the gateways\' heartbeats included). A client command is one round trip (pipelined ones',
+      "blocking waits and the gateways' heartbeats included). A client command is one round trip (pipelined ones",
       'aside); the commands a script runs are counted apart.',
       '',
       ...commandTable(topLevel, inScripts, COUNTED),

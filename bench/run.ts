@@ -53,7 +53,13 @@ const args = process.argv.slice(2).filter((a) => !a.startsWith('--'))
 const chosen = args.length === 0 ? Object.keys(BENCHES) : [...new Set(args.flatMap((a) => GROUPS[a] ?? [a]))]
 const unknown = chosen.filter((name) => !Object.hasOwn(BENCHES, name))
 if (unknown.length > 0) {
-  process.stderr.write(`unknown benchmark ${unknown.join(', ')}; names: ${Object.keys(BENCHES).join(', ')}; groups: ${Object.entries(GROUPS).map(([g, n]) => `${g} (${n.join(', ')})`).join(', ')}\n`)
+  process.stderr.write(
+    `unknown benchmark ${unknown.join(', ')}; names: ${Object.keys(BENCHES).join(', ')}; groups: ${Object.entries(
+      GROUPS,
+    )
+      .map(([g, n]) => `${g} (${n.join(', ')})`)
+      .join(', ')}\n`,
+  )
   process.exit(2)
 }
 const sections: string[] = []
@@ -63,7 +69,8 @@ for (const name of Object.keys(BENCHES).filter((n) => chosen.includes(n))) {
 }
 
 /** "## Title (bench/x.ts)" → "bench/x.ts": what a section is matched by. */
-const sourceOf = (section: string): string => /^## .*\((bench\/[^)]+)\)/.exec(section)?.[1] ?? section.split('\n', 1)[0] ?? ''
+const sourceOf = (section: string): string =>
+  /^## .*\((bench\/[^)]+)\)/.exec(section)?.[1] ?? section.split('\n', 1)[0] ?? ''
 
 let text: string
 if (args.length === 0) {
@@ -90,7 +97,13 @@ if (args.length === 0) {
   const old = readFileSync(RESULTS, 'utf8').trimEnd()
   const at = old.search(/^## /m)
   const head = at === -1 ? old : old.slice(0, at).trimEnd()
-  const kept = at === -1 ? [] : old.slice(at).split(/\n(?=## )/).map((s) => s.trimEnd())
+  const kept =
+    at === -1
+      ? []
+      : old
+          .slice(at)
+          .split(/\n(?=## )/)
+          .map((s) => s.trimEnd())
   for (const section of marked) {
     const i = kept.findIndex((k) => sourceOf(k) === sourceOf(section))
     if (i === -1) kept.push(section)

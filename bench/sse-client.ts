@@ -67,7 +67,11 @@ export async function streamChat(request: ChatStreamRequest): Promise<StreamResu
       return
     }
     let parsed: { choices?: Array<{ delta?: { content?: unknown } }>; usage?: unknown }
-    try { parsed = JSON.parse(data) as typeof parsed } catch { return }
+    try {
+      parsed = JSON.parse(data) as typeof parsed
+    } catch {
+      return
+    }
     if (Array.isArray(parsed.choices) && parsed.choices.length === 0 && parsed.usage) usageChunks++
     for (const choice of parsed.choices ?? []) {
       const piece = choice.delta?.content
@@ -90,7 +94,17 @@ export async function streamChat(request: ChatStreamRequest): Promise<StreamResu
   pending += decoder.decode()
   if (pending.trim().length > 0) take(pending.trim())
   const totalMs = performance.now() - startedAt
-  return { status: res.status, startedAt, ttftMs: ttft, totalMs, events, content, tokens: await countTextTokens(content), usageChunks, done }
+  return {
+    status: res.status,
+    startedAt,
+    ttftMs: ttft,
+    totalMs,
+    events,
+    content,
+    tokens: await countTextTokens(content),
+    usageChunks,
+    done,
+  }
 }
 
 /** Whether two event lists are the same, and where they first differ. */

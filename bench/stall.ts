@@ -8,7 +8,13 @@
 import { LOOP_PROBE, loopDelay } from './loop-delay.ts'
 import { startTollgate } from '../test/helpers/gateway.ts'
 import { pollHealth } from '../test/helpers/health-poller.ts'
-import { chatBodyOf, PATHOLOGICAL_KINDS, pathologicalText, toolsBodyOf, type PathologicalKind } from '../test/helpers/pathological.ts'
+import {
+  chatBodyOf,
+  PATHOLOGICAL_KINDS,
+  pathologicalText,
+  toolsBodyOf,
+  type PathologicalKind,
+} from '../test/helpers/pathological.ts'
 import { fmt, pause } from './proxy-rig.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
@@ -28,31 +34,55 @@ interface Reading {
   readonly polls: number
 }
 
-async function measure(checkout: Reading['checkout'], root: string | undefined, sizes: readonly number[]): Promise<Reading[]> {
+async function measure(
+  checkout: Reading['checkout'],
+  root: string | undefined,
+  sizes: readonly number[],
+): Promise<Reading[]> {
   const gw = await startTollgate({ ...(root ? { root } : {}), execArgv: LOOP_PROBE })
   const readings: Reading[] = []
   try {
-    const { key } = await gw.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 10_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } } })
+    const { key } = await gw.createKey({
+      tier: 'Standard4000',
+      limits: { '*': { rpm: 10_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } },
+    })
     await fetch(`${gw.url}/v2/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: chatBodyOf(CHAT, 'warm up'),
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: chatBodyOf(CHAT, 'warm up'),
     }).then((r) => r.text())
-    for (const [field, bodyOf] of Object.entries(FIELDS) as Array<[Field, typeof chatBodyOf]>) for (const bytes of sizes) {
-      for (const kind of PATHOLOGICAL_KINDS) {
-        const body = bodyOf(CHAT, pathologicalText(kind, bytes))
-        await loopDelay(gw)
-        const poller = pollHealth(gw.url)
-        const started = performance.now()
-        const res = await fetch(`${gw.url}/v2/chat/completions`, {
-          method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body,
-        })
-        await res.text()
-        const requestMs = performance.now() - started
-        await pause(100)
-        const health = await poller.stop()
-        readings.push({ checkout, field, kind, bytes, status: res.status, requestMs, loopMaxMs: await loopDelay(gw), healthWorstMs: health.worstMs, polls: health.polls })
-        process.stderr.write(`stall ${checkout} ${field} ${kind} ${bytes}: ${res.status} in ${requestMs.toFixed(0)} ms, loop max ${readings.at(-1)?.loopMaxMs.toFixed(1)} ms\n`)
+    for (const [field, bodyOf] of Object.entries(FIELDS) as Array<[Field, typeof chatBodyOf]>)
+      for (const bytes of sizes) {
+        for (const kind of PATHOLOGICAL_KINDS) {
+          const body = bodyOf(CHAT, pathologicalText(kind, bytes))
+          await loopDelay(gw)
+          const poller = pollHealth(gw.url)
+          const started = performance.now()
+          const res = await fetch(`${gw.url}/v2/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+            body,
+          })
+          await res.text()
+          const requestMs = performance.now() - started
+          await pause(100)
+          const health = await poller.stop()
+          readings.push({
+            checkout,
+            field,
+            kind,
+            bytes,
+            status: res.status,
+            requestMs,
+            loopMaxMs: await loopDelay(gw),
+            healthWorstMs: health.worstMs,
+            polls: health.polls,
+          })
+          process.stderr.write(
+            `stall ${checkout} ${field} ${kind} ${bytes}: ${res.status} in ${requestMs.toFixed(0)} ms, loop max ${readings.at(-1)?.loopMaxMs.toFixed(1)} ms\n`,
+          )
+        }
       }
-    }
   } finally {
     await gw.stop()
   }
@@ -63,10 +93,12 @@ export async function benchStall(): Promise<string> {
   const before = process.env.TOLLGATE_BENCH_BEFORE
   const readings = [
     ...(before ? await measure('before', before, [200_000]) : []),
-    ...await measure('after', undefined, [200_000, 4_000_000]),
+    ...(await measure('after', undefined, [200_000, 4_000_000])),
   ]
-  const rows = readings.map((r) =>
-    `| ${r.checkout} | ${r.field} | ${r.kind} | ${fmt(r.bytes / 1000)} KB | ${r.status} | ${fmt(r.requestMs)} | **${fmt(r.loopMaxMs, 1)}** | ${fmt(r.healthWorstMs, 1)} (${r.polls} polls) |`)
+  const rows = readings.map(
+    (r) =>
+      `| ${r.checkout} | ${r.field} | ${r.kind} | ${fmt(r.bytes / 1000)} KB | ${r.status} | ${fmt(r.requestMs)} | **${fmt(r.loopMaxMs, 1)}** | ${fmt(r.healthWorstMs, 1)} (${r.polls} polls) |`,
+  )
   return [
     '## Tokenizer stall: event-loop delay under pathological prompts (bench/stall.ts)',
     '',

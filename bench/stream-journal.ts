@@ -27,10 +27,23 @@ const CHECKPOINTS = 5
 const CHUNK = ' lorem ipsum'
 const log = createLogger('silent')
 const START: StreamStart = {
-  keyId: 'key_bench', owner: 'bench', tier: 'Basic', model: 'bench-chat', inputTokens: 50, reservedOutputTokens: 4096,
+  keyId: 'key_bench',
+  owner: 'bench',
+  tier: 'Basic',
+  model: 'bench-chat',
+  inputTokens: 50,
+  reservedOutputTokens: 4096,
   cost: (input, output) => input * 100 + output * 300,
 }
-const ROW = { keyId: 'key_bench', owner: 'bench', tier: 'Basic', model: 'bench-chat', inputTokens: 50, outputTokens: 200, costNanos: 65_000 }
+const ROW = {
+  keyId: 'key_bench',
+  owner: 'bench',
+  tier: 'Basic',
+  model: 'bench-chat',
+  inputTokens: 50,
+  outputTokens: 200,
+  costNanos: 65_000,
+}
 
 type Run = (meter: Meter, stores: Stores, clock: { ms: number }) => Promise<void>
 
@@ -55,7 +68,13 @@ async function cpuPerStream(stores: Stores, run: Run): Promise<number> {
 const settleOnly: Run = (meter) => meter.record(ROW)
 
 const journalled: Run = async (meter, stores, clock) => {
-  const journal = createStreamJournal({ journal: stores.streams, instance: 'bench', log, checkpointMs: 1000, now: () => clock.ms })
+  const journal = createStreamJournal({
+    journal: stores.streams,
+    instance: 'bench',
+    log,
+    checkpointMs: 1000,
+    now: () => clock.ms,
+  })
   const tally = journal.begin(START)
   for (let i = 0; i < CHUNKS; i++) {
     // Time moves on by a checkpoint interval every CHUNKS / CHECKPOINTS chunks of this stream.
@@ -72,8 +91,15 @@ const journalled: Run = async (meter, stores, clock) => {
 /** The chunks alone, with no store write at all: what every chunk of every stream pays. */
 function perChunkMicros(): number {
   const journal = createStreamJournal({
-    journal: { open: async () => undefined, checkpoint: async () => undefined, list: async () => [], recover: async () => null },
-    instance: 'bench', log, checkpointMs: 1_000_000,
+    journal: {
+      open: async () => undefined,
+      checkpoint: async () => undefined,
+      list: async () => [],
+      recover: async () => null,
+    },
+    instance: 'bench',
+    log,
+    checkpointMs: 1_000_000,
   })
   const tally = journal.begin(START)
   const n = 2_000_000
@@ -83,7 +109,10 @@ function perChunkMicros(): number {
   return (used.user + used.system) / n
 }
 
-async function measure(label: string, open: () => Promise<{ stores: Stores; close(): Promise<void> }>): Promise<string> {
+async function measure(
+  label: string,
+  open: () => Promise<{ stores: Stores; close(): Promise<void> }>,
+): Promise<string> {
   const rows: number[][] = [[], []]
   for (let round = 0; round < 3; round++) {
     for (const [i, run] of [settleOnly, journalled].entries()) {
@@ -108,7 +137,10 @@ export async function benchStreamJournal(): Promise<string> {
   // A redis-server of its own (no persistence), never the shared one.
   const server = await startPrivateRedis()
   const redis = await measure('Redis (loopback)', async () => {
-    const stores = createRedisStores(createRedisClient(server.url, { commandTimeoutMs: 5000, name: 'tgbench' }), `tgbench:${n++}:`)
+    const stores = createRedisStores(
+      createRedisClient(server.url, { commandTimeoutMs: 5000, name: 'tgbench' }),
+      `tgbench:${n++}:`,
+    )
     // Connected before the first of 50 concurrent calls, as a gateway's store is.
     await stores.ping()
     return { stores, close: () => stores.close() }
@@ -121,7 +153,7 @@ export async function benchStreamJournal(): Promise<string> {
     `In process, no HTTP: ${STREAMS.toLocaleString('en')} streams, ${CONCURRENT} at a time, each of ${CHUNKS} content chunks with`,
     `${CHECKPOINTS} checkpoints due on the way (a 5 s stream at store.streamCheckpointMs 1000). "Alone" is the metering`,
     'write every call pays; "journalled" adds the open, the chunks, the checkpoints and the entry removed in that',
-    'write. CPU of this process (user + system) per stream, median of 3 rounds; Redis\'s own CPU is not counted.',
+    "write. CPU of this process (user + system) per stream, median of 3 rounds; Redis's own CPU is not counted.",
     '',
     '| Store | CPU ms/stream, metering alone | journalled | added |',
     '|---|---|---|---|',

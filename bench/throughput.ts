@@ -27,30 +27,49 @@ const plans = {
   },
 }
 
-interface Result { readonly rps: number; readonly p50: number; readonly p99: number; readonly errors: number; readonly limitHeaders: boolean }
+interface Result {
+  readonly rps: number
+  readonly p50: number
+  readonly p99: number
+  readonly errors: number
+  readonly limitHeaders: boolean
+}
 
 async function load(gw: RunningTollgate, key: string): Promise<Result> {
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }], max_tokens: 5 })
+  const body = JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
+    max_tokens: 5,
+  })
   const call = async (): Promise<{ ok: boolean; headers: boolean }> => {
-    const res = await fetch(`${gw.url}/v2/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body })
+    const res = await fetch(`${gw.url}/v2/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body,
+    })
     await res.arrayBuffer()
     return { ok: res.status === 200, headers: res.headers.has('x-ratelimit-remaining-requests') }
   }
-  const run = async (ms: number, record: boolean): Promise<{ samples: number[]; errors: number; headers: boolean; elapsed: number }> => {
+  const run = async (
+    ms: number,
+    record: boolean,
+  ): Promise<{ samples: number[]; errors: number; headers: boolean; elapsed: number }> => {
     const samples: number[] = []
     let errors = 0
     let headers = false
     const start = performance.now()
     const end = start + ms
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now()
-        const r = await call()
-        if (record) samples.push(performance.now() - t0)
-        if (!r.ok) errors++
-        headers ||= r.headers
-      }
-    }))
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (performance.now() < end) {
+          const t0 = performance.now()
+          const r = await call()
+          if (record) samples.push(performance.now() - t0)
+          if (!r.ok) errors++
+          headers ||= r.headers
+        }
+      }),
+    )
     return { samples, errors, headers, elapsed: performance.now() - start }
   }
   await run(WARMUP_MS, false)
@@ -60,7 +79,8 @@ async function load(gw: RunningTollgate, key: string): Promise<Result> {
   return { rps: samples.length / (elapsed / 1000), p50: q(0.5), p99: q(0.99), errors, limitHeaders: headers }
 }
 
-const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+const fmt = (n: number, digits = 0): string =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 export async function benchThroughput(): Promise<string> {
   const redis = await startPrivateRedis()
@@ -68,7 +88,10 @@ export async function benchThroughput(): Promise<string> {
   try {
     for (const store of ['embedded', 'redis'] as const) {
       const gw = await startTollgate({
-        env: store === 'redis' ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {},
+        env:
+          store === 'redis'
+            ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' }
+            : {},
         config: (doc) => {
           doc.plans = plans
           ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
@@ -86,7 +109,9 @@ export async function benchThroughput(): Promise<string> {
           const r = sorted[Math.floor(sorted.length / 2)]
           if (!r) continue
           const spread = `${fmt(sorted[0]?.rps ?? 0)}–${fmt(sorted.at(-1)?.rps ?? 0)}`
-          rows.push(`| ${store} | ${tier === 'On' ? 'on (5 dimensions)' : 'off'} | ${fmt(r.rps)} | ${spread} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${runs[tier].reduce((n, x) => n + x.errors, 0)} | ${r.limitHeaders ? 'yes' : 'no'} |`)
+          rows.push(
+            `| ${store} | ${tier === 'On' ? 'on (5 dimensions)' : 'off'} | ${fmt(r.rps)} | ${spread} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${runs[tier].reduce((n, x) => n + x.errors, 0)} | ${r.limitHeaders ? 'yes' : 'no'} |`,
+          )
         }
       } finally {
         await gw.stop()

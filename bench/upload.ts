@@ -10,7 +10,18 @@ import { request as httpRequest, type IncomingMessage } from 'node:http'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { AUDIO_MODEL, cpuMsOf, fmt, memoryOf, mib, pause, resetPeak, sampleRss, startRig, type Rig } from './proxy-rig.ts'
+import {
+  AUDIO_MODEL,
+  cpuMsOf,
+  fmt,
+  memoryOf,
+  mib,
+  pause,
+  resetPeak,
+  sampleRss,
+  startRig,
+  type Rig,
+} from './proxy-rig.ts'
 
 /** File sizes, MiB: if the gateway held uploads in memory, its growth would follow them. */
 const SIZES_MIB = [50, 200] as const
@@ -24,8 +35,8 @@ const BOUNDARY = '----tollgate-bench-boundary-b7Qx3kLm9pZt'
 function form(fileBytes: number): { head: Buffer; tail: Buffer; length: number } {
   const head = Buffer.from(
     `--${BOUNDARY}\r\nContent-Disposition: form-data; name="model"\r\n\r\n${AUDIO_MODEL}\r\n` +
-    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="response_format"\r\n\r\njson\r\n` +
-    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="bench.mp3"\r\nContent-Type: audio/mpeg\r\n\r\n`,
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="response_format"\r\n\r\njson\r\n` +
+      `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="bench.mp3"\r\nContent-Type: audio/mpeg\r\n\r\n`,
   )
   const tail = Buffer.from(`\r\n--${BOUNDARY}--\r\n`)
   return { head, tail, length: head.length + fileBytes + tail.length }
@@ -57,7 +68,9 @@ async function upload(url: string, key: string | undefined, fileBytes: number): 
   const answered = once(req, 'response') as Promise<[IncomingMessage]>
   answered.catch(() => undefined)
   let sentMs = NaN
-  req.once('finish', () => { sentMs = performance.now() - t0 })
+  req.once('finish', () => {
+    sentMs = performance.now() - t0
+  })
   req.write(head)
   for (let written = 0; written < fileBytes; written += CHUNK.length) {
     if (!req.write(CHUNK)) await Promise.race([once(req, 'drain'), answered])
@@ -75,7 +88,14 @@ interface Row {
   readonly path: 'direct' | 'via Tollgate'
   readonly result: Upload
   readonly upstreamLength: string | undefined
-  readonly gateway?: { before: number; peakSampled: number; hwm: number | undefined; after: number; cpuMs: number; spoolLeft: number }
+  readonly gateway?: {
+    before: number
+    peakSampled: number
+    hwm: number | undefined
+    after: number
+    cpuMs: number
+    spoolLeft: number
+  }
 }
 
 async function viaGateway(rig: Rig, fileBytes: number): Promise<Row> {
@@ -90,7 +110,11 @@ async function viaGateway(rig: Rig, fileBytes: number): Promise<Row> {
   const end = memoryOf(pid)
   await pause(200)
   let spoolLeft = 0
-  try { spoolLeft = readdirSync(join(rig.gateway.dataDir, 'spool')).length } catch { /* never made */ }
+  try {
+    spoolLeft = readdirSync(join(rig.gateway.dataDir, 'spool')).length
+  } catch {
+    /* never made */
+  }
   return {
     path: 'via Tollgate',
     result,
@@ -107,7 +131,9 @@ async function lastUpstreamLength(rig: Rig): Promise<string | undefined> {
 export async function benchUpload(): Promise<string> {
   const rig = await startRig({
     tokensPerSecond: 2000,
-    config: (doc) => { (doc.server as Record<string, unknown>).uploadLimitBytes = 256 * 2 ** 20 },
+    config: (doc) => {
+      ;(doc.server as Record<string, unknown>).uploadLimitBytes = 256 * 2 ** 20
+    },
   })
   const rows: Row[] = []
   try {
@@ -116,7 +142,11 @@ export async function benchUpload(): Promise<string> {
     await upload(`${rig.gateway.url}/v2/audio/transcriptions`, rig.key, WARMUP_MIB * 2 ** 20)
     for (const size of SIZES_MIB) {
       for (let round = 0; round < ROUNDS; round++) {
-        rows.push({ path: 'direct', result: await upload(direct, undefined, size * 2 ** 20), upstreamLength: await lastUpstreamLength(rig) })
+        rows.push({
+          path: 'direct',
+          result: await upload(direct, undefined, size * 2 ** 20),
+          upstreamLength: await lastUpstreamLength(rig),
+        })
         rows.push(await viaGateway(rig, size * 2 ** 20))
       }
     }
@@ -128,14 +158,16 @@ export async function benchUpload(): Promise<string> {
   const peakOf = (g: NonNullable<Row['gateway']>): number => Math.max(g.peakSampled, g.hwm ?? 0)
   const throughput = rows.map((r) => {
     const g = r.gateway
-    const mbps = (r.result.bodyBytes / 2 ** 20) / (r.result.totalMs / 1000)
+    const mbps = r.result.bodyBytes / 2 ** 20 / (r.result.totalMs / 1000)
     const memory = g
-      ? `${mib(g.before)} | ${mib(peakOf(g))} | ${fmt((peakOf(g) - g.before) / 2 ** 20, 1)} | ${fmt((peakOf(g) - g.before) / r.result.bodyBytes * 100, 1)} % | ${fmt(g.cpuMs)}`
+      ? `${mib(g.before)} | ${mib(peakOf(g))} | ${fmt((peakOf(g) - g.before) / 2 ** 20, 1)} | ${fmt(((peakOf(g) - g.before) / r.result.bodyBytes) * 100, 1)} % | ${fmt(g.cpuMs)}`
       : ' | | | | '
     return `| ${mib(r.result.fileBytes, 0)} | ${r.path} | ${r.result.status} | ${fmt(r.result.sentMs)} | ${fmt(r.result.totalMs)} | ${fmt(mbps)} | ${memory} |`
   })
-  const verify = rows.map((r) =>
-    `| ${mib(r.result.fileBytes, 0)} | ${r.path} | ${fmt(r.result.bodyBytes)} | ${r.upstreamLength === undefined ? 'none' : fmt(Number(r.upstreamLength))} | ${r.upstreamLength === String(r.result.bodyBytes) ? 'yes' : 'NO'} | ${r.result.body.includes(said(r)) ? 'yes' : 'NO'} | ${r.gateway ? String(r.gateway.spoolLeft) : ''} |`)
+  const verify = rows.map(
+    (r) =>
+      `| ${mib(r.result.fileBytes, 0)} | ${r.path} | ${fmt(r.result.bodyBytes)} | ${r.upstreamLength === undefined ? 'none' : fmt(Number(r.upstreamLength))} | ${r.upstreamLength === String(r.result.bodyBytes) ? 'yes' : 'NO'} | ${r.result.body.includes(said(r)) ? 'yes' : 'NO'} | ${r.gateway ? String(r.gateway.spoolLeft) : ''} |`,
+  )
   return [
     '## Large uploads stay out of memory (bench/upload.ts)',
     '',
@@ -150,8 +182,8 @@ export async function benchUpload(): Promise<string> {
     'the gateway: when the gateway had spooled it), "total" when the answer had arrived;',
     'MiB/s is the body over the total. Gateway RSS is read from /proc/<pid>/status: VmRSS',
     'before, and the peak (VmHWM reset just before the upload, and VmRSS sampled every',
-    '20 ms). Growth = peak − before; the idle gateway\'s RSS is mostly code and the',
-    'tokenizer\'s tables, there before any upload.',
+    "20 ms). Growth = peak − before; the idle gateway's RSS is mostly code and the",
+    "tokenizer's tables, there before any upload.",
     '',
     '| File MiB | Path | Status | Sent ms | Total ms | MiB/s | Gateway RSS before MiB | Gateway RSS peak MiB | Growth MiB | Growth / body | Gateway CPU ms |',
     '|---|---|---|---|---|---|---|---|---|---|---|',

@@ -44,18 +44,34 @@ export async function benchVectorStore(): Promise<string> {
   const gw = await startTollgate({ execArgv: LOOP_PROBE })
   const readings: Reading[] = []
   try {
-    const { key } = await gw.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 100_000, tpm: 1_000_000_000, input_tpm: 1_000_000_000 } } })
+    const { key } = await gw.createKey({
+      tier: 'Standard4000',
+      limits: { '*': { rpm: 100_000, tpm: 1_000_000_000, input_tpm: 1_000_000_000 } },
+    })
     const auth = { authorization: `Bearer ${key}` }
     const json = async (method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
-      const res = await fetch(`${gw.url}${path}`, { method, headers: { ...auth, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-      const value = await res.json() as Record<string, unknown>
+      const res = await fetch(`${gw.url}${path}`, {
+        method,
+        headers: { ...auth, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      })
+      const value = (await res.json()) as Record<string, unknown>
       if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(value)}`)
       return value
     }
     for (const bytes of SIZES) {
       const text = corpus(bytes)
-      const form = encodeMultipart([{ name: 'purpose', value: 'assistants' }, { name: 'file', filename: 'corpus.txt', data: Buffer.from(text) }])
-      const file = await (await fetch(`${gw.url}/v1/files`, { method: 'POST', headers: { ...auth, 'content-type': form.contentType }, body: form.bytes })).json() as { id: string }
+      const form = encodeMultipart([
+        { name: 'purpose', value: 'assistants' },
+        { name: 'file', filename: 'corpus.txt', data: Buffer.from(text) },
+      ])
+      const file = (await (
+        await fetch(`${gw.url}/v1/files`, {
+          method: 'POST',
+          headers: { ...auth, 'content-type': form.contentType },
+          body: form.bytes,
+        })
+      ).json()) as { id: string }
       const store = await json('POST', '/v1/vector_stores', { name: `bench-${bytes}` })
 
       await loopDelay(gw)
@@ -94,13 +110,17 @@ export async function benchVectorStore(): Promise<string> {
         searchLoopMaxMs: await loopDelay(gw),
         rss: memoryOf(gw.child.pid ?? 0).rss,
       })
-      process.stderr.write(`vector-store ${bytes}: attach ${attachMs.toFixed(0)} ms, completed ${completedMs.toFixed(0)} ms, search p50 ${readings.at(-1)?.searchP50.toFixed(1)} ms\n`)
+      process.stderr.write(
+        `vector-store ${bytes}: attach ${attachMs.toFixed(0)} ms, completed ${completedMs.toFixed(0)} ms, search p50 ${readings.at(-1)?.searchP50.toFixed(1)} ms\n`,
+      )
     }
   } finally {
     await gw.stop()
   }
-  const rows = readings.map((r) =>
-    `| ${fmt(r.bytes / 1e6)} MB | ${fmt(r.tokens)} | ${fmt(r.attachMs)} | ${fmt(r.completedMs)} | **${fmt(r.ingestLoopMaxMs, 1)}** | ${fmt(r.ingestHealthMs, 1)} | ${fmt(r.searchP50, 1)} / ${fmt(r.searchP99, 1)} | ${fmt(r.searchLoopMaxMs, 1)} | ${mib(r.rss)} |`)
+  const rows = readings.map(
+    (r) =>
+      `| ${fmt(r.bytes / 1e6)} MB | ${fmt(r.tokens)} | ${fmt(r.attachMs)} | ${fmt(r.completedMs)} | **${fmt(r.ingestLoopMaxMs, 1)}** | ${fmt(r.ingestHealthMs, 1)} | ${fmt(r.searchP50, 1)} / ${fmt(r.searchP99, 1)} | ${fmt(r.searchLoopMaxMs, 1)} | ${mib(r.rss)} |`,
+  )
   return [
     '## Vector stores on the mock: ingestion and search (bench/vector-store.ts)',
     '',

@@ -108,7 +108,13 @@ export function buildApp(deps: AppDeps): App {
   // error with a stack per request (each request's line still says store_unavailable).
   const storeOutage = createOutageLog('API')
 
-  registerProbeRoutes(router, { stores: deps.stores, limiter: deps.limiter, queue: deps.queue, metrics, draining: () => draining })
+  registerProbeRoutes(router, {
+    stores: deps.stores,
+    limiter: deps.limiter,
+    queue: deps.queue,
+    metrics,
+    draining: () => draining,
+  })
   registerFrontDoor(router, { portal: config.portal.enabled })
 
   // Inference, under /v2 (the model lists under /queue too).
@@ -132,7 +138,9 @@ export function buildApp(deps: AppDeps): App {
   }
   // Azure OpenAI's paths to the same endpoints (/v2/openai/deployments/{deployment}/...).
   for (const spec of AZURE_ENDPOINTS) {
-    router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, withoutApiVersion(query)))
+    router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) =>
+      inference(ctx, spec, params, withoutApiVersion(query)),
+    )
   }
 
   // Vector stores and files, under /v1: the same corridor, the same file store as /v2.
@@ -150,12 +158,24 @@ export function buildApp(deps: AppDeps): App {
   registerTokenRoutes(router, deps)
 
   // The RAG gateway: /<service>/<route…> to the seven RAG services.
-  registerRagRoutes(router, { config, accessTokens: deps.accessTokens, limiter: deps.limiter, metrics, backends: deps.ragBackends })
+  registerRagRoutes(router, {
+    config,
+    accessTokens: deps.accessTokens,
+    limiter: deps.limiter,
+    metrics,
+    backends: deps.ragBackends,
+  })
 
   // The key portal in a browser (/portal).
   if (config.portal.enabled) {
     registerPortalRoutes(router, {
-      config, keys: deps.keys, accounts: deps.accounts, sessions: deps.portalSessions, limiter: deps.limiter, meter: deps.meter, usage: deps.stores.usage,
+      config,
+      keys: deps.keys,
+      accounts: deps.accounts,
+      sessions: deps.portalSessions,
+      limiter: deps.limiter,
+      meter: deps.meter,
+      usage: deps.stores.usage,
     })
   }
 
@@ -164,7 +184,9 @@ export function buildApp(deps: AppDeps): App {
   registerReferenceRoutes(router, () => (document ??= apiDocument({ portal: config.portal.enabled })))
 
   return {
-    beginShutdown() { draining = true },
+    beginShutdown() {
+      draining = true
+    },
     routes: () => router.routes(),
     async settled() {
       while (handling.size > 0) await Promise.allSettled([...handling])
@@ -201,18 +223,26 @@ export function buildApp(deps: AppDeps): App {
       throw gatewayError('shutting_down')
     }
     // HTTP/1.1 requires it (RFC 9112 §3.2); Node's own refusal would have no body.
-    if (req.httpVersion === '1.1' && req.headers.host === undefined) throw gatewayError('bad_http', { message: 'An HTTP/1.1 request must carry a Host header.' })
+    if (req.httpVersion === '1.1' && req.headers.host === undefined)
+      throw gatewayError('bad_http', { message: 'An HTTP/1.1 request must carry a Host header.' })
     const expect = req.headers.expect
     if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') throw gatewayError('expectation_failed')
     const match = router.match(req.method ?? 'GET', req.url ?? '/')
     if (!match.found) {
-      if (config.portal.enabled && isPortalPath(req.url ?? '/')) return portalUnmatched(ctx, match.allow, deps.portalSessions)
+      if (config.portal.enabled && isPortalPath(req.url ?? '/'))
+        return portalUnmatched(ctx, match.allow, deps.portalSessions)
       if (match.allow.length > 0) {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
       }
       const ragRefusal = unmatchedRagPath(req.url ?? '/')
       if (ragRefusal !== null) return sendRefusal(ctx, ragRefusal)
-      throw gatewayError('unknown_route', { message: unknownRouteMessage(req.method ?? 'GET', req.url ?? '/', (method, url) => router.match(method, url).found) })
+      throw gatewayError('unknown_route', {
+        message: unknownRouteMessage(
+          req.method ?? 'GET',
+          req.url ?? '/',
+          (method, url) => router.match(method, url).found,
+        ),
+      })
     }
     await match.route(ctx, match.params, match.query)
   }

@@ -1,6 +1,11 @@
 // The composition root: load config, build stores and adapters, listen, drain on SIGTERM.
 import { randomBytes } from 'node:crypto'
-import { adminTokenPath, ensureStoredAdminToken, readStoredAdminToken, watchStoredAdminToken } from './auth/admin-token.ts'
+import {
+  adminTokenPath,
+  ensureStoredAdminToken,
+  readStoredAdminToken,
+  watchStoredAdminToken,
+} from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -8,7 +13,13 @@ import { join, resolve } from 'node:path'
 import { buildApp, type App } from './app.ts'
 import { trackConnections } from './http/drain.ts'
 import { removeStaleSpoolFiles } from './http/spool.ts'
-import { checkListenable, listenFailure, metricsListener, publicListener, type ListenerSpec } from './http/listen-check.ts'
+import {
+  checkListenable,
+  listenFailure,
+  metricsListener,
+  publicListener,
+  type ListenerSpec,
+} from './http/listen-check.ts'
 import { createAdminAuthenticator, type AdminAuthenticator } from './auth/admin.ts'
 import { createApiKeyAuthenticator, type ApiKeyAuthenticator } from './auth/api-key.ts'
 import { createAuthThrottle, throttleAdmin, throttleApiKeys } from './auth/throttle.ts'
@@ -66,7 +77,11 @@ export interface GatewayOverrides {
   readonly accessTokens?: AccessTokenVerifier
 }
 
-export async function startGateway(config: Config, log: Logger = createLogger(config.logging.level), overrides: GatewayOverrides = {}): Promise<Gateway> {
+export async function startGateway(
+  config: Config,
+  log: Logger = createLogger(config.logging.level),
+  overrides: GatewayOverrides = {},
+): Promise<Gateway> {
   // Before anything is opened or made: a port in use or a data directory another gateway
   // holds is said at once, and a fresh data directory gets no admin token printed by a
   // gateway that then fails.
@@ -75,30 +90,47 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
     metrics: metricsListener(config.server.metricsHost, config.server.metricsPort),
   }
   for (const spec of [listeners.public, listeners.metrics]) {
-    await checkListenable(spec).catch((err: unknown) => { throw new StartupError((err as Error).message) })
+    await checkListenable(spec).catch((err: unknown) => {
+      throw new StartupError((err as Error).message)
+    })
   }
   const dataLock = takeDataDir(config, log)
   const metrics = createMetrics()
   const stores = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
-  const registry: BackendRegistry = createRegistry(config, (name, backend) => createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models))
+  const registry: BackendRegistry = createRegistry(config, (name, backend) =>
+    createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models),
+  )
   const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')
   const stale = await removeStaleSpoolFiles(spoolDir)
-  if (stale > 0) log.info({ files: stale, dir: spoolDir }, 'removed uploads left in the spool by a gateway that stopped without cleaning up')
+  if (stale > 0)
+    log.info(
+      { files: stale, dir: spoolDir },
+      'removed uploads left in the spool by a gateway that stopped without cleaning up',
+    )
   const meter: Meter = createMeter({ store: stores.usage, log })
   // This gateway's name in the queue's lines and heartbeats, and on the streams it journals.
   const instance = randomBytes(6).toString('hex')
   const streams = createStreamJournal({
-    journal: stores.streams, instance, log, checkpointMs: config.store.streamCheckpointMs,
+    journal: stores.streams,
+    instance,
+    log,
+    checkpointMs: config.store.streamCheckpointMs,
     onRecovered: () => metrics.usageRecovered.inc(),
   })
   const hash = createKeyHasher(secrets.keyHashSecret)
   // Key lookups go through an in-process cache that key changes on any instance invalidate.
   const keyCache = createKeyCache({ store: stores.keys })
   const keyEvents = createKeyEvents(config.redis, config.store, keyCache, log)
-  const keys = new KeyService({ store: stores.keys, hash, plans: config.plans, models: config.models.map((m) => m.name), onChange: keyEvents.changed })
+  const keys = new KeyService({
+    store: stores.keys,
+    hash,
+    plans: config.plans,
+    models: config.models.map((m) => m.name),
+    onChange: keyEvents.changed,
+  })
   let authenticate: ApiKeyAuthenticator = createApiKeyAuthenticator({ lookup: keyCache, hash })
   let authenticateAdmin: AdminAuthenticator = createAdminAuthenticator(secrets.adminToken)
   if (config.auth.maxFailures > 0) {
@@ -109,9 +141,16 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   }
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
   const corridor = createCorridor({
-    config, registry, authenticate, limiter, meter, metrics, ownership: stores.ownership,
+    config,
+    registry,
+    authenticate,
+    limiter,
+    meter,
+    metrics,
+    ownership: stores.ownership,
     fileQuota: createFileQuota(fileQuotaStore, config),
-    spoolDir, streams,
+    spoolDir,
+    streams,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys, instance })
@@ -124,35 +163,58 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   // The key portal's sessions; its sign-in counts failures with the RAG login's.
   const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
   const app = buildApp({
-    config, log, metrics, stores, registry, limiter, meter, keys, authenticate, authenticateAdmin, corridor, queue, accounts, tokens, portalSessions: portal.sessions,
+    config,
+    log,
+    metrics,
+    stores,
+    registry,
+    limiter,
+    meter,
+    keys,
+    authenticate,
+    authenticateAdmin,
+    corridor,
+    queue,
+    accounts,
+    tokens,
+    portalSessions: portal.sessions,
     startedAt: Math.floor(Date.now() / 1000),
     accessTokens: overrides.accessTokens ?? accessTokens,
     ragBackends,
   })
 
   const { headersTimeoutMs } = config.server
-  const server = createServer({
-    keepAliveTimeout: 65_000,
-    // No total: streams and large uploads are long. Slow bodies are bounded by their pace
-    // (server.bodyMinBytesPerSecond), readers that stop by server.idleReaderTimeoutMs.
-    requestTimeout: 0,
-    headersTimeout: headersTimeoutMs,
-    // How often Node looks for connections past headersTimeout (its default, 30 s, would
-    // let a slowloris connection live up to twice the timeout).
-    connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
-    // The app refuses a missing Host itself, with a body in the contract's shape.
-    requireHostHeader: false,
-  }, app.handle)
+  const server = createServer(
+    {
+      keepAliveTimeout: 65_000,
+      // No total: streams and large uploads are long. Slow bodies are bounded by their pace
+      // (server.bodyMinBytesPerSecond), readers that stop by server.idleReaderTimeoutMs.
+      requestTimeout: 0,
+      headersTimeout: headersTimeoutMs,
+      // How often Node looks for connections past headersTimeout (its default, 30 s, would
+      // let a slowloris connection live up to twice the timeout).
+      connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
+      // The app refuses a missing Host itself, with a body in the contract's shape.
+      requireHostHeader: false,
+    },
+    app.handle,
+  )
   // An Expect other than 100-continue: the app answers it (417) like any other request.
   server.on('checkExpectation', app.handle)
   answerClientErrors(server)
   capConnectionsPerAddress(server, config.server.maxConnectionsPerAddress)
   const metricsServer = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
-      metrics.registry.metrics().then((text) => {
-        res.setHeader('content-type', metrics.registry.contentType)
-        res.end(text)
-      }, () => { res.statusCode = 500; res.end() })
+      metrics.registry.metrics().then(
+        (text) => {
+          res.setHeader('content-type', metrics.registry.contentType)
+          res.end(text)
+        },
+        () => {
+          res.statusCode = 500
+          res.end()
+        },
+      )
     } else {
       res.statusCode = 404
       res.end('not found\n')
@@ -166,11 +228,23 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   // all of them: they are an earlier process's), and then as often as the queue looks for
   // leases of gateways that stopped, by the same heartbeat.
   let recoveryFailing = false
-  const recoverStreams = (): Promise<void> => streams.recover((other) => queue.isAlive(other)).then(() => { recoveryFailing = false }, (error: unknown) => {
-    // Once per outage: the next pass tries again.
-    if (!recoveryFailing) log.warn({ err: (error as Error).message }, 'stream journal: could not recover the streams of gateways that stopped; trying again later')
-    recoveryFailing = true
-  })
+  const recoverStreams = (): Promise<void> =>
+    streams
+      .recover((other) => queue.isAlive(other))
+      .then(
+        () => {
+          recoveryFailing = false
+        },
+        (error: unknown) => {
+          // Once per outage: the next pass tries again.
+          if (!recoveryFailing)
+            log.warn(
+              { err: (error as Error).message },
+              'stream journal: could not recover the streams of gateways that stopped; trying again later',
+            )
+          recoveryFailing = true
+        },
+      )
   await recoverStreams()
   const recoveryTimer = setInterval(() => void recoverStreams(), Math.ceil(config.queue.recoverAfterMs / 2))
   recoveryTimer.unref()
@@ -184,13 +258,21 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
   const metricsUrl = addressOf(metricsServer)
   const bound = server.address() as AddressInfo
   const metricsBound = metricsServer.address() as AddressInfo
-  log.info({
-    url, metricsUrl,
-    // What the sockets are bound to: 127.0.0.1 answers this machine only; 0.0.0.0 (HOST) the network.
-    address: boundAddress(bound), metricsAddress: boundAddress(metricsBound),
-    port: bound.port, metricsPort: metricsBound.port, store: stores.kind, models: config.models.length,
-    ragMock: ragBackends.mockUrl,
-  }, 'tollgate listening')
+  log.info(
+    {
+      url,
+      metricsUrl,
+      // What the sockets are bound to: 127.0.0.1 answers this machine only; 0.0.0.0 (HOST) the network.
+      address: boundAddress(bound),
+      metricsAddress: boundAddress(metricsBound),
+      port: bound.port,
+      metricsPort: metricsBound.port,
+      store: stores.kind,
+      models: config.models.length,
+      ragMock: ragBackends.mockUrl,
+    },
+    'tollgate listening',
+  )
 
   let closing: Promise<void> | null = null
   const shutdown = (): Promise<void> => {
@@ -204,7 +286,9 @@ export async function startGateway(config: Config, log: Logger = createLogger(co
       connections.closeUnused()
       const sweeper = setInterval(() => connections.closeUnused(), 100)
       void closed.finally(() => clearInterval(sweeper))
-      const grace = new Promise<'timeout'>((done) => setTimeout(() => done('timeout'), config.server.shutdownGraceMs).unref())
+      const grace = new Promise<'timeout'>((done) =>
+        setTimeout(() => done('timeout'), config.server.shutdownGraceMs).unref(),
+      )
       if ((await Promise.race([closed, grace])) === 'timeout') {
         log.warn('grace period over: closing the connections still open')
         server.closeAllConnections()
@@ -270,11 +354,17 @@ interface RuntimeSecrets {
 function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger): RuntimeSecrets {
   const dataDir = resolve(config.store.dataDir)
   if (config.secrets.weak.length > 0) {
-    log.warn({ secrets: config.secrets.weak }, `TOLLGATE_ALLOW_WEAK_SECRETS is set and these secrets are shorter than ${MIN_SECRET_LENGTH} characters: fine on a development machine, never in production`)
+    log.warn(
+      { secrets: config.secrets.weak },
+      `TOLLGATE_ALLOW_WEAK_SECRETS is set and these secrets are shorter than ${MIN_SECRET_LENGTH} characters: fine on a development machine, never in production`,
+    )
   }
   let keyHashSecret = config.secrets.keyHashSecret
   if (!keyHashSecret) {
-    if (kind === 'redis') throw new StartupError('the store is on Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) but TOLLGATE_KEY_SECRET is not set: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).')
+    if (kind === 'redis')
+      throw new StartupError(
+        'the store is on Redis (REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINELS) but TOLLGATE_KEY_SECRET is not set: every instance must hash keys with the same secret. Set TOLLGATE_KEY_SECRET (32+ random characters).',
+      )
     keyHashSecret = embeddedSecret(dataDir)
   }
   const fromEnv = config.secrets.adminToken
@@ -282,7 +372,8 @@ function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger
   // TOLLGATE_ADMIN_TOKEN=$(npx tollgate admin-token)` in the shell that starts the gateway:
   // the stored token, so `tollgate admin-token --reset` still replaces it (a leaked token
   // must stop working, whatever shell the gateway was started from).
-  if (fromEnv && !(kind === 'embedded' && readStoredAdminToken(dataDir) === fromEnv)) return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
+  if (fromEnv && !(kind === 'embedded' && readStoredAdminToken(dataDir) === fromEnv))
+    return { adminToken: () => fromEnv, keyHashSecret, close: () => undefined }
   if (kind === 'redis') {
     log.warn('TOLLGATE_ADMIN_TOKEN is not set: the admin API is disabled (with Redis, set it on every instance)')
     return { adminToken: () => undefined, keyHashSecret, close: () => undefined }
@@ -291,10 +382,15 @@ function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger
   let token: string | undefined = stored.token
   if (stored.created) {
     // Printed this once, on stderr, for the operator; never logged.
-    process.stderr.write(`\nTOLLGATE_ADMIN_TOKEN is not set, so an admin token was made and kept in ${adminTokenPath(dataDir)}:\n\n  ${token}\n\n` +
-      '`npx tollgate admin-token` shows it again (--reset replaces it); set TOLLGATE_ADMIN_TOKEN to choose your own.\n\n')
+    process.stderr.write(
+      `\nTOLLGATE_ADMIN_TOKEN is not set, so an admin token was made and kept in ${adminTokenPath(dataDir)}:\n\n  ${token}\n\n` +
+        '`npx tollgate admin-token` shows it again (--reset replaces it); set TOLLGATE_ADMIN_TOKEN to choose your own.\n\n',
+    )
   } else {
-    log.info({ file: adminTokenPath(dataDir) }, 'admin token: the one kept in the data directory (`npx tollgate admin-token` shows it)')
+    log.info(
+      { file: adminTokenPath(dataDir) },
+      'admin token: the one kept in the data directory (`npx tollgate admin-token` shows it)',
+    )
   }
   const stop = watchStoredAdminToken(dataDir, (next) => {
     if (next === null || next === token) return
@@ -323,7 +419,11 @@ function embeddedSecret(dataDir: string): string {
 function takeDataDir(config: Config, log: Logger): DataDirLock | undefined {
   const dataDir = resolve(config.store.dataDir)
   const changes = securePrivateDataDir(dataDir)
-  if (changes.length > 0) log.warn({ dir: dataDir, changes }, 'data directory: modes tightened to owner-only (0700 directories, 0600 files), where allowed: it holds password and session hashes and secrets')
+  if (changes.length > 0)
+    log.warn(
+      { dir: dataDir, changes },
+      'data directory: modes tightened to owner-only (0700 directories, 0600 files), where allowed: it holds password and session hashes and secrets',
+    )
   if (config.redis !== undefined) return undefined
   try {
     return lockDataDir(dataDir)
@@ -351,6 +451,11 @@ function boundAddress(address: AddressInfo): string {
 
 function addressOf(server: Server): string {
   const address = server.address() as AddressInfo
-  const host = address.family === 'IPv6' ? `[${address.address === '::' ? '::1' : address.address}]` : address.address === '0.0.0.0' ? '127.0.0.1' : address.address
+  const host =
+    address.family === 'IPv6'
+      ? `[${address.address === '::' ? '::1' : address.address}]`
+      : address.address === '0.0.0.0'
+        ? '127.0.0.1'
+        : address.address
   return `http://${host}:${address.port}`
 }

@@ -88,7 +88,8 @@ t.test('the table is exactly the pinned one', async (t) => {
   t.same(NAMES.slice().sort(), Object.keys(PINNED).sort(), 'the same names: none added, dropped or renamed')
   for (const name of NAMES) {
     const spec = ERRORS[name]
-    const row: Row = spec.body === 'openai' ? [spec.status, spec.type, spec.code, spec.body] : [spec.status, null, null, spec.body]
+    const row: Row =
+      spec.body === 'openai' ? [spec.status, spec.type, spec.code, spec.body] : [spec.status, null, null, spec.body]
     t.same(row, PINNED[name], name)
   }
   t.equal(NAMES.length, 63, 'as many entries as pinned')
@@ -103,11 +104,14 @@ t.test('every status is an HTTP error status', async (t) => {
     const { status } = ERRORS[name]
     t.ok(Number.isInteger(status) && status >= 400 && status <= 599, `${name}: ${status} is a 4xx or 5xx`)
     // 499 is nginx's "client closed request", the one status outside RFC 9110 the gateway uses.
-    t.ok(STATUS_CODES[status] !== undefined || (name === 'client_closed' && status === 499), `${name}: ${status} is a registered status`)
+    t.ok(
+      STATUS_CODES[status] !== undefined || (name === 'client_closed' && status === 499),
+      `${name}: ${status} is a registered status`,
+    )
   }
 })
 
-t.test('OpenAI-shaped entries have a type and a code in OpenAI\'s form; the others have none', async (t) => {
+t.test("OpenAI-shaped entries have a type and a code in OpenAI's form; the others have none", async (t) => {
   for (const name of NAMES) {
     const spec = ERRORS[name]
     if (spec.body === 'openai') {
@@ -129,7 +133,11 @@ t.test('each entry answers in its body shape', async (t) => {
     const body = error.toBody()
     t.equal(body.detail, spec.message, `${name}: detail is the message`)
     if (spec.body === 'openai') {
-      t.same(body, { error: { message: spec.message, type: spec.type, param: null, code: spec.code }, detail: spec.message }, `${name}: OpenAI's error object and detail`)
+      t.same(
+        body,
+        { error: { message: spec.message, type: spec.type, param: null, code: spec.code }, detail: spec.message },
+        `${name}: OpenAI's error object and detail`,
+      )
     } else {
       t.same(body, { detail: spec.message }, `${name}: detail alone`)
     }
@@ -170,27 +178,39 @@ t.test('every entry is produced somewhere in src (no dead entries)', async (t) =
     t.ok(start >= 0 && end > start, 'the table is found in src/errors.ts')
     text += source.slice(0, start) + source.slice(end)
   }
-  for (const name of NAMES) t.ok(text.includes(`'${name}'`) || text.includes(`ERRORS.${name}`), `${name} is produced somewhere`)
+  for (const name of NAMES)
+    t.ok(text.includes(`'${name}'`) || text.includes(`ERRORS.${name}`), `${name} is produced somewhere`)
 })
 
-t.test('the access log tells a missing key from a revoked one, which OpenAI\'s code does not', async (t) => {
+t.test("the access log tells a missing key from a revoked one, which OpenAI's code does not", async (t) => {
   const gw = await startTollgate()
-  t.teardown(async () => { await gw.stop() })
+  t.teardown(async () => {
+    await gw.stop()
+  })
   const { key, id } = await gw.createKey({ name: 'to revoke', tier: 'Standard4000' })
-  const revoked = await fetch(`${gw.url}/admin/keys/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${gw.adminToken}` } })
+  const revoked = await fetch(`${gw.url}/admin/keys/${id}`, {
+    method: 'DELETE',
+    headers: { authorization: `Bearer ${gw.adminToken}` },
+  })
   t.equal(revoked.status, 200, 'revoked')
-  const lineOf = async (headers: Record<string, string>): Promise<{ code: unknown; line: Record<string, unknown> | undefined }> => {
+  const lineOf = async (
+    headers: Record<string, string>,
+  ): Promise<{ code: unknown; line: Record<string, unknown> | undefined }> => {
     const res = await fetch(`${gw.url}/v2/models`, { headers })
     t.equal(res.status, 401)
     const code = ((await res.json()) as { error?: { code?: unknown } }).error?.code
     const reqId = res.headers.get('x-request-id')
-    const find = (): Record<string, unknown> | undefined => gw.logs().find((l) => l.msg === 'request' && l.reqId === reqId)
-    const polled = await pollUntil(async () => find(), (line) => line !== undefined)
+    const find = (): Record<string, unknown> | undefined =>
+      gw.logs().find((l) => l.msg === 'request' && l.reqId === reqId)
+    const polled = await pollUntil(
+      async () => find(),
+      (line) => line !== undefined,
+    )
     return { code, line: polled.value }
   }
   const missing = await lineOf({})
   const revokedKey = await lineOf({ authorization: `Bearer ${key}` })
-  t.equal(missing.code, 'invalid_api_key', 'no key: OpenAI\'s code')
+  t.equal(missing.code, 'invalid_api_key', "no key: OpenAI's code")
   t.equal(revokedKey.code, 'invalid_api_key', 'a revoked key: the same OpenAI code')
   t.equal(missing.line?.error, 'missing_api_key', 'the log names the entry: missing')
   t.equal(revokedKey.line?.error, 'revoked_api_key', 'the log names the entry: revoked')

@@ -20,4 +20,9 @@ server.listen(0, '127.0.0.1', () => {
   const address = server.address()
   process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`)
 })
-process.on('SIGTERM', () => { server.close(); server.closeAllConnections(); agent.destroy(); process.exit(0) })
+process.on('SIGTERM', () => {
+  server.close()
+  server.closeAllConnections()
+  agent.destroy()
+  process.exit(0)
+})

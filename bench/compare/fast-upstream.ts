@@ -15,17 +15,30 @@ export const TOKENS = 16
 const MODEL = 'bench-chat'
 const created = Math.floor(Date.now() / 1000)
 
-const json = Buffer.from(JSON.stringify({
-  id: 'chatcmpl-bench', object: 'chat.completion', created, model: MODEL,
-  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello there, how are you?' }, finish_reason: 'stop', logprobs: null }],
-  usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
-}))
+const json = Buffer.from(
+  JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created,
+    model: MODEL,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'Hello there, how are you?' },
+        finish_reason: 'stop',
+        logprobs: null,
+      },
+    ],
+    usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+  }),
+)
 
 function sse(withUsage: boolean): Buffer {
   const chunk = (choices: unknown[], usage?: unknown): string =>
     `data: ${JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created, model: MODEL, choices, ...(withUsage ? { usage: usage ?? null } : {}) })}\n\n`
   const events = [chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }])]
-  for (let i = 0; i < TOKENS; i++) events.push(chunk([{ index: 0, delta: { content: ` word${i}` }, finish_reason: null }]))
+  for (let i = 0; i < TOKENS; i++)
+    events.push(chunk([{ index: 0, delta: { content: ` word${i}` }, finish_reason: null }]))
   events.push(chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]))
   if (withUsage) events.push(chunk([], { prompt_tokens: 12, completion_tokens: TOKENS, total_tokens: 12 + TOKENS }))
   events.push('data: [DONE]\n\n')
@@ -42,7 +55,9 @@ const server = createServer((req, res) => {
       return
     }
     let body: { stream?: unknown; stream_options?: { include_usage?: unknown } }
-    try { body = JSON.parse(Buffer.concat(parts).toString('utf8')) as typeof body } catch {
+    try {
+      body = JSON.parse(Buffer.concat(parts).toString('utf8')) as typeof body
+    } catch {
       res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"bad json"}}')
       return
     }
@@ -76,4 +91,8 @@ server.listen(0, '127.0.0.1', () => {
   const address = server.address()
   process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`)
 })
-process.on('SIGTERM', () => { server.close(); server.closeAllConnections(); process.exit(0) })
+process.on('SIGTERM', () => {
+  server.close()
+  server.closeAllConnections()
+  process.exit(0)
+})

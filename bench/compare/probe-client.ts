@@ -30,32 +30,49 @@ const target = new URL(options.url)
 const agent = new http.Agent({ keepAlive: true, maxSockets: options.connections ?? 64 })
 
 function body(stream: boolean): string {
-  return JSON.stringify({ model: options.model ?? 'bench-chat', messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }], max_tokens: 16, ...(stream ? { stream: true } : {}) })
+  return JSON.stringify({
+    model: options.model ?? 'bench-chat',
+    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
+    max_tokens: 16,
+    ...(stream ? { stream: true } : {}),
+  })
 }
 
-interface Timing { status: number; firstByte: number; firstToken: number; end: number }
+interface Timing {
+  status: number
+  firstByte: number
+  firstToken: number
+  end: number
+}
 
 function call(payload: string, onFirstToken: boolean): Promise<Timing> {
   return new Promise((resolve) => {
-    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }
+    const headers: Record<string, string | number> = {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(payload),
+    }
     if (options.key) headers.authorization = `Bearer ${options.key}`
-    const req = http.request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers }, (res) => {
-      let firstByte = NaN
-      let firstToken = NaN
-      res.on('data', (chunk: Buffer) => {
-        const now = performance.now()
-        if (Number.isNaN(firstByte)) firstByte = now
-        if (onFirstToken && Number.isNaN(firstToken) && chunk.includes('"content":" ')) firstToken = now
-      })
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, firstByte, firstToken, end: performance.now() }))
-      res.on('error', () => resolve({ status: 0, firstByte, firstToken, end: performance.now() }))
-    })
+    const req = http.request(
+      { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers },
+      (res) => {
+        let firstByte = NaN
+        let firstToken = NaN
+        res.on('data', (chunk: Buffer) => {
+          const now = performance.now()
+          if (Number.isNaN(firstByte)) firstByte = now
+          if (onFirstToken && Number.isNaN(firstToken) && chunk.includes('"content":" ')) firstToken = now
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, firstByte, firstToken, end: performance.now() }))
+        res.on('error', () => resolve({ status: 0, firstByte, firstToken, end: performance.now() }))
+      },
+    )
     req.on('error', () => resolve({ status: 0, firstByte: NaN, firstToken: NaN, end: performance.now() }))
     req.end(payload)
   })
 }
 
-const q = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN
+const q = (sorted: readonly number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN
 
 async function rate(): Promise<void> {
   const perSecond = options.rate ?? 2000
@@ -87,7 +104,9 @@ async function rate(): Promise<void> {
   })
   await Promise.all(pending)
   latencies.sort((a, b) => a - b)
-  process.stdout.write(`${JSON.stringify({ sent, ok: latencies.length, errors, p50: q(latencies, 0.5), p90: q(latencies, 0.9), p99: q(latencies, 0.99), max: latencies.at(-1) ?? NaN })}\n`)
+  process.stdout.write(
+    `${JSON.stringify({ sent, ok: latencies.length, errors, p50: q(latencies, 0.5), p90: q(latencies, 0.9), p99: q(latencies, 0.99), max: latencies.at(-1) ?? NaN })}\n`,
+  )
 }
 
 async function ttft(): Promise<void> {
@@ -99,7 +118,10 @@ async function ttft(): Promise<void> {
   for (let i = 0; i < (options.streams ?? 100); i++) {
     const t0 = performance.now()
     const t = await call(payload, true)
-    if (t.status !== 200 || Number.isNaN(t.firstToken)) { errors++; continue }
+    if (t.status !== 200 || Number.isNaN(t.firstToken)) {
+      errors++
+      continue
+    }
     ttfb.push(t.firstByte - t0)
     tokens.push(t.firstToken - t0)
     total.push(t.end - t0)
@@ -116,20 +138,42 @@ async function many(): Promise<void> {
   const payload = body(true)
   const count = options.streams ?? 1000
   const started = performance.now()
-  const outcomes = await Promise.all(Array.from({ length: count }, () => new Promise<boolean>((resolve) => {
-    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }
-    if (options.key) headers.authorization = `Bearer ${options.key}`
-    const req = http.request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk: string) => { text += chunk })
-      res.on('end', () => resolve(res.statusCode === 200 && text.split('"content":" word').length - 1 === (options.tokens ?? 16) && text.includes('data: [DONE]')))
-      res.on('error', () => resolve(false))
-    })
-    req.on('error', () => resolve(false))
-    req.end(payload)
-  })))
-  process.stdout.write(`${JSON.stringify({ streams: count, whole: outcomes.filter(Boolean).length, seconds: (performance.now() - started) / 1000 })}\n`)
+  const outcomes = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<boolean>((resolve) => {
+          const headers: Record<string, string | number> = {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+          }
+          if (options.key) headers.authorization = `Bearer ${options.key}`
+          const req = http.request(
+            { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers },
+            (res) => {
+              let text = ''
+              res.setEncoding('utf8')
+              res.on('data', (chunk: string) => {
+                text += chunk
+              })
+              res.on('end', () =>
+                resolve(
+                  res.statusCode === 200 &&
+                    text.split('"content":" word').length - 1 === (options.tokens ?? 16) &&
+                    text.includes('data: [DONE]'),
+                ),
+              )
+              res.on('error', () => resolve(false))
+            },
+          )
+          req.on('error', () => resolve(false))
+          req.end(payload)
+        }),
+    ),
+  )
+  process.stdout.write(
+    `${JSON.stringify({ streams: count, whole: outcomes.filter(Boolean).length, seconds: (performance.now() - started) / 1000 })}\n`,
+  )
 }
 
 await (options.mode === 'rate' ? rate() : options.mode === 'ttft' ? ttft() : many())

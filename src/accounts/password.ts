@@ -35,7 +35,19 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const parts = stored.split('$')
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false
   const [log2N, r, p] = parts.slice(1, 4).map(Number)
-  if (log2N === undefined || r === undefined || p === undefined || ![log2N, r, p].every(Number.isInteger) || log2N < 10 || log2N > 20 || r < 1 || r > 32 || p < 1 || p > 16) return false
+  if (
+    log2N === undefined ||
+    r === undefined ||
+    p === undefined ||
+    ![log2N, r, p].every(Number.isInteger) ||
+    log2N < 10 ||
+    log2N > 20 ||
+    r < 1 ||
+    r > 32 ||
+    p < 1 ||
+    p > 16
+  )
+    return false
   const expected = Buffer.from(parts[5] ?? '', 'base64url')
   const key = await derive(password, Buffer.from(parts[4] ?? '', 'base64url'), log2N, r, p)
   return expected.length === key.length && timingSafeEqual(expected, key)

@@ -90,7 +90,8 @@ export class AccountService {
     try {
       await this.#store.insert(record)
     } catch (err) {
-      if (err instanceof StoreConflictError) throw gatewayError('conflict', { message: 'This username is taken.', param: 'username' })
+      if (err instanceof StoreConflictError)
+        throw gatewayError('conflict', { message: 'This username is taken.', param: 'username' })
       throw err
     }
     return record
@@ -146,7 +147,7 @@ export class AccountService {
    */
   async checkLogin(name: string, secret: string): Promise<AccountRecord | null> {
     const account = await this.get(name)
-    const matches = await verifyPassword(secret, account?.passwordHash ?? await dummyPasswordHash())
+    const matches = await verifyPassword(secret, account?.passwordHash ?? (await dummyPasswordHash()))
     return account !== null && matches && !account.disabled ? account : null
   }
 

@@ -18,7 +18,11 @@ function hasBody(req: IncomingMessage): boolean {
 }
 
 /** A JSON body where one is optional (rotate): none at all reads as {}. */
-export async function readOptionalJson(req: IncomingMessage, limit: number, rate?: BodyRate): Promise<Record<string, unknown>> {
+export async function readOptionalJson(
+  req: IncomingMessage,
+  limit: number,
+  rate?: BodyRate,
+): Promise<Record<string, unknown>> {
   if (!hasBody(req)) return {}
   return (await readJsonBody(req, limit, rate)).value
 }

@@ -34,7 +34,10 @@ export function registerKeyRoutes(router: Router, deps: AdminDeps): void {
     const body = await readJsonBody(ctx.req, limit, rate)
     const created = await keys.create(body.value)
     ctx.keyId = created.record.id
-    ctx.log.info({ audit: 'key.created', keyId: created.record.id, owner: created.record.owner, tier: created.record.tier }, 'admin: key created')
+    ctx.log.info(
+      { audit: 'key.created', keyId: created.record.id, owner: created.record.owner, tier: created.record.tier },
+      'admin: key created',
+    )
     sendAdmin(ctx, 201, { ...keys.view(created.record), key: created.key })
   })
 
@@ -68,7 +71,10 @@ export function registerKeyRoutes(router: Router, deps: AdminDeps): void {
     const body = await readOptionalJson(ctx.req, limit, rate)
     const rotated = await keys.rotate(params.id ?? '', body)
     ctx.keyId = rotated.record.id
-    ctx.log.info({ audit: 'key.rotated', keyId: rotated.record.id, graceUntil: rotated.record.previousHashValidUntil }, 'admin: key rotated')
+    ctx.log.info(
+      { audit: 'key.rotated', keyId: rotated.record.id, graceUntil: rotated.record.previousHashValidUntil },
+      'admin: key rotated',
+    )
     sendAdmin(ctx, 200, { ...keys.view(rotated.record), key: rotated.key })
   })
 
@@ -80,5 +86,4 @@ export function registerKeyRoutes(router: Router, deps: AdminDeps): void {
     ctx.log.info({ audit: 'key.revoked', keyId: record.id }, 'admin: key revoked')
     sendAdmin(ctx, 200, keys.view(record))
   })
-
 }

@@ -35,7 +35,10 @@ export function registerQueueAdminRoutes(router: Router, deps: AdminDeps): void 
     ctx.route = 'admin.queue.requests.cancel'
     authenticateAdmin(ctx.req)
     const view = await queue().cancel(params.id ?? '')
-    ctx.log.info({ audit: 'queue.request.cancelled', queueId: params.id, status: view.status }, 'admin: queued request cancelled')
+    ctx.log.info(
+      { audit: 'queue.request.cancelled', queueId: params.id, status: view.status },
+      'admin: queued request cancelled',
+    )
     sendAdmin(ctx, 200, view)
   })
 }

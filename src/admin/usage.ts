@@ -47,10 +47,19 @@ interface Sums {
   costNanos: number
 }
 
-const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = { key: 'key_id', owner: 'owner', tier: 'tier', model: 'model' }
+const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = {
+  key: 'key_id',
+  owner: 'owner',
+  tier: 'tier',
+  model: 'model',
+}
 
 /** [from, to] with defaults, checked: from ≤ to, at most MAX_USAGE_DAYS. */
-export function usageRange(from: string | undefined, to: string | undefined, today: Date): { from: string; to: string } {
+export function usageRange(
+  from: string | undefined,
+  to: string | undefined,
+  today: Date,
+): { from: string; to: string } {
   const end = to ?? utcDay(today)
   const start = from ?? utcDay(new Date((dayNumber(end) - (DEFAULT_USAGE_DAYS - 1)) * 86_400_000))
   const span = dayNumber(end) - dayNumber(start) + 1
@@ -59,7 +68,8 @@ export function usageRange(from: string | undefined, to: string | undefined, tod
     // `to` defaults to today, so a `from` more than a year back fails on its own: the
     // message names both ends, and the way out.
     throw gatewayError('invalid_body', {
-      message: `A usage query covers at most ${MAX_USAGE_DAYS} days; ${start} to ${end} is ${span}${to === undefined ? ' (`to` defaults to today)' : ''}. ` +
+      message:
+        `A usage query covers at most ${MAX_USAGE_DAYS} days; ${start} to ${end} is ${span}${to === undefined ? ' (`to` defaults to today)' : ''}. ` +
         `Ask for several ranges of ${MAX_USAGE_DAYS} days or fewer with \`from\` and \`to\` (\`tollgate keys usage\` does this itself), or a later \`from\`.`,
       param: 'from',
     })
@@ -79,7 +89,12 @@ function add(into: Sums, row: UsageRecord): void {
 }
 
 function totalsOf(sums: Sums): Totals {
-  return { requests: sums.requests, input_tokens: sums.inputTokens, output_tokens: sums.outputTokens, cost: toUnits(sums.costNanos) }
+  return {
+    requests: sums.requests,
+    input_tokens: sums.inputTokens,
+    output_tokens: sums.outputTokens,
+    cost: toUnits(sums.costNanos),
+  }
 }
 
 export function summarise(rows: readonly UsageRecord[]): Totals {
@@ -88,14 +103,18 @@ export function summarise(rows: readonly UsageRecord[]): Totals {
   return totalsOf(sums)
 }
 
-export function groupUsage(rows: readonly UsageRecord[], group: UsageGroup, daily: boolean): Array<Record<string, string | number>> {
+export function groupUsage(
+  rows: readonly UsageRecord[],
+  group: UsageGroup,
+  daily: boolean,
+): Array<Record<string, string | number>> {
   const field = GROUP_FIELD[group]
   const groups = new Map<string, { name: string; day: string | undefined; totals: Sums }>()
   for (const row of rows) {
     const name = group === 'key' ? row.keyId : row[group]
     const id = daily ? `${row.day}\u0000${name}` : name
     let entry = groups.get(id)
-    if (entry === undefined) groups.set(id, entry = { name, day: daily ? row.day : undefined, totals: zero() })
+    if (entry === undefined) groups.set(id, (entry = { name, day: daily ? row.day : undefined, totals: zero() }))
     add(entry.totals, row)
   }
   return [...groups.values()]
@@ -126,7 +145,12 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       // Every cost below is in the plans' currency; JSON keeps the numbers and names it once.
       currency: planCurrency(deps.config.plans),
       data: rows.map((r) => ({
-        day: r.day, model: r.model, requests: r.requests, input_tokens: r.inputTokens, output_tokens: r.outputTokens, cost: toUnits(r.costNanos),
+        day: r.day,
+        model: r.model,
+        requests: r.requests,
+        input_tokens: r.inputTokens,
+        output_tokens: r.outputTokens,
+        cost: toUnits(r.costNanos),
       })),
       by_model: groupUsage(rows, 'model', false),
       totals: summarise(rows),
@@ -138,10 +162,12 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
     authenticateAdmin(ctx.req)
     const q = parseQuery(usageQuery, query)
     const range = usageRange(q.from, q.to, new Date())
-    const rows = (await read(range)).filter((r) =>
-      (q.owner === undefined || r.owner === q.owner) &&
-      (q.tier === undefined || r.tier === q.tier) &&
-      (q.model === undefined || r.model === q.model))
+    const rows = (await read(range)).filter(
+      (r) =>
+        (q.owner === undefined || r.owner === q.owner) &&
+        (q.tier === undefined || r.tier === q.tier) &&
+        (q.model === undefined || r.model === q.model),
+    )
     sendAdmin(ctx, 200, {
       object: 'usage',
       group_by: q.group_by,

@@ -28,7 +28,10 @@ export function registerUserRoutes(router: Router, deps: UserAdminDeps): void {
     authenticateAdmin(ctx.req)
     const body = await readJsonBody(ctx.req, limit, rate)
     const record = await accounts.create(body.value)
-    ctx.log.info({ audit: 'user.created', userId: record.id, username: record.username, tenant: record.tenant }, 'admin: user created')
+    ctx.log.info(
+      { audit: 'user.created', userId: record.id, username: record.username, tenant: record.tenant },
+      'admin: user created',
+    )
     sendAdmin(ctx, 201, accounts.view(record))
   })
 
@@ -51,7 +54,10 @@ export function registerUserRoutes(router: Router, deps: UserAdminDeps): void {
     authenticateAdmin(ctx.req)
     const body = await readJsonBody(ctx.req, limit, rate)
     const record = await accounts.update(params.username ?? '', body.value)
-    ctx.log.info({ audit: 'user.updated', userId: record.id, fields: Object.keys(body.value).filter((f) => /^\w{1,32}$/.test(f)) }, 'admin: user updated')
+    ctx.log.info(
+      { audit: 'user.updated', userId: record.id, fields: Object.keys(body.value).filter((f) => /^\w{1,32}$/.test(f)) },
+      'admin: user updated',
+    )
     sendAdmin(ctx, 200, accounts.view(record))
   })
 
@@ -65,26 +71,63 @@ export function registerUserRoutes(router: Router, deps: UserAdminDeps): void {
 }
 
 const TAG = 'Admin: users'
-const user = { username: 'The user\'s username.' }
+const user = { username: "The user's username." }
 const admin = { security: 'admin' } as const
 
 export const USER_ADMIN_OPERATIONS: readonly OperationDoc[] = [
   {
-    ...admin, method: 'post', path: '/admin/users', operationId: 'createUser', tag: TAG, summary: 'Create a RAG gateway user',
-    description: 'The password is kept only as a scrypt hash. `tenant` defaults to `default`. A taken username is a 409.',
+    ...admin,
+    method: 'post',
+    path: '/admin/users',
+    operationId: 'createUser',
+    tag: TAG,
+    summary: 'Create a RAG gateway user',
+    description:
+      'The password is kept only as a scrypt hash. `tenant` defaults to `default`. A taken username is a 409.',
     body: { contentType: 'application/json', schema: createUserSchema },
     responses: { 201: { description: 'Created', schema: User } },
   },
-  { ...admin, method: 'get', path: '/admin/users', operationId: 'listUsers', tag: TAG, summary: 'List RAG gateway users', responses: { 200: { description: 'OK, by username', schema: UserList } } },
-  { ...admin, method: 'get', path: '/admin/users/{username}', operationId: 'retrieveUser', tag: TAG, summary: 'Retrieve a user', pathParams: user, responses: { 200: { description: 'OK', schema: User } } },
   {
-    ...admin, method: 'patch', path: '/admin/users/{username}', operationId: 'updateUser', tag: TAG, summary: 'Change a user',
-    description: 'Roles, groups, tenant, password, disabled; a field left out stays. A new password ends the user\'s sessions; a disabled user\'s tokens are refused.',
-    pathParams: user, body: { contentType: 'application/json', schema: updateUserSchema }, responses: { 200: { description: 'OK', schema: User } },
+    ...admin,
+    method: 'get',
+    path: '/admin/users',
+    operationId: 'listUsers',
+    tag: TAG,
+    summary: 'List RAG gateway users',
+    responses: { 200: { description: 'OK, by username', schema: UserList } },
   },
   {
-    ...admin, method: 'delete', path: '/admin/users/{username}', operationId: 'deleteUser', tag: TAG, summary: 'Delete a user',
+    ...admin,
+    method: 'get',
+    path: '/admin/users/{username}',
+    operationId: 'retrieveUser',
+    tag: TAG,
+    summary: 'Retrieve a user',
+    pathParams: user,
+    responses: { 200: { description: 'OK', schema: User } },
+  },
+  {
+    ...admin,
+    method: 'patch',
+    path: '/admin/users/{username}',
+    operationId: 'updateUser',
+    tag: TAG,
+    summary: 'Change a user',
+    description:
+      "Roles, groups, tenant, password, disabled; a field left out stays. A new password ends the user's sessions; a disabled user's tokens are refused.",
+    pathParams: user,
+    body: { contentType: 'application/json', schema: updateUserSchema },
+    responses: { 200: { description: 'OK', schema: User } },
+  },
+  {
+    ...admin,
+    method: 'delete',
+    path: '/admin/users/{username}',
+    operationId: 'deleteUser',
+    tag: TAG,
+    summary: 'Delete a user',
     description: 'Its access tokens are refused from then on (within `ragAuth.revocationCacheMs` on other instances).',
-    pathParams: user, responses: { 200: { description: 'The deleted user', schema: User.extend({ deleted: z.literal(true) }) } },
+    pathParams: user,
+    responses: { 200: { description: 'The deleted user', schema: User.extend({ deleted: z.literal(true) }) } },
   },
 ]

@@ -5,21 +5,33 @@
 import { z } from 'zod'
 
 /** The error body every refusal under /v2, /v1, /queue and /admin has (src/errors.ts). */
-export const ErrorBody = z.object({
-  error: z.object({
-    message: z.string(),
-    type: z.string().meta({ description: 'invalid_request_error, authentication_error, permission_error, requests, tokens, insufficient_quota, server_error' }),
-    param: z.string().nullable().meta({ description: 'The parameter at fault, when there is one.' }),
-    code: z.string().nullable().meta({ description: 'A stable code per cause (see src/errors.ts).' }),
-  }),
-  detail: z.string().meta({ description: 'The same message as `error.message`, where FastAPI-style clients (and the provider\'s own API) put it.' }),
-}).meta({ description: 'An error, in OpenAI\'s shape, with FastAPI\'s `detail` beside it: the OpenAI SDKs read `error`, code written for the provider\'s API reads `detail`. Upstream errors in OpenAI\'s shape are relayed with `detail` added.' })
+export const ErrorBody = z
+  .object({
+    error: z.object({
+      message: z.string(),
+      type: z.string().meta({
+        description:
+          'invalid_request_error, authentication_error, permission_error, requests, tokens, insufficient_quota, server_error',
+      }),
+      param: z.string().nullable().meta({ description: 'The parameter at fault, when there is one.' }),
+      code: z.string().nullable().meta({ description: 'A stable code per cause (see src/errors.ts).' }),
+    }),
+    detail: z.string().meta({
+      description:
+        "The same message as `error.message`, where FastAPI-style clients (and the provider's own API) put it.",
+    }),
+  })
+  .meta({
+    description:
+      "An error, in OpenAI's shape, with FastAPI's `detail` beside it: the OpenAI SDKs read `error`, code written for the provider's API reads `detail`. Upstream errors in OpenAI's shape are relayed with `detail` added.",
+  })
 
 /** FastAPI's error body, on the RAG gateway's side. */
-export const DetailBody = z.object({ detail: z.string() }).meta({ description: 'An error, in FastAPI\'s shape.' })
+export const DetailBody = z.object({ detail: z.string() }).meta({ description: "An error, in FastAPI's shape." })
 
 /** Up to 16 string pairs kept on an object for the caller. */
-export const Metadata = z.record(z.string().max(64), z.string().max(512))
+export const Metadata = z
+  .record(z.string().max(64), z.string().max(512))
   .refine((m) => Object.keys(m).length <= 16, 'at most 16 keys')
   .nullable()
   .meta({ description: 'Up to 16 key-value pairs: keys up to 64 characters, values up to 512.' })
@@ -56,11 +68,16 @@ export function deletedObject(object: string) {
  * this marker (the bytes are spooled to disk, not held); the document shows it as binary.
  */
 export const UPLOADED_PART: unique symbol = Symbol('uploaded part')
-export const filePart = z.custom<typeof UPLOADED_PART>((value) => value === UPLOADED_PART, { message: 'expected a file part' })
+export const filePart = z
+  .custom<typeof UPLOADED_PART>((value) => value === UPLOADED_PART, { message: 'expected a file part' })
   .meta({ type: 'string', format: 'binary' })
 
 /** The embedding tokens a call cost, where the backend reports them (an extension to OpenAI's objects). */
-export const EmbeddingUsage = z.object({
-  prompt_tokens: z.number().int().min(0),
-  total_tokens: z.number().int().min(0),
-}).meta({ description: 'Tokens embedded for this call (Tollgate\'s mock reports them; metering charges them to the key).' })
+export const EmbeddingUsage = z
+  .object({
+    prompt_tokens: z.number().int().min(0),
+    total_tokens: z.number().int().min(0),
+  })
+  .meta({
+    description: "Tokens embedded for this call (Tollgate's mock reports them; metering charges them to the key).",
+  })

@@ -39,12 +39,19 @@ export function describeIssues(error: z.ZodError, input: unknown): Problem {
   if (issue === undefined) return { kind: 'value', param: null, message: 'The request body is invalid.' }
   const param = paramOf(issue.path)
   const name = param ?? 'body'
-  if (valueAt(input, issue.path) === undefined && (issue.code === 'invalid_type' || issue.code === 'custom' || issue.code === 'invalid_union')) {
+  if (
+    valueAt(input, issue.path) === undefined &&
+    (issue.code === 'invalid_type' || issue.code === 'custom' || issue.code === 'invalid_union')
+  ) {
     return { kind: 'missing', param, message: `Missing required parameter: '${name}'.` }
   }
   switch (issue.code) {
     case 'invalid_type':
-      return { kind: 'type', param, message: `Invalid type for '${name}': expected ${issue.expected === 'int' ? 'an integer' : issue.expected}.` }
+      return {
+        kind: 'type',
+        param,
+        message: `Invalid type for '${name}': expected ${issue.expected === 'int' ? 'an integer' : issue.expected}.`,
+      }
     case 'invalid_union':
       return { kind: 'type', param, message: `Invalid type for '${name}'.` }
     case 'unrecognized_keys': {

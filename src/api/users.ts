@@ -2,17 +2,19 @@
 // by the schemas beside the code (accounts/service.ts, jwt/routes.ts).
 import { z } from 'zod'
 
-export const User = z.object({
-  object: z.literal('user'),
-  id: z.string().meta({ description: 'Stable id (`usr_…`), the `sub` of the user\'s access tokens.' }),
-  username: z.string(),
-  roles: z.array(z.string()),
-  groups: z.array(z.string()),
-  tenant: z.string(),
-  disabled: z.boolean().meta({ description: 'A disabled user cannot log in, and its tokens are refused.' }),
-  created_at: z.string(),
-  updated_at: z.string(),
-}).meta({ description: 'A RAG gateway account. Never its password or its hash.' })
+export const User = z
+  .object({
+    object: z.literal('user'),
+    id: z.string().meta({ description: "Stable id (`usr_…`), the `sub` of the user's access tokens." }),
+    username: z.string(),
+    roles: z.array(z.string()),
+    groups: z.array(z.string()),
+    tenant: z.string(),
+    disabled: z.boolean().meta({ description: 'A disabled user cannot log in, and its tokens are refused.' }),
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .meta({ description: 'A RAG gateway account. Never its password or its hash.' })
 
 export const UserList = z.object({ object: z.literal('list'), data: z.array(User) })
 
@@ -20,7 +22,9 @@ export const TokenPair = z.object({
   access_token: z.string().meta({ description: 'A JWT (EdDSA) to send as `Authorization: Bearer …`.' }),
   token_type: z.literal('bearer'),
   expires_in: z.number().int().meta({ description: 'Seconds the access token is valid for.' }),
-  refresh_token: z.string().meta({ description: 'Good for one POST /api/v1/auth/refresh; using it twice ends the session.' }),
+  refresh_token: z
+    .string()
+    .meta({ description: 'Good for one POST /api/v1/auth/refresh; using it twice ends the session.' }),
 })
 
 export const Me = z.object({
@@ -33,5 +37,7 @@ export const Me = z.object({
 })
 
 export const Jwks = z.object({
-  keys: z.array(z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string(), alg: z.string(), use: z.string() })),
+  keys: z.array(
+    z.object({ kty: z.string(), crv: z.string(), x: z.string(), kid: z.string(), alg: z.string(), use: z.string() }),
+  ),
 })

@@ -36,7 +36,8 @@ export function ensureStoredAdminToken(dataDir: string): { token: string; create
     return { token, created: true }
   } catch (err) {
     // Another process made it first (a CLI and a gateway starting together): use theirs.
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return { token: readStoredAdminToken(dataDir) ?? token, created: false }
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+      return { token: readStoredAdminToken(dataDir) ?? token, created: false }
     throw err
   }
 }
@@ -52,7 +53,11 @@ export function resetStoredAdminToken(dataDir: string): string {
 }
 
 /** Calls onChange with the stored token whenever the file changes; returns a stop function. */
-export function watchStoredAdminToken(dataDir: string, onChange: (token: string | null) => void, intervalMs = 1000): () => void {
+export function watchStoredAdminToken(
+  dataDir: string,
+  onChange: (token: string | null) => void,
+  intervalMs = 1000,
+): () => void {
   const path = adminTokenPath(dataDir)
   const listener = (): void => {
     try {

@@ -25,12 +25,16 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
     const presented = presentedKey(req)
     if (presented.kind === 'none') throw gatewayError('missing_api_key')
     if (presented.kind === 'conflict') {
-      throw gatewayError('invalid_api_key', { message: 'Two different API keys were sent, one as Authorization: Bearer and one in the api-key header. Send one.' })
+      throw gatewayError('invalid_api_key', {
+        message:
+          'Two different API keys were sent, one as Authorization: Bearer and one in the api-key header. Send one.',
+      })
     }
     const token = presented.key
     // The message never contains the key, not even a part of it.
     const malformed = malformedKeyReason(token)
-    if (malformed !== null) throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })
+    if (malformed !== null)
+      throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })
     const hash = options.hash(token)
     const key = await options.lookup.findByHash(hash)
     if (!key) throw gatewayError('invalid_api_key')
@@ -40,7 +44,8 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
     if (hash !== key.hash) {
       // The previous secret of a rotated key: only while the grace lasts.
       const until = key.previousHashValidUntil === null ? 0 : Date.parse(key.previousHashValidUntil)
-      if (hash !== key.previousHash || until <= at) throw gatewayError('invalid_api_key', { message: 'This API key was rotated and is no longer valid.' })
+      if (hash !== key.previousHash || until <= at)
+        throw gatewayError('invalid_api_key', { message: 'This API key was rotated and is no longer valid.' })
     }
     return principalOf(key)
   }

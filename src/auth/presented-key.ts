@@ -10,9 +10,7 @@ import type { IncomingMessage } from 'node:http'
 import { bearerToken } from './bearer.ts'
 
 export type PresentedKey =
-  | { readonly kind: 'none' }
-  | { readonly kind: 'key'; readonly key: string }
-  | { readonly kind: 'conflict' }
+  { readonly kind: 'none' } | { readonly kind: 'key'; readonly key: string } | { readonly kind: 'conflict' }
 
 /** The value of the `api-key` header, or null when there is none (or it is blank). */
 export function apiKeyHeader(req: IncomingMessage): string | null {

@@ -93,7 +93,11 @@ export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
 const isAuthFailure = (err: unknown): boolean => err instanceof GatewayError && err.status === 401
 
 /** The API-key authenticator behind the throttle. */
-export function throttleApiKeys(authenticate: ApiKeyAuthenticator, throttle: AuthThrottle, addressOf: (req: IncomingMessage) => string): ApiKeyAuthenticator {
+export function throttleApiKeys(
+  authenticate: ApiKeyAuthenticator,
+  throttle: AuthThrottle,
+  addressOf: (req: IncomingMessage) => string,
+): ApiKeyAuthenticator {
   return async (req) => {
     const address = addressOf(req)
     throttle.check(address)
@@ -107,7 +111,11 @@ export function throttleApiKeys(authenticate: ApiKeyAuthenticator, throttle: Aut
 }
 
 /** The admin authenticator behind the same throttle. It is synchronous, so the failure is counted without waiting. */
-export function throttleAdmin(authenticate: AdminAuthenticator, throttle: AuthThrottle, addressOf: (req: IncomingMessage) => string): AdminAuthenticator {
+export function throttleAdmin(
+  authenticate: AdminAuthenticator,
+  throttle: AuthThrottle,
+  addressOf: (req: IncomingMessage) => string,
+): AdminAuthenticator {
   return (req) => {
     const address = addressOf(req)
     throttle.check(address)

@@ -5,10 +5,19 @@ import { createOpenAIBackend } from './openai.ts'
 import type { BackendAdapter } from './port.ts'
 
 /** `models`: the configured models, for what a mock needs to know of those it serves. */
-export function createAdapter(name: string, config: BackendConfig, secrets: Secrets, dataDir?: string, models: readonly ModelConfig[] = []): BackendAdapter {
+export function createAdapter(
+  name: string,
+  config: BackendConfig,
+  secrets: Secrets,
+  dataDir?: string,
+  models: readonly ModelConfig[] = [],
+): BackendAdapter {
   switch (config.type) {
     case 'mock':
-      return createMockBackend(name, config, { ...(dataDir === undefined ? {} : { dataDir }), embeddingDimensions: embeddingDimensions(name, models) })
+      return createMockBackend(name, config, {
+        ...(dataDir === undefined ? {} : { dataDir }),
+        embeddingDimensions: embeddingDimensions(name, models),
+      })
     case 'openai':
       return createOpenAIBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
   }

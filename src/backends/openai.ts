@@ -17,8 +17,14 @@ import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
 
 // Response headers that describe the upstream connection, not the message.
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer',
-  'upgrade', 'proxy-authenticate',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-authenticate',
 ])
 
 /** One send(): the parts of the exchange that the proxy's events need to reach. */
@@ -26,7 +32,11 @@ interface Attempt {
   onProxyReq(proxyReq: ClientRequest, socket: Socket): void
 }
 
-export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, apiKey: string | undefined): BackendAdapter {
+export function createOpenAIBackend(
+  name: string,
+  config: OpenAIBackendConfig,
+  apiKey: string | undefined,
+): BackendAdapter {
   const root = config.baseUrl.replace(/\/+$/, '')
   const secure = root.startsWith('https:')
   const credentials = credentialHeaders(new URL(root).hostname, apiKey)
@@ -89,20 +99,27 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
 
       const headerTimer = setTimeout(() => {
         // Still connecting means nothing was sent: another deployment may take it.
-        fail(connected
-          ? gatewayError('upstream_timeout', {
-            message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
-          })
-          : gatewayError('upstream_unreachable', {
-            message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
-          }))
+        fail(
+          connected
+            ? gatewayError('upstream_timeout', {
+                message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
+              })
+            : gatewayError('upstream_unreachable', {
+                message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
+              }),
+        )
       }, config.responseTimeoutMs)
 
       const onAbort = (): void => {
         const reason: unknown = request.signal.reason
-        fail(reason instanceof GatewayError
-          ? reason
-          : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.', cause: reason }))
+        fail(
+          reason instanceof GatewayError
+            ? reason
+            : gatewayError('upstream_timeout', {
+                message: 'The request was cancelled before the upstream answered.',
+                cause: reason,
+              }),
+        )
       }
 
       function cleanup(): void {
@@ -113,7 +130,12 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
 
       function fail(error: GatewayError): void {
         if (settled) return
-        if (error.errorName === 'upstream_unreachable' && proxyReq?.reusedSocket === true && !request.client.res.destroyed) staleSocket.add(error)
+        if (
+          error.errorName === 'upstream_unreachable' &&
+          proxyReq?.reusedSocket === true &&
+          !request.client.res.destroyed
+        )
+          staleSocket.add(error)
         cleanup()
         proxyReq?.destroy()
         gate.destroy()
@@ -142,7 +164,10 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
             return
           }
           connected = !socket.connecting
-          if (!connected) socket.once('connect', () => { connected = true })
+          if (!connected)
+            socket.once('connect', () => {
+              connected = true
+            })
           try {
             rewriteOutgoingHeaders(req, outgoing)
           } catch (err) {
@@ -156,11 +181,15 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
           // error (with its stack) is built only when it is still news.
           req.once('close', () => {
             if (settled) return
-            fail(request.client.res.destroyed
-              // http-proxy-3 drops the upstream request when the client leaves; that is
-              // final, whatever the gateway's signal has said so far.
-              ? gatewayError('upstream_timeout', { message: 'The client went away before the upstream answered.' })
-              : gatewayError('upstream_unreachable', { message: 'The upstream connection closed before a response arrived.' }))
+            fail(
+              request.client.res.destroyed
+                ? // http-proxy-3 drops the upstream request when the client leaves; that is
+                  // final, whatever the gateway's signal has said so far.
+                  gatewayError('upstream_timeout', { message: 'The client went away before the upstream answered.' })
+                : gatewayError('upstream_unreachable', {
+                    message: 'The upstream connection closed before a response arrived.',
+                  }),
+            )
           })
           framing.pipeInto(gate, (err) => fail(gatewayError('internal', { cause: err })))
         },
@@ -172,14 +201,19 @@ export function createOpenAIBackend(name: string, config: OpenAIBackendConfig, a
       }
       request.signal.addEventListener('abort', onAbort, { once: true })
 
-      proxy.web(request.client.req, request.client.res, {
-        target,
-        buffer: gate,
-        method: request.method,
-        // Node sends the headers of a request with Expect at once, before 'proxyReq' could
-        // remove the client's credentials; an empty value keeps it from doing so.
-        headers: { expect: '' },
-      }, (err) => fail(beforeHeadersError(err)))
+      proxy.web(
+        request.client.req,
+        request.client.res,
+        {
+          target,
+          buffer: gate,
+          method: request.method,
+          // Node sends the headers of a request with Expect at once, before 'proxyReq' could
+          // remove the client's credentials; an empty value keeps it from doing so.
+          headers: { expect: '' },
+        },
+        (err) => fail(beforeHeadersError(err)),
+      )
     })
   }
 
@@ -206,7 +240,9 @@ function framingOf(body: RequestBody): Framing {
       const bytes = Buffer.from(JSON.stringify(body.value), 'utf8')
       return {
         headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
-        pipeInto: (gate) => { gate.end(bytes) },
+        pipeInto: (gate) => {
+          gate.end(bytes)
+        },
       }
     }
     case 'multipart':
@@ -220,7 +256,12 @@ function framingOf(body: RequestBody): Framing {
         },
       }
     case 'none':
-      return { headers: {}, pipeInto: (gate) => { gate.end() } }
+      return {
+        headers: {},
+        pipeInto: (gate) => {
+          gate.end()
+        },
+      }
   }
 }
 
@@ -231,7 +272,10 @@ function framingOf(body: RequestBody): Framing {
 function checkedPath(path: string): string {
   const pathname = path.split('?', 1)[0] ?? ''
   const segments = pathname.split('/').map((s) => s.toLowerCase())
-  if (!pathname.startsWith('/') || segments.some((s) => s === '.' || s === '..' || s === '%2e' || s === '%2e%2e' || s === '.%2e' || s === '%2e.')) {
+  if (
+    !pathname.startsWith('/') ||
+    segments.some((s) => s === '.' || s === '..' || s === '%2e' || s === '%2e%2e' || s === '.%2e' || s === '%2e.')
+  ) {
     throw gatewayError('unknown_route')
   }
   return path
@@ -256,7 +300,9 @@ function watchBody(proxyRes: IncomingMessage, idleMs: number, signal: AbortSigna
   // The consumer attaches its own listeners when it reads; an error before then (an idle
   // timeout on a body nobody reads yet) must not take the process down.
   body.on('error', () => undefined)
-  const onAbort = (): void => { body.destroy() }
+  const onAbort = (): void => {
+    body.destroy()
+  }
   signal.addEventListener('abort', onAbort, { once: true })
   proxyRes.on('error', (err) => body.destroy(midBodyError(err)))
   proxyRes.on('close', () => {

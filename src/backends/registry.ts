@@ -29,7 +29,10 @@ export interface BackendRegistry {
 
 export type AdapterFactory = (name: string, config: Config['backends'][string]) => BackendAdapter
 
-export function createRegistry(config: Pick<Config, 'backends' | 'models' | 'resourceBackend'>, factory: AdapterFactory): BackendRegistry {
+export function createRegistry(
+  config: Pick<Config, 'backends' | 'models' | 'resourceBackend'>,
+  factory: AdapterFactory,
+): BackendRegistry {
   const adapters = new Map<string, BackendAdapter>()
   for (const [name, backend] of Object.entries(config.backends)) adapters.set(name, factory(name, backend))
   const adapter = (name: string): BackendAdapter => {
@@ -49,7 +52,12 @@ export function createRegistry(config: Pick<Config, 'backends' | 'models' | 'res
       })),
     })
   }
-  const resources: Deployment = { adapter: adapter(config.resourceBackend), upstreamModel: null, weight: 1, deploymentIndex: 0 }
+  const resources: Deployment = {
+    adapter: adapter(config.resourceBackend),
+    upstreamModel: null,
+    weight: 1,
+    deploymentIndex: 0,
+  }
   return {
     model: (name) => routes.get(name),
     models: () => config.models,

@@ -8,7 +8,17 @@
 // header, a 429, a 503). Until an instance has seen one itself it does not ask the store;
 // a cooldown another instance learned reaches it with its own first refusal.
 import { randomUUID } from 'node:crypto'
-import type { Acquisition, CandidateSpec, CapacityEstimate, CapacityLease, CapacityStore, CapacityUsage, DeploymentCapacity, DeploymentDeclaration, LearnedUpdate } from './port.ts'
+import type {
+  Acquisition,
+  CandidateSpec,
+  CapacityEstimate,
+  CapacityLease,
+  CapacityStore,
+  CapacityUsage,
+  DeploymentCapacity,
+  DeploymentDeclaration,
+  LearnedUpdate,
+} from './port.ts'
 import { teaches, type UpstreamObservation } from './upstream-headers.ts'
 
 export interface CapacityOptions {
@@ -21,7 +31,8 @@ export interface CapacityOptions {
   readonly onError?: (error: unknown) => void
 }
 
-const positive = (n: number | undefined): number => (typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0)
+const positive = (n: number | undefined): number =>
+  typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0
 
 function specOf(id: string, declaration: DeploymentDeclaration | undefined): CandidateSpec {
   const weight = declaration?.weight
@@ -69,7 +80,14 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   }
   const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
 
-  async function apply(candidate: CandidateSpec, leaseId: string | null, bucket: number, requestsDelta: number, tokensDelta: number, observation: UpstreamObservation | null): Promise<void> {
+  async function apply(
+    candidate: CandidateSpec,
+    leaseId: string | null,
+    bucket: number,
+    requestsDelta: number,
+    tokensDelta: number,
+    observation: UpstreamObservation | null,
+  ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
     if (learned !== null) tracked.add(candidate.id)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
@@ -83,7 +101,10 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     }
   }
 
-  function lease(candidate: CandidateSpec, held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null): CapacityLease {
+  function lease(
+    candidate: CandidateSpec,
+    held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null,
+  ): CapacityLease {
     let observation: UpstreamObservation | null = null
     let released = false
     let renewal: NodeJS.Timeout | undefined
@@ -99,7 +120,13 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     // A stream may outlive any ttl: keep its slot while it runs. The timer holds the process open for no one.
     const every = Math.max(1, Math.floor(store.rules.leaseTtlMs / 3))
     const schedule = (): void => {
-      renewal = setTimeout(() => void renew().then((held) => { if (held && !released) schedule() }), every)
+      renewal = setTimeout(
+        () =>
+          void renew().then((held) => {
+            if (held && !released) schedule()
+          }),
+        every,
+      )
       renewal.unref()
     }
     if (held !== null && candidate.maxConcurrent > 0) schedule()
@@ -116,7 +143,11 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
         if (held === null) return await apply(candidate, null, 0, 0, 0, observation)
         // A refused call never ran: it gives back its request and its tokens.
         const refused = observation?.refused === true
-        const tokensUsed = refused ? 0 : actual !== undefined && Number.isFinite(actual.tokens) ? Math.max(0, Math.ceil(actual.tokens)) : held.tokens
+        const tokensUsed = refused
+          ? 0
+          : actual !== undefined && Number.isFinite(actual.tokens)
+            ? Math.max(0, Math.ceil(actual.tokens))
+            : held.tokens
         await apply(candidate, held.leaseId, held.bucket, refused ? -1 : 0, tokensUsed - held.tokens, observation)
       },
       renew,
@@ -136,7 +167,8 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
         const got = await store.acquire({ now: now(), leaseId, tokens, random: random(), candidates })
         if (!got.ok) return got
         const chosen = candidates[got.index]
-        if (chosen === undefined) throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)
+        if (chosen === undefined)
+          throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)
         return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens }) }
       } catch (error) {
         onError(error)

@@ -1,7 +1,15 @@
 // Deployment capacity in this process: the embedded gateway's store. Same rule as the
 // Lua in redis.ts (the contract tests hold both to it); atomic for free, since each call
 // runs to its end without awaiting anything.
-import type { CandidateSpec, CapacityRules, CapacityStore, DeploymentState, StoreAcquire, StoreAcquired, StoreRelease } from './port.ts'
+import type {
+  CandidateSpec,
+  CapacityRules,
+  CapacityStore,
+  DeploymentState,
+  StoreAcquire,
+  StoreAcquired,
+  StoreRelease,
+} from './port.ts'
 import { DEFAULT_RULES } from './port.ts'
 
 interface Learned {
@@ -39,14 +47,26 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
   function deployment(id: string): Deployment {
     let d = deployments.get(id)
     if (d === undefined) {
-      d = { coolingUntil: 0, flights: new Map(), requests: new Map(), tokens: new Map(), requestsLearned: null, tokensLearned: null }
+      d = {
+        coolingUntil: 0,
+        flights: new Map(),
+        requests: new Map(),
+        tokens: new Map(),
+        requestsLearned: null,
+        tokensLearned: null,
+      }
       deployments.set(id, d)
     }
     return d
   }
 
   /** Drops buckets that left the window; returns the count and, if `cost` does not fit under `limit`, when it will. */
-  function window(buckets: Map<number, number>, now: number, cost: number, limit: number): { used: number; freeAt: number | null } {
+  function window(
+    buckets: Map<number, number>,
+    now: number,
+    cost: number,
+    limit: number,
+  ): { used: number; freeAt: number | null } {
     const current = Math.floor(now / bucketMs)
     let used = 0
     for (const [index, count] of buckets) {
@@ -72,7 +92,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
   }
 
   function stand(c: CandidateSpec, d: Deployment, now: number, tokens: number): Standing {
-    if (c.tpm > 0 && tokens > c.tpm) return { tooLarge: true, blocked: true, cooling: false, freeAt: Infinity, headroom: 0 }
+    if (c.tpm > 0 && tokens > c.tpm)
+      return { tooLarge: true, blocked: true, cooling: false, freeAt: Infinity, headroom: 0 }
     const per = Math.max(tokens, 1)
     let blocked = false
     let freeAt = now
@@ -146,8 +167,10 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       const l = release.learned
       if (l === null) return
       if (l.cooldownUntil !== null && l.cooldownUntil > now) d.coolingUntil = Math.max(d.coolingUntil, l.cooldownUntil)
-      if (l.requestsRemaining !== null) d.requestsLearned = { remaining: l.requestsRemaining, until: l.requestsResetAt ?? now + rules.learnedHoldMs }
-      if (l.tokensRemaining !== null) d.tokensLearned = { remaining: l.tokensRemaining, until: l.tokensResetAt ?? now + rules.learnedHoldMs }
+      if (l.requestsRemaining !== null)
+        d.requestsLearned = { remaining: l.requestsRemaining, until: l.requestsResetAt ?? now + rules.learnedHoldMs }
+      if (l.tokensRemaining !== null)
+        d.tokensLearned = { remaining: l.tokensRemaining, until: l.tokensResetAt ?? now + rules.learnedHoldMs }
     },
     async renew(deploymentId: string, leaseId: string, now: number): Promise<boolean> {
       const d = deployment(deploymentId)

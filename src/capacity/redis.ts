@@ -14,7 +14,14 @@
 // test can hold a cooldown to the millisecond.
 import type { RedisConnection } from '../store/redis-client.ts'
 import { redisNamespace, runScript, script, withRedis, type Script } from '../store/redis-kit.ts'
-import type { CandidateSpec, CapacityRules, CapacityStore, DeploymentState, RefusalReason, StoreAcquired } from './port.ts'
+import type {
+  CandidateSpec,
+  CapacityRules,
+  CapacityStore,
+  DeploymentState,
+  RefusalReason,
+  StoreAcquired,
+} from './port.ts'
 import { DEFAULT_RULES } from './port.ts'
 
 const KEYS_PER_DEPLOYMENT = 5
@@ -23,7 +30,8 @@ const KEYS_PER_DEPLOYMENT = 5
 // buckets, busy retry ms, lease ttl ms; then weight, rpm, tpm, maxConcurrent per candidate.
 // Returns {1, chosen index (0-based), bucket} or {0, reason (1 cooling, 2 full, 3 too
 // large), retry at or -1}.
-const ACQUIRE = script(`
+const ACQUIRE = script(
+  `
 local now, lease, tokens, rand = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local bucketMs, B, busy, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local cur = math.floor(now / bucketMs)
@@ -163,7 +171,8 @@ end
 if s.rr then redis.call('HINCRBY', KEYS[k + 3], 'rr', -1) end
 if s.tr then redis.call('HINCRBY', KEYS[k + 3], 'tr', -tokens) end
 return { 1, chosen - 1, cur }
-`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)))
+`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)),
+)
 
 // KEYS: c, f, l, r, t of one deployment. ARGV: now, lease id ('' none), bucket, bucket ms,
 // buckets, rpm, tpm, requests delta, tokens delta, learned ('1' or '0'), cooldown until,
@@ -219,7 +228,8 @@ return 1
 
 // KEYS: c, f, l, r, t per deployment. ARGV: now, bucket ms, buckets. Returns per
 // deployment: in flight, requests, tokens, cooling until (0 none), has rr, rr, has tr, tr.
-const INSPECT = script(`
+const INSPECT = script(
+  `
 local now, bucketMs, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cur = math.floor(now / bucketMs)
 local function sum(key)
@@ -241,7 +251,8 @@ for k = 0, #KEYS - 1, KEYS_PER do
   for _, v in ipairs(row) do out[#out + 1] = v end
 end
 return out
-`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)))
+`.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)),
+)
 
 /** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
 export function capacityKeys(prefix: string): { readonly base: string; of(deploymentId: string): string[] } {
@@ -256,7 +267,11 @@ export function capacityKeys(prefix: string): { readonly base: string; of(deploy
 }
 
 function integers(what: string, reply: unknown, length?: number): number[] {
-  if (!Array.isArray(reply) || (length !== undefined && reply.length !== length) || !reply.every((v) => typeof v === 'number')) {
+  if (
+    !Array.isArray(reply) ||
+    (length !== undefined && reply.length !== length) ||
+    !reply.every((v) => typeof v === 'number')
+  ) {
     throw new TypeError(`the capacity ${what} script answered ${JSON.stringify(reply)}`)
   }
   return reply
@@ -269,7 +284,11 @@ export interface RedisCapacityStore extends CapacityStore {
   warm(): Promise<void>
 }
 
-export function redisCapacityStore(redis: RedisConnection, prefix: string, rules: CapacityRules = DEFAULT_RULES): RedisCapacityStore {
+export function redisCapacityStore(
+  redis: RedisConnection,
+  prefix: string,
+  rules: CapacityRules = DEFAULT_RULES,
+): RedisCapacityStore {
   const keys = capacityKeys(prefix)
   const bucketMs = Math.ceil(rules.windowMs / rules.buckets)
   // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
@@ -282,12 +301,27 @@ export function redisCapacityStore(redis: RedisConnection, prefix: string, rules
     kind: 'redis',
     rules,
     async warm() {
-      await withRedis(redis, () => Promise.all([ACQUIRE, RELEASE, RENEW, INSPECT].map((s) => redis.script('LOAD', s.source))))
+      await withRedis(redis, () =>
+        Promise.all([ACQUIRE, RELEASE, RENEW, INSPECT].map((s) => redis.script('LOAD', s.source))),
+      )
     },
     async acquire(request): Promise<StoreAcquired> {
-      const args: (string | number)[] = [request.now, request.leaseId, request.tokens, request.random, bucketMs, rules.buckets, rules.busyRetryMs, rules.leaseTtlMs]
+      const args: (string | number)[] = [
+        request.now,
+        request.leaseId,
+        request.tokens,
+        request.random,
+        bucketMs,
+        rules.buckets,
+        rules.busyRetryMs,
+        rules.leaseTtlMs,
+      ]
       for (const c of request.candidates) args.push(c.weight, c.rpm, c.tpm, c.maxConcurrent)
-      const [ok, a, b] = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args), 3) as [number, number, number]
+      const [ok, a, b] = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args), 3) as [
+        number,
+        number,
+        number,
+      ]
       if (ok === 1) return { ok: true, index: a, bucket: b }
       return { ok: false, reason: REASONS[a] ?? 'full', retryAt: b < 0 ? null : b }
     },
@@ -295,10 +329,22 @@ export function redisCapacityStore(redis: RedisConnection, prefix: string, rules
       const c = release.candidate
       const l = release.learned
       const args: (string | number)[] = [
-        release.now, release.leaseId ?? '', release.bucket, bucketMs, rules.buckets, c.rpm, c.tpm, release.requestsDelta, release.tokensDelta,
+        release.now,
+        release.leaseId ?? '',
+        release.bucket,
+        bucketMs,
+        rules.buckets,
+        c.rpm,
+        c.tpm,
+        release.requestsDelta,
+        release.tokensDelta,
         l === null ? '0' : '1',
-        orEmpty(l?.cooldownUntil ?? null), orEmpty(l?.requestsRemaining ?? null), orEmpty(l?.requestsResetAt ?? null),
-        orEmpty(l?.tokensRemaining ?? null), orEmpty(l?.tokensResetAt ?? null), rules.learnedHoldMs,
+        orEmpty(l?.cooldownUntil ?? null),
+        orEmpty(l?.requestsRemaining ?? null),
+        orEmpty(l?.requestsResetAt ?? null),
+        orEmpty(l?.tokensRemaining ?? null),
+        orEmpty(l?.tokensResetAt ?? null),
+        rules.learnedHoldMs,
       ]
       await run(RELEASE, keys.of(c.id), args)
     },
@@ -308,9 +354,22 @@ export function redisCapacityStore(redis: RedisConnection, prefix: string, rules
     },
     async inspect(candidates, now): Promise<DeploymentState[]> {
       if (candidates.length === 0) return []
-      const reply = integers('inspect', await run(INSPECT, keysOf(candidates), [now, bucketMs, rules.buckets]), 8 * candidates.length)
+      const reply = integers(
+        'inspect',
+        await run(INSPECT, keysOf(candidates), [now, bucketMs, rules.buckets]),
+        8 * candidates.length,
+      )
       return candidates.map((c, i) => {
-        const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr] = reply.slice(8 * i, 8 * i + 8) as [number, number, number, number, number, number, number, number]
+        const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr] = reply.slice(8 * i, 8 * i + 8) as [
+          number,
+          number,
+          number,
+          number,
+          number,
+          number,
+          number,
+          number,
+        ]
         return {
           deploymentId: c.id,
           inFlight,

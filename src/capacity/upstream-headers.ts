@@ -77,9 +77,19 @@ const MAX_VALUE_LENGTH = 64
 const NUMBER = /^\d{1,15}(?:\.\d{1,9})?$/
 /** Plain numbers above this are epoch seconds (some providers write their reset that way), not a wait. */
 const EPOCH_SECONDS_FLOOR = 1_000_000_000
-const UNIT_MS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 0.001, 'µs': 0.001, 'μs': 0.001, ns: 0.000_001 }
+const UNIT_MS: Readonly<Record<string, number>> = {
+  h: 3_600_000,
+  m: 60_000,
+  s: 1000,
+  ms: 1,
+  us: 0.001,
+  µs: 0.001,
+  μs: 0.001,
+  ns: 0.000_001,
+}
 const DURATION_PART = /(\d{1,15}(?:\.\d{1,9})?)(h|ms|m|s|us|µs|μs|ns)/y
-const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/
+const IMF_FIXDATE =
+  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/
 const OLLAMA_QUEUE_FULL = /server busy|maximum pending requests/i
 
 /** One header's single value, or null when absent, repeated with different values, or implausibly long. */
@@ -147,7 +157,12 @@ export function retryAfterAt(headers: HeaderBag, now: number): number | null {
   return Number.isFinite(date) ? Math.max(date, now) : null
 }
 
-function dimension(headers: HeaderBag, suffix: 'requests' | 'tokens', now: number, maxResetMs: number): DimensionObservation | null {
+function dimension(
+  headers: HeaderBag,
+  suffix: 'requests' | 'tokens',
+  now: number,
+  maxResetMs: number,
+): DimensionObservation | null {
   const limit = decimal(single(headers, `x-ratelimit-limit-${suffix}`))
   let remaining = decimal(single(headers, `x-ratelimit-remaining-${suffix}`))
   const reset = resetAt(single(headers, `x-ratelimit-reset-${suffix}`), now, maxResetMs)
@@ -187,7 +202,12 @@ export function observeResponse(status: number, headers: HeaderBag, options: Obs
   const refused = kind === 'rate_limited' || kind === 'out_of_quota' || kind === 'queue_full' || kind === 'overloaded'
   let cooldownUntil: number | null = null
   if (refused) {
-    const fallback = kind === 'rate_limited' ? settings.rateLimitedCooldownMs : kind === 'out_of_quota' ? settings.outOfQuotaCooldownMs : settings.overloadedCooldownMs
+    const fallback =
+      kind === 'rate_limited'
+        ? settings.rateLimitedCooldownMs
+        : kind === 'out_of_quota'
+          ? settings.outOfQuotaCooldownMs
+          : settings.overloadedCooldownMs
     const named = retryAfterAt(headers, now) ?? (kind === 'rate_limited' ? exhaustedUntil([requests, tokens]) : null)
     cooldownUntil = Math.min(named ?? now + fallback, now + settings.maxCooldownMs)
   }

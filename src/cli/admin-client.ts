@@ -19,7 +19,11 @@ export interface AdminClientOptions {
   readonly timeoutMs?: number
 }
 
-export type AdminClient = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown) => Promise<unknown>
+export type AdminClient = (
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: unknown,
+) => Promise<unknown>
 
 export function createAdminClient(options: AdminClientOptions): AdminClient {
   const base = options.url.replace(/\/+$/, '')
@@ -39,7 +43,12 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
         signal: AbortSignal.timeout(timeoutMs),
       })
     } catch (err) {
-      const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : err instanceof Error ? err.message : String(err)
+      const cause =
+        err instanceof Error && err.cause instanceof Error
+          ? err.cause.message
+          : err instanceof Error
+            ? err.message
+            : String(err)
       throw new AdminApiError(0, null, `cannot reach the gateway at ${base}: ${cause}`)
     }
     const text = await res.text()
@@ -51,8 +60,14 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
     }
     if (!res.ok) {
       const error = typeof json === 'object' && json !== null && 'error' in json ? json.error : undefined
-      const message = typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string' ? error.message : `HTTP ${res.status}`
-      const code = typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : null
+      const message =
+        typeof error === 'object' && error !== null && 'message' in error && typeof error.message === 'string'
+          ? error.message
+          : `HTTP ${res.status}`
+      const code =
+        typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string'
+          ? error.code
+          : null
       throw new AdminApiError(res.status, code, message)
     }
     return json

@@ -5,7 +5,15 @@
 import type { ParseArgsConfig } from 'node:util'
 import { DEFAULT_CURRENCY } from '../keys/money.ts'
 import { AdminApiError } from './admin-client.ts'
-import { ADMIN_OPTIONS, adminSession, runCommandGroup, setupError, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
+import {
+  ADMIN_OPTIONS,
+  adminSession,
+  runCommandGroup,
+  setupError,
+  UsageError,
+  type CliIo,
+  type ParsedCommand,
+} from './subcommands.ts'
 import { fields, integer, money, table, text } from './table.ts'
 import { mergeUsageReplies, usageWindows, type UsageWindow } from './usage-windows.ts'
 
@@ -50,7 +58,8 @@ const OPTIONS = {
   list: { ...ADMIN_OPTIONS, owner: { type: 'string' }, tier: { type: 'string' }, status: { type: 'string' } },
   show: ADMIN_OPTIONS,
   update: {
-    ...ADMIN_OPTIONS, ...SCOPE,
+    ...ADMIN_OPTIONS,
+    ...SCOPE,
     'all-models': { type: 'boolean', default: false },
     'all-endpoints': { type: 'boolean', default: false },
     'no-expiry': { type: 'boolean', default: false },
@@ -59,7 +68,13 @@ const OPTIONS = {
   },
   rotate: { ...ADMIN_OPTIONS, grace: { type: 'string' } },
   revoke: ADMIN_OPTIONS,
-  usage: { ...ADMIN_OPTIONS, from: { type: 'string' }, to: { type: 'string' }, 'group-by': { type: 'string' }, daily: { type: 'boolean', default: false } },
+  usage: {
+    ...ADMIN_OPTIONS,
+    from: { type: 'string' },
+    to: { type: 'string' },
+    'group-by': { type: 'string' },
+    daily: { type: 'boolean', default: false },
+  },
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
@@ -95,10 +110,23 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
       }
       const reply = asObject(await api('GET', `/admin/keys${query.size > 0 ? `?${query}` : ''}`))
       const data = asArray(reply.data).map(asObject)
-      return print(reply, () => data.length === 0 ? 'No keys.\n' : table(
-        ['ID', 'PREFIX', 'NAME', 'OWNER', 'TIER', 'STATUS', 'EXPIRES', 'CREATED'],
-        data.map((k) => [text(k.id), `${text(k.prefix)}…`, text(k.name), text(k.owner), text(k.tier), text(k.status), text(k.expires_at), text(k.created_at)]),
-      ))
+      return print(reply, () =>
+        data.length === 0
+          ? 'No keys.\n'
+          : table(
+              ['ID', 'PREFIX', 'NAME', 'OWNER', 'TIER', 'STATUS', 'EXPIRES', 'CREATED'],
+              data.map((k) => [
+                text(k.id),
+                `${text(k.prefix)}…`,
+                text(k.name),
+                text(k.owner),
+                text(k.tier),
+                text(k.status),
+                text(k.expires_at),
+                text(k.created_at),
+              ]),
+            ),
+      )
     }
     case 'show': {
       const key = asObject(await api('GET', `/admin/keys/${encodeURIComponent(id())}`))
@@ -108,8 +136,11 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
       const keyId = id()
       const body: Record<string, unknown> = { ...scopeBody(str, list) }
       const resets: Array<[string, string, string]> = [
-        ['all-models', 'models', 'model'], ['all-endpoints', 'endpoints', 'endpoint'],
-        ['no-expiry', 'expires_at', 'expires-at'], ['default-tier', 'tier', 'tier'], ['no-limits', 'limits', 'limits'],
+        ['all-models', 'models', 'model'],
+        ['all-endpoints', 'endpoints', 'endpoint'],
+        ['no-expiry', 'expires_at', 'expires-at'],
+        ['default-tier', 'tier', 'tier'],
+        ['no-limits', 'limits', 'limits'],
       ]
       for (const [reset, field, conflicting] of resets) {
         if (!flag(reset)) continue
@@ -128,7 +159,10 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
       const rotated = asObject(await api('POST', `/admin/keys/${encodeURIComponent(keyId)}/rotate`, body))
       return print(rotated, () => {
         const until = rotated.rotation_grace_until
-        const old = typeof until === 'string' ? `The previous secret keeps working until ${until}.\n` : 'The previous secret no longer works.\n'
+        const old =
+          typeof until === 'string'
+            ? `The previous secret keeps working until ${until}.\n`
+            : 'The previous secret no longer works.\n'
         return showKey(rotated) + secretNotice(rotated) + old
       })
     }
@@ -153,25 +187,45 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
         return replies
       }
       if (keyId !== undefined) {
-        if (str('group-by') !== undefined || flag('daily')) throw new UsageError('--group-by and --daily apply to usage across keys (no key id)')
-        const reply = mergeUsageReplies(await ask((query) => `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`), null, true)
-        return print(reply, () => `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(['DAY', 'MODEL'], ['day', 'model'], reply))
+        if (str('group-by') !== undefined || flag('daily'))
+          throw new UsageError('--group-by and --daily apply to usage across keys (no key id)')
+        const reply = mergeUsageReplies(
+          await ask((query) => `/admin/keys/${encodeURIComponent(keyId)}/usage${query.size > 0 ? `?${query}` : ''}`),
+          null,
+          true,
+        )
+        return print(
+          reply,
+          () =>
+            `Usage of ${text(reply.key_id)}, ${text(reply.from)} to ${text(reply.to)}\n` +
+            usageTable(['DAY', 'MODEL'], ['day', 'model'], reply),
+        )
       }
       const group = str('group-by') ?? 'key'
       const field = group === 'key' ? 'key_id' : group
-      const reply = mergeUsageReplies(await ask((query) => {
-        query.set('group_by', group)
-        if (flag('daily')) query.set('granularity', 'day')
-        return `/admin/usage?${query}`
-      }), field, flag('daily'))
+      const reply = mergeUsageReplies(
+        await ask((query) => {
+          query.set('group_by', group)
+          if (flag('daily')) query.set('granularity', 'day')
+          return `/admin/usage?${query}`
+        }),
+        field,
+        flag('daily'),
+      )
       const labels = flag('daily') ? ['DAY', group.toUpperCase()] : [group.toUpperCase()]
       const columns = flag('daily') ? ['day', field] : [field]
-      return print(reply, () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, reply))
+      return print(
+        reply,
+        () => `Usage by ${group}, ${text(reply.from)} to ${text(reply.to)}\n` + usageTable(labels, columns, reply),
+      )
     }
   }
 }
 
-function scopeBody(str: (flag: string) => string | undefined, list: (flag: string) => string[] | undefined): Record<string, unknown> {
+function scopeBody(
+  str: (flag: string) => string | undefined,
+  list: (flag: string) => string[] | undefined,
+): Record<string, unknown> {
   const body: Record<string, unknown> = {}
   const name = str('name')
   if (name !== undefined) body.name = name
@@ -185,7 +239,8 @@ function scopeBody(str: (flag: string) => string | undefined, list: (flag: strin
   const inside = str('expires-in')
   if (at !== undefined && inside !== undefined) throw new UsageError('give --expires-at or --expires-in, not both')
   if (at !== undefined) body.expires_at = at
-  if (inside !== undefined) body.expires_at = new Date(Date.now() + durationSeconds(inside, '--expires-in') * 1000).toISOString()
+  if (inside !== undefined)
+    body.expires_at = new Date(Date.now() + durationSeconds(inside, '--expires-in') * 1000).toISOString()
   const limits = str('limits')
   if (limits !== undefined) {
     try {
@@ -199,7 +254,10 @@ function scopeBody(str: (flag: string) => string | undefined, list: (flag: strin
 
 /** "a,b" and "a" "b" both work for repeatable lists. */
 function splitList(value: string): string[] {
-  return value.split(',').map((v) => v.trim()).filter((v) => v.length > 0)
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v.length > 0)
 }
 
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }
@@ -211,7 +269,8 @@ const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_
  */
 export function durationSeconds(value: string, what: string): number {
   const trimmed = value.trim()
-  if (/^\d+$/.test(trimmed)) throw new UsageError(`${what} ${value}: say the unit: ${trimmed}d (days), ${trimmed}h, ${trimmed}m or ${trimmed}s`)
+  if (/^\d+$/.test(trimmed))
+    throw new UsageError(`${what} ${value}: say the unit: ${trimmed}d (days), ${trimmed}h, ${trimmed}m or ${trimmed}s`)
   const match = /^(\d+)([smhdw])$/.exec(trimmed)
   if (match === null) throw new UsageError(`${what}: not a duration like 45s, 30m, 12h, 90d or 2w: ${value}`)
   return Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1)
@@ -223,7 +282,8 @@ const UNIT_NAMES: Record<string, string> = { s: 'second', m: 'minute', h: 'hour'
 function echoExpiry(expiresIn: string | undefined, key: Record<string, unknown>, io: CliIo): void {
   if (expiresIn === undefined) return
   const match = /^(\d+)([smhdw])$/.exec(expiresIn.trim())
-  const span = match === null ? expiresIn : `${match[1]} ${UNIT_NAMES[match[2] ?? 's'] ?? ''}${match[1] === '1' ? '' : 's'}`
+  const span =
+    match === null ? expiresIn : `${match[1]} ${UNIT_NAMES[match[2] ?? 's'] ?? ''}${match[1] === '1' ? '' : 's'}`
   io.stderr(`--expires-in ${expiresIn}: the key expires at ${text(key.expires_at)} (${span} from now)\n`)
 }
 
@@ -260,13 +320,24 @@ function secretNotice(key: Record<string, unknown>): string {
 }
 
 function usageTable(labels: readonly string[], columns: readonly string[], reply: Record<string, unknown>): string {
-  const rows = asArray(reply.data).map(asObject).map((r) => [
-    ...columns.map((c) => text(r[c])),
-    integer(r.requests), integer(r.input_tokens), integer(r.output_tokens), money(r.cost),
-  ])
+  const rows = asArray(reply.data)
+    .map(asObject)
+    .map((r) => [
+      ...columns.map((c) => text(r[c])),
+      integer(r.requests),
+      integer(r.input_tokens),
+      integer(r.output_tokens),
+      money(r.cost),
+    ])
   if (rows.length === 0) return 'No usage in this period.\n'
   const t = asObject(reply.totals)
-  rows.push([...columns.map((_, i) => (i === 0 ? 'TOTAL' : '')), integer(t.requests), integer(t.input_tokens), integer(t.output_tokens), money(t.cost)])
+  rows.push([
+    ...columns.map((_, i) => (i === 0 ? 'TOTAL' : '')),
+    integer(t.requests),
+    integer(t.input_tokens),
+    integer(t.output_tokens),
+    money(t.cost),
+  ])
   // A gateway from before `currency` was in the reply priced in the catalogue's euros too.
   const currency = typeof reply.currency === 'string' ? text(reply.currency) : DEFAULT_CURRENCY
   return table([...labels, 'REQUESTS', 'INPUT TOKENS', 'OUTPUT TOKENS', `COST (${currency})`], rows)

@@ -35,10 +35,22 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
       options.none()
       const reply = object(await api('GET', '/admin/queue'))
       const lines = (Array.isArray(reply.data) ? reply.data : []).map(object)
-      return print(reply, () => (lines.length === 0 ? 'Nothing is waiting.\n' : table(
-        ['KEY', 'MODEL', 'WAITING', 'OLDEST WAIT', 'SINCE'],
-        lines.map((l) => [text(l.key_id), text(l.model), integer(l.depth), wait(l.oldest_wait_ms), text(l.oldest_joined_at)]),
-      )) + `Worker on this instance: ${text(reply.worker)}\n`)
+      return print(
+        reply,
+        () =>
+          (lines.length === 0
+            ? 'Nothing is waiting.\n'
+            : table(
+                ['KEY', 'MODEL', 'WAITING', 'OLDEST WAIT', 'SINCE'],
+                lines.map((l) => [
+                  text(l.key_id),
+                  text(l.model),
+                  integer(l.depth),
+                  wait(l.oldest_wait_ms),
+                  text(l.oldest_joined_at),
+                ]),
+              )) + `Worker on this instance: ${text(reply.worker)}\n`,
+      )
     }
     case 'show': {
       const request = object(await api('GET', `/admin/queue/requests/${id()}`))
@@ -63,8 +75,10 @@ function wait(ms: unknown): string {
 const when = (seconds: unknown): string => (typeof seconds === 'number' ? new Date(seconds * 1000).toISOString() : '-')
 
 function showRequest(r: Record<string, unknown>): string {
-  const response = typeof r.response === 'object' && r.response !== null ? r.response as Record<string, unknown> : null
-  const usage = typeof response?.usage === 'object' && response.usage !== null ? response.usage as Record<string, unknown> : null
+  const response =
+    typeof r.response === 'object' && r.response !== null ? (r.response as Record<string, unknown>) : null
+  const usage =
+    typeof response?.usage === 'object' && response.usage !== null ? (response.usage as Record<string, unknown>) : null
   return fields([
     ['ID', text(r.id)],
     ['Status', text(r.status)],
@@ -78,9 +92,14 @@ function showRequest(r: Record<string, unknown>): string {
     ['Started', when(r.started_at)],
     ['Finished', when(r.completed_at)],
     ['Expires', when(r.expires_at)],
-    ...(response === null ? [] : [
-      ['Upstream status', text(response.status_code)] as const,
-      ['Tokens', usage === null ? '-' : `${integer(usage.input_tokens)} in, ${integer(usage.output_tokens)} out`] as const,
-    ]),
+    ...(response === null
+      ? []
+      : [
+          ['Upstream status', text(response.status_code)] as const,
+          [
+            'Tokens',
+            usage === null ? '-' : `${integer(usage.input_tokens)} in, ${integer(usage.output_tokens)} out`,
+          ] as const,
+        ]),
   ])
 }

@@ -58,7 +58,11 @@ function positionalReader(positionals: readonly string[]): Pick<ParsedCommand, '
 }
 
 /** Runs `tollgate <group> <args…>`; resolves with the exit code. */
-export async function runCommandGroup<C extends string, Io extends CliIo>(group: CommandGroup<C, Io>, args: readonly string[], io: Io): Promise<number> {
+export async function runCommandGroup<C extends string, Io extends CliIo>(
+  group: CommandGroup<C, Io>,
+  args: readonly string[],
+  io: Io,
+): Promise<number> {
   const [name, ...rest] = args
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     io.stdout(group.usage)
@@ -90,7 +94,10 @@ export async function runCommandGroup<C extends string, Io extends CliIo>(group:
 export type OptionValues = Record<string, string | boolean | string[] | undefined>
 
 /** A command's options and arguments (strict; a bad option is a UsageError). */
-export function parseCommandArgs(args: readonly string[], options: ParseArgsConfig['options']): { values: OptionValues; positionals: string[] } {
+export function parseCommandArgs(
+  args: readonly string[],
+  options: ParseArgsConfig['options'],
+): { values: OptionValues; positionals: string[] } {
   try {
     const parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true })
     return { values: parsed.values, positionals: parsed.positionals }

@@ -4,7 +4,10 @@ import { formatAmount } from '../keys/money.ts'
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)))
   const line = (cells: readonly string[]): string =>
-    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd()
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd()
   return [line(headers), ...rows.map(line)].join('\n') + '\n'
 }
 

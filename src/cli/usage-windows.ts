@@ -52,10 +52,13 @@ function sumBy(rows: readonly Row[], field: string): Row[] {
     if (entry === undefined) sums.set(name, { ...row })
     else addInto(entry, row)
   }
-  return [...sums.values()].sort((a, b) => (String(a[field]) < String(b[field]) ? -1 : String(a[field]) > String(b[field]) ? 1 : 0))
+  return [...sums.values()].sort((a, b) =>
+    String(a[field]) < String(b[field]) ? -1 : String(a[field]) > String(b[field]) ? 1 : 0,
+  )
 }
 
-const rowsOf = (value: unknown): Row[] => (Array.isArray(value) ? value.filter((r): r is Row => typeof r === 'object' && r !== null) : [])
+const rowsOf = (value: unknown): Row[] =>
+  Array.isArray(value) ? value.filter((r): r is Row => typeof r === 'object' && r !== null) : []
 
 /**
  * One reply from the replies of consecutive windows. Daily rows (and a key's per-day
@@ -69,11 +72,15 @@ export function mergeUsageReplies(replies: readonly Row[], group: string | null,
   const last = replies[replies.length - 1] ?? first
   const data = replies.flatMap((r) => rowsOf(r.data))
   const totals: Row = { requests: 0, input_tokens: 0, output_tokens: 0, cost: 0 }
-  for (const reply of replies) addInto(totals, typeof reply.totals === 'object' && reply.totals !== null ? reply.totals as Row : {})
+  for (const reply of replies)
+    addInto(totals, typeof reply.totals === 'object' && reply.totals !== null ? (reply.totals as Row) : {})
   const merged: Row = { ...first, to: last.to, totals }
   if (group === null) {
     merged.data = data
-    merged.by_model = sumBy(replies.flatMap((r) => rowsOf(r.by_model)), 'model')
+    merged.by_model = sumBy(
+      replies.flatMap((r) => rowsOf(r.by_model)),
+      'model',
+    )
   } else {
     merged.data = daily ? data : sumBy(data, group)
   }

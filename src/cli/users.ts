@@ -2,7 +2,14 @@
 // gateway's admin API (/admin/users). A password is read from stdin or a no-echo prompt,
 // never taken from the command line.
 import type { ParseArgsConfig } from 'node:util'
-import { ADMIN_OPTIONS, adminSession, runCommandGroup, UsageError, type CliIo, type ParsedCommand } from './subcommands.ts'
+import {
+  ADMIN_OPTIONS,
+  adminSession,
+  runCommandGroup,
+  UsageError,
+  type CliIo,
+  type ParsedCommand,
+} from './subcommands.ts'
 import { fields, table, text } from './table.ts'
 
 export const USERS_USAGE = `Usage: tollgate users <command> [options]
@@ -28,16 +35,23 @@ export interface UsersCliIo extends CliIo {
   readonly readPassword: (prompt: string) => Promise<string>
 }
 
-const LISTS = { role: { type: 'string', multiple: true }, group: { type: 'string', multiple: true }, tenant: { type: 'string' } } as const
+const LISTS = {
+  role: { type: 'string', multiple: true },
+  group: { type: 'string', multiple: true },
+  tenant: { type: 'string' },
+} as const
 
 const OPTIONS = {
   add: { ...ADMIN_OPTIONS, ...LISTS, disabled: { type: 'boolean', default: false } },
   list: ADMIN_OPTIONS,
   show: ADMIN_OPTIONS,
   update: {
-    ...ADMIN_OPTIONS, ...LISTS,
-    'no-roles': { type: 'boolean', default: false }, 'no-groups': { type: 'boolean', default: false },
-    disable: { type: 'boolean', default: false }, enable: { type: 'boolean', default: false },
+    ...ADMIN_OPTIONS,
+    ...LISTS,
+    'no-roles': { type: 'boolean', default: false },
+    'no-groups': { type: 'boolean', default: false },
+    disable: { type: 'boolean', default: false },
+    enable: { type: 'boolean', default: false },
     password: { type: 'boolean', default: false },
   },
   remove: ADMIN_OPTIONS,
@@ -51,7 +65,11 @@ export function runUsersCommand(args: readonly string[], io: UsersCliIo): Promis
 
 async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Promise<number> {
   const { str, list, flag } = options
-  const username = (): string => options.sole(`users ${command} needs a username`, 'a password is never an argument: it is read from stdin or a prompt')
+  const username = (): string =>
+    options.sole(
+      `users ${command} needs a username`,
+      'a password is never an argument: it is read from stdin or a prompt',
+    )
   const { api, print } = adminSession(options, io)
   const path = (name: string): string => `/admin/users/${encodeURIComponent(name)}`
   const newPassword = async (): Promise<string> => {
@@ -68,17 +86,36 @@ async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Pr
   switch (command) {
     case 'add': {
       const name = username()
-      const user = asObject(await api('POST', '/admin/users', { username: name, password: await newPassword(), ...body(), ...(flag('disabled') ? { disabled: true } : {}) }))
+      const user = asObject(
+        await api('POST', '/admin/users', {
+          username: name,
+          password: await newPassword(),
+          ...body(),
+          ...(flag('disabled') ? { disabled: true } : {}),
+        }),
+      )
       return print(user, () => showUser(user))
     }
     case 'list': {
       options.none()
       const reply = asObject(await api('GET', '/admin/users'))
       const data = (Array.isArray(reply.data) ? reply.data : []).map(asObject)
-      return print(reply, () => data.length === 0 ? 'No users.\n' : table(
-        ['USERNAME', 'ID', 'TENANT', 'ROLES', 'GROUPS', 'DISABLED', 'CREATED'],
-        data.map((u) => [text(u.username), text(u.id), text(u.tenant), joined(u.roles), joined(u.groups), text(u.disabled), text(u.created_at)]),
-      ))
+      return print(reply, () =>
+        data.length === 0
+          ? 'No users.\n'
+          : table(
+              ['USERNAME', 'ID', 'TENANT', 'ROLES', 'GROUPS', 'DISABLED', 'CREATED'],
+              data.map((u) => [
+                text(u.username),
+                text(u.id),
+                text(u.tenant),
+                joined(u.roles),
+                joined(u.groups),
+                text(u.disabled),
+                text(u.created_at),
+              ]),
+            ),
+      )
     }
     case 'show': {
       const user = asObject(await api('GET', path(username())))
@@ -110,15 +147,20 @@ async function run(command: Command, options: ParsedCommand, io: UsersCliIo): Pr
 }
 
 function asObject(value: unknown): Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {}
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
 }
 
-const joined = (value: unknown): string => Array.isArray(value) && value.length > 0 ? value.map(text).join(',') : '-'
+const joined = (value: unknown): string => (Array.isArray(value) && value.length > 0 ? value.map(text).join(',') : '-')
 
 function showUser(user: Record<string, unknown>): string {
   return fields([
-    ['Username', text(user.username)], ['ID', text(user.id)], ['Tenant', text(user.tenant)],
-    ['Roles', joined(user.roles)], ['Groups', joined(user.groups)], ['Disabled', text(user.disabled)],
-    ['Created', text(user.created_at)], ['Updated', text(user.updated_at)],
+    ['Username', text(user.username)],
+    ['ID', text(user.id)],
+    ['Tenant', text(user.tenant)],
+    ['Roles', joined(user.roles)],
+    ['Groups', joined(user.groups)],
+    ['Disabled', text(user.disabled)],
+    ['Created', text(user.created_at)],
+    ['Updated', text(user.updated_at)],
   ])
 }

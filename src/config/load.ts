@@ -45,7 +45,11 @@ export function buildConfig(raw: unknown, path: string, env: Env = process.env):
   const { plans: plansRef, ...rest } = parsed.data
   const plans = typeof plansRef === 'string' ? loadPlans(resolve(dirname(path), plansRef)) : plansRef
   const unknownTiers = Object.keys(rest.queue.tierPriority).filter((tier) => !(tier in plans.tiers))
-  if (unknownTiers.length > 0) throw new ConfigError(path, unknownTiers.map((tier) => `queue.tierPriority.${tier}: unknown tier "${tier}"`))
+  if (unknownTiers.length > 0)
+    throw new ConfigError(
+      path,
+      unknownTiers.map((tier) => `queue.tierPriority.${tier}: unknown tier "${tier}"`),
+    )
   const redis = redisTargetOf(rest.store, {
     username: env.REDIS_USERNAME || undefined,
     password: env.REDIS_PASSWORD || undefined,
@@ -90,7 +94,8 @@ function applyEnv(raw: unknown, env: Env, path: string): unknown {
   const intFrom = (name: string): number | undefined => {
     const value = env[name]
     if (value === undefined || value === '') return undefined
-    if (!/^\d+$/.test(value)) throw new ConfigError(path, [`${name}: must be a whole number, got "${value.slice(0, 40)}"`])
+    if (!/^\d+$/.test(value))
+      throw new ConfigError(path, [`${name}: must be a whole number, got "${value.slice(0, 40)}"`])
     return Number(value)
   }
   if (env.HOST) section('server').host = env.HOST
@@ -111,14 +116,22 @@ function applyEnv(raw: unknown, env: Env, path: string): unknown {
  * with REDIS_SENTINEL_NAME. REDIS_TLS (true/false) applies to a cluster or a Sentinel set.
  */
 function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): void {
-  const list = (value: string): string[] => value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+  const list = (value: string): string[] =>
+    value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '')
   const chosen = [env.REDIS_URL, env.REDIS_CLUSTER_NODES, env.REDIS_SENTINELS].filter((v) => v).length
-  if (chosen > 1) throw new ConfigError(path, ['REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS: set at most one of them'])
+  if (chosen > 1)
+    throw new ConfigError(path, ['REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS: set at most one of them'])
   const tls = env.REDIS_TLS === undefined || env.REDIS_TLS === '' ? undefined : env.REDIS_TLS
-  if (tls !== undefined && tls !== 'true' && tls !== 'false') throw new ConfigError(path, [`REDIS_TLS: must be true or false, got "${tls.slice(0, 20)}"`])
+  if (tls !== undefined && tls !== 'true' && tls !== 'false')
+    throw new ConfigError(path, [`REDIS_TLS: must be true or false, got "${tls.slice(0, 20)}"`])
   const section = (name: string): Record<string, unknown> => {
     const value = store[name]
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? { ...(value as Record<string, unknown>) } : {}
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? { ...(value as Record<string, unknown>) }
+      : {}
   }
   const only = (name: 'redisUrl' | 'redisCluster' | 'redisSentinel', value: unknown): void => {
     delete store.redisUrl
@@ -127,10 +140,14 @@ function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): 
     store[name] = value
   }
   if (env.REDIS_URL) only('redisUrl', env.REDIS_URL)
-  else if (env.REDIS_CLUSTER_NODES) only('redisCluster', { ...section('redisCluster'), nodes: list(env.REDIS_CLUSTER_NODES) })
+  else if (env.REDIS_CLUSTER_NODES)
+    only('redisCluster', { ...section('redisCluster'), nodes: list(env.REDIS_CLUSTER_NODES) })
   else if (env.REDIS_SENTINELS) {
     const masterName = env.REDIS_SENTINEL_NAME || section('redisSentinel').masterName
-    if (masterName === undefined) throw new ConfigError(path, ['REDIS_SENTINEL_NAME: required with REDIS_SENTINELS (the master name the sentinels monitor)'])
+    if (masterName === undefined)
+      throw new ConfigError(path, [
+        'REDIS_SENTINEL_NAME: required with REDIS_SENTINELS (the master name the sentinels monitor)',
+      ])
     only('redisSentinel', { ...section('redisSentinel'), sentinels: list(env.REDIS_SENTINELS), masterName })
   }
   if (tls !== undefined) {
@@ -173,9 +190,14 @@ function weakSecrets(named: Readonly<Record<string, string | undefined>>, env: E
   if (weak.length === 0) return []
   const allow = env.TOLLGATE_ALLOW_WEAK_SECRETS
   if (allow === '1' || allow === 'true') return weak.map(([name]) => name)
-  throw new ConfigError(path, weak.map(([name, value]) =>
-    `${name}: too short (${value?.length ?? 0} character${value?.length === 1 ? '' : 's'}); use at least ${MIN_SECRET_LENGTH} random characters, e.g. \`openssl rand -base64 32\` ` +
-    '(TOLLGATE_ALLOW_WEAK_SECRETS=1 lets a shorter one through, for development only)'))
+  throw new ConfigError(
+    path,
+    weak.map(
+      ([name, value]) =>
+        `${name}: too short (${value?.length ?? 0} character${value?.length === 1 ? '' : 's'}); use at least ${MIN_SECRET_LENGTH} random characters, e.g. \`openssl rand -base64 32\` ` +
+        '(TOLLGATE_ALLOW_WEAK_SECRETS=1 lets a shorter one through, for development only)',
+    ),
+  )
 }
 
 function describe(error: z.ZodError): string[] {

@@ -19,16 +19,16 @@ export type RedisTarget =
   | { readonly kind: 'standalone'; readonly url: string }
   | { readonly kind: 'cluster'; readonly nodes: readonly HostPort[]; readonly tls: boolean; readonly auth: RedisAuth }
   | {
-    readonly kind: 'sentinel'
-    readonly sentinels: readonly HostPort[]
-    readonly masterName: string
-    /** TLS to the master and its replicas. */
-    readonly tls: boolean
-    /** TLS to the sentinels themselves. */
-    readonly sentinelTls: boolean
-    readonly auth: RedisAuth
-    readonly sentinelAuth: RedisAuth
-  }
+      readonly kind: 'sentinel'
+      readonly sentinels: readonly HostPort[]
+      readonly masterName: string
+      /** TLS to the master and its replicas. */
+      readonly tls: boolean
+      /** TLS to the sentinels themselves. */
+      readonly sentinelTls: boolean
+      readonly auth: RedisAuth
+      readonly sentinelAuth: RedisAuth
+    }
 
 /** host:port, or [v6 address]:port. */
 export const HOST_PORT = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/]+):(\d{1,5})$/
@@ -58,7 +58,12 @@ export function redisTargetOf(store: RawConfig['store'], secrets: RedisSecrets):
   if (store.redisUrl !== undefined) return { kind: 'standalone', url: store.redisUrl }
   const data = auth(secrets.username, secrets.password)
   if (store.redisCluster !== undefined) {
-    return { kind: 'cluster', nodes: store.redisCluster.nodes.map(parseHostPort), tls: store.redisCluster.tls, auth: data }
+    return {
+      kind: 'cluster',
+      nodes: store.redisCluster.nodes.map(parseHostPort),
+      tls: store.redisCluster.tls,
+      auth: data,
+    }
   }
   if (store.redisSentinel !== undefined) {
     const s = store.redisSentinel
@@ -77,7 +82,8 @@ export function redisTargetOf(store: RawConfig['store'], secrets: RedisSecrets):
 
 /** For logs and messages: where, never with whom (a URL's password is masked). */
 export function describeRedisTarget(target: RedisTarget): string {
-  const list = (nodes: readonly HostPort[]): string => nodes.map((n) => (n.host.includes(':') ? `[${n.host}]:${n.port}` : `${n.host}:${n.port}`)).join(',')
+  const list = (nodes: readonly HostPort[]): string =>
+    nodes.map((n) => (n.host.includes(':') ? `[${n.host}]:${n.port}` : `${n.host}:${n.port}`)).join(',')
   switch (target.kind) {
     case 'standalone': {
       try {
@@ -90,7 +96,9 @@ export function describeRedisTarget(target: RedisTarget): string {
         return 'redis (unparsable URL)'
       }
     }
-    case 'cluster': return `redis cluster ${list(target.nodes)}${target.tls ? ' (tls)' : ''}`
-    case 'sentinel': return `redis sentinel ${target.masterName}@${list(target.sentinels)}${target.tls ? ' (tls)' : ''}`
+    case 'cluster':
+      return `redis cluster ${list(target.nodes)}${target.tls ? ' (tls)' : ''}`
+    case 'sentinel':
+      return `redis sentinel ${target.masterName}@${list(target.sentinels)}${target.tls ? ' (tls)' : ''}`
   }
 }

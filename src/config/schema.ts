@@ -12,16 +12,39 @@ const hostPort = z.string().regex(HOST_PORT, 'must be host:port')
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
 
 export const ENDPOINTS = [
-  'models.list', 'models.get',
-  'chat.completions', 'completions', 'embeddings', 'responses',
-  'audio.transcriptions', 'audio.translations', 'audio.models',
-  'images.generations', 'images.edits',
-  'fine_tuning.jobs.create', 'fine_tuning.jobs.list', 'fine_tuning.jobs.cancel', 'fine_tuning.jobs.events',
-  'files.create', 'files.list', 'files.content', 'files.delete', 'files.validate',
+  'models.list',
+  'models.get',
+  'chat.completions',
+  'completions',
+  'embeddings',
+  'responses',
+  'audio.transcriptions',
+  'audio.translations',
+  'audio.models',
+  'images.generations',
+  'images.edits',
+  'fine_tuning.jobs.create',
+  'fine_tuning.jobs.list',
+  'fine_tuning.jobs.cancel',
+  'fine_tuning.jobs.events',
+  'files.create',
+  'files.list',
+  'files.content',
+  'files.delete',
+  'files.validate',
   // /v1: vector stores (a `.list` scope also reads one object, as files.list does).
-  'vector_stores.create', 'vector_stores.list', 'vector_stores.update', 'vector_stores.delete', 'vector_stores.search',
-  'vector_stores.files.create', 'vector_stores.files.list', 'vector_stores.files.update', 'vector_stores.files.delete',
-  'vector_stores.file_batches.create', 'vector_stores.file_batches.list', 'vector_stores.file_batches.cancel',
+  'vector_stores.create',
+  'vector_stores.list',
+  'vector_stores.update',
+  'vector_stores.delete',
+  'vector_stores.search',
+  'vector_stores.files.create',
+  'vector_stores.files.list',
+  'vector_stores.files.update',
+  'vector_stores.files.delete',
+  'vector_stores.file_batches.create',
+  'vector_stores.file_batches.list',
+  'vector_stores.file_batches.cancel',
 ] as const
 export type Endpoint = (typeof ENDPOINTS)[number]
 
@@ -163,25 +186,39 @@ export const catalogueFactsSchema = z.strictObject({
 })
 export type CatalogueFacts = z.infer<typeof catalogueFactsSchema>
 
-export const plansSchema = z.strictObject({
-  defaultTier: z.string().min(1),
-  /**
-   * The ISO 4217 code of every price in this file (input_price, output_price) and so of
-   * every cost metered from them. Optional: the provider's catalogue exports name none and
-   * price in euros, so an unset currency is EUR (src/keys/money.ts, planCurrency).
-   */
-  currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as EUR or USD').optional(),
-  tiers: z.record(z.string(), tier),
-  /** The export this file was generated from, and its per-model facts. */
-  catalogue: z.strictObject({
-    source: z.string().min(1),
-    models: z.record(z.string(), catalogueFactsSchema).default({}),
-  }).optional(),
-}).refine((p) => p.defaultTier in p.tiers, { message: 'defaultTier must name one of the tiers', path: ['defaultTier'] })
+export const plansSchema = z
+  .strictObject({
+    defaultTier: z.string().min(1),
+    /**
+     * The ISO 4217 code of every price in this file (input_price, output_price) and so of
+     * every cost metered from them. Optional: the provider's catalogue exports name none and
+     * price in euros, so an unset currency is EUR (src/keys/money.ts, planCurrency).
+     */
+    currency: z
+      .string()
+      .regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as EUR or USD')
+      .optional(),
+    tiers: z.record(z.string(), tier),
+    /** The export this file was generated from, and its per-model facts. */
+    catalogue: z
+      .strictObject({
+        source: z.string().min(1),
+        models: z.record(z.string(), catalogueFactsSchema).default({}),
+      })
+      .optional(),
+  })
+  .refine((p) => p.defaultTier in p.tiers, { message: 'defaultTier must name one of the tiers', path: ['defaultTier'] })
 export type PlansConfig = z.infer<typeof plansSchema>
 
 /** The RAG gateway's services, by the path segment that names them (docs/rag-gateway.md). */
-export const RAG_SERVICES = ['config-manager', 'user-manager', 'file-manager', 'ingest-master', 'chat-session-manager', 'query-pipeline'] as const
+export const RAG_SERVICES = [
+  'config-manager',
+  'user-manager',
+  'file-manager',
+  'ingest-master',
+  'chat-session-manager',
+  'query-pipeline',
+] as const
 export type RagService = (typeof RAG_SERVICES)[number]
 /** Other path segments that reach a service. */
 export const RAG_SERVICE_ALIASES: Readonly<Record<string, RagService>> = { 'query-pipelines': 'query-pipeline' }
@@ -214,7 +251,9 @@ const ragService = z.strictObject({
   rules: z.array(ragRule).default([]),
   /** Routes anyone may call without a token. */
   publicRoutes: z.array(z.strictObject({ method: ragMethod, path: ragPath })).default([
-    { method: 'GET', path: '/redoc' }, { method: 'GET', path: '/openapi.json' }, { method: 'GET', path: '/docs' },
+    { method: 'GET', path: '/redoc' },
+    { method: 'GET', path: '/openapi.json' },
+    { method: 'GET', path: '/docs' },
   ]),
 })
 export type RagServiceConfig = z.infer<typeof ragService>
@@ -222,50 +261,73 @@ export type RagServiceConfig = z.infer<typeof ragService>
 const ragRpm = z.strictObject({ userRpm: nonNegativeInt.optional(), tenantRpm: nonNegativeInt.optional() })
 
 const ragSchema = z.strictObject({
-  services: z.strictObject({
-    'config-manager': ragService.prefault({ rules: [{ methods: ['POST', 'PUT', 'PATCH', 'DELETE'], roles: ['admin'] }] }),
-    'user-manager': ragService.prefault({}),
-    'file-manager': ragService.prefault({}),
-    'ingest-master': ragService.prefault({}),
-    'chat-session-manager': ragService.prefault({}),
-    'query-pipeline': ragService.prefault({}),
-  }).prefault({}),
+  services: z
+    .strictObject({
+      'config-manager': ragService.prefault({
+        rules: [{ methods: ['POST', 'PUT', 'PATCH', 'DELETE'], roles: ['admin'] }],
+      }),
+      'user-manager': ragService.prefault({}),
+      'file-manager': ragService.prefault({}),
+      'ingest-master': ragService.prefault({}),
+      'chat-session-manager': ragService.prefault({}),
+      'query-pipeline': ragService.prefault({}),
+    })
+    .prefault({}),
   /** Headers the gateway sets for the backends (and strips when a client sends them). */
-  identityHeaders: z.strictObject({
-    userId: headerName.default('x-tollgate-user-id'),
-    username: headerName.default('x-tollgate-user-name'),
-    roles: headerName.default('x-tollgate-user-roles'),
-    groups: headerName.default('x-tollgate-user-groups'),
-    tenant: headerName.default('x-tollgate-tenant'),
-  }).prefault({}),
+  identityHeaders: z
+    .strictObject({
+      userId: headerName.default('x-tollgate-user-id'),
+      username: headerName.default('x-tollgate-user-name'),
+      roles: headerName.default('x-tollgate-user-roles'),
+      groups: headerName.default('x-tollgate-user-groups'),
+      tenant: headerName.default('x-tollgate-tenant'),
+    })
+    .prefault({}),
   /** More client headers never passed on (as is any x-tollgate-* or x-forwarded-* one; matched without case, `_` as `-`). */
-  stripHeaders: z.array(headerName).default([
-    'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-forwarded-preferred-username',
-    'x-remote-user', 'remote-user', 'x-user', 'x-user-id', 'x-auth-request-user', 'x-auth-request-email',
-    'x-auth-request-groups', 'x-auth-request-access-token', 'x-userinfo', 'x-id-token',
-  ]),
+  stripHeaders: z
+    .array(headerName)
+    .default([
+      'x-forwarded-user',
+      'x-forwarded-email',
+      'x-forwarded-groups',
+      'x-forwarded-preferred-username',
+      'x-remote-user',
+      'remote-user',
+      'x-user',
+      'x-user-id',
+      'x-auth-request-user',
+      'x-auth-request-email',
+      'x-auth-request-groups',
+      'x-auth-request-access-token',
+      'x-userinfo',
+      'x-id-token',
+    ]),
   /** Send the verified access token on as Authorization: Bearer. */
   forwardToken: z.boolean().default(false),
   /** Pass the client's cookies on (off: a refresh token may travel in one). */
   forwardCookies: z.boolean().default(false),
   /** Requests per minute per user and per tenant (limits.windowMs long); per-tenant overrides below. */
-  limits: z.strictObject({
-    /** 0: no limit per user. */
-    userRpm: nonNegativeInt.default(600),
-    /** 0: no limit per tenant. */
-    tenantRpm: nonNegativeInt.default(6000),
-    /** Calls to public routes (no token: redoc, openapi.json, docs) per client address; 0: no limit. */
-    publicRpm: nonNegativeInt.default(300),
-    /** Per tenant: other figures for its users and for the tenant as a whole. */
-    tenants: z.record(z.string(), ragRpm).default({}),
-  }).prefault({}),
+  limits: z
+    .strictObject({
+      /** 0: no limit per user. */
+      userRpm: nonNegativeInt.default(600),
+      /** 0: no limit per tenant. */
+      tenantRpm: nonNegativeInt.default(6000),
+      /** Calls to public routes (no token: redoc, openapi.json, docs) per client address; 0: no limit. */
+      publicRpm: nonNegativeInt.default(300),
+      /** Per tenant: other figures for its users and for the tenant as a whole. */
+      tenants: z.record(z.string(), ragRpm).default({}),
+    })
+    .prefault({}),
   /** The built-in mock backend (baseUrl: mock). */
-  mock: z.strictObject({
-    /** Pause between streamed answer tokens. */
-    tokenDelayMs: nonNegativeInt.default(20),
-    /** Time between the states of an upload and of an ingestion task; 0: the final state at once. */
-    statusStepMs: nonNegativeInt.default(250),
-  }).prefault({}),
+  mock: z
+    .strictObject({
+      /** Pause between streamed answer tokens. */
+      tokenDelayMs: nonNegativeInt.default(20),
+      /** Time between the states of an upload and of an ingestion task; 0: the final state at once. */
+      statusStepMs: nonNegativeInt.default(250),
+    })
+    .prefault({}),
 })
 export type RagConfig = z.infer<typeof ragSchema>
 
@@ -278,70 +340,83 @@ const oidcSchema = z.strictObject({
   /** The `aud` its tokens must carry for this gateway. */
   audience: z.string().min(1),
   jwksUrl: z.url({ protocol: /^https?$/ }),
-  algorithms: z.array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'])).min(1).default(['RS256', 'ES256', 'EdDSA']),
+  algorithms: z
+    .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']))
+    .min(1)
+    .default(['RS256', 'ES256', 'EdDSA']),
   /** Least time between two fetches of the key set (a token with an unknown kid refetches it). */
   jwksCooldownMs: nonNegativeInt.default(30_000),
   /** A fetched key set is kept at most this long. */
   jwksCacheMaxAgeMs: positiveInt.default(600_000),
-  claims: z.strictObject({
-    userId: claimPath.default('sub'),
-    username: claimPath.default('preferred_username'),
-    roles: claimPath.default('roles'),
-    groups: claimPath.default('groups'),
-    tenant: claimPath.default('tenant'),
-  }).prefault({}),
+  claims: z
+    .strictObject({
+      userId: claimPath.default('sub'),
+      username: claimPath.default('preferred_username'),
+      roles: claimPath.default('roles'),
+      groups: claimPath.default('groups'),
+      tenant: claimPath.default('tenant'),
+    })
+    .prefault({}),
   /** Tenant of a token without the tenant claim. */
   defaultTenant: z.string().min(1).default('default'),
 })
 
-const ragAuthSchema = z.strictObject({
-  /** `iss` of the gateway's own access tokens. */
-  issuer: z.string().min(1).default('tollgate'),
-  /** `aud` of the gateway's own access tokens. */
-  audience: z.string().min(1).default('tollgate-rag'),
-  accessTokenTtlSeconds: positiveInt.max(86_400).default(900),
-  /** A session (and its chain of refresh tokens) ends this long after the login. */
-  refreshTokenTtlSeconds: positiveInt.default(7 * 86_400),
-  /**
-   * A refresh token used again this soon after its first use (and before its successor is
-   * used) gets the same new pair: two tabs refreshing at once. Later, a reuse is a theft and
-   * ends the session. 0: every reuse is a theft. Short on purpose: within it, a stolen copy
-   * is not told from the real one.
-   */
-  refreshReuseSeconds: nonNegativeInt.max(60).default(5),
-  /** A new signing key this often; the previous ones are published until their tokens have expired. */
-  signingKeyRotationSeconds: positiveInt.default(86_400),
-  /**
-   * How long an instance trusts what it read about a session or user: a logout, a disabled
-   * or deleted user on another instance is refused by this one within it.
-   */
-  revocationCacheMs: nonNegativeInt.max(1000).default(500),
-  /**
-   * Failed logins, RAG and portal alike (rate-limiter-flexible; in Redis when the store is):
-   * an address is refused, a username only slowed, so nobody can lock another user out
-   * (src/jwt/login-throttle.ts).
-   */
-  loginThrottle: z.strictObject({
-    /** Failures on one username from one address; past it that address is refused (429) for that username. */
-    maxFailuresPerUserAddress: positiveInt.default(5),
-    /** Failures from one address on any usernames; past it the address is refused (429). */
-    maxFailuresPerAddress: positiveInt.default(20),
-    /** Failures on one username from anywhere; past it each attempt on it waits (never refused). */
-    maxFailuresPerUsername: positiveInt.default(5),
-    /** The first wait past maxFailuresPerUsername, doubling with each further failure; 0: no slowdown. */
-    slowdownMs: nonNegativeInt.max(60_000).default(250),
-    maxSlowdownMs: nonNegativeInt.max(60_000).default(3000),
-    windowSeconds: positiveInt.default(900),
-    blockSeconds: positiveInt.default(900),
-  }).prefault({}),
-  /** Also accept access tokens of an external OpenID Connect issuer (Keycloak, Entra ID, ...). */
-  oidc: oidcSchema.optional(),
-}).superRefine((auth, ctx) => {
-  // A token is sent to one verifier or the other by its `iss`: the two must differ.
-  if (auth.oidc !== undefined && auth.oidc.issuer === auth.issuer) {
-    ctx.addIssue({ code: 'custom', message: 'must differ from ragAuth.issuer (the gateway\'s own tokens)', path: ['oidc', 'issuer'] })
-  }
-})
+const ragAuthSchema = z
+  .strictObject({
+    /** `iss` of the gateway's own access tokens. */
+    issuer: z.string().min(1).default('tollgate'),
+    /** `aud` of the gateway's own access tokens. */
+    audience: z.string().min(1).default('tollgate-rag'),
+    accessTokenTtlSeconds: positiveInt.max(86_400).default(900),
+    /** A session (and its chain of refresh tokens) ends this long after the login. */
+    refreshTokenTtlSeconds: positiveInt.default(7 * 86_400),
+    /**
+     * A refresh token used again this soon after its first use (and before its successor is
+     * used) gets the same new pair: two tabs refreshing at once. Later, a reuse is a theft and
+     * ends the session. 0: every reuse is a theft. Short on purpose: within it, a stolen copy
+     * is not told from the real one.
+     */
+    refreshReuseSeconds: nonNegativeInt.max(60).default(5),
+    /** A new signing key this often; the previous ones are published until their tokens have expired. */
+    signingKeyRotationSeconds: positiveInt.default(86_400),
+    /**
+     * How long an instance trusts what it read about a session or user: a logout, a disabled
+     * or deleted user on another instance is refused by this one within it.
+     */
+    revocationCacheMs: nonNegativeInt.max(1000).default(500),
+    /**
+     * Failed logins, RAG and portal alike (rate-limiter-flexible; in Redis when the store is):
+     * an address is refused, a username only slowed, so nobody can lock another user out
+     * (src/jwt/login-throttle.ts).
+     */
+    loginThrottle: z
+      .strictObject({
+        /** Failures on one username from one address; past it that address is refused (429) for that username. */
+        maxFailuresPerUserAddress: positiveInt.default(5),
+        /** Failures from one address on any usernames; past it the address is refused (429). */
+        maxFailuresPerAddress: positiveInt.default(20),
+        /** Failures on one username from anywhere; past it each attempt on it waits (never refused). */
+        maxFailuresPerUsername: positiveInt.default(5),
+        /** The first wait past maxFailuresPerUsername, doubling with each further failure; 0: no slowdown. */
+        slowdownMs: nonNegativeInt.max(60_000).default(250),
+        maxSlowdownMs: nonNegativeInt.max(60_000).default(3000),
+        windowSeconds: positiveInt.default(900),
+        blockSeconds: positiveInt.default(900),
+      })
+      .prefault({}),
+    /** Also accept access tokens of an external OpenID Connect issuer (Keycloak, Entra ID, ...). */
+    oidc: oidcSchema.optional(),
+  })
+  .superRefine((auth, ctx) => {
+    // A token is sent to one verifier or the other by its `iss`: the two must differ.
+    if (auth.oidc !== undefined && auth.oidc.issuer === auth.issuer) {
+      ctx.addIssue({
+        code: 'custom',
+        message: "must differ from ragAuth.issuer (the gateway's own tokens)",
+        path: ['oidc', 'issuer'],
+      })
+    }
+  })
 
 /** The key portal in a browser (/portal): its sessions and pages. */
 const portalSchema = z.strictObject({
@@ -359,170 +434,204 @@ const portalSchema = z.strictObject({
   pageSize: positiveInt.max(500).default(50),
 })
 
-export const configSchema = z.strictObject({
-  server: z.strictObject({
-    /** Loopback by default: the admin API must not face the network by accident. HOST overrides it (0.0.0.0 in containers). */
-    host: z.string().min(1).default('127.0.0.1'),
-    port: port.default(8080),
-    /** The metrics listener's own interface; METRICS_HOST overrides it. */
-    metricsHost: z.string().min(1).default('127.0.0.1'),
-    metricsPort: port.default(9464),
-    /** Largest JSON body accepted. */
-    jsonBodyLimitBytes: positiveInt.default(4 * 1024 * 1024),
-    /** Largest multipart upload accepted (audio, image edits, files). */
-    uploadLimitBytes: positiveInt.default(100 * 1024 * 1024),
-    /** Largest upstream JSON response read to take its usage. */
-    upstreamJsonLimitBytes: positiveInt.default(64 * 1024 * 1024),
-    /** How long SIGTERM waits for in-flight requests before closing them. */
-    shutdownGraceMs: nonNegativeInt.default(30_000),
-    /** Accept a client's x-request-id (when well-formed) instead of generating one. */
-    trustRequestId: z.boolean().default(true),
-    /** The request line and headers must have arrived within this (slowloris). */
-    headersTimeoutMs: positiveInt.default(30_000),
+export const configSchema = z
+  .strictObject({
+    server: z
+      .strictObject({
+        /** Loopback by default: the admin API must not face the network by accident. HOST overrides it (0.0.0.0 in containers). */
+        host: z.string().min(1).default('127.0.0.1'),
+        port: port.default(8080),
+        /** The metrics listener's own interface; METRICS_HOST overrides it. */
+        metricsHost: z.string().min(1).default('127.0.0.1'),
+        metricsPort: port.default(9464),
+        /** Largest JSON body accepted. */
+        jsonBodyLimitBytes: positiveInt.default(4 * 1024 * 1024),
+        /** Largest multipart upload accepted (audio, image edits, files). */
+        uploadLimitBytes: positiveInt.default(100 * 1024 * 1024),
+        /** Largest upstream JSON response read to take its usage. */
+        upstreamJsonLimitBytes: positiveInt.default(64 * 1024 * 1024),
+        /** How long SIGTERM waits for in-flight requests before closing them. */
+        shutdownGraceMs: nonNegativeInt.default(30_000),
+        /** Accept a client's x-request-id (when well-formed) instead of generating one. */
+        trustRequestId: z.boolean().default(true),
+        /** The request line and headers must have arrived within this (slowloris). */
+        headersTimeoutMs: positiveInt.default(30_000),
+        /**
+         * A request body the gateway is reading must bring at least this many bytes a second,
+         * averaged over each bodyRateWindowMs, or it is cut with 408. There is no total time:
+         * a large upload at a steady pace takes as long as it needs.
+         */
+        bodyMinBytesPerSecond: nonNegativeInt.default(1024),
+        bodyRateWindowMs: positiveInt.default(30_000),
+        /** A streamed reply whose client has taken nothing for this long is ended (nginx's send_timeout). */
+        idleReaderTimeoutMs: positiveInt.default(60_000),
+        /** Open connections per client address (an IPv6 address counts by its /64); 0 is no cap. */
+        maxConnectionsPerAddress: nonNegativeInt.default(1000),
+        /** Proxies in front that append to X-Forwarded-For; 0 means the peer address is the client's. */
+        trustProxyHops: nonNegativeInt.max(10).default(0),
+      })
+      .prefault({}),
+    /** Failed authentication (API key or admin token), counted per client address. */
+    auth: z
+      .strictObject({
+        /** Failures allowed per address in a window; past it the address is refused with 429. 0 turns it off. */
+        maxFailures: nonNegativeInt.default(30),
+        windowSeconds: positiveInt.default(60),
+        /** How long an address over the limit is refused, without any key lookup. */
+        blockSeconds: positiveInt.default(60),
+      })
+      .prefault({}),
+    /** RAG gateway logins and access tokens (docs/rag-gateway.md, "RAG gateway: accounts and tokens"). */
+    ragAuth: ragAuthSchema.prefault({}),
+    /** The key portal (docs/portal.md). */
+    portal: portalSchema.prefault({}),
+    store: z
+      .strictObject({
+        /**
+         * One Redis server: a redis:// or rediss:// URL. At most one of redisUrl, redisCluster
+         * and redisSentinel; none means the embedded single-instance store.
+         */
+        redisUrl: z
+          .string()
+          .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+          .optional(),
+        /** A Redis Cluster: some of its nodes (the client learns the rest). REDIS_CLUSTER_NODES. */
+        redisCluster: z
+          .strictObject({
+            nodes: z.array(hostPort).min(1),
+            tls: z.boolean().default(false),
+          })
+          .optional(),
+        /** A master watched by Sentinel: the sentinels and the master's name. REDIS_SENTINELS, REDIS_SENTINEL_NAME. */
+        redisSentinel: z
+          .strictObject({
+            sentinels: z.array(hostPort).min(1),
+            masterName: z.string().min(1),
+            /** TLS to the master and replicas. */
+            tls: z.boolean().default(false),
+            /** TLS to the sentinels. */
+            sentinelTls: z.boolean().default(false),
+          })
+          .optional(),
+        /** Prefix of every Redis key this gateway writes. */
+        keyPrefix: z.string().default('tollgate:'),
+        /** Where the embedded store keeps its data between restarts. */
+        dataDir: z.string().default('./data'),
+        commandTimeoutMs: positiveInt.default(500),
+        /**
+         * A running stream's delivered tokens are written to the store at most this often, so
+         * a gateway that dies mid-stream still charges them (docs/usage.md).
+         */
+        streamCheckpointMs: positiveInt.default(1000),
+      })
+      .refine((s) => [s.redisUrl, s.redisCluster, s.redisSentinel].filter((x) => x !== undefined).length <= 1, {
+        message: 'set at most one of redisUrl, redisCluster and redisSentinel',
+      })
+      .prefault({}),
+    limits: z
+      .strictObject({
+        /** While Redis is unreachable: enforce per instance in memory, admit everything, or refuse (503). */
+        onRedisDown: z.enum(['insurance', 'fail-open', 'fail-closed']).default('insurance'),
+        /** A (single) Redis for the rate-limit counters, if not the store's Redis. */
+        redisUrl: z
+          .string()
+          .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+          .optional(),
+        /** Longest wait for Redis on the admission path; past it the request is decided as onRedisDown says. */
+        redisTimeoutMs: positiveInt.default(200),
+        /** How often to look for Redis again during an outage. */
+        probeIntervalMs: positiveInt.default(1000),
+        /** Length of the fixed rate-limit window. rpm and tpm are per minute: change it only for tests and demos. */
+        windowMs: positiveInt.default(60_000),
+        /** Instances behind the load balancer: during an outage each enforces 1/n of the windowed limits. */
+        insuranceInstances: positiveInt.default(1),
+      })
+      .prefault({}),
+    /** The /queue endpoints: wait for capacity instead of a 429 (docs/queue.md). */
+    queue: z
+      .strictObject({
+        /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
+        maxWaitMs: positiveInt.default(600_000),
+        /** Asynchronous results are kept this long; then the request reads as expired. */
+        resultTtlSeconds: positiveInt.default(86_400),
+        /** Largest body of an asynchronous request, kept in Redis or on disk until it runs. */
+        maxBodyBytes: positiveInt.default(25 * 1024 * 1024),
+        /** Largest reply kept as an asynchronous result; a larger one fails the request. */
+        maxResultBytes: positiveInt.default(32 * 1024 * 1024),
+        /** Asynchronous requests this instance runs at once; 0: it accepts them and leaves running them to others. */
+        concurrency: nonNegativeInt.default(64),
+        /** Times an upstream 429 or 5xx is put back in line (with backoff) before it is answered. */
+        upstreamRetries: nonNegativeInt.default(3),
+        /** Backoff after the first upstream 429/5xx; it doubles with each retry. */
+        retryBackoffMs: positiveInt.default(1000),
+        /** Optional priority by tier when workers are busy: lower runs first; unlisted tiers after every listed one. */
+        tierPriority: z.record(z.string(), z.number().int().min(1).max(1000)).default({}),
+        /** How often lines are checked for calls of gateways that stopped and for heads nobody scheduled. */
+        sweepIntervalMs: positiveInt.default(10_000),
+        /**
+         * A request whose gateway died while running it (SIGKILL, power loss) runs again on
+         * another instance within about this long (BullMQ's job lock, renewed at half of it
+         * while the request runs; for a request leased to the gateway that accepted it, that
+         * gateway's heartbeat, which lasts half of it). An event loop stalled for longer would
+         * run it twice.
+         */
+        recoverAfterMs: z.number().int().min(1000).default(30_000),
+      })
+      .prefault({}),
+    /** What one API key may keep stored, unless its tier says otherwise (plans: `storageCaps`). */
+    storageCaps: z
+      .strictObject({
+        queuedRequests: positiveInt.default(1000),
+        queuedBytes: positiveInt.default(64 * 1024 * 1024),
+        files: positiveInt.default(1000),
+        fileBytes: positiveInt.default(1024 * 1024 * 1024),
+      })
+      .prefault({}),
+    logging: z
+      .strictObject({
+        level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      })
+      .prefault({}),
+    /** The RAG gateway: /<service>/<route> to the seven services (docs/rag-gateway.md). */
+    rag: ragSchema.prefault({}),
+    backends: z.record(z.string(), backendSchema),
+    models: z.array(model).min(1),
+    /** Backend that serves files, fine-tuning jobs and vector stores (endpoints without a model). */
+    resourceBackend: z.string().min(1),
+    /** Tokens reserved for the completion when a request sets no max_tokens. */
+    defaultMaxTokens: positiveInt.default(1024),
     /**
-     * A request body the gateway is reading must bring at least this many bytes a second,
-     * averaged over each bodyRateWindowMs, or it is cut with 408. There is no total time:
-     * a large upload at a steady pace takes as long as it needs.
+     * Base models a fine-tuning job may name besides the chat models served: the resource
+     * backend trains them, nothing serves them for inference (the provider's fine-tuning guide).
      */
-    bodyMinBytesPerSecond: nonNegativeInt.default(1024),
-    bodyRateWindowMs: positiveInt.default(30_000),
-    /** A streamed reply whose client has taken nothing for this long is ended (nginx's send_timeout). */
-    idleReaderTimeoutMs: positiveInt.default(60_000),
-    /** Open connections per client address (an IPv6 address counts by its /64); 0 is no cap. */
-    maxConnectionsPerAddress: nonNegativeInt.default(1000),
-    /** Proxies in front that append to X-Forwarded-For; 0 means the peer address is the client's. */
-    trustProxyHops: nonNegativeInt.max(10).default(0),
-  }).prefault({}),
-  /** Failed authentication (API key or admin token), counted per client address. */
-  auth: z.strictObject({
-    /** Failures allowed per address in a window; past it the address is refused with 429. 0 turns it off. */
-    maxFailures: nonNegativeInt.default(30),
-    windowSeconds: positiveInt.default(60),
-    /** How long an address over the limit is refused, without any key lookup. */
-    blockSeconds: positiveInt.default(60),
-  }).prefault({}),
-  /** RAG gateway logins and access tokens (docs/rag-gateway.md, "RAG gateway: accounts and tokens"). */
-  ragAuth: ragAuthSchema.prefault({}),
-  /** The key portal (docs/portal.md). */
-  portal: portalSchema.prefault({}),
-  store: z.strictObject({
-    /**
-     * One Redis server: a redis:// or rediss:// URL. At most one of redisUrl, redisCluster
-     * and redisSentinel; none means the embedded single-instance store.
-     */
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
-    /** A Redis Cluster: some of its nodes (the client learns the rest). REDIS_CLUSTER_NODES. */
-    redisCluster: z.strictObject({
-      nodes: z.array(hostPort).min(1),
-      tls: z.boolean().default(false),
-    }).optional(),
-    /** A master watched by Sentinel: the sentinels and the master's name. REDIS_SENTINELS, REDIS_SENTINEL_NAME. */
-    redisSentinel: z.strictObject({
-      sentinels: z.array(hostPort).min(1),
-      masterName: z.string().min(1),
-      /** TLS to the master and replicas. */
-      tls: z.boolean().default(false),
-      /** TLS to the sentinels. */
-      sentinelTls: z.boolean().default(false),
-    }).optional(),
-    /** Prefix of every Redis key this gateway writes. */
-    keyPrefix: z.string().default('tollgate:'),
-    /** Where the embedded store keeps its data between restarts. */
-    dataDir: z.string().default('./data'),
-    commandTimeoutMs: positiveInt.default(500),
-    /**
-     * A running stream's delivered tokens are written to the store at most this often, so
-     * a gateway that dies mid-stream still charges them (docs/usage.md).
-     */
-    streamCheckpointMs: positiveInt.default(1000),
-  }).refine((s) => [s.redisUrl, s.redisCluster, s.redisSentinel].filter((x) => x !== undefined).length <= 1, {
-    message: 'set at most one of redisUrl, redisCluster and redisSentinel',
-  }).prefault({}),
-  limits: z.strictObject({
-    /** While Redis is unreachable: enforce per instance in memory, admit everything, or refuse (503). */
-    onRedisDown: z.enum(['insurance', 'fail-open', 'fail-closed']).default('insurance'),
-    /** A (single) Redis for the rate-limit counters, if not the store's Redis. */
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
-    /** Longest wait for Redis on the admission path; past it the request is decided as onRedisDown says. */
-    redisTimeoutMs: positiveInt.default(200),
-    /** How often to look for Redis again during an outage. */
-    probeIntervalMs: positiveInt.default(1000),
-    /** Length of the fixed rate-limit window. rpm and tpm are per minute: change it only for tests and demos. */
-    windowMs: positiveInt.default(60_000),
-    /** Instances behind the load balancer: during an outage each enforces 1/n of the windowed limits. */
-    insuranceInstances: positiveInt.default(1),
-  }).prefault({}),
-  /** The /queue endpoints: wait for capacity instead of a 429 (docs/queue.md). */
-  queue: z.strictObject({
-    /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
-    maxWaitMs: positiveInt.default(600_000),
-    /** Asynchronous results are kept this long; then the request reads as expired. */
-    resultTtlSeconds: positiveInt.default(86_400),
-    /** Largest body of an asynchronous request, kept in Redis or on disk until it runs. */
-    maxBodyBytes: positiveInt.default(25 * 1024 * 1024),
-    /** Largest reply kept as an asynchronous result; a larger one fails the request. */
-    maxResultBytes: positiveInt.default(32 * 1024 * 1024),
-    /** Asynchronous requests this instance runs at once; 0: it accepts them and leaves running them to others. */
-    concurrency: nonNegativeInt.default(64),
-    /** Times an upstream 429 or 5xx is put back in line (with backoff) before it is answered. */
-    upstreamRetries: nonNegativeInt.default(3),
-    /** Backoff after the first upstream 429/5xx; it doubles with each retry. */
-    retryBackoffMs: positiveInt.default(1000),
-    /** Optional priority by tier when workers are busy: lower runs first; unlisted tiers after every listed one. */
-    tierPriority: z.record(z.string(), z.number().int().min(1).max(1000)).default({}),
-    /** How often lines are checked for calls of gateways that stopped and for heads nobody scheduled. */
-    sweepIntervalMs: positiveInt.default(10_000),
-    /**
-     * A request whose gateway died while running it (SIGKILL, power loss) runs again on
-     * another instance within about this long (BullMQ's job lock, renewed at half of it
-     * while the request runs; for a request leased to the gateway that accepted it, that
-     * gateway's heartbeat, which lasts half of it). An event loop stalled for longer would
-     * run it twice.
-     */
-    recoverAfterMs: z.number().int().min(1000).default(30_000),
-  }).prefault({}),
-  /** What one API key may keep stored, unless its tier says otherwise (plans: `storageCaps`). */
-  storageCaps: z.strictObject({
-    queuedRequests: positiveInt.default(1000),
-    queuedBytes: positiveInt.default(64 * 1024 * 1024),
-    files: positiveInt.default(1000),
-    fileBytes: positiveInt.default(1024 * 1024 * 1024),
-  }).prefault({}),
-  logging: z.strictObject({
-    level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  }).prefault({}),
-  /** The RAG gateway: /<service>/<route> to the seven services (docs/rag-gateway.md). */
-  rag: ragSchema.prefault({}),
-  backends: z.record(z.string(), backendSchema),
-  models: z.array(model).min(1),
-  /** Backend that serves files, fine-tuning jobs and vector stores (endpoints without a model). */
-  resourceBackend: z.string().min(1),
-  /** Tokens reserved for the completion when a request sets no max_tokens. */
-  defaultMaxTokens: positiveInt.default(1024),
-  /**
-   * Base models a fine-tuning job may name besides the chat models served: the resource
-   * backend trains them, nothing serves them for inference (the provider's fine-tuning guide).
-   */
-  fineTuning: z.strictObject({
-    baseModels: z.array(z.string().min(1).max(256)).default([]),
-  }).prefault({}),
-  /** Path of the plans file, relative to this file; or the plans inline. */
-  plans: z.union([z.string().min(1), plansSchema]),
-}).superRefine((cfg, ctx) => {
-  const seen = new Set<string>()
-  cfg.models.forEach((m, i) => {
-    if (seen.has(m.name)) ctx.addIssue({ code: 'custom', message: `duplicate model name "${m.name}"`, path: ['models', i, 'name'] })
-    seen.add(m.name)
-    m.deployments.forEach((d, j) => {
-      if (!(d.backend in cfg.backends)) {
-        ctx.addIssue({ code: 'custom', message: `unknown backend "${d.backend}"`, path: ['models', i, 'deployments', j, 'backend'] })
-      }
-    })
+    fineTuning: z
+      .strictObject({
+        baseModels: z.array(z.string().min(1).max(256)).default([]),
+      })
+      .prefault({}),
+    /** Path of the plans file, relative to this file; or the plans inline. */
+    plans: z.union([z.string().min(1), plansSchema]),
   })
-  if (!(cfg.resourceBackend in cfg.backends)) {
-    ctx.addIssue({ code: 'custom', message: `unknown backend "${cfg.resourceBackend}"`, path: ['resourceBackend'] })
-  }
-})
+  .superRefine((cfg, ctx) => {
+    const seen = new Set<string>()
+    cfg.models.forEach((m, i) => {
+      if (seen.has(m.name))
+        ctx.addIssue({ code: 'custom', message: `duplicate model name "${m.name}"`, path: ['models', i, 'name'] })
+      seen.add(m.name)
+      m.deployments.forEach((d, j) => {
+        if (!(d.backend in cfg.backends)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `unknown backend "${d.backend}"`,
+            path: ['models', i, 'deployments', j, 'backend'],
+          })
+        }
+      })
+    })
+    if (!(cfg.resourceBackend in cfg.backends)) {
+      ctx.addIssue({ code: 'custom', message: `unknown backend "${cfg.resourceBackend}"`, path: ['resourceBackend'] })
+    }
+  })
 
 export type RawConfig = z.infer<typeof configSchema>
 

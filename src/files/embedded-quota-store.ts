@@ -23,9 +23,13 @@ const holdId = (hold: string): string => `hold:${hold}`
 export function openEmbeddedFileQuotaStore(dataDir: string, now: () => number = Date.now): FileQuotaStore {
   const db = openSqlite(dataDir, FILE_QUOTA_DATABASE_FILE, MIGRATIONS)
   const sql = {
-    usage: db.prepare('SELECT COUNT(*) AS files, TOTAL(bytes) AS bytes FROM stored_files WHERE key_id = ? AND (hold_until IS NULL OR hold_until > ?)'),
+    usage: db.prepare(
+      'SELECT COUNT(*) AS files, TOTAL(bytes) AS bytes FROM stored_files WHERE key_id = ? AND (hold_until IS NULL OR hold_until > ?)',
+    ),
     lapse: db.prepare('DELETE FROM stored_files WHERE key_id = ? AND hold_until IS NOT NULL AND hold_until <= ?'),
-    insert: db.prepare('INSERT INTO stored_files (id, key_id, bytes, hold_until) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+    insert: db.prepare(
+      'INSERT INTO stored_files (id, key_id, bytes, hold_until) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING',
+    ),
     drop: db.prepare('DELETE FROM stored_files WHERE id = ? AND key_id = ?'),
     release: db.prepare('DELETE FROM stored_files WHERE id = ? AND hold_until IS NULL'),
   }

@@ -53,9 +53,10 @@ export function createFileQuota(store: FileQuotaStore, config: Pick<Config, 'pla
       const outcome = await store.hold(keyId, hold, size, { files: caps.files, bytes: caps.fileBytes }, HOLD_MS)
       if (!outcome.held) {
         const { usage } = outcome
-        const what = usage.files + 1 > caps.files
-          ? `this key keeps ${usage.files} files, its cap (${caps.files})`
-          : `this key's files take ${usage.bytes} bytes; with this one (${size} bytes) they would pass its cap (${caps.fileBytes} bytes)`
+        const what =
+          usage.files + 1 > caps.files
+            ? `this key keeps ${usage.files} files, its cap (${caps.files})`
+            : `this key's files take ${usage.bytes} bytes; with this one (${size} bytes) they would pass its cap (${caps.fileBytes} bytes)`
         throw gatewayError('file_quota_exceeded', {
           message: `File storage full: ${what}. Delete files (DELETE /v1/files/{id}) to make room.`,
           param: 'file',
@@ -66,7 +67,10 @@ export function createFileQuota(store: FileQuotaStore, config: Pick<Config, 'pla
       return {
         onReply: (next) => async (status, reply) => {
           if (status >= 200 && status < 300 && isJsonObject(reply) && typeof reply.id === 'string') {
-            const bytes = typeof reply.bytes === 'number' && Number.isSafeInteger(reply.bytes) && reply.bytes >= 0 ? reply.bytes : size
+            const bytes =
+              typeof reply.bytes === 'number' && Number.isSafeInteger(reply.bytes) && reply.bytes >= 0
+                ? reply.bytes
+                : size
             await store.commit(keyId, hold, reply.id, bytes)
             committed = true
           }
@@ -82,7 +86,14 @@ export function createFileQuota(store: FileQuotaStore, config: Pick<Config, 'pla
       if (spec.endpoint !== 'files.delete') return next
       return async (status, reply) => {
         const out = next === undefined ? reply : await next(status, reply)
-        if (status >= 200 && status < 300 && isJsonObject(reply) && typeof reply.id === 'string' && reply.deleted === true) await store.release(reply.id)
+        if (
+          status >= 200 &&
+          status < 300 &&
+          isJsonObject(reply) &&
+          typeof reply.id === 'string' &&
+          reply.deleted === true
+        )
+          await store.release(reply.id)
         return out
       }
     },

@@ -79,16 +79,26 @@ export function fileQuotaKeys(prefix: string) {
   }
 }
 
-export function createRedisFileQuotaStore(redis: RedisConnection, prefix: string, now: () => number = Date.now): FileQuotaStore {
+export function createRedisFileQuotaStore(
+  redis: RedisConnection,
+  prefix: string,
+  now: () => number = Date.now,
+): FileQuotaStore {
   const k = fileQuotaKeys(prefix)
 
   const run = (s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown[]> =>
-    withRedis(redis, async () => await runScript(redis, s, keys, args) as unknown[])
+    withRedis(redis, async () => (await runScript(redis, s, keys, args)) as unknown[])
 
   return {
     async hold(keyId, hold, bytes, caps, holdMs) {
-      const reply = await run(HOLD, [k.total(keyId), k.holds(keyId)], [now(), hold, bytes, holdMs, caps.files, caps.bytes])
-      return reply[0] === 1 ? { held: true } : { held: false, usage: { files: Number(reply[1]), bytes: Number(reply[2]) } }
+      const reply = await run(
+        HOLD,
+        [k.total(keyId), k.holds(keyId)],
+        [now(), hold, bytes, holdMs, caps.files, caps.bytes],
+      )
+      return reply[0] === 1
+        ? { held: true }
+        : { held: false, usage: { files: Number(reply[1]), bytes: Number(reply[2]) } }
     },
     async commit(keyId, hold, fileId, bytes) {
       await run(COMMIT, [k.files(keyId), k.total(keyId), k.holds(keyId), k.of(fileId)], [hold, fileId, bytes, keyId])

@@ -14,23 +14,26 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
   const path = (ctx.req.url ?? '').split('?', 1)[0]?.slice(0, 200)
   // A 503 is a refusal on purpose (a store outage, shutting down), logged as such where it
   // happens: a warning here, so an outage does not fill the error log with one line a request.
-  ctx.log[status === 503 ? 'warn' : status >= 500 ? 'error' : 'info']({
-    method: ctx.req.method,
-    path,
-    route: ctx.route,
-    status,
-    keyId: ctx.keyId,
-    userId: ctx.userId,
-    tier: ctx.tier,
-    model: ctx.model,
-    backend: ctx.backend,
-    stream: ctx.stream,
-    inputTokens: ctx.usage?.inputTokens,
-    outputTokens: ctx.usage?.outputTokens,
-    durationMs: Math.round(durationMs * 10) / 10,
-    upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 10) / 10,
-    aborted: aborted || undefined,
-    // The error table's name: a missing key and a revoked one differ here, as OpenAI's `code` does not.
-    error: ctx.errorName,
-  }, 'request')
+  ctx.log[status === 503 ? 'warn' : status >= 500 ? 'error' : 'info'](
+    {
+      method: ctx.req.method,
+      path,
+      route: ctx.route,
+      status,
+      keyId: ctx.keyId,
+      userId: ctx.userId,
+      tier: ctx.tier,
+      model: ctx.model,
+      backend: ctx.backend,
+      stream: ctx.stream,
+      inputTokens: ctx.usage?.inputTokens,
+      outputTokens: ctx.usage?.outputTokens,
+      durationMs: Math.round(durationMs * 10) / 10,
+      upstreamMs: ctx.upstreamMs === undefined ? undefined : Math.round(ctx.upstreamMs * 10) / 10,
+      aborted: aborted || undefined,
+      // The error table's name: a missing key and a revoked one differ here, as OpenAI's `code` does not.
+      error: ctx.errorName,
+    },
+    'request',
+  )
 }

@@ -13,13 +13,16 @@ export interface BodyRate {
 }
 
 /** The pace of the server section of the configuration. */
-export function bodyRateOf(server: { readonly bodyMinBytesPerSecond: number; readonly bodyRateWindowMs: number }): BodyRate {
+export function bodyRateOf(server: {
+  readonly bodyMinBytesPerSecond: number
+  readonly bodyRateWindowMs: number
+}): BodyRate {
   return { minBytesPerSecond: server.bodyMinBytesPerSecond, windowMs: server.bodyRateWindowMs }
 }
 
 /** The fewest bytes a window must bring: at least one, so that an idle window always cuts. */
 function minBytesPerWindow(rate: BodyRate): number {
-  return Math.max(1, Math.floor(rate.minBytesPerSecond * rate.windowMs / 1000))
+  return Math.max(1, Math.floor((rate.minBytesPerSecond * rate.windowMs) / 1000))
 }
 
 /**
@@ -29,7 +32,11 @@ function minBytesPerWindow(rate: BodyRate): number {
  * slow. On any rejection the request is left paused with its rest unread, so the caller
  * can still answer: the error handler decides whether to drain it or close.
  */
-export function readBodyChunks(req: IncomingMessage, rate: BodyRate | undefined, onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void> {
+export function readBodyChunks(
+  req: IncomingMessage,
+  rate: BodyRate | undefined,
+  onChunk: (chunk: Buffer) => void | Promise<void>,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let settled = false
     let windowBytes = 0
@@ -42,10 +49,12 @@ export function readBodyChunks(req: IncomingMessage, rate: BodyRate | undefined,
       windowBytes = 0
       timer = setTimeout(() => {
         if (windowBytes < minPerWindow) {
-          stop(gatewayError('request_timeout', {
-            message: `The request body arrived too slowly: less than ${minPerWindow} bytes in ${rate.windowMs} ms.`,
-            headers: { connection: 'close' },
-          }))
+          stop(
+            gatewayError('request_timeout', {
+              message: `The request body arrived too slowly: less than ${minPerWindow} bytes in ${rate.windowMs} ms.`,
+              headers: { connection: 'close' },
+            }),
+          )
         } else {
           arm()
         }
@@ -64,11 +73,14 @@ export function readBodyChunks(req: IncomingMessage, rate: BodyRate | undefined,
       if (held === undefined) return
       req.pause()
       clearTimeout(timer)
-      held.then(() => {
-        if (settled) return
-        arm()
-        req.resume()
-      }, (err: unknown) => stop(err))
+      held.then(
+        () => {
+          if (settled) return
+          arm()
+          req.resume()
+        },
+        (err: unknown) => stop(err),
+      )
     }
     const onEnd = (): void => stop()
     const onError = (): void => stop(endedEarly())
@@ -119,8 +131,12 @@ export function watchBodyPace(req: IncomingMessage, rate: BodyRate, onTooSlow: (
   const minPerWindow = minBytesPerWindow(rate)
   let windowBytes = 0
   let heldBack = false
-  const onData = (chunk: Buffer): void => { windowBytes += chunk.length }
-  const onPause = (): void => { heldBack = true }
+  const onData = (chunk: Buffer): void => {
+    windowBytes += chunk.length
+  }
+  const onPause = (): void => {
+    heldBack = true
+  }
   const timer = setInterval(() => {
     if (!heldBack && req.readableFlowing !== false && windowBytes < minPerWindow) {
       stop()

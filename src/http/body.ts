@@ -119,11 +119,15 @@ function checkJsonValue(root: object): void {
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const [value, depth] = item
     if (typeof value === 'number') {
-      if (!Number.isFinite(value)) throw gatewayError('invalid_body', { message: 'A number in the request body is out of range.' })
+      if (!Number.isFinite(value))
+        throw gatewayError('invalid_body', { message: 'A number in the request body is out of range.' })
       continue
     }
     if (typeof value !== 'object' || value === null) continue
-    if (depth > MAX_JSON_DEPTH) throw gatewayError('invalid_body', { message: `The request body is nested more than ${MAX_JSON_DEPTH} levels deep.` })
+    if (depth > MAX_JSON_DEPTH)
+      throw gatewayError('invalid_body', {
+        message: `The request body is nested more than ${MAX_JSON_DEPTH} levels deep.`,
+      })
     for (const child of Object.values(value)) {
       if (typeof child === 'object' || typeof child === 'number') stack.push([child, depth + 1])
     }
@@ -138,7 +142,12 @@ const MAX_PARTS = 1000
  * Spools a multipart/form-data body to `spoolDir` while reading its text fields, so the
  * gateway knows the model before it picks an upstream. The file parts are counted, not kept.
  */
-export async function readMultipartBody(req: IncomingMessage, limit: number, spoolDir: string, rate?: BodyRate): Promise<MultipartBody> {
+export async function readMultipartBody(
+  req: IncomingMessage,
+  limit: number,
+  spoolDir: string,
+  rate?: BodyRate,
+): Promise<MultipartBody> {
   const contentType = req.headers['content-type'] ?? ''
   if (mediaTypeOf(req) !== 'multipart/form-data' || !/boundary=/i.test(contentType)) {
     throw gatewayError('unsupported_media_type', {
@@ -157,7 +166,10 @@ export async function readMultipartBody(req: IncomingMessage, limit: number, spo
   const files: UploadedFile[] = []
   let parser: busboy.Busboy
   try {
-    parser = busboy({ headers: req.headers, limits: { fieldSize: MAX_FIELD_BYTES, fields: MAX_FIELDS, parts: MAX_PARTS } })
+    parser = busboy({
+      headers: req.headers,
+      limits: { fieldSize: MAX_FIELD_BYTES, fields: MAX_FIELDS, parts: MAX_PARTS },
+    })
   } catch {
     throw gatewayError('invalid_multipart')
   }
@@ -180,11 +192,18 @@ export async function readMultipartBody(req: IncomingMessage, limit: number, spo
       // A form cut off inside a file part errors this stream as well as the parser; the
       // parser's error is the one reported, and an unheard one would end the process.
       stream.on('error', () => undefined)
-      stream.on('data', (chunk: Buffer) => { size += chunk.length })
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length
+      })
       stream.on('end', () => files.push({ field, filename: info.filename ?? '', mimeType: info.mimeType, size }))
     })
     // Past a limit busboy skips the rest silently; the upstream would still get all of it.
-    const tooMany = (): void => fail(gatewayError('invalid_multipart', { message: `The form has more than ${MAX_PARTS} parts or ${MAX_FIELDS} text fields.` }))
+    const tooMany = (): void =>
+      fail(
+        gatewayError('invalid_multipart', {
+          message: `The form has more than ${MAX_PARTS} parts or ${MAX_FIELDS} text fields.`,
+        }),
+      )
     parser.on('partsLimit', tooMany)
     parser.on('fieldsLimit', tooMany)
     parser.on('close', resolve)
@@ -269,7 +288,9 @@ export function discardUnreadBody(req: IncomingMessage, res: ServerResponse): vo
     return
   }
   let seen = 0
-  const cut = (): void => { req.destroy() }
+  const cut = (): void => {
+    req.destroy()
+  }
   const timer = setTimeout(cut, DRAIN_MS)
   timer.unref()
   req.on('data', (chunk: Buffer) => {

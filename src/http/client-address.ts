@@ -10,7 +10,10 @@ export function clientAddress(req: IncomingMessage, trustProxyHops: number): str
   const peer = req.socket.remoteAddress ?? 'unknown'
   if (trustProxyHops <= 0) return addressKey(peer)
   const header = req.headers['x-forwarded-for']
-  const entries = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '')
+  const entries = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '')
   return addressKey(entries[entries.length - trustProxyHops] ?? peer)
 }
 

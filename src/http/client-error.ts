@@ -19,7 +19,11 @@ export function answerClientErrors(server: Server): void {
   })
   // CONNECT asks for a tunnel; without this listener Node drops the connection unanswered.
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
-    socket.write(rawErrorReply(gatewayError('method_not_allowed', { message: 'CONNECT is not supported: this is not a forward proxy.' })))
+    socket.write(
+      rawErrorReply(
+        gatewayError('method_not_allowed', { message: 'CONNECT is not supported: this is not a forward proxy.' }),
+      ),
+    )
     socket.destroy()
   })
 }
@@ -29,7 +33,9 @@ function errorFor(err: NodeJS.ErrnoException, headersTimeoutMs: number): Gateway
     case 'HPE_HEADER_OVERFLOW':
       return gatewayError('headers_too_large')
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return gatewayError('request_timeout', { message: `The request line and headers did not arrive within ${headersTimeoutMs} ms.` })
+      return gatewayError('request_timeout', {
+        message: `The request line and headers did not arrive within ${headersTimeoutMs} ms.`,
+      })
     default:
       // The parser's own reason names the rule broken (e.g. "Invalid header value char")
       // and never holds the client's bytes.

@@ -15,10 +15,12 @@ export interface ConnectionCap {
 
 export function capConnectionsPerAddress(server: Server, max: number): ConnectionCap {
   const open = new Map<string, number>()
-  const refusal = rawErrorReply(gatewayError('too_many_connections', {
-    message: `Too many open connections from your address (at most ${max}). Close idle ones or reuse them.`,
-    headers: { 'retry-after': '1' },
-  }))
+  const refusal = rawErrorReply(
+    gatewayError('too_many_connections', {
+      message: `Too many open connections from your address (at most ${max}). Close idle ones or reuse them.`,
+      headers: { 'retry-after': '1' },
+    }),
+  )
   if (max > 0) {
     // Before Node's HTTP listener, so a refused socket never gets a parser's attention.
     server.prependListener('connection', (socket: Socket) => {

@@ -29,6 +29,8 @@ export function trackConnections(server: Server): ConnectionTracker {
     closeUnused() {
       for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy()
     },
-    get size() { return inFlight.size },
+    get size() {
+      return inFlight.size
+    },
   }
 }

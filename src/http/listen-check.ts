@@ -16,11 +16,25 @@ export interface ListenerSpec {
   readonly portKey: string
 }
 
-export const publicListener = (host: string, port: number): ListenerSpec =>
-  ({ what: 'public listener', host, port, portEnv: 'PORT', hostEnv: 'HOST', portFlag: '--port', portKey: 'server.port' })
+export const publicListener = (host: string, port: number): ListenerSpec => ({
+  what: 'public listener',
+  host,
+  port,
+  portEnv: 'PORT',
+  hostEnv: 'HOST',
+  portFlag: '--port',
+  portKey: 'server.port',
+})
 
-export const metricsListener = (host: string, port: number): ListenerSpec =>
-  ({ what: 'metrics listener', host, port, portEnv: 'METRICS_PORT', hostEnv: 'METRICS_HOST', portFlag: '--metrics-port', portKey: 'server.metricsPort' })
+export const metricsListener = (host: string, port: number): ListenerSpec => ({
+  what: 'metrics listener',
+  host,
+  port,
+  portEnv: 'METRICS_PORT',
+  hostEnv: 'METRICS_HOST',
+  portFlag: '--metrics-port',
+  portKey: 'server.metricsPort',
+})
 
 /** One line an operator can act on, for an error of listen(). */
 export function listenFailure(spec: ListenerSpec, err: NodeJS.ErrnoException): string {

@@ -22,22 +22,47 @@ const Readiness = z.object({
   store: z.enum(['up', 'down']),
   limiter: z.string().meta({ description: 'redis, insurance, fail_open, fail_closed or memory.' }),
   limiter_healthy: z.boolean(),
-  queue_worker: z.enum(['running', 'accept_only', 'stopped']).optional().meta({ description: 'Whether this instance runs stored /queue requests (queue.concurrency 0: accept_only).' }),
-  queue_worker_healthy: z.boolean().optional().meta({ description: 'False while the worker cannot reach its Redis (it runs nothing until Redis is back) or is stopped.' }),
+  queue_worker: z
+    .enum(['running', 'accept_only', 'stopped'])
+    .optional()
+    .meta({ description: 'Whether this instance runs stored /queue requests (queue.concurrency 0: accept_only).' }),
+  queue_worker_healthy: z.boolean().optional().meta({
+    description: 'False while the worker cannot reach its Redis (it runs nothing until Redis is back) or is stopped.',
+  }),
   draining: z.boolean(),
 })
 
 export const PROBE_OPERATIONS: readonly OperationDoc[] = [
-  { method: 'get', path: '/healthz', operationId: 'healthz', summary: 'Liveness: the process answers', tag: 'Health', security: 'none', responses: { 200: { description: 'Alive', schema: Health } } },
   {
-    method: 'get', path: '/readyz', operationId: 'readyz', summary: 'Readiness: the store answers and the gateway is not draining', tag: 'Health', security: 'none',
-    description: 'The limiter\'s state is reported, not gating: during a Redis outage every instance enforces limits on its own.',
-    responses: { 200: { description: 'Ready', schema: Readiness }, 503: { description: 'Not ready', schema: Readiness } },
+    method: 'get',
+    path: '/healthz',
+    operationId: 'healthz',
+    summary: 'Liveness: the process answers',
+    tag: 'Health',
+    security: 'none',
+    responses: { 200: { description: 'Alive', schema: Health } },
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    operationId: 'readyz',
+    summary: 'Readiness: the store answers and the gateway is not draining',
+    tag: 'Health',
+    security: 'none',
+    description:
+      "The limiter's state is reported, not gating: during a Redis outage every instance enforces limits on its own.",
+    responses: {
+      200: { description: 'Ready', schema: Readiness },
+      503: { description: 'Not ready', schema: Readiness },
+    },
   },
 ]
 
 export function registerProbeRoutes(router: Router, deps: ProbeDeps): void {
-  router.on('GET', '/healthz', async (ctx) => { ctx.route = 'healthz'; sendJson(ctx.res, 200, { status: 'ok' }) })
+  router.on('GET', '/healthz', async (ctx) => {
+    ctx.route = 'healthz'
+    sendJson(ctx.res, 200, { status: 'ok' })
+  })
   router.on('GET', '/readyz', async (ctx) => {
     ctx.route = 'readyz'
     const store = await deps.stores.ping()

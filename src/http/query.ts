@@ -11,17 +11,26 @@ import { gatewayError } from '../errors.ts'
 export function parseQuery<S extends z.ZodType>(schema: S, query: URLSearchParams): z.infer<S> {
   const values: Record<string, string> = {}
   for (const [name, value] of query) {
-    if (Object.hasOwn(values, name)) throw gatewayError('invalid_body', { message: `Query parameter ${printable(name)} is given more than once.`, param: printable(name) })
+    if (Object.hasOwn(values, name))
+      throw gatewayError('invalid_body', {
+        message: `Query parameter ${printable(name)} is given more than once.`,
+        param: printable(name),
+      })
     values[name] = value
   }
   const parsed = schema.safeParse(values)
   if (parsed.success) return parsed.data
   const issue = parsed.error.issues[0]
   if (issue?.code === 'unrecognized_keys') {
-    throw gatewayError('invalid_body', { message: `Unknown query parameter(s): ${issue.keys.map(printable).join(', ')}.` })
+    throw gatewayError('invalid_body', {
+      message: `Unknown query parameter(s): ${issue.keys.map(printable).join(', ')}.`,
+    })
   }
   const param = issue?.path.map(String).join('.') || null
-  throw gatewayError('invalid_body', { message: `Invalid query parameter ${param ?? ''}: ${issue?.message ?? 'invalid value'}.`, param })
+  throw gatewayError('invalid_body', {
+    message: `Invalid query parameter ${param ?? ''}: ${issue?.message ?? 'invalid value'}.`,
+    param,
+  })
 }
 
 /** Client-supplied names are echoed only when plain. */

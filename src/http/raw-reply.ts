@@ -11,7 +11,9 @@ export function rawErrorReply(error: GatewayError): Buffer {
     'content-type: application/json; charset=utf-8',
     `content-length: ${Buffer.byteLength(body)}`,
     'connection: close',
-    ...Object.entries(error.headers).filter(([name]) => name.toLowerCase() !== 'connection').map(([name, value]) => `${name}: ${value}`),
+    ...Object.entries(error.headers)
+      .filter(([name]) => name.toLowerCase() !== 'connection')
+      .map(([name, value]) => `${name}: ${value}`),
   ]
   return Buffer.from(`${head.join('\r\n')}\r\n\r\n${body}`)
 }

@@ -4,7 +4,11 @@
 const PREFIXES = ['/v1', '/v2'] as const
 
 /** The 404's message for this method and URL; `served` says whether another URL is routed. */
-export function unknownRouteMessage(method: string, url: string, served: (method: string, url: string) => boolean): string {
+export function unknownRouteMessage(
+  method: string,
+  url: string,
+  served: (method: string, url: string) => boolean,
+): string {
   const path = url.split('?', 1)[0] ?? url
   for (const from of PREFIXES) {
     if (!path.startsWith(`${from}/`)) continue

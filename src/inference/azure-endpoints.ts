@@ -18,14 +18,20 @@ import { PROXIED_ENDPOINTS, type EndpointSpec } from './endpoints.ts'
 
 /** Routes under the API prefix whose Azure twin names a deployment (the SDK's `_deployments_endpoints` we serve). */
 const DEPLOYMENT_ROUTES = new Set([
-  '/chat/completions', '/completions', '/embeddings', '/audio/transcriptions', '/audio/translations', '/images/generations', '/images/edits',
+  '/chat/completions',
+  '/completions',
+  '/embeddings',
+  '/audio/transcriptions',
+  '/audio/translations',
+  '/images/generations',
+  '/images/edits',
 ])
 
 export const AZURE_PREFIX = '/openai/deployments/:deployment'
 
-export const AZURE_ENDPOINTS: readonly EndpointSpec[] = PROXIED_ENDPOINTS
-  .filter((spec) => DEPLOYMENT_ROUTES.has(spec.route))
-  .map((spec) => ({ ...spec, route: `${AZURE_PREFIX}${spec.route}`, modelParam: 'deployment' }))
+export const AZURE_ENDPOINTS: readonly EndpointSpec[] = PROXIED_ENDPOINTS.filter((spec) =>
+  DEPLOYMENT_ROUTES.has(spec.route),
+).map((spec) => ({ ...spec, route: `${AZURE_PREFIX}${spec.route}`, modelParam: 'deployment' }))
 
 /** The query an Azure-style call's twin sees: without `api-version`. */
 export function withoutApiVersion(query: URLSearchParams): URLSearchParams {
@@ -39,7 +45,8 @@ export function withPathModel(body: RequestBody, model: string): RequestBody {
   if (body.kind === 'json') return { kind: 'json', value: { ...body.value, model } }
   if (body.kind === 'multipart' && body.fields.model !== model) {
     throw gatewayError('invalid_body', {
-      message: 'On an Azure-style path the form\'s model must be the deployment the path names: the form is forwarded as it was sent.',
+      message:
+        "On an Azure-style path the form's model must be the deployment the path names: the form is forwarded as it was sent.",
       param: 'model',
     })
   }

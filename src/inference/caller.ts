@@ -35,7 +35,11 @@ export function openCallOf(deps: CallerDeps): OpenCall {
 }
 
 /** The route named, the key authenticated (or the request refused), and its id noted. */
-export async function identify(ctx: RequestContext, authenticate: ApiKeyAuthenticator, route: string): Promise<Principal> {
+export async function identify(
+  ctx: RequestContext,
+  authenticate: ApiKeyAuthenticator,
+  route: string,
+): Promise<Principal> {
   ctx.route = route
   const principal = await authenticate(ctx.req)
   ctx.keyId = principal.keyId
@@ -43,8 +47,15 @@ export async function identify(ctx: RequestContext, authenticate: ApiKeyAuthenti
 }
 
 /** Where the key stands on `limits`, as x-ratelimit-* headers (none when the limiter cannot say). */
-export async function showLimits(sink: Pick<ReplySink, 'setHeader'>, limiter: Limiter, keyId: string, limits: ResolvedLimits): Promise<void> {
-  const headers = await limiter.peek({ keyId, tier: limits.tier, model: limits.model, limits: limits.limits }).catch(() => ({}))
+export async function showLimits(
+  sink: Pick<ReplySink, 'setHeader'>,
+  limiter: Limiter,
+  keyId: string,
+  limits: ResolvedLimits,
+): Promise<void> {
+  const headers = await limiter
+    .peek({ keyId, tier: limits.tier, model: limits.model, limits: limits.limits })
+    .catch(() => ({}))
   setHeaders(sink, headers)
 }
 

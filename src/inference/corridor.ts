@@ -59,12 +59,22 @@ export interface Corridor {
    * the way (or from `proceed`) still tells the client where its limits stand. A spooled
    * upload is deleted once `proceed` is done.
    */
-  enter(ctx: RequestContext, spec: EndpointSpec, params: Params, query: URLSearchParams,
-    proceed: (call: PreparedCall) => Promise<void>, options?: EnterOptions): Promise<void>
+  enter(
+    ctx: RequestContext,
+    spec: EndpointSpec,
+    params: Params,
+    query: URLSearchParams,
+    proceed: (call: PreparedCall) => Promise<void>,
+    options?: EnterOptions,
+  ): Promise<void>
   /** Admit (the strategy) → upstream with failover → relay into the exchange → settle. */
   run(call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult>
   /** A call for a key and a body checked earlier (a stored request): scopes are checked again. */
-  restore(principal: Principal, spec: EndpointSpec, parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>): PreparedCall
+  restore(
+    principal: Principal,
+    spec: EndpointSpec,
+    parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>,
+  ): PreparedCall
 }
 
 /** Returned by forward() when the strategy puts an upstream failure back. */
@@ -72,7 +82,15 @@ const PUT_BACK = Symbol('put back')
 
 /** The exchange of a live request: the reply goes to the client. */
 export function liveExchange(ctx: RequestContext): Exchange {
-  return { id: ctx.id, log: ctx.log, signal: ctx.signal, sink: ctx.res, client: { req: ctx.req, res: ctx.res }, notes: ctx, live: true }
+  return {
+    id: ctx.id,
+    log: ctx.log,
+    signal: ctx.signal,
+    sink: ctx.res,
+    client: { req: ctx.req, res: ctx.res },
+    notes: ctx,
+    live: true,
+  }
 }
 
 /** /v2: one admission; over the limit is the client's 429. */
@@ -100,17 +118,26 @@ interface Attempt {
 }
 
 export function createCorridor(deps: InferenceDeps): Corridor {
-  const shared: Shared = { ...deps, rotation: 0, breaker: new CircuitBreaker(), bodyRate: bodyRateOf(deps.config.server) }
+  const shared: Shared = {
+    ...deps,
+    rotation: 0,
+    breaker: new CircuitBreaker(),
+    bodyRate: bodyRateOf(deps.config.server),
+  }
   return {
-    enter: (ctx, spec, params, query, proceed, options) => enter(shared, ctx, { spec, params, query }, proceed, options),
+    enter: (ctx, spec, params, query, proceed, options) =>
+      enter(shared, ctx, { spec, params, query }, proceed, options),
     run: (call, exchange, strategy) => run(shared, call, exchange, strategy),
     restore: (principal, spec, parts) => restore(shared, principal, spec, parts),
   }
 }
 
 async function enter(
-  s: Shared, ctx: RequestContext, target: Pick<PreparedCall, 'spec' | 'params' | 'query'>,
-  proceed: (call: PreparedCall) => Promise<void>, options: EnterOptions = {},
+  s: Shared,
+  ctx: RequestContext,
+  target: Pick<PreparedCall, 'spec' | 'params' | 'query'>,
+  proceed: (call: PreparedCall) => Promise<void>,
+  options: EnterOptions = {},
 ): Promise<void> {
   const principal = await identify(ctx, s.authenticate, options.route ?? target.spec.endpoint)
   ctx.tier = tierOf(principal.key, s.config.plans)
@@ -121,8 +148,20 @@ async function enter(
   } catch (err) {
     // A refusal after authentication still tells the client where its limits stand
     // (the limiter's own 429s carry them already).
-    if (!ctx.res.headersSent && !(err instanceof GatewayError && err.status === 429 && Object.keys(err.headers).some((h) => h.startsWith('x-ratelimit-')))) {
-      await showLimits(ctx.res, s.limiter, principal.keyId, taken.resolved ?? resolveLimits(s.config.plans, principal.key, ctx.model ?? '*'))
+    if (
+      !ctx.res.headersSent &&
+      !(
+        err instanceof GatewayError &&
+        err.status === 429 &&
+        Object.keys(err.headers).some((h) => h.startsWith('x-ratelimit-'))
+      )
+    ) {
+      await showLimits(
+        ctx.res,
+        s.limiter,
+        principal.keyId,
+        taken.resolved ?? resolveLimits(s.config.plans, principal.key, ctx.model ?? '*'),
+      )
     }
     throw err
   } finally {
@@ -131,18 +170,34 @@ async function enter(
   }
 }
 
-function restore(s: Shared, principal: Principal, spec: EndpointSpec, parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>): PreparedCall {
+function restore(
+  s: Shared,
+  principal: Principal,
+  spec: EndpointSpec,
+  parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>,
+): PreparedCall {
   checkEndpointScope(principal, spec.endpoint)
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
   const resolved = resolveLimits(s.config.plans, principal.key, parts.modelName ?? '*')
   return { spec, principal, resolved, ...parts }
 }
 
-async function run(s: Shared, call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult> {
+async function run(
+  s: Shared,
+  call: PreparedCall,
+  exchange: Exchange,
+  strategy: AdmissionStrategy,
+): Promise<CallResult> {
   const { principal, resolved, estimate } = call
   const request: AdmissionRequest = {
-    keyId: principal.keyId, tier: resolved.tier, model: resolved.model, limits: resolved.limits, estimate,
-    ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate.outputTokens, s.config.defaultMaxTokens) } : {}),
+    keyId: principal.keyId,
+    tier: resolved.tier,
+    model: resolved.model,
+    limits: resolved.limits,
+    estimate,
+    ...(estimate.outputDefaulted
+      ? { reservationNote: defaultReservationNote(estimate.outputTokens, s.config.defaultMaxTokens) }
+      : {}),
   }
   for (let attempt = 0; ; attempt++) {
     const admission = await strategy.admit(request, attempt)
@@ -164,20 +219,30 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     throw gatewayError('capability_missing')
   }
   const upstream: UpstreamCall = {
-    endpoint: spec.endpoint, method: spec.method, path: upstreamPathOf(spec, call.params, call.query), body: call.body, stream: ask.stream,
-    requestId: exchange.id, signal: exchange.signal, client: exchange.client,
+    endpoint: spec.endpoint,
+    method: spec.method,
+    path: upstreamPathOf(spec, call.params, call.query),
+    body: call.body,
+    stream: ask.stream,
+    requestId: exchange.id,
+    signal: exchange.signal,
+    client: exchange.client,
   }
   const build = (target: Deployment): UpstreamRequest => translate(upstream, target.upstreamModel)
   const reply = new Reply(s, call, exchange, a.admission, build)
   const ending: Ending = {
-    endpoint: spec.endpoint, started: performance.now(), firstBackend: targets[0]?.adapter.name,
-    idleReaderMs: s.config.server.idleReaderTimeoutMs, attemptFailed: false, failedSending: false,
+    endpoint: spec.endpoint,
+    started: performance.now(),
+    firstBackend: targets[0]?.adapter.name,
+    idleReaderMs: s.config.server.idleReaderTimeoutMs,
+    attemptFailed: false,
+    failedSending: false,
   }
   try {
     const sent = await send(s, a, targets, build, ending)
     if (sent === PUT_BACK) return PUT_BACK
     reply.served(sent.target)
-    const { status, usage, aborted } = ending.relayed = await reply.relay(sent.response, ask)
+    const { status, usage, aborted } = (ending.relayed = await reply.relay(sent.response, ask))
     return { status, usage, aborted }
   } catch (err) {
     ending.error = err
@@ -193,18 +258,29 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
  * deployment could be reached, or one refused (429, 5xx) before any byte reached the client.
  */
 async function send(
-  s: Shared, a: Attempt, targets: readonly Deployment[], build: (target: Deployment) => UpstreamRequest, ending: Ending,
+  s: Shared,
+  a: Attempt,
+  targets: readonly Deployment[],
+  build: (target: Deployment) => UpstreamRequest,
+  ending: Ending,
 ): Promise<FailoverResult<Deployment> | typeof PUT_BACK> {
   const { exchange, attempt } = a
   const { log } = exchange
-  const putBack = (status: number): boolean => a.strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
+  const putBack = (status: number): boolean =>
+    a.strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
   let sent: FailoverResult<Deployment>
   try {
     sent = await sendWithFailover(pickOrder(targets, s.rotation++), build, {
       breaker: s.breaker,
       onAttemptFailed: (target, reason, next) => {
         ending.attemptFailed = true
-        recordFailedAttempt({ metrics: s.metrics, log }, targets.length, target.adapter.name, reason, next?.adapter.name)
+        recordFailedAttempt(
+          { metrics: s.metrics, log },
+          targets.length,
+          target.adapter.name,
+          reason,
+          next?.adapter.name,
+        )
       },
     })
   } catch (err) {
@@ -220,7 +296,10 @@ async function send(
   const upstreamStatus = sent.response.status
   if ((upstreamStatus === 429 || upstreamStatus >= 500) && putBack(upstreamStatus)) {
     sent.response.body.destroy()
-    log.warn({ backend: sent.target.adapter.name, status: upstreamStatus, attempt }, 'upstream refused; the call goes back in line')
+    log.warn(
+      { backend: sent.target.adapter.name, status: upstreamStatus, attempt },
+      'upstream refused; the call goes back in line',
+    )
     return PUT_BACK
   }
   return sent
@@ -234,6 +313,8 @@ function targetsFor(registry: BackendRegistry, spec: EndpointSpec, modelName: st
 
 /** Why a request without max_tokens reserved so much, and what lowers it. */
 function defaultReservationNote(reserved: number, perChoice: number): string {
-  return `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
+  return (
+    `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
     'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.'
+  )
 }

@@ -17,7 +17,9 @@ import { checkOwnership } from './ownership.ts'
 import { checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
 
-export type IntakeDeps = Pick<InferenceDeps, 'config' | 'registry' | 'ownership' | 'fileQuota' | 'spoolDir'> & { readonly bodyRate: BodyRate }
+export type IntakeDeps = Pick<InferenceDeps, 'config' | 'registry' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
+  readonly bodyRate: BodyRate
+}
 
 export interface BodyLimit {
   /** Largest body accepted, when lower than the server's limits. */
@@ -35,8 +37,13 @@ export interface Taken {
 
 /** The intake's way, for a request whose key may use `spec`; `taken` follows it as it goes. */
 export async function prepare(
-  deps: IntakeDeps, req: IncomingMessage, notes: { model?: string }, principal: Principal,
-  call: Pick<PreparedCall, 'spec' | 'params' | 'query'>, limit: BodyLimit, taken: Taken,
+  deps: IntakeDeps,
+  req: IncomingMessage,
+  notes: { model?: string },
+  principal: Principal,
+  call: Pick<PreparedCall, 'spec' | 'params' | 'query'>,
+  limit: BodyLimit,
+  taken: Taken,
 ): Promise<PreparedCall> {
   const { config, registry } = deps
   const { spec, params, query } = call
@@ -49,30 +56,51 @@ export async function prepare(
     const route = registry.model(modelName)
     const baseModel = spec.endpoint === 'fine_tuning.jobs.create' && config.fineTuning.baseModels.includes(modelName)
     if (!baseModel && (!route || !spec.modelKinds?.includes(route.config.kind))) {
-      throw gatewayError('model_not_found', { message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint. GET /v2/models lists the models this key may use.`, param: 'model' })
+      throw gatewayError('model_not_found', {
+        message: `The model '${printable(modelName)}' does not exist or cannot be used with this endpoint. GET /v2/models lists the models this key may use.`,
+        param: 'model',
+      })
     }
     checkModelScope(principal, modelName)
     notes.model = modelName
   }
-  const resolved = taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*')
+  const resolved = (taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*'))
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
   const estimate = estimateUsage(spec.endpoint, body.kind === 'json' ? body.value : null, {
     defaultMaxTokens: config.defaultMaxTokens,
     contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
   })
-  const upload = taken.upload = await deps.fileQuota?.hold(spec, principal, resolved.tier, body)
-  return { spec, params, query, principal, body, modelName, resolved, estimate, ...(upload === undefined ? {} : { upload }) }
+  const upload = (taken.upload = await deps.fileQuota?.hold(spec, principal, resolved.tier, body))
+  return {
+    spec,
+    params,
+    query,
+    principal,
+    body,
+    modelName,
+    resolved,
+    estimate,
+    ...(upload === undefined ? {} : { upload }),
+  }
 }
 
 /** The body in the endpoint's form, within the server's limits and any lower one. */
-function readBody(deps: IntakeDeps, req: IncomingMessage, spec: EndpointSpec, { bodyLimitBytes, bodyLimitReason }: BodyLimit): Promise<RequestBody> {
+function readBody(
+  deps: IntakeDeps,
+  req: IncomingMessage,
+  spec: EndpointSpec,
+  { bodyLimitBytes, bodyLimitReason }: BodyLimit,
+): Promise<RequestBody> {
   const { server } = deps.config
   const within = (serverLimit: number): number => Math.min(serverLimit, bodyLimitBytes ?? serverLimit)
   const read = (): Promise<RequestBody> => {
     switch (spec.body) {
-      case 'json': return readJsonBody(req, within(server.jsonBodyLimitBytes), deps.bodyRate)
-      case 'multipart': return readMultipartBody(req, within(server.uploadLimitBytes), deps.spoolDir, deps.bodyRate)
-      case 'none': return Promise.resolve({ kind: 'none' })
+      case 'json':
+        return readJsonBody(req, within(server.jsonBodyLimitBytes), deps.bodyRate)
+      case 'multipart':
+        return readMultipartBody(req, within(server.uploadLimitBytes), deps.spoolDir, deps.bodyRate)
+      case 'none':
+        return Promise.resolve({ kind: 'none' })
     }
   }
   if (bodyLimitReason === undefined) return read()

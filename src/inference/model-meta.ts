@@ -11,7 +11,9 @@ import type { CatalogueFacts, ModelConfig, ModelKind } from '../config/schema.ts
 /** The reply's shape is the documented one (/openapi.json). */
 export type ModelMetaData = z.infer<typeof ModelMetaDataSchema>
 
-const BY_KIND: Readonly<Record<ModelKind, Pick<ModelMetaData, 'model_type' | 'input_modalities' | 'output_modalities'>>> = {
+const BY_KIND: Readonly<
+  Record<ModelKind, Pick<ModelMetaData, 'model_type' | 'input_modalities' | 'output_modalities'>>
+> = {
   chat: { model_type: 'LLM', input_modalities: ['text'], output_modalities: ['text'] },
   embedding: { model_type: 'EMBEDDING', input_modalities: ['text'], output_modalities: ['embedding'] },
   audio: { model_type: 'STT', input_modalities: ['audio'], output_modalities: ['text'] },
@@ -44,7 +46,8 @@ export function modelMetaData(model: ModelConfig, facts: CatalogueFacts | undefi
     location: meta.location ?? region,
     license: facts?.license ?? meta.license ?? null,
     display_name: facts?.display_name ?? meta.display_name ?? model.name,
-    deployment_country: meta.deployment_country ?? (region === null ? null : COUNTRY_OF_REGION[region.toLowerCase()] ?? null),
+    deployment_country:
+      meta.deployment_country ?? (region === null ? null : (COUNTRY_OF_REGION[region.toLowerCase()] ?? null)),
     input_modalities: meta.input_modalities ?? kind.input_modalities,
     output_modalities: meta.output_modalities ?? kind.output_modalities,
     model_lifecycle_stage: meta.model_lifecycle_stage ?? 'Stable',

@@ -40,20 +40,36 @@ export interface IdField {
  * the same name means the same kind.
  */
 export const ID_FIELDS: Readonly<Record<string, IdField>> = {
-  file_id: { kind: 'file', shape: 'id', holds: 'a file (content parts, image inputs and masks, vector store attach, annotations, tool outputs)' },
-  file_ids: { kind: 'file', shape: 'ids', holds: 'files (vector store create and batches, code interpreter containers)' },
-  training_file: { kind: 'file', shape: 'id', holds: 'a fine-tuning job\'s training file' },
-  validation_file: { kind: 'file', shape: 'id', holds: 'a fine-tuning job\'s validation file' },
-  input_file_id: { kind: 'file', shape: 'id', holds: 'a batch\'s input file' },
+  file_id: {
+    kind: 'file',
+    shape: 'id',
+    holds: 'a file (content parts, image inputs and masks, vector store attach, annotations, tool outputs)',
+  },
+  file_ids: {
+    kind: 'file',
+    shape: 'ids',
+    holds: 'files (vector store create and batches, code interpreter containers)',
+  },
+  training_file: { kind: 'file', shape: 'id', holds: "a fine-tuning job's training file" },
+  validation_file: { kind: 'file', shape: 'id', holds: "a fine-tuning job's validation file" },
+  input_file_id: { kind: 'file', shape: 'id', holds: "a batch's input file" },
   vector_store_id: { kind: 'vector_store', shape: 'id', holds: 'a vector store' },
   vector_store_ids: { kind: 'vector_store', shape: 'ids', holds: 'vector stores (file_search tools, tool resources)' },
   previous_response_id: { kind: 'response', shape: 'id', holds: 'a stored response the call continues' },
   response_id: { kind: 'response', shape: 'id', holds: 'a stored response' },
-  conversation: { kind: 'conversation', shape: 'id', holds: 'the conversation a response joins, by id (or as `{id}`, below)' },
+  conversation: {
+    kind: 'conversation',
+    shape: 'id',
+    holds: 'the conversation a response joins, by id (or as `{id}`, below)',
+  },
   conversation_id: { kind: 'conversation', shape: 'id', holds: 'a conversation' },
   batch_id: { kind: 'batch', shape: 'id', holds: 'a batch' },
   fine_tuning_job_id: { kind: 'fine_tuning.job', shape: 'id', holds: 'a fine-tuning job' },
-  container: { kind: 'container', shape: 'id', holds: 'a code interpreter container named by id (`{type: "auto"}` is not an id)' },
+  container: {
+    kind: 'container',
+    shape: 'id',
+    holds: 'a code interpreter container named by id (`{type: "auto"}` is not an id)',
+  },
   container_id: { kind: 'container', shape: 'id', holds: 'a container (shell environments, container file citations)' },
   skill_id: { kind: 'skill', shape: 'id', holds: 'a skill' },
 }
@@ -77,19 +93,21 @@ export const ID_PATHS: Readonly<Record<string, IdField>> = {
  */
 export const NOT_OBJECT_IDS: Readonly<Record<string, string>> = {
   call_id: 'pairs a tool call with its output inside the same request; nothing stored is loaded by it',
-  tool_call_id: 'pairs a tool message with the assistant\'s tool call in the same messages list',
+  tool_call_id: "pairs a tool message with the assistant's tool call in the same messages list",
   caller_id: 'names the program item of the same input that made a tool call',
   approval_request_id: 'answers an MCP approval request item of the same input',
-  '.messages[].tool_calls[].id': 'a tool call\'s id inside the messages the client sends',
+  '.messages[].tool_calls[].id': "a tool call's id inside the messages the client sends",
   '.input[].pending_safety_checks[].id': 'a safety check of a computer call in the same input',
   '.input[].acknowledged_safety_checks[].id': 'a safety check of a computer call in the same input',
-  '.audio.voice.id': 'a voice of the account, chosen for the reply; the upstream account\'s configuration, like a model',
-  '.prompt.id': 'a prompt template of the upstream account; templates are made in its dashboard, not by tenants through the gateway, so they are the platform\'s, like models (the variables a prompt is given are checked)',
-  connector_id: 'one of the upstream\'s service connectors (Google Drive, Dropbox): the client authorises it with its own token',
+  '.audio.voice.id': "a voice of the account, chosen for the reply; the upstream account's configuration, like a model",
+  '.prompt.id':
+    "a prompt template of the upstream account; templates are made in its dashboard, not by tenants through the gateway, so they are the platform's, like models (the variables a prompt is given are checked)",
+  connector_id:
+    "one of the upstream's service connectors (Google Drive, Dropbox): the client authorises it with its own token",
   tunnel_id: 'an MCP tunnel of the upstream account: its configuration, like a model',
-  '.mask': 'an image edit\'s mask, as a URL or as an object whose file_id is checked',
+  '.mask': "an image edit's mask, as a URL or as an object whose file_id is checked",
   '.integrations[].wandb.name': 'a display name for a run at Weights & Biases, a third party',
-  logit_bias: 'a map of the tokenizer\'s token ids to biases',
+  logit_bias: "a map of the tokenizer's token ids to biases",
 }
 
 /**
@@ -149,9 +167,12 @@ export function idsInBody(body: Readonly<Record<string, unknown>>): NamedId[] {
       const nested = typeof child === 'object' && child !== null
       if (nested && FREE_FORM.has(name) && !Array.isArray(child)) continue
       // The schema's maps are written `{}`; a variable's own name is not a field name.
-      const field = keyed ? undefined
-        : (PATH_NAMES.has(name) ? ID_PATHS[`${path}.${name}`] : undefined) ?? (Object.hasOwn(ID_FIELDS, name) ? ID_FIELDS[name] : undefined)
-      if (field !== undefined) for (const id of idsOf(child, field.shape)) found.push({ kind: field.kind, id, param: paramOf(name) })
+      const field = keyed
+        ? undefined
+        : ((PATH_NAMES.has(name) ? ID_PATHS[`${path}.${name}`] : undefined) ??
+          (Object.hasOwn(ID_FIELDS, name) ? ID_FIELDS[name] : undefined))
+      if (field !== undefined)
+        for (const id of idsOf(child, field.shape)) found.push({ kind: field.kind, id, param: paramOf(name) })
       if (nested) {
         trail.push(name)
         walk(child, keyed ? `${path}{}` : `${path}.${name}`)

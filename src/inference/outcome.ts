@@ -39,7 +39,11 @@ export interface Ending {
 
 /** A deployment could not serve; `next` is the deployment tried after it, if any. */
 export function recordFailedAttempt(
-  { metrics, log }: Omit<OutcomeRecord, 'notes'>, deployments: number, backend: string, reason: GatewayError | number, next: string | undefined,
+  { metrics, log }: Omit<OutcomeRecord, 'notes'>,
+  deployments: number,
+  backend: string,
+  reason: GatewayError | number,
+  next: string | undefined,
 ): void {
   // Every failed attempt is an upstream error, the ones a failover then saved too; only an
   // attempt followed by another deployment is a failover.
@@ -49,7 +53,12 @@ export function recordFailedAttempt(
     metrics.failovers.inc({ backend })
     log.warn({ ...fields, next }, 'upstream attempt failed; trying the next deployment')
   } else {
-    log.warn(fields, deployments > 1 ? 'upstream attempt failed; no other deployment is tried' : 'upstream attempt failed; the model has no other deployment')
+    log.warn(
+      fields,
+      deployments > 1
+        ? 'upstream attempt failed; no other deployment is tried'
+        : 'upstream attempt failed; the model has no other deployment',
+    )
   }
 }
 
@@ -58,17 +67,24 @@ export function recordOutcome({ metrics, log, notes }: OutcomeRecord, ending: En
   const { relayed, error, endpoint } = ending
   if (relayed !== undefined) {
     const backend = notes.backend ?? 'none'
-    if (relayed.firstByteMs !== undefined) metrics.timeToFirstByte.observe({ backend, endpoint }, relayed.firstByteMs / 1000)
+    if (relayed.firstByteMs !== undefined)
+      metrics.timeToFirstByte.observe({ backend, endpoint }, relayed.firstByteMs / 1000)
     if (relayed.stalled) {
       notes.errorName = 'client_read_timeout'
-      log.warn({ backend, idleReaderMs: ending.idleReaderMs }, 'client stopped reading; stream ended and charged what was sent')
+      log.warn(
+        { backend, idleReaderMs: ending.idleReaderMs },
+        'client stopped reading; stream ended and charged what was sent',
+      )
     }
     if (relayed.error) {
       // The reply had already started: the client got what could still be sent. Always
       // the gateway's own error (an upstream's relayed error body is no error of ours).
       notes.errorName = relayed.error.errorName
       metrics.upstreamErrors.inc({ backend, reason: relayed.error.errorName })
-      log.warn({ backend, error: relayed.error.errorName, usageSource: relayed.usageSource }, 'upstream reply broke off')
+      log.warn(
+        { backend, error: relayed.error.errorName, usageSource: relayed.usageSource },
+        'upstream reply broke off',
+      )
     }
   }
   // Failed attempts are counted as they fail; this counts the rest (a reply that fails
@@ -81,7 +97,13 @@ export function recordOutcome({ metrics, log, notes }: OutcomeRecord, ending: En
 }
 
 /** What a settled call charged, by model and tier (calls without a model count nowhere). */
-export function recordCharge(metrics: Metrics, model: string | null, tier: string, usage: Usage, costNanos: number): void {
+export function recordCharge(
+  metrics: Metrics,
+  model: string | null,
+  tier: string,
+  usage: Usage,
+  costNanos: number,
+): void {
   if (model === null) return
   metrics.tokens.inc({ model, tier, direction: 'input' }, usage.inputTokens)
   metrics.tokens.inc({ model, tier, direction: 'output' }, usage.outputTokens)

@@ -46,7 +46,12 @@ const NOUN: Record<ReferencedKind, string> = {
 }
 
 /** Kinds nobody can own through the gateway (no route creates them): no lookup needed. */
-const NEVER_OWNED: ReadonlySet<ReferencedKind> = new Set<NeverOwnedKind>(['conversation', 'batch', 'container', 'skill'])
+const NEVER_OWNED: ReadonlySet<ReferencedKind> = new Set<NeverOwnedKind>([
+  'conversation',
+  'batch',
+  'container',
+  'skill',
+])
 
 function ownable(named: NamedId): named is NamedId & { readonly kind: OwnedKind | RememberedKind } {
   return !NEVER_OWNED.has(named.kind)
@@ -79,7 +84,14 @@ function reachedBy(spec: EndpointSpec, params: Params, query: URLSearchParams, b
  * Refuses (404) a call that reaches an object the caller does not own: in its path, its
  * query or anywhere in its body. Another owner's id and an unknown one get the same answer.
  */
-export async function checkOwnership(store: OwnershipStore, spec: EndpointSpec, params: Params, query: URLSearchParams, body: RequestBody, owner: string): Promise<void> {
+export async function checkOwnership(
+  store: OwnershipStore,
+  spec: EndpointSpec,
+  params: Params,
+  query: URLSearchParams,
+  body: RequestBody,
+  owner: string,
+): Promise<void> {
   const named = dedupe(reachedBy(spec, params, query, body))
   const never = named.find((r) => !ownable(r))
   if (never !== undefined) throw notFound(never)
@@ -108,14 +120,24 @@ function dedupe(reached: readonly NamedId[]): NamedId[] {
 }
 
 /** What the reply of this call does to ownership records; undefined when nothing. */
-export function ownershipTransformOf(store: OwnershipStore, spec: EndpointSpec, owner: string, paging?: ListPaging): JsonTransform | undefined {
+export function ownershipTransformOf(
+  store: OwnershipStore,
+  spec: EndpointSpec,
+  owner: string,
+  paging?: ListPaging,
+): JsonTransform | undefined {
   const own = spec.ownership
   // A read of one object (a file's content, say) passes through untouched.
   if (own === undefined || own.action === 'access') return undefined
   return ownershipTransform(store, own, owner, paging)
 }
 
-export function ownershipTransform(store: OwnershipStore, ownership: Ownership, owner: string, paging?: ListPaging): JsonTransform {
+export function ownershipTransform(
+  store: OwnershipStore,
+  ownership: Ownership,
+  owner: string,
+  paging?: ListPaging,
+): JsonTransform {
   const kind: OwnedKind = ownership.kind
   return async (status, body) => {
     if (status < 200 || status >= 300 || !isJsonObject(body)) return body
@@ -126,13 +148,18 @@ export function ownershipTransform(store: OwnershipStore, ownership: Ownership, 
       case 'list': {
         if (!Array.isArray(body.data)) return body
         const mine = new Set(await store.list(kind, owner))
-        const isMine = (item: unknown): boolean => isJsonObject(item) && typeof item.id === 'string' && mine.has(item.id)
+        const isMine = (item: unknown): boolean =>
+          isJsonObject(item) && typeof item.id === 'string' && mine.has(item.id)
         let data = body.data.filter(isMine)
         let hasMore = body.has_more
         if (paging !== undefined && hasMore === true) {
           const wanted = paging.limit ?? body.data.length
           let after = idOf(body.data.at(-1))
-          for (let pages = 0; data.length < wanted && hasMore === true && after !== undefined && pages < REFILL_PAGES; pages++) {
+          for (
+            let pages = 0;
+            data.length < wanted && hasMore === true && after !== undefined && pages < REFILL_PAGES;
+            pages++
+          ) {
             const next = await paging.nextPage(after)
             if (!isJsonObject(next) || !Array.isArray(next.data)) break
             data = [...data, ...next.data.filter(isMine)]
@@ -146,9 +173,10 @@ export function ownershipTransform(store: OwnershipStore, ownership: Ownership, 
           }
         }
         // The page's bounds must not name another owner's objects either.
-        const bounds = 'first_id' in body || 'last_id' in body
-          ? { first_id: idOf(data[0]) ?? null, last_id: idOf(data.at(-1)) ?? null }
-          : {}
+        const bounds =
+          'first_id' in body || 'last_id' in body
+            ? { first_id: idOf(data[0]) ?? null, last_id: idOf(data.at(-1)) ?? null }
+            : {}
         return { ...body, data, ...bounds, ...('has_more' in body ? { has_more: hasMore } : {}) }
       }
       case 'delete':

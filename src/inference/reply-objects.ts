@@ -31,7 +31,13 @@ export interface ReplyObjects {
   flush(): Promise<void>
 }
 
-export function replyObjectsOf(endpoint: Endpoint, request: JsonObject | null, store: OwnershipStore, owner: string, log: Logger): ReplyObjects | undefined {
+export function replyObjectsOf(
+  endpoint: Endpoint,
+  request: JsonObject | null,
+  store: OwnershipStore,
+  owner: string,
+  log: Logger,
+): ReplyObjects | undefined {
   if (!handsOut(endpoint, request)) return undefined
   let found: Found = empty()
   return {
@@ -41,13 +47,14 @@ export function replyObjectsOf(endpoint: Endpoint, request: JsonObject | null, s
     async flush() {
       const pending = found
       found = empty()
-      const writes = Object.entries(pending).filter(([, ids]) => ids.size > 0)
+      const writes = Object.entries(pending)
+        .filter(([, ids]) => ids.size > 0)
         .map(([kind, ids]) => store.remember(kind as RememberedKind, [...ids], owner, REMEMBER_MS))
       try {
         await Promise.all(writes)
       } catch (err) {
         // The reply still goes out; the caller will get a 404 naming these objects later.
-        log.warn({ err }, 'could not record the objects of a reply as the caller\'s')
+        log.warn({ err }, "could not record the objects of a reply as the caller's")
       }
     },
   }
@@ -63,7 +70,8 @@ function add(set: Set<string>, id: unknown): void {
 
 function collectResponse(response: JsonObject, found: Found): void {
   add(found.response, response.id)
-  if (Array.isArray(response.output)) for (const item of response.output) if (isJsonObject(item)) add(found['response.item'], item.id)
+  if (Array.isArray(response.output))
+    for (const item of response.output) if (isJsonObject(item)) add(found['response.item'], item.id)
 }
 
 /** A body or event of either endpoint. */
@@ -71,7 +79,8 @@ function collect(data: JsonObject, found: Found): void {
   // Responses: the body itself, or an event carrying the response or one item.
   if (data.object === 'response') collectResponse(data, found)
   if (isJsonObject(data.response)) collectResponse(data.response, found)
-  if (typeof data.type === 'string' && data.type.startsWith('response.output_item.') && isJsonObject(data.item)) add(found['response.item'], data.item.id)
+  if (typeof data.type === 'string' && data.type.startsWith('response.output_item.') && isJsonObject(data.item))
+    add(found['response.item'], data.item.id)
   // Chat completions: a message's audio, or a delta's.
   if (Array.isArray(data.choices)) {
     for (const choice of data.choices) {

@@ -35,7 +35,13 @@ export class Reply {
   #settled = false
 
   /** `build` is the request a deployment is sent for this call (upstream-request.ts). */
-  constructor(deps: ReplyDeps, call: PreparedCall, exchange: Exchange, admission: Admission, build: (target: Deployment) => UpstreamRequest) {
+  constructor(
+    deps: ReplyDeps,
+    call: PreparedCall,
+    exchange: Exchange,
+    admission: Admission,
+    build: (target: Deployment) => UpstreamRequest,
+  ) {
     this.#deps = deps
     this.#call = call
     this.#exchange = exchange
@@ -43,22 +49,33 @@ export class Reply {
     const { spec, params, query, principal, body } = call
     // A list filtered by owner is filled from the deployment that served its first page
     // (paging backwards with `before` is left as the upstream's page).
-    const paging = spec.ownership?.action === 'list' && !query.has('before')
-      ? listPaging({
-        query,
-        jsonLimitBytes: deps.config.server.upstreamJsonLimitBytes,
-        send: async (pageSearch) => {
-          const servedBy = this.#servedBy
-          if (servedBy === undefined) throw gatewayError('internal')
-          const pagePath = `${spec.upstreamPath(params)}?${pageSearch}`
-          return servedBy.adapter.send({ ...build(servedBy), path: pagePath, client: detachedClient(spec.method, pagePath) })
-        },
-      })
-      : undefined
+    const paging =
+      spec.ownership?.action === 'list' && !query.has('before')
+        ? listPaging({
+            query,
+            jsonLimitBytes: deps.config.server.upstreamJsonLimitBytes,
+            send: async (pageSearch) => {
+              const servedBy = this.#servedBy
+              if (servedBy === undefined) throw gatewayError('internal')
+              const pagePath = `${spec.upstreamPath(params)}?${pageSearch}`
+              return servedBy.adapter.send({
+                ...build(servedBy),
+                path: pagePath,
+                client: detachedClient(spec.method, pagePath),
+              })
+            },
+          })
+        : undefined
     const owned = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
     this.#transformJson = call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned
     // A stored response and its items become the caller's to name later (object-ids.ts).
-    this.#handedOut = replyObjectsOf(spec.endpoint, body.kind === 'json' ? body.value : null, deps.ownership, principal.owner, exchange.log)
+    this.#handedOut = replyObjectsOf(
+      spec.endpoint,
+      body.kind === 'json' ? body.value : null,
+      deps.ownership,
+      principal.owner,
+      exchange.log,
+    )
   }
 
   /** The deployment that answered. */
@@ -112,8 +129,12 @@ export class Reply {
     const { principal, resolved, estimate } = this.#call
     const { limits } = resolved
     this.#tally = this.#deps.streams?.begin({
-      keyId: principal.keyId, owner: principal.owner, tier: resolved.tier, model: resolved.model,
-      inputTokens: estimate.inputTokens, reservedOutputTokens: estimate.outputTokens,
+      keyId: principal.keyId,
+      owner: principal.owner,
+      tier: resolved.tier,
+      model: resolved.model,
+      inputTokens: estimate.inputTokens,
+      reservedOutputTokens: estimate.outputTokens,
       cost: (input, output) => costNanos(limits, input, output),
     })
   }

@@ -3,12 +3,24 @@
 import { z } from 'zod'
 import { CreateFileForm, FileListQuery } from '../api/files.ts'
 import {
-  AudioForm, ChatCompletionRequest, CompletionRequest, EmbeddingRequest, FineTuningJobRequest, ImageEditForm,
-  ImageGenerationRequest, ResponseRequest,
+  AudioForm,
+  ChatCompletionRequest,
+  CompletionRequest,
+  EmbeddingRequest,
+  FineTuningJobRequest,
+  ImageEditForm,
+  ImageGenerationRequest,
+  ResponseRequest,
 } from '../api/inference.ts'
 import {
-  CreateVectorStoreFileBatchRequest, CreateVectorStoreFileRequest, CreateVectorStoreRequest, SearchRequest,
-  UpdateVectorStoreFileRequest, UpdateVectorStoreRequest, VectorStoreFileListQuery, VectorStoreListQuery,
+  CreateVectorStoreFileBatchRequest,
+  CreateVectorStoreFileRequest,
+  CreateVectorStoreRequest,
+  SearchRequest,
+  UpdateVectorStoreFileRequest,
+  UpdateVectorStoreRequest,
+  VectorStoreFileListQuery,
+  VectorStoreListQuery,
 } from '../api/vector-stores.ts'
 import type { Endpoint } from '../config/schema.ts'
 import { cursorQuery } from '../api/common.ts'

@@ -23,7 +23,10 @@ export interface StreamAsk {
 }
 
 /** A call as any deployment would be sent it; `translate` fills in the deployment. */
-export interface UpstreamCall extends Pick<UpstreamRequest, 'endpoint' | 'method' | 'path' | 'body' | 'requestId' | 'signal' | 'client'> {
+export interface UpstreamCall extends Pick<
+  UpstreamRequest,
+  'endpoint' | 'method' | 'path' | 'body' | 'requestId' | 'signal' | 'client'
+> {
   readonly stream: boolean
 }
 
@@ -37,7 +40,11 @@ export function streamAskOf(spec: Pick<EndpointSpec, 'streams'>, body: RequestBo
 }
 
 /** The upstream's path for the endpoint, with the client's query. */
-export function upstreamPathOf(spec: Pick<EndpointSpec, 'upstreamPath'>, params: Params, query: URLSearchParams): string {
+export function upstreamPathOf(
+  spec: Pick<EndpointSpec, 'upstreamPath'>,
+  params: Params,
+  query: URLSearchParams,
+): string {
   const search = query.toString()
   return spec.upstreamPath(params) + (search ? `?${search}` : '')
 }
@@ -47,7 +54,12 @@ export function upstreamPathOf(spec: Pick<EndpointSpec, 'upstreamPath'>, params:
  * name of its own) and, streaming chat or completions, asks for usage, keeping the
  * client's other stream_options. A form or no body goes as it came.
  */
-export function upstreamBodyOf(endpoint: Endpoint, body: RequestBody, upstreamModel: string | null, stream: boolean): RequestBody {
+export function upstreamBodyOf(
+  endpoint: Endpoint,
+  body: RequestBody,
+  upstreamModel: string | null,
+  stream: boolean,
+): RequestBody {
   if (body.kind !== 'json') return body
   const value: Record<string, unknown> = { ...body.value }
   if (upstreamModel !== null && 'model' in value) value.model = upstreamModel

@@ -30,7 +30,10 @@ function check(schema: z.ZodType | undefined, input: unknown): void {
   const result = schema.safeParse(input)
   if (result.success) return
   const problem = describeIssues(result.error, input)
-  throw gatewayError(problem.kind === 'missing' ? 'missing_field' : 'invalid_body', { message: problem.message, param: problem.param })
+  throw gatewayError(problem.kind === 'missing' ? 'missing_field' : 'invalid_body', {
+    message: problem.message,
+    param: problem.param,
+  })
 }
 
 /** A multipart form as its schema sees it: the text fields, and a marker for each file part. */
@@ -45,7 +48,8 @@ export function validateBody(endpoint: Endpoint, body: RequestBody, query?: URLS
     // The gateway reads the last value and forwards the form as it came: an upstream that
     // took the first could run one model while the call is charged to another.
     for (const field of GATEWAY_FIELDS) {
-      if (body.repeatedFields?.includes(field)) throw gatewayError('invalid_body', { message: `Form field '${field}' is given more than once.`, param: field })
+      if (body.repeatedFields?.includes(field))
+        throw gatewayError('invalid_body', { message: `Form field '${field}' is given more than once.`, param: field })
     }
   }
   if (body.kind === 'json') check(JSON_BODIES[endpoint], body.value)

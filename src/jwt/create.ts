@@ -44,15 +44,38 @@ export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: R
     accessTokenTtlMs: ragAuth.accessTokenTtlSeconds * 1000,
     log,
   })
-  const accessTokens = createAccessTokenVerifier({ config: ragAuth, keyring, sessions: stores.sessions, accounts: stores.accounts })
-  const revocations = config.redis === undefined ? createLocalRevocationFeed(accessTokens)
-    : createRedisRevocationFeed({ redis: config.redis, prefix: store.keyPrefix, commandTimeoutMs: store.commandTimeoutMs, verifier: accessTokens, log })
+  const accessTokens = createAccessTokenVerifier({
+    config: ragAuth,
+    keyring,
+    sessions: stores.sessions,
+    accounts: stores.accounts,
+  })
+  const revocations =
+    config.redis === undefined
+      ? createLocalRevocationFeed(accessTokens)
+      : createRedisRevocationFeed({
+          redis: config.redis,
+          prefix: store.keyPrefix,
+          commandTimeoutMs: store.commandTimeoutMs,
+          verifier: accessTokens,
+          log,
+        })
   const accounts = new AccountService({ store: stores.accounts, onChange: revocations.userChanged })
-  const throttleRedis = config.redis === undefined ? undefined
-    : createRedisClient(config.redis, { commandTimeoutMs: store.commandTimeoutMs, name: 'tollgate-login-throttle' })
-  const loginThrottle = createLoginThrottle({ ...ragAuth.loginThrottle, ...(throttleRedis === undefined ? {} : { redis: { client: throttleRedis, prefix: store.keyPrefix } }) })
+  const throttleRedis =
+    config.redis === undefined
+      ? undefined
+      : createRedisClient(config.redis, { commandTimeoutMs: store.commandTimeoutMs, name: 'tollgate-login-throttle' })
+  const loginThrottle = createLoginThrottle({
+    ...ragAuth.loginThrottle,
+    ...(throttleRedis === undefined ? {} : { redis: { client: throttleRedis, prefix: store.keyPrefix } }),
+  })
   const tokens = new TokenService({
-    config: ragAuth, accounts, sessions: stores.sessions, keyring, verifier: accessTokens, metrics,
+    config: ragAuth,
+    accounts,
+    sessions: stores.sessions,
+    keyring,
+    verifier: accessTokens,
+    metrics,
     sessionRevoked: revocations.sessionRevoked,
     throttle: loginThrottle,
   })

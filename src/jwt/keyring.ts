@@ -72,7 +72,13 @@ export function createKeyring(options: KeyringOptions): Keyring {
       try {
         const records = await store.list()
         const known = new Map(keys.map((k) => [k.record.kid, k]))
-        keys = records.map((record) => known.get(record.kid) ?? { record, publicKey: createPublicKey({ key: { ...record.publicJwk }, format: 'jwk' }) })
+        keys = records.map(
+          (record) =>
+            known.get(record.kid) ?? {
+              record,
+              publicKey: createPublicKey({ key: { ...record.publicJwk }, format: 'jwk' }),
+            },
+        )
       } finally {
         loading = null
       }
@@ -146,7 +152,12 @@ export function createKeyring(options: KeyringOptions): Keyring {
       if (keys.length === 0) await check()
       return {
         keys: keys.map(({ record: { publicJwk, kid } }): PublicJwk => ({
-          kty: publicJwk.kty ?? 'OKP', crv: publicJwk.crv ?? 'Ed25519', x: publicJwk.x ?? '', kid, alg: 'EdDSA', use: 'sig',
+          kty: publicJwk.kty ?? 'OKP',
+          crv: publicJwk.crv ?? 'Ed25519',
+          x: publicJwk.x ?? '',
+          kid,
+          alg: 'EdDSA',
+          use: 'sig',
         })),
       }
     },
@@ -158,10 +169,15 @@ export function createKeyring(options: KeyringOptions): Keyring {
       try {
         await check()
       } catch (err) {
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'JWT signing keys: the store did not answer; will try again')
+        log.warn(
+          { err: err instanceof Error ? err.message : String(err) },
+          'JWT signing keys: the store did not answer; will try again',
+        )
       }
       timer = setInterval(() => {
-        check().catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message : String(err) }, 'JWT signing keys: check failed'))
+        check().catch((err: unknown) =>
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'JWT signing keys: check failed'),
+        )
       }, checkMs)
       timer.unref()
     },

@@ -54,13 +54,17 @@ export interface LoginThrottle {
  * to Redis in the clear.
  */
 const userKey = (username: string): string => createHash('sha256').update(username.toLowerCase()).digest('base64url')
-const pairKey = (username: string, address: string): string => createHash('sha256').update(`${username.toLowerCase()}\n${address}`).digest('base64url')
+const pairKey = (username: string, address: string): string =>
+  createHash('sha256').update(`${username.toLowerCase()}\n${address}`).digest('base64url')
 
 /** The username's count never refuses: it only measures how slow its next attempt is. */
 const UNBOUNDED = Number.MAX_SAFE_INTEGER
 
 /** The wait of an attempt that is the `failures`-th within the window (itself counted). */
-export function slowdownOf(failures: number, options: Pick<LoginThrottleOptions, 'maxFailuresPerUsername' | 'slowdownMs' | 'maxSlowdownMs'>): number {
+export function slowdownOf(
+  failures: number,
+  options: Pick<LoginThrottleOptions, 'maxFailuresPerUsername' | 'slowdownMs' | 'maxSlowdownMs'>,
+): number {
   const over = failures - options.maxFailuresPerUsername
   if (over <= 0 || options.slowdownMs <= 0) return 0
   return Math.min(options.maxSlowdownMs, options.slowdownMs * 2 ** Math.min(over - 1, 30))
@@ -111,7 +115,11 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       return wait
     },
     async succeeded(username, address) {
-      await Promise.all([byPair.delete(pairKey(username, address)), byAddress.reward(address, 1), byUser.reward(userKey(username), 1)])
+      await Promise.all([
+        byPair.delete(pairKey(username, address)),
+        byAddress.reward(address, 1),
+        byUser.reward(userKey(username), 1),
+      ])
     },
   }
 }

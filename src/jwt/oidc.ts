@@ -13,7 +13,8 @@ export function claimAt(payload: JWTPayload, path: string): unknown {
   if (Object.hasOwn(payload, path)) return payload[path]
   let value: unknown = payload
   for (const part of path.split('.')) {
-    if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, part)) return undefined
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || !Object.hasOwn(value, part))
+      return undefined
     value = (value as Record<string, unknown>)[part]
   }
   return value

@@ -39,7 +39,10 @@ export interface RedisRevocationFeedOptions {
 export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): RevocationFeed {
   const { verifier, log } = options
   const channel = `${redisNamespace(options.prefix)}rag:revoked`
-  const publisher = createRedisClient(options.redis, { commandTimeoutMs: options.commandTimeoutMs, name: 'tollgate-rag-revoked-pub' })
+  const publisher = createRedisClient(options.redis, {
+    commandTimeoutMs: options.commandTimeoutMs,
+    name: 'tollgate-rag-revoked-pub',
+  })
   const feed = subscribe({
     redis: options.redis,
     commandTimeoutMs: options.commandTimeoutMs,
@@ -58,8 +61,14 @@ export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): 
     onSubscribeFailed: (err) => log.warn({ err: err.message }, 'revocation feed: SUBSCRIBE failed; reconnecting'),
   })
   const publish = (message: Record<string, string>): void => {
-    publisher.publish(channel, JSON.stringify(message)).catch((err: unknown) =>
-      log.warn({ err: (err as Error).message }, 'revocation could not be published; other instances see it within revocationCacheMs'))
+    publisher
+      .publish(channel, JSON.stringify(message))
+      .catch((err: unknown) =>
+        log.warn(
+          { err: (err as Error).message },
+          'revocation could not be published; other instances see it within revocationCacheMs',
+        ),
+      )
   }
   return {
     sessionRevoked(id) {

@@ -32,7 +32,10 @@ export interface TokenPair {
 }
 
 export interface TokenServiceOptions {
-  readonly config: Pick<Config['ragAuth'], 'issuer' | 'audience' | 'accessTokenTtlSeconds' | 'refreshTokenTtlSeconds' | 'refreshReuseSeconds'>
+  readonly config: Pick<
+    Config['ragAuth'],
+    'issuer' | 'audience' | 'accessTokenTtlSeconds' | 'refreshTokenTtlSeconds' | 'refreshReuseSeconds'
+  >
   readonly accounts: AccountService
   readonly sessions: SessionStore
   readonly keyring: Pick<Keyring, 'signer' | 'jwks'>
@@ -47,8 +50,10 @@ export interface TokenServiceOptions {
 export const hashRefreshToken = (token: string): string => createHash('sha256').update(token).digest('hex')
 const newRefreshToken = (): string => `rt_${randomBytes(32).toString('base64url')}`
 /** What the pair that replaces `spent` is made of, for a grant's seed. */
-const derived = (spent: string, seed: string, what: 'refresh' | 'jti'): Buffer => createHmac('sha256', spent).update(`${what}|${seed}`).digest()
-const successorOf = (spent: string, seed: string): string => `rt_${derived(spent, seed, 'refresh').toString('base64url')}`
+const derived = (spent: string, seed: string, what: 'refresh' | 'jti'): Buffer =>
+  createHmac('sha256', spent).update(`${what}|${seed}`).digest()
+const successorOf = (spent: string, seed: string): string =>
+  `rt_${derived(spent, seed, 'refresh').toString('base64url')}`
 
 export class TokenService {
   readonly #o: TokenServiceOptions
@@ -94,24 +99,44 @@ export class TokenService {
     const { sessions, metrics, accounts, config } = this.#o
     const seed = randomBytes(16).toString('base64url')
     const successor = { hash: hashRefreshToken(successorOf(refreshToken, seed)), seed }
-    const result = await sessions.rotateRefresh(hashRefreshToken(refreshToken), successor, new Date(this.#now()), config.refreshReuseSeconds * 1000)
+    const result = await sessions.rotateRefresh(
+      hashRefreshToken(refreshToken),
+      successor,
+      new Date(this.#now()),
+      config.refreshReuseSeconds * 1000,
+    )
     if (result.outcome === 'reused') {
       this.#o.sessionRevoked(result.session.id)
       metrics.tokenRefreshes.inc({ outcome: 'reused' })
-      throw gatewayError('invalid_refresh_token', { cause: new Error(`refresh token reused: session ${result.session.id} revoked`) })
+      throw gatewayError('invalid_refresh_token', {
+        cause: new Error(`refresh token reused: session ${result.session.id} revoked`),
+      })
     }
     if (result.outcome !== 'rotated') {
       metrics.tokenRefreshes.inc({ outcome: 'invalid' })
       throw gatewayError('invalid_refresh_token', { cause: new Error(`refresh token ${result.outcome}`) })
     }
     const account = await accounts.get(result.session.username)
-    if (account === null || account.id !== result.session.userId || account.disabled || result.session.createdAt < account.sessionsValidFrom) {
+    if (
+      account === null ||
+      account.id !== result.session.userId ||
+      account.disabled ||
+      result.session.createdAt < account.sessionsValidFrom
+    ) {
       metrics.tokenRefreshes.inc({ outcome: 'invalid' })
-      throw gatewayError('invalid_refresh_token', { cause: new Error('the user is gone, disabled or has a new password') })
+      throw gatewayError('invalid_refresh_token', {
+        cause: new Error('the user is gone, disabled or has a new password'),
+      })
     }
     metrics.tokenRefreshes.inc({ outcome: result.repeat ? 'repeated' : 'rotated' })
     const { grant } = result
-    return this.#pair(account, result.session, successorOf(refreshToken, grant.seed), grant.at, derived(refreshToken, grant.seed, 'jti').subarray(0, 16).toString('hex'))
+    return this.#pair(
+      account,
+      result.session,
+      successorOf(refreshToken, grant.seed),
+      grant.at,
+      derived(refreshToken, grant.seed, 'jti').subarray(0, 16).toString('hex'),
+    )
   }
 
   /** Revokes the access token's session: its access and refresh tokens stop working on every instance. */
@@ -127,7 +152,13 @@ export class TokenService {
   }
 
   /** `issuedAt` (ms) and `jti` are given: a repeated refresh signs the same token again. */
-  async #pair(account: AccountRecord, session: SessionRecord, refreshToken: string, issuedAt: number, jti: string): Promise<TokenPair> {
+  async #pair(
+    account: AccountRecord,
+    session: SessionRecord,
+    refreshToken: string,
+    issuedAt: number,
+    jti: string,
+  ): Promise<TokenPair> {
     const { config, keyring } = this.#o
     const signer = await keyring.signer()
     const iat = Math.floor(issuedAt / 1000)

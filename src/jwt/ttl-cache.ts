@@ -18,7 +18,9 @@ export function createTtlCache<V>(ttlMs: number, maxEntries = 10_000, now: () =>
       entries.delete(key)
       entries.set(key, { value, until: at + ttlMs })
       // A failed read is not kept: the next call asks the store again.
-      value.catch(() => { if (entries.get(key)?.value === value) entries.delete(key) })
+      value.catch(() => {
+        if (entries.get(key)?.value === value) entries.delete(key)
+      })
       if (entries.size > maxEntries) {
         const oldest = entries.keys().next()
         if (oldest.done !== true) entries.delete(oldest.value)

@@ -54,18 +54,22 @@ export function createAccessTokenVerifier(options: VerifierOptions): TokenVerifi
   async function verifyLocal(token: string): Promise<LocalVerification> {
     let payload
     try {
-      ({ payload } = await jwtVerify(token, async (header) => {
-        const key = typeof header.kid === 'string' ? await keyring.publicKey(header.kid) : null
-        if (key === null) throw new Error('unknown kid')
-        return key
-      }, {
-        algorithms: ['EdDSA'],
-        typ: ACCESS_TOKEN_TYPE,
-        issuer: config.issuer,
-        audience: config.audience,
-        requiredClaims: ['sub', 'exp', 'iat', 'jti', 'sid'],
-        currentDate: new Date(now()),
-      }))
+      ;({ payload } = await jwtVerify(
+        token,
+        async (header) => {
+          const key = typeof header.kid === 'string' ? await keyring.publicKey(header.kid) : null
+          if (key === null) throw new Error('unknown kid')
+          return key
+        },
+        {
+          algorithms: ['EdDSA'],
+          typ: ACCESS_TOKEN_TYPE,
+          issuer: config.issuer,
+          audience: config.audience,
+          requiredClaims: ['sub', 'exp', 'iat', 'jti', 'sid'],
+          currentDate: new Date(now()),
+        },
+      ))
     } catch (err) {
       // An outage is not a bad token: the caller answers 503 and the client keeps its token.
       if (err instanceof GatewayError || err instanceof StoreUnavailableError) throw err

@@ -116,7 +116,9 @@ export function createKeyCache(options: KeyCacheOptions): KeyCache {
       }
     })()
     inFlight.set(hash, lookup)
-    const forget = (): void => { if (inFlight.get(hash) === lookup) inFlight.delete(hash) }
+    const forget = (): void => {
+      if (inFlight.get(hash) === lookup) inFlight.delete(hash)
+    }
     lookup.then(forget, forget)
     return lookup
   }

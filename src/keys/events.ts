@@ -36,7 +36,9 @@ export function keyChangesChannel(prefix: string): string {
 export function createLocalKeyEvents(cache: KeyCache): KeyEvents {
   cache.setTrusted(true)
   return {
-    changed: async (id) => { cache.invalidate(id) },
+    changed: async (id) => {
+      cache.invalidate(id)
+    },
     ready: async () => true,
     close: async () => undefined,
   }
@@ -79,7 +81,8 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
   const { cache, log, channel } = options
   const retryDelays = options.publishRetryDelaysMs ?? DEFAULT_PUBLISH_RETRY_DELAYS_MS
   const name = options.connectionName ?? 'tollgate-keys'
-  const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
+  const target: RedisTarget =
+    typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
   const publisher = createRedisClient(target, {
     commandTimeoutMs: options.commandTimeoutMs,
     name: `${name}-pub`,
@@ -120,7 +123,10 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
         } catch (err) {
           const delay = retryDelays[attempt]
           if (delay === undefined || closed) {
-            log.warn({ keyId: id, err: (err as Error).message }, 'key change could not be published; other instances pick it up when their cache entry expires')
+            log.warn(
+              { keyId: id, err: (err as Error).message },
+              'key change could not be published; other instances pick it up when their cache entry expires',
+            )
             return
           }
           await sleep(delay)
@@ -138,7 +144,18 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
 }
 
 /** The feed main.ts wires: through Redis when the store is Redis (any topology), else local. */
-export function createKeyEvents(redis: RedisTarget | undefined, store: { readonly keyPrefix: string; readonly commandTimeoutMs: number }, cache: KeyCache, log: Logger): KeyEvents {
+export function createKeyEvents(
+  redis: RedisTarget | undefined,
+  store: { readonly keyPrefix: string; readonly commandTimeoutMs: number },
+  cache: KeyCache,
+  log: Logger,
+): KeyEvents {
   if (redis === undefined) return createLocalKeyEvents(cache)
-  return createRedisKeyEvents({ redis, channel: keyChangesChannel(store.keyPrefix), commandTimeoutMs: store.commandTimeoutMs, cache, log })
+  return createRedisKeyEvents({
+    redis,
+    channel: keyChangesChannel(store.keyPrefix),
+    commandTimeoutMs: store.commandTimeoutMs,
+    cache,
+    log,
+  })
 }

@@ -45,7 +45,8 @@ export function malformedKeyReason(candidate: string): string | null {
     return `A Tollgate API key is '${KEY_PREFIX}' and ${BODY_LENGTH + CHECK_LENGTH} letters and digits; this one is not, so it may be truncated or have extra characters.`
   }
   const body = candidate.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH)
-  if (candidate.slice(-CHECK_LENGTH) !== checksum(body)) return 'Its checksum does not match: it looks mistyped or truncated. Copy it again from where it was issued.'
+  if (candidate.slice(-CHECK_LENGTH) !== checksum(body))
+    return 'Its checksum does not match: it looks mistyped or truncated. Copy it again from where it was issued.'
   return null
 }
 

@@ -41,7 +41,8 @@ export function utcDay(at: Date): string {
   return at.toISOString().slice(0, 10)
 }
 
-const count = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), Number.MAX_SAFE_INTEGER) : 0)
+const count = (n: number): number =>
+  Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), Number.MAX_SAFE_INTEGER) : 0
 
 export function createMeter(options: MeterOptions): Meter {
   const interval = options.retryIntervalMs ?? 1000
@@ -54,13 +55,23 @@ export function createMeter(options: MeterOptions): Meter {
     // A row that settles a stream stays apart: its write must name its journal entry.
     const id = row.stream === undefined ? `${row.keyId}\u0000${row.model}\u0000${row.day}` : `\u0000${row.stream}`
     const prev = rows.get(id)
-    rows.set(id, prev
-      ? { ...prev, requests: prev.requests + row.requests, inputTokens: prev.inputTokens + row.inputTokens, outputTokens: prev.outputTokens + row.outputTokens, costNanos: prev.costNanos + row.costNanos }
-      : row)
+    rows.set(
+      id,
+      prev
+        ? {
+            ...prev,
+            requests: prev.requests + row.requests,
+            inputTokens: prev.inputTokens + row.inputTokens,
+            outputTokens: prev.outputTokens + row.outputTokens,
+            costNanos: prev.costNanos + row.costNanos,
+          }
+        : row,
+    )
   }
 
   const refused = (err: unknown, rows: number): void => {
-    if (!failing) options.log.warn({ err: (err as Error).message, rows }, 'usage metering write failed; keeping rows for retry')
+    if (!failing)
+      options.log.warn({ err: (err as Error).message, rows }, 'usage metering write failed; keeping rows for retry')
     failing = true
   }
   const wrote = (): void => {
@@ -87,11 +98,15 @@ export function createMeter(options: MeterOptions): Meter {
 
   const flush = async (): Promise<void> => {
     while (inFlight) await inFlight
-    inFlight = retryOnce().finally(() => { inFlight = null })
+    inFlight = retryOnce().finally(() => {
+      inFlight = null
+    })
     await inFlight
   }
 
-  const timer = setInterval(() => { if (pending.size > 0) void flush() }, interval)
+  const timer = setInterval(() => {
+    if (pending.size > 0) void flush()
+  }, interval)
   timer.unref()
 
   return {
@@ -131,12 +146,15 @@ export function createMeter(options: MeterOptions): Meter {
       }
       if (pending.size > 0) {
         const rows = [...pending.values()]
-        options.log.error({
-          rows: rows.length,
-          requests: rows.reduce((n, r) => n + r.requests, 0),
-          inputTokens: rows.reduce((n, r) => n + r.inputTokens, 0),
-          outputTokens: rows.reduce((n, r) => n + r.outputTokens, 0),
-        }, 'usage rows could not be written at shutdown')
+        options.log.error(
+          {
+            rows: rows.length,
+            requests: rows.reduce((n, r) => n + r.requests, 0),
+            inputTokens: rows.reduce((n, r) => n + r.inputTokens, 0),
+            outputTokens: rows.reduce((n, r) => n + r.outputTokens, 0),
+          },
+          'usage rows could not be written at shutdown',
+        )
       }
     },
   }

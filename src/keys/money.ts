@@ -12,7 +12,11 @@ import type { ModelLimits } from '../config/schema.ts'
 export const NANOS_PER_UNIT = 1_000_000_000
 
 /** Nano-units of one call at the limits' prices per million tokens. */
-export function costNanos(limits: Pick<ModelLimits, 'input_price' | 'output_price'>, inputTokens: number, outputTokens: number): number {
+export function costNanos(
+  limits: Pick<ModelLimits, 'input_price' | 'output_price'>,
+  inputTokens: number,
+  outputTokens: number,
+): number {
   // Prices as integer micro-units per million tokens: exact for up to six decimals.
   const input = Math.round((limits.input_price ?? 0) * 1e6)
   const output = Math.round((limits.output_price ?? 0) * 1e6)

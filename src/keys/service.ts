@@ -136,15 +136,18 @@ export class KeyService {
       ...(storeStatus === undefined ? {} : { status: storeStatus }),
     })
     const at = this.#now().getTime()
-    return records.filter((r) =>
-      (filter.tier === undefined || (r.tier ?? this.#plans.defaultTier) === filter.tier) &&
-      (filter.status === undefined || effectiveStatus(r, at) === filter.status))
+    return records.filter(
+      (r) =>
+        (filter.tier === undefined || (r.tier ?? this.#plans.defaultTier) === filter.tier) &&
+        (filter.status === undefined || effectiveStatus(r, at) === filter.status),
+    )
   }
 
   async update(id: string, input: unknown): Promise<KeyRecord> {
     const body = parseBody(updateKeySchema, input)
     const { record } = await this.#change(id, (current, now) => {
-      if (current.status === 'revoked') throw gatewayError('invalid_body', { message: 'This key is revoked; it can no longer be changed.' })
+      if (current.status === 'revoked')
+        throw gatewayError('invalid_body', { message: 'This key is revoked; it can no longer be changed.' })
       this.#checkScopes(body, now)
       const next: KeyRecord = {
         ...current,
@@ -153,7 +156,9 @@ export class KeyService {
         ...(body.models === undefined ? {} : { models: body.models === null ? null : unique(body.models) }),
         ...(body.endpoints === undefined ? {} : { endpoints: body.endpoints === null ? null : unique(body.endpoints) }),
         ...(body.limits === undefined ? {} : { limits: body.limits }),
-        ...(body.expires_at === undefined ? {} : { expiresAt: body.expires_at === null ? null : new Date(body.expires_at).toISOString() }),
+        ...(body.expires_at === undefined
+          ? {}
+          : { expiresAt: body.expires_at === null ? null : new Date(body.expires_at).toISOString() }),
         updatedAt: now.toISOString(),
       }
       return { record: withoutSpentGrace(next, now), result: null }
@@ -169,7 +174,8 @@ export class KeyService {
     const body = parseBody(rotateKeySchema, input ?? {})
     const grace = body.grace_seconds ?? DEFAULT_GRACE_SECONDS
     const { record, result } = await this.#change(id, (current, now) => {
-      if (current.status === 'revoked') throw gatewayError('invalid_body', { message: 'This key is revoked; it cannot be rotated. Create a new key.' })
+      if (current.status === 'revoked')
+        throw gatewayError('invalid_body', { message: 'This key is revoked; it cannot be rotated. Create a new key.' })
       const key = generateKey()
       const next: KeyRecord = {
         ...current,
@@ -231,7 +237,9 @@ export class KeyService {
           return outcome
         }
       }
-      throw new StoreConflictError(`key ${id} kept changing on other instances; gave up after ${CHANGE_ATTEMPTS} attempts`)
+      throw new StoreConflictError(
+        `key ${id} kept changing on other instances; gave up after ${CHANGE_ATTEMPTS} attempts`,
+      )
     })
   }
 
@@ -249,7 +257,10 @@ export class KeyService {
 
   #checkScopes(body: UpdateKeyInput, now: Date): void {
     if (body.tier && !Object.hasOwn(this.#plans.tiers, body.tier)) {
-      throw gatewayError('invalid_body', { message: `Unknown tier. Tiers: ${Object.keys(this.#plans.tiers).join(', ')}.`, param: 'tier' })
+      throw gatewayError('invalid_body', {
+        message: `Unknown tier. Tiers: ${Object.keys(this.#plans.tiers).join(', ')}.`,
+        param: 'tier',
+      })
     }
     if (body.expires_at && Date.parse(body.expires_at) <= now.getTime()) {
       throw gatewayError('invalid_body', { message: 'expires_at must be in the future.', param: 'expires_at' })
@@ -257,9 +268,11 @@ export class KeyService {
     if (this.#models === null) return
     const known = this.#models
     const unknownModel = body.models?.findIndex((m) => !known.has(m)) ?? -1
-    if (unknownModel !== -1) throw gatewayError('invalid_body', { message: 'Unknown model in models.', param: `models.${unknownModel}` })
+    if (unknownModel !== -1)
+      throw gatewayError('invalid_body', { message: 'Unknown model in models.', param: `models.${unknownModel}` })
     const unknownOverride = Object.keys(body.limits ?? {}).find((m) => m !== '*' && !known.has(m))
-    if (unknownOverride !== undefined) throw gatewayError('invalid_body', { message: 'limits may only name configured models or "*".', param: 'limits' })
+    if (unknownOverride !== undefined)
+      throw gatewayError('invalid_body', { message: 'limits may only name configured models or "*".', param: 'limits' })
   }
 }
 
@@ -289,9 +302,10 @@ export function parseBody<S extends z.ZodType>(schema: S, input: unknown): z.inf
   if (parsed.success) return parsed.data
   const issue = parsed.error.issues[0]
   const param = issue?.path.map(String).join('.') || null
-  const message = issue?.code === 'unrecognized_keys'
-    ? `Unknown field(s): ${issue.keys.filter((k) => /^[\w.-]{1,64}$/.test(k)).join(', ') || '(unprintable)'}.`
-    : `Invalid ${param ?? 'body'}: ${issue?.message ?? 'invalid value'}.`
+  const message =
+    issue?.code === 'unrecognized_keys'
+      ? `Unknown field(s): ${issue.keys.filter((k) => /^[\w.-]{1,64}$/.test(k)).join(', ') || '(unprintable)'}.`
+      : `Invalid ${param ?? 'body'}: ${issue?.message ?? 'invalid value'}.`
   throw gatewayError('invalid_body', { message, param })
 }
 

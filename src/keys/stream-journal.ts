@@ -80,7 +80,7 @@ export interface StreamJournalService {
 const ESTIMATE_MARGIN = 1.1
 
 function estimatedTokens(text: string): number {
-  return estimateTokenHundredths(text) * ESTIMATE_MARGIN / 100
+  return (estimateTokenHundredths(text) * ESTIMATE_MARGIN) / 100
 }
 
 export function createStreamJournal(options: StreamJournalOptions): StreamJournalService {
@@ -90,7 +90,11 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
   let warned = false
   const failed = (error: unknown): void => {
     // The stream goes on, and its settle still meters it: only a crash would now cost more.
-    if (!warned) log.warn({ err: (error as Error).message }, 'stream journal write failed; streams are metered when they end, a crash may cost their usage')
+    if (!warned)
+      log.warn(
+        { err: (error as Error).message },
+        'stream journal write failed; streams are metered when they end, a crash may cost their usage',
+      )
     warned = true
   }
 
@@ -106,10 +110,22 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
       let closed = false
       let busy = false
       // Journal writes, in order: the open, then checkpoints one at a time.
-      let writes: Promise<void> = journal.open({
-        id, instance, keyId: start.keyId, owner: start.owner, tier: start.tier, model: start.model, at: opened,
-        inputTokens: start.inputTokens, outputTokens: 0, costNanos: start.cost(start.inputTokens, 0),
-      }).then(() => { warned = false }, failed)
+      let writes: Promise<void> = journal
+        .open({
+          id,
+          instance,
+          keyId: start.keyId,
+          owner: start.owner,
+          tier: start.tier,
+          model: start.model,
+          at: opened,
+          inputTokens: start.inputTokens,
+          outputTokens: 0,
+          costNanos: start.cost(start.inputTokens, 0),
+        })
+        .then(() => {
+          warned = false
+        }, failed)
 
       const checkpoint = async (at: number): Promise<void> => {
         const total = Math.ceil(deliveredTokens)
@@ -118,7 +134,11 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
         // Written ahead by two intervals at the stream's pace, within what was reserved.
         const lead = Math.min(2 * pace, Math.max(0, start.reservedOutputTokens - counted))
         const outputTokens = counted + lead
-        await journal.checkpoint(id, { inputTokens: start.inputTokens, outputTokens, costNanos: start.cost(start.inputTokens, outputTokens) }, at)
+        await journal.checkpoint(
+          id,
+          { inputTokens: start.inputTokens, outputTokens, costNanos: start.cost(start.inputTokens, outputTokens) },
+          at,
+        )
       }
 
       return {
@@ -131,7 +151,12 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
           if (at - lastAt < checkpointMs) return
           lastAt = at
           busy = true
-          writes = writes.then(() => checkpoint(at)).catch(failed).finally(() => { busy = false })
+          writes = writes
+            .then(() => checkpoint(at))
+            .catch(failed)
+            .finally(() => {
+              busy = false
+            })
         },
         async close() {
           closed = true
@@ -156,10 +181,18 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
         if (record === null) continue
         recovered++
         options.onRecovered?.(record)
-        log.warn({
-          recovered: true, streamId: entry.id, instance: entry.instance, keyId: record.keyId, model: record.model,
-          inputTokens: record.inputTokens, outputTokens: record.outputTokens,
-        }, 'usage recovered: a stream cut by a gateway that stopped is charged what it had delivered')
+        log.warn(
+          {
+            recovered: true,
+            streamId: entry.id,
+            instance: entry.instance,
+            keyId: record.keyId,
+            model: record.model,
+            inputTokens: record.inputTokens,
+            outputTokens: record.outputTokens,
+          },
+          'usage recovered: a stream cut by a gateway that stopped is charged what it had delivered',
+        )
       }
       return recovered
     },

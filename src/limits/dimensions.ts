@@ -49,11 +49,16 @@ export function dimensionsOf(limits: ModelLimits): Dimension[] {
 /** What a call with this usage counts on one dimension: one request, or its tokens. */
 export function costOn(name: DimensionName, usage: Usage): number {
   switch (name) {
-    case 'requests': return 1
-    case 'tokens': return usage.inputTokens + usage.outputTokens
-    case 'input_tokens': return usage.inputTokens
-    case 'output_tokens': return usage.outputTokens
-    case 'quota': return usage.inputTokens + usage.outputTokens
+    case 'requests':
+      return 1
+    case 'tokens':
+      return usage.inputTokens + usage.outputTokens
+    case 'input_tokens':
+      return usage.inputTokens
+    case 'output_tokens':
+      return usage.outputTokens
+    case 'quota':
+      return usage.inputTokens + usage.outputTokens
   }
 }
 
@@ -91,14 +96,24 @@ export interface Adjustment {
 }
 
 /** Real usage minus the reservation, per token dimension; requests keep their one point. */
-export function adjustmentsFor(charges: readonly Charge[], states: readonly CounterState[], usage: Usage): Adjustment[] {
+export function adjustmentsFor(
+  charges: readonly Charge[],
+  states: readonly CounterState[],
+  usage: Usage,
+): Adjustment[] {
   const out: Adjustment[] = []
   charges.forEach((charge, i) => {
     if (charge.name === 'requests') return
     const delta = costOn(charge.name, usage) - charge.cost
     // The quota always settles: its reservation moves from held to used.
     if (delta !== 0 || !charge.windowed) {
-      out.push({ name: charge.name, windowed: charge.windowed, delta, reserved: charge.cost, expiresAt: states[i]?.expiresAt ?? 0 })
+      out.push({
+        name: charge.name,
+        windowed: charge.windowed,
+        delta,
+        reserved: charge.cost,
+        expiresAt: states[i]?.expiresAt ?? 0,
+      })
     }
   })
   return out

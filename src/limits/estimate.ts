@@ -23,8 +23,16 @@ import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
 import { estimateJsonTokens } from '../tokenizer/estimate-json.ts'
 import {
-  CHAT_DEFINITION_FIELDS, RESPONSES_DEFINITION_FIELDS,
-  countChatTokens, countDefinitionTokens, countInputTokens, countTextTokens, estimateChatTokens, estimateInputTokens, estimateTextTokens, responsesItems,
+  CHAT_DEFINITION_FIELDS,
+  RESPONSES_DEFINITION_FIELDS,
+  countChatTokens,
+  countDefinitionTokens,
+  countInputTokens,
+  countTextTokens,
+  estimateChatTokens,
+  estimateInputTokens,
+  estimateTextTokens,
+  responsesItems,
 } from '../tokenizer/tokens.ts'
 
 const positiveInt = (value: unknown): number | undefined =>
@@ -49,18 +57,22 @@ function estimateRest(body: Body, prompt: readonly string[]): number {
   for (const field in body) {
     if (NOT_TEXT.has(field) || prompt.includes(field)) continue
     const value = body[field]
-    if (typeof value === 'string' || typeof value === 'object' && value !== null) tokens += estimateJsonTokens(value)
+    if (typeof value === 'string' || (typeof value === 'object' && value !== null)) tokens += estimateJsonTokens(value)
   }
   return tokens
 }
 
 const ESTIMATE: PromptCounter = {
-  chat: estimateChatTokens, input: estimateInputTokens, text: estimateTextTokens,
+  chat: estimateChatTokens,
+  input: estimateInputTokens,
+  text: estimateTextTokens,
   rest: (body, prompt) => estimateRest(body, prompt),
 }
 const COUNT: PromptCounter = {
-  chat: (m) => countChatTokens(m), input: (i) => countInputTokens(i), text: (t) => countTextTokens(t),
-  rest: (body, _prompt, definitions) => definitions.length === 0 ? 0 : countDefinitionTokens(body, definitions),
+  chat: (m) => countChatTokens(m),
+  input: (i) => countInputTokens(i),
+  text: (t) => countTextTokens(t),
+  rest: (body, _prompt, definitions) => (definitions.length === 0 ? 0 : countDefinitionTokens(body, definitions)),
 }
 
 /** The sum of counts some of which may still be coming. */
@@ -105,9 +117,12 @@ function maxTokensOf(endpoint: Endpoint, body: Record<string, unknown>): number 
       const mt = positiveInt(body.max_tokens)
       return mct === undefined ? mt : mt === undefined ? mct : Math.max(mct, mt)
     }
-    case 'completions': return positiveInt(body.max_tokens)
-    case 'responses': return positiveInt(body.max_output_tokens)
-    default: return undefined
+    case 'completions':
+      return positiveInt(body.max_tokens)
+    case 'responses':
+      return positiveInt(body.max_output_tokens)
+    default:
+      return undefined
   }
 }
 
@@ -123,7 +138,7 @@ function promptCount(prompt: unknown): number {
 
 /** Choices generated: n of them, or best_of when that is more (they are all billed), for each prompt of a batch. */
 function choicesOf(endpoint: Endpoint, body: Record<string, unknown>): number {
-  const n = endpoint === 'responses' ? 1 : positiveInt(body.n) ?? 1
+  const n = endpoint === 'responses' ? 1 : (positiveInt(body.n) ?? 1)
   return endpoint === 'completions' ? Math.max(n, positiveInt(body.best_of) ?? 1) * promptCount(body.prompt) : n
 }
 
@@ -142,15 +157,23 @@ export interface Estimate extends Usage {
   readonly outputDefaulted: boolean
 }
 
-export function estimateUsage(endpoint: Endpoint, body: Record<string, unknown> | null, options: EstimateOptions): Estimate {
-  if (body === null || !GENERATES.has(endpoint) && !PROMPT_ONLY.has(endpoint)) {
+export function estimateUsage(
+  endpoint: Endpoint,
+  body: Record<string, unknown> | null,
+  options: EstimateOptions,
+): Estimate {
+  if (body === null || (!GENERATES.has(endpoint) && !PROMPT_ONLY.has(endpoint))) {
     return { inputTokens: 0, outputTokens: 0, outputDefaulted: false }
   }
   const estimated = promptOf(endpoint, body, ESTIMATE) as number
   const inputTokens = options.contextTokens === undefined ? estimated : Math.min(estimated, options.contextTokens)
   if (!GENERATES.has(endpoint)) return { inputTokens, outputTokens: 0, outputDefaulted: false }
   const max = maxTokensOf(endpoint, body)
-  return { inputTokens, outputTokens: (max ?? options.defaultMaxTokens) * choicesOf(endpoint, body), outputDefaulted: max === undefined }
+  return {
+    inputTokens,
+    outputTokens: (max ?? options.defaultMaxTokens) * choicesOf(endpoint, body),
+    outputDefaulted: max === undefined,
+  }
 }
 
 /** The prompt's tokens by the tokenizer (bounded; past its budget the rest is estimated). */

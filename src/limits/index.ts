@@ -17,7 +17,10 @@ export { formatDuration, parseDuration } from './duration.ts'
  * connection at most the connect timeout; a Redis that is down at start is an outage
  * like any other.
  */
-export async function createLimiterFromConfig(config: Config, deps: { readonly log: Logger; readonly metrics: Metrics }): Promise<ManagedLimiter> {
+export async function createLimiterFromConfig(
+  config: Config,
+  deps: { readonly log: Logger; readonly metrics: Metrics },
+): Promise<ManagedLimiter> {
   const { limits } = config
   const target = limits.redisUrl !== undefined ? { kind: 'standalone' as const, url: limits.redisUrl } : config.redis
   const common = {
@@ -29,7 +32,8 @@ export async function createLimiterFromConfig(config: Config, deps: { readonly l
     probeIntervalMs: limits.probeIntervalMs,
     insuranceInstances: limits.insuranceInstances,
   }
-  if (target === undefined) return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
+  if (target === undefined)
+    return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
   const redis = createRedisClient(target, {
     // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event
     // loop; the client's own deadline only clears commands that never get a reply.

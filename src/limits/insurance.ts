@@ -54,7 +54,10 @@ export function createInsurance(instances: number): Insurance {
 }
 
 /** Tokens counted against quotas in memory during the outage go to Redis, one settle each. */
-export async function handOverQuota(memory: Pick<MemoryCounters, 'drainLifetime'>, settle: Counters['settle']): Promise<void> {
+export async function handOverQuota(
+  memory: Pick<MemoryCounters, 'drainLifetime'>,
+  settle: Counters['settle'],
+): Promise<void> {
   for (const { subject, name, used } of memory.drainLifetime()) {
     await settle(subject, [{ name, windowed: false, delta: used, reserved: 0, expiresAt: 0 }])
   }

@@ -69,20 +69,24 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
   const shared = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs) : null
 
-  const watch: RedisWatch | null = redis && shared
-    ? watchRedis({
-      redis,
-      counters: shared,
-      onRedisDown,
-      timeoutMs: options.redisTimeoutMs ?? 200,
-      probeIntervalMs: options.probeIntervalMs ?? 1000,
-      log,
-      metrics,
-      closeRedis: options.closeRedis,
-      // Tokens counted against quotas in memory during the outage go to Redis once it is back.
-      onBack: onRedisDown === 'insurance' ? () => void handOverQuota(memory, (s, a) => viaRedis((c) => c.settle(s, a))) : undefined,
-    })
-    : null
+  const watch: RedisWatch | null =
+    redis && shared
+      ? watchRedis({
+          redis,
+          counters: shared,
+          onRedisDown,
+          timeoutMs: options.redisTimeoutMs ?? 200,
+          probeIntervalMs: options.probeIntervalMs ?? 1000,
+          log,
+          metrics,
+          closeRedis: options.closeRedis,
+          // Tokens counted against quotas in memory during the outage go to Redis once it is back.
+          onBack:
+            onRedisDown === 'insurance'
+              ? () => void handOverQuota(memory, (s, a) => viaRedis((c) => c.settle(s, a)))
+              : undefined,
+        })
+      : null
   if (!watch) publishMode(metrics, 'memory')
 
   /** Runs fn on Redis; undefined when Redis is (or just turned out to be) unreachable. */
@@ -90,13 +94,17 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     return shared && watch ? watch.call(() => fn(shared)) : Promise.resolve(undefined)
   }
 
-  const snapshots: Snapshots | null = !redis && options.snapshotFile !== undefined
-    ? keepSnapshots(memory, { file: options.snapshotFile, everyMs: options.snapshotEveryMs ?? 10_000, log })
-    : null
+  const snapshots: Snapshots | null =
+    !redis && options.snapshotFile !== undefined
+      ? keepSnapshots(memory, { file: options.snapshotFile, everyMs: options.snapshotEveryMs ?? 10_000, log })
+      : null
   let closed = false
 
   function conclude(
-    request: AdmissionRequest, counters: Counters, subject: Subject, charges: readonly Charge[],
+    request: AdmissionRequest,
+    counters: Counters,
+    subject: Subject,
+    charges: readonly Charge[],
     result: { admitted: boolean; states: readonly { used: number; resetMs: number; expiresAt: number }[] },
   ): Admission {
     const headers = rateLimitHeaders(charges, result.states)
@@ -117,19 +125,27 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
           // A reservation made in Redis stays there if Redis is away now: the window
           // it was made in overcounts until it resets, which errs on the safe side.
           if (counters === shared) {
-            if ((await viaRedis((c) => c.settle(subject, adjustments).then(() => true))) === true) insurance.settled(subject, adjustments)
+            if ((await viaRedis((c) => c.settle(subject, adjustments).then(() => true))) === true)
+              insurance.settled(subject, adjustments)
           } else {
             await counters.settle(subject, adjustments)
           }
         } catch (error) {
-          log.warn({ err: error instanceof Error ? error.message : String(error), keyId: subject.keyId, model: subject.model }, 'rate limiter could not reconcile a call')
+          log.warn(
+            { err: error instanceof Error ? error.message : String(error), keyId: subject.keyId, model: subject.model },
+            'rate limiter could not reconcile a call',
+          )
         }
       },
     }
   }
 
   /** Throws the refusal when a charge could never fit, whatever the window holds; else the headers. */
-  function never(request: AdmissionRequest, charges: readonly Charge[], states: readonly CounterState[]): RateLimitHeaders {
+  function never(
+    request: AdmissionRequest,
+    charges: readonly Charge[],
+    states: readonly CounterState[],
+  ): RateLimitHeaders {
     const headers = rateLimitHeaders(charges, states)
     const hopeless = charges.some((c, i) => (c.windowed ? c.cost > c.limit : !fits(c, states[i]?.used ?? 0)))
     if (!hopeless) return headers
@@ -152,7 +168,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         if (onRedisDown === 'fail-open') return { headers: rateLimitHeaders(charges), settle: async () => undefined }
         if (onRedisDown === 'fail-closed') {
           throw gatewayError('store_unavailable', {
-            message: 'Rate limits cannot be checked right now (the limiter cannot reach its store). Please try again shortly.',
+            message:
+              'Rate limits cannot be checked right now (the limiter cannot reach its store). Please try again shortly.',
             headers: { 'retry-after': '1' },
           })
         }

@@ -35,7 +35,9 @@ class KeyedQueue {
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve()
     let release = (): void => {}
-    const done = new Promise<void>((resolve) => { release = resolve })
+    const done = new Promise<void>((resolve) => {
+      release = resolve
+    })
     const tail = previous.then(() => done)
     this.#tails.set(key, tail)
     await previous
@@ -72,10 +74,14 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   const HELD = { windowed: true } as const
 
   /** The quota's reservations of calls in flight: a windowed counter, so a dead call's expire. */
-  const readHeld = async (s: Subject): Promise<CounterState> => stateOf(HELD, await windowed.get(heldKey(s)), Date.now())
+  const readHeld = async (s: Subject): Promise<CounterState> =>
+    stateOf(HELD, await windowed.get(heldKey(s)), Date.now())
 
   /** A counter as the limiter sees it; the quota is what calls used plus what calls in flight hold. */
-  const read = async (s: Subject, d: Dimension | { readonly name: DimensionName; readonly windowed: boolean }): Promise<CounterState> => {
+  const read = async (
+    s: Subject,
+    d: Dimension | { readonly name: DimensionName; readonly windowed: boolean },
+  ): Promise<CounterState> => {
     const own = stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
     if (d.windowed) return own
     const held = await readHeld(s)
@@ -88,12 +94,14 @@ export function memoryCounters(windowMs: number): MemoryCounters {
       return queue.run(subjectKey(subject), async () => {
         const before = await Promise.all(charges.map((c) => read(subject, c)))
         if (!charges.every((c, i) => fits(c, before[i]?.used ?? 0))) return { admitted: false, states: before }
-        const after = await Promise.all(charges.map(async (c, i) => {
-          // penalty() is the library's unconditional increment; it opens a window when none is.
-          if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
-          const held = stateOf(HELD, await windowed.penalty(heldKey(subject), c.cost), Date.now())
-          return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: held.expiresAt }
-        }))
+        const after = await Promise.all(
+          charges.map(async (c, i) => {
+            // penalty() is the library's unconditional increment; it opens a window when none is.
+            if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
+            const held = stateOf(HELD, await windowed.penalty(heldKey(subject), c.cost), Date.now())
+            return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: held.expiresAt }
+          }),
+        )
         return { admitted: true, states: after }
       })
     },
@@ -108,7 +116,8 @@ export function memoryCounters(windowMs: number): MemoryCounters {
             if (commit > 0) await lifetime.penalty(key, commit)
             else if (commit < 0) await lifetime.reward(key, -commit)
             const held = await readHeld(subject)
-            if (a.reserved > 0 && sameWindow(held.expiresAt, a.expiresAt, windowMs)) await windowed.reward(heldKey(subject), Math.min(a.reserved, held.used))
+            if (a.reserved > 0 && sameWindow(held.expiresAt, a.expiresAt, windowMs))
+              await windowed.reward(heldKey(subject), Math.min(a.reserved, held.used))
             continue
           }
           const current = await read(subject, a)

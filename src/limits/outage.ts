@@ -60,7 +60,7 @@ export function publishMode(metrics: Pick<Metrics, 'limiterMode'> | undefined, c
 }
 
 const STAND_IN: Readonly<Record<OnRedisDown, { readonly mode: LimiterMode; readonly meanwhile: string }>> = {
-  'insurance': { mode: 'insurance', meanwhile: 'enforcing limits per instance in memory' },
+  insurance: { mode: 'insurance', meanwhile: 'enforcing limits per instance in memory' },
   'fail-open': { mode: 'fail_open', meanwhile: 'admitting every request' },
   'fail-closed': { mode: 'fail_closed', meanwhile: 'refusing requests' },
 }
@@ -87,8 +87,10 @@ export function watchRedis(options: RedisWatchOptions): RedisWatch {
     if (!announced) {
       announced = true
       outages++
-      log.warn({ err: reason instanceof Error ? reason.message : String(reason), onRedisDown, mode: mode() },
-        `rate limiter cannot reach Redis: ${standIn.meanwhile} until it answers again`)
+      log.warn(
+        { err: reason instanceof Error ? reason.message : String(reason), onRedisDown, mode: mode() },
+        `rate limiter cannot reach Redis: ${standIn.meanwhile} until it answers again`,
+      )
     }
     publishMode(metrics, mode())
     startProbe()
@@ -116,7 +118,10 @@ export function watchRedis(options: RedisWatchOptions): RedisWatch {
   function bounded<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => setImmediate(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`))), timeoutMs)
+      timer = setTimeout(
+        () => setImmediate(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`))),
+        timeoutMs,
+      )
     })
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
   }
@@ -156,7 +161,12 @@ export function watchRedis(options: RedisWatchOptions): RedisWatch {
   return {
     mode,
     health() {
-      return { mode: mode(), healthy: up, outages, downSince: !up && downSince !== null ? new Date(downSince).toISOString() : null }
+      return {
+        mode: mode(),
+        healthy: up,
+        outages,
+        downSince: !up && downSince !== null ? new Date(downSince).toISOString() : null,
+      }
     },
     async call(work) {
       if (!up) return undefined

@@ -51,7 +51,11 @@ export interface ImportedPlans {
 
 /** "Tarif Standard1000 Template" → "Standard1000"; "Essential" → "Essential". */
 export function tierName(packageName: string): string {
-  return packageName.trim().replace(/^Tarif\s+/i, '').replace(/\s+Template$/i, '').replace(/\s+/g, '')
+  return packageName
+    .trim()
+    .replace(/^Tarif\s+/i, '')
+    .replace(/\s+Template$/i, '')
+    .replace(/\s+/g, '')
 }
 
 export function importPlanCatalogue(input: unknown, options: ImportOptions = {}): ImportedPlans {
@@ -67,7 +71,8 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
   const notes: string[] = []
   for (const pkg of packages) {
     const tier = tierName(pkg.packageName)
-    if (tier === '' || tier in tiers) throw new Error(`package "${pkg.packageName}": tier name "${tier}" is empty or given twice`)
+    if (tier === '' || tier in tiers)
+      throw new Error(`package "${pkg.packageName}": tier name "${tier}" is empty or given twice`)
     const models: Record<string, ModelLimits> = {}
     const textModels: ModelLimits[] = []
     for (const entry of pkg.modelQuotaConfigs) {
@@ -76,7 +81,9 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
       if (name in models) throw new Error(`package "${pkg.packageName}": model "${name}" is listed twice`)
       const dynamic = dynamicLimits(entry)
       if (dynamic.length > 0) {
-        notes.push(`${tier} / ${name}: ${dynamic.join(', ')} not fixed by the provider ("${String(entry.requestPerMinuteLimit)}"); no limit on ${dynamic.length === 1 ? 'it' : 'them'} here, set one if you need it`)
+        notes.push(
+          `${tier} / ${name}: ${dynamic.join(', ')} not fixed by the provider ("${String(entry.requestPerMinuteLimit)}"); no limit on ${dynamic.length === 1 ? 'it' : 'them'} here, set one if you need it`,
+        )
       }
       const limits = dropUnset({
         rpm: fixed(entry.requestPerMinuteLimit),
@@ -100,8 +107,12 @@ export function importPlanCatalogue(input: unknown, options: ImportOptions = {})
   const names = Object.keys(tiers)
   const defaultTier = options.defaultTier ?? (names.includes('Basic') ? 'Basic' : names[0])
   if (defaultTier === undefined) throw new Error('the catalogue has no active package')
-  if (!(defaultTier in tiers)) throw new Error(`default tier "${defaultTier}" is not in the catalogue (tiers: ${names.join(', ')})`)
-  const catalogue = { source, models: Object.fromEntries(Object.entries(facts).filter(([, f]) => Object.keys(f).length > 0)) }
+  if (!(defaultTier in tiers))
+    throw new Error(`default tier "${defaultTier}" is not in the catalogue (tiers: ${names.join(', ')})`)
+  const catalogue = {
+    source,
+    models: Object.fromEntries(Object.entries(facts).filter(([, f]) => Object.keys(f).length > 0)),
+  }
   return { plans: { defaultTier, tiers, catalogue }, notes }
 }
 
@@ -123,8 +134,15 @@ function fixed(value: number | string): number | undefined {
 }
 
 function dynamicLimits(entry: QuotaEntry): string[] {
-  const fields = { rpm: entry.requestPerMinuteLimit, input_tpm: entry.inputTokenPerMinuteLimit, output_tpm: entry.outputTokenPerMinuteLimit, quota: entry.lifetimeTokenLimit }
-  return Object.entries(fields).filter(([, v]) => typeof v === 'string' && fixed(v) === undefined).map(([k]) => k)
+  const fields = {
+    rpm: entry.requestPerMinuteLimit,
+    input_tpm: entry.inputTokenPerMinuteLimit,
+    output_tpm: entry.outputTokenPerMinuteLimit,
+    quota: entry.lifetimeTokenLimit,
+  }
+  return Object.entries(fields)
+    .filter(([, v]) => typeof v === 'string' && fixed(v) === undefined)
+    .map(([k]) => k)
 }
 
 function factsOf(entry: QuotaEntry): CatalogueFacts {

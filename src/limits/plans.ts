@@ -23,7 +23,11 @@ export function tierOf(key: Pick<KeyRecord, 'tier'>, plans: PlansConfig): string
   return Object.hasOwn(plans.tiers, tier) ? tier : plans.defaultTier
 }
 
-export function resolveLimits(plans: PlansConfig, key: Pick<KeyRecord, 'tier' | 'limits'>, model: string): ResolvedLimits {
+export function resolveLimits(
+  plans: PlansConfig,
+  key: Pick<KeyRecord, 'tier' | 'limits'>,
+  model: string,
+): ResolvedLimits {
   const tier = tierOf(key, plans)
   const plan = plans.tiers[tier]
   const base = plan?.models[model] ?? plan?.default ?? {}

@@ -129,14 +129,22 @@ export function limiterKeys(prefix: string): {
   const enc = encodeURIComponent
   return {
     base,
-    counter: (subject, dimension) => `${base}${enc(subject.keyId)}:${enc(subject.model)}:${DIMENSION_CODE[dimension.name]}`,
+    counter: (subject, dimension) =>
+      `${base}${enc(subject.keyId)}:${enc(subject.model)}:${DIMENSION_CODE[dimension.name]}`,
     held: (subject) => `${base}${enc(subject.keyId)}:${enc(subject.model)}:${HELD_CODE}`,
   }
 }
 
 /** The counters' keys, then a held counter's for each lifetime dimension. */
-function keysOf(keys: ReturnType<typeof limiterKeys>, subject: Subject, dimensions: readonly { readonly name: DimensionName; readonly windowed: boolean }[]): string[] {
-  return [...dimensions.map((d) => keys.counter(subject, d)), ...dimensions.filter((d) => !d.windowed).map(() => keys.held(subject))]
+function keysOf(
+  keys: ReturnType<typeof limiterKeys>,
+  subject: Subject,
+  dimensions: readonly { readonly name: DimensionName; readonly windowed: boolean }[],
+): string[] {
+  return [
+    ...dimensions.map((d) => keys.counter(subject, d)),
+    ...dimensions.filter((d) => !d.windowed).map(() => keys.held(subject)),
+  ]
 }
 
 function integers(reply: unknown, length: number): number[] {
@@ -183,7 +191,10 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
     async admit(subject, charges) {
       const args: (string | number)[] = [windowMs]
       for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
-      const reply = integers(await runScript(redis, SCRIPTS.admit, keysOf(keys, subject, charges), args), 2 + 2 * charges.length)
+      const reply = integers(
+        await runScript(redis, SCRIPTS.admit, keysOf(keys, subject, charges), args),
+        2 + 2 * charges.length,
+      )
       const now = reply[1] ?? 0
       const states = charges.map((c, i) => {
         const state = stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0)
@@ -201,7 +212,12 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
     async peek(subject, dimensions) {
       if (dimensions.length === 0) return []
       const reply = integers(
-        await runScript(redis, SCRIPTS.peek, keysOf(keys, subject, dimensions), dimensions.map((d) => (d.windowed ? '1' : '0'))),
+        await runScript(
+          redis,
+          SCRIPTS.peek,
+          keysOf(keys, subject, dimensions),
+          dimensions.map((d) => (d.windowed ? '1' : '0')),
+        ),
         1 + 2 * dimensions.length,
       )
       const now = reply[0] ?? 0

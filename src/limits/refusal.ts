@@ -44,8 +44,11 @@ export function refusalOf(
   headers: RateLimitHeaders,
   reservationNote?: string,
 ): Refusal {
-  const note = (name: DimensionName): string => (name === 'requests' || reservationNote === undefined ? '' : ` ${reservationNote}`)
-  const refused = charges.map((c, i) => ({ c, s: states[i] ?? { used: 0, resetMs: 0, expiresAt: 0 } })).filter(({ c, s }) => !fits(c, s.used))
+  const note = (name: DimensionName): string =>
+    name === 'requests' || reservationNote === undefined ? '' : ` ${reservationNote}`
+  const refused = charges
+    .map((c, i) => ({ c, s: states[i] ?? { used: 0, resetMs: 0, expiresAt: 0 } }))
+    .filter(({ c, s }) => !fits(c, s.used))
   const noRetry = { ...headers, 'x-should-retry': 'false' }
 
   const quota = refused.find(({ c }) => c.name === 'quota')
@@ -64,7 +67,8 @@ export function refusalOf(
     return {
       reason: 'too_large',
       error: gatewayError(tooLarge.c.name === 'requests' ? 'rate_limit_requests' : 'rate_limit_tokens', {
-        message: `Request too large for ${subjectName(model)} on ${label(tooLarge.c.name, windowMs)}: Limit ${tooLarge.c.limit}, Requested ${tooLarge.c.cost}. ` +
+        message:
+          `Request too large for ${subjectName(model)} on ${label(tooLarge.c.name, windowMs)}: Limit ${tooLarge.c.limit}, Requested ${tooLarge.c.cost}. ` +
           `This request can never fit within the limit; reduce the prompt or max_tokens (max_completion_tokens) and send it again.${note(tooLarge.c.name)}`,
         headers: noRetry,
       }),
@@ -80,7 +84,8 @@ export function refusalOf(
   return {
     reason: name,
     error: gatewayError(name === 'requests' ? 'rate_limit_requests' : 'rate_limit_tokens', {
-      message: `Rate limit reached for ${subjectName(model)} on ${label(name, windowMs)}: Limit ${c?.limit ?? 0}, Used ${s?.used ?? 0}, Requested ${c?.cost ?? 0}. ` +
+      message:
+        `Rate limit reached for ${subjectName(model)} on ${label(name, windowMs)}: Limit ${c?.limit ?? 0}, Used ${s?.used ?? 0}, Requested ${c?.cost ?? 0}. ` +
         `Please try again in ${formatDuration(waitMs)}.${note(name)}`,
       headers: { ...headers, 'retry-after': String(Math.ceil(waitMs / 1000)), 'retry-after-ms': String(waitMs) },
     }),

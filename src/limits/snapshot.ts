@@ -24,7 +24,10 @@ export interface Snapshots {
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /** Restores `memory` from the file (a missing file is a first start) and keeps saving it. */
-export function keepSnapshots(memory: Pick<MemoryCounters, 'snapshot' | 'restore'>, options: SnapshotOptions): Snapshots {
+export function keepSnapshots(
+  memory: Pick<MemoryCounters, 'snapshot' | 'restore'>,
+  options: SnapshotOptions,
+): Snapshots {
   const { file, log } = options
 
   async function save(): Promise<void> {
@@ -40,7 +43,8 @@ export function keepSnapshots(memory: Pick<MemoryCounters, 'snapshot' | 'restore
   try {
     memory.restore(JSON.parse(readFileSync(file, 'utf8')))
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') log.warn({ err: describe(error), file }, 'rate limiter could not read its saved counters; starting empty')
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
+      log.warn({ err: describe(error), file }, 'rate limiter could not read its saved counters; starting empty')
   }
   const timer = setInterval(() => void save(), options.everyMs)
   timer.unref()

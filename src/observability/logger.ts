@@ -12,8 +12,19 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       // credentials never reach the log.
       redact: {
         paths: [
-          'req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers["api-key"]',
-          'headers.authorization', 'headers.cookie', 'headers["api-key"]', '*.authorization', '*["api-key"]', 'key', 'secret', 'token', 'password',
+          'req.headers.authorization',
+          'req.headers.cookie',
+          'req.headers["x-api-key"]',
+          'req.headers["api-key"]',
+          'headers.authorization',
+          'headers.cookie',
+          'headers["api-key"]',
+          '*.authorization',
+          '*["api-key"]',
+          'key',
+          'secret',
+          'token',
+          'password',
         ],
         censor: '[redacted]',
       },

@@ -21,7 +21,10 @@ export function createOutageLog(what: string, quietMs = 10_000, now: () => numbe
         return
       }
       // How many the previous outage had, for the operator who wonders how bad it was.
-      log.warn({ err: err.message, previousOutageFailures: failures || undefined }, `${what}: the store did not answer (further failures of this outage are not logged)`)
+      log.warn(
+        { err: err.message, previousOutageFailures: failures || undefined },
+        `${what}: the store did not answer (further failures of this outage are not logged)`,
+      )
       failures = 1
     },
   }
@@ -42,7 +45,12 @@ export interface ConnectionOutage {
 }
 
 /** `what` names the connection in the lines ("Redis"); `target` is where it goes, without credentials. */
-export function createConnectionOutage(log: Logger, what: string, target: string, now: () => number = Date.now): ConnectionOutage {
+export function createConnectionOutage(
+  log: Logger,
+  what: string,
+  target: string,
+  now: () => number = Date.now,
+): ConnectionOutage {
   let since: number | null = null
   let errors = 0
   return {
@@ -53,13 +61,19 @@ export function createConnectionOutage(log: Logger, what: string, target: string
       }
       since = now()
       errors = 1
-      log.error({ target, err: err.message }, `${what} unreachable at ${target}: requests that need it are answered 503 until it is back (further connection errors of this outage are not logged)`)
+      log.error(
+        { target, err: err.message },
+        `${what} unreachable at ${target}: requests that need it are answered 503 until it is back (further connection errors of this outage are not logged)`,
+      )
     },
     up() {
       if (since === null) return
       const durationMs = now() - since
       since = null
-      log.info({ target, durationMs, connectionErrors: errors }, `${what} reachable again at ${target} after ${(durationMs / 1000).toFixed(1)} s`)
+      log.info(
+        { target, durationMs, connectionErrors: errors },
+        `${what} reachable again at ${target} after ${(durationMs / 1000).toFixed(1)} s`,
+      )
     },
     get isDown() {
       return since !== null

@@ -7,8 +7,17 @@ import { ApiKey } from '../api/admin.ts'
 import { EmbeddingUsage, Metadata } from '../api/common.ts'
 import { FileObject } from '../api/files.ts'
 import {
-  Attributes, ChunkingStrategy, ChunkingStrategyParam, ComparisonFilter, CompoundFilter, ExpiresAfter, VectorStore,
-  VectorStoreFile, VectorStoreFileBatch, VectorStoreFileList, VisualRagChunking,
+  Attributes,
+  ChunkingStrategy,
+  ChunkingStrategyParam,
+  ComparisonFilter,
+  CompoundFilter,
+  ExpiresAfter,
+  VectorStore,
+  VectorStoreFile,
+  VectorStoreFileBatch,
+  VectorStoreFileList,
+  VisualRagChunking,
 } from '../api/vector-stores.ts'
 import { ADMIN_OPERATIONS } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
@@ -76,7 +85,10 @@ const NAMED = {
 
 const GROUPS: TagGroups = [
   { name: 'Inference (/v2)', tags: ['Models', 'Chat and completions', 'Embeddings', 'Audio', 'Images', 'Fine-tuning'] },
-  { name: 'Files and vector stores (/v1, /v2)', tags: ['Files', 'Vector stores', 'Vector store files', 'Vector store file batches'] },
+  {
+    name: 'Files and vector stores (/v1, /v2)',
+    tags: ['Files', 'Vector stores', 'Vector store files', 'Vector store file batches'],
+  },
   { name: 'Queue (/queue)', tags: ['Queue'] },
   { name: 'Key portal (/admin)', tags: ['Admin: keys', 'Admin: usage and tiers', 'Admin: queue', 'Admin: users'] },
   { name: 'RAG gateway', tags: ['RAG gateway: login', RAG_TAG] },
@@ -109,5 +121,10 @@ errors in OpenAI's shape are relayed with \`detail\` added. The RAG gateway answ
 /** The document of everything the gateway serves (all of it, unless `served` says a part is off). */
 export function apiDocument(served: ServedParts = ALL): OpenApiDocument {
   const groups = served.portal ? GROUPS : GROUPS.filter((g) => !g.tags.includes('Portal'))
-  return buildDocument(apiOperations(served), NAMED, { title: 'Tollgate', version: packageJson.version, description: DESCRIPTION }, groups)
+  return buildDocument(
+    apiOperations(served),
+    NAMED,
+    { title: 'Tollgate', version: packageJson.version, description: DESCRIPTION },
+    groups,
+  )
 }

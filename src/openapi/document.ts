@@ -27,13 +27,29 @@ type Json = Record<string, unknown>
 const SAFE_INT = Number.MAX_SAFE_INTEGER
 
 const SECURITY_SCHEMES: Record<string, Json> = {
-  apiKey: { type: 'http', scheme: 'bearer', description: 'An API key made in the key portal (`tg1_…`): `Authorization: Bearer <API_KEY>`.' },
-  apiKeyHeader: {
-    type: 'apiKey', in: 'header', name: 'api-key',
-    description: 'The same API key in an `api-key` header, as Azure OpenAI clients send it. Sent together with a Bearer key, both must be the same key (else 401).',
+  apiKey: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'An API key made in the key portal (`tg1_…`): `Authorization: Bearer <API_KEY>`.',
   },
-  admin: { type: 'http', scheme: 'bearer', description: 'The admin token (TOLLGATE_ADMIN_TOKEN): `Authorization: Bearer <TOKEN>`.' },
-  session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'An access token from POST /api/v1/auth/user.' },
+  apiKeyHeader: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'api-key',
+    description:
+      'The same API key in an `api-key` header, as Azure OpenAI clients send it. Sent together with a Bearer key, both must be the same key (else 401).',
+  },
+  admin: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'The admin token (TOLLGATE_ADMIN_TOKEN): `Authorization: Bearer <TOKEN>`.',
+  },
+  session: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description: 'An access token from POST /api/v1/auth/user.',
+  },
 }
 
 /** The schemes each kind of caller may authenticate with, any one of them. */
@@ -63,7 +79,7 @@ const REFUSALS: Record<Security, Record<string, string>> = {
     400: 'The body or the query is invalid (`param` names the field).',
     401: 'No API key, or one that is unknown, expired or revoked.',
     403: 'The key may not use this endpoint or model.',
-    404: 'No such object, or not one of the caller\'s (another owner\'s objects do not exist for you).',
+    404: "No such object, or not one of the caller's (another owner's objects do not exist for you).",
     429: 'Over a limit of the key (requests or tokens per minute, or its quota).',
   },
   admin: {
@@ -90,7 +106,12 @@ function tidy(value: unknown): unknown {
   return out
 }
 
-export function buildDocument(operations: readonly OperationDoc[], named: Readonly<Record<string, z.ZodType>>, info: DocumentInfo, groups: TagGroups): OpenApiDocument {
+export function buildDocument(
+  operations: readonly OperationDoc[],
+  named: Readonly<Record<string, z.ZodType>>,
+  info: DocumentInfo,
+  groups: TagGroups,
+): OpenApiDocument {
   const registry = z.registry<{ id: string }>()
   const ids = new Map<z.ZodType, string>()
   const nameOf = (schema: z.ZodType, id: string): string => {
@@ -127,14 +148,26 @@ export function buildDocument(operations: readonly OperationDoc[], named: Readon
   }
   return {
     openapi: '3.1.0',
-    info: { title: info.title, version: info.version, description: info.description, license: { name: 'MIT', identifier: 'MIT' } },
+    info: {
+      title: info.title,
+      version: info.version,
+      description: info.description,
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
     tags: tags.map((name) => ({ name })),
-    'x-tagGroups': groups.map((g) => ({ name: g.name, tags: g.tags.filter((t) => tags.includes(t)) })).filter((g) => g.tags.length > 0),
+    'x-tagGroups': groups
+      .map((g) => ({ name: g.name, tags: g.tags.filter((t) => tags.includes(t)) }))
+      .filter((g) => g.tags.length > 0),
     paths,
     components: {
       schemas: tidy(converted.schemas) as Record<string, unknown>,
       securitySchemes: Object.fromEntries([...usedSecurity].map((s) => [s, SECURITY_SCHEMES[s]])),
-      headers: Object.fromEntries(Object.entries({ ...RATE_LIMIT_HEADERS, ...RETRY_HEADERS }).map(([name, description]) => [name, { description, schema: { type: 'string' } }])),
+      headers: Object.fromEntries(
+        Object.entries({ ...RATE_LIMIT_HEADERS, ...RETRY_HEADERS }).map(([name, description]) => [
+          name,
+          { description, schema: { type: 'string' } },
+        ]),
+      ),
     },
   }
 }
@@ -145,20 +178,32 @@ function operationObject(op: OperationDoc, ref: Ref): Json {
   const parameters: Json[] = []
   for (const name of op.path.match(/\{[^}]+\}/g) ?? []) {
     const bare = name.slice(1, -1)
-    parameters.push({ name: bare, in: 'path', required: true, description: op.pathParams?.[bare] ?? `The ${bare.replaceAll('_', ' ')}.`, schema: { type: 'string' } })
+    parameters.push({
+      name: bare,
+      in: 'path',
+      required: true,
+      description: op.pathParams?.[bare] ?? `The ${bare.replaceAll('_', ' ')}.`,
+      schema: { type: 'string' },
+    })
   }
   if (op.query !== undefined) parameters.push(...queryParameters(op.query))
   const headers = op.rateLimited === true ? headerRefs(Object.keys(RATE_LIMIT_HEADERS)) : undefined
   const responses: Json = {}
-  for (const [status, doc] of Object.entries(op.responses)) responses[status] = responseObject(doc, ref, status, headers)
+  for (const [status, doc] of Object.entries(op.responses))
+    responses[status] = responseObject(doc, ref, status, headers)
   for (const [status, description] of Object.entries(REFUSALS[op.security])) {
     if (responses[status] !== undefined) continue
-    const refusalHeaders = status === '429' ? headerRefs([...Object.keys(RATE_LIMIT_HEADERS), ...Object.keys(RETRY_HEADERS)]) : undefined
+    const refusalHeaders =
+      status === '429' ? headerRefs([...Object.keys(RATE_LIMIT_HEADERS), ...Object.keys(RETRY_HEADERS)]) : undefined
     responses[status] = {
       description,
       ...(refusalHeaders === undefined ? {} : { headers: refusalHeaders }),
       // The RAG gateway's side answers as FastAPI does; everything else as OpenAI does.
-      content: { 'application/json': { schema: { $ref: `#/components/schemas/${op.security === 'session' ? 'ErrorDetail' : 'Error'}` } } },
+      content: {
+        'application/json': {
+          schema: { $ref: `#/components/schemas/${op.security === 'session' ? 'ErrorDetail' : 'Error'}` },
+        },
+      },
     }
   }
   return {
@@ -168,12 +213,14 @@ function operationObject(op: OperationDoc, ref: Ref): Json {
     tags: [op.tag],
     security: op.security === 'none' ? [] : SCHEMES_OF[op.security].map((scheme) => ({ [scheme]: [] })),
     ...(parameters.length === 0 ? {} : { parameters }),
-    ...(op.body === undefined ? {} : {
-      requestBody: {
-        required: op.body.optional !== true,
-        content: { [op.body.contentType]: { schema: ref(op.body.schema, 'Request') } },
-      },
-    }),
+    ...(op.body === undefined
+      ? {}
+      : {
+          requestBody: {
+            required: op.body.optional !== true,
+            content: { [op.body.contentType]: { schema: ref(op.body.schema, 'Request') } },
+          },
+        }),
     responses,
   }
 }
@@ -184,10 +231,15 @@ function headerRefs(names: readonly string[]): Json {
 
 function responseObject(doc: ResponseDoc, ref: Ref, status: string, headers: Json | undefined): Json {
   const content: Json = {}
-  if (doc.schema !== undefined) content[doc.contentType ?? 'application/json'] = { schema: ref(doc.schema, status === '200' ? 'Response' : `Response${status}`) }
+  if (doc.schema !== undefined)
+    content[doc.contentType ?? 'application/json'] = {
+      schema: ref(doc.schema, status === '200' ? 'Response' : `Response${status}`),
+    }
   else if (doc.contentType !== undefined) content[doc.contentType] = {}
   if (doc.streams === true) {
-    content['text/event-stream'] = { schema: { type: 'string', description: 'Server-sent events, ended by `data: [DONE]` where OpenAI ends them so.' } }
+    content['text/event-stream'] = {
+      schema: { type: 'string', description: 'Server-sent events, ended by `data: [DONE]` where OpenAI ends them so.' },
+    }
   }
   return {
     description: doc.description,

@@ -50,7 +50,9 @@ export function redocBundle(): Promise<RedocBundle> {
     return { bytes, etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"` }
   })()
   // A failed read is tried again on the next request, not remembered.
-  loading.catch(() => { loading = undefined })
+  loading.catch(() => {
+    loading = undefined
+  })
   return loading
 }
 

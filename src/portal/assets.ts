@@ -20,7 +20,11 @@ export function asset(name: AssetName): Asset {
   let found = loaded.get(name)
   if (found === undefined) {
     const bytes = readFileSync(join(import.meta.dirname, 'assets', name))
-    found = { bytes, contentType: FILES[name], version: createHash('sha256').update(bytes).digest('base64url').slice(0, 12) }
+    found = {
+      bytes,
+      contentType: FILES[name],
+      version: createHash('sha256').update(bytes).digest('base64url').slice(0, 12),
+    }
     loaded.set(name, found)
   }
   return found

@@ -36,7 +36,12 @@ export interface ChartNumbers {
 const COUNTS: ChartNumbers = { axis: short, value: (v) => String(v) }
 
 /** Stacked bars, one per label (day), with a title and description for screen readers. */
-export function stackedBars(title: string, labels: readonly string[], series: readonly Series[], numbers: ChartNumbers = COUNTS): Html {
+export function stackedBars(
+  title: string,
+  labels: readonly string[],
+  series: readonly Series[],
+  numbers: ChartNumbers = COUNTS,
+): Html {
   const totals = labels.map((_, i) => series.reduce((sum, s) => sum + (s.values[i] ?? 0), 0))
   const max = niceMax(Math.max(0, ...totals))
   const plotW = W - PAD.left - PAD.right
@@ -47,8 +52,12 @@ export function stackedBars(title: string, labels: readonly string[], series: re
   const parts: string[] = []
   for (let t = 0; t <= 4; t++) {
     const v = (max * t) / 4
-    parts.push(`<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#d0d7de" stroke-width="1"/>`)
-    parts.push(`<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#57606a">${escapeHtml(numbers.axis(v))}</text>`)
+    parts.push(
+      `<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#d0d7de" stroke-width="1"/>`,
+    )
+    parts.push(
+      `<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#57606a">${escapeHtml(numbers.axis(v))}</text>`,
+    )
   }
   const every = Math.ceil(labels.length / 10)
   labels.forEach((label, i) => {
@@ -57,18 +66,27 @@ export function stackedBars(title: string, labels: readonly string[], series: re
     for (const s of series) {
       const v = s.values[i] ?? 0
       if (v > 0) {
-        parts.push(`<rect x="${x.toFixed(1)}" y="${y(base + v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(y(base) - y(base + v)).toFixed(1)}" fill="${s.colour}"><title>${escapeHtml(`${label} ${s.name}: ${numbers.value(v)}`)}</title></rect>`)
+        parts.push(
+          `<rect x="${x.toFixed(1)}" y="${y(base + v).toFixed(1)}" width="${barW.toFixed(1)}" height="${(y(base) - y(base + v)).toFixed(1)}" fill="${s.colour}"><title>${escapeHtml(`${label} ${s.name}: ${numbers.value(v)}`)}</title></rect>`,
+        )
       }
       base += v
     }
-    if (i % every === 0) parts.push(`<text x="${(x + barW / 2).toFixed(1)}" y="${H - PAD.bottom + 16}" text-anchor="middle" font-size="11" fill="#57606a">${escapeHtml(label.slice(5))}</text>`)
+    if (i % every === 0)
+      parts.push(
+        `<text x="${(x + barW / 2).toFixed(1)}" y="${H - PAD.bottom + 16}" text-anchor="middle" font-size="11" fill="#57606a">${escapeHtml(label.slice(5))}</text>`,
+      )
   })
   series.forEach((s, i) => {
     const lx = PAD.left + i * 150
-    parts.push(`<rect x="${lx}" y="${H - 14}" width="10" height="10" fill="${s.colour}"/><text x="${lx + 14}" y="${H - 5}" font-size="11" fill="#1b1f24">${escapeHtml(s.name)}</text>`)
+    parts.push(
+      `<rect x="${lx}" y="${H - 14}" width="10" height="10" fill="${s.colour}"/><text x="${lx + 14}" y="${H - 5}" font-size="11" fill="#1b1f24">${escapeHtml(s.name)}</text>`,
+    )
   })
   const desc = `${series.map((s) => s.name).join(' and ')} per day, ${labels[0] ?? ''} to ${labels[labels.length - 1] ?? ''}; the numbers are in the table below.`
-  return raw(`<svg class="chart" role="img" aria-labelledby="chart-t-${slug(title)} chart-d-${slug(title)}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg"><title id="chart-t-${slug(title)}">${escapeHtml(title)}</title><desc id="chart-d-${slug(title)}">${escapeHtml(desc)}</desc>${parts.join('')}</svg>`)
+  return raw(
+    `<svg class="chart" role="img" aria-labelledby="chart-t-${slug(title)} chart-d-${slug(title)}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg"><title id="chart-t-${slug(title)}">${escapeHtml(title)}</title><desc id="chart-d-${slug(title)}">${escapeHtml(desc)}</desc>${parts.join('')}</svg>`,
+  )
 }
 
 function slug(text: string): string {

@@ -13,13 +13,25 @@ export interface Portal {
   close(): Promise<void>
 }
 
-export function createPortal(options: { config: Pick<Config, 'portal' | 'store' | 'redis'>; accounts: AccountService; throttle: LoginThrottle }): Portal {
+export function createPortal(options: {
+  config: Pick<Config, 'portal' | 'store' | 'redis'>
+  accounts: AccountService
+  throttle: LoginThrottle
+}): Portal {
   const { store, redis: target } = options.config
-  const redis = target === undefined ? undefined
-    : createRedisClient(target, { commandTimeoutMs: store.commandTimeoutMs, name: 'tollgate-portal' })
-  const sessionStore: PortalSessionStore = redis === undefined ? embeddedPortalSessions(store.dataDir) : redisPortalSessions(redis, store.keyPrefix)
+  const redis =
+    target === undefined
+      ? undefined
+      : createRedisClient(target, { commandTimeoutMs: store.commandTimeoutMs, name: 'tollgate-portal' })
+  const sessionStore: PortalSessionStore =
+    redis === undefined ? embeddedPortalSessions(store.dataDir) : redisPortalSessions(redis, store.keyPrefix)
   return {
-    sessions: new PortalSessions({ config: options.config.portal, store: sessionStore, accounts: options.accounts, throttle: options.throttle }),
+    sessions: new PortalSessions({
+      config: options.config.portal,
+      store: sessionStore,
+      accounts: options.accounts,
+      throttle: options.throttle,
+    }),
     async close() {
       await sessionStore.close()
       if (redis !== undefined) await closeRedis(redis)

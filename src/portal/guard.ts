@@ -26,7 +26,6 @@ export interface PortalDeps {
   readonly usage: UsageStore
 }
 
-
 export interface Me extends SignedIn {
   readonly viewer: Viewer
   /** The session's cookie value: it seals what a form hands to the next page (handoff.ts). */
@@ -34,7 +33,11 @@ export interface Me extends SignedIn {
 }
 
 export function viewerOf(signedIn: SignedIn): Viewer {
-  return { username: signedIn.account.username, isAdmin: signedIn.account.roles.includes(ADMIN_ROLE), csrfToken: signedIn.session.csrfToken }
+  return {
+    username: signedIn.account.username,
+    isAdmin: signedIn.account.roles.includes(ADMIN_ROLE),
+    csrfToken: signedIn.session.csrfToken,
+  }
 }
 
 /** Answers a refusal or failure as a page in the portal's frame. */
@@ -59,7 +62,13 @@ export function createGuards(deps: PortalDeps) {
     const signedIn = await deps.sessions.resume(cookie)
     return signedIn === null || cookie === undefined ? null : { ...signedIn, viewer: viewerOf(signedIn), cookie }
   }
-  const guarded = (route: string, admin: boolean, fn: (ctx: RequestContext, me: Me, params: Params, query: URLSearchParams) => Promise<void>, before?: (ctx: RequestContext) => void): RouteHandler =>
+  const guarded =
+    (
+      route: string,
+      admin: boolean,
+      fn: (ctx: RequestContext, me: Me, params: Params, query: URLSearchParams) => Promise<void>,
+      before?: (ctx: RequestContext) => void,
+    ): RouteHandler =>
     async (ctx, params, query) => {
       ctx.route = route
       let me: Me | null = null
@@ -77,14 +86,20 @@ export function createGuards(deps: PortalDeps) {
   return {
     resume,
     /** A page for a signed-in user (admin: for admins only). */
-    page: (route: string, fn: SignedInHandler, options: { admin?: boolean } = {}): RouteHandler => guarded(route, options.admin ?? false, fn),
+    page: (route: string, fn: SignedInHandler, options: { admin?: boolean } = {}): RouteHandler =>
+      guarded(route, options.admin ?? false, fn),
     /** A state-changing form: same origin, signed in, then the session's CSRF token. */
     form: (route: string, fn: FormHandler, options: { admin?: boolean } = {}): RouteHandler =>
-      guarded(route, options.admin ?? false, async (ctx, me, params) => {
-        const form = await readForm(ctx.req, bodyRateOf(deps.config.server))
-        checkCsrf(form, me.session.csrfToken)
-        await fn(ctx, me, form, params)
-      }, (ctx) => checkSameOrigin(ctx.req, deps.config)),
+      guarded(
+        route,
+        options.admin ?? false,
+        async (ctx, me, params) => {
+          const form = await readForm(ctx.req, bodyRateOf(deps.config.server))
+          checkCsrf(form, me.session.csrfToken)
+          await fn(ctx, me, form, params)
+        },
+        (ctx) => checkSameOrigin(ctx.req, deps.config),
+      ),
     /**
      * A key the signed-in user may see: their own, or any for an admin. Another user's key
      * is not found, exactly like a key that does not exist.

@@ -45,7 +45,9 @@ function open(cookieToken: string, aad: string, sealed: string): SecretHandoff |
     const decipher = createDecipheriv('aes-256-gcm', keyOf(cookieToken), iv)
     decipher.setAAD(Buffer.from(aad, 'utf8'))
     decipher.setAuthTag(tag)
-    const value = JSON.parse(Buffer.concat([decipher.update(body), decipher.final()]).toString('utf8')) as Partial<SecretHandoff>
+    const value = JSON.parse(
+      Buffer.concat([decipher.update(body), decipher.final()]).toString('utf8'),
+    ) as Partial<SecretHandoff>
     if ((value.kind !== 'created' && value.kind !== 'rotated') || typeof value.secret !== 'string') return null
     return { kind: value.kind, secret: value.secret }
   } catch {
@@ -60,11 +62,18 @@ export interface SecretHandoffs {
   take(cookieToken: string, sessionId: string, keyId: string): Promise<SecretHandoff | null>
 }
 
-export function secretHandoffs(store: Pick<PortalSessionStore, 'putOnce' | 'takeOnce'>, now: () => number = Date.now): SecretHandoffs {
+export function secretHandoffs(
+  store: Pick<PortalSessionStore, 'putOnce' | 'takeOnce'>,
+  now: () => number = Date.now,
+): SecretHandoffs {
   return {
     async give(cookieToken, sessionId, keyId, handoff) {
       const aad = `${sessionId}\u0000${keyId}`
-      await store.putOnce(idOf(sessionId, keyId), seal(cookieToken, aad, handoff), new Date(now() + HANDOFF_SECONDS * 1000))
+      await store.putOnce(
+        idOf(sessionId, keyId),
+        seal(cookieToken, aad, handoff),
+        new Date(now() + HANDOFF_SECONDS * 1000),
+      )
     },
     async take(cookieToken, sessionId, keyId) {
       const sealed = await store.takeOnce(idOf(sessionId, keyId))

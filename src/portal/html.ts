@@ -14,7 +14,13 @@ export class Html {
 
 export type HtmlValue = Html | string | number | boolean | null | undefined | readonly HtmlValue[]
 
-const ENTITIES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
+const ENTITIES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+}
 
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c)
@@ -29,7 +35,9 @@ function render(value: HtmlValue): string {
 
 export function html(strings: TemplateStringsArray, ...values: readonly HtmlValue[]): Html {
   let out = strings[0] ?? ''
-  values.forEach((value, i) => { out += render(value) + (strings[i + 1] ?? '') })
+  values.forEach((value, i) => {
+    out += render(value) + (strings[i + 1] ?? '')
+  })
   return new Html(out)
 }
 

@@ -12,8 +12,15 @@ import { COOKIE_NAME, sameSecret } from './sessions.ts'
 
 /** No inline script or style, nothing from elsewhere, never in a frame. */
 export const PORTAL_CSP = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
-  "object-src 'none'", "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
 ].join('; ')
 
 /** A form is a few fields; anything larger is not one of ours. */
@@ -57,11 +64,17 @@ export function isHttps(req: IncomingMessage, config: Pick<Config, 'server' | 'p
 }
 
 export function setSessionCookie(res: ServerResponse, token: string, maxAgeSeconds: number, secure: boolean): void {
-  res.setHeader('set-cookie', `${COOKIE_NAME}=${token}; Path=/portal; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`)
+  res.setHeader(
+    'set-cookie',
+    `${COOKIE_NAME}=${token}; Path=/portal; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`,
+  )
 }
 
 export function clearSessionCookie(res: ServerResponse, secure: boolean): void {
-  res.setHeader('set-cookie', `${COOKIE_NAME}=; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`)
+  res.setHeader(
+    'set-cookie',
+    `${COOKIE_NAME}=; Path=/portal; Max-Age=0; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`,
+  )
 }
 
 /**

@@ -5,7 +5,11 @@ import { utcDay } from '../keys/meter.ts'
 import type { UsageRecord } from '../store/ports.ts'
 import type { PortalDeps } from './guard.ts'
 
-export async function usageRows(deps: Pick<PortalDeps, 'meter' | 'usage'>, range: { from: string; to: string }, keyIds: ReadonlySet<string>): Promise<UsageRecord[]> {
+export async function usageRows(
+  deps: Pick<PortalDeps, 'meter' | 'usage'>,
+  range: { from: string; to: string },
+  keyIds: ReadonlySet<string>,
+): Promise<UsageRecord[]> {
   // Rows this instance holds for a retry first, as /admin/usage does.
   await deps.meter.flush()
   if (keyIds.size === 1) {
@@ -15,7 +19,11 @@ export async function usageRows(deps: Pick<PortalDeps, 'meter' | 'usage'>, range
   return (await deps.usage.query(range)).filter((row) => keyIds.has(row.keyId))
 }
 
-export async function lastUsedDays(deps: Pick<PortalDeps, 'meter' | 'usage'>, keyIds: ReadonlySet<string>, now = new Date()): Promise<Map<string, string>> {
+export async function lastUsedDays(
+  deps: Pick<PortalDeps, 'meter' | 'usage'>,
+  keyIds: ReadonlySet<string>,
+  now = new Date(),
+): Promise<Map<string, string>> {
   if (keyIds.size === 0) return new Map()
   const to = utcDay(now)
   const from = utcDay(new Date(now.getTime() - (MAX_USAGE_DAYS - 1) * 86_400_000))

@@ -33,7 +33,11 @@ function windowsOf(headers: RateLimitHeaders): ModelStanding['windows'] {
   for (const { suffix } of DIMENSIONS) {
     const limit = headers[`x-ratelimit-limit-${suffix}`]
     if (limit === undefined) continue
-    out[suffix] = { limit, remaining: headers[`x-ratelimit-remaining-${suffix}`] ?? null, reset: headers[`x-ratelimit-reset-${suffix}`] ?? null }
+    out[suffix] = {
+      limit,
+      remaining: headers[`x-ratelimit-remaining-${suffix}`] ?? null,
+      reset: headers[`x-ratelimit-reset-${suffix}`] ?? null,
+    }
   }
   return out
 }
@@ -44,13 +48,20 @@ function windowsOf(headers: RateLimitHeaders): ModelStanding['windows'] {
  * too, without asking the limiter: what is "left" of a window it can never use would read
  * as if the key still worked.
  */
-export async function keyStanding(config: Pick<Config, 'plans' | 'models'>, limiter: Limiter, key: KeyRecord, options: { live: boolean }): Promise<ModelStanding[]> {
+export async function keyStanding(
+  config: Pick<Config, 'plans' | 'models'>,
+  limiter: Limiter,
+  key: KeyRecord,
+  options: { live: boolean },
+): Promise<ModelStanding[]> {
   const models = key.models ?? config.models.map((m) => m.name)
-  return Promise.all(models.map(async (model) => {
-    const { tier, limits } = resolveLimits(config.plans, key, model)
-    const headers = options.live
-      ? await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => rateLimitHeaders(dimensionsOf(limits)))
-      : rateLimitHeaders(dimensionsOf(limits))
-    return { model, tier, limits, windows: windowsOf(headers) }
-  }))
+  return Promise.all(
+    models.map(async (model) => {
+      const { tier, limits } = resolveLimits(config.plans, key, model)
+      const headers = options.live
+        ? await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => rateLimitHeaders(dimensionsOf(limits)))
+        : rateLimitHeaders(dimensionsOf(limits))
+      return { model, tier, limits, windows: windowsOf(headers) }
+    }),
+  )
 }

@@ -53,18 +53,27 @@ export function registerSessionRoutes(router: Router, deps: PortalDeps, guards: 
         throw err
       }
       if (result === null) return signInAgain(ctx, gatewayError('portal_sign_in_failed'), shown)
-      setSessionCookie(ctx.res, result.token, deps.sessions.cookieMaxAge(result.signedIn.session), isHttps(ctx.req, config))
+      setSessionCookie(
+        ctx.res,
+        result.token,
+        deps.sessions.cookieMaxAge(result.signedIn.session),
+        isHttps(ctx.req, config),
+      )
       redirect(ctx.res, '/portal/keys')
     } catch (err) {
       failPage(ctx, err)
     }
   })
 
-  router.on('POST', '/portal/sign-out', guards.form('portal.sign_out', async (ctx, me) => {
-    await deps.sessions.signOut(me.session)
-    clearSessionCookie(ctx.res, isHttps(ctx.req, config))
-    redirect(ctx.res, '/portal/sign-in?signed-out')
-  }))
+  router.on(
+    'POST',
+    '/portal/sign-out',
+    guards.form('portal.sign_out', async (ctx, me) => {
+      await deps.sessions.signOut(me.session)
+      clearSessionCookie(ctx.res, isHttps(ctx.req, config))
+      redirect(ctx.res, '/portal/sign-in?signed-out')
+    }),
+  )
 }
 
 /** The sign-in form again, with the refusal's message on it (and its status and headers). */

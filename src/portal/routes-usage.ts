@@ -22,36 +22,69 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
       const value = query.get(name) ?? ''
       if (value === '') return undefined
       // The shape alone lets 2025-02-30 through, which the range arithmetic then throws on (a 500).
-      if (!isCalendarDay(value)) throw gatewayError('invalid_body', { message: `${name} must be a date (YYYY-MM-DD).`, param: name })
+      if (!isCalendarDay(value))
+        throw gatewayError('invalid_body', { message: `${name} must be a date (YYYY-MM-DD).`, param: name })
       return value
     }
     const range = usageRange(day('from'), day('to'), new Date())
     const ownIds = new Set(own.map((k) => k.id))
     const allRows = ownIds.size === 0 ? [] : await usageRows(deps, range, ownIds)
-    const rows = selected === null ? allRows
-      : ownIds.has(selected.id) ? allRows.filter((r) => r.keyId === selected.id) : await usageRows(deps, range, new Set([selected.id]))
+    const rows =
+      selected === null
+        ? allRows
+        : ownIds.has(selected.id)
+          ? allRows.filter((r) => r.keyId === selected.id)
+          : await usageRows(deps, range, new Set([selected.id]))
     // The key picker offers the keys used in the range (a user may have thousands), and the one shown.
     const used = new Set(allRows.map((r) => r.keyId))
-    const listed = [...(selected !== null && !used.has(selected.id) ? [selected] : []), ...own.filter((k) => used.has(k.id))]
+    const listed = [
+      ...(selected !== null && !used.has(selected.id) ? [selected] : []),
+      ...own.filter((k) => used.has(k.id)),
+    ]
     return { keys: listed, selected, range, rows }
   }
 
-  router.on('GET', '/portal/usage', guards.page('portal.usage', async (ctx, me, _params, query) => {
-    const { keys, selected, range, rows } = await read(me, query)
-    const csv = new URLSearchParams({ ...(selected === null ? {} : { key: selected.id }), from: range.from, to: range.to })
-    sendHtml(ctx.res, 200, usagePage(me.viewer, keys.map((k) => deps.keys.view(k)), selected === null ? null : deps.keys.view(selected),
-      usageReport(rows, range.from, range.to), `/portal/usage.csv?${csv.toString()}`, planCurrency(deps.config.plans)))
-  }))
+  router.on(
+    'GET',
+    '/portal/usage',
+    guards.page('portal.usage', async (ctx, me, _params, query) => {
+      const { keys, selected, range, rows } = await read(me, query)
+      const csv = new URLSearchParams({
+        ...(selected === null ? {} : { key: selected.id }),
+        from: range.from,
+        to: range.to,
+      })
+      sendHtml(
+        ctx.res,
+        200,
+        usagePage(
+          me.viewer,
+          keys.map((k) => deps.keys.view(k)),
+          selected === null ? null : deps.keys.view(selected),
+          usageReport(rows, range.from, range.to),
+          `/portal/usage.csv?${csv.toString()}`,
+          planCurrency(deps.config.plans),
+        ),
+      )
+    }),
+  )
 
-  router.on('GET', '/portal/usage.csv', guards.page('portal.usage.csv', async (ctx, me, _params, query) => {
-    const { keys, range, rows } = await read(me, query)
-    const body = Buffer.from(usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? ''])), planCurrency(deps.config.plans)), 'utf8')
-    securityHeaders(ctx.res)
-    ctx.res.setHeader('cache-control', 'no-store')
-    ctx.res.setHeader('content-type', 'text/csv; charset=utf-8')
-    ctx.res.setHeader('content-disposition', `attachment; filename="tollgate-usage-${range.from}-${range.to}.csv"`)
-    ctx.res.setHeader('content-length', body.length)
-    ctx.res.statusCode = 200
-    ctx.res.end(body)
-  }))
+  router.on(
+    'GET',
+    '/portal/usage.csv',
+    guards.page('portal.usage.csv', async (ctx, me, _params, query) => {
+      const { keys, range, rows } = await read(me, query)
+      const body = Buffer.from(
+        usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? ''])), planCurrency(deps.config.plans)),
+        'utf8',
+      )
+      securityHeaders(ctx.res)
+      ctx.res.setHeader('cache-control', 'no-store')
+      ctx.res.setHeader('content-type', 'text/csv; charset=utf-8')
+      ctx.res.setHeader('content-disposition', `attachment; filename="tollgate-usage-${range.from}-${range.to}.csv"`)
+      ctx.res.setHeader('content-length', body.length)
+      ctx.res.statusCode = 200
+      ctx.res.end(body)
+    }),
+  )
 }

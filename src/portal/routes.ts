@@ -31,7 +31,10 @@ export function registerPortalRoutes(router: Router, deps: PortalDeps): void {
       const file = asset(name as AssetName)
       securityHeaders(ctx.res)
       ctx.res.setHeader('content-type', file.contentType)
-      ctx.res.setHeader('cache-control', query.get('v') === file.version ? 'public, max-age=31536000, immutable' : 'no-cache')
+      ctx.res.setHeader(
+        'cache-control',
+        query.get('v') === file.version ? 'public, max-age=31536000, immutable' : 'no-cache',
+      )
       ctx.res.setHeader('content-length', file.bytes.length)
       ctx.res.statusCode = 200
       ctx.res.end(file.bytes)
@@ -52,8 +55,15 @@ export function isPortalPath(url: string): boolean {
  * id too long for the router), or its 405 page for one another method serves (a form's
  * address opened as a link).
  */
-export async function portalUnmatched(ctx: RequestContext, allow: readonly string[], sessions: PortalSessions): Promise<void> {
-  const error = allow.length > 0 ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } }) : gatewayError('unknown_route')
+export async function portalUnmatched(
+  ctx: RequestContext,
+  allow: readonly string[],
+  sessions: PortalSessions,
+): Promise<void> {
+  const error =
+    allow.length > 0
+      ? gatewayError('method_not_allowed', { headers: { allow: allow.join(', ') } })
+      : gatewayError('unknown_route')
   // A signed-in user keeps the navigation (and sign-out) on it: a mistyped link is no dead end.
   let signedIn: SignedIn | null = null
   try {
@@ -67,30 +77,94 @@ export async function portalUnmatched(ctx: RequestContext, allow: readonly strin
 const TAG = 'Portal'
 const PAGE = { 200: { description: 'An HTML page', contentType: 'text/html' } }
 const FORM_DONE = { 303: { description: 'Done: on to the next page' } }
-const DESCRIPTION = 'A page of the key portal for a browser, signed in with a session cookie (HttpOnly, SameSite=Strict); without one it redirects (303) to /portal/sign-in. Forms carry the session\'s CSRF token.'
-const op = (method: 'get' | 'post', path: string, operationId: string, summary: string, responses: OperationDoc['responses'], pathParams?: Record<string, string>): OperationDoc => ({
-  method, path, operationId, summary, tag: TAG, security: 'none', description: DESCRIPTION, responses, ...(pathParams === undefined ? {} : { pathParams }),
+const DESCRIPTION =
+  "A page of the key portal for a browser, signed in with a session cookie (HttpOnly, SameSite=Strict); without one it redirects (303) to /portal/sign-in. Forms carry the session's CSRF token."
+const op = (
+  method: 'get' | 'post',
+  path: string,
+  operationId: string,
+  summary: string,
+  responses: OperationDoc['responses'],
+  pathParams?: Record<string, string>,
+): OperationDoc => ({
+  method,
+  path,
+  operationId,
+  summary,
+  tag: TAG,
+  security: 'none',
+  description: DESCRIPTION,
+  responses,
+  ...(pathParams === undefined ? {} : { pathParams }),
 })
-const KEY = { id: 'The key\'s id (key_…); another user\'s key is not found.' }
+const KEY = { id: "The key's id (key_…); another user's key is not found." }
 
 export const PORTAL_OPERATIONS: readonly OperationDoc[] = [
   op('get', '/portal', 'portalHome', 'The portal: on to the keys, or to sign in', { 303: { description: 'Redirect' } }),
   op('get', '/portal/sign-in', 'portalSignInPage', 'The sign-in page', PAGE),
-  op('post', '/portal/sign-in', 'portalSignIn', 'Sign in with a user account (form); sets the session cookie', { ...FORM_DONE, 401: { description: 'Wrong username or password (the page again)', contentType: 'text/html' } }),
-  op('post', '/portal/sign-out', 'portalSignOut', 'Sign out: the session ends; on to the sign-in page, which says so', FORM_DONE),
+  op('post', '/portal/sign-in', 'portalSignIn', 'Sign in with a user account (form); sets the session cookie', {
+    ...FORM_DONE,
+    401: { description: 'Wrong username or password (the page again)', contentType: 'text/html' },
+  }),
+  op(
+    'post',
+    '/portal/sign-out',
+    'portalSignOut',
+    'Sign out: the session ends; on to the sign-in page, which says so',
+    FORM_DONE,
+  ),
   op('get', '/portal/keys', 'portalKeys', 'My keys, a page at a time', PAGE),
-  op('post', '/portal/keys', 'portalCreateKey', 'Create a key; on to the page that shows its secret once', { 303: { description: 'Made: on to /portal/keys/{id}/secret' } }),
+  op('post', '/portal/keys', 'portalCreateKey', 'Create a key; on to the page that shows its secret once', {
+    303: { description: 'Made: on to /portal/keys/{id}/secret' },
+  }),
   op('get', '/portal/keys/{id}', 'portalKey', 'One key: its plan and what is left per model', PAGE, KEY),
-  op('get', '/portal/keys/{id}/secret', 'portalKeySecret', 'The secret a create or rotate just made, shown once to the session that made it; opened again, a page saying it is gone', PAGE, KEY),
-  op('post', '/portal/keys/{id}/rotate', 'portalRotateKey', 'Rotate a key with a grace for the old secret; on to the page that shows the new secret once', { 303: { description: 'Rotated: on to /portal/keys/{id}/secret' } }, KEY),
+  op(
+    'get',
+    '/portal/keys/{id}/secret',
+    'portalKeySecret',
+    'The secret a create or rotate just made, shown once to the session that made it; opened again, a page saying it is gone',
+    PAGE,
+    KEY,
+  ),
+  op(
+    'post',
+    '/portal/keys/{id}/rotate',
+    'portalRotateKey',
+    'Rotate a key with a grace for the old secret; on to the page that shows the new secret once',
+    { 303: { description: 'Rotated: on to /portal/keys/{id}/secret' } },
+    KEY,
+  ),
   op('post', '/portal/keys/{id}/revoke', 'portalRevokeKey', 'Revoke a key (the form confirms it)', FORM_DONE, KEY),
   op('get', '/portal/usage', 'portalUsage', 'Usage per day and model, in total or of one key, over a range', PAGE),
-  op('get', '/portal/usage.csv', 'portalUsageCsv', 'The same usage as CSV', { 200: { description: 'CSV', contentType: 'text/csv' } }),
+  op('get', '/portal/usage.csv', 'portalUsageCsv', 'The same usage as CSV', {
+    200: { description: 'CSV', contentType: 'text/csv' },
+  }),
   op('get', '/portal/admin/keys', 'portalAdminKeys', 'Admin: every key, filtered by owner, tier, status', PAGE),
-  op('post', '/portal/admin/keys/{id}/tier', 'portalAdminKeyTier', 'Admin: change a key\'s tier', FORM_DONE, KEY),
+  op('post', '/portal/admin/keys/{id}/tier', 'portalAdminKeyTier', "Admin: change a key's tier", FORM_DONE, KEY),
   op('get', '/portal/admin/users', 'portalAdminUsers', 'Admin: every user', PAGE),
   op('post', '/portal/admin/users', 'portalAdminCreateUser', 'Admin: create a user', FORM_DONE),
-  op('post', '/portal/admin/users/{username}/disable', 'portalAdminDisableUser', 'Admin: disable a user (their sessions end)', FORM_DONE, { username: 'The user' }),
-  op('post', '/portal/admin/users/{username}/enable', 'portalAdminEnableUser', 'Admin: enable a user again', FORM_DONE, { username: 'The user' }),
-  op('get', '/portal/assets/{name}', 'portalAsset', 'The portal\'s stylesheet and script', { 200: { description: 'CSS or JavaScript', contentType: 'text/css' } }, { name: 'portal.css or portal.js' }),
+  op(
+    'post',
+    '/portal/admin/users/{username}/disable',
+    'portalAdminDisableUser',
+    'Admin: disable a user (their sessions end)',
+    FORM_DONE,
+    { username: 'The user' },
+  ),
+  op(
+    'post',
+    '/portal/admin/users/{username}/enable',
+    'portalAdminEnableUser',
+    'Admin: enable a user again',
+    FORM_DONE,
+    { username: 'The user' },
+  ),
+  op(
+    'get',
+    '/portal/assets/{name}',
+    'portalAsset',
+    "The portal's stylesheet and script",
+    { 200: { description: 'CSS or JavaScript', contentType: 'text/css' } },
+    { name: 'portal.css or portal.js' },
+  ),
 ]

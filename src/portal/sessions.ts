@@ -60,7 +60,11 @@ export class PortalSessions {
   }
 
   /** A new session and its cookie value; null for a wrong username or password. Throws login_throttled. */
-  async signIn(username: string, password: string, address: string): Promise<{ token: string; signedIn: SignedIn } | null> {
+  async signIn(
+    username: string,
+    password: string,
+    address: string,
+  ): Promise<{ token: string; signedIn: SignedIn } | null> {
     const { throttle, accounts } = this.#o
     // Charged before the password is checked (a burst of parallel guesses gets only the allowance); a right one gives it back.
     await throttle.attempt(username, address)
@@ -93,7 +97,12 @@ export class PortalSessions {
       return null
     }
     const account = await this.#o.accounts.get(session.username)
-    if (account === null || account.id !== session.userId || account.disabled || session.createdAt < account.sessionsValidFrom) {
+    if (
+      account === null ||
+      account.id !== session.userId ||
+      account.disabled ||
+      session.createdAt < account.sessionsValidFrom
+    ) {
       await this.#o.store.remove(session.id)
       return null
     }

@@ -35,7 +35,9 @@ export function usageReport(rows: readonly UsageRecord[], from: string, to: stri
     days.push({ day, ...summarise(perDay.get(day) ?? []) })
   }
   return {
-    from, to, days,
+    from,
+    to,
+    days,
     totals: summarise(rows),
     byModel: groupUsage(rows, 'model', false),
     byKey: groupUsage(rows, 'key', false),
@@ -55,12 +57,21 @@ function csvCell(value: string | number): string {
  * (never rounded to 0.00, never in exponent notation a spreadsheet might misread), and the
  * currency is beside it on every line: a file travels without the page that explained it.
  */
-export function usageCsv(rows: readonly UsageRecord[], keyNames: ReadonlyMap<string, string>, currency: string): string {
+export function usageCsv(
+  rows: readonly UsageRecord[],
+  keyNames: ReadonlyMap<string, string>,
+  currency: string,
+): string {
   const header = ['day', 'key_id', 'key_name', 'model', 'requests', 'input_tokens', 'output_tokens', 'cost', 'currency']
-  const sorted = [...rows].sort((a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model))
-  const lines = sorted.map((r) => [
-    ...[r.day, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.requests, r.inputTokens, r.outputTokens].map(csvCell),
-    exactAmount(r.costNanos), csvCell(currency),
-  ].join(','))
+  const sorted = [...rows].sort(
+    (a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model),
+  )
+  const lines = sorted.map((r) =>
+    [
+      ...[r.day, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.requests, r.inputTokens, r.outputTokens].map(csvCell),
+      exactAmount(r.costNanos),
+      csvCell(currency),
+    ].join(','),
+  )
   return [header.join(','), ...lines].join('\r\n') + '\r\n'
 }

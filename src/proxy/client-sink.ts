@@ -28,11 +28,19 @@ export class ClientSink {
     if (signal.aborted || res.destroyed) this.#abort()
   }
 
-  get aborted(): boolean { return this.#aborted }
+  get aborted(): boolean {
+    return this.#aborted
+  }
   /** Aborted because the client took nothing for idleReaderMs; its connection is still open. */
-  get stalled(): boolean { return this.#stalled }
-  get bytes(): number { return this.#bytes }
-  get firstByteMs(): number | undefined { return this.#firstByteMs }
+  get stalled(): boolean {
+    return this.#stalled
+  }
+  get bytes(): number {
+    return this.#bytes
+  }
+  get firstByteMs(): number | undefined {
+    return this.#firstByteMs
+  }
 
   /** Writes and waits for the client to drain; returns at once when the client is gone. */
   async write(chunk: Buffer | string): Promise<void> {
@@ -73,7 +81,9 @@ export class ClientSink {
     if (res.writableEnded || res.destroyed) return
     this.#count(last)
     res.end(last)
-    const timer = setTimeout(() => { if (!res.writableFinished) res.destroy() }, this.#idleReaderMs)
+    const timer = setTimeout(() => {
+      if (!res.writableFinished) res.destroy()
+    }, this.#idleReaderMs)
     timer.unref()
     res.once('close', () => clearTimeout(timer))
   }

@@ -105,7 +105,9 @@ export async function sendWithFailover<T extends FailoverTarget>(
     if (request.signal.aborted) break
   }
   if (last5xx !== undefined) return { ...last5xx, attempts }
-  throw lastError ?? new GatewayError('upstream_unreachable', { message: 'No deployment is configured for this model.' })
+  throw (
+    lastError ?? new GatewayError('upstream_unreachable', { message: 'No deployment is configured for this model.' })
+  )
 }
 
 /** An unread body holds its socket; destroying it hands the socket back. */

@@ -32,10 +32,18 @@ export class RecordingSink extends EventEmitter implements ReplySink {
     this.#limitBytes = limitBytes
   }
 
-  get headersSent(): boolean { return this.#headersSent }
-  get writableEnded(): boolean { return this.#ended }
-  get writableFinished(): boolean { return this.#ended }
-  get destroyed(): boolean { return this.#destroyed }
+  get headersSent(): boolean {
+    return this.#headersSent
+  }
+  get writableEnded(): boolean {
+    return this.#ended
+  }
+  get writableFinished(): boolean {
+    return this.#ended
+  }
+  get destroyed(): boolean {
+    return this.#destroyed
+  }
 
   setHeader(name: string, value: number | string | readonly string[]): this {
     // As on a ServerResponse: a header after the body started is a bug in the caller.

@@ -102,8 +102,10 @@ export async function relay(res: ReplySink, upstream: UpstreamResponse, options:
   const chunks = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>
   try {
     switch (kindOf(upstream, options)) {
-      case 'sse': return await relaySse(res, upstream, options, sink, chunks)
-      case 'json': return await relayJson(res, upstream, options, sink, chunks)
+      case 'sse':
+        return await relaySse(res, upstream, options, sink, chunks)
+      case 'json':
+        return await relayJson(res, upstream, options, sink, chunks)
       case 'opaque': {
         if (upstream.status >= 400) return unreadableError(res, upstream, sink)
         startReply(res, upstream, false)
@@ -136,7 +138,12 @@ function startReply(res: ReplySink, upstream: UpstreamResponse, rewritten: boole
   if (!rewritten && length !== undefined && /^\d+$/.test(length)) res.setHeader('content-length', length)
 }
 
-function finish(status: number, sink: ClientSink, tapped: Tapped, extra: { json?: unknown; error?: GatewayError | undefined } = {}): RelayOutcome {
+function finish(
+  status: number,
+  sink: ClientSink,
+  tapped: Tapped,
+  extra: { json?: unknown; error?: GatewayError | undefined } = {},
+): RelayOutcome {
   return {
     status,
     usage: tapped.usage,
@@ -170,7 +177,12 @@ function replyError(res: ReplySink, sink: ClientSink, error: GatewayError): void
 }
 
 /** Writes `prefix` and the rest of the body untouched. Returns the upstream's error if it broke off. */
-async function pipeRest(sink: ClientSink, chunks: AsyncIterator<Buffer>, prefix: readonly Buffer[], beforeEnd?: () => Promise<void>): Promise<GatewayError | undefined> {
+async function pipeRest(
+  sink: ClientSink,
+  chunks: AsyncIterator<Buffer>,
+  prefix: readonly Buffer[],
+  beforeEnd?: () => Promise<void>,
+): Promise<GatewayError | undefined> {
   for (const chunk of prefix) await sink.write(chunk)
   try {
     while (!sink.aborted) {
@@ -216,7 +228,13 @@ async function tapJson(status: number, parsed: unknown, options: RelayOptions): 
   return NONE
 }
 
-async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+async function relayJson(
+  res: ReplySink,
+  upstream: UpstreamResponse,
+  options: RelayOptions,
+  sink: ClientSink,
+  chunks: AsyncIterator<Buffer>,
+): Promise<RelayOutcome> {
   const { status } = upstream
   const declared = Number(upstream.headers['content-length'])
   let overLimit = Number.isFinite(declared) && declared > options.jsonLimitBytes
@@ -260,7 +278,10 @@ async function relayJson(res: ReplySink, upstream: UpstreamResponse, options: Re
 
   options.observe?.(parsed)
   const tapped = await tapJson(status, parsed, options)
-  const renamed = withErrorDetail(status, options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel))
+  const renamed = withErrorDetail(
+    status,
+    options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel),
+  )
   let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
   if (options.transformJson !== undefined) {
     try {
@@ -300,12 +321,20 @@ function unreadableError(res: ReplySink, upstream: UpstreamResponse, sink: Clien
 
 function refuseUnchecked(res: ReplySink, upstream: UpstreamResponse, sink: ClientSink, why: string): RelayOutcome {
   upstream.body.destroy()
-  const error = gatewayError('upstream_bad_response', { message: `The upstream model server sent a response that is ${why}.` })
+  const error = gatewayError('upstream_bad_response', {
+    message: `The upstream model server sent a response that is ${why}.`,
+  })
   replyError(res, sink, error)
   return finish(error.status, sink, NONE, { error })
 }
 
-async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: RelayOptions, sink: ClientSink, chunks: AsyncIterator<Buffer>): Promise<RelayOutcome> {
+async function relaySse(
+  res: ReplySink,
+  upstream: UpstreamResponse,
+  options: RelayOptions,
+  sink: ClientSink,
+  chunks: AsyncIterator<Buffer>,
+): Promise<RelayOutcome> {
   const { status } = upstream
   if (!sink.aborted) {
     startReply(res, upstream, true)
@@ -337,7 +366,11 @@ async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: Rel
         await commit(options, (await tapped()).usage)
       } else if (event.data !== undefined) {
         let data: unknown
-        try { data = JSON.parse(event.data) } catch { data = undefined }
+        try {
+          data = JSON.parse(event.data)
+        } catch {
+          data = undefined
+        }
         options.observe?.(data)
         const reading = readEvent(data)
         if (reading.usage !== undefined) reported = reading.usage
@@ -397,7 +430,9 @@ async function relaySse(res: ReplySink, upstream: UpstreamResponse, options: Rel
     return finish(status, sink, usage)
   }
   if (sink.stalled) {
-    const error = gatewayError('client_read_timeout', { message: `The stream was ended: the client read nothing for ${options.idleReaderMs} ms.` })
+    const error = gatewayError('client_read_timeout', {
+      message: `The stream was ended: the client read nothing for ${options.idleReaderMs} ms.`,
+    })
     sink.endStalled(`data: ${JSON.stringify(error.toBody())}\n\n`)
   }
   return finish(status, sink, await tapped())

@@ -29,14 +29,18 @@ export function bodyUsage(body: unknown): Usage | undefined {
  * embedded; OpenAI reports no usage for it).
  */
 export function isGeneration(body: unknown): boolean {
-  return isJsonObject(body) && (Array.isArray(body.choices) || body.object === 'response' || body.object === 'vector_store.search_results.page')
+  return (
+    isJsonObject(body) &&
+    (Array.isArray(body.choices) || body.object === 'response' || body.object === 'vector_store.search_results.page')
+  )
 }
 
 function toolCallText(toolCalls: unknown): string {
   if (!Array.isArray(toolCalls)) return ''
   let text = ''
   for (const call of toolCalls) {
-    if (isJsonObject(call) && isJsonObject(call.function) && typeof call.function.arguments === 'string') text += call.function.arguments
+    if (isJsonObject(call) && isJsonObject(call.function) && typeof call.function.arguments === 'string')
+      text += call.function.arguments
   }
   return text
 }
@@ -95,7 +99,10 @@ export function readEvent(data: unknown): EventReading {
   if (typeof data.type === 'string' && data.type.startsWith('response.')) {
     const usage = isJsonObject(data.response) ? usageOf(data.response.usage) : undefined
     // Audio deltas are base64, not text.
-    const text = data.type.endsWith('.delta') && !data.type.endsWith('audio.delta') && typeof data.delta === 'string' ? data.delta : ''
+    const text =
+      data.type.endsWith('.delta') && !data.type.endsWith('audio.delta') && typeof data.delta === 'string'
+        ? data.delta
+        : ''
     return { usage, usageOnly: false, text }
   }
   const usage = usageOf(data.usage)

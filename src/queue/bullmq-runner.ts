@@ -52,14 +52,22 @@ const DISCONNECT_MS = 500
  * connection (main.ts), so only at debug level here.
  */
 function isConnectionError(error: Error): boolean {
-  return typeof (error as NodeJS.ErrnoException).code === 'string' || /\b(connect|connection|closed|reconnecting)\b/i.test(error.message)
+  return (
+    typeof (error as NodeJS.ErrnoException).code === 'string' ||
+    /\b(connect|connection|closed|reconnecting)\b/i.test(error.message)
+  )
 }
 
 /** Whether `work` settled within `ms` (its failure counts as settled). */
 async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined
-  const late = new Promise<false>((done) => { timer = setTimeout(() => done(false), ms) })
-  const settled = work.then(() => true, () => true)
+  const late = new Promise<false>((done) => {
+    timer = setTimeout(() => done(false), ms)
+  })
+  const settled = work.then(
+    () => true,
+    () => true,
+  )
   const outcome = await Promise.race([settled, late])
   clearTimeout(timer)
   return outcome
@@ -72,19 +80,33 @@ async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
  * `owned` lists for close(). BullMQ's keys are all under the `{tg}` hash tag, so each of
  * its scripts stays on one slot.
  */
-function connectionFor(target: RedisTarget, role: 'queue' | 'worker', commandTimeoutMs: number, log: Logger, owned: Cluster[]): ConnectionOptions {
-  const per = role === 'queue'
-    ? { commandTimeout: commandTimeoutMs, connectionName: 'tollgate-queue' }
-    : { maxRetriesPerRequest: null, connectionName: 'tollgate-queue-worker' }
+function connectionFor(
+  target: RedisTarget,
+  role: 'queue' | 'worker',
+  commandTimeoutMs: number,
+  log: Logger,
+  owned: Cluster[],
+): ConnectionOptions {
+  const per =
+    role === 'queue'
+      ? { commandTimeout: commandTimeoutMs, connectionName: 'tollgate-queue' }
+      : { maxRetriesPerRequest: null, connectionName: 'tollgate-queue-worker' }
   const offline = { enableOfflineQueue: role === 'worker' }
   if (target.kind === 'standalone') return { url: target.url, ...per, ...(role === 'queue' ? offline : {}) }
-  if (target.kind === 'sentinel') return { ...sentinelOptions(target, { ...per, ...(role === 'queue' ? offline : {}) }), retryStrategy: (attempt: number) => reconnectDelay(attempt, 2000) }
-  const cluster = new (ioredis().Cluster)(target.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(target, per, {
-    lazyConnect: false,
-    retryStrategy: (attempt) => reconnectDelay(attempt, 2000),
-    connectTimeout: Math.max(commandTimeoutMs, 1000),
-    enableOfflineQueue: role === 'worker',
-  }))
+  if (target.kind === 'sentinel')
+    return {
+      ...sentinelOptions(target, { ...per, ...(role === 'queue' ? offline : {}) }),
+      retryStrategy: (attempt: number) => reconnectDelay(attempt, 2000),
+    }
+  const cluster = new (ioredis().Cluster)(
+    target.nodes.map((n) => ({ host: n.host, port: n.port })),
+    clusterOptions(target, per, {
+      lazyConnect: false,
+      retryStrategy: (attempt) => reconnectDelay(attempt, 2000),
+      connectTimeout: Math.max(commandTimeoutMs, 1000),
+      enableOfflineQueue: role === 'worker',
+    }),
+  )
   cluster.on('error', (err: Error) => log.debug({ err: err.message, role }, 'queue redis cluster error'))
   owned.push(cluster)
   return cluster
@@ -96,7 +118,8 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   const name = options.name ?? 'requests'
   const prefix = `${redisNamespace(options.keyPrefix)}bull`
   const { log } = options
-  const target: RedisTarget = typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
+  const target: RedisTarget =
+    typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
   const owned: Cluster[] = []
   // Adding a job is on a client's request path: fail fast rather than queue commands
   // while Redis is away. The worker's connections block on purpose and retry for ever.
@@ -150,23 +173,35 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   /** Wakes a delayed job when due (see start); BullMQ's own delay does once this instance closes. */
   function promoteAt(at: number, job: Pick<Job, 'promote'> | string): void {
     if (closing) return
-    const timer = setTimeout(() => {
-      timers.delete(timer)
-      const found = typeof job === 'string' ? queue.getJob(job) : Promise.resolve(job)
-      found.then((j) => j?.promote()).catch(() => undefined)
-    }, Math.max(0, at - Date.now()))
+    const timer = setTimeout(
+      () => {
+        timers.delete(timer)
+        const found = typeof job === 'string' ? queue.getJob(job) : Promise.resolve(job)
+        found.then((j) => j?.promote()).catch(() => undefined)
+      },
+      Math.max(0, at - Date.now()),
+    )
     timer.unref()
     timers.add(timer)
   }
 
-  function schedule(request: RequestRef, opts: { readonly delayMs?: number; readonly priority?: number } = {}): Promise<unknown> {
+  function schedule(
+    request: RequestRef,
+    opts: { readonly delayMs?: number; readonly priority?: number } = {},
+  ): Promise<unknown> {
     // An id already waiting, delayed or running is left as it is (BullMQ ignores a
     // second job with the same id).
-    return bounded(queue.add('run', { line: request.line, createdAt: request.createdAt }, {
-      jobId: request.id,
-      ...(opts.delayMs !== undefined && opts.delayMs > 0 ? { delay: Math.ceil(opts.delayMs) } : {}),
-      ...(opts.priority !== undefined && opts.priority > 0 ? { priority: opts.priority } : {}),
-    }))
+    return bounded(
+      queue.add(
+        'run',
+        { line: request.line, createdAt: request.createdAt },
+        {
+          jobId: request.id,
+          ...(opts.delayMs !== undefined && opts.delayMs > 0 ? { delay: Math.ceil(opts.delayMs) } : {}),
+          ...(opts.priority !== undefined && opts.priority > 0 ? { priority: opts.priority } : {}),
+        },
+      ),
+    )
   }
 
   /** Runs a leased request on a claimed worker; 'later' becomes a job. */
@@ -178,7 +213,12 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         await schedule(request, { delayMs: outcome.at - Date.now(), ...(priority === undefined ? {} : { priority }) })
         if (outcome.at > Date.now()) promoteAt(outcome.at, request.id)
       })
-      .catch((error: unknown) => log.warn({ queueId: request.id, err: error instanceof Error ? error.message : String(error) }, 'queue: a request run here could not be handed to the shared queue; the lease check will'))
+      .catch((error: unknown) =>
+        log.warn(
+          { queueId: request.id, err: error instanceof Error ? error.message : String(error) },
+          'queue: a request run here could not be handed to the shared queue; the lease check will',
+        ),
+      )
       .finally(() => {
         claimedRuns.delete(done)
         giveBack()
@@ -190,7 +230,11 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   function bounded<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new StoreUnavailableError(`the queue's Redis did not answer within ${options.commandTimeoutMs} ms`)), options.commandTimeoutMs)
+      timer = setTimeout(
+        () =>
+          reject(new StoreUnavailableError(`the queue's Redis did not answer within ${options.commandTimeoutMs} ms`)),
+        options.commandTimeoutMs,
+      )
     })
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
   }
@@ -235,7 +279,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         const request = { id: job.id ?? '', line: String(data.line ?? ''), createdAt: Number(data.createdAt ?? 0) }
         const stopped = signal ?? NEVER
         // Stopped while it waited for a worker (the gateway is closing): it runs elsewhere.
-        const outcome = await workerFor(stopped)
+        const outcome = (await workerFor(stopped))
           ? await process(request, stopped).finally(giveBack)
           : { kind: 'later' as const, at: Date.now() }
         if (outcome.kind === 'later') {
@@ -248,28 +292,38 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           throw new DelayedError()
         }
       }
-      const started = new Worker(name, (job: Job, token?: string, signal?: AbortSignal) => {
-        const run = runJob(job, token, signal)
-        jobRuns.add(run)
-        return run.finally(() => jobRuns.delete(run))
-      }, {
-        prefix,
-        concurrency,
-        connection: connectionFor(target, 'worker', options.commandTimeoutMs, log, owned),
-        // A request whose gateway died mid-run is run again; only a request that keeps
-        // killing its workers is dropped (its record then stays in_progress until swept).
-        maxStalledCount: 10,
-        lockDuration: options.recoverAfterMs ?? 30_000,
-        stalledInterval: Math.ceil((options.recoverAfterMs ?? 30_000) / 2),
-        removeOnComplete: { count: 0 },
-        removeOnFail: { count: 0 },
-      })
+      const started = new Worker(
+        name,
+        (job: Job, token?: string, signal?: AbortSignal) => {
+          const run = runJob(job, token, signal)
+          jobRuns.add(run)
+          return run.finally(() => jobRuns.delete(run))
+        },
+        {
+          prefix,
+          concurrency,
+          connection: connectionFor(target, 'worker', options.commandTimeoutMs, log, owned),
+          // A request whose gateway died mid-run is run again; only a request that keeps
+          // killing its workers is dropped (its record then stays in_progress until swept).
+          maxStalledCount: 10,
+          lockDuration: options.recoverAfterMs ?? 30_000,
+          stalledInterval: Math.ceil((options.recoverAfterMs ?? 30_000) / 2),
+          removeOnComplete: { count: 0 },
+          removeOnFail: { count: 0 },
+        },
+      )
       worker = started
       // Its connections' state, for healthy(): up on each (re)connect, down when one drops.
       const backend = started.getBackend()
-      backend.on('ready', () => { reachable = true })
-      backend.on('close', () => { reachable = false })
-      started.on('ready', () => { reachable = true })
+      backend.on('ready', () => {
+        reachable = true
+      })
+      backend.on('close', () => {
+        reachable = false
+      })
+      started.on('ready', () => {
+        reachable = true
+      })
       started.on('error', (err: Error) => {
         if (!isConnectionError(err)) {
           log.warn({ err: err.message }, 'queue worker error')
@@ -306,11 +360,13 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         // With Redis away a graceful close (QUIT on a connection that queues commands
         // until it is back) would wait for ever: drop the connections instead.
         if (!reachable || !(await within(closed, CLOSE_MS))) {
-          if (!(await within(stopping.disconnect(), DISCONNECT_MS))) log.debug('queue worker: connections dropped without waiting for them')
+          if (!(await within(stopping.disconnect(), DISCONNECT_MS)))
+            log.debug('queue worker: connections dropped without waiting for them')
         }
       }
       // With Redis away a graceful close would wait for ever.
-      if ((worker !== null && !reachable) || !(await within(queue.close(), CLOSE_MS))) await within(queue.disconnect(), DISCONNECT_MS)
+      if ((worker !== null && !reachable) || !(await within(queue.close(), CLOSE_MS)))
+        await within(queue.disconnect(), DISCONNECT_MS)
       // BullMQ leaves a client it was given open.
       for (const cluster of owned) cluster.disconnect()
     },

@@ -120,21 +120,28 @@ export class Coordinator {
     if (wake !== undefined) return wake()
     // No call here holds it any more (it could not leave while the store was away): an
     // orphan at the head would hold the line for ever.
-    void this.store.leave(line, ticket).then((next) => this.handOver(line, next)).catch((error: unknown) => {
-      this.#log.debug({ err: describe(error) }, 'queue: could not take an orphaned call out of its line')
-    })
+    void this.store
+      .leave(line, ticket)
+      .then((next) => this.handOver(line, next))
+      .catch((error: unknown) => {
+        this.#log.debug({ err: describe(error) }, 'queue: could not take an orphaned call out of its line')
+      })
   }
 
   /** Registers how to wake a call of this gateway when its turn comes. */
   onTurn(callId: string, wake: () => void): () => void {
     this.#turns.set(callId, wake)
-    return () => { this.#turns.delete(callId) }
+    return () => {
+      this.#turns.delete(callId)
+    }
   }
 
   /** Registers a stored request this gateway runs, so that a cancel can abort it. */
   running(id: string, controller: AbortController): () => void {
     this.#running.set(id, controller)
-    return () => { this.#running.delete(id) }
+    return () => {
+      this.#running.delete(id)
+    }
   }
 
   /** Aborts a stored request wherever it runs. */
@@ -158,7 +165,10 @@ export class Coordinator {
     try {
       await this.store.release(request, this.instance)
     } catch (error) {
-      this.#log.warn({ queueId: request.id, err: describe(error) }, 'queue: could not end a lease; the lease check will')
+      this.#log.warn(
+        { queueId: request.id, err: describe(error) },
+        'queue: could not end a lease; the lease check will',
+      )
     } finally {
       this.#held.delete(request.id)
     }
@@ -189,15 +199,18 @@ export class Coordinator {
   start(sweepIntervalMs: number): void {
     // Three heartbeats missed: the gateway is gone.
     const aliveMs = Math.min(3 * HEARTBEAT_MS, Math.ceil(this.#recoverAfterMs / 2))
-    const beat = (): void => void this.store.heartbeat(this.instance, aliveMs).catch((error: unknown) => {
-      this.#log.debug({ err: describe(error) }, 'queue: heartbeat failed')
-    })
-    const sweep = (): void => void this.sweep(sweepIntervalMs).catch((error: unknown) => {
-      this.#log.debug({ err: describe(error) }, 'queue: sweep failed')
-    })
-    const leases = (): void => void this.checkLeases().catch((error: unknown) => {
-      this.#log.debug({ err: describe(error) }, 'queue: lease check failed')
-    })
+    const beat = (): void =>
+      void this.store.heartbeat(this.instance, aliveMs).catch((error: unknown) => {
+        this.#log.debug({ err: describe(error) }, 'queue: heartbeat failed')
+      })
+    const sweep = (): void =>
+      void this.sweep(sweepIntervalMs).catch((error: unknown) => {
+        this.#log.debug({ err: describe(error) }, 'queue: sweep failed')
+      })
+    const leases = (): void =>
+      void this.checkLeases().catch((error: unknown) => {
+        this.#log.debug({ err: describe(error) }, 'queue: lease check failed')
+      })
     beat()
     sweep()
     leases()

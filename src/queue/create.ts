@@ -37,7 +37,9 @@ export function createQueueFromConfig(parts: QueueParts): QueueService {
       ...parts,
       log: queueLog,
       store: openEmbeddedQueueStore({ dataDir: resolve(config.store.dataDir), ...retention }),
-      runner: createLocalRunner({ onError: (error, id) => queueLog.error({ err: error, queueId: id }, 'queue worker error') }),
+      runner: createLocalRunner({
+        onError: (error, id) => queueLog.error({ err: error, queueId: id }, 'queue worker error'),
+      }),
       signals: localSignals,
     })
   }
@@ -51,7 +53,17 @@ export function createQueueFromConfig(parts: QueueParts): QueueService {
     ...parts,
     log: queueLog,
     store: createRedisQueueStore(redis, config.store.keyPrefix, retention),
-    runner: createBullmqRunner({ redis: target, keyPrefix: config.store.keyPrefix, log: queueLog, commandTimeoutMs: config.store.commandTimeoutMs, recoverAfterMs: config.queue.recoverAfterMs }),
-    signals: (handlers) => redisSignals({ publisher: redis, redis: target, keyPrefix: config.store.keyPrefix, instance, log: queueLog }, handlers),
+    runner: createBullmqRunner({
+      redis: target,
+      keyPrefix: config.store.keyPrefix,
+      log: queueLog,
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      recoverAfterMs: config.queue.recoverAfterMs,
+    }),
+    signals: (handlers) =>
+      redisSignals(
+        { publisher: redis, redis: target, keyPrefix: config.store.keyPrefix, instance, log: queueLog },
+        handlers,
+      ),
   })
 }

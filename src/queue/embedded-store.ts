@@ -10,7 +10,17 @@
 import type { DatabaseSync } from 'node:sqlite'
 import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from '../store/sqlite.ts'
 import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize } from './record-codec.ts'
-import { QueueFullError, type FinalStatus, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
+import {
+  QueueFullError,
+  type FinalStatus,
+  type LineSummary,
+  type QueuedRequest,
+  type QueueStore,
+  type RequestRef,
+  type RequestSummary,
+  type StoreRetention,
+  type Ticket,
+} from './ports.ts'
 import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 export const QUEUE_DATABASE_FILE = 'queue.db'
@@ -79,22 +89,32 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
   const now = options.now ?? Date.now
   const ttl = options.resultTtlMs
   const sql = {
-    insert: db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body, key_id, size, payload)
+    insert:
+      db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body, key_id, size, payload)
       VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)`),
-    pending: db.prepare(`SELECT COUNT(*) AS requests, TOTAL(size) AS bytes FROM requests WHERE key_id = ? AND status IN ('queued', 'in_progress')`),
+    pending: db.prepare(
+      `SELECT COUNT(*) AS requests, TOTAL(size) AS bytes FROM requests WHERE key_id = ? AND status IN ('queued', 'in_progress')`,
+    ),
     get: db.prepare('SELECT * FROM requests WHERE id = ?'),
     cursor: db.prepare('SELECT owner, created_at FROM requests WHERE id = ?'),
     body: db.prepare(`SELECT body FROM requests WHERE id = ? AND status IN ('queued', 'in_progress')`),
     page: db.prepare(`SELECT ${SUMMARY} FROM requests WHERE owner = :owner AND (created_at < :at OR (created_at = :at AND id < :id))
       AND (:status IS NULL OR ${SEEN_STATUS} = :status) ORDER BY created_at DESC, id DESC LIMIT :limit`),
-    start: db.prepare(`UPDATE requests SET status = 'in_progress', started_at = COALESCE(started_at, ?), attempts = attempts + 1
+    start:
+      db.prepare(`UPDATE requests SET status = 'in_progress', started_at = COALESCE(started_at, ?), attempts = attempts + 1
       WHERE id = ? AND status IN ('queued', 'in_progress') AND cancel = 0`),
     requeue: db.prepare(`UPDATE requests SET status = 'queued', line_seq = ? WHERE id = ? AND status = 'in_progress'`),
-    finish: db.prepare(`UPDATE requests SET status = ?, finished_at = ?, result = ?, body = NULL, payload = NULL WHERE id = ? AND status IN ('queued', 'in_progress')`),
+    finish: db.prepare(
+      `UPDATE requests SET status = ?, finished_at = ?, result = ?, body = NULL, payload = NULL WHERE id = ? AND status IN ('queued', 'in_progress')`,
+    ),
     status: db.prepare('SELECT status FROM requests WHERE id = ?'),
     requestCancel: db.prepare(`UPDATE requests SET cancel = 1 WHERE id = ?`),
-    waiting: db.prepare(`SELECT id, created_at, line, line_seq, status, cancel FROM requests WHERE status IN ('queued', 'in_progress') ORDER BY line_seq`),
-    dropResults: db.prepare('UPDATE requests SET result = NULL WHERE finished_at IS NOT NULL AND finished_at < ? AND result IS NOT NULL'),
+    waiting: db.prepare(
+      `SELECT id, created_at, line, line_seq, status, cancel FROM requests WHERE status IN ('queued', 'in_progress') ORDER BY line_seq`,
+    ),
+    dropResults: db.prepare(
+      'UPDATE requests SET result = NULL WHERE finished_at IS NOT NULL AND finished_at < ? AND result IS NOT NULL',
+    ),
     dropRecords: db.prepare('DELETE FROM requests WHERE finished_at IS NOT NULL AND finished_at < ?'),
   }
 
@@ -112,7 +132,12 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
   }
 
   /** Puts a ticket in line; returns its score and how many are ahead. */
-  function place(line: string, ticket: Ticket, where: 'back' | 'front', score?: number): { score: number; ahead: number } {
+  function place(
+    line: string,
+    ticket: Ticket,
+    where: 'back' | 'front',
+    score?: number,
+  ): { score: number; ahead: number } {
     const places = lineOfPlaces(line)
     const member = encodeTicket(ticket)
     const at = places.findIndex((p) => p.member === member)
@@ -144,7 +169,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       lines.delete(line)
       return null
     }
-    return at === 0 ? places[0]?.ticket ?? null : null
+    return at === 0 ? (places[0]?.ticket ?? null) : null
   }
 
   const fieldsOf = (row: Row) => ({
@@ -156,7 +181,8 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
     cancel: row.cancel as number,
     runner: leased.get(String(row.id))?.runner ?? null,
   })
-  const resultOf = (row: Row): string | null => ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : row.result as string | null
+  const resultOf = (row: Row): string | null =>
+    ((row.finished_at as number | null) ?? Infinity) + ttl < now() ? null : (row.result as string | null)
 
   const record = (row: Row | undefined): QueuedRequest | null => {
     if (row === undefined) return null
@@ -193,7 +219,10 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
   const purgeTimer = setInterval(purge, Math.min(PURGE_EVERY_MS, ttl))
   purgeTimer.unref()
 
-  const ref = (request: RequestRef): { line: string; ticket: Ticket } => ({ line: request.line, ticket: jobTicket(request) })
+  const ref = (request: RequestRef): { line: string; ticket: Ticket } => ({
+    line: request.line,
+    ticket: jobTicket(request),
+  })
 
   return {
     kind: 'embedded',
@@ -216,7 +245,12 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
     },
 
     async lines() {
-      return [...lines].map(([line, places]): LineSummary => ({ line, ...parseLine(line), depth: places.length, head: places[0]?.ticket ?? null }))
+      return [...lines].map(([line, places]): LineSummary => ({
+        line,
+        ...parseLine(line),
+        depth: places.length,
+        head: places[0]?.ticket ?? null,
+      }))
     },
 
     async sweep() {
@@ -240,14 +274,29 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
         if (caps !== undefined) {
           const row = sql.pending.get(request.keyId)
           const pending = { requests: Number(row?.requests ?? 0), bytes: Number(row?.bytes ?? 0) }
-          if (pending.requests + 1 > caps.requests || pending.bytes + size > caps.bytes) throw new QueueFullError(pending, size)
+          if (pending.requests + 1 > caps.requests || pending.bytes + size > caps.bytes)
+            throw new QueueFullError(pending, size)
         }
         const ticket = jobTicket(request)
         const score = ++seq
-        sql.insert.run(request.id, request.owner, request.createdAt, request.line, score, meta, body, request.keyId, size, payload)
+        sql.insert.run(
+          request.id,
+          request.owner,
+          request.createdAt,
+          request.line,
+          score,
+          meta,
+          body,
+          request.keyId,
+          size,
+          payload,
+        )
         const { ahead } = place(request.line, ticket, 'back', score)
         if (ahead === 0 && runner !== undefined && runner !== '') {
-          leased.set(request.id, { runner, request: { id: request.id, line: request.line, createdAt: request.createdAt } })
+          leased.set(request.id, {
+            runner,
+            request: { id: request.id, line: request.line, createdAt: request.createdAt },
+          })
         }
         return ahead
       })
@@ -276,8 +325,19 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
         cursor = { at: Number(after.created_at), id: page.after }
       }
       // One row past the page says whether more match.
-      const rows = sql.page.all({ owner, at: cursor.at, id: cursor.id, status: page.status ?? null, ttl, now: now(), limit: page.limit + 1 })
-      const data = rows.slice(0, page.limit).map(summary).filter((r): r is RequestSummary => r !== null)
+      const rows = sql.page.all({
+        owner,
+        at: cursor.at,
+        id: cursor.id,
+        status: page.status ?? null,
+        ttl,
+        now: now(),
+        limit: page.limit + 1,
+      })
+      const data = rows
+        .slice(0, page.limit)
+        .map(summary)
+        .filter((r): r is RequestSummary => r !== null)
       return { data, hasMore: rows.length > page.limit }
     },
 
@@ -298,7 +358,11 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
     async leases() {
       const at = now()
-      return [...leased.values()].map(({ runner, request }) => ({ request, runner, alive: (alive.get(runner) ?? 0) > at }))
+      return [...leased.values()].map(({ runner, request }) => ({
+        request,
+        runner,
+        alive: (alive.get(runner) ?? 0) > at,
+      }))
     },
 
     async requeue(request) {
@@ -314,7 +378,9 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
     async finish(request, status: FinalStatus, result, at) {
       return transaction(db, () => {
-        if (Number(sql.finish.run(status, at, result === null ? null : encodeResult(result), request.id).changes) === 0) {
+        if (
+          Number(sql.finish.run(status, at, result === null ? null : encodeResult(result), request.id).changes) === 0
+        ) {
           return { finished: false, next: null }
         }
         leased.delete(request.id)

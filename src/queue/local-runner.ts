@@ -11,7 +11,9 @@ interface Ready {
   readonly order: number
 }
 
-export function createLocalRunner(options: { readonly onError?: (error: unknown, id: string) => void } = {}): JobRunner {
+export function createLocalRunner(
+  options: { readonly onError?: (error: unknown, id: string) => void } = {},
+): JobRunner {
   const ready: Ready[] = []
   /** Scheduled (ready, delayed or running), with their priority. */
   const scheduled = new Map<string, { readonly request: RequestRef; readonly priority: number }>()
@@ -120,7 +122,9 @@ export function createLocalRunner(options: { readonly onError?: (error: unknown,
       ready.length = 0
       const all = Promise.all([...running.values()].map((r) => r.done))
       let timer: NodeJS.Timeout | undefined
-      const grace = new Promise<'late'>((done) => { timer = setTimeout(() => done('late'), graceMs) })
+      const grace = new Promise<'late'>((done) => {
+        timer = setTimeout(() => done('late'), graceMs)
+      })
       if ((await Promise.race([all, grace])) === 'late') {
         for (const r of running.values()) r.controller.abort()
         await all

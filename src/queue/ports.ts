@@ -40,8 +40,13 @@ export function isFinal(status: RequestStatus): status is FinalStatus {
  * up, and so does one still waiting after as long (the worker then finishes it so). Both
  * stores filter lists by it.
  */
-export function statusAt(request: Pick<QueuedRequest, 'status' | 'createdAt' | 'finishedAt'>, now: number, ttlMs: number): RequestStatus {
-  if (isFinal(request.status)) return request.finishedAt !== null && request.finishedAt + ttlMs <= now ? 'expired' : request.status
+export function statusAt(
+  request: Pick<QueuedRequest, 'status' | 'createdAt' | 'finishedAt'>,
+  now: number,
+  ttlMs: number,
+): RequestStatus {
+  if (isFinal(request.status))
+    return request.finishedAt !== null && request.finishedAt + ttlMs <= now ? 'expired' : request.status
   if (request.status === 'queued' && request.createdAt + ttlMs <= now) return 'expired'
   return request.status
 }
@@ -50,12 +55,12 @@ export function statusAt(request: Pick<QueuedRequest, 'status' | 'createdAt' | '
 export type StoredBody =
   | { readonly kind: 'json'; readonly value: Record<string, unknown> }
   | {
-    readonly kind: 'multipart'
-    readonly contentType: string
-    readonly fields: Readonly<Record<string, string>>
-    readonly files: readonly UploadedFile[]
-    readonly size: number
-  }
+      readonly kind: 'multipart'
+      readonly contentType: string
+      readonly fields: Readonly<Record<string, string>>
+      readonly files: readonly UploadedFile[]
+      readonly size: number
+    }
   | { readonly kind: 'none' }
 
 /** What was asked, as accepted: enough for any instance to run it later. */
@@ -145,7 +150,9 @@ export class QueueFullError extends Error {
   readonly pending: Pending
   readonly size: number
   constructor(pending: Pending, size: number) {
-    super(`the key's pending stored requests are at their cap (${pending.requests} requests, ${pending.bytes} bytes; this one ${size} bytes)`)
+    super(
+      `the key's pending stored requests are at their cap (${pending.requests} requests, ${pending.bytes} bytes; this one ${size} bytes)`,
+    )
     this.pending = pending
     this.size = size
   }
@@ -214,13 +221,20 @@ export interface QueueStore {
    * those a client sees in that status (statusAt). The page is full while more match, and
    * hasMore says exactly whether more match. Bodies are not read.
    */
-  list(owner: string, page: { readonly after?: string | undefined; readonly limit: number; readonly status?: RequestStatus | undefined }): Promise<RequestPage>
+  list(
+    owner: string,
+    page: { readonly after?: string | undefined; readonly limit: number; readonly status?: RequestStatus | undefined },
+  ): Promise<RequestPage>
   /**
    * Admitted: queued (or in_progress, run again after its gateway stopped) → in_progress,
    * out of its line, attempts + 1. Not started when it was finished or cancel was asked,
    * nor when `runner` (none: the shared JobRunner) is not the instance it is leased to.
    */
-  start(request: RequestRef, now: number, runner?: string): Promise<{ readonly started: boolean; readonly next: Ticket | null }>
+  start(
+    request: RequestRef,
+    now: number,
+    runner?: string,
+  ): Promise<{ readonly started: boolean; readonly next: Ticket | null }>
   /** Ends `runner`'s lease on the request (a final status ends it too). Returns whether it held one. */
   release(request: RequestRef, runner: string): Promise<boolean>
   /** The leases of unfinished requests, with whether their runners are alive. */
@@ -228,12 +242,20 @@ export interface QueueStore {
   /** An upstream failure to try again: in_progress → queued, at the front of its line. */
   requeue(request: RequestRef): Promise<boolean>
   /** queued or in_progress → a final status (with the reply, if any); out of its line. */
-  finish(request: RequestRef, status: FinalStatus, result: StoredResult | null, now: number): Promise<{ readonly finished: boolean; readonly next: Ticket | null }>
+  finish(
+    request: RequestRef,
+    status: FinalStatus,
+    result: StoredResult | null,
+    now: number,
+  ): Promise<{ readonly finished: boolean; readonly next: Ticket | null }>
   /**
    * queued → cancelled (out of its line); in_progress → cancelRequested (whoever runs it
    * aborts it). Returns the status it had (null: no such request).
    */
-  cancel(request: RequestRef, now: number): Promise<{ readonly was: RequestStatus | null; readonly next: Ticket | null }>
+  cancel(
+    request: RequestRef,
+    now: number,
+  ): Promise<{ readonly was: RequestStatus | null; readonly next: Ticket | null }>
 
   ping(): Promise<boolean>
   close(): Promise<void>

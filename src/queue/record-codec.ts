@@ -30,7 +30,7 @@ export function encodeResult(result: StoredResult): string {
 export function decodeResult(json: string | null): StoredResult | null {
   if (json === null || json === '') return null
   const value: unknown = JSON.parse(json)
-  return isJsonObject(value) && typeof value.statusCode === 'number' ? value as unknown as StoredResult : null
+  return isJsonObject(value) && typeof value.statusCode === 'number' ? (value as unknown as StoredResult) : null
 }
 
 const nullableNumber = (value: string | number | null | undefined): number | null =>
@@ -48,11 +48,15 @@ export interface StateFields {
 
 /** The status as stored; a record without one reads queued. */
 export function storedStatus(value: string | null | undefined): RequestStatus {
-  return (REQUEST_STATUSES as readonly string[]).includes(value ?? '') ? value as RequestStatus : 'queued'
+  return (REQUEST_STATUSES as readonly string[]).includes(value ?? '') ? (value as RequestStatus) : 'queued'
 }
 
 /** Null when there is no such record (an empty Redis hash) or it cannot be read. */
-export function decodeSummary(id: string, fields: (StateFields & { readonly meta?: string | null }) | null, result: string | null): RequestSummary | null {
+export function decodeSummary(
+  id: string,
+  fields: (StateFields & { readonly meta?: string | null }) | null,
+  result: string | null,
+): RequestSummary | null {
   if (fields === null || typeof fields.meta !== 'string') return null
   const meta: unknown = JSON.parse(fields.meta)
   if (!isJsonObject(meta) || meta.id !== id || !isJsonObject(meta.call)) return null
@@ -74,7 +78,11 @@ export function decodeSummary(id: string, fields: (StateFields & { readonly meta
 const NO_BODY: StoredBody = { kind: 'none' }
 
 /** A whole record: its summary and its body (payload, or inside an older record's meta; gone once finished). */
-export function decodeRecord(id: string, fields: (StateFields & { readonly meta?: string | null; readonly payload?: string | null }) | null, result: string | null): QueuedRequest | null {
+export function decodeRecord(
+  id: string,
+  fields: (StateFields & { readonly meta?: string | null; readonly payload?: string | null }) | null,
+  result: string | null,
+): QueuedRequest | null {
   const summary = decodeSummary(id, fields, result)
   if (summary === null || fields === null) return null
   let body: unknown = NO_BODY

@@ -20,9 +20,37 @@
 // it touches, so a request is never in a line without its record, nor out of it while
 // queued.
 import { closeRedis, pingRedis, type RedisConnection } from '../store/redis-client.ts'
-import { redisNamespace, runScript, script as redisScript, withRedis, type Script, type ScriptArg } from '../store/redis-kit.ts'
-import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize, storedStatus } from './record-codec.ts'
-import { QueueFullError, statusAt, type FinalStatus, type Lease, type LineSummary, type QueuedRequest, type QueueStore, type RequestRef, type RequestStatus, type RequestSummary, type StoreRetention, type Ticket } from './ports.ts'
+import {
+  redisNamespace,
+  runScript,
+  script as redisScript,
+  withRedis,
+  type Script,
+  type ScriptArg,
+} from '../store/redis-kit.ts'
+import {
+  decodeRecord,
+  decodeSummary,
+  encodeMeta,
+  encodePayload,
+  encodeResult,
+  storedSize,
+  storedStatus,
+} from './record-codec.ts'
+import {
+  QueueFullError,
+  statusAt,
+  type FinalStatus,
+  type Lease,
+  type LineSummary,
+  type QueuedRequest,
+  type QueueStore,
+  type RequestRef,
+  type RequestStatus,
+  type RequestSummary,
+  type StoreRetention,
+  type Ticket,
+} from './ports.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 /** A script of the queue: its body after the functions every one of them may call. */
@@ -228,7 +256,8 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
   const queuedLife = 3 * ttl
 
   const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
-  const run = (s: Script, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> => runScript(redis, s, keys, args)
+  const run = (s: Script, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> =>
+    runScript(redis, s, keys, args)
 
   function rankOf(reply: unknown): number {
     if (typeof reply !== 'number' || reply < 0) throw new TypeError(`queue script answered ${JSON.stringify(reply)}`)
@@ -243,7 +272,10 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
    * Per id, what `fields` reads of its record (one command on the pipeline) and its result,
    * in one round trip.
    */
-  async function readWithResults(ids: readonly string[], fields: (pipeline: ReturnType<typeof redis.pipeline>, key: string) => void): Promise<Array<readonly [unknown, string | null]>> {
+  async function readWithResults(
+    ids: readonly string[],
+    fields: (pipeline: ReturnType<typeof redis.pipeline>, key: string) => void,
+  ): Promise<Array<readonly [unknown, string | null]>> {
     if (ids.length === 0) return []
     const pipeline = redis.pipeline()
     for (const id of ids) {
@@ -261,7 +293,9 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
   }
 
   async function readMany(ids: readonly string[]): Promise<Array<QueuedRequest | null>> {
-    const read = await readWithResults(ids, (pipeline, key) => { pipeline.hgetall(key) })
+    const read = await readWithResults(ids, (pipeline, key) => {
+      pipeline.hgetall(key)
+    })
     return ids.map((id, i) => {
       const [fields, result] = read[i] ?? [null, null]
       return decodeRecord(id, fields as Record<string, string> | null, result)
@@ -270,10 +304,14 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
   /** Records without their payload (a list's). */
   async function readSummaries(ids: readonly string[]): Promise<Array<RequestSummary | null>> {
-    const read = await readWithResults(ids, (pipeline, key) => { pipeline.hmget(key, ...SUMMARY_FIELDS) })
+    const read = await readWithResults(ids, (pipeline, key) => {
+      pipeline.hmget(key, ...SUMMARY_FIELDS)
+    })
     return ids.map((id, i) => {
       const [values, result] = read[i] ?? [null, null]
-      const fields = Object.fromEntries(SUMMARY_FIELDS.map((name, j) => [name, (values as Array<string | null>)[j] ?? null]))
+      const fields = Object.fromEntries(
+        SUMMARY_FIELDS.map((name, j) => [name, (values as Array<string | null>)[j] ?? null]),
+      )
       return decodeSummary(id, fields, result)
     })
   }
@@ -284,7 +322,12 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
    * record's status and finish time, never the payload. Ids whose records are gone are
    * dropped from the index on the way.
    */
-  async function matching(index: string, start: number, wanted: number, status: RequestStatus | undefined): Promise<string[]> {
+  async function matching(
+    index: string,
+    start: number,
+    wanted: number,
+    status: RequestStatus | undefined,
+  ): Promise<string[]> {
     const found: string[] = []
     const now = Date.now()
     for (let at = start; found.length < wanted;) {
@@ -304,7 +347,15 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
           gone.push(id)
           continue
         }
-        const seen = statusAt({ status: storedStatus(stored), createdAt: Number(entries[2 * i + 1]), finishedAt: finishedAt === null || finishedAt === undefined ? null : Number(finishedAt) }, now, ttl)
+        const seen = statusAt(
+          {
+            status: storedStatus(stored),
+            createdAt: Number(entries[2 * i + 1]),
+            finishedAt: finishedAt === null || finishedAt === undefined ? null : Number(finishedAt),
+          },
+          now,
+          ttl,
+        )
         if ((status === undefined || seen === status) && found.length < wanted) found.push(id)
       }
       if (gone.length > 0) await redis.zrem(index, ...gone)
@@ -318,8 +369,8 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
   return {
     kind: 'redis',
 
-    join: (line, ticket, place = 'back') => io(async () =>
-      rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))),
+    join: (line, ticket, place = 'back') =>
+      io(async () => rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))),
 
     leave: (line, ticket) => io(() => leave(line, ticket)),
 
@@ -327,145 +378,222 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     position: (line, ticket) => io(() => redis.zrank(k.line(line), encodeTicket(ticket))),
 
-    lines: () => io(async () => {
-      const ids = await redis.smembers(k.lines)
-      const out: LineSummary[] = []
-      for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
-        const group = ids.slice(i, i + SWEEP_BATCH)
-        const pipeline = redis.pipeline()
-        for (const line of group) {
-          pipeline.zcard(k.line(line))
-          pipeline.zrange(k.line(line), '0', '0')
-        }
-        const replies = (await pipeline.exec()) ?? []
-        group.forEach((line, j) => {
-          const depth = Number(replies[2 * j]?.[1] ?? 0)
-          const first = replies[2 * j + 1]?.[1]
-          if (depth > 0) out.push({ line, ...parseLine(line), depth, head: Array.isArray(first) ? ticketOrNull(first[0]) : null })
-        })
-      }
-      return out
-    }),
-
-    sweep: (intervalMs) => io(async () => {
-      if ((await redis.set(k.sweep, '1', 'PX', intervalMs, 'NX')) !== 'OK') return null
-      const heads: Array<{ line: string; head: Ticket }> = []
-      const ids = await redis.smembers(k.lines)
-      for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
-        const group = ids.slice(i, i + SWEEP_BATCH)
-        const pipeline = redis.pipeline()
-        for (const line of group) pipeline.zrange(k.line(line), '0', '0')
-        const replies = (await pipeline.exec()) ?? []
-        for (const [j, line] of group.entries()) {
-          const first = replies[j]?.[1]
-          let head = Array.isArray(first) ? ticketOrNull(first[0]) : null
-          if (head === null) {
-            await run(FORGET_IF_EMPTY, [k.line(line), k.lines], [line])
-            continue
+    lines: () =>
+      io(async () => {
+        const ids = await redis.smembers(k.lines)
+        const out: LineSummary[] = []
+        for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+          const group = ids.slice(i, i + SWEEP_BATCH)
+          const pipeline = redis.pipeline()
+          for (const line of group) {
+            pipeline.zcard(k.line(line))
+            pipeline.zrange(k.line(line), '0', '0')
           }
-          for (let n = 0; head !== null && n < SWEEP_DEPTH; n++) {
-            const served = head.kind === 'call' ? k.alive(head.instance) : k.request(head.id)
-            if ((await redis.exists(served)) === 1) break
-            // Nobody will serve it: its gateway stopped, or its record is gone.
-            const removed: Ticket = head
-            head = await leave(line, removed)
-            if (head === null) head = ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])
-          }
-          if (head !== null) heads.push({ line, head })
+          const replies = (await pipeline.exec()) ?? []
+          group.forEach((line, j) => {
+            const depth = Number(replies[2 * j]?.[1] ?? 0)
+            const first = replies[2 * j + 1]?.[1]
+            if (depth > 0)
+              out.push({ line, ...parseLine(line), depth, head: Array.isArray(first) ? ticketOrNull(first[0]) : null })
+          })
         }
-      }
-      return heads
-    }),
+        return out
+      }),
 
-    heartbeat: (instance, ttlMs) => io(async () => { await redis.set(k.alive(instance), '1', 'PX', ttlMs) }),
+    sweep: (intervalMs) =>
+      io(async () => {
+        if ((await redis.set(k.sweep, '1', 'PX', intervalMs, 'NX')) !== 'OK') return null
+        const heads: Array<{ line: string; head: Ticket }> = []
+        const ids = await redis.smembers(k.lines)
+        for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+          const group = ids.slice(i, i + SWEEP_BATCH)
+          const pipeline = redis.pipeline()
+          for (const line of group) pipeline.zrange(k.line(line), '0', '0')
+          const replies = (await pipeline.exec()) ?? []
+          for (const [j, line] of group.entries()) {
+            const first = replies[j]?.[1]
+            let head = Array.isArray(first) ? ticketOrNull(first[0]) : null
+            if (head === null) {
+              await run(FORGET_IF_EMPTY, [k.line(line), k.lines], [line])
+              continue
+            }
+            for (let n = 0; head !== null && n < SWEEP_DEPTH; n++) {
+              const served = head.kind === 'call' ? k.alive(head.instance) : k.request(head.id)
+              if ((await redis.exists(served)) === 1) break
+              // Nobody will serve it: its gateway stopped, or its record is gone.
+              const removed: Ticket = head
+              head = await leave(line, removed)
+              if (head === null) head = ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])
+            }
+            if (head !== null) heads.push({ line, head })
+          }
+        }
+        return heads
+      }),
+
+    heartbeat: (instance, ttlMs) =>
+      io(async () => {
+        await redis.set(k.alive(instance), '1', 'PX', ttlMs)
+      }),
 
     isAlive: (instance) => io(async () => (await redis.exists(k.alive(instance))) === 1),
 
-    submit: (request, body, runner = '', caps) => io(async () => {
-      const ticket = encodeTicket(jobTicket(request))
-      const meta = encodeMeta(request)
-      const payload = encodePayload(request)
-      const size = storedSize(meta, payload, body)
-      const reply = await run(SUBMIT,
-        [k.request(request.id), k.body(request.id), k.owner(request.owner), k.line(request.line), k.lines, k.seq, k.leases,
-          k.pending(request.keyId), k.pendingBytes(request.keyId)],
-        [request.id, request.line, ticket, meta, request.createdAt, queuedLife, request.createdAt - queuedLife, body === null ? '0' : '1', body ?? '',
-          runner, encodeLease(request), payload, size, caps?.requests ?? '', caps?.bytes ?? '']) as unknown[]
-      if (reply[0] === -1) throw new RangeError(`queued request ${request.id} already exists`)
-      if (reply[0] === -2) throw new QueueFullError({ requests: Number(reply[1]), bytes: Number(reply[2]) }, size)
-      return rankOf(reply[0])
-    }),
+    submit: (request, body, runner = '', caps) =>
+      io(async () => {
+        const ticket = encodeTicket(jobTicket(request))
+        const meta = encodeMeta(request)
+        const payload = encodePayload(request)
+        const size = storedSize(meta, payload, body)
+        const reply = (await run(
+          SUBMIT,
+          [
+            k.request(request.id),
+            k.body(request.id),
+            k.owner(request.owner),
+            k.line(request.line),
+            k.lines,
+            k.seq,
+            k.leases,
+            k.pending(request.keyId),
+            k.pendingBytes(request.keyId),
+          ],
+          [
+            request.id,
+            request.line,
+            ticket,
+            meta,
+            request.createdAt,
+            queuedLife,
+            request.createdAt - queuedLife,
+            body === null ? '0' : '1',
+            body ?? '',
+            runner,
+            encodeLease(request),
+            payload,
+            size,
+            caps?.requests ?? '',
+            caps?.bytes ?? '',
+          ],
+        )) as unknown[]
+        if (reply[0] === -1) throw new RangeError(`queued request ${request.id} already exists`)
+        if (reply[0] === -2) throw new QueueFullError({ requests: Number(reply[1]), bytes: Number(reply[2]) }, size)
+        return rankOf(reply[0])
+      }),
 
-    pending: (keyId) => io(async () => {
-      const reply = await run(PENDING, [k.pending(keyId), k.pendingBytes(keyId)], [Date.now() - queuedLife]) as unknown[]
-      return { requests: Number(reply[0]), bytes: Number(reply[1]) }
-    }),
+    pending: (keyId) =>
+      io(async () => {
+        const reply = (await run(
+          PENDING,
+          [k.pending(keyId), k.pendingBytes(keyId)],
+          [Date.now() - queuedLife],
+        )) as unknown[]
+        return { requests: Number(reply[0]), bytes: Number(reply[1]) }
+      }),
 
     get: (id) => io(async () => (await readMany([id]))[0] ?? null),
 
     body: (id) => io(() => redis.getBuffer(k.body(id))),
 
-    list: (owner, page) => io(async () => {
-      const index = k.owner(owner)
-      let start = 0
-      if (page.after !== undefined) {
-        const rank = await redis.zrevrank(index, page.after)
-        if (rank === null) return { data: [], hasMore: false }
-        start = rank + 1
-      }
-      // One match past the page says whether more match.
-      const ids = await matching(index, start, page.limit + 1, page.status)
-      const shown = ids.slice(0, page.limit)
-      const data = (await readSummaries(shown)).filter((r): r is RequestSummary => r !== null)
-      return { data, hasMore: ids.length > page.limit }
-    }),
+    list: (owner, page) =>
+      io(async () => {
+        const index = k.owner(owner)
+        let start = 0
+        if (page.after !== undefined) {
+          const rank = await redis.zrevrank(index, page.after)
+          if (rank === null) return { data: [], hasMore: false }
+          start = rank + 1
+        }
+        // One match past the page says whether more match.
+        const ids = await matching(index, start, page.limit + 1, page.status)
+        const shown = ids.slice(0, page.limit)
+        const data = (await readSummaries(shown)).filter((r): r is RequestSummary => r !== null)
+        return { data, hasMore: ids.length > page.limit }
+      }),
 
-    start: (request, now, runner = '') => io(async () => {
-      const { id } = request
-      const reply = await run(START, [k.request(id), k.line(request.line), k.lines], [request.line, encodeTicket(jobTicket(request)), now, runner]) as unknown[]
-      return { started: reply[0] === 1, next: ticketOrNull(reply[1]) }
-    }),
+    start: (request, now, runner = '') =>
+      io(async () => {
+        const { id } = request
+        const reply = (await run(
+          START,
+          [k.request(id), k.line(request.line), k.lines],
+          [request.line, encodeTicket(jobTicket(request)), now, runner],
+        )) as unknown[]
+        return { started: reply[0] === 1, next: ticketOrNull(reply[1]) }
+      }),
 
-    release: (request, runner) => io(async () => (await run(RELEASE, [k.request(request.id), k.leases], [request.id, runner])) === 1),
+    release: (request, runner) =>
+      io(async () => (await run(RELEASE, [k.request(request.id), k.leases], [request.id, runner])) === 1),
 
-    leases: () => io(async () => {
-      const entries = Object.entries(await redis.hgetall(k.leases))
-      if (entries.length === 0) return []
-      const runners = await Promise.all(entries.map(([id]) => redis.hget(k.request(id), 'runner')))
-      const alive = await Promise.all(runners.map((runner) => (runner === null ? 0 : redis.exists(k.alive(runner)))))
-      const out: Lease[] = []
-      for (const [i, [id, encoded]] of entries.entries()) {
-        const runner = runners[i]
-        const request = decodeLease(id, encoded)
-        // Its record is finished or gone: the entry is dropped (nothing is leased).
-        if (runner === null || runner === undefined || request === null) await run(RELEASE, [k.request(id), k.leases], [id, ''])
-        else out.push({ request, runner, alive: alive[i] === 1 })
-      }
-      return out
-    }),
+    leases: () =>
+      io(async () => {
+        const entries = Object.entries(await redis.hgetall(k.leases))
+        if (entries.length === 0) return []
+        const runners = await Promise.all(entries.map(([id]) => redis.hget(k.request(id), 'runner')))
+        const alive = await Promise.all(runners.map((runner) => (runner === null ? 0 : redis.exists(k.alive(runner)))))
+        const out: Lease[] = []
+        for (const [i, [id, encoded]] of entries.entries()) {
+          const runner = runners[i]
+          const request = decodeLease(id, encoded)
+          // Its record is finished or gone: the entry is dropped (nothing is leased).
+          if (runner === null || runner === undefined || request === null)
+            await run(RELEASE, [k.request(id), k.leases], [id, ''])
+          else out.push({ request, runner, alive: alive[i] === 1 })
+        }
+        return out
+      }),
 
-    requeue: (request) => io(async () => {
-      const reply = await run(REQUEUE, [k.request(request.id), k.line(request.line), k.lines, k.seq], [request.line, encodeTicket(jobTicket(request))])
-      return typeof reply === 'number' && reply >= 0
-    }),
+    requeue: (request) =>
+      io(async () => {
+        const reply = await run(
+          REQUEUE,
+          [k.request(request.id), k.line(request.line), k.lines, k.seq],
+          [request.line, encodeTicket(jobTicket(request))],
+        )
+        return typeof reply === 'number' && reply >= 0
+      }),
 
-    finish: (request, status: FinalStatus, result, now) => io(async () => {
-      const { id } = request
-      const { keyId } = parseLine(request.line)
-      const reply = await run(FINISH,
-        [k.request(id), k.result(id), k.body(id), k.line(request.line), k.lines, k.leases, k.pending(keyId), k.pendingBytes(keyId)],
-        [request.line, encodeTicket(jobTicket(request)), status, now, result === null ? '' : encodeResult(result), ttl, finishedLife, id]) as unknown[]
-      return { finished: reply[0] === 1, next: ticketOrNull(reply[1]) }
-    }),
+    finish: (request, status: FinalStatus, result, now) =>
+      io(async () => {
+        const { id } = request
+        const { keyId } = parseLine(request.line)
+        const reply = (await run(
+          FINISH,
+          [
+            k.request(id),
+            k.result(id),
+            k.body(id),
+            k.line(request.line),
+            k.lines,
+            k.leases,
+            k.pending(keyId),
+            k.pendingBytes(keyId),
+          ],
+          [
+            request.line,
+            encodeTicket(jobTicket(request)),
+            status,
+            now,
+            result === null ? '' : encodeResult(result),
+            ttl,
+            finishedLife,
+            id,
+          ],
+        )) as unknown[]
+        return { finished: reply[0] === 1, next: ticketOrNull(reply[1]) }
+      }),
 
-    cancel: (request, now) => io(async () => {
-      const { id } = request
-      const { keyId } = parseLine(request.line)
-      const reply = await run(CANCEL, [k.request(id), k.body(id), k.line(request.line), k.lines, k.leases, k.pending(keyId), k.pendingBytes(keyId)],
-        [request.line, encodeTicket(jobTicket(request)), now, finishedLife, id]) as unknown[]
-      const was = reply[0] === '' ? null : reply[0] as RequestStatus
-      return { was, next: ticketOrNull(reply[1]) }
-    }),
+    cancel: (request, now) =>
+      io(async () => {
+        const { id } = request
+        const { keyId } = parseLine(request.line)
+        const reply = (await run(
+          CANCEL,
+          [k.request(id), k.body(id), k.line(request.line), k.lines, k.leases, k.pending(keyId), k.pendingBytes(keyId)],
+          [request.line, encodeTicket(jobTicket(request)), now, finishedLife, id],
+        )) as unknown[]
+        const was = reply[0] === '' ? null : (reply[0] as RequestStatus)
+        return { was, next: ticketOrNull(reply[1]) }
+      }),
 
     ping: () => pingRedis(redis, `${k.base}ping`),
 

@@ -39,14 +39,20 @@ export function backoffMs(baseMs: number, attempt: number): number {
  * windowed token limit: tokens came back to the window, and the line's head may fit
  * before its retry-after. (Requests per minute only come back when the window ends.)
  */
-export function withGiveBack(admission: Admission, request: AdmissionRequest, extraHeaders: Readonly<Record<string, string>>, onGiveBack: () => void): Admission {
+export function withGiveBack(
+  admission: Admission,
+  request: AdmissionRequest,
+  extraHeaders: Readonly<Record<string, string>>,
+  onGiveBack: () => void,
+): Admission {
   const { limits, estimate } = request
   const tokenLimited = limits.tpm !== undefined || limits.input_tpm !== undefined || limits.output_tpm !== undefined
   return {
     headers: { ...admission.headers, ...extraHeaders },
     async settle(usage: Usage) {
       await admission.settle(usage)
-      if (tokenLimited && usage.inputTokens + usage.outputTokens < estimate.inputTokens + estimate.outputTokens) onGiveBack()
+      if (tokenLimited && usage.inputTokens + usage.outputTokens < estimate.inputTokens + estimate.outputTokens)
+        onGiveBack()
     },
   }
 }

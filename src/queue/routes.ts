@@ -12,7 +12,6 @@ import { liveExchange, type Corridor } from '../inference/corridor.ts'
 import { listRequestsQuery, QUEUED_ENDPOINTS } from './api.ts'
 import type { QueueService } from './service.ts'
 
-
 export interface QueueRouteDeps {
   readonly config: Pick<Config, 'queue'>
   readonly corridor: Corridor
@@ -20,7 +19,6 @@ export interface QueueRouteDeps {
   /** Opens a stored-request route: the key authenticated, its x-ratelimit-* headers for replies not charged to a model. */
   readonly openCall: OpenCall
 }
-
 
 /** RFC 7240: `Prefer: respond-async`, alone or among other preferences. */
 export function prefersAsync(req: IncomingMessage): boolean {
@@ -37,19 +35,31 @@ export function registerQueueRoutes(router: Router, deps: QueueRouteDeps): void 
     const route = `queue.${spec.endpoint}`
     router.on('POST', `/queue${spec.route}`, async (ctx, params, query) => {
       if (prefersAsync(ctx.req)) {
-        return corridor.enter(ctx, spec, params, query, (call) => queue.accept(ctx, call),
-          { route: `${route}.async`, bodyLimitBytes: deps.config.queue.maxBodyBytes, bodyLimitReason })
+        return corridor.enter(ctx, spec, params, query, (call) => queue.accept(ctx, call), {
+          route: `${route}.async`,
+          bodyLimitBytes: deps.config.queue.maxBodyBytes,
+          bodyLimitReason,
+        })
       }
-      return corridor.enter(ctx, spec, params, query, async (call) => {
-        await corridor.run(call, liveExchange(ctx), queue.waitInLine(ctx.signal))
-      }, { route })
+      return corridor.enter(
+        ctx,
+        spec,
+        params,
+        query,
+        async (call) => {
+          await corridor.run(call, liveExchange(ctx), queue.waitInLine(ctx.signal))
+        },
+        { route },
+      )
     })
   }
 
   router.on('GET', '/queue/requests', async (ctx, _params, query) => {
     const principal = await deps.openCall(ctx, 'queue.requests.list')
     const { limit, after, status } = parseQuery(listRequestsQuery, query)
-    sendJson(ctx.res, 200, await queue.list(principal.owner, { limit: limit ?? 20, after, status }), { 'cache-control': 'no-store' })
+    sendJson(ctx.res, 200, await queue.list(principal.owner, { limit: limit ?? 20, after, status }), {
+      'cache-control': 'no-store',
+    })
   })
   router.on('GET', '/queue/requests/:id', async (ctx, params) => {
     const principal = await deps.openCall(ctx, 'queue.requests.get')

@@ -14,7 +14,17 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { Coordinator, describe } from './coordinator.ts'
-import { isFinal, QueueFullError, type JobRunner, type NewRequest, type QueuedRequest, type QueueStore, type RequestStatus, type RequestSummary, type StoredBody } from './ports.ts'
+import {
+  isFinal,
+  QueueFullError,
+  type JobRunner,
+  type NewRequest,
+  type QueuedRequest,
+  type QueueStore,
+  type RequestStatus,
+  type RequestSummary,
+  type StoredBody,
+} from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
@@ -88,7 +98,16 @@ const CANCEL_WAIT_MS = 5000
 
 /** A request as it was just stored. */
 function queued(request: NewRequest): QueuedRequest {
-  return { ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null }
+  return {
+    ...request,
+    status: 'queued',
+    attempts: 0,
+    startedAt: null,
+    finishedAt: null,
+    cancelRequested: false,
+    result: null,
+    runner: null,
+  }
 }
 
 /**
@@ -104,9 +123,10 @@ function queueFull(error: QueueFullError, caps: StorageCaps, rpm: number | undef
     })
   }
   const retryMs = rpm === undefined ? 1000 : Math.ceil(60_000 / rpm)
-  const what = pending.requests + 1 > caps.queuedRequests
-    ? `${pending.requests} stored asynchronous requests are waiting or running for this key, its cap (${caps.queuedRequests})`
-    : `the stored requests waiting for this key hold ${pending.bytes} bytes; with this one (${size} bytes) they would pass its cap (${caps.queuedBytes} bytes)`
+  const what =
+    pending.requests + 1 > caps.queuedRequests
+      ? `${pending.requests} stored asynchronous requests are waiting or running for this key, its cap (${caps.queuedRequests})`
+      : `the stored requests waiting for this key hold ${pending.bytes} bytes; with this one (${size} bytes) they would pass its cap (${caps.queuedBytes} bytes)`
   return gatewayError('queue_full', {
     message: `Queue full: ${what}. Retry after ${Math.ceil(retryMs / 1000)}s, once some have run, or cancel some (DELETE /queue/requests/{id}).`,
     headers: { 'retry-after': String(Math.ceil(retryMs / 1000)), 'retry-after-ms': String(retryMs) },
@@ -119,14 +139,22 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   const ttlMs = settings.resultTtlSeconds * 1000
   const instance = deps.instance ?? randomBytes(6).toString('hex')
   const coordinator = new Coordinator({
-    store, runner, instance, tierPriority: settings.tierPriority, log: deps.log, signals: deps.signals,
-    recoverAfterMs: settings.recoverAfterMs, onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
+    store,
+    runner,
+    instance,
+    tierPriority: settings.tierPriority,
+    log: deps.log,
+    signals: deps.signals,
+    recoverAfterMs: settings.recoverAfterMs,
+    onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
   })
   const shutdown = new AbortController()
   let workerStarted = false
   let stopping: Promise<void> | null = null
   const stopRunner = (graceMs: number): Promise<void> => {
-    stopping ??= runner.close(graceMs).catch((error: unknown) => deps.log.warn({ err: describe(error) }, 'queue worker did not close cleanly'))
+    stopping ??= runner
+      .close(graceMs)
+      .catch((error: unknown) => deps.log.warn({ err: describe(error) }, 'queue worker did not close cleanly'))
     return stopping
   }
 
@@ -147,7 +175,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
   async function view(request: RequestSummary): Promise<Record<string, unknown>> {
     const now = Date.now()
-    const position = statusOf(request, now, ttlMs) === 'queued' ? await store.position(request.line, jobTicket(request)) : null
+    const position =
+      statusOf(request, now, ttlMs) === 'queued' ? await store.position(request.line, jobTicket(request)) : null
     return requestView(request, { now, ttlMs, position })
   }
 
@@ -165,21 +194,30 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     isAlive: (other) => store.isAlive(other),
 
     waitInLine(signal) {
-      return waitInLine({
-        coordinator,
-        limiter: deps.limiter,
-        metrics,
-        maxWaitMs: settings.maxWaitMs,
-        upstreamRetries: settings.upstreamRetries,
-        retryBackoffMs: settings.retryBackoffMs,
-        shutdown: shutdown.signal,
-      }, signal)
+      return waitInLine(
+        {
+          coordinator,
+          limiter: deps.limiter,
+          metrics,
+          maxWaitMs: settings.maxWaitMs,
+          upstreamRetries: settings.upstreamRetries,
+          retryBackoffMs: settings.retryBackoffMs,
+          shutdown: shutdown.signal,
+        },
+        signal,
+      )
     },
 
     async accept(ctx, call) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
       const { principal, resolved, estimate, spec } = call
-      const admission = { keyId: principal.keyId, tier: resolved.tier, model: resolved.model, limits: resolved.limits, estimate }
+      const admission = {
+        keyId: principal.keyId,
+        tier: resolved.tier,
+        model: resolved.model,
+        limits: resolved.limits,
+        estimate,
+      }
       let limits: Readonly<Record<string, string>>
       try {
         limits = (await deps.limiter.check?.(admission)) ?? {}
@@ -211,7 +249,10 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       const storage = storageCapsOf(deps.config.plans, deps.config.storageCaps, resolved.tier)
       let ahead: number
       try {
-        ahead = await store.submit(request, bytes, slot === null ? undefined : instance, { requests: storage.queuedRequests, bytes: storage.queuedBytes })
+        ahead = await store.submit(request, bytes, slot === null ? undefined : instance, {
+          requests: storage.queuedRequests,
+          bytes: storage.queuedBytes,
+        })
       } catch (error) {
         slot?.free()
         coordinator.unhold(request.id)
@@ -224,14 +265,21 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
       if (ahead === 0 && slot !== null) {
         const priority = coordinator.priorityOf(request.tier)
-        slot.run(request, { request: { ...queued(request), runner: instance }, key: principal.key }, priority === undefined ? {} : { priority })
+        slot.run(
+          request,
+          { request: { ...queued(request), runner: instance }, key: principal.key },
+          priority === undefined ? {} : { priority },
+        )
       } else {
         slot?.free()
         coordinator.unhold(request.id)
         // Stored: from here the request exists. If its scheduling fails, the sweep schedules it.
         if (ahead === 0) {
           await coordinator.schedule(request, request.tier).catch((error: unknown) => {
-            ctx.log.warn({ queueId: request.id, err: describe(error) }, 'queued request stored but not scheduled yet; the sweep will')
+            ctx.log.warn(
+              { queueId: request.id, err: describe(error) },
+              'queued request stored but not scheduled yet; the sweep will',
+            )
           })
         }
       }
@@ -255,7 +303,13 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       // The store filters and pages (exactly, without reading bodies); positions are read per queued request.
       const page = await store.list(owner, { after: query.after, limit: query.limit, status: query.status })
       const data = await Promise.all(page.data.map(view))
-      return { object: 'list', data, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null, has_more: page.hasMore }
+      return {
+        object: 'list',
+        data,
+        first_id: page.data[0]?.id ?? null,
+        last_id: page.data.at(-1)?.id ?? null,
+        has_more: page.hasMore,
+      }
     },
 
     async cancel(id, owner) {
@@ -263,7 +317,10 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       const status = statusOf(request, Date.now(), ttlMs)
       if (isFinal(status) && status !== 'cancelled') {
         // SDKs retry a 409 unless told not to; this one never changes.
-        throw gatewayError('conflict', { message: `The request has already finished (${status}); there is nothing to cancel.`, headers: { 'x-should-retry': 'false' } })
+        throw gatewayError('conflict', {
+          message: `The request has already finished (${status}); there is nothing to cancel.`,
+          headers: { 'x-should-retry': 'false' },
+        })
       }
       const { was, next } = await store.cancel(request, Date.now())
       await coordinator.handOver(request.line, next)
@@ -301,7 +358,18 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     async start() {
       if (settings.concurrency > 0) {
-        runner.start(createProcessor({ coordinator, corridor: deps.corridor, limiter: deps.limiter, keys: deps.keys, config, metrics, log: deps.log }), settings.concurrency)
+        runner.start(
+          createProcessor({
+            coordinator,
+            corridor: deps.corridor,
+            limiter: deps.limiter,
+            keys: deps.keys,
+            config,
+            metrics,
+            log: deps.log,
+          }),
+          settings.concurrency,
+        )
         workerStarted = true
       }
       metrics.queueWorkerUp.set(workerStarted ? 1 : 0)

@@ -30,9 +30,15 @@ export interface SignalHandlers {
 
 export function localSignals(handlers: SignalHandlers): QueueSignals {
   return {
-    async wake(_instance, message) { handlers.onWake(message) },
-    async cancel(id) { handlers.onCancel(id) },
-    async ready() { return true },
+    async wake(_instance, message) {
+      handlers.onWake(message)
+    },
+    async cancel(id) {
+      handlers.onCancel(id)
+    },
+    async ready() {
+      return true
+    },
     async close() {},
   }
 }
@@ -61,7 +67,8 @@ export function redisSignals(options: RedisSignalsOptions, handlers: SignalHandl
       else handlers.onCancel(message)
     },
     onError: (error) => options.log.debug({ err: error.message }, 'queue events redis error'),
-    onSubscribeFailed: (error) => options.log.warn({ err: error.message }, 'queue events: cannot subscribe; reconnecting'),
+    onSubscribeFailed: (error) =>
+      options.log.warn({ err: error.message }, 'queue events: cannot subscribe; reconnecting'),
   })
 
   return {

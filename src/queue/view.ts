@@ -12,7 +12,10 @@ export function endpointPath(endpoint: Endpoint): string {
 /** The status a client sees (ports.ts, statusAt). */
 export const statusOf = statusAt
 
-export function requestView(request: RequestSummary, options: { readonly now: number; readonly ttlMs: number; readonly position?: number | null }): Record<string, unknown> {
+export function requestView(
+  request: RequestSummary,
+  options: { readonly now: number; readonly ttlMs: number; readonly position?: number | null },
+): Record<string, unknown> {
   const status = statusOf(request, options.now, options.ttlMs)
   const result = status === 'expired' ? null : request.result
   const expiresAt = request.finishedAt === null ? request.createdAt + options.ttlMs : request.finishedAt + options.ttlMs
@@ -30,17 +33,19 @@ export function requestView(request: RequestSummary, options: { readonly now: nu
     started_at: seconds(request.startedAt),
     completed_at: seconds(request.finishedAt),
     expires_at: seconds(expiresAt),
-    ...(result === null ? {} : {
-      response: {
-        status_code: result.statusCode,
-        ...(result.encoding === 'json' ? {} : { content_type: result.contentType, body_encoding: result.encoding }),
-        body: result.body,
-        usage: {
-          input_tokens: result.usage.inputTokens,
-          output_tokens: result.usage.outputTokens,
-          total_tokens: result.usage.inputTokens + result.usage.outputTokens,
-        },
-      },
-    }),
+    ...(result === null
+      ? {}
+      : {
+          response: {
+            status_code: result.statusCode,
+            ...(result.encoding === 'json' ? {} : { content_type: result.contentType, body_encoding: result.encoding }),
+            body: result.body,
+            usage: {
+              input_tokens: result.usage.inputTokens,
+              output_tokens: result.usage.outputTokens,
+              total_tokens: result.usage.inputTokens + result.usage.outputTokens,
+            },
+          },
+        }),
   }
 }

@@ -38,7 +38,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   const timeout = (model: string): GatewayError => {
     const waited = ((Date.now() - joinedAt) / 1000).toFixed(1)
     return gatewayError('queue_timeout', {
-      message: `The request waited ${waited} s in line for ${model === '*' ? 'its endpoint' : model} without capacity becoming free ` +
+      message:
+        `The request waited ${waited} s in line for ${model === '*' ? 'its endpoint' : model} without capacity becoming free ` +
         `(the queue waits at most ${options.maxWaitMs} ms). It was not sent upstream and nothing was charged.`,
       headers: { 'x-should-retry': 'false' },
     })
@@ -69,27 +70,31 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       })
 
       /** Until woken or `ms` passed (undefined: until woken); throws when the wait must end. */
-      const pause = (ms: number | undefined): Promise<void> => new Promise<void>((resolve, reject) => {
-        if (woken) return resolve()
-        if (signal.aborted) return reject(gatewayError('client_closed'))
-        if (options.shutdown.aborted) return reject(gatewayError('shutting_down'))
-        const left = deadline - Date.now()
-        if (left <= 0) return reject(timeout(request.model))
-        const byDeadline = ms === undefined || ms >= left
-        const finish = (settle: () => void): void => {
-          clearTimeout(timer)
-          signal.removeEventListener('abort', onLeave)
-          options.shutdown.removeEventListener('abort', onShutdown)
-          wake = null
-          settle()
-        }
-        const timer = setTimeout(() => finish(byDeadline ? () => reject(timeout(request.model)) : resolve), byDeadline ? left : ms)
-        const onLeave = (): void => finish(() => reject(gatewayError('client_closed')))
-        const onShutdown = (): void => finish(() => reject(gatewayError('shutting_down')))
-        signal.addEventListener('abort', onLeave, { once: true })
-        options.shutdown.addEventListener('abort', onShutdown, { once: true })
-        wake = () => finish(resolve)
-      })
+      const pause = (ms: number | undefined): Promise<void> =>
+        new Promise<void>((resolve, reject) => {
+          if (woken) return resolve()
+          if (signal.aborted) return reject(gatewayError('client_closed'))
+          if (options.shutdown.aborted) return reject(gatewayError('shutting_down'))
+          const left = deadline - Date.now()
+          if (left <= 0) return reject(timeout(request.model))
+          const byDeadline = ms === undefined || ms >= left
+          const finish = (settle: () => void): void => {
+            clearTimeout(timer)
+            signal.removeEventListener('abort', onLeave)
+            options.shutdown.removeEventListener('abort', onShutdown)
+            wake = null
+            settle()
+          }
+          const timer = setTimeout(
+            () => finish(byDeadline ? () => reject(timeout(request.model)) : resolve),
+            byDeadline ? left : ms,
+          )
+          const onLeave = (): void => finish(() => reject(gatewayError('client_closed')))
+          const onShutdown = (): void => finish(() => reject(gatewayError('shutting_down')))
+          signal.addEventListener('abort', onLeave, { once: true })
+          options.shutdown.addEventListener('abort', onShutdown, { once: true })
+          wake = () => finish(resolve)
+        })
 
       let inLine = false
       try {
@@ -130,7 +135,14 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       } catch (error) {
         if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
         const code = (error as { errorName?: string }).errorName
-        const outcome = code === 'queue_timeout' ? 'timeout' : code === 'client_closed' ? 'left' : code === 'shutting_down' ? 'shutdown' : 'refused'
+        const outcome =
+          code === 'queue_timeout'
+            ? 'timeout'
+            : code === 'client_closed'
+              ? 'left'
+              : code === 'shutting_down'
+                ? 'shutdown'
+                : 'refused'
         metrics.queueRequests.inc({ mode: 'dropin', outcome })
         throw error
       } finally {

@@ -25,7 +25,15 @@ import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { describe, type Coordinator } from './coordinator.ts'
-import { isFinal, type FinalStatus, type Held, type Outcome, type Processor, type QueuedRequest, type StoredResult } from './ports.ts'
+import {
+  isFinal,
+  type FinalStatus,
+  type Held,
+  type Outcome,
+  type Processor,
+  type QueuedRequest,
+  type StoredResult,
+} from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
 
@@ -103,7 +111,11 @@ export function createProcessor(deps: WorkerDeps): Processor {
   }
 
   const refusal = (error: GatewayError, usage: Usage = NO_USAGE): StoredResult => ({
-    statusCode: error.status, contentType: 'application/json', encoding: 'json', body: error.toBody(), usage,
+    statusCode: error.status,
+    contentType: 'application/json',
+    encoding: 'json',
+    body: error.toBody(),
+    usage,
   })
 
   async function body(request: QueuedRequest): Promise<RequestBody> {
@@ -123,7 +135,11 @@ export function createProcessor(deps: WorkerDeps): Processor {
       // The record, its place in line and its key, in one round trip: the line (which
       // names the key) travels with the scheduled request.
       let ahead: number | null
-      ;[request, ahead, key] = await Promise.all([store.get(id), store.position(ref.line, jobTicket(ref)), deps.keys.get(parseLine(ref.line).keyId)])
+      ;[request, ahead, key] = await Promise.all([
+        store.get(id),
+        store.position(ref.line, jobTicket(ref)),
+        deps.keys.get(parseLine(ref.line).keyId),
+      ])
       if (request === null || isFinal(request.status)) return { kind: 'done' }
       if (request.line !== ref.line) {
         ahead = await store.position(request.line, jobTicket(request))
@@ -152,7 +168,12 @@ export function createProcessor(deps: WorkerDeps): Processor {
   }
 
   /** run(), with its log; a failure it did not expect (a store outage, say) is tried again later. */
-  async function runLogged(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, runner?: string): Promise<Outcome> {
+  async function runLogged(
+    request: QueuedRequest,
+    key: KeyRecord | null,
+    runnerSignal: AbortSignal,
+    runner?: string,
+  ): Promise<Outcome> {
     const log = deps.log.child({ queueId: request.id, keyId: request.keyId })
     try {
       return await run(request, key, runnerSignal, log, runner)
@@ -162,7 +183,13 @@ export function createProcessor(deps: WorkerDeps): Processor {
     }
   }
 
-  async function run(request: QueuedRequest, key: KeyRecord | null, runnerSignal: AbortSignal, log: Logger, runner?: string): Promise<Outcome> {
+  async function run(
+    request: QueuedRequest,
+    key: KeyRecord | null,
+    runnerSignal: AbortSignal,
+    log: Logger,
+    runner?: string,
+  ): Promise<Outcome> {
     if (request.cancelRequested) {
       await finish(request, 'cancelled', null)
       return { kind: 'done' }
@@ -172,10 +199,16 @@ export function createProcessor(deps: WorkerDeps): Processor {
       return { kind: 'done' }
     }
     const spec = specFor(request)
-    const fatal = key === null ? gatewayError('invalid_api_key', { message: 'The API key that made this request no longer exists.' })
-      : key.status === 'revoked' ? gatewayError('revoked_api_key')
-        : key.expiresAt !== null && Date.parse(key.expiresAt) <= Date.now() ? gatewayError('expired_api_key')
-          : spec === undefined ? gatewayError('unknown_route') : null
+    const fatal =
+      key === null
+        ? gatewayError('invalid_api_key', { message: 'The API key that made this request no longer exists.' })
+        : key.status === 'revoked'
+          ? gatewayError('revoked_api_key')
+          : key.expiresAt !== null && Date.parse(key.expiresAt) <= Date.now()
+            ? gatewayError('expired_api_key')
+            : spec === undefined
+              ? gatewayError('unknown_route')
+              : null
     if (fatal !== null || key === null || spec === undefined) {
       await finish(request, 'failed', refusal(fatal ?? gatewayError('internal')))
       return { kind: 'done' }
@@ -249,7 +282,11 @@ export function createProcessor(deps: WorkerDeps): Processor {
       if (wait !== undefined) return later(Math.max(0, wait - EARLY_WAKE_MS))
       if (error instanceof StoreUnavailableError) return later(STORE_RETRY_MS)
       const gatewayErr = toGatewayError(error)
-      if (gatewayErr.errorName === 'upstream_unreachable' && attemptsBefore + 1 <= config.queue.upstreamRetries && await store.requeue(request)) {
+      if (
+        gatewayErr.errorName === 'upstream_unreachable' &&
+        attemptsBefore + 1 <= config.queue.upstreamRetries &&
+        (await store.requeue(request))
+      ) {
         return later(backoffMs(config.queue.retryBackoffMs, attemptsBefore + 1))
       }
       if (gatewayErr.errorName === 'internal') log.error({ err: error }, 'queue worker: unexpected error')
@@ -268,12 +305,21 @@ export function createProcessor(deps: WorkerDeps): Processor {
       await finish(request, 'cancelled', toResult(recording, result.usage))
       return { kind: 'done' }
     }
-    if (upstreamRetryable(recording.status) && attemptsBefore + 1 <= config.queue.upstreamRetries && await store.requeue(request)) {
-      log.info({ status: recording.status, attempt: attemptsBefore + 1 }, 'upstream refused a queued request; back in line')
+    if (
+      upstreamRetryable(recording.status) &&
+      attemptsBefore + 1 <= config.queue.upstreamRetries &&
+      (await store.requeue(request))
+    ) {
+      log.info(
+        { status: recording.status, attempt: attemptsBefore + 1 },
+        'upstream refused a queued request; back in line',
+      )
       return later(backoffMs(config.queue.retryBackoffMs, attemptsBefore + 1))
     }
     if (recording.truncated) {
-      const error = gatewayError('result_too_large', { message: `The reply was larger than ${config.queue.maxResultBytes} bytes (queue.maxResultBytes); it was not kept.` })
+      const error = gatewayError('result_too_large', {
+        message: `The reply was larger than ${config.queue.maxResultBytes} bytes (queue.maxResultBytes); it was not kept.`,
+      })
       await finish(request, 'failed', refusal(error, result.usage))
       return { kind: 'done' }
     }
@@ -291,7 +337,9 @@ export function toResult(recording: Recording, usage: Usage): StoredResult {
   if (isJsonType(type)) {
     try {
       return { ...base, encoding: 'json', body: JSON.parse(recording.body.toString('utf8')) }
-    } catch { /* kept as text below */ }
+    } catch {
+      /* kept as text below */
+    }
   }
   if (type.startsWith('text/') || isJsonType(type)) {
     return { ...base, encoding: 'text', body: recording.body.toString('utf8') }

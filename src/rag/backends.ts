@@ -15,7 +15,9 @@ export interface RagBackends {
 
 export async function startRagBackends(rag: RagConfig): Promise<RagBackends> {
   const usesMock = RAG_SERVICES.some((s) => rag.services[s].baseUrl === 'mock')
-  const mock: RunningRagMock | undefined = usesMock ? await startRagMock({ tokenDelayMs: rag.mock.tokenDelayMs, statusStepMs: rag.mock.statusStepMs }) : undefined
+  const mock: RunningRagMock | undefined = usesMock
+    ? await startRagMock({ tokenDelayMs: rag.mock.tokenDelayMs, statusStepMs: rag.mock.statusStepMs })
+    : undefined
   const targets = new Map<RagService, RelayTarget>()
   for (const service of RAG_SERVICES) {
     const config = rag.services[service]

@@ -17,12 +17,22 @@ const PURPOSE: Readonly<Record<string, string>> = {
 }
 
 const REFUSALS: Readonly<Record<string, ResponseDoc>> = {
-  400: { description: 'A path that could leave the service (dot segments, encoded slashes or backslashes, empty segments).', schema: DetailBody },
-  401: { description: 'No access token, or one that is invalid, expired or revoked (with `WWW-Authenticate: Bearer`).', schema: DetailBody },
+  400: {
+    description: 'A path that could leave the service (dot segments, encoded slashes or backslashes, empty segments).',
+    schema: DetailBody,
+  },
+  401: {
+    description: 'No access token, or one that is invalid, expired or revoked (with `WWW-Authenticate: Bearer`).',
+    schema: DetailBody,
+  },
   403: { description: 'The caller lacks a role this method and path need (route rules).', schema: DetailBody },
   429: { description: 'Over the requests per minute of the user or of the tenant.', schema: DetailBody },
   502: { description: 'The service is down or unreachable.', schema: DetailBody },
-  503: { description: 'The gateway cannot reach its store to check the access token (with `retry-after`; keep the token and try again).', schema: DetailBody },
+  503: {
+    description:
+      'The gateway cannot reach its store to check the access token (with `retry-after`; keep the token and try again).',
+    schema: DetailBody,
+  },
   504: { description: 'The service sent no answer within its timeout.', schema: DetailBody },
 }
 
@@ -36,12 +46,19 @@ export const RAG_OPERATIONS: readonly OperationDoc[] = RAG_SEGMENTS.flatMap(([se
       path: `/${segment}/{route}`,
       operationId: `rag${camel(`-${segment}`)}${camel(`-${lower}`)}`,
       summary: `${method} on ${segment}: ${PURPOSE[segment] ?? segment}`,
-      description: `Relayed to the ${segment} service's base URL with \`/${segment}\` stripped and the query kept; ` +
-        'the gateway states the caller in its identity headers. `GET /' + segment + '/redoc`, `/openapi.json` and `/docs` are public by default.',
+      description:
+        `Relayed to the ${segment} service's base URL with \`/${segment}\` stripped and the query kept; ` +
+        'the gateway states the caller in its identity headers. `GET /' +
+        segment +
+        '/redoc`, `/openapi.json` and `/docs` are public by default.',
       tag: RAG_TAG,
       security: 'session',
       pathParams: { route: 'The route inside the service, e.g. `api/v1/sessions/`.' },
       rateLimited: true,
-      responses: { 200: { description: 'The service\'s answer, relayed as it streams (status and body are the service\'s).' }, ...REFUSALS },
+      responses: {
+        200: { description: "The service's answer, relayed as it streams (status and body are the service's)." },
+        ...REFUSALS,
+      },
     }
-  }))
+  }),
+)

@@ -46,7 +46,13 @@ export function registerRagRoutes(router: Router, deps: RagGatewayDeps): void {
   }
 }
 
-async function handleRagRequest(ctx: RequestContext, segment: string, service: RagService, deps: RagGatewayDeps, outage: OutageLog): Promise<void> {
+async function handleRagRequest(
+  ctx: RequestContext,
+  segment: string,
+  service: RagService,
+  deps: RagGatewayDeps,
+  outage: OutageLog,
+): Promise<void> {
   const { config, metrics } = deps
   const bodyRate = bodyRateOf(config.server)
   ctx.route = `rag.${service}`
@@ -80,10 +86,12 @@ async function handleRagRequest(ctx: RequestContext, segment: string, service: R
   } catch (err) {
     const refusal = toRefusal(err)
     // Why a token was refused is for the operator, never the client (who gets one message).
-    if (refusal.errorName === 'invalid_access_token' && err instanceof GatewayError) ctx.log.debug({ reason: err.message }, 'RAG access token refused')
+    if (refusal.errorName === 'invalid_access_token' && err instanceof GatewayError)
+      ctx.log.debug({ reason: err.message }, 'RAG access token refused')
     // A store that does not answer (checking a token's session) is an outage, not a bug.
     if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
-    else if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 503 && refusal.status !== 504) ctx.log.error({ err }, 'RAG gateway error')
+    else if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 503 && refusal.status !== 504)
+      ctx.log.error({ err }, 'RAG gateway error')
     sendRefusal(ctx, refusal)
   } finally {
     // The relay resolves once the reply has ended (or was cut), so this is its whole length.
@@ -104,7 +112,8 @@ export function unmatchedRagPath(url: string): GatewayError | null {
   const path = url.split('?', 1)[0] ?? ''
   const segment = RAG_SEGMENTS.find(([name]) => path.startsWith(`/${name}/`) || path === `/${name}`)?.[0]
   // A service's root is not routed (the router drops a trailing slash, and /<service>/* needs more).
-  if (segment !== undefined) return path.length <= segment.length + 2 ? gatewayError('rag_unknown_route') : gatewayError('rag_bad_path')
+  if (segment !== undefined)
+    return path.length <= segment.length + 2 ? gatewayError('rag_unknown_route') : gatewayError('rag_bad_path')
   if (/^\/[a-z][a-z0-9]*(-[a-z0-9]+)+(\/|\?|$)/.test(url)) return gatewayError('rag_unknown_service')
   return null
 }

@@ -7,14 +7,31 @@ import type { Identity } from '../auth/identity.ts'
 import type { RagConfig } from '../config/schema.ts'
 
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade',
-  'proxy-authorization', 'proxy-authenticate', 'http2-settings',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'http2-settings',
 ])
 
 /** Never passed on towards a backend: the gateway sets its own, or they carry credentials. */
 // `api-key` and `x-api-key` too: a client may send its Tollgate API key that way (the
 // API accepts `api-key`), and a RAG backend must never see one.
-const NOT_FORWARDED = new Set(['host', 'authorization', 'api-key', 'x-api-key', 'expect', 'forwarded', 'x-real-ip', 'x-request-id'])
+const NOT_FORWARDED = new Set([
+  'host',
+  'authorization',
+  'api-key',
+  'x-api-key',
+  'expect',
+  'forwarded',
+  'x-real-ip',
+  'x-request-id',
+])
 
 /**
  * Whole families the gateway speaks for: its identity headers (x-tollgate-*, whatever the
@@ -35,7 +52,12 @@ export const foldedHeaderName = (name: string): string => name.toLowerCase().rep
 /** Header names listed in Connection: hop-by-hop too. */
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
   const value = headers.connection
-  return new Set((typeof value === 'string' ? value : '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean))
+  return new Set(
+    (typeof value === 'string' ? value : '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  )
 }
 
 /** A header value safe for any backend: each item percent-encoded (UTF-8), items joined by commas. */
@@ -53,9 +75,22 @@ export interface ForwardContext {
   readonly prefix: string
 }
 
-export function backendRequestHeaders(req: IncomingMessage, identity: Identity | null, rag: RagConfig, forward: ForwardContext): OutgoingHttpHeaders {
+export function backendRequestHeaders(
+  req: IncomingMessage,
+  identity: Identity | null,
+  rag: RagConfig,
+  forward: ForwardContext,
+): OutgoingHttpHeaders {
   const names = rag.identityHeaders
-  const stripped = new Set<string>([...HOP_BY_HOP, ...NOT_FORWARDED, ...connectionListed(req.headers), ...Object.values(names), ...rag.stripHeaders].map(foldedHeaderName))
+  const stripped = new Set<string>(
+    [
+      ...HOP_BY_HOP,
+      ...NOT_FORWARDED,
+      ...connectionListed(req.headers),
+      ...Object.values(names),
+      ...rag.stripHeaders,
+    ].map(foldedHeaderName),
+  )
   if (!rag.forwardCookies) stripped.add('cookie')
   const out: OutgoingHttpHeaders = {}
   for (const [name, value] of Object.entries(req.headers)) {
@@ -65,7 +100,8 @@ export function backendRequestHeaders(req: IncomingMessage, identity: Identity |
     out[name] = value
   }
   // A chunked body stays chunked: Node would not frame a DELETE's body by itself.
-  if (req.headers['content-length'] === undefined && /\bchunked\b/i.test(req.headers['transfer-encoding'] ?? '')) out['transfer-encoding'] = 'chunked'
+  if (req.headers['content-length'] === undefined && /\bchunked\b/i.test(req.headers['transfer-encoding'] ?? ''))
+    out['transfer-encoding'] = 'chunked'
   out['x-request-id'] = forward.requestId
   out['x-forwarded-for'] = forward.clientAddress
   out['x-forwarded-proto'] = forward.scheme

@@ -9,7 +9,7 @@ import type { Admission, Limiter, RateLimitHeaders } from '../limits/port.ts'
 
 export const RAG_USER_MODEL = 'the RAG gateway (per user)'
 export const RAG_TENANT_MODEL = 'the RAG gateway (per tenant)'
-export const RAG_PUBLIC_MODEL = 'the RAG gateway\'s public routes (per client address)'
+export const RAG_PUBLIC_MODEL = "the RAG gateway's public routes (per client address)"
 
 /** Admits the call on both counters, or throws the limiter's 429. Answers the headers of the tighter one. */
 export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: Identity): Promise<RateLimitHeaders> {
@@ -18,21 +18,50 @@ export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: I
   const tenantRpm = tenant?.tenantRpm ?? rag.limits.tenantRpm
   const admissions: Admission[] = []
   if (userRpm > 0) {
-    admissions.push(await limiter.admit({ keyId: `rag-user:${identity.userId}`, tier: 'rag', model: RAG_USER_MODEL, limits: { rpm: userRpm }, estimate: NO_USAGE }))
+    admissions.push(
+      await limiter.admit({
+        keyId: `rag-user:${identity.userId}`,
+        tier: 'rag',
+        model: RAG_USER_MODEL,
+        limits: { rpm: userRpm },
+        estimate: NO_USAGE,
+      }),
+    )
   }
   if (tenantRpm > 0) {
-    admissions.push(await limiter.admit({ keyId: `rag-tenant:${identity.tenant}`, tier: 'rag', model: RAG_TENANT_MODEL, limits: { rpm: tenantRpm }, estimate: NO_USAGE }))
+    admissions.push(
+      await limiter.admit({
+        keyId: `rag-tenant:${identity.tenant}`,
+        tier: 'rag',
+        model: RAG_TENANT_MODEL,
+        limits: { rpm: tenantRpm },
+        estimate: NO_USAGE,
+      }),
+    )
   }
   // Nothing to reconcile: a RAG call is counted, not metered in tokens.
   for (const admission of admissions) void admission.settle(NO_USAGE)
   const remaining = (h: RateLimitHeaders): number => Number(h['x-ratelimit-remaining-requests'] ?? Infinity)
-  return admissions.map((a) => a.headers).reduce<RateLimitHeaders | undefined>((tight, h) => (tight === undefined || remaining(h) < remaining(tight) ? h : tight), undefined) ?? {}
+  return (
+    admissions
+      .map((a) => a.headers)
+      .reduce<RateLimitHeaders | undefined>(
+        (tight, h) => (tight === undefined || remaining(h) < remaining(tight) ? h : tight),
+        undefined,
+      ) ?? {}
+  )
 }
 
 /** Admits a call to a public route on its client address's counter, or throws the limiter's 429. */
 export async function admitPublicRagCall(limiter: Limiter, rag: RagConfig, address: string): Promise<RateLimitHeaders> {
   if (rag.limits.publicRpm <= 0) return {}
-  const admission = await limiter.admit({ keyId: `rag-public:${address}`, tier: 'rag', model: RAG_PUBLIC_MODEL, limits: { rpm: rag.limits.publicRpm }, estimate: NO_USAGE })
+  const admission = await limiter.admit({
+    keyId: `rag-public:${address}`,
+    tier: 'rag',
+    model: RAG_PUBLIC_MODEL,
+    limits: { rpm: rag.limits.publicRpm },
+    estimate: NO_USAGE,
+  })
   void admission.settle(NO_USAGE)
   return admission.headers
 }

@@ -17,7 +17,11 @@ export interface ServiceRoute {
 }
 
 /** NUL, C0 controls and DEL. */
-const hasControl = (s: string): boolean => [...s].some((ch) => { const c = ch.charCodeAt(0); return c < 0x20 || c === 0x7f })
+const hasControl = (s: string): boolean =>
+  [...s].some((ch) => {
+    const c = ch.charCodeAt(0)
+    return c < 0x20 || c === 0x7f
+  })
 const MALFORMED_PERCENT = /%(?![0-9A-Fa-f]{2})/
 
 /** The route of `url` under `/<segment>`, or a 400 refusal. */
@@ -49,7 +53,8 @@ function checkedSegment(segment: string): string {
   let once: string | undefined
   for (let round = 0; ; round++) {
     const bare = stage.split(';', 1)[0] ?? ''
-    if (bare === '.' || bare === '..' || stage.includes('/') || stage.includes('\\') || hasControl(stage)) throw badPath()
+    if (bare === '.' || bare === '..' || stage.includes('/') || stage.includes('\\') || hasControl(stage))
+      throw badPath()
     if (!stage.includes('%')) return once ?? segment
     // Still encoded after three rounds: nobody sends that in good faith.
     if (round === 3) throw badPath()

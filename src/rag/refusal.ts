@@ -18,9 +18,11 @@ const BEARER_CHALLENGE = { 'www-authenticate': 'Bearer' }
  * Why a token was refused is for the operator only: every refused token gets one message.
  */
 export function toRefusal(err: unknown): GatewayError {
-  if (!(err instanceof GatewayError) && !(err instanceof StoreUnavailableError)) return gatewayError('rag_internal', { cause: err })
+  if (!(err instanceof GatewayError) && !(err instanceof StoreUnavailableError))
+    return gatewayError('rag_internal', { cause: err })
   const error = toGatewayError(err)
-  if (error.status === 401 && error.errorName !== 'missing_access_token') return gatewayError('invalid_access_token', { cause: err })
+  if (error.status === 401 && error.errorName !== 'missing_access_token')
+    return gatewayError('invalid_access_token', { cause: err })
   return error
 }
 
@@ -29,11 +31,20 @@ export function toRefusal(err: unknown): GatewayError {
  * challenge), and records its name for the access log. A reply already under way can
  * only be cut.
  */
-export function sendRefusal(ctx: Pick<RequestContext, 'res' | 'errorName'>, refusal: GatewayError, headers: OutgoingHttpHeaders = {}): void {
+export function sendRefusal(
+  ctx: Pick<RequestContext, 'res' | 'errorName'>,
+  refusal: GatewayError,
+  headers: OutgoingHttpHeaders = {},
+): void {
   ctx.errorName = refusal.errorName
   if (ctx.res.headersSent) {
     ctx.res.destroy()
     return
   }
-  sendJson(ctx.res, refusal.status, { detail: refusal.message }, { ...refusal.headers, ...(refusal.status === 401 ? BEARER_CHALLENGE : {}), ...headers })
+  sendJson(
+    ctx.res,
+    refusal.status,
+    { detail: refusal.message },
+    { ...refusal.headers, ...(refusal.status === 401 ? BEARER_CHALLENGE : {}), ...headers },
+  )
 }

@@ -33,10 +33,20 @@ export interface RelayOutcome {
   readonly cut: boolean
 }
 
-export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: string, headers: OutgoingHttpHeaders, bodyRate: BodyRate): Promise<RelayOutcome> {
+export function relay(
+  ctx: RequestContext,
+  target: RelayTarget,
+  pathAndQuery: string,
+  headers: OutgoingHttpHeaders,
+  bodyRate: BodyRate,
+): Promise<RelayOutcome> {
   const { req, res } = ctx
   const started = performance.now()
-  const tooLarge = (): GatewayError => gatewayError('rag_body_too_large', { message: `Request body too large: the ${target.service} service takes at most ${target.maxBodyBytes} bytes`, headers: { connection: 'close' } })
+  const tooLarge = (): GatewayError =>
+    gatewayError('rag_body_too_large', {
+      message: `Request body too large: the ${target.service} service takes at most ${target.maxBodyBytes} bytes`,
+      headers: { connection: 'close' },
+    })
   // A declared length over the cap is refused before anything is sent.
   if (Number(req.headers['content-length'] ?? 0) > target.maxBodyBytes) return Promise.reject(tooLarge())
   return new Promise<RelayOutcome>((resolve, reject) => {
@@ -53,8 +63,11 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     let settled = false
     let responded = false
     const timers: NodeJS.Timeout[] = []
-    const clear = (): void => { for (const t of timers) clearTimeout(t) }
-    const unavailable = (): GatewayError => gatewayError('rag_service_unreachable', { message: `The ${target.service} service is unavailable` })
+    const clear = (): void => {
+      for (const t of timers) clearTimeout(t)
+    }
+    const unavailable = (): GatewayError =>
+      gatewayError('rag_service_unreachable', { message: `The ${target.service} service is unavailable` })
     const refuse = (refusal: GatewayError): void => {
       if (settled) return
       settled = true
@@ -79,7 +92,15 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
     // Waiting: once the whole request is sent, the response headers must come in time.
     request.once('finish', () => {
       if (responded) return
-      timers.push(setTimeout(() => refuse(gatewayError('rag_service_timeout', { message: `The ${target.service} service did not answer in time` })), target.responseTimeoutMs))
+      timers.push(
+        setTimeout(
+          () =>
+            refuse(
+              gatewayError('rag_service_timeout', { message: `The ${target.service} service did not answer in time` }),
+            ),
+          target.responseTimeoutMs,
+        ),
+      )
     })
     // After the response began, its own pipeline reports failures; an upload the backend
     // stopped reading (it answered early) is no failure of the exchange.
@@ -115,10 +136,15 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
       // a client that declares more than it sends is answered within a window, not held.
       const stopWatching = watchBodyPace(req, bodyRate, () => refuse(gatewayError('rag_body_timeout')))
       request.once('close', stopWatching)
-      const stalled = setTimeout(() => refuse(gatewayError('rag_body_timeout', { message: 'The request body stopped arriving' })), target.idleTimeoutMs)
+      const stalled = setTimeout(
+        () => refuse(gatewayError('rag_body_timeout', { message: 'The request body stopped arriving' })),
+        target.idleTimeoutMs,
+      )
       timers.push(stalled)
       // Only while waiting: refresh() would re-arm a timer the response has cleared.
-      req.on('data', () => { if (!responded && !settled) stalled.refresh() })
+      req.on('data', () => {
+        if (!responded && !settled) stalled.refresh()
+      })
       req.once('end', () => clearTimeout(stalled))
     }
     req.once('close', () => {
@@ -136,22 +162,29 @@ export function relay(ctx: RequestContext, target: RelayTarget, pathAndQuery: st
       if (status >= 400 && !isJsonType(mediaType(upstream.headers['content-type']))) {
         upstream.resume()
         const retryAfter = upstream.headers['retry-after']
-        refuse(gatewayError('rag_service_error_status', {
-          status,
-          message: `The ${target.service} service answered ${statusWithReason(status)}`,
-          ...(retryAfter === undefined ? {} : { headers: { 'retry-after': retryAfter } }),
-        }))
+        refuse(
+          gatewayError('rag_service_error_status', {
+            status,
+            message: `The ${target.service} service answered ${statusWithReason(status)}`,
+            ...(retryAfter === undefined ? {} : { headers: { 'retry-after': retryAfter } }),
+          }),
+        )
         return
       }
       res.writeHead(status, clientResponseHeaders(upstream))
       // Headers go out now, not with the first chunk: a stream's client sees it has begun.
       res.flushHeaders()
       const idle = setTimeout(() => {
-        ctx.log.warn({ service: target.service, idleTimeoutMs: target.idleTimeoutMs }, 'RAG backend reply idle too long: cut')
+        ctx.log.warn(
+          { service: target.service, idleTimeoutMs: target.idleTimeoutMs },
+          'RAG backend reply idle too long: cut',
+        )
         upstream.destroy()
       }, target.idleTimeoutMs)
       let ended = false
-      upstream.on('data', () => { if (!ended) idle.refresh() })
+      upstream.on('data', () => {
+        if (!ended) idle.refresh()
+      })
       pipeline(upstream, res, (err) => {
         ended = true
         clearTimeout(idle)

@@ -12,28 +12,50 @@ export const encodeRecord = (record: AccountRecord | SessionRecord | SigningKeyR
 export function decodeAccount(text: string): AccountRecord {
   const v: unknown = JSON.parse(text)
   if (
-    isJsonObject(v) && isString(v.id) && isString(v.username) && isString(v.passwordHash) &&
-    isStringArray(v.roles) && isStringArray(v.groups) && isString(v.tenant) && typeof v.disabled === 'boolean' &&
-    isString(v.sessionsValidFrom) && isString(v.createdAt) && isString(v.updatedAt)
-  ) return v as unknown as AccountRecord
+    isJsonObject(v) &&
+    isString(v.id) &&
+    isString(v.username) &&
+    isString(v.passwordHash) &&
+    isStringArray(v.roles) &&
+    isStringArray(v.groups) &&
+    isString(v.tenant) &&
+    typeof v.disabled === 'boolean' &&
+    isString(v.sessionsValidFrom) &&
+    isString(v.createdAt) &&
+    isString(v.updatedAt)
+  )
+    return v as unknown as AccountRecord
   throw new TypeError('stored account is malformed')
 }
 
 export function decodeSession(text: string): SessionRecord {
   const v: unknown = JSON.parse(text)
   if (
-    isJsonObject(v) && isString(v.id) && isString(v.userId) && isString(v.username) && isString(v.createdAt) &&
-    isString(v.expiresAt) && (v.revokedAt === null || isString(v.revokedAt))
-  ) return v as unknown as SessionRecord
+    isJsonObject(v) &&
+    isString(v.id) &&
+    isString(v.userId) &&
+    isString(v.username) &&
+    isString(v.createdAt) &&
+    isString(v.expiresAt) &&
+    (v.revokedAt === null || isString(v.revokedAt))
+  )
+    return v as unknown as SessionRecord
   throw new TypeError('stored session is malformed')
 }
 
 export function decodeSigningKey(text: string): SigningKeyRecord {
   const v: unknown = JSON.parse(text)
   if (
-    isJsonObject(v) && isString(v.kid) && v.alg === 'EdDSA' && isJsonObject(v.publicJwk) &&
-    Object.values(v.publicJwk).every(isString) && isString(v.sealedPrivateKey) && isString(v.createdAt) && isString(v.expiresAt)
-  ) return v as unknown as SigningKeyRecord
+    isJsonObject(v) &&
+    isString(v.kid) &&
+    v.alg === 'EdDSA' &&
+    isJsonObject(v.publicJwk) &&
+    Object.values(v.publicJwk).every(isString) &&
+    isString(v.sealedPrivateKey) &&
+    isString(v.createdAt) &&
+    isString(v.expiresAt)
+  )
+    return v as unknown as SigningKeyRecord
   throw new TypeError('stored signing key is malformed')
 }
 

@@ -30,7 +30,9 @@ interface Holder {
 function readHolder(dir: string): Holder | null {
   try {
     const value = JSON.parse(readFileSync(join(dir, HOLDER_FILE), 'utf8')) as Partial<Holder>
-    return typeof value.pid === 'number' && typeof value.startedAt === 'string' ? { pid: value.pid, startedAt: value.startedAt } : null
+    return typeof value.pid === 'number' && typeof value.startedAt === 'string'
+      ? { pid: value.pid, startedAt: value.startedAt }
+      : null
   } catch {
     return null
   }
@@ -53,12 +55,17 @@ export function lockDataDir(dir: string): DataDirLock {
     db.close()
     if (!/locked|busy/i.test((err as Error).message)) throw err
     const holder = readHolder(dir)
-    const who = holder === null ? 'another Tollgate' : `another Tollgate (pid ${holder.pid}, started ${holder.startedAt})`
-    throw new DataDirInUseError(`${who} is running on the data directory ${dir}: two gateways on one data directory would write the same SQLite files. ` +
-      'Stop that one first, or give this one a data directory of its own (TOLLGATE_DATA_DIR or store.dataDir).')
+    const who =
+      holder === null ? 'another Tollgate' : `another Tollgate (pid ${holder.pid}, started ${holder.startedAt})`
+    throw new DataDirInUseError(
+      `${who} is running on the data directory ${dir}: two gateways on one data directory would write the same SQLite files. ` +
+        'Stop that one first, or give this one a data directory of its own (TOLLGATE_DATA_DIR or store.dataDir).',
+    )
   }
   const holderPath = join(dir, HOLDER_FILE)
-  writeFileSync(holderPath, `${JSON.stringify({ pid: process.pid, startedAt: new Date().toISOString() })}\n`, { mode: 0o600 })
+  writeFileSync(holderPath, `${JSON.stringify({ pid: process.pid, startedAt: new Date().toISOString() })}\n`, {
+    mode: 0o600,
+  })
   let released = false
   return {
     release() {

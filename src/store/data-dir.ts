@@ -42,7 +42,11 @@ export function ensurePrivateDir(dir: string, changes: ModeChanges = []): ModeCh
  * with looser modes is tightened. `companions` (a database's -wal, -shm, -journal) are
  * tightened if they exist, never made.
  */
-export function ensurePrivateFile(path: string, companions: readonly string[] = [], changes: ModeChanges = []): ModeChanges {
+export function ensurePrivateFile(
+  path: string,
+  companions: readonly string[] = [],
+  changes: ModeChanges = [],
+): ModeChanges {
   closeSync(openSync(path, 'a', FILE_MODE))
   tighten(path, FILE_MODE, changes)
   for (const companion of companions) {

@@ -2,7 +2,15 @@
 // embedded.ts). Every read-then-write is one BEGIN IMMEDIATE transaction.
 import type { DatabaseSync } from 'node:sqlite'
 import { StoreConflictError } from './errors.ts'
-import { compareAccounts, decodeAccount, decodeSession, decodeSigningKey, encodeRecord, sameAccount, sessionEnded } from './auth-records.ts'
+import {
+  compareAccounts,
+  decodeAccount,
+  decodeSession,
+  decodeSigningKey,
+  encodeRecord,
+  sameAccount,
+  sessionEnded,
+} from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, ReplaceOutcome, SessionStore, SigningKeyStore } from './ports.ts'
 import { transaction, type SqlRow as Row } from './sqlite.ts'
 
@@ -14,9 +22,15 @@ function column(row: Row | undefined, name: string): string | null {
   throw new TypeError(`column ${name} is not text`)
 }
 
-export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; sessions: SessionStore; signingKeys: SigningKeyStore } {
+export function embeddedAuthStores(db: DatabaseSync): {
+  accounts: AccountStore
+  sessions: SessionStore
+  signingKeys: SigningKeyStore
+} {
   const sql = {
-    insertAccount: db.prepare('INSERT INTO accounts (username, record) VALUES (?, ?) ON CONFLICT (username) DO NOTHING'),
+    insertAccount: db.prepare(
+      'INSERT INTO accounts (username, record) VALUES (?, ?) ON CONFLICT (username) DO NOTHING',
+    ),
     account: db.prepare('SELECT record FROM accounts WHERE username = ?'),
     accounts: db.prepare('SELECT record FROM accounts'),
     updateAccount: db.prepare('UPDATE accounts SET record = ? WHERE username = ?'),
@@ -26,8 +40,12 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
     updateSession: db.prepare('UPDATE sessions SET record = ? WHERE id = ?'),
     pruneSessions: db.prepare('DELETE FROM sessions WHERE expires_at < ?'),
     insertRefresh: db.prepare('INSERT INTO refresh_tokens (hash, session_id, spent) VALUES (?, ?, 0)'),
-    refresh: db.prepare('SELECT session_id, spent, spent_at, successor_seed, successor_hash FROM refresh_tokens WHERE hash = ?'),
-    spendRefresh: db.prepare('UPDATE refresh_tokens SET spent = 1, spent_at = ?, successor_seed = ?, successor_hash = ? WHERE hash = ?'),
+    refresh: db.prepare(
+      'SELECT session_id, spent, spent_at, successor_seed, successor_hash FROM refresh_tokens WHERE hash = ?',
+    ),
+    spendRefresh: db.prepare(
+      'UPDATE refresh_tokens SET spent = 1, spent_at = ?, successor_seed = ?, successor_hash = ? WHERE hash = ?',
+    ),
     insertKey: db.prepare('INSERT INTO signing_keys (kid, record) VALUES (?, ?)'),
     latestKey: db.prepare('SELECT kid FROM signing_keys ORDER BY seq DESC LIMIT 1'),
     keys: db.prepare('SELECT record FROM signing_keys ORDER BY seq'),
@@ -52,10 +70,14 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
       return accountOf(username)
     },
     async list() {
-      return sql.accounts.all().map((row) => decodeAccount(column(row, 'record') ?? '')).sort(compareAccounts)
+      return sql.accounts
+        .all()
+        .map((row) => decodeAccount(column(row, 'record') ?? ''))
+        .sort(compareAccounts)
     },
     async replace(account, expected) {
-      if (account.username !== expected.username || account.id !== expected.id) throw new RangeError('replace: expected is another account')
+      if (account.username !== expected.username || account.id !== expected.id)
+        throw new RangeError('replace: expected is another account')
       return transaction(db, (): ReplaceOutcome => {
         const stored = accountOf(account.username)
         if (stored === null || stored.id !== account.id) return 'missing'
@@ -93,8 +115,14 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
           const seed = column(row, 'successor_seed')
           const successor = column(row, 'successor_hash')
           // A repeat: spent within the window, and its successor not spent yet.
-          if (reuseWindowMs > 0 && spentAt !== null && seed !== null && successor !== null &&
-            now.getTime() - Number(spentAt) <= reuseWindowMs && column(sql.refresh.get(successor), 'spent') === '0') {
+          if (
+            reuseWindowMs > 0 &&
+            spentAt !== null &&
+            seed !== null &&
+            successor !== null &&
+            now.getTime() - Number(spentAt) <= reuseWindowMs &&
+            column(sql.refresh.get(successor), 'spent') === '0'
+          ) {
             return { outcome: 'rotated', session, grant: { seed, at: Number(spentAt) }, repeat: true }
           }
           const revoked = { ...session, revokedAt: now.toISOString() }
@@ -110,7 +138,8 @@ export function embeddedAuthStores(db: DatabaseSync): { accounts: AccountStore; 
       return transaction(db, () => {
         const session = sessionOf(id)
         if (session === null) return false
-        if (session.revokedAt === null) sql.updateSession.run(encodeRecord({ ...session, revokedAt: now.toISOString() }), id)
+        if (session.revokedAt === null)
+          sql.updateSession.run(encodeRecord({ ...session, revokedAt: now.toISOString() }), id)
         return true
       })
     },

@@ -2,12 +2,41 @@
 // opened and written through sqlite.ts (WAL, BEGIN IMMEDIATE transactions).
 import type { SQLInputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
-import { REMEMBERED_KINDS, type KeyFilter, type KeyStore, type OwnershipStore, type RememberedKind, type ReplaceOutcome, type Stores, type StreamEntry, type StreamJournal, type UsageQuery, type UsageRecord, type UsageStore, type UsageWrite } from './ports.ts'
+import {
+  REMEMBERED_KINDS,
+  type KeyFilter,
+  type KeyStore,
+  type OwnershipStore,
+  type RememberedKind,
+  type ReplaceOutcome,
+  type Stores,
+  type StreamEntry,
+  type StreamJournal,
+  type UsageQuery,
+  type UsageRecord,
+  type UsageStore,
+  type UsageWrite,
+} from './ports.ts'
 import { StoreConflictError } from './errors.ts'
-import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
+import {
+  compareKeyRecords,
+  decodeKeyRecord,
+  encodeKeyRecord,
+  hashesOf,
+  matchesFilter,
+  sameKeyRecord,
+} from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
 import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from './sqlite.ts'
-import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayOf, lessRecovered, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
+import {
+  checkStreamCharge,
+  checkUsageQuery,
+  checkUsageRecords,
+  compareUsageRows,
+  dayOf,
+  lessRecovered,
+  RECOVERED_STREAM_TTL_MS,
+} from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
 /** Remembered objects whose time ran out are deleted on every this many remember() calls. */
@@ -164,7 +193,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
     ownerOf: db.prepare('SELECT owner FROM ownership WHERE kind = ? AND id = ?'),
     owned: db.prepare('SELECT id FROM ownership WHERE kind = ? AND owner = ? ORDER BY seq'),
     release: db.prepare('DELETE FROM ownership WHERE kind = ? AND id = ?'),
-    remember: db.prepare('INSERT INTO remembered (kind, id, owner, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING'),
+    remember: db.prepare(
+      'INSERT INTO remembered (kind, id, owner, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (kind, id) DO NOTHING',
+    ),
     rememberedOwner: db.prepare('SELECT owner FROM remembered WHERE kind = ? AND id = ? AND expires_at > ?'),
     forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
@@ -193,7 +224,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
   }
 
-  const recordOf = (row: Row | undefined): KeyRecord | null => row === undefined ? null : decodeKeyRecord(text(row, 'record'))
+  const recordOf = (row: Row | undefined): KeyRecord | null =>
+    row === undefined ? null : decodeKeyRecord(text(row, 'record'))
 
   function indexHashes(record: KeyRecord): void {
     for (const hash of hashesOf(record)) {
@@ -215,7 +247,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
       })
     },
     async replace(record, expected) {
-      if (record.id !== expected.id) throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
+      if (record.id !== expected.id)
+        throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
       // The compare and the write in one BEGIN IMMEDIATE transaction: no other writer,
       // in this process or another, can land between them.
       return transaction(db, (): ReplaceOutcome => {
@@ -245,7 +278,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
         }
       }
       const where = clauses.length === 0 ? '' : ` WHERE ${clauses.join(' AND ')}`
-      return db.prepare(`SELECT record FROM keys${where}`).all(...params)
+      return db
+        .prepare(`SELECT record FROM keys${where}`)
+        .all(...params)
         .map((row) => decodeKeyRecord(text(row, 'record')))
         .filter((record) => matchesFilter(record, filter))
         .sort(compareKeyRecords)
@@ -298,7 +333,10 @@ export function openEmbeddedStores(dataDir: string): Stores {
   // loop share one transaction (one WAL commit, not one per call: it was 4-6 % of the
   // gateway's CPU under load). Each write still resolves only once it is committed, in
   // the order made, and a batch applies whole or not at all.
-  let batch: { readonly writes: Array<() => void>; readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }> } | null = null
+  let batch: {
+    readonly writes: Array<() => void>
+    readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }>
+  } | null = null
   const writeBatch = (): void => {
     const pending = batch
     batch = null
@@ -313,35 +351,40 @@ export function openEmbeddedStores(dataDir: string): Stores {
     }
     for (const waiter of pending.waiters) waiter.resolve()
   }
-  const inBatch = (write: () => void): Promise<void> => new Promise<void>((resolve, reject) => {
-    if (batch === null) {
-      batch = { writes: [], waiters: [] }
-      setImmediate(writeBatch)
-    }
-    batch.writes.push(write)
-    batch.waiters.push({ resolve, reject })
-  })
+  const inBatch = (write: () => void): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      if (batch === null) {
+        batch = { writes: [], waiters: [] }
+        setImmediate(writeBatch)
+      }
+      batch.writes.push(write)
+      batch.waiters.push({ resolve, reject })
+    })
 
   const usage: UsageStore = {
     async add(records) {
       checkUsageRecords(records)
       if (records.length === 0) return
-      await inBatch(() => { for (const r of records) settle(r) })
+      await inBatch(() => {
+        for (const r of records) settle(r)
+      })
     },
     async query(query: UsageQuery) {
       checkUsageQuery(query)
       const rows = sql.queryUsage.all(query.keyId ?? null, query.from ?? null, query.to ?? null)
-      return rows.map((row): UsageRecord => ({
-        keyId: text(row, 'key_id'),
-        owner: text(row, 'owner'),
-        tier: text(row, 'tier'),
-        model: text(row, 'model'),
-        day: text(row, 'day'),
-        requests: number(row, 'requests'),
-        inputTokens: number(row, 'input_tokens'),
-        outputTokens: number(row, 'output_tokens'),
-        costNanos: number(row, 'cost_nanos'),
-      })).sort(compareUsageRows)
+      return rows
+        .map((row): UsageRecord => ({
+          keyId: text(row, 'key_id'),
+          owner: text(row, 'owner'),
+          tier: text(row, 'tier'),
+          model: text(row, 'model'),
+          day: text(row, 'day'),
+          requests: number(row, 'requests'),
+          inputTokens: number(row, 'input_tokens'),
+          outputTokens: number(row, 'output_tokens'),
+          costNanos: number(row, 'cost_nanos'),
+        }))
+        .sort(compareUsageRows)
     },
   }
 
@@ -349,12 +392,25 @@ export function openEmbeddedStores(dataDir: string): Stores {
     async open(entry) {
       checkStreamCharge(entry)
       await inBatch(() => {
-        sql.openStream.run(entry.id, entry.instance, entry.keyId, entry.owner, entry.tier, entry.model, entry.at, entry.inputTokens, entry.outputTokens, entry.costNanos)
+        sql.openStream.run(
+          entry.id,
+          entry.instance,
+          entry.keyId,
+          entry.owner,
+          entry.tier,
+          entry.model,
+          entry.at,
+          entry.inputTokens,
+          entry.outputTokens,
+          entry.costNanos,
+        )
       })
     },
     async checkpoint(id, charge, at) {
       checkStreamCharge(charge)
-      await inBatch(() => { sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id) })
+      await inBatch(() => {
+        sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id)
+      })
     },
     async list() {
       // Recovered entries outlive their recovery only for a settle that might still come.
@@ -367,8 +423,15 @@ export function openEmbeddedStores(dataDir: string): Stores {
         if (row === undefined || row.recovered_at !== null) return null
         const entry = streamOf(row)
         const record: UsageRecord = {
-          keyId: entry.keyId, owner: entry.owner, tier: entry.tier, model: entry.model, day: dayOf(entry.at),
-          requests: 1, inputTokens: entry.inputTokens, outputTokens: entry.outputTokens, costNanos: entry.costNanos,
+          keyId: entry.keyId,
+          owner: entry.owner,
+          tier: entry.tier,
+          model: entry.model,
+          day: dayOf(entry.at),
+          requests: 1,
+          inputTokens: entry.inputTokens,
+          outputTokens: entry.outputTokens,
+          costNanos: entry.costNanos,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

@@ -16,14 +16,22 @@ export function decodeKeyRecord(text: string): KeyRecord {
   const value: unknown = JSON.parse(text)
   if (
     isJsonObject(value) &&
-    isString(value.id) && isString(value.hash) && isNullableString(value.previousHash) &&
-    isNullableString(value.previousHashValidUntil) && isString(value.prefix) &&
-    isNullableString(value.name) && isNullableString(value.owner) && isNullableString(value.tier) &&
-    isNullableStringArray(value.models) && isNullableStringArray(value.endpoints) &&
+    isString(value.id) &&
+    isString(value.hash) &&
+    isNullableString(value.previousHash) &&
+    isNullableString(value.previousHashValidUntil) &&
+    isString(value.prefix) &&
+    isNullableString(value.name) &&
+    isNullableString(value.owner) &&
+    isNullableString(value.tier) &&
+    isNullableStringArray(value.models) &&
+    isNullableStringArray(value.endpoints) &&
     (value.limits === null || isJsonObject(value.limits)) &&
     (value.status === 'active' || value.status === 'revoked') &&
-    isString(value.createdAt) && isString(value.updatedAt) &&
-    isNullableString(value.expiresAt) && isNullableString(value.revokedAt)
+    isString(value.createdAt) &&
+    isString(value.updatedAt) &&
+    isNullableString(value.expiresAt) &&
+    isNullableString(value.revokedAt)
   ) {
     // Every field is checked above; the limits' inner shape is what insert() was given.
     return value as unknown as KeyRecord
@@ -35,8 +43,9 @@ export function decodeKeyRecord(text: string): KeyRecord {
 export function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map((v) => canonical(v === undefined ? null : v)).join(',')}]`
   if (isJsonObject(value)) {
-    const fields = Object.keys(value).sort().flatMap((key) =>
-      value[key] === undefined ? [] : [`${JSON.stringify(key)}:${canonical(value[key])}`])
+    const fields = Object.keys(value)
+      .sort()
+      .flatMap((key) => (value[key] === undefined ? [] : [`${JSON.stringify(key)}:${canonical(value[key])}`]))
     return `{${fields.join(',')}}`
   }
   return JSON.stringify(value)
@@ -52,13 +61,17 @@ export function sameKeyRecord(a: KeyRecord, b: KeyRecord): boolean {
 
 /** The hashes a record answers to: its current one and, during a rotation, the previous one. */
 export function hashesOf(record: KeyRecord): string[] {
-  return record.previousHash === null || record.previousHash === record.hash ? [record.hash] : [record.hash, record.previousHash]
+  return record.previousHash === null || record.previousHash === record.hash
+    ? [record.hash]
+    : [record.hash, record.previousHash]
 }
 
 export function matchesFilter(record: KeyRecord, filter: KeyFilter): boolean {
-  return (filter.owner === undefined || record.owner === filter.owner) &&
+  return (
+    (filter.owner === undefined || record.owner === filter.owner) &&
     (filter.tier === undefined || record.tier === filter.tier) &&
     (filter.status === undefined || record.status === filter.status)
+  )
 }
 
 /** list() order: oldest first, then by id. */

@@ -67,11 +67,15 @@ function decode(text: string): PortalSessionRecord {
 export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
   const db: DatabaseSync = openSqlite(dataDir, PORTAL_DATABASE_FILE, MIGRATIONS)
   const sql = {
-    put: db.prepare('INSERT INTO portal_sessions (id, record, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, until = excluded.until'),
+    put: db.prepare(
+      'INSERT INTO portal_sessions (id, record, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record, until = excluded.until',
+    ),
     get: db.prepare('SELECT record, until FROM portal_sessions WHERE id = ?'),
     remove: db.prepare('DELETE FROM portal_sessions WHERE id = ?'),
     prune: db.prepare('DELETE FROM portal_sessions WHERE until < ?'),
-    putOnce: db.prepare('INSERT INTO portal_handoffs (id, value, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value, until = excluded.until'),
+    putOnce: db.prepare(
+      'INSERT INTO portal_handoffs (id, value, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value, until = excluded.until',
+    ),
     // One statement: two takes of the same id cannot both find it.
     takeOnce: db.prepare('DELETE FROM portal_handoffs WHERE id = ? RETURNING value, until'),
     pruneOnce: db.prepare('DELETE FROM portal_handoffs WHERE until < ?'),
@@ -111,19 +115,23 @@ export function redisPortalSessions(redis: RedisConnection, prefix: string): Por
   const key = (id: string): string => `${base}session:${id}`
   const handoff = (id: string): string => `${base}handoff:${id}`
   return {
-    put: (session, until) => withRedis(redis, async () => {
-      await redis.set(key(session.id), JSON.stringify(session), 'PXAT', Math.max(until.getTime(), Date.now() + 1))
-    }),
-    get: (id) => withRedis(redis, async () => {
-      const text = await redis.get(key(id))
-      return text === null ? null : decode(text)
-    }),
-    remove: (id) => withRedis(redis, async () => {
-      await redis.del(key(id))
-    }),
-    putOnce: (id, value, until) => withRedis(redis, async () => {
-      await redis.set(handoff(id), value, 'PXAT', Math.max(until.getTime(), Date.now() + 1))
-    }),
+    put: (session, until) =>
+      withRedis(redis, async () => {
+        await redis.set(key(session.id), JSON.stringify(session), 'PXAT', Math.max(until.getTime(), Date.now() + 1))
+      }),
+    get: (id) =>
+      withRedis(redis, async () => {
+        const text = await redis.get(key(id))
+        return text === null ? null : decode(text)
+      }),
+    remove: (id) =>
+      withRedis(redis, async () => {
+        await redis.del(key(id))
+      }),
+    putOnce: (id, value, until) =>
+      withRedis(redis, async () => {
+        await redis.set(handoff(id), value, 'PXAT', Math.max(until.getTime(), Date.now() + 1))
+      }),
     // GETDEL (Redis 6.2): read and removed in one command, so two instances cannot both take it.
     takeOnce: (id) => withRedis(redis, () => redis.getdel(handoff(id))),
     async close() {},

@@ -207,7 +207,12 @@ export interface RefreshSuccessor {
 /** What spending a refresh token did. */
 export type RefreshOutcome =
   /** Spent now (repeat false, grant is the one offered), or spent within the reuse window before (repeat true, the first spend's grant). */
-  | { readonly outcome: 'rotated'; readonly session: SessionRecord; readonly grant: RefreshGrant; readonly repeat: boolean }
+  | {
+      readonly outcome: 'rotated'
+      readonly session: SessionRecord
+      readonly grant: RefreshGrant
+      readonly repeat: boolean
+    }
   /** The token was spent already: the session is revoked now. */
   | { readonly outcome: 'reused'; readonly session: SessionRecord }
   /** The session was revoked (or expired) before. */

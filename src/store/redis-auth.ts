@@ -3,7 +3,15 @@
 // Refresh tokens are spent by a script: spending, reuse detection (with its window for a
 // repeat) and the revocation it triggers are one atomic step, whichever instance gets the token.
 import { StoreConflictError } from './errors.ts'
-import { compareAccounts, decodeAccount, decodeSession, decodeSigningKey, encodeRecord, sameAccount, sessionEnded } from './auth-records.ts'
+import {
+  compareAccounts,
+  decodeAccount,
+  decodeSession,
+  decodeSigningKey,
+  encodeRecord,
+  sameAccount,
+  sessionEnded,
+} from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, SessionStore, SigningKeyStore } from './ports.ts'
 import type { RedisConnection } from './redis-client.ts'
 import { runScript, script, unexpected, withRedis } from './redis-kit.ts'
@@ -111,100 +119,135 @@ export function redisAuthKeys(base: string) {
   }
 }
 
-export function redisAuthStores(redis: RedisConnection, base: string): { accounts: AccountStore; sessions: SessionStore; signingKeys: SigningKeyStore } {
+export function redisAuthStores(
+  redis: RedisConnection,
+  base: string,
+): { accounts: AccountStore; sessions: SessionStore; signingKeys: SigningKeyStore } {
   const k = redisAuthKeys(base)
   const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
 
   const accounts: AccountStore = {
-    insert: (account) => io(async () => {
-      const outcome = await runScript(redis, INSERT_ACCOUNT, [k.account(account.username), k.usernames], [account.username, encodeRecord(account)])
-      if (outcome === 'taken') throw new StoreConflictError(`username ${account.username} is taken`)
-      if (outcome !== 'ok') throw unexpected('insert account script', outcome)
-    }),
-    get: (username) => io(async () => {
-      const text = await redis.get(k.account(username))
-      return text === null ? null : decodeAccount(text)
-    }),
-    list: () => io(async () => {
-      const usernames = await redis.smembers(k.usernames)
-      if (usernames.length === 0) return []
-      const texts = await redis.mget(...usernames.map(k.account))
-      return texts.flatMap((text) => text === null ? [] : [decodeAccount(text)]).sort(compareAccounts)
-    }),
-    replace: (account, expected) => io(async () => {
-      if (account.username !== expected.username || account.id !== expected.id) throw new RangeError('replace: expected is another account')
-      const key = k.account(account.username)
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        const current = await redis.get(key)
-        if (current === null) return 'missing'
-        const stored = decodeAccount(current)
-        if (stored.id !== account.id) return 'missing'
-        if (!sameAccount(stored, expected)) return 'stale'
-        const outcome = await runScript(redis, REPLACE_ACCOUNT, [key], [current, encodeRecord(account)])
-        if (outcome === 'ok') return 'replaced'
-        if (outcome === 'missing') return 'missing'
-        if (outcome !== 'changed') throw unexpected('replace account script', outcome)
-      }
-      throw new StoreConflictError(`account ${account.username} kept changing during replace`)
-    }),
-    remove: (username) => io(async () =>
-      Number(await runScript(redis, REMOVE_ACCOUNT, [k.account(username), k.usernames], [username])) > 0),
+    insert: (account) =>
+      io(async () => {
+        const outcome = await runScript(
+          redis,
+          INSERT_ACCOUNT,
+          [k.account(account.username), k.usernames],
+          [account.username, encodeRecord(account)],
+        )
+        if (outcome === 'taken') throw new StoreConflictError(`username ${account.username} is taken`)
+        if (outcome !== 'ok') throw unexpected('insert account script', outcome)
+      }),
+    get: (username) =>
+      io(async () => {
+        const text = await redis.get(k.account(username))
+        return text === null ? null : decodeAccount(text)
+      }),
+    list: () =>
+      io(async () => {
+        const usernames = await redis.smembers(k.usernames)
+        if (usernames.length === 0) return []
+        const texts = await redis.mget(...usernames.map(k.account))
+        return texts.flatMap((text) => (text === null ? [] : [decodeAccount(text)])).sort(compareAccounts)
+      }),
+    replace: (account, expected) =>
+      io(async () => {
+        if (account.username !== expected.username || account.id !== expected.id)
+          throw new RangeError('replace: expected is another account')
+        const key = k.account(account.username)
+        for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+          const current = await redis.get(key)
+          if (current === null) return 'missing'
+          const stored = decodeAccount(current)
+          if (stored.id !== account.id) return 'missing'
+          if (!sameAccount(stored, expected)) return 'stale'
+          const outcome = await runScript(redis, REPLACE_ACCOUNT, [key], [current, encodeRecord(account)])
+          if (outcome === 'ok') return 'replaced'
+          if (outcome === 'missing') return 'missing'
+          if (outcome !== 'changed') throw unexpected('replace account script', outcome)
+        }
+        throw new StoreConflictError(`account ${account.username} kept changing during replace`)
+      }),
+    remove: (username) =>
+      io(
+        async () => Number(await runScript(redis, REMOVE_ACCOUNT, [k.account(username), k.usernames], [username])) > 0,
+      ),
   }
 
   const sessions: SessionStore = {
-    create: (session, refreshHash) => io(async () => {
-      const until = Date.parse(session.expiresAt)
-      const results = await redis.multi()
-        .set(k.session(session.id), encodeRecord(session), 'PXAT', until)
-        .set(k.refresh(refreshHash), `${session.id}|live`, 'PXAT', until)
-        .exec()
-      for (const [error] of results ?? []) if (error) throw error
-    }),
-    get: (id) => io(async () => {
-      const text = await redis.get(k.session(id))
-      return text === null ? null : decodeSession(text)
-    }),
-    rotateRefresh: (hash, next, now, reuseWindowMs) => io(async (): Promise<RefreshOutcome> => {
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        const token = await redis.get(k.refresh(hash))
-        if (token === null) return { outcome: 'unknown' }
-        // <session id>|live, or <session id>|spent|<at>|<seed>|<successor hash>
-        const [sessionId = '', , , , successor = next.hash] = token.split('|')
-        const reply = await runScript(redis, ROTATE_REFRESH,
-          [k.refresh(hash), k.refresh(next.hash), k.session(sessionId), k.refresh(successor)],
-          [token, sessionId, now.toISOString(), now.getTime(), next.seed, next.hash, reuseWindowMs])
-        if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw unexpected('rotate refresh script', reply)
-        const [outcome, text, at, seed] = reply as [string, unknown, unknown, unknown]
-        if (outcome === 'changed') continue
-        if (outcome === 'unknown') return { outcome }
-        if (typeof text !== 'string') throw unexpected('rotate refresh script', reply)
-        const session = decodeSession(text)
-        if (outcome === 'rotated' || outcome === 'repeated') {
-          if (typeof seed !== 'string' || !Number.isFinite(Number(at))) throw unexpected('rotate refresh script', reply)
-          if (sessionEnded(session, now)) return { outcome: 'revoked', session }
-          return { outcome: 'rotated', session, grant: { seed, at: Number(at) }, repeat: outcome === 'repeated' }
+    create: (session, refreshHash) =>
+      io(async () => {
+        const until = Date.parse(session.expiresAt)
+        const results = await redis
+          .multi()
+          .set(k.session(session.id), encodeRecord(session), 'PXAT', until)
+          .set(k.refresh(refreshHash), `${session.id}|live`, 'PXAT', until)
+          .exec()
+        for (const [error] of results ?? []) if (error) throw error
+      }),
+    get: (id) =>
+      io(async () => {
+        const text = await redis.get(k.session(id))
+        return text === null ? null : decodeSession(text)
+      }),
+    rotateRefresh: (hash, next, now, reuseWindowMs) =>
+      io(async (): Promise<RefreshOutcome> => {
+        for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+          const token = await redis.get(k.refresh(hash))
+          if (token === null) return { outcome: 'unknown' }
+          // <session id>|live, or <session id>|spent|<at>|<seed>|<successor hash>
+          const [sessionId = '', , , , successor = next.hash] = token.split('|')
+          const reply = await runScript(
+            redis,
+            ROTATE_REFRESH,
+            [k.refresh(hash), k.refresh(next.hash), k.session(sessionId), k.refresh(successor)],
+            [token, sessionId, now.toISOString(), now.getTime(), next.seed, next.hash, reuseWindowMs],
+          )
+          if (!Array.isArray(reply) || typeof reply[0] !== 'string') throw unexpected('rotate refresh script', reply)
+          const [outcome, text, at, seed] = reply as [string, unknown, unknown, unknown]
+          if (outcome === 'changed') continue
+          if (outcome === 'unknown') return { outcome }
+          if (typeof text !== 'string') throw unexpected('rotate refresh script', reply)
+          const session = decodeSession(text)
+          if (outcome === 'rotated' || outcome === 'repeated') {
+            if (typeof seed !== 'string' || !Number.isFinite(Number(at)))
+              throw unexpected('rotate refresh script', reply)
+            if (sessionEnded(session, now)) return { outcome: 'revoked', session }
+            return { outcome: 'rotated', session, grant: { seed, at: Number(at) }, repeat: outcome === 'repeated' }
+          }
+          if (outcome === 'reused' || outcome === 'revoked') return { outcome, session }
+          throw unexpected('rotate refresh script', reply)
         }
-        if (outcome === 'reused' || outcome === 'revoked') return { outcome, session }
-        throw unexpected('rotate refresh script', reply)
-      }
-      throw new StoreConflictError('refresh token kept changing during rotation')
-    }),
-    revoke: (id, now) => io(async () =>
-      Number(await runScript(redis, REVOKE_SESSION, [k.session(id)], [now.toISOString()])) === 1),
+        throw new StoreConflictError('refresh token kept changing during rotation')
+      }),
+    revoke: (id, now) =>
+      io(async () => Number(await runScript(redis, REVOKE_SESSION, [k.session(id)], [now.toISOString()])) === 1),
   }
 
   const signingKeys: SigningKeyStore = {
-    list: () => io(async () => {
-      const kids = await redis.lrange(k.signingKeyOrder, 0, -1)
-      if (kids.length === 0) return []
-      const texts = await redis.hmget(k.signingKeys, ...kids)
-      return texts.flatMap((text) => text === null ? [] : [decodeSigningKey(text)])
-    }),
-    addIfLatest: (key, expectedLatest) => io(async () =>
-      Number(await runScript(redis, ADD_SIGNING_KEY, [k.signingKeys, k.signingKeyOrder], [key.kid, encodeRecord(key), expectedLatest ?? ''])) === 1),
-    remove: (kid) => io(async () => {
-      await runScript(redis, REMOVE_SIGNING_KEY, [k.signingKeys, k.signingKeyOrder], [kid])
-    }),
+    list: () =>
+      io(async () => {
+        const kids = await redis.lrange(k.signingKeyOrder, 0, -1)
+        if (kids.length === 0) return []
+        const texts = await redis.hmget(k.signingKeys, ...kids)
+        return texts.flatMap((text) => (text === null ? [] : [decodeSigningKey(text)]))
+      }),
+    addIfLatest: (key, expectedLatest) =>
+      io(
+        async () =>
+          Number(
+            await runScript(
+              redis,
+              ADD_SIGNING_KEY,
+              [k.signingKeys, k.signingKeyOrder],
+              [key.kid, encodeRecord(key), expectedLatest ?? ''],
+            ),
+          ) === 1,
+      ),
+    remove: (kid) =>
+      io(async () => {
+        await runScript(redis, REMOVE_SIGNING_KEY, [k.signingKeys, k.signingKeyOrder], [kid])
+      }),
   }
 
   return { accounts, sessions, signingKeys }

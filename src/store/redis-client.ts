@@ -67,7 +67,8 @@ export function reconnectDelay(attempt: number, maxDelayMs: number): number {
 }
 
 function positiveMs(name: string, value: number): number {
-  if (!Number.isInteger(value) || value <= 0) throw new RangeError(`${name} must be a positive integer of milliseconds, got ${value}`)
+  if (!Number.isInteger(value) || value <= 0)
+    throw new RangeError(`${name} must be a positive integer of milliseconds, got ${value}`)
   return value
 }
 
@@ -87,7 +88,8 @@ const TRANSIENT_REPLY = /^(CLUSTERDOWN|TRYAGAIN|READONLY|MASTERDOWN|LOADING)\b/
  */
 export function isRedisUnavailable(error: unknown): error is Error {
   if (!(error instanceof Error)) return false
-  if (error.name === 'Error' || error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError') return true
+  if (error.name === 'Error' || error.name === 'MaxRetriesPerRequestError' || error.name === 'ClusterAllFailedError')
+    return true
   return error.name === 'ReplyError' && TRANSIENT_REPLY.test(error.message)
 }
 
@@ -127,9 +129,14 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   if (spec.kind === 'standalone') {
     redis = new Redis(spec.url, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect })
   } else if (spec.kind === 'sentinel') {
-    redis = new Redis(sentinelOptions(spec, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect }))
+    redis = new Redis(
+      sentinelOptions(spec, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect }),
+    )
   } else {
-    redis = new Cluster(spec.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions(spec, per, { lazyConnect, retryStrategy, connectTimeout }))
+    redis = new Cluster(
+      spec.nodes.map((n) => ({ host: n.host, port: n.port })),
+      clusterOptions(spec, per, { lazyConnect, retryStrategy, connectTimeout }),
+    )
   }
   // Without a listener ioredis prints every connection error to stderr.
   const onError = options.onError ?? (() => {})
@@ -160,8 +167,16 @@ export function sentinelOptions(target: Extract<RedisTarget, { kind: 'sentinel' 
 /** ioredis options of a cluster client; `per` applies to each node's connection. */
 export function clusterOptions(
   target: Extract<RedisTarget, { kind: 'cluster' }>,
-  per: Omit<RedisOptions, 'port' | 'host' | 'path' | 'sentinels' | 'retryStrategy' | 'enableOfflineQueue' | 'readOnly' | 'himportFieldsets'>,
-  options: { readonly lazyConnect: boolean; readonly retryStrategy: (attempt: number) => number; readonly connectTimeout: number; readonly enableOfflineQueue?: boolean },
+  per: Omit<
+    RedisOptions,
+    'port' | 'host' | 'path' | 'sentinels' | 'retryStrategy' | 'enableOfflineQueue' | 'readOnly' | 'himportFieldsets'
+  >,
+  options: {
+    readonly lazyConnect: boolean
+    readonly retryStrategy: (attempt: number) => number
+    readonly connectTimeout: number
+    readonly enableOfflineQueue?: boolean
+  },
 ): ClusterOptions {
   return {
     redisOptions: { ...per, ...target.auth, ...(target.tls ? { tls: {} } : {}) },
@@ -192,7 +207,7 @@ export function whenReady(redis: RedisConnection): Promise<void> {
   if (redis.status !== 'connecting' && redis.status !== 'connect') {
     return Promise.reject(new Error(`Redis is not connected (${redis.status})`))
   }
-  const own = isCluster(redis) ? redis.options.redisOptions ?? {} : redis.options
+  const own = isCluster(redis) ? (redis.options.redisOptions ?? {}) : redis.options
   const limitMs = (own.connectTimeout ?? 10_000) + (own.commandTimeout ?? 0)
   return new Promise<void>((resolve, reject) => {
     const settle = (error?: Error): void => {

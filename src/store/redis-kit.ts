@@ -40,7 +40,12 @@ function isNoScript(error: unknown): boolean {
  * EVALSHA, falling back to EVAL when Redis does not have the script (a restart or a
  * failover: replicas do not keep the script cache), which caches it for the next call.
  */
-export async function runScript(redis: RedisConnection, s: Script, keys: readonly string[], args: readonly ScriptArg[]): Promise<unknown> {
+export async function runScript(
+  redis: RedisConnection,
+  s: Script,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+): Promise<unknown> {
   try {
     return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
   } catch (error) {

@@ -58,7 +58,10 @@ export function subscribe(options: SubscriptionOptions): Subscription {
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   })
   const onCluster = isCluster(connection)
-  const beats = heartbeat !== undefined && onCluster ? `${channels[0] ?? options.name}:beat:${randomBytes(6).toString('hex')}` : null
+  const beats =
+    heartbeat !== undefined && onCluster
+      ? `${channels[0] ?? options.name}:beat:${randomBytes(6).toString('hex')}`
+      : null
   let lastBeat = 0
   let live = false
   let closed = false
@@ -75,13 +78,16 @@ export function subscribe(options: SubscriptionOptions): Subscription {
   }
 
   connection.on('ready', () => {
-    connection.subscribe(...channels, ...(beats === null ? [] : [beats])).then(() => {
-      lastBeat = Date.now()
-      setLive(true)
-    }, (error: unknown) => {
-      options.onSubscribeFailed?.(error instanceof Error ? error : new Error(String(error)))
-      connection.disconnect(true)
-    })
+    connection.subscribe(...channels, ...(beats === null ? [] : [beats])).then(
+      () => {
+        lastBeat = Date.now()
+        setLive(true)
+      },
+      (error: unknown) => {
+        options.onSubscribeFailed?.(error instanceof Error ? error : new Error(String(error)))
+        connection.disconnect(true)
+      },
+    )
   })
   connection.on('close', () => setLive(false))
   connection.on('end', () => setLive(false))

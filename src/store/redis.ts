@@ -8,14 +8,41 @@
 // client reads again, a bounded number of times). WATCH is avoided: it needs a connection
 // of its own, and this client is shared.
 import type { KeyRecord } from '../keys/record.ts'
-import type { KeyFilter, KeyStore, OwnedKind, OwnershipStore, RememberedKind, Stores, StreamEntry, StreamJournal, UsageQuery, UsageRecord, UsageStore } from './ports.ts'
+import type {
+  KeyFilter,
+  KeyStore,
+  OwnedKind,
+  OwnershipStore,
+  RememberedKind,
+  Stores,
+  StreamEntry,
+  StreamJournal,
+  UsageQuery,
+  UsageRecord,
+  UsageStore,
+} from './ports.ts'
 import { StoreConflictError } from './errors.ts'
-import { compareKeyRecords, decodeKeyRecord, encodeKeyRecord, hashesOf, matchesFilter, sameKeyRecord } from './key-records.ts'
+import {
+  compareKeyRecords,
+  decodeKeyRecord,
+  encodeKeyRecord,
+  hashesOf,
+  matchesFilter,
+  sameKeyRecord,
+} from './key-records.ts'
 import { redisAuthStores } from './redis-auth.ts'
 import { closeRedis, pingRedis, type RedisConnection } from './redis-client.ts'
 import { redisNamespace, runScript, script, unexpected, withRedis, type Script } from './redis-kit.ts'
 import { NANOS_PER_UNIT } from '../keys/money.ts'
-import { checkStreamCharge, checkUsageQuery, checkUsageRecords, compareUsageRows, dayNumber, dayOf, RECOVERED_STREAM_TTL_MS } from './usage-rows.ts'
+import {
+  checkStreamCharge,
+  checkUsageQuery,
+  checkUsageRecords,
+  compareUsageRows,
+  dayNumber,
+  dayOf,
+  RECOVERED_STREAM_TTL_MS,
+} from './usage-rows.ts'
 
 /** Rounds of read-then-compare-and-set before a write gives up under contention. */
 const CAS_ATTEMPTS = 16
@@ -201,7 +228,8 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
   const k = redisKeys(prefix)
 
   const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
-  const run = (s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> => runScript(redis, s, keys, args)
+  const run = (s: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
+    runScript(redis, s, keys, args)
 
   /** Runs a pipeline or MULTI and returns its replies, throwing the first error among them. */
   async function replies(batch: { exec(): Promise<[Error | null, unknown][] | null> }): Promise<unknown[]> {
@@ -218,88 +246,113 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
   }
 
   const keys: KeyStore = {
-    insert: (record) => io(async () => {
-      const hashKeys = hashesOf(record).map(k.hash)
-      const outcome = await run(INSERT_KEY, [k.record(record.id), k.ids, ...hashKeys], [record.id, encodeKeyRecord(record)])
-      if (outcome === 'id') throw new StoreConflictError(`key id ${record.id} already exists`)
-      if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
-      if (outcome !== 'ok') throw unexpected('insert script', outcome)
-    }),
+    insert: (record) =>
+      io(async () => {
+        const hashKeys = hashesOf(record).map(k.hash)
+        const outcome = await run(
+          INSERT_KEY,
+          [k.record(record.id), k.ids, ...hashKeys],
+          [record.id, encodeKeyRecord(record)],
+        )
+        if (outcome === 'id') throw new StoreConflictError(`key id ${record.id} already exists`)
+        if (outcome === 'hash')
+          throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
+        if (outcome !== 'ok') throw unexpected('insert script', outcome)
+      }),
 
-    replace: (record, expected) => io(async () => {
-      if (record.id !== expected.id) throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
-      const recordKey = k.record(record.id)
-      const newHashKeys = hashesOf(record).map(k.hash)
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        const current = await redis.get(recordKey)
-        if (current === null) return 'missing'
-        const stored = decodeKeyRecord(current)
-        if (!sameKeyRecord(stored, expected)) return 'stale'
-        // The script applies only if the value is still this very text; if another write
-        // lands in between, read again: the new value decides whether `expected` still holds.
-        const oldHashKeys = hashesOf(stored).map(k.hash)
-        const outcome = await run(REPLACE_KEY, [recordKey, ...oldHashKeys, ...newHashKeys],
-          [record.id, current, oldHashKeys.length, encodeKeyRecord(record)])
-        if (outcome === 'ok') return 'replaced'
-        if (outcome === 'missing') return 'missing'
-        if (outcome === 'hash') throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
-        if (outcome !== 'changed') throw unexpected('replace script', outcome)
-      }
-      throw new StoreConflictError(`key ${record.id} kept changing during replace; gave up after ${CAS_ATTEMPTS} attempts`)
-    }),
+    replace: (record, expected) =>
+      io(async () => {
+        if (record.id !== expected.id)
+          throw new RangeError(`replace: expected record ${expected.id} is not record ${record.id}`)
+        const recordKey = k.record(record.id)
+        const newHashKeys = hashesOf(record).map(k.hash)
+        for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+          const current = await redis.get(recordKey)
+          if (current === null) return 'missing'
+          const stored = decodeKeyRecord(current)
+          if (!sameKeyRecord(stored, expected)) return 'stale'
+          // The script applies only if the value is still this very text; if another write
+          // lands in between, read again: the new value decides whether `expected` still holds.
+          const oldHashKeys = hashesOf(stored).map(k.hash)
+          const outcome = await run(
+            REPLACE_KEY,
+            [recordKey, ...oldHashKeys, ...newHashKeys],
+            [record.id, current, oldHashKeys.length, encodeKeyRecord(record)],
+          )
+          if (outcome === 'ok') return 'replaced'
+          if (outcome === 'missing') return 'missing'
+          if (outcome === 'hash')
+            throw new StoreConflictError(`a hash of key ${record.id} already belongs to another key`)
+          if (outcome !== 'changed') throw unexpected('replace script', outcome)
+        }
+        throw new StoreConflictError(
+          `key ${record.id} kept changing during replace; gave up after ${CAS_ATTEMPTS} attempts`,
+        )
+      }),
 
     get: (id) => io(async () => decodeOrNull(await redis.get(k.record(id)))),
 
-    findByHash: (hash) => io(async () => {
-      const id = await redis.get(k.hash(hash))
-      if (id === null) return null
-      const record = decodeOrNull(await redis.get(k.record(id)))
-      // A replace between the two reads may have dropped this hash: the record decides.
-      return record !== null && hashesOf(record).includes(hash) ? record : null
-    }),
+    findByHash: (hash) =>
+      io(async () => {
+        const id = await redis.get(k.hash(hash))
+        if (id === null) return null
+        const record = decodeOrNull(await redis.get(k.record(id)))
+        // A replace between the two reads may have dropped this hash: the record decides.
+        return record !== null && hashesOf(record).includes(hash) ? record : null
+      }),
 
-    list: (filter: KeyFilter = {}) => io(async () => {
-      const ids = await redis.smembers(k.ids)
-      const found: KeyRecord[] = []
-      for (const group of chunks(ids, BATCH)) {
-        const values = await redis.mget(...group.map(k.record))
-        for (const json of values) {
-          const record = decodeOrNull(json)
-          if (record !== null && matchesFilter(record, filter)) found.push(record)
+    list: (filter: KeyFilter = {}) =>
+      io(async () => {
+        const ids = await redis.smembers(k.ids)
+        const found: KeyRecord[] = []
+        for (const group of chunks(ids, BATCH)) {
+          const values = await redis.mget(...group.map(k.record))
+          for (const json of values) {
+            const record = decodeOrNull(json)
+            if (record !== null && matchesFilter(record, filter)) found.push(record)
+          }
         }
-      }
-      return found.sort(compareKeyRecords)
-    }),
+        return found.sort(compareKeyRecords)
+      }),
   }
 
   const ownership: OwnershipStore = {
-    claim: (kind, id, owner) => io(async () => {
-      const outcome = await run(CLAIM, [k.owner(kind, id), k.owned(kind, owner), k.ownedSeq], [id, owner])
-      if (outcome === 'taken') throw new StoreConflictError(`${kind} ${id} already belongs to another owner`)
-      if (outcome !== 'ok') throw unexpected('claim script', outcome)
-    }),
+    claim: (kind, id, owner) =>
+      io(async () => {
+        const outcome = await run(CLAIM, [k.owner(kind, id), k.owned(kind, owner), k.ownedSeq], [id, owner])
+        if (outcome === 'taken') throw new StoreConflictError(`${kind} ${id} already belongs to another owner`)
+        if (outcome !== 'ok') throw unexpected('claim script', outcome)
+      }),
 
     ownerOf: (kind, id) => io(() => redis.get(k.owner(kind, id))),
 
     list: (kind, owner) => io(() => redis.zrange(k.owned(kind, owner), '0', '-1')),
 
-    release: (kind, id) => io(async () => {
-      const ownerKey = k.owner(kind, id)
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        const owner = await redis.get(ownerKey)
-        if (owner === null) return
-        const outcome = await run(RELEASE, [ownerKey, k.owned(kind, owner)], [owner, id])
-        if (outcome === 'ok') return
-        if (outcome !== 'changed') throw unexpected('release script', outcome)
-      }
-      throw new StoreConflictError(`${kind} ${id} kept changing owner during release; gave up after ${CAS_ATTEMPTS} attempts`)
-    }),
+    release: (kind, id) =>
+      io(async () => {
+        const ownerKey = k.owner(kind, id)
+        for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+          const owner = await redis.get(ownerKey)
+          if (owner === null) return
+          const outcome = await run(RELEASE, [ownerKey, k.owned(kind, owner)], [owner, id])
+          if (outcome === 'ok') return
+          if (outcome !== 'changed') throw unexpected('release script', outcome)
+        }
+        throw new StoreConflictError(
+          `${kind} ${id} kept changing owner during release; gave up after ${CAS_ATTEMPTS} attempts`,
+        )
+      }),
 
-    remember: (kind, ids, owner, ttlMs) => io(async () => {
-      if (ids.length === 0) return
-      const outcome = await run(REMEMBER, ids.map((id) => k.owner(kind, id)), [owner, Math.max(1, Math.round(ttlMs))])
-      if (outcome !== 'ok') throw unexpected('remember script', outcome)
-    }),
+    remember: (kind, ids, owner, ttlMs) =>
+      io(async () => {
+        if (ids.length === 0) return
+        const outcome = await run(
+          REMEMBER,
+          ids.map((id) => k.owner(kind, id)),
+          [owner, Math.max(1, Math.round(ttlMs))],
+        )
+        if (outcome !== 'ok') throw unexpected('remember script', outcome)
+      }),
   }
 
   const usage: UsageStore = {
@@ -311,7 +364,19 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
       for (const r of records) {
         keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
         if (r.stream !== undefined) keys.push(k.stream(r.stream))
-        args.push(r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier, dayNumber(r.day), r.stream ?? '')
+        args.push(
+          r.requests,
+          r.inputTokens,
+          r.outputTokens,
+          r.costNanos,
+          r.keyId,
+          r.model,
+          r.day,
+          r.owner,
+          r.tier,
+          dayNumber(r.day),
+          r.stream ?? '',
+        )
       }
       // One script: the whole batch applies, and no reader sees half a row.
       await io(async () => {
@@ -345,8 +410,22 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
     open: async (entry) => {
       checkStreamCharge(entry)
       return io(async () => {
-        const outcome = await run(OPEN_STREAM, [k.stream(entry.id), k.streams],
-          [entry.id, entry.instance, entry.keyId, entry.owner, entry.tier, entry.model, entry.at, entry.inputTokens, entry.outputTokens, entry.costNanos])
+        const outcome = await run(
+          OPEN_STREAM,
+          [k.stream(entry.id), k.streams],
+          [
+            entry.id,
+            entry.instance,
+            entry.keyId,
+            entry.owner,
+            entry.tier,
+            entry.model,
+            entry.at,
+            entry.inputTokens,
+            entry.outputTokens,
+            entry.costNanos,
+          ],
+        )
         if (outcome !== 'ok') throw unexpected('OPEN_STREAM', outcome)
       })
     },
@@ -354,41 +433,67 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
     checkpoint: async (id, charge, at) => {
       checkStreamCharge(charge)
       return io(async () => {
-        const outcome = await run(CHECKPOINT_STREAM, [k.stream(id)], [at, charge.inputTokens, charge.outputTokens, charge.costNanos])
+        const outcome = await run(
+          CHECKPOINT_STREAM,
+          [k.stream(id)],
+          [at, charge.inputTokens, charge.outputTokens, charge.costNanos],
+        )
         if (outcome !== 'ok') throw unexpected('CHECKPOINT_STREAM', outcome)
       })
     },
 
-    list: () => io(async () => {
-      const ids = Object.keys(await redis.hgetall(k.streams))
-      const entries: StreamEntry[] = []
-      for (const group of chunks(ids, BATCH)) {
-        const pipeline = redis.pipeline()
-        for (const id of group) pipeline.hgetall(k.stream(id))
-        for (const [i, fields] of (await replies(pipeline)).entries()) {
-          const entry = streamEntry(group[i] ?? '', fields)
-          if (entry !== null) entries.push(entry)
+    list: () =>
+      io(async () => {
+        const ids = Object.keys(await redis.hgetall(k.streams))
+        const entries: StreamEntry[] = []
+        for (const group of chunks(ids, BATCH)) {
+          const pipeline = redis.pipeline()
+          for (const id of group) pipeline.hgetall(k.stream(id))
+          for (const [i, fields] of (await replies(pipeline)).entries()) {
+            const entry = streamEntry(group[i] ?? '', fields)
+            if (entry !== null) entries.push(entry)
+          }
         }
-      }
-      return entries.sort((a, b) => a.at - b.at)
-    }),
+        return entries.sort((a, b) => a.at - b.at)
+      }),
 
-    recover: (id) => io(async () => {
-      for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-        const entry = streamEntry(id, await redis.hgetall(k.stream(id)))
-        if (entry === null) return null
-        const day = dayOf(entry.at)
-        const outcome = await run(RECOVER_STREAM,
-          [k.stream(id), k.streams, k.usageRows, k.usageRow(entry.keyId, entry.model, day), k.usageRowsOfKey(entry.keyId)],
-          [id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS])
-        if (outcome === 'gone') return null
-        if (outcome === 'changed') continue
-        if (!Array.isArray(outcome) || outcome.length !== 3) throw unexpected('RECOVER_STREAM', outcome)
-        const [inputTokens, outputTokens, costNanos] = outcome.map(Number) as [number, number, number]
-        return { keyId: entry.keyId, owner: entry.owner, tier: entry.tier, model: entry.model, day, requests: 1, inputTokens, outputTokens, costNanos }
-      }
-      throw new StoreConflictError(`stream ${id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`)
-    }),
+    recover: (id) =>
+      io(async () => {
+        for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+          const entry = streamEntry(id, await redis.hgetall(k.stream(id)))
+          if (entry === null) return null
+          const day = dayOf(entry.at)
+          const outcome = await run(
+            RECOVER_STREAM,
+            [
+              k.stream(id),
+              k.streams,
+              k.usageRows,
+              k.usageRow(entry.keyId, entry.model, day),
+              k.usageRowsOfKey(entry.keyId),
+            ],
+            [id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS],
+          )
+          if (outcome === 'gone') return null
+          if (outcome === 'changed') continue
+          if (!Array.isArray(outcome) || outcome.length !== 3) throw unexpected('RECOVER_STREAM', outcome)
+          const [inputTokens, outputTokens, costNanos] = outcome.map(Number) as [number, number, number]
+          return {
+            keyId: entry.keyId,
+            owner: entry.owner,
+            tier: entry.tier,
+            model: entry.model,
+            day,
+            requests: 1,
+            inputTokens,
+            outputTokens,
+            costNanos,
+          }
+        }
+        throw new StoreConflictError(
+          `stream ${id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`,
+        )
+      }),
   }
 
   return {
@@ -408,10 +513,22 @@ function streamEntry(id: string, fields: unknown): StreamEntry | null {
   if (typeof fields !== 'object' || fields === null) return null
   const f = fields as Record<string, unknown>
   const { instance, keyId, owner, tier, model } = f
-  if (f.recovered !== undefined || typeof instance !== 'string' || typeof keyId !== 'string' || typeof owner !== 'string' ||
-    typeof tier !== 'string' || typeof model !== 'string') return null
+  if (
+    f.recovered !== undefined ||
+    typeof instance !== 'string' ||
+    typeof keyId !== 'string' ||
+    typeof owner !== 'string' ||
+    typeof tier !== 'string' ||
+    typeof model !== 'string'
+  )
+    return null
   return {
-    id, instance, keyId, owner, tier, model,
+    id,
+    instance,
+    keyId,
+    owner,
+    tier,
+    model,
     at: Number(f.at ?? 0),
     inputTokens: Number(f.inputTokens ?? 0),
     outputTokens: Number(f.outputTokens ?? 0),
@@ -423,10 +540,20 @@ function usageRow(fields: unknown): UsageRecord | null {
   if (typeof fields !== 'object' || fields === null) return null
   const f = fields as Record<string, unknown>
   const { keyId, owner, tier, model, day } = f
-  if (typeof keyId !== 'string' || typeof owner !== 'string' || typeof tier !== 'string' ||
-    typeof model !== 'string' || typeof day !== 'string') return null
+  if (
+    typeof keyId !== 'string' ||
+    typeof owner !== 'string' ||
+    typeof tier !== 'string' ||
+    typeof model !== 'string' ||
+    typeof day !== 'string'
+  )
+    return null
   return {
-    keyId, owner, tier, model, day,
+    keyId,
+    owner,
+    tier,
+    model,
+    day,
     requests: Number(f.requests ?? 0),
     inputTokens: Number(f.inputTokens ?? 0),
     outputTokens: Number(f.outputTokens ?? 0),

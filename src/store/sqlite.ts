@@ -40,7 +40,9 @@ export function transaction<T>(db: DatabaseSync, fn: () => T): T {
 function migrate(db: DatabaseSync, migrations: readonly string[]): void {
   const version = userVersion(db)
   if (version > migrations.length) {
-    throw new Error(`the database schema (version ${version}) is newer than this Tollgate knows (${migrations.length}); upgrade Tollgate`)
+    throw new Error(
+      `the database schema (version ${version}) is newer than this Tollgate knows (${migrations.length}); upgrade Tollgate`,
+    )
   }
   migrations.slice(version).forEach((sql, i) => {
     transaction(db, () => {

@@ -58,9 +58,12 @@ export function checkUsageRecords(records: readonly UsageRecord[]): void {
   for (const r of records) {
     dayNumber(r.day)
     if (!isCount(r.requests) || !isCount(r.inputTokens) || !isCount(r.outputTokens)) {
-      throw new RangeError(`usage counters must be non-negative integers (key ${r.keyId}, model ${r.model}, day ${r.day})`)
+      throw new RangeError(
+        `usage counters must be non-negative integers (key ${r.keyId}, model ${r.model}, day ${r.day})`,
+      )
     }
-    if (!isCount(r.costNanos)) throw new RangeError(`usage cost must be a non-negative integer of nano-units (key ${r.keyId})`)
+    if (!isCount(r.costNanos))
+      throw new RangeError(`usage cost must be a non-negative integer of nano-units (key ${r.keyId})`)
   }
 }
 
@@ -71,7 +74,11 @@ export function checkUsageQuery(query: UsageQuery): void {
 
 /** query() order: by day, then key, then model. */
 export function compareUsageRows(a: UsageRecord, b: UsageRecord): number {
-  for (const [x, y] of [[a.day, b.day], [a.keyId, b.keyId], [a.model, b.model]] as const) {
+  for (const [x, y] of [
+    [a.day, b.day],
+    [a.keyId, b.keyId],
+    [a.model, b.model],
+  ] as const) {
     if (x !== y) return x < y ? -1 : 1
   }
   return 0

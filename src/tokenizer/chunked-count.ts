@@ -16,7 +16,8 @@ export interface Encoder {
   count(text: string): number
 }
 
-const isSpace = (unit: number): boolean => unit === 0x20 || (unit >= 0x09 && unit <= 0x0d) || unit === 0xa0 || unit === 0x3000
+const isSpace = (unit: number): boolean =>
+  unit === 0x20 || (unit >= 0x09 && unit <= 0x0d) || unit === 0xa0 || unit === 0x3000
 
 /** End of the piece that starts at `start`: at most CHUNK long, cut before a space if it can be. */
 export function cutPoint(text: string, start: number): number {

@@ -18,19 +18,20 @@
 /** Hundredths of a token per UTF-16 code unit of JSON text. */
 const TEXT_WEIGHT = new Uint8Array(0x10000)
 for (let unit = 0; unit < TEXT_WEIGHT.length; unit++) {
-  TEXT_WEIGHT[unit] = unit >= 0x61 && unit <= 0x7a
-    ? 25 // lower case: words of about four letters
-    : unit >= 0x41 && unit <= 0x5a
-      ? 35 // capitals start a token of their own more often
-      : unit >= 0x30 && unit <= 0x39
-        ? 50 // digits: version numbers and ids split at every dot
-        : unit === 0x20
-          ? 20 // a space mostly joins the word after it
-          : unit < 0x80
-            ? 50 // punctuation: quotes, braces, colons, commas
-            : unit < 0x800
-              ? 50 // Latin accents, Greek, Cyrillic, Hebrew, Arabic
-              : 100 // CJK, symbols, box drawing; each half of a surrogate pair
+  TEXT_WEIGHT[unit] =
+    unit >= 0x61 && unit <= 0x7a
+      ? 25 // lower case: words of about four letters
+      : unit >= 0x41 && unit <= 0x5a
+        ? 35 // capitals start a token of their own more often
+        : unit >= 0x30 && unit <= 0x39
+          ? 50 // digits: version numbers and ids split at every dot
+          : unit === 0x20
+            ? 20 // a space mostly joins the word after it
+            : unit < 0x80
+              ? 50 // punctuation: quotes, braces, colons, commas
+              : unit < 0x800
+                ? 50 // Latin accents, Greek, Cyrillic, Hebrew, Arabic
+                : 100 // CJK, symbols, box drawing; each half of a surrogate pair
 }
 
 /** The same for a unit inside a string, which JSON writes escaped where it must. */

@@ -8,11 +8,14 @@
 /** Hundredths of a token per UTF-16 code unit, looked up rather than branched on. */
 const WEIGHT = new Uint8Array(0x10000)
 for (let unit = 0; unit < WEIGHT.length; unit++) {
-  WEIGHT[unit] = unit < 0x80
-    ? (unit >= 0x30 && unit <= 0x39 ? 34 : 25) // ASCII; digits go in threes
-    : unit < 0x800
-      ? 30 // Latin accents, Greek, Cyrillic, Hebrew, Arabic
-      : 75 // CJK and the rest of the BMP; each half of an emoji's surrogate pair
+  WEIGHT[unit] =
+    unit < 0x80
+      ? unit >= 0x30 && unit <= 0x39
+        ? 34
+        : 25 // ASCII; digits go in threes
+      : unit < 0x800
+        ? 30 // Latin accents, Greek, Cyrillic, Hebrew, Arabic
+        : 75 // CJK and the rest of the BMP; each half of an emoji's surrogate pair
 }
 
 /** Estimated tokens of text[from, to). */

@@ -31,7 +31,9 @@ let loading: Promise<Encoder> | undefined
  * replies). Loading it takes a few hundred milliseconds of this thread: do it at start.
  */
 export function loadEncoder(): Promise<Encoder> {
-  loading ??= import('gpt-tokenizer').then((m) => ({ count: (text: string) => (text.length === 0 ? 0 : m.countTokens(text)) }))
+  loading ??= import('gpt-tokenizer').then((m) => ({
+    count: (text: string) => (text.length === 0 ? 0 : m.countTokens(text)),
+  }))
   return loading
 }
 
@@ -64,7 +66,7 @@ export const RESPONSES_DEFINITION_FIELDS = ['tools', 'tool_choice', 'text'] as c
 export function responsesItems(input: unknown, instructions: unknown): unknown[] {
   const head = typeof instructions === 'string' ? [{ role: 'developer', content: instructions }] : []
   if (typeof input === 'string') return [...head, { role: 'user', content: input }]
-  return Array.isArray(input) ? [...head, ...input as unknown[]] : head
+  return Array.isArray(input) ? [...head, ...(input as unknown[])] : head
 }
 
 interface Parts {
@@ -119,7 +121,8 @@ function inputParts(input: unknown): Parts {
   if (Array.isArray(input)) {
     for (const item of input) {
       if (typeof item === 'string') texts.push(item)
-      else if (Array.isArray(item)) framing += item.length // already token ids
+      else if (Array.isArray(item))
+        framing += item.length // already token ids
       else if (typeof item === 'number') framing += 1
     }
   }
@@ -134,7 +137,7 @@ function estimateParts(parts: Parts): number {
 }
 
 async function countParts(parts: Parts, budgetChars = DEFAULT_COUNT_BUDGET_CHARS): Promise<number> {
-  return parts.framing + await countTexts(parts.json ? [...parts.texts, ...parts.json] : parts.texts, budgetChars)
+  return parts.framing + (await countTexts(parts.json ? [...parts.texts, ...parts.json] : parts.texts, budgetChars))
 }
 
 /** Estimated prompt tokens of a chat request. */
@@ -143,11 +146,17 @@ export const estimateChatTokens = (messages: readonly unknown[]): number => esti
 export const estimateInputTokens = (input: unknown): number => estimateParts(inputParts(input))
 
 /** Tokens of a text, counted off the event loop. */
-export const countTextTokens = (text: string, budgetChars?: number): Promise<number> => countParts({ texts: [text], framing: 0 }, budgetChars)
+export const countTextTokens = (text: string, budgetChars?: number): Promise<number> =>
+  countParts({ texts: [text], framing: 0 }, budgetChars)
 /** Prompt tokens of a chat request, counted the way OpenAI bills them. */
-export const countChatTokens = (messages: readonly unknown[], budgetChars?: number): Promise<number> => countParts(chatParts(messages), budgetChars)
+export const countChatTokens = (messages: readonly unknown[], budgetChars?: number): Promise<number> =>
+  countParts(chatParts(messages), budgetChars)
 /** Tokens of an embeddings/completions `input`/`prompt`: a string or an array of strings. */
-export const countInputTokens = (input: unknown, budgetChars?: number): Promise<number> => countParts(inputParts(input), budgetChars)
+export const countInputTokens = (input: unknown, budgetChars?: number): Promise<number> =>
+  countParts(inputParts(input), budgetChars)
 /** Tokens of the definitions (tools, schemas) in `fields` of a request body, counted off the event loop. */
-export const countDefinitionTokens = (body: Readonly<Record<string, unknown>>, fields: readonly string[], budgetChars?: number): Promise<number> =>
-  countParts(definitionParts(body, fields), budgetChars)
+export const countDefinitionTokens = (
+  body: Readonly<Record<string, unknown>>,
+  fields: readonly string[],
+  budgetChars?: number,
+): Promise<number> => countParts(definitionParts(body, fields), budgetChars)

@@ -23,7 +23,10 @@ t.test('create keeps a scrypt hash, never the password; defaults for roles, grou
   t.ok(await verifyPassword('correct horse', record.passwordHash))
   t.notOk(await verifyPassword('correct horsE', record.passwordHash))
   t.notMatch(JSON.stringify(accounts.view(record)), /scrypt|passwordHash/)
-  const taken = await accounts.create({ username: 'alice', password: 'another one' }).then(() => null, (e: unknown) => e)
+  const taken = await accounts.create({ username: 'alice', password: 'another one' }).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.ok(taken instanceof GatewayError && taken.status === 409 && taken.param === 'username', 'a taken username is a 409')
 })
 
@@ -35,8 +38,14 @@ t.test('bad bodies are 400s naming the field, and never echo the password', asyn
     [{ username: 'bob', password: 'long enough', roles: ['ok', 'not ok'] }, 'roles.1'],
     [{ username: 'bob', password: 'long enough', extra: 1 }, null],
   ] as const) {
-    const error = await accounts.create(body).then(() => null, (e: unknown) => e)
-    t.ok(error instanceof GatewayError && error.status === 400 && error.param === param, `${JSON.stringify(body)} → 400 ${param}`)
+    const error = await accounts.create(body).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    t.ok(
+      error instanceof GatewayError && error.status === 400 && error.param === param,
+      `${JSON.stringify(body)} → 400 ${param}`,
+    )
     t.notMatch(String((error as Error).message), /long enough|short/)
   }
 })
@@ -45,7 +54,13 @@ t.test('update changes roles, groups, tenant, disabled and the password; a new p
   const { accounts, changed } = service(t)
   const before = await accounts.create({ username: 'carol', password: 'first password', roles: ['user'] })
   await new Promise((done) => setTimeout(done, 5))
-  const after = await accounts.update('carol', { roles: ['admin', 'admin', 'user'], groups: ['g'], tenant: 't1', disabled: true, password: 'second password' })
+  const after = await accounts.update('carol', {
+    roles: ['admin', 'admin', 'user'],
+    groups: ['g'],
+    tenant: 't1',
+    disabled: true,
+    password: 'second password',
+  })
   t.strictSame([after.roles, after.groups, after.tenant, after.disabled], [['admin', 'user'], ['g'], 't1', true])
   t.ok(after.sessionsValidFrom > before.sessionsValidFrom)
   t.ok(await verifyPassword('second password', after.passwordHash))
@@ -58,27 +73,30 @@ t.test('update changes roles, groups, tenant, disabled and the password; a new p
   await t.rejects(accounts.remove('carol'), { name: 'GatewayError', status: 404 })
 })
 
-t.test('checkLogin: right password only, not when disabled; unknown user takes as long as a wrong password', async (t) => {
-  const { accounts } = service(t)
-  await accounts.create({ username: 'dave', password: 'dave password' })
-  t.equal((await accounts.checkLogin('dave', 'dave password'))?.username, 'dave')
-  t.equal(await accounts.checkLogin('dave', 'wrong password'), null)
-  t.equal(await accounts.checkLogin('nobody', 'dave password'), null)
-  t.equal(await accounts.checkLogin('not a name!', 'dave password'), null)
-  await accounts.update('dave', { disabled: true })
-  t.equal(await accounts.checkLogin('dave', 'dave password'), null)
+t.test(
+  'checkLogin: right password only, not when disabled; unknown user takes as long as a wrong password',
+  async (t) => {
+    const { accounts } = service(t)
+    await accounts.create({ username: 'dave', password: 'dave password' })
+    t.equal((await accounts.checkLogin('dave', 'dave password'))?.username, 'dave')
+    t.equal(await accounts.checkLogin('dave', 'wrong password'), null)
+    t.equal(await accounts.checkLogin('nobody', 'dave password'), null)
+    t.equal(await accounts.checkLogin('not a name!', 'dave password'), null)
+    await accounts.update('dave', { disabled: true })
+    t.equal(await accounts.checkLogin('dave', 'dave password'), null)
 
-  const time = async (name: string): Promise<number> => {
-    const samples: number[] = []
-    for (let i = 0; i < 5; i++) {
-      const start = performance.now()
-      await accounts.checkLogin(name, 'wrong password')
-      samples.push(performance.now() - start)
+    const time = async (name: string): Promise<number> => {
+      const samples: number[] = []
+      for (let i = 0; i < 5; i++) {
+        const start = performance.now()
+        await accounts.checkLogin(name, 'wrong password')
+        samples.push(performance.now() - start)
+      }
+      return samples.sort((a, b) => a - b)[2] ?? 0
     }
-    return samples.sort((a, b) => a - b)[2] ?? 0
-  }
-  const wrong = await time('dave')
-  const unknown = await time('nobody')
-  t.ok(wrong > 10 && unknown > 10, `both hash (median ${wrong.toFixed(1)} ms and ${unknown.toFixed(1)} ms)`)
-  t.ok(unknown / wrong > 0.33 && unknown / wrong < 3, 'within a factor of 3 of each other')
-})
+    const wrong = await time('dave')
+    const unknown = await time('nobody')
+    t.ok(wrong > 10 && unknown > 10, `both hash (median ${wrong.toFixed(1)} ms and ${unknown.toFixed(1)} ms)`)
+    t.ok(unknown / wrong > 0.33 && unknown / wrong < 3, 'within a factor of 3 of each other')
+  },
+)

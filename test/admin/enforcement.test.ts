@@ -14,21 +14,41 @@ t.before(async () => {
   gw = await startTollgate()
   admin = adminCall(gw.url, gw.adminToken)
 })
-t.teardown(async () => { await gw.stop() })
-
-const post = (key: string, path: string, body: unknown): Promise<RawResponse> => request(`${gw.url}/v2${path}`, {
-  method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+t.teardown(async () => {
+  await gw.stop()
 })
-const get = (key: string, path: string): Promise<RawResponse> => request(`${gw.url}/v2${path}`, { headers: { authorization: `Bearer ${key}` } })
-const chat = (key: string, model = 'gpt-4o'): Promise<RawResponse> => post(key, '/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 })
-const ids = (res: RawResponse): string[] => res.json<{ data: Array<{ id: string }> }>().data.map((m) => m.id).sort()
+
+const post = (key: string, path: string, body: unknown): Promise<RawResponse> =>
+  request(`${gw.url}/v2${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+const get = (key: string, path: string): Promise<RawResponse> =>
+  request(`${gw.url}/v2${path}`, { headers: { authorization: `Bearer ${key}` } })
+const chat = (key: string, model = 'gpt-4o'): Promise<RawResponse> =>
+  post(key, '/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 })
+const ids = (res: RawResponse): string[] =>
+  res
+    .json<{ data: Array<{ id: string }> }>()
+    .data.map((m) => m.id)
+    .sort()
 
 t.test('the model lists show only the models the key may use', async (t) => {
-  const scoped = await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o', 'whisper-large-v3', 'text-embedding-ada-002'] })
+  const scoped = await gw.createKey({
+    tier: 'Standard4000',
+    models: ['gpt-4o', 'whisper-large-v3', 'text-embedding-ada-002'],
+  })
   t.same(ids(await get(scoped.key, '/models')), ['gpt-4o', 'text-embedding-ada-002', 'whisper-large-v3'])
   t.same(ids(await get(scoped.key, '/audio/models')), ['whisper-large-v3'])
   t.equal((await get(scoped.key, '/models/gpt-4o')).status, 200)
-  isError(t, await get(scoped.key, '/models/claude-sonnet-4'), 404, 'model_not_found', 'a model outside the scope does not exist for the key')
+  isError(
+    t,
+    await get(scoped.key, '/models/claude-sonnet-4'),
+    404,
+    'model_not_found',
+    'a model outside the scope does not exist for the key',
+  )
 
   const chatOnly = await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o'] })
   t.same(ids(await get(chatOnly.key, '/audio/models')), [], 'no audio model in scope: an empty list')
@@ -45,16 +65,36 @@ t.test('the model lists show only the models the key may use', async (t) => {
 })
 
 t.test('a model or endpoint outside the scopes is 403, and the reply names no secret', async (t) => {
-  const k = await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o', 'text-embedding-ada-002'], endpoints: ['chat.completions'] })
+  const k = await gw.createKey({
+    tier: 'Standard4000',
+    models: ['gpt-4o', 'text-embedding-ada-002'],
+    endpoints: ['chat.completions'],
+  })
   t.equal((await chat(k.key)).status, 200, 'inside the scopes')
   const model = await chat(k.key, 'claude-sonnet-4')
   isError(t, model, 403, 'model_not_allowed', 'model outside the scope')
   t.equal(model.json().error.type, 'permission_error')
   t.notMatch(model.text, k.key)
-  isError(t, await post(k.key, '/embeddings', { model: 'text-embedding-ada-002', input: 'x' }), 403, 'endpoint_not_allowed', 'endpoint outside the scope')
-  isError(t, await post(k.key, '/completions', { model: 'gpt-4o', prompt: 'x' }), 403, 'endpoint_not_allowed', 'another endpoint outside the scope')
+  isError(
+    t,
+    await post(k.key, '/embeddings', { model: 'text-embedding-ada-002', input: 'x' }),
+    403,
+    'endpoint_not_allowed',
+    'endpoint outside the scope',
+  )
+  isError(
+    t,
+    await post(k.key, '/completions', { model: 'gpt-4o', prompt: 'x' }),
+    403,
+    'endpoint_not_allowed',
+    'another endpoint outside the scope',
+  )
   isError(t, await get(k.key, '/files'), 403, 'endpoint_not_allowed', 'files outside the scope')
-  const stream = await post(k.key, '/chat/completions', { model: 'claude-sonnet-4', messages: [{ role: 'user', content: 'hi' }], stream: true })
+  const stream = await post(k.key, '/chat/completions', {
+    model: 'claude-sonnet-4',
+    messages: [{ role: 'user', content: 'hi' }],
+    stream: true,
+  })
   isError(t, stream, 403, 'model_not_allowed', 'a stream outside the scope is refused before it starts')
 })
 
@@ -93,6 +133,12 @@ t.test('a revoked key is 401 on every kind of request', async (t) => {
   isError(t, await chat(k.key), 401, 'invalid_api_key', 'chat')
   isError(t, await get(k.key, '/models'), 401, 'invalid_api_key', 'models')
   isError(t, await get(k.key, '/audio/models'), 401, 'invalid_api_key', 'audio models')
-  isError(t, await post(k.key, '/embeddings', { model: 'text-embedding-ada-002', input: 'x' }), 401, 'invalid_api_key', 'embeddings')
+  isError(
+    t,
+    await post(k.key, '/embeddings', { model: 'text-embedding-ada-002', input: 'x' }),
+    401,
+    'invalid_api_key',
+    'embeddings',
+  )
   isError(t, await get(k.key, '/files'), 401, 'invalid_api_key', 'files')
 })

@@ -39,7 +39,11 @@ export function adminRoutes(id: string): Array<[Method, string, unknown?]> {
 export function isError(t: Test, res: RawResponse, status: number, code: string | null, what: string): void {
   t.equal(res.status, status, `${what}: status ${status}`)
   let body: { error?: { code?: unknown; message?: unknown } } = {}
-  try { body = res.json() } catch { t.fail(`${what}: body is not JSON: ${res.text.slice(0, 100)}`) }
+  try {
+    body = res.json()
+  } catch {
+    t.fail(`${what}: body is not JSON: ${res.text.slice(0, 100)}`)
+  }
   t.equal(body.error?.code, code, `${what}: code ${code}`)
   t.type(body.error?.message, 'string', `${what}: message`)
 }
@@ -48,7 +52,13 @@ export function isError(t: Test, res: RawResponse, status: number, code: string 
  * No credential, a wrong one, the right one in the wrong scheme, an API key in its place:
  * 401 on every route, and nothing changed.
  */
-export async function refusesWithoutAdmin(t: Test, url: string, adminToken: string, id: string, apiKey: string): Promise<void> {
+export async function refusesWithoutAdmin(
+  t: Test,
+  url: string,
+  adminToken: string,
+  id: string,
+  apiKey: string,
+): Promise<void> {
   const wrongs: Array<[string, Record<string, string>]> = [
     ['no credential', {}],
     ['wrong token', { authorization: `Bearer ${adminToken.slice(0, -1)}${adminToken.endsWith('x') ? 'y' : 'x'}` }],

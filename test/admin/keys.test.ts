@@ -28,7 +28,9 @@ t.before(async () => {
     return res
   }
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 type KeyReply = Record<string, unknown> & { id: string; key: string; status: string }
 
@@ -40,26 +42,43 @@ async function create(body: Record<string, unknown> = {}): Promise<KeyReply> {
   return created
 }
 
-const chat = (key: string, model = CHAT): Promise<RawResponse> => request(`${gw.url}/v2/chat/completions`, {
-  method: 'POST',
-  headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-  body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
-})
-const models = (key: string): Promise<RawResponse> => request(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${key}` } })
+const chat = (key: string, model = CHAT): Promise<RawResponse> =>
+  request(`${gw.url}/v2/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+  })
+const models = (key: string): Promise<RawResponse> =>
+  request(`${gw.url}/v2/models`, { headers: { authorization: `Bearer ${key}` } })
 
 t.test('create: 201 with the secret once, the record, and the key works at once', async (t) => {
   const res = await admin('POST', '/admin/keys', {
-    name: 'ci pipeline', owner: 'team-a', tier: 'Standard4000', models: [CHAT], endpoints: ['chat.completions', 'models.list'],
-    expires_at: '2999-01-01T00:00:00Z', limits: { '*': { rpm: 1000 } },
+    name: 'ci pipeline',
+    owner: 'team-a',
+    tier: 'Standard4000',
+    models: [CHAT],
+    endpoints: ['chat.completions', 'models.list'],
+    expires_at: '2999-01-01T00:00:00Z',
+    limits: { '*': { rpm: 1000 } },
   })
   t.equal(res.status, 201)
   t.equal(res.headers.get('cache-control'), 'no-store', 'no cache keeps a reply with a secret')
   const body = res.json<KeyReply>()
   secrets.push(body.key, hash(body.key))
   t.match(body, {
-    id: /^key_[0-9a-f]{24}$/, object: 'api_key', key: /^tg1_[0-9A-Za-z]{49}$/, name: 'ci pipeline', owner: 'team-a', tier: 'Standard4000',
-    models: [CHAT], endpoints: ['chat.completions', 'models.list'], status: 'active', expires_at: '2999-01-01T00:00:00.000Z',
-    limits: { '*': { rpm: 1000 } }, revoked_at: null, rotation_grace_until: null,
+    id: /^key_[0-9a-f]{24}$/,
+    object: 'api_key',
+    key: /^tg1_[0-9A-Za-z]{49}$/,
+    name: 'ci pipeline',
+    owner: 'team-a',
+    tier: 'Standard4000',
+    models: [CHAT],
+    endpoints: ['chat.completions', 'models.list'],
+    status: 'active',
+    expires_at: '2999-01-01T00:00:00.000Z',
+    limits: { '*': { rpm: 1000 } },
+    revoked_at: null,
+    rotation_grace_until: null,
   })
   t.equal(body.prefix, body.key.slice(0, 12), 'the prefix is the start of the secret')
   t.match(body.created_at, /^\d{4}-\d\d-\d\dT/)
@@ -98,8 +117,20 @@ t.test('create refuses bad bodies with 400 (415, 413) naming the field, and stor
   t.notMatch(hostile.text, '<script>', 'not reflected')
   isError(t, await admin('POST', '/admin/keys', '{"name": '), 400, 'invalid_json', 'broken JSON')
   isError(t, await admin('POST', '/admin/keys', '[]'), 400, 'invalid_body', 'JSON array')
-  isError(t, await admin('POST', '/admin/keys', '{}', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type', 'not JSON')
-  isError(t, await admin('POST', '/admin/keys', JSON.stringify({ name: 'x'.repeat(5 * 1024 * 1024) })), 413, 'request_too_large', 'huge body')
+  isError(
+    t,
+    await admin('POST', '/admin/keys', '{}', { 'content-type': 'text/plain' }),
+    415,
+    'unsupported_media_type',
+    'not JSON',
+  )
+  isError(
+    t,
+    await admin('POST', '/admin/keys', JSON.stringify({ name: 'x'.repeat(5 * 1024 * 1024) })),
+    413,
+    'request_too_large',
+    'huge body',
+  )
   t.equal((await admin('GET', '/admin/keys')).json<{ data: unknown[] }>().data.length, before, 'nothing was created')
 })
 
@@ -122,7 +153,8 @@ t.test('list: every key, filtered by owner, tier and status, never a secret', as
   t.same(await ids('?owner=nobody-has-this'), [])
   const all = await admin('GET', '/admin/keys')
   t.equal(all.json<{ object: string }>().object, 'list')
-  for (const field of ['"key"', '"hash"', 'previousHash', 'previous_hash']) t.notMatch(all.text, field, `no ${field} field in a list`)
+  for (const field of ['"key"', '"hash"', 'previousHash', 'previous_hash'])
+    t.notMatch(all.text, field, `no ${field} field in a list`)
   isError(t, await admin('GET', '/admin/keys?status=deleted'), 400, 'invalid_body', 'unknown status')
   isError(t, await admin('GET', '/admin/keys?ownr=x'), 400, 'invalid_body', 'misspelt filter')
   isError(t, await admin('GET', '/admin/keys?owner=a&owner=b'), 400, 'invalid_body', 'repeated filter')
@@ -146,21 +178,53 @@ t.test('read: one key; unknown or malformed ids are 404', async (t) => {
 t.test('update: changes apply to the next request; bad changes are 400', async (t) => {
   const k = await create({ models: [CHAT] })
   t.equal((await chat(k.key, OTHER_CHAT)).status, 403, 'outside its models at first')
-  const res = await admin('PATCH', `/admin/keys/${k.id}`, { models: [CHAT, OTHER_CHAT], name: 'widened', expires_at: '2998-01-01T00:00:00Z' })
+  const res = await admin('PATCH', `/admin/keys/${k.id}`, {
+    models: [CHAT, OTHER_CHAT],
+    name: 'widened',
+    expires_at: '2998-01-01T00:00:00Z',
+  })
   t.equal(res.status, 200)
-  t.match(res.json(), { models: [CHAT, OTHER_CHAT], name: 'widened', expires_at: '2998-01-01T00:00:00.000Z', prefix: k.prefix })
+  t.match(res.json(), {
+    models: [CHAT, OTHER_CHAT],
+    name: 'widened',
+    expires_at: '2998-01-01T00:00:00.000Z',
+    prefix: k.prefix,
+  })
   t.equal((await chat(k.key, OTHER_CHAT)).status, 200, 'the widened scope applies at once')
   const narrowed = await admin('PATCH', `/admin/keys/${k.id}`, { endpoints: ['embeddings'] })
   t.equal(narrowed.status, 200)
   isError(t, await chat(k.key), 403, 'endpoint_not_allowed', 'the narrowed scope applies at once')
-  const reset = await admin('PATCH', `/admin/keys/${k.id}`, { endpoints: null, models: null, expires_at: null, tier: null })
+  const reset = await admin('PATCH', `/admin/keys/${k.id}`, {
+    endpoints: null,
+    models: null,
+    expires_at: null,
+    tier: null,
+  })
   t.match(reset.json(), { endpoints: null, models: null, expires_at: null, tier: 'Basic' })
   t.equal((await chat(k.key)).status, 200)
 
   isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { tier: 'Gold' }), 400, 'invalid_body', 'unknown tier')
-  isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { expires_at: '2000-01-01T00:00:00Z' }), 400, 'invalid_body', 'past expiry')
-  isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { owner: 'someone-else' }), 400, 'invalid_body', 'owner cannot change')
-  isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { status: 'active' }), 400, 'invalid_body', 'status is not a field')
+  isError(
+    t,
+    await admin('PATCH', `/admin/keys/${k.id}`, { expires_at: '2000-01-01T00:00:00Z' }),
+    400,
+    'invalid_body',
+    'past expiry',
+  )
+  isError(
+    t,
+    await admin('PATCH', `/admin/keys/${k.id}`, { owner: 'someone-else' }),
+    400,
+    'invalid_body',
+    'owner cannot change',
+  )
+  isError(
+    t,
+    await admin('PATCH', `/admin/keys/${k.id}`, { status: 'active' }),
+    400,
+    'invalid_body',
+    'status is not a field',
+  )
   isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { hash: 'abc' }), 400, 'invalid_body', 'hash is not a field')
 })
 
@@ -180,7 +244,10 @@ t.test('rotate: a new secret; the old one during the grace only; never both secr
   t.equal((await chat(k.key)).status, 200, 'old secret works during the grace')
 
   // No body at all: grace 0, the previous secret stops at once.
-  const again = await request(`${gw.url}/admin/keys/${k.id}/rotate`, { method: 'POST', headers: { authorization: `Bearer ${gw.adminToken}` } })
+  const again = await request(`${gw.url}/admin/keys/${k.id}/rotate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${gw.adminToken}` },
+  })
   t.equal(again.status, 200)
   const third = again.json<KeyReply>()
   secrets.push(third.key, hash(third.key))
@@ -189,15 +256,32 @@ t.test('rotate: a new secret; the old one during the grace only; never both secr
   isError(t, await chat(k.key), 401, 'invalid_api_key', 'the first secret is long gone')
   t.equal((await chat(third.key)).status, 200)
 
-
-  isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: -1 }), 400, 'invalid_body', 'negative grace')
-  isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: 10 * 365 * 86400 }), 400, 'invalid_body', 'grace over the maximum')
-  isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: '60' }), 400, 'invalid_body', 'grace as a string')
+  isError(
+    t,
+    await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: -1 }),
+    400,
+    'invalid_body',
+    'negative grace',
+  )
+  isError(
+    t,
+    await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: 10 * 365 * 86400 }),
+    400,
+    'invalid_body',
+    'grace over the maximum',
+  )
+  isError(
+    t,
+    await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: '60' }),
+    400,
+    'invalid_body',
+    'grace as a string',
+  )
   isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, { grace: 60 }), 400, 'invalid_body', 'unknown field')
   t.equal((await chat(third.key)).status, 200, 'refused rotations changed nothing')
 })
 
-t.test('revoked during a rotation\'s grace: the old secret is refused as the current one is', async (t) => {
+t.test("revoked during a rotation's grace: the old secret is refused as the current one is", async (t) => {
   const k = await create()
   const graced = (await admin('POST', `/admin/keys/${k.id}/rotate`, { grace_seconds: 3600 })).json<KeyReply>()
   secrets.push(graced.key, hash(graced.key))
@@ -221,23 +305,51 @@ t.test('revoke: refused at once, idempotent, final', async (t) => {
   isError(t, await models(k.key), 401, 'invalid_api_key', 'revoked key on /v2/models')
   const again = await admin('DELETE', `/admin/keys/${k.id}`)
   t.equal(again.status, 200)
-  t.equal(again.json<{ revoked_at: string }>().revoked_at, res.json<{ revoked_at: string }>().revoked_at, 'revoking twice keeps the first time')
-  isError(t, await admin('POST', `/admin/keys/${k.id}/rotate`, {}), 400, 'invalid_body', 'a revoked key cannot be rotated back to life')
-  isError(t, await admin('PATCH', `/admin/keys/${k.id}`, { name: 'x' }), 400, 'invalid_body', 'a revoked key cannot be changed')
+  t.equal(
+    again.json<{ revoked_at: string }>().revoked_at,
+    res.json<{ revoked_at: string }>().revoked_at,
+    'revoking twice keeps the first time',
+  )
+  isError(
+    t,
+    await admin('POST', `/admin/keys/${k.id}/rotate`, {}),
+    400,
+    'invalid_body',
+    'a revoked key cannot be rotated back to life',
+  )
+  isError(
+    t,
+    await admin('PATCH', `/admin/keys/${k.id}`, { name: 'x' }),
+    400,
+    'invalid_body',
+    'a revoked key cannot be changed',
+  )
   isError(t, await chat(k.key), 401, 'invalid_api_key', 'still revoked')
 })
 
 t.test('tiers: the plans in force', async (t) => {
   const res = await admin('GET', '/admin/tiers')
   t.equal(res.status, 200)
-  const body = res.json<{ default_tier: string; data: Array<{ name: string; is_default: boolean; models: Record<string, { input_price?: number }> }> }>()
+  const body = res.json<{
+    default_tier: string
+    data: Array<{ name: string; is_default: boolean; models: Record<string, { input_price?: number }> }>
+  }>()
   t.equal(body.default_tier, 'Basic')
   t.same(body.data.map((d) => d.name).sort(), ['Basic', 'Standard1000', 'Standard2000', 'Standard3000', 'Standard4000'])
   t.equal(body.data.find((d) => d.is_default)?.name, 'Basic')
   t.equal(body.data.find((d) => d.name === 'Standard4000')?.models[CHAT]?.input_price, 3.25)
-  const caps = (name: string): unknown => (body.data.find((d) => d.name === name) as { storage_caps?: unknown } | undefined)?.storage_caps
-  t.same(caps('Basic'), { queuedRequests: 1000, queuedBytes: 67_108_864, files: 1000, fileBytes: 1_073_741_824 }, 'the defaults')
-  t.same(caps('Standard4000'), { queuedRequests: 8000, queuedBytes: 536_870_912, files: 8000, fileBytes: 8_589_934_592 }, 'the tier\'s own')
+  const caps = (name: string): unknown =>
+    (body.data.find((d) => d.name === name) as { storage_caps?: unknown } | undefined)?.storage_caps
+  t.same(
+    caps('Basic'),
+    { queuedRequests: 1000, queuedBytes: 67_108_864, files: 1000, fileBytes: 1_073_741_824 },
+    'the defaults',
+  )
+  t.same(
+    caps('Standard4000'),
+    { queuedRequests: 8000, queuedBytes: 536_870_912, files: 8000, fileBytes: 8_589_934_592 },
+    "the tier's own",
+  )
 })
 
 t.test('attacker: wrong or missing admin credentials are 401 on every route and change nothing', async (t) => {
@@ -260,23 +372,29 @@ t.test('attacker: a mistyped key or one from another secret is refused, and neve
   isError(t, foreign, 401, 'invalid_api_key', 'random well-shaped key')
 })
 
-t.test('secrets and hashes are absent from every reply but their own create/rotate, and from every log line', async (t) => {
-  // One more read of everything, so the final state of every key is among the replies.
-  await admin('GET', '/admin/keys')
-  t.ok(secrets.length >= 20, `searching for ${secrets.length} secrets and hashes`)
-  for (const reply of replies) {
-    // create and rotate replies carry their own new secret (and nothing else).
-    const own = /"key":"(tg1_[0-9A-Za-z]+)"/.exec(reply)?.[1]
-    for (const secret of secrets) {
-      if (secret === own) continue
-      if (reply.includes(secret)) t.fail(`a reply contains a secret or hash: ${reply.slice(0, 120)}`)
+t.test(
+  'secrets and hashes are absent from every reply but their own create/rotate, and from every log line',
+  async (t) => {
+    // One more read of everything, so the final state of every key is among the replies.
+    await admin('GET', '/admin/keys')
+    t.ok(secrets.length >= 20, `searching for ${secrets.length} secrets and hashes`)
+    for (const reply of replies) {
+      // create and rotate replies carry their own new secret (and nothing else).
+      const own = /"key":"(tg1_[0-9A-Za-z]+)"/.exec(reply)?.[1]
+      for (const secret of secrets) {
+        if (secret === own) continue
+        if (reply.includes(secret)) t.fail(`a reply contains a secret or hash: ${reply.slice(0, 120)}`)
+      }
     }
-  }
-  const output = gw.output()
-  t.ok(output.includes('admin: key created'), 'the audit lines are there')
-  const leaked = secrets.filter((s) => output.includes(s) || output.includes(s.slice(4, 24)))
-  t.same(leaked, [], 'no secret, hash or part of a secret in the logs')
-  t.notMatch(output, gw.adminToken, 'nor the admin token')
-  const lines = gw.logs().filter((l) => l.route === 'admin.keys.create')
-  t.ok(lines.length > 0 && lines.every((l) => typeof l.keyId === 'string' || l.status !== 201), 'request lines name the key id')
-})
+    const output = gw.output()
+    t.ok(output.includes('admin: key created'), 'the audit lines are there')
+    const leaked = secrets.filter((s) => output.includes(s) || output.includes(s.slice(4, 24)))
+    t.same(leaked, [], 'no secret, hash or part of a secret in the logs')
+    t.notMatch(output, gw.adminToken, 'nor the admin token')
+    const lines = gw.logs().filter((l) => l.route === 'admin.keys.create')
+    t.ok(
+      lines.length > 0 && lines.every((l) => typeof l.keyId === 'string' || l.status !== 201),
+      'request lines name the key id',
+    )
+  },
+)

@@ -28,7 +28,8 @@ export function runtimeSpecifiers(fileName: string, text: string): string[] {
     if (ts.isImportDeclaration(node)) {
       if (node.importClause?.isTypeOnly !== true) literal(node.moduleSpecifier)
     } else if (ts.isImportEqualsDeclaration(node)) {
-      if (!node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference)) literal(node.moduleReference.expression)
+      if (!node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference))
+        literal(node.moduleReference.expression)
     } else if (ts.isExportDeclaration(node)) {
       if (!node.isTypeOnly) literal(node.moduleSpecifier)
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
@@ -36,8 +37,14 @@ export function runtimeSpecifiers(fileName: string, text: string): string[] {
     } else if (ts.isNewExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'URL') {
       // new URL('./worker.ts', import.meta.url): a module the file starts (a worker).
       const [target, base] = node.arguments ?? []
-      if (base !== undefined && base.getText(source) === 'import.meta.url' && target !== undefined &&
-        ts.isStringLiteralLike(target) && /\.[cm]?ts$/.test(target.text)) found.push(target.text)
+      if (
+        base !== undefined &&
+        base.getText(source) === 'import.meta.url' &&
+        target !== undefined &&
+        ts.isStringLiteralLike(target) &&
+        /\.[cm]?ts$/.test(target.text)
+      )
+        found.push(target.text)
     }
     ts.forEachChild(node, visit)
   }
@@ -47,7 +54,7 @@ export function runtimeSpecifiers(fileName: string, text: string): string[] {
 
 /** file → the files it loads, for every .ts file under `dir` (edges to files outside it are dropped). */
 export function importGraph(dir: string): Map<string, string[]> {
-  const files = (readdirSync(dir, { recursive: true, encoding: 'utf8' }))
+  const files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
     .map((name) => join(dir, name))
   const known = new Set(files)
@@ -119,11 +126,25 @@ t.test('the cycle finder', async (t) => {
   t.same(findCycles(graph({ a: ['b', 'c'], b: ['d'], c: ['d'], d: [] })), [], 'a diamond has none')
   t.same(findCycles(graph({ a: ['b'], b: ['a'] })), [['a', 'b']], 'two files that import each other')
   t.same(findCycles(graph({ a: ['a'] })), [['a']], 'a file that imports itself')
-  t.same(findCycles(graph({ x: ['a'], a: ['b'], b: ['c'], c: ['a', 'd'], d: ['e'], e: ['d'] })), [['a', 'b', 'c'], ['d', 'e']],
-    'each cycle on its own, the files leading into them left out')
+  t.same(
+    findCycles(graph({ x: ['a'], a: ['b'], b: ['c'], c: ['a', 'd'], d: ['e'], e: ['d'] })),
+    [
+      ['a', 'b', 'c'],
+      ['d', 'e'],
+    ],
+    'each cycle on its own, the files leading into them left out',
+  )
   // The shape of issue #21's cycles: an adapter and its half, each importing the other.
-  t.same(findCycles(graph({ 'embedded.ts': ['embedded-auth.ts', 'ports.ts'], 'embedded-auth.ts': ['embedded.ts', 'ports.ts'], 'ports.ts': [] })),
-    [['embedded-auth.ts', 'embedded.ts']])
+  t.same(
+    findCycles(
+      graph({
+        'embedded.ts': ['embedded-auth.ts', 'ports.ts'],
+        'embedded-auth.ts': ['embedded.ts', 'ports.ts'],
+        'ports.ts': [],
+      }),
+    ),
+    [['embedded-auth.ts', 'embedded.ts']],
+  )
   const long = new Map(Array.from({ length: 20_000 }, (_, i) => [`m${i}`, [`m${(i + 1) % 20_000}`]]))
   t.equal(findCycles(long)[0]?.length, 20_000, 'a long ring is found without overflowing the stack')
 })
@@ -142,8 +163,15 @@ t.test('what counts as a runtime import', async (t) => {
     "new Worker(new URL('./worker.ts', import.meta.url))",
     "const page = new URL('./page.html', import.meta.url)",
   ].join('\n')
-  t.same(runtimeSpecifiers('x.ts', text).sort(),
-    ['./dynamic.ts', './inline-type.ts', './re-export.ts', './side-effect.ts', './star.ts', './value.ts', './worker.ts'])
+  t.same(runtimeSpecifiers('x.ts', text).sort(), [
+    './dynamic.ts',
+    './inline-type.ts',
+    './re-export.ts',
+    './side-effect.ts',
+    './star.ts',
+    './value.ts',
+    './worker.ts',
+  ])
 })
 
 t.test('src/ has no runtime import cycle', async (t) => {
@@ -164,7 +192,11 @@ t.test('the store leaves load nothing but leaves', async (t) => {
   for (const leaf of LEAVES) {
     const imports = graph.get(join(SRC, leaf))
     t.ok(imports, `${leaf} exists`)
-    t.same((imports ?? []).filter((file) => !allowed.has(file)).map((file) => relative(SRC, file)), [], `${leaf} imports only leaves`)
+    t.same(
+      (imports ?? []).filter((file) => !allowed.has(file)).map((file) => relative(SRC, file)),
+      [],
+      `${leaf} imports only leaves`,
+    )
   }
   for (const file of LEAF_DEPENDENCIES) t.same(graph.get(join(SRC, file)), [], `${file} imports no file of src/`)
 })

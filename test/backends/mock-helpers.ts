@@ -9,8 +9,14 @@ export const client = {} as unknown as UpstreamRequest['client']
 /** A JSON POST to the mock, as the corridor would send it (the body copied). */
 export function post(endpoint: Endpoint, path: string, value: Record<string, unknown>): UpstreamRequest {
   return {
-    endpoint, method: 'POST', path, model: 'mock-model', requestId: 'req-test',
-    body: { kind: 'json', value: structuredClone(value) }, signal: new AbortController().signal, client,
+    endpoint,
+    method: 'POST',
+    path,
+    model: 'mock-model',
+    requestId: 'req-test',
+    body: { kind: 'json', value: structuredClone(value) },
+    signal: new AbortController().signal,
+    client,
   }
 }
 

@@ -12,12 +12,26 @@ import { countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts
 import { multipartBody, type Part } from '../helpers/multipart.ts'
 import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
+const CONFIG: MockBackendConfig = {
+  type: 'mock',
+  tokensPerSecond: 1000,
+  defaultCompletionTokens: 24,
+  fineTuneStepMs: 10,
+}
 const backend = createMockBackend('mock', CONFIG)
 t.teardown(() => backend.close())
 
 function request(endpoint: Endpoint, path: string, body: RequestBody): UpstreamRequest {
-  return { endpoint, method: 'POST', path, model: 'mock-model', requestId: 'req-media', body, signal: new AbortController().signal, client }
+  return {
+    endpoint,
+    method: 'POST',
+    path,
+    model: 'mock-model',
+    requestId: 'req-media',
+    body,
+    signal: new AbortController().signal,
+    client,
+  }
 }
 
 const post = (endpoint: Endpoint, path: string, value: Record<string, unknown>): UpstreamRequest =>
@@ -31,25 +45,45 @@ function decodeFloats(b64: string): number[] {
 }
 
 t.test('embeddings: 256 unit-length dimensions by default, deterministic, distinct per input', async (t) => {
-  const res = await json<OpenAI.CreateEmbeddingResponse>(await backend.send(post('embeddings', '/embeddings', {
-    model: 'emb', input: ['alpha', 'beta', 'alpha'], encoding_format: 'float',
-  })))
+  const res = await json<OpenAI.CreateEmbeddingResponse>(
+    await backend.send(
+      post('embeddings', '/embeddings', {
+        model: 'emb',
+        input: ['alpha', 'beta', 'alpha'],
+        encoding_format: 'float',
+      }),
+    ),
+  )
   t.equal(res.object, 'list')
   t.equal(res.model, 'emb')
-  t.same(res.data.map((d) => [d.object, d.index]), [['embedding', 0], ['embedding', 1], ['embedding', 2]])
+  t.same(
+    res.data.map((d) => [d.object, d.index]),
+    [
+      ['embedding', 0],
+      ['embedding', 1],
+      ['embedding', 2],
+    ],
+  )
   const [a, b, a2] = res.data.map((d) => d.embedding)
   t.equal(a?.length, 256)
   t.ok(Math.abs(norm(a ?? []) - 1) < 1e-5, 'L2-normalised')
   t.same(a, a2, 'same text, same vector')
   t.not(JSON.stringify(a), JSON.stringify(b), 'other text, other vector')
-  t.same(res.usage, { prompt_tokens: await countInputTokens(['alpha', 'beta', 'alpha']), total_tokens: await countInputTokens(['alpha', 'beta', 'alpha']) })
+  t.same(res.usage, {
+    prompt_tokens: await countInputTokens(['alpha', 'beta', 'alpha']),
+    total_tokens: await countInputTokens(['alpha', 'beta', 'alpha']),
+  })
 })
 
 t.test('embeddings: base64 is little-endian float32 of the same vector, at the asked dimensions', async (t) => {
   for (const dimensions of [undefined, 8, 1536]) {
     const params = { model: 'emb', input: 'the quick brown fox', ...(dimensions ? { dimensions } : {}) }
-    const float = await json<OpenAI.CreateEmbeddingResponse>(await backend.send(post('embeddings', '/embeddings', { ...params, encoding_format: 'float' })))
-    const base64 = await json<{ data: Array<{ embedding: string }> }>(await backend.send(post('embeddings', '/embeddings', { ...params, encoding_format: 'base64' })))
+    const float = await json<OpenAI.CreateEmbeddingResponse>(
+      await backend.send(post('embeddings', '/embeddings', { ...params, encoding_format: 'float' })),
+    )
+    const base64 = await json<{ data: Array<{ embedding: string }> }>(
+      await backend.send(post('embeddings', '/embeddings', { ...params, encoding_format: 'base64' })),
+    )
     const encoded = base64.data[0]?.embedding ?? ''
     t.type(encoded, 'string')
     const decoded = decodeFloats(encoded)
@@ -57,12 +91,25 @@ t.test('embeddings: base64 is little-endian float32 of the same vector, at the a
     t.same(decoded, float.data[0]?.embedding, 'float and base64 agree exactly')
     t.ok(Math.abs(norm(decoded) - 1) < 1e-5)
   }
-  const unspecified = await json<OpenAI.CreateEmbeddingResponse>(await backend.send(post('embeddings', '/embeddings', { model: 'emb', input: 'x' })))
+  const unspecified = await json<OpenAI.CreateEmbeddingResponse>(
+    await backend.send(post('embeddings', '/embeddings', { model: 'emb', input: 'x' })),
+  )
   t.type(unspecified.data[0]?.embedding, Array, 'float when no encoding is named')
 })
 
 t.test('embeddings: token-id input, and refusals', async (t) => {
-  const ids = await json<OpenAI.CreateEmbeddingResponse>(await backend.send(post('embeddings', '/embeddings', { model: 'emb', input: [[1, 2, 3], [4, 5]], encoding_format: 'float' })))
+  const ids = await json<OpenAI.CreateEmbeddingResponse>(
+    await backend.send(
+      post('embeddings', '/embeddings', {
+        model: 'emb',
+        input: [
+          [1, 2, 3],
+          [4, 5],
+        ],
+        encoding_format: 'float',
+      }),
+    ),
+  )
   t.equal(ids.data.length, 2)
   t.equal(ids.usage.prompt_tokens, 5)
   for (const [value, param, code] of [
@@ -104,7 +151,8 @@ function readPng(png: Buffer): PngFacts {
     if (type === 'IHDR') {
       width = data.readUInt32BE(0)
       height = data.readUInt32BE(4)
-      if (data[8] !== 8 || data[9] !== 2 || data[10] !== 0 || data[11] !== 0 || data[12] !== 0) throw new Error('unexpected IHDR')
+      if (data[8] !== 8 || data[9] !== 2 || data[10] !== 0 || data[11] !== 0 || data[12] !== 0)
+        throw new Error('unexpected IHDR')
     }
     if (type === 'IDAT') idat.push(data)
     at += 12 + length
@@ -113,7 +161,11 @@ function readPng(png: Buffer): PngFacts {
 }
 
 t.test('image generation: n valid 16x16 PNGs, coloured by the prompt', async (t) => {
-  const res = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { model: 'img', prompt: 'a red square', n: 2 })))
+  const res = await json<OpenAI.ImagesResponse>(
+    await backend.send(
+      post('images.generations', '/images/generations', { model: 'img', prompt: 'a red square', n: 2 }),
+    ),
+  )
   t.ok(Number.isInteger(res.created))
   t.equal(res.data?.length, 2)
   const pngs = (res.data ?? []).map((d) => Buffer.from(d.b64_json ?? '', 'base64'))
@@ -123,22 +175,49 @@ t.test('image generation: n valid 16x16 PNGs, coloured by the prompt', async (t)
     t.ok(facts.crcsOk, 'every CRC checks')
     t.same([facts.width, facts.height], [16, 16])
     t.equal(facts.pixels.length, 16 * (1 + 16 * 3), 'one filter byte and 16 RGB pixels per row')
-    t.ok([...Array(16).keys()].every((row) => facts.pixels[row * 49] === 0), 'filter type 0 on every row')
+    t.ok(
+      [...Array(16).keys()].every((row) => facts.pixels[row * 49] === 0),
+      'filter type 0 on every row',
+    )
   }
   t.not(pngs[0]?.toString('base64'), pngs[1]?.toString('base64'), 'the n images differ')
-  const again = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { model: 'img', prompt: 'a red square', n: 2 })))
+  const again = await json<OpenAI.ImagesResponse>(
+    await backend.send(
+      post('images.generations', '/images/generations', { model: 'img', prompt: 'a red square', n: 2 }),
+    ),
+  )
   t.same(again.data, res.data, 'same prompt, same pictures')
-  const other = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { model: 'img', prompt: 'a blue circle' })))
+  const other = await json<OpenAI.ImagesResponse>(
+    await backend.send(post('images.generations', '/images/generations', { model: 'img', prompt: 'a blue circle' })),
+  )
   t.not(other.data?.[0]?.b64_json, res.data?.[0]?.b64_json, 'another prompt, another picture')
-  t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens],
-    [await countTextTokens('a red square'), 2 * 272, await countTextTokens('a red square') + 2 * 272])
+  t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens], [
+    await countTextTokens('a red square'),
+    2 * 272,
+    (await countTextTokens('a red square')) + 2 * 272,
+  ])
 
-  const url = await json<OpenAI.ImagesResponse>(await backend.send(post('images.generations', '/images/generations', { prompt: 'a red square', response_format: 'url' })))
+  const url = await json<OpenAI.ImagesResponse>(
+    await backend.send(
+      post('images.generations', '/images/generations', { prompt: 'a red square', response_format: 'url' }),
+    ),
+  )
   t.match(url.data?.[0]?.url, /^data:image\/png;base64,/)
-  t.equal(url.data?.[0]?.url?.slice('data:image/png;base64,'.length), res.data?.[0]?.b64_json, 'the same PNG as a data URL')
+  t.equal(
+    url.data?.[0]?.url?.slice('data:image/png;base64,'.length),
+    res.data?.[0]?.b64_json,
+    'the same PNG as a data URL',
+  )
 
-  for (const [value, param] of [[{ model: 'img' }, 'prompt'], [{ prompt: 'x', n: 11 }, 'n'], [{ prompt: 'x', response_format: 'gif' }, 'response_format']] as const) {
-    const body = await json<OpenAIErrorBody>(await backend.send(post('images.generations', '/images/generations', value)), 400)
+  for (const [value, param] of [
+    [{ model: 'img' }, 'prompt'],
+    [{ prompt: 'x', n: 11 }, 'n'],
+    [{ prompt: 'x', response_format: 'gif' }, 'response_format'],
+  ] as const) {
+    const body = await json<OpenAIErrorBody>(
+      await backend.send(post('images.generations', '/images/generations', value)),
+      400,
+    )
     t.equal(body.error.param, param)
   }
 })
@@ -152,12 +231,20 @@ t.test('image edits: multipart with one or more images', async (t) => {
     { name: 'image[]', filename: 'a.png', data: image, contentType: 'image/png' },
     { name: 'image[]', filename: 'b.png', data: Buffer.alloc(10, 2), contentType: 'image/png' },
   ]
-  const res = await json<OpenAI.ImagesResponse>(await backend.send(request('images.edits', '/images/edits', await multipartBody(parts, t.testdir()))))
+  const res = await json<OpenAI.ImagesResponse>(
+    await backend.send(request('images.edits', '/images/edits', await multipartBody(parts, t.testdir()))),
+  )
   t.equal(res.data?.length, 2)
   for (const d of res.data ?? []) t.ok(readPng(Buffer.from(d.b64_json ?? '', 'base64')).crcsOk)
-  t.equal(res.usage?.input_tokens, await countTextTokens('make it blue') + 2 * 85, 'text tokens plus a flat price per image')
+  t.equal(
+    res.usage?.input_tokens,
+    (await countTextTokens('make it blue')) + 2 * 85,
+    'text tokens plus a flat price per image',
+  )
 
-  const noImage = await backend.send(request('images.edits', '/images/edits', await multipartBody([{ name: 'prompt', value: 'x' }], t.testdir())))
+  const noImage = await backend.send(
+    request('images.edits', '/images/edits', await multipartBody([{ name: 'prompt', value: 'x' }], t.testdir())),
+  )
   t.equal((await json<OpenAIErrorBody>(noImage, 400)).error.param, 'image')
   const json400 = await backend.send(post('images.edits', '/images/edits', { prompt: 'x' }))
   t.equal(json400.status, 400, 'edits want multipart')
@@ -167,7 +254,14 @@ t.test('image edits: multipart with one or more images', async (t) => {
 t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) => {
   const audio = Buffer.alloc(48_000, 7)
   const form = async (extra: Part[] = []): Promise<RequestBody> =>
-    multipartBody([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'speech.wav', data: audio, contentType: 'audio/wav' }, ...extra], t.testdir())
+    multipartBody(
+      [
+        { name: 'model', value: 'whisper-large-v3' },
+        { name: 'file', filename: 'speech.wav', data: audio, contentType: 'audio/wav' },
+        ...extra,
+      ],
+      t.testdir(),
+    )
 
   const res = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form()))
   t.equal(res.headers['content-type'], 'application/json')
@@ -179,36 +273,77 @@ t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) =
   t.equal(usage.output_tokens, await countTextTokens(body.text))
   t.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens)
 
-  const again = await json<OpenAI.Audio.Transcription>(await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form())))
+  const again = await json<OpenAI.Audio.Transcription>(
+    await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form())),
+  )
   t.same(again, body, 'deterministic')
 
-  const text = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'text' }])))
+  const text = await backend.send(
+    request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'text' }])),
+  )
   t.match(text.headers['content-type'], /^text\/plain/)
   t.equal(await readText(text.body), `${body.text}\n`)
 
-  const verbose = await json<OpenAI.Audio.TranscriptionVerbose>(await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'verbose_json' }]))))
+  const verbose = await json<OpenAI.Audio.TranscriptionVerbose>(
+    await backend.send(
+      request(
+        'audio.transcriptions',
+        '/audio/transcriptions',
+        await form([{ name: 'response_format', value: 'verbose_json' }]),
+      ),
+    ),
+  )
   t.equal(verbose.duration, 3)
   t.equal(verbose.language, 'english')
   t.equal(verbose.text, body.text)
   t.equal(verbose.segments?.[0]?.end, 3)
 
-  const srt = await readText((await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'srt' }])))).body)
+  const srt = await readText(
+    (
+      await backend.send(
+        request(
+          'audio.transcriptions',
+          '/audio/transcriptions',
+          await form([{ name: 'response_format', value: 'srt' }]),
+        ),
+      )
+    ).body,
+  )
   t.equal(srt, `1\n00:00:00,000 --> 00:00:03,000\n${body.text}\n\n`)
-  const vtt = await readText((await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'vtt' }])))).body)
+  const vtt = await readText(
+    (
+      await backend.send(
+        request(
+          'audio.transcriptions',
+          '/audio/transcriptions',
+          await form([{ name: 'response_format', value: 'vtt' }]),
+        ),
+      )
+    ).body,
+  )
   t.equal(vtt, `WEBVTT\n\n00:00:00.000 --> 00:00:03.000\n${body.text}\n\n`)
 
-  const bad = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'mp3' }])))
+  const bad = await backend.send(
+    request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'mp3' }])),
+  )
   t.equal((await json<OpenAIErrorBody>(bad, 400)).error.param, 'response_format')
 })
 
 t.test('audio transcription stream: deltas, then done with usage', async (t) => {
-  const body = await multipartBody([
-    { name: 'model', value: 'gpt-4o-transcribe' }, { name: 'stream', value: 'true' },
-    { name: 'file', filename: 'a.wav', data: Buffer.alloc(16_000, 3) },
-  ], t.testdir())
+  const body = await multipartBody(
+    [
+      { name: 'model', value: 'gpt-4o-transcribe' },
+      { name: 'stream', value: 'true' },
+      { name: 'file', filename: 'a.wav', data: Buffer.alloc(16_000, 3) },
+    ],
+    t.testdir(),
+  )
   const res = await backend.send(request('audio.transcriptions', '/audio/transcriptions', body))
   t.match(res.headers['content-type'], /^text\/event-stream/)
-  const frames = (await readText(res.body)).split('\n\n').filter((f) => f !== '').map((f) => f.slice('data: '.length))
+  const frames = (await readText(res.body))
+    .split('\n\n')
+    .filter((f) => f !== '')
+    .map((f) => f.slice('data: '.length))
   t.equal(frames.at(-1), '[DONE]')
   const events = frames.slice(0, -1).map((f) => JSON.parse(f) as OpenAI.Audio.TranscriptionStreamEvent)
   const done = events.at(-1) as OpenAI.Audio.TranscriptionTextDoneEvent
@@ -220,16 +355,36 @@ t.test('audio transcription stream: deltas, then done with usage', async (t) => 
 })
 
 t.test('audio translation, and refusals without file or model', async (t) => {
-  const ok = await backend.send(request('audio.translations', '/audio/translations', await multipartBody([
-    { name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'x.mp3', data: Buffer.alloc(1000, 1) },
-  ], t.testdir())))
+  const ok = await backend.send(
+    request(
+      'audio.translations',
+      '/audio/translations',
+      await multipartBody(
+        [
+          { name: 'model', value: 'whisper-large-v3' },
+          { name: 'file', filename: 'x.mp3', data: Buffer.alloc(1000, 1) },
+        ],
+        t.testdir(),
+      ),
+    ),
+  )
   const body = await json<OpenAI.Audio.Translation>(ok)
   t.match(body.text, /mock translation into English of an audio file of 1000 bytes/)
 
-  const noFile = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await multipartBody([{ name: 'model', value: 'whisper-large-v3' }], t.testdir())))
+  const noFile = await backend.send(
+    request(
+      'audio.transcriptions',
+      '/audio/transcriptions',
+      await multipartBody([{ name: 'model', value: 'whisper-large-v3' }], t.testdir()),
+    ),
+  )
   t.equal((await json<OpenAIErrorBody>(noFile, 400)).error.param, 'file')
   const noModel = await backend.send({
-    ...request('audio.transcriptions', '/audio/transcriptions', await multipartBody([{ name: 'file', filename: 'x', data: Buffer.alloc(5) }], t.testdir())),
+    ...request(
+      'audio.transcriptions',
+      '/audio/transcriptions',
+      await multipartBody([{ name: 'file', filename: 'x', data: Buffer.alloc(5) }], t.testdir()),
+    ),
     model: null,
   })
   t.equal((await json<OpenAIErrorBody>(noModel, 400)).error.param, 'model')

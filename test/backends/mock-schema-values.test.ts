@@ -37,8 +37,14 @@ t.test('hand-written schemas of every kind', async (t) => {
     scalars: {
       type: 'object',
       properties: {
-        b: { type: 'boolean' }, n: { type: 'null' }, i: { type: 'integer' }, x: { type: 'number' },
-        c: { const: 42 }, e: { enum: [3, 'three'] }, nullable: { type: ['string', 'null'] }, anything: {},
+        b: { type: 'boolean' },
+        n: { type: 'null' },
+        i: { type: 'integer' },
+        x: { type: 'number' },
+        c: { const: 42 },
+        e: { enum: [3, 'three'] },
+        nullable: { type: ['string', 'null'] },
+        anything: {},
       },
       required: ['b', 'n', 'i', 'x', 'c', 'e', 'nullable', 'anything'],
       additionalProperties: false,
@@ -73,7 +79,16 @@ t.test('hand-written schemas of every kind', async (t) => {
         numbers: { type: 'array', items: { type: 'integer' }, minItems: 2, uniqueItems: true },
         empty: { type: 'array', maxItems: 0 },
         tuple: { type: 'array', prefixItems: [{ type: 'integer' }, { type: 'string' }], items: false },
-        objects: { type: 'array', items: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' } }, required: ['id', 'name'] }, minItems: 2, uniqueItems: true },
+        objects: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: { id: { type: 'integer' }, name: { type: 'string' } },
+            required: ['id', 'name'],
+          },
+          minItems: 2,
+          uniqueItems: true,
+        },
       },
       required: ['tags', 'codes', 'numbers', 'empty', 'tuple', 'objects'],
     },
@@ -81,7 +96,11 @@ t.test('hand-written schemas of every kind', async (t) => {
       type: 'object',
       properties: {
         map: { type: 'object', additionalProperties: { type: 'integer' }, minProperties: 2 },
-        capped: { type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' }, c: { type: 'string' } }, maxProperties: 1 },
+        capped: {
+          type: 'object',
+          properties: { a: { type: 'string' }, b: { type: 'string' }, c: { type: 'string' } },
+          maxProperties: 1,
+        },
         proto: { type: 'object', properties: { ['__proto__']: { type: 'string' } }, required: ['__proto__'] },
       },
       required: ['map', 'capped', 'proto'],
@@ -91,14 +110,30 @@ t.test('hand-written schemas of every kind', async (t) => {
       properties: {
         either: { anyOf: [{ type: 'null' }, { type: 'integer', minimum: 5 }] },
         one: { oneOf: [{ type: 'string', maxLength: 2 }, { type: 'integer' }] },
-        both: { allOf: [{ type: 'object', properties: { a: { type: 'string' } }, required: ['a'] }, { properties: { b: { type: 'integer' } }, required: ['b'] }] },
+        both: {
+          allOf: [
+            { type: 'object', properties: { a: { type: 'string' } }, required: ['a'] },
+            { properties: { b: { type: 'integer' } }, required: ['b'] },
+          ],
+        },
       },
       required: ['either', 'one', 'both'],
     },
     references: {
-      $defs: { Point: { type: 'object', properties: { x: { type: 'number' }, y: { type: 'number' } }, required: ['x', 'y'], additionalProperties: false } },
+      $defs: {
+        Point: {
+          type: 'object',
+          properties: { x: { type: 'number' }, y: { type: 'number' } },
+          required: ['x', 'y'],
+          additionalProperties: false,
+        },
+      },
       type: 'object',
-      properties: { from: { $ref: '#/$defs/Point' }, to: { $ref: '#/$defs/Point' }, path: { type: 'array', items: { $ref: '#/$defs/Point' }, minItems: 2 } },
+      properties: {
+        from: { $ref: '#/$defs/Point' },
+        to: { $ref: '#/$defs/Point' },
+        path: { type: 'array', items: { $ref: '#/$defs/Point' }, minItems: 2 },
+      },
       required: ['from', 'to', 'path'],
     },
     recursive: {
@@ -121,7 +156,11 @@ t.test('hand-written schemas of every kind', async (t) => {
   }
   for (const [name, schema] of Object.entries(schemas)) check(t, schema, name)
 
-  t.same(valueFor(schemas.weather), { location: 'sample location', format: 'celsius' }, 'strings say what they are; enums take their first value')
+  t.same(
+    valueFor(schemas.weather),
+    { location: 'sample location', format: 'celsius' },
+    'strings say what they are; enums take their first value',
+  )
   // Draft-04 bounds (booleans beside minimum/maximum), which ajv 8 no longer reads.
   const draft4 = valueFor({ type: 'number', minimum: 5, exclusiveMinimum: true, maximum: 6, exclusiveMaximum: true })
   t.ok(typeof draft4 === 'number' && draft4 > 5 && draft4 < 6, `draft-04 exclusive bounds: ${String(draft4)}`)
@@ -131,58 +170,82 @@ t.test('hand-written schemas of every kind', async (t) => {
   t.equal(typeof valueFor(undefined), 'string', 'no schema: any value will do')
 })
 
-t.test('schemas the SDK zod helpers make: zod itself accepts the value (formats and their patterns included)', async (t) => {
-  const Address = z.object({ street: z.string(), city: z.string(), zip: z.string().regex(/^\d{5}$/).nullable() })
-  const cases: Record<string, z.ZodType> = {
-    event: z.object({
-      title: z.string().min(3).max(60),
-      starts: z.iso.datetime(),
-      day: z.iso.date(),
-      at: z.iso.time(),
-      organiser: z.email(),
-      id: z.uuid(),
-      link: z.url(),
-      host: z.ipv4(),
-      attendees: z.array(z.object({ name: z.string(), age: z.number().int().min(18).max(120) })).min(2),
-      kind: z.enum(['meeting', 'call']),
-      fee: z.number().positive().multipleOf(0.5).nullable(),
-      address: Address,
-      tags: z.array(z.string()).length(2),
-      pair: z.tuple([z.string(), z.number()]),
-      confirmed: z.boolean(),
-      status: z.literal('draft'),
-      either: z.union([z.string(), z.number()]),
-      meta: z.record(z.string(), z.string()),
-    }),
-    product: z.object({
-      product_name: z.string(),
-      features: z.array(z.string()),
-      colors: z.array(z.string()),
-      pricing: z.object({ regular_price: z.number(), sale_price: z.number(), currency: z.string() }),
-    }),
-  }
-  for (const [name, schema] of Object.entries(cases)) {
-    const json = z.toJSONSchema(schema, { target: 'draft-7' }) as Record<string, unknown>
-    const value = check(t, json, name)
-    const parsed = schema.safeParse(value)
-    t.ok(parsed.success, `${name}: zod accepts it ${parsed.success ? '' : JSON.stringify(parsed.error.issues)}`)
-  }
-})
+t.test(
+  'schemas the SDK zod helpers make: zod itself accepts the value (formats and their patterns included)',
+  async (t) => {
+    const Address = z.object({
+      street: z.string(),
+      city: z.string(),
+      zip: z
+        .string()
+        .regex(/^\d{5}$/)
+        .nullable(),
+    })
+    const cases: Record<string, z.ZodType> = {
+      event: z.object({
+        title: z.string().min(3).max(60),
+        starts: z.iso.datetime(),
+        day: z.iso.date(),
+        at: z.iso.time(),
+        organiser: z.email(),
+        id: z.uuid(),
+        link: z.url(),
+        host: z.ipv4(),
+        attendees: z.array(z.object({ name: z.string(), age: z.number().int().min(18).max(120) })).min(2),
+        kind: z.enum(['meeting', 'call']),
+        fee: z.number().positive().multipleOf(0.5).nullable(),
+        address: Address,
+        tags: z.array(z.string()).length(2),
+        pair: z.tuple([z.string(), z.number()]),
+        confirmed: z.boolean(),
+        status: z.literal('draft'),
+        either: z.union([z.string(), z.number()]),
+        meta: z.record(z.string(), z.string()),
+      }),
+      product: z.object({
+        product_name: z.string(),
+        features: z.array(z.string()),
+        colors: z.array(z.string()),
+        pricing: z.object({ regular_price: z.number(), sale_price: z.number(), currency: z.string() }),
+      }),
+    }
+    for (const [name, schema] of Object.entries(cases)) {
+      const json = z.toJSONSchema(schema, { target: 'draft-7' }) as Record<string, unknown>
+      const value = check(t, json, name)
+      const parsed = schema.safeParse(value)
+      t.ok(parsed.success, `${name}: zod accepts it ${parsed.success ? '' : JSON.stringify(parsed.error.issues)}`)
+    }
+  },
+)
 
 t.test('numbers: any satisfiable bounds and step get a value inside them', async (t) => {
-  fc.assert(fc.property(
-    fc.integer({ min: -1_000_000, max: 1_000_000 }), fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 1, max: 50 }), fc.boolean(),
-    (low, width, step, integer) => {
-      // Bounds wide enough to hold a multiple of the step.
-      const schema = { type: integer ? 'integer' : 'number', minimum: low, maximum: low + width + step, multipleOf: step }
-      const value = valueFor(schema)
-      return typeof value === 'number' && value >= low && value <= low + width + step && value % step === 0
-    },
-  ), { numRuns: 500 })
-  fc.assert(fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 300 }), (min, extra) => {
-    const value = valueFor({ type: 'string', minLength: min, maxLength: min + extra })
-    return typeof value === 'string' && value.length >= min && value.length <= min + extra
-  }), { numRuns: 300 })
+  fc.assert(
+    fc.property(
+      fc.integer({ min: -1_000_000, max: 1_000_000 }),
+      fc.integer({ min: 0, max: 1000 }),
+      fc.integer({ min: 1, max: 50 }),
+      fc.boolean(),
+      (low, width, step, integer) => {
+        // Bounds wide enough to hold a multiple of the step.
+        const schema = {
+          type: integer ? 'integer' : 'number',
+          minimum: low,
+          maximum: low + width + step,
+          multipleOf: step,
+        }
+        const value = valueFor(schema)
+        return typeof value === 'number' && value >= low && value <= low + width + step && value % step === 0
+      },
+    ),
+    { numRuns: 500 },
+  )
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 300 }), (min, extra) => {
+      const value = valueFor({ type: 'string', minLength: min, maxLength: min + extra })
+      return typeof value === 'string' && value.length >= min && value.length <= min + extra
+    }),
+    { numRuns: 300 },
+  )
   t.pass('500 bounds and 300 lengths held')
 })
 
@@ -191,7 +254,12 @@ t.test('a hostile schema costs bounded time and never throws', async (t) => {
   for (let i = 0; i < 5000; i++) nestedAllOf = { allOf: [nestedAllOf] }
   let nestedArrays: Record<string, unknown> = { type: 'string', minLength: 1024 }
   for (let i = 0; i < 6; i++) nestedArrays = { type: 'array', items: nestedArrays, minItems: 64 }
-  const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 }])) }
+  const wide = {
+    type: 'object',
+    properties: Object.fromEntries(
+      Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 }]),
+    ),
+  }
   const hostile: Record<string, unknown> = {
     'catastrophic pattern': { type: 'string', pattern: '^(x+x+)+y$', minLength: 40 },
     'many catastrophic patterns': wide,

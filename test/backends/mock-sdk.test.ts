@@ -33,7 +33,11 @@ const ROUTES: ReadonlyArray<readonly [string, RegExp, Endpoint, 'json' | 'multip
 // Fine-tuning jobs move only when the test moves this clock.
 let now = Date.now()
 const STEP_MS = 1_000
-const backend = createMockBackend('mock', { type: 'mock', tokensPerSecond: 2000, defaultCompletionTokens: 24, fineTuneStepMs: STEP_MS }, { now: () => now })
+const backend = createMockBackend(
+  'mock',
+  { type: 'mock', tokensPerSecond: 2000, defaultCompletionTokens: 24, fineTuneStepMs: STEP_MS },
+  { now: () => now },
+)
 const spool = t.testdir()
 const server: Server = createServer((req, res) => {
   const path = (req.url ?? '').replace(/^\/v1/, '')
@@ -46,9 +50,20 @@ const server: Server = createServer((req, res) => {
   const controller = new AbortController()
   res.on('close', () => controller.abort())
   void (async () => {
-    const body: RequestBody = kind === 'json' ? await readJsonBody(req, 1 << 24) : kind === 'multipart' ? await readMultipartBody(req, 1 << 26, spool) : { kind: 'none' }
+    const body: RequestBody =
+      kind === 'json'
+        ? await readJsonBody(req, 1 << 24)
+        : kind === 'multipart'
+          ? await readMultipartBody(req, 1 << 26, spool)
+          : { kind: 'none' }
     const upstream = await backend.send({
-      endpoint, method: method as 'GET' | 'POST' | 'DELETE', path, model: null, body, requestId: 'sdk', signal: controller.signal,
+      endpoint,
+      method: method as 'GET' | 'POST' | 'DELETE',
+      path,
+      model: null,
+      body,
+      requestId: 'sdk',
+      signal: controller.signal,
       client: { req, res },
     })
     res.writeHead(upstream.status, upstream.headers)
@@ -78,7 +93,13 @@ t.test('chat: create, stream, and the stream helper', async (t) => {
 
   let streamed = ''
   let usage: OpenAI.CompletionUsage | null | undefined
-  for await (const chunk of await client.chat.completions.create({ model: 'gpt-x', messages, max_tokens: 15, stream: true, stream_options: { include_usage: true } })) {
+  for await (const chunk of await client.chat.completions.create({
+    model: 'gpt-x',
+    messages,
+    max_tokens: 15,
+    stream: true,
+    stream_options: { include_usage: true },
+  })) {
     streamed += chunk.choices[0]?.delta.content ?? ''
     if (chunk.usage) usage = chunk.usage
   }
@@ -95,7 +116,13 @@ t.test('legacy completions', async (t) => {
   const res = await client.completions.create({ model: 'gpt-x', prompt: 'Once', max_tokens: 5 })
   t.equal(await countTextTokens(res.choices[0]?.text ?? ''), 5)
   let text = ''
-  for await (const chunk of await client.completions.create({ model: 'gpt-x', prompt: 'Once', max_tokens: 5, stream: true })) text += chunk.choices[0]?.text ?? ''
+  for await (const chunk of await client.completions.create({
+    model: 'gpt-x',
+    prompt: 'Once',
+    max_tokens: 5,
+    stream: true,
+  }))
+    text += chunk.choices[0]?.text ?? ''
   t.equal(text, res.choices[0]?.text)
 })
 
@@ -113,7 +140,9 @@ t.test('responses: create, raw stream, and the ResponseStream helper', async (t)
 
   const stream = client.responses.stream({ model: 'gpt-x', input: 'Write one line.' })
   let helperText = ''
-  stream.on('response.output_text.delta', (event) => { helperText += event.delta })
+  stream.on('response.output_text.delta', (event) => {
+    helperText += event.delta
+  })
   const final = await stream.finalResponse()
   t.equal(final.output_text, res.output_text, 'the strict stream helper accepts the event sequence')
   t.equal(helperText, res.output_text)
@@ -124,7 +153,10 @@ t.test('embeddings: the SDK default (base64) decodes to the float vector', async
   const viaBase64 = await client.embeddings.create({ model: 'emb', input: ['alpha', 'beta'] })
   const viaFloat = await client.embeddings.create({ model: 'emb', input: ['alpha', 'beta'], encoding_format: 'float' })
   t.equal(viaBase64.data[0]?.embedding.length, 256)
-  t.same(viaBase64.data.map((d) => d.embedding), viaFloat.data.map((d) => d.embedding))
+  t.same(
+    viaBase64.data.map((d) => d.embedding),
+    viaFloat.data.map((d) => d.embedding),
+  )
   const small = await client.embeddings.create({ model: 'emb', input: 'x', dimensions: 32 })
   t.equal(small.data[0]?.embedding.length, 32)
 })
@@ -132,10 +164,18 @@ t.test('embeddings: the SDK default (base64) decodes to the float vector', async
 t.test('images: generate and edit', async (t) => {
   const gen = await client.images.generate({ model: 'gpt-image-1', prompt: 'a red square', n: 2 })
   t.equal(gen.data?.length, 2)
-  t.ok(Buffer.from(gen.data?.[0]?.b64_json ?? '', 'base64').subarray(1, 4).equals(Buffer.from('PNG')))
+  t.ok(
+    Buffer.from(gen.data?.[0]?.b64_json ?? '', 'base64')
+      .subarray(1, 4)
+      .equals(Buffer.from('PNG')),
+  )
   const edit = await client.images.edit({
-    model: 'gpt-image-1', prompt: 'bluer',
-    image: [await toFile(Buffer.from(gen.data?.[0]?.b64_json ?? '', 'base64'), 'a.png', { type: 'image/png' }), await toFile(Buffer.alloc(20), 'b.png', { type: 'image/png' })],
+    model: 'gpt-image-1',
+    prompt: 'bluer',
+    image: [
+      await toFile(Buffer.from(gen.data?.[0]?.b64_json ?? '', 'base64'), 'a.png', { type: 'image/png' }),
+      await toFile(Buffer.alloc(20), 'b.png', { type: 'image/png' }),
+    ],
   })
   t.equal(edit.data?.length, 1)
   t.equal(edit.usage?.input_tokens_details.image_tokens, 170, 'both images arrived')
@@ -145,15 +185,30 @@ t.test('audio: transcriptions in json and text, translations, and a transcriptio
   const file = await toFile(Buffer.alloc(32_000, 1), 'speech.wav', { type: 'audio/wav' })
   const json = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file })
   t.match(json.text, /mock transcription of an audio file of 32000 bytes/)
-  const text = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(32_000, 1), 'speech.wav'), response_format: 'text' })
+  const text = await client.audio.transcriptions.create({
+    model: 'whisper-large-v3',
+    file: await toFile(Buffer.alloc(32_000, 1), 'speech.wav'),
+    response_format: 'text',
+  })
   t.equal(text, `${json.text}\n`)
-  const verbose = await client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(32_000, 1), 's.wav'), response_format: 'verbose_json' })
+  const verbose = await client.audio.transcriptions.create({
+    model: 'whisper-large-v3',
+    file: await toFile(Buffer.alloc(32_000, 1), 's.wav'),
+    response_format: 'verbose_json',
+  })
   t.equal(verbose.duration, 2)
-  const translation = await client.audio.translations.create({ model: 'whisper-large-v3', file: await toFile(Buffer.alloc(100), 's.wav') })
+  const translation = await client.audio.translations.create({
+    model: 'whisper-large-v3',
+    file: await toFile(Buffer.alloc(100), 's.wav'),
+  })
   t.match(translation.text, /mock translation/)
   let deltas = ''
   let done = ''
-  for await (const event of await client.audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: await toFile(Buffer.alloc(32_000, 1), 's.wav'), stream: true })) {
+  for await (const event of await client.audio.transcriptions.create({
+    model: 'gpt-4o-transcribe',
+    file: await toFile(Buffer.alloc(32_000, 1), 's.wav'),
+    stream: true,
+  })) {
     if (event.type === 'transcript.text.delta') deltas += event.delta
     if (event.type === 'transcript.text.done') done = event.text
   }
@@ -162,7 +217,10 @@ t.test('audio: transcriptions in json and text, translations, and a transcriptio
 })
 
 t.test('files and fine-tuning through the SDK, with auto-pagination', async (t) => {
-  const file = await client.files.create({ file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'), purpose: 'fine-tune' })
+  const file = await client.files.create({
+    file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'),
+    purpose: 'fine-tune',
+  })
   t.equal(file.bytes, 16)
   t.equal(file.filename, 'train.jsonl')
   const ids: string[] = []
@@ -171,7 +229,8 @@ t.test('files and fine-tuning through the SDK, with auto-pagination', async (t) 
   t.equal((await client.files.retrieve(file.id)).id, file.id)
 
   const jobs = []
-  for (let i = 0; i < 3; i++) jobs.push(await client.fineTuning.jobs.create({ model: 'gpt-4o-mini', training_file: file.id }))
+  for (let i = 0; i < 3; i++)
+    jobs.push(await client.fineTuning.jobs.create({ model: 'gpt-4o-mini', training_file: file.id }))
   const listed: string[] = []
   for await (const job of client.fineTuning.jobs.list({ limit: 1 })) listed.push(job.id)
   t.same(listed, jobs.map((j) => j.id).reverse(), 'the SDK follows has_more page by page, newest first')
@@ -201,5 +260,8 @@ t.test('refusals surface as the SDK error classes, with param and code', async (
   t.equal(bad.param, 'messages')
   t.equal(bad.code, 'empty_array')
   t.type(await client.fineTuning.jobs.retrieve('ftjob-missing').catch((e: unknown) => e), OpenAI.NotFoundError)
-  t.type(await client.fineTuning.jobs.create({ model: 'm', training_file: 'file-missing' }).catch((e: unknown) => e), OpenAI.BadRequestError)
+  t.type(
+    await client.fineTuning.jobs.create({ model: 'm', training_file: 'file-missing' }).catch((e: unknown) => e),
+    OpenAI.BadRequestError,
+  )
 })

@@ -13,9 +13,17 @@ const client = {} as unknown as UpstreamRequest['client']
 
 function chatStream(signal: AbortSignal, maxTokens: number): UpstreamRequest {
   return {
-    endpoint: 'chat.completions', method: 'POST', path: '/chat/completions', model: 'm', requestId: 'req-stream',
-    body: { kind: 'json', value: { model: 'm', messages: [{ role: 'user', content: 'go' }], stream: true, max_tokens: maxTokens } },
-    signal, client,
+    endpoint: 'chat.completions',
+    method: 'POST',
+    path: '/chat/completions',
+    model: 'm',
+    requestId: 'req-stream',
+    body: {
+      kind: 'json',
+      value: { model: 'm', messages: [{ role: 'user', content: 'go' }], stream: true, max_tokens: maxTokens },
+    },
+    signal,
+    client,
   }
 }
 
@@ -28,7 +36,8 @@ const activeTimers = (): number => process.getActiveResourcesInfo().filter((r) =
 /** Everything the stream has buffered right now, without waiting. */
 function buffered(stream: Readable): string {
   let text = ''
-  for (let chunk = stream.read() as Buffer | null; chunk !== null; chunk = stream.read() as Buffer | null) text += chunk.toString()
+  for (let chunk = stream.read() as Buffer | null; chunk !== null; chunk = stream.read() as Buffer | null)
+    text += chunk.toString()
   return text
 }
 
@@ -37,7 +46,9 @@ t.test('frames wait for their turn: at 1 token a second only the first piece is 
   const controller = new AbortController()
   const res = await backend.send(chatStream(controller.signal, 50))
   // Only microtasks have run since send() began, so no timer can have fired yet.
-  const early = buffered(res.body).split('\n\n').filter((f) => f !== '')
+  const early = buffered(res.body)
+    .split('\n\n')
+    .filter((f) => f !== '')
   t.equal(early.length, 2, 'the role chunk and the first piece')
   t.match(early[0], /"role":"assistant"/)
   t.match(early[1], /"content":"This"/)
@@ -52,7 +63,9 @@ t.test('aborting mid-stream destroys the body, writes nothing more, and clears t
   const res = await backend.send(chatStream(controller.signal, 5_000))
   const body = res.body
   let frames = 0
-  body.on('data', (chunk: Buffer) => { frames += chunk.toString().split('\n\n').length - 1 })
+  body.on('data', (chunk: Buffer) => {
+    frames += chunk.toString().split('\n\n').length - 1
+  })
   // Let a few paced frames through, then leave like a client closing its socket.
   for (let i = 0; i < 200 && frames < 5; i++) await new Promise((resolve) => setTimeout(resolve, 5))
   t.ok(frames >= 5, 'the stream was flowing')

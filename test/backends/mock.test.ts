@@ -9,28 +9,58 @@ import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countChatTokens, countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { json, post, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = { type: 'mock', tokensPerSecond: 1000, defaultCompletionTokens: 24, fineTuneStepMs: 10 }
+const CONFIG: MockBackendConfig = {
+  type: 'mock',
+  tokensPerSecond: 1000,
+  defaultCompletionTokens: 24,
+  fineTuneStepMs: 10,
+}
 const backend = createMockBackend('mock', CONFIG)
 t.teardown(() => backend.close())
 
 /** The JSON payloads of `data:` frames, with [DONE] as the string "[DONE]". */
 async function dataEvents(response: UpstreamResponse): Promise<unknown[]> {
   const raw = await readText(response.body)
-  return raw.split('\n\n').filter((frame) => frame !== '').map((frame) => {
-    const data = frame.split('\n').find((line) => line.startsWith('data: '))?.slice(6) ?? ''
-    return data === '[DONE]' ? data : JSON.parse(data) as unknown
-  })
+  return raw
+    .split('\n\n')
+    .filter((frame) => frame !== '')
+    .map((frame) => {
+      const data =
+        frame
+          .split('\n')
+          .find((line) => line.startsWith('data: '))
+          ?.slice(6) ?? ''
+      return data === '[DONE]' ? data : (JSON.parse(data) as unknown)
+    })
 }
 
-const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Tell me about toll gates.' }]
+const messages = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: 'Tell me about toll gates.' },
+]
 
 t.test('supports every endpoint that reaches a backend, and not the ones the gateway answers', async (t) => {
-  for (const endpoint of ['chat.completions', 'completions', 'responses', 'embeddings', 'images.generations', 'images.edits',
-    'audio.transcriptions', 'audio.translations', 'files.create', 'files.list', 'files.delete',
-    'fine_tuning.jobs.create', 'fine_tuning.jobs.list', 'fine_tuning.jobs.cancel', 'fine_tuning.jobs.events'] as const) {
+  for (const endpoint of [
+    'chat.completions',
+    'completions',
+    'responses',
+    'embeddings',
+    'images.generations',
+    'images.edits',
+    'audio.transcriptions',
+    'audio.translations',
+    'files.create',
+    'files.list',
+    'files.delete',
+    'fine_tuning.jobs.create',
+    'fine_tuning.jobs.list',
+    'fine_tuning.jobs.cancel',
+    'fine_tuning.jobs.events',
+  ] as const) {
     t.ok(backend.supports(endpoint), endpoint)
   }
-  for (const endpoint of ['models.list', 'models.get', 'audio.models'] as const) t.notOk(backend.supports(endpoint), endpoint)
+  for (const endpoint of ['models.list', 'models.get', 'audio.models'] as const)
+    t.notOk(backend.supports(endpoint), endpoint)
   t.equal(backend.type, 'mock')
   t.equal(backend.name, 'mock')
 })
@@ -51,98 +81,161 @@ t.test('chat completion: shape, determinism, and usage from the tokenizer', asyn
   t.equal(choice.finish_reason, 'stop', 'the default length ends by itself')
   const content = choice.message.content ?? ''
   t.equal(await countTextTokens(content), CONFIG.defaultCompletionTokens, 'the default length, in tokens')
-  t.same(body.usage && {
-    prompt: body.usage.prompt_tokens, completion: body.usage.completion_tokens, total: body.usage.total_tokens,
-  }, { prompt: await countChatTokens(messages), completion: await countTextTokens(content), total: await countChatTokens(messages) + await countTextTokens(content) })
+  t.same(
+    body.usage && {
+      prompt: body.usage.prompt_tokens,
+      completion: body.usage.completion_tokens,
+      total: body.usage.total_tokens,
+    },
+    {
+      prompt: await countChatTokens(messages),
+      completion: await countTextTokens(content),
+      total: (await countChatTokens(messages)) + (await countTextTokens(content)),
+    },
+  )
 
-  const again = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'gpt-test', messages })))
+  const again = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', { model: 'gpt-test', messages })),
+  )
   t.equal(again.choices[0]?.message.content, content, 'same prompt, same answer')
   t.not(again.id, body.id, 'but a new id')
 
-  const other = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', {
-    model: 'gpt-test', messages: [{ role: 'user', content: 'Something else entirely.' }],
-  })))
+  const other = await json<OpenAI.ChatCompletion>(
+    await backend.send(
+      post('chat.completions', '/chat/completions', {
+        model: 'gpt-test',
+        messages: [{ role: 'user', content: 'Something else entirely.' }],
+      }),
+    ),
+  )
   t.not(other.choices[0]?.message.content, content, 'another prompt, another answer')
 })
 
-t.test('chat completion: max_completion_tokens, then max_tokens, cut the reply with finish_reason "length"', async (t) => {
-  for (const [limits, expected] of [
-    [{ max_tokens: 7 }, 7],
-    [{ max_completion_tokens: 50 }, 50],
-    [{ max_completion_tokens: 3, max_tokens: 40 }, 3],
-    [{ max_tokens: 1 }, 1],
-    [{ max_tokens: 300 }, 300],
-  ] as const) {
-    const body = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, ...limits })))
-    const content = body.choices[0]?.message.content ?? ''
-    t.equal(await countTextTokens(content), expected, `${JSON.stringify(limits)}: ${expected} tokens`)
-    t.equal(body.usage?.completion_tokens, expected)
-    t.equal(body.choices[0]?.finish_reason, 'length')
-  }
-})
+t.test(
+  'chat completion: max_completion_tokens, then max_tokens, cut the reply with finish_reason "length"',
+  async (t) => {
+    for (const [limits, expected] of [
+      [{ max_tokens: 7 }, 7],
+      [{ max_completion_tokens: 50 }, 50],
+      [{ max_completion_tokens: 3, max_tokens: 40 }, 3],
+      [{ max_tokens: 1 }, 1],
+      [{ max_tokens: 300 }, 300],
+    ] as const) {
+      const body = await json<OpenAI.ChatCompletion>(
+        await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, ...limits })),
+      )
+      const content = body.choices[0]?.message.content ?? ''
+      t.equal(await countTextTokens(content), expected, `${JSON.stringify(limits)}: ${expected} tokens`)
+      t.equal(body.usage?.completion_tokens, expected)
+      t.equal(body.choices[0]?.finish_reason, 'length')
+    }
+  },
+)
 
 t.test('chat completion: exact token budgets hold for many prompts and lengths', async (t) => {
   let checked = 0
   for (let budget = 1; budget <= 60; budget++) {
     for (const prompt of ['a', 'Hello there', `prompt ${budget}`]) {
-      const body = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', {
-        model: 'm', messages: [{ role: 'user', content: prompt }], max_tokens: budget,
-      })))
-      if (await countTextTokens(body.choices[0]?.message.content ?? '') === budget) checked++
+      const body = await json<OpenAI.ChatCompletion>(
+        await backend.send(
+          post('chat.completions', '/chat/completions', {
+            model: 'm',
+            messages: [{ role: 'user', content: prompt }],
+            max_tokens: budget,
+          }),
+        ),
+      )
+      if ((await countTextTokens(body.choices[0]?.message.content ?? '')) === budget) checked++
     }
   }
   t.equal(checked, 180, 'every reply is exactly as long as asked')
 })
 
 t.test('chat completion: n choices differ, and usage sums them', async (t) => {
-  const body = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, n: 3, max_tokens: 30 })))
-  t.same(body.choices.map((c) => c.index), [0, 1, 2])
+  const body = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, n: 3, max_tokens: 30 })),
+  )
+  t.same(
+    body.choices.map((c) => c.index),
+    [0, 1, 2],
+  )
   const texts = body.choices.map((c) => c.message.content ?? '')
   t.equal(new Set(texts).size, 3, 'three different replies')
-  t.equal(body.usage?.completion_tokens, (await Promise.all(texts.map((text) => countTextTokens(text)))).reduce((sum, n) => sum + n, 0))
-  const single = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, max_tokens: 30 })))
+  t.equal(
+    body.usage?.completion_tokens,
+    (await Promise.all(texts.map((text) => countTextTokens(text)))).reduce((sum, n) => sum + n, 0),
+  )
+  const single = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages, max_tokens: 30 })),
+  )
   t.equal(single.choices[0]?.message.content, texts[0], 'choice 0 is the lone reply')
 })
 
 t.test('chat stream: role first, finish last, deltas add up to the JSON reply, no usage unless asked', async (t) => {
   const request = { model: 'm', messages, max_tokens: 20 }
-  const whole = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', request)))
+  const whole = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', request)),
+  )
   const res = await backend.send(post('chat.completions', '/chat/completions', { ...request, stream: true }))
   t.equal(res.status, 200)
   t.match(res.headers['content-type'], /^text\/event-stream/)
   const events = await dataEvents(res)
   t.equal(events.at(-1), '[DONE]', 'ends with [DONE]')
   const chunks = events.slice(0, -1) as OpenAI.ChatCompletionChunk[]
-  t.ok(chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === chunks[0]?.id && c.model === 'm'), 'one id, one model')
-  t.ok(chunks.every((c) => !('usage' in c)), 'no usage field at all')
+  t.ok(
+    chunks.every((c) => c.object === 'chat.completion.chunk' && c.id === chunks[0]?.id && c.model === 'm'),
+    'one id, one model',
+  )
+  t.ok(
+    chunks.every((c) => !('usage' in c)),
+    'no usage field at all',
+  )
   t.equal(chunks[0]?.choices[0]?.delta.role, 'assistant', 'the first delta has the role')
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'length', 'the last has the finish reason')
-  t.ok(chunks.slice(0, -1).every((c) => c.choices[0]?.finish_reason === null), 'no finish reason before')
+  t.ok(
+    chunks.slice(0, -1).every((c) => c.choices[0]?.finish_reason === null),
+    'no finish reason before',
+  )
   const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')
   t.equal(text, whole.choices[0]?.message.content, 'the deltas add up to the non-streamed reply')
   t.ok(chunks.length >= 10, 'one piece per event, not one blob')
 })
 
 t.test('chat stream with include_usage: usage null on each chunk, then a usage chunk with no choices', async (t) => {
-  const res = await backend.send(post('chat.completions', '/chat/completions', {
-    model: 'm', messages, stream: true, stream_options: { include_usage: true },
-  }))
+  const res = await backend.send(
+    post('chat.completions', '/chat/completions', {
+      model: 'm',
+      messages,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  )
   const events = await dataEvents(res)
   t.equal(events.at(-1), '[DONE]')
   const chunks = events.slice(0, -1) as OpenAI.ChatCompletionChunk[]
   const last = chunks.at(-1)!
   t.same(last.choices, [], 'the usage chunk has no choices')
   const text = chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')
-  t.same(last.usage && [last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens],
-    [await countChatTokens(messages), await countTextTokens(text), await countChatTokens(messages) + await countTextTokens(text)])
-  t.ok(chunks.slice(0, -1).every((c) => c.usage === null), 'every other chunk says usage: null')
+  t.same(last.usage && [last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens], [
+    await countChatTokens(messages),
+    await countTextTokens(text),
+    (await countChatTokens(messages)) + (await countTextTokens(text)),
+  ])
+  t.ok(
+    chunks.slice(0, -1).every((c) => c.usage === null),
+    'every other chunk says usage: null',
+  )
   t.equal(chunks.at(-2)?.choices[0]?.finish_reason, 'stop', 'the default length ends by itself')
 })
 
 t.test('chat stream with n > 1 keeps each choice whole', async (t) => {
   const request = { model: 'm', messages, n: 2, max_tokens: 15 }
-  const whole = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', request)))
-  const events = await dataEvents(await backend.send(post('chat.completions', '/chat/completions', { ...request, stream: true })))
+  const whole = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', request)),
+  )
+  const events = await dataEvents(
+    await backend.send(post('chat.completions', '/chat/completions', { ...request, stream: true })),
+  )
   const chunks = events.slice(0, -1) as OpenAI.ChatCompletionChunk[]
   for (const index of [0, 1]) {
     const mine = chunks.flatMap((c) => c.choices.filter((choice) => choice.index === index))
@@ -177,28 +270,47 @@ t.test('chat refusals are 400s in OpenAI shape', async (t) => {
 })
 
 t.test('legacy completions: text_completion, prompt arrays, streaming', async (t) => {
-  const body = await json<OpenAI.Completion>(await backend.send(post('completions', '/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 9 })))
+  const body = await json<OpenAI.Completion>(
+    await backend.send(post('completions', '/completions', { model: 'm', prompt: 'Once upon a time', max_tokens: 9 })),
+  )
   t.equal(body.object, 'text_completion')
   t.match(body.id, /^cmpl-/)
   t.equal(await countTextTokens(body.choices[0]?.text ?? ''), 9)
   t.equal(body.choices[0]?.finish_reason, 'length')
   t.equal(body.usage?.prompt_tokens, await countInputTokens('Once upon a time'))
 
-  const many = await json<OpenAI.Completion>(await backend.send(post('completions', '/completions', { model: 'm', prompt: ['first prompt here', 'second one'], n: 2 })))
+  const many = await json<OpenAI.Completion>(
+    await backend.send(
+      post('completions', '/completions', { model: 'm', prompt: ['first prompt here', 'second one'], n: 2 }),
+    ),
+  )
   t.equal(many.choices.length, 4, 'n choices for each prompt')
-  t.same(many.choices.map((c) => c.index), [0, 1, 2, 3])
+  t.same(
+    many.choices.map((c) => c.index),
+    [0, 1, 2, 3],
+  )
   t.equal(many.choices[0]?.finish_reason, 'stop')
   t.equal(many.usage?.prompt_tokens, await countInputTokens(['first prompt here', 'second one']))
   t.equal(many.usage?.completion_tokens, 4 * CONFIG.defaultCompletionTokens)
   t.not(many.choices[0]?.text, many.choices[2]?.text, 'different prompts, different text')
 
-  const tokens = await json<OpenAI.Completion>(await backend.send(post('completions', '/completions', { model: 'm', prompt: [1, 2, 3, 4] })))
+  const tokens = await json<OpenAI.Completion>(
+    await backend.send(post('completions', '/completions', { model: 'm', prompt: [1, 2, 3, 4] })),
+  )
   t.equal(tokens.choices.length, 1, 'token ids are one prompt')
   t.equal(tokens.usage?.prompt_tokens, 4)
 
-  const events = await dataEvents(await backend.send(post('completions', '/completions', {
-    model: 'm', prompt: 'Once upon a time', max_tokens: 9, stream: true, stream_options: { include_usage: true },
-  })))
+  const events = await dataEvents(
+    await backend.send(
+      post('completions', '/completions', {
+        model: 'm',
+        prompt: 'Once upon a time',
+        max_tokens: 9,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    ),
+  )
   t.equal(events.at(-1), '[DONE]')
   const chunks = events.slice(0, -1) as OpenAI.Completion[]
   t.equal(chunks.map((c) => c.choices[0]?.text ?? '').join(''), body.choices[0]?.text, 'the stream adds up')
@@ -206,18 +318,34 @@ t.test('legacy completions: text_completion, prompt arrays, streaming', async (t
   t.same(chunks.at(-1)?.choices, [])
   t.equal(chunks.at(-2)?.choices[0]?.finish_reason, 'length')
 
-  const missing = await json<OpenAIErrorBody>(await backend.send(post('completions', '/completions', { model: 'm' })), 400)
+  const missing = await json<OpenAIErrorBody>(
+    await backend.send(post('completions', '/completions', { model: 'm' })),
+    400,
+  )
   t.equal(missing.error.param, 'prompt')
-  const wrong = await json<OpenAIErrorBody>(await backend.send(post('completions', '/completions', { model: 'm', prompt: [{}] })), 400)
+  const wrong = await json<OpenAIErrorBody>(
+    await backend.send(post('completions', '/completions', { model: 'm', prompt: [{}] })),
+    400,
+  )
   t.equal(wrong.error.param, 'prompt')
-  const huge = await json<OpenAIErrorBody>(await backend.send(post('completions', '/completions', {
-    model: 'm', prompt: Array.from({ length: 100 }, (_, i) => `prompt ${i}`), n: 50, max_tokens: 100,
-  })), 400)
+  const huge = await json<OpenAIErrorBody>(
+    await backend.send(
+      post('completions', '/completions', {
+        model: 'm',
+        prompt: Array.from({ length: 100 }, (_, i) => `prompt ${i}`),
+        n: 50,
+        max_tokens: 100,
+      }),
+    ),
+    400,
+  )
   t.match(huge.error.message, /at most 262144 tokens per request/, 'prompts times n times max_tokens is bounded')
 })
 
 t.test('responses: a completed response with one assistant message', async (t) => {
-  const res = await json<OpenAI.Responses.Response>(await backend.send(post('responses', '/responses', { model: 'gpt-r', input: 'Write one line.' })))
+  const res = await json<OpenAI.Responses.Response>(
+    await backend.send(post('responses', '/responses', { model: 'gpt-r', input: 'Write one line.' })),
+  )
   t.match(res.id, /^resp_/)
   t.equal(res.object, 'response')
   t.equal(res.status, 'completed')
@@ -231,13 +359,18 @@ t.test('responses: a completed response with one assistant message', async (t) =
   t.equal(part.type, 'output_text')
   t.same(part.annotations, [])
   const input = [{ role: 'user', content: 'Write one line.' }]
-  t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens],
-    [await countChatTokens(input), await countTextTokens(part.text), await countChatTokens(input) + await countTextTokens(part.text)])
+  t.same(res.usage && [res.usage.input_tokens, res.usage.output_tokens, res.usage.total_tokens], [
+    await countChatTokens(input),
+    await countTextTokens(part.text),
+    (await countChatTokens(input)) + (await countTextTokens(part.text)),
+  ])
   t.equal(res.usage?.output_tokens, CONFIG.defaultCompletionTokens)
   t.equal(res.usage?.input_tokens_details.cached_tokens, 0)
   t.equal(res.usage?.output_tokens_details.reasoning_tokens, 0)
 
-  const chat = await json<OpenAI.ChatCompletion>(await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages: input })))
+  const chat = await json<OpenAI.ChatCompletion>(
+    await backend.send(post('chat.completions', '/chat/completions', { model: 'm', messages: input })),
+  )
   t.equal(part.text, chat.choices[0]?.message.content, 'the same conversation gets the same reply on either API')
 })
 
@@ -247,16 +380,32 @@ t.test('responses: message arrays, instructions and max_output_tokens', async (t
     { role: 'assistant', content: [{ type: 'output_text', text: 'Hi.' }] },
     { role: 'user', content: 'And now?' },
   ]
-  const res = await json<OpenAI.Responses.Response>(await backend.send(post('responses', '/responses', {
-    model: 'm', input, instructions: 'Be brief.', max_output_tokens: 12,
-  })))
-  const counted = [{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hello' }, { role: 'assistant', content: 'Hi.' }, { role: 'user', content: 'And now?' }]
+  const res = await json<OpenAI.Responses.Response>(
+    await backend.send(
+      post('responses', '/responses', {
+        model: 'm',
+        input,
+        instructions: 'Be brief.',
+        max_output_tokens: 12,
+      }),
+    ),
+  )
+  const counted = [
+    { role: 'developer', content: 'Be brief.' },
+    { role: 'user', content: 'Hello' },
+    { role: 'assistant', content: 'Hi.' },
+    { role: 'user', content: 'And now?' },
+  ]
   t.equal(res.usage?.input_tokens, await countChatTokens(counted))
   t.equal(res.usage?.output_tokens, 12)
   t.equal(res.instructions, 'Be brief.')
   t.equal(res.max_output_tokens, 12)
 
-  for (const [value, code] of [[{ model: 'm' }, 'missing_required_parameter'], [{ model: 'm', input: 42 }, 'invalid_type'], [{ model: 'm', input: ['x'] }, 'invalid_type']] as const) {
+  for (const [value, code] of [
+    [{ model: 'm' }, 'missing_required_parameter'],
+    [{ model: 'm', input: 42 }, 'invalid_type'],
+    [{ model: 'm', input: ['x'] }, 'invalid_type'],
+  ] as const) {
     const error = await json<OpenAIErrorBody>(await backend.send(post('responses', '/responses', value)), 400)
     t.equal(error.error.code, code)
     t.match(error.error.param, /^input/)
@@ -264,7 +413,9 @@ t.test('responses: message arrays, instructions and max_output_tokens', async (t
 })
 
 t.test('responses stream: the full event sequence, deltas adding up, usage on completed', async (t) => {
-  const whole = await json<OpenAI.Responses.Response>(await backend.send(post('responses', '/responses', { model: 'm', input: 'Stream me.' })))
+  const whole = await json<OpenAI.Responses.Response>(
+    await backend.send(post('responses', '/responses', { model: 'm', input: 'Stream me.' })),
+  )
   const res = await backend.send(post('responses', '/responses', { model: 'm', input: 'Stream me.', stream: true }))
   t.match(res.headers['content-type'], /^text\/event-stream/)
   const raw = await readText(res.body)
@@ -277,14 +428,31 @@ t.test('responses stream: the full event sequence, deltas adding up, usage on co
     return data
   })
   const types = events.map((e) => e.type)
-  const deltas = events.filter((e): e is OpenAI.Responses.ResponseTextDeltaEvent => e.type === 'response.output_text.delta')
-  t.same(types.filter((type) => type !== 'response.output_text.delta'), [
-    'response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
-    'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed',
-  ])
-  t.same(events.map((e) => e.sequence_number), events.map((_, i) => i), 'sequence numbers count up from 0')
+  const deltas = events.filter(
+    (e): e is OpenAI.Responses.ResponseTextDeltaEvent => e.type === 'response.output_text.delta',
+  )
+  t.same(
+    types.filter((type) => type !== 'response.output_text.delta'),
+    [
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
+    ],
+  )
+  t.same(
+    events.map((e) => e.sequence_number),
+    events.map((_, i) => i),
+    'sequence numbers count up from 0',
+  )
   const text = deltas.map((d) => d.delta).join('')
-  const wholeText = ((whole.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).text
+  const wholeText = (
+    (whole.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText
+  ).text
   t.equal(text, wholeText, 'deltas add up to the non-streamed text')
   const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent
   t.equal(completed.response.status, 'completed')

@@ -41,7 +41,9 @@ interface Seen {
 async function gatewayFor(
   t: Test,
   adapter: BackendAdapter,
-  route: (req: IncomingMessage) => Promise<{ path: string; body: RequestBody; method?: 'GET' | 'POST' | 'DELETE'; signal?: AbortSignal }>,
+  route: (
+    req: IncomingMessage,
+  ) => Promise<{ path: string; body: RequestBody; method?: 'GET' | 'POST' | 'DELETE'; signal?: AbortSignal }>,
 ): Promise<{ gateway: Gateway; seen: Seen[] }> {
   const seen: Seen[] = []
   const gateway = await startGateway(async (req, res) => {
@@ -68,16 +70,23 @@ async function gatewayFor(
   return { gateway, seen }
 }
 
-async function jsonRoute(req: IncomingMessage, path = '/chat/completions'): Promise<{ path: string; body: RequestBody }> {
+async function jsonRoute(
+  req: IncomingMessage,
+  path = '/chat/completions',
+): Promise<{ path: string; body: RequestBody }> {
   const body = await readJsonBody(req, 1 << 20)
   // The gateway rewrites the model before the adapter sees the body.
   return { path, body: { kind: 'json', value: { ...body.value, model: 'upstream-model' } } }
 }
 
 /** A GET with no body to `path`, whatever the client sent (its body is read and dropped). */
-function bodilessGet(path: string): (req: IncomingMessage) => Promise<{ path: string; method: 'GET'; body: RequestBody }> {
+function bodilessGet(
+  path: string,
+): (req: IncomingMessage) => Promise<{ path: string; method: 'GET'; body: RequestBody }> {
   return async (req) => {
-    for await (const _ of req) { /* drain */ }
+    for await (const _ of req) {
+      /* drain */
+    }
     return { path, method: 'GET', body: { kind: 'none' } }
   }
 }
@@ -88,7 +97,11 @@ async function fake(t: Test): Promise<FakeUpstream> {
   return upstream
 }
 
-function backend(t: Test, config: OpenAIBackendConfig, key: { apiKey: string | undefined } = { apiKey: 'sk-upstream-secret' }): BackendAdapter {
+function backend(
+  t: Test,
+  config: OpenAIBackendConfig,
+  key: { apiKey: string | undefined } = { apiKey: 'sk-upstream-secret' },
+): BackendAdapter {
   const adapter = createOpenAIBackend('test', config, key.apiKey)
   t.teardown(() => adapter.close())
   return adapter
@@ -144,7 +157,10 @@ t.test('without a configured key the upstream gets no authorization at all', asy
   const upstream = await fake(t)
   const adapter = backend(t, configFor(upstream.url), { apiKey: undefined })
   const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json', authorization: 'Bearer tg-client-key' }, body: chatBody })
+  const reply = await call(gateway.url, {
+    headers: { 'content-type': 'application/json', authorization: 'Bearer tg-client-key' },
+    body: chatBody,
+  })
   t.equal(reply.status, 200)
   t.equal(upstream.requests[0]?.headers.authorization, undefined)
 })
@@ -162,11 +178,15 @@ t.test('a client Expect: 100-continue does not let its headers out early', async
   t.notOk(upstream.requests[0]?.headers.expect)
 })
 
-t.test('the method is the request\'s, not the client\'s, and a bodiless request sends no body', async (t) => {
+t.test("the method is the request's, not the client's, and a bodiless request sends no body", async (t) => {
   const upstream = await fake(t)
   const adapter = backend(t, configFor(upstream.url))
   const { gateway } = await gatewayFor(t, adapter, bodilessGet('/models?limit=2'))
-  const reply = await call(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ignored":true}' })
+  const reply = await call(gateway.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{"ignored":true}',
+  })
   t.equal(reply.status, 200)
   const seen = upstream.requests[0]!
   t.equal(seen.method, 'GET')
@@ -185,7 +205,9 @@ t.test('a multipart upload arrives byte for byte, streamed from its spool file',
   const file = randomBytes(6 * 1024 * 1024)
   const bytes = Buffer.concat([
     Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper-large-v3\r\n`),
-    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\nContent-Type: audio/wav\r\n\r\n`,
+    ),
     file,
     Buffer.from(`\r\n--${boundary}--\r\n`),
   ])
@@ -198,11 +220,16 @@ t.test('a multipart upload arrives byte for byte, streamed from its spool file',
     files: [{ field: 'file', filename: 'a.wav', mimeType: 'audio/wav', size: file.length }],
     contentType: `multipart/form-data; boundary=${boundary}`,
     size: bytes.length,
-    open: () => { opened += 1; return createReadStream(path, { highWaterMark: 64 * 1024 }) },
+    open: () => {
+      opened += 1
+      return createReadStream(path, { highWaterMark: 64 * 1024 })
+    },
     dispose: async () => undefined,
   }
   const { gateway } = await gatewayFor(t, adapter, async (req) => {
-    for await (const _ of req) { /* the real gateway spooled it */ }
+    for await (const _ of req) {
+      /* the real gateway spooled it */
+    }
     return { path: '/audio/transcriptions', body: multipart }
   })
   const reply = await call(gateway.url, { headers: { 'content-type': 'text/plain' }, body: 'x' })
@@ -232,23 +259,29 @@ t.test('a refused connection is upstream_unreachable (502)', async (t) => {
   t.notMatch(reply.body, /sk-upstream-secret/)
 })
 
-t.test('no response headers within responseTimeoutMs is upstream_timeout (504), and the upstream request is dropped', async (t) => {
-  const upstream = await fake(t)
-  upstream.options.headerDelayMs = 1_500
-  const adapter = backend(t, configFor(upstream.url, { responseTimeoutMs: 100 }))
-  const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody })
-  t.equal(reply.status, 504)
-  t.equal((JSON.parse(reply.body) as { error: { code: string } }).error.code, 'upstream_timeout')
-  t.equal(await upstream.requests[0]?.ended, 'closed')
-})
+t.test(
+  'no response headers within responseTimeoutMs is upstream_timeout (504), and the upstream request is dropped',
+  async (t) => {
+    const upstream = await fake(t)
+    upstream.options.headerDelayMs = 1_500
+    const adapter = backend(t, configFor(upstream.url, { responseTimeoutMs: 100 }))
+    const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+    const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody })
+    t.equal(reply.status, 504)
+    t.equal((JSON.parse(reply.body) as { error: { code: string } }).error.code, 'upstream_timeout')
+    t.equal(await upstream.requests[0]?.ended, 'closed')
+  },
+)
 
 t.test('an upstream that goes quiet mid-stream has its body destroyed with upstream_timeout', async (t) => {
   const upstream = await fake(t)
   upstream.options.stallAfterEvents = 2
   const adapter = backend(t, configFor(upstream.url, { idleTimeoutMs: 150 }))
   const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [], stream: true }) })
+  const reply = await call(gateway.url, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [], stream: true }),
+  })
   t.equal(reply.status, 200)
   t.equal(dataOf(reply.body).length, 2, 'the events before the stall came through')
   t.ok(seen[0]?.bodyError instanceof GatewayError)
@@ -261,7 +294,10 @@ t.test('an upstream that cuts the connection mid-stream ends the body with upstr
   upstream.options.dropAfterEvents = 3
   const adapter = backend(t, configFor(upstream.url))
   const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [], stream: true }) })
+  const reply = await call(gateway.url, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [], stream: true }),
+  })
   t.equal(reply.status, 200)
   t.equal(dataOf(reply.body).length, 3)
   t.equal((seen[0]?.bodyError as GatewayError | undefined)?.errorName, 'upstream_bad_response')
@@ -284,7 +320,10 @@ t.test('aborting the signal before headers drops the upstream request', async (t
   upstream.options.headerDelayMs = 2_000
   const adapter = backend(t, configFor(upstream.url))
   const controller = new AbortController()
-  const { gateway, seen } = await gatewayFor(t, adapter, async (req) => ({ ...(await jsonRoute(req)), signal: controller.signal }))
+  const { gateway, seen } = await gatewayFor(t, adapter, async (req) => ({
+    ...(await jsonRoute(req)),
+    signal: controller.signal,
+  }))
   const pending = call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody })
   for (let i = 0; i < 200 && upstream.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
   controller.abort()
@@ -299,7 +338,10 @@ t.test('a client that disconnects mid-stream closes the upstream exchange', asyn
   upstream.options.stallAfterEvents = 2
   const adapter = backend(t, configFor(upstream.url))
   const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const { req, res } = await open(gateway.url, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: [], stream: true }) })
+  const { req, res } = await open(gateway.url, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [], stream: true }),
+  })
   await new Promise((resolve) => res.once('data', resolve))
   req.destroy()
   t.equal(await upstream.requests[0]?.ended, 'closed')
@@ -310,51 +352,71 @@ t.test('keep-alive: consecutive requests share one upstream connection', async (
   const adapter = backend(t, configFor(upstream.url))
   const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
   for (let i = 0; i < 3; i++) {
-    const reply = await call(gateway.url, { headers: { 'content-type': 'application/json', connection: 'close' }, body: chatBody })
+    const reply = await call(gateway.url, {
+      headers: { 'content-type': 'application/json', connection: 'close' },
+      body: chatBody,
+    })
     t.equal(reply.status, 200)
   }
   t.equal(upstream.requests.length, 3)
   t.equal(upstream.connections(), 1)
-  t.notOk(upstream.requests[2]?.headers.connection === 'close', 'the client\'s connection header is not forwarded')
+  t.notOk(upstream.requests[2]?.headers.connection === 'close', "the client's connection header is not forwarded")
 })
 
-t.test('a kept-alive connection the upstream dropped as the request went out: sent once more on a new one', async (t) => {
-  // Each connection answers its first request and, as a server closing an idle connection
-  // at that very moment would, drops it when a second request arrives on it.
-  let connections = 0
-  let answered = 0
-  const server = net.createServer((socket) => {
-    connections++
-    let requests = 0
-    let buffered = ''
-    socket.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('latin1')
-      const end = buffered.indexOf('\r\n\r\n')
-      if (end < 0) return
-      const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0)
-      if (buffered.length < end + 4 + length) return
-      buffered = buffered.slice(end + 4 + length)
-      if (++requests > 1) {
-        socket.resetAndDestroy()
-        return
-      }
-      answered++
-      const body = JSON.stringify({ id: `c${answered}`, object: 'chat.completion', choices: [] })
-      socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: keep-alive\r\n\r\n${body}`)
+t.test(
+  'a kept-alive connection the upstream dropped as the request went out: sent once more on a new one',
+  async (t) => {
+    // Each connection answers its first request and, as a server closing an idle connection
+    // at that very moment would, drops it when a second request arrives on it.
+    let connections = 0
+    let answered = 0
+    const server = net.createServer((socket) => {
+      connections++
+      let requests = 0
+      let buffered = ''
+      socket.on('data', (chunk: Buffer) => {
+        buffered += chunk.toString('latin1')
+        const end = buffered.indexOf('\r\n\r\n')
+        if (end < 0) return
+        const length = Number(/content-length: *(\d+)/i.exec(buffered.slice(0, end))?.[1] ?? 0)
+        if (buffered.length < end + 4 + length) return
+        buffered = buffered.slice(end + 4 + length)
+        if (++requests > 1) {
+          socket.resetAndDestroy()
+          return
+        }
+        answered++
+        const body = JSON.stringify({ id: `c${answered}`, object: 'chat.completion', choices: [] })
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: keep-alive\r\n\r\n${body}`,
+        )
+      })
+      socket.on('error', () => undefined)
     })
-    socket.on('error', () => undefined)
-  })
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
-  t.teardown(() => server.close())
-  const adapter = backend(t, configFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
-  const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const replies = []
-  for (let i = 0; i < 3; i++) replies.push(await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody }))
-  t.same(replies.map((r) => r.status), [200, 200, 200], 'every call answered')
-  t.same(replies.map((r) => (JSON.parse(r.body) as { id: string }).id), ['c1', 'c2', 'c3'], 'each by a fresh connection\'s first answer')
-  t.equal(connections, 3, 'the dropped ones were not retried on the same socket')
-  t.notOk(seen.some((s) => s.error !== undefined), 'no error reached the caller')
-})
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+    t.teardown(() => server.close())
+    const adapter = backend(t, configFor(`http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`))
+    const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+    const replies = []
+    for (let i = 0; i < 3; i++)
+      replies.push(await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: chatBody }))
+    t.same(
+      replies.map((r) => r.status),
+      [200, 200, 200],
+      'every call answered',
+    )
+    t.same(
+      replies.map((r) => (JSON.parse(r.body) as { id: string }).id),
+      ['c1', 'c2', 'c3'],
+      "each by a fresh connection's first answer",
+    )
+    t.equal(connections, 3, 'the dropped ones were not retried on the same socket')
+    t.notOk(
+      seen.some((s) => s.error !== undefined),
+      'no error reached the caller',
+    )
+  },
+)
 
 t.test('a fresh connection reset before any answer is not sent again: upstream_unreachable', async (t) => {
   let connections = 0
@@ -386,7 +448,10 @@ t.test('a trailing slash on baseUrl does not double the slash', async (t) => {
   const upstream = await fake(t)
   const adapter = backend(t, configFor(`${upstream.url}/`))
   const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req, '/embeddings'))
-  const reply = await call(gateway.url, { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'e', input: 'x' }) })
+  const reply = await call(gateway.url, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'e', input: 'x' }),
+  })
   t.equal(reply.status, 200)
   t.equal(upstream.requests[0]?.path, '/v1/embeddings')
 })
@@ -396,12 +461,22 @@ t.test('requests queued behind maxSockets still have their headers rewritten', a
   upstream.options.headerDelayMs = 30
   const adapter = backend(t, configFor(upstream.url, { maxSockets: 1 }))
   const { gateway } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
-  const replies = await Promise.all([0, 1, 2].map(() => call(gateway.url, {
-    headers: { 'content-type': 'application/json', authorization: 'Bearer tg-client-key' },
-    body: chatBody,
-  })))
-  t.same(replies.map((r) => r.status), [200, 200, 200])
-  t.same(upstream.requests.map((r) => r.headers.authorization), Array(3).fill('Bearer sk-upstream-secret'))
+  const replies = await Promise.all(
+    [0, 1, 2].map(() =>
+      call(gateway.url, {
+        headers: { 'content-type': 'application/json', authorization: 'Bearer tg-client-key' },
+        body: chatBody,
+      }),
+    ),
+  )
+  t.same(
+    replies.map((r) => r.status),
+    [200, 200, 200],
+  )
+  t.same(
+    upstream.requests.map((r) => r.headers.authorization),
+    Array(3).fill('Bearer sk-upstream-secret'),
+  )
   t.equal(upstream.connections(), 1, 'they waited for the one socket')
 })
 
@@ -410,9 +485,16 @@ t.test('a client that leaves before the upstream answers ends the attempt for go
   upstream.options.headerDelayMs = 1_000
   const adapter = backend(t, configFor(upstream.url))
   // A signal that never fires: only the client's own disconnect can end this.
-  const { gateway, seen } = await gatewayFor(t, adapter, async (req) => ({ ...(await jsonRoute(req)), signal: new AbortController().signal }))
+  const { gateway, seen } = await gatewayFor(t, adapter, async (req) => ({
+    ...(await jsonRoute(req)),
+    signal: new AbortController().signal,
+  }))
   const { req } = await new Promise<{ req: http.ClientRequest }>((resolve) => {
-    const req = http.request(gateway.url, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false })
+    const req = http.request(gateway.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      agent: false,
+    })
     req.on('error', () => undefined)
     req.end(chatBody)
     resolve({ req })
@@ -421,5 +503,9 @@ t.test('a client that leaves before the upstream answers ends the attempt for go
   req.destroy()
   t.equal(await upstream.requests[0]?.ended, 'closed')
   for (let i = 0; i < 200 && seen[0]?.error === undefined; i++) await new Promise((r) => setTimeout(r, 5))
-  t.equal((seen[0]?.error as GatewayError | undefined)?.errorName, 'upstream_timeout', 'final: failover will not try another deployment for nobody')
+  t.equal(
+    (seen[0]?.error as GatewayError | undefined)?.errorName,
+    'upstream_timeout',
+    'final: failover will not try another deployment for nobody',
+  )
 })

@@ -17,7 +17,10 @@ const failing = (): CapacityStore => ({
 
 t.test('a failing store: the call goes on by weight, release does not throw, both errors are reported', async (t) => {
   const errors: unknown[] = []
-  const capacity = createDeploymentCapacity(failing(), { deployments: { a: { rpm: 10, weight: 0 }, b: { rpm: 10 } }, onError: (e) => errors.push(e) })
+  const capacity = createDeploymentCapacity(failing(), {
+    deployments: { a: { rpm: 10, weight: 0 }, b: { rpm: 10 } },
+    onError: (e) => errors.push(e),
+  })
   const got = await capacity.acquire(['a', 'b'], { tokens: 10 })
   t.equal(got.ok, true)
   if (!got.ok) return
@@ -53,7 +56,16 @@ t.test('a held slot on a maxConcurrent deployment renews itself until released',
   const got = await capacity.acquire(['a'], { tokens: 0 })
   if (!got.ok) throw new Error('refused')
   // Renewed every 200 ms: after 4 renewals (800 ms, past the 600 ms ttl) the slot is still held.
-  t.ok((await pollUntil(async () => spy.calls(), (n) => n >= 5, 300, 10)).met)
+  t.ok(
+    (
+      await pollUntil(
+        async () => spy.calls(),
+        (n) => n >= 5,
+        300,
+        10,
+      )
+    ).met,
+  )
   t.equal((await capacity.acquire(['a'], { tokens: 0 })).ok, false)
   await got.lease.release()
   const after = spy.calls()

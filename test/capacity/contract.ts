@@ -30,10 +30,22 @@ export function counting(store: CapacityStore): { store: CapacityStore; calls():
     store: {
       kind: store.kind,
       rules: store.rules,
-      acquire: (r) => { calls += 1; return store.acquire(r) },
-      release: (r) => { calls += 1; return store.release(r) },
-      renew: (d, l, now) => { calls += 1; return store.renew(d, l, now) },
-      inspect: (c, now) => { calls += 1; return store.inspect(c, now) },
+      acquire: (r) => {
+        calls += 1
+        return store.acquire(r)
+      },
+      release: (r) => {
+        calls += 1
+        return store.release(r)
+      },
+      renew: (d, l, now) => {
+        calls += 1
+        return store.renew(d, l, now)
+      },
+      inspect: (c, now) => {
+        calls += 1
+        return store.inspect(c, now)
+      },
     },
     calls: () => calls,
   }
@@ -50,13 +62,29 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     const clock: Clock = { now: T0 }
     const stores = await make({ ...DEFAULT_RULES, ...rules })
     const random = seeded(seed)
-    const options = { deployments, now: () => clock.now, random, onError: (error: unknown) => { throw error } }
-    const instances = stores.map((s) => createDeploymentCapacity(s, options)) as [DeploymentCapacity, DeploymentCapacity, DeploymentCapacity]
+    const options = {
+      deployments,
+      now: () => clock.now,
+      random,
+      onError: (error: unknown) => {
+        throw error
+      },
+    }
+    const instances = stores.map((s) => createDeploymentCapacity(s, options)) as [
+      DeploymentCapacity,
+      DeploymentCapacity,
+      DeploymentCapacity,
+    ]
     return { clock, stores, instances, capacity: instances[0] }
   }
 
   t.test(`${name}: traffic splits in proportion to weight × headroom`, async (t) => {
-    const { capacity } = await setup({ a: { rpm: 10_000 }, b: { rpm: 30_000 }, c: { rpm: 10_000, weight: 3 }, d: { rpm: 30_000 } })
+    const { capacity } = await setup({
+      a: { rpm: 10_000 },
+      b: { rpm: 30_000 },
+      c: { rpm: 10_000, weight: 3 },
+      d: { rpm: 30_000 },
+    })
     const picks = { a: 0, b: 0, c: 0, d: 0 }
     for (let i = 0; i < 1200; i++) {
       const l = await lease(capacity, i % 2 === 0 ? ['a', 'b'] : ['c', 'd'])
@@ -115,7 +143,9 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
 
   t.test(`${name}: maxConcurrent is never exceeded, however many instances race`, async (t) => {
     const { clock, instances } = await setup({ a: { maxConcurrent: 4 }, b: { maxConcurrent: 2 } })
-    const all = await Promise.all(Array.from({ length: 60 }, (_, i) => instances[i % 3]?.acquire(['a', 'b'], { tokens: 10 })))
+    const all = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => instances[i % 3]?.acquire(['a', 'b'], { tokens: 10 })),
+    )
     const held = all.flatMap((g) => (g?.ok === true ? [g.lease] : []))
     t.same(held.map((l) => l.deploymentId).sort(), ['a', 'a', 'a', 'a', 'b', 'b'])
     const refused = all.filter((g) => g?.ok === false)
@@ -124,8 +154,16 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     const freed = held.find((l) => l.deploymentId === 'a')
     await freed?.release()
     await freed?.release()
-    t.equal((await lease(instances[1], ['a', 'b'])).deploymentId, 'a', 'a released slot is taken again (released once, however often called)')
-    t.same(await instances[2].acquire(['a', 'b'], { tokens: 10 }), { ok: false, reason: 'full', retryAt: clock.now + DEFAULT_RULES.busyRetryMs })
+    t.equal(
+      (await lease(instances[1], ['a', 'b'])).deploymentId,
+      'a',
+      'a released slot is taken again (released once, however often called)',
+    )
+    t.same(await instances[2].acquire(['a', 'b'], { tokens: 10 }), {
+      ok: false,
+      reason: 'full',
+      retryAt: clock.now + DEFAULT_RULES.busyRetryMs,
+    })
   })
 
   t.test(`${name}: under churn from three instances, in flight stays within maxConcurrent`, async (t) => {
@@ -177,19 +215,40 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
   t.test(`${name}: learned remaining requests and tokens drive skipping until their reset`, async (t) => {
     const { clock, capacity } = await setup({ a: { weight: 1 }, b: { weight: 0 } })
     const first = await lease(capacity, ['a', 'b'])
-    first.observe(observeResponse(200, {
-      'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '2', 'x-ratelimit-reset-requests': '10s',
-      'x-ratelimit-remaining-tokens': '5000', 'x-ratelimit-reset-tokens': '20s',
-    }, { now: clock.now }))
+    first.observe(
+      observeResponse(
+        200,
+        {
+          'x-ratelimit-limit-requests': '60',
+          'x-ratelimit-remaining-requests': '2',
+          'x-ratelimit-reset-requests': '10s',
+          'x-ratelimit-remaining-tokens': '5000',
+          'x-ratelimit-reset-tokens': '20s',
+        },
+        { now: clock.now },
+      ),
+    )
     await first.release({ tokens: 30 })
     t.equal((await lease(capacity, ['a', 'b'], 100)).deploymentId, 'a')
     t.equal((await lease(capacity, ['a', 'b'], 100)).deploymentId, 'a')
     t.same(await capacity.acquire(['a'], { tokens: 100 }), { ok: false, reason: 'full', retryAt: T0 + 10_000 })
     t.equal((await lease(capacity, ['a', 'b'], 100)).deploymentId, 'b', 'spent: the other one serves')
     const [state] = await capacity.inspect(['a'])
-    t.same(state, { deploymentId: 'a', inFlight: 0, requests: 0, tokens: 0, coolingUntil: null, learnedRequests: 0, learnedTokens: 4800 })
+    t.same(state, {
+      deploymentId: 'a',
+      inFlight: 0,
+      requests: 0,
+      tokens: 0,
+      coolingUntil: null,
+      learnedRequests: 0,
+      learnedTokens: 4800,
+    })
     clock.now = T0 + 10_000
-    t.same(await capacity.acquire(['a'], { tokens: 4801 }), { ok: false, reason: 'full', retryAt: T0 + 20_000 }, 'tokens: 4800 left')
+    t.same(
+      await capacity.acquire(['a'], { tokens: 4801 }),
+      { ok: false, reason: 'full', retryAt: T0 + 20_000 },
+      'tokens: 4800 left',
+    )
     t.equal((await lease(capacity, ['a'], 4800)).deploymentId, 'a')
   })
 
@@ -197,13 +256,29 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     const { clock, capacity } = await setup({ a: { rpm: 3, tpm: 1000 } })
     const bucketMs = DEFAULT_RULES.windowMs / DEFAULT_RULES.buckets
     for (let i = 0; i < 2; i++) await (await lease(capacity, ['a'], 400)).release()
-    t.same(await capacity.acquire(['a'], { tokens: 400 }), { ok: false, reason: 'full', retryAt: T0 + DEFAULT_RULES.windowMs + bucketMs })
+    t.same(await capacity.acquire(['a'], { tokens: 400 }), {
+      ok: false,
+      reason: 'full',
+      retryAt: T0 + DEFAULT_RULES.windowMs + bucketMs,
+    })
     // A call that used less than reserved gives the rest back.
     clock.now = T0 + 5000
     const small = await lease(capacity, ['a'], 100)
     await small.release({ tokens: 10 })
-    t.same(await capacity.acquire(['a'], { tokens: 100 }), { ok: false, reason: 'full', retryAt: T0 + DEFAULT_RULES.windowMs + bucketMs }, 'rpm 3 is spent')
-    t.same((await capacity.inspect(['a']))[0], { deploymentId: 'a', inFlight: 0, requests: 3, tokens: 810, coolingUntil: null, learnedRequests: null, learnedTokens: null })
+    t.same(
+      await capacity.acquire(['a'], { tokens: 100 }),
+      { ok: false, reason: 'full', retryAt: T0 + DEFAULT_RULES.windowMs + bucketMs },
+      'rpm 3 is spent',
+    )
+    t.same((await capacity.inspect(['a']))[0], {
+      deploymentId: 'a',
+      inFlight: 0,
+      requests: 3,
+      tokens: 810,
+      coolingUntil: null,
+      learnedRequests: null,
+      learnedTokens: null,
+    })
     clock.now = T0 + DEFAULT_RULES.windowMs + bucketMs - 1
     t.equal((await capacity.acquire(['a'], { tokens: 1 })).ok, false)
     clock.now = T0 + DEFAULT_RULES.windowMs + bucketMs
@@ -214,7 +289,13 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
   t.test(`${name}: a refused call gives back its request and its tokens`, async (t) => {
     const { clock, capacity } = await setup({ a: { rpm: 1, tpm: 100 }, b: { rpm: 1 } })
     const l = await lease(capacity, ['a'], 100)
-    l.observe(observeResponse(503, { 'retry-after-ms': '0' }, { now: clock.now, body: 'server busy, please try again.  maximum pending requests exceeded' }))
+    l.observe(
+      observeResponse(
+        503,
+        { 'retry-after-ms': '0' },
+        { now: clock.now, body: 'server busy, please try again.  maximum pending requests exceeded' },
+      ),
+    )
     await l.release({ tokens: 100 })
     t.equal((await lease(capacity, ['a'], 100)).deploymentId, 'a', 'not charged for an attempt that never ran')
   })
@@ -233,7 +314,11 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
   t.test(`${name}: deployments with no declared or learned limits cost no store call`, async (t) => {
     const { clock, stores } = await setup({})
     const spy = counting(stores[0])
-    const capacity = createDeploymentCapacity(spy.store, { deployments: { x: { weight: 1 }, y: { weight: 1 } }, now: () => clock.now, random: seeded(3) })
+    const capacity = createDeploymentCapacity(spy.store, {
+      deployments: { x: { weight: 1 }, y: { weight: 1 } },
+      now: () => clock.now,
+      random: seeded(3),
+    })
     for (let i = 0; i < 20; i++) {
       const l = await lease(capacity, ['x', 'y'])
       l.observe(observeResponse(200, { 'content-type': 'application/json' }, { now: clock.now }))

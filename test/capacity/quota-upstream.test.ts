@@ -6,12 +6,20 @@ import t, { type Test } from 'tap'
 import OpenAI from 'openai'
 import { observeResponse } from '../../src/capacity/upstream-headers.ts'
 import { pollUntil } from '../helpers/poll.ts'
-import { chargedTokensOf, startQuotaUpstream, type QuotaUpstream, type QuotaUpstreamOptions } from '../helpers/quota-upstream.ts'
+import {
+  chargedTokensOf,
+  startQuotaUpstream,
+  type QuotaUpstream,
+  type QuotaUpstreamOptions,
+} from '../helpers/quota-upstream.ts'
 
 const T0 = 1_800_000_000_000
 const ask = { model: 'gpt-4o', messages: [{ role: 'user' as const, content: 'hello world' }] }
 
-async function upstream(t: Test, options: QuotaUpstreamOptions): Promise<{ up: QuotaUpstream; client: OpenAI; clock: { now: number } }> {
+async function upstream(
+  t: Test,
+  options: QuotaUpstreamOptions,
+): Promise<{ up: QuotaUpstream; client: OpenAI; clock: { now: number } }> {
   const clock = { now: T0 }
   const up = await startQuotaUpstream({ now: () => clock.now, ...options })
   t.teardown(() => up.close())
@@ -47,7 +55,16 @@ t.test('serves JSON and SSE, with its quota in x-ratelimit-* on every response',
   }
   t.equal(text, 'ok ok ok')
   t.same(usage, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 })
-  t.same(up.stats(), { requests: 2, served: 2, rateLimited: 0, queueFull: 0, perMinute: [2], rateLimitedPerMinute: [], peakInFlight: 1, overConcurrency: 0 })
+  t.same(up.stats(), {
+    requests: 2,
+    served: 2,
+    rateLimited: 0,
+    queueFull: 0,
+    perMinute: [2],
+    rateLimitedPerMinute: [],
+    peakInFlight: 1,
+    overConcurrency: 0,
+  })
 })
 
 t.test('RPM: exactly the limit in any sliding minute, then 429 with the exact wait', async (t) => {
@@ -68,7 +85,11 @@ t.test('RPM: exactly the limit in any sliding minute, then 429 with the exact wa
   t.equal((await refusal(client.chat.completions.create(ask))).headers?.get('retry-after-ms'), '1')
   clock.now = T0 + 60_000
   await client.chat.completions.create(ask)
-  t.equal((await refusal(client.chat.completions.create(ask))).headers?.get('retry-after-ms'), '1000', 'the call at T0+1000 leaves next')
+  t.equal(
+    (await refusal(client.chat.completions.create(ask))).headers?.get('retry-after-ms'),
+    '1000',
+    'the call at T0+1000 leaves next',
+  )
   t.equal(up.stats().rateLimited, 3)
   t.equal(up.stats().served, 4)
 })
@@ -87,7 +108,11 @@ t.test('TPM: prompt plus max_tokens counted at arrival; a refused call counts no
   t.equal(refused.headers?.get('x-ratelimit-remaining-tokens'), '0')
   t.match(refused.message, /token rate limit/)
   clock.now = T0 + 60_000
-  t.equal((await client.chat.completions.create(body).withResponse()).response.status, 200, 'the first call left the window: 25 tokens fit')
+  t.equal(
+    (await client.chat.completions.create(body).withResponse()).response.status,
+    200,
+    'the first call left the window: 25 tokens fit',
+  )
   t.equal(up.stats().rateLimited, 1)
 })
 
@@ -123,7 +148,14 @@ t.test('records the most calls it had in flight, and those beyond maxConcurrent'
   const { up, client } = await upstream(t, { maxConcurrent: 4 })
   up.pause()
   const calls = Array.from({ length: 6 }, () => client.chat.completions.create(ask))
-  t.ok((await pollUntil(async () => up.inFlight(), (n) => n === 6)).met)
+  t.ok(
+    (
+      await pollUntil(
+        async () => up.inFlight(),
+        (n) => n === 6,
+      )
+    ).met,
+  )
   up.resume()
   await Promise.all(calls)
   t.equal(up.stats().peakInFlight, 6)
@@ -138,7 +170,11 @@ t.test('Ollama with a full queue: 503, its message, no wait named', async (t) =>
   t.match(refused.message, 'server busy, please try again.  maximum pending requests exceeded')
   t.equal(refused.headers?.get('retry-after'), null)
   t.equal(up.stats().queueFull, 1)
-  const raw = await fetch(`${up.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ask) })
+  const raw = await fetch(`${up.url}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(ask),
+  })
   const observed = observeResponse(raw.status, Object.fromEntries(raw.headers), { now: T0, body: await raw.text() })
   t.same([observed.kind, observed.refused, observed.cooldownUntil], ['queue_full', true, T0 + 1000])
 })

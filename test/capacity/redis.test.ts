@@ -42,7 +42,7 @@ if (!(await pingRedis(admin))) {
     const connections = [client(), client(), client()]
     await Promise.all(connections.map((redis) => pingRedis(redis)))
     const stores = connections.map((redis) => redisCapacityStore(redis, prefix, rules))
-    return stores as unknown as readonly [typeof stores[0], typeof stores[0], typeof stores[0]]
+    return stores as unknown as readonly [(typeof stores)[0], (typeof stores)[0], (typeof stores)[0]]
   })
 
   t.test('redis: one round trip per acquire and per release, whatever the number of candidates', async (t) => {
@@ -61,7 +61,9 @@ if (!(await pingRedis(admin))) {
     t.equal(commands.count(), 1)
     t.equal(commands.count('evalsha'), 1)
     if (!got.ok) throw new Error('no lease')
-    got.lease.observe(observeResponse(200, { 'x-ratelimit-remaining-requests': '10', 'x-ratelimit-reset-requests': '1s' }, { now: T0 }))
+    got.lease.observe(
+      observeResponse(200, { 'x-ratelimit-remaining-requests': '10', 'x-ratelimit-reset-requests': '1s' }, { now: T0 }),
+    )
     await got.lease.release({ tokens: 40 })
     t.equal(commands.count(), 2, 'the release carries the observation')
   })
@@ -69,16 +71,28 @@ if (!(await pingRedis(admin))) {
   t.test('redis: keys under <prefix>{tg}:cap:, URI-encoded, and every one expires', async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const store = redisCapacityStore(client(), prefix)
-    const capacity = createDeploymentCapacity(store, { deployments: { 'azure/gpt 4o:east': { rpm: 10, tpm: 100, maxConcurrent: 2 } }, now: Date.now })
+    const capacity = createDeploymentCapacity(store, {
+      deployments: { 'azure/gpt 4o:east': { rpm: 10, tpm: 100, maxConcurrent: 2 } },
+      now: Date.now,
+    })
     const got = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
     if (!got.ok) throw new Error('no lease')
-    got.lease.observe(observeResponse(429, { 'retry-after': '1', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '2s' }, { now: Date.now() }))
+    got.lease.observe(
+      observeResponse(
+        429,
+        { 'retry-after': '1', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '2s' },
+        { now: Date.now() },
+      ),
+    )
     const taken = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
     t.equal(taken.ok, true)
     await got.lease.release()
     const keys = await keysUnder(admin, prefix)
     const base = `${prefix}{tg}:cap:azure%2Fgpt%204o%3Aeast:`
-    t.same(keys, ['c', 'f', 'l', 'r', 't'].map((s) => base + s))
+    t.same(
+      keys,
+      ['c', 'f', 'l', 'r', 't'].map((s) => base + s),
+    )
     for (const key of keys) {
       const ttl = await admin.pttl(key)
       t.ok(ttl > 0 && ttl <= DEFAULT_RULES.leaseTtlMs, `${key} expires (${ttl} ms)`)
@@ -92,14 +106,22 @@ if (!(await pingRedis(admin))) {
     const prefix = `${NAMESPACE}${n++}:`
     const connections = [client(), client(), client()]
     await Promise.all(connections.map((redis) => pingRedis(redis)))
-    const instances = connections.map((redis) => createDeploymentCapacity(redisCapacityStore(redis, prefix), { deployments: { ollama: { maxConcurrent: 4 } } }))
+    const instances = connections.map((redis) =>
+      createDeploymentCapacity(redisCapacityStore(redis, prefix), { deployments: { ollama: { maxConcurrent: 4 } } }),
+    )
     const body = JSON.stringify({ model: 'llama3', messages: [{ role: 'user', content: 'hi' }] })
     async function call(capacity: DeploymentCapacity): Promise<boolean> {
       const got = await capacity.acquire(['ollama'], { tokens: 10 })
       if (!got.ok) return false
       try {
-        const res = await fetch(`${up.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-        got.lease.observe(observeResponse(res.status, Object.fromEntries(res.headers), { now: Date.now(), body: await res.text() }))
+        const res = await fetch(`${up.url}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        })
+        got.lease.observe(
+          observeResponse(res.status, Object.fromEntries(res.headers), { now: Date.now(), body: await res.text() }),
+        )
       } finally {
         await got.lease.release()
       }
@@ -108,7 +130,15 @@ if (!(await pingRedis(admin))) {
     for (let round = 0; round < 3; round++) {
       up.pause()
       const calls = Array.from({ length: 30 }, (_, i) => call(instances[i % 3] as DeploymentCapacity))
-      t.ok((await pollUntil(async () => up.inFlight(), (k) => k === 4)).met, `round ${round}: four calls reach the upstream`)
+      t.ok(
+        (
+          await pollUntil(
+            async () => up.inFlight(),
+            (k) => k === 4,
+          )
+        ).met,
+        `round ${round}: four calls reach the upstream`,
+      )
       up.resume()
       const served = (await Promise.all(calls)).filter(Boolean).length
       t.ok(served >= 4, `round ${round}: ${served} served, the rest told to come back`)

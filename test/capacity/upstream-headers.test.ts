@@ -22,14 +22,18 @@ t.test('durations as OpenAI writes them, and plain seconds', async (t) => {
 })
 
 t.test('OpenAI: limit, remaining and reset per dimension, on a served response', async (t) => {
-  const o = observeResponse(200, {
-    'x-ratelimit-limit-requests': '60',
-    'x-ratelimit-limit-tokens': '150000',
-    'x-ratelimit-remaining-requests': '59',
-    'x-ratelimit-remaining-tokens': '149984',
-    'x-ratelimit-reset-requests': '1s',
-    'x-ratelimit-reset-tokens': '6m0s',
-  }, { now: NOW })
+  const o = observeResponse(
+    200,
+    {
+      'x-ratelimit-limit-requests': '60',
+      'x-ratelimit-limit-tokens': '150000',
+      'x-ratelimit-remaining-requests': '59',
+      'x-ratelimit-remaining-tokens': '149984',
+      'x-ratelimit-reset-requests': '1s',
+      'x-ratelimit-reset-tokens': '6m0s',
+    },
+    { now: NOW },
+  )
   t.same(o, {
     kind: 'served',
     refused: false,
@@ -40,16 +44,27 @@ t.test('OpenAI: limit, remaining and reset per dimension, on a served response',
   t.ok(teaches(o))
 })
 
-t.test('Azure: remaining without reset; a 429 names its wait in retry-after-ms, which wins over retry-after', async (t) => {
-  const served = observeResponse(200, { 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-remaining-tokens': '900' }, { now: NOW })
-  t.same(served.requests, { limit: null, remaining: 3, resetAt: null })
-  t.same(served.tokens, { limit: null, remaining: 900, resetAt: null })
-  const refused = observeResponse(429, { 'retry-after': '2', 'retry-after-ms': '1234.5', 'x-ratelimit-remaining-requests': '0' }, { now: NOW })
-  t.equal(refused.kind, 'rate_limited')
-  t.equal(refused.refused, true)
-  t.equal(refused.cooldownUntil, NOW + 1235, 'fractions of a millisecond round up')
-  t.equal(observeResponse(429, { 'retry-after': '2' }, { now: NOW }).cooldownUntil, NOW + 2000)
-})
+t.test(
+  'Azure: remaining without reset; a 429 names its wait in retry-after-ms, which wins over retry-after',
+  async (t) => {
+    const served = observeResponse(
+      200,
+      { 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-remaining-tokens': '900' },
+      { now: NOW },
+    )
+    t.same(served.requests, { limit: null, remaining: 3, resetAt: null })
+    t.same(served.tokens, { limit: null, remaining: 900, resetAt: null })
+    const refused = observeResponse(
+      429,
+      { 'retry-after': '2', 'retry-after-ms': '1234.5', 'x-ratelimit-remaining-requests': '0' },
+      { now: NOW },
+    )
+    t.equal(refused.kind, 'rate_limited')
+    t.equal(refused.refused, true)
+    t.equal(refused.cooldownUntil, NOW + 1235, 'fractions of a millisecond round up')
+    t.equal(observeResponse(429, { 'retry-after': '2' }, { now: NOW }).cooldownUntil, NOW + 2000)
+  },
+)
 
 t.test('retry-after as an HTTP-date; a date in the past means now', async (t) => {
   const at = new Date(NOW + 30_000).toUTCString()
@@ -60,10 +75,16 @@ t.test('retry-after as an HTTP-date; a date in the past means now', async (t) =>
 })
 
 t.test('a 429 that names no wait cools down until the exhausted dimension resets, else for the default', async (t) => {
-  const o = observeResponse(429, {
-    'x-ratelimit-remaining-requests': '5', 'x-ratelimit-reset-requests': '1s',
-    'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '12s',
-  }, { now: NOW })
+  const o = observeResponse(
+    429,
+    {
+      'x-ratelimit-remaining-requests': '5',
+      'x-ratelimit-reset-requests': '1s',
+      'x-ratelimit-remaining-tokens': '0',
+      'x-ratelimit-reset-tokens': '12s',
+    },
+    { now: NOW },
+  )
   t.equal(o.cooldownUntil, NOW + 12_000)
   t.equal(observeResponse(429, {}, { now: NOW }).cooldownUntil, NOW + 1000)
   t.equal(observeResponse(429, {}, { now: NOW, rateLimitedCooldownMs: 5000 }).cooldownUntil, NOW + 5000)
@@ -74,14 +95,20 @@ t.test('Ollama: a 503 with a full queue, no retry-after, cools down briefly', as
   const o = observeResponse(503, { 'content-type': 'application/json; charset=utf-8' }, { now: NOW, body })
   t.same(o, { kind: 'queue_full', refused: true, cooldownUntil: NOW + 1000, requests: null, tokens: null })
   // Through its OpenAI-compatible /v1 the same message arrives inside an OpenAI error object.
-  const v1 = JSON.stringify({ error: { message: 'server busy, please try again.  maximum pending requests exceeded', type: 'api_error' } })
+  const v1 = JSON.stringify({
+    error: { message: 'server busy, please try again.  maximum pending requests exceeded', type: 'api_error' },
+  })
   t.equal(observeResponse(503, {}, { now: NOW, body: v1 }).kind, 'queue_full')
   const other = observeResponse(503, { 'retry-after': '3' }, { now: NOW, body: 'upstream connect error' })
   t.same([other.kind, other.cooldownUntil], ['overloaded', NOW + 3000])
 })
 
 t.test('insufficient_quota is a 429 that waits longer', async (t) => {
-  const o = observeResponse(429, {}, { now: NOW, body: '{"error":{"code":"insufficient_quota","type":"insufficient_quota"}}' })
+  const o = observeResponse(
+    429,
+    {},
+    { now: NOW, body: '{"error":{"code":"insufficient_quota","type":"insufficient_quota"}}' },
+  )
   t.same([o.kind, o.refused, o.cooldownUntil], ['out_of_quota', true, NOW + 60_000])
 })
 
@@ -111,17 +138,36 @@ t.test('hostile or malformed headers are ignored, never thrown on', async (t) =>
   const refused = observeResponse(429, hostile, { now: NOW })
   t.equal(refused.cooldownUntil, NOW + 1000, 'falls back to the default wait')
   t.equal(observeResponse(429, { 'retry-after': '86400000' }, { now: NOW }).cooldownUntil, NOW + 600_000, 'capped')
-  t.same(observeResponse(200, { 'x-ratelimit-limit-requests': '10', 'x-ratelimit-remaining-requests': '50' }, { now: NOW }).requests,
-    { limit: 10, remaining: 10, resetAt: null }, 'more left than the whole quota is the quota')
-  t.same(observeResponse(200, { 'x-ratelimit-remaining-requests': ['4', '4'] }, { now: NOW }).requests,
-    { limit: null, remaining: 4, resetAt: null }, 'a header repeated with one value is that value')
-  t.same(observeResponse(429, {}, { now: NOW, body: undefined, rateLimitedCooldownMs: -1, maxCooldownMs: Number.NaN }).cooldownUntil,
-    NOW + 1000, 'nonsense options fall back to the defaults')
+  t.same(
+    observeResponse(200, { 'x-ratelimit-limit-requests': '10', 'x-ratelimit-remaining-requests': '50' }, { now: NOW })
+      .requests,
+    { limit: 10, remaining: 10, resetAt: null },
+    'more left than the whole quota is the quota',
+  )
+  t.same(
+    observeResponse(200, { 'x-ratelimit-remaining-requests': ['4', '4'] }, { now: NOW }).requests,
+    { limit: null, remaining: 4, resetAt: null },
+    'a header repeated with one value is that value',
+  )
+  t.same(
+    observeResponse(429, {}, { now: NOW, body: undefined, rateLimitedCooldownMs: -1, maxCooldownMs: Number.NaN })
+      .cooldownUntil,
+    NOW + 1000,
+    'nonsense options fall back to the defaults',
+  )
 })
 
 t.test('a reset written as epoch seconds is an instant; one a year away is not believed', async (t) => {
-  const o = observeResponse(200, { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': String(NOW / 1000 + 20) }, { now: NOW })
+  const o = observeResponse(
+    200,
+    { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': String(NOW / 1000 + 20) },
+    { now: NOW },
+  )
   t.equal(o.requests?.resetAt, NOW + 20_000)
-  const far = observeResponse(200, { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': String(NOW / 1000 + 365 * 86400) }, { now: NOW })
+  const far = observeResponse(
+    200,
+    { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': String(NOW / 1000 + 365 * 86400) },
+    { now: NOW },
+  )
   t.equal(far.requests?.resetAt, null)
 })

@@ -11,13 +11,22 @@ import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
 
 function tollgate(args: string[], env: Record<string, string>): Promise<Run> {
   return new Promise((done) => {
-    execFile(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
-      done({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr })
-    })
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        done({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr })
+      },
+    )
   })
 }
 
@@ -27,10 +36,28 @@ t.before(async () => {
   gw = await startTollgate()
   env = { TOLLGATE_URL: gw.url, TOLLGATE_ADMIN_TOKEN: gw.adminToken }
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle from the command line', async (t) => {
-  const created = await tollgate(['keys', 'create', '--name', 'cli key', '--owner', 'cli-team', '--tier', 'Standard4000', '--model', 'gpt-4o,claude-sonnet-4', '--expires-in', '30d'], env)
+  const created = await tollgate(
+    [
+      'keys',
+      'create',
+      '--name',
+      'cli key',
+      '--owner',
+      'cli-team',
+      '--tier',
+      'Standard4000',
+      '--model',
+      'gpt-4o,claude-sonnet-4',
+      '--expires-in',
+      '30d',
+    ],
+    env,
+  )
   t.equal(created.code, 0, created.stderr)
   const secret = /\b(tg1_[0-9A-Za-z]{49})\b/.exec(created.stdout)?.[1] ?? ''
   const id = /\b(key_[0-9a-f]{24})\b/.exec(created.stdout)?.[1] ?? ''
@@ -41,11 +68,12 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
   t.match(created.stdout, /Models:\s+gpt-4o, claude-sonnet-4/)
 
   const chat = await fetch(`${gw.url}/v2/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
   })
   t.equal(chat.status, 200, 'the printed secret works')
-  const usage = (await chat.json() as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
+  const usage = ((await chat.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
 
   const list = await tollgate(['keys', 'list', '--owner', 'cli-team'], env)
   t.equal(list.code, 0, list.stderr)
@@ -55,7 +83,11 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
 
   const listJson = await tollgate(['keys', 'list', '--owner', 'cli-team', '--json'], env)
   const parsed = JSON.parse(listJson.stdout) as { data: Array<{ id: string }> }
-  t.same(parsed.data.map((k) => k.id), [id], '--json prints the API reply')
+  t.same(
+    parsed.data.map((k) => k.id),
+    [id],
+    '--json prints the API reply',
+  )
 
   const show = await tollgate(['keys', 'show', id], env)
   t.equal(show.code, 0)
@@ -76,11 +108,26 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
 
   const keyUsage = await tollgate(['keys', 'usage', id], env)
   t.equal(keyUsage.code, 0, keyUsage.stderr)
-  t.match(keyUsage.stdout, /DAY\s+MODEL\s+REQUESTS\s+INPUT TOKENS\s+OUTPUT TOKENS\s+COST \(EUR\)/, 'the cost column names the currency')
-  const keyUsageJson = JSON.parse((await tollgate(['keys', 'usage', id, '--json'], env)).stdout) as { currency: string; totals: { cost: number } }
+  t.match(
+    keyUsage.stdout,
+    /DAY\s+MODEL\s+REQUESTS\s+INPUT TOKENS\s+OUTPUT TOKENS\s+COST \(EUR\)/,
+    'the cost column names the currency',
+  )
+  const keyUsageJson = JSON.parse((await tollgate(['keys', 'usage', id, '--json'], env)).stdout) as {
+    currency: string
+    totals: { cost: number }
+  }
   t.equal(keyUsageJson.currency, 'EUR', 'JSON keeps the number and names the currency')
-  t.equal(/^TOTAL\s.*\s(\S+)$/m.exec(keyUsage.stdout)?.[1], formatAmount(keyUsageJson.totals.cost), 'the total cost, written as the portal writes it')
-  t.match(keyUsage.stdout, new RegExp(`gpt-4o\\s+1\\s+${usage.prompt_tokens}\\s+${usage.completion_tokens}\\s`), 'the call, as the backend reported it')
+  t.equal(
+    /^TOTAL\s.*\s(\S+)$/m.exec(keyUsage.stdout)?.[1],
+    formatAmount(keyUsageJson.totals.cost),
+    'the total cost, written as the portal writes it',
+  )
+  t.match(
+    keyUsage.stdout,
+    new RegExp(`gpt-4o\\s+1\\s+${usage.prompt_tokens}\\s+${usage.completion_tokens}\\s`),
+    'the call, as the backend reported it',
+  )
   t.match(keyUsage.stdout, /^TOTAL\s+1\s/m)
   const byOwner = await tollgate(['keys', 'usage', '--group-by', 'owner', '--json'], env)
   const owners = JSON.parse(byOwner.stdout) as { data: Array<{ owner: string; requests: number }> }
@@ -112,7 +159,14 @@ t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token ne
   const unreachable = await tollgate(['keys', 'list', '--url', 'http://127.0.0.1:9'], env)
   t.equal(unreachable.code, 1)
   t.match(unreachable.stderr, /cannot reach the gateway at http:\/\/127\.0\.0\.1:9/)
-  for (const args of [['keys', 'explode'], ['keys', 'show'], ['keys', 'list', '--colour'], ['keys', 'rotate', 'key_x', '--grace', 'soon'], ['keys', 'update', 'key_x'], ['keys', 'create', '--expires-at', 'x', '--expires-in', '1d']]) {
+  for (const args of [
+    ['keys', 'explode'],
+    ['keys', 'show'],
+    ['keys', 'list', '--colour'],
+    ['keys', 'rotate', 'key_x', '--grace', 'soon'],
+    ['keys', 'update', 'key_x'],
+    ['keys', 'create', '--expires-at', 'x', '--expires-in', '1d'],
+  ]) {
     const run = await tollgate(args, env)
     t.equal(run.code, 64, `${args.join(' ')}: exit 64`)
     t.match(run.stderr, /tollgate keys/)
@@ -124,29 +178,61 @@ t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token ne
   t.match(top.stdout, /keys <command>/, 'the top-level help names the keys commands')
 })
 
-t.test('in process: durations, flags from env or options, and nothing from the server reaches the terminal raw', async (t) => {
-  t.throws(() => durationSeconds('90', '--expires-in'), /--expires-in 90: say the unit: 90d \(days\), 90h, 90m or 90s/, 'a bare number is refused, not read as seconds')
-  t.equal(durationSeconds('45s', 'x'), 45)
-  t.equal(durationSeconds('15m', 'x'), 900)
-  t.equal(durationSeconds('12h', 'x'), 43_200)
-  t.equal(durationSeconds('7d', 'x'), 604_800)
-  t.throws(() => durationSeconds('1y', 'x'))
+t.test(
+  'in process: durations, flags from env or options, and nothing from the server reaches the terminal raw',
+  async (t) => {
+    t.throws(
+      () => durationSeconds('90', '--expires-in'),
+      /--expires-in 90: say the unit: 90d \(days\), 90h, 90m or 90s/,
+      'a bare number is refused, not read as seconds',
+    )
+    t.equal(durationSeconds('45s', 'x'), 45)
+    t.equal(durationSeconds('15m', 'x'), 900)
+    t.equal(durationSeconds('12h', 'x'), 43_200)
+    t.equal(durationSeconds('7d', 'x'), 604_800)
+    t.throws(() => durationSeconds('1y', 'x'))
 
-  const seen: Array<{ url: string; auth: string | null }> = []
-  const out: string[] = []
-  const fakeFetch: typeof fetch = async (input, init) => {
-    seen.push({ url: String(input), auth: new Headers(init?.headers).get('authorization') })
-    const evil = { id: 'key_1', prefix: 'tg1_abcdefgh', name: 'evil\u001b]0;pwned\u0007\u001b[2J', owner: null, tier: 'Basic', status: 'active', created_at: 'now', expires_at: null }
-    return new Response(JSON.stringify({ object: 'list', data: [evil] }), { status: 200, headers: { 'content-type': 'application/json' } })
-  }
-  const code = await runKeysCommand(['list', '--url', 'http://gw.example:8080/', '--admin-token', 'flag-token', '--tier', 'Basic'], {
-    env: { TOLLGATE_ADMIN_TOKEN: 'env-token', TOLLGATE_URL: 'http://other' }, stdout: (s) => out.push(s), stderr: (s) => out.push(s), fetch: fakeFetch,
-  })
-  t.equal(code, 0)
-  t.same(seen, [{ url: 'http://gw.example:8080/admin/keys?tier=Basic', auth: 'Bearer flag-token' }], 'flags win over the environment')
-  t.notOk(out.join('').includes('\u001b') || out.join('').includes('\u0007'), 'escape sequences from a key name are neutralised')
-  t.match(out.join(''), /evil\?\]0;pwned\?\?\[2J/)
-})
+    const seen: Array<{ url: string; auth: string | null }> = []
+    const out: string[] = []
+    const fakeFetch: typeof fetch = async (input, init) => {
+      seen.push({ url: String(input), auth: new Headers(init?.headers).get('authorization') })
+      const evil = {
+        id: 'key_1',
+        prefix: 'tg1_abcdefgh',
+        name: 'evil\u001b]0;pwned\u0007\u001b[2J',
+        owner: null,
+        tier: 'Basic',
+        status: 'active',
+        created_at: 'now',
+        expires_at: null,
+      }
+      return new Response(JSON.stringify({ object: 'list', data: [evil] }), {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+      })
+    }
+    const code = await runKeysCommand(
+      ['list', '--url', 'http://gw.example:8080/', '--admin-token', 'flag-token', '--tier', 'Basic'],
+      {
+        env: { TOLLGATE_ADMIN_TOKEN: 'env-token', TOLLGATE_URL: 'http://other' },
+        stdout: (s) => out.push(s),
+        stderr: (s) => out.push(s),
+        fetch: fakeFetch,
+      },
+    )
+    t.equal(code, 0)
+    t.same(
+      seen,
+      [{ url: 'http://gw.example:8080/admin/keys?tier=Basic', auth: 'Bearer flag-token' }],
+      'flags win over the environment',
+    )
+    t.notOk(
+      out.join('').includes('\u001b') || out.join('').includes('\u0007'),
+      'escape sequences from a key name are neutralised',
+    )
+    t.match(out.join(''), /evil\?\]0;pwned\?\?\[2J/)
+  },
+)
 
 t.test('--expires-in needs a unit, and the expiry it came to is said', async (t) => {
   const bare = await tollgate(['keys', 'create', '--name', 'bare', '--expires-in', '90'], env)
@@ -162,8 +248,15 @@ t.test('--expires-in needs a unit, and the expiry it came to is said', async (t)
   t.equal(created.code, 0, created.stderr)
   const key = JSON.parse(created.stdout) as { id: string; expires_at: string }
   const expires = Date.parse(key.expires_at)
-  t.ok(expires >= before + 90 * 86_400_000 - 1000 && expires <= Date.now() + 90 * 86_400_000 + 1000, `90 days from now: ${key.expires_at}`)
-  t.match(created.stderr, `--expires-in 90d: the key expires at ${key.expires_at} (90 days from now)`, 'the expiry is echoed (on stderr: --json stays JSON)')
+  t.ok(
+    expires >= before + 90 * 86_400_000 - 1000 && expires <= Date.now() + 90 * 86_400_000 + 1000,
+    `90 days from now: ${key.expires_at}`,
+  )
+  t.match(
+    created.stderr,
+    `--expires-in 90d: the key expires at ${key.expires_at} (90 days from now)`,
+    'the expiry is echoed (on stderr: --json stays JSON)',
+  )
 
   const updated = await tollgate(['keys', 'update', key.id, '--expires-in', '12h'], env)
   t.equal(updated.code, 0, updated.stderr)
@@ -175,7 +268,8 @@ t.test('keys usage --from more than a year back: asked in windows, added up', as
   const { key, id } = await gw.createKey({ name: 'old usage' })
   for (let i = 0; i < 2; i++) {
     const res = await fetch(`${gw.url}/v2/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
     })
     t.equal(res.status, 200)
@@ -185,9 +279,11 @@ t.test('keys usage --from more than a year back: asked in windows, added up', as
   const from = day(800)
 
   // The API alone: one query is still at most 366 days, and its refusal says what to do.
-  const refused = await fetch(`${gw.url}/admin/keys/${id}/usage?from=${from}`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  const refused = await fetch(`${gw.url}/admin/keys/${id}/usage?from=${from}`, {
+    headers: { authorization: `Bearer ${gw.adminToken}` },
+  })
   t.equal(refused.status, 400)
-  const message = (await refused.json() as { error: { message: string } }).error.message
+  const message = ((await refused.json()) as { error: { message: string } }).error.message
   t.match(message, /at most 366 days/)
   t.match(message, '(`to` defaults to today)', 'says why the range is that long')
   t.match(message, /several ranges of 366 days or fewer with `from` and `to`/, 'and what to do')
@@ -197,39 +293,122 @@ t.test('keys usage --from more than a year back: asked in windows, added up', as
   t.match(table.stdout, new RegExp(`Usage of ${id}, ${from} to ${day(0)}`), 'the whole range, up to today')
   t.match(table.stdout, /^TOTAL\s+2\s/m, 'both calls, counted once')
 
-  const json = JSON.parse((await tollgate(['keys', 'usage', id, '--from', from, '--json'], env)).stdout) as { from: string; to: string; totals: { requests: number }; by_model: Array<{ model: string; requests: number }> }
+  const json = JSON.parse((await tollgate(['keys', 'usage', id, '--from', from, '--json'], env)).stdout) as {
+    from: string
+    to: string
+    totals: { requests: number }
+    by_model: Array<{ model: string; requests: number }>
+  }
   t.equal(json.from, from)
   t.equal(json.to, day(0))
   t.equal(json.totals.requests, 2)
-  t.same(json.by_model.map((m) => [m.model, m.requests]), [['gpt-4o', 2]])
+  t.same(
+    json.by_model.map((m) => [m.model, m.requests]),
+    [['gpt-4o', 2]],
+  )
 
-  const byKey = JSON.parse((await tollgate(['keys', 'usage', '--from', from, '--to', day(0), '--json'], env)).stdout) as { data: Array<{ key_id: string; requests: number }> }
-  t.same(byKey.data.filter((r) => r.key_id === id).map((r) => r.requests), [2], 'across keys: one row per key, summed over the windows')
+  const byKey = JSON.parse(
+    (await tollgate(['keys', 'usage', '--from', from, '--to', day(0), '--json'], env)).stdout,
+  ) as { data: Array<{ key_id: string; requests: number }> }
+  t.same(
+    byKey.data.filter((r) => r.key_id === id).map((r) => r.requests),
+    [2],
+    'across keys: one row per key, summed over the windows',
+  )
 })
 
 t.test('in process: the windows of a long range, and the replies added up', async (t) => {
   const now = new Date('2026-11-26T08:00:00Z')
-  t.same(usageWindows(undefined, undefined, now), [{ from: undefined, to: undefined }], 'no from: the gateway\'s default')
-  t.same(usageWindows('2026-01-01', undefined, now), [{ from: '2026-01-01', to: undefined }], 'within a year: one query, as given')
-  t.same(usageWindows('2025-03-01', undefined, now), [
-    { from: '2025-03-01', to: '2026-03-01' },
-    { from: '2026-03-02', to: '2026-11-26' },
-  ], '2025-03-01 to today: two windows, 366 days and the rest, no day twice')
-  t.same(usageWindows('2025-02-30', undefined, now), [{ from: '2025-02-30', to: undefined }], 'not a day: the gateway says so')
+  t.same(
+    usageWindows(undefined, undefined, now),
+    [{ from: undefined, to: undefined }],
+    "no from: the gateway's default",
+  )
+  t.same(
+    usageWindows('2026-01-01', undefined, now),
+    [{ from: '2026-01-01', to: undefined }],
+    'within a year: one query, as given',
+  )
+  t.same(
+    usageWindows('2025-03-01', undefined, now),
+    [
+      { from: '2025-03-01', to: '2026-03-01' },
+      { from: '2026-03-02', to: '2026-11-26' },
+    ],
+    '2025-03-01 to today: two windows, 366 days and the rest, no day twice',
+  )
+  t.same(
+    usageWindows('2025-02-30', undefined, now),
+    [{ from: '2025-02-30', to: undefined }],
+    'not a day: the gateway says so',
+  )
 
-  const row = (model: string, requests: number, cost: number): Record<string, unknown> => ({ model, requests, input_tokens: requests * 10, output_tokens: requests, cost })
-  const merged = mergeUsageReplies([
-    { object: 'usage', key_id: 'key_1', from: '2025-03-01', to: '2026-03-01', data: [{ day: '2025-06-01', ...row('a', 1, 0.1) }], by_model: [row('a', 1, 0.1)], totals: { requests: 1, input_tokens: 10, output_tokens: 1, cost: 0.1 } },
-    { object: 'usage', key_id: 'key_1', from: '2026-03-02', to: '2026-11-26', data: [{ day: '2026-06-01', ...row('a', 2, 0.2) }, { day: '2026-06-01', ...row('b', 1, 0.3) }], by_model: [row('a', 2, 0.2), row('b', 1, 0.3)], totals: { requests: 3, input_tokens: 30, output_tokens: 3, cost: 0.5 } },
-  ], null, true)
+  const row = (model: string, requests: number, cost: number): Record<string, unknown> => ({
+    model,
+    requests,
+    input_tokens: requests * 10,
+    output_tokens: requests,
+    cost,
+  })
+  const merged = mergeUsageReplies(
+    [
+      {
+        object: 'usage',
+        key_id: 'key_1',
+        from: '2025-03-01',
+        to: '2026-03-01',
+        data: [{ day: '2025-06-01', ...row('a', 1, 0.1) }],
+        by_model: [row('a', 1, 0.1)],
+        totals: { requests: 1, input_tokens: 10, output_tokens: 1, cost: 0.1 },
+      },
+      {
+        object: 'usage',
+        key_id: 'key_1',
+        from: '2026-03-02',
+        to: '2026-11-26',
+        data: [
+          { day: '2026-06-01', ...row('a', 2, 0.2) },
+          { day: '2026-06-01', ...row('b', 1, 0.3) },
+        ],
+        by_model: [row('a', 2, 0.2), row('b', 1, 0.3)],
+        totals: { requests: 3, input_tokens: 30, output_tokens: 3, cost: 0.5 },
+      },
+    ],
+    null,
+    true,
+  )
   t.equal(merged.from, '2025-03-01')
   t.equal(merged.to, '2026-11-26')
-  t.same(merged.totals, { requests: 4, input_tokens: 40, output_tokens: 4, cost: 0.6 }, 'totals summed (0.1 + 0.5 is 0.6, not 0.6000000000000001)')
+  t.same(
+    merged.totals,
+    { requests: 4, input_tokens: 40, output_tokens: 4, cost: 0.6 },
+    'totals summed (0.1 + 0.5 is 0.6, not 0.6000000000000001)',
+  )
   t.same(merged.by_model, [row('a', 3, 0.3), row('b', 1, 0.3)], 'by_model summed per model')
   t.equal((merged.data as unknown[]).length, 3, 'per-day rows kept')
-  const grouped = mergeUsageReplies([
-    { group_by: 'owner', from: 'x', to: 'y', data: [{ owner: 'o1', ...row('m', 1, 1) }], totals: {} },
-    { group_by: 'owner', from: 'y', to: 'z', data: [{ owner: 'o2', ...row('m', 1, 1) }, { owner: 'o1', ...row('m', 2, 1) }], totals: {} },
-  ], 'owner', false)
-  t.same((grouped.data as Array<Record<string, unknown>>).map((r) => [r.owner, r.requests]), [['o1', 3], ['o2', 1]], 'a group in both windows: one row')
+  const grouped = mergeUsageReplies(
+    [
+      { group_by: 'owner', from: 'x', to: 'y', data: [{ owner: 'o1', ...row('m', 1, 1) }], totals: {} },
+      {
+        group_by: 'owner',
+        from: 'y',
+        to: 'z',
+        data: [
+          { owner: 'o2', ...row('m', 1, 1) },
+          { owner: 'o1', ...row('m', 2, 1) },
+        ],
+        totals: {},
+      },
+    ],
+    'owner',
+    false,
+  )
+  t.same(
+    (grouped.data as Array<Record<string, unknown>>).map((r) => [r.owner, r.requests]),
+    [
+      ['o1', 3],
+      ['o2', 1],
+    ],
+    'a group in both windows: one row',
+  )
 })

@@ -12,7 +12,11 @@ import { stringify } from 'yaml'
 const ROOT = resolve(import.meta.dirname, '../..')
 const CLI = join(ROOT, 'src/cli.ts')
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
 
 const configPath = (() => {
   const dir = mkdtempSync(join(tmpdir(), 'tg-serve-config-'))
@@ -26,15 +30,28 @@ function serveOnce(args: string[], env: Record<string, string>): Promise<Run> {
   return new Promise((done) => {
     const child = spawn(process.execPath, [CLI, 'serve', ...args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TOLLGATE_CONFIG: configPath, LOG_LEVEL: 'info', ...env },
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        TOLLGATE_CONFIG: configPath,
+        LOG_LEVEL: 'info',
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stdout = ''
     let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (c: string) => { stdout += c })
-    child.stderr.setEncoding('utf8').on('data', (c: string) => { stderr += c })
+    child.stdout.setEncoding('utf8').on('data', (c: string) => {
+      stdout += c
+    })
+    child.stderr.setEncoding('utf8').on('data', (c: string) => {
+      stderr += c
+    })
     const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
-    child.once('exit', (code) => { clearTimeout(timer); done({ code, stdout, stderr }) })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      done({ code, stdout, stderr })
+    })
   })
 }
 
@@ -57,14 +74,22 @@ t.test('ports in use: said with the setting to change, before any secret is made
   t.notOk(existsSync(join(dataDir, 'admin.token')), 'none made')
   t.notOk(existsSync(dataDir) && readdirSync(dataDir).length > 0, 'nothing made in the data directory')
 
-  const metrics = await serveOnce([], { TOLLGATE_DATA_DIR: freshDataDir(), PORT: '0', METRICS_PORT: portOf(gw.metricsUrl) })
+  const metrics = await serveOnce([], {
+    TOLLGATE_DATA_DIR: freshDataDir(),
+    PORT: '0',
+    METRICS_PORT: portOf(gw.metricsUrl),
+  })
   t.equal(metrics.code, 2)
-  t.match(metrics.stderr, `127.0.0.1:${portOf(gw.metricsUrl)}, the metrics listener (METRICS_PORT), is already in use`, 'the metrics port is named as such')
+  t.match(
+    metrics.stderr,
+    `127.0.0.1:${portOf(gw.metricsUrl)}, the metrics listener (METRICS_PORT), is already in use`,
+    'the metrics port is named as such',
+  )
   t.match(metrics.stderr, /METRICS_PORT=\d+ npm start/)
   t.match(metrics.stderr, /--metrics-port \d+/)
 
   const flag = await serveOnce(['--port', port, '--metrics-port', '0'], { TOLLGATE_DATA_DIR: freshDataDir() })
-  t.equal(flag.code, 2, '--port is taken: the clash is found on the flag\'s port too')
+  t.equal(flag.code, 2, "--port is taken: the clash is found on the flag's port too")
   t.match(flag.stderr, `127.0.0.1:${port}, the public listener (PORT), is already in use`)
 })
 
@@ -72,22 +97,42 @@ t.test('serve --port, --host and --metrics-port are taken; other flags are refus
   const port = await closedPort()
   const metricsPort = await closedPort()
   // startTollgate runs `serve` bare; the flags are checked on a process of our own.
-  const child = spawn(process.execPath, [CLI, 'serve', '--port', String(port), '--host', '127.0.0.1', '--metrics-port', String(metricsPort)], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', TOLLGATE_CONFIG: configPath, TOLLGATE_DATA_DIR: freshDataDir(), PORT: '0', METRICS_PORT: '0', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    [CLI, 'serve', '--port', String(port), '--host', '127.0.0.1', '--metrics-port', String(metricsPort)],
+    {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        TOLLGATE_CONFIG: configPath,
+        TOLLGATE_DATA_DIR: freshDataDir(),
+        PORT: '0',
+        METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
-  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill('SIGKILL')
+  })
   const listening = await new Promise<Record<string, unknown>>((done, fail) => {
     let out = ''
     const timer = setTimeout(() => fail(new Error(`not listening in 20 s: ${out}`)), 20_000)
     child.stdout.setEncoding('utf8').on('data', (c: string) => {
       out += c
       const line = out.split('\n').find((l) => l.includes('"msg":"tollgate listening"'))
-      if (line !== undefined) { clearTimeout(timer); done(JSON.parse(line) as Record<string, unknown>) }
+      if (line !== undefined) {
+        clearTimeout(timer)
+        done(JSON.parse(line) as Record<string, unknown>)
+      }
     })
-    void exited.then((code) => { clearTimeout(timer); fail(new Error(`exited ${code}: ${out}`)) })
+    void exited.then((code) => {
+      clearTimeout(timer)
+      fail(new Error(`exited ${code}: ${out}`))
+    })
   })
   t.equal(listening.port, port, '--port over PORT')
   t.equal(listening.metricsPort, metricsPort, '--metrics-port over METRICS_PORT')
@@ -109,7 +154,12 @@ t.test('serve --port, --host and --metrics-port are taken; other flags are refus
 
 t.test('one gateway per data directory; a killed one does not block the next', async (t) => {
   const first = await startTollgate()
-  const second = await serveOnce([], { TOLLGATE_DATA_DIR: first.dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: first.adminToken })
+  const second = await serveOnce([], {
+    TOLLGATE_DATA_DIR: first.dataDir,
+    PORT: '0',
+    METRICS_PORT: '0',
+    TOLLGATE_ADMIN_TOKEN: first.adminToken,
+  })
   t.equal(second.code, 2, 'a second gateway on the same data directory: exit 2')
   t.match(second.stderr, `another Tollgate (pid ${first.child.pid}, started `, 'names the one running')
   t.match(second.stderr, `is running on the data directory ${first.dataDir}`)

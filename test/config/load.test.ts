@@ -24,7 +24,13 @@ t.test('the default configuration loads and serves the catalogue from the mock',
   t.equal(config.server.metricsPort, 9464)
   t.equal(config.store.redisUrl, undefined)
   t.equal(config.plans.defaultTier, 'Basic')
-  t.same(Object.keys(config.plans.tiers).sort(), ['Basic', 'Standard1000', 'Standard2000', 'Standard3000', 'Standard4000'])
+  t.same(Object.keys(config.plans.tiers).sort(), [
+    'Basic',
+    'Standard1000',
+    'Standard2000',
+    'Standard3000',
+    'Standard4000',
+  ])
   const kinds = new Set(config.models.map((m) => m.kind))
   t.same([...kinds].sort(), ['audio', 'chat', 'embedding', 'image'])
   t.ok(config.models.every((m) => m.deployments.every((d) => d.backend === 'mock')))
@@ -37,7 +43,16 @@ t.test('the default configuration loads and serves the catalogue from the mock',
 })
 
 t.test('environment settings override the file', async (t) => {
-  const config = loadConfig({ path: DEFAULT, env: { PORT: '9000', METRICS_PORT: '9001', REDIS_URL: 'redis://127.0.0.1:6379', TOLLGATE_DATA_DIR: '/tmp/x', TOLLGATE_ADMIN_TOKEN: 'adm_0123456789abcdef0123456789abcdef' } })
+  const config = loadConfig({
+    path: DEFAULT,
+    env: {
+      PORT: '9000',
+      METRICS_PORT: '9001',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      TOLLGATE_DATA_DIR: '/tmp/x',
+      TOLLGATE_ADMIN_TOKEN: 'adm_0123456789abcdef0123456789abcdef',
+    },
+  })
   t.equal(config.server.port, 9000)
   t.equal(config.server.metricsPort, 9001)
   t.equal(config.store.redisUrl, 'redis://127.0.0.1:6379')
@@ -46,18 +61,57 @@ t.test('environment settings override the file', async (t) => {
 })
 
 t.test('TOLLGATE_CONFIG picks the file', async (t) => {
-  const path = writeConfig((doc) => { (doc.server as Record<string, unknown>).port = 1234 })
+  const path = writeConfig((doc) => {
+    ;(doc.server as Record<string, unknown>).port = 1234
+  })
   t.equal(loadConfig({ env: { TOLLGATE_CONFIG: path } }).server.port, 1234)
 })
 
 t.test('a bad file is refused with the path of the bad field', async (t) => {
   const cases: Array<[string, (doc: Record<string, unknown>) => void, RegExp]> = [
-    ['wrong type', (doc) => { (doc.server as Record<string, unknown>).port = 'eighty' }, /server\.port/],
-    ['unknown field', (doc) => { (doc.server as Record<string, unknown>).prot = 1 }, /server.*prot/],
-    ['unknown backend', (doc) => { (doc.models as Array<Record<string, unknown>>)[0]!.deployments = [{ backend: 'nope' }] }, /models\.0\.deployments\.0\.backend: unknown backend "nope"/],
-    ['bad backend url', (doc) => { (doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'ftp://x' } }, /backends\.up\.baseUrl/],
-    ['api key as a value', (doc) => { (doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'http://x', apiKeyEnv: 'sk-123 456' } }, /backends\.up\.apiKeyEnv/],
-    ['duplicate model', (doc) => { const m = doc.models as unknown[]; m.push(m[0]) }, /duplicate model name/],
+    [
+      'wrong type',
+      (doc) => {
+        ;(doc.server as Record<string, unknown>).port = 'eighty'
+      },
+      /server\.port/,
+    ],
+    [
+      'unknown field',
+      (doc) => {
+        ;(doc.server as Record<string, unknown>).prot = 1
+      },
+      /server.*prot/,
+    ],
+    [
+      'unknown backend',
+      (doc) => {
+        ;(doc.models as Array<Record<string, unknown>>)[0]!.deployments = [{ backend: 'nope' }]
+      },
+      /models\.0\.deployments\.0\.backend: unknown backend "nope"/,
+    ],
+    [
+      'bad backend url',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'ftp://x' }
+      },
+      /backends\.up\.baseUrl/,
+    ],
+    [
+      'api key as a value',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: 'http://x', apiKeyEnv: 'sk-123 456' }
+      },
+      /backends\.up\.apiKeyEnv/,
+    ],
+    [
+      'duplicate model',
+      (doc) => {
+        const m = doc.models as unknown[]
+        m.push(m[0])
+      },
+      /duplicate model name/,
+    ],
   ]
   for (const [name, mutate, expected] of cases) {
     const path = writeConfig(mutate)
@@ -83,31 +137,53 @@ t.test('queue settings: defaults, and a priority for a tier that does not exist 
   t.equal(config.queue.maxWaitMs, 600_000)
   t.equal(config.queue.resultTtlSeconds, 86_400)
   t.same(config.queue.tierPriority, {})
-  const good = writeConfig((doc) => { doc.queue = { tierPriority: { Standard4000: 1, Basic: 10 }, concurrency: 0 } })
+  const good = writeConfig((doc) => {
+    doc.queue = { tierPriority: { Standard4000: 1, Basic: 10 }, concurrency: 0 }
+  })
   t.same(loadConfig({ path: good, env: {} }).queue.tierPriority, { Standard4000: 1, Basic: 10 })
-  const bad = writeConfig((doc) => { doc.queue = { tierPriority: { Platinum: 1 } } })
+  const bad = writeConfig((doc) => {
+    doc.queue = { tierPriority: { Platinum: 1 } }
+  })
   t.throws(() => loadConfig({ path: bad, env: {} }), /queue\.tierPriority\.Platinum: unknown tier "Platinum"/)
-  const negative = writeConfig((doc) => { doc.queue = { maxWaitMs: -1 } })
+  const negative = writeConfig((doc) => {
+    doc.queue = { maxWaitMs: -1 }
+  })
   t.throws(() => loadConfig({ path: negative, env: {} }), /queue\.maxWaitMs/)
 })
 
 t.test('Redis topologies: one server, a cluster or a Sentinel set, from the file or the environment', async (t) => {
   t.equal(loadConfig({ path: DEFAULT, env: {} }).redis, undefined, 'embedded by default')
-  t.same(loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://127.0.0.1:6379' } }).redis, { kind: 'standalone', url: 'redis://127.0.0.1:6379' })
+  t.same(loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://127.0.0.1:6379' } }).redis, {
+    kind: 'standalone',
+    url: 'redis://127.0.0.1:6379',
+  })
 
-  const cluster = loadConfig({ path: DEFAULT, env: { REDIS_CLUSTER_NODES: '10.0.0.1:7000, 10.0.0.2:7000,[::1]:7001', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' } })
+  const cluster = loadConfig({
+    path: DEFAULT,
+    env: { REDIS_CLUSTER_NODES: '10.0.0.1:7000, 10.0.0.2:7000,[::1]:7001', REDIS_PASSWORD: 'pw', REDIS_TLS: 'true' },
+  })
   t.same(cluster.redis, {
     kind: 'cluster',
-    nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7000 }, { host: '::1', port: 7001 }],
+    nodes: [
+      { host: '10.0.0.1', port: 7000 },
+      { host: '10.0.0.2', port: 7000 },
+      { host: '::1', port: 7001 },
+    ],
     tls: true,
     auth: { password: 'pw' },
   })
   t.notMatch(JSON.stringify(cluster.store), /pw/, 'the password is not in the store section')
 
-  const sentinel = loadConfig({ path: DEFAULT, env: { REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'tollgate', REDIS_SENTINEL_PASSWORD: 'spw' } })
+  const sentinel = loadConfig({
+    path: DEFAULT,
+    env: { REDIS_SENTINELS: 's1:26379,s2:26379', REDIS_SENTINEL_NAME: 'tollgate', REDIS_SENTINEL_PASSWORD: 'spw' },
+  })
   t.same(sentinel.redis, {
     kind: 'sentinel',
-    sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }],
+    sentinels: [
+      { host: 's1', port: 26379 },
+      { host: 's2', port: 26379 },
+    ],
     masterName: 'tollgate',
     tls: false,
     sentinelTls: false,
@@ -115,15 +191,38 @@ t.test('Redis topologies: one server, a cluster or a Sentinel set, from the file
     sentinelAuth: { password: 'spw' },
   })
 
-  const fromFile = writeConfig((doc) => { (doc.store as Record<string, unknown>).redisSentinel = { sentinels: ['127.0.0.1:27200'], masterName: 'm', sentinelTls: true } })
+  const fromFile = writeConfig((doc) => {
+    ;(doc.store as Record<string, unknown>).redisSentinel = {
+      sentinels: ['127.0.0.1:27200'],
+      masterName: 'm',
+      sentinelTls: true,
+    }
+  })
   t.match(loadConfig({ path: fromFile, env: {} }).redis, { kind: 'sentinel', masterName: 'm', sentinelTls: true })
-  t.match(loadConfig({ path: fromFile, env: { REDIS_URL: 'redis://x:1' } }).redis, { kind: 'standalone' }, 'the environment replaces the file\'s topology')
+  t.match(
+    loadConfig({ path: fromFile, env: { REDIS_URL: 'redis://x:1' } }).redis,
+    { kind: 'standalone' },
+    "the environment replaces the file's topology",
+  )
 
-  const both = writeConfig((doc) => { Object.assign(doc.store as Record<string, unknown>, { redisUrl: 'redis://x:1', redisCluster: { nodes: ['x:2'] } }) })
-  t.throws(() => loadConfig({ path: both, env: {} }), /store: set at most one of redisUrl, redisCluster and redisSentinel/)
-  const badNode = writeConfig((doc) => { (doc.store as Record<string, unknown>).redisCluster = { nodes: ['no-port'] } })
+  const both = writeConfig((doc) => {
+    Object.assign(doc.store as Record<string, unknown>, { redisUrl: 'redis://x:1', redisCluster: { nodes: ['x:2'] } })
+  })
+  t.throws(
+    () => loadConfig({ path: both, env: {} }),
+    /store: set at most one of redisUrl, redisCluster and redisSentinel/,
+  )
+  const badNode = writeConfig((doc) => {
+    ;(doc.store as Record<string, unknown>).redisCluster = { nodes: ['no-port'] }
+  })
   t.throws(() => loadConfig({ path: badNode, env: {} }), /store\.redisCluster\.nodes\.0: must be host:port/)
   t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_SENTINELS: 's1:1' } }), /REDIS_SENTINEL_NAME: required/)
-  t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://x:1', REDIS_CLUSTER_NODES: 'x:1' } }), /set at most one/)
-  t.throws(() => loadConfig({ path: DEFAULT, env: { REDIS_CLUSTER_NODES: 'x:1', REDIS_TLS: 'yes' } }), /REDIS_TLS: must be true or false/)
+  t.throws(
+    () => loadConfig({ path: DEFAULT, env: { REDIS_URL: 'redis://x:1', REDIS_CLUSTER_NODES: 'x:1' } }),
+    /set at most one/,
+  )
+  t.throws(
+    () => loadConfig({ path: DEFAULT, env: { REDIS_CLUSTER_NODES: 'x:1', REDIS_TLS: 'yes' } }),
+    /REDIS_TLS: must be true or false/,
+  )
 })

@@ -1,7 +1,16 @@
 // The docs check can fail: each of its checks, given a bad sample, reports it (and a good
 // one passes), so a green docs check means the pages were read, not skipped.
 import t from 'tap'
-import { anchorsOf, blocksOf, checkConfigFragment, checkJson, checkLinks, checkScript, checkYaml, linksOf } from './markdown.ts'
+import {
+  anchorsOf,
+  blocksOf,
+  checkConfigFragment,
+  checkJson,
+  checkLinks,
+  checkScript,
+  checkYaml,
+  linksOf,
+} from './markdown.ts'
 
 const page = [
   '# A page',
@@ -36,7 +45,10 @@ const page = [
 const blocks = blocksOf('sample.md', page)
 
 t.test('blocks are found with their language, line and marks', async (t) => {
-  t.same(blocks.map((b) => b.lang), ['json', 'jsonc', 'sh', 'yaml', 'yaml', 'yaml', 'js'])
+  t.same(
+    blocks.map((b) => b.lang),
+    ['json', 'jsonc', 'sh', 'yaml', 'yaml', 'yaml', 'js'],
+  )
   t.equal(blocks[0]?.line, 3)
   t.equal(blocks[2]?.skip, 'needs docker', 'a skip mark, one blank line before the fence, is read')
   t.equal(blocks[0]?.skip, undefined)
@@ -57,16 +69,24 @@ t.test('YAML that does not parse fails; YAML that is bad configuration fails; go
 
 t.test('a script that does not parse fails', async (t) => {
   t.equal(checkScript(blocks[6]!).length > 0, true)
-  t.same(checkScript({ ...blocks[6]!, code: "import OpenAI from 'openai'\nconst r = await new OpenAI().models.list()" }), [])
+  t.same(
+    checkScript({ ...blocks[6]!, code: "import OpenAI from 'openai'\nconst r = await new OpenAI().models.list()" }),
+    [],
+  )
 })
 
 t.test('links: a missing file, a missing anchor and a malformed URL fail; code spans are not links', async (t) => {
   t.equal(linksOf(page).length, 5)
   const problems = checkLinks('docs/sample.md', page, (p) => (p === 'docs/sample.md' ? page : undefined))
-  t.same(problems.map((p) => p.message.split(':')[0]), ['no heading for #nowhere in docs/sample.md', 'no such file', 'not a well-formed external link'])
+  t.same(
+    problems.map((p) => p.message.split(':')[0]),
+    ['no heading for #nowhere in docs/sample.md', 'no such file', 'not a well-formed external link'],
+  )
 })
 
 t.test("anchors are GitHub's", async (t) => {
-  const a = anchorsOf('# Vector stores (`/v1`)\n## RAG gateway: `/<service>/<route…>`\n### `meta_data`\n## Twice\n## Twice\n```\n# not a heading\n```')
+  const a = anchorsOf(
+    '# Vector stores (`/v1`)\n## RAG gateway: `/<service>/<route…>`\n### `meta_data`\n## Twice\n## Twice\n```\n# not a heading\n```',
+  )
   t.same([...a], ['vector-stores-v1', 'rag-gateway-serviceroute', 'meta_data', 'twice', 'twice-1'])
 })

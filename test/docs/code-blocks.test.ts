@@ -18,7 +18,19 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { blocksOf, checkConfigFragment, checkJson, checkLinks, checkScript, checkYaml, docFiles, JS, ROOT, SHELL, type Problem } from './markdown.ts'
+import {
+  blocksOf,
+  checkConfigFragment,
+  checkJson,
+  checkLinks,
+  checkScript,
+  checkYaml,
+  docFiles,
+  JS,
+  ROOT,
+  SHELL,
+  type Problem,
+} from './markdown.ts'
 import { RUNNABLE } from './run-blocks.ts'
 
 /** Blocks marked `docs-check: skip`: few, each with its reason. */
@@ -28,17 +40,26 @@ const KNOWN = new Set(['', 'text', 'json', 'jsonc', 'yaml', 'yml', ...JS, ...SHE
 const files = docFiles()
 
 t.test('the pages the check reads', async (t) => {
-  for (const f of ['README.md', 'CHANGELOG.md', 'bench/README.md', 'docs/architecture.md', 'docs/configuration.md']) t.ok(files.includes(f), f)
+  for (const f of ['README.md', 'CHANGELOG.md', 'bench/README.md', 'docs/architecture.md', 'docs/configuration.md'])
+    t.ok(files.includes(f), f)
 })
 
 t.test('the runnable blocks that are skipped, each with its reason, and those that run', async (t) => {
-  const runnable = files.flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8'))).filter((b) => RUNNABLE.has(b.lang))
+  const runnable = files
+    .flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8')))
+    .filter((b) => RUNNABLE.has(b.lang))
   const skipped = runnable.filter((b) => b.skip !== undefined)
   for (const b of skipped) t.comment(`skipped ${b.file}:${b.line}: ${b.skip}`)
   t.ok(skipped.length <= MAX_SKIPS, `${skipped.length} skipped of ${runnable.length} (at most ${MAX_SKIPS})`)
   const run = runnable.filter((b) => b.skip === undefined)
-  t.ok(run.filter((b) => SHELL.has(b.lang)).length >= 8, `${run.filter((b) => SHELL.has(b.lang)).length} shell blocks run`)
-  t.ok(run.filter((b) => !SHELL.has(b.lang)).length >= 3, `${run.filter((b) => !SHELL.has(b.lang)).length} js blocks run`)
+  t.ok(
+    run.filter((b) => SHELL.has(b.lang)).length >= 8,
+    `${run.filter((b) => SHELL.has(b.lang)).length} shell blocks run`,
+  )
+  t.ok(
+    run.filter((b) => !SHELL.has(b.lang)).length >= 3,
+    `${run.filter((b) => !SHELL.has(b.lang)).length} js blocks run`,
+  )
 })
 
 for (const file of files) {
@@ -48,7 +69,11 @@ for (const file of files) {
     const counts: Record<string, number> = {}
     for (const b of blocksOf(file, text)) {
       counts[b.lang || 'plain'] = (counts[b.lang || 'plain'] ?? 0) + 1
-      if (!KNOWN.has(b.lang)) problems.push({ where: `${file}:${b.line}`, message: `unknown block language "${b.lang}": name it (json, yaml, sh, js, text, ...)` })
+      if (!KNOWN.has(b.lang))
+        problems.push({
+          where: `${file}:${b.line}`,
+          message: `unknown block language "${b.lang}": name it (json, yaml, sh, js, text, ...)`,
+        })
       else if (b.lang === 'json' || b.lang === 'jsonc') problems.push(...checkJson(b))
       else if (b.lang === 'yaml' || b.lang === 'yml') {
         const { problems: p, value } = checkYaml(b)

@@ -27,4 +27,7 @@ import { docFiles } from './markdown.ts'
 import { runBlocks } from './run-blocks.ts'
 
 // Its own file: commands-rag.test.ts.
-await runBlocks(t, docFiles().filter((f) => f !== 'docs/rag-gateway.md'))
+await runBlocks(
+  t,
+  docFiles().filter((f) => f !== 'docs/rag-gateway.md'),
+)

@@ -21,7 +21,10 @@ export function docFiles(): string[] {
 
 /** docs/ is flat, one page per concern. */
 function readDirMd(dir: string): string[] {
-  return readdirSync(dir).filter((f) => f.endsWith('.md')).sort().map((f) => relative(ROOT, join(dir, f)))
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => relative(ROOT, join(dir, f)))
 }
 
 export interface Block {
@@ -69,13 +72,22 @@ export const SHELL = new Set(['sh', 'bash', 'shell', 'console', 'zsh'])
 export const JS = new Set(['js', 'mjs', 'javascript', 'ts', 'typescript'])
 
 /** A problem with a block or a link, as the test reports it. */
-export interface Problem { readonly where: string; readonly message: string }
+export interface Problem {
+  readonly where: string
+  readonly message: string
+}
 
 const at = (b: Block): string => `${b.file}:${b.line}`
 
 /** ```json parses as JSON; ```jsonc may carry whole-line `//` comments, which are stripped first. */
 export function checkJson(b: Block): Problem[] {
-  const text = b.lang === 'jsonc' ? b.code.split('\n').filter((l) => !/^\s*\/\//.test(l)).join('\n') : b.code
+  const text =
+    b.lang === 'jsonc'
+      ? b.code
+          .split('\n')
+          .filter((l) => !/^\s*\/\//.test(l))
+          .join('\n')
+      : b.code
   try {
     JSON.parse(text)
     return []
@@ -101,7 +113,10 @@ export function checkScript(b: Block): Problem[] {
     reportDiagnostics: true,
     compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ESNext },
   })
-  return (out.diagnostics ?? []).map((d) => ({ where: at(b), message: `${b.lang} does not parse: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}` }))
+  return (out.diagnostics ?? []).map((d) => ({
+    where: at(b),
+    message: `${b.lang} does not parse: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`,
+  }))
 }
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
@@ -114,7 +129,10 @@ export function anchorsOf(text: string): Set<string> {
     if (fenced) continue
     const m = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line)
     if (!m) continue
-    const base = (m[1] ?? '').toLowerCase().replace(/[^\p{L}\p{N}\p{M}\s_-]/gu, '').replace(/ /g, '-')
+    const base = (m[1] ?? '')
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\p{M}\s_-]/gu, '')
+      .replace(/ /g, '-')
     const n = seen.get(base) ?? 0
     seen.set(base, n + 1)
     anchors.add(n === 0 ? base : `${base}-${n}`)
@@ -127,7 +145,10 @@ export function linksOf(text: string): Array<{ line: number; target: string }> {
   const links: Array<{ line: number; target: string }> = []
   let fenced = false
   text.split('\n').forEach((raw, i) => {
-    if (/^\s*(`{3,}|~{3,})/.test(raw)) { fenced = !fenced; return }
+    if (/^\s*(`{3,}|~{3,})/.test(raw)) {
+      fenced = !fenced
+      return
+    }
     if (fenced) return
     // A link may have code in its text ([`docs/INTERFACE.md`](INTERFACE.md)); a link inside a
     // code span is not one.
@@ -145,23 +166,40 @@ export function linksOf(text: string): Array<{ line: number; target: string }> {
  * folder, an #anchor to a heading of the page it names; an external link only has to be a
  * well-formed http(s) or mailto URL (no network here).
  */
-export function checkLinks(file: string, text: string, read: (path: string) => string | undefined = readIfExists): Problem[] {
+export function checkLinks(
+  file: string,
+  text: string,
+  read: (path: string) => string | undefined = readIfExists,
+): Problem[] {
   const problems: Problem[] = []
   for (const { line, target } of linksOf(text)) {
     const where = `${file}:${line}`
     if (/^[a-z][a-z0-9+.-]*:/i.test(target)) {
       let ok: boolean
-      try { ok = ['http:', 'https:', 'mailto:'].includes(new URL(target).protocol) } catch { ok = false }
+      try {
+        ok = ['http:', 'https:', 'mailto:'].includes(new URL(target).protocol)
+      } catch {
+        ok = false
+      }
       if (!ok) problems.push({ where, message: `not a well-formed external link: ${target}` })
       continue
     }
     const [path = '', anchor] = target.split('#', 2)
     const to = path === '' ? file : join(dirname(file), decodeURIComponent(path))
-    if (relative(ROOT, resolve(ROOT, to)).startsWith('..')) { problems.push({ where, message: `leaves the repository: ${target}` }); continue }
+    if (relative(ROOT, resolve(ROOT, to)).startsWith('..')) {
+      problems.push({ where, message: `leaves the repository: ${target}` })
+      continue
+    }
     const content = read(to)
-    if (content === undefined) { problems.push({ where, message: `no such file: ${target} (${to})` }); continue }
+    if (content === undefined) {
+      problems.push({ where, message: `no such file: ${target} (${to})` })
+      continue
+    }
     if (anchor !== undefined && anchor !== '') {
-      if (!to.endsWith('.md')) { problems.push({ where, message: `an anchor into a file that is not markdown: ${target}` }); continue }
+      if (!to.endsWith('.md')) {
+        problems.push({ where, message: `an anchor into a file that is not markdown: ${target}` })
+        continue
+      }
       if (!anchorsOf(content).has(anchor)) problems.push({ where, message: `no heading for #${anchor} in ${to}` })
     }
   }
@@ -172,7 +210,11 @@ export function checkLinks(file: string, text: string, read: (path: string) => s
 function readIfExists(path: string): string | undefined {
   const full = join(ROOT, path)
   if (!existsSync(full)) return undefined
-  try { return readFileSync(full, 'utf8') } catch { return '' }
+  try {
+    return readFileSync(full, 'utf8')
+  } catch {
+    return ''
+  }
 }
 
 type Doc = Record<string, unknown>
@@ -192,13 +234,18 @@ export function mergeOver(base: unknown, fragment: unknown): unknown {
  * the schema, the plans it names, cross-references such as a deployment's backend).
  */
 export function checkConfigFragment(b: Block, value: unknown): Problem[] {
-  if (!isMapping(value)) return [{ where: at(b), message: 'a yaml block of gateway configuration must be a mapping (else mark it not-config)' }]
+  if (!isMapping(value))
+    return [
+      { where: at(b), message: 'a yaml block of gateway configuration must be a mapping (else mark it not-config)' },
+    ]
   const path = join(ROOT, 'config/default.yaml')
   const defaults = parseYaml(readFileSync(path, 'utf8')) as unknown
   try {
     buildConfig(mergeOver(defaults, value), path, { OPENAI_API_KEY: 'sk-docs-check' })
     return []
   } catch (err) {
-    return [{ where: at(b), message: `not valid gateway configuration over config/default.yaml: ${(err as Error).message}` }]
+    return [
+      { where: at(b), message: `not valid gateway configuration over config/default.yaml: ${(err as Error).message}` },
+    ]
   }
 }

@@ -21,7 +21,9 @@ type Json = Record<string, unknown>
 
 /** The runnable, unskipped blocks of these pages, in order. */
 export function runnableBlocks(files: readonly string[]): Block[] {
-  return files.flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8'))).filter((b) => RUNNABLE.has(b.lang) && b.skip === undefined)
+  return files
+    .flatMap((f) => blocksOf(f, readFileSync(join(ROOT, f), 'utf8')))
+    .filter((b) => RUNNABLE.has(b.lang) && b.skip === undefined)
 }
 
 /** Runs every runnable block of `files` as a subtest of `t`, against one gateway started here. */
@@ -38,15 +40,25 @@ export async function runBlocks(t: Test, files: readonly string[]): Promise<void
       const prepared = await prepare(docs, b)
       const before = requestLines(docs.gw).length
       const result = await run(docs, b, prepared.code, prepared.env)
-      const statuses = requestLines(docs.gw).slice(before).map((l) => `${String(l.status)} ${String(l.route)}`)
-      if (process.env.DOCS_CHECK_VERBOSE) t.comment(`${result.out.replace(/\r/g, '\n')}\ngateway: ${statuses.join(', ')}`)
+      const statuses = requestLines(docs.gw)
+        .slice(before)
+        .map((l) => `${String(l.status)} ${String(l.route)}`)
+      if (process.env.DOCS_CHECK_VERBOSE)
+        t.comment(`${result.out.replace(/\r/g, '\n')}\ngateway: ${statuses.join(', ')}`)
       t.equal(result.code, 0, `exits 0${result.code === 0 ? '' : `:\n${result.out.slice(-2000)}`}`)
       // The pages show calls that work: a refusal in a walk-through is a page out of date.
-      t.same(statuses.filter((s) => !/^[23]/.test(s)), [], 'and the gateway answered every call of it with a 2xx or 3xx')
+      t.same(
+        statuses.filter((s) => !/^[23]/.test(s)),
+        [],
+        'and the gateway answered every call of it with a 2xx or 3xx',
+      )
     })
   }
   t.test('the gateway logged no error while the blocks ran', async (t) => {
-    t.same(docs.gw.logs().filter((l) => typeof l.level === 'number' && l.level >= 50), [])
+    t.same(
+      docs.gw.logs().filter((l) => typeof l.level === 'number' && l.level >= 50),
+      [],
+    )
   })
 }
 
@@ -75,7 +87,10 @@ async function startDocsGateway(): Promise<DocsGateway> {
   // `npx tollgate …` as bin/tollgate; any other npx call goes to npm's own.
   const bin = join(scratch, 'bin')
   mkdirSync(bin)
-  writeFileSync(join(bin, 'npx'), `#!/usr/bin/env bash\nif [ "$1" = tollgate ]; then shift; exec "${join(ROOT, 'bin/tollgate')}" "$@"; fi\nPATH="${process.env.PATH ?? ''}" exec npx "$@"\n`)
+  writeFileSync(
+    join(bin, 'npx'),
+    `#!/usr/bin/env bash\nif [ "$1" = tollgate ]; then shift; exec "${join(ROOT, 'bin/tollgate')}" "$@"; fi\nPATH="${process.env.PATH ?? ''}" exec npx "$@"\n`,
+  )
   chmodSync(join(bin, 'npx'), 0o755)
 
   const env: Env = {
@@ -93,19 +108,29 @@ async function startDocsGateway(): Promise<DocsGateway> {
   return { gw, adminToken, env, scratch }
 }
 
-async function call(gw: RunningTollgate, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<Json> {
+async function call(
+  gw: RunningTollgate,
+  path: string,
+  token: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Json> {
   const res = await fetch(`${gw.url}${path}`, {
     method: body === undefined ? 'GET' : 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   })
-  const json = await res.json() as Json
+  const json = (await res.json()) as Json
   if (res.status >= 300) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`)
   return json
 }
 
 const newKey = async (gw: RunningTollgate, adminToken: string, limits?: Json): Promise<{ id: string; key: string }> =>
-  await call(gw, '/admin/keys', adminToken, { name: 'docs check', tier: 'Standard1000', ...(limits ? { limits } : {}) }) as { id: string; key: string }
+  (await call(gw, '/admin/keys', adminToken, {
+    name: 'docs check',
+    tier: 'Standard1000',
+    ...(limits ? { limits } : {}),
+  })) as { id: string; key: string }
 
 const requestLines = (gw: RunningTollgate): Json[] => gw.logs().filter((l) => typeof l.status === 'number')
 
@@ -125,8 +150,11 @@ async function prepare(docs: DocsGateway, b: Block): Promise<{ code: string; env
   }
   if (/file_…|sess_…|mock:\/\/…|mock%3A%2F%2F…/.test(code)) {
     const { fileId, fileUri, sessionId } = await ragObjects(docs, env.ACCESS_TOKEN ?? '')
-    code = code.replaceAll('file_…', fileId).replaceAll('mock%3A%2F%2F…', encodeURIComponent(fileUri))
-      .replaceAll('mock://…', fileUri).replaceAll('sess_…', sessionId)
+    code = code
+      .replaceAll('file_…', fileId)
+      .replaceAll('mock%3A%2F%2F…', encodeURIComponent(fileUri))
+      .replaceAll('mock://…', fileUri)
+      .replaceAll('sess_…', sessionId)
   }
   if (code.includes('qreq_…')) {
     // A key that has spent its one request of the minute: what it stores waits in line.
@@ -140,13 +168,20 @@ async function prepare(docs: DocsGateway, b: Block): Promise<{ code: string; env
 }
 
 /** A file and a chat session of ACCESS_TOKEN's user on the RAG mock: what the SmartChat walk names. */
-async function ragObjects(docs: DocsGateway, accessToken: string): Promise<{ fileId: string; fileUri: string; sessionId: string }> {
+async function ragObjects(
+  docs: DocsGateway,
+  accessToken: string,
+): Promise<{ fileId: string; fileUri: string; sessionId: string }> {
   const authorization = `Bearer ${accessToken}`
   const form = new FormData()
   form.append('files', new Blob([readFileSync(join(docs.scratch, 'report.pdf'))]), 'report.pdf')
-  const upload = await fetch(`${docs.gw.url}/file-manager/api/v1/files/?kb=local`, { method: 'POST', headers: { authorization }, body: form })
+  const upload = await fetch(`${docs.gw.url}/file-manager/api/v1/files/?kb=local`, {
+    method: 'POST',
+    headers: { authorization },
+    body: form,
+  })
   if (upload.status !== 200) throw new Error(`RAG upload: ${upload.status} ${await upload.text()}`)
-  const [file] = await upload.json() as Array<{ fileId: string; fileUri: string }>
+  const [file] = (await upload.json()) as Array<{ fileId: string; fileUri: string }>
   if (file === undefined) throw new Error('RAG upload: no file in the reply')
   const config = { localConfigId: 'default', globalContext: false, activeFiles: [file.fileId], chatModel: 'mock-llm' }
   const session = await fetch(`${docs.gw.url}/chat-session-manager/api/v1/sessions/`, {
@@ -154,7 +189,7 @@ async function ragObjects(docs: DocsGateway, accessToken: string): Promise<{ fil
     headers: { authorization, 'content-type': 'application/json' },
     body: JSON.stringify({ title: 'docs check', config }),
   })
-  const { sessionId } = await session.json() as { sessionId: string }
+  const { sessionId } = (await session.json()) as { sessionId: string }
   return { fileId: file.fileId, fileUri: file.fileUri, sessionId }
 }
 
@@ -170,11 +205,24 @@ function run(docs: DocsGateway, b: Block, code: string, env: Env): Promise<{ cod
     // Through `env -i`: tap hooks the processes a test spawns (NODE_OPTIONS with its own
     // loader), which bin/tollgate, an extensionless module, cannot run under.
     const pairs = Object.entries(env).map(([k, v]) => `${k}=${v}`)
-    const child = spawn('/usr/bin/env', ['-i', ...pairs, ...command], { cwd: isShell(b) ? ROOT : docs.scratch, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn('/usr/bin/env', ['-i', ...pairs, ...command], {
+      cwd: isShell(b) ? ROOT : docs.scratch,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
-    child.stdout.setEncoding('utf8').on('data', (c: string) => { out += c })
-    child.stderr.setEncoding('utf8').on('data', (c: string) => { out += c })
-    const timer = setTimeout(() => { out += `\n(killed after ${TIMEOUT_MS} ms)`; child.kill('SIGKILL') }, TIMEOUT_MS)
-    child.once('close', (status) => { clearTimeout(timer); done({ code: status, out }) })
+    child.stdout.setEncoding('utf8').on('data', (c: string) => {
+      out += c
+    })
+    child.stderr.setEncoding('utf8').on('data', (c: string) => {
+      out += c
+    })
+    const timer = setTimeout(() => {
+      out += `\n(killed after ${TIMEOUT_MS} ms)`
+      child.kill('SIGKILL')
+    }, TIMEOUT_MS)
+    child.once('close', (status) => {
+      clearTimeout(timer)
+      done({ code: status, out })
+    })
   })
 }

@@ -28,11 +28,20 @@ async function usageOf(gw: RunningTollgate, id: string): Promise<Totals> {
 }
 
 /** Reads a stream until `chunks` content chunks arrived; returns their text and a way to read on (it fails once the gateway is gone). */
-async function readPartially(gw: RunningTollgate, key: string, chunks: number): Promise<{ text: string; chunks: number; rest: Promise<unknown> }> {
+async function readPartially(
+  gw: RunningTollgate,
+  key: string,
+  chunks: number,
+): Promise<{ text: string; chunks: number; rest: Promise<unknown> }> {
   const res = await fetch(`${gw.url}/v2/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Tell me a very long story.' }], max_tokens: 4000, stream: true }),
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Tell me a very long story.' }],
+      max_tokens: 4000,
+      stream: true,
+    }),
   })
   if (res.status !== 200 || res.body === null) throw new Error(`the stream was refused: ${res.status}`)
   const reader = res.body.getReader()
@@ -58,7 +67,13 @@ async function readPartially(gw: RunningTollgate, key: string, chunks: number): 
     }
   }
   // Whatever arrives after this point is not counted: the assertion needs what the client had at least.
-  return { text, chunks: received, rest: (async () => { for (;;) if ((await reader.read()).done) return })().catch(() => undefined) }
+  return {
+    text,
+    chunks: received,
+    rest: (async () => {
+      for (;;) if ((await reader.read()).done) return
+    })().catch(() => undefined),
+  }
 }
 
 async function crashMidStream(t: Test, options: StartOptions): Promise<void> {
@@ -70,36 +85,57 @@ async function crashMidStream(t: Test, options: StartOptions): Promise<void> {
     ;(doc.queue as Record<string, unknown>).recoverAfterMs = 2000
   }
   const first = await startTollgate({ ...options, config: configure })
-  const { key, id } = await first.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 1000, input_tpm: 10_000_000, output_tpm: 10_000_000 } } })
+  const { key, id } = await first.createKey({
+    tier: 'Standard4000',
+    limits: { '*': { rpm: 1000, input_tpm: 10_000_000, output_tpm: 10_000_000 } },
+  })
 
   const got = await readPartially(first, key, CHUNKS_BEFORE_KILL)
   first.child.kill('SIGKILL')
-  const signal = first.child.signalCode ?? await new Promise((done) => first.child.once('exit', (_code, s) => done(s)))
+  const signal =
+    first.child.signalCode ?? (await new Promise((done) => first.child.once('exit', (_code, s) => done(s))))
   t.equal(signal, 'SIGKILL', 'the gateway was killed mid-stream')
   await got.rest
   const received = await countTextTokens(got.text)
   t.ok(received >= CHUNKS_BEFORE_KILL / 2, `the client had received ${got.chunks} chunks, ${received} tokens`)
 
-  const second = await startTollgate({ ...options, config: configure, dataDir: first.dataDir, adminToken: first.adminToken })
+  const second = await startTollgate({
+    ...options,
+    config: configure,
+    dataDir: first.dataDir,
+    adminToken: first.adminToken,
+  })
   t.teardown(() => second.stop())
   let totals: Totals = { requests: 0, input_tokens: 0, output_tokens: 0 }
   const charged = await eventually(async () => (totals = await usageOf(second, id)).requests > 0, 150, 50)
   t.ok(charged, 'the cut stream is charged by the gateway started after the crash')
   t.equal(totals.requests, 1, 'as one request')
   t.ok(totals.input_tokens > 0, `its prompt is charged (${totals.input_tokens} tokens)`)
-  t.ok(totals.output_tokens >= received, `at least the ${received} output tokens the client received (charged ${totals.output_tokens})`)
+  t.ok(
+    totals.output_tokens >= received,
+    `at least the ${received} output tokens the client received (charged ${totals.output_tokens})`,
+  )
   // Estimated (within about 20 %) plus a 10 % margin, and written ahead by two checkpoint
   // intervals at the stream's pace: more, but nowhere near the 4,000 reserved.
-  t.ok(totals.output_tokens <= 1.5 * received + 2 * TOKENS_PER_SECOND * CHECKPOINT_MS / 1000, 'and not much more')
+  t.ok(totals.output_tokens <= 1.5 * received + (2 * TOKENS_PER_SECOND * CHECKPOINT_MS) / 1000, 'and not much more')
 
   const line = second.logs().find((l) => l.recovered === true)
-  t.match(line, { keyId: id, model: MODEL, outputTokens: totals.output_tokens }, 'the log says it was recovered, and for whom')
+  t.match(
+    line,
+    { keyId: id, model: MODEL, outputTokens: totals.output_tokens },
+    'the log says it was recovered, and for whom',
+  )
   const metrics = await (await fetch(`${second.metricsUrl}/metrics`)).text()
   t.match(metrics, /^tollgate_usage_recovered_total 1$/m, 'and so does the metric')
 
   // Recovered once: nothing more is charged later, by this gateway or by the next one.
   t.equal(await second.stop(), 0, 'the second gateway stops cleanly')
-  const third = await startTollgate({ ...options, config: configure, dataDir: first.dataDir, adminToken: first.adminToken })
+  const third = await startTollgate({
+    ...options,
+    config: configure,
+    dataDir: first.dataDir,
+    adminToken: first.adminToken,
+  })
   t.teardown(() => third.stop())
   t.strictSame(await usageOf(third, id), totals, 'a later start charges nothing more')
 }

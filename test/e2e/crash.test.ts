@@ -35,13 +35,16 @@ async function call(gw: RunningTollgate, key: string, i: number): Promise<Receiv
     })
     if (res.status !== 200) return null
     if (!stream) {
-      const body = await res.json() as { usage: { prompt_tokens: number; completion_tokens: number } }
+      const body = (await res.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }
       return { input: body.usage.prompt_tokens, output: body.usage.completion_tokens }
     }
     const text = await res.text()
     // Whole means the stream's end marker arrived.
     if (!text.includes('data: [DONE]')) return null
-    const usage = text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number } | null })
+    const usage = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)) as { usage?: { prompt_tokens: number; completion_tokens: number } | null })
       .findLast((e) => e.usage)?.usage
     return usage ? { input: usage.prompt_tokens, output: usage.completion_tokens } : null
   } catch {
@@ -58,7 +61,10 @@ async function crashTest(t: Test, options: StartOptions): Promise<void> {
       ;((doc.backends as Record<string, Record<string, unknown>>).mock ?? {}).tokensPerSecond = 300
     },
   })
-  const { key, id } = await first.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 100_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } } })
+  const { key, id } = await first.createKey({
+    tier: 'Standard4000',
+    limits: { '*': { rpm: 100_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } },
+  })
   const received: Received[] = []
   let completed = 0
   let next = 0
@@ -78,25 +84,44 @@ async function crashTest(t: Test, options: StartOptions): Promise<void> {
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, worker))
-  t.equal(first.child.signalCode ?? (await new Promise((done) => first.child.once('exit', (_c, s) => done(s)))), 'SIGKILL', 'the gateway was killed')
+  t.equal(
+    first.child.signalCode ?? (await new Promise((done) => first.child.once('exit', (_c, s) => done(s)))),
+    'SIGKILL',
+    'the gateway was killed',
+  )
   t.ok(received.length >= KILL_AFTER - CONCURRENCY, `${received.length} replies arrived whole before the kill`)
   t.ok(received.length < CALLS, 'and the rest did not')
 
   const second = await startTollgate({ ...options, dataDir: first.dataDir, adminToken: first.adminToken })
   t.teardown(() => second.stop())
-  const res = await fetch(`${second.url}/admin/keys/${id}/usage`, { headers: { authorization: `Bearer ${second.adminToken}` } })
-  const { totals } = await res.json() as { totals: { requests: number; input_tokens: number; output_tokens: number } }
+  const res = await fetch(`${second.url}/admin/keys/${id}/usage`, {
+    headers: { authorization: `Bearer ${second.adminToken}` },
+  })
+  const { totals } = (await res.json()) as { totals: { requests: number; input_tokens: number; output_tokens: number } }
   const input = received.reduce((s, r) => s + r.input, 0)
   const output = received.reduce((s, r) => s + r.output, 0)
   // Calls charged although their reply was cut off by the kill (committed, last bytes lost).
   const extra = totals.requests - received.length
-  t.ok(extra >= 0 && extra <= inFlightAtKill, `every reply received whole is metered; ${extra} of the ${inFlightAtKill} calls in flight at the kill were charged too`)
+  t.ok(
+    extra >= 0 && extra <= inFlightAtKill,
+    `every reply received whole is metered; ${extra} of the ${inFlightAtKill} calls in flight at the kill were charged too`,
+  )
   if (extra === 0) {
-    t.same({ input: totals.input_tokens, output: totals.output_tokens }, { input, output }, 'metered tokens = the tokens of the replies received whole')
+    t.same(
+      { input: totals.input_tokens, output: totals.output_tokens },
+      { input, output },
+      'metered tokens = the tokens of the replies received whole',
+    )
   } else {
     // Each call here asks for at most 20 completion tokens on a ~10-token prompt.
-    t.ok(totals.input_tokens >= input && totals.input_tokens - input <= extra * 20, 'input tokens: those received, plus at most the extra calls\' prompts')
-    t.ok(totals.output_tokens >= output && totals.output_tokens - output <= extra * 20, 'output tokens: those received, plus at most the extra calls\' completions')
+    t.ok(
+      totals.input_tokens >= input && totals.input_tokens - input <= extra * 20,
+      "input tokens: those received, plus at most the extra calls' prompts",
+    )
+    t.ok(
+      totals.output_tokens >= output && totals.output_tokens - output <= extra * 20,
+      "output tokens: those received, plus at most the extra calls' completions",
+    )
   }
 }
 

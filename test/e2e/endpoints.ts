@@ -26,13 +26,22 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.equal(model.id, CHAT)
     t.equal(model.object, 'model')
     await rejectsWith(t, subject().client.models.retrieve('no-such-model'), 404)
-    const audio = await fetch(`${subject().gw.url}/v2/audio/models`, { headers: { authorization: `Bearer ${subject().key}` } })
-    const list = await audio.json() as { data: Array<{ id: string }> }
-    t.same(list.data.map((m) => m.id), ['whisper-large-v3', 'whisper-large-v3-turbo'])
+    const audio = await fetch(`${subject().gw.url}/v2/audio/models`, {
+      headers: { authorization: `Bearer ${subject().key}` },
+    })
+    const list = (await audio.json()) as { data: Array<{ id: string }> }
+    t.same(
+      list.data.map((m) => m.id),
+      ['whisper-large-v3', 'whisper-large-v3-turbo'],
+    )
   })
 
   t.test('chat completion', async (t) => {
-    const res = await subject().client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 12 })
+    const res = await subject().client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'Say hello' }],
+      max_tokens: 12,
+    })
     t.equal(res.object, 'chat.completion')
     t.equal(res.model, CHAT)
     t.match(res.id, /^chatcmpl-/)
@@ -44,12 +53,21 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.ok(res.usage && res.usage.prompt_tokens > 0)
     t.ok(res.usage && res.usage.completion_tokens > 0 && res.usage.completion_tokens <= 12)
     t.equal(res.usage?.total_tokens, (res.usage?.prompt_tokens ?? 0) + (res.usage?.completion_tokens ?? 0))
-    const again = await subject().client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 12 })
+    const again = await subject().client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'Say hello' }],
+      max_tokens: 12,
+    })
     t.equal(again.choices[0]?.message.content, choice?.message.content, 'deterministic')
   })
 
   t.test('chat completion streams; the usage chunk only when asked for', async (t) => {
-    const plain = await subject().client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'stream please' }], max_tokens: 10, stream: true })
+    const plain = await subject().client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'stream please' }],
+      max_tokens: 10,
+      stream: true,
+    })
     let text = ''
     let usageChunks = 0
     for await (const chunk of plain) {
@@ -59,7 +77,13 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.ok(text.length > 0)
     t.equal(usageChunks, 0, 'no usage chunk when the client did not ask')
 
-    const withUsage = await subject().client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'stream please' }], max_tokens: 10, stream: true, stream_options: { include_usage: true } })
+    const withUsage = await subject().client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'stream please' }],
+      max_tokens: 10,
+      stream: true,
+      stream_options: { include_usage: true },
+    })
     let text2 = ''
     let usage: OpenAI.CompletionUsage | undefined
     for await (const chunk of withUsage) {
@@ -69,7 +93,11 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.equal(text2, text, 'same text either way')
     t.ok(usage && usage.completion_tokens > 0 && usage.prompt_tokens > 0)
 
-    const whole = await subject().client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'stream please' }], max_tokens: 10 })
+    const whole = await subject().client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'stream please' }],
+      max_tokens: 10,
+    })
     t.equal(whole.choices[0]?.message.content, text, 'stream and non-stream agree')
   })
 
@@ -79,7 +107,12 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.ok((res.choices[0]?.text ?? '').length > 0)
     t.ok((res.usage?.prompt_tokens ?? 0) > 0)
     let text = ''
-    for await (const chunk of await subject().client.completions.create({ model: CHAT, prompt: 'Once upon a time', max_tokens: 8, stream: true })) {
+    for await (const chunk of await subject().client.completions.create({
+      model: CHAT,
+      prompt: 'Once upon a time',
+      max_tokens: 8,
+      stream: true,
+    })) {
       text += chunk.choices[0]?.text ?? ''
     }
     t.equal(text, res.choices[0]?.text)
@@ -92,7 +125,11 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.ok((res.usage?.input_tokens ?? 0) > 0)
     let text = ''
     let completed = false
-    for await (const event of await subject().client.responses.create({ model: CHAT, input: 'Write one line.', stream: true })) {
+    for await (const event of await subject().client.responses.create({
+      model: CHAT,
+      input: 'Write one line.',
+      stream: true,
+    })) {
       if (event.type === 'response.output_text.delta') text += event.delta
       if (event.type === 'response.completed') completed = true
     }
@@ -105,12 +142,24 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.equal(res.data.length, 2)
     t.ok(Array.isArray(res.data[0]?.embedding) && (res.data[0]?.embedding.length ?? 0) > 0)
     t.ok(res.usage.prompt_tokens > 0)
-    const float = await subject().client.embeddings.create({ model: 'text-embedding-bge-m3', input: ['alpha', 'beta'], encoding_format: 'float' })
+    const float = await subject().client.embeddings.create({
+      model: 'text-embedding-bge-m3',
+      input: ['alpha', 'beta'],
+      encoding_format: 'float',
+    })
     const a = res.data[0]?.embedding ?? []
     const b = float.data[0]?.embedding ?? []
     t.equal(a.length, b.length)
-    t.ok(a.every((v, i) => Math.abs(v - (b[i] ?? NaN)) < 1e-6), 'base64 and float agree')
-    await rejectsWith(t, subject().client.embeddings.create({ model: CHAT, input: 'x' }), 404, 'a chat model is not an embedding model')
+    t.ok(
+      a.every((v, i) => Math.abs(v - (b[i] ?? NaN)) < 1e-6),
+      'base64 and float agree',
+    )
+    await rejectsWith(
+      t,
+      subject().client.embeddings.create({ model: CHAT, input: 'x' }),
+      404,
+      'a chat model is not an embedding model',
+    )
   })
 
   function checkPng(t: Test, b64: string | undefined): void {
@@ -127,22 +176,39 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.equal(gen.data?.length, 1)
     checkPng(t, gen.data?.[0]?.b64_json)
     const source = Buffer.from(gen.data?.[0]?.b64_json ?? '', 'base64')
-    const edit = await subject().client.images.edit({ model: 'gpt-image-1', image: await toFile(source, 'in.png', { type: 'image/png' }), prompt: 'make it blue' })
+    const edit = await subject().client.images.edit({
+      model: 'gpt-image-1',
+      image: await toFile(source, 'in.png', { type: 'image/png' }),
+      prompt: 'make it blue',
+    })
     checkPng(t, edit.data?.[0]?.b64_json)
   })
 
   t.test('audio: transcription and translation', async (t) => {
     const audio = Buffer.alloc(48_000, 7)
-    const tr = await subject().client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
+    const tr = await subject().client.audio.transcriptions.create({
+      model: 'whisper-large-v3',
+      file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+    })
     t.match(tr.text, /mock/i)
-    const tl = await subject().client.audio.translations.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }) })
+    const tl = await subject().client.audio.translations.create({
+      model: 'whisper-large-v3',
+      file: await toFile(audio, 'speech.wav', { type: 'audio/wav' }),
+    })
     t.ok(tl.text.length > 0)
-    const text = await subject().client.audio.transcriptions.create({ model: 'whisper-large-v3', file: await toFile(audio, 'speech.wav'), response_format: 'text' })
+    const text = await subject().client.audio.transcriptions.create({
+      model: 'whisper-large-v3',
+      file: await toFile(audio, 'speech.wav'),
+      response_format: 'text',
+    })
     t.type(text, 'string')
   })
 
   t.test('files and fine-tuning jobs, owned by the key that made them', async (t) => {
-    const file = await subject().client.files.create({ file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'), purpose: 'fine-tune' })
+    const file = await subject().client.files.create({
+      file: await toFile(Buffer.from('{"messages":[]}\n'), 'train.jsonl'),
+      purpose: 'fine-tune',
+    })
     t.match(file.id, /^file-/)
     t.equal(file.bytes, 16)
     const mine: string[] = []
@@ -179,7 +245,11 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     t.equal(cancelled.status, 'cancelled')
 
     // Another key, even of another owner, sees none of it.
-    const other = new OpenAI({ apiKey: (await subject().gw.createKey({ owner: 'someone-else' })).key, baseURL: `${subject().gw.url}/v2`, maxRetries: 0 })
+    const other = new OpenAI({
+      apiKey: (await subject().gw.createKey({ owner: 'someone-else' })).key,
+      baseURL: `${subject().gw.url}/v2`,
+      maxRetries: 0,
+    })
     const theirs: string[] = []
     for await (const f of other.files.list()) theirs.push(f.id)
     t.notOk(theirs.includes(file.id), 'not in their file list')
@@ -201,9 +271,13 @@ export function endpointTests(t: Test, subject: () => Subject): void {
   })
 
   t.test('every reply carries the request id, and a client id is echoed', async (t) => {
-    const res = await fetch(`${subject().gw.url}/v2/models`, { headers: { authorization: `Bearer ${subject().key}`, 'x-request-id': 'my-trace-42' } })
+    const res = await fetch(`${subject().gw.url}/v2/models`, {
+      headers: { authorization: `Bearer ${subject().key}`, 'x-request-id': 'my-trace-42' },
+    })
     t.equal(res.headers.get('x-request-id'), 'my-trace-42')
-    const hostile = await fetch(`${subject().gw.url}/v2/models`, { headers: { authorization: `Bearer ${subject().key}`, 'x-request-id': 'a b<script>' } })
+    const hostile = await fetch(`${subject().gw.url}/v2/models`, {
+      headers: { authorization: `Bearer ${subject().key}`, 'x-request-id': 'a b<script>' },
+    })
     t.match(hostile.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/, 'an unsafe id is replaced')
   })
 }

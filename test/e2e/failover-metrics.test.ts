@@ -36,18 +36,32 @@ const attemptLines = (gw: RunningTollgate): Array<Record<string, unknown>> =>
   gw.logs().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('upstream attempt failed'))
 
 async function client(gw: RunningTollgate): Promise<OpenAI> {
-  return new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  return new OpenAI({
+    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+    baseURL: `${gw.url}/v2`,
+    maxRetries: 0,
+  })
 }
 
 t.test('a model with a single deployment that is down: an upstream error, no failover', async (t) => {
   const dead = await closedPort()
-  const gw = await startTollgate({ config: routeTo({ only: { type: 'openai', baseUrl: `http://127.0.0.1:${dead}/v1`, connectTimeoutMs: 500 } }) })
+  const gw = await startTollgate({
+    config: routeTo({ only: { type: 'openai', baseUrl: `http://127.0.0.1:${dead}/v1`, connectTimeoutMs: 500 } }),
+  })
   t.teardown(() => gw.stop())
-  const failed = await (await client(gw)).chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }).catch((e: unknown) => e)
+  const failed = await (
+    await client(gw)
+  ).chat.completions
+    .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
+    .catch((e: unknown) => e)
   t.ok(failed instanceof OpenAI.APIError && failed.status === 502, 'the client gets 502')
   t.equal(await counter(gw, 'tollgate_failovers_total'), 0, 'no failover')
   t.equal(await counter(gw, 'tollgate_upstream_errors_total'), 1, 'one upstream error')
-  t.equal(await counter(gw, 'tollgate_upstream_errors_total', { backend: 'only', reason: 'upstream_unreachable' }), 1, 'with its backend and reason')
+  t.equal(
+    await counter(gw, 'tollgate_upstream_errors_total', { backend: 'only', reason: 'upstream_unreachable' }),
+    1,
+    'with its backend and reason',
+  )
   const lines = attemptLines(gw)
   t.equal(lines.length, 1, 'one line for the failed attempt')
   t.equal(lines[0]?.msg, 'upstream attempt failed; the model has no other deployment')
@@ -66,15 +80,26 @@ t.test('two deployments, the first down: one failover, one upstream error, the c
   })
   t.teardown(() => gw.stop())
   // The first call of a fresh gateway leads with the first deployment (round robin from 0).
-  const res = await (await client(gw)).chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
+  const res = await (
+    await client(gw)
+  ).chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
   t.equal(res.object, 'chat.completion', 'served by the second deployment')
   t.equal(await counter(gw, 'tollgate_failovers_total'), 1, 'one failover')
   t.equal(await counter(gw, 'tollgate_failovers_total', { backend: 'first' }), 1, 'away from the first')
   t.equal(await counter(gw, 'tollgate_upstream_errors_total'), 1, 'the saved attempt is still an upstream error')
-  t.equal(await counter(gw, 'tollgate_upstream_errors_total', { backend: 'first', reason: 'upstream_unreachable' }), 1, 'with its backend and reason')
+  t.equal(
+    await counter(gw, 'tollgate_upstream_errors_total', { backend: 'first', reason: 'upstream_unreachable' }),
+    1,
+    'with its backend and reason',
+  )
   const lines = attemptLines(gw)
   t.equal(lines.length, 1)
-  t.match(lines[0], { msg: 'upstream attempt failed; trying the next deployment', backend: 'first', next: 'second', reason: 'upstream_unreachable' })
+  t.match(lines[0], {
+    msg: 'upstream attempt failed; trying the next deployment',
+    backend: 'first',
+    next: 'second',
+    reason: 'upstream_unreachable',
+  })
 })
 
 t.test('two deployments, the first answers 503, then both fail', async (t) => {
@@ -88,11 +113,18 @@ t.test('two deployments, the first answers 503, then both fail', async (t) => {
     }),
   })
   t.teardown(() => gw.stop())
-  const failed = await (await client(gw)).chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }).catch((e: unknown) => e)
-  t.ok(failed instanceof OpenAI.APIError && failed.status === 503, 'the client gets the upstream\'s 503')
+  const failed = await (
+    await client(gw)
+  ).chat.completions
+    .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
+    .catch((e: unknown) => e)
+  t.ok(failed instanceof OpenAI.APIError && failed.status === 503, "the client gets the upstream's 503")
   t.equal(await counter(gw, 'tollgate_failovers_total'), 1, 'one failover, from the first to the second')
   t.equal(await counter(gw, 'tollgate_upstream_errors_total', { backend: 'first', reason: 'status_5xx' }), 1)
   t.equal(await counter(gw, 'tollgate_upstream_errors_total', { backend: 'second', reason: 'upstream_unreachable' }), 1)
   t.equal(await counter(gw, 'tollgate_upstream_errors_total'), 2, 'each failed attempt once')
-  t.same(attemptLines(gw).map((l) => l.msg), ['upstream attempt failed; trying the next deployment', 'upstream attempt failed; no other deployment is tried'])
+  t.same(
+    attemptLines(gw).map((l) => l.msg),
+    ['upstream attempt failed; trying the next deployment', 'upstream attempt failed; no other deployment is tried'],
+  )
 })

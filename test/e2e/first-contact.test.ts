@@ -15,20 +15,25 @@ t.before(async () => {
 })
 t.teardown(() => gw?.stop())
 
-const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
+const call = async (
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> => {
   const res = await fetch(`${gw.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   })
-  return { status: res.status, json: await res.json() as Record<string, unknown> }
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> }
 }
-const messageOf = (json: Record<string, unknown>): string => String((json.error as { message?: unknown } | undefined)?.message ?? '')
+const messageOf = (json: Record<string, unknown>): string =>
+  String((json.error as { message?: unknown } | undefined)?.message ?? '')
 
 t.test('GET / says where the API, its reference, the models and the portal are', async (t) => {
   const res = await fetch(`${gw.url}/`)
   t.equal(res.status, 200)
-  const body = await res.json() as { object: string; links: Record<string, string> }
+  const body = (await res.json()) as { object: string; links: Record<string, string> }
   t.equal(body.object, 'tollgate')
   t.match(body.links, { models: '/v2/models', api_reference: '/redoc', portal: '/portal', openapi: '/openapi.json' })
   for (const path of ['/v2/models', '/redoc', '/portal', '/openapi.json']) {
@@ -38,7 +43,10 @@ t.test('GET / says where the API, its reference, the models and the portal are',
 })
 
 t.test('inference under /v1 points to /v2; vector stores under /v2 point to /v1', async (t) => {
-  const chat = await call('POST', '/v1/chat/completions', { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] })
+  const chat = await call('POST', '/v1/chat/completions', {
+    model: 'gpt-4o',
+    messages: [{ role: 'user', content: 'hi' }],
+  })
   t.equal(chat.status, 404)
   t.match(chat.json, { error: { code: 'unknown_url', type: 'invalid_request_error' } })
   t.match(messageOf(chat.json), /Inference is served under \/v2: POST \/v2\/chat\/completions/)
@@ -54,9 +62,17 @@ t.test('inference under /v1 points to /v2; vector stores under /v2 point to /v1'
 
 t.test('an unknown model names GET /v2/models, through the SDK too', async (t) => {
   const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
-  const error = await client.chat.completions.create({ model: 'gpt-4-turbo-nope', messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e as { status: number; message: string })
+  const error = await client.chat.completions
+    .create({ model: 'gpt-4-turbo-nope', messages: [{ role: 'user', content: 'hi' }] })
+    .then(
+      () => null,
+      (e: unknown) => e as { status: number; message: string },
+    )
   t.equal(error?.status, 404)
   t.match(error?.message, /GET \/v2\/models lists the models this key may use/)
-  const retrieved = await client.models.retrieve('nope').then(() => null, (e: unknown) => e as { status: number; message: string })
+  const retrieved = await client.models.retrieve('nope').then(
+    () => null,
+    (e: unknown) => e as { status: number; message: string },
+  )
   t.match(retrieved?.message, /GET \/v2\/models/)
 })

@@ -22,9 +22,20 @@ const adminStatus = async (url: string, token: string): Promise<number> =>
 
 /** Whether a running gateway comes to take `token` within seconds (after a reset it picks up the stored one). */
 const takesToken = async (url: string, token: string): Promise<boolean> =>
-  (await pollUntil(() => adminStatus(url, token), (status) => status === 200, 60, 100)).met
+  (
+    await pollUntil(
+      () => adminStatus(url, token),
+      (status) => status === 200,
+      60,
+      100,
+    )
+  ).met
 
-function cli(args: string[], dataDir: string, env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
+function cli(
+  args: string[],
+  dataDir: string,
+  env: Record<string, string> = {},
+): { status: number | null; stdout: string; stderr: string } {
   return spawnSync(process.execPath, [CLI, ...args], {
     env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, ...env },
     cwd: ROOT,
@@ -43,7 +54,14 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   const file = join(first.dataDir, 'admin.token')
   t.equal(readFileSync(file, 'utf8').trim(), token, 'it is kept in the data directory')
   t.equal(statSync(file).mode & 0o777, 0o600, 'readable by its owner only')
-  t.notMatch(first.logs().map((l) => JSON.stringify(l)).join('\n'), token, 'and never in the JSON logs')
+  t.notMatch(
+    first
+      .logs()
+      .map((l) => JSON.stringify(l))
+      .join('\n'),
+    token,
+    'and never in the JSON logs',
+  )
   t.equal(await first.stop(), 0)
 
   const second = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' }, dataDir: first.dataDir })
@@ -65,7 +83,10 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
 
   const reset = cli(['admin-token', '--reset'], first.dataDir, exported)
   t.equal(reset.status, 0, `--reset with the token exported: exit 0 ${reset.stderr}`)
-  t.match(reset.stderr, /TOLLGATE_ADMIN_TOKEN in this environment still holds the previous token: `export TOLLGATE_ADMIN_TOKEN=\$\(npx tollgate admin-token\)` takes the new one/)
+  t.match(
+    reset.stderr,
+    /TOLLGATE_ADMIN_TOKEN in this environment still holds the previous token: `export TOLLGATE_ADMIN_TOKEN=\$\(npx tollgate admin-token\)` takes the new one/,
+  )
   const fresh = reset.stdout.trim()
   const stale = cli(['admin-token'], first.dataDir, exported)
   t.equal(stale.status, 0)
@@ -77,17 +98,35 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   t.equal(await adminStatus(second.url, token), 401, 'and refuses the old one')
 })
 
-t.test('with TOLLGATE_ADMIN_TOKEN set and none stored, or with Redis, nothing is made and admin-token says why', async (t) => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'tg-admintoken-'))
-  const withEnv = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, TOLLGATE_ADMIN_TOKEN: 'mine-0123456789abcdef0123456789abcdef' }, cwd: ROOT, encoding: 'utf8' })
-  t.equal(withEnv.status, 1)
-  t.match(withEnv.stderr, /no admin token is stored in .*admin\.token: a gateway started with TOLLGATE_ADMIN_TOKEN set uses that and stores none/)
-  t.equal(withEnv.stdout, '', 'no token printed')
-  t.notOk(existsSync(join(dataDir, 'admin.token')), 'and none made')
-  const withRedis = spawnSync(process.execPath, [CLI, 'admin-token'], { env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, REDIS_URL: 'redis://127.0.0.1:6379' }, cwd: ROOT, encoding: 'utf8' })
-  t.equal(withRedis.status, 1)
-  t.match(withRedis.stderr, /only from TOLLGATE_ADMIN_TOKEN/)
-})
+t.test(
+  'with TOLLGATE_ADMIN_TOKEN set and none stored, or with Redis, nothing is made and admin-token says why',
+  async (t) => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tg-admintoken-'))
+    const withEnv = spawnSync(process.execPath, [CLI, 'admin-token'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        TOLLGATE_DATA_DIR: dataDir,
+        TOLLGATE_ADMIN_TOKEN: 'mine-0123456789abcdef0123456789abcdef',
+      },
+      cwd: ROOT,
+      encoding: 'utf8',
+    })
+    t.equal(withEnv.status, 1)
+    t.match(
+      withEnv.stderr,
+      /no admin token is stored in .*admin\.token: a gateway started with TOLLGATE_ADMIN_TOKEN set uses that and stores none/,
+    )
+    t.equal(withEnv.stdout, '', 'no token printed')
+    t.notOk(existsSync(join(dataDir, 'admin.token')), 'and none made')
+    const withRedis = spawnSync(process.execPath, [CLI, 'admin-token'], {
+      env: { PATH: process.env.PATH ?? '', TOLLGATE_DATA_DIR: dataDir, REDIS_URL: 'redis://127.0.0.1:6379' },
+      cwd: ROOT,
+      encoding: 'utf8',
+    })
+    t.equal(withRedis.status, 1)
+    t.match(withRedis.stderr, /only from TOLLGATE_ADMIN_TOKEN/)
+  },
+)
 
 t.test('a gateway started from the shell that exported the stored token still takes a reset', async (t) => {
   const first = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' } })
@@ -103,7 +142,7 @@ t.test('a gateway started from the shell that exported the stored token still ta
   t.equal(reset.status, 0, reset.stderr)
   const fresh = reset.stdout.trim()
   t.ok(await takesToken(gw.url, fresh), 'the new token works')
-  t.equal(await adminStatus(gw.url, token), 401, 'the replaced one does not, though the gateway\'s environment holds it')
+  t.equal(await adminStatus(gw.url, token), 401, "the replaced one does not, though the gateway's environment holds it")
 })
 
 t.test('the listeners are bound to loopback by default, and the log says where', async (t) => {
@@ -114,7 +153,11 @@ t.test('the listeners are bound to loopback by default, and the log says where',
   t.match(line?.metricsAddress, /^127\.0\.0\.1:\d+$/, `metrics listener: ${line?.metricsAddress}`)
   const onAll = await startTollgate({ env: { HOST: '0.0.0.0' } })
   t.teardown(() => onAll.stop())
-  t.match(onAll.logs().find((l) => l.msg === 'tollgate listening')?.address, /^0\.0\.0\.0:\d+$/, 'HOST=0.0.0.0 faces the network, and the log says so')
+  t.match(
+    onAll.logs().find((l) => l.msg === 'tollgate listening')?.address,
+    /^0\.0\.0\.0:\d+$/,
+    'HOST=0.0.0.0 faces the network, and the log says so',
+  )
 })
 
 /** The machine's own Node, if it has one outside node_modules (CI machines ship Node 20). */
@@ -126,12 +169,23 @@ function systemNode(): { path: string; major: number } | null {
   return null
 }
 
-t.test('bin/tollgate from a checkout runs on the machine\'s own Node', async (t) => {
+t.test("bin/tollgate from a checkout runs on the machine's own Node", async (t) => {
   const node = systemNode() ?? { path: process.execPath, major: Number(process.versions.node.split('.')[0]) }
   // Through `env -i`: tap hooks the processes a test spawns (NODE_OPTIONS with its own
   // loader, for Node 24), which a user's shell would not.
   const run = (args: string[], cwd: string, extra: Record<string, string> = {}) =>
-    spawnSync('/usr/bin/env', ['-i', 'PATH=/usr/local/bin:/usr/bin:/bin', `HOME=${process.env.HOME ?? ''}`, ...Object.entries(extra).map(([k, v]) => `${k}=${v}`), node.path, ...args], { cwd, encoding: 'utf8', timeout: 20_000 })
+    spawnSync(
+      '/usr/bin/env',
+      [
+        '-i',
+        'PATH=/usr/local/bin:/usr/bin:/bin',
+        `HOME=${process.env.HOME ?? ''}`,
+        ...Object.entries(extra).map(([k, v]) => `${k}=${v}`),
+        node.path,
+        ...args,
+      ],
+      { cwd, encoding: 'utf8', timeout: 20_000 },
+    )
   const help = run([BIN, 'help'], ROOT)
   t.equal(help.status, 0, `node ${node.major}: exit 0`, { stderr: help.stderr })
   t.match(help.stdout, /Usage: tollgate <command>/, `node ${node.major}: the help text`)
@@ -141,10 +195,29 @@ t.test('bin/tollgate from a checkout runs on the machine\'s own Node', async (t)
   t.match(serve.stderr, /reach|connect/i)
 
   // The README's stand-alone RAG mock, on the same Node.
-  const mock = spawn('/usr/bin/env', ['-i', 'PATH=/usr/local/bin:/usr/bin:/bin', `HOME=${process.env.HOME ?? ''}`, node.path, BIN, 'rag-mock', '--port', '0', '--service', 'file-manager'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  t.teardown(() => { if (mock.exitCode === null) mock.kill('SIGKILL') })
+  const mock = spawn(
+    '/usr/bin/env',
+    [
+      '-i',
+      'PATH=/usr/local/bin:/usr/bin:/bin',
+      `HOME=${process.env.HOME ?? ''}`,
+      node.path,
+      BIN,
+      'rag-mock',
+      '--port',
+      '0',
+      '--service',
+      'file-manager',
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  t.teardown(() => {
+    if (mock.exitCode === null) mock.kill('SIGKILL')
+  })
   let mockErr = ''
-  mock.stderr.setEncoding('utf8').on('data', (c: string) => { mockErr += c })
+  mock.stderr.setEncoding('utf8').on('data', (c: string) => {
+    mockErr += c
+  })
   const line = await new Promise<string>((done) => {
     let out = ''
     mock.stdout.setEncoding('utf8').on('data', (c: string) => {
@@ -156,7 +229,10 @@ t.test('bin/tollgate from a checkout runs on the machine\'s own Node', async (t)
   t.notMatch(mockErr, /ERR_UNKNOWN_FILE_EXTENSION/)
   const started = JSON.parse(line || '{}') as { port?: number; service?: string }
   t.equal(started.service, 'file-manager', `node ${node.major}: \`tollgate rag-mock\` prints its port line ${mockErr}`)
-  t.ok(started.port !== undefined && (await fetch(`http://127.0.0.1:${started.port}/`)).status > 0, 'and answers on that port')
+  t.ok(
+    started.port !== undefined && (await fetch(`http://127.0.0.1:${started.port}/`)).status > 0,
+    'and answers on that port',
+  )
   const exited = new Promise<number | null>((done) => mock.once('exit', (code) => done(code)))
   mock.kill('SIGTERM')
   t.equal(await exited, 0, 'SIGTERM stops it')

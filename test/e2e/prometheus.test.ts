@@ -13,29 +13,51 @@ t.test('Prometheus scrapes the metrics listener', async (t) => {
   const found = spawnSync(PROMETHEUS, ['--version'], { stdio: 'ignore' })
   // CI installs Prometheus (Debian package `prometheus`); without it this test fails, it never skips.
   t.equal(found.status, 0, `${PROMETHEUS} is installed`, {
-    howToFix: 'Install it (Debian/Ubuntu: apt-get install prometheus; elsewhere a release binary on the PATH), or set PROMETHEUS_BIN to its path. bash .ci/run installs it.',
+    howToFix:
+      'Install it (Debian/Ubuntu: apt-get install prometheus; elsewhere a release binary on the PATH), or set PROMETHEUS_BIN to its path. bash .ci/run installs it.',
   })
   if (found.status !== 0) return
 
   const gw = await startTollgate()
   t.teardown(() => gw.stop())
-  const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  const client = new OpenAI({
+    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+    baseURL: `${gw.url}/v2`,
+    maxRetries: 0,
+  })
   for (let i = 0; i < 3; i++) {
-    await client.chat.completions.create({ model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: `hello ${i}` }], max_tokens: 5 })
+    await client.chat.completions.create({
+      model: 'Mistral-Small-24B-Instruct-2501',
+      messages: [{ role: 'user', content: `hello ${i}` }],
+      max_tokens: 5,
+    })
   }
   await t.rejects(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }))
 
   const dir = mkdtempSync(join(tmpdir(), 'tg-prom-'))
   const target = new URL(gw.metricsUrl).host
-  writeFileSync(join(dir, 'prometheus.yml'), `global: { scrape_interval: 1s }\nscrape_configs:\n  - job_name: tollgate\n    static_configs: [{ targets: ["${target}"] }]\n`)
+  writeFileSync(
+    join(dir, 'prometheus.yml'),
+    `global: { scrape_interval: 1s }\nscrape_configs:\n  - job_name: tollgate\n    static_configs: [{ targets: ["${target}"] }]\n`,
+  )
   const port = await closedPort()
-  const prom = spawn(PROMETHEUS, [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'tsdb')}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: 'ignore' })
-  t.teardown(() => { prom.kill('SIGKILL') })
+  const prom = spawn(
+    PROMETHEUS,
+    [
+      `--config.file=${join(dir, 'prometheus.yml')}`,
+      `--storage.tsdb.path=${join(dir, 'tsdb')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+    ],
+    { stdio: 'ignore' },
+  )
+  t.teardown(() => {
+    prom.kill('SIGKILL')
+  })
 
   const query = async (q: string): Promise<number | null> => {
     try {
       const res = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(q)}`)
-      const body = await res.json() as { data?: { result?: Array<{ value: [number, string] }> } }
+      const body = (await res.json()) as { data?: { result?: Array<{ value: [number, string] }> } }
       const value = body.data?.result?.[0]?.value[1]
       return value === undefined ? null : Number(value)
     } catch {

@@ -14,6 +14,8 @@ t.before(async () => {
   key = (await gw.createKey({ name: 'sdk', tier: 'Standard4000' })).key
   client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 endpointTests(t, () => ({ gw, client, key }))

@@ -5,7 +5,13 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import t from 'tap'
-import { closedPort, startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import {
+  closedPort,
+  startTollgate,
+  startUpstream,
+  type RunningTollgate,
+  type UpstreamProcess,
+} from '../helpers/gateway.ts'
 import { endpointTests } from './endpoints.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
@@ -18,7 +24,10 @@ function routeEverythingTo(backends: Record<string, Record<string, unknown>>, re
     doc.resourceBackend = Object.keys(backends)[0]
     const models = doc.models as Array<{ name: string; deployments: unknown[] }>
     for (const model of models) {
-      model.deployments = Object.keys(backends).map((backend) => ({ backend, ...(rewrite && model.name === CHAT ? { model: 'mistralai/Mistral-Small-24B' } : {}) }))
+      model.deployments = Object.keys(backends).map((backend) => ({
+        backend,
+        ...(rewrite && model.name === CHAT ? { model: 'mistralai/Mistral-Small-24B' } : {}),
+      }))
     }
   }
 }
@@ -37,18 +46,30 @@ t.test('every endpoint through an OpenAI-compatible upstream process', async (t)
   await t.test('endpoints', async (t) => endpointTests(t, () => ({ gw, client, key })))
 
   await t.test('what the upstream received', async (t) => {
-    await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 3 }).then(async (s) => { for await (const _ of s) void _ })
+    await client.chat.completions
+      .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 3 })
+      .then(async (s) => {
+        for await (const _ of s) void _
+      })
     const seen = await upstream.requests()
     const chats = seen.filter((r) => r.path === '/v1/chat/completions')
     t.ok(chats.length > 0)
-    t.ok(chats.every((r) => r.model === 'mistralai/Mistral-Small-24B'), 'the model name was rewritten')
-    t.ok(seen.every((r) => r.headers.authorization === `Bearer ${UPSTREAM_KEY}`), 'the upstream key, never the client key')
+    t.ok(
+      chats.every((r) => r.model === 'mistralai/Mistral-Small-24B'),
+      'the model name was rewritten',
+    )
+    t.ok(
+      seen.every((r) => r.headers.authorization === `Bearer ${UPSTREAM_KEY}`),
+      'the upstream key, never the client key',
+    )
     t.notOk(JSON.stringify(seen).includes(key), 'the Tollgate key never reached the upstream')
     const streamed = chats.at(-1)
-    t.same(streamed?.streamOptions, { include_usage: true }, 'usage asked for on the client\'s behalf')
-    t.ok(seen.every((r) => typeof r.headers['x-request-id'] === 'string'), 'request id forwarded')
+    t.same(streamed?.streamOptions, { include_usage: true }, "usage asked for on the client's behalf")
+    t.ok(
+      seen.every((r) => typeof r.headers['x-request-id'] === 'string'),
+      'request id forwarded',
+    )
   })
-
 })
 
 t.test('an upstream error without a JSON body reaches the SDK as an error it can read', async (t) => {
@@ -64,15 +85,28 @@ t.test('an upstream error without a JSON body reaches the SDK as an error it can
     }
   })
   await new Promise<void>((done) => bare.listen(0, '127.0.0.1', done))
-  t.teardown(() => { bare.closeAllConnections(); bare.close() })
-  const gw = await startTollgate({ config: routeEverythingTo({ bare: { type: 'openai', baseUrl: `http://127.0.0.1:${(bare.address() as AddressInfo).port}/v1` } }) })
+  t.teardown(() => {
+    bare.closeAllConnections()
+    bare.close()
+  })
+  const gw = await startTollgate({
+    config: routeEverythingTo({
+      bare: { type: 'openai', baseUrl: `http://127.0.0.1:${(bare.address() as AddressInfo).port}/v1` },
+    }),
+  })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  const client = new OpenAI({
+    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+    baseURL: `${gw.url}/v2`,
+    maxRetries: 0,
+  })
 
-  const refused = await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e)
+  const refused = await client.chat.completions
+    .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }] })
+    .catch((e: unknown) => e)
   t.ok(refused instanceof OpenAI.APIError, 'the SDK raises its APIError')
   const e431 = refused as InstanceType<typeof OpenAI.APIError>
-  t.equal(e431.status, 431, 'with the upstream\'s status')
+  t.equal(e431.status, 431, "with the upstream's status")
   t.equal(e431.code, 'upstream_error')
   t.equal(e431.type, 'invalid_request_error')
   t.match(e431.message, /upstream model server answered 431 \(Request Header Fields Too Large\)/)
@@ -88,24 +122,43 @@ t.test('an upstream error without a JSON body reaches the SDK as an error it can
 t.test('failover between two upstreams', async (t) => {
   const live = await startUpstream()
   const failing = await startUpstream(['--fail-status', '503'])
-  t.teardown(async () => { await live.stop(); await failing.stop() })
+  t.teardown(async () => {
+    await live.stop()
+    await failing.stop()
+  })
   const dead = await closedPort()
 
   const run = async (first: string, label: string): Promise<void> => {
     const gw = await startTollgate({
-      config: routeEverythingTo({
-        first: { type: 'openai', baseUrl: first, connectTimeoutMs: 500 },
-        second: { type: 'openai', baseUrl: `${live.url}/v1` },
-      }, false),
+      config: routeEverythingTo(
+        {
+          first: { type: 'openai', baseUrl: first, connectTimeoutMs: 500 },
+          second: { type: 'openai', baseUrl: `${live.url}/v1` },
+        },
+        false,
+      ),
     })
     t.teardown(() => gw.stop())
-    const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+    const client = new OpenAI({
+      apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+      baseURL: `${gw.url}/v2`,
+      maxRetries: 0,
+    })
     for (let i = 0; i < 6; i++) {
-      const res = await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: `call ${i}` }], max_tokens: 3 })
+      const res = await client.chat.completions.create({
+        model: CHAT,
+        messages: [{ role: 'user', content: `call ${i}` }],
+        max_tokens: 3,
+      })
       t.equal(res.object, 'chat.completion', `${label}: call ${i} served`)
     }
     let streamed = ''
-    for await (const chunk of await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'stream' }], max_tokens: 3, stream: true })) {
+    for await (const chunk of await client.chat.completions.create({
+      model: CHAT,
+      messages: [{ role: 'user', content: 'stream' }],
+      max_tokens: 3,
+      stream: true,
+    })) {
       streamed += chunk.choices[0]?.delta.content ?? ''
     }
     t.ok(streamed.length > 0, `${label}: a stream is served too`)
@@ -134,11 +187,12 @@ t.test('upstream down, upstream timeout', async (t) => {
   })
   t.teardown(() => gw.stop())
   const key = (await gw.createKey({ tier: 'Standard4000' })).key
-  const post = (model: string) => fetch(`${gw.url}/v2/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
-  })
+  const post = (model: string) =>
+    fetch(`${gw.url}/v2/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+    })
   const down = await post(CHAT)
   t.equal(down.status, 502)
   t.match(await down.json(), { error: { code: 'upstream_unreachable', type: 'server_error' } })
@@ -152,9 +206,15 @@ t.test('upstream down, upstream timeout', async (t) => {
 t.test('a client that leaves mid-stream: upstream aborted, streamed tokens still count', async (t) => {
   const upstream: UpstreamProcess = await startUpstream(['--tokens-per-second', '40'])
   t.teardown(() => upstream.stop())
-  const gw: RunningTollgate = await startTollgate({ config: routeEverythingTo({ up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }, false) })
+  const gw: RunningTollgate = await startTollgate({
+    config: routeEverythingTo({ up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }, false),
+  })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  const client = new OpenAI({
+    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+    baseURL: `${gw.url}/v2`,
+    maxRetries: 0,
+  })
   const controller = new AbortController()
   const stream = await client.chat.completions.create(
     { model: CHAT, messages: [{ role: 'user', content: 'a long story please' }], max_tokens: 400, stream: true },
@@ -177,15 +237,31 @@ t.test('a client that leaves mid-stream: upstream aborted, streamed tokens still
   }
   t.ok(line, 'the request is logged as aborted')
   t.ok(Number(line?.inputTokens) > 0, 'prompt tokens counted')
-  t.ok(Number(line?.outputTokens) >= 5 && Number(line?.outputTokens) < 400, `streamed tokens counted (${line?.outputTokens})`)
+  t.ok(
+    Number(line?.outputTokens) >= 5 && Number(line?.outputTokens) < 400,
+    `streamed tokens counted (${line?.outputTokens})`,
+  )
 })
 
 t.test('SIGTERM with a stream in flight: the stream finishes, then exit 0', async (t) => {
   // A slow mock, so that the stream is still running when the signal arrives.
-  const gw = await startTollgate({ config: (doc) => { Object.assign((doc.backends as Record<string, object>).mock ?? {}, { tokensPerSecond: 300 }) } })
+  const gw = await startTollgate({
+    config: (doc) => {
+      Object.assign((doc.backends as Record<string, object>).mock ?? {}, { tokensPerSecond: 300 })
+    },
+  })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({ apiKey: (await gw.createKey({ tier: 'Standard4000' })).key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
-  const stream = await client.chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'go' }], max_tokens: 600, stream: true })
+  const client = new OpenAI({
+    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
+    baseURL: `${gw.url}/v2`,
+    maxRetries: 0,
+  })
+  const stream = await client.chat.completions.create({
+    model: CHAT,
+    messages: [{ role: 'user', content: 'go' }],
+    max_tokens: 600,
+    stream: true,
+  })
   let text = ''
   let finish: string | null | undefined
   let signalled = false
@@ -197,7 +273,10 @@ t.test('SIGTERM with a stream in flight: the stream finishes, then exit 0', asyn
       signalled = true
       gw.child.kill('SIGTERM')
       // A new request while draining is refused.
-      const during = await fetch(`${gw.url}/healthz`).then((r) => r.status, () => 0)
+      const during = await fetch(`${gw.url}/healthz`).then(
+        (r) => r.status,
+        () => 0,
+      )
       t.ok(during === 200 || during === 0, 'health answers or the listener is closed')
     }
   }

@@ -25,10 +25,17 @@ let basicKey: string
 t.before(async () => {
   gw = await startTollgate()
   // Limits high enough to admit a 4 MB prompt, so it reaches the mock backend, which counts it.
-  bigKey = (await gw.createKey({ tier: 'Standard4000', limits: { '*': { rpm: 10_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } } })).key
+  bigKey = (
+    await gw.createKey({
+      tier: 'Standard4000',
+      limits: { '*': { rpm: 10_000, input_tpm: 100_000_000, output_tpm: 100_000_000 } },
+    })
+  ).key
   basicKey = (await gw.createKey({ tier: 'Basic' })).key
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 async function post(key: string, body: string): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(`${gw.url}/v2/chat/completions`, {
@@ -36,7 +43,7 @@ async function post(key: string, body: string): Promise<{ status: number; json: 
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body,
   })
-  return { status: res.status, json: await res.json() as Record<string, unknown> }
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> }
 }
 
 /** Opens a stream, reads its first bytes, and leaves: the gateway counts what flowed. */
@@ -63,40 +70,63 @@ for (const bytes of SIZES) {
       t.equal(admitted.status, 200, `${kind}: a key whose limits admit it gets the reply`)
       const usage = admitted.json.usage as { prompt_tokens?: number } | undefined
       t.ok((usage?.prompt_tokens ?? 0) > 0, `${kind}: the backend counted the prompt (${usage?.prompt_tokens} tokens)`)
-      t.equal(await abortedStream(bigKey, chatBodyOf(CHAT, text, { stream: true })), 200, `${kind}: a stream started, then the client left`)
+      t.equal(
+        await abortedStream(bigKey, chatBodyOf(CHAT, text, { stream: true })),
+        200,
+        `${kind}: a stream started, then the client left`,
+      )
       const basic = await post(basicKey, chatBodyOf(CHAT, text))
       t.equal(basic.status, 429, `${kind}: on Basic the prompt can never fit`)
-      t.match((basic.json.error as { message?: string } | undefined)?.message, /can never fit/, `${kind}: and the message says so`)
-      t.equal((await post('tg1_not-a-key', chatBodyOf(CHAT, text))).status, 401, `${kind}: without a valid key, refused before anything is read`)
+      t.match(
+        (basic.json.error as { message?: string } | undefined)?.message,
+        /can never fit/,
+        `${kind}: and the message says so`,
+      )
+      t.equal(
+        (await post('tg1_not-a-key', chatBodyOf(CHAT, text))).status,
+        401,
+        `${kind}: without a valid key, refused before anything is read`,
+      )
     }
     const health = await poller.stop()
     t.ok(health.polls >= 3, `/healthz was polled throughout (${health.polls} polls)`)
     t.equal(health.failures, 0, 'every poll answered 200')
-    t.ok(health.worstMs < HEALTHZ_BOUND_MS, `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`)
+    t.ok(
+      health.worstMs < HEALTHZ_BOUND_MS,
+      `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`,
+    )
   })
 }
 
-t.test('4 MB of each pathological kind in a tool\'s description, with /healthz polled throughout', async (t) => {
+t.test("4 MB of each pathological kind in a tool's description, with /healthz polled throughout", async (t) => {
   const poller = pollHealth(gw.url)
   for (const kind of PATHOLOGICAL_KINDS) {
     const text = pathologicalText(kind, 4_000_000)
     const admitted = await post(bigKey, toolsBodyOf(CHAT, text))
     t.equal(admitted.status, 200, `${kind}: a key whose limits admit it gets the reply`)
     const usage = admitted.json.usage as { prompt_tokens?: number } | undefined
-    t.ok((usage?.prompt_tokens ?? 0) > 100_000, `${kind}: the backend counted the tool as input (${usage?.prompt_tokens} tokens)`)
+    t.ok(
+      (usage?.prompt_tokens ?? 0) > 100_000,
+      `${kind}: the backend counted the tool as input (${usage?.prompt_tokens} tokens)`,
+    )
     const basic = await post(basicKey, toolsBodyOf(CHAT, text))
     t.equal(basic.status, 429, `${kind}: on Basic the tool alone can never fit`)
   }
   const health = await poller.stop()
   t.equal(health.failures, 0, 'every poll answered 200')
-  t.ok(health.worstMs < HEALTHZ_BOUND_MS, `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`)
+  t.ok(
+    health.worstMs < HEALTHZ_BOUND_MS,
+    `the slowest /healthz answer took ${health.worstMs.toFixed(1)} ms (bound ${HEALTHZ_BOUND_MS} ms)`,
+  )
 })
 
 t.test('the gateway metered the aborted streams and still answers', async (t) => {
   const res = await fetch(`${gw.url}/healthz`)
   t.equal(res.status, 200)
-  const usage = await fetch(`${gw.url}/admin/usage?group_by=key`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
-  const body = await usage.json() as { data: Array<{ requests: number; input_tokens: number }> }
+  const usage = await fetch(`${gw.url}/admin/usage?group_by=key`, {
+    headers: { authorization: `Bearer ${gw.adminToken}` },
+  })
+  const body = (await usage.json()) as { data: Array<{ requests: number; input_tokens: number }> }
   const total = body.data.reduce((sum, row) => sum + row.input_tokens, 0)
   t.ok(total > 0, `input tokens were metered (${total})`)
 })

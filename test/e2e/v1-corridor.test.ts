@@ -37,12 +37,23 @@ async function call(key: string | null, method: string, path: string, body?: unk
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   })
   const text = await res.text()
-  return { status: res.status, headers: res.headers, body: text.startsWith('{') ? JSON.parse(text) as Reply['body'] : {} }
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: text.startsWith('{') ? (JSON.parse(text) as Reply['body']) : {},
+  }
 }
 
 async function upload(key: string, name: string, text: string): Promise<string> {
-  const { contentType, bytes } = encodeMultipart([{ name: 'purpose', value: 'assistants' }, { name: 'file', filename: name, data: Buffer.from(text) }])
-  const res = await fetch(`${gw.url}/v1/files`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': contentType }, body: bytes })
+  const { contentType, bytes } = encodeMultipart([
+    { name: 'purpose', value: 'assistants' },
+    { name: 'file', filename: name, data: Buffer.from(text) },
+  ])
+  const res = await fetch(`${gw.url}/v1/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': contentType },
+    body: bytes,
+  })
   return ((await res.json()) as { id: string }).id
 }
 
@@ -55,7 +66,7 @@ async function settled(key: string, path: string): Promise<Reply> {
   throw new Error(`${path} stayed in progress`)
 }
 
-t.test('another owner gets 404 on every /v1 path to the first owner\'s objects', async (t) => {
+t.test("another owner gets 404 on every /v1 path to the first owner's objects", async (t) => {
   const fileId = await upload(keys.alice, 'alice.txt', 'Alice keeps her secret recipe for plum jam here.')
   const store = await call(keys.alice, 'POST', '/v1/vector_stores', { name: 'alice' })
   const storeId = String(store.body.id)
@@ -102,30 +113,59 @@ t.test('another owner gets 404 on every /v1 path to the first owner\'s objects',
     ['/v1/vector_stores', { file_ids: [bobFile, fileId] }, 'file_ids'],
     [`/v1/vector_stores/${bobStore}/files`, { file_id: fileId }, 'file_id'],
     [`/v1/vector_stores/${bobStore}/file_batches`, { file_ids: [fileId] }, 'file_ids'],
-    [`/v1/vector_stores/${bobStore}/file_batches`, { files: [{ file_id: bobFile }, { file_id: fileId }] }, 'files[1].file_id'],
-    ['/v2/fine_tuning/jobs', { model: 'gpt-4o-mini', training_file: bobFile, validation_file: fileId }, 'validation_file'],
+    [
+      `/v1/vector_stores/${bobStore}/file_batches`,
+      { files: [{ file_id: bobFile }, { file_id: fileId }] },
+      'files[1].file_id',
+    ],
+    [
+      '/v2/fine_tuning/jobs',
+      { model: 'gpt-4o-mini', training_file: bobFile, validation_file: fileId },
+      'validation_file',
+    ],
   ] as const) {
     const reply = await call(keys.bob, 'POST', path, body)
     t.equal(reply.status, 404, `bob cannot use alice's file: POST ${path}`)
     t.equal(reply.body.error?.param, param)
   }
-  t.match((await call(keys.bob, 'GET', `/v1/vector_stores/${bobStore}`)).body, { name: 'bob', file_counts: { total: 0 } }, 'nothing was attached')
+  t.match(
+    (await call(keys.bob, 'GET', `/v1/vector_stores/${bobStore}`)).body,
+    { name: 'bob', file_counts: { total: 0 } },
+    'nothing was attached',
+  )
 
   // Lists show each owner their own.
   const bobStores = await call(keys.bob, 'GET', '/v1/vector_stores')
-  t.same((bobStores.body.data as Array<{ id: string }>).map((s) => s.id), [bobStore])
-  t.equal(bobStores.body.first_id, bobStore, 'the page bounds name only bob\'s objects')
+  t.same(
+    (bobStores.body.data as Array<{ id: string }>).map((s) => s.id),
+    [bobStore],
+  )
+  t.equal(bobStores.body.first_id, bobStore, "the page bounds name only bob's objects")
   t.equal(bobStores.body.last_id, bobStore)
   const bobFiles = await call(keys.bob, 'GET', '/v1/files')
-  t.same((bobFiles.body.data as Array<{ id: string }>).map((f) => f.id), [bobFile])
+  t.same(
+    (bobFiles.body.data as Array<{ id: string }>).map((f) => f.id),
+    [bobFile],
+  )
   const aliceStores = await call(keys.alice2, 'GET', '/v1/vector_stores')
-  t.same((aliceStores.body.data as Array<{ id: string }>).map((s) => s.id), [storeId])
+  t.same(
+    (aliceStores.body.data as Array<{ id: string }>).map((s) => s.id),
+    [storeId],
+  )
   const search = await call(keys.alice2, 'POST', `/v1/vector_stores/${storeId}/search`, { query: 'plum jam' })
-  t.match((search.body.data as Array<{ content: Array<{ text: string }> }>)[0]?.content[0]?.text, /plum jam/, 'alice\'s other key searches her store')
+  t.match(
+    (search.body.data as Array<{ content: Array<{ text: string }> }>)[0]?.content[0]?.text,
+    /plum jam/,
+    "alice's other key searches her store",
+  )
 })
 
 t.test('401 without a key, 403 outside the scopes, 400 from the gateway for a bad body', async (t) => {
-  for (const [method, path] of [['GET', '/v1/vector_stores'], ['POST', '/v1/vector_stores/vs_x/search'], ['GET', '/v1/files']] as const) {
+  for (const [method, path] of [
+    ['GET', '/v1/vector_stores'],
+    ['POST', '/v1/vector_stores/vs_x/search'],
+    ['GET', '/v1/files'],
+  ] as const) {
     const none = await call(null, method, path, method === 'POST' ? { query: 'x' } : undefined)
     t.equal(none.status, 401, `${method} ${path} without a key`)
     t.equal(none.body.error?.code, 'invalid_api_key')
@@ -143,10 +183,18 @@ t.test('401 without a key, 403 outside the scopes, 400 from the gateway for a ba
   for (const [path, body, param] of [
     [`/v1/vector_stores/${store}/search`, { query: 'x', max_num_results: 0 }, 'max_num_results'],
     [`/v1/vector_stores/${store}/search`, {}, 'query'],
-    [`/v1/vector_stores/${store}/search`, { query: 'x', ranking_options: { score_threshold: 2 } }, 'ranking_options.score_threshold'],
+    [
+      `/v1/vector_stores/${store}/search`,
+      { query: 'x', ranking_options: { score_threshold: 2 } },
+      'ranking_options.score_threshold',
+    ],
     [`/v1/vector_stores/${store}/files`, { file_id: 42 }, 'file_id'],
     [`/v1/vector_stores/${store}/file_batches`, { file_ids: [] }, 'file_ids'],
-    ['/v1/vector_stores', { chunking_strategy: { type: 'static', static: { max_chunk_size_tokens: 100, chunk_overlap_tokens: 80 } } }, 'chunking_strategy.static.chunk_overlap_tokens'],
+    [
+      '/v1/vector_stores',
+      { chunking_strategy: { type: 'static', static: { max_chunk_size_tokens: 100, chunk_overlap_tokens: 80 } } },
+      'chunking_strategy.static.chunk_overlap_tokens',
+    ],
     ['/v1/vector_stores', { metadata: { a: 1 } }, 'metadata.a'],
   ] as const) {
     const reply = await call(carol, 'POST', path, body)
@@ -178,25 +226,36 @@ t.test('rpm limits: headers on every /v1 reply, then 429 with retry-after', asyn
   t.equal(stores.status, 429, 'files count under the same limits')
 })
 
-t.test('a list page filtered by owner is filled from the upstream\'s further pages: the SDK pages through every object', async (t) => {
-  // Dora's stores are older; Erin's five are newer, so newest-first pages of two start
-  // with nothing of Dora's. An empty page would end the SDK's auto-pager.
-  const dora = (await gw.createKey({ owner: 'dora', tier: 'Standard4000' })).key
-  const erin = (await gw.createKey({ owner: 'erin', tier: 'Standard4000' })).key
-  const doras: string[] = []
-  for (let i = 0; i < 3; i++) doras.unshift(String((await call(dora, 'POST', '/v1/vector_stores', { name: `dora ${i}` })).body.id))
-  for (let i = 0; i < 5; i++) await call(erin, 'POST', '/v1/vector_stores', { name: `erin ${i}` })
+t.test(
+  "a list page filtered by owner is filled from the upstream's further pages: the SDK pages through every object",
+  async (t) => {
+    // Dora's stores are older; Erin's five are newer, so newest-first pages of two start
+    // with nothing of Dora's. An empty page would end the SDK's auto-pager.
+    const dora = (await gw.createKey({ owner: 'dora', tier: 'Standard4000' })).key
+    const erin = (await gw.createKey({ owner: 'erin', tier: 'Standard4000' })).key
+    const doras: string[] = []
+    for (let i = 0; i < 3; i++)
+      doras.unshift(String((await call(dora, 'POST', '/v1/vector_stores', { name: `dora ${i}` })).body.id))
+    for (let i = 0; i < 5; i++) await call(erin, 'POST', '/v1/vector_stores', { name: `erin ${i}` })
 
-  const first = await call(dora, 'GET', '/v1/vector_stores?limit=2')
-  t.same((first.body.data as Array<{ id: string }>).map((s) => s.id), doras.slice(0, 2), 'the first page holds two of dora\'s, newest first')
-  t.equal(first.body.has_more, true, 'and says there is more')
-  t.equal(first.body.last_id, doras[1], 'its bounds name dora\'s objects only')
+    const first = await call(dora, 'GET', '/v1/vector_stores?limit=2')
+    t.same(
+      (first.body.data as Array<{ id: string }>).map((s) => s.id),
+      doras.slice(0, 2),
+      "the first page holds two of dora's, newest first",
+    )
+    t.equal(first.body.has_more, true, 'and says there is more')
+    t.equal(first.body.last_id, doras[1], "its bounds name dora's objects only")
 
-  const client = new OpenAI({ apiKey: dora, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-  const seen: string[] = []
-  for await (const store of client.vectorStores.list({ limit: 2 })) seen.push(store.id)
-  t.same(seen, doras, 'the SDK\'s auto-pager reaches all three, in order, no other owner\'s among them')
+    const client = new OpenAI({ apiKey: dora, baseURL: `${gw.url}/v1`, maxRetries: 0 })
+    const seen: string[] = []
+    for await (const store of client.vectorStores.list({ limit: 2 })) seen.push(store.id)
+    t.same(seen, doras, "the SDK's auto-pager reaches all three, in order, no other owner's among them")
 
-  const before = await call(dora, 'GET', `/v1/vector_stores?limit=2&before=${doras[2]}`)
-  t.ok((before.body.data as Array<{ id: string }>).every((s) => doras.includes(s.id)), 'paging backwards still shows only dora\'s')
-})
+    const before = await call(dora, 'GET', `/v1/vector_stores?limit=2&before=${doras[2]}`)
+    t.ok(
+      (before.body.data as Array<{ id: string }>).every((s) => doras.includes(s.id)),
+      "paging backwards still shows only dora's",
+    )
+  },
+)

@@ -11,11 +11,15 @@ t.before(async () => {
   const gw = await startTollgate()
   const { key, id } = await gw.createKey({ name: 'v1', tier: 'Standard4000' })
   subject = {
-    gw, key, keyId: id,
+    gw,
+    key,
+    keyId: id,
     client: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }),
     v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
   }
 })
-t.teardown(async () => { await subject.gw.stop() })
+t.teardown(async () => {
+  await subject.gw.stop()
+})
 
 v1Tests(t, () => subject)

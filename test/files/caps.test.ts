@@ -10,7 +10,9 @@ import { parse } from 'yaml'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { encodeMultipart } from '../helpers/multipart.ts'
 
-const plans = parse(readFileSync(join(resolve(import.meta.dirname, '../..'), 'config/plans.yaml'), 'utf8')) as { tiers: Record<string, Record<string, unknown>> }
+const plans = parse(readFileSync(join(resolve(import.meta.dirname, '../..'), 'config/plans.yaml'), 'utf8')) as {
+  tiers: Record<string, Record<string, unknown>>
+}
 
 let gw: RunningTollgate
 t.before(async () => {
@@ -28,18 +30,31 @@ t.teardown(() => gw.stop())
 interface Reply {
   readonly status: number
   readonly headers: Headers
-  readonly body: { id?: string; bytes?: number; deleted?: boolean; data?: Array<{ id: string }>; error?: { message: string; type: string; param: string | null; code: string | null } }
+  readonly body: {
+    id?: string
+    bytes?: number
+    deleted?: boolean
+    data?: Array<{ id: string }>
+    error?: { message: string; type: string; param: string | null; code: string | null }
+  }
 }
 
 async function upload(key: string, bytes: number, prefix = '/v1'): Promise<Reply> {
-  const { contentType, bytes: body } = encodeMultipart([{ name: 'purpose', value: 'assistants' }, { name: 'file', filename: 'notes.txt', data: Buffer.alloc(bytes, 'a') }])
-  const res = await fetch(`${gw.url}${prefix}/files`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': contentType }, body })
-  return { status: res.status, headers: res.headers, body: await res.json() as Reply['body'] }
+  const { contentType, bytes: body } = encodeMultipart([
+    { name: 'purpose', value: 'assistants' },
+    { name: 'file', filename: 'notes.txt', data: Buffer.alloc(bytes, 'a') },
+  ])
+  const res = await fetch(`${gw.url}${prefix}/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': contentType },
+    body,
+  })
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Reply['body'] }
 }
 
 async function remove(key: string, id: string): Promise<Reply> {
   const res = await fetch(`${gw.url}/v1/files/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key}` } })
-  return { status: res.status, headers: res.headers, body: await res.json() as Reply['body'] }
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Reply['body'] }
 }
 
 t.test('a key uploads up to its file count cap; past it, 429 file_quota_exceeded; a delete frees room', async (t) => {
@@ -48,7 +63,9 @@ t.test('a key uploads up to its file count cap; past it, 429 file_quota_exceeded
   const bob = (await gw.createKey({ owner: 'bob', tier: 'Basic' })).key
 
   // Many at once: the room is held before each upload goes upstream, so none slips past.
-  const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => upload(mallory, 100, i % 2 === 0 ? '/v1' : '/v2')))
+  const burst = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => upload(mallory, 100, i % 2 === 0 ? '/v1' : '/v2')),
+  )
   t.equal(burst.filter((r) => r.status === 200).length, 3, 'exactly the cap is stored')
   const refused = burst.find((r) => r.status === 429)
   t.same(Object.keys(refused?.body.error ?? {}).sort(), ['code', 'message', 'param', 'type'])
@@ -57,7 +74,7 @@ t.test('a key uploads up to its file count cap; past it, 429 file_quota_exceeded
   t.match(refused?.body.error?.message, /keeps 3 files, its cap \(3\)/)
   t.equal(refused?.headers.get('retry-after'), null, 'no retry hint: waiting frees nothing')
   t.equal(refused?.headers.get('x-should-retry'), 'false', 'SDKs do not upload the same bytes again')
-  t.ok(refused?.headers.has('x-ratelimit-limit-requests'), 'the refusal carries the key\'s limit headers')
+  t.ok(refused?.headers.has('x-ratelimit-limit-requests'), "the refusal carries the key's limit headers")
   const listed = await fetch(`${gw.url}/v1/files`, { headers: { authorization: `Bearer ${mallory}` } })
   t.equal(((await listed.json()) as Reply['body']).data?.length, 3, 'nothing refused reached the upstream')
 

@@ -25,10 +25,16 @@ export function matchesShape(shape: Exclude<ErrorShape, 'html'>, body: unknown):
       // OpenAI's error object, and FastAPI's `detail` beside it holding the same message
       // (src/errors.ts), so readers of either find it.
       const error = body.error
-      return isObject(error) && typeof error.message === 'string' && typeof error.type === 'string' &&
-        'param' in error && (error.param === null || typeof error.param === 'string') &&
-        'code' in error && (error.code === null || typeof error.code === 'string') &&
+      return (
+        isObject(error) &&
+        typeof error.message === 'string' &&
+        typeof error.type === 'string' &&
+        'param' in error &&
+        (error.param === null || typeof error.param === 'string') &&
+        'code' in error &&
+        (error.code === null || typeof error.code === 'string') &&
         body.detail === error.message
+      )
     }
     case 'fastapi': {
       const detail = body.detail
@@ -44,32 +50,49 @@ const TRANSPORT_STATUSES = new Set([400, 405, 408, 417, 429, 431])
 const SAME_SITE_LOCATION = /^\/(?![/\\])/
 
 /** Why this reply breaks the property, or null when it is fine. */
-export function problemWith(res: ParsedResponse, method: string, shape: ErrorShape, secrets: readonly string[]): string | null {
+export function problemWith(
+  res: ParsedResponse,
+  method: string,
+  shape: ErrorShape,
+  secrets: readonly string[],
+): string | null {
   const text = res.body.toString('utf8')
   if (res.status >= 500) return `status ${res.status}: ${text.slice(0, 200)}`
   for (const [pattern, what] of LEAKS) if (pattern.test(text)) return `the reply holds ${what}`
   for (const secret of secrets) if (secret.length >= 8 && text.includes(secret)) return 'the reply holds a secret'
-  const headerText = Object.entries(res.headers).map(([n, v]) => `${n}: ${v}`).join('\n')
+  const headerText = Object.entries(res.headers)
+    .map(([n, v]) => `${n}: ${v}`)
+    .join('\n')
   for (const [pattern, what] of LEAKS) if (pattern.test(headerText)) return `a header holds ${what}`
   if (shape === 'html' && res.status >= 300 && res.status < 400) {
     const location = res.headers.location
     if (location === undefined) return `a ${res.status} without a Location`
-    if (!SAME_SITE_LOCATION.test(location)) return `a ${res.status} to another site: ${JSON.stringify(location.slice(0, 120))}`
+    if (!SAME_SITE_LOCATION.test(location))
+      return `a ${res.status} to another site: ${JSON.stringify(location.slice(0, 120))}`
     return null
   }
   if (res.status < 400) {
     const type = res.headers['content-type'] ?? ''
     if (method !== 'HEAD' && res.status !== 204 && /json/.test(type)) {
-      try { JSON.parse(text) } catch { return 'a success whose JSON body does not parse' }
+      try {
+        JSON.parse(text)
+      } catch {
+        return 'a success whose JSON body does not parse'
+      }
     }
     return null
   }
   if (method === 'HEAD') return null
   if (shape === 'html' && /^text\/html\b/i.test(res.headers['content-type'] ?? '')) return null
   let body: unknown
-  try { body = JSON.parse(text) } catch { body = undefined }
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
   if (TRANSPORT_STATUSES.has(res.status) && res.closes && matchesShape('openai', body)) return null
-  if (shape === 'html') return `a ${res.status} that is not an HTML page (${res.headers['content-type'] ?? 'no content-type'}): ${JSON.stringify(text.slice(0, 120))}`
+  if (shape === 'html')
+    return `a ${res.status} that is not an HTML page (${res.headers['content-type'] ?? 'no content-type'}): ${JSON.stringify(text.slice(0, 120))}`
   if (body === undefined) return `a ${res.status} whose body is not JSON: ${JSON.stringify(text.slice(0, 80))}`
   if (matchesShape(shape, body)) return null
   return `a ${res.status} not in the ${shape} error shape: ${text.slice(0, 120)}`

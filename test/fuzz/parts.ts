@@ -3,7 +3,18 @@
 // `npm run bench -- fuzz` runs every part ten times as long. A new endpoint family joins
 // by listing its targets (targets.ts) in a part, or in a part of its own.
 import type { Mix } from './requests.ts'
-import { ADMIN_TARGETS, FOREIGN_ID_TARGETS, PORTAL_TARGETS, PROBE_TARGETS, QUEUE_TARGETS, RAG_AUTH_TARGETS, RAG_TARGETS, V1_TARGETS, V2_TARGETS, type FuzzTarget } from './targets.ts'
+import {
+  ADMIN_TARGETS,
+  FOREIGN_ID_TARGETS,
+  PORTAL_TARGETS,
+  PROBE_TARGETS,
+  QUEUE_TARGETS,
+  RAG_AUTH_TARGETS,
+  RAG_TARGETS,
+  V1_TARGETS,
+  V2_TARGETS,
+  type FuzzTarget,
+} from './targets.ts'
 
 export interface FuzzPart {
   readonly name: string
@@ -78,7 +89,7 @@ export const FUZZ_PARTS: readonly FuzzPart[] = [
     name: 'tenant-ids',
     // Bodies are what is attacked here: another owner's ids stand in every field that can
     // name an object, and the mutations move, retype, repeat or remove what is around them.
-    what: 'another owner\'s ids in every field of a body that can name an object (a recording upstream must never see one)',
+    what: "another owner's ids in every field of a body that can name an object (a recording upstream must never see one)",
     targets: FOREIGN_ID_TARGETS,
     mix: { framing: 0.02, headers: 0.02, url: 0.02, method: 0.02, version: 0.01, auth: 0.05, pipeline: 0.03 },
     cases: 1000,

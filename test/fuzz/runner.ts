@@ -57,19 +57,27 @@ function open(port: number): Promise<Connection> {
     const reader = new ResponseReader(socket)
     // The reader records socket errors; a write into a connection the server has closed must not throw.
     socket.on('error', () => undefined)
-    socket.once('connect', () => { socket.setNoDelay(true); done({ socket, reader }) })
+    socket.once('connect', () => {
+      socket.setNoDelay(true)
+      done({ socket, reader })
+    })
     socket.once('error', fail)
   })
 }
 
-const escape = (bytes: Buffer): string => JSON.stringify(bytes.subarray(0, 400).toString('latin1')).slice(1, -1) + (bytes.length > 400 ? `… (${bytes.length} bytes)` : '')
+const escape = (bytes: Buffer): string =>
+  JSON.stringify(bytes.subarray(0, 400).toString('latin1')).slice(1, -1) +
+  (bytes.length > 400 ? `… (${bytes.length} bytes)` : '')
 
 export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const concurrency = options.concurrency ?? 24
   const deadlineMs = options.deadlineMs ?? 20_000
   const maxFailures = options.maxFailures ?? 20
   const shapeOf = new Map<string, ErrorShape>(options.targets.map((t) => [t.name, t.errors]))
-  const samples = fc.sample(fuzzCase(options.targets, options.ctx, options.mix), { numRuns: options.cases, seed: options.seed })
+  const samples = fc.sample(fuzzCase(options.targets, options.ctx, options.mix), {
+    numRuns: options.cases,
+    seed: options.seed,
+  })
   const outcomes: Record<string, number> = {}
   const byTarget: Record<string, Record<string, number>> = {}
   const failures: FuzzFailure[] = []
@@ -88,11 +96,19 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const pooled = c.reusable ? idle.pop() : undefined
     const conn = pooled !== undefined && !pooled.reader.ended ? pooled : await open(options.port)
     const fail = (problem: string): void => {
-      failures.push({ index, target: c.target, tags: c.tags, problem, sent: escape(Buffer.concat(c.requests.map((r) => r.bytes))) })
+      failures.push({
+        index,
+        target: c.target,
+        tags: c.tags,
+        problem,
+        sent: escape(Buffer.concat(c.requests.map((r) => r.bytes))),
+      })
     }
     let sound = c.reusable
     let timer: NodeJS.Timeout | undefined
-    const deadline = new Promise<'hang'>((done) => { timer = setTimeout(() => done('hang'), deadlineMs) })
+    const deadline = new Promise<'hang'>((done) => {
+      timer = setTimeout(() => done('hang'), deadlineMs)
+    })
     try {
       conn.socket.write(Buffer.concat(c.requests.map((r) => r.bytes)))
       const targets = c.target.split(' + ')
@@ -117,7 +133,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           for (let j = i; j < c.requests.length; j++) count(targets[j] ?? c.target, 'closed')
           // A request line without a version is HTTP/0.9, whose replies have no status
           // line to send; Node closes some of those (a PRI method) unanswered. Nothing else may.
-          if (!c.tags.includes('version-none')) fail(`the connection closed without a reply${conn.reader.error ? ` (${conn.reader.error.message})` : ''}`)
+          if (!c.tags.includes('version-none'))
+            fail(`the connection closed without a reply${conn.reader.error ? ` (${conn.reader.error.message})` : ''}`)
           sound = false
           break
         }
@@ -158,5 +175,8 @@ export function fuzzSeed(env: Readonly<Record<string, string | undefined>>): num
 }
 
 export function describeOutcomes(report: FuzzReport): string {
-  return Object.entries(report.outcomes).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${v}`).join(', ')
+  return Object.entries(report.outcomes)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(', ')
 }

@@ -36,7 +36,15 @@ export async function runFuzzSession(options: SessionOptions): Promise<SessionRe
   try {
     const { gw, port, ctx } = fuzz
     const run = (cases: number, seed: number): Promise<FuzzReport> =>
-      runFuzz({ port, targets: options.targets, ctx, mix: options.mix, cases, seed, ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }) })
+      runFuzz({
+        port,
+        targets: options.targets,
+        ctx,
+        mix: options.mix,
+        cases,
+        seed,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+      })
     const warmCases = Math.ceil(options.cases / 10)
     const warm = await run(warmCases, options.seed + 1)
     const before = await memoryOf(gw)
@@ -61,9 +69,19 @@ export async function runFuzzSession(options: SessionOptions): Promise<SessionRe
       failures: [...warm.failures, ...main.failures],
     }
     const healthz = (await fetch(`${gw.url}/healthz`)).status
-    const errorLogs = gw.logs().filter((l) => l.msg === 'unhandled error' || (typeof l.level === 'number' && l.level >= 50))
+    const errorLogs = gw
+      .logs()
+      .filter((l) => l.msg === 'unhandled error' || (typeof l.level === 'number' && l.level >= 50))
     const leaked = options.everythingUpstream === true ? await leakedRequests(fuzz) : undefined
-    return { report, before, after, exitCode: gw.child.exitCode, healthz, errorLogs, ...(leaked === undefined ? {} : { leaked }) }
+    return {
+      report,
+      before,
+      after,
+      exitCode: gw.child.exitCode,
+      healthz,
+      errorLogs,
+      ...(leaked === undefined ? {} : { leaked }),
+    }
   } finally {
     await fuzz.stop()
   }

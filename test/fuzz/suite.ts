@@ -27,13 +27,27 @@ export async function fuzzSuite(t: Test, options: SuiteOptions): Promise<FuzzRep
   const { report, before, after, exitCode, healthz, errorLogs, leaked } = await runFuzzSession({ ...options, seed })
 
   t.equal(report.cases, options.cases, `${options.cases} cases sent`)
-  t.same(report.failures, [], 'every reply is a success or an error in the contract\'s shape; no 5xx, hang, leak or unanswered request')
-  t.comment(`${report.cases} cases, ${report.requests} replies in ${(report.ms / 1000).toFixed(1)} s: ${describeOutcomes(report)}`)
-  if (options.everythingUpstream === true) t.same(leaked, [], 'no request naming another owner\'s object reached the upstream')
+  t.same(
+    report.failures,
+    [],
+    "every reply is a success or an error in the contract's shape; no 5xx, hang, leak or unanswered request",
+  )
+  t.comment(
+    `${report.cases} cases, ${report.requests} replies in ${(report.ms / 1000).toFixed(1)} s: ${describeOutcomes(report)}`,
+  )
+  if (options.everythingUpstream === true)
+    t.same(leaked, [], "no request naming another owner's object reached the upstream")
   t.equal(exitCode, null, 'the gateway is still running')
   t.equal(healthz, 200, '/healthz answers afterwards')
-  t.same(errorLogs.map((l) => ({ msg: l.msg, err: l.err, route: l.route, status: l.status })).slice(0, 5), [], 'no unhandled error and no error-level log line')
-  const grown = (after.heapUsed + after.arrayBuffers) - (before.heapUsed + before.arrayBuffers)
-  t.ok(grown < HEAP_SLACK, `memory returns to where it was: heap and buffers ${(grown / MiB).toFixed(1)} MiB over the baseline after GC (rss ${(before.rss / MiB).toFixed(0)} → ${(after.rss / MiB).toFixed(0)} MiB)`)
+  t.same(
+    errorLogs.map((l) => ({ msg: l.msg, err: l.err, route: l.route, status: l.status })).slice(0, 5),
+    [],
+    'no unhandled error and no error-level log line',
+  )
+  const grown = after.heapUsed + after.arrayBuffers - (before.heapUsed + before.arrayBuffers)
+  t.ok(
+    grown < HEAP_SLACK,
+    `memory returns to where it was: heap and buffers ${(grown / MiB).toFixed(1)} MiB over the baseline after GC (rss ${(before.rss / MiB).toFixed(0)} → ${(after.rss / MiB).toFixed(0)} MiB)`,
+  )
   return report
 }

@@ -11,8 +11,12 @@ const CONNECTIONS = 2000
 const BOUND_PER_CONNECTION = 64 * 1024
 
 let gw: RunningTollgate
-t.before(async () => { gw = await startTollgate({ execArgv: MEMORY_PROBE }) })
-t.teardown(async () => { await gw.stop() })
+t.before(async () => {
+  gw = await startTollgate({ execArgv: MEMORY_PROBE })
+})
+t.teardown(async () => {
+  await gw.stop()
+})
 
 t.test(`${CONNECTIONS} idle keep-alive connections cost a bounded amount of memory`, async (t) => {
   const port = Number(new URL(gw.url).port)
@@ -27,15 +31,26 @@ t.test(`${CONNECTIONS} idle keep-alive connections cost a bounded amount of memo
     const perConnection = (held.rss - before.rss) / CONNECTIONS
     const heapPerConnection = (held.heapUsed + held.external - before.heapUsed - before.external) / CONNECTIONS
     t.equal(idle.open(), CONNECTIONS, 'all of them are still open')
-    t.ok(perConnection < BOUND_PER_CONNECTION, `resident memory per idle connection: ${(perConnection / 1024).toFixed(1)} KiB`)
-    t.ok(heapPerConnection < BOUND_PER_CONNECTION / 2, `of which heap and external: ${(heapPerConnection / 1024).toFixed(1)} KiB`)
+    t.ok(
+      perConnection < BOUND_PER_CONNECTION,
+      `resident memory per idle connection: ${(perConnection / 1024).toFixed(1)} KiB`,
+    )
+    t.ok(
+      heapPerConnection < BOUND_PER_CONNECTION / 2,
+      `of which heap and external: ${(heapPerConnection / 1024).toFixed(1)} KiB`,
+    )
     t.equal(await idle.request(Math.floor(CONNECTIONS / 2)), 200, 'an idle connection still serves a request')
-    t.comment(`rss ${(before.rss / MiB).toFixed(1)} → ${(held.rss / MiB).toFixed(1)} MiB for ${CONNECTIONS} connections`)
+    t.comment(
+      `rss ${(before.rss / MiB).toFixed(1)} → ${(held.rss / MiB).toFixed(1)} MiB for ${CONNECTIONS} connections`,
+    )
   } finally {
     await idle.close()
   }
   // Thousands of closes take the gateway a moment to process.
   await new Promise((r) => setTimeout(r, 1500))
   const after = await memoryOf(gw)
-  t.ok(after.heapUsed < before.heapUsed + 4 * MiB, `their heap is given back when they close (${((after.heapUsed - before.heapUsed) / MiB).toFixed(2)} MiB left)`)
+  t.ok(
+    after.heapUsed < before.heapUsed + 4 * MiB,
+    `their heap is given back when they close (${((after.heapUsed - before.heapUsed) / MiB).toFixed(2)} MiB left)`,
+  )
 })

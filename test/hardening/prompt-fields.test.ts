@@ -26,7 +26,7 @@ t.before(async () => {
   upstream = await startUpstream(['--tokens-per-second', '20'])
   gw = await startTollgate({
     config: (doc) => {
-      (doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: `${upstream.url}/v1` }
+      ;(doc.backends as Record<string, unknown>).up = { type: 'openai', baseUrl: `${upstream.url}/v1` }
       doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'up' }] }]
       // No limits but the key's own.
       doc.plans = { defaultTier: 'Open', tiers: { Open: { default: {} } } }
@@ -51,18 +51,35 @@ interface Burst {
 async function burst(path: '/v2/chat/completions' | '/v2/responses', body: Record<string, unknown>): Promise<Burst> {
   const { key, id } = await gw.createKey({ limits: { [MODEL]: { input_tpm: INPUT_TPM, rpm: 1000 } } })
   const payload = JSON.stringify({ model: MODEL, ...body })
-  const replies = await Promise.all(Array.from({ length: CONCURRENT }, () => request(`${gw.url}${path}`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: payload,
-  })))
-  const others = replies.filter((r) => r.status !== 200 && r.status !== 429).map((r) => `${r.status} ${r.text.slice(0, 200)}`)
+  const replies = await Promise.all(
+    Array.from({ length: CONCURRENT }, () =>
+      request(`${gw.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: payload,
+      }),
+    ),
+  )
+  const others = replies
+    .filter((r) => r.status !== 200 && r.status !== 429)
+    .map((r) => `${r.status} ${r.text.slice(0, 200)}`)
   if (others.length > 0) throw new Error(`unexpected replies: ${others.join('; ')}`)
-  const billed = replies.filter((r) => r.status === 200).map((r) => {
-    const usage = r.json<{ usage: { prompt_tokens?: number; input_tokens?: number } }>().usage
-    return usage.prompt_tokens ?? usage.input_tokens ?? 0
+  const billed = replies
+    .filter((r) => r.status === 200)
+    .map((r) => {
+      const usage = r.json<{ usage: { prompt_tokens?: number; input_tokens?: number } }>().usage
+      return usage.prompt_tokens ?? usage.input_tokens ?? 0
+    })
+  const res = await request(`${gw.url}/admin/keys/${id}/usage`, {
+    headers: { authorization: `Bearer ${gw.adminToken}` },
   })
-  const res = await request(`${gw.url}/admin/keys/${id}/usage`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
   const rows = res.json<{ by_model: Array<{ model: string; input_tokens: number }> }>().by_model
-  return { admitted: billed.length, refused: replies.length - billed.length, billed, metered: rows.find((r) => r.model === MODEL)?.input_tokens ?? 0 }
+  return {
+    admitted: billed.length,
+    refused: replies.length - billed.length,
+    billed,
+    metered: rows.find((r) => r.model === MODEL)?.input_tokens ?? 0,
+  }
 }
 
 /**
@@ -74,13 +91,18 @@ async function heldStreams(body: Record<string, unknown>): Promise<{ admitted: n
   const { key } = await gw.createKey({ limits: { [MODEL]: { input_tpm: INPUT_TPM, rpm: 1000 } } })
   const payload = JSON.stringify({ model: MODEL, ...body, max_tokens: 400, stream: true })
   const controllers = Array.from({ length: CONCURRENT }, () => new AbortController())
-  const statuses = await Promise.all(controllers.map(async (controller) => {
-    const res = await fetch(`${gw.url}/v2/chat/completions`, {
-      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: payload, signal: controller.signal,
-    })
-    if (res.status !== 200) await res.text()
-    return res.status
-  }))
+  const statuses = await Promise.all(
+    controllers.map(async (controller) => {
+      const res = await fetch(`${gw.url}/v2/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: payload,
+        signal: controller.signal,
+      })
+      if (res.status !== 200) await res.text()
+      return res.status
+    }),
+  )
   for (const controller of controllers) controller.abort()
   const others = statuses.filter((s) => s !== 200 && s !== 429)
   if (others.length > 0) throw new Error(`unexpected statuses: ${others.join(', ')}`)
@@ -94,15 +116,30 @@ const tokensOf = (value: unknown): number => encoder.count(JSON.stringify(value)
 function withinMetered(t: Test, name: string, result: Burst): void {
   const oneCall = Math.max(...result.billed)
   t.ok(result.admitted >= 1, `${name}: ${result.admitted} admitted, ${result.refused} refused`)
-  t.equal(result.metered, result.billed.reduce((a, b) => a + b, 0), `${name}: metered what the upstream billed (${result.metered})`)
-  t.ok(result.metered <= INPUT_TPM + oneCall, `${name}: ${result.metered} input tokens metered ≤ ${INPUT_TPM} + one call's ${oneCall}`)
+  t.equal(
+    result.metered,
+    result.billed.reduce((a, b) => a + b, 0),
+    `${name}: metered what the upstream billed (${result.metered})`,
+  )
+  t.ok(
+    result.metered <= INPUT_TPM + oneCall,
+    `${name}: ${result.metered} input tokens metered ≤ ${INPUT_TPM} + one call's ${oneCall}`,
+  )
 }
 
 /** Where it does not (metadata, a prediction): the text admitted at once stays within the limit plus one call's. */
-function withinAdmitted(t: Test, name: string, result: { admitted: number; refused: number }, fieldTokens: number): void {
+function withinAdmitted(
+  t: Test,
+  name: string,
+  result: { admitted: number; refused: number },
+  fieldTokens: number,
+): void {
   const admittedTokens = result.admitted * fieldTokens
   t.ok(result.admitted >= 1, `${name}: ${result.admitted} admitted, ${result.refused} refused`)
-  t.ok(admittedTokens <= INPUT_TPM + fieldTokens, `${name}: ${admittedTokens} tokens of it admitted ≤ ${INPUT_TPM} + one call's ${fieldTokens}`)
+  t.ok(
+    admittedTokens <= INPUT_TPM + fieldTokens,
+    `${name}: ${admittedTokens} tokens of it admitted ≤ ${INPUT_TPM} + one call's ${fieldTokens}`,
+  )
 }
 
 const HI = { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }
@@ -121,7 +158,10 @@ t.test('modest tools are not refused far below the limit', async (t) => {
   const result = await burst('/v2/chat/completions', { ...HI, tools })
   withinMetered(t, 'modest tools', result)
   // The estimate sits at about 1.35× the tokens of tool schemas: most of the limit is used.
-  t.ok(result.metered >= INPUT_TPM * 0.6, `${result.metered} of ${INPUT_TPM} input tokens used by ${result.admitted} calls`)
+  t.ok(
+    result.metered >= INPUT_TPM * 0.6,
+    `${result.metered} of ${INPUT_TPM} input tokens used by ${result.admitted} calls`,
+  )
 })
 
 t.test('a JSON-schema response_format', async (t) => {
@@ -147,19 +187,33 @@ t.test('metadata and a prediction: reserved although the upstream does not bill 
   withinAdmitted(t, 'prediction', await heldStreams({ messages: HI.messages, prediction }), tokensOf(prediction))
 })
 
-t.test('the /queue twin reserves on the same estimate: tools larger than the limit can never fit there either', async (t) => {
-  const { key } = await gw.createKey({ limits: { [MODEL]: { input_tpm: 10_000, rpm: 1000 } } })
-  // More tokens of tools than the limit, by the tokenizer: no window could hold them.
-  const tools = functionTools(80)
-  t.ok(tokensOf(tools) > 10_000, `${tokensOf(tools)} tokens of tools`)
-  const res = await request(`${gw.url}/queue/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...HI, tools }),
-  })
-  t.equal(res.status, 429, `"hi" and ${tokensOf(tools)} tokens of tools against an input_tpm of 10,000: refused, not queued`)
-  t.match(res.json().error.message, /can never fit/)
-  const small = await request(`${gw.url}/queue/chat/completions`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, ...HI, tools: functionTools(5) }),
-  })
-  t.equal(small.status, 200, 'a call with modest tools runs')
-  t.ok(small.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens > tokensOf(functionTools(5)), 'and its tools were billed as input')
-})
+t.test(
+  'the /queue twin reserves on the same estimate: tools larger than the limit can never fit there either',
+  async (t) => {
+    const { key } = await gw.createKey({ limits: { [MODEL]: { input_tpm: 10_000, rpm: 1000 } } })
+    // More tokens of tools than the limit, by the tokenizer: no window could hold them.
+    const tools = functionTools(80)
+    t.ok(tokensOf(tools) > 10_000, `${tokensOf(tools)} tokens of tools`)
+    const res = await request(`${gw.url}/queue/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, ...HI, tools }),
+    })
+    t.equal(
+      res.status,
+      429,
+      `"hi" and ${tokensOf(tools)} tokens of tools against an input_tpm of 10,000: refused, not queued`,
+    )
+    t.match(res.json().error.message, /can never fit/)
+    const small = await request(`${gw.url}/queue/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: MODEL, ...HI, tools: functionTools(5) }),
+    })
+    t.equal(small.status, 200, 'a call with modest tools runs')
+    t.ok(
+      small.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens > tokensOf(functionTools(5)),
+      'and its tools were billed as input',
+    )
+  },
+)

@@ -20,37 +20,51 @@ let key: string
 
 t.before(async () => {
   gw = await startTollgate({
-    config: (doc) => Object.assign(doc.server as Record<string, unknown>, {
-      headersTimeoutMs: HEADERS_TIMEOUT_MS,
-      bodyRateWindowMs: BODY_WINDOW_MS,
-      bodyMinBytesPerSecond: MIN_BYTES_PER_SECOND,
-      maxConnectionsPerAddress: CAP,
-    }),
+    config: (doc) =>
+      Object.assign(doc.server as Record<string, unknown>, {
+        headersTimeoutMs: HEADERS_TIMEOUT_MS,
+        bodyRateWindowMs: BODY_WINDOW_MS,
+        bodyMinBytesPerSecond: MIN_BYTES_PER_SECOND,
+        maxConnectionsPerAddress: CAP,
+      }),
   })
   port = Number(new URL(gw.url).port)
   key = (await gw.createKey({ tier: 'Standard4000' })).key
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
 
 async function open(localAddress = '127.0.0.1'): Promise<{ socket: Socket; reader: ResponseReader }> {
   const socket = connect({ port, host: '127.0.0.1', localAddress })
   const reader = new ResponseReader(socket)
-  await new Promise<void>((done, fail) => { socket.once('connect', done); socket.once('error', fail) })
+  await new Promise<void>((done, fail) => {
+    socket.once('connect', done)
+    socket.once('error', fail)
+  })
   return { socket, reader }
 }
 
 /** Resolves with when the socket closed, in ms from `since`. */
 const closedAfter = (socket: Socket, since: number): Promise<number> =>
-  new Promise((done) => { if (socket.destroyed) done(Date.now() - since); else socket.once('close', () => done(Date.now() - since)) })
+  new Promise((done) => {
+    if (socket.destroyed) done(Date.now() - since)
+    else socket.once('close', () => done(Date.now() - since))
+  })
 
 function isContractError(t: Test, res: ParsedResponse | null, status: number, code: string, what: string): void {
   t.equal(res?.status, status, `${what}: ${status}`)
-  const body = JSON.parse(res?.body.toString('utf8') || '{}') as { error?: { message?: unknown; type?: unknown; param?: unknown; code?: unknown } }
+  const body = JSON.parse(res?.body.toString('utf8') || '{}') as {
+    error?: { message?: unknown; type?: unknown; param?: unknown; code?: unknown }
+  }
   t.equal(body.error?.code, code, `${what}: code ${code}`)
   t.type(body.error?.message, 'string', `${what}: a message`)
-  t.ok(body.error !== undefined && 'param' in body.error && typeof body.error.type === 'string', `${what}: OpenAI's error shape`)
+  t.ok(
+    body.error !== undefined && 'param' in body.error && typeof body.error.type === 'string',
+    `${what}: OpenAI's error shape`,
+  )
 }
 
 async function healthzMs(localAddress = '127.0.0.1'): Promise<number> {
@@ -63,35 +77,41 @@ async function healthzMs(localAddress = '127.0.0.1'): Promise<number> {
   return Date.now() - started
 }
 
-t.test('slowloris: headers at one byte a second are cut at the headers timeout with a 408, and others are served meanwhile', async (t) => {
-  const head = `POST /v2/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n\r\n`
-  const started = Date.now()
-  const slow = await Promise.all(Array.from({ length: 20 }, () => open('127.0.0.2')))
-  let next = 0
-  const dripOne = (): void => {
-    const byte = head[next++ % head.length] ?? 'x'
-    for (const { socket } of slow) if (!socket.destroyed) socket.write(byte)
-  }
-  dripOne()
-  const drip = setInterval(dripOne, 1000)
-  const silent = await open('127.0.0.2')
-  try {
-    // Meanwhile, from the same address and from another, the gateway answers at once.
-    t.ok(await healthzMs('127.0.0.2') < 1000, 'served while the slow connections are open (same address)')
-    t.ok(await healthzMs('127.0.0.9') < 1000, 'served while the slow connections are open (another address)')
-    const closed = await Promise.all(slow.map(({ socket }) => closedAfter(socket, started)))
-    const slowest = Math.max(...closed)
-    t.ok(Math.min(...closed) >= HEADERS_TIMEOUT_MS - 100, 'none is cut before the timeout')
-    // Node looks for expired connections once a second.
-    t.ok(slowest < HEADERS_TIMEOUT_MS + 3000, `all are cut soon after it (slowest at ${slowest} ms)`)
-    isContractError(t, await slow[0]?.reader.next() ?? null, 408, 'request_timeout', 'the slow client')
-    t.ok(await closedAfter(silent.socket, started) < HEADERS_TIMEOUT_MS + 3000, 'a connection that sends nothing at all is cut too')
-  } finally {
-    clearInterval(drip)
-    for (const { socket } of slow) socket.destroy()
-    silent.socket.destroy()
-  }
-})
+t.test(
+  'slowloris: headers at one byte a second are cut at the headers timeout with a 408, and others are served meanwhile',
+  async (t) => {
+    const head = `POST /v2/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n\r\n`
+    const started = Date.now()
+    const slow = await Promise.all(Array.from({ length: 20 }, () => open('127.0.0.2')))
+    let next = 0
+    const dripOne = (): void => {
+      const byte = head[next++ % head.length] ?? 'x'
+      for (const { socket } of slow) if (!socket.destroyed) socket.write(byte)
+    }
+    dripOne()
+    const drip = setInterval(dripOne, 1000)
+    const silent = await open('127.0.0.2')
+    try {
+      // Meanwhile, from the same address and from another, the gateway answers at once.
+      t.ok((await healthzMs('127.0.0.2')) < 1000, 'served while the slow connections are open (same address)')
+      t.ok((await healthzMs('127.0.0.9')) < 1000, 'served while the slow connections are open (another address)')
+      const closed = await Promise.all(slow.map(({ socket }) => closedAfter(socket, started)))
+      const slowest = Math.max(...closed)
+      t.ok(Math.min(...closed) >= HEADERS_TIMEOUT_MS - 100, 'none is cut before the timeout')
+      // Node looks for expired connections once a second.
+      t.ok(slowest < HEADERS_TIMEOUT_MS + 3000, `all are cut soon after it (slowest at ${slowest} ms)`)
+      isContractError(t, (await slow[0]?.reader.next()) ?? null, 408, 'request_timeout', 'the slow client')
+      t.ok(
+        (await closedAfter(silent.socket, started)) < HEADERS_TIMEOUT_MS + 3000,
+        'a connection that sends nothing at all is cut too',
+      )
+    } finally {
+      clearInterval(drip)
+      for (const { socket } of slow) socket.destroy()
+      silent.socket.destroy()
+    }
+  },
+)
 
 t.test('a body that trickles is cut with a 408 after one window; one that stops halfway too', async (t) => {
   const body = JSON.stringify({ model: CHAT, messages: [{ role: 'user', content: 'x'.repeat(8000) }], max_tokens: 4 })
@@ -101,11 +121,16 @@ t.test('a body that trickles is cut with a 408 after one window; one that stops 
   const started = Date.now()
   trickle.socket.write(head)
   let sent = 0
-  const drip = setInterval(() => { if (!trickle.socket.destroyed && sent < body.length) trickle.socket.write(body.slice(sent, sent += 10)) }, 100)
+  const drip = setInterval(() => {
+    if (!trickle.socket.destroyed && sent < body.length) trickle.socket.write(body.slice(sent, (sent += 10)))
+  }, 100)
   try {
     isContractError(t, await trickle.reader.next('POST'), 408, 'request_timeout', '10 bytes every 100 ms')
     const at = await closedAfter(trickle.socket, started)
-    t.ok(at >= BODY_WINDOW_MS - 100 && at < BODY_WINDOW_MS + 3000, `cut after about one window (${at} ms) and the connection closed`)
+    t.ok(
+      at >= BODY_WINDOW_MS - 100 && at < BODY_WINDOW_MS + 3000,
+      `cut after about one window (${at} ms) and the connection closed`,
+    )
   } finally {
     clearInterval(drip)
     trickle.socket.destroy()
@@ -122,9 +147,14 @@ t.test('a body that trickles is cut with a 408 after one window; one that stops 
 
 t.test('a large upload at a steady pace is never cut, however many windows it takes', async (t) => {
   const audio = Buffer.alloc(1024 * 1024, 7)
-  const { contentType, bytes } = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'a.wav', data: audio, contentType: 'audio/wav' }])
+  const { contentType, bytes } = encodeMultipart([
+    { name: 'model', value: 'whisper-large-v3' },
+    { name: 'file', filename: 'a.wav', data: audio, contentType: 'audio/wav' },
+  ])
   const { socket, reader } = await open()
-  socket.write(`POST /v2/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: ${contentType}\r\nContent-Length: ${bytes.length}\r\n\r\n`)
+  socket.write(
+    `POST /v2/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: ${contentType}\r\nContent-Length: ${bytes.length}\r\n\r\n`,
+  )
   const started = Date.now()
   // 64 KiB every 250 ms: 256 KiB/s, far above the minimum, for about four windows.
   for (let at = 0; at < bytes.length; at += 64 * 1024) {
@@ -139,29 +169,32 @@ t.test('a large upload at a steady pace is never cut, however many windows it ta
   t.match(JSON.parse(res?.body.toString('utf8') ?? '{}'), { text: String })
 })
 
-t.test(`at most ${CAP} connections per address: the next one is refused at once with a 429; other addresses are not affected`, async (t) => {
-  const held: Array<{ socket: Socket; reader: ResponseReader }> = []
-  try {
-    for (let i = 0; i < CAP; i++) {
-      const c = await open('127.0.0.3')
-      // A request each, so they are established keep-alive connections, idle afterwards.
-      c.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
-      t.equal((await c.reader.next())?.status, 200)
-      held.push(c)
-    }
-    const over = await open('127.0.0.3')
-    over.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
-    const refused = await over.reader.next()
-    isContractError(t, refused, 429, 'too_many_connections', `connection ${CAP + 1}`)
-    t.equal(refused?.headers['retry-after'], '1')
-    t.ok(refused?.closes, 'and closed')
-    await closedAfter(over.socket, Date.now())
+t.test(
+  `at most ${CAP} connections per address: the next one is refused at once with a 429; other addresses are not affected`,
+  async (t) => {
+    const held: Array<{ socket: Socket; reader: ResponseReader }> = []
+    try {
+      for (let i = 0; i < CAP; i++) {
+        const c = await open('127.0.0.3')
+        // A request each, so they are established keep-alive connections, idle afterwards.
+        c.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+        t.equal((await c.reader.next())?.status, 200)
+        held.push(c)
+      }
+      const over = await open('127.0.0.3')
+      over.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+      const refused = await over.reader.next()
+      isContractError(t, refused, 429, 'too_many_connections', `connection ${CAP + 1}`)
+      t.equal(refused?.headers['retry-after'], '1')
+      t.ok(refused?.closes, 'and closed')
+      await closedAfter(over.socket, Date.now())
 
-    t.ok(await healthzMs('127.0.0.4') < 1000, 'another address is served')
-    held.pop()?.socket.destroy()
-    await sleep(100)
-    t.ok(await healthzMs('127.0.0.3') < 1000, 'a closed connection frees its place')
-  } finally {
-    for (const { socket } of held) socket.destroy()
-  }
-})
+      t.ok((await healthzMs('127.0.0.4')) < 1000, 'another address is served')
+      held.pop()?.socket.destroy()
+      await sleep(100)
+      t.ok((await healthzMs('127.0.0.3')) < 1000, 'a closed connection frees its place')
+    } finally {
+      for (const { socket } of held) socket.destroy()
+    }
+  },
+)

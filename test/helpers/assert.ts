@@ -1,7 +1,12 @@
 import type { Test } from 'tap'
 
 /** The promise rejects with an API error of this HTTP status (the openai SDK's APIError). */
-export async function rejectsWith(t: Test, promise: Promise<unknown>, status: number, message = `rejects with ${status}`): Promise<void> {
+export async function rejectsWith(
+  t: Test,
+  promise: Promise<unknown>,
+  status: number,
+  message = `rejects with ${status}`,
+): Promise<void> {
   try {
     await promise
     t.fail(`${message}: it resolved`)

@@ -62,7 +62,9 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
   const server = http.createServer((req, res) => {
     handle(req, res, options, requests).catch(() => res.destroy())
   })
-  server.on('connection', () => { connections += 1 })
+  server.on('connection', () => {
+    connections += 1
+  })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const port = (server.address() as AddressInfo).port
   return {
@@ -71,20 +73,30 @@ export async function startFakeUpstream(options: FakeUpstreamOptions = {}): Prom
     requests,
     options,
     connections: () => connections,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUpstreamOptions, requests: RecordedRequest[]): Promise<void> {
+async function handle(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: FakeUpstreamOptions,
+  requests: RecordedRequest[],
+): Promise<void> {
   const chunks: Buffer[] = []
   for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk)
   const body = Buffer.concat(chunks)
   let json: unknown
   if ((req.headers['content-type'] ?? '').startsWith('application/json')) {
-    try { json = JSON.parse(body.toString('utf8')) } catch { json = undefined }
+    try {
+      json = JSON.parse(body.toString('utf8'))
+    } catch {
+      json = undefined
+    }
   }
   const ended = new Promise<'finished' | 'closed'>((resolve) => {
     res.on('close', () => resolve(res.writableFinished ? 'finished' : 'closed'))
@@ -102,7 +114,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
   if (options.headerDelayMs !== undefined) await sleep(options.headerDelayMs)
   if (res.destroyed) return
   if (options.failWith !== undefined) {
-    sendJson(res, options.failWith, { error: { message: `fake upstream failure ${options.failWith}`, type: 'server_error', param: null, code: null } })
+    sendJson(res, options.failWith, {
+      error: { message: `fake upstream failure ${options.failWith}`, type: 'server_error', param: null, code: null },
+    })
     return
   }
 
@@ -112,17 +126,23 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
   const words = wordsOf(options.replyText ?? DEFAULT_REPLY)
   const promptTokens = options.promptTokens ?? DEFAULT_PROMPT_TOKENS
   const stream = request.stream === true
-  const wantsUsage = options.includeUsage === 'always' ||
+  const wantsUsage =
+    options.includeUsage === 'always' ||
     ((options.includeUsage ?? 'honour') === 'honour' &&
       (request.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true)
 
   switch (`${req.method} ${path}`) {
     case 'POST /v1/chat/completions': {
-      const usage = { prompt_tokens: promptTokens, completion_tokens: words.length, total_tokens: promptTokens + words.length }
+      const usage = {
+        prompt_tokens: promptTokens,
+        completion_tokens: words.length,
+        total_tokens: promptTokens + words.length,
+      }
       const base = { id: 'chatcmpl-fake', created: 1700000000, model }
       if (!stream) {
         sendJson(res, 200, {
-          ...base, object: 'chat.completion',
+          ...base,
+          object: 'chat.completion',
           choices: [{ index: 0, message: { role: 'assistant', content: words.join('') }, finish_reason: 'stop' }],
           usage,
         })
@@ -130,16 +150,35 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
       }
       const nullUsage = wantsUsage ? { usage: null } : {}
       const events = [
-        { ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }], ...nullUsage },
-        ...words.map((w) => ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: w }, finish_reason: null }], ...nullUsage })),
-        { ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], ...nullUsage },
+        {
+          ...base,
+          object: 'chat.completion.chunk',
+          choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+          ...nullUsage,
+        },
+        ...words.map((w) => ({
+          ...base,
+          object: 'chat.completion.chunk',
+          choices: [{ index: 0, delta: { content: w }, finish_reason: null }],
+          ...nullUsage,
+        })),
+        {
+          ...base,
+          object: 'chat.completion.chunk',
+          choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
+          ...nullUsage,
+        },
         ...(wantsUsage ? [{ ...base, object: 'chat.completion.chunk', choices: [], usage }] : []),
       ].map((e) => ({ data: JSON.stringify(e) }))
       await sendEvents(res, [...events, { data: '[DONE]' }], options)
       return
     }
     case 'POST /v1/completions': {
-      const usage = { prompt_tokens: promptTokens, completion_tokens: words.length, total_tokens: promptTokens + words.length }
+      const usage = {
+        prompt_tokens: promptTokens,
+        completion_tokens: words.length,
+        total_tokens: promptTokens + words.length,
+      }
       const base = { id: 'cmpl-fake', object: 'text_completion', created: 1700000000, model }
       if (!stream) {
         sendJson(res, 200, { ...base, choices: [{ index: 0, text: words.join(''), finish_reason: 'stop' }], usage })
@@ -153,15 +192,35 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
       return
     }
     case 'POST /v1/responses': {
-      const usage = { input_tokens: promptTokens, output_tokens: words.length, total_tokens: promptTokens + words.length }
-      const done = { id: 'resp-fake', object: 'response', model, status: 'completed', output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: words.join('') }] }], usage }
+      const usage = {
+        input_tokens: promptTokens,
+        output_tokens: words.length,
+        total_tokens: promptTokens + words.length,
+      }
+      const done = {
+        id: 'resp-fake',
+        object: 'response',
+        model,
+        status: 'completed',
+        output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: words.join('') }] }],
+        usage,
+      }
       if (!stream) {
         sendJson(res, 200, done)
         return
       }
       const events = [
-        { event: 'response.created', data: JSON.stringify({ type: 'response.created', response: { ...done, status: 'in_progress', output: [], usage: null } }) },
-        ...words.map((w) => ({ event: 'response.output_text.delta', data: JSON.stringify({ type: 'response.output_text.delta', delta: w }) })),
+        {
+          event: 'response.created',
+          data: JSON.stringify({
+            type: 'response.created',
+            response: { ...done, status: 'in_progress', output: [], usage: null },
+          }),
+        },
+        ...words.map((w) => ({
+          event: 'response.output_text.delta',
+          data: JSON.stringify({ type: 'response.output_text.delta', delta: w }),
+        })),
         { event: 'response.completed', data: JSON.stringify({ type: 'response.completed', response: done }) },
       ]
       await sendEvents(res, events, options)
@@ -169,13 +228,17 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
     }
     case 'POST /v1/embeddings':
       sendJson(res, 200, {
-        object: 'list', model,
+        object: 'list',
+        model,
         data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
         usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
       })
       return
     case 'GET /v1/models':
-      sendJson(res, 200, { object: 'list', data: [{ id: 'fake-model', object: 'model', created: 1700000000, owned_by: 'fake' }] })
+      sendJson(res, 200, {
+        object: 'list',
+        data: [{ id: 'fake-model', object: 'model', created: 1700000000, owned_by: 'fake' }],
+      })
       return
     case 'POST /v1/audio/transcriptions':
     case 'POST /v1/audio/translations':
@@ -189,7 +252,9 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: FakeUp
       })
       return
     default:
-      sendJson(res, 404, { error: { message: 'Unknown fake route.', type: 'invalid_request_error', param: null, code: 'unknown_url' } })
+      sendJson(res, 404, {
+        error: { message: 'Unknown fake route.', type: 'invalid_request_error', param: null, code: 'unknown_url' },
+      })
   }
 }
 
@@ -203,9 +268,16 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(payload)
 }
 
-interface FakeEvent { readonly event?: string; readonly data: string }
+interface FakeEvent {
+  readonly event?: string
+  readonly data: string
+}
 
-async function sendEvents(res: ServerResponse, events: readonly FakeEvent[], options: FakeUpstreamOptions): Promise<void> {
+async function sendEvents(
+  res: ServerResponse,
+  events: readonly FakeEvent[],
+  options: FakeUpstreamOptions,
+): Promise<void> {
   const eol = options.lineEnding ?? '\n'
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' })
   res.flushHeaders()

@@ -45,7 +45,9 @@ export interface RunningTollgate {
 export function onSharedRedis(prefix: string): StartOptions {
   return {
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') },
-    config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = prefix },
+    config: (doc) => {
+      ;(doc.store as Record<string, unknown>).keyPrefix = prefix
+    },
   }
 }
 
@@ -108,9 +110,16 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
   const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)))
 
   const logs = (): Array<Record<string, unknown>> =>
-    output.split('\n').filter((l) => l.startsWith('{')).flatMap((l) => {
-      try { return [JSON.parse(l) as Record<string, unknown>] } catch { return [] }
-    })
+    output
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Record<string, unknown>]
+        } catch {
+          return []
+        }
+      })
 
   const listening = await new Promise<Record<string, unknown>>((done, fail) => {
     const deadline = setTimeout(() => fail(new Error(`tollgate did not start in 20s:\n${output}`)), 20_000)
@@ -123,7 +132,10 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
       }
     }
     child.stdout.on('data', check)
-    void exited.then((code) => { clearTimeout(deadline); fail(new Error(`tollgate exited with ${code}:\n${output}`)) })
+    void exited.then((code) => {
+      clearTimeout(deadline)
+      fail(new Error(`tollgate exited with ${code}:\n${output}`))
+    })
   })
   const url = String(listening.url)
   const running: RunningTollgate = {
@@ -148,7 +160,7 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
         headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
       })
-      const json = await res.json() as { key: string; id: string }
+      const json = (await res.json()) as { key: string; id: string }
       if (res.status !== 201) throw new Error(`create key failed: ${res.status} ${JSON.stringify(json)}`)
       return json
     },
@@ -159,22 +171,39 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
 export interface UpstreamProcess {
   readonly url: string
   readonly port: number
-  requests(): Promise<Array<{ method: string; path: string; headers: Record<string, string>; model: unknown; streamOptions: unknown; body: string }>>
+  requests(): Promise<
+    Array<{
+      method: string
+      path: string
+      headers: Record<string, string>
+      model: unknown
+      streamOptions: unknown
+      body: string
+    }>
+  >
   stop(): Promise<void>
 }
 
 /** Starts test/helpers/upstream-process.ts as a separate OpenAI-compatible server. */
 export async function startUpstream(args: string[] = []): Promise<UpstreamProcess> {
-  const child = spawn(process.execPath, [join(ROOT, 'test/helpers/upstream-process.ts'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [join(ROOT, 'test/helpers/upstream-process.ts'), ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   const port = await new Promise<number>((done, fail) => {
     let buffer = ''
     const timer = setTimeout(() => fail(new Error('upstream did not start')), 15_000)
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       buffer += chunk
       const line = buffer.split('\n').find((l) => l.startsWith('{"port"'))
-      if (line) { clearTimeout(timer); done((JSON.parse(line) as { port: number }).port) }
+      if (line) {
+        clearTimeout(timer)
+        done((JSON.parse(line) as { port: number }).port)
+      }
     })
-    child.once('exit', (code) => { clearTimeout(timer); fail(new Error(`upstream exited ${code}`)) })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      fail(new Error(`upstream exited ${code}`))
+    })
   })
   const url = `http://127.0.0.1:${port}`
   return {
@@ -201,14 +230,31 @@ export interface BehindUpstream {
  * its files, fine-tuning jobs and vector stores, and with `everyModel` every model too.
  * `upstreamKey` makes the upstream require that key and the gateway send it.
  */
-export async function startBehindUpstream(options: { readonly upstreamArgs?: readonly string[]; readonly everyModel?: boolean; readonly upstreamKey?: string } = {}): Promise<BehindUpstream> {
+export async function startBehindUpstream(
+  options: {
+    readonly upstreamArgs?: readonly string[]
+    readonly everyModel?: boolean
+    readonly upstreamKey?: string
+  } = {},
+): Promise<BehindUpstream> {
   const key = options.upstreamKey
-  const upstream = await startUpstream([...(key === undefined ? [] : ['--require-key', key]), ...(options.upstreamArgs ?? [])])
+  const upstream = await startUpstream([
+    ...(key === undefined ? [] : ['--require-key', key]),
+    ...(options.upstreamArgs ?? []),
+  ])
   const gw = await startTollgate({
     config: (doc) => {
-      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1`, ...(key === undefined ? {} : { apiKeyEnv: 'UPSTREAM_KEY' }) } }
+      doc.backends = {
+        ...(doc.backends as object),
+        up: {
+          type: 'openai',
+          baseUrl: `${upstream.url}/v1`,
+          ...(key === undefined ? {} : { apiKeyEnv: 'UPSTREAM_KEY' }),
+        },
+      }
       doc.resourceBackend = 'up'
-      if (options.everyModel) for (const model of doc.models as Array<{ deployments: unknown[] }>) model.deployments = [{ backend: 'up' }]
+      if (options.everyModel)
+        for (const model of doc.models as Array<{ deployments: unknown[] }>) model.deployments = [{ backend: 'up' }]
     },
     ...(key === undefined ? {} : { env: { UPSTREAM_KEY: key } }),
   })

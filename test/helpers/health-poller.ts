@@ -19,20 +19,24 @@ export function pollHealth(url: string, everyMs = 20): HealthPoller {
   let polls = 0
   let worstMs = 0
   let failures = 0
-  const once = (): Promise<void> => new Promise((done) => {
-    const started = performance.now()
-    const req = request(`${url}/healthz`, { agent, timeout: 120_000 }, (res) => {
-      res.resume()
-      res.once('end', () => {
-        worstMs = Math.max(worstMs, performance.now() - started)
-        polls++
-        if (res.statusCode !== 200) failures++
+  const once = (): Promise<void> =>
+    new Promise((done) => {
+      const started = performance.now()
+      const req = request(`${url}/healthz`, { agent, timeout: 120_000 }, (res) => {
+        res.resume()
+        res.once('end', () => {
+          worstMs = Math.max(worstMs, performance.now() - started)
+          polls++
+          if (res.statusCode !== 200) failures++
+          done()
+        })
+      })
+      req.once('error', () => {
+        failures++
         done()
       })
+      req.end()
     })
-    req.once('error', () => { failures++; done() })
-    req.end()
-  })
   const loop = (async () => {
     while (running) {
       await once()

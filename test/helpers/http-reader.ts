@@ -34,21 +34,36 @@ export class ResponseReader {
       this.#append(chunk)
       this.#wake?.()
     })
-    socket.on('end', () => { this.#ended = true; this.#wake?.() })
-    socket.on('close', () => { this.#ended = true; this.#wake?.() })
-    socket.on('error', (err) => { this.#error = err; this.#ended = true; this.#wake?.() })
+    socket.on('end', () => {
+      this.#ended = true
+      this.#wake?.()
+    })
+    socket.on('close', () => {
+      this.#ended = true
+      this.#wake?.()
+    })
+    socket.on('error', (err) => {
+      this.#error = err
+      this.#ended = true
+      this.#wake?.()
+    })
   }
 
   /** Bytes received and not yet parsed. */
-  get pending(): number { return this.#end - this.#start }
+  get pending(): number {
+    return this.#end - this.#start
+  }
 
-  get #buffer(): Buffer { return this.#data.subarray(this.#start, this.#end) }
+  get #buffer(): Buffer {
+    return this.#data.subarray(this.#start, this.#end)
+  }
 
   #append(chunk: Buffer): void {
     const length = this.#end - this.#start
     if (this.#end + chunk.length > this.#data.length) {
       const needed = length + chunk.length
-      const target = needed * 2 <= this.#data.length ? this.#data : Buffer.alloc(Math.max(needed * 2, this.#data.length * 2))
+      const target =
+        needed * 2 <= this.#data.length ? this.#data : Buffer.alloc(Math.max(needed * 2, this.#data.length * 2))
       this.#data.copy(target, 0, this.#start, this.#end)
       this.#data = target
       this.#start = 0
@@ -57,8 +72,12 @@ export class ResponseReader {
     chunk.copy(this.#data, this.#end)
     this.#end += chunk.length
   }
-  get ended(): boolean { return this.#ended }
-  get error(): Error | undefined { return this.#error }
+  get ended(): boolean {
+    return this.#ended
+  }
+  get error(): Error | undefined {
+    return this.#error
+  }
 
   /** The next response to a request of `method`; null when the connection ended before one began. */
   async next(method = 'GET'): Promise<ParsedResponse | null> {
@@ -79,7 +98,9 @@ export class ResponseReader {
 
   async #more(): Promise<boolean> {
     if (this.#ended) return false
-    await new Promise<void>((resolve) => { this.#wake = resolve })
+    await new Promise<void>((resolve) => {
+      this.#wake = resolve
+    })
     this.#wake = undefined
     return true
   }
@@ -110,7 +131,10 @@ export class ResponseReader {
         return { version: match[1] ?? '', status: Number(match[2]), headers }
       }
       if (!(await this.#more())) {
-        if (this.#buffer.length > 0) throw new MalformedResponse(`connection ended inside a response head: ${JSON.stringify(this.#buffer.subarray(0, 80).toString('latin1'))}`)
+        if (this.#buffer.length > 0)
+          throw new MalformedResponse(
+            `connection ended inside a response head: ${JSON.stringify(this.#buffer.subarray(0, 80).toString('latin1'))}`,
+          )
         return null
       }
     }
@@ -133,7 +157,9 @@ export class ResponseReader {
       return this.#take(n)
     }
     // Neither: the body runs to the close.
-    while (await this.#more()) { /* keep reading */ }
+    while (await this.#more()) {
+      /* keep reading */
+    }
     return this.#take(this.#buffer.length)
   }
 
@@ -157,7 +183,9 @@ export class ResponseReader {
       if (!Number.isFinite(size) || size < 0) throw new MalformedResponse(`bad chunk size ${JSON.stringify(sizeLine)}`)
       if (size === 0) {
         // Trailers, up to an empty line.
-        while ((await this.#line()) !== '') { /* skip */ }
+        while ((await this.#line()) !== '') {
+          /* skip */
+        }
         return Buffer.concat(parts)
       }
       while (this.#buffer.length < size + 2) {

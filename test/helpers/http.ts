@@ -19,7 +19,10 @@ export function rawExchange(port: number, payload: string | Buffer, ms = 3000): 
   return new Promise((done, fail) => {
     const socket = connect(port, '127.0.0.1')
     let received = ''
-    const timer = setTimeout(() => { socket.destroy(); done(received) }, ms)
+    const timer = setTimeout(() => {
+      socket.destroy()
+      done(received)
+    }, ms)
     socket.setEncoding('utf8')
     socket.on('data', (chunk: string) => {
       received += chunk
@@ -32,8 +35,15 @@ export function rawExchange(port: number, payload: string | Buffer, ms = 3000): 
         done(received)
       }
     })
-    socket.on('error', (err) => { clearTimeout(timer); if (received) done(received); else fail(err) })
-    socket.on('close', () => { clearTimeout(timer); done(received) })
+    socket.on('error', (err) => {
+      clearTimeout(timer)
+      if (received) done(received)
+      else fail(err)
+    })
+    socket.on('close', () => {
+      clearTimeout(timer)
+      done(received)
+    })
     socket.write(payload)
   })
 }

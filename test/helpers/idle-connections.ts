@@ -12,15 +12,25 @@ export interface IdleConnections {
 }
 
 /** Spread over 127.0.0.<firstHost>.. so that no address holds more than `perAddress`. */
-export async function openIdleConnections(port: number, count: number, perAddress = 500, firstHost = 10): Promise<IdleConnections> {
+export async function openIdleConnections(
+  port: number,
+  count: number,
+  perAddress = 500,
+  firstHost = 10,
+): Promise<IdleConnections> {
   const sockets: Array<{ socket: Socket; reader: ResponseReader }> = []
   const one = async (i: number): Promise<void> => {
-    const socket = connect({ port, host: '127.0.0.1', localAddress: `127.0.0.${firstHost + Math.floor(i / perAddress)}` })
+    const socket = connect({
+      port,
+      host: '127.0.0.1',
+      localAddress: `127.0.0.${firstHost + Math.floor(i / perAddress)}`,
+    })
     const reader = new ResponseReader(socket)
     sockets[i] = { socket, reader }
     socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
     const res = await reader.next()
-    if (res?.status !== 200) throw new Error(`connection ${i}: ${res?.status ?? 'closed'} ${reader.error?.message ?? ''}`)
+    if (res?.status !== 200)
+      throw new Error(`connection ${i}: ${res?.status ?? 'closed'} ${reader.error?.message ?? ''}`)
   }
   // In batches: thousands of connects at once overflow the listen backlog.
   for (let i = 0; i < count; i += 100) {
@@ -35,11 +45,19 @@ export async function openIdleConnections(port: number, count: number, perAddres
       return (await c.reader.next())?.status
     },
     async close() {
-      await Promise.all(sockets.map(({ socket }) => new Promise<void>((done) => {
-        if (socket.destroyed) { done(); return }
-        socket.once('close', () => done())
-        socket.destroy()
-      })))
+      await Promise.all(
+        sockets.map(
+          ({ socket }) =>
+            new Promise<void>((done) => {
+              if (socket.destroyed) {
+                done()
+                return
+              }
+              socket.once('close', () => done())
+              socket.destroy()
+            }),
+        ),
+      )
     },
   }
 }

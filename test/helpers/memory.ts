@@ -18,7 +18,11 @@ export async function memoryOf(gw: RunningTollgate, timeoutMs = 10_000): Promise
   gw.child.kill('SIGUSR2')
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    const line = gw.output().slice(seen).split('\n').find((l) => l.startsWith('memory {'))
+    const line = gw
+      .output()
+      .slice(seen)
+      .split('\n')
+      .find((l) => l.startsWith('memory {'))
     if (line !== undefined) return JSON.parse(line.slice('memory '.length)) as MemorySample
     await new Promise((r) => setTimeout(r, 20))
   }

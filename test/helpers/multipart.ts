@@ -14,12 +14,18 @@ export function encodeMultipart(parts: readonly Part[]): { contentType: string; 
   const chunks: Buffer[] = []
   for (const part of parts) {
     if ('value' in part) {
-      chunks.push(Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="${part.name}"\r\n\r\n${part.value}\r\n`))
+      chunks.push(
+        Buffer.from(`--${BOUNDARY}\r\nContent-Disposition: form-data; name="${part.name}"\r\n\r\n${part.value}\r\n`),
+      )
     } else {
-      chunks.push(Buffer.from(
-        `--${BOUNDARY}\r\nContent-Disposition: form-data; name="${part.name}"; filename="${part.filename}"\r\n` +
-        `Content-Type: ${part.contentType ?? 'application/octet-stream'}\r\n\r\n`,
-      ), part.data, Buffer.from('\r\n'))
+      chunks.push(
+        Buffer.from(
+          `--${BOUNDARY}\r\nContent-Disposition: form-data; name="${part.name}"; filename="${part.filename}"\r\n` +
+            `Content-Type: ${part.contentType ?? 'application/octet-stream'}\r\n\r\n`,
+        ),
+        part.data,
+        Buffer.from('\r\n'),
+      )
     }
   }
   chunks.push(Buffer.from(`--${BOUNDARY}--\r\n`))

@@ -31,6 +31,9 @@ export function chatBodyOf(model: string, text: string, extra: Record<string, un
 
 /** A chat completion body that says "hi" and carries `text` as the description of its one tool. */
 export function toolsBodyOf(model: string, text: string, extra: Record<string, unknown> = {}): string {
-  const tool = { type: 'function', function: { name: 'lookup', description: text, parameters: { type: 'object', properties: {} } } }
+  const tool = {
+    type: 'function',
+    function: { name: 'lookup', description: text, parameters: { type: 'object', properties: {} } },
+  }
   return JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], tools: [tool], max_tokens: 8, ...extra })
 }

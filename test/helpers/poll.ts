@@ -9,7 +9,12 @@ export interface Polled<T> {
   readonly met: boolean
 }
 
-export async function pollUntil<T>(read: () => Promise<T>, done: (value: T) => boolean, tries = 1000, everyMs = 10): Promise<Polled<T>> {
+export async function pollUntil<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  tries = 1000,
+  everyMs = 10,
+): Promise<Polled<T>> {
   const seen: T[] = []
   for (let i = 0; i < tries; i++) {
     const value = await read()

@@ -31,24 +31,35 @@ export function responsesTools(count: number): Array<Record<string, unknown>> {
 
 /** A chat-completions `response_format` with a JSON schema. */
 export function jsonSchemaFormat(properties = 12): { type: 'json_schema'; json_schema: Record<string, unknown> } {
-  const fields = Object.fromEntries(Array.from({ length: properties }, (_, i) => [
-    `field_${i}`, { type: 'string', description: `The ${i}th thing the answer must say, in one short sentence of plain English.` },
-  ]))
+  const fields = Object.fromEntries(
+    Array.from({ length: properties }, (_, i) => [
+      `field_${i}`,
+      { type: 'string', description: `The ${i}th thing the answer must say, in one short sentence of plain English.` },
+    ]),
+  )
   return {
     type: 'json_schema',
-    json_schema: { name: 'answer', strict: true, schema: { type: 'object', properties: fields, required: Object.keys(fields), additionalProperties: false } },
+    json_schema: {
+      name: 'answer',
+      strict: true,
+      schema: { type: 'object', properties: fields, required: Object.keys(fields), additionalProperties: false },
+    },
   }
 }
 
 /** A predicted output of about `bytes` of code. */
 export function predictionOf(bytes: number): { type: 'content'; content: string } {
-  const line = 'export function total(items) {\n  return items.reduce((sum, item) => sum + item.price * item.quantity, 0)\n}\n'
+  const line =
+    'export function total(items) {\n  return items.reduce((sum, item) => sum + item.price * item.quantity, 0)\n}\n'
   return { type: 'content', content: line.repeat(Math.ceil(bytes / line.length)) }
 }
 
 /** Metadata at OpenAI's limits: 16 pairs, keys up to 64 characters, values up to 512. */
 export function metadataOf(): Record<string, string> {
-  return Object.fromEntries(Array.from({ length: 16 }, (_, i) => [
-    `note_${i}`, `Customer ${i} asked about a delayed parcel and wants a call back in the morning. `.repeat(6).slice(0, 512),
-  ]))
+  return Object.fromEntries(
+    Array.from({ length: 16 }, (_, i) => [
+      `note_${i}`,
+      `Customer ${i} asked about a delayed parcel and wants a call back in the morning. `.repeat(6).slice(0, 512),
+    ]),
+  )
 }

@@ -92,7 +92,12 @@ export function promptTokensOf(body: unknown): number {
 /** What the call is charged at arrival: the prompt plus the most the reply may use. */
 export function chargedTokensOf(body: unknown, replyTokens = DEFAULT_REPLY_TOKENS): number {
   const b = (body ?? {}) as { max_completion_tokens?: unknown; max_tokens?: unknown }
-  const cap = typeof b.max_completion_tokens === 'number' ? b.max_completion_tokens : typeof b.max_tokens === 'number' ? b.max_tokens : replyTokens
+  const cap =
+    typeof b.max_completion_tokens === 'number'
+      ? b.max_completion_tokens
+      : typeof b.max_tokens === 'number'
+        ? b.max_tokens
+        : replyTokens
   return promptTokensOf(body) + cap
 }
 
@@ -128,7 +133,14 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
   }
 
   /** How long until `cost` fits under `limit`: 0 if it fits now. */
-  function fitWait(entries: readonly Entry[], windowEnd: number | null, now: number, weigh: (e: Entry) => number, cost: number, limit: number): number {
+  function fitWait(
+    entries: readonly Entry[],
+    windowEnd: number | null,
+    now: number,
+    weigh: (e: Entry) => number,
+    cost: number,
+    limit: number,
+  ): number {
     const used = entries.reduce((sum, e) => sum + weigh(e), 0)
     if (used + cost <= limit) return 0
     if (cost > limit) return options.windowMs ?? 60_000
@@ -149,7 +161,11 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
     const chunks: Buffer[] = []
     for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk)
     let body: unknown
-    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')) } catch { body = null }
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+    } catch {
+      body = null
+    }
     const path = (req.url ?? '').split('?', 1)[0]
     if (req.method !== 'POST' || path !== '/v1/chat/completions' || typeof body !== 'object' || body === null) {
       send(res, 404, {}, { error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } })
@@ -198,9 +214,17 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
       bump(rateLimitedPerMinute, now)
       const which = requestsWait >= tokensWait ? 'call rate' : 'token rate'
       const seconds = Math.ceil(waitMs / 1000)
-      send(res, 429, { ...headers(), 'retry-after': String(seconds), 'retry-after-ms': String(Math.ceil(waitMs)) }, {
-        error: { code: '429', message: `Requests to the ChatCompletions_Create Operation have exceeded the ${which} limit of your current quota. Please retry after ${seconds} seconds.` },
-      })
+      send(
+        res,
+        429,
+        { ...headers(), 'retry-after': String(seconds), 'retry-after-ms': String(Math.ceil(waitMs)) },
+        {
+          error: {
+            code: '429',
+            message: `Requests to the ChatCompletions_Create Operation have exceeded the ${which} limit of your current quota. Please retry after ${seconds} seconds.`,
+          },
+        },
+      )
       return
     }
     log.push({ at: now, tokens: cost })
@@ -227,7 +251,9 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
     url: `http://127.0.0.1:${port}/v1`,
     options,
     stats: () => ({ ...counts, perMinute: [...perMinute], rateLimitedPerMinute: [...rateLimitedPerMinute] }),
-    pause: () => { paused = true },
+    pause: () => {
+      paused = true
+    },
     resume: () => {
       paused = false
       const resumed = waiting
@@ -235,10 +261,11 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
       for (const go of resumed) go()
     },
     inFlight: () => inFlight,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -248,14 +275,25 @@ function send(res: ServerResponse, status: number, headers: Record<string, strin
   res.end(text)
 }
 
-function reply(res: ServerResponse, request: Record<string, unknown>, headers: Record<string, string>, promptTokens: number, replyTokens: number): void {
+function reply(
+  res: ServerResponse,
+  request: Record<string, unknown>,
+  headers: Record<string, string>,
+  promptTokens: number,
+  replyTokens: number,
+): void {
   const model = typeof request.model === 'string' ? request.model : 'quota-model'
   const words = Array.from({ length: replyTokens }, (_, i) => (i === 0 ? 'ok' : ' ok'))
-  const usage = { prompt_tokens: promptTokens, completion_tokens: words.length, total_tokens: promptTokens + words.length }
+  const usage = {
+    prompt_tokens: promptTokens,
+    completion_tokens: words.length,
+    total_tokens: promptTokens + words.length,
+  }
   const base = { id: 'chatcmpl-quota', created: 1_700_000_000, model }
   if (request.stream !== true) {
     send(res, 200, headers, {
-      ...base, object: 'chat.completion',
+      ...base,
+      object: 'chat.completion',
       choices: [{ index: 0, message: { role: 'assistant', content: words.join('') }, finish_reason: 'stop' }],
       usage,
     })
@@ -263,7 +301,12 @@ function reply(res: ServerResponse, request: Record<string, unknown>, headers: R
   }
   const wantsUsage = (request.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true
   const chunk = (delta: Record<string, unknown>, finish: string | null): string =>
-    JSON.stringify({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }], ...(wantsUsage ? { usage: null } : {}) })
+    JSON.stringify({
+      ...base,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, finish_reason: finish }],
+      ...(wantsUsage ? { usage: null } : {}),
+    })
   const events = [
     chunk({ role: 'assistant', content: '' }, null),
     ...words.map((w) => chunk({ content: w }, null)),

@@ -23,14 +23,20 @@ export interface TestTokens {
   sign(claims: TokenClaims): Promise<string>
 }
 
-const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [])
+const strings = (value: unknown): string[] =>
+  Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []
 
 export async function createTestTokens(): Promise<TestTokens> {
   const { publicKey, privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519' })
   return {
     async sign(claims) {
       const now = Math.floor(Date.now() / 1000)
-      return new SignJWT({ name: claims.name ?? claims.sub, roles: claims.roles ?? [], groups: claims.groups ?? [], tenant: claims.tenant ?? 'default' })
+      return new SignJWT({
+        name: claims.name ?? claims.sub,
+        roles: claims.roles ?? [],
+        groups: claims.groups ?? [],
+        tenant: claims.tenant ?? 'default',
+      })
         .setProtectedHeader({ alg: 'EdDSA', kid: 'test-key' })
         .setIssuer(ISSUER)
         .setAudience(AUDIENCE)
@@ -43,7 +49,11 @@ export async function createTestTokens(): Promise<TestTokens> {
     verifier: {
       async verify(token): Promise<Identity> {
         try {
-          const { payload } = await jwtVerify(token, publicKey, { issuer: ISSUER, audience: AUDIENCE, algorithms: ['EdDSA'] })
+          const { payload } = await jwtVerify(token, publicKey, {
+            issuer: ISSUER,
+            audience: AUDIENCE,
+            algorithms: ['EdDSA'],
+          })
           if (typeof payload.sub !== 'string') throw new Error('no sub')
           return {
             userId: payload.sub,

@@ -62,7 +62,16 @@ export function topologyClient(kind: TopologyKind): RedisConnection {
 }
 
 async function withNode<T>(port: number, fn: (redis: Redis) => Promise<T>): Promise<T | undefined> {
-  const redis = new Redis({ host: HOST, port, lazyConnect: true, connectTimeout: 500, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableOfflineQueue: false })
+  const redis = new Redis({
+    host: HOST,
+    port,
+    lazyConnect: true,
+    connectTimeout: 500,
+    commandTimeout: 1000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  })
   redis.on('error', () => {})
   try {
     await redis.connect()

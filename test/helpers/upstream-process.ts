@@ -27,10 +27,20 @@ const { values } = parseArgs({
 const failStatus = values['fail-status'] ? Number(values['fail-status']) : 0
 const delayMs = Number(values['delay-ms'])
 const backend = createMockBackend('upstream', {
-  type: 'mock', tokensPerSecond: Number(values['tokens-per-second']), defaultCompletionTokens: 24, fineTuneStepMs: 50,
+  type: 'mock',
+  tokensPerSecond: Number(values['tokens-per-second']),
+  defaultCompletionTokens: 24,
+  fineTuneStepMs: 50,
 })
 const streams: Array<{ path: string; bytes: number; state: 'open' | 'ended' | 'closed' }> = []
-const seen: Array<{ method: string; path: string; headers: Record<string, unknown>; model: unknown; streamOptions: unknown; body: string }> = []
+const seen: Array<{
+  method: string
+  path: string
+  headers: Record<string, unknown>
+  model: unknown
+  streamOptions: unknown
+  body: string
+}> = []
 /** How much of each request body is kept for assertions (ids, not payloads). */
 const KEPT_BODY_CHARS = 64 * 1024
 
@@ -83,7 +93,11 @@ const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> 
   if (values['require-key'] && req.headers.authorization !== `Bearer ${values['require-key']}`) {
     res.statusCode = 401
     res.setHeader('content-type', 'application/json')
-    res.end(JSON.stringify({ error: { message: 'bad upstream key', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } }))
+    res.end(
+      JSON.stringify({
+        error: { message: 'bad upstream key', type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
+      }),
+    )
     return
   }
   const route = ROUTES.find(([m, re]) => m === req.method && re.test(path))
@@ -94,17 +108,36 @@ const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> 
   }
   try {
     let body: RequestBody = { kind: 'none' }
-    if (req.method === 'POST' && (req.headers['content-type'] ?? '').startsWith('multipart/')) body = await readMultipartBody(req, 1 << 30, tmpdir())
-    else if (req.method === 'POST' && req.headers['content-length'] !== '0' && req.headers['content-type']) body = await readJsonBody(req, 1 << 30)
+    if (req.method === 'POST' && (req.headers['content-type'] ?? '').startsWith('multipart/'))
+      body = await readMultipartBody(req, 1 << 30, tmpdir())
+    else if (req.method === 'POST' && req.headers['content-length'] !== '0' && req.headers['content-type'])
+      body = await readJsonBody(req, 1 << 30)
     else req.resume()
     const json = body.kind === 'json' ? body.value : {}
-    const text = !values['record-bodies'] ? '' : body.kind === 'json' ? JSON.stringify(json) : body.kind === 'multipart' ? JSON.stringify(body.fields) : ''
-    seen.push({ method: req.method ?? '', path: url, headers: req.headers, model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined, streamOptions: json.stream_options, body: text.slice(0, KEPT_BODY_CHARS) })
+    const text = !values['record-bodies']
+      ? ''
+      : body.kind === 'json'
+        ? JSON.stringify(json)
+        : body.kind === 'multipart'
+          ? JSON.stringify(body.fields)
+          : ''
+    seen.push({
+      method: req.method ?? '',
+      path: url,
+      headers: req.headers,
+      model: body.kind === 'json' ? json.model : body.kind === 'multipart' ? body.fields.model : undefined,
+      streamOptions: json.stream_options,
+      body: text.slice(0, KEPT_BODY_CHARS),
+    })
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs))
     if (failStatus) {
       res.statusCode = failStatus
       res.setHeader('content-type', 'application/json')
-      res.end(JSON.stringify({ error: { message: `upstream failing with ${failStatus}`, type: 'server_error', param: null, code: null } }))
+      res.end(
+        JSON.stringify({
+          error: { message: `upstream failing with ${failStatus}`, type: 'server_error', param: null, code: null },
+        }),
+      )
       return
     }
     const controller = new AbortController()
@@ -120,7 +153,10 @@ const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> 
       client: { req, res },
     }
     // The spooled upload goes once the reply is over.
-    if (body.kind === 'multipart') res.once('close', () => { void body.dispose() })
+    if (body.kind === 'multipart')
+      res.once('close', () => {
+        void body.dispose()
+      })
     const answer = await backend.send(request)
     res.writeHead(answer.status, answer.headers)
     if (String(answer.headers['content-type'] ?? '').startsWith('text/event-stream')) {
@@ -128,9 +164,15 @@ const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> 
       // socket will not take more, so this stops growing when the reader is behind.
       const stream = { path, bytes: 0, state: 'open' as 'open' | 'ended' | 'closed' }
       streams.push(stream)
-      answer.body.on('data', (chunk: Buffer) => { stream.bytes += chunk.length })
-      res.once('finish', () => { stream.state = 'ended' })
-      res.once('close', () => { if (stream.state === 'open') stream.state = 'closed' })
+      answer.body.on('data', (chunk: Buffer) => {
+        stream.bytes += chunk.length
+      })
+      res.once('finish', () => {
+        stream.state = 'ended'
+      })
+      res.once('close', () => {
+        if (stream.state === 'open') stream.state = 'closed'
+      })
     }
     answer.body.pipe(res)
   } catch (err) {
@@ -140,11 +182,17 @@ const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> 
 }
 // What escapes handle() (its own 500 reply failing) is logged and the connection dropped, not left unhandled.
 const server = createServer((req, res) => {
-  handle(req, res).catch((err: unknown) => { process.stderr.write(`upstream: ${String(err)}\n`); res.destroy() })
+  handle(req, res).catch((err: unknown) => {
+    process.stderr.write(`upstream: ${String(err)}\n`)
+    res.destroy()
+  })
 })
 if (values['keep-alive-ms'] !== undefined) server.keepAliveTimeout = Number(values['keep-alive-ms'])
 server.listen(0, '127.0.0.1', () => {
   const address = server.address()
   process.stdout.write(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }) + '\n')
 })
-process.on('SIGTERM', () => { server.closeAllConnections(); server.close(() => process.exit(0)) })
+process.on('SIGTERM', () => {
+  server.closeAllConnections()
+  server.close(() => process.exit(0))
+})

@@ -5,7 +5,10 @@ import { z } from 'zod'
 import { GatewayError } from '../../src/errors.ts'
 import { parseQuery, printable } from '../../src/http/query.ts'
 
-const schema = z.strictObject({ owner: z.string().optional(), limit: z.coerce.number().int().min(1).max(100).optional() })
+const schema = z.strictObject({
+  owner: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+})
 const query = (text: string): URLSearchParams => new URLSearchParams(text)
 
 function refusal(text: string): GatewayError {

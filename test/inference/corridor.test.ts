@@ -35,7 +35,14 @@ doc.models = [
   { name: 'chat-mock', kind: 'chat', deployments: [{ backend: 'mock' }] },
   { name: 'chat-upstream', kind: 'chat', deployments: [{ backend: 'up', model: 'upstream-chat' }] },
   // Weighted so that the deployment that is down leads (pickOrder), whatever calls came before.
-  { name: 'chat-failover', kind: 'chat', deployments: [{ backend: 'down', model: 'down-chat', weight: 1000 }, { backend: 'up', model: 'upstream-chat' }] },
+  {
+    name: 'chat-failover',
+    kind: 'chat',
+    deployments: [
+      { backend: 'down', model: 'down-chat', weight: 1000 },
+      { backend: 'up', model: 'upstream-chat' },
+    ],
+  },
 ]
 doc.plans = {
   defaultTier: 'Open',
@@ -45,28 +52,50 @@ doc.plans = {
   },
 }
 doc.auth = { maxFailures: 1_000_000 }
-const env = { TOLLGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'tollgate-corridor-')), PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN }
+const env = {
+  TOLLGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'tollgate-corridor-')),
+  PORT: '0',
+  METRICS_PORT: '0',
+  TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+}
 const config = buildConfig(doc, join(ROOT, 'config/default.yaml'), env)
 const lines: string[] = []
-const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)); done() } })
+const sink = new Writable({
+  write(chunk: Buffer, _enc, done) {
+    lines.push(...chunk.toString('utf8').split('\n').filter(Boolean))
+    done()
+  },
+})
 const gateway = await startGateway(config, createLogger('info', sink))
 t.teardown(() => gateway.shutdown())
 
-const logs = (): Array<Record<string, unknown>> => lines.flatMap((l) => { try { return [JSON.parse(l) as Record<string, unknown>] } catch { return [] } })
+const logs = (): Array<Record<string, unknown>> =>
+  lines.flatMap((l) => {
+    try {
+      return [JSON.parse(l) as Record<string, unknown>]
+    } catch {
+      return []
+    }
+  })
 
 /** The access log line of a request, once the corridor is done with it (it is written after the reply). */
 async function requestLine(res: Response): Promise<Record<string, unknown> | undefined> {
   const id = res.headers.get('x-request-id')
-  const found = await pollUntil(async () => logs().find((l) => l.msg === 'request' && l.reqId === id), (l) => l !== undefined)
+  const found = await pollUntil(
+    async () => logs().find((l) => l.msg === 'request' && l.reqId === id),
+    (l) => l !== undefined,
+  )
   return found.value
 }
 
 async function createKey(body: Record<string, unknown> = {}): Promise<{ key: string; id: string }> {
   const res = await fetch(`${gateway.url}/admin/keys`, {
-    method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
   })
   if (res.status !== 201) throw new Error(`create key: ${res.status} ${await res.text()}`)
-  return await res.json() as { key: string; id: string }
+  return (await res.json()) as { key: string; id: string }
 }
 
 function chat(key: string | null, body: Record<string, unknown>, path = '/v2/chat/completions'): Promise<Response> {
@@ -82,7 +111,11 @@ const open = await createKey()
 t.test('a chat call is served, with its usage and the key’s limits', async (t) => {
   const res = await chat(open.key, { model: 'chat-mock' })
   t.equal(res.status, 200)
-  const body = await res.json() as { object: string; model: string; usage: { prompt_tokens: number; completion_tokens: number } }
+  const body = (await res.json()) as {
+    object: string
+    model: string
+    usage: { prompt_tokens: number; completion_tokens: number }
+  }
   t.equal(body.object, 'chat.completion')
   t.equal(body.model, 'chat-mock')
   t.ok(body.usage.prompt_tokens > 0 && body.usage.completion_tokens > 0, 'usage reported')
@@ -90,7 +123,17 @@ t.test('a chat call is served, with its usage and the key’s limits', async (t)
   t.ok(Number(res.headers.get('x-ratelimit-remaining-requests')) < 10_000, 'the call was counted')
   t.ok(res.headers.has('x-ratelimit-remaining-tokens'))
   const line = await requestLine(res)
-  t.match(line, { route: 'chat.completions', status: 200, keyId: open.id, tier: 'Open', model: 'chat-mock', backend: 'mock', stream: false, inputTokens: body.usage.prompt_tokens, outputTokens: body.usage.completion_tokens })
+  t.match(line, {
+    route: 'chat.completions',
+    status: 200,
+    keyId: open.id,
+    tier: 'Open',
+    model: 'chat-mock',
+    backend: 'mock',
+    stream: false,
+    inputTokens: body.usage.prompt_tokens,
+    outputTokens: body.usage.completion_tokens,
+  })
   t.type(line?.upstreamMs, 'number', 'the upstream phase is timed')
 })
 
@@ -98,7 +141,7 @@ t.test('the upstream is sent the deployment’s model name; the client sees the 
   const before = upstream.requests.length
   const res = await chat(open.key, { model: 'chat-upstream', temperature: 0.5 })
   t.equal(res.status, 200)
-  t.equal((await res.json() as { model: string }).model, 'chat-upstream')
+  t.equal(((await res.json()) as { model: string }).model, 'chat-upstream')
   const sent = upstream.requests.slice(before)
   t.equal(sent.length, 1)
   t.match(sent[0]?.json, { model: 'upstream-chat', temperature: 0.5, max_tokens: 5 })
@@ -114,18 +157,33 @@ t.test('a stream asks the upstream for usage, hides it from a client that did no
   t.ok(res.headers.has('x-ratelimit-remaining-requests'))
   const events = dataOf(await res.text())
   t.equal(events.at(-1), '[DONE]')
-  t.notOk(events.some((e) => e !== '[DONE]' && (JSON.parse(e) as { usage?: unknown }).usage), 'no usage chunk for a client that did not ask')
-  t.match(upstream.requests[before]?.json, { model: 'upstream-chat', stream: true, stream_options: { include_usage: true } })
+  t.notOk(
+    events.some((e) => e !== '[DONE]' && (JSON.parse(e) as { usage?: unknown }).usage),
+    'no usage chunk for a client that did not ask',
+  )
+  t.match(upstream.requests[before]?.json, {
+    model: 'upstream-chat',
+    stream: true,
+    stream_options: { include_usage: true },
+  })
   const line = await requestLine(res)
-  t.match(line, { status: 200, stream: true, backend: 'up', inputTokens: 17 }, 'the usage the upstream reported is charged')
+  t.match(
+    line,
+    { status: 200, stream: true, backend: 'up', inputTokens: 17 },
+    'the usage the upstream reported is charged',
+  )
   t.ok(Number(line?.outputTokens) > 0)
-  const usage = await (await fetch(`${gateway.url}/admin/keys/${key.id}/usage`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as { totals: { requests: number; input_tokens: number } }
+  const usage = (await (
+    await fetch(`${gateway.url}/admin/keys/${key.id}/usage`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  ).json()) as { totals: { requests: number; input_tokens: number } }
   t.match(usage.totals, { requests: 1, input_tokens: 17 }, 'and metered')
 })
 
 t.test('a stream whose client asked for usage gets it', async (t) => {
   const res = await chat(open.key, { model: 'chat-upstream', stream: true, stream_options: { include_usage: true } })
-  const events = dataOf(await res.text()).filter((e) => e !== '[DONE]').map((e) => JSON.parse(e) as { usage?: { prompt_tokens: number } | null })
+  const events = dataOf(await res.text())
+    .filter((e) => e !== '[DONE]')
+    .map((e) => JSON.parse(e) as { usage?: { prompt_tokens: number } | null })
   t.equal(events.at(-1)?.usage?.prompt_tokens, 17)
 })
 
@@ -160,7 +218,9 @@ t.test('a model the key may not use: 403, never sent upstream', async (t) => {
 t.test('an endpoint the key may not use: 403', async (t) => {
   const chatOnly = await createKey({ endpoints: ['chat.completions'] })
   const res = await fetch(`${gateway.url}/v2/embeddings`, {
-    method: 'POST', headers: { authorization: `Bearer ${chatOnly.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat-mock', input: 'x' }),
+    method: 'POST',
+    headers: { authorization: `Bearer ${chatOnly.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'chat-mock', input: 'x' }),
   })
   t.equal(res.status, 403)
   t.match(await res.json(), { error: { code: 'endpoint_not_allowed' } })
@@ -184,13 +244,27 @@ t.test('two deployments, the first down: the call fails over and is served', asy
   const before = upstream.requests.length
   const res = await chat(open.key, { model: 'chat-failover' })
   t.equal(res.status, 200)
-  t.equal((await res.json() as { model: string }).model, 'chat-failover')
-  t.match(upstream.requests[before]?.json, { model: 'upstream-chat' }, 'the second deployment is sent its own model name')
+  t.equal(((await res.json()) as { model: string }).model, 'chat-failover')
+  t.match(
+    upstream.requests[before]?.json,
+    { model: 'upstream-chat' },
+    'the second deployment is sent its own model name',
+  )
   const failovers = await gateway.metrics.failovers.get()
-  t.same(failovers.values.map((v) => [v.labels.backend, v.value]), [['down', 1]], 'one failover, away from the deployment that is down')
+  t.same(
+    failovers.values.map((v) => [v.labels.backend, v.value]),
+    [['down', 1]],
+    'one failover, away from the deployment that is down',
+  )
   const errors = await gateway.metrics.upstreamErrors.get()
-  t.same(errors.values.map((v) => [v.labels.backend, v.labels.reason, v.value]), [['down', 'upstream_unreachable', 1]])
-  t.match(logs().find((l) => l.msg === 'upstream attempt failed; trying the next deployment'), { backend: 'down', next: 'up', reason: 'upstream_unreachable' })
+  t.same(
+    errors.values.map((v) => [v.labels.backend, v.labels.reason, v.value]),
+    [['down', 'upstream_unreachable', 1]],
+  )
+  t.match(
+    logs().find((l) => l.msg === 'upstream attempt failed; trying the next deployment'),
+    { backend: 'down', next: 'up', reason: 'upstream_unreachable' },
+  )
   t.match(await requestLine(res), { status: 200, backend: 'up' })
 })
 

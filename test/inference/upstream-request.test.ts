@@ -6,7 +6,13 @@ import { Readable } from 'node:stream'
 import t from 'tap'
 import type { MultipartBody, RequestBody } from '../../src/http/body.ts'
 import { PROXIED_ENDPOINTS, type EndpointSpec } from '../../src/inference/endpoints.ts'
-import { streamAskOf, translate, upstreamBodyOf, upstreamPathOf, type UpstreamCall } from '../../src/inference/upstream-request.ts'
+import {
+  streamAskOf,
+  translate,
+  upstreamBodyOf,
+  upstreamPathOf,
+  type UpstreamCall,
+} from '../../src/inference/upstream-request.ts'
 
 const spec = (endpoint: string, route?: string): EndpointSpec => {
   const found = PROXIED_ENDPOINTS.find((s) => s.endpoint === endpoint && (route === undefined || s.route === route))
@@ -15,44 +21,108 @@ const spec = (endpoint: string, route?: string): EndpointSpec => {
 }
 const json = (value: Record<string, unknown>): RequestBody => ({ kind: 'json', value })
 const form = (fields: Record<string, string>): MultipartBody => ({
-  kind: 'multipart', fields, files: [], contentType: 'multipart/form-data; boundary=x', size: 0,
-  open: () => Readable.from([]), dispose: async () => undefined,
+  kind: 'multipart',
+  fields,
+  files: [],
+  contentType: 'multipart/form-data; boundary=x',
+  size: 0,
+  open: () => Readable.from([]),
+  dispose: async () => undefined,
 })
 
 t.test('a stream is what the endpoint can do and the body asks for', async (t) => {
   t.same(streamAskOf(spec('chat.completions'), json({ stream: true })), { stream: true, clientWantsUsage: false })
-  t.same(streamAskOf(spec('chat.completions'), json({ stream: true, stream_options: { include_usage: true } })), { stream: true, clientWantsUsage: true })
-  t.same(streamAskOf(spec('chat.completions'), json({ stream: 'true' })), { stream: false, clientWantsUsage: false }, 'only the JSON true')
-  t.same(streamAskOf(spec('chat.completions'), json({ stream_options: { include_usage: true } })), { stream: false, clientWantsUsage: false }, 'usage without a stream asks nothing')
-  t.same(streamAskOf(spec('embeddings'), json({ stream: true })), { stream: false, clientWantsUsage: false }, 'an endpoint that cannot stream')
-  t.same(streamAskOf(spec('audio.transcriptions'), form({ stream: 'true' })), { stream: true, clientWantsUsage: false }, 'a form says it as the text "true"')
-  t.same(streamAskOf(spec('audio.transcriptions'), form({ stream: 'false' })), { stream: false, clientWantsUsage: false })
+  t.same(streamAskOf(spec('chat.completions'), json({ stream: true, stream_options: { include_usage: true } })), {
+    stream: true,
+    clientWantsUsage: true,
+  })
+  t.same(
+    streamAskOf(spec('chat.completions'), json({ stream: 'true' })),
+    { stream: false, clientWantsUsage: false },
+    'only the JSON true',
+  )
+  t.same(
+    streamAskOf(spec('chat.completions'), json({ stream_options: { include_usage: true } })),
+    { stream: false, clientWantsUsage: false },
+    'usage without a stream asks nothing',
+  )
+  t.same(
+    streamAskOf(spec('embeddings'), json({ stream: true })),
+    { stream: false, clientWantsUsage: false },
+    'an endpoint that cannot stream',
+  )
+  t.same(
+    streamAskOf(spec('audio.transcriptions'), form({ stream: 'true' })),
+    { stream: true, clientWantsUsage: false },
+    'a form says it as the text "true"',
+  )
+  t.same(streamAskOf(spec('audio.transcriptions'), form({ stream: 'false' })), {
+    stream: false,
+    clientWantsUsage: false,
+  })
   t.same(streamAskOf(spec('files.list', '/files'), { kind: 'none' }), { stream: false, clientWantsUsage: false })
 })
 
 t.test('the upstream path carries the client query', async (t) => {
   t.equal(upstreamPathOf(spec('chat.completions'), {}, new URLSearchParams()), '/chat/completions')
-  t.equal(upstreamPathOf(spec('files.list', '/files'), {}, new URLSearchParams({ purpose: 'batch', limit: '2' })), '/files?purpose=batch&limit=2')
-  t.equal(upstreamPathOf(spec('files.list', '/files/:id'), { id: 'file-abc' }, new URLSearchParams()), '/files/file-abc')
+  t.equal(
+    upstreamPathOf(spec('files.list', '/files'), {}, new URLSearchParams({ purpose: 'batch', limit: '2' })),
+    '/files?purpose=batch&limit=2',
+  )
+  t.equal(
+    upstreamPathOf(spec('files.list', '/files/:id'), { id: 'file-abc' }, new URLSearchParams()),
+    '/files/file-abc',
+  )
 })
 
 t.test('the model becomes the deployment’s name for it', async (t) => {
   const body = json({ model: 'public-name', messages: [] })
-  t.same(upstreamBodyOf('chat.completions', body, 'upstream-name', false), json({ model: 'upstream-name', messages: [] }))
-  t.same(upstreamBodyOf('chat.completions', body, null, false), body, 'a deployment without a name of its own keeps the client’s')
-  t.same(upstreamBodyOf('embeddings', json({ input: 'x' }), 'upstream-name', false), json({ input: 'x' }), 'no model field: none added')
+  t.same(
+    upstreamBodyOf('chat.completions', body, 'upstream-name', false),
+    json({ model: 'upstream-name', messages: [] }),
+  )
+  t.same(
+    upstreamBodyOf('chat.completions', body, null, false),
+    body,
+    'a deployment without a name of its own keeps the client’s',
+  )
+  t.same(
+    upstreamBodyOf('embeddings', json({ input: 'x' }), 'upstream-name', false),
+    json({ input: 'x' }),
+    'no model field: none added',
+  )
   t.same(body, json({ model: 'public-name', messages: [] }), 'the client’s body is not changed')
 })
 
 t.test('a stream of chat or completions asks for usage, keeping the client’s stream_options', async (t) => {
   const asked = upstreamBodyOf('chat.completions', json({ model: 'm', stream: true }), null, true)
   t.same(asked, json({ model: 'm', stream: true, stream_options: { include_usage: true } }))
-  const kept = upstreamBodyOf('completions', json({ model: 'm', stream: true, stream_options: { include_obfuscation: false, include_usage: false } }), null, true)
+  const kept = upstreamBodyOf(
+    'completions',
+    json({ model: 'm', stream: true, stream_options: { include_obfuscation: false, include_usage: false } }),
+    null,
+    true,
+  )
   t.same(kept, json({ model: 'm', stream: true, stream_options: { include_obfuscation: false, include_usage: true } }))
-  t.same(upstreamBodyOf('chat.completions', json({ stream: true, stream_options: null }), null, true), json({ stream: true, stream_options: { include_usage: true } }))
-  t.same(upstreamBodyOf('responses', json({ model: 'm', stream: true }), null, true), json({ model: 'm', stream: true }), 'responses report usage on their own')
-  t.same(upstreamBodyOf('chat.completions', json({ model: 'm' }), null, false), json({ model: 'm' }), 'not a stream: nothing asked')
-  t.same(Object.keys((asked as { value: object }).value), ['model', 'stream', 'stream_options'], 'fields keep their order')
+  t.same(
+    upstreamBodyOf('chat.completions', json({ stream: true, stream_options: null }), null, true),
+    json({ stream: true, stream_options: { include_usage: true } }),
+  )
+  t.same(
+    upstreamBodyOf('responses', json({ model: 'm', stream: true }), null, true),
+    json({ model: 'm', stream: true }),
+    'responses report usage on their own',
+  )
+  t.same(
+    upstreamBodyOf('chat.completions', json({ model: 'm' }), null, false),
+    json({ model: 'm' }),
+    'not a stream: nothing asked',
+  )
+  t.same(
+    Object.keys((asked as { value: object }).value),
+    ['model', 'stream', 'stream_options'],
+    'fields keep their order',
+  )
 })
 
 t.test('a form or no body goes as it came', async (t) => {
@@ -66,12 +136,24 @@ t.test('translate fills in the deployment, one request per deployment tried', as
   const signal = new AbortController().signal
   const client = { req: {} as IncomingMessage, res: {} as ServerResponse }
   const call: UpstreamCall = {
-    endpoint: 'chat.completions', method: 'POST', path: '/chat/completions', body: json({ model: 'public', stream: true }),
-    stream: true, requestId: 'req_1', signal, client,
+    endpoint: 'chat.completions',
+    method: 'POST',
+    path: '/chat/completions',
+    body: json({ model: 'public', stream: true }),
+    stream: true,
+    requestId: 'req_1',
+    signal,
+    client,
   }
   const first = translate(call, 'deployment-a')
   const second = translate(call, null)
-  t.match(first, { endpoint: 'chat.completions', method: 'POST', path: '/chat/completions', model: 'deployment-a', requestId: 'req_1' })
+  t.match(first, {
+    endpoint: 'chat.completions',
+    method: 'POST',
+    path: '/chat/completions',
+    model: 'deployment-a',
+    requestId: 'req_1',
+  })
   t.equal(first.signal, signal)
   t.equal(first.client, client)
   t.same(first.body, json({ model: 'deployment-a', stream: true, stream_options: { include_usage: true } }))

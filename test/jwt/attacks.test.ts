@@ -24,19 +24,29 @@ if (!ns.up) {
   t.fail(redisMissing())
 } else {
   const gw = await startTollgate({
-    config: (doc) => { (doc.store as Record<string, unknown>).keyPrefix = ns.prefix },
+    config: (doc) => {
+      ;(doc.store as Record<string, unknown>).keyPrefix = ns.prefix
+    },
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: KEY_SECRET },
   })
-  t.teardown(async () => { await gw.stop() })
+  t.teardown(async () => {
+    await gw.stop()
+  })
   const client = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-attacks' })
   const stores = createRedisStores(client, ns.prefix)
   t.teardown(() => stores.close())
   const keyring = createKeyring({
-    store: stores.signingKeys, sealer: createSealer(KEY_SECRET), rotationMs: 86_400_000, accessTokenTtlMs: 900_000, log: createLogger('silent'),
+    store: stores.signingKeys,
+    sealer: createSealer(KEY_SECRET),
+    rotationMs: 86_400_000,
+    accessTokenTtlMs: 900_000,
+    log: createLogger('silent'),
   })
   const verifier = createAccessTokenVerifier({
     config: { issuer: 'tollgate', audience: 'tollgate-rag', revocationCacheMs: 0 },
-    keyring, sessions: stores.sessions, accounts: stores.accounts,
+    keyring,
+    sessions: stores.sessions,
+    accounts: stores.accounts,
   })
 
   await createUser(gw, { username: 'mallory', password: 'mallory password', roles: ['user'], tenant: 'acme' })
@@ -48,13 +58,18 @@ if (!ns.up) {
   /** The token signed with the gateway's real key, with changed claims (and header). */
   const signed = async (changes: JWTPayload, headerChanges: Record<string, unknown> = {}): Promise<string> => {
     const signer = await keyring.signer()
-    t.equal(signer.kid, header.kid, 'the test signs with the gateway\'s own key')
-    return new SignJWT({ ...claims, ...changes }).setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt', ...headerChanges }).sign(signer.privateKey)
+    t.equal(signer.kid, header.kid, "the test signs with the gateway's own key")
+    return new SignJWT({ ...claims, ...changes })
+      .setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt', ...headerChanges })
+      .sign(signer.privateKey)
   }
 
   /** Refused by the verifier (a 401 GatewayError) and by the gateway (401, detail, WWW-Authenticate). */
   const refused = async (t: Test, token: string, what: string): Promise<void> => {
-    const error = await verifier.verify(token).then(() => null, (e: unknown) => e)
+    const error = await verifier.verify(token).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.ok(error instanceof GatewayError && error.status === 401, `${what}: the verifier refuses it`)
     const reply = await me(gw.url, token)
     t.equal(reply.status, 401, `${what}: GET /api/v1/auth/me refuses it`)
@@ -64,19 +79,30 @@ if (!ns.up) {
 
   t.test('the genuine token is accepted by both (the control)', async (t) => {
     const identity = await verifier.verify(pair.access_token)
-    t.match(identity, { username: 'mallory', roles: ['user'], tenant: 'acme', source: 'local', token: pair.access_token })
+    t.match(identity, {
+      username: 'mallory',
+      roles: ['user'],
+      tenant: 'acme',
+      source: 'local',
+      token: pair.access_token,
+    })
     const reply = await me(gw.url, pair.access_token)
     t.equal(reply.status, 200)
     t.match(reply.json, { username: 'mallory', user_id: identity.userId, source: 'local' })
     t.match(header, { alg: 'EdDSA', typ: 'at+jwt' })
     t.type(header.kid, 'string')
-    for (const claim of ['iss', 'aud', 'sub', 'iat', 'exp', 'nbf', 'jti', 'sid', 'roles', 'groups', 'tenant']) t.ok(claim in claims, `claim ${claim}`)
+    for (const claim of ['iss', 'aud', 'sub', 'iat', 'exp', 'nbf', 'jti', 'sid', 'roles', 'groups', 'tenant'])
+      t.ok(claim in claims, `claim ${claim}`)
   })
 
   t.test('alg none', async (t) => {
     const token = `${b64url({ alg: 'none', typ: 'at+jwt', kid: header.kid })}.${b64url(claims)}.`
     await refused(t, token, 'alg none')
-    await refused(t, `${b64url({ alg: 'none', typ: 'at+jwt', kid: header.kid })}.${b64url(claims)}`, 'alg none without a signature part')
+    await refused(
+      t,
+      `${b64url({ alg: 'none', typ: 'at+jwt', kid: header.kid })}.${b64url(claims)}`,
+      'alg none without a signature part',
+    )
   })
 
   t.test('HS256 signed with the public key', async (t) => {
@@ -84,7 +110,9 @@ if (!ns.up) {
     const jwk = (jwks.json.keys as Array<Record<string, string>>).find((k) => k.kid === header.kid)
     t.ok(jwk, 'the key is published')
     const { createPublicKey } = await import('node:crypto')
-    const pem = createPublicKey({ key: { ...jwk }, format: 'jwk' }).export({ format: 'pem', type: 'spki' }).toString()
+    const pem = createPublicKey({ key: { ...jwk }, format: 'jwk' })
+      .export({ format: 'pem', type: 'spki' })
+      .toString()
     for (const secret of [pem, Buffer.from(jwk?.x ?? '', 'base64url'), JSON.stringify(jwk)]) {
       const input = `${b64url({ alg: 'HS256', typ: 'at+jwt', kid: header.kid })}.${b64url(claims)}`
       const token = `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`
@@ -106,14 +134,36 @@ if (!ns.up) {
     const noAud: JWTPayload = { ...claims }
     delete noAud.aud
     const signer = await keyring.signer()
-    await refused(t, await new SignJWT(noAud).setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt' }).sign(signer.privateKey), 'no aud')
+    await refused(
+      t,
+      await new SignJWT(noAud)
+        .setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt' })
+        .sign(signer.privateKey),
+      'no aud',
+    )
   })
 
   t.test('unknown kid; a foreign key under our kid', async (t) => {
     const { privateKey } = generateKeyPairSync('ed25519')
-    await refused(t, await new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', kid: 'no-such-kid', typ: 'at+jwt' }).sign(privateKey), 'unknown kid')
-    await refused(t, await new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', kid: String(header.kid), typ: 'at+jwt' }).sign(privateKey), 'our kid, another key')
-    await refused(t, await new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt' }).sign(privateKey), 'no kid')
+    await refused(
+      t,
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: 'EdDSA', kid: 'no-such-kid', typ: 'at+jwt' })
+        .sign(privateKey),
+      'unknown kid',
+    )
+    await refused(
+      t,
+      await new SignJWT(claims)
+        .setProtectedHeader({ alg: 'EdDSA', kid: String(header.kid), typ: 'at+jwt' })
+        .sign(privateKey),
+      'our kid, another key',
+    )
+    await refused(
+      t,
+      await new SignJWT(claims).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt' }).sign(privateKey),
+      'no kid',
+    )
   })
 
   t.test('tampered payload; another typ', async (t) => {
@@ -136,20 +186,30 @@ if (!ns.up) {
     return p
   }
 
-  t.test('a deleted user\'s token; the same username made again does not revive it', async (t) => {
+  t.test("a deleted user's token; the same username made again does not revive it", async (t) => {
     const p = await freshUser('deleted-user')
     t.equal((await call(gw.url, 'DELETE', '/admin/users/deleted-user', { token: gw.adminToken })).status, 200)
     await refused(t, p.access_token, 'deleted user')
     await createUser(gw, { username: 'deleted-user', password: 'deleted-user password' })
     await refused(t, p.access_token, 'deleted user, username made again')
-    t.equal((await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: p.refresh_token } })).status, 401, 'nor its refresh token')
+    t.equal(
+      (await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: p.refresh_token } })).status,
+      401,
+      'nor its refresh token',
+    )
   })
 
-  t.test('a disabled user\'s token; enabled again it works', async (t) => {
+  t.test("a disabled user's token; enabled again it works", async (t) => {
     const p = await freshUser('disabled-user')
-    t.equal((await call(gw.url, 'PATCH', '/admin/users/disabled-user', { token: gw.adminToken, body: { disabled: true } })).status, 200)
+    t.equal(
+      (await call(gw.url, 'PATCH', '/admin/users/disabled-user', { token: gw.adminToken, body: { disabled: true } }))
+        .status,
+      200,
+    )
     await refused(t, p.access_token, 'disabled user')
-    const again = await call(gw.url, 'POST', '/api/v1/auth/user', { body: { username: 'disabled-user', password: 'disabled-user password' } })
+    const again = await call(gw.url, 'POST', '/api/v1/auth/user', {
+      body: { username: 'disabled-user', password: 'disabled-user password' },
+    })
     t.equal(again.status, 401, 'and it cannot log in')
     await call(gw.url, 'PATCH', '/admin/users/disabled-user', { token: gw.adminToken, body: { disabled: false } })
     t.equal((await me(gw.url, p.access_token)).status, 200)
@@ -157,7 +217,10 @@ if (!ns.up) {
 
   t.test('a new password ends the sessions started before it', async (t) => {
     const p = await freshUser('password-user')
-    await call(gw.url, 'PATCH', '/admin/users/password-user', { token: gw.adminToken, body: { password: 'the new password' } })
+    await call(gw.url, 'PATCH', '/admin/users/password-user', {
+      token: gw.adminToken,
+      body: { password: 'the new password' },
+    })
     await refused(t, p.access_token, 'token from before the new password')
   })
 
@@ -166,8 +229,16 @@ if (!ns.up) {
     const out = await call(gw.url, 'POST', '/api/v1/auth/logout', { token: p.access_token })
     t.equal(out.status, 204)
     await refused(t, p.access_token, 'after logout')
-    t.equal((await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: p.refresh_token } })).status, 401, 'the refresh token is dead too')
-    t.equal((await call(gw.url, 'POST', '/api/v1/auth/logout', { token: p.access_token })).status, 401, 'a second logout is refused')
+    t.equal(
+      (await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: p.refresh_token } })).status,
+      401,
+      'the refresh token is dead too',
+    )
+    t.equal(
+      (await call(gw.url, 'POST', '/api/v1/auth/logout', { token: p.access_token })).status,
+      401,
+      'a second logout is refused',
+    )
   })
 
   t.test('refresh-token reuse is refused and revokes the whole session', async (t) => {
@@ -189,7 +260,11 @@ if (!ns.up) {
     t.equal(reuse.headers.get('www-authenticate'), 'Bearer')
     await refused(t, next.access_token, 'the new access token of the reused session')
     await refused(t, p.access_token, 'the first access token of the reused session')
-    t.equal((await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: next.refresh_token } })).status, 401, 'the newest refresh token is dead too')
+    t.equal(
+      (await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: next.refresh_token } })).status,
+      401,
+      'the newest refresh token is dead too',
+    )
     // Other sessions of the same user are not touched.
     const other = await login(gw.url, 'reuse-user', 'reuse-user password')
     t.equal((await me(gw.url, other.access_token)).status, 200)

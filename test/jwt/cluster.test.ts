@@ -17,13 +17,19 @@ async function gateway(): Promise<RunningTollgate> {
   const gw = await startTollgate({
     adminToken: ADMIN_TOKEN,
     config: (doc) => {
-      (doc.store as Record<string, unknown>).keyPrefix = ns.prefix
+      ;(doc.store as Record<string, unknown>).keyPrefix = ns.prefix
       // Every reuse a theft: this test is about how fast a revocation reaches the other instance.
-      doc.ragAuth = { signingKeyRotationSeconds: ROTATION_SECONDS, accessTokenTtlSeconds: ACCESS_TTL_SECONDS, refreshReuseSeconds: 0 }
+      doc.ragAuth = {
+        signingKeyRotationSeconds: ROTATION_SECONDS,
+        accessTokenTtlSeconds: ACCESS_TTL_SECONDS,
+        refreshReuseSeconds: 0,
+      }
     },
     env: { REDIS_URL, TOLLGATE_KEY_SECRET: KEY_SECRET },
   })
-  t.teardown(async () => { await gw.stop() })
+  t.teardown(async () => {
+    await gw.stop()
+  })
   return gw
 }
 
@@ -40,9 +46,15 @@ if (!ns.up) {
     const fromB = await login(b.url, 'roamer', 'roamer password')
     t.equal((await me(a.url, fromB.access_token)).status, 200)
     // A refresh token from A is spent on B.
-    const refreshed = await call(b.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: fromA.refresh_token } })
+    const refreshed = await call(b.url, 'POST', '/api/v1/auth/refresh', {
+      body: { refresh_token: fromA.refresh_token },
+    })
     t.equal(refreshed.status, 200)
-    t.equal((await call(a.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: fromA.refresh_token } })).status, 401, 'and reused on A: refused')
+    t.equal(
+      (await call(a.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: fromA.refresh_token } })).status,
+      401,
+      'and reused on A: refused',
+    )
     const ms = await within(5000, async () => (await me(b.url, String(refreshed.json.access_token))).status === 401)
     t.ok(ms >= 0 && ms < 1000, `the reuse on A revoked the session for B within 1 s (${ms.toFixed(0)} ms)`)
   })
@@ -65,7 +77,10 @@ if (!ns.up) {
     await createUser(a, { username: 'to-disable', password: 'to-disable password' })
     const pair = await login(b.url, 'to-disable', 'to-disable password')
     t.equal((await me(b.url, pair.access_token)).status, 200)
-    t.equal((await call(a.url, 'PATCH', '/admin/users/to-disable', { token: ADMIN_TOKEN, body: { disabled: true } })).status, 200)
+    t.equal(
+      (await call(a.url, 'PATCH', '/admin/users/to-disable', { token: ADMIN_TOKEN, body: { disabled: true } })).status,
+      200,
+    )
     const ms = await within(5000, async () => (await me(b.url, pair.access_token)).status === 401)
     t.ok(ms >= 0 && ms < 1000, `refused within 1 s (${ms.toFixed(0)} ms)`)
   })

@@ -8,7 +8,12 @@ export interface Reply {
   readonly json: Record<string, unknown>
 }
 
-export async function call(url: string, method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+export async function call(
+  url: string,
+  method: string,
+  path: string,
+  options: { body?: unknown; token?: string; headers?: Record<string, string> } = {},
+): Promise<Reply> {
   const res = await fetch(`${url}${path}`, {
     method,
     signal: AbortSignal.timeout(60_000),
@@ -17,15 +22,23 @@ export async function call(url: string, method: string, path: string, options: {
       ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
       ...options.headers,
     },
-    ...(options.body === undefined ? {} : { body: typeof options.body === 'string' ? options.body : JSON.stringify(options.body) }),
+    ...(options.body === undefined
+      ? {}
+      : { body: typeof options.body === 'string' ? options.body : JSON.stringify(options.body) }),
   }).catch((err: unknown) => {
     // Which socket error it was: fetch's own message is only "fetch failed".
     const cause = (err as { cause?: { code?: string; message?: string } }).cause
-    throw new Error(`${method} ${path}: ${(err as Error).message} (${cause?.code ?? cause?.message ?? 'no cause'})`, { cause: err })
+    throw new Error(`${method} ${path}: ${(err as Error).message} (${cause?.code ?? cause?.message ?? 'no cause'})`, {
+      cause: err,
+    })
   })
   const text = await res.text()
   let json: Record<string, unknown> = {}
-  try { json = text === '' ? {} : JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: the test looks at text */ }
+  try {
+    json = text === '' ? {} : (JSON.parse(text) as Record<string, unknown>)
+  } catch {
+    /* not JSON: the test looks at text */
+  }
   return { status: res.status, headers: res.headers, text, json }
 }
 
@@ -36,13 +49,21 @@ export interface Pair {
   readonly token_type: string
 }
 
-export async function login(url: string, username: string, password: string, headers: Record<string, string> = {}): Promise<Pair> {
+export async function login(
+  url: string,
+  username: string,
+  password: string,
+  headers: Record<string, string> = {},
+): Promise<Pair> {
   const reply = await call(url, 'POST', '/api/v1/auth/user', { body: { username, password }, headers })
   if (reply.status !== 200) throw new Error(`login ${username}: ${reply.status} ${reply.text}`)
   return reply.json as unknown as Pair
 }
 
-export async function createUser(gw: Pick<RunningTollgate, 'url' | 'adminToken'>, body: Record<string, unknown>): Promise<{ id: string; username: string }> {
+export async function createUser(
+  gw: Pick<RunningTollgate, 'url' | 'adminToken'>,
+  body: Record<string, unknown>,
+): Promise<{ id: string; username: string }> {
   const reply = await call(gw.url, 'POST', '/admin/users', { body, token: gw.adminToken })
   if (reply.status !== 201) throw new Error(`create user: ${reply.status} ${reply.text}`)
   return reply.json as { id: string; username: string }
@@ -50,7 +71,8 @@ export async function createUser(gw: Pick<RunningTollgate, 'url' | 'adminToken'>
 
 export const me = (url: string, token: string): Promise<Reply> => call(url, 'GET', '/api/v1/auth/me', { token })
 
-export const b64url = (value: unknown): string => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url')
+export const b64url = (value: unknown): string =>
+  Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url')
 
 export function decodePart(token: string, index: 0 | 1): Record<string, unknown> {
   return JSON.parse(Buffer.from(token.split('.')[index] ?? '', 'base64url').toString('utf8')) as Record<string, unknown>

@@ -17,7 +17,14 @@ t.test('rotation: a new key after the interval, the old one verifies until its s
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
   let clock = Date.parse('2030-01-01T00:00:00Z')
-  const options = { store: stores.signingKeys, sealer: createSealer('s'.repeat(32)), rotationMs: 24 * HOUR, accessTokenTtlMs: HOUR, log, now: () => clock }
+  const options = {
+    store: stores.signingKeys,
+    sealer: createSealer('s'.repeat(32)),
+    rotationMs: 24 * HOUR,
+    accessTokenTtlMs: HOUR,
+    log,
+    now: () => clock,
+  }
   const ring = createKeyring(options)
   const first = await ring.signer()
   t.equal((await stores.signingKeys.list()).length, 1)
@@ -32,8 +39,15 @@ t.test('rotation: a new key after the interval, the old one verifies until its s
   t.not(second.kid, first.kid, 'rotated')
   t.ok(await other.publicKey(second.kid), 'the other instance finds the new kid on demand')
   t.ok(await ring.publicKey(first.kid), 'the old key still verifies')
-  t.strictSame((await ring.jwks()).keys.map((k) => k.kid), [first.kid, second.kid])
-  t.equal((await other.signer()).kid, second.kid, 'the other instance, due too, takes the new key rather than making one')
+  t.strictSame(
+    (await ring.jwks()).keys.map((k) => k.kid),
+    [first.kid, second.kid],
+  )
+  t.equal(
+    (await other.signer()).kid,
+    second.kid,
+    'the other instance, due too, takes the new key rather than making one',
+  )
   t.equal((await stores.signingKeys.list()).length, 2)
   await other.rotate()
   t.equal((await stores.signingKeys.list()).length, 3, 'an explicit rotation adds a key on top of the newest')
@@ -65,23 +79,53 @@ t.test('without any message, a revocation elsewhere is seen within revocationCac
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
   let clock = Date.now()
-  const ring = createKeyring({ store: stores.signingKeys, sealer: createSealer('k'.repeat(32)), rotationMs: 24 * HOUR, accessTokenTtlMs: HOUR, log, now: () => clock })
+  const ring = createKeyring({
+    store: stores.signingKeys,
+    sealer: createSealer('k'.repeat(32)),
+    rotationMs: 24 * HOUR,
+    accessTokenTtlMs: HOUR,
+    log,
+    now: () => clock,
+  })
   const verifier = createAccessTokenVerifier({
     config: { issuer: 'tollgate', audience: 'tollgate-rag', revocationCacheMs: 500 },
-    keyring: ring, sessions: stores.sessions, accounts: stores.accounts, now: () => clock,
+    keyring: ring,
+    sessions: stores.sessions,
+    accounts: stores.accounts,
+    now: () => clock,
   })
-  const account = await new AccountService({ store: stores.accounts }).create({ username: 'cached', password: 'cached password' })
-  const session = { id: 'ses_cached', userId: account.id, username: 'cached', createdAt: account.sessionsValidFrom, expiresAt: new Date(clock + HOUR).toISOString(), revokedAt: null }
+  const account = await new AccountService({ store: stores.accounts }).create({
+    username: 'cached',
+    password: 'cached password',
+  })
+  const session = {
+    id: 'ses_cached',
+    userId: account.id,
+    username: 'cached',
+    createdAt: account.sessionsValidFrom,
+    expiresAt: new Date(clock + HOUR).toISOString(),
+    revokedAt: null,
+  }
   await stores.sessions.create(session, 'h')
   const signer = await ring.signer()
   const iat = Math.floor(clock / 1000)
-  const token = await new SignJWT({ sid: session.id }).setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt' })
-    .setIssuer('tollgate').setAudience('tollgate-rag').setSubject(account.id).setIssuedAt(iat).setExpirationTime(iat + 600).setJti('j').sign(signer.privateKey)
+  const token = await new SignJWT({ sid: session.id })
+    .setProtectedHeader({ alg: 'EdDSA', kid: signer.kid, typ: 'at+jwt' })
+    .setIssuer('tollgate')
+    .setAudience('tollgate-rag')
+    .setSubject(account.id)
+    .setIssuedAt(iat)
+    .setExpirationTime(iat + 600)
+    .setJti('j')
+    .sign(signer.privateKey)
   t.equal((await verifier.verify(token)).username, 'cached')
   await stores.sessions.revoke(session.id, new Date(clock))
   clock += 400
   t.equal((await verifier.verify(token)).username, 'cached', 'still cached 400 ms later (no message came)')
   clock += 101
-  const error = await verifier.verify(token).then(() => null, (e: unknown) => e)
+  const error = await verifier.verify(token).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.ok(error instanceof GatewayError && error.status === 401, 'refused once the entry is older than 500 ms')
 })

@@ -6,12 +6,25 @@ import { startTollgate } from '../helpers/gateway.ts'
 import { call, createUser, login, me, type Pair } from './helpers.ts'
 
 const gw = await startTollgate({
-  config: (doc) => { doc.ragAuth = { loginThrottle: { maxFailuresPerUserAddress: 1000, maxFailuresPerUsername: 1000, maxFailuresPerAddress: 1000 } } },
+  config: (doc) => {
+    doc.ragAuth = {
+      loginThrottle: { maxFailuresPerUserAddress: 1000, maxFailuresPerUsername: 1000, maxFailuresPerAddress: 1000 },
+    }
+  },
 })
-t.teardown(async () => { await gw.stop() })
-await createUser(gw, { username: 'ursula', password: 'ursula password', roles: ['user'], groups: ['g1'], tenant: 'acme' })
+t.teardown(async () => {
+  await gw.stop()
+})
+await createUser(gw, {
+  username: 'ursula',
+  password: 'ursula password',
+  roles: ['user'],
+  groups: ['g1'],
+  tenant: 'acme',
+})
 
-const loginReply = (body: unknown, headers: Record<string, string> = {}) => call(gw.url, 'POST', '/api/v1/auth/user', { body, headers })
+const loginReply = (body: unknown, headers: Record<string, string> = {}) =>
+  call(gw.url, 'POST', '/api/v1/auth/user', { body, headers })
 
 t.test('login answers a bearer token pair, not to be cached', async (t) => {
   const reply = await loginReply({ username: 'ursula', password: 'ursula password' })
@@ -21,10 +34,17 @@ t.test('login answers a bearer token pair, not to be cached', async (t) => {
   t.match(reply.json.refresh_token, /^rt_[\w-]{43}$/)
   t.equal(reply.headers.get('cache-control'), 'no-store')
   const who = await me(gw.url, String(reply.json.access_token))
-  t.strictSame(who.json, { user_id: who.json.user_id, username: 'ursula', roles: ['user'], groups: ['g1'], tenant: 'acme', source: 'local' })
+  t.strictSame(who.json, {
+    user_id: who.json.user_id,
+    username: 'ursula',
+    roles: ['user'],
+    groups: ['g1'],
+    tenant: 'acme',
+    source: 'local',
+  })
 })
 
-t.test('a bad login body is a 422 with FastAPI\'s list of problems, never echoing the password', async (t) => {
+t.test("a bad login body is a 422 with FastAPI's list of problems, never echoing the password", async (t) => {
   const missing = await loginReply({ username: 'ursula' })
   t.equal(missing.status, 422)
   t.strictSame(missing.json, { detail: [{ type: 'missing', loc: ['body', 'password'], msg: 'Field required' }] })
@@ -37,7 +57,10 @@ t.test('a bad login body is a 422 with FastAPI\'s list of problems, never echoin
   t.match(notJson.json, { detail: [{ type: 'json_invalid' }] })
   const array = await loginReply([])
   t.equal(array.status, 422)
-  const form = await call(gw.url, 'POST', '/api/v1/auth/user', { body: 'username=ursula&password=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+  const form = await call(gw.url, 'POST', '/api/v1/auth/user', {
+    body: 'username=ursula&password=x',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  })
   t.equal(form.status, 415)
   t.type(form.json.detail, 'string', 'other refusals are {"detail": "..."} too')
 })
@@ -51,10 +74,17 @@ t.test('any string is a username to refuse: a lone surrogate, a very long one, c
 })
 
 t.test('an unknown user and a wrong password get the same answer in about the same time', async (t) => {
-  const attempt = async (username: string): Promise<{ ms: number; status: number; text: string; auth: string | null }> => {
+  const attempt = async (
+    username: string,
+  ): Promise<{ ms: number; status: number; text: string; auth: string | null }> => {
     const start = performance.now()
     const reply = await loginReply({ username, password: 'not the password' })
-    return { ms: performance.now() - start, status: reply.status, text: reply.text, auth: reply.headers.get('www-authenticate') }
+    return {
+      ms: performance.now() - start,
+      status: reply.status,
+      text: reply.text,
+      auth: reply.headers.get('www-authenticate'),
+    }
   }
   const wrong: number[] = []
   const unknown: number[] = []
@@ -100,7 +130,8 @@ t.test('refresh rotates on every use; each new pair works; logout ends it', asyn
 
 t.test('logins and refreshes are counted by outcome', async (t) => {
   const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
-  const value = (name: string, outcome: string): number => Number(new RegExp(`^${name}\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? -1)
+  const value = (name: string, outcome: string): number =>
+    Number(new RegExp(`^${name}\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? -1)
   t.ok(value('tollgate_rag_logins_total', 'success') >= 2)
   t.ok(value('tollgate_rag_logins_total', 'invalid_credentials') >= 14)
   t.ok(value('tollgate_rag_logins_total', 'invalid_body') >= 4)

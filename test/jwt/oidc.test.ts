@@ -14,7 +14,11 @@ import { createAccessTokenVerifier } from '../../src/jwt/verifier.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { me } from './helpers.ts'
 
-interface IssuerKey { readonly kid: string; readonly privateKey: CryptoKey; readonly jwk: JWK }
+interface IssuerKey {
+  readonly kid: string
+  readonly privateKey: CryptoKey
+  readonly jwk: JWK
+}
 
 async function issuerKey(kid: string): Promise<IssuerKey> {
   const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true })
@@ -25,7 +29,11 @@ async function issuerKey(kid: string): Promise<IssuerKey> {
 const published: IssuerKey[] = [await issuerKey('kid-1')]
 let fetches = 0
 const server = createServer((req, res) => {
-  if (req.url !== '/realms/test/certs') { res.statusCode = 404; res.end(); return }
+  if (req.url !== '/realms/test/certs') {
+    res.statusCode = 404
+    res.end()
+    return
+  }
   fetches++
   res.setHeader('content-type', 'application/json')
   res.end(JSON.stringify({ keys: published.map((k) => k.jwk) }))
@@ -41,18 +49,33 @@ const oidc: OidcConfig = {
   algorithms: ['RS256', 'ES256', 'EdDSA'],
   jwksCooldownMs: 0,
   jwksCacheMaxAgeMs: 600_000,
-  claims: { userId: 'sub', username: 'preferred_username', roles: 'realm_access.roles', groups: 'groups', tenant: 'org' },
+  claims: {
+    userId: 'sub',
+    username: 'preferred_username',
+    roles: 'realm_access.roles',
+    groups: 'groups',
+    tenant: 'org',
+  },
   defaultTenant: 'public',
 }
 
 const now = Math.floor(Date.now() / 1000)
 const keycloakClaims: JWTPayload = {
-  iss: base, aud: ['rag-gateway', 'account'], sub: 'f3c1a2b4-0000-4000-8000-000000000001', iat: now, exp: now + 300,
-  preferred_username: 'kc-user', realm_access: { roles: ['admin', 'user'] }, groups: ['/team-a'], org: 'acme',
+  iss: base,
+  aud: ['rag-gateway', 'account'],
+  sub: 'f3c1a2b4-0000-4000-8000-000000000001',
+  iat: now,
+  exp: now + 300,
+  preferred_username: 'kc-user',
+  realm_access: { roles: ['admin', 'user'] },
+  groups: ['/team-a'],
+  org: 'acme',
 }
 
 const mint = (key: IssuerKey, claims: JWTPayload = {}, kid = key.kid): Promise<string> =>
-  new SignJWT({ ...keycloakClaims, ...claims }).setProtectedHeader({ alg: 'RS256', kid, typ: 'JWT' }).sign(key.privateKey)
+  new SignJWT({ ...keycloakClaims, ...claims })
+    .setProtectedHeader({ alg: 'RS256', kid, typ: 'JWT' })
+    .sign(key.privateKey)
 
 const stores = openEmbeddedStores(':memory:')
 t.teardown(() => stores.close())
@@ -64,7 +87,10 @@ const verifier = createAccessTokenVerifier({
 })
 
 const refused = async (t: Test, token: string, what: string): Promise<void> => {
-  const error = await verifier.verify(token).then(() => null, (e: unknown) => e)
+  const error = await verifier.verify(token).then(
+    () => null,
+    (e: unknown) => e,
+  )
   t.ok(error instanceof GatewayError && error.status === 401, `${what}: 401`)
 }
 
@@ -73,15 +99,26 @@ t.test('a Keycloak-shaped token is verified and mapped by the configured claims'
   const token = await mint(key)
   const identity = await verifier.verify(token)
   t.strictSame(identity, {
-    userId: 'f3c1a2b4-0000-4000-8000-000000000001', username: 'kc-user', roles: ['admin', 'user'], groups: ['/team-a'],
-    tenant: 'acme', token, source: 'oidc',
+    userId: 'f3c1a2b4-0000-4000-8000-000000000001',
+    username: 'kc-user',
+    roles: ['admin', 'user'],
+    groups: ['/team-a'],
+    tenant: 'acme',
+    token,
+    source: 'oidc',
   })
   t.equal(fetches, 1, 'the key set was fetched once')
   await verifier.verify(await mint(key, { sub: 'other' }))
   t.equal(fetches, 1, 'and then served from the cache')
 
-  const sparse = await verifier.verify(await mint(key, { preferred_username: undefined, realm_access: undefined, groups: 'g1 g2', org: undefined }))
-  t.match(sparse, { username: keycloakClaims.sub, roles: [], groups: ['g1', 'g2'], tenant: 'public' }, 'defaults when claims are missing')
+  const sparse = await verifier.verify(
+    await mint(key, { preferred_username: undefined, realm_access: undefined, groups: 'g1 g2', org: undefined }),
+  )
+  t.match(
+    sparse,
+    { username: keycloakClaims.sub, roles: [], groups: ['g1', 'g2'], tenant: 'public' },
+    'defaults when claims are missing',
+  )
 })
 
 t.test('refused: wrong audience, wrong issuer, expired, no subject, another key, HS256', async (t) => {
@@ -92,7 +129,9 @@ t.test('refused: wrong audience, wrong issuer, expired, no subject, another key,
   await refused(t, await mint(key, { sub: undefined }), 'no user id claim')
   const stranger = await issuerKey('kid-1')
   await refused(t, await mint(stranger), 'signed by a key the issuer does not publish, under its kid')
-  const hs = await new SignJWT(keycloakClaims).setProtectedHeader({ alg: 'HS256', kid: 'kid-1' }).sign(new TextEncoder().encode(JSON.stringify(key.jwk)))
+  const hs = await new SignJWT(keycloakClaims)
+    .setProtectedHeader({ alg: 'HS256', kid: 'kid-1' })
+    .sign(new TextEncoder().encode(JSON.stringify(key.jwk)))
   await refused(t, hs, 'HS256 with the public key')
 })
 
@@ -110,13 +149,26 @@ t.test('an unknown kid makes the key set be fetched again', async (t) => {
   t.equal(fetches, fetched + 1, 'kid-1 still from the cache')
 })
 
-t.test('through a running gateway: GET /api/v1/auth/me accepts the issuer\'s token', async (t) => {
-  const gw = await startTollgate({ config: (doc) => { doc.ragAuth = { oidc } } })
-  t.teardown(async () => { await gw.stop() })
+t.test("through a running gateway: GET /api/v1/auth/me accepts the issuer's token", async (t) => {
+  const gw = await startTollgate({
+    config: (doc) => {
+      doc.ragAuth = { oidc }
+    },
+  })
+  t.teardown(async () => {
+    await gw.stop()
+  })
   const token = await mint(published[0] as IssuerKey)
   const reply = await me(gw.url, token)
   t.equal(reply.status, 200)
-  t.strictSame(reply.json, { user_id: keycloakClaims.sub, username: 'kc-user', roles: ['admin', 'user'], groups: ['/team-a'], tenant: 'acme', source: 'oidc' })
+  t.strictSame(reply.json, {
+    user_id: keycloakClaims.sub,
+    username: 'kc-user',
+    roles: ['admin', 'user'],
+    groups: ['/team-a'],
+    tenant: 'acme',
+    source: 'oidc',
+  })
   const bad = await me(gw.url, await mint(published[0] as IssuerKey, { aud: 'nope' }))
   t.equal(bad.status, 401)
   t.strictSame(bad.json, { detail: 'Could not validate credentials' })

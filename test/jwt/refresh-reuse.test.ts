@@ -11,7 +11,8 @@ import { call, createUser, login, me, type Pair } from './helpers.ts'
 const REUSE_SECONDS = 1
 const ADMIN_TOKEN = `adm_${randomBytes(16).toString('hex')}`
 
-const refresh = (url: string, token: string) => call(url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: token } })
+const refresh = (url: string, token: string) =>
+  call(url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: token } })
 
 async function gateway(t: Test, redis?: { prefix: string; secret: string }): Promise<RunningTollgate> {
   const gw = await startTollgate({
@@ -22,7 +23,9 @@ async function gateway(t: Test, redis?: { prefix: string; secret: string }): Pro
     },
     env: redis === undefined ? {} : { REDIS_URL, TOLLGATE_KEY_SECRET: redis.secret },
   })
-  t.teardown(async () => { await gw.stop() })
+  t.teardown(async () => {
+    await gw.stop()
+  })
   return gw
 }
 
@@ -43,13 +46,18 @@ function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly Run
     t.test('20 refreshes with one token at once all succeed with the same new pair', async (t) => {
       const p = await freshPair()
       const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => refresh(url(i), p.refresh_token)))
-      t.strictSame(replies.map((r) => r.status), Array<number>(20).fill(200), 'none refused')
+      t.strictSame(
+        replies.map((r) => r.status),
+        Array<number>(20).fill(200),
+        'none refused',
+      )
       const pairs = new Set(replies.map((r) => JSON.stringify([r.json.access_token, r.json.refresh_token])))
       t.equal(pairs.size, 1, 'one pair, the same for all')
       const pair = replies[0]?.json as unknown as Pair
       t.not(pair.refresh_token, p.refresh_token)
       t.match(pair.refresh_token, /^rt_[\w-]{43}$/)
-      for (let i = 0; i < gws.length; i++) t.equal((await me(url(i), pair.access_token)).status, 200, `the session lives (instance ${i})`)
+      for (let i = 0; i < gws.length; i++)
+        t.equal((await me(url(i), pair.access_token)).status, 200, `the session lives (instance ${i})`)
       // The pair goes on as any other: its refresh token rotates once more.
       const onward = await refresh(url(1), pair.refresh_token)
       t.equal(onward.status, 200)
@@ -67,7 +75,10 @@ function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly Run
       let late: Awaited<ReturnType<typeof refresh>> | undefined
       for (let i = 0; i < 100 && late === undefined; i++) {
         const again = await refresh(url(i + 1), p.refresh_token)
-        if (again.status !== 200) { late = again; break }
+        if (again.status !== 200) {
+          late = again
+          break
+        }
         t.equal(again.json.refresh_token, first.json.refresh_token, 'a repeat within the window: the same pair')
         repeats++
         await new Promise((done) => setTimeout(done, 50))
@@ -76,7 +87,10 @@ function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly Run
       t.ok(late !== undefined, 'refused in the end')
       t.equal(late?.status, 401)
       t.strictSame(late?.json, { detail: 'Invalid or expired refresh token' })
-      t.ok(afterMs >= REUSE_SECONDS * 1000, `refused only after the window (${afterMs.toFixed(0)} ms, ${repeats} repeats before)`)
+      t.ok(
+        afterMs >= REUSE_SECONDS * 1000,
+        `refused only after the window (${afterMs.toFixed(0)} ms, ${repeats} repeats before)`,
+      )
       t.ok(repeats >= 1, 'at least one repeat within the window')
       const pair = first.json as unknown as Pair
       t.equal((await refresh(url(0), pair.refresh_token)).status, 401, 'the successor is dead')
@@ -92,7 +106,11 @@ function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly Run
       t.equal(second.status, 200, 'the successor is used')
       const stolen = await refresh(url(0), p.refresh_token)
       t.equal(stolen.status, 401, 'the first token again: refused')
-      t.equal((await refresh(url(1), String(second.json.refresh_token))).status, 401, 'the newest refresh token is dead too')
+      t.equal(
+        (await refresh(url(1), String(second.json.refresh_token))).status,
+        401,
+        'the newest refresh token is dead too',
+      )
       t.equal((await me(url(0), String(second.json.access_token))).status, 401)
     })
   })
@@ -105,5 +123,7 @@ if (!ns.up) {
   t.fail(redisMissing())
 } else {
   const secret = `reuse-${randomBytes(16).toString('hex')}`
-  reuseWindow(t, 'Redis, two instances', async () => Promise.all([gateway(t, { prefix: ns.prefix, secret }), gateway(t, { prefix: ns.prefix, secret })]))
+  reuseWindow(t, 'Redis, two instances', async () =>
+    Promise.all([gateway(t, { prefix: ns.prefix, secret }), gateway(t, { prefix: ns.prefix, secret })]),
+  )
 }

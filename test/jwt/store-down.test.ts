@@ -9,10 +9,14 @@ const port = await closedPort()
 const gw = await startTollgate({
   env: { REDIS_URL: `redis://127.0.0.1:${port}`, TOLLGATE_KEY_SECRET: `down-${randomBytes(16).toString('hex')}` },
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 t.test('login, refresh, JWKS: 503 with a detail; a token is never accepted unchecked', async (t) => {
-  const login = await call(gw.url, 'POST', '/api/v1/auth/user', { body: { username: 'alice', password: 'alice password' } })
+  const login = await call(gw.url, 'POST', '/api/v1/auth/user', {
+    body: { username: 'alice', password: 'alice password' },
+  })
   t.equal(login.status, 503)
   t.type(login.json.detail, 'string')
   const refresh = await call(gw.url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: 'rt_x' } })

@@ -33,7 +33,12 @@ function fakeStore(): FakeStore {
 
 function clock(start = 1_000_000) {
   let now = start
-  return { now: () => now, advance: (ms: number) => { now += ms } }
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms
+    },
+  }
 }
 
 t.test('a found record is served from memory within the TTL, then read again', async (t) => {
@@ -96,7 +101,9 @@ t.test('a lookup overtaken by an invalidation does not put its stale record back
   store.records.set(record.hash, record)
   const cache = createKeyCache({ store, ttlMs: 60_000 })
   let open!: () => void
-  store.gate = new Promise((done) => { open = done })
+  store.gate = new Promise((done) => {
+    open = done
+  })
   const slow = cache.findByHash(record.hash)
   // The store changes and the message arrives while the read is still out.
   store.records.set(record.hash, { ...record, status: 'revoked' })
@@ -114,7 +121,9 @@ t.test('concurrent lookups of one hash make one store read', async (t) => {
   const record = makeKeyRecord()
   store.records.set(record.hash, record)
   let open!: () => void
-  store.gate = new Promise((done) => { open = done })
+  store.gate = new Promise((done) => {
+    open = done
+  })
   const cache = createKeyCache({ store })
   const all = Promise.all(Array.from({ length: 20 }, () => cache.findByHash(record.hash)))
   open()
@@ -156,32 +165,35 @@ t.test('while the store fails, a recent record still serves; an old one or an un
   await t.rejects(cache.findByHash(record.hash), /store down/, 'too old at 31 s')
 })
 
-t.test('the feed back before the store (a failover): a recent record still serves while the store fails, never fresh', async (t) => {
-  const store = fakeStore()
-  const c = clock()
-  const record = makeKeyRecord()
-  const other = makeKeyRecord()
-  store.records.set(record.hash, record)
-  store.records.set(other.hash, other)
-  const cache = createKeyCache({ store, ttlMs: 60_000, staleIfErrorMs: 30_000, now: c.now })
-  await cache.findByHash(record.hash)
-  await cache.findByHash(other.hash)
-  cache.setTrusted(false)
-  cache.setTrusted(true)
-  t.equal(cache.stats().entries, 0, 'the cache starts empty')
-  const reads = store.reads
-  t.equal((await cache.findByHash(record.hash))?.id, record.id)
-  t.equal(store.reads, reads + 1, 'read from the store, not served from what was kept')
-  store.failing = true
-  cache.setTrusted(false)
-  cache.setTrusted(true)
-  c.advance(5000)
-  t.equal((await cache.findByHash(record.hash))?.id, record.id, 'served stale while the store fails')
-  cache.invalidate(other.id)
-  await t.rejects(cache.findByHash(other.hash), /store down/, 'not a record a change message named')
-  c.advance(26_000)
-  await t.rejects(cache.findByHash(record.hash), /store down/, 'nor one read more than 30 s ago')
-})
+t.test(
+  'the feed back before the store (a failover): a recent record still serves while the store fails, never fresh',
+  async (t) => {
+    const store = fakeStore()
+    const c = clock()
+    const record = makeKeyRecord()
+    const other = makeKeyRecord()
+    store.records.set(record.hash, record)
+    store.records.set(other.hash, other)
+    const cache = createKeyCache({ store, ttlMs: 60_000, staleIfErrorMs: 30_000, now: c.now })
+    await cache.findByHash(record.hash)
+    await cache.findByHash(other.hash)
+    cache.setTrusted(false)
+    cache.setTrusted(true)
+    t.equal(cache.stats().entries, 0, 'the cache starts empty')
+    const reads = store.reads
+    t.equal((await cache.findByHash(record.hash))?.id, record.id)
+    t.equal(store.reads, reads + 1, 'read from the store, not served from what was kept')
+    store.failing = true
+    cache.setTrusted(false)
+    cache.setTrusted(true)
+    c.advance(5000)
+    t.equal((await cache.findByHash(record.hash))?.id, record.id, 'served stale while the store fails')
+    cache.invalidate(other.id)
+    await t.rejects(cache.findByHash(other.hash), /store down/, 'not a record a change message named')
+    c.advance(26_000)
+    await t.rejects(cache.findByHash(record.hash), /store down/, 'nor one read more than 30 s ago')
+  },
+)
 
 t.test('the maps are bounded', async (t) => {
   const store = fakeStore()

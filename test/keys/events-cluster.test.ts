@@ -17,7 +17,11 @@ await ensureTopology('cluster')
 const CHANNEL = keyChangesChannel(`tgtest:${randomBytes(6).toString('hex')}:`)
 const log = createLogger('silent')
 const records = new Map<string, KeyRecord>()
-const store: KeyLookup = { async findByHash(hash) { return records.get(hash) ?? null } }
+const store: KeyLookup = {
+  async findByHash(hash) {
+    return records.get(hash) ?? null
+  },
+}
 
 const instance = instanceMaker(t, { redis: TARGETS.cluster, channel: CHANNEL, store, log })
 
@@ -53,34 +57,45 @@ t.test('a change published through one node reaches a subscriber on another at o
   t.ok(await changeReaches(b, a, 1000), 'and the other way round')
 })
 
-t.test('the subscriber connection is cut: the cluster client subscribes again on a node, changes reach it again', async (t) => {
-  // ioredis names a cluster's subscriber connection ioredis-cluster(subscriber):<name>.
-  const wanted = `name=ioredis-cluster(subscriber):${b.name}-sub `
-  // A failover test elsewhere may have moved a master meanwhile: the subscription is then
-  // being made again on another node. Look until it is there (bounded).
-  let killed = 0
-  for (let attempt = 0; attempt < 50 && killed === 0; attempt++) {
-    if (attempt > 0) await new Promise((done) => setTimeout(done, 200))
-    await b.events.ready(5_000)
-    // One cut, then stop looking: the client subscribes again at once, maybe on a node
-    // further down this list, and cutting that one too would test something else.
-    for (const port of CLUSTER_PORTS) {
-      if (killed > 0) break
-      const node = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 })
-      node.on('error', () => {})
-      try {
-        await node.connect()
-        const line = String(await node.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n').find((l) => l.includes(wanted))
-        const id = /\bid=(\d+)/.exec(line ?? '')?.[1]
-        if (id !== undefined) killed += Number(await node.call('CLIENT', 'KILL', 'ID', id))
-      } catch {
-        // a node that is down (a failover test elsewhere) holds no subscription
-      } finally {
-        node.disconnect()
+t.test(
+  'the subscriber connection is cut: the cluster client subscribes again on a node, changes reach it again',
+  async (t) => {
+    // ioredis names a cluster's subscriber connection ioredis-cluster(subscriber):<name>.
+    const wanted = `name=ioredis-cluster(subscriber):${b.name}-sub `
+    // A failover test elsewhere may have moved a master meanwhile: the subscription is then
+    // being made again on another node. Look until it is there (bounded).
+    let killed = 0
+    for (let attempt = 0; attempt < 50 && killed === 0; attempt++) {
+      if (attempt > 0) await new Promise((done) => setTimeout(done, 200))
+      await b.events.ready(5_000)
+      // One cut, then stop looking: the client subscribes again at once, maybe on a node
+      // further down this list, and cutting that one too would test something else.
+      for (const port of CLUSTER_PORTS) {
+        if (killed > 0) break
+        const node = new Redis({
+          host: '127.0.0.1',
+          port,
+          lazyConnect: true,
+          retryStrategy: () => null,
+          maxRetriesPerRequest: 0,
+        })
+        node.on('error', () => {})
+        try {
+          await node.connect()
+          const line = String(await node.call('CLIENT', 'LIST', 'TYPE', 'pubsub'))
+            .split('\n')
+            .find((l) => l.includes(wanted))
+          const id = /\bid=(\d+)/.exec(line ?? '')?.[1]
+          if (id !== undefined) killed += Number(await node.call('CLIENT', 'KILL', 'ID', id))
+        } catch {
+          // a node that is down (a failover test elsewhere) holds no subscription
+        } finally {
+          node.disconnect()
+        }
       }
     }
-  }
-  t.equal(killed, 1, 'found and cut b\'s subscriber connection')
-  t.ok(await changeReaches(a, b, 10_000), 'a change reaches b again')
-  t.ok(await until(() => b.cache.stats().trusted, 5000), 'and b trusts its cache again')
-})
+    t.equal(killed, 1, "found and cut b's subscriber connection")
+    t.ok(await changeReaches(a, b, 10_000), 'a change reaches b again')
+    t.ok(await until(() => b.cache.stats().trusted, 5000), 'and b trusts its cache again')
+  },
+)

@@ -20,12 +20,19 @@ const PREFIX = `tgtest:${randomBytes(6).toString('hex')}:`
 const CHANNEL = keyChangesChannel(PREFIX)
 const log = createLogger('silent')
 const admin = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-events-admin' })
-t.teardown(() => { admin.disconnect() })
+t.teardown(() => {
+  admin.disconnect()
+})
 
 /** One shared "store" the instances read; the test changes it like another instance would. */
 const records = new Map<string, KeyRecord>()
 let storeReads = 0
-const store: KeyLookup = { async findByHash(hash) { storeReads++; return records.get(hash) ?? null } }
+const store: KeyLookup = {
+  async findByHash(hash) {
+    storeReads++
+    return records.get(hash) ?? null
+  },
+}
 
 const instance = instanceMaker(t, { redis: REDIS_URL, channel: CHANNEL, store, log })
 
@@ -49,7 +56,9 @@ t.test('the channel is under the prefix and the hash tag; messages are {"id"}', 
 })
 
 if (!redisUp) {
-  t.fail(`Redis does not answer at ${REDIS_URL}: the key change feed tests need it (set REDIS_URL or start redis-server)`)
+  t.fail(
+    `Redis does not answer at ${REDIS_URL}: the key change feed tests need it (set REDIS_URL or start redis-server)`,
+  )
 } else {
   t.test('a change on one instance reaches the other within a second, long before its TTL', async (t) => {
     const a = instance()
@@ -65,8 +74,15 @@ if (!redisUp) {
 
     records.set(record.hash, { ...record, status: 'revoked' })
     await a.events.changed(record.id)
-    t.equal((await a.cache.findByHash(record.hash))?.status, 'revoked', 'the instance that made the change sees it at once')
-    t.ok(await until(async () => (await b.cache.findByHash(record.hash))?.status === 'revoked'), 'b sees the revocation within a second')
+    t.equal(
+      (await a.cache.findByHash(record.hash))?.status,
+      'revoked',
+      'the instance that made the change sees it at once',
+    )
+    t.ok(
+      await until(async () => (await b.cache.findByHash(record.hash))?.status === 'revoked'),
+      'b sees the revocation within a second',
+    )
   })
 
   t.test('a malformed message on the channel clears the whole cache', async (t) => {
@@ -81,35 +97,45 @@ if (!redisUp) {
     t.ok(await until(() => a.cache.stats().entries === 0 && a.cache.stats().negativeEntries === 0), 'cleared')
   })
 
-  t.test('when the subscriber connection drops, the cache is untrusted until it resubscribes, then starts empty', async (t) => {
-    const a = instance()
-    const b = instance()
-    t.ok(await a.events.ready(3000))
-    t.ok(await b.events.ready(3000))
-    const record = makeKeyRecord()
-    records.set(record.hash, record)
-    await b.cache.findByHash(record.hash)
-    t.equal(b.cache.stats().trusted, true)
+  t.test(
+    'when the subscriber connection drops, the cache is untrusted until it resubscribes, then starts empty',
+    async (t) => {
+      const a = instance()
+      const b = instance()
+      t.ok(await a.events.ready(3000))
+      t.ok(await b.events.ready(3000))
+      const record = makeKeyRecord()
+      records.set(record.hash, record)
+      await b.cache.findByHash(record.hash)
+      t.equal(b.cache.stats().trusted, true)
 
-    const clients = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'))
-    const line = clients.split('\n').find((l) => l.includes(` name=${b.name}-sub `))
-    const id = /\bid=(\d+)/.exec(line ?? '')?.[1]
-    t.ok(id, 'found b\'s subscriber connection')
-    await admin.call('CLIENT', 'KILL', 'ID', id ?? '0')
-    t.ok(await until(() => !b.cache.stats().trusted, 2000), 'b stops trusting its cache when the feed is lost')
+      const clients = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'))
+      const line = clients.split('\n').find((l) => l.includes(` name=${b.name}-sub `))
+      const id = /\bid=(\d+)/.exec(line ?? '')?.[1]
+      t.ok(id, "found b's subscriber connection")
+      await admin.call('CLIENT', 'KILL', 'ID', id ?? '0')
+      t.ok(await until(() => !b.cache.stats().trusted, 2000), 'b stops trusting its cache when the feed is lost')
 
-    // A change published while b is away: b must not keep the old record.
-    records.set(record.hash, { ...record, status: 'revoked' })
-    await a.events.changed(record.id)
-    t.equal((await b.cache.findByHash(record.hash))?.status, 'revoked', 'while untrusted, b reads the store')
-    t.ok(await b.events.ready(5000), 'b resubscribes by itself')
-    t.equal(b.cache.stats().trusted, true)
-    t.equal(b.cache.stats().entries, 0, 'and starts empty: messages may have been missed meanwhile')
-  })
+      // A change published while b is away: b must not keep the old record.
+      records.set(record.hash, { ...record, status: 'revoked' })
+      await a.events.changed(record.id)
+      t.equal((await b.cache.findByHash(record.hash))?.status, 'revoked', 'while untrusted, b reads the store')
+      t.ok(await b.events.ready(5000), 'b resubscribes by itself')
+      t.equal(b.cache.stats().trusted, true)
+      t.equal(b.cache.stats().entries, 0, 'and starts empty: messages may have been missed meanwhile')
+    },
+  )
 
   t.test('a change published while Redis refuses is retried, then given up without throwing', async (t) => {
     const cache = createKeyCache({ store })
-    const events = createRedisKeyEvents({ redis: 'redis://127.0.0.1:1', channel: CHANNEL, commandTimeoutMs: 200, cache, log, publishRetryDelaysMs: [10, 10] })
+    const events = createRedisKeyEvents({
+      redis: 'redis://127.0.0.1:1',
+      channel: CHANNEL,
+      commandTimeoutMs: 200,
+      cache,
+      log,
+      publishRetryDelaysMs: [10, 10],
+    })
     t.teardown(() => events.close())
     const record = makeKeyRecord()
     records.set(record.hash, record)

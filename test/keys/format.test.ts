@@ -1,7 +1,14 @@
 // The key format: recognisable prefix, 256 bits of randomness, a checksum that refuses a
 // mistyped key without a store lookup, and a keyed hash in place of the key.
 import t from 'tap'
-import { createKeyHasher, DISPLAY_LENGTH, displayPrefix, generateKey, isWellFormedKey, KEY_PREFIX } from '../../src/keys/format.ts'
+import {
+  createKeyHasher,
+  DISPLAY_LENGTH,
+  displayPrefix,
+  generateKey,
+  isWellFormedKey,
+  KEY_PREFIX,
+} from '../../src/keys/format.ts'
 
 const BASE62 = /^[0-9A-Za-z]+$/
 
@@ -48,7 +55,17 @@ t.test('every one-character typo and every swap of neighbours is refused by the 
 
 t.test('anything not shaped like a key is refused', async (t) => {
   const key = generateKey()
-  for (const bad of ['', 'tg1_', key.slice(0, -1), key + 'a', 'tg2_' + key.slice(4), 'TG1_' + key.slice(4), key.replace(/.$/, '-'), ` ${key}`, 'sk-' + key.slice(3)]) {
+  for (const bad of [
+    '',
+    'tg1_',
+    key.slice(0, -1),
+    key + 'a',
+    'tg2_' + key.slice(4),
+    'TG1_' + key.slice(4),
+    key.replace(/.$/, '-'),
+    ` ${key}`,
+    'sk-' + key.slice(3),
+  ]) {
     t.notOk(isWellFormedKey(bad), `refused: ${JSON.stringify(bad.slice(0, 12))}…`)
   }
 })

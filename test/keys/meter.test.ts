@@ -34,22 +34,41 @@ function fakeUsage(): FakeUsage {
       store.writes++
       store.rows.push(...records)
     },
-    async query() { return store.rows },
+    async query() {
+      return store.rows
+    },
   }
   return store
 }
 
 function totals(rows: readonly UsageRecord[]) {
-  return rows.reduce((s, r) => ({
-    requests: s.requests + r.requests,
-    inputTokens: s.inputTokens + r.inputTokens,
-    outputTokens: s.outputTokens + r.outputTokens,
-    costNanos: s.costNanos + r.costNanos,
-  }), { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0 })
+  return rows.reduce(
+    (s, r) => ({
+      requests: s.requests + r.requests,
+      inputTokens: s.inputTokens + r.inputTokens,
+      outputTokens: s.outputTokens + r.outputTokens,
+      costNanos: s.costNanos + r.costNanos,
+    }),
+    { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0 },
+  )
 }
 
-const call = (keyId: string, model: string, inputTokens: number, outputTokens: number, at = new Date('2025-03-01T12:00:00Z')) =>
-  ({ keyId, owner: 'o', tier: 'Basic', model, inputTokens, outputTokens, costNanos: (inputTokens + outputTokens) * 1000, at })
+const call = (
+  keyId: string,
+  model: string,
+  inputTokens: number,
+  outputTokens: number,
+  at = new Date('2025-03-01T12:00:00Z'),
+) => ({
+  keyId,
+  owner: 'o',
+  tier: 'Basic',
+  model,
+  inputTokens,
+  outputTokens,
+  costNanos: (inputTokens + outputTokens) * 1000,
+  at,
+})
 
 t.test('each call is in the store when record() resolves, on the day it was made', async (t) => {
   const store = fakeUsage()
@@ -59,27 +78,41 @@ t.test('each call is in the store when record() resolves, on the day it was made
   await meter.record(call('k1', 'm1', 20, 7))
   await meter.record(call('k1', 'm1', 4, 4, new Date('2025-03-02T00:00:00Z')))
   t.equal(store.writes, 3, 'one write per call')
-  t.same(store.rows.map((r) => [r.day, r.requests, r.inputTokens]), [['2025-03-01', 1, 10], ['2025-03-01', 1, 20], ['2025-03-02', 1, 4]])
+  t.same(
+    store.rows.map((r) => [r.day, r.requests, r.inputTokens]),
+    [
+      ['2025-03-01', 1, 10],
+      ['2025-03-01', 1, 20],
+      ['2025-03-02', 1, 4],
+    ],
+  )
   t.equal(meter.pending(), 0)
   await meter.close()
 })
 
-t.test('a store that refuses: record() still resolves, the rows are kept, folded, and written exactly once', async (t) => {
-  const store = fakeUsage()
-  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
-  store.failNext = 3
-  await meter.record(call('k1', 'm1', 10, 5))
-  await meter.record(call('k1', 'm1', 20, 7))
-  await meter.record(call('k2', 'm1', 1, 1))
-  t.equal(store.rows.length, 0, 'nothing written yet')
-  t.equal(meter.pending(), 2, 'kept as one row per (key, model, day)')
-  await meter.flush()
-  t.equal(meter.pending(), 0)
-  t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 })
-  await meter.flush()
-  t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 }, 'a second flush writes nothing twice')
-  await meter.close()
-})
+t.test(
+  'a store that refuses: record() still resolves, the rows are kept, folded, and written exactly once',
+  async (t) => {
+    const store = fakeUsage()
+    const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+    store.failNext = 3
+    await meter.record(call('k1', 'm1', 10, 5))
+    await meter.record(call('k1', 'm1', 20, 7))
+    await meter.record(call('k2', 'm1', 1, 1))
+    t.equal(store.rows.length, 0, 'nothing written yet')
+    t.equal(meter.pending(), 2, 'kept as one row per (key, model, day)')
+    await meter.flush()
+    t.equal(meter.pending(), 0)
+    t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 })
+    await meter.flush()
+    t.same(
+      totals(store.rows),
+      { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 },
+      'a second flush writes nothing twice',
+    )
+    await meter.close()
+  },
+)
 
 t.test('the timer retries by itself', async (t) => {
   const store = fakeUsage()

@@ -30,14 +30,32 @@ function setup(t: Test, start = new Date('2030-01-01T00:00:00Z')) {
   const changes: string[] = []
   const hash = createKeyHasher('test-secret-0123456789abcdefghijkl')
   const service = new KeyService({
-    store: stores.keys, hash, plans, models: ['gpt-x', 'embed-y'],
-    onChange: async (id) => { changes.push(id) },
+    store: stores.keys,
+    hash,
+    plans,
+    models: ['gpt-x', 'embed-y'],
+    onChange: async (id) => {
+      changes.push(id)
+    },
     now: () => now,
   })
-  return { stores, service, hash, changes, advance: (ms: number) => { now = new Date(now.getTime() + ms) } }
+  return {
+    stores,
+    service,
+    hash,
+    changes,
+    advance: (ms: number) => {
+      now = new Date(now.getTime() + ms)
+    },
+  }
 }
 
-async function refused(t: Test, promise: Promise<unknown>, status: number, param?: string | null): Promise<GatewayError | undefined> {
+async function refused(
+  t: Test,
+  promise: Promise<unknown>,
+  status: number,
+  param?: string | null,
+): Promise<GatewayError | undefined> {
   try {
     await promise
     t.fail(`expected a ${status}`)
@@ -53,7 +71,15 @@ async function refused(t: Test, promise: Promise<unknown>, status: number, param
 
 t.test('create stores only the hash and shows the secret once', async (t) => {
   const { service, stores, hash } = setup(t)
-  const { record, key } = await service.create({ name: 'ci', owner: 'team-a', tier: 'Standard4000', models: ['gpt-x', 'gpt-x'], endpoints: ['chat.completions'], expires_at: '2030-06-01T00:00:00+02:00', limits: { '*': { rpm: 5 } } })
+  const { record, key } = await service.create({
+    name: 'ci',
+    owner: 'team-a',
+    tier: 'Standard4000',
+    models: ['gpt-x', 'gpt-x'],
+    endpoints: ['chat.completions'],
+    expires_at: '2030-06-01T00:00:00+02:00',
+    limits: { '*': { rpm: 5 } },
+  })
   t.ok(isWellFormedKey(key))
   t.equal(record.hash, hash(key))
   t.equal(record.prefix, key.slice(0, 12))
@@ -106,9 +132,28 @@ t.test('list filters by owner, effective tier and effective status', async (t) =
 
 t.test('update changes what it is given, resets with null, and is announced', async (t) => {
   const { service, changes } = setup(t)
-  const { record } = await service.create({ name: 'n', owner: 'o', models: ['gpt-x'], expires_at: '2031-01-01T00:00:00Z' })
-  const updated = await service.update(record.id, { tier: 'Standard4000', models: null, endpoints: ['embeddings'], expires_at: null, name: 'renamed' })
-  t.match(updated, { tier: 'Standard4000', models: null, endpoints: ['embeddings'], expiresAt: null, name: 'renamed', owner: 'o', hash: record.hash })
+  const { record } = await service.create({
+    name: 'n',
+    owner: 'o',
+    models: ['gpt-x'],
+    expires_at: '2031-01-01T00:00:00Z',
+  })
+  const updated = await service.update(record.id, {
+    tier: 'Standard4000',
+    models: null,
+    endpoints: ['embeddings'],
+    expires_at: null,
+    name: 'renamed',
+  })
+  t.match(updated, {
+    tier: 'Standard4000',
+    models: null,
+    endpoints: ['embeddings'],
+    expiresAt: null,
+    name: 'renamed',
+    owner: 'o',
+    hash: record.hash,
+  })
   t.same(changes, [record.id], 'the change is announced')
   const again = await service.update(record.id, { tier: null })
   t.equal(again.tier, null)
@@ -128,7 +173,11 @@ t.test('rotate: a new secret; the old hash kept only for the grace; bounds check
   t.equal(r1.record.hash, hash(r1.key))
   t.equal(r1.record.previousHash, hash(first))
   t.equal(r1.record.previousHashValidUntil, '2030-01-01T00:01:00.000Z')
-  t.equal((await stores.keys.findByHash(hash(first)))?.id, record.id, 'the old secret still finds the key during the grace')
+  t.equal(
+    (await stores.keys.findByHash(hash(first)))?.id,
+    record.id,
+    'the old secret still finds the key during the grace',
+  )
   const r2 = await service.rotate(record.id, {})
   t.equal(r2.record.previousHash, null, 'default grace: none')
   t.equal(await stores.keys.findByHash(hash(first)), null, 'a second rotation ends the first grace')
@@ -165,7 +214,9 @@ t.test('changes to one key on one instance run one at a time', async (t) => {
   const { record } = await service.create({})
   // Rotations and a revoke racing: the revoke must not be undone by a rotation that read before it.
   const results = await Promise.allSettled([
-    service.rotate(record.id, {}), service.revoke(record.id), service.rotate(record.id, {}),
+    service.rotate(record.id, {}),
+    service.revoke(record.id),
+    service.rotate(record.id, {}),
   ])
   t.equal(results[0]?.status, 'fulfilled')
   t.equal(results[1]?.status, 'fulfilled')
@@ -182,8 +233,12 @@ t.test('changes to one key on one instance run one at a time', async (t) => {
 function pausingBeforeWrite(store: KeyStore) {
   let reached = (): void => undefined
   let release = (): void => undefined
-  const atWrite = new Promise<void>((resolve) => { reached = resolve })
-  const released = new Promise<void>((resolve) => { release = resolve })
+  const atWrite = new Promise<void>((resolve) => {
+    reached = resolve
+  })
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
   let paused = false
   let writes = 0
   const wrapped: KeyStore = {
@@ -215,7 +270,15 @@ function twoInstances(t: Test, { storeA, storeB }: Shared) {
   const pausing = pausingBeforeWrite(storeA.keys)
   const changesA: string[] = []
   const now = () => new Date('2030-01-01T00:00:00Z')
-  const a = new KeyService({ store: pausing.store, hash, plans, onChange: async (id) => { changesA.push(id) }, now })
+  const a = new KeyService({
+    store: pausing.store,
+    hash,
+    plans,
+    onChange: async (id) => {
+      changesA.push(id)
+    },
+    now,
+  })
   const b = new KeyService({ store: storeB.keys, hash, plans, now })
   t.teardown(() => pausing.release())
   return { a, b, hash, pausing, changesA }
@@ -225,7 +288,10 @@ async function raceTests(t: Test, open: () => Promise<Shared>): Promise<void> {
   const race = (title: string, body: (t: Test, keys: KeyStore, shared: Shared) => Promise<void>): void => {
     t.test(title, async (t) => {
       const shared = await open()
-      t.teardown(async () => { await shared.storeA.close(); await shared.storeB.close() })
+      t.teardown(async () => {
+        await shared.storeA.close()
+        await shared.storeB.close()
+      })
       await body(t, shared.storeB.keys, shared)
     })
   }
@@ -254,10 +320,14 @@ async function raceTests(t: Test, open: () => Promise<Shared>): Promise<void> {
     await refused(t, rotate, 400)
     t.strictSame(await keys.get(record.id), revoked)
     t.equal((await keys.findByHash(hash(key)))?.status, 'revoked', 'the old secret finds only the revoked key')
-    t.same((await keys.list({ status: 'active' })).map((r) => r.id), [], 'no active key came back')
+    t.same(
+      (await keys.list({ status: 'active' })).map((r) => r.id),
+      [],
+      'no active key came back',
+    )
   })
 
-  race('a revoke that read before another instance\'s update still applies, on top of it', async (t, keys, shared) => {
+  race("a revoke that read before another instance's update still applies, on top of it", async (t, keys, shared) => {
     const { a, b, pausing, changesA } = twoInstances(t, shared)
     const { record } = await b.create({ name: 'before' })
     const revoke = a.revoke(record.id)
@@ -303,7 +373,8 @@ t.test('across instances, Redis store (two clients on one namespace)', async (t)
   let n = 0
   await raceTests(t, async () => {
     const prefix = `${ns.prefix}${n++}:`
-    const instance = (name: string): Stores => createRedisStores(createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name }), prefix)
+    const instance = (name: string): Stores =>
+      createRedisStores(createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name }), prefix)
     return { storeA: instance('tgtest-keys-race-a'), storeB: instance('tgtest-keys-race-b') }
   })
 })
@@ -312,7 +383,13 @@ t.test('a key that keeps changing underneath gives up with a conflict after a bo
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
   let writes = 0
-  const busy: KeyStore = { ...stores.keys, replace: async () => { writes++; return 'stale' } }
+  const busy: KeyStore = {
+    ...stores.keys,
+    replace: async () => {
+      writes++
+      return 'stale'
+    },
+  }
   const hash = createKeyHasher('test-secret-0123456789abcdefghijkl')
   const service = new KeyService({ store: busy, hash, plans })
   const { record } = await service.create({ name: 'busy' })

@@ -16,11 +16,25 @@ async function until(check: () => boolean): Promise<void> {
 }
 const INTERVAL = 1000
 const START: StreamStart = {
-  keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', inputTokens: 10, reservedOutputTokens: 100,
+  keyId: 'key_a',
+  owner: 'team-a',
+  tier: 'Basic',
+  model: 'm',
+  inputTokens: 10,
+  reservedOutputTokens: 100,
   cost: (input, output) => input + 2 * output,
 }
 
-function setup(t: Test, instance = 'gw-a'): { stores: Stores; clock: { ms: number }; writes: { checkpoints: number; landed: Array<Promise<void>> }; service: ReturnType<typeof createStreamJournal>; recovered: UsageRecord[] } {
+function setup(
+  t: Test,
+  instance = 'gw-a',
+): {
+  stores: Stores
+  clock: { ms: number }
+  writes: { checkpoints: number; landed: Array<Promise<void>> }
+  service: ReturnType<typeof createStreamJournal>
+  recovered: UsageRecord[]
+} {
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
   const clock = { ms: Date.UTC(2025, 2, 1, 12) }
@@ -36,7 +50,11 @@ function setup(t: Test, instance = 'gw-a'): { stores: Stores; clock: { ms: numbe
   }
   const recovered: UsageRecord[] = []
   const service = createStreamJournal({
-    journal, instance, log, checkpointMs: INTERVAL, now: () => clock.ms,
+    journal,
+    instance,
+    log,
+    checkpointMs: INTERVAL,
+    now: () => clock.ms,
     // One token per character: easy to follow.
     tokensOf: (text) => text.length,
     onRecovered: (record) => recovered.push(record),
@@ -48,40 +66,45 @@ t.test('a stream is journalled at its start with its prompt, nothing delivered',
   const { stores, service } = setup(t)
   const tally = service.begin(START)
   await tally.close()
-  t.match(await stores.streams.list(), [{ id: tally.id, instance: 'gw-a', keyId: 'key_a', inputTokens: 10, outputTokens: 0, costNanos: 10 }])
+  t.match(await stores.streams.list(), [
+    { id: tally.id, instance: 'gw-a', keyId: 'key_a', inputTokens: 10, outputTokens: 0, costNanos: 10 },
+  ])
 })
 
-t.test('checkpoints: at most one an interval, whatever the chunks; each written ahead by two intervals at the pace', async (t) => {
-  const { stores, clock, writes, service } = setup(t)
-  const tally = service.begin(START)
-  for (let i = 0; i < 50; i++) tally.delivered('ab')
-  t.equal(writes.checkpoints, 0, 'fifty chunks within the first interval: no write')
-  clock.ms += INTERVAL
-  tally.delivered('cd')
-  for (let i = 0; i < 20; i++) tally.delivered('e')
-  await until(() => writes.landed.length === 1)
-  await Promise.all(writes.landed)
-  // The tally takes the next checkpoint once this one's promise chain has run out.
-  await new Promise<void>((done) => setImmediate(done))
-  t.equal(writes.checkpoints, 1, 'one write once the interval is over')
-  const [first] = await stores.streams.list()
-  // 122 delivered by the time it is written (after the open), and no lead: past the 100 reserved.
-  t.match(first, { outputTokens: 122, costNanos: 10 + 2 * 122 }, 'past the reservation: no lead')
-  clock.ms += INTERVAL
-  tally.delivered('')
-  t.equal(writes.checkpoints, 1, 'an empty text is nothing delivered')
-  tally.delivered('f')
-  await tally.close()
-  t.equal(writes.checkpoints, 2)
-  t.match((await stores.streams.list())[0], { outputTokens: 123, at: clock.ms })
-  tally.delivered('g'.repeat(50))
-  clock.ms += INTERVAL
-  tally.delivered('h')
-  await tally.close()
-  t.equal(writes.checkpoints, 2, 'nothing after close')
-})
+t.test(
+  'checkpoints: at most one an interval, whatever the chunks; each written ahead by two intervals at the pace',
+  async (t) => {
+    const { stores, clock, writes, service } = setup(t)
+    const tally = service.begin(START)
+    for (let i = 0; i < 50; i++) tally.delivered('ab')
+    t.equal(writes.checkpoints, 0, 'fifty chunks within the first interval: no write')
+    clock.ms += INTERVAL
+    tally.delivered('cd')
+    for (let i = 0; i < 20; i++) tally.delivered('e')
+    await until(() => writes.landed.length === 1)
+    await Promise.all(writes.landed)
+    // The tally takes the next checkpoint once this one's promise chain has run out.
+    await new Promise<void>((done) => setImmediate(done))
+    t.equal(writes.checkpoints, 1, 'one write once the interval is over')
+    const [first] = await stores.streams.list()
+    // 122 delivered by the time it is written (after the open), and no lead: past the 100 reserved.
+    t.match(first, { outputTokens: 122, costNanos: 10 + 2 * 122 }, 'past the reservation: no lead')
+    clock.ms += INTERVAL
+    tally.delivered('')
+    t.equal(writes.checkpoints, 1, 'an empty text is nothing delivered')
+    tally.delivered('f')
+    await tally.close()
+    t.equal(writes.checkpoints, 2)
+    t.match((await stores.streams.list())[0], { outputTokens: 123, at: clock.ms })
+    tally.delivered('g'.repeat(50))
+    clock.ms += INTERVAL
+    tally.delivered('h')
+    await tally.close()
+    t.equal(writes.checkpoints, 2, 'nothing after close')
+  },
+)
 
-t.test('the lead: twice the last interval\'s output, never past the reservation', async (t) => {
+t.test("the lead: twice the last interval's output, never past the reservation", async (t) => {
   const { stores, clock, service } = setup(t)
   const tally = service.begin({ ...START, reservedOutputTokens: 50 })
   clock.ms += INTERVAL
@@ -92,7 +115,11 @@ t.test('the lead: twice the last interval\'s output, never past the reservation'
   clock.ms += INTERVAL
   other.delivered('x'.repeat(40))
   await other.close()
-  t.match((await stores.streams.list()).find((e) => e.id === other.id), { outputTokens: 50 }, '40 delivered, 10 left to the reservation')
+  t.match(
+    (await stores.streams.list()).find((e) => e.id === other.id),
+    { outputTokens: 50 },
+    '40 delivered, 10 left to the reservation',
+  )
 })
 
 t.test('the metering write removes the entry; the usage is charged once', async (t) => {
@@ -103,7 +130,16 @@ t.test('the metering write removes the entry; the usage is charged once', async 
   clock.ms += INTERVAL
   tally.delivered('x'.repeat(5))
   await tally.close()
-  await meter.record({ keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', inputTokens: 12, outputTokens: 30, costNanos: 72, stream: tally.id })
+  await meter.record({
+    keyId: 'key_a',
+    owner: 'team-a',
+    tier: 'Basic',
+    model: 'm',
+    inputTokens: 12,
+    outputTokens: 30,
+    costNanos: 72,
+    stream: tally.id,
+  })
   t.strictSame(await stores.streams.list(), [], 'settled: no longer journalled')
   t.match(await stores.usage.query({}), [{ requests: 1, inputTokens: 12, outputTokens: 30, costNanos: 72 }])
   t.equal(await service.recover(async () => false), 0, 'nothing to recover')
@@ -124,7 +160,15 @@ t.test('a settle the store refused keeps its stream apart and removes the entry 
   const a = service.begin(START)
   const b = service.begin(START)
   await Promise.all([a.close(), b.close()])
-  const entry = { keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', inputTokens: 10, outputTokens: 5, costNanos: 20 }
+  const entry = {
+    keyId: 'key_a',
+    owner: 'team-a',
+    tier: 'Basic',
+    model: 'm',
+    inputTokens: 10,
+    outputTokens: 5,
+    costNanos: 20,
+  }
   await meter.record({ ...entry, stream: a.id })
   refuse = 1
   await meter.record({ ...entry, stream: b.id })
@@ -138,9 +182,15 @@ t.test('a settle the store refused keeps its stream apart and removes the entry 
 t.test('recovery: only streams of gateways that stopped, each once, the liveness of each asked once', async (t) => {
   const a = setup(t, 'gw-a')
   const { stores, clock } = a
-  const journalOf = (instance: string): ReturnType<typeof createStreamJournal> => createStreamJournal({
-    journal: stores.streams, instance, log, checkpointMs: INTERVAL, now: () => clock.ms, tokensOf: (text) => text.length,
-  })
+  const journalOf = (instance: string): ReturnType<typeof createStreamJournal> =>
+    createStreamJournal({
+      journal: stores.streams,
+      instance,
+      log,
+      checkpointMs: INTERVAL,
+      now: () => clock.ms,
+      tokensOf: (text) => text.length,
+    })
   const own = a.service.begin(START)
   const alive = journalOf('gw-alive').begin(START)
   const dead1 = journalOf('gw-dead').begin({ ...START, keyId: 'key_d' })
@@ -155,21 +205,39 @@ t.test('recovery: only streams of gateways that stopped, each once, the liveness
   }
   t.equal(await a.service.recover(isAlive), 2, 'the two streams of the gateway that stopped')
   t.strictSame(asked.sort(), ['gw-alive', 'gw-dead'], 'each other instance asked once; its own never')
-  t.strictSame(a.recovered.map((r) => [r.keyId, r.requests, r.inputTokens, r.outputTokens]).sort(), [['key_d', 1, 10, 0], ['key_d', 1, 10, 21]])
+  t.strictSame(a.recovered.map((r) => [r.keyId, r.requests, r.inputTokens, r.outputTokens]).sort(), [
+    ['key_d', 1, 10, 0],
+    ['key_d', 1, 10, 21],
+  ])
   t.match(await stores.usage.query({ keyId: 'key_d' }), [{ requests: 2, inputTokens: 20, outputTokens: 21 }])
-  t.strictSame((await stores.streams.list()).map((e) => e.id).sort(), [own.id, alive.id].sort(), 'the running ones stay')
+  t.strictSame(
+    (await stores.streams.list()).map((e) => e.id).sort(),
+    [own.id, alive.id].sort(),
+    'the running ones stay',
+  )
   t.equal(await a.service.recover(isAlive), 0, 'recovered once')
 })
 
 t.test('a journal that fails never fails the stream', async (t) => {
   const failing: StreamJournal = {
-    open: async () => { throw new Error('Redis did not answer') },
-    checkpoint: async () => { throw new Error('Redis did not answer') },
+    open: async () => {
+      throw new Error('Redis did not answer')
+    },
+    checkpoint: async () => {
+      throw new Error('Redis did not answer')
+    },
     list: async () => [],
     recover: async () => null,
   }
   let now = 0
-  const service = createStreamJournal({ journal: failing, instance: 'gw', log, checkpointMs: 1, now: () => now, tokensOf: (s) => s.length })
+  const service = createStreamJournal({
+    journal: failing,
+    instance: 'gw',
+    log,
+    checkpointMs: 1,
+    now: () => now,
+    tokensOf: (s) => s.length,
+  })
   const tally = service.begin(START)
   now += 5
   tally.delivered('abc')
@@ -181,7 +249,13 @@ t.test('by default what was delivered is the linear estimate plus 10 %: no token
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
   let now = Date.UTC(2025, 2, 1, 12)
-  const service = createStreamJournal({ journal: stores.streams, instance: 'gw', log, checkpointMs: INTERVAL, now: () => now })
+  const service = createStreamJournal({
+    journal: stores.streams,
+    instance: 'gw',
+    log,
+    checkpointMs: INTERVAL,
+    now: () => now,
+  })
   const tally = service.begin({ ...START, reservedOutputTokens: 1000 })
   now += INTERVAL
   // 400 letters: 100 tokens estimated (a quarter of a token each), 110 with the margin; 220 ahead.

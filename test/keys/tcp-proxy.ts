@@ -11,11 +11,18 @@ export interface TcpProxy {
   close(): Promise<void>
 }
 
-export async function startTcpProxy(targetHost: string, targetPort: number, options: { onClientData?: (chunk: Buffer) => void } = {}): Promise<TcpProxy> {
+export async function startTcpProxy(
+  targetHost: string,
+  targetPort: number,
+  options: { onClientData?: (chunk: Buffer) => void } = {},
+): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>()
   let refusing = false
   const server = net.createServer((client) => {
-    if (refusing) { client.destroy(); return }
+    if (refusing) {
+      client.destroy()
+      return
+    }
     const upstream = net.connect(targetPort, targetHost)
     sockets.add(client)
     sockets.add(upstream)
@@ -40,7 +47,9 @@ export async function startTcpProxy(targetHost: string, targetPort: number, opti
       for (const s of sockets) s.destroy()
       sockets.clear()
     },
-    restore() { refusing = false },
+    restore() {
+      refusing = false
+    },
     async close() {
       refusing = true
       for (const s of sockets) s.destroy()

@@ -69,12 +69,30 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const refused = await c.refusal(use(10, 10))
     t.equal(refused.status, 429)
     t.equal(refused.errorName, 'rate_limit_requests')
-    t.same(refused.toBody().error, { message: refused.message, type: 'requests', param: null, code: 'rate_limit_exceeded' })
-    t.match(refused.message, new RegExp(`^Rate limit reached for ${MODEL} on requests per min \\(RPM\\): Limit 5, Used 5, Requested 1\\. Please try again in (\\S+)\\.$`))
+    t.same(refused.toBody().error, {
+      message: refused.message,
+      type: 'requests',
+      param: null,
+      code: 'rate_limit_exceeded',
+    })
+    t.match(
+      refused.message,
+      new RegExp(
+        `^Rate limit reached for ${MODEL} on requests per min \\(RPM\\): Limit 5, Used 5, Requested 1\\. Please try again in (\\S+)\\.$`,
+      ),
+    )
     const waitMs = Number(refused.headers['retry-after-ms'])
     t.ok(Number.isInteger(waitMs) && waitMs > 0 && waitMs <= 60_000, 'retry-after-ms is a positive whole number of ms')
-    t.equal(refused.headers['retry-after'], String(Math.ceil(waitMs / 1000)), 'retry-after is whole seconds, rounded up')
-    t.equal(parseDuration(/try again in (\S+)\.$/.exec(refused.message)?.[1] ?? ''), waitMs, 'the message names the same wait')
+    t.equal(
+      refused.headers['retry-after'],
+      String(Math.ceil(waitMs / 1000)),
+      'retry-after is whole seconds, rounded up',
+    )
+    t.equal(
+      parseDuration(/try again in (\S+)\.$/.exec(refused.message)?.[1] ?? ''),
+      waitMs,
+      'the message names the same wait',
+    )
     t.equal(refused.headers['x-ratelimit-remaining-requests'], '0', 'the 429 carries the state')
     t.equal(refused.headers['x-should-retry'], undefined, 'a wait is worth retrying')
     t.same(await c.used(), { requests: 5 }, 'the refusal consumed nothing')
@@ -102,9 +120,18 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
       t.ok(ms !== null && ms > 0 && ms <= 60_000, `${name} parses: ${peeked[name]}`)
     }
     t.same(Object.keys(peeked).sort(), [
-      'x-ratelimit-limit-input-tokens', 'x-ratelimit-limit-output-tokens', 'x-ratelimit-limit-requests', 'x-ratelimit-limit-tokens',
-      'x-ratelimit-remaining-input-tokens', 'x-ratelimit-remaining-output-tokens', 'x-ratelimit-remaining-requests', 'x-ratelimit-remaining-tokens',
-      'x-ratelimit-reset-input-tokens', 'x-ratelimit-reset-output-tokens', 'x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens',
+      'x-ratelimit-limit-input-tokens',
+      'x-ratelimit-limit-output-tokens',
+      'x-ratelimit-limit-requests',
+      'x-ratelimit-limit-tokens',
+      'x-ratelimit-remaining-input-tokens',
+      'x-ratelimit-remaining-output-tokens',
+      'x-ratelimit-remaining-requests',
+      'x-ratelimit-remaining-tokens',
+      'x-ratelimit-reset-input-tokens',
+      'x-ratelimit-reset-output-tokens',
+      'x-ratelimit-reset-requests',
+      'x-ratelimit-reset-tokens',
     ])
   })
 
@@ -112,11 +139,21 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const limiter = await make()
     t.teardown(() => limiter.close())
     const peeked = await caller(limiter, { rpm: 7, tpm: 1000, input_tpm: 800 }).peek()
-    t.same(peeked, {
-      'x-ratelimit-limit-requests': '7', 'x-ratelimit-remaining-requests': '7', 'x-ratelimit-reset-requests': '0s',
-      'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '1000', 'x-ratelimit-reset-tokens': '0s',
-      'x-ratelimit-limit-input-tokens': '800', 'x-ratelimit-remaining-input-tokens': '800', 'x-ratelimit-reset-input-tokens': '0s',
-    }, 'tpm is -tokens when set; unset dimensions have no headers')
+    t.same(
+      peeked,
+      {
+        'x-ratelimit-limit-requests': '7',
+        'x-ratelimit-remaining-requests': '7',
+        'x-ratelimit-reset-requests': '0s',
+        'x-ratelimit-limit-tokens': '1000',
+        'x-ratelimit-remaining-tokens': '1000',
+        'x-ratelimit-reset-tokens': '0s',
+        'x-ratelimit-limit-input-tokens': '800',
+        'x-ratelimit-remaining-input-tokens': '800',
+        'x-ratelimit-reset-input-tokens': '0s',
+      },
+      'tpm is -tokens when set; unset dimensions have no headers',
+    )
   })
 
   t.test(`${name}: reservations reconcile to the tokens that really flowed`, async (t) => {
@@ -124,19 +161,29 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.teardown(() => limiter.close())
     const c = caller(limiter, { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000 })
     const admissions = await Promise.all(Array.from({ length: 10 }, () => c.admit(use(100, 200))))
-    t.same(await c.used(), { requests: 10, tokens: 3000, 'input-tokens': 1000, 'output-tokens': 2000 }, 'the estimates are reserved')
+    t.same(
+      await c.used(),
+      { requests: 10, tokens: 3000, 'input-tokens': 1000, 'output-tokens': 2000 },
+      'the estimates are reserved',
+    )
     let input = 0
     let output = 0
-    await Promise.all(admissions.map((a, i) => {
-      // Some use less than reserved (given back), some more (charged).
-      const real = use(90 + i * 3, i % 2 === 0 ? 50 + i : 250 + i)
-      input += real.inputTokens
-      output += real.outputTokens
-      return a.settle(real)
-    }))
+    await Promise.all(
+      admissions.map((a, i) => {
+        // Some use less than reserved (given back), some more (charged).
+        const real = use(90 + i * 3, i % 2 === 0 ? 50 + i : 250 + i)
+        input += real.inputTokens
+        output += real.outputTokens
+        return a.settle(real)
+      }),
+    )
     t.same(await c.used(), { requests: 10, tokens: input + output, 'input-tokens': input, 'output-tokens': output })
     await admissions[0]?.settle(use(0, 0))
-    t.same(await c.used(), { requests: 10, tokens: input + output, 'input-tokens': input, 'output-tokens': output }, 'a second settle is ignored')
+    t.same(
+      await c.used(),
+      { requests: 10, tokens: input + output, 'input-tokens': input, 'output-tokens': output },
+      'a second settle is ignored',
+    )
   })
 
   t.test(`${name}: an upstream failure settles with zero usage and gives every token back`, async (t) => {
@@ -162,7 +209,11 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.match(refused.message, 'on output tokens per min (TPM): Limit 100, Used 50, Requested 60')
     t.same(await c.used(), before, 'requests, tokens and input tokens were not consumed either')
     await c.admit(use(400, 50))
-    t.same(await c.used(), { requests: 2, tokens: 1000, 'input-tokens': 900, 'output-tokens': 100 }, 'what fits still fits exactly')
+    t.same(
+      await c.used(),
+      { requests: 2, tokens: 1000, 'input-tokens': 900, 'output-tokens': 100 },
+      'what fits still fits exactly',
+    )
   })
 
   t.test(`${name}: a request larger than the whole limit is told it can never fit`, async (t) => {
@@ -173,7 +224,10 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.equal(refused.status, 429)
     t.equal(refused.errorName, 'rate_limit_tokens')
     t.equal(refused.code, 'rate_limit_exceeded')
-    t.match(refused.message, `Request too large for ${MODEL} on input tokens per min (TPM): Limit 18750, Requested 20000`)
+    t.match(
+      refused.message,
+      `Request too large for ${MODEL} on input tokens per min (TPM): Limit 18750, Requested 20000`,
+    )
     t.match(refused.message, /can never fit/)
     t.equal(refused.headers['retry-after'], undefined, 'no wait would help')
     t.equal(refused.headers['retry-after-ms'], undefined)
@@ -193,7 +247,12 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const refused = await c.refusal(use(1, 1))
     t.equal(refused.status, 429)
     t.equal(refused.errorName, 'insufficient_quota')
-    t.same(refused.toBody().error, { message: refused.message, type: 'insufficient_quota', param: null, code: 'insufficient_quota' })
+    t.same(refused.toBody().error, {
+      message: refused.message,
+      type: 'insufficient_quota',
+      param: null,
+      code: 'insufficient_quota',
+    })
     t.match(refused.message, `Quota 300 tokens, Used 310`)
     t.equal(refused.headers['retry-after'], undefined)
     t.equal(refused.headers['retry-after-ms'], undefined)
@@ -205,19 +264,41 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.teardown(() => limiter.close())
     const limits = { rpm: 1, input_tpm: 1000, quota: 500 }
     const c = caller(limiter, limits)
-    const check = (estimate: Usage): Promise<unknown> => limiter.check!({ keyId: c.keyId, tier: 'Test', model: MODEL, limits, estimate })
+    const check = (estimate: Usage): Promise<unknown> =>
+      limiter.check!({ keyId: c.keyId, tier: 'Test', model: MODEL, limits, estimate })
     const headers = await check(use(100, 0))
-    t.equal((headers as Record<string, string>)['x-ratelimit-remaining-requests'], '1', 'it answers where the limits stand')
+    t.equal(
+      (headers as Record<string, string>)['x-ratelimit-remaining-requests'],
+      '1',
+      'it answers where the limits stand',
+    )
     t.same(await c.used(), { requests: 0, tokens: 0, 'input-tokens': 0 }, 'a check takes nothing')
     await (await c.admit(use(100, 0))).settle(use(100, 0))
     await check(use(100, 0)).then(() => t.pass('over the rpm for now is not "never"'))
-    const tooLarge = await check(use(1500, 0)).then(() => null, (e: unknown) => e)
-    t.ok(tooLarge instanceof GatewayError && tooLarge.errorName === 'rate_limit_tokens' && /can never fit/.test(tooLarge.message), 'larger than a whole window')
+    const tooLarge = await check(use(1500, 0)).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    t.ok(
+      tooLarge instanceof GatewayError &&
+        tooLarge.errorName === 'rate_limit_tokens' &&
+        /can never fit/.test(tooLarge.message),
+      'larger than a whole window',
+    )
     const again = await c.admit(use(0, 0)).catch((e: unknown) => e)
     t.ok(again instanceof GatewayError, 'the window is still as the first call left it')
     const spent = caller(limiter, { quota: 50 })
     await (await spent.admit(use(30, 30))).settle(use(30, 30))
-    const quota = await limiter.check!({ keyId: spent.keyId, tier: 'Test', model: MODEL, limits: { quota: 50 }, estimate: use(1, 1) }).then(() => null, (e: unknown) => e)
+    const quota = await limiter.check!({
+      keyId: spent.keyId,
+      tier: 'Test',
+      model: MODEL,
+      limits: { quota: 50 },
+      estimate: use(1, 1),
+    }).then(
+      () => null,
+      (e: unknown) => e,
+    )
     t.ok(quota instanceof GatewayError && quota.errorName === 'insufficient_quota', 'a spent quota')
   })
 
@@ -230,7 +311,10 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const refusals = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as GatewayError] : []))
     t.equal(admitted, 20, 'exactly the limit')
     t.equal(refusals.length, 180)
-    t.ok(refusals.every((e) => e.errorName === 'rate_limit_requests'), 'every other one refused on requests')
+    t.ok(
+      refusals.every((e) => e.errorName === 'rate_limit_requests'),
+      'every other one refused on requests',
+    )
     t.same(await c.used(), { requests: 20, tokens: 400 }, 'refused requests left no tokens behind')
   })
 
@@ -255,17 +339,31 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.same(await c.peek(), {})
   })
 
-  t.test(`${name}: a quota reservation that is never settled (its instance died) expires with its window`, async (t) => {
-    const windowMs = 400
-    const limiter = await make({ windowMs })
-    t.teardown(() => limiter.close())
-    const c = caller(limiter, { quota: 100 })
-    await c.admit(use(60, 40)) // never settled, as when the instance holding it dies
-    const held = await c.refusal(use(1, 1))
-    t.equal(held.errorName, 'insufficient_quota', 'while it is held, it counts')
-    t.match(held.message, 'Used 100')
-    t.ok(await eventually(async () => (await c.admit(use(1, 1)).then(() => true, () => false)), 100, 20), 'after its window it is gone: nothing leaked')
-  })
+  t.test(
+    `${name}: a quota reservation that is never settled (its instance died) expires with its window`,
+    async (t) => {
+      const windowMs = 400
+      const limiter = await make({ windowMs })
+      t.teardown(() => limiter.close())
+      const c = caller(limiter, { quota: 100 })
+      await c.admit(use(60, 40)) // never settled, as when the instance holding it dies
+      const held = await c.refusal(use(1, 1))
+      t.equal(held.errorName, 'insufficient_quota', 'while it is held, it counts')
+      t.match(held.message, 'Used 100')
+      t.ok(
+        await eventually(
+          async () =>
+            await c.admit(use(1, 1)).then(
+              () => true,
+              () => false,
+            ),
+          100,
+          20,
+        ),
+        'after its window it is gone: nothing leaked',
+      )
+    },
+  )
 
   t.test(`${name}: a quota reservation settled after its window passed is committed once, not twice`, async (t) => {
     const windowMs = 300
@@ -277,7 +375,11 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     await long.settle(use(0, 100))
     const next = await c.admit(use(0, 10))
     await next.settle(use(0, 60))
-    t.match((await c.refusal(use(1, 1))).message, 'Used 160', 'the 100 of the long call counted once, with the 60 after it')
+    t.match(
+      (await c.refusal(use(1, 1))).message,
+      'Used 160',
+      'the 100 of the long call counted once, with the 60 after it',
+    )
   })
 
   t.test(`${name}: tokens are given back only in the window they were reserved in; overuse is charged`, async (t) => {
@@ -292,9 +394,17 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     const next = await c.admit(use(0, 10))
     t.equal(next.headers['x-ratelimit-remaining-output-tokens'], '990')
     await early.settle(use(0, 20))
-    t.same(await c.used(), { 'output-tokens': 10, tokens: 10 }, 'the 80 unused tokens of the old window are not given to the new one')
+    t.same(
+      await c.used(),
+      { 'output-tokens': 10, tokens: 10 },
+      'the 80 unused tokens of the old window are not given to the new one',
+    )
     await late.settle(use(0, 30))
-    t.same(await c.used(), { 'output-tokens': 30, tokens: 30 }, 'the 20 tokens over its reservation are charged to the window they flowed in')
+    t.same(
+      await c.used(),
+      { 'output-tokens': 30, tokens: 30 },
+      'the 20 tokens over its reservation are charged to the window they flowed in',
+    )
     await next.settle(use(0, 4))
     t.same(await c.used(), { 'output-tokens': 24, tokens: 24 }, 'a give-back in its own window lands')
   })

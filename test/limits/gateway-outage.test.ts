@@ -47,7 +47,8 @@ async function mode(gw: RunningTollgate): Promise<string | undefined> {
   return /^tollgate_limiter_mode\{mode="(\w+)"\} 1$/m.exec(text)?.[1]
 }
 
-const said = (gw: RunningTollgate, msg: string): number => gw.logs().filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length
+const said = (gw: RunningTollgate, msg: string): number =>
+  gw.logs().filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length
 
 async function evalshaCalls(): Promise<number> {
   const stats = await counters.info('commandstats')
@@ -55,15 +56,17 @@ async function evalshaCalls(): Promise<number> {
 }
 
 if (!(await pingRedis(shared))) {
-  t.fail(`Redis does not answer at ${REDIS_URL}: the fault test keeps its keys there (set REDIS_URL or start redis-server)`)
+  t.fail(
+    `Redis does not answer at ${REDIS_URL}: the fault test keeps its keys there (set REDIS_URL or start redis-server)`,
+  )
 } else {
   const adminToken = `adm_${randomBytes(16).toString('hex')}`
   const env = { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(32).toString('hex') }
   const config = (doc: Record<string, unknown>): void => {
-    (doc.store as Record<string, unknown>).keyPrefix = prefix
+    ;(doc.store as Record<string, unknown>).keyPrefix = prefix
     doc.limits = { onRedisDown: 'insurance', redisUrl: limitsRedis.url, redisTimeoutMs: 200, probeIntervalMs: 100 }
   }
-  gateways.push(...await Promise.all([0, 1].map(() => startTollgate({ env, adminToken, config }))))
+  gateways.push(...(await Promise.all([0, 1].map(() => startTollgate({ env, adminToken, config })))))
   const [a, b] = gateways as [RunningTollgate, RunningTollgate]
 
   t.test('Redis killed under load and started again', async (t) => {
@@ -76,8 +79,14 @@ if (!(await pingRedis(shared))) {
     // 60 requests in flight when Redis dies, 60 more after.
     const inFlight = Promise.all(Array.from({ length: 60 }, (_, i) => chat(gateways[i % 2] ?? a, key, 100 + i)))
     await limitsRedis.kill()
-    const during = [...await inFlight, ...await Promise.all(Array.from({ length: 60 }, (_, i) => chat(gateways[i % 2] ?? a, key, 200 + i)))]
-    t.ok(during.every((s) => s === 200 || s === 429), 'every request was answered 200 or 429, never an error')
+    const during = [
+      ...(await inFlight),
+      ...(await Promise.all(Array.from({ length: 60 }, (_, i) => chat(gateways[i % 2] ?? a, key, 200 + i)))),
+    ]
+    t.ok(
+      during.every((s) => s === 200 || s === 429),
+      'every request was answered 200 or 429, never an error',
+    )
     const admitted = during.filter((s) => s === 200).length
     // Each instance enforces the 40 RPM alone; some of the first wave may have been counted on Redis before it died.
     t.ok(admitted >= 40 && admitted <= 80 + 2, `per-instance enforcement: ${admitted} of 120 admitted`)
@@ -86,11 +95,17 @@ if (!(await pingRedis(shared))) {
     t.same([said(a, LOST), said(b, LOST)], [1, 1], 'each logged the outage once')
 
     await limitsRedis.start()
-    t.ok(await eventually(async () => (await mode(a)) === 'redis' && (await mode(b)) === 'redis', 150, 50), 'both back on Redis by themselves')
+    t.ok(
+      await eventually(async () => (await mode(a)) === 'redis' && (await mode(b)) === 'redis', 150, 50),
+      'both back on Redis by themselves',
+    )
     t.same([said(a, BACK), said(b, BACK)], [1, 1], 'each logged the recovery once')
     t.same([await chat(a, key, 300), await chat(b, key, 301)], [200, 200])
     // The test's own client may still be reconnecting to the restarted Redis: not yet is not no.
-    t.ok(await eventually(async () => (await counters.get(requestsKey).catch(() => null)) === '2', 50, 20), 'the restarted Redis counts again')
+    t.ok(
+      await eventually(async () => (await counters.get(requestsKey).catch(() => null)) === '2', 50, 20),
+      'the restarted Redis counts again',
+    )
   })
 
   t.test('a silent Redis: one request meets the timeout, the others never go to it', async (t) => {
@@ -101,7 +116,10 @@ if (!(await pingRedis(shared))) {
     limitsRedis.pause()
     const statuses: number[] = []
     for (let i = 0; i < 30; i++) statuses.push(await chat(a, key, i + 1))
-    t.ok(statuses.every((s) => s === 200), 'all 30 answered during the pause')
+    t.ok(
+      statuses.every((s) => s === 200),
+      'all 30 answered during the pause',
+    )
     t.equal(await mode(a), 'insurance')
     t.equal(said(a, LOST), 2, 'a second outage, logged once')
     limitsRedis.resume()

@@ -23,14 +23,22 @@ export interface CapturedLog {
 
 export function captureLog(level = 'debug'): CapturedLog {
   const lines: Array<Record<string, unknown>> = []
-  const log = createLogger(level, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>) } })
+  const log = createLogger(level, {
+    write: (line: string) => {
+      lines.push(JSON.parse(line) as Record<string, unknown>)
+    },
+  })
   return { log, lines: () => lines }
 }
 
 export const quietMetrics = (): Metrics => createMetrics({ defaultMetrics: false })
 
 /** Value of one labelled sample of a metric, or undefined. */
-export async function metricValue(metrics: Metrics, name: string, labels: Record<string, string>): Promise<number | undefined> {
+export async function metricValue(
+  metrics: Metrics,
+  name: string,
+  labels: Record<string, string>,
+): Promise<number | undefined> {
   const metric = metrics.registry.getSingleMetric(name)
   if (!metric) return undefined
   const { values } = await metric.get()
@@ -38,7 +46,8 @@ export async function metricValue(metrics: Metrics, name: string, labels: Record
   return found?.value
 }
 
-export const redisClient = (url = REDIS_URL, commandTimeoutMs = 2000): Redis => createRedisClient(url, { commandTimeoutMs, name: 'tgtest-limits' })
+export const redisClient = (url = REDIS_URL, commandTimeoutMs = 2000): Redis =>
+  createRedisClient(url, { commandTimeoutMs, name: 'tgtest-limits' })
 
 /** Counts the commands a client sends, by name. */
 export function countCommands(redis: Redis): { count(name?: string): number; reset(): void; restore(): void } {
@@ -50,8 +59,12 @@ export function countCommands(redis: Redis): { count(name?: string): number; res
   }
   return {
     count: (name) => (name === undefined ? seen.length : seen.filter((n) => n === name).length),
-    reset: () => { seen.length = 0 },
-    restore: () => { redis.sendCommand = send },
+    reset: () => {
+      seen.length = 0
+    },
+    restore: () => {
+      redis.sendCommand = send
+    },
   }
 }
 
@@ -80,16 +93,26 @@ export async function startPrivateRedis(args: readonly string[] = []): Promise<P
   const port = await freePort()
   let child: ChildProcess | null = null
   const start = async (): Promise<void> => {
-    const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const proc = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
     child = proc
     await new Promise<void>((done, fail) => {
       let out = ''
       const timer = setTimeout(() => fail(new Error(`redis-server did not start:\n${out}`)), 10_000)
       proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
         out += chunk
-        if (out.includes('Ready to accept connections')) { clearTimeout(timer); done() }
+        if (out.includes('Ready to accept connections')) {
+          clearTimeout(timer)
+          done()
+        }
       })
-      proc.once('exit', (code) => { clearTimeout(timer); fail(new Error(`redis-server exited with ${code}:\n${out}`)) })
+      proc.once('exit', (code) => {
+        clearTimeout(timer)
+        fail(new Error(`redis-server exited with ${code}:\n${out}`))
+      })
     })
   }
   const kill = async (): Promise<void> => {
@@ -107,12 +130,23 @@ export async function startPrivateRedis(args: readonly string[] = []): Promise<P
     url: `redis://127.0.0.1:${port}`,
     kill,
     start,
-    pause: () => { child?.kill('SIGSTOP') },
-    resume: () => { child?.kill('SIGCONT') },
+    pause: () => {
+      child?.kill('SIGSTOP')
+    },
+    resume: () => {
+      child?.kill('SIGCONT')
+    },
   }
 }
 
 /** Polls until check() is true, at most `tries` times `everyMs` apart; returns whether it became true. */
 export async function eventually(check: () => boolean | Promise<boolean>, tries = 100, everyMs = 20): Promise<boolean> {
-  return (await pollUntil(async () => await check(), (ok) => ok, tries, everyMs)).met
+  return (
+    await pollUntil(
+      async () => await check(),
+      (ok) => ok,
+      tries,
+      everyMs,
+    )
+  ).met
 }

@@ -26,7 +26,11 @@ t.test('the quota starts from what Redis last counted, per (key, model)', async 
   const insurance = createInsurance(4)
   t.same(insurance.share(subject, [quota]), [quota], 'never seen on Redis: the whole quota')
   insurance.remember(subject, [charge(rpm, 1), charge(quota, 50)], [state(1), state(300)])
-  t.same(insurance.share(subject, [quota]), [{ ...quota, limit: 700 }], 'not divided by the instances: it is what is left')
+  t.same(
+    insurance.share(subject, [quota]),
+    [{ ...quota, limit: 700 }],
+    'not divided by the instances: it is what is left',
+  )
   t.same(insurance.share(other, [quota]), [quota], 'another key is untouched')
   insurance.remember(subject, [charge(quota, 50)], [state(1200)])
   t.same(insurance.share(subject, [quota]), [{ ...quota, limit: 0 }], 'an overspent quota leaves nothing, not less')
@@ -64,13 +68,17 @@ t.test('the quota counted in memory is handed over as one settle per counter, on
   await memory.settle(subject, [used(30)])
   await memory.settle(other, [used(5)])
   const settles: Array<{ subject: Subject; adjustments: readonly Adjustment[] }> = []
-  await handOverQuota(memory, async (s, adjustments) => { settles.push({ subject: s, adjustments }) })
+  await handOverQuota(memory, async (s, adjustments) => {
+    settles.push({ subject: s, adjustments })
+  })
   const byKey = settles.map((s) => [s.subject.keyId, s.adjustments]).sort()
   t.same(byKey, [
     ['key_a', [{ name: 'quota', windowed: false, delta: 30, reserved: 0, expiresAt: 0 }]],
     ['key_b', [{ name: 'quota', windowed: false, delta: 5, reserved: 0, expiresAt: 0 }]],
   ])
   settles.length = 0
-  await handOverQuota(memory, async (s, adjustments) => { settles.push({ subject: s, adjustments }) })
+  await handOverQuota(memory, async (s, adjustments) => {
+    settles.push({ subject: s, adjustments })
+  })
   t.same(settles, [], 'drained: a second hand-over sends nothing')
 })

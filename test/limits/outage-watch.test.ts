@@ -40,7 +40,10 @@ interface Rig {
   gauge(mode: string): Promise<number | undefined>
 }
 
-function rig(t: Test, options: { status?: string; onRedisDown?: OnRedisDown; timeoutMs?: number; closeRedis?: boolean } = {}): Rig {
+function rig(
+  t: Test,
+  options: { status?: string; onRedisDown?: OnRedisDown; timeoutMs?: number; closeRedis?: boolean } = {},
+): Rig {
   const connection = new FakeConnection()
   connection.status = options.status ?? 'ready'
   const counters = { reachable: true as boolean | 'throw', reachableCalls: 0, warmCalls: 0 }
@@ -55,7 +58,9 @@ function rig(t: Test, options: { status?: string; onRedisDown?: OnRedisDown; tim
         if (counters.reachable === 'throw') throw new Error('connection reset')
         return counters.reachable
       },
-      warm: async () => { counters.warmCalls++ },
+      warm: async () => {
+        counters.warmCalls++
+      },
     },
     onRedisDown: options.onRedisDown ?? 'insurance',
     timeoutMs: options.timeoutMs ?? 50,
@@ -63,7 +68,9 @@ function rig(t: Test, options: { status?: string; onRedisDown?: OnRedisDown; tim
     log: logs.log,
     metrics,
     closeRedis: options.closeRedis,
-    onBack: () => { backs.count++ },
+    onBack: () => {
+      backs.count++
+    },
   })
   t.teardown(() => watch.close())
   return {
@@ -94,11 +101,21 @@ t.test('up → down: the first failure switches to the stand-in, logs once, and 
   t.equal(await watch.call(failing), undefined, 'a failed call answers undefined, it does not throw')
   t.equal(watch.mode(), 'insurance')
   const health = watch.health()
-  t.same({ ...health, downSince: typeof health.downSince }, { mode: 'insurance', healthy: false, outages: 1, downSince: 'string' })
+  t.same(
+    { ...health, downSince: typeof health.downSince },
+    { mode: 'insurance', healthy: false, outages: 1, downSince: 'string' },
+  )
   t.equal(await gauge('insurance'), 1)
   t.equal(await gauge('redis'), 0)
   let sent = 0
-  for (let i = 0; i < 5; i++) t.equal(await watch.call(async () => { sent++; return 1 }), undefined)
+  for (let i = 0; i < 5; i++)
+    t.equal(
+      await watch.call(async () => {
+        sent++
+        return 1
+      }),
+      undefined,
+    )
   t.equal(sent, 0, 'while down nothing goes to Redis')
   t.equal(said(LOST), 1, 'the outage is logged once')
   t.equal(watch.health().downSince, health.downSince, 'the outage keeps its start')
@@ -134,14 +151,17 @@ t.test('down → probe → up: Redis counts as back once its counters answer; th
   t.equal(said(LOST), 2)
 })
 
-t.test('a reconnect (the client\'s ready event) probes at once', async (t) => {
+t.test("a reconnect (the client's ready event) probes at once", async (t) => {
   const { watch, connection } = rig(t)
   connection.status = 'reconnecting'
   t.equal(await watch.call(async () => 1), undefined, 'a connection that is not ready is an outage, no call is made')
   t.equal(watch.mode(), 'insurance')
   connection.status = 'ready'
   connection.emit('ready')
-  const polled = await pollUntil(async () => watch.mode(), (mode) => mode === 'redis')
+  const polled = await pollUntil(
+    async () => watch.mode(),
+    (mode) => mode === 'redis',
+  )
   t.ok(polled.met, 'back on Redis without waiting for the probe timer')
 })
 

@@ -10,10 +10,23 @@ import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../s
 import { limiterKeys } from '../../src/limits/redis-counters.ts'
 import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
 import { caller } from './contract.ts'
-import { captureLog, countCommands, eventually, metricValue, quietMetrics, startPrivateRedis, testPrefix, type CapturedLog, type PrivateRedis } from './helpers.ts'
+import {
+  captureLog,
+  countCommands,
+  eventually,
+  metricValue,
+  quietMetrics,
+  startPrivateRedis,
+  testPrefix,
+  type CapturedLog,
+  type PrivateRedis,
+} from './helpers.ts'
 
 const TIMEOUT_MS = 150
-const use = (inputTokens: number, outputTokens: number): { inputTokens: number; outputTokens: number } => ({ inputTokens, outputTokens })
+const use = (inputTokens: number, outputTokens: number): { inputTokens: number; outputTokens: number } => ({
+  inputTokens,
+  outputTokens,
+})
 
 const server: PrivateRedis = await startPrivateRedis()
 t.teardown(() => server.kill())
@@ -35,14 +48,31 @@ async function rig(t: Test, options: Partial<LimiterOptions> = {}): Promise<Rig>
   const alive = await pingRedis(probe)
   probe.disconnect()
   if (!alive) await server.start()
-  const redis = createRedisClient(server.url, { commandTimeoutMs: TIMEOUT_MS, maxReconnectDelayMs: 100, name: 'tgtest-outage' })
+  const redis = createRedisClient(server.url, {
+    commandTimeoutMs: TIMEOUT_MS,
+    maxReconnectDelayMs: 100,
+    name: 'tgtest-outage',
+  })
   t.ok(await pingRedis(redis), 'Redis is up at the start')
   const logs = captureLog()
   const metrics = quietMetrics()
   const prefix = testPrefix()
-  const limiter = createLimiter({ redis, prefix, log: logs.log, metrics, redisTimeoutMs: TIMEOUT_MS, probeIntervalMs: 50, closeRedis: true, ...options })
-  t.teardown(async () => { server.resume(); await limiter.close() })
-  const said = (msg: string): number => logs.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length
+  const limiter = createLimiter({
+    redis,
+    prefix,
+    log: logs.log,
+    metrics,
+    redisTimeoutMs: TIMEOUT_MS,
+    probeIntervalMs: 50,
+    closeRedis: true,
+    ...options,
+  })
+  t.teardown(async () => {
+    server.resume()
+    await limiter.close()
+  })
+  const said = (msg: string): number =>
+    logs.lines().filter((l) => typeof l.msg === 'string' && l.msg.startsWith(msg)).length
   return { limiter, redis, logs, metrics, prefix, said }
 }
 
@@ -66,9 +96,19 @@ t.test('insurance: Redis killed under load and started again', async (t) => {
   const admitted = [...first, ...second].filter((r) => r.status === 'fulfilled').length
   const refused = [...first, ...second].flatMap((r) => (r.status === 'rejected' ? [r.reason as GatewayError] : []))
   t.equal(admitted, 10, 'the insurance limiter enforces the limit in this instance')
-  t.ok(refused.every((e) => e instanceof GatewayError && e.status === 429 && e.errorName === 'rate_limit_requests'), 'the others get ordinary 429s, not errors')
-  t.equal(commands.count('evalsha') + commands.count('eval'), 0, 'once the outage is known, nothing is sent to the dead Redis')
-  t.same({ ...limiter.health(), downSince: typeof limiter.health().downSince }, { mode: 'insurance', healthy: false, outages: 1, downSince: 'string' })
+  t.ok(
+    refused.every((e) => e instanceof GatewayError && e.status === 429 && e.errorName === 'rate_limit_requests'),
+    'the others get ordinary 429s, not errors',
+  )
+  t.equal(
+    commands.count('evalsha') + commands.count('eval'),
+    0,
+    'once the outage is known, nothing is sent to the dead Redis',
+  )
+  t.same(
+    { ...limiter.health(), downSince: typeof limiter.health().downSince },
+    { mode: 'insurance', healthy: false, outages: 1, downSince: 'string' },
+  )
   t.equal(await metricValue(metrics, 'tollgate_limiter_mode', { mode: 'insurance' }), 1)
   t.equal(await metricValue(metrics, 'tollgate_limiter_mode', { mode: 'redis' }), 0)
   t.equal(said(LOST), 1, 'the outage is logged once')
@@ -83,7 +123,11 @@ t.test('insurance: Redis killed under load and started again', async (t) => {
   commands.reset()
   const after = await c.admit(use(10, 10))
   t.equal(after.headers['x-ratelimit-remaining-requests'], '9', 'counted on the restarted (empty) Redis')
-  t.same([commands.count('evalsha'), commands.count('eval')], [1, 0], 'the probe sent the scripts to the restarted Redis in full: the call needs only EVALSHA')
+  t.same(
+    [commands.count('evalsha'), commands.count('eval')],
+    [1, 0],
+    'the probe sent the scripts to the restarted Redis in full: the call needs only EVALSHA',
+  )
   t.same(limiter.health(), { mode: 'redis', healthy: true, outages: 1, downSince: null })
 })
 
@@ -94,7 +138,11 @@ t.test('insurance: a Redis that stops answering costs one timeout, not one per r
   const commands = countCommands(redis)
   server.pause()
   const stalled = await c.admit(use(1, 1))
-  t.equal(stalled.headers['x-ratelimit-remaining-requests'], '999', 'the call that met the timeout was admitted by the insurance limiter')
+  t.equal(
+    stalled.headers['x-ratelimit-remaining-requests'],
+    '999',
+    'the call that met the timeout was admitted by the insurance limiter',
+  )
   t.equal(limiter.health().mode, 'insurance')
   for (let i = 0; i < 50; i++) await c.admit(use(1, 1))
   t.equal(commands.count('evalsha'), 1, 'only the first admission went to the silent Redis')
@@ -105,29 +153,41 @@ t.test('insurance: a Redis that stops answering costs one timeout, not one per r
   const back = await c.admit(use(1, 1))
   // The admission that met the timeout was already on the wire: a paused Redis runs it
   // when it wakes. That one may count twice (Redis and insurance); the 50 after it don't.
-  t.ok(['997', '998'].includes(back.headers['x-ratelimit-remaining-requests'] ?? ''), 'Redis kept its counters: 1 before the pause (maybe 2), 1 now')
+  t.ok(
+    ['997', '998'].includes(back.headers['x-ratelimit-remaining-requests'] ?? ''),
+    'Redis kept its counters: 1 before the pause (maybe 2), 1 now',
+  )
 })
 
-t.test('insurance: a lifetime quota is enforced from its last known value, and the outage usage handed to Redis', async (t) => {
-  const { limiter, redis, prefix } = await rig(t)
-  const c = caller(limiter, { quota: 1000 })
-  await (await c.admit(use(100, 100))).settle(use(200, 200))
-  server.pause()
-  // A read meets the timeout (an admission would too, but might still run when Redis
-  // wakes, and this test counts tokens exactly).
-  await c.peek()
-  t.equal(limiter.health().mode, 'insurance')
-  const during = await c.admit(use(100, 100))
-  await during.settle(use(300, 200))
-  await (await c.admit(use(10, 10))).settle(use(50, 50))
-  const refused = await c.refusal(use(1, 1))
-  t.equal(refused.errorName, 'insufficient_quota', '400 known in Redis + 600 in memory spend the 1000')
-  server.resume()
-  t.ok(await eventually(() => limiter.health().mode === 'redis', 150, 20))
-  const key = limiterKeys(prefix).counter({ keyId: c.keyId, model: 'Mistral-Small-24B-Instruct-2501' }, { name: 'quota' })
-  t.ok(await eventually(async () => (await redis.get(key)) === '1000', 50, 20), 'Redis counts the tokens used during the outage')
-  t.equal((await c.refusal(use(1, 1))).errorName, 'insufficient_quota', 'and keeps refusing')
-})
+t.test(
+  'insurance: a lifetime quota is enforced from its last known value, and the outage usage handed to Redis',
+  async (t) => {
+    const { limiter, redis, prefix } = await rig(t)
+    const c = caller(limiter, { quota: 1000 })
+    await (await c.admit(use(100, 100))).settle(use(200, 200))
+    server.pause()
+    // A read meets the timeout (an admission would too, but might still run when Redis
+    // wakes, and this test counts tokens exactly).
+    await c.peek()
+    t.equal(limiter.health().mode, 'insurance')
+    const during = await c.admit(use(100, 100))
+    await during.settle(use(300, 200))
+    await (await c.admit(use(10, 10))).settle(use(50, 50))
+    const refused = await c.refusal(use(1, 1))
+    t.equal(refused.errorName, 'insufficient_quota', '400 known in Redis + 600 in memory spend the 1000')
+    server.resume()
+    t.ok(await eventually(() => limiter.health().mode === 'redis', 150, 20))
+    const key = limiterKeys(prefix).counter(
+      { keyId: c.keyId, model: 'Mistral-Small-24B-Instruct-2501' },
+      { name: 'quota' },
+    )
+    t.ok(
+      await eventually(async () => (await redis.get(key)) === '1000', 50, 20),
+      'Redis counts the tokens used during the outage',
+    )
+    t.equal((await c.refusal(use(1, 1))).errorName, 'insufficient_quota', 'and keeps refusing')
+  },
+)
 
 t.test('fail-open: every request is admitted while Redis is away', async (t) => {
   const { limiter, said } = await rig(t, { onRedisDown: 'fail-open' })
@@ -138,7 +198,15 @@ t.test('fail-open: every request is admitted while Redis is away', async (t) => 
   await server.kill()
   for (let i = 0; i < 20; i++) {
     const a = await c.admit(use(1, 1))
-    t.same(a.headers, { 'x-ratelimit-limit-requests': '2', 'x-ratelimit-limit-output-tokens': '100', 'x-ratelimit-limit-tokens': '100' }, 'limits only: the counters are unknown')
+    t.same(
+      a.headers,
+      {
+        'x-ratelimit-limit-requests': '2',
+        'x-ratelimit-limit-output-tokens': '100',
+        'x-ratelimit-limit-tokens': '100',
+      },
+      'limits only: the counters are unknown',
+    )
     await a.settle(use(1, 1))
   }
   t.same(limiter.health().mode, 'fail_open')
@@ -168,7 +236,14 @@ t.test('a Redis that is down when the limiter starts is an outage like any other
   await server.kill()
   const redis = createRedisClient(server.url, { commandTimeoutMs: TIMEOUT_MS, maxReconnectDelayMs: 100 })
   const logs = captureLog()
-  const limiter = createLimiter({ redis, prefix: testPrefix(), log: logs.log, redisTimeoutMs: TIMEOUT_MS, probeIntervalMs: 50, closeRedis: true })
+  const limiter = createLimiter({
+    redis,
+    prefix: testPrefix(),
+    log: logs.log,
+    redisTimeoutMs: TIMEOUT_MS,
+    probeIntervalMs: 50,
+    closeRedis: true,
+  })
   t.teardown(() => limiter.close())
   t.equal(limiter.health().mode, 'insurance')
   const c = caller(limiter, { rpm: 3 })

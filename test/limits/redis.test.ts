@@ -11,7 +11,17 @@ import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../s
 import { limiterKeys } from '../../src/limits/redis-counters.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { caller, limiterContract } from './contract.ts'
-import { captureLog, countCommands, deleteUnder, keysUnder, quietMetrics, randomId, REDIS_URL, redisClient, testPrefix } from './helpers.ts'
+import {
+  captureLog,
+  countCommands,
+  deleteUnder,
+  keysUnder,
+  quietMetrics,
+  randomId,
+  REDIS_URL,
+  redisClient,
+  testPrefix,
+} from './helpers.ts'
 
 const NAMESPACE = testPrefix()
 let n = 0
@@ -31,11 +41,20 @@ async function onRedis(options: Partial<LimiterOptions> = {}, prefix = `${NAMESP
   clients.push(redis)
   await pingRedis(redis)
   // A generous deadline: the shared Redis may be busy with other suites.
-  return createLimiter({ redis, prefix, log: captureLog().log, metrics: quietMetrics(), redisTimeoutMs: 2000, ...options })
+  return createLimiter({
+    redis,
+    prefix,
+    log: captureLog().log,
+    metrics: quietMetrics(),
+    redisTimeoutMs: 2000,
+    ...options,
+  })
 }
 
 if (!(await pingRedis(admin))) {
-  t.fail(`Redis does not answer at ${REDIS_URL}: the limiter's Redis tests need it (set REDIS_URL or start redis-server)`)
+  t.fail(
+    `Redis does not answer at ${REDIS_URL}: the limiter's Redis tests need it (set REDIS_URL or start redis-server)`,
+  )
 } else {
   limiterContract(t, 'redis', (options) => onRedis(options))
 
@@ -82,7 +101,11 @@ if (!(await pingRedis(admin))) {
     t.equal(input?.consumedPoints, 1200)
     t.equal(input?.remainingPoints, 18_750 - 1200)
     t.ok(input !== null && input.msBeforeNext > 0 && input.msBeforeNext <= 60_000, 'the window has a TTL')
-    t.equal(await admin.pttl(keys.counter({ keyId: c.keyId, model }, { name: 'quota' })), -1, 'the lifetime quota never expires')
+    t.equal(
+      await admin.pttl(keys.counter({ keyId: c.keyId, model }, { name: 'quota' })),
+      -1,
+      'the lifetime quota never expires',
+    )
     t.equal(await admin.get(keys.counter({ keyId: c.keyId, model }, { name: 'quota' })), '1300')
     t.throws(() => limiterKeys('bad{prefix}'), RangeError)
   })
@@ -94,11 +117,14 @@ if (!(await pingRedis(admin))) {
     const keyId = randomId()
     const limits = { rpm: 20, tpm: 1_000_000 }
     const callers = limiters.map((l) => caller(l, limits, 'gpt-4o', keyId))
-    const results = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => callers[i % 3]?.admit({ inputTokens: 7, outputTokens: 3 })))
+    const results = await Promise.allSettled(
+      Array.from({ length: 200 }, (_, i) => callers[i % 3]?.admit({ inputTokens: 7, outputTokens: 3 })),
+    )
     t.equal(results.filter((r) => r.status === 'fulfilled').length, 20, 'exactly 20 of 200, across instances')
     const admissions = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []))
     await Promise.all(admissions.map((a, i) => a.settle({ inputTokens: 5 + i, outputTokens: 2 })))
     const flowed = admissions.reduce((sum, _, i) => sum + 5 + i + 2, 0)
-    for (const [i, c] of callers.entries()) t.same(await c.used(), { requests: 20, tokens: flowed }, `instance ${i} sees the same counters`)
+    for (const [i, c] of callers.entries())
+      t.same(await c.used(), { requests: 20, tokens: flowed }, `instance ${i} sees the same counters`)
   })
 }

@@ -19,11 +19,17 @@ t.test('a first start reads no file and logs nothing; close writes the counters'
   const memory = memoryCounters(60_000)
   const snapshots = keepSnapshots(memory, { file, everyMs: HOUR, log: logs.log })
   t.same(logs.lines(), [], 'a missing file is a first start')
-  await memory.settle({ keyId: 'k', model: 'm' }, [{ name: 'quota', windowed: false, delta: 7, reserved: 0, expiresAt: 0 }])
+  await memory.settle({ keyId: 'k', model: 'm' }, [
+    { name: 'quota', windowed: false, delta: 7, reserved: 0, expiresAt: 0 },
+  ])
   await snapshots.close()
   const restored = memoryCounters(60_000)
   restored.restore(JSON.parse(readFileSync(file, 'utf8')))
-  t.same(restored.drainLifetime(), [{ subject: { keyId: 'k', model: 'm' }, name: 'quota', used: 7 }], 'the counters as they stood at close')
+  t.same(
+    restored.drainLifetime(),
+    [{ subject: { keyId: 'k', model: 'm' }, name: 'quota', used: 7 }],
+    'the counters as they stood at close',
+  )
 })
 
 t.test('a file it cannot write is logged and the counters stay in memory', async (t) => {
@@ -32,7 +38,11 @@ t.test('a file it cannot write is logged and the counters stay in memory', async
   const blocker = join(dir, 'not-a-dir')
   writeFileSync(blocker, '')
   const logs = captureLog()
-  const snapshots = keepSnapshots(memoryCounters(60_000), { file: join(blocker, 'limits.json'), everyMs: HOUR, log: logs.log })
+  const snapshots = keepSnapshots(memoryCounters(60_000), {
+    file: join(blocker, 'limits.json'),
+    everyMs: HOUR,
+    log: logs.log,
+  })
   await snapshots.close()
   t.ok(logs.lines().some((l) => l.msg === 'rate limiter could not save its counters'))
 })

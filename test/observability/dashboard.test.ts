@@ -10,7 +10,9 @@ t.test('dashboard queries name only exported metrics', async (t) => {
   t.ok(files.length > 0)
   let queries = 0
   for (const file of files) {
-    const dashboard = JSON.parse(readFileSync(`grafana/dashboards/${file}`, 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> }
+    const dashboard = JSON.parse(readFileSync(`grafana/dashboards/${file}`, 'utf8')) as {
+      panels: Array<{ title: string; targets?: Array<{ expr: string }> }>
+    }
     for (const panel of dashboard.panels) {
       for (const target of panel.targets ?? []) {
         queries++
@@ -24,7 +26,10 @@ t.test('dashboard queries name only exported metrics', async (t) => {
   t.ok(queries >= 10, 'the dashboard has real queries')
 })
 
-interface Override { readonly matcher: { readonly id: string; readonly options: string }; readonly properties: ReadonlyArray<{ readonly id: string; readonly value: unknown }> }
+interface Override {
+  readonly matcher: { readonly id: string; readonly options: string }
+  readonly properties: ReadonlyArray<{ readonly id: string; readonly value: unknown }>
+}
 interface Panel {
   readonly title: string
   readonly targets?: ReadonlyArray<{ readonly expr: string; readonly legendFormat?: string }>
@@ -34,8 +39,12 @@ interface Panel {
 /** The unit a series is shown in: an override that matches its legend, else the panel's. */
 function unitOf(panel: Panel, legend: string): string | undefined {
   for (const o of panel.fieldConfig?.overrides ?? []) {
-    const matches = o.matcher.id === 'byName' ? o.matcher.options === legend
-      : o.matcher.id === 'byRegexp' ? new RegExp(o.matcher.options.replace(/^\/(.*)\/$/, '$1')).test(legend) : false
+    const matches =
+      o.matcher.id === 'byName'
+        ? o.matcher.options === legend
+        : o.matcher.id === 'byRegexp'
+          ? new RegExp(o.matcher.options.replace(/^\/(.*)\/$/, '$1')).test(legend)
+          : false
     const unit = o.properties.find((p) => p.id === 'unit')?.value
     if (matches && typeof unit === 'string') return unit
   }
@@ -46,16 +55,22 @@ t.test('every series is shown in its own unit; no currency is hard-coded', async
   for (const file of readdirSync('grafana/dashboards').filter((f) => f.endsWith('.json'))) {
     const dashboard = JSON.parse(readFileSync(`grafana/dashboards/${file}`, 'utf8')) as { panels: Panel[] }
     for (const panel of dashboard.panels) {
-      t.notMatch(panel.fieldConfig?.defaults?.unit ?? '', /^currency/, `${panel.title}: the plans name the currency, not the dashboard`)
+      t.notMatch(
+        panel.fieldConfig?.defaults?.unit ?? '',
+        /^currency/,
+        `${panel.title}: the plans name the currency, not the dashboard`,
+      )
       for (const target of panel.targets ?? []) {
         const legend = target.legendFormat ?? ''
         const unit = unitOf(panel, legend)
         const what = `${file} "${panel.title}" ${legend || target.expr}`
         // A quantile of a *_seconds histogram is a time; a rate of a counter is per second;
         // a *_bytes gauge is bytes; an event-loop lag in seconds is a time.
-        if (/histogram_quantile\(.*_seconds_bucket/.test(target.expr) || /_seconds\)?$/.test(target.expr.trim())) t.equal(unit, 's', `${what}: seconds`)
+        if (/histogram_quantile\(.*_seconds_bucket/.test(target.expr) || /_seconds\)?$/.test(target.expr.trim()))
+          t.equal(unit, 's', `${what}: seconds`)
         else if (/_bytes\)?$/.test(target.expr.trim())) t.equal(unit, 'bytes', `${what}: bytes`)
-        else if (/^sum( by \([^)]*\))? \(rate\(tollgate_[a-z_]+_total/.test(target.expr)) t.ok(unit === 'reqps' || unit === 'short', `${what}: a rate (${unit})`)
+        else if (/^sum( by \([^)]*\))? \(rate\(tollgate_[a-z_]+_total/.test(target.expr))
+          t.ok(unit === 'reqps' || unit === 'short', `${what}: a rate (${unit})`)
       }
     }
   }

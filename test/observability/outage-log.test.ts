@@ -21,21 +21,32 @@ t.test('a connection outage: one line when it starts, one when it ends', async (
   outage.up()
   t.notOk(outage.isDown)
   t.equal(lines().length, 2, 'one line when it ends')
-  t.match(lines()[1], { level: 30, durationMs: 12_345, connectionErrors: 50, msg: 'Redis reachable again at redis://127.0.0.1:6390 after 12.3 s' })
+  t.match(lines()[1], {
+    level: 30,
+    durationMs: 12_345,
+    connectionErrors: 50,
+    msg: 'Redis reachable again at redis://127.0.0.1:6390 after 12.3 s',
+  })
   outage.down(new Error('again'))
   t.equal(lines().length, 3, 'the next outage is a new one')
 })
 
 t.test('the Redis target in logs: where, never with whom', async (t) => {
-  t.equal(describeRedisTarget({ kind: 'standalone', url: 'redis://alice:s3cret@10.0.0.5:6380/2' }), 'redis://***:***@10.0.0.5:6380/2')
-  t.equal(describeRedisTarget({ kind: 'standalone', url: 'rediss://:s3cret@cache.internal:6380' }), 'rediss://:***@cache.internal:6380')
+  t.equal(
+    describeRedisTarget({ kind: 'standalone', url: 'redis://alice:s3cret@10.0.0.5:6380/2' }),
+    'redis://***:***@10.0.0.5:6380/2',
+  )
+  t.equal(
+    describeRedisTarget({ kind: 'standalone', url: 'rediss://:s3cret@cache.internal:6380' }),
+    'rediss://:***@cache.internal:6380',
+  )
 })
 
 t.test('a store error logs its message once and no stack of its cause', async (t) => {
   const { log, lines } = captureLog('info')
   const cause = new Error('Redis is not connected (reconnecting)')
   const error = new StoreUnavailableError(`Redis did not answer: ${cause.message}`, { cause })
-  t.equal(error.reason, cause, 'the client\'s error is kept')
+  t.equal(error.reason, cause, "the client's error is kept")
   log.warn({ err: error }, 'failed')
   const err = lines()[0]?.err as { message: string }
   t.equal(err.message, 'Redis did not answer: Redis is not connected (reconnecting)')

@@ -11,7 +11,16 @@ import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 
 const CHROMIUM = '/usr/bin/chromium'
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
 
 let gw: RunningTollgate
 let browser: BrowserContext
@@ -20,7 +29,12 @@ t.before(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
   gw = await startTollgate()
   const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
-  browser = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, timeout: 60_000 })
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    timeout: 60_000,
+  })
   t.teardown(() => rmSync(profile, { recursive: true, force: true }))
 })
 t.teardown(async () => {
@@ -32,7 +46,9 @@ t.test('/redoc renders every operation, with no console error and nothing fetche
   const page = await browser.newPage()
   const errors: string[] = []
   const elsewhere: string[] = []
-  page.on('console', (message) => { if (message.type() === 'error' || message.type() === 'warning') errors.push(`${message.type()}: ${message.text()}`) })
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') errors.push(`${message.type()}: ${message.text()}`)
+  })
   page.on('pageerror', (error) => errors.push(`page error: ${error.message}`))
   page.on('request', (request) => {
     const url = request.url()
@@ -44,14 +60,27 @@ t.test('/redoc renders every operation, with no console error and nothing fetche
   t.equal(response?.status(), 200)
   t.match(response?.headers()['content-security-policy'], /default-src 'none'/)
 
-  const document = await (await fetch(`${gw.url}/openapi.json`)).json() as { paths: Record<string, Record<string, { operationId: string; summary: string }>> }
+  const document = (await (await fetch(`${gw.url}/openapi.json`)).json()) as {
+    paths: Record<string, Record<string, { operationId: string; summary: string }>>
+  }
   const operations = Object.values(document.paths).flatMap((item) => Object.values(item))
   // Redoc gives each operation a section of its own, keyed by its operationId.
   await page.waitForSelector('[data-section-id$="/operation/searchVectorStore"]', { timeout: 30_000 })
-  const sections = await page.locator('[data-section-id*="/operation/"]').evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-section-id') ?? ''))
+  const sections = await page
+    .locator('[data-section-id*="/operation/"]')
+    .evaluateAll((nodes) => nodes.map((n) => n.getAttribute('data-section-id') ?? ''))
   const rendered = new Set(sections.map((id) => id.slice(id.lastIndexOf('/') + 1)))
-  t.same(operations.map((op) => op.operationId).filter((id) => !rendered.has(id)), [], 'every operation of the document is rendered')
-  for (const summary of ['Search a vector store', 'Attach a file to a vector store', 'Create a chat completion', 'Create an API key']) {
+  t.same(
+    operations.map((op) => op.operationId).filter((id) => !rendered.has(id)),
+    [],
+    'every operation of the document is rendered',
+  )
+  for (const summary of [
+    'Search a vector store',
+    'Attach a file to a vector store',
+    'Create a chat completion',
+    'Create an API key',
+  ]) {
     t.ok(await page.locator('h2', { hasText: summary }).first().isVisible(), `"${summary}" is on the page`)
   }
 
@@ -67,7 +96,7 @@ t.test('/redoc renders every operation, with no console error and nothing fetche
   t.same(elsewhere, [], 'nothing requested from another origin')
 })
 
-t.test('the bundle: from npm\'s redoc, cached by version, revalidated by ETag, without the CDN logo', async (t) => {
+t.test("the bundle: from npm's redoc, cached by version, revalidated by ETag, without the CDN logo", async (t) => {
   const page = await (await fetch(`${gw.url}/redoc`)).text()
   const src = /<script src="([^"]+)"/.exec(page)?.[1] ?? ''
   t.match(src, /^\/redoc\/redoc\.standalone\.js\?v=[\w-]+$/)
@@ -77,7 +106,7 @@ t.test('the bundle: from npm\'s redoc, cached by version, revalidated by ETag, w
   t.match(bundle.headers.get('cache-control'), /immutable/, 'the versioned URL is cached for good')
   const text = await bundle.text()
   t.ok(text.length > 500_000, 'the standalone bundle')
-  t.notMatch(text, /cdn\.redoc\.ly/, 'no request to Redocly\'s CDN is left in it')
+  t.notMatch(text, /cdn\.redoc\.ly/, "no request to Redocly's CDN is left in it")
   const plain = await fetch(`${gw.url}/redoc/redoc.standalone.js`)
   t.notMatch(plain.headers.get('cache-control'), /immutable/, 'an unversioned request is checked again later')
   await plain.arrayBuffer()

@@ -11,7 +11,10 @@ function setup() {
   const kept = new Map<string, string>()
   // The store as seen from outside: what it was given, to look for the secret in it.
   const spy = {
-    putOnce: async (id: string, value: string, until: Date) => { kept.set(id, value); await store.putOnce(id, value, until) },
+    putOnce: async (id: string, value: string, until: Date) => {
+      kept.set(id, value)
+      await store.putOnce(id, value, until)
+    },
     takeOnce: (id: string) => store.takeOnce(id),
   }
   return { store, kept, handoffs: secretHandoffs(spy) }
@@ -26,25 +29,31 @@ t.test('taken once, by the session and for the key it was left for', async (t) =
   const mine = cookie()
   await handoffs.give(mine, 'session-a', 'key_1', { kind: 'created', secret: SECRET })
   const [sealed] = [...kept.values()]
-  t.ok(sealed !== undefined && !sealed.includes(SECRET) && !sealed.includes('key_1') && !sealed.includes('session-a'), 'the store holds neither the secret nor the ids in clear')
-  t.equal(await handoffs.take(mine, 'session-a', 'key_2'), null, 'another key\'s page: nothing')
+  t.ok(
+    sealed !== undefined && !sealed.includes(SECRET) && !sealed.includes('key_1') && !sealed.includes('session-a'),
+    'the store holds neither the secret nor the ids in clear',
+  )
+  t.equal(await handoffs.take(mine, 'session-a', 'key_2'), null, "another key's page: nothing")
   t.equal(await handoffs.take(mine, 'session-b', 'key_1'), null, 'another session: nothing')
   t.same(await handoffs.take(mine, 'session-a', 'key_1'), { kind: 'created', secret: SECRET }, 'its own page gets it')
   t.equal(await handoffs.take(mine, 'session-a', 'key_1'), null, 'once')
 })
 
-t.test('another cookie cannot open it (a session id read from the store is not enough); tampering reads as nothing', async (t) => {
-  const { store, kept, handoffs } = setup()
-  t.teardown(() => store.close())
-  await handoffs.give(cookie(), 'session-a', 'key_1', { kind: 'rotated', secret: SECRET })
-  t.equal(await handoffs.take(cookie(), 'session-a', 'key_1'), null, 'a wrong cookie value')
-  const mine = cookie()
-  await handoffs.give(mine, 'session-a', 'key_1', { kind: 'rotated', secret: SECRET })
-  const [id, sealed] = [...kept.entries()].at(-1) ?? ['', '']
-  const flipped = sealed.slice(0, -2) + (sealed.endsWith('A') ? 'B' : 'A') + sealed.slice(-1)
-  await store.putOnce(id, flipped, new Date(Date.now() + 60_000))
-  t.equal(await handoffs.take(mine, 'session-a', 'key_1'), null, 'a changed byte')
-})
+t.test(
+  'another cookie cannot open it (a session id read from the store is not enough); tampering reads as nothing',
+  async (t) => {
+    const { store, kept, handoffs } = setup()
+    t.teardown(() => store.close())
+    await handoffs.give(cookie(), 'session-a', 'key_1', { kind: 'rotated', secret: SECRET })
+    t.equal(await handoffs.take(cookie(), 'session-a', 'key_1'), null, 'a wrong cookie value')
+    const mine = cookie()
+    await handoffs.give(mine, 'session-a', 'key_1', { kind: 'rotated', secret: SECRET })
+    const [id, sealed] = [...kept.entries()].at(-1) ?? ['', '']
+    const flipped = sealed.slice(0, -2) + (sealed.endsWith('A') ? 'B' : 'A') + sealed.slice(-1)
+    await store.putOnce(id, flipped, new Date(Date.now() + 60_000))
+    t.equal(await handoffs.take(mine, 'session-a', 'key_1'), null, 'a changed byte')
+  },
+)
 
 t.test('gone after HANDOFF_SECONDS', async (t) => {
   const store = embeddedPortalSessions(':memory:')

@@ -2,14 +2,19 @@
 // (cookie and CSRF token carried by hand) for what a real browser would never send.
 import type { RunningTollgate } from '../helpers/gateway.ts'
 
-export async function createUser(gw: Pick<RunningTollgate, 'url' | 'adminToken'>, username: string, password: string, roles: string[] = []): Promise<{ id: string }> {
+export async function createUser(
+  gw: Pick<RunningTollgate, 'url' | 'adminToken'>,
+  username: string,
+  password: string,
+  roles: string[] = [],
+): Promise<{ id: string }> {
   const res = await fetch(`${gw.url}/admin/users`, {
     method: 'POST',
     headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
     body: JSON.stringify({ username, password, roles }),
   })
   if (res.status !== 201) throw new Error(`create user ${username}: ${res.status} ${await res.text()}`)
-  return await res.json() as { id: string }
+  return (await res.json()) as { id: string }
 }
 
 export function csrfOf(page: string): string {
@@ -29,9 +34,15 @@ export function form(fields: Record<string, string>): string {
   return new URLSearchParams(fields).toString()
 }
 
-export async function signInByFetch(url: string, username: string, password: string, headers: Record<string, string> = {}): Promise<FetchSession> {
+export async function signInByFetch(
+  url: string,
+  username: string,
+  password: string,
+  headers: Record<string, string> = {},
+): Promise<FetchSession> {
   const res = await fetch(`${url}/portal/sign-in`, {
-    method: 'POST', redirect: 'manual',
+    method: 'POST',
+    redirect: 'manual',
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
     body: form({ username, password }),
   })
@@ -40,12 +51,16 @@ export async function signInByFetch(url: string, username: string, password: str
   const get = (path: string): Promise<Response> => fetch(`${url}${path}`, { redirect: 'manual', headers: { cookie } })
   const csrf = csrfOf(await (await get('/portal/keys')).text())
   return {
-    cookie, csrf, get,
-    post: (path, fields, extra = {}) => fetch(`${url}${path}`, {
-      method: 'POST', redirect: 'manual',
-      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', ...extra },
-      body: form(fields),
-    }),
+    cookie,
+    csrf,
+    get,
+    post: (path, fields, extra = {}) =>
+      fetch(`${url}${path}`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded', ...extra },
+        body: form(fields),
+      }),
   }
 }
 
@@ -66,11 +81,16 @@ export function keyIdOf(page: string): string {
  * Creates a key as the portal's form does: the POST answers 303 to the key's secret page
  * (post/redirect/get), whose one GET shows the secret. Also returns that page and the redirect.
  */
-export async function createKeyByFetch(s: FetchSession, name: string, extra: Record<string, string> = {}): Promise<{ id: string; secret: string; location: string; page: string }> {
+export async function createKeyByFetch(
+  s: FetchSession,
+  name: string,
+  extra: Record<string, string> = {},
+): Promise<{ id: string; secret: string; location: string; page: string }> {
   const res = await s.post('/portal/keys', { _csrf: s.csrf, name, ...extra })
   await res.arrayBuffer()
   const location = res.headers.get('location') ?? ''
-  if (res.status !== 303 || !/^\/portal\/keys\/key_[0-9a-f]{24}\/secret$/.test(location)) throw new Error(`create key: ${res.status} ${location}`)
+  if (res.status !== 303 || !/^\/portal\/keys\/key_[0-9a-f]{24}\/secret$/.test(location))
+    throw new Error(`create key: ${res.status} ${location}`)
   const shown = await s.get(location)
   const page = await shown.text()
   if (shown.status !== 200) throw new Error(`secret page: ${shown.status}`)

@@ -8,7 +8,9 @@ import type { UsageRecord } from '../../src/store/ports.ts'
 
 t.test('html`` escapes values, attributes included; Html values and arrays compose', async (t) => {
   const name = '"><script>alert(1)</script>\'&'
-  const out = html`<input value="${name}"><p title='${name}'>${name}</p>${[html`<b>${name}</b>`, 'x']}`.text
+  const out = html`<input value="${name}" />
+    <p title="${name}">${name}</p>
+    ${[html`<b>${name}</b>`, 'x']}`.text
   t.notMatch(out, /<script>/)
   t.notMatch(out, /value=""/)
   t.match(out, '&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#39;&amp;')
@@ -19,35 +21,88 @@ t.test('html`` escapes values, attributes included; Html values and arrays compo
 })
 
 const row = (over: Partial<UsageRecord>): UsageRecord => ({
-  keyId: 'key_a', owner: 'usr_1', tier: 'Basic', model: 'm', day: '2026-11-20', requests: 1, inputTokens: 10, outputTokens: 5, costNanos: 1_500_000, ...over,
+  keyId: 'key_a',
+  owner: 'usr_1',
+  tier: 'Basic',
+  model: 'm',
+  day: '2026-11-20',
+  requests: 1,
+  inputTokens: 10,
+  outputTokens: 5,
+  costNanos: 1_500_000,
+  ...over,
 })
 
 t.test('usage report: every day of the range, sums per model and key', async (t) => {
   const rows = [row({}), row({ day: '2026-11-22', model: 'n', requests: 2, inputTokens: 7 }), row({ keyId: 'key_b' })]
   const report = usageReport(rows, '2026-11-19', '2026-11-22')
-  t.same(report.days.map((d) => d.day), ['2026-11-19', '2026-11-20', '2026-11-21', '2026-11-22'])
-  t.same(report.days.map((d) => d.requests), [0, 2, 0, 2])
+  t.same(
+    report.days.map((d) => d.day),
+    ['2026-11-19', '2026-11-20', '2026-11-21', '2026-11-22'],
+  )
+  t.same(
+    report.days.map((d) => d.requests),
+    [0, 2, 0, 2],
+  )
   t.same(report.totals, { requests: 4, input_tokens: 27, output_tokens: 15, cost: 0.0045 })
-  t.same(report.byModel.map((r) => [r.model, r.requests]), [['m', 2], ['n', 2]])
-  t.same(report.byKey.map((r) => [r.key_id, r.requests]), [['key_a', 3], ['key_b', 1]])
+  t.same(
+    report.byModel.map((r) => [r.model, r.requests]),
+    [
+      ['m', 2],
+      ['n', 2],
+    ],
+  )
+  t.same(
+    report.byKey.map((r) => [r.key_id, r.requests]),
+    [
+      ['key_a', 3],
+      ['key_b', 1],
+    ],
+  )
 })
 
-t.test('CSV: a header, one line per row, quoted where needed, formulas defused, exact costs with their currency', async (t) => {
-  const csv = usageCsv([row({}), row({ keyId: 'key_b', model: 'x,y' }), row({ day: '2026-11-21', costNanos: 480 }), row({ day: '2026-11-22', costNanos: 0 })],
-    new Map([['key_a', '=HYPERLINK("evil")'], ['key_b', 'plain']]), 'EUR')
-  const lines = csv.trimEnd().split('\r\n')
-  t.equal(lines[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency')
-  t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR`)
-  t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR')
-  t.equal(lines[3], `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR`, 'a tiny cost exactly, not 0.00 nor 4.8e-7')
-  t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR`)
-})
+t.test(
+  'CSV: a header, one line per row, quoted where needed, formulas defused, exact costs with their currency',
+  async (t) => {
+    const csv = usageCsv(
+      [
+        row({}),
+        row({ keyId: 'key_b', model: 'x,y' }),
+        row({ day: '2026-11-21', costNanos: 480 }),
+        row({ day: '2026-11-22', costNanos: 0 }),
+      ],
+      new Map([
+        ['key_a', '=HYPERLINK("evil")'],
+        ['key_b', 'plain'],
+      ]),
+      'EUR',
+    )
+    const lines = csv.trimEnd().split('\r\n')
+    t.equal(lines[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency')
+    t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR`)
+    t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR')
+    t.equal(
+      lines[3],
+      `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR`,
+      'a tiny cost exactly, not 0.00 nor 4.8e-7',
+    )
+    t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR`)
+  },
+)
 
 t.test('chart: an accessible SVG with one bar per non-zero value, labels escaped', async (t) => {
-  const svg = stackedBars('Tokens <per> day', ['2026-11-01', '2026-11-02'], [{ name: 'In & out', colour: '#000', values: [3, 0] }]).text
+  const svg = stackedBars(
+    'Tokens <per> day',
+    ['2026-11-01', '2026-11-02'],
+    [{ name: 'In & out', colour: '#000', values: [3, 0] }],
+  ).text
   t.match(svg, /^<svg class="chart" role="img" aria-labelledby="/)
   t.match(svg, '<title id="chart-t-tokens-per-day">Tokens &lt;per&gt; day</title>')
-  t.equal(svg.match(/<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="#000"><title>/g)?.length, 1, 'one bar')
+  t.equal(
+    svg.match(/<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="#000"><title>/g)?.length,
+    1,
+    'one bar',
+  )
   t.match(svg, 'In &amp; out')
   t.notMatch(svg, /style=|<script/)
 })

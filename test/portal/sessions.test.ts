@@ -10,12 +10,36 @@ import { createLoginThrottle } from '../../src/jwt/login-throttle.ts'
 function setup(t: Test) {
   const stores = openEmbeddedStores(':memory:')
   const store = embeddedPortalSessions(':memory:')
-  t.teardown(async () => { await store.close(); await stores.close() })
+  t.teardown(async () => {
+    await store.close()
+    await stores.close()
+  })
   let clock = Date.now()
   const accounts = new AccountService({ store: stores.accounts, now: () => new Date(clock) })
-  const throttle = createLoginThrottle({ maxFailuresPerUserAddress: 2, maxFailuresPerAddress: 100, maxFailuresPerUsername: 2, slowdownMs: 1, maxSlowdownMs: 1, windowSeconds: 60, blockSeconds: 60 })
-  const sessions = new PortalSessions({ config: { enabled: true, sessionIdleSeconds: 60, sessionAbsoluteSeconds: 300, secureCookie: 'auto', pageSize: 50 }, store, accounts, throttle, now: () => clock })
-  return { accounts, sessions, store, advance: (ms: number) => { clock += ms } }
+  const throttle = createLoginThrottle({
+    maxFailuresPerUserAddress: 2,
+    maxFailuresPerAddress: 100,
+    maxFailuresPerUsername: 2,
+    slowdownMs: 1,
+    maxSlowdownMs: 1,
+    windowSeconds: 60,
+    blockSeconds: 60,
+  })
+  const sessions = new PortalSessions({
+    config: { enabled: true, sessionIdleSeconds: 60, sessionAbsoluteSeconds: 300, secureCookie: 'auto', pageSize: 50 },
+    store,
+    accounts,
+    throttle,
+    now: () => clock,
+  })
+  return {
+    accounts,
+    sessions,
+    store,
+    advance: (ms: number) => {
+      clock += ms
+    },
+  }
 }
 
 t.test('idle expiry: a session used within the idle time lives on; one left alone ends', async (t) => {
@@ -70,7 +94,17 @@ t.test('failed sign-ins are throttled per username and address; the user elsewhe
   await accounts.create({ username: 'ann', password: 'ann-password' })
   t.equal(await sessions.signIn('ann', 'wrong-one', '10.0.0.1'), null)
   t.equal(await sessions.signIn('ann', 'wrong-two', '10.0.0.1'), null)
-  const blocked = await sessions.signIn('ann', 'ann-password', '10.0.0.1').then(() => null, (err: unknown) => err)
-  t.equal((blocked as { errorName?: string } | null)?.errorName, 'login_throttled', 'that address is blocked, right password or not')
-  t.ok(await sessions.signIn('ann', 'ann-password', '10.0.0.2'), 'from another address: signed in (slowed, not refused)')
+  const blocked = await sessions.signIn('ann', 'ann-password', '10.0.0.1').then(
+    () => null,
+    (err: unknown) => err,
+  )
+  t.equal(
+    (blocked as { errorName?: string } | null)?.errorName,
+    'login_throttled',
+    'that address is blocked, right password or not',
+  )
+  t.ok(
+    await sessions.signIn('ann', 'ann-password', '10.0.0.2'),
+    'from another address: signed in (slowed, not refused)',
+  )
 })

@@ -15,12 +15,15 @@ const client = new OpenAI()
 t.test('chat-completions.mdx, Basic Usage (curl)', async (t) => {
   const res = await curlJson(`${base}/chat/completions`, key, {
     model: 'Llama-3.3-70B-Instruct',
-    messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'What is T-Cloud?' }],
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'What is T-Cloud?' },
+    ],
     temperature: 0.1,
     max_tokens: 256,
   })
   t.equal(res.status, 200)
-  const body = await res.json() as OpenAI.ChatCompletion
+  const body = (await res.json()) as OpenAI.ChatCompletion
   t.equal(body.choices[0]?.message.role, 'assistant')
   t.type(body.choices[0]?.message.content, 'string')
 })
@@ -28,7 +31,10 @@ t.test('chat-completions.mdx, Basic Usage (curl)', async (t) => {
 t.test('chat-completions.mdx, Basic Usage (Python and Node.js)', async (t) => {
   const response = await client.chat.completions.create({
     model: 'Llama-3.3-70B-Instruct',
-    messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'What is T-Cloud?' }],
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: 'What is T-Cloud?' },
+    ],
     temperature: 0.1,
     max_tokens: 256,
   })
@@ -63,7 +69,10 @@ t.test('chat-completions.mdx, Completion API: completions.create with a raw prom
 })
 
 t.test('chat-completions.mdx, Response API: responses.create, then output_text', async (t) => {
-  const response = await client.responses.create({ model: 'gpt-4.1', input: 'Write a one-sentence bedtime story about a unicorn.' })
+  const response = await client.responses.create({
+    model: 'gpt-4.1',
+    input: 'Write a one-sentence bedtime story about a unicorn.',
+  })
   t.equal(response.object, 'response')
   t.ok(response.output_text.length > 0, 'print(response.output_text)')
 })
@@ -88,8 +97,12 @@ t.test('chat-completions.mdx, Parameters: model, messages, temperature, max_toke
   // Every documented parameter at once, at the ends of its range: accepted, and max_tokens binds.
   for (const temperature of [0, 2]) {
     const reply = await client.chat.completions.create({
-      model: 'Llama-3.3-70B-Instruct', messages: [{ role: 'user', content: 'Say something.' }],
-      temperature, top_p: 0.9, max_tokens: 5, stream: false,
+      model: 'Llama-3.3-70B-Instruct',
+      messages: [{ role: 'user', content: 'Say something.' }],
+      temperature,
+      top_p: 0.9,
+      max_tokens: 5,
+      stream: false,
     })
     t.ok((reply.usage?.completion_tokens ?? 0) <= 5, `temperature ${temperature}: at most 5 tokens`)
     t.equal(reply.choices[0]?.finish_reason, 'length')
@@ -101,18 +114,36 @@ t.test('chat-completions.mdx, Parameters: model, messages, temperature, max_toke
 t.test('reasoning.mdx, Using reasoning_effort: claude-sonnet-4 with "low"', async (t) => {
   const response = await client.chat.completions.create({
     model: 'claude-sonnet-4',
-    messages: [{ role: 'system', content: 'You are a concise and helpful assistant.' }, { role: 'user', content: 'What is the capital of France?' }],
+    messages: [
+      { role: 'system', content: 'You are a concise and helpful assistant.' },
+      { role: 'user', content: 'What is the capital of France?' },
+    ],
     reasoning_effort: 'low',
   })
   t.type(response.choices[0]?.message.content, 'string')
 })
 
 t.test('reasoning.mdx, Supported Models: every listed model takes low, medium and high', async (t) => {
-  const models = ['o1', 'o1-mini', 'o3', 'o3-mini', 'o4-mini', 'gemini-2.5-flash', 'gemini-2.5-pro', 'claude-3-7-sonnet', 'claude-sonnet-4']
+  const models = [
+    'o1',
+    'o1-mini',
+    'o3',
+    'o3-mini',
+    'o4-mini',
+    'gemini-2.5-flash',
+    'gemini-2.5-pro',
+    'claude-3-7-sonnet',
+    'claude-sonnet-4',
+  ]
   const efforts = ['low', 'medium', 'high'] as const
   for (const [n, model] of models.entries()) {
     const effort = efforts[n % efforts.length] ?? 'low'
-    const response = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Two plus two?' }], reasoning_effort: effort, max_tokens: 8 })
+    const response = await client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'Two plus two?' }],
+      reasoning_effort: effort,
+      max_tokens: 8,
+    })
     t.equal(response.model, model, `${model} with reasoning_effort ${effort}`)
   }
 })
@@ -120,7 +151,10 @@ t.test('reasoning.mdx, Supported Models: every listed model takes low, medium an
 t.test('reasoning.mdx, Disabling Reasoning for Qwen3: /no_think in the prompt', async (t) => {
   const response = await client.chat.completions.create({
     model: 'Qwen3-30B-A3B-FP8',
-    messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: '/no_think What is your name?' }],
+    messages: [
+      { role: 'system', content: 'You are a helpful assistant.' },
+      { role: 'user', content: '/no_think What is your name?' },
+    ],
   })
   t.type(response.choices[0]?.message.content, 'string')
 })

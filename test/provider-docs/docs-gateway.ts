@@ -44,7 +44,12 @@ export function curlGet(url: string, key: string): Promise<Response> {
 }
 
 /** `curl -X POST url -H "Authorization: Bearer $KEY" -F name=value ... -F "file=@path"`. */
-export function curlForm(url: string, key: string, fields: Readonly<Record<string, string>>, file: { readonly name: string; readonly data: Buffer }): Promise<Response> {
+export function curlForm(
+  url: string,
+  key: string,
+  fields: Readonly<Record<string, string>>,
+  file: { readonly name: string; readonly data: Buffer },
+): Promise<Response> {
   const form = new FormData()
   for (const [name, value] of Object.entries(fields)) form.append(name, value)
   form.append('file', new Blob([file.data]), file.name)
@@ -53,12 +58,19 @@ export function curlForm(url: string, key: string, fields: Readonly<Record<strin
 
 /** The six headers of reference/rate-limits.mdx, "Rate Limit Response Headers". */
 export const RATE_LIMIT_HEADERS = [
-  'x-ratelimit-limit-requests', 'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-requests',
-  'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens',
+  'x-ratelimit-limit-requests',
+  'x-ratelimit-limit-tokens',
+  'x-ratelimit-remaining-requests',
+  'x-ratelimit-remaining-tokens',
+  'x-ratelimit-reset-requests',
+  'x-ratelimit-reset-tokens',
 ] as const
 
 /** A short WAV-sized buffer standing for the pages' "/path/to/audio_file.mp3". */
 export const AUDIO = Buffer.alloc(16_000, 1)
 
 /** A 1×1 PNG, for the pages' local images. */
-export const PIXEL_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64')
+export const PIXEL_PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
+  'base64',
+)

@@ -23,7 +23,9 @@ t.before(async () => {
   const { key } = await gw.createKey({ name: 'provider-docs', tier: 'Standard4000' })
   client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 const ajv = new Ajv({ strict: false })
 function fits(t: Test, schema: unknown, value: unknown, what: string): void {
@@ -48,36 +50,47 @@ const currentWeather = {
   },
 } satisfies ChatCompletionTool
 
-t.test('function-calling.mdx, Basic Example: chat.completions.create with tools answers with a tool call', async (t) => {
-  const messages: OpenAI.ChatCompletionMessageParam[] = [
-    { role: 'system', content: 'Do not guess function arguments; ask when a request is ambiguous.' },
-    { role: 'user', content: 'How is the weather in Hamburg today?' },
-  ]
-  const response = await client.chat.completions.create({ model: 'gpt-4.1', messages, tools: [currentWeather] })
-  const message = response.choices[0]!.message
-  // The page prints the message: no content, one tool call with an id, a type and a function.
-  t.equal(message.content, null)
-  t.equal(message.role, 'assistant')
-  t.equal(response.choices[0]!.finish_reason, 'tool_calls')
-  const call = message.tool_calls?.[0] as ChatCompletionMessageFunctionToolCall
-  t.match(call.id, /^call_[A-Za-z0-9]+$/)
-  t.equal(call.type, 'function')
-  t.equal(call.function.name, 'get_current_weather')
-  const args = JSON.parse(call.function.arguments) as unknown
-  fits(t, currentWeather.function.parameters, args, 'the arguments')
-  t.equal(response.usage?.completion_tokens, await countTextTokens(call.function.arguments), 'the arguments are what is billed as completion')
+t.test(
+  'function-calling.mdx, Basic Example: chat.completions.create with tools answers with a tool call',
+  async (t) => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: 'system', content: 'Do not guess function arguments; ask when a request is ambiguous.' },
+      { role: 'user', content: 'How is the weather in Hamburg today?' },
+    ]
+    const response = await client.chat.completions.create({ model: 'gpt-4.1', messages, tools: [currentWeather] })
+    const message = response.choices[0]!.message
+    // The page prints the message: no content, one tool call with an id, a type and a function.
+    t.equal(message.content, null)
+    t.equal(message.role, 'assistant')
+    t.equal(response.choices[0]!.finish_reason, 'tool_calls')
+    const call = message.tool_calls?.[0] as ChatCompletionMessageFunctionToolCall
+    t.match(call.id, /^call_[A-Za-z0-9]+$/)
+    t.equal(call.type, 'function')
+    t.equal(call.function.name, 'get_current_weather')
+    const args = JSON.parse(call.function.arguments) as unknown
+    fits(t, currentWeather.function.parameters, args, 'the arguments')
+    t.equal(
+      response.usage?.completion_tokens,
+      await countTextTokens(call.function.arguments),
+      'the arguments are what is billed as completion',
+    )
 
-  // Beyond the page, the step every reader takes next: send the tool's result back; the
-  // model answers in text.
-  const followUp = await client.chat.completions.create({
-    model: 'gpt-4.1',
-    tools: [currentWeather],
-    messages: [...messages, message, { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature: 11, unit: 'celsius' }) }],
-  })
-  t.equal(followUp.choices[0]!.finish_reason, 'stop')
-  t.type(followUp.choices[0]!.message.content, 'string')
-  t.notOk(followUp.choices[0]!.message.tool_calls)
-})
+    // Beyond the page, the step every reader takes next: send the tool's result back; the
+    // model answers in text.
+    const followUp = await client.chat.completions.create({
+      model: 'gpt-4.1',
+      tools: [currentWeather],
+      messages: [
+        ...messages,
+        message,
+        { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature: 11, unit: 'celsius' }) },
+      ],
+    })
+    t.equal(followUp.choices[0]!.finish_reason, 'stop')
+    t.type(followUp.choices[0]!.message.content, 'string')
+    t.notOk(followUp.choices[0]!.message.tool_calls)
+  },
+)
 
 // function-calling.mdx, "Function Calling with Responses API": a flat function tool.
 const responsesWeather = {
@@ -93,32 +106,35 @@ const responsesWeather = {
   strict: null,
 }
 
-t.test('function-calling.mdx, Responses API: responses.create with a function tool answers with a function_call item', async (t) => {
-  const response = await client.responses.create({
-    model: 'gpt-4.1',
-    input: [{ role: 'user', content: 'How is the weather in Paris today?' }],
-    tools: [responsesWeather],
-  })
-  t.equal(response.status, 'completed')
-  const item = response.output[0] as OpenAI.Responses.ResponseFunctionToolCall
-  t.equal(item.type, 'function_call')
-  t.equal(item.name, 'get_weather')
-  t.match(item.call_id, /^call_/)
-  fits(t, responsesWeather.parameters, JSON.parse(item.arguments), 'the arguments')
+t.test(
+  'function-calling.mdx, Responses API: responses.create with a function tool answers with a function_call item',
+  async (t) => {
+    const response = await client.responses.create({
+      model: 'gpt-4.1',
+      input: [{ role: 'user', content: 'How is the weather in Paris today?' }],
+      tools: [responsesWeather],
+    })
+    t.equal(response.status, 'completed')
+    const item = response.output[0] as OpenAI.Responses.ResponseFunctionToolCall
+    t.equal(item.type, 'function_call')
+    t.equal(item.name, 'get_weather')
+    t.match(item.call_id, /^call_/)
+    fits(t, responsesWeather.parameters, JSON.parse(item.arguments), 'the arguments')
 
-  // Beyond the page: the function's output goes back as an input item; the reply is text.
-  const followUp = await client.responses.create({
-    model: 'gpt-4.1',
-    tools: [responsesWeather],
-    input: [
-      { role: 'user', content: 'How is the weather in Paris today?' },
-      item,
-      { type: 'function_call_output', call_id: item.call_id, output: '{"temperature_c": 17}' },
-    ],
-  })
-  t.type(followUp.output_text, 'string')
-  t.ok(followUp.output_text.length > 0)
-})
+    // Beyond the page: the function's output goes back as an input item; the reply is text.
+    const followUp = await client.responses.create({
+      model: 'gpt-4.1',
+      tools: [responsesWeather],
+      input: [
+        { role: 'user', content: 'How is the weather in Paris today?' },
+        item,
+        { type: 'function_call_output', call_id: item.call_id, output: '{"temperature_c": 17}' },
+      ],
+    })
+    t.type(followUp.output_text, 'string')
+    t.ok(followUp.output_text.length > 0)
+  },
+)
 
 // function-calling.mdx, "Structured Output (JSON Schema)": product details out of a description.
 const productSchema = {
@@ -137,7 +153,8 @@ const productSchema = {
   required: ['product_name', 'features', 'colors', 'pricing'],
   additionalProperties: false,
 }
-const description = 'A padded laptop backpack for machines up to 15.6 inches, in navy, black and grey; $79.99, now $64.99.'
+const description =
+  'A padded laptop backpack for machines up to 15.6 inches, in navy, black and grey; $79.99, now $64.99.'
 
 t.test('function-calling.mdx, Structured Output: text.format json_schema gives JSON of that schema', async (t) => {
   const response = await client.responses.create({
@@ -154,17 +171,26 @@ t.test('function-calling.mdx, Structured Output: text.format json_schema gives J
   t.equal(response.usage?.output_tokens, await countTextTokens(text))
 })
 
-t.test('streaming.mdx, Streaming with Function Calling: the page\'s accumulation loop rebuilds the call', async (t) => {
-  const tools: ChatCompletionTool[] = [{
-    type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'Get current weather for a location',
-      parameters: { type: 'object', properties: { location: { type: 'string', description: 'City name' } }, required: ['location'] },
+t.test("streaming.mdx, Streaming with Function Calling: the page's accumulation loop rebuilds the call", async (t) => {
+  const tools: ChatCompletionTool[] = [
+    {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'Get current weather for a location',
+        parameters: {
+          type: 'object',
+          properties: { location: { type: 'string', description: 'City name' } },
+          required: ['location'],
+        },
+      },
     },
-  }]
+  ]
   const stream = await client.chat.completions.create({
-    model: 'gpt-4.1', messages: [{ role: 'user', content: 'How is the weather in Berlin?' }], tools, stream: true,
+    model: 'gpt-4.1',
+    messages: [{ role: 'user', content: 'How is the weather in Berlin?' }],
+    tools,
+    stream: true,
   })
   // The page's loop: open an entry on a delta with an id, then append argument fragments by index.
   const calls = new Map<number, { id: string; name: string; arguments: string }>()
@@ -185,7 +211,12 @@ t.test('streaming.mdx, Streaming with Function Calling: the page\'s accumulation
   const call = calls.get(0)!
   t.equal(call.name, 'get_weather')
   t.match(call.id, /^call_/)
-  fits(t, tools[0]!.type === 'function' ? tools[0]!.function.parameters : {}, JSON.parse(call.arguments), 'the accumulated arguments')
+  fits(
+    t,
+    tools[0]!.type === 'function' ? tools[0]!.function.parameters : {},
+    JSON.parse(call.arguments),
+    'the accumulated arguments',
+  )
   t.equal(finish, 'tool_calls')
   t.ok(chunks > 4, `the arguments arrive across chunks (${chunks} chunks)`)
 })
@@ -216,14 +247,24 @@ t.test('SDK: chat.completions.parse with zodResponseFormat and zodFunction', asy
   })
   const call = withTool.choices[0]!.message.tool_calls?.[0]
   t.equal(call?.type, 'function')
-  if (call?.type === 'function') t.same(WeatherArgs.parse(call.function.parsed_arguments), call.function.parsed_arguments, 'strict tool arguments parse with zod')
+  if (call?.type === 'function')
+    t.same(
+      WeatherArgs.parse(call.function.parsed_arguments),
+      call.function.parsed_arguments,
+      'strict tool arguments parse with zod',
+    )
 
   // A limit too small for the JSON: the reply is cut, says "length", and the SDK refuses to parse it.
-  await t.rejects(client.chat.completions.parse({
-    model: 'gpt-4.1', max_tokens: 5,
-    messages: [{ role: 'user', content: 'Product details, please.' }],
-    response_format: zodResponseFormat(Product, 'product_details'),
-  }), { message: /length limit was reached/ }, 'the SDK\'s LengthFinishReasonError')
+  await t.rejects(
+    client.chat.completions.parse({
+      model: 'gpt-4.1',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: 'Product details, please.' }],
+      response_format: zodResponseFormat(Product, 'product_details'),
+    }),
+    { message: /length limit was reached/ },
+    "the SDK's LengthFinishReasonError",
+  )
 })
 
 t.test('SDK: chat.completions.stream accumulates tool calls and parsed content', async (t) => {
@@ -244,7 +285,9 @@ t.test('SDK: chat.completions.stream accumulates tool calls and parsed content',
   }
 
   const json = client.chat.completions.stream({
-    model: 'gpt-4.1', messages: [{ role: 'user', content: description }], response_format: zodResponseFormat(Product, 'product_details'),
+    model: 'gpt-4.1',
+    messages: [{ role: 'user', content: description }],
+    response_format: zodResponseFormat(Product, 'product_details'),
   })
   const finalJson = await json.finalChatCompletion()
   t.ok(Product.safeParse(finalJson.choices[0]!.message.parsed).success, 'streamed structured output parses')
@@ -261,13 +304,22 @@ t.test('SDK: runTools runs the agent loop to a text answer, plain and streamed',
         return { temperature: 9, unit: args.format }
       },
     })
-    const body = { model: 'gpt-4.1', messages: [{ role: 'user' as const, content: 'How is the weather in Hamburg?' }], tools: [tool] }
-    const runner = stream ? client.chat.completions.runTools({ ...body, stream: true }) : client.chat.completions.runTools(body)
+    const body = {
+      model: 'gpt-4.1',
+      messages: [{ role: 'user' as const, content: 'How is the weather in Hamburg?' }],
+      tools: [tool],
+    }
+    const runner = stream
+      ? client.chat.completions.runTools({ ...body, stream: true })
+      : client.chat.completions.runTools(body)
     const content = await runner.finalContent()
     t.type(content, 'string', `stream ${stream}: a text answer at the end`)
     t.equal(seen.length, 1, `stream ${stream}: the function ran once, on parsed arguments`)
     t.ok(WeatherArgs.safeParse(seen[0]).success)
-    t.same(runner.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant'])
+    t.same(
+      runner.messages.map((m) => m.role),
+      ['user', 'assistant', 'tool', 'assistant'],
+    )
   }
   await run(false)
   await run(true)
@@ -275,18 +327,27 @@ t.test('SDK: runTools runs the agent loop to a text answer, plain and streamed',
 
 t.test('SDK: responses.parse with zodTextFormat and zodResponsesFunction; responses.stream with a tool', async (t) => {
   const parsed = await client.responses.parse({
-    model: 'gpt-4.1', input: `Pull the product details out of this text: ${description}`, text: { format: zodTextFormat(Product, 'product_details') },
+    model: 'gpt-4.1',
+    input: `Pull the product details out of this text: ${description}`,
+    text: { format: zodTextFormat(Product, 'product_details') },
   })
   t.ok(Product.safeParse(parsed.output_parsed).success, 'output_parsed fits the zod schema')
 
   const withTool = await client.responses.parse({
-    model: 'gpt-4.1', input: 'How is the weather in Paris?', tools: [zodResponsesFunction({ name: 'get_weather', parameters: WeatherArgs })],
+    model: 'gpt-4.1',
+    input: 'How is the weather in Paris?',
+    tools: [zodResponsesFunction({ name: 'get_weather', parameters: WeatherArgs })],
   })
   const item = withTool.output[0]
   t.equal(item?.type, 'function_call')
-  if (item?.type === 'function_call') t.ok(WeatherArgs.safeParse(item.parsed_arguments).success, 'parsed_arguments fits')
+  if (item?.type === 'function_call')
+    t.ok(WeatherArgs.safeParse(item.parsed_arguments).success, 'parsed_arguments fits')
 
-  const stream = client.responses.stream({ model: 'gpt-4.1', input: 'How is the weather in Paris?', tools: [responsesWeather] })
+  const stream = client.responses.stream({
+    model: 'gpt-4.1',
+    input: 'How is the weather in Paris?',
+    tools: [responsesWeather],
+  })
   const deltas: string[] = []
   stream.on('response.function_call_arguments.delta', (event) => deltas.push(event.delta))
   const final = await stream.finalResponse()

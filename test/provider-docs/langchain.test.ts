@@ -13,19 +13,22 @@ await startDocsGateway()
 // openai_api_key=os.getenv("OPENAI_API_KEY"), openai_api_base=os.getenv("OPENAI_BASE_URL")
 const client = new OpenAI({ apiKey: process.env.OPENAI_API_KEY, baseURL: process.env.OPENAI_BASE_URL })
 
-t.test('langchain.mdx, Initialize LLM: ChatOpenAI(streaming=True), llm.stream(prompt), print each chunk.content', async (t) => {
-  const stream = await client.chat.completions.create({
-    model: 'Llama-3.3-70B-Instruct',
-    messages: [{ role: 'user', content: 'Write me a short poem about cloud computing.' }],
-    stream: true,
-  })
-  const printed: string[] = []
-  for await (const chunk of stream) {
-    const content = chunk.choices[0]?.delta.content
-    if (content) printed.push(content)
-  }
-  t.ok(printed.length > 1, `${printed.length} chunks with content`)
-})
+t.test(
+  'langchain.mdx, Initialize LLM: ChatOpenAI(streaming=True), llm.stream(prompt), print each chunk.content',
+  async (t) => {
+    const stream = await client.chat.completions.create({
+      model: 'Llama-3.3-70B-Instruct',
+      messages: [{ role: 'user', content: 'Write me a short poem about cloud computing.' }],
+      stream: true,
+    })
+    const printed: string[] = []
+    for await (const chunk of stream) {
+      const content = chunk.choices[0]?.delta.content
+      if (content) printed.push(content)
+    }
+    t.ok(printed.length > 1, `${printed.length} chunks with content`)
+  },
+)
 
 /** The page's AIFSEmbeddings: embed_documents, embed_query and their async twins, over the SDK. */
 const embedModel = {

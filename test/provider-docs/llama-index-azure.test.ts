@@ -25,7 +25,9 @@ t.before(async () => {
   gw = await startTollgate()
   key = (await gw.createKey({ name: 'llama-index', tier: 'Standard4000' })).key
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 /** "Initialize LLM": AzureOpenAI(deployment_name="gpt-4o", api_key, azure_endpoint=OPENAI_BASE_URL, api_version). */
 function azure(deployment: string, apiKey = key): AzureOpenAI {
@@ -40,13 +42,22 @@ t.test('"Initialize LLM": chat through the Azure path, plain and streamed (strea
   const llm = azure('gpt-4o')
   // LlamaIndex sends the deployment as the body's model; Azure's own samples send "".
   for (const model of ['gpt-4o', '']) {
-    const reply = await llm.chat.completions.create({ model, messages: [{ role: 'user', content: 'Tell me a joke.' }], max_tokens: 32 })
+    const reply = await llm.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'Tell me a joke.' }],
+      max_tokens: 32,
+    })
     t.equal(reply.model, 'gpt-4o', `model ${JSON.stringify(model)}: answered by the deployment`)
     t.ok((reply.choices[0]?.message.content ?? '').length > 0, 'with an answer')
     t.ok((reply.usage?.prompt_tokens ?? 0) > 0, 'and usage')
   }
   // "# Test": for response in llm.stream_complete("Tell me a joke."): print(response.delta).
-  const stream = await llm.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Tell me a joke.' }], stream: true, max_tokens: 32 })
+  const stream = await llm.chat.completions.create({
+    model: 'gpt-4o',
+    messages: [{ role: 'user', content: 'Tell me a joke.' }],
+    stream: true,
+    max_tokens: 32,
+  })
   let text = ''
   let chunks = 0
   for await (const chunk of stream) {
@@ -56,51 +67,123 @@ t.test('"Initialize LLM": chat through the Azure path, plain and streamed (strea
   }
   t.ok(chunks > 2 && text.length > 0, `streamed in ${chunks} chunks`)
   // The stream's line is written once its accounting is done, a moment after its last byte.
-  const onAzurePath = (): Array<Record<string, unknown>> => requestLogs('chat.completions').filter((l) => String(l.path).startsWith('/v2/openai/deployments/gpt-4o/'))
-  const logged = (await pollUntil(async () => onAzurePath(), (lines) => lines.length >= 3, 500, 10)).value
+  const onAzurePath = (): Array<Record<string, unknown>> =>
+    requestLogs('chat.completions').filter((l) => String(l.path).startsWith('/v2/openai/deployments/gpt-4o/'))
+  const logged = (
+    await pollUntil(
+      async () => onAzurePath(),
+      (lines) => lines.length >= 3,
+      500,
+      10,
+    )
+  ).value
   t.equal(logged.length, 3, 'three calls on the Azure path')
-  t.ok(logged.every((l) => l.model === 'gpt-4o' && l.status === 200 && Number(l.inputTokens) > 0), 'each charged to gpt-4o, with its tokens')
+  t.ok(
+    logged.every((l) => l.model === 'gpt-4o' && l.status === 200 && Number(l.inputTokens) > 0),
+    'each charged to gpt-4o, with its tokens',
+  )
   t.notOk(gw.output().includes(key), 'the key in the api-key header is never logged')
 })
 
-t.test('completions and embeddings through the Azure path; the page\'s OpenAIEmbedding on /v2', async (t) => {
+t.test("completions and embeddings through the Azure path; the page's OpenAIEmbedding on /v2", async (t) => {
   const completion = await azure('gpt-4o').completions.create({ model: '', prompt: 'Once upon a time', max_tokens: 16 })
   t.equal(completion.model, 'gpt-4o')
   t.ok((completion.choices[0]?.text ?? '').length > 0)
 
-  const azureEmbedding = await azure('jina-embeddings-v2-base-de').embeddings.create({ model: '', input: 'Hello world' })
+  const azureEmbedding = await azure('jina-embeddings-v2-base-de').embeddings.create({
+    model: '',
+    input: 'Hello world',
+  })
   t.equal(azureEmbedding.model, 'jina-embeddings-v2-base-de')
   t.ok((azureEmbedding.data[0]?.embedding.length ?? 0) > 0)
 
   // "Initialize Embeddings": OpenAIEmbedding(model_name=…, api_key, api_base=OPENAI_BASE_URL), a plain OpenAI client.
   const embedModel = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
-  const queryEmbedding = await embedModel.embeddings.create({ model: 'jina-embeddings-v2-base-de', input: 'Hello world' })
+  const queryEmbedding = await embedModel.embeddings.create({
+    model: 'jina-embeddings-v2-base-de',
+    input: 'Hello world',
+  })
   t.same(queryEmbedding.data[0]?.embedding, azureEmbedding.data[0]?.embedding, 'the same vector either way')
 })
 
 t.test('the client configured by baseURL (…/v2/openai), or with the deployment in the base URL', async (t) => {
-  const byBase = new AzureOpenAI({ baseURL: `${gw.url}/v2/openai`, apiKey: key, apiVersion: API_VERSION, deployment: 'gpt-4o-mini', maxRetries: 0 })
-  t.equal((await byBase.chat.completions.create({ model: '', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })).model, 'gpt-4o-mini')
-  const inBase = new AzureOpenAI({ baseURL: `${gw.url}/v2/openai/deployments/gpt-4.1`, apiKey: key, apiVersion: API_VERSION, maxRetries: 0 })
-  t.equal((await inBase.chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })).model, 'gpt-4.1')
+  const byBase = new AzureOpenAI({
+    baseURL: `${gw.url}/v2/openai`,
+    apiKey: key,
+    apiVersion: API_VERSION,
+    deployment: 'gpt-4o-mini',
+    maxRetries: 0,
+  })
+  t.equal(
+    (await byBase.chat.completions.create({ model: '', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 }))
+      .model,
+    'gpt-4o-mini',
+  )
+  const inBase = new AzureOpenAI({
+    baseURL: `${gw.url}/v2/openai/deployments/gpt-4.1`,
+    apiKey: key,
+    apiVersion: API_VERSION,
+    maxRetries: 0,
+  })
+  t.equal(
+    (
+      await inBase.chat.completions.create({
+        model: 'gpt-4.1',
+        messages: [{ role: 'user', content: 'Hi' }],
+        max_tokens: 8,
+      })
+    ).model,
+    'gpt-4.1',
+  )
 })
 
 t.test('the deployment is the model: for scopes, for kinds, for forms', async (t) => {
   // A key limited to one model cannot reach another by naming it in the path, or in the body.
   const narrow = (await gw.createKey({ tier: 'Standard4000', models: ['gpt-4o-mini'] })).key
-  await rejectsWith(t, azure('gpt-4o', narrow).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] }), 403, 'another deployment, whatever the body says')
-  const allowed = await azure('gpt-4o-mini', narrow).chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'x' }], max_tokens: 4 })
+  await rejectsWith(
+    t,
+    azure('gpt-4o', narrow).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'x' }],
+    }),
+    403,
+    'another deployment, whatever the body says',
+  )
+  const allowed = await azure('gpt-4o-mini', narrow).chat.completions.create({
+    model: 'gpt-4o',
+    messages: [{ role: 'user', content: 'x' }],
+    max_tokens: 4,
+  })
   t.equal(allowed.model, 'gpt-4o-mini', 'its own deployment, whatever the body says')
 
-  await rejectsWith(t, azure('no-such-deployment').chat.completions.create({ model: '', messages: [{ role: 'user', content: 'x' }] }), 404, 'an unknown deployment')
-  await rejectsWith(t, azure('jina-embeddings-v2-base-de').chat.completions.create({ model: '', messages: [{ role: 'user', content: 'x' }] }), 404, 'an embedding model as a chat deployment')
+  await rejectsWith(
+    t,
+    azure('no-such-deployment').chat.completions.create({ model: '', messages: [{ role: 'user', content: 'x' }] }),
+    404,
+    'an unknown deployment',
+  )
+  await rejectsWith(
+    t,
+    azure('jina-embeddings-v2-base-de').chat.completions.create({
+      model: '',
+      messages: [{ role: 'user', content: 'x' }],
+    }),
+    404,
+    'an embedding model as a chat deployment',
+  )
 
   // A form goes upstream as sent: its model must be the deployment.
   const audio = await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav')
-  const transcript = await azure('whisper-large-v3').audio.transcriptions.create({ model: 'whisper-large-v3', file: audio })
+  const transcript = await azure('whisper-large-v3').audio.transcriptions.create({
+    model: 'whisper-large-v3',
+    file: audio,
+  })
   t.ok(transcript.text.length > 0, 'a transcription whose form names the deployment')
   try {
-    await azure('whisper-large-v3').audio.transcriptions.create({ model: 'other', file: await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav') })
+    await azure('whisper-large-v3').audio.transcriptions.create({
+      model: 'other',
+      file: await toFile(Buffer.from('RIFF$\u0000\u0000\u0000WAVEfmt ', 'latin1'), 'a.wav'),
+    })
     t.fail('a form naming another model should be refused')
   } catch (err) {
     t.equal((err as { status?: number }).status, 400)
@@ -113,11 +196,15 @@ t.test('the api-key header: wherever a Bearer key is taken; two different keys a
   t.equal(models.status, 200, 'GET /v2/models with api-key')
   t.equal((await fetch(`${gw.url}/v1/vector_stores`, { headers: { 'api-key': key } })).status, 200, '/v1 with api-key')
   t.equal((await fetch(`${gw.url}/queue/models`, { headers: { 'api-key': key } })).status, 200, '/queue with api-key')
-  t.equal((await fetch(`${gw.url}/v2/models`, { headers: { 'api-key': key, authorization: `Bearer ${key}` } })).status, 200, 'both, the same key')
+  t.equal(
+    (await fetch(`${gw.url}/v2/models`, { headers: { 'api-key': key, authorization: `Bearer ${key}` } })).status,
+    200,
+    'both, the same key',
+  )
   const other = (await gw.createKey({ tier: 'Standard4000' })).key
   const two = await fetch(`${gw.url}/v2/models`, { headers: { 'api-key': other, authorization: `Bearer ${key}` } })
   t.equal(two.status, 401, 'two different keys')
-  const body = await two.json() as { error: { code: string; message: string }; detail: string }
+  const body = (await two.json()) as { error: { code: string; message: string }; detail: string }
   t.equal(body.error.code, 'invalid_api_key')
   t.match(body.detail, /Two different API keys/)
   t.notMatch(JSON.stringify(body), new RegExp(`${key}|${other}`), 'neither key echoed')
@@ -125,49 +212,100 @@ t.test('the api-key header: wherever a Bearer key is taken; two different keys a
   t.equal(wrong.status, 401, 'a wrong key in api-key')
   const blank = await fetch(`${gw.url}/v2/models`, { headers: { 'api-key': '  ' } })
   t.equal(blank.status, 401, 'a blank api-key is no key')
-  t.match((await blank.json() as { error: { message: string } }).error.message, /api-key header/)
+  t.match(((await blank.json()) as { error: { message: string } }).error.message, /api-key header/)
 })
 
 t.test('failed api-key attempts count towards the auth throttle like Bearer ones', async (t) => {
-  const strict = await startTollgate({ config: (doc) => { doc.auth = { maxFailures: 3, windowSeconds: 60, blockSeconds: 60 } } })
+  const strict = await startTollgate({
+    config: (doc) => {
+      doc.auth = { maxFailures: 3, windowSeconds: 60, blockSeconds: 60 }
+    },
+  })
   t.teardown(() => strict.stop())
   const good = (await strict.createKey({ tier: 'Standard4000' })).key
   const statuses: number[] = []
-  for (let i = 0; i < 3; i++) statuses.push((await fetch(`${strict.url}/v2/openai/deployments/gpt-4o/chat/completions?api-version=${API_VERSION}`, { method: 'POST', headers: { 'api-key': `tg1_guess_${i}`, 'content-type': 'application/json' }, body: '{}' })).status)
-  statuses.push((await fetch(`${strict.url}/v2/models`, { headers: { 'api-key': good, authorization: `Bearer ${good}x` } })).status)
+  for (let i = 0; i < 3; i++)
+    statuses.push(
+      (
+        await fetch(`${strict.url}/v2/openai/deployments/gpt-4o/chat/completions?api-version=${API_VERSION}`, {
+          method: 'POST',
+          headers: { 'api-key': `tg1_guess_${i}`, 'content-type': 'application/json' },
+          body: '{}',
+        })
+      ).status,
+    )
+  statuses.push(
+    (await fetch(`${strict.url}/v2/models`, { headers: { 'api-key': good, authorization: `Bearer ${good}x` } })).status,
+  )
   t.same(statuses, [401, 401, 401, 401], 'three guesses, then a conflicting pair')
   const blocked = await fetch(`${strict.url}/v2/models`, { headers: { 'api-key': good } })
   t.equal(blocked.status, 429, 'the address is blocked, even with a good key')
-  t.equal((await blocked.json() as { error: { code: string } }).error.code, 'too_many_auth_failures')
+  t.equal(((await blocked.json()) as { error: { code: string } }).error.code, 'too_many_auth_failures')
 })
 
-t.test('through the openai adapter: the twin\'s path, the upstream\'s model name, no api-version, no client key', async (t) => {
-  const upstream: UpstreamProcess = await startUpstream()
-  const front = await startTollgate({
-    config: (doc) => {
-      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
-      doc.models = [
-        { name: 'gpt-4o', kind: 'chat', deployments: [{ backend: 'up', model: 'upstream-gpt-4o' }] },
-        { name: 'jina-embeddings-v2-base-de', kind: 'embedding', deployments: [{ backend: 'up' }] },
-      ]
-    },
-  })
-  t.teardown(async () => {
-    await front.stop()
-    await upstream.stop()
-  })
-  const frontKey = (await front.createKey({ tier: 'Standard4000' })).key
-  const client = new AzureOpenAI({ endpoint: `${front.url}/v2`, apiKey: frontKey, apiVersion: API_VERSION, deployment: 'gpt-4o', maxRetries: 0 })
-  const reply = await client.chat.completions.create({ model: 'ignored-by-azure', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 })
-  t.equal(reply.model, 'gpt-4o', 'the client sees the public name')
-  let streamed = 0
-  for await (const chunk of await client.chat.completions.create({ model: '', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, stream: true })) streamed += chunk.choices.length
-  t.ok(streamed > 0, 'a stream through the upstream')
-  const embedder = new AzureOpenAI({ endpoint: `${front.url}/v2`, apiKey: frontKey, apiVersion: API_VERSION, deployment: 'jina-embeddings-v2-base-de', maxRetries: 0 })
-  t.equal((await embedder.embeddings.create({ model: '', input: 'x' })).model, 'jina-embeddings-v2-base-de')
+t.test(
+  "through the openai adapter: the twin's path, the upstream's model name, no api-version, no client key",
+  async (t) => {
+    const upstream: UpstreamProcess = await startUpstream()
+    const front = await startTollgate({
+      config: (doc) => {
+        doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
+        doc.models = [
+          { name: 'gpt-4o', kind: 'chat', deployments: [{ backend: 'up', model: 'upstream-gpt-4o' }] },
+          { name: 'jina-embeddings-v2-base-de', kind: 'embedding', deployments: [{ backend: 'up' }] },
+        ]
+      },
+    })
+    t.teardown(async () => {
+      await front.stop()
+      await upstream.stop()
+    })
+    const frontKey = (await front.createKey({ tier: 'Standard4000' })).key
+    const client = new AzureOpenAI({
+      endpoint: `${front.url}/v2`,
+      apiKey: frontKey,
+      apiVersion: API_VERSION,
+      deployment: 'gpt-4o',
+      maxRetries: 0,
+    })
+    const reply = await client.chat.completions.create({
+      model: 'ignored-by-azure',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 8,
+    })
+    t.equal(reply.model, 'gpt-4o', 'the client sees the public name')
+    let streamed = 0
+    for await (const chunk of await client.chat.completions.create({
+      model: '',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 8,
+      stream: true,
+    }))
+      streamed += chunk.choices.length
+    t.ok(streamed > 0, 'a stream through the upstream')
+    const embedder = new AzureOpenAI({
+      endpoint: `${front.url}/v2`,
+      apiKey: frontKey,
+      apiVersion: API_VERSION,
+      deployment: 'jina-embeddings-v2-base-de',
+      maxRetries: 0,
+    })
+    t.equal((await embedder.embeddings.create({ model: '', input: 'x' })).model, 'jina-embeddings-v2-base-de')
 
-  const seen = await upstream.requests()
-  t.same(seen.map((r) => `${r.method} ${r.path}`), ['POST /v1/chat/completions', 'POST /v1/chat/completions', 'POST /v1/embeddings'], 'the twins\' paths, without api-version')
-  t.same(seen.map((r) => r.model), ['upstream-gpt-4o', 'upstream-gpt-4o', 'jina-embeddings-v2-base-de'], 'the deployment\'s model, as the upstream names it')
-  t.ok(seen.every((r) => r.headers['api-key'] === undefined && r.headers.authorization === undefined), 'the client\'s key goes no further')
-})
+    const seen = await upstream.requests()
+    t.same(
+      seen.map((r) => `${r.method} ${r.path}`),
+      ['POST /v1/chat/completions', 'POST /v1/chat/completions', 'POST /v1/embeddings'],
+      "the twins' paths, without api-version",
+    )
+    t.same(
+      seen.map((r) => r.model),
+      ['upstream-gpt-4o', 'upstream-gpt-4o', 'jina-embeddings-v2-base-de'],
+      "the deployment's model, as the upstream names it",
+    )
+    t.ok(
+      seen.every((r) => r.headers['api-key'] === undefined && r.headers.authorization === undefined),
+      "the client's key goes no further",
+    )
+  },
+)

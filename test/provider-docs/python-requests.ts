@@ -30,14 +30,20 @@ export function pyRequest(method: 'GET' | 'POST', url: string, options: PyReques
   for (const [key, value] of Object.entries(options.params ?? {})) {
     for (const v of typeof value === 'string' ? [value] : value) target.searchParams.append(key, v)
   }
-  const headers: Record<string, string> = { 'user-agent': 'python-requests/2.32.3', accept: '*/*', ...lowerKeys(options.headers ?? {}) }
+  const headers: Record<string, string> = {
+    'user-agent': 'python-requests/2.32.3',
+    accept: '*/*',
+    ...lowerKeys(options.headers ?? {}),
+  }
   let body: string | Buffer | undefined
   let contentType: string | undefined
   if (options.files !== undefined) {
     const boundary = randomBytes(16).toString('hex')
     body = Buffer.concat([
       ...options.files.flatMap(([field, file]) => [
-        Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${file.filename}"\r\n\r\n`),
+        Buffer.from(
+          `--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${file.filename}"\r\n\r\n`,
+        ),
         file.data,
         Buffer.from('\r\n'),
       ]),

@@ -20,7 +20,10 @@ const POLLS = 2000
 
 interface UserConfig {
   readonly userGroupId: string
-  readonly localKbConfigs: ReadonlyArray<{ readonly id: string; readonly allowed_llms: ReadonlyArray<{ readonly name: string }> }>
+  readonly localKbConfigs: ReadonlyArray<{
+    readonly id: string
+    readonly allowed_llms: ReadonlyArray<{ readonly name: string }>
+  }>
 }
 
 interface FileStatus {
@@ -54,7 +57,7 @@ async function createAccount(gw: RunningTollgate, username: string, groups: read
     body: JSON.stringify({ username, password: PASSWORD, roles: ['CHAT_USER'], groups, tenant: 'acme' }),
   })
   if (res.status !== 201) throw new Error(`account: ${res.status} ${await res.text()}`)
-  return (await res.json() as { id: string }).id
+  return ((await res.json()) as { id: string }).id
 }
 
 /** local-chat.mdx / global-chat.mdx step 1 (and api-reference.mdx, "Authentication", Python tab). */
@@ -63,15 +66,19 @@ async function authenticate(t: Test, base: string, username: string): Promise<Re
   const headers: Record<string, string> = { 'Content-Type': 'application/json' }
   const response = await pyRequest('POST', `${base}/api/v1/auth/user`, { headers, data: payload })
   t.equal(response.status, 200, 'authenticated')
-  headers.Authorization = `Bearer ${(await response.json() as { access_token: string }).access_token}`
+  headers.Authorization = `Bearer ${((await response.json()) as { access_token: string }).access_token}`
   return headers
 }
 
 /** local-chat.mdx / global-chat.mdx step 2: the default group's first local KB configuration. */
-async function defaultChatConfig(t: Test, base: string, headers: Record<string, string>): Promise<{ localConfigId: string; chatModel: string }> {
+async function defaultChatConfig(
+  t: Test,
+  base: string,
+  headers: Record<string, string>,
+): Promise<{ localConfigId: string; chatModel: string }> {
   const response = await pyRequest('GET', `${base}/config-manager/api/v1/user/configs`, { headers })
   t.equal(response.status, 200, 'GET /config-manager/api/v1/user/configs')
-  const configs = await response.json() as UserConfig[]
+  const configs = (await response.json()) as UserConfig[]
   const defaultConfig = configs.filter((c) => c.userGroupId === 'default')[0]
   const local = defaultConfig?.localKbConfigs[0]
   t.ok(local !== undefined && typeof local.id === 'string', 'a default config with a local KB config id')
@@ -80,28 +87,61 @@ async function defaultChatConfig(t: Test, base: string, headers: Record<string, 
 }
 
 /** local-chat.mdx step 3: upload with kb=local, then poll by fileIds until every file is uploaded. */
-async function uploadFiles(t: Test, base: string, headers: Record<string, string>, files: readonly PyFile[]): Promise<FileStatus[]> {
+async function uploadFiles(
+  t: Test,
+  base: string,
+  headers: Record<string, string>,
+  files: readonly PyFile[],
+): Promise<FileStatus[]> {
   const params = { kb: 'local' }
-  const response = await pyRequest('POST', `${base}/file-manager/api/v1/files/`, { headers, params, files: files.map((f) => ['files', f] as const) })
+  const response = await pyRequest('POST', `${base}/file-manager/api/v1/files/`, {
+    headers,
+    params,
+    files: files.map((f) => ['files', f] as const),
+  })
   t.equal(response.status, 200, 'POST /file-manager/api/v1/files/?kb=local')
-  const pendingFiles = await response.json() as FileStatus[]
+  const pendingFiles = (await response.json()) as FileStatus[]
   const pendingFileIds = pendingFiles.map((f) => f.fileId)
   t.equal(pendingFileIds.length, files.length, 'one answer per file, each with a fileId')
-  t.ok(pendingFiles.every((f) => f.status === 'pending'), 'answered before the files are stored: pending')
+  t.ok(
+    pendingFiles.every((f) => f.status === 'pending'),
+    'answered before the files are stored: pending',
+  )
 
-  const polled = await pollUntil(async () => {
-    const response = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local', fileIds: pendingFileIds } })
-    return await response.json() as FileStatus[]
-  }, (files) => files.every((f) => ['uploaded', 'duplicated'].includes(f.status)) || files.every((f) => UPLOAD_FAILED.includes(f.status)), POLLS, POLL_MS)
-  t.ok(polled.met && polled.value.every((f) => f.status === 'uploaded'), 'the guide\'s loop ends: every file uploaded')
-  t.same(polled.value.map((f) => f.fileId), pendingFileIds, 'the files polled by fileIds are those uploaded')
-  const states = transitions(pendingFiles.map((f) => f.status).concat(polled.seen.map((files) => files[0]?.status ?? '')))
+  const polled = await pollUntil(
+    async () => {
+      const response = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, {
+        headers,
+        params: { kb: 'local', fileIds: pendingFileIds },
+      })
+      return (await response.json()) as FileStatus[]
+    },
+    (files) =>
+      files.every((f) => ['uploaded', 'duplicated'].includes(f.status)) ||
+      files.every((f) => UPLOAD_FAILED.includes(f.status)),
+    POLLS,
+    POLL_MS,
+  )
+  t.ok(polled.met && polled.value.every((f) => f.status === 'uploaded'), "the guide's loop ends: every file uploaded")
+  t.same(
+    polled.value.map((f) => f.fileId),
+    pendingFileIds,
+    'the files polled by fileIds are those uploaded',
+  )
+  const states = transitions(
+    pendingFiles.map((f) => f.status).concat(polled.seen.map((files) => files[0]?.status ?? '')),
+  )
   t.ok(inOrder(states, UPLOAD_STATES) && states[0] === 'pending', `uploads went ${states.join(' → ')}`)
   return polled.value
 }
 
 /** local-chat.mdx step 4: a task per file, then POST tasks/file until its last task says ingested. */
-async function ingestFiles(t: Test, base: string, headers: Record<string, string>, uploadedFiles: readonly FileStatus[]): Promise<FileStatus[]> {
+async function ingestFiles(
+  t: Test,
+  base: string,
+  headers: Record<string, string>,
+  uploadedFiles: readonly FileStatus[],
+): Promise<FileStatus[]> {
   for (const uploadedFile of uploadedFiles) {
     const metadata = {
       file_id: uploadedFile.fileId,
@@ -112,13 +152,18 @@ async function ingestFiles(t: Test, base: string, headers: Record<string, string
     const body = { filePath: uploadedFile.fileUri, role: 'user', metadata }
     const task = await pyRequest('POST', `${base}/ingest-master/api/v1/task`, { headers, json: body })
     t.equal(task.status, 202, 'POST /ingest-master/api/v1/task')
-    const queued = (await task.json() as { status: string }).status
+    const queued = ((await task.json()) as { status: string }).status
 
-    const polled = await pollUntil(async () => {
-      const params = { file_path: uploadedFile.fileUri, role: 'user' }
-      const response = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, { headers, params })
-      return (await response.json() as Array<{ status: string }>).at(-1)?.status ?? ''
-    }, (status) => status === 'ingested' || status === 'ingestion_failed', POLLS, POLL_MS)
+    const polled = await pollUntil(
+      async () => {
+        const params = { file_path: uploadedFile.fileUri, role: 'user' }
+        const response = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, { headers, params })
+        return ((await response.json()) as Array<{ status: string }>).at(-1)?.status ?? ''
+      },
+      (status) => status === 'ingested' || status === 'ingestion_failed',
+      POLLS,
+      POLL_MS,
+    )
     t.equal(polled.value, 'ingested', `${uploadedFile.fileName} ingested`)
     const states = transitions([queued, ...polled.seen])
     t.ok(states[0] === 'queued' && inOrder(states, INGEST_STATES), `ingestion went ${states.join(' → ')}`)
@@ -127,11 +172,16 @@ async function ingestFiles(t: Test, base: string, headers: Record<string, string
 }
 
 /** local-chat.mdx step 5 / global-chat.mdx step 3. */
-async function createSession(t: Test, base: string, headers: Record<string, string>, config: Record<string, unknown>): Promise<string> {
+async function createSession(
+  t: Test,
+  base: string,
+  headers: Record<string, string>,
+  config: Record<string, unknown>,
+): Promise<string> {
   const body = { title: 'Testing the SmartChat RAG API', config }
   const response = await pyRequest('POST', `${base}/chat-session-manager/api/v1/sessions/`, { headers, json: body })
   t.equal(response.status, 201, 'POST /chat-session-manager/api/v1/sessions/')
-  const sessionId = (await response.json() as { sessionId?: unknown }).sessionId
+  const sessionId = ((await response.json()) as { sessionId?: unknown }).sessionId
   t.type(sessionId, 'string', 'the session is named by sessionId')
   return String(sessionId)
 }
@@ -141,9 +191,13 @@ async function chat(t: Test, base: string, headers: Record<string, string>, sess
   const body = { sessionId, userPrompt: 'Can you summarize the context to me?' }
   const response = await pyRequest('POST', `${base}/query-pipelines/api/v1/chat`, { headers, json: body })
   t.equal(response.status, 200, 'POST /query-pipelines/api/v1/chat')
-  const answer = await response.json() as { sessionId: string; answer: string; mock: boolean }
+  const answer = (await response.json()) as { sessionId: string; answer: string; mock: boolean }
   t.equal(answer.sessionId, sessionId, 'the answer belongs to the session')
-  t.match(answer.answer, /mock answer .*summarize the context/, 'an answer to the prompt (from the mock, and saying so)')
+  t.match(
+    answer.answer,
+    /mock answer .*summarize the context/,
+    'an answer to the prompt (from the mock, and saying so)',
+  )
 }
 
 t.test('the SmartChat guides against tollgate serve with the default configuration', async (t) => {
@@ -159,10 +213,20 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
     const sessions = await pyRequest('GET', `${base}/chat-session-manager/api/v1/sessions/`, { headers })
     t.equal(sessions.status, 200, 'GET /chat-session-manager/api/v1/sessions/')
     // "Authentication", curl tab: only the Authorization header.
-    const curl = await fetch(`${base}/chat-session-manager/api/v1/sessions/`, { headers: { authorization: headers.Authorization ?? '' } })
+    const curl = await fetch(`${base}/chat-session-manager/api/v1/sessions/`, {
+      headers: { authorization: headers.Authorization ?? '' },
+    })
     t.equal(curl.status, 200, 'and as curl sends it')
     // "Base URL & Routing" and the "Services" table: each service's reference, and the gateway's.
-    for (const path of ['/redoc', '/config-manager/redoc', '/user-manager/redoc', '/file-manager/redoc', '/ingest-master/redoc', '/chat-session-manager/redoc', '/query-pipeline/redoc']) {
+    for (const path of [
+      '/redoc',
+      '/config-manager/redoc',
+      '/user-manager/redoc',
+      '/file-manager/redoc',
+      '/ingest-master/redoc',
+      '/chat-session-manager/redoc',
+      '/query-pipeline/redoc',
+    ]) {
       t.equal((await fetch(`${base}${path}`)).status, 200, `GET ${path}`)
     }
     // Each service's openapi.json (what its redoc loads) lists the routes the guides call.
@@ -174,9 +238,16 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
       'query-pipelines': ['post /api/v1/chat'],
     }
     for (const [service, routes] of Object.entries(documented)) {
-      const spec = await (await fetch(`${base}/${service}/openapi.json`)).json() as { paths: Record<string, Record<string, unknown>> }
-      const listed = Object.entries(spec.paths).flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method} ${path}`))
-      t.ok(routes.every((r) => listed.includes(r)), `${service}/openapi.json lists ${routes.join(', ')}`)
+      const spec = (await (await fetch(`${base}/${service}/openapi.json`)).json()) as {
+        paths: Record<string, Record<string, unknown>>
+      }
+      const listed = Object.entries(spec.paths).flatMap(([path, ops]) =>
+        Object.keys(ops).map((method) => `${method} ${path}`),
+      )
+      t.ok(
+        routes.every((r) => listed.includes(r)),
+        `${service}/openapi.json lists ${routes.join(', ')}`,
+      )
     }
   })
 
@@ -184,11 +255,22 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
     const headers = await authenticate(t, base, USERNAME) // step 1
     const { localConfigId, chatModel } = await defaultChatConfig(t, base, headers) // step 2
     // step 3: two PDF files (the guide's prerequisite: "A PDF file to upload")
-    const uploadedFiles = await uploadFiles(t, base, headers, [pdf('handbook.pdf', 'the first file'), pdf('minutes.pdf', 'the second file')])
-    t.ok(uploadedFiles.every((f) => f.userId === userId && typeof f.fileUri === 'string' && f.fileUri !== ''), 'each file has the caller\'s userId and a fileUri')
+    const uploadedFiles = await uploadFiles(t, base, headers, [
+      pdf('handbook.pdf', 'the first file'),
+      pdf('minutes.pdf', 'the second file'),
+    ])
+    t.ok(
+      uploadedFiles.every((f) => f.userId === userId && typeof f.fileUri === 'string' && f.fileUri !== ''),
+      "each file has the caller's userId and a fileUri",
+    )
     const ingestedFiles = await ingestFiles(t, base, headers, uploadedFiles) // step 4
     // step 5: a local session over the ingested files
-    const sessionId = await createSession(t, base, headers, { localConfigId, globalContext: false, activeFiles: ingestedFiles.map((f) => f.fileId), chatModel })
+    const sessionId = await createSession(t, base, headers, {
+      localConfigId,
+      globalContext: false,
+      activeFiles: ingestedFiles.map((f) => f.fileId),
+      chatModel,
+    })
     await chat(t, base, headers, sessionId) // step 6
   })
 
@@ -202,18 +284,40 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
   await t.test('local-chat.mdx step 3: the documented upload statuses and their ends', async (t) => {
     const headers = await authenticate(t, base, USERNAME)
     const upload = (files: readonly PyFile[]): Promise<FileStatus[]> =>
-      pyRequest('POST', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local' }, files: files.map((f) => ['files', f] as const) }).then((r) => r.json() as Promise<FileStatus[]>)
+      pyRequest('POST', `${base}/file-manager/api/v1/files/`, {
+        headers,
+        params: { kb: 'local' },
+        files: files.map((f) => ['files', f] as const),
+      }).then((r) => r.json() as Promise<FileStatus[]>)
     const list = (fileIds: readonly string[]): Promise<FileStatus[]> =>
-      pyRequest('GET', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local', fileIds } }).then((r) => r.json() as Promise<FileStatus[]>)
+      pyRequest('GET', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local', fileIds } }).then(
+        (r) => r.json() as Promise<FileStatus[]>,
+      )
 
     // The guide's failure branch: every file refused, so its loop raises at once.
-    const refused = await upload([{ filename: 'tool.exe', data: Buffer.from('MZ') }, { filename: 'error-report.pdf', data: Buffer.from('%PDF') }])
-    t.same(refused.map((f) => f.status), ['file_type_not_supported', 'error'], 'refused files are final in the upload\'s answer')
-    t.same((await list(refused.map((f) => f.fileId))).map((f) => f.status), ['file_type_not_supported', 'error'], 'and when polled')
+    const refused = await upload([
+      { filename: 'tool.exe', data: Buffer.from('MZ') },
+      { filename: 'error-report.pdf', data: Buffer.from('%PDF') },
+    ])
+    t.same(
+      refused.map((f) => f.status),
+      ['file_type_not_supported', 'error'],
+      "refused files are final in the upload's answer",
+    )
+    t.same(
+      (await list(refused.map((f) => f.fileId))).map((f) => f.status),
+      ['file_type_not_supported', 'error'],
+      'and when polled',
+    )
 
     // The same content again: "duplicated", which the guide's loop accepts like "uploaded".
     const again = await upload([pdf('handbook-copy.pdf', 'the first file')])
-    const settled = await pollUntil(() => list(again.map((f) => f.fileId)), (files) => files[0]?.status !== 'pending', POLLS, POLL_MS)
+    const settled = await pollUntil(
+      () => list(again.map((f) => f.fileId)),
+      (files) => files[0]?.status !== 'pending',
+      POLLS,
+      POLL_MS,
+    )
     t.equal(settled.value[0]?.status, 'duplicated', 'a file the caller already has is duplicated')
     t.match(settled.value[0]?.fileUri, /handbook\.pdf$/, 'and points at the stored copy')
   })
@@ -221,47 +325,94 @@ t.test('the SmartChat guides against tollgate serve with the default configurati
   await t.test('local-chat.mdx step 3: fileIds as Python requests sends a list (the key repeated)', async (t) => {
     const headers = await authenticate(t, base, USERNAME)
     const uploaded = await pyRequest('POST', `${base}/file-manager/api/v1/files/`, {
-      headers, params: { kb: 'local' }, files: [['files', pdf('a.pdf', 'a')], ['files', pdf('b.pdf', 'b')], ['files', pdf('c.pdf', 'c')]],
+      headers,
+      params: { kb: 'local' },
+      files: [
+        ['files', pdf('a.pdf', 'a')],
+        ['files', pdf('b.pdf', 'b')],
+        ['files', pdf('c.pdf', 'c')],
+      ],
     }).then((r) => r.json() as Promise<FileStatus[]>)
     const [a, , c] = uploaded.map((f) => f.fileId)
-    const res = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local', fileIds: [c ?? '', a ?? ''] } })
+    const res = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, {
+      headers,
+      params: { kb: 'local', fileIds: [c ?? '', a ?? ''] },
+    })
     t.match(new URL(res.url).search, /^\?kb=local&fileIds=[^&]+&fileIds=[^&]+$/, 'the query has fileIds twice')
-    t.same((await res.json() as FileStatus[]).map((f) => f.fileName), ['c.pdf', 'a.pdf'], 'exactly the files named, in the order asked')
+    t.same(
+      ((await res.json()) as FileStatus[]).map((f) => f.fileName),
+      ['c.pdf', 'a.pdf'],
+      'exactly the files named, in the order asked',
+    )
 
     // Another user's file id names nothing for this caller.
     const grace = await authenticate(t, base, 'grace')
-    const hers = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, { headers: grace, params: { kb: 'local', fileIds: [a ?? ''] } })
+    const hers = await pyRequest('GET', `${base}/file-manager/api/v1/files/`, {
+      headers: grace,
+      params: { kb: 'local', fileIds: [a ?? ''] },
+    })
     t.same(await hers.json(), [], 'another user asking for the file sees nothing')
-    const configs = await pyRequest('GET', `${base}/config-manager/api/v1/user/configs`, { headers: grace }).then((r) => r.json() as Promise<UserConfig[]>)
-    t.same(configs.map((g) => g.userGroupId), ['default', 'support'], 'her user groups: default, then her own')
+    const configs = await pyRequest('GET', `${base}/config-manager/api/v1/user/configs`, { headers: grace }).then(
+      (r) => r.json() as Promise<UserConfig[]>,
+    )
+    t.same(
+      configs.map((g) => g.userGroupId),
+      ['default', 'support'],
+      'her user groups: default, then her own',
+    )
   })
 
   await t.test('local-chat.mdx step 3: the files go in the multipart field "files"', async (t) => {
     const headers = await authenticate(t, base, USERNAME)
-    const wrongField = await pyRequest('POST', `${base}/file-manager/api/v1/files/`, { headers, params: { kb: 'local' }, files: [['file', pdf('x.pdf', 'x')]] })
+    const wrongField = await pyRequest('POST', `${base}/file-manager/api/v1/files/`, {
+      headers,
+      params: { kb: 'local' },
+      files: [['file', pdf('x.pdf', 'x')]],
+    })
     t.equal(wrongField.status, 422, 'a file under another field name is not an upload')
     t.match(await wrongField.json(), { detail: /"files"/ }, 'and the answer names the field')
     // The same upload with the Content-Type a browser or curl -F sends works too.
     const form = new FormData()
     form.append('files', new Blob([Buffer.from('%PDF-1.4 form')]), 'form.pdf')
-    const proper = await fetch(`${base}/file-manager/api/v1/files/?kb=local`, { method: 'POST', headers: { authorization: headers.Authorization ?? '' }, body: form })
+    const proper = await fetch(`${base}/file-manager/api/v1/files/?kb=local`, {
+      method: 'POST',
+      headers: { authorization: headers.Authorization ?? '' },
+      body: form,
+    })
     t.equal(proper.status, 200)
-    t.same((await proper.json() as FileStatus[]).map((f) => [f.fileName, f.status]), [['form.pdf', 'pending']])
+    t.same(
+      ((await proper.json()) as FileStatus[]).map((f) => [f.fileName, f.status]),
+      [['form.pdf', 'pending']],
+    )
   })
 
   await t.test('local-chat.mdx step 4: the ingestion_failed branch', async (t) => {
     const headers = await authenticate(t, base, USERNAME)
     // The mock fails the ingestion of a file whose path says "fail".
     const [file] = await uploadFiles(t, base, headers, [pdf('will-fail.pdf', 'a file that does not ingest')])
-    const task = await pyRequest('POST', `${base}/ingest-master/api/v1/task`, { headers, json: { filePath: file?.fileUri, role: 'user', metadata: { file_id: file?.fileId } } })
+    const task = await pyRequest('POST', `${base}/ingest-master/api/v1/task`, {
+      headers,
+      json: { filePath: file?.fileUri, role: 'user', metadata: { file_id: file?.fileId } },
+    })
     t.equal(task.status, 202)
-    const polled = await pollUntil(async () => {
-      const res = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, { headers, params: { file_path: file?.fileUri ?? '', role: 'user' } })
-      return (await res.json() as Array<{ status: string }>).at(-1)?.status ?? ''
-    }, (status) => status === 'ingested' || status === 'ingestion_failed', POLLS, POLL_MS)
+    const polled = await pollUntil(
+      async () => {
+        const res = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, {
+          headers,
+          params: { file_path: file?.fileUri ?? '', role: 'user' },
+        })
+        return ((await res.json()) as Array<{ status: string }>).at(-1)?.status ?? ''
+      },
+      (status) => status === 'ingested' || status === 'ingestion_failed',
+      POLLS,
+      POLL_MS,
+    )
     t.equal(polled.value, 'ingestion_failed', 'the guide\'s loop raises "Couldn\'t ingest file"')
     const other = await authenticate(t, base, 'grace')
-    const theirs = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, { headers: other, params: { file_path: file?.fileUri ?? '', role: 'user' } })
-    t.equal(theirs.status, 404, 'another user does not see the file\'s tasks')
+    const theirs = await pyRequest('POST', `${base}/ingest-master/api/v1/tasks/file`, {
+      headers: other,
+      params: { file_path: file?.fileUri ?? '', role: 'user' },
+    })
+    t.equal(theirs.status, 404, "another user does not see the file's tasks")
   })
 })

@@ -63,7 +63,8 @@ function builder(signal = new AbortController().signal): (target: FailoverTarget
   })
 }
 
-const refused = (): GatewayError => gatewayError('upstream_unreachable', { message: 'The upstream model server could not be reached (ECONNREFUSED).' })
+const refused = (): GatewayError =>
+  gatewayError('upstream_unreachable', { message: 'The upstream model server could not be reached (ECONNREFUSED).' })
 
 /** The GatewayError `promise` rejects with; fails the test when it resolves or rejects otherwise. */
 async function rejection(t: Test, promise: Promise<unknown>): Promise<GatewayError | undefined> {
@@ -84,19 +85,35 @@ async function bodyOf(response: UpstreamResponse): Promise<string> {
 }
 
 t.test('pickOrder: the first target follows the weights; the rest follow as fallbacks', async (t) => {
-  const targets = [{ id: 'a', weight: 3 }, { id: 'b', weight: 1 }, { id: 'c', weight: 2 }]
+  const targets = [
+    { id: 'a', weight: 3 },
+    { id: 'b', weight: 1 },
+    { id: 'c', weight: 2 },
+  ]
   const leads: Record<string, number> = { a: 0, b: 0, c: 0 }
   let incomplete = 0
   for (let counter = 0; counter < 600; counter++) {
     const order = pickOrder(targets, counter)
-    if ([...order].map((x) => x.id).sort().join() !== 'a,b,c') incomplete += 1
+    if (
+      [...order]
+        .map((x) => x.id)
+        .sort()
+        .join() !== 'a,b,c'
+    )
+      incomplete += 1
     const first = order[0]?.id ?? ''
     leads[first] = (leads[first] ?? 0) + 1
   }
   t.equal(incomplete, 0, 'every order holds every target once')
   t.same(leads, { a: 300, b: 100, c: 200 })
-  t.same(pickOrder(targets, 3).map((x) => x.id), ['b', 'c', 'a'])
-  t.same(pickOrder([{ id: 'only', weight: 5 }], 7).map((x) => x.id), ['only'])
+  t.same(
+    pickOrder(targets, 3).map((x) => x.id),
+    ['b', 'c', 'a'],
+  )
+  t.same(
+    pickOrder([{ id: 'only', weight: 5 }], 7).map((x) => x.id),
+    ['only'],
+  )
   t.same(pickOrder([], 1), [])
 })
 
@@ -105,7 +122,12 @@ t.test('a refused connection moves on to the next deployment', async (t) => {
   const b = stub('b', 200)
   const failures: unknown[] = []
   const result = await sendWithFailover([target(a, 0), target(b, 1)], builder(), {
-    onAttemptFailed: (tg, failure, next) => failures.push([tg.deploymentIndex, failure instanceof GatewayError ? failure.errorName : failure, next?.deploymentIndex]),
+    onAttemptFailed: (tg, failure, next) =>
+      failures.push([
+        tg.deploymentIndex,
+        failure instanceof GatewayError ? failure.errorName : failure,
+        next?.deploymentIndex,
+      ]),
   })
   t.equal(result.target.adapter.name, 'b')
   t.equal(result.attempts, 2)
@@ -180,7 +202,10 @@ t.test('an aborted request is not tried further', async (t) => {
     },
   }
   const b = stub('b', 200)
-  t.equal((await rejection(t, sendWithFailover([target(a, 0), target(b, 1)], builder(controller.signal))))?.errorName, 'upstream_unreachable')
+  t.equal(
+    (await rejection(t, sendWithFailover([target(a, 0), target(b, 1)], builder(controller.signal))))?.errorName,
+    'upstream_unreachable',
+  )
   t.equal(b.sent.length, 0)
 })
 
@@ -188,31 +213,34 @@ t.test('no deployments: upstream_unreachable', async (t) => {
   t.equal((await rejection(t, sendWithFailover([], builder())))?.errorName, 'upstream_unreachable')
 })
 
-t.test('circuit breaker: a backend that keeps refusing goes to the back of the line until its cool-down ends', async (t) => {
-  let now = 1_000
-  const breaker = new CircuitBreaker({ threshold: 2, coolDownMs: 5_000, now: () => now })
-  const a = stub('a', refused())
-  const b = stub('b', 200)
-  const targets = [target(a, 0), target(b, 1)]
-  await sendWithFailover(targets, builder(), { breaker })
-  t.equal(breaker.isOpen('a'), false, 'one failure is not enough')
-  await sendWithFailover(targets, builder(), { breaker })
-  t.equal(breaker.isOpen('a'), true)
-  t.equal(a.sent.length, 2)
+t.test(
+  'circuit breaker: a backend that keeps refusing goes to the back of the line until its cool-down ends',
+  async (t) => {
+    let now = 1_000
+    const breaker = new CircuitBreaker({ threshold: 2, coolDownMs: 5_000, now: () => now })
+    const a = stub('a', refused())
+    const b = stub('b', 200)
+    const targets = [target(a, 0), target(b, 1)]
+    await sendWithFailover(targets, builder(), { breaker })
+    t.equal(breaker.isOpen('a'), false, 'one failure is not enough')
+    await sendWithFailover(targets, builder(), { breaker })
+    t.equal(breaker.isOpen('a'), true)
+    t.equal(a.sent.length, 2)
 
-  const result = await sendWithFailover(targets, builder(), { breaker })
-  t.equal(result.attempts, 1, 'b is tried first while a cools down')
-  t.equal(a.sent.length, 2)
+    const result = await sendWithFailover(targets, builder(), { breaker })
+    t.equal(result.attempts, 1, 'b is tried first while a cools down')
+    t.equal(a.sent.length, 2)
 
-  now += 5_001
-  t.equal(breaker.isOpen('a'), false)
-  await sendWithFailover(targets, builder(), { breaker })
-  t.equal(a.sent.length, 3, 'after the cool-down a is tried first again')
-  t.equal(breaker.isOpen('a'), true, 'and one more failure opens it anew')
+    now += 5_001
+    t.equal(breaker.isOpen('a'), false)
+    await sendWithFailover(targets, builder(), { breaker })
+    t.equal(a.sent.length, 3, 'after the cool-down a is tried first again')
+    t.equal(breaker.isOpen('a'), true, 'and one more failure opens it anew')
 
-  breaker.recordSuccess('a')
-  t.equal(breaker.isOpen('a'), false, 'an answer closes it')
-})
+    breaker.recordSuccess('a')
+    t.equal(breaker.isOpen('a'), false, 'an answer closes it')
+  },
+)
 
 t.test('circuit breaker: an open backend is still tried when it is the only one left', async (t) => {
   const breaker = new CircuitBreaker({ threshold: 1, coolDownMs: 60_000, now: () => 0 })
@@ -234,9 +262,19 @@ async function deadPort(): Promise<number> {
 }
 
 function adapterFor(t: Test, name: string, baseUrl: string): BackendAdapter {
-  const adapter = createOpenAIBackend(name, {
-    type: 'openai', baseUrl, connectTimeoutMs: 1_000, responseTimeoutMs: 2_000, idleTimeoutMs: 2_000, maxSockets: 8, headers: {},
-  }, undefined)
+  const adapter = createOpenAIBackend(
+    name,
+    {
+      type: 'openai',
+      baseUrl,
+      connectTimeoutMs: 1_000,
+      responseTimeoutMs: 2_000,
+      idleTimeoutMs: 2_000,
+      maxSockets: 8,
+      headers: {},
+    },
+    undefined,
+  )
   t.teardown(() => adapter.close())
   return adapter
 }
@@ -248,13 +286,22 @@ async function fakes(t: Test, count: number): Promise<FakeUpstream[]> {
 }
 
 /** A gateway that fails over across `targets` in pickOrder, with `body` as the request body. */
-async function failoverGateway(t: Test, targets: readonly FailoverTarget[], body: () => RequestBody, path = '/chat/completions'): Promise<{ url: string; served: number[] }> {
+async function failoverGateway(
+  t: Test,
+  targets: readonly FailoverTarget[],
+  body: () => RequestBody,
+  path = '/chat/completions',
+): Promise<{ url: string; served: number[] }> {
   let counter = 0
   const served: number[] = []
   const gateway = await startGateway(async (req, res) => {
-    for await (const _ of req) { /* the body was read by the gateway */ }
+    for await (const _ of req) {
+      /* the body was read by the gateway */
+    }
     try {
-      const { response, target } = await sendWithFailover(pickOrder(targets, counter++), (tg) => upstreamRequestFor(req, res, { path, body: body(), model: tg.upstreamModel }))
+      const { response, target } = await sendWithFailover(pickOrder(targets, counter++), (tg) =>
+        upstreamRequestFor(req, res, { path, body: body(), model: tg.upstreamModel }),
+      )
       served.push(target.deploymentIndex)
       res.writeHead(response.status, { 'content-type': response.headers['content-type'] ?? 'application/json' })
       for await (const chunk of response.body) res.write(chunk)
@@ -271,7 +318,10 @@ const chat = (): RequestBody => ({ kind: 'json', value: { model: 'm', messages: 
 
 t.test('real upstreams: the first refuses connections, the second serves', async (t) => {
   const [live] = await fakes(t, 1)
-  const targets = [target(adapterFor(t, 'dead', `http://127.0.0.1:${await deadPort()}/v1`), 0), target(adapterFor(t, 'live', live!.url), 1)]
+  const targets = [
+    target(adapterFor(t, 'dead', `http://127.0.0.1:${await deadPort()}/v1`), 0),
+    target(adapterFor(t, 'live', live!.url), 1),
+  ]
   const { url, served } = await failoverGateway(t, targets, chat)
   const reply = await call(url, { body: '{}' })
   t.equal(reply.status, 200)
@@ -282,9 +332,17 @@ t.test('real upstreams: the first refuses connections, the second serves', async
 t.test('real upstreams: a 503 moves a multipart upload on, replayed byte for byte', async (t) => {
   const [failing, live] = await fakes(t, 2)
   failing!.options.failWith = 503
-  const bytes = Buffer.from('--b\r\nContent-Disposition: form-data; name="file"; filename="x.bin"\r\n\r\n' + 'z'.repeat(300_000) + '\r\n--b--\r\n')
+  const bytes = Buffer.from(
+    '--b\r\nContent-Disposition: form-data; name="file"; filename="x.bin"\r\n\r\n' +
+      'z'.repeat(300_000) +
+      '\r\n--b--\r\n',
+  )
   const multipart = (): RequestBody => ({
-    kind: 'multipart', fields: {}, files: [], contentType: 'multipart/form-data; boundary=b', size: bytes.length,
+    kind: 'multipart',
+    fields: {},
+    files: [],
+    contentType: 'multipart/form-data; boundary=b',
+    size: bytes.length,
     open: () => Readable.from([bytes.subarray(0, 1000), bytes.subarray(1000)], { objectMode: false }),
     dispose: async () => undefined,
   })

@@ -1,6 +1,11 @@
 // A minimal stand-in for the gateway's listener in tests: a loopback server whose handler
 // each test supplies, and a client that records exactly what came back.
-import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http'
+import http, {
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { UpstreamRequest } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
@@ -25,10 +30,11 @@ export async function startGateway(handler: Handler): Promise<Gateway> {
   const { port } = server.address() as AddressInfo
   return {
     url: `http://127.0.0.1:${port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections()
-      server.close(() => resolve())
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -46,13 +52,20 @@ export interface CallResult {
 }
 
 /** Starts a request and resolves with the response once its headers are in. */
-export function open(url: string, options: CallOptions = {}): Promise<{ req: http.ClientRequest; res: IncomingMessage }> {
+export function open(
+  url: string,
+  options: CallOptions = {},
+): Promise<{ req: http.ClientRequest; res: IncomingMessage }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}${options.path ?? '/'}`, {
-      method: options.method ?? 'POST',
-      headers: options.headers ?? {},
-      agent: false,
-    }, (res) => resolve({ req, res }))
+    const req = http.request(
+      `${url}${options.path ?? '/'}`,
+      {
+        method: options.method ?? 'POST',
+        headers: options.headers ?? {},
+        agent: false,
+      },
+      (res) => resolve({ req, res }),
+    )
     req.on('error', reject)
     req.end(options.body)
   })
@@ -75,10 +88,18 @@ export async function call(url: string, options: CallOptions = {}): Promise<Call
 export function upstreamRequestFor(
   req: IncomingMessage,
   res: ServerResponse,
-  fields: { path: string; body: RequestBody; method?: 'GET' | 'POST' | 'DELETE'; model?: string | null; signal?: AbortSignal },
+  fields: {
+    path: string
+    body: RequestBody
+    method?: 'GET' | 'POST' | 'DELETE'
+    model?: string | null
+    signal?: AbortSignal
+  },
 ): UpstreamRequest {
   const controller = new AbortController()
-  res.on('close', () => { if (!res.writableFinished) controller.abort() })
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort()
+  })
   return {
     endpoint: 'chat.completions',
     method: fields.method ?? 'POST',
@@ -94,7 +115,10 @@ export function upstreamRequestFor(
 /** Parses the `data:` payloads of an SSE body. */
 export function dataOf(sse: string): string[] {
   return sse.split(/\r?\n\r?\n/).flatMap((event) => {
-    const lines = event.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart())
+    const lines = event
+      .split(/\r?\n/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trimStart())
     return lines.length > 0 ? [lines.join('\n')] : []
   })
 }

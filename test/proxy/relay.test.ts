@@ -13,32 +13,58 @@ interface Relayed {
 }
 
 /** A gateway that relays `upstream` for its one request, after `prepare` set its own headers. */
-async function relayVia(t: Test, upstream: UpstreamResponse, options: Partial<RelayOptions> = {}, prepare?: (res: ServerResponse) => void): Promise<Relayed> {
+async function relayVia(
+  t: Test,
+  upstream: UpstreamResponse,
+  options: Partial<RelayOptions> = {},
+  prepare?: (res: ServerResponse) => void,
+): Promise<Relayed> {
   let settle: (outcome: RelayOutcome) => void = () => undefined
-  const outcome = new Promise<RelayOutcome>((resolve) => { settle = resolve })
+  const outcome = new Promise<RelayOutcome>((resolve) => {
+    settle = resolve
+  })
   const gateway = await startGateway(async (req, res) => {
-    for await (const _ of req) { /* drain */ }
+    for await (const _ of req) {
+      /* drain */
+    }
     prepare?.(res)
-    settle(await relay(res, upstream, {
-      stream: false,
-      clientWantsUsage: false,
-      promptTokens: async () => 42,
-      jsonLimitBytes: 1 << 20,
-      signal: new AbortController().signal,
-      ...options,
-    }))
+    settle(
+      await relay(res, upstream, {
+        stream: false,
+        clientWantsUsage: false,
+        promptTokens: async () => 42,
+        jsonLimitBytes: 1 << 20,
+        signal: new AbortController().signal,
+        ...options,
+      }),
+    )
   })
   t.teardown(() => gateway.close())
   return { url: gateway.url, outcome }
 }
 
-function upstreamOf(status: number, headers: Record<string, string>, chunks: readonly (string | Buffer)[]): UpstreamResponse {
-  return { status, headers, body: Readable.from(chunks.map((c) => Buffer.from(c)), { objectMode: false }) }
+function upstreamOf(
+  status: number,
+  headers: Record<string, string>,
+  chunks: readonly (string | Buffer)[],
+): UpstreamResponse {
+  return {
+    status,
+    headers,
+    body: Readable.from(
+      chunks.map((c) => Buffer.from(c)),
+      { objectMode: false },
+    ),
+  }
 }
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): UpstreamResponse {
   const bytes = JSON.stringify(body)
-  return upstreamOf(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(bytes)), ...headers }, [bytes])
+  return upstreamOf(
+    status,
+    { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(bytes)), ...headers },
+    [bytes],
+  )
 }
 
 /** A body the test writes to; like the adapter's, it tolerates an error before anyone reads it. */
@@ -66,41 +92,52 @@ function chatStream(withUsage: boolean, eol = '\n'): string {
   return events.join('').replaceAll('\n', eol)
 }
 
-t.test('JSON: usage taken from prompt_tokens/completion_tokens; body untouched; the gateway\'s headers win', async (t) => {
-  const body = { id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'hi' } }], usage: USAGE }
-  const upstream = json(200, body, {
-    'x-ratelimit-limit-requests': '99999',
-    'x-ratelimit-remaining-tokens': '123',
-    'x-request-id': 'upstream-id',
-    'set-cookie': '__cf_bm=abc',
-    'openai-organization': 'org-gateway',
-    'openai-processing-ms': '12',
-  })
-  const relayed = await relayVia(t, upstream, {}, (res) => {
-    res.setHeader('x-ratelimit-limit-requests', '60')
-    res.setHeader('x-request-id', 'req_gateway')
-  })
-  const reply = await call(relayed.url)
-  const outcome = await relayed.outcome
-  t.equal(reply.status, 200)
-  t.equal(reply.body, JSON.stringify(body))
-  t.equal(reply.headers['content-length'], String(Buffer.byteLength(reply.body)))
-  t.equal(reply.headers['x-ratelimit-limit-requests'], '60')
-  t.notOk(reply.headers['x-ratelimit-remaining-tokens'], 'the upstream account\'s limits are not the client\'s')
-  t.equal(reply.headers['x-request-id'], 'req_gateway')
-  t.notOk(reply.headers['set-cookie'])
-  t.notOk(reply.headers['openai-organization'])
-  t.equal(reply.headers['openai-processing-ms'], '12')
-  t.same(outcome.usage, { inputTokens: 11, outputTokens: 5 })
-  t.equal(outcome.usageSource, 'reported')
-  t.same(outcome.json, body)
-  t.equal(outcome.bytes, Buffer.byteLength(reply.body))
-  t.equal(outcome.aborted, false)
-  t.type(outcome.firstByteMs, 'number')
-})
+t.test(
+  "JSON: usage taken from prompt_tokens/completion_tokens; body untouched; the gateway's headers win",
+  async (t) => {
+    const body = {
+      id: 'x',
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hi' } }],
+      usage: USAGE,
+    }
+    const upstream = json(200, body, {
+      'x-ratelimit-limit-requests': '99999',
+      'x-ratelimit-remaining-tokens': '123',
+      'x-request-id': 'upstream-id',
+      'set-cookie': '__cf_bm=abc',
+      'openai-organization': 'org-gateway',
+      'openai-processing-ms': '12',
+    })
+    const relayed = await relayVia(t, upstream, {}, (res) => {
+      res.setHeader('x-ratelimit-limit-requests', '60')
+      res.setHeader('x-request-id', 'req_gateway')
+    })
+    const reply = await call(relayed.url)
+    const outcome = await relayed.outcome
+    t.equal(reply.status, 200)
+    t.equal(reply.body, JSON.stringify(body))
+    t.equal(reply.headers['content-length'], String(Buffer.byteLength(reply.body)))
+    t.equal(reply.headers['x-ratelimit-limit-requests'], '60')
+    t.notOk(reply.headers['x-ratelimit-remaining-tokens'], "the upstream account's limits are not the client's")
+    t.equal(reply.headers['x-request-id'], 'req_gateway')
+    t.notOk(reply.headers['set-cookie'])
+    t.notOk(reply.headers['openai-organization'])
+    t.equal(reply.headers['openai-processing-ms'], '12')
+    t.same(outcome.usage, { inputTokens: 11, outputTokens: 5 })
+    t.equal(outcome.usageSource, 'reported')
+    t.same(outcome.json, body)
+    t.equal(outcome.bytes, Buffer.byteLength(reply.body))
+    t.equal(outcome.aborted, false)
+    t.type(outcome.firstByteMs, 'number')
+  },
+)
 
 t.test('JSON: input_tokens/output_tokens naming (responses, images, audio)', async (t) => {
-  const relayed = await relayVia(t, json(200, { object: 'response', output: [], usage: { input_tokens: 7, output_tokens: 3, total_tokens: 10 } }))
+  const relayed = await relayVia(
+    t,
+    json(200, { object: 'response', output: [], usage: { input_tokens: 7, output_tokens: 3, total_tokens: 10 } }),
+  )
   await call(relayed.url)
   const outcome = await relayed.outcome
   t.same(outcome.usage, { inputTokens: 7, outputTokens: 3 })
@@ -108,13 +145,22 @@ t.test('JSON: input_tokens/output_tokens naming (responses, images, audio)', asy
 })
 
 t.test('JSON: embeddings report prompt tokens only', async (t) => {
-  const relayed = await relayVia(t, json(200, { object: 'list', data: [], usage: { prompt_tokens: 9, total_tokens: 9 } }))
+  const relayed = await relayVia(
+    t,
+    json(200, { object: 'list', data: [], usage: { prompt_tokens: 9, total_tokens: 9 } }),
+  )
   await call(relayed.url)
   t.same((await relayed.outcome).usage, { inputTokens: 9, outputTokens: 0 })
 })
 
 t.test('JSON: a generation without usage is counted; other bodies without usage are not', async (t) => {
-  const generation = await relayVia(t, json(200, { object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'one two three' } }] }))
+  const generation = await relayVia(
+    t,
+    json(200, {
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'one two three' } }],
+    }),
+  )
   await call(generation.url)
   const counted = await generation.outcome
   t.equal(counted.usageSource, 'counted')
@@ -125,31 +171,50 @@ t.test('JSON: a generation without usage is counted; other bodies without usage 
   t.equal((await list.outcome).usageSource, 'none')
 })
 
-t.test('JSON: an upstream error passes through with its status and no usage, FastAPI\'s detail added beside it', async (t) => {
-  const error = { error: { message: 'bad', type: 'invalid_request_error', param: null, code: null } }
-  const relayed = await relayVia(t, json(400, error))
-  const reply = await call(relayed.url)
-  t.equal(reply.status, 400)
-  t.same(JSON.parse(reply.body), { ...error, detail: 'bad' })
-  const outcome = await relayed.outcome
-  t.equal(outcome.status, 400)
-  t.equal(outcome.usageSource, 'none')
+t.test(
+  "JSON: an upstream error passes through with its status and no usage, FastAPI's detail added beside it",
+  async (t) => {
+    const error = { error: { message: 'bad', type: 'invalid_request_error', param: null, code: null } }
+    const relayed = await relayVia(t, json(400, error))
+    const reply = await call(relayed.url)
+    t.equal(reply.status, 400)
+    t.same(JSON.parse(reply.body), { ...error, detail: 'bad' })
+    const outcome = await relayed.outcome
+    t.equal(outcome.status, 400)
+    t.equal(outcome.usageSource, 'none')
 
-  // An upstream body that has its own detail, or is not OpenAI's shape, or a success, is left as it is.
-  for (const [status, body] of [[400, { ...error, detail: 'its own' }], [422, { detail: [{ loc: ['body'], msg: 'x' }] }], [200, { error: { message: 'not an error status' } }]] as const) {
-    const other = await relayVia(t, json(status, body))
-    t.same(JSON.parse((await call(other.url)).body), body, `${status} ${JSON.stringify(body).slice(0, 40)}: untouched`)
-    await other.outcome
-  }
-})
+    // An upstream body that has its own detail, or is not OpenAI's shape, or a success, is left as it is.
+    for (const [status, body] of [
+      [400, { ...error, detail: 'its own' }],
+      [422, { detail: [{ loc: ['body'], msg: 'x' }] }],
+      [200, { error: { message: 'not an error status' } }],
+    ] as const) {
+      const other = await relayVia(t, json(status, body))
+      t.same(
+        JSON.parse((await call(other.url)).body),
+        body,
+        `${status} ${JSON.stringify(body).slice(0, 40)}: untouched`,
+      )
+      await other.outcome
+    }
+  },
+)
 
-t.test('an upstream error whose body is not JSON keeps its status and gets the contract\'s body', async (t) => {
+t.test("an upstream error whose body is not JSON keeps its status and gets the contract's body", async (t) => {
   const cases: Array<[string, UpstreamResponse, number]> = [
     // Node's own answer to a header section over its limit: no type, no body.
     ['bare 431', upstreamOf(431, { connection: 'close' }, []), 431],
-    ['HTML page from a proxy', upstreamOf(502, { 'content-type': 'text/html' }, ['<html><body>nginx/1.25 at /srv/internal</body></html>']), 502],
+    [
+      'HTML page from a proxy',
+      upstreamOf(502, { 'content-type': 'text/html' }, ['<html><body>nginx/1.25 at /srv/internal</body></html>']),
+      502,
+    ],
     ['JSON that does not parse', upstreamOf(500, { 'content-type': 'application/json' }, ['{"detail": ']), 500],
-    ['a 429 with Retry-After', upstreamOf(429, { 'content-type': 'text/plain', 'retry-after': '7' }, ['slow down']), 429],
+    [
+      'a 429 with Retry-After',
+      upstreamOf(429, { 'content-type': 'text/plain', 'retry-after': '7' }, ['slow down']),
+      429,
+    ],
   ]
   for (const [what, upstream, status] of cases) {
     const relayed = await relayVia(t, upstream)
@@ -171,7 +236,13 @@ t.test('an upstream error whose body is not JSON keeps its status and gets the c
 })
 
 t.test('JSON: transformJson decides what the client gets, before it gets it', async (t) => {
-  const body = { object: 'list', data: [{ id: 'file-mine', owner: 'a' }, { id: 'file-theirs', owner: 'b' }] }
+  const body = {
+    object: 'list',
+    data: [
+      { id: 'file-mine', owner: 'a' },
+      { id: 'file-theirs', owner: 'b' },
+    ],
+  }
   const seen: unknown[] = []
   const relayed = await relayVia(t, json(200, body, { etag: '"abc"' }), {
     transformJson: async (status, value) => {
@@ -190,7 +261,9 @@ t.test('JSON: transformJson decides what the client gets, before it gets it', as
 
 t.test('JSON: a GatewayError thrown by transformJson is the reply', async (t) => {
   const relayed = await relayVia(t, json(200, { id: 'file-theirs', object: 'file' }), {
-    transformJson: async () => { throw gatewayError('resource_not_found') },
+    transformJson: async () => {
+      throw gatewayError('resource_not_found')
+    },
   })
   const reply = await call(relayed.url)
   t.equal(reply.status, 404)
@@ -205,7 +278,9 @@ t.test('JSON over the limit streams through untouched with no usage, unless a tr
   const big = { object: 'list', data: Array.from({ length: 200 }, (_, i) => ({ id: `item-${i}` })), usage: USAGE }
   const text = JSON.stringify(big)
   const pieces = [text.slice(0, 1000), text.slice(1000, 3000), text.slice(3000)]
-  const passthrough = await relayVia(t, upstreamOf(200, { 'content-type': 'application/json' }, pieces), { jsonLimitBytes: 2000 })
+  const passthrough = await relayVia(t, upstreamOf(200, { 'content-type': 'application/json' }, pieces), {
+    jsonLimitBytes: 2000,
+  })
   const reply = await call(passthrough.url)
   t.equal(reply.body, text)
   const outcome = await passthrough.outcome
@@ -239,24 +314,31 @@ t.test('JSON: an upstream that dies before the body is complete becomes an error
   t.equal((await relayed.outcome).error?.errorName, 'upstream_timeout')
 })
 
-t.test('SSE: a usage: null that is not the last member, or that sits on a data line of its own, is dropped too', async (t) => {
-  const [first, second, ...rest] = DELTAS
-  const payload = (content: string | undefined): Record<string, unknown> => ({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content }, finish_reason: null }] })
-  const upstream = [
-    // usage first: no tail to cut, the event is written again without it
-    `data: ${JSON.stringify({ usage: null, ...payload(first) })}\n\n`,
-    // the JSON spread over two data lines (joined with a newline): never cut as text
-    `data: ${JSON.stringify(payload(second)).slice(0, -1)},\ndata: "usage":null}\n\n`,
-    ...rest.map((d) => chatChunk(d, { usage: null })),
-    chatChunk(null, { usage: USAGE }),
-    'data: [DONE]\n\n',
-  ].join('')
-  const relayed = await relayVia(t, upstreamOf(200, SSE, [upstream]), { stream: true, clientWantsUsage: false })
-  const reply = await call(relayed.url)
-  t.notMatch(reply.body, /"usage"/, 'no usage field in any event')
-  t.same(reply.body, chatStream(false), 'the stream the client would have got without the gateway')
-  t.same((await relayed.outcome).usage, { inputTokens: 11, outputTokens: 5 })
-})
+t.test(
+  'SSE: a usage: null that is not the last member, or that sits on a data line of its own, is dropped too',
+  async (t) => {
+    const [first, second, ...rest] = DELTAS
+    const payload = (content: string | undefined): Record<string, unknown> => ({
+      id: 'c1',
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta: { content }, finish_reason: null }],
+    })
+    const upstream = [
+      // usage first: no tail to cut, the event is written again without it
+      `data: ${JSON.stringify({ usage: null, ...payload(first) })}\n\n`,
+      // the JSON spread over two data lines (joined with a newline): never cut as text
+      `data: ${JSON.stringify(payload(second)).slice(0, -1)},\ndata: "usage":null}\n\n`,
+      ...rest.map((d) => chatChunk(d, { usage: null })),
+      chatChunk(null, { usage: USAGE }),
+      'data: [DONE]\n\n',
+    ].join('')
+    const relayed = await relayVia(t, upstreamOf(200, SSE, [upstream]), { stream: true, clientWantsUsage: false })
+    const reply = await call(relayed.url)
+    t.notMatch(reply.body, /"usage"/, 'no usage field in any event')
+    t.same(reply.body, chatStream(false), 'the stream the client would have got without the gateway')
+    t.same((await relayed.outcome).usage, { inputTokens: 11, outputTokens: 5 })
+  },
+)
 
 t.test('SSE: the usage chunk the gateway asked for is hidden from a client that did not ask', async (t) => {
   const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(true)]), { stream: true, clientWantsUsage: false })
@@ -285,7 +367,10 @@ t.test('SSE: a client that asked for usage gets the stream byte for byte', async
 })
 
 t.test('SSE: without a usage chunk, output is counted from the deltas and input is the estimate', async (t) => {
-  const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(false)]), { stream: true, promptTokens: async () => 31 })
+  const relayed = await relayVia(t, upstreamOf(200, SSE, [chatStream(false)]), {
+    stream: true,
+    promptTokens: async () => 31,
+  })
   const reply = await call(relayed.url)
   t.equal(reply.body, chatStream(false))
   const outcome = await relayed.outcome
@@ -307,7 +392,11 @@ t.test('SSE: events cut at odd byte boundaries, CRLF or LF, come out whole and c
 
       const hidden = await relayVia(t, upstreamOf(200, SSE, chunks), { stream: true, clientWantsUsage: false })
       const hiddenReply = await call(hidden.url)
-      t.equal(dataOf(hiddenReply.body).length, DELTAS.length + 1, `eol ${JSON.stringify(eol)}, ${size}-byte chunks: usage chunk dropped whole`)
+      t.equal(
+        dataOf(hiddenReply.body).length,
+        DELTAS.length + 1,
+        `eol ${JSON.stringify(eol)}, ${size}-byte chunks: usage chunk dropped whole`,
+      )
     }
   }
 })
@@ -333,7 +422,10 @@ t.test('SSE: the responses API reports usage on response.completed, which is nev
     { type: 'response.created', response: { id: 'r', usage: null } },
     { type: 'response.output_text.delta', delta: 'Hi' },
     { type: 'response.output_text.delta', delta: ' there' },
-    { type: 'response.completed', response: { id: 'r', usage: { input_tokens: 8, output_tokens: 2, total_tokens: 10 } } },
+    {
+      type: 'response.completed',
+      response: { id: 'r', usage: { input_tokens: 8, output_tokens: 2, total_tokens: 10 } },
+    },
   ]
   const stream = events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join('')
   const relayed = await relayVia(t, upstreamOf(200, SSE, [stream]), { stream: true, clientWantsUsage: false })
@@ -348,30 +440,39 @@ t.test('SSE: headers are flushed before the first event arrives', async (t) => {
   const { res } = await open(relayed.url)
   t.equal(res.statusCode, 200, 'headers arrived while the upstream had sent nothing')
   body.end(chatStream(false))
-  for await (const _ of res) { /* drain */ }
+  for await (const _ of res) {
+    /* drain */
+  }
   t.equal((await relayed.outcome).usageSource, 'counted')
 })
 
-t.test('SSE: a client that leaves mid-stream stops the relay, frees the upstream and is charged for what streamed', async (t) => {
-  const body = liveBody()
-  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, promptTokens: async () => 20 })
-  const { req, res } = await open(relayed.url)
-  body.write(chatChunk('Hello'))
-  body.write(chatChunk(' there'))
-  let received = ''
-  for await (const chunk of res as AsyncIterable<Buffer>) {
-    received += chunk.toString('utf8')
-    if (dataOf(received).length >= 2) break
-  }
-  req.destroy()
-  const outcome = await relayed.outcome
-  t.equal(outcome.aborted, true)
-  t.equal(outcome.usageSource, 'counted')
-  t.same(outcome.usage, { inputTokens: 20, outputTokens: await countTextTokens('Hello there') })
-  t.equal(body.destroyed, true, 'the upstream body was destroyed')
-})
+t.test(
+  'SSE: a client that leaves mid-stream stops the relay, frees the upstream and is charged for what streamed',
+  async (t) => {
+    const body = liveBody()
+    const relayed = await relayVia(
+      t,
+      { status: 200, headers: SSE, body },
+      { stream: true, promptTokens: async () => 20 },
+    )
+    const { req, res } = await open(relayed.url)
+    body.write(chatChunk('Hello'))
+    body.write(chatChunk(' there'))
+    let received = ''
+    for await (const chunk of res as AsyncIterable<Buffer>) {
+      received += chunk.toString('utf8')
+      if (dataOf(received).length >= 2) break
+    }
+    req.destroy()
+    const outcome = await relayed.outcome
+    t.equal(outcome.aborted, true)
+    t.equal(outcome.usageSource, 'counted')
+    t.same(outcome.usage, { inputTokens: 20, outputTokens: await countTextTokens('Hello there') })
+    t.equal(body.destroyed, true, 'the upstream body was destroyed')
+  },
+)
 
-t.test('SSE: the gateway\'s signal stops the relay the same way', async (t) => {
+t.test("SSE: the gateway's signal stops the relay the same way", async (t) => {
   const body = liveBody()
   const controller = new AbortController()
   const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, signal: controller.signal })
@@ -413,7 +514,10 @@ t.test('SSE: an error status carried as a stream is charged nothing', async (t) 
 })
 
 t.test('other content goes through untouched with its length and no usage', async (t) => {
-  const relayed = await relayVia(t, upstreamOf(200, { 'content-type': 'text/plain', 'content-length': '11' }, ['hello', ' world']))
+  const relayed = await relayVia(
+    t,
+    upstreamOf(200, { 'content-type': 'text/plain', 'content-length': '11' }, ['hello', ' world']),
+  )
   const reply = await call(relayed.url)
   t.equal(reply.body, 'hello world')
   t.equal(reply.headers['content-type'], 'text/plain')
@@ -424,7 +528,10 @@ t.test('other content goes through untouched with its length and no usage', asyn
 })
 
 t.test('a compressed body is not tapped but passed with its encoding', async (t) => {
-  const relayed = await relayVia(t, upstreamOf(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }, ['\x1f\x8b not really']))
+  const relayed = await relayVia(
+    t,
+    upstreamOf(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }, ['\x1f\x8b not really']),
+  )
   const reply = await call(relayed.url)
   t.equal(reply.headers['content-encoding'], 'gzip')
   t.equal((await relayed.outcome).usageSource, 'none')
@@ -447,7 +554,11 @@ t.test('a client already gone before the relay starts: nothing written, upstream
   const body = liveBody()
   const controller = new AbortController()
   controller.abort()
-  const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true, signal: controller.signal, promptTokens: async () => 5 })
+  const relayed = await relayVia(
+    t,
+    { status: 200, headers: SSE, body },
+    { stream: true, signal: controller.signal, promptTokens: async () => 5 },
+  )
   const reply = await call(relayed.url).catch(() => undefined)
   t.equal(reply?.body ?? '', '')
   const outcome = await relayed.outcome
@@ -459,7 +570,11 @@ t.test('a client already gone before the relay starts: nothing written, upstream
 
 t.test('JSON: a client that leaves before the body is read whole is charged the estimated input', async (t) => {
   const body = liveBody()
-  const relayed = await relayVia(t, { status: 200, headers: { 'content-type': 'application/json' }, body }, { promptTokens: async () => 13 })
+  const relayed = await relayVia(
+    t,
+    { status: 200, headers: { 'content-type': 'application/json' }, body },
+    { promptTokens: async () => 13 },
+  )
   const req = http.request(relayed.url, { method: 'POST', agent: false })
   req.on('error', () => undefined)
   req.end()
@@ -490,7 +605,10 @@ t.test('publicModel: the client sees the name it asked for, in JSON and in every
     `data: ${JSON.stringify({ object: 'chat.completion.chunk', model: 'public-7b', choices: [] })}\n\n`,
     'data: [DONE]\n\n',
   ]
-  const relayedSse = await relayVia(t, upstreamOf(200, SSE, [stream.join('')]), { stream: true, publicModel: 'public-7b' })
+  const relayedSse = await relayVia(t, upstreamOf(200, SSE, [stream.join('')]), {
+    stream: true,
+    publicModel: 'public-7b',
+  })
   const sse = await call(relayedSse.url)
   t.notMatch(sse.body, /internal-7b/)
   const data = dataOf(sse.body)
@@ -505,9 +623,16 @@ t.test('publicModel and transformJson: the transform sees the public name', asyn
   let seen: unknown
   const relayed = await relayVia(t, json(200, { object: 'fine_tuning.job', id: 'ftjob-1', model: 'org/internal-7b' }), {
     publicModel: 'public-7b',
-    transformJson: async (_status, value) => { seen = value; return undefined },
+    transformJson: async (_status, value) => {
+      seen = value
+      return undefined
+    },
   })
   const reply = await call(relayed.url)
   t.equal((seen as { model: string }).model, 'public-7b')
-  t.equal((JSON.parse(reply.body) as { model: string }).model, 'public-7b', 'undefined from the transform keeps the renamed body')
+  t.equal(
+    (JSON.parse(reply.body) as { model: string }).model,
+    'public-7b',
+    'undefined from the transform keeps the renamed body',
+  )
 })

@@ -7,19 +7,30 @@ t.test('a CR at the end of a chunk waits to see whether an LF follows', async (t
   t.same(parser.push(Buffer.from('data: a\r')), [])
   t.same(parser.push(Buffer.from('\n\r')), [])
   const events = parser.push(Buffer.from('\ndata: b\n\n'))
-  t.same(events.map((e) => [e.data, e.raw]), [['a', 'data: a\r\n\r\n'], ['b', 'data: b\n\n']])
+  t.same(
+    events.map((e) => [e.data, e.raw]),
+    [
+      ['a', 'data: a\r\n\r\n'],
+      ['b', 'data: b\n\n'],
+    ],
+  )
 })
 
 t.test('a UTF-8 character split across chunks arrives whole', async (t) => {
   const bytes = Buffer.from('data: 👋🏽 é\n\n')
   const parser = new SseParser()
   const events = [...bytes].flatMap((byte) => parser.push(Buffer.from([byte])))
-  t.same(events.map((e) => e.data), ['👋🏽 é'])
+  t.same(
+    events.map((e) => e.data),
+    ['👋🏽 é'],
+  )
 })
 
 t.test('fields: event, multi-line data, no space after the colon, comments, unknown fields', async (t) => {
   const parser = new SseParser()
-  const events = parser.push(Buffer.from('id: 1\nevent: delta\ndata:one\ndata:  two\n: note\nretry: 5\n\n: only a comment\n\n'))
+  const events = parser.push(
+    Buffer.from('id: 1\nevent: delta\ndata:one\ndata:  two\n: note\nretry: 5\n\n: only a comment\n\n'),
+  )
   t.equal(events.length, 2)
   t.equal(events[0]?.event, 'delta')
   t.equal(events[0]?.data, 'one\n two')
@@ -31,20 +42,45 @@ t.test('the end of input delivers an event that lacked its blank line, bytes int
   const parser = new SseParser()
   t.same(parser.push(Buffer.from('data: [DONE]')), [])
   const events = parser.end()
-  t.same(events.map((e) => [e.data, e.raw]), [['[DONE]', 'data: [DONE]']])
+  t.same(
+    events.map((e) => [e.data, e.raw]),
+    [['[DONE]', 'data: [DONE]']],
+  )
   t.same(parser.end(), [])
 })
 
 t.test('readEvent: what counts as generated text and what is usage', async (t) => {
-  t.same(readEvent({ choices: [{ delta: { content: 'a', reasoning_content: 'b', tool_calls: [{ function: { arguments: '{"x":1}' } }] } }] }).text, 'ab{"x":1}')
+  t.same(
+    readEvent({
+      choices: [
+        { delta: { content: 'a', reasoning_content: 'b', tool_calls: [{ function: { arguments: '{"x":1}' } }] } },
+      ],
+    }).text,
+    'ab{"x":1}',
+  )
   t.equal(readEvent({ choices: [{ text: 'legacy' }] }).text, 'legacy')
   t.equal(readEvent({ type: 'response.output_text.delta', delta: 'hi' }).text, 'hi')
   t.equal(readEvent({ type: 'response.function_call_arguments.delta', delta: '{"a"' }).text, '{"a"')
   t.equal(readEvent({ type: 'response.audio.delta', delta: 'AAAAbase64' }).text, '', 'audio is not text')
-  t.same(readEvent({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }), { usage: { inputTokens: 1, outputTokens: 2 }, usageOnly: true, text: '' })
-  t.equal(readEvent({ choices: [{ delta: { content: 'x' } }], usage: { prompt_tokens: 1, completion_tokens: 1 } }).usageOnly, false, 'a chunk with content is never dropped')
+  t.same(readEvent({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }), {
+    usage: { inputTokens: 1, outputTokens: 2 },
+    usageOnly: true,
+    text: '',
+  })
+  t.equal(
+    readEvent({ choices: [{ delta: { content: 'x' } }], usage: { prompt_tokens: 1, completion_tokens: 1 } }).usageOnly,
+    false,
+    'a chunk with content is never dropped',
+  )
   t.equal(readEvent({ choices: [{ delta: { content: 'x' } }], usage: null }).usage, undefined)
-  t.same(readEvent({ type: 'response.completed', response: { usage: { input_tokens: 3, output_tokens: 4 } } }).usage, { inputTokens: 3, outputTokens: 4 })
-  t.equal(readEvent({ usage: { type: 'duration', seconds: 3 } }).usage, undefined, 'whisper reports seconds, not tokens')
+  t.same(readEvent({ type: 'response.completed', response: { usage: { input_tokens: 3, output_tokens: 4 } } }).usage, {
+    inputTokens: 3,
+    outputTokens: 4,
+  })
+  t.equal(
+    readEvent({ usage: { type: 'duration', seconds: 3 } }).usage,
+    undefined,
+    'whisper reports seconds, not tokens',
+  )
   t.equal(readEvent('not an object').text, '')
 })

@@ -13,21 +13,37 @@ import { startFakeUpstream } from '../helpers/fake-upstream.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { request } from '../helpers/http.ts'
 import { encodeMultipart } from '../helpers/multipart.ts'
-import { ASYNC, chatBody, del, embeddedGateway, get, masked, MODEL, post, sleep, until, type QueueView } from './helpers.ts'
+import {
+  ASYNC,
+  chatBody,
+  del,
+  embeddedGateway,
+  get,
+  masked,
+  MODEL,
+  post,
+  sleep,
+  until,
+  type QueueView,
+} from './helpers.ts'
 
-const upstream = await startFakeUpstream({ replyText: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' '), eventDelayMs: 80 })
+const upstream = await startFakeUpstream({
+  replyText: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' '),
+  eventDelayMs: 80,
+})
 t.teardown(() => upstream.close())
 
 const gw = await embeddedGateway(t, {
   windowMs: 4000,
   queue: { maxBodyBytes: 4096 },
   config: (doc) => {
-    (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+    ;(doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
     ;(doc.models as unknown[]).push({ name: 'slow-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
   },
 })
 const admin = adminCall(gw.url, gw.adminToken)
-const newKey = async (body: Record<string, unknown> = {}): Promise<{ id: string; key: string }> => gw.createKey({ tier: 'Standard4000', ...body })
+const newKey = async (body: Record<string, unknown> = {}): Promise<{ id: string; key: string }> =>
+  gw.createKey({ tier: 'Standard4000', ...body })
 const queued = `${gw.url}/queue/chat/completions`
 const requestUrl = (id: string): string => `${gw.url}/queue/requests/${id}`
 
@@ -48,34 +64,44 @@ t.test('202 with Location; polling reaches completed with the body /v2 gives for
   t.equal(done.status, 'completed')
   t.equal(done.response?.status_code, 200)
   const direct = await post(`${gw.url}/v2/chat/completions`, key, body)
-  t.same(masked(done.response?.body), masked(direct.json()), 'the body equals /v2\'s, ids and timestamps aside')
+  t.same(masked(done.response?.body), masked(direct.json()), "the body equals /v2's, ids and timestamps aside")
   const usage = direct.json<{ usage: { prompt_tokens: number; completion_tokens: number } }>().usage
-  t.same(done.response?.usage, { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.prompt_tokens + usage.completion_tokens })
+  t.same(done.response?.usage, {
+    input_tokens: usage.prompt_tokens,
+    output_tokens: usage.completion_tokens,
+    total_tokens: usage.prompt_tokens + usage.completion_tokens,
+  })
   t.equal(done.attempts, 1)
   t.type(done.started_at, 'number')
   t.type(done.completed_at, 'number')
 })
 
-t.test('the official SDK: submit with Prefer: respond-async, poll with client.get, cancel with client.delete', async (t) => {
-  const { key } = await newKey()
-  const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/queue` })
-  const accepted = await client.chat.completions.create(
-    { model: MODEL, messages: [{ role: 'user', content: 'from the SDK' }], max_tokens: 4 },
-    { headers: { Prefer: 'respond-async' } },
-  ) as unknown as QueueView
-  t.equal(accepted.object, 'queue.request')
-  let view = accepted
-  for (let i = 0; i < 200 && view.status !== 'completed'; i++) {
-    await sleep(50)
-    view = await client.get<QueueView>(`/requests/${accepted.id}`)
-  }
-  t.equal(view.status, 'completed')
-  t.equal((view.response?.body as { object?: string }).object, 'chat.completion')
-  const list = await client.get<{ data: QueueView[] }>('/requests', { query: { limit: 1 } })
-  t.equal(list.data[0]?.id, accepted.id)
-  const conflict = await client.delete(`/requests/${accepted.id}`).then(() => null, (e: unknown) => e)
-  t.ok(conflict instanceof OpenAI.ConflictError, 'a finished request cannot be cancelled: 409')
-})
+t.test(
+  'the official SDK: submit with Prefer: respond-async, poll with client.get, cancel with client.delete',
+  async (t) => {
+    const { key } = await newKey()
+    const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/queue` })
+    const accepted = (await client.chat.completions.create(
+      { model: MODEL, messages: [{ role: 'user', content: 'from the SDK' }], max_tokens: 4 },
+      { headers: { Prefer: 'respond-async' } },
+    )) as unknown as QueueView
+    t.equal(accepted.object, 'queue.request')
+    let view = accepted
+    for (let i = 0; i < 200 && view.status !== 'completed'; i++) {
+      await sleep(50)
+      view = await client.get<QueueView>(`/requests/${accepted.id}`)
+    }
+    t.equal(view.status, 'completed')
+    t.equal((view.response?.body as { object?: string }).object, 'chat.completion')
+    const list = await client.get<{ data: QueueView[] }>('/requests', { query: { limit: 1 } })
+    t.equal(list.data[0]?.id, accepted.id)
+    const conflict = await client.delete(`/requests/${accepted.id}`).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    t.ok(conflict instanceof OpenAI.ConflictError, 'a finished request cannot be cancelled: 409')
+  },
+)
 
 t.test('only the submitting key or a key of the same owner can read, list and cancel it', async (t) => {
   const mine = await newKey({ owner: 'team-a' })
@@ -91,7 +117,10 @@ t.test('only the submitting key or a key of the same owner can read, list and ca
   t.equal((await get(`${gw.url}/queue/requests/qreq_nothere`, mine.key)).status, 404)
   t.equal((await get(requestUrl(id), 'tg1_not_a_key')).status, 401)
   const theirs = (await get(`${gw.url}/queue/requests`, stranger.key)).json<{ data: QueueView[] }>()
-  t.notOk(theirs.data.some((r) => r.id === id), 'nor does it list it')
+  t.notOk(
+    theirs.data.some((r) => r.id === id),
+    'nor does it list it',
+  )
 })
 
 t.test('lists: newest first, paginated with limit and after, filtered by status', async (t) => {
@@ -99,13 +128,28 @@ t.test('lists: newest first, paginated with limit and after, filtered by status'
   const ids: string[] = []
   for (let i = 0; i < 5; i++) ids.push((await post(queued, key, chatBody(`list ${i}`), ASYNC)).json<QueueView>().id)
   for (const id of ids) await until(requestUrl(id), key, ['completed'])
-  const first = (await get(`${gw.url}/queue/requests?limit=2`, key)).json<{ object: string; data: QueueView[]; has_more: boolean; first_id: string; last_id: string }>()
+  const first = (await get(`${gw.url}/queue/requests?limit=2`, key)).json<{
+    object: string
+    data: QueueView[]
+    has_more: boolean
+    first_id: string
+    last_id: string
+  }>()
   t.equal(first.object, 'list')
-  t.same(first.data.map((r) => r.id), [ids[4], ids[3]])
+  t.same(
+    first.data.map((r) => r.id),
+    [ids[4], ids[3]],
+  )
   t.ok(first.has_more)
   t.equal(first.last_id, ids[3])
-  const rest = (await get(`${gw.url}/queue/requests?limit=10&after=${first.last_id}`, key)).json<{ data: QueueView[]; has_more: boolean }>()
-  t.same(rest.data.map((r) => r.id), [ids[2], ids[1], ids[0]])
+  const rest = (await get(`${gw.url}/queue/requests?limit=10&after=${first.last_id}`, key)).json<{
+    data: QueueView[]
+    has_more: boolean
+  }>()
+  t.same(
+    rest.data.map((r) => r.id),
+    [ids[2], ids[1], ids[0]],
+  )
   t.notOk(rest.has_more)
   const completed = (await get(`${gw.url}/queue/requests?status=completed`, key)).json<{ data: QueueView[] }>()
   t.equal(completed.data.length, 5)
@@ -138,7 +182,9 @@ t.test('a queued request is cancelled and never runs', async (t) => {
 t.test('a running request is cancelled: the upstream sees the abort and the tokens so far are charged', async (t) => {
   const { key } = await newKey()
   const before = upstream.requests.length
-  const id = (await post(queued, key, { model: 'slow-model', messages: [{ role: 'user', content: 'long' }], stream: true }, ASYNC)).json<QueueView>().id
+  const id = (
+    await post(queued, key, { model: 'slow-model', messages: [{ role: 'user', content: 'long' }], stream: true }, ASYNC)
+  ).json<QueueView>().id
   await until(requestUrl(id), key, ['in_progress'])
   await sleep(600)
   const cancelled = await del(requestUrl(id), key)
@@ -154,19 +200,37 @@ t.test('a running request is cancelled: the upstream sees the abort and the toke
 
 t.test('multipart bodies are stored and sent; larger than queue.maxBodyBytes is a 413', async (t) => {
   const { key } = await newKey()
-  const form = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'a.wav', data: Buffer.alloc(1500, 7), contentType: 'audio/wav' }])
-  const accepted = await request(`${gw.url}/queue/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': form.contentType, ...ASYNC }, body: form.bytes })
+  const form = encodeMultipart([
+    { name: 'model', value: 'whisper-large-v3' },
+    { name: 'file', filename: 'a.wav', data: Buffer.alloc(1500, 7), contentType: 'audio/wav' },
+  ])
+  const accepted = await request(`${gw.url}/queue/audio/transcriptions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': form.contentType, ...ASYNC },
+    body: form.bytes,
+  })
   t.equal(accepted.status, 202)
   const done = await until(requestUrl(accepted.json<QueueView>().id), key, ['completed', 'failed'])
   t.equal(done.status, 'completed')
   t.match(done.response?.body, { text: /./ }, 'the transcription ran on the stored upload')
 
-  const big = encodeMultipart([{ name: 'model', value: 'whisper-large-v3' }, { name: 'file', filename: 'b.wav', data: Buffer.alloc(6000, 7), contentType: 'audio/wav' }])
-  const refused = await request(`${gw.url}/queue/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType, ...ASYNC }, body: big.bytes })
+  const big = encodeMultipart([
+    { name: 'model', value: 'whisper-large-v3' },
+    { name: 'file', filename: 'b.wav', data: Buffer.alloc(6000, 7), contentType: 'audio/wav' },
+  ])
+  const refused = await request(`${gw.url}/queue/audio/transcriptions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType, ...ASYNC },
+    body: big.bytes,
+  })
   t.equal(refused.status, 413)
   t.equal(refused.json().error.code, 'request_too_large')
   t.match(refused.json().error.message, /queue\.maxBodyBytes/)
-  const dropIn = await request(`${gw.url}/queue/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType }, body: big.bytes })
+  const dropIn = await request(`${gw.url}/queue/audio/transcriptions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType },
+    body: big.bytes,
+  })
   t.equal(dropIn.status, 200, 'the limit is for stored bodies: a drop-in call may be larger')
 })
 
@@ -207,16 +271,38 @@ t.test('Prefer parsing, and refusals answered as on /v2', async (t) => {
 
 t.test('queued requests complete after a restart of the embedded gateway', async (t) => {
   const dataDir = join(mkdtempSync(join(tmpdir(), 'tollgate-queue-restart-')), 'data')
-  const settings = { windowMs: 3000, dataDir, config: (doc: Record<string, unknown>) => { doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000 } } }
-  const first = await startTollgate({ dataDir, config: (doc) => { doc.limits = { windowMs: settings.windowMs }; settings.config(doc) } })
+  const settings = {
+    windowMs: 3000,
+    dataDir,
+    config: (doc: Record<string, unknown>) => {
+      doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000 }
+    },
+  }
+  const first = await startTollgate({
+    dataDir,
+    config: (doc) => {
+      doc.limits = { windowMs: settings.windowMs }
+      settings.config(doc)
+    },
+  })
   const { key } = await first.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 1 } } })
   const ids: string[] = []
-  for (let i = 0; i < 3; i++) ids.push((await post(`${first.url}/queue/chat/completions`, key, chatBody(`restart ${i}`), ASYNC)).json<QueueView>().id)
+  for (let i = 0; i < 3; i++)
+    ids.push(
+      (await post(`${first.url}/queue/chat/completions`, key, chatBody(`restart ${i}`), ASYNC)).json<QueueView>().id,
+    )
   await until(`${first.url}/queue/requests/${ids[0]}`, key, ['completed'])
   t.equal((await get(`${first.url}/queue/requests/${ids[2]}`, key)).json<QueueView>().status, 'queued')
   t.equal(await first.stop(), 0)
 
-  const second = await startTollgate({ dataDir, adminToken: first.adminToken, config: (doc) => { doc.limits = { windowMs: settings.windowMs }; settings.config(doc) } })
+  const second = await startTollgate({
+    dataDir,
+    adminToken: first.adminToken,
+    config: (doc) => {
+      doc.limits = { windowMs: settings.windowMs }
+      settings.config(doc)
+    },
+  })
   t.teardown(() => second.stop())
   for (const id of ids) {
     const done = await until(`${second.url}/queue/requests/${id}`, key, ['completed', 'failed'], 20_000)

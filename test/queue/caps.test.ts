@@ -11,7 +11,9 @@ import { parse } from 'yaml'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { ASYNC, chatBody, cluster, del, embeddedGateway, get, post, type GatewaySettings } from './helpers.ts'
 
-const plans = parse(readFileSync(join(resolve(import.meta.dirname, '../..'), 'config/plans.yaml'), 'utf8')) as { tiers: Record<string, Record<string, unknown>> }
+const plans = parse(readFileSync(join(resolve(import.meta.dirname, '../..'), 'config/plans.yaml'), 'utf8')) as {
+  tiers: Record<string, Record<string, unknown>>
+}
 const settings: GatewaySettings = {
   queue: { concurrency: 0 },
   config: (doc) => {
@@ -24,7 +26,11 @@ const settings: GatewaySettings = {
   },
 }
 
-interface ListReply { data: Array<{ id: string; status: string }>; has_more: boolean; last_id: string | null }
+interface ListReply {
+  data: Array<{ id: string; status: string }>
+  has_more: boolean
+  last_id: string | null
+}
 
 async function behaves(t: Test, gw: RunningTollgate): Promise<void> {
   const attacker = (await gw.createKey({ owner: 'mallory', tier: 'Basic' })).key
@@ -37,8 +43,14 @@ async function behaves(t: Test, gw: RunningTollgate): Promise<void> {
     t.equal(res.status, 202, `request ${i} is stored`)
     accepted.push(res.json<{ id: string }>().id)
   }
-  const refused = await Promise.all(Array.from({ length: 8 }, (_, i) => post(url, attacker, chatBody(`more ${i}`), ASYNC)))
-  t.same(refused.map((r) => r.status), Array(8).fill(429), 'past the cap every request is refused')
+  const refused = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => post(url, attacker, chatBody(`more ${i}`), ASYNC)),
+  )
+  t.same(
+    refused.map((r) => r.status),
+    Array(8).fill(429),
+    'past the cap every request is refused',
+  )
   const full = refused[0]
   const error = full?.json().error
   t.same(Object.keys(error ?? {}).sort(), ['code', 'message', 'param', 'type'])
@@ -48,7 +60,7 @@ async function behaves(t: Test, gw: RunningTollgate): Promise<void> {
   // Basic allows this model 20 requests a minute: a place frees about every 3 s.
   t.equal(full?.headers.get('retry-after'), '3')
   t.equal(full?.headers.get('retry-after-ms'), '3000')
-  t.equal(full?.headers.get('x-ratelimit-limit-requests'), '20', 'the refusal carries the key\'s limit headers')
+  t.equal(full?.headers.get('x-ratelimit-limit-requests'), '20', "the refusal carries the key's limit headers")
 
   const other = await post(url, bystander, chatBody('mine'), ASYNC)
   t.equal(other.status, 202, 'another key of the same tier is unaffected')
@@ -58,20 +70,36 @@ async function behaves(t: Test, gw: RunningTollgate): Promise<void> {
   const ms = performance.now() - started
   t.equal(listed.status, 200)
   const list = listed.json<ListReply>()
-  t.same(list.data.map((r) => r.id), [...accepted].reverse(), 'the list holds exactly what was stored, newest first')
+  t.same(
+    list.data.map((r) => r.id),
+    [...accepted].reverse(),
+    'the list holds exactly what was stored, newest first',
+  )
   t.equal(list.has_more, false)
   t.ok(ms < 5000, `the list answers at the cap (${ms.toFixed(0)} ms)`)
   const page = (await get(`${gw.url}/queue/requests?status=queued&limit=2`, attacker)).json<ListReply>()
-  t.same(page.data.map((r) => r.id), [accepted[5], accepted[4]])
+  t.same(
+    page.data.map((r) => r.id),
+    [accepted[5], accepted[4]],
+  )
   t.equal(page.has_more, true)
-  const tail = (await get(`${gw.url}/queue/requests?status=queued&limit=4&after=${page.last_id}`, attacker)).json<ListReply>()
+  const tail = (
+    await get(`${gw.url}/queue/requests?status=queued&limit=4&after=${page.last_id}`, attacker)
+  ).json<ListReply>()
   t.equal(tail.data.length, 4)
   t.equal(tail.has_more, false, 'has_more is false on the page that ends with the last one')
   t.same((await get(`${gw.url}/queue/requests?status=completed&limit=10`, attacker)).json<ListReply>().data, [])
-  t.same((await get(`${gw.url}/queue/requests?limit=10`, bystander)).json<ListReply>().data.map((r) => r.id), [other.json<{ id: string }>().id])
+  t.same(
+    (await get(`${gw.url}/queue/requests?limit=10`, bystander)).json<ListReply>().data.map((r) => r.id),
+    [other.json<{ id: string }>().id],
+  )
 
   t.equal((await del(`${gw.url}/queue/requests/${accepted[0]}`, attacker)).status, 200)
-  t.equal((await post(url, attacker, chatBody('after a cancel'), ASYNC)).status, 202, 'a cancelled request gives its place back')
+  t.equal(
+    (await post(url, attacker, chatBody('after a cancel'), ASYNC)).status,
+    202,
+    'a cancelled request gives its place back',
+  )
   t.equal((await post(url, attacker, chatBody('and again'), ASYNC)).status, 429)
 
   // Bytes: Standard1000 keeps 30 KB of bodies per key.

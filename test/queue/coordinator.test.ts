@@ -16,8 +16,19 @@ import { newRequest } from './store-contract.ts'
 function setup(t: Test) {
   const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
   const runner = createLocalRunner()
-  const coordinator = new Coordinator({ store, runner, instance: 'here', tierPriority: {}, log: createLogger('silent'), signals: localSignals })
-  t.teardown(async () => { await coordinator.close(); await runner.close(); await store.close() })
+  const coordinator = new Coordinator({
+    store,
+    runner,
+    instance: 'here',
+    tierPriority: {},
+    log: createLogger('silent'),
+    signals: localSignals,
+  })
+  t.teardown(async () => {
+    await coordinator.close()
+    await runner.close()
+    await store.close()
+  })
   return { store, runner, coordinator }
 }
 
@@ -27,7 +38,9 @@ t.test('an orphaned call at the head is taken out and the call behind it woken',
   const orphan: Ticket = { kind: 'call', instance: 'here', id: 'gone', joinedAt: 1 }
   const waiting: Ticket = { kind: 'call', instance: 'here', id: 'waits', joinedAt: 2 }
   let woken = 0
-  coordinator.onTurn('waits', () => { woken++ })
+  coordinator.onTurn('waits', () => {
+    woken++
+  })
   await store.join(line, orphan)
   await store.join(line, waiting)
   await coordinator.sweep(10)
@@ -40,7 +53,10 @@ t.test('an orphaned call at the head is taken out and the call behind it woken',
 t.test('a stored request at a head is scheduled, with its line', async (t) => {
   const { store, runner, coordinator } = setup(t)
   const ran: RequestRef[] = []
-  runner.start(async (ref) => { ran.push(ref); return { kind: 'done' } }, 1)
+  runner.start(async (ref) => {
+    ran.push(ref)
+    return { kind: 'done' }
+  }, 1)
   const r = newRequest()
   await store.submit(r, null)
   await coordinator.sweep(10)
@@ -51,39 +67,56 @@ t.test('a stored request at a head is scheduled, with its line', async (t) => {
 t.test('priorities by tier: listed tiers by their number, unlisted after them', async (t) => {
   const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
   const runner = createLocalRunner()
-  const c = new Coordinator({ store, runner, instance: 'x', tierPriority: { Gold: 1, Silver: 5 }, log: createLogger('silent'), signals: localSignals })
-  t.teardown(async () => { await c.close(); await runner.close(); await store.close() })
+  const c = new Coordinator({
+    store,
+    runner,
+    instance: 'x',
+    tierPriority: { Gold: 1, Silver: 5 },
+    log: createLogger('silent'),
+    signals: localSignals,
+  })
+  t.teardown(async () => {
+    await c.close()
+    await runner.close()
+    await store.close()
+  })
   t.equal(c.priorityOf('Gold'), 1)
   t.equal(c.priorityOf('Silver'), 5)
   t.equal(c.priorityOf('Basic'), 6)
 })
 
-t.test('leases nobody runs go to the shared queue: a stopped gateway\'s, and this gateway\'s own that it no longer runs', async (t) => {
-  const { store, runner, coordinator } = setup(t)
-  const ran: string[] = []
-  runner.start(async (ref) => { ran.push(ref.id); return { kind: 'done' } }, 4)
-  const ofStopped = newRequest({ keyId: 'key_1' })
-  const ofLive = newRequest({ keyId: 'key_2' })
-  const ownRunning = newRequest({ keyId: 'key_3' })
-  const ownDropped = newRequest({ keyId: 'key_4' })
-  await store.heartbeat('live', 60_000)
-  await store.heartbeat('here', 60_000)
-  await store.submit(ofStopped, null, 'stopped')
-  await store.submit(ofLive, null, 'live')
-  coordinator.hold(ownRunning.id)
-  await store.submit(ownRunning, null, 'here')
-  await store.submit(ownDropped, null, 'here')
+t.test(
+  "leases nobody runs go to the shared queue: a stopped gateway's, and this gateway's own that it no longer runs",
+  async (t) => {
+    const { store, runner, coordinator } = setup(t)
+    const ran: string[] = []
+    runner.start(async (ref) => {
+      ran.push(ref.id)
+      return { kind: 'done' }
+    }, 4)
+    const ofStopped = newRequest({ keyId: 'key_1' })
+    const ofLive = newRequest({ keyId: 'key_2' })
+    const ownRunning = newRequest({ keyId: 'key_3' })
+    const ownDropped = newRequest({ keyId: 'key_4' })
+    await store.heartbeat('live', 60_000)
+    await store.heartbeat('here', 60_000)
+    await store.submit(ofStopped, null, 'stopped')
+    await store.submit(ofLive, null, 'live')
+    coordinator.hold(ownRunning.id)
+    await store.submit(ownRunning, null, 'here')
+    await store.submit(ownDropped, null, 'here')
 
-  await coordinator.checkLeases()
-  for (let i = 0; i < 50 && ran.length < 2; i++) await new Promise((done) => setTimeout(done, 10))
-  t.same(ran.sort(), [ofStopped.id, ownDropped.id].sort(), 'the two nobody runs were scheduled')
-  t.equal((await store.get(ofStopped.id))?.runner, null, 'their leases ended')
-  t.equal((await store.get(ownDropped.id))?.runner, null)
-  t.equal((await store.get(ofLive.id))?.runner, 'live', 'a live gateway keeps its lease')
-  t.equal((await store.get(ownRunning.id))?.runner, 'here', 'and so does this one, for what it runs')
+    await coordinator.checkLeases()
+    for (let i = 0; i < 50 && ran.length < 2; i++) await new Promise((done) => setTimeout(done, 10))
+    t.same(ran.sort(), [ofStopped.id, ownDropped.id].sort(), 'the two nobody runs were scheduled')
+    t.equal((await store.get(ofStopped.id))?.runner, null, 'their leases ended')
+    t.equal((await store.get(ownDropped.id))?.runner, null)
+    t.equal((await store.get(ofLive.id))?.runner, 'live', 'a live gateway keeps its lease')
+    t.equal((await store.get(ownRunning.id))?.runner, 'here', 'and so does this one, for what it runs')
 
-  coordinator.unhold(ownRunning.id)
-  await coordinator.checkLeases()
-  for (let i = 0; i < 50 && ran.length < 3; i++) await new Promise((done) => setTimeout(done, 10))
-  t.ok(ran.includes(ownRunning.id), 'once it no longer runs it, it goes too')
-})
+    coordinator.unhold(ownRunning.id)
+    await coordinator.checkLeases()
+    for (let i = 0; i < 50 && ran.length < 3; i++) await new Promise((done) => setTimeout(done, 10))
+    t.ok(ran.includes(ownRunning.id), 'once it no longer runs it, it goes too')
+  },
+)

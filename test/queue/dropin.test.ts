@@ -13,7 +13,7 @@ import { ASYNC, chatBody, embeddedGateway, MODEL, post, sleep, until, type Queue
 const upstream = await startFakeUpstream()
 t.teardown(() => upstream.close())
 const withFake = (doc: Record<string, unknown>): void => {
-  (doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
+  ;(doc.backends as Record<string, unknown>).fake = { type: 'openai', baseUrl: upstream.url }
   ;(doc.models as unknown[]).push({ name: 'fake-model', kind: 'chat', deployments: [{ backend: 'fake' }] })
 }
 // Short windows, so waits end soon; and a gateway whose window outlasts its longest wait.
@@ -23,9 +23,14 @@ const admin = adminCall(gw.url, gw.adminToken)
 const adminT = adminCall(gwT.url, gwT.adminToken)
 const queued = `${gw.url}/queue/chat/completions`
 const queuedT = `${gwT.url}/queue/chat/completions`
-const oneAtATime = (model = MODEL): Record<string, unknown> => ({ tier: 'Standard4000', limits: { [model]: { rpm: 1 } } })
+const oneAtATime = (model = MODEL): Record<string, unknown> => ({
+  tier: 'Standard4000',
+  limits: { [model]: { rpm: 1 } },
+})
 const lineOf = async (keyId: string, via = admin): Promise<{ depth: number; oldest_wait_ms: number } | undefined> =>
-  (await via('GET', '/admin/queue')).json<{ data: Array<{ key_id: string; depth: number; oldest_wait_ms: number }> }>().data.find((l) => l.key_id === keyId)
+  (await via('GET', '/admin/queue'))
+    .json<{ data: Array<{ key_id: string; depth: number; oldest_wait_ms: number }> }>()
+    .data.find((l) => l.key_id === keyId)
 
 t.test('a call that waits longer than queue.maxWaitMs gets queue_timeout, uncharged', async (t) => {
   const { id, key } = await gwT.createKey(oneAtATime())
@@ -49,9 +54,18 @@ t.test('a call that waits longer than queue.maxWaitMs gets queue_timeout, unchar
 t.test('a client that leaves while waiting leaves the line at once: no upstream call, nothing charged', async (t) => {
   const { id, key } = await gw.createKey(oneAtATime('fake-model'))
   const before = upstream.requests.length
-  t.equal((await post(queued, key, { model: 'fake-model', messages: [{ role: 'user', content: 'first' }] })).status, 200)
+  t.equal(
+    (await post(queued, key, { model: 'fake-model', messages: [{ role: 'user', content: 'first' }] })).status,
+    200,
+  )
   const controller = new AbortController()
-  const leaving = post(queued, key, { model: 'fake-model', messages: [{ role: 'user', content: 'leaves' }] }, {}, controller.signal).catch((e: unknown) => e)
+  const leaving = post(
+    queued,
+    key,
+    { model: 'fake-model', messages: [{ role: 'user', content: 'leaves' }] },
+    {},
+    controller.signal,
+  ).catch((e: unknown) => e)
   for (let i = 0; i < 100 && (await lineOf(id))?.depth !== 1; i++) await sleep(10)
   t.equal((await lineOf(id))?.depth, 1, 'the second call waits in line')
   controller.abort()
@@ -63,7 +77,11 @@ t.test('a client that leaves while waiting leaves the line at once: no upstream 
   }
   t.equal(depth, 0, 'its place is gone at once')
   await sleep(1500)
-  t.equal(upstream.requests.length - before, 1, 'after the window reset, still only the first call reached the upstream')
+  t.equal(
+    upstream.requests.length - before,
+    1,
+    'after the window reset, still only the first call reached the upstream',
+  )
   const usage = (await admin('GET', `/admin/keys/${id}/usage`)).json<{ totals: { requests: number } }>()
   t.equal(usage.totals.requests, 1, 'and only it was charged')
 })
@@ -95,7 +113,13 @@ t.test('a stream through /queue waits for capacity, then streams', async (t) => 
   const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/queue`, maxRetries: 0 })
   await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'first' }], max_tokens: 3 })
   const started = Date.now()
-  const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'stream it' }], max_tokens: 12, stream: true, stream_options: { include_usage: true } })
+  const stream = await client.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'stream it' }],
+    max_tokens: 12,
+    stream: true,
+    stream_options: { include_usage: true },
+  })
   let text = ''
   let usage: OpenAI.CompletionUsage | null | undefined
   let chunks = 0
@@ -125,10 +149,12 @@ t.test('an upstream 5xx goes back in line with backoff; after upstreamRetries it
   t.equal(upstream.requests.length - before, 3, 'three upstream calls')
 
   upstream.options.failWith = 503
-  t.teardown(() => { delete upstream.options.failWith })
+  t.teardown(() => {
+    delete upstream.options.failWith
+  })
   const mark = upstream.requests.length
   const failed = await post(queued, key, body)
-  t.equal(failed.status, 503, 'retries exhausted: the upstream\'s answer')
+  t.equal(failed.status, 503, "retries exhausted: the upstream's answer")
   t.equal(upstream.requests.length - mark, 3, 'one call and two retries')
   const id = (await post(queued, key, body, ASYNC)).json<QueueView>().id
   const view = await until(`${gw.url}/queue/requests/${id}`, key, ['failed', 'completed'])
@@ -147,7 +173,15 @@ t.test('operators see the lines: /admin/queue, tollgate queue, metrics', async (
   t.ok((line?.oldest_wait_ms ?? 0) >= 150, `oldest wait ${line?.oldest_wait_ms} ms`)
 
   const out: string[] = []
-  const io = { env: { TOLLGATE_URL: gwT.url, TOLLGATE_ADMIN_TOKEN: gwT.adminToken }, stdout: (s: string) => { out.push(s) }, stderr: (s: string) => { out.push(s) } }
+  const io = {
+    env: { TOLLGATE_URL: gwT.url, TOLLGATE_ADMIN_TOKEN: gwT.adminToken },
+    stdout: (s: string) => {
+      out.push(s)
+    },
+    stderr: (s: string) => {
+      out.push(s)
+    },
+  }
   t.equal(await runQueueCommand(['list'], io), 0)
   t.match(out.join(''), new RegExp(`${id}\\s+${MODEL}\\s+1\\s+`))
   out.length = 0
@@ -171,7 +205,7 @@ t.test('operators see the lines: /admin/queue, tollgate queue, metrics', async (
   const after = await (await fetch(`${gwT.metricsUrl}/metrics`)).text()
   t.match(after, /tollgate_queue_wait_seconds_count\{mode="dropin"\} [1-9]/)
   t.match(after, /tollgate_queue_requests_total\{mode="dropin",outcome="timeout"\} [1-9]/)
-  const ready = await (await fetch(`${gwT.url}/readyz`)).json() as Record<string, unknown>
+  const ready = (await (await fetch(`${gwT.url}/readyz`)).json()) as Record<string, unknown>
   t.equal(ready.queue_worker, 'running')
 })
 

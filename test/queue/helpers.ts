@@ -23,14 +23,19 @@ function configure(settings: GatewaySettings, prefix?: string): (doc: Record<str
     doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000, ...settings.queue }
     // A loaded test machine can stall Redis replies past the default deadline: such a stall
     // is an outage to the gateway, which is not what these tests are about.
-    if (prefix !== undefined) Object.assign(doc.store as Record<string, unknown>, { keyPrefix: prefix, commandTimeoutMs: 3000 })
+    if (prefix !== undefined)
+      Object.assign(doc.store as Record<string, unknown>, { keyPrefix: prefix, commandTimeoutMs: 3000 })
     settings.config?.(doc)
   }
 }
 
 /** One embedded gateway, stopped when the test ends. */
 export async function embeddedGateway(t: Test, settings: GatewaySettings = {}): Promise<RunningTollgate> {
-  const options: StartOptions = { config: configure(settings), ...(settings.env ? { env: settings.env } : {}), ...(settings.dataDir ? { dataDir: settings.dataDir } : {}) }
+  const options: StartOptions = {
+    config: configure(settings),
+    ...(settings.env ? { env: settings.env } : {}),
+    ...(settings.dataDir ? { dataDir: settings.dataDir } : {}),
+  }
   const gw = await startTollgate(options)
   t.teardown(() => gw.stop())
   return gw
@@ -64,10 +69,20 @@ export async function cluster(t: Test): Promise<Cluster> {
   }
 }
 
-export const chatBody = (content: string, extra: Record<string, unknown> = {}): Record<string, unknown> =>
-  ({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 5, ...extra })
+export const chatBody = (content: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  model: MODEL,
+  messages: [{ role: 'user', content }],
+  max_tokens: 5,
+  ...extra,
+})
 
-export function post(url: string, key: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<RawResponse> {
+export function post(
+  url: string,
+  key: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<RawResponse> {
   return request(url, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
@@ -97,7 +112,13 @@ export interface QueueView {
   attempts: number
   started_at: number | null
   completed_at: number | null
-  response?: { status_code: number; body: unknown; usage: { input_tokens: number; output_tokens: number; total_tokens: number }; content_type?: string; body_encoding?: string }
+  response?: {
+    status_code: number
+    body: unknown
+    usage: { input_tokens: number; output_tokens: number; total_tokens: number }
+    content_type?: string
+    body_encoding?: string
+  }
 }
 
 /** Polls a stored request until its status is one of `statuses` (bounded). */

@@ -15,7 +15,9 @@ import { newRequest } from './store-contract.ts'
 t.test('the recorder keeps status, headers and body, up to its limit, and ends like a response', async (t) => {
   const sink = new RecordingSink(10)
   let closed = 0
-  sink.on('close', () => { closed++ })
+  sink.on('close', () => {
+    closed++
+  })
   sink.statusCode = 201
   sink.setHeader('Content-Type', 'text/plain')
   t.ok(sink.hasHeader('content-type'))
@@ -40,8 +42,20 @@ t.test('the recorder keeps status, headers and body, up to its limit, and ends l
 
 t.test('a reply is kept as JSON, text or base64', async (t) => {
   const usage = { inputTokens: 1, outputTokens: 2 }
-  const rec = (type: string | undefined, body: string | Buffer): Recording => ({ status: 200, headers: type ? { 'content-type': type } : {}, body: Buffer.from(body), truncated: false, complete: true })
-  t.same(toResult(rec('application/json; charset=utf-8', '{"a":1}'), usage), { statusCode: 200, contentType: 'application/json; charset=utf-8', usage, encoding: 'json', body: { a: 1 } })
+  const rec = (type: string | undefined, body: string | Buffer): Recording => ({
+    status: 200,
+    headers: type ? { 'content-type': type } : {},
+    body: Buffer.from(body),
+    truncated: false,
+    complete: true,
+  })
+  t.same(toResult(rec('application/json; charset=utf-8', '{"a":1}'), usage), {
+    statusCode: 200,
+    contentType: 'application/json; charset=utf-8',
+    usage,
+    encoding: 'json',
+    body: { a: 1 },
+  })
   t.equal(toResult(rec('text/event-stream', 'data: x\n\n'), usage).encoding, 'text')
   t.equal(toResult(rec('application/json', '{broken'), usage).encoding, 'text', 'broken JSON is kept as text')
   t.same(toResult(rec('audio/mpeg', Buffer.from([0, 255])), usage).body, 'AP8=')
@@ -49,7 +63,8 @@ t.test('a reply is kept as JSON, text or base64', async (t) => {
 })
 
 t.test('Prefer: respond-async, alone or among others', async (t) => {
-  const req = (prefer?: string | string[]): IncomingMessage => ({ headers: prefer === undefined ? {} : { prefer } }) as unknown as IncomingMessage
+  const req = (prefer?: string | string[]): IncomingMessage =>
+    ({ headers: prefer === undefined ? {} : { prefer } }) as unknown as IncomingMessage
   t.ok(prefersAsync(req('respond-async')))
   t.ok(prefersAsync(req('Respond-Async')))
   t.ok(prefersAsync(req('wait=10, respond-async')))
@@ -60,7 +75,16 @@ t.test('Prefer: respond-async, alone or among others', async (t) => {
 })
 
 t.test('a client sees "expired" once a result (or a wait) outlives its time to live', async (t) => {
-  const base: QueuedRequest = { ...newRequest({ createdAt: 1000 }), status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: null }
+  const base: QueuedRequest = {
+    ...newRequest({ createdAt: 1000 }),
+    status: 'queued',
+    attempts: 0,
+    startedAt: null,
+    finishedAt: null,
+    cancelRequested: false,
+    result: null,
+    runner: null,
+  }
   t.equal(statusOf(base, 1500, 1000), 'queued')
   t.equal(statusOf(base, 2000, 1000), 'expired', 'waited as long as a result is kept')
   const done = { ...base, status: 'completed' as const, finishedAt: 5000 }
@@ -70,8 +94,15 @@ t.test('a client sees "expired" once a result (or a wait) outlives its time to l
 })
 
 t.test('only a refusal over a window (or a store blip) is waited for', async (t) => {
-  t.equal(retryAfterMs(gatewayError('rate_limit_requests', { headers: { 'retry-after-ms': '1200', 'retry-after': '2' } })), 1200)
-  t.equal(retryAfterMs(gatewayError('rate_limit_tokens', { headers: { 'x-should-retry': 'false' } })), undefined, 'can never fit')
+  t.equal(
+    retryAfterMs(gatewayError('rate_limit_requests', { headers: { 'retry-after-ms': '1200', 'retry-after': '2' } })),
+    1200,
+  )
+  t.equal(
+    retryAfterMs(gatewayError('rate_limit_tokens', { headers: { 'x-should-retry': 'false' } })),
+    undefined,
+    'can never fit',
+  )
   t.equal(retryAfterMs(gatewayError('insufficient_quota')), undefined)
   t.equal(retryAfterMs(gatewayError('store_unavailable', { headers: { 'retry-after': '1' } })), 1000)
   t.equal(retryAfterMs(new Error('boom')), undefined)

@@ -13,7 +13,8 @@ const log = createLogger('silent')
 const space = async () => {
   const { prefix: keyPrefix, cleanup } = fresh()
   return {
-    open: async (): Promise<JobRunner> => createBullmqRunner({ redis: REDIS_URL, keyPrefix, log, commandTimeoutMs: 2000 }),
+    open: async (): Promise<JobRunner> =>
+      createBullmqRunner({ redis: REDIS_URL, keyPrefix, log, commandTimeoutMs: 2000 }),
     cleanup,
   }
 }
@@ -24,11 +25,18 @@ t.test('bullmq: a request scheduled by one instance runs on another; keys stay u
   const s = await space()
   const accepting = await s.open()
   const working = await s.open()
-  t.teardown(async () => { await accepting.close(); await working.close(); await s.cleanup() })
+  t.teardown(async () => {
+    await accepting.close()
+    await working.close()
+    await s.cleanup()
+  })
   const ran: string[] = []
   await accepting.schedule({ id: 'r1', line: 'key_x:m', createdAt: 5 })
   await accepting.close()
-  working.start(async (request) => { ran.push(`${request.id} ${request.line} ${request.createdAt}`); return { kind: 'done' } }, 2)
+  working.start(async (request) => {
+    ran.push(`${request.id} ${request.line} ${request.createdAt}`)
+    return { kind: 'done' }
+  }, 2)
   for (let i = 0; i < 200 && ran.length === 0; i++) await new Promise((done) => setTimeout(done, 20))
   t.same(ran, ['r1 key_x:m 5'])
   for (const key of await keysUnder(admin, NAMESPACE)) t.match(key, /:\{tg\}:bull:requests:/)

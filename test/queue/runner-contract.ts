@@ -53,7 +53,10 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
     t.test(`${name}: ${title}`, async (t) => {
       const space = await makeSpace()
       const runner = await space.open()
-      t.teardown(async () => { await runner.close(); await space.cleanup() })
+      t.teardown(async () => {
+        await runner.close()
+        await space.cleanup()
+      })
       await body(t, runner, space)
     })
   }
@@ -67,7 +70,11 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
     t.ok(await until(() => r.runs.length >= 2))
     await sleep(150)
     t.same(r.runs.map((x) => x.id).sort(), ['a', 'b'])
-    t.same(r.refs.find((x) => x.id === 'a'), job('a'), 'the processor gets the line and creation time')
+    t.same(
+      r.refs.find((x) => x.id === 'a'),
+      job('a'),
+      'the processor gets the line and creation time',
+    )
     t.ok(runner.healthy())
   })
 
@@ -90,7 +97,10 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
   })
 
   withRunner('no more than `concurrency` run at once; the rest run as places free', async (t, runner) => {
-    const r = recorder(async () => { await sleep(60); return { kind: 'done' } })
+    const r = recorder(async () => {
+      await sleep(60)
+      return { kind: 'done' }
+    })
     runner.start(r.processor, 2)
     for (let i = 0; i < 8; i++) await runner.schedule(job(`c${i}`))
     t.ok(await until(() => r.runs.length === 8))
@@ -99,8 +109,13 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
 
   withRunner('runnable requests start in the order they were scheduled, lower priority first', async (t, runner) => {
     let release: () => void = () => {}
-    const gate = new Promise<void>((done) => { release = done })
-    const r = recorder(async (id) => { if (id === 'block') await gate; return { kind: 'done' } })
+    const gate = new Promise<void>((done) => {
+      release = done
+    })
+    const r = recorder(async (id) => {
+      if (id === 'block') await gate
+      return { kind: 'done' }
+    })
     runner.start(r.processor, 1)
     await runner.schedule(job('block'))
     t.ok(await until(() => r.runs.length === 1))
@@ -108,51 +123,75 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
     await runner.schedule(job('urgent'), { priority: 1 })
     release()
     t.ok(await until(() => r.runs.length === 5))
-    t.same(r.runs.map((x) => x.id), ['block', 'urgent', 'o1', 'o2', 'o3'])
+    t.same(
+      r.runs.map((x) => x.id),
+      ['block', 'urgent', 'o1', 'o2', 'o3'],
+    )
   })
 
-  withRunner('a claimed worker runs a held request at once, counts among the workers, and hands a "later" to the shared queue', async (t, runner) => {
-    t.equal(runner.claim(), null, 'no worker before start')
-    let release: () => void = () => {}
-    const gate = new Promise<void>((done) => { release = done })
-    const helds: Array<Held | undefined> = []
-    const r = recorder(async (id, n) => {
-      if (id === 'held' && n === 1) {
-        await gate
-        return { kind: 'later', at: Date.now() + 100 }
+  withRunner(
+    'a claimed worker runs a held request at once, counts among the workers, and hands a "later" to the shared queue',
+    async (t, runner) => {
+      t.equal(runner.claim(), null, 'no worker before start')
+      let release: () => void = () => {}
+      const gate = new Promise<void>((done) => {
+        release = done
+      })
+      const helds: Array<Held | undefined> = []
+      const r = recorder(async (id, n) => {
+        if (id === 'held' && n === 1) {
+          await gate
+          return { kind: 'later', at: Date.now() + 100 }
+        }
+        return { kind: 'done' }
+      })
+      runner.start(async (request, signal, held) => {
+        helds.push(held)
+        return r.processor(request, signal)
+      }, 2)
+      const held = {
+        request: { id: 'held' } as unknown as QueuedRequest,
+        key: { id: 'key_held' } as unknown as KeyRecord,
       }
-      return { kind: 'done' }
-    })
-    runner.start(async (request, signal, held) => { helds.push(held); return r.processor(request, signal) }, 2)
-    const held = { request: { id: 'held' } as unknown as QueuedRequest, key: { id: 'key_held' } as unknown as KeyRecord }
-    const first = runner.claim()
-    const second = runner.claim()
-    t.ok(first !== null && second !== null, 'two free workers')
-    t.equal(runner.claim(), null, 'and no third')
-    second?.free()
-    second?.free()
-    const third = runner.claim()
-    t.ok(third !== null, 'a freed worker can be claimed again (freed once, however often it is told)')
-    t.equal(runner.claim(), null)
+      const first = runner.claim()
+      const second = runner.claim()
+      t.ok(first !== null && second !== null, 'two free workers')
+      t.equal(runner.claim(), null, 'and no third')
+      second?.free()
+      second?.free()
+      const third = runner.claim()
+      t.ok(third !== null, 'a freed worker can be claimed again (freed once, however often it is told)')
+      t.equal(runner.claim(), null)
 
-    first?.run(job('held'), held)
-    t.equal(r.runs.length, 1, 'it runs at once, not after a round trip')
-    t.equal(helds[0], held, 'with what it was given')
-    await runner.schedule(job('queued'))
-    await sleep(150)
-    t.notOk(r.runs.some((x) => x.id === 'queued'), 'a scheduled request waits while both workers are kept')
-    third?.free()
-    t.ok(await until(() => r.runs.some((x) => x.id === 'queued')), 'and runs once one is given back')
-    release()
-    t.ok(await until(() => r.runs.filter((x) => x.id === 'held').length === 2), 'the "later" ran again through the shared queue')
-    t.equal(helds.at(-1), undefined, 'that time without the held record')
-  })
+      first?.run(job('held'), held)
+      t.equal(r.runs.length, 1, 'it runs at once, not after a round trip')
+      t.equal(helds[0], held, 'with what it was given')
+      await runner.schedule(job('queued'))
+      await sleep(150)
+      t.notOk(
+        r.runs.some((x) => x.id === 'queued'),
+        'a scheduled request waits while both workers are kept',
+      )
+      third?.free()
+      t.ok(await until(() => r.runs.some((x) => x.id === 'queued')), 'and runs once one is given back')
+      release()
+      t.ok(
+        await until(() => r.runs.filter((x) => x.id === 'held').length === 2),
+        'the "later" ran again through the shared queue',
+      )
+      t.equal(helds.at(-1), undefined, 'that time without the held record')
+    },
+  )
 
   withRunner('close waits for running requests within the grace, then aborts them', async (t, runner) => {
     let aborted = false
-    const processor: Processor = (_request, signal) => new Promise((done) => {
-      signal.addEventListener('abort', () => { aborted = true; done({ kind: 'done' }) })
-    })
+    const processor: Processor = (_request, signal) =>
+      new Promise((done) => {
+        signal.addEventListener('abort', () => {
+          aborted = true
+          done({ kind: 'done' })
+        })
+      })
     runner.start(processor, 1)
     await runner.schedule(job('long'))
     await sleep(200)

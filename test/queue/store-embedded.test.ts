@@ -12,7 +12,8 @@ import { newRequest, queueStoreContract } from './store-contract.ts'
 const space = async () => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-queue-'))
   return {
-    open: async (options: { resultTtlMs?: number } = {}) => openEmbeddedQueueStore({ dataDir: dir, resultTtlMs: options.resultTtlMs ?? 60_000 }),
+    open: async (options: { resultTtlMs?: number } = {}) =>
+      openEmbeddedQueueStore({ dataDir: dir, resultTtlMs: options.resultTtlMs ?? 60_000 }),
     cleanup: async () => rmSync(dir, { recursive: true, force: true }),
   }
 }
@@ -52,12 +53,14 @@ t.test('embedded: a request asked to stop while running is cancelled at the rest
   t.equal(await again.position(a.line, jobTicket(a)), null)
 })
 
-t.test('embedded: a queue.db written before bodies were split off opens with its requests readable and counted', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-queue-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  // The first schema, and a row as it was written then: the body inside meta.
-  const db = new DatabaseSync(join(dir, QUEUE_DATABASE_FILE))
-  db.exec(`
+t.test(
+  'embedded: a queue.db written before bodies were split off opens with its requests readable and counted',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-queue-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    // The first schema, and a row as it was written then: the body inside meta.
+    const db = new DatabaseSync(join(dir, QUEUE_DATABASE_FILE))
+    db.exec(`
     CREATE TABLE requests (
       id TEXT PRIMARY KEY, owner TEXT NOT NULL, created_at INTEGER NOT NULL, line TEXT NOT NULL, line_seq REAL NOT NULL,
       meta TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, started_at INTEGER, finished_at INTEGER,
@@ -68,20 +71,33 @@ t.test('embedded: a queue.db written before bodies were split off opens with its
     CREATE INDEX requests_finished ON requests (finished_at);
     PRAGMA user_version = 1;
   `)
-  const old = newRequest()
-  const meta = JSON.stringify({ id: old.id, keyId: old.keyId, owner: old.owner, tier: old.tier, line: old.line, createdAt: old.createdAt, call: old.call })
-  db.prepare(`INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body) VALUES (?, ?, ?, ?, 1, ?, 'queued', ?)`)
-    .run(old.id, old.owner, old.createdAt, old.line, meta, Buffer.alloc(100))
-  db.close()
+    const old = newRequest()
+    const meta = JSON.stringify({
+      id: old.id,
+      keyId: old.keyId,
+      owner: old.owner,
+      tier: old.tier,
+      line: old.line,
+      createdAt: old.createdAt,
+      call: old.call,
+    })
+    db.prepare(
+      `INSERT INTO requests (id, owner, created_at, line, line_seq, meta, status, body) VALUES (?, ?, ?, ?, 1, ?, 'queued', ?)`,
+    ).run(old.id, old.owner, old.createdAt, old.line, meta, Buffer.alloc(100))
+    db.close()
 
-  const store = openEmbeddedQueueStore({ dataDir: dir, resultTtlMs: 60_000 })
-  t.teardown(() => store.close())
-  t.same((await store.get(old.id))?.call, old.call, 'its body is read from meta')
-  t.equal(await store.position(old.line, jobTicket(old)), 0, 'it is in its line again')
-  const pending = await store.pending(old.keyId)
-  t.equal(pending.requests, 1)
-  t.equal(pending.bytes, Buffer.byteLength(meta) + 100, 'its size is what it holds')
-  const listed = await store.list(old.owner, { limit: 10, status: 'queued' })
-  t.same(listed.data.map((r) => r.id), [old.id])
-  t.notOk('body' in (listed.data[0]?.call ?? {}), 'a list shows no body, old rows included')
-})
+    const store = openEmbeddedQueueStore({ dataDir: dir, resultTtlMs: 60_000 })
+    t.teardown(() => store.close())
+    t.same((await store.get(old.id))?.call, old.call, 'its body is read from meta')
+    t.equal(await store.position(old.line, jobTicket(old)), 0, 'it is in its line again')
+    const pending = await store.pending(old.keyId)
+    t.equal(pending.requests, 1)
+    t.equal(pending.bytes, Buffer.byteLength(meta) + 100, 'its size is what it holds')
+    const listed = await store.list(old.owner, { limit: 10, status: 'queued' })
+    t.same(
+      listed.data.map((r) => r.id),
+      [old.id],
+    )
+    t.notOk('body' in (listed.data[0]?.call ?? {}), 'a list shows no body, old rows included')
+  },
+)

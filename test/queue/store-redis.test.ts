@@ -17,7 +17,8 @@ const space = async () => {
   const { prefix, cleanup } = fresh()
   return {
     prefix,
-    open: async (options: { resultTtlMs?: number } = {}) => createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }),
+    open: async (options: { resultTtlMs?: number } = {}) =>
+      createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }),
     cleanup,
   }
 }
@@ -27,7 +28,10 @@ queueStoreContract(t, 'redis', space)
 t.test('redis: every key is under the prefix and the {tg} hash tag', async (t) => {
   const s = await space()
   const store = await s.open()
-  t.teardown(async () => { await store.close(); await s.cleanup() })
+  t.teardown(async () => {
+    await store.close()
+    await s.cleanup()
+  })
   const r = newRequest()
   await store.submit(r, Buffer.from('body'))
   await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
@@ -42,18 +46,34 @@ t.test('redis: two instances joining at once get one order', async (t) => {
   const s = await space()
   const a = await s.open()
   const b = await s.open()
-  t.teardown(async () => { await a.close(); await b.close(); await s.cleanup() })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+    await s.cleanup()
+  })
   const line = lineOf('key_c', 'm')
-  const tickets: Ticket[] = Array.from({ length: 40 }, (_, i) => ({ kind: 'call', instance: i % 2 ? 'ia' : 'ib', id: `c${i}`, joinedAt: 1 }))
+  const tickets: Ticket[] = Array.from({ length: 40 }, (_, i) => ({
+    kind: 'call',
+    instance: i % 2 ? 'ia' : 'ib',
+    id: `c${i}`,
+    joinedAt: 1,
+  }))
   const ranks = await Promise.all(tickets.map((ticket, i) => (i % 2 ? a : b).join(line, ticket)))
-  t.same([...ranks].sort((x, y) => x - y), tickets.map((_, i) => i), 'each place given once')
+  t.same(
+    [...ranks].sort((x, y) => x - y),
+    tickets.map((_, i) => i),
+    'each place given once',
+  )
   for (const [i, ticket] of tickets.entries()) t.equal(await a.position(line, ticket), ranks[i])
 })
 
 t.test('redis: the sweep takes out calls of stopped gateways and requests without a record', async (t) => {
   const s = await space()
   const store = await s.open()
-  t.teardown(async () => { await store.close(); await s.cleanup() })
+  t.teardown(async () => {
+    await store.close()
+    await s.cleanup()
+  })
   const line = lineOf('key_d', 'm')
   const dead: Ticket = { kind: 'call', instance: 'gone', id: 'c1', joinedAt: 1 }
   const orphan: Ticket = { kind: 'job', id: 'qreq_orphan', joinedAt: 1 }
@@ -71,18 +91,25 @@ t.test('redis: the sweep takes out calls of stopped gateways and requests withou
   t.equal(await store.position(r.line, jobTicket(r)), 0)
 })
 
-t.test('redis: a key\'s pending count forgets requests whose records expired unfinished', async (t) => {
+t.test("redis: a key's pending count forgets requests whose records expired unfinished", async (t) => {
   const s = await space()
   const store = await s.open({ resultTtlMs: 200 })
-  t.teardown(async () => { await store.close(); await s.cleanup() })
+  t.teardown(async () => {
+    await store.close()
+    await s.cleanup()
+  })
   const caps = { requests: 1, bytes: 1_000_000 }
   const r = newRequest({ createdAt: Date.now() })
   await store.submit(r, null, undefined, caps)
   t.equal((await store.pending(r.keyId)).requests, 1)
   // A queued record lives three result ttls; then it is gone without having finished.
-  while ((await admin.exists(queueKeys(s.prefix).request(r.id))) === 1) await new Promise((done) => setTimeout(done, 50))
+  while ((await admin.exists(queueKeys(s.prefix).request(r.id))) === 1)
+    await new Promise((done) => setTimeout(done, 50))
   t.same(await store.pending(r.keyId), { requests: 0, bytes: 0 })
   // (Its dead ticket stays ahead in the line until the next sweep.)
-  t.ok(await store.submit(newRequest({ createdAt: Date.now() }), null, undefined, caps) >= 0, 'its place is free again')
+  t.ok(
+    (await store.submit(newRequest({ createdAt: Date.now() }), null, undefined, caps)) >= 0,
+    'its place is free again',
+  )
   t.equal((await store.pending(r.keyId)).requests, 1)
 })

@@ -23,8 +23,21 @@ const NOW = new Date().toISOString()
 
 function keyRecord(id: string): KeyRecord {
   return {
-    id, hash: 'h', previousHash: null, previousHashValidUntil: null, prefix: 'tg_', name: null, owner: 'owner-a', tier: 'Basic',
-    models: null, endpoints: null, limits: null, status: 'active', createdAt: NOW, updatedAt: NOW, expiresAt: null,
+    id,
+    hash: 'h',
+    previousHash: null,
+    previousHashValidUntil: null,
+    prefix: 'tg_',
+    name: null,
+    owner: 'owner-a',
+    tier: 'Basic',
+    models: null,
+    endpoints: null,
+    limits: null,
+    status: 'active',
+    createdAt: NOW,
+    updatedAt: NOW,
+    expiresAt: null,
   } as KeyRecord
 }
 
@@ -32,8 +45,19 @@ function keyRecord(id: string): KeyRecord {
 function setup(t: Test, refuse: () => boolean) {
   const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
   const runner = createLocalRunner()
-  const coordinator = new Coordinator({ store, runner, instance: 'here', tierPriority: {}, log: createLogger('silent'), signals: localSignals })
-  t.teardown(async () => { await coordinator.close(); await runner.close(); await store.close() })
+  const coordinator = new Coordinator({
+    store,
+    runner,
+    instance: 'here',
+    tierPriority: {},
+    log: createLogger('silent'),
+    signals: localSignals,
+  })
+  t.teardown(async () => {
+    await coordinator.close()
+    await runner.close()
+    await store.close()
+  })
   const seen = { admissions: 0, upstream: 0, refused: 0 }
   const limiter: Limiter = {
     async admit() {
@@ -48,10 +72,20 @@ function setup(t: Test, refuse: () => boolean) {
     close: async () => undefined,
   }
   const corridor: Corridor = {
-    enter: async () => { throw new Error('not used by the processor') },
-    restore: (principal, spec, parts) => ({ principal, spec, ...parts, resolved: { model: 'm', tier: 'Basic', limits: {} } }),
+    enter: async () => {
+      throw new Error('not used by the processor')
+    },
+    restore: (principal, spec, parts) => ({
+      principal,
+      spec,
+      ...parts,
+      resolved: { model: 'm', tier: 'Basic', limits: {} },
+    }),
     async run(call, exchange, strategy): Promise<CallResult> {
-      const admission = await strategy.admit({ keyId: call.principal.keyId, tier: 'Basic', model: 'm', limits: {}, estimate: NO_USAGE }, 0)
+      const admission = await strategy.admit(
+        { keyId: call.principal.keyId, tier: 'Basic', model: 'm', limits: {}, estimate: NO_USAGE },
+        0,
+      )
       seen.upstream++
       exchange.sink.statusCode = 200
       exchange.sink.setHeader('content-type', 'application/json')
@@ -63,11 +97,27 @@ function setup(t: Test, refuse: () => boolean) {
   const metrics = createMetrics()
   const keys = { get: async (id: string) => keyRecord(id) }
   const processor = createProcessor({
-    coordinator, corridor, limiter, keys, metrics, log: createLogger('silent'),
-    config: { queue: { resultTtlSeconds: 60, maxResultBytes: 1 << 20, upstreamRetries: 3, retryBackoffMs: 50 } } as Parameters<typeof createProcessor>[0]['config'],
+    coordinator,
+    corridor,
+    limiter,
+    keys,
+    metrics,
+    log: createLogger('silent'),
+    config: {
+      queue: { resultTtlSeconds: 60, maxResultBytes: 1 << 20, upstreamRetries: 3, retryBackoffMs: 50 },
+    } as Parameters<typeof createProcessor>[0]['config'],
   })
   const held = (request: NewRequest): { request: QueuedRequest; key: KeyRecord } => ({
-    request: { ...request, status: 'queued', attempts: 0, startedAt: null, finishedAt: null, cancelRequested: false, result: null, runner: 'here' },
+    request: {
+      ...request,
+      status: 'queued',
+      attempts: 0,
+      startedAt: null,
+      finishedAt: null,
+      cancelRequested: false,
+      result: null,
+      runner: 'here',
+    },
     key: keyRecord(request.keyId),
   })
   return { store, coordinator, processor, seen, held, metrics }

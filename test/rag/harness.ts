@@ -44,15 +44,25 @@ export async function startRagHarness(t: Test, options: HarnessOptions = {}): Pr
   doc.rag = rag
   options.config?.(doc)
   const dataDir = mkdtempSync(join(tmpdir(), 'tollgate-rag-'))
-  const env: Record<string, string> = { TOLLGATE_DATA_DIR: dataDir, PORT: '0', METRICS_PORT: '0', TOLLGATE_ADMIN_TOKEN: 'adm_rag_test_token_1234567890abcdef' }
+  const env: Record<string, string> = {
+    TOLLGATE_DATA_DIR: dataDir,
+    PORT: '0',
+    METRICS_PORT: '0',
+    TOLLGATE_ADMIN_TOKEN: 'adm_rag_test_token_1234567890abcdef',
+  }
   if (options.redisUrl !== undefined) {
     env.REDIS_URL = options.redisUrl
     env.TOLLGATE_KEY_SECRET = 'rag-test-key-secret-0123456789abcdef'
   }
   const config = buildConfig(doc, join(ROOT, 'config/default.yaml'), env)
   const lines: string[] = []
-  const sink = new Writable({ write(chunk: Buffer, _enc, done) { lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)); done() } })
-  const tokens = options.tokens ?? await createTestTokens()
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean))
+      done()
+    },
+  })
+  const tokens = options.tokens ?? (await createTestTokens())
   const gateway = await startGateway(config, createLogger('info', sink), { accessTokens: tokens.verifier })
   t.teardown(() => gateway.shutdown())
   return {
@@ -60,8 +70,17 @@ export async function startRagHarness(t: Test, options: HarnessOptions = {}): Pr
     url: gateway.url,
     tokens,
     config,
-    logs: () => lines.flatMap((l) => { try { return [JSON.parse(l) as Record<string, unknown>] } catch { return [] } }),
-    auth: async (claims = { sub: 'user-1', name: 'Ada', roles: ['user'], groups: ['research'], tenant: 'acme' }) => ({ authorization: `Bearer ${await tokens.sign(claims)}` }),
+    logs: () =>
+      lines.flatMap((l) => {
+        try {
+          return [JSON.parse(l) as Record<string, unknown>]
+        } catch {
+          return []
+        }
+      }),
+    auth: async (claims = { sub: 'user-1', name: 'Ada', roles: ['user'], groups: ['research'], tenant: 'acme' }) => ({
+      authorization: `Bearer ${await tokens.sign(claims)}`,
+    }),
   }
 }
 
@@ -72,16 +91,26 @@ export interface MockProcess {
 
 /** `tollgate rag-mock --port 0 --service <service>` (the command docs/rag-gateway.md gives) as its own process. */
 export async function startMockProcess(t: Test, service: string, extra: readonly string[] = []): Promise<MockProcess> {
-  const child = spawn(process.execPath, [join(ROOT, 'src/cli.ts'), 'rag-mock', '--port', '0', '--service', service, '--token-delay-ms', '5', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(
+    process.execPath,
+    [join(ROOT, 'src/cli.ts'), 'rag-mock', '--port', '0', '--service', service, '--token-delay-ms', '5', ...extra],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  )
   const port = await new Promise<number>((done, fail) => {
     let buffer = ''
     const timer = setTimeout(() => fail(new Error(`mock ${service} did not start`)), 20_000)
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       buffer += chunk
       const line = buffer.split('\n').find((l) => l.startsWith('{'))
-      if (line !== undefined) { clearTimeout(timer); done((JSON.parse(line) as { port: number }).port) }
+      if (line !== undefined) {
+        clearTimeout(timer)
+        done((JSON.parse(line) as { port: number }).port)
+      }
     })
-    child.once('exit', (code) => { clearTimeout(timer); fail(new Error(`mock ${service} exited with ${code}`)) })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      fail(new Error(`mock ${service} exited with ${code}`))
+    })
   })
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return
@@ -100,13 +129,25 @@ export interface RawReply {
 }
 
 /** Sends the request target exactly as given (fetch would normalise dot segments and slashes). */
-export function rawRequest(base: string, target: string, options: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<RawReply> {
+export function rawRequest(
+  base: string,
+  target: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<RawReply> {
   const url = new URL(base)
   return new Promise((done, fail) => {
-    const req = httpRequest({ host: url.hostname, port: url.port, method: options.method ?? 'GET', path: target, headers: options.headers }, (res) => {
-      let body = ''
-      res.setEncoding('utf8').on('data', (c: string) => { body += c }).once('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
-    })
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, method: options.method ?? 'GET', path: target, headers: options.headers },
+      (res) => {
+        let body = ''
+        res
+          .setEncoding('utf8')
+          .on('data', (c: string) => {
+            body += c
+          })
+          .once('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
+      },
+    )
     req.once('error', fail)
     req.end(options.body)
   })

@@ -41,12 +41,26 @@ t.test('client identity headers never reach a backend; the gateway sets its own'
   t.equal(seen['x-tollgate-user-groups'], 'a%2Cb,c', 'a comma inside an item is encoded')
   t.equal(seen['x-tollgate-tenant'], 'acme')
   t.notOk('x-tollgate-anything' in seen, 'any x-tollgate-* header from the client is dropped')
-  for (const name of ['x-forwarded-user', 'x-remote-user', 'x-user-id', 'x-auth-request-user', 'cookie', 'authorization', 'proxy-authorization', 'forwarded', 'x-drop-me']) {
+  for (const name of [
+    'x-forwarded-user',
+    'x-remote-user',
+    'x-user-id',
+    'x-auth-request-user',
+    'cookie',
+    'authorization',
+    'proxy-authorization',
+    'forwarded',
+    'x-drop-me',
+  ]) {
     t.notOk(name in seen, `${name} not passed on`)
   }
   t.equal(seen['x-forwarded-for'], '127.0.0.1', 'the client address as the gateway saw it, not the forged one')
   t.equal(seen['x-forwarded-prefix'], '/user-manager')
-  t.equal(seen['x-forwarded-proto'], 'http', 'the scheme the gateway was reached by, not the claimed one (no trusted proxy)')
+  t.equal(
+    seen['x-forwarded-proto'],
+    'http',
+    'the scheme the gateway was reached by, not the claimed one (no trusted proxy)',
+  )
   t.equal(seen['x-custom-header'], 'kept', 'other headers pass')
   t.ok(seen['x-request-id']?.startsWith('req_'), 'the request id')
   t.equal(echo.url, '/user-manager/api/v1/echo/x?q=1')
@@ -59,10 +73,18 @@ t.test('client identity headers never reach a backend; the gateway sets its own'
 })
 
 t.test('behind a trusted proxy, its X-Forwarded-For and X-Forwarded-Proto are what the backend hears', async (t) => {
-  const h = await startRagHarness(t, { config: (doc) => { (doc.server as Record<string, unknown>).trustProxyHops = 1 } })
+  const h = await startRagHarness(t, {
+    config: (doc) => {
+      ;(doc.server as Record<string, unknown>).trustProxyHops = 1
+    },
+  })
   const headers = await h.auth()
   const via = async (extra: Record<string, string>): Promise<Record<string, string>> =>
-    (JSON.parse((await rawRequest(h.url, '/user-manager/api/v1/echo', { headers: { ...headers, ...extra } })).body) as Echo).headers
+    (
+      JSON.parse(
+        (await rawRequest(h.url, '/user-manager/api/v1/echo', { headers: { ...headers, ...extra } })).body,
+      ) as Echo
+    ).headers
   const tls = await via({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https' })
   t.equal(tls['x-forwarded-proto'], 'https', 'the proxy terminated TLS')
   t.equal(tls['x-forwarded-for'], '203.0.113.7', 'the client the proxy saw')
@@ -73,12 +95,22 @@ t.test('configured header names; the verified token forwarded when asked', async
   const h = await startRagHarness(t, {
     config: (doc) => {
       const rag = doc.rag as Record<string, unknown>
-      rag.identityHeaders = { userId: 'x-user', username: 'x-user-name', roles: 'x-roles', groups: 'x-groups', tenant: 'x-tenant' }
+      rag.identityHeaders = {
+        userId: 'x-user',
+        username: 'x-user-name',
+        roles: 'x-roles',
+        groups: 'x-groups',
+        tenant: 'x-tenant',
+      }
       rag.forwardToken = true
     },
   })
   const headers = await h.auth({ sub: 'u-1', roles: ['admin'], tenant: 't1' })
-  const echo = await (await fetch(`${h.url}/config-manager/api/v1/echo`, { headers: { ...headers, 'x-user': 'forged', 'x-roles': 'forged' } })).json() as Echo
+  const echo = (await (
+    await fetch(`${h.url}/config-manager/api/v1/echo`, {
+      headers: { ...headers, 'x-user': 'forged', 'x-roles': 'forged' },
+    })
+  ).json()) as Echo
   t.equal(echo.headers['x-user'], 'u-1', 'a forged value of a configured name is replaced')
   t.equal(echo.headers['x-roles'], 'admin')
   t.equal(echo.headers['x-tenant'], 't1')
@@ -92,10 +124,19 @@ t.test('request bodies keep their framing: chunked stays chunked, even on DELETE
   const { request } = await import('node:http')
   for (const method of ['POST', 'DELETE']) {
     const echo = await new Promise<{ received_bytes: number; headers: Record<string, string> }>((done, fail) => {
-      const req = request(`${h.url}/ingest-master/api/v1/echo`, { method, headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
-        let body = ''
-        res.setEncoding('utf8').on('data', (c: string) => { body += c }).once('end', () => done(JSON.parse(body) as never))
-      })
+      const req = request(
+        `${h.url}/ingest-master/api/v1/echo`,
+        { method, headers: { ...headers, 'transfer-encoding': 'chunked' } },
+        (res) => {
+          let body = ''
+          res
+            .setEncoding('utf8')
+            .on('data', (c: string) => {
+              body += c
+            })
+            .once('end', () => done(JSON.parse(body) as never))
+        },
+      )
       req.once('error', fail)
       req.write('first part, ')
       setTimeout(() => req.end('second part'), 20)

@@ -28,15 +28,21 @@ t.test('two instances on one Redis count the same user and tenant', async (t) =>
   ]
   const fourth = await fetch(b.url + path, { headers: user })
   t.same(statuses, [200, 200, 200])
-  t.equal(fourth.status, 429, 'the fourth request, on the other instance, is over the user\'s 3 a minute')
+  t.equal(fourth.status, 429, "the fourth request, on the other instance, is over the user's 3 a minute")
   t.equal(fourth.headers.get('x-ratelimit-limit-requests'), '3')
-  t.match((await fourth.json() as { detail: string }).detail, /^Rate limit reached for the RAG gateway \(per user\) on requests per min \(RPM\): Limit 3, Used 3/)
+  t.match(
+    ((await fourth.json()) as { detail: string }).detail,
+    /^Rate limit reached for the RAG gateway \(per user\) on requests per min \(RPM\): Limit 3, Used 3/,
+  )
   t.equal((await fetch(a.url + path, { headers: user })).status, 429, 'and so does the first instance')
 
   const colleague = await a.auth({ sub: 'colleague', tenant: 'shared-tenant' })
   // The tenant has 3 of its 5 (refused calls are not counted against it).
   const more: number[] = []
   for (const gw of [b, a, b]) more.push((await fetch(gw.url + path, { headers: colleague })).status)
-  t.same(more, [200, 200, 429], 'the tenant\'s 5 a minute spans both users and both instances')
-  t.ok((await keysUnder(redis, prefix)).some((k) => k.includes('rag-user')), 'the counters are in Redis')
+  t.same(more, [200, 200, 429], "the tenant's 5 a minute spans both users and both instances")
+  t.ok(
+    (await keysUnder(redis, prefix)).some((k) => k.includes('rag-user')),
+    'the counters are in Redis',
+  )
 })

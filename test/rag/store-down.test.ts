@@ -13,7 +13,9 @@ t.teardown(() => redis.kill())
 const gw = await startTollgate({
   env: { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: `outage-${randomBytes(16).toString('hex')}` },
 })
-t.teardown(async () => { await gw.stop() })
+t.teardown(async () => {
+  await gw.stop()
+})
 
 const ROUTES: ReadonlyArray<readonly [method: string, path: string]> = [
   ['GET', '/chat-session-manager/api/v1/sessions/'],
@@ -28,13 +30,17 @@ const ROUTES: ReadonlyArray<readonly [method: string, path: string]> = [
 t.test('a store outage is a 503 with retry-after on every RAG route, logged once', async (t) => {
   await createUser(gw, { username: 'olga', password: 'olga password', roles: ['user'], tenant: 'acme' })
   const pair = await login(gw.url, 'olga', 'olga password')
-  const ask = (method: string, path: string) => call(gw.url, method, path, { token: pair.access_token, ...(method === 'POST' ? { body: { q: 'x' } } : {}) })
+  const ask = (method: string, path: string) =>
+    call(gw.url, method, path, { token: pair.access_token, ...(method === 'POST' ? { body: { q: 'x' } } : {}) })
   const before = await ask('GET', '/chat-session-manager/api/v1/sessions/')
   t.equal(before.status, 200, 'the store is up: the call goes through')
 
   await redis.kill()
   // What the instance read about the session is trusted for revocationCacheMs (0.5 s).
-  t.ok(await eventually(async () => (await ask('GET', '/chat-session-manager/api/v1/sessions/')).status !== 200, 200, 25), 'the session can no longer be checked')
+  t.ok(
+    await eventually(async () => (await ask('GET', '/chat-session-manager/api/v1/sessions/')).status !== 200, 200, 25),
+    'the session can no longer be checked',
+  )
   const logsBefore = gw.logs().length
   for (let round = 0; round < 3; round++) {
     for (const [method, path] of ROUTES) {
@@ -51,13 +57,25 @@ t.test('a store outage is a 503 with retry-after on every RAG route, logged once
 
   const logs = gw.logs()
   const during = logs.slice(logsBefore)
-  t.equal(during.filter((l) => typeof l.level === 'number' && l.level >= 50).length, 0, 'no error line while the store is down')
+  t.equal(
+    during.filter((l) => typeof l.level === 'number' && l.level >= 50).length,
+    0,
+    'no error line while the store is down',
+  )
   t.notMatch(gw.output(), /RAG gateway error|unhandled error|"stack"/, 'no error with a stack, ever')
-  const warnings = logs.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('RAG gateway: the store did not answer'))
+  const warnings = logs.filter(
+    (l) => typeof l.msg === 'string' && l.msg.startsWith('RAG gateway: the store did not answer'),
+  )
   t.equal(warnings.length, 1, 'one warning for the outage')
-  t.ok(during.filter((l) => l.msg === 'request' && l.status === 503).every((l) => l.level === 40), 'the request lines of the 503s are warnings')
+  t.ok(
+    during.filter((l) => l.msg === 'request' && l.status === 503).every((l) => l.level === 40),
+    'the request lines of the 503s are warnings',
+  )
 
   // The store comes back (empty: a fresh redis-server), so the session is gone: a 401 now, not a 503.
   await redis.start()
-  t.ok(await eventually(async () => (await ask('GET', '/chat-session-manager/api/v1/sessions/')).status === 401, 200, 50), 'back: the token is checked again')
+  t.ok(
+    await eventually(async () => (await ask('GET', '/chat-session-manager/api/v1/sessions/')).status === 401, 200, 50),
+    'back: the token is checked again',
+  )
 })

@@ -28,15 +28,33 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
     }
     const hash = createHash('sha256')
     uploadBytes = 0
-    req.on('data', (chunk: Buffer) => { uploadBytes += chunk.length; hash.update(chunk) })
+    req.on('data', (chunk: Buffer) => {
+      uploadBytes += chunk.length
+      hash.update(chunk)
+    })
     req.on('end', () => {
-      const body = JSON.stringify({ received: uploadBytes, sha256: hash.digest('hex'), chunked: req.headers['transfer-encoding'] === 'chunked' })
+      const body = JSON.stringify({
+        received: uploadBytes,
+        sha256: hash.digest('hex'),
+        chunked: req.headers['transfer-encoding'] === 'chunked',
+      })
       // Hop-by-hop headers of the backend's hop, and one its Connection names, stay there.
-      res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': 'backend', 'keep-alive': 'timeout=5', 'x-end-to-end': 'kept' }).end(body)
+      res
+        .writeHead(200, {
+          'content-type': 'application/json',
+          connection: 'keep-alive, x-hop',
+          'x-hop': 'backend',
+          'keep-alive': 'timeout=5',
+          'x-end-to-end': 'kept',
+        })
+        .end(body)
     })
   })
   await new Promise<void>((done) => backend.listen(0, '127.0.0.1', done))
-  t.teardown(() => { backend.closeAllConnections(); backend.close() })
+  t.teardown(() => {
+    backend.closeAllConnections()
+    backend.close()
+  })
   const base = `http://127.0.0.1:${(backend.address() as AddressInfo).port}`
   const h = await startRagHarness(t, {
     config: (doc) => {
@@ -69,11 +87,24 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
     const part = Buffer.alloc(1 << 20, 7)
     const total = 48 * part.length
     const hash = createHash('sha256')
-    const reply = await new Promise<{ status: number; body: string; headers: Record<string, string | string[] | undefined> }>((done, fail) => {
-      const req = request(`${h.url}/file-manager/api/v1/files/upload`, { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream' } }, (res: IncomingMessage) => {
-        let body = ''
-        res.setEncoding('utf8').on('data', (c: string) => { body += c }).once('end', () => done({ status: res.statusCode ?? 0, body, headers: res.headers }))
-      })
+    const reply = await new Promise<{
+      status: number
+      body: string
+      headers: Record<string, string | string[] | undefined>
+    }>((done, fail) => {
+      const req = request(
+        `${h.url}/file-manager/api/v1/files/upload`,
+        { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream' } },
+        (res: IncomingMessage) => {
+          let body = ''
+          res
+            .setEncoding('utf8')
+            .on('data', (c: string) => {
+              body += c
+            })
+            .once('end', () => done({ status: res.statusCode ?? 0, body, headers: res.headers }))
+        },
+      )
       req.once('error', fail)
       void (async () => {
         req.write(part)
@@ -89,8 +120,8 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
       })().catch(fail)
     })
     t.equal(reply.status, 200)
-    t.notOk('x-hop' in reply.headers, 'a header the backend\'s Connection named is dropped')
-    t.not(reply.headers['keep-alive'], 'timeout=5', 'the backend\'s Keep-Alive is its own')
+    t.notOk('x-hop' in reply.headers, "a header the backend's Connection named is dropped")
+    t.not(reply.headers['keep-alive'], 'timeout=5', "the backend's Keep-Alive is its own")
     t.equal(reply.headers['x-end-to-end'], 'kept')
     const body = JSON.parse(reply.body) as { received: number; sha256: string; chunked: boolean }
     t.equal(body.received, total, `${total} bytes`)
@@ -108,6 +139,9 @@ t.test('a large multipart upload to the built-in file-manager mock', async (t) =
   const res = await fetch(`${h.url}/file-manager/api/v1/files/upload`, { method: 'POST', headers, body: form })
   t.equal(res.status, 200)
   // A list of files, as the provider's Local KB Guide reads it (before issue 27: {"files": [...]}).
-  const files = await res.json() as Array<{ status: string; size: number }>
-  t.same(files.map((f) => [f.status, f.size]), [['uploaded', size]])
+  const files = (await res.json()) as Array<{ status: string; size: number }>
+  t.same(
+    files.map((f) => [f.status, f.size]),
+    [['uploaded', size]],
+  )
 })

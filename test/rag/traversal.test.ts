@@ -55,16 +55,25 @@ t.test('traversal and encoded-slash tricks are refused and never leave the prefi
   t.equal(mock.mock.seen().length, 0, 'the backend saw none of them')
 
   // What is allowed goes through exactly as sent, inside its prefix.
-  const fine = ['/file-manager/api/v1/echo/report%20v2.pdf?x=1&y=%2e%2e', '/file-manager/api/v1/echo/100%25.txt', '/file-manager/api/v1/echo/a.b/..c/.d', '/query-pipelines/api/v1/echo/']
+  const fine = [
+    '/file-manager/api/v1/echo/report%20v2.pdf?x=1&y=%2e%2e',
+    '/file-manager/api/v1/echo/100%25.txt',
+    '/file-manager/api/v1/echo/a.b/..c/.d',
+    '/query-pipelines/api/v1/echo/',
+  ]
   for (const target of fine) {
     const reply = await rawRequest(h.url, target, { headers })
     t.equal(reply.status, 200, `${target}: relayed`)
   }
   const seen = mock.mock.seen().map((r) => r.url)
-  t.same(seen, [
-    '/file-manager/api/v1/echo/report%20v2.pdf?x=1&y=%2e%2e',
-    '/file-manager/api/v1/echo/100%25.txt',
-    '/file-manager/api/v1/echo/a.b/..c/.d',
-    '/query-pipeline/api/v1/echo/',
-  ], 'the backend saw each path as sent, under its own service, query kept')
+  t.same(
+    seen,
+    [
+      '/file-manager/api/v1/echo/report%20v2.pdf?x=1&y=%2e%2e',
+      '/file-manager/api/v1/echo/100%25.txt',
+      '/file-manager/api/v1/echo/a.b/..c/.d',
+      '/query-pipeline/api/v1/echo/',
+    ],
+    'the backend saw each path as sent, under its own service, query kept',
+  )
 })

@@ -12,7 +12,17 @@ import type { Test } from 'tap'
 import { adminCall } from '../admin/helpers.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { request, type RawResponse } from '../helpers/http.ts'
-import { deleteUnderPrefix, ensureTopology, gatewayEnv, keysUnderPrefix, killNode, masterPort, restartNode, topologyClient, type TopologyKind } from '../helpers/topologies.ts'
+import {
+  deleteUnderPrefix,
+  ensureTopology,
+  gatewayEnv,
+  keysUnderPrefix,
+  killNode,
+  masterPort,
+  restartNode,
+  topologyClient,
+  type TopologyKind,
+} from '../helpers/topologies.ts'
 import { whenReady } from '../../src/store/redis-client.ts'
 import { ASYNC, chatBody, MODEL, post, until, type QueueView } from '../queue/helpers.ts'
 
@@ -29,19 +39,26 @@ interface Gateways {
 async function startGateways(t: Test, kind: TopologyKind, prefix: string): Promise<Gateways> {
   const adminToken = `adm_${randomBytes(16).toString('hex')}`
   const secret = `scale-out-${randomBytes(16).toString('hex')}`
-  const start = (concurrency: number): Promise<RunningTollgate> => startTollgate({
-    adminToken,
-    env: { ...gatewayEnv(kind), TOLLGATE_KEY_SECRET: secret },
-    dropRequestLogs: true,
-    config: (doc) => {
-      // Deadlines generous enough for a loaded test machine (a stall past them is an
-      // outage to the gateway, which the first checks are not about), short enough that
-      // a dead master is noticed within about a second.
-      Object.assign(doc.store as Record<string, unknown>, { keyPrefix: prefix, commandTimeoutMs: 1000 })
-      doc.limits = { onRedisDown: 'insurance', windowMs: WINDOW_MS, insuranceInstances: INSTANCES, redisTimeoutMs: 1000, probeIntervalMs: 200 }
-      doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000, concurrency }
-    },
-  })
+  const start = (concurrency: number): Promise<RunningTollgate> =>
+    startTollgate({
+      adminToken,
+      env: { ...gatewayEnv(kind), TOLLGATE_KEY_SECRET: secret },
+      dropRequestLogs: true,
+      config: (doc) => {
+        // Deadlines generous enough for a loaded test machine (a stall past them is an
+        // outage to the gateway, which the first checks are not about), short enough that
+        // a dead master is noticed within about a second.
+        Object.assign(doc.store as Record<string, unknown>, { keyPrefix: prefix, commandTimeoutMs: 1000 })
+        doc.limits = {
+          onRedisDown: 'insurance',
+          windowMs: WINDOW_MS,
+          insuranceInstances: INSTANCES,
+          redisTimeoutMs: 1000,
+          probeIntervalMs: 200,
+        }
+        doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000, concurrency }
+      },
+    })
   // The first accepts queued requests and runs none of them. One after the other: three
   // processes compiling at once on a busy 2-core machine start slower than in turn. Each
   // is stopped at the end even if a later one fails to start.
@@ -54,7 +71,8 @@ async function startGateways(t: Test, kind: TopologyKind, prefix: string): Promi
   return { all, adminToken }
 }
 
-const chat = (gw: RunningTollgate, key: string): Promise<RawResponse> => post(`${gw.url}/v2/chat/completions`, key, chatBody('hi', { max_tokens: 2 }))
+const chat = (gw: RunningTollgate, key: string): Promise<RawResponse> =>
+  post(`${gw.url}/v2/chat/completions`, key, chatBody('hi', { max_tokens: 2 }))
 
 /** A status, or the name of the transport error when no response came. */
 async function outcome(gw: RunningTollgate, key: string): Promise<string> {
@@ -62,7 +80,11 @@ async function outcome(gw: RunningTollgate, key: string): Promise<string> {
     const res = await chat(gw, key)
     if (res.status === 200 || res.status === 429) return String(res.status)
     let code = ''
-    try { code = ` ${String(res.json().error.code)}` } catch { /* not JSON */ }
+    try {
+      code = ` ${String(res.json().error.code)}`
+    } catch {
+      /* not JSON */
+    }
     return `${res.status}${code}`
   } catch (error) {
     return `fetch: ${(error as Error).message}`
@@ -71,7 +93,7 @@ async function outcome(gw: RunningTollgate, key: string): Promise<string> {
 
 async function readiness(gw: RunningTollgate): Promise<{ store?: string; limiter?: string }> {
   try {
-    return await (await fetch(`${gw.url}/readyz`)).json() as { store?: string; limiter?: string }
+    return (await (await fetch(`${gw.url}/readyz`)).json()) as { store?: string; limiter?: string }
   } catch {
     return {}
   }
@@ -118,14 +140,21 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
     t.equal(count('200'), 20, 'exactly 20 admitted')
     t.equal(count('429'), 180, 'the other 180 refused with 429')
     for (const gw of all) {
-      const outages = gw.logs().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('rate limiter cannot reach Redis'))
-      t.same(outages.map((l) => l.err), [], 'counted on Redis throughout, not by insurance')
+      const outages = gw
+        .logs()
+        .filter((l) => typeof l.msg === 'string' && l.msg.startsWith('rate limiter cannot reach Redis'))
+      t.same(
+        outages.map((l) => l.err),
+        [],
+        'counted on Redis throughout, not by insurance',
+      )
     }
   })
 
   t.test(`${kind}: a revocation through one instance is refused by all three within a second`, async (t) => {
     const k = await createKey({})
-    for (const gw of all) for (let i = 0; i < 3; i++) t.equal(await (await chat(gw, k.key)).status, 200, 'the key works and is cached')
+    for (const gw of all)
+      for (let i = 0; i < 3; i++) t.equal(await (await chat(gw, k.key)).status, 200, 'the key works and is cached')
     t.equal((await admin('DELETE', `/admin/keys/${k.id}`)).status, 200, 'revoked through the first')
     const lags = await Promise.all(all.map((gw) => timeUntil(1000, async () => (await chat(gw, k.key)).status === 401)))
     t.comment(`${kind}: revocation seen after ${lags.map((l) => (l === null ? 'never' : `${l} ms`)).join(', ')}`)
@@ -134,14 +163,29 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
 
   t.test(`${kind}: a request queued on one instance completes on another`, async (t) => {
     const { key } = await createKey({})
-    t.equal((await readiness(a) as { queue_worker?: string }).queue_worker, 'accept_only', 'the first runs no queued requests')
+    t.equal(
+      ((await readiness(a)) as { queue_worker?: string }).queue_worker,
+      'accept_only',
+      'the first runs no queued requests',
+    )
     const accepted = await post(`${a.url}/queue/chat/completions`, key, chatBody('queued on a'), ASYNC)
     t.equal(accepted.status, 202, 'accepted with 202')
     const id = accepted.json<QueueView>().id
-    const done = await until(`${b.url}/queue/requests/${id}`, key, ['completed', 'failed', 'cancelled', 'expired'], 20_000)
+    const done = await until(
+      `${b.url}/queue/requests/${id}`,
+      key,
+      ['completed', 'failed', 'cancelled', 'expired'],
+      20_000,
+    )
     t.equal(done.status, 'completed', 'run by one of the others and completed')
     t.equal(done.response?.status_code, 200)
-    t.same((await request(`${c.url}/queue/requests/${id}`, { headers: { authorization: `Bearer ${key}` } })).json<QueueView>().status, 'completed', 'reads the same on the third')
+    t.same(
+      (
+        await request(`${c.url}/queue/requests/${id}`, { headers: { authorization: `Bearer ${key}` } })
+      ).json<QueueView>().status,
+      'completed',
+      'reads the same on the third',
+    )
   })
 
   t.test(`${kind}: the master serving Tollgate's keys is killed under load`, async (t) => {
@@ -152,11 +196,18 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
 type CreateKey = (body: Record<string, unknown>) => Promise<{ id: string; key: string }>
 type Admin = ReturnType<typeof adminCall>
 
-async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollgate[], createKey: CreateKey, admin: Admin): Promise<void> {
+async function failover(
+  t: Test,
+  kind: TopologyKind,
+  all: readonly RunningTollgate[],
+  createKey: CreateKey,
+  admin: Admin,
+): Promise<void> {
   const LIMIT = 30
   const { key } = await createKey({ limits: { [MODEL]: { rpm: LIMIT } } })
   const victim = await createKey({})
-  for (const gw of all) t.equal(await (await chat(gw, victim.key)).status, 200, 'the key to revoke works on every instance')
+  for (const gw of all)
+    t.equal(await (await chat(gw, victim.key)).status, 200, 'the key to revoke works on every instance')
   const master = await masterPort(kind)
   if (master === undefined) throw new Error(`no master found for the ${kind}`)
 
@@ -176,8 +227,20 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     // Queued requests running when the master dies (streams of about 2 s at the mock's pace,
     // taken by the two instances that run queued requests): each must still end completed.
     const queuedKey = await createKey({})
-    const queued = await Promise.all(Array.from({ length: 6 }, async (_, i) =>
-      (await post(`${all[0]!.url}/queue/chat/completions`, queuedKey.key, chatBody(`in flight ${i}`, { stream: true, max_tokens: 400 }), ASYNC)).json<QueueView>().id))
+    const queued = await Promise.all(
+      Array.from(
+        { length: 6 },
+        async (_, i) =>
+          (
+            await post(
+              `${all[0]!.url}/queue/chat/completions`,
+              queuedKey.key,
+              chatBody(`in flight ${i}`, { stream: true, max_tokens: 400 }),
+              ASYNC,
+            )
+          ).json<QueueView>().id,
+      ),
+    )
     await sleep(300)
     const killedAt = Date.now()
     await killNode(master)
@@ -191,7 +254,9 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
       else await sleep(100)
     }
     t.not(revokedAt, null, 'the revocation was taken during the failover')
-    const revocationLags = await Promise.all(all.map((gw) => timeUntil(5000, async () => (await chat(gw, victim.key)).status === 401)))
+    const revocationLags = await Promise.all(
+      all.map((gw) => timeUntil(5000, async () => (await chat(gw, victim.key)).status === 401)),
+    )
 
     // Recovered: every instance's store answers and its limiter is back on Redis.
     const recovered = await timeUntil(30_000, async () => {
@@ -201,7 +266,14 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     const recoveredAt = recovered === null ? null : Date.now()
     if (recoveredAt === null) {
       for (const gw of all) {
-        t.comment(`not recovered: ${JSON.stringify(await readiness(gw))}; ${gw.logs().filter((l) => typeof l.msg === 'string' && /redis|limiter|feed/i.test(l.msg)).slice(-8).map((l) => `${String(l.time)} ${String(l.msg)} ${String(l.err ?? '')}`).join(' | ')}`)
+        t.comment(
+          `not recovered: ${JSON.stringify(await readiness(gw))}; ${gw
+            .logs()
+            .filter((l) => typeof l.msg === 'string' && /redis|limiter|feed/i.test(l.msg))
+            .slice(-8)
+            .map((l) => `${String(l.time)} ${String(l.msg)} ${String(l.err ?? '')}`)
+            .join(' | ')}`,
+        )
       }
     }
     const recoveryMs = recoveredAt === null ? null : recoveredAt - killedAt
@@ -215,14 +287,23 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     for (const e of errors) byKind.set(e.outcome, (byKind.get(e.outcome) ?? 0) + 1)
     const sinceKill = (at: number): string => `${at - killedAt} ms`
     const insuranceShare = INSTANCES * Math.floor(LIMIT / INSTANCES)
-    t.comment(`${kind} failover: ${results.length} calls; ${admitted} admitted for a limit of ${LIMIT} (over-admission ${admitted - LIMIT}; documented insurance slack ${insuranceShare})`)
-    t.comment(`${kind} failover: recovered (all instances on Redis) ${recoveredAt === null ? 'never' : sinceKill(recoveredAt)} after the kill`)
+    t.comment(
+      `${kind} failover: ${results.length} calls; ${admitted} admitted for a limit of ${LIMIT} (over-admission ${admitted - LIMIT}; documented insurance slack ${insuranceShare})`,
+    )
+    t.comment(
+      `${kind} failover: recovered (all instances on Redis) ${recoveredAt === null ? 'never' : sinceKill(recoveredAt)} after the kill`,
+    )
     const errorsSeen = `${errors.length}${errors.length > 0 ? ` (${[...byKind].map(([k, n]) => `${k}: ${n}`).join(', ')}; from ${sinceKill(errors[0]!.at)} to ${sinceKill(errors.at(-1)!.at)} after the kill)` : ''}`
     t.comment(`${kind} failover: client errors ${errorsSeen}`)
     const unhandled = all.flatMap((gw) => gw.logs().filter((l) => l.msg === 'unhandled error'))
     // The revocation's retries while the store was away, mostly (503 to the admin call).
-    if (unhandled.length > 0) t.comment(`${kind} failover: ${unhandled.length} errors logged by the gateways, e.g. ${JSON.stringify(unhandled[0]?.err).slice(0, 160)}`)
-    t.comment(`${kind} failover: revocation taken ${revokedAt === null ? 'never' : sinceKill(revokedAt)} after the kill; refused by the instances ${revocationLags.map((l) => (l === null ? 'never' : `${l} ms`)).join(', ')} after that`)
+    if (unhandled.length > 0)
+      t.comment(
+        `${kind} failover: ${unhandled.length} errors logged by the gateways, e.g. ${JSON.stringify(unhandled[0]?.err).slice(0, 160)}`,
+      )
+    t.comment(
+      `${kind} failover: revocation taken ${revokedAt === null ? 'never' : sinceKill(revokedAt)} after the kill; refused by the instances ${revocationLags.map((l) => (l === null ? 'never' : `${l} ms`)).join(', ')} after that`,
+    )
 
     // The documented mode is insurance: while the store is away every instance answers
     // on its own (cached keys stay valid for 30 s), so clients see 200s and 429s. A call
@@ -234,14 +315,36 @@ async function failover(t: Test, kind: TopologyKind, all: readonly RunningTollga
     // Redis admits the limit; during the outage each instance admits its 1/n share in
     // memory; a write the replica had not yet received when the master died may be
     // admitted again: allow two of those.
-    t.ok(admitted <= LIMIT + insuranceShare + 2, `over-admission within the documented insurance slack (${admitted - LIMIT} ≤ ${insuranceShare} + 2)`)
+    t.ok(
+      admitted <= LIMIT + insuranceShare + 2,
+      `over-admission within the documented insurance slack (${admitted - LIMIT} ≤ ${insuranceShare} + 2)`,
+    )
     for (const [i, lag] of revocationLags.entries()) {
-      t.ok(lag !== null && lag <= 2000, `instance ${i + 1} refuses the key revoked during the failover within 2 s of the revocation (${lag} ms)`)
+      t.ok(
+        lag !== null && lag <= 2000,
+        `instance ${i + 1} refuses the key revoked during the failover within 2 s of the revocation (${lag} ms)`,
+      )
     }
-    const ended = await Promise.all(queued.map((id) => until(`${all[0]!.url}/queue/requests/${id}`, queuedKey.key, ['completed', 'failed', 'cancelled', 'expired'], 60_000).catch((err: unknown) => ({ status: `not ended: ${(err as Error).message}` }) as QueueView)))
+    const ended = await Promise.all(
+      queued.map((id) =>
+        until(
+          `${all[0]!.url}/queue/requests/${id}`,
+          queuedKey.key,
+          ['completed', 'failed', 'cancelled', 'expired'],
+          60_000,
+        ).catch((err: unknown) => ({ status: `not ended: ${(err as Error).message}` }) as QueueView),
+      ),
+    )
     t.comment(`${kind} failover: queued requests in flight at the kill ended ${ended.map((q) => q.status).join(', ')}`)
-    t.same(ended.map((q) => q.status), queued.map(() => 'completed'), 'every queued request in flight at the kill completed')
-    t.ok(ended.every((q) => String(q.response?.body ?? '').includes('data: [DONE]')), 'each with its whole stream')
+    t.same(
+      ended.map((q) => q.status),
+      queued.map(() => 'completed'),
+      'every queued request in flight at the kill completed',
+    )
+    t.ok(
+      ended.every((q) => String(q.response?.body ?? '').includes('data: [DONE]')),
+      'each with its whole stream',
+    )
   } finally {
     stop = true
     await Promise.all(clients)

@@ -12,25 +12,40 @@ const next = (hash: string): RefreshSuccessor => ({ hash, seed: `seed-${hash}` }
 
 export function makeAccount(fields: Partial<AccountRecord> = {}): AccountRecord {
   return {
-    id: `usr_${hex(12)}`, username: `user-${hex(4)}`, passwordHash: `scrypt$15$8$1$${hex(16)}$${hex(32)}`,
-    roles: ['user'], groups: ['g1', 'ünï "g"'], tenant: 'acme', disabled: false,
-    sessionsValidFrom: '2025-01-01T00:00:00.000Z', createdAt: '2025-01-01T00:00:00.000Z', updatedAt: '2025-01-01T00:00:00.000Z',
+    id: `usr_${hex(12)}`,
+    username: `user-${hex(4)}`,
+    passwordHash: `scrypt$15$8$1$${hex(16)}$${hex(32)}`,
+    roles: ['user'],
+    groups: ['g1', 'ünï "g"'],
+    tenant: 'acme',
+    disabled: false,
+    sessionsValidFrom: '2025-01-01T00:00:00.000Z',
+    createdAt: '2025-01-01T00:00:00.000Z',
+    updatedAt: '2025-01-01T00:00:00.000Z',
     ...fields,
   }
 }
 
 export function makeSession(fields: Partial<SessionRecord> = {}): SessionRecord {
   return {
-    id: `ses_${hex(12)}`, userId: `usr_${hex(12)}`, username: 'alice',
-    createdAt: new Date().toISOString(), expiresAt: new Date(Date.now() + 3_600_000).toISOString(), revokedAt: null,
+    id: `ses_${hex(12)}`,
+    userId: `usr_${hex(12)}`,
+    username: 'alice',
+    createdAt: new Date().toISOString(),
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+    revokedAt: null,
     ...fields,
   }
 }
 
 function makeSigningKey(kid: string): SigningKeyRecord {
   return {
-    kid, alg: 'EdDSA', publicJwk: { kty: 'OKP', crv: 'Ed25519', x: hex(16) }, sealedPrivateKey: hex(40),
-    createdAt: new Date().toISOString(), expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+    kid,
+    alg: 'EdDSA',
+    publicJwk: { kty: 'OKP', crv: 'Ed25519', x: hex(16) },
+    sealedPrivateKey: hex(40),
+    createdAt: new Date().toISOString(),
+    expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
   }
 }
 
@@ -45,11 +60,17 @@ export function authStoreContract(t: Test, name: string, open: () => Promise<Sto
     t.strictSame(await accounts.get('bob'), bob)
     t.strictSame(await accounts.get('alice@example.com'), alice)
     t.equal(await accounts.get('carol'), null)
-    t.strictSame((await accounts.list()).map((a) => a.username), ['alice@example.com', 'bob'])
+    t.strictSame(
+      (await accounts.list()).map((a) => a.username),
+      ['alice@example.com', 'bob'],
+    )
     t.equal(await accounts.remove('bob'), true)
     t.equal(await accounts.remove('bob'), false)
     t.equal(await accounts.get('bob'), null)
-    t.strictSame((await accounts.list()).map((a) => a.username), ['alice@example.com'])
+    t.strictSame(
+      (await accounts.list()).map((a) => a.username),
+      ['alice@example.com'],
+    )
   })
 
   withStores('accounts: a taken username is a conflict, and the first account stays', async (t, { accounts }) => {
@@ -100,26 +121,40 @@ export function authStoreContract(t: Test, name: string, open: () => Promise<Sto
   withStores('sessions: of two uses of one token at once, exactly one rotates', async (t, { sessions }) => {
     const session = makeSession()
     await sessions.create(session, 'r1')
-    const outcomes = await Promise.all([sessions.rotateRefresh('r1', next('a'), new Date(), 0), sessions.rotateRefresh('r1', next('b'), new Date(), 0)])
+    const outcomes = await Promise.all([
+      sessions.rotateRefresh('r1', next('a'), new Date(), 0),
+      sessions.rotateRefresh('r1', next('b'), new Date(), 0),
+    ])
     t.strictSame(outcomes.map((o) => o.outcome).sort(), ['reused', 'rotated'])
     t.not((await sessions.get(session.id))?.revokedAt, null)
   })
 
-  withStores('sessions: a repeat within the reuse window gets the first spend\'s grant; the session lives', async (t, { sessions }) => {
-    const session = makeSession()
-    await sessions.create(session, 'w1')
-    const at = new Date()
-    const first = await sessions.rotateRefresh('w1', next('w2'), at, 5000)
-    t.match(first, { outcome: 'rotated', repeat: false, grant: { seed: 'seed-w2', at: at.getTime() } })
-    const again = await sessions.rotateRefresh('w1', next('w3'), new Date(at.getTime() + 4000), 5000)
-    t.match(again, { outcome: 'rotated', repeat: true, grant: { seed: 'seed-w2', at: at.getTime() } }, 'the same successor')
-    t.equal((await sessions.get(session.id))?.revokedAt, null, 'not revoked')
-    t.equal((await sessions.rotateRefresh('w3', next('w4'), at, 5000)).outcome, 'unknown', 'the offered successor of a repeat is never stored')
-    // Past the window: a theft.
-    const late = await sessions.rotateRefresh('w1', next('w5'), new Date(at.getTime() + 5001), 5000)
-    t.equal(late.outcome, 'reused')
-    t.not((await sessions.get(session.id))?.revokedAt, null, 'revoked')
-  })
+  withStores(
+    "sessions: a repeat within the reuse window gets the first spend's grant; the session lives",
+    async (t, { sessions }) => {
+      const session = makeSession()
+      await sessions.create(session, 'w1')
+      const at = new Date()
+      const first = await sessions.rotateRefresh('w1', next('w2'), at, 5000)
+      t.match(first, { outcome: 'rotated', repeat: false, grant: { seed: 'seed-w2', at: at.getTime() } })
+      const again = await sessions.rotateRefresh('w1', next('w3'), new Date(at.getTime() + 4000), 5000)
+      t.match(
+        again,
+        { outcome: 'rotated', repeat: true, grant: { seed: 'seed-w2', at: at.getTime() } },
+        'the same successor',
+      )
+      t.equal((await sessions.get(session.id))?.revokedAt, null, 'not revoked')
+      t.equal(
+        (await sessions.rotateRefresh('w3', next('w4'), at, 5000)).outcome,
+        'unknown',
+        'the offered successor of a repeat is never stored',
+      )
+      // Past the window: a theft.
+      const late = await sessions.rotateRefresh('w1', next('w5'), new Date(at.getTime() + 5001), 5000)
+      t.equal(late.outcome, 'reused')
+      t.not((await sessions.get(session.id))?.revokedAt, null, 'revoked')
+    },
+  )
 
   withStores('sessions: within the window, a token whose successor was spent is a theft', async (t, { sessions }) => {
     const session = makeSession()
@@ -132,43 +167,65 @@ export function authStoreContract(t: Test, name: string, open: () => Promise<Sto
     t.equal((await sessions.rotateRefresh('s3', next('s5'), at, 5000)).outcome, 'revoked')
   })
 
-  withStores('sessions: 20 spends of one token at once, within the window: one rotates, all get its grant', async (t, { sessions }) => {
-    const session = makeSession()
-    await sessions.create(session, 'c1')
-    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => sessions.rotateRefresh('c1', next(`c-${i}`), new Date(), 5000)))
-    t.strictSame(outcomes.map((o) => o.outcome), Array<string>(20).fill('rotated'))
-    t.equal(outcomes.filter((o) => o.outcome === 'rotated' && !o.repeat).length, 1, 'one first spend')
-    t.equal(new Set(outcomes.map((o) => (o.outcome === 'rotated' ? `${o.grant.seed}@${o.grant.at}` : ''))).size, 1, 'one grant')
-    t.equal((await sessions.get(session.id))?.revokedAt, null)
-  })
+  withStores(
+    'sessions: 20 spends of one token at once, within the window: one rotates, all get its grant',
+    async (t, { sessions }) => {
+      const session = makeSession()
+      await sessions.create(session, 'c1')
+      const outcomes = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => sessions.rotateRefresh('c1', next(`c-${i}`), new Date(), 5000)),
+      )
+      t.strictSame(
+        outcomes.map((o) => o.outcome),
+        Array<string>(20).fill('rotated'),
+      )
+      t.equal(outcomes.filter((o) => o.outcome === 'rotated' && !o.repeat).length, 1, 'one first spend')
+      t.equal(
+        new Set(outcomes.map((o) => (o.outcome === 'rotated' ? `${o.grant.seed}@${o.grant.at}` : ''))).size,
+        1,
+        'one grant',
+      )
+      t.equal((await sessions.get(session.id))?.revokedAt, null)
+    },
+  )
 
-  withStores('sessions: revoke marks the session once; an expired session does not refresh', async (t, { sessions }) => {
-    const session = makeSession()
-    await sessions.create(session, 'x1')
-    const at = new Date('2030-01-01T00:00:00.000Z')
-    t.equal(await sessions.revoke(session.id, at), true)
-    t.equal(await sessions.revoke(session.id, new Date()), true)
-    t.equal((await sessions.get(session.id))?.revokedAt, at.toISOString(), 'the first revocation time stays')
-    t.equal(await sessions.revoke('ses_missing', at), false)
-    t.equal((await sessions.rotateRefresh('x1', next('x2'), new Date(), 0)).outcome, 'revoked')
+  withStores(
+    'sessions: revoke marks the session once; an expired session does not refresh',
+    async (t, { sessions }) => {
+      const session = makeSession()
+      await sessions.create(session, 'x1')
+      const at = new Date('2030-01-01T00:00:00.000Z')
+      t.equal(await sessions.revoke(session.id, at), true)
+      t.equal(await sessions.revoke(session.id, new Date()), true)
+      t.equal((await sessions.get(session.id))?.revokedAt, at.toISOString(), 'the first revocation time stays')
+      t.equal(await sessions.revoke('ses_missing', at), false)
+      t.equal((await sessions.rotateRefresh('x1', next('x2'), new Date(), 0)).outcome, 'revoked')
 
-    const short = makeSession({ expiresAt: new Date(Date.now() + 60_000).toISOString() })
-    await sessions.create(short, 'y1')
-    t.equal((await sessions.rotateRefresh('y1', next('y2'), new Date(Date.now() + 120_000), 0)).outcome, 'revoked')
-  })
+      const short = makeSession({ expiresAt: new Date(Date.now() + 60_000).toISOString() })
+      await sessions.create(short, 'y1')
+      t.equal((await sessions.rotateRefresh('y1', next('y2'), new Date(Date.now() + 120_000), 0)).outcome, 'revoked')
+    },
+  )
 
-  withStores('signing keys: added only on top of the expected newest; removed except the newest', async (t, { signingKeys }) => {
-    t.strictSame(await signingKeys.list(), [])
-    const a = makeSigningKey('k-a')
-    const b = makeSigningKey('k-b')
-    t.equal(await signingKeys.addIfLatest(a, null), true)
-    t.equal(await signingKeys.addIfLatest(makeSigningKey('k-late'), null), false, 'another instance rotated first')
-    t.equal(await signingKeys.addIfLatest(b, 'k-a'), true)
-    t.equal(await signingKeys.addIfLatest(makeSigningKey('k-c'), 'k-a'), false)
-    t.strictSame(await signingKeys.list(), [a, b])
-    await signingKeys.remove('k-b')
-    t.strictSame((await signingKeys.list()).map((k) => k.kid), ['k-a', 'k-b'], 'the newest key stays')
-    await signingKeys.remove('k-a')
-    t.strictSame(await signingKeys.list(), [b])
-  })
+  withStores(
+    'signing keys: added only on top of the expected newest; removed except the newest',
+    async (t, { signingKeys }) => {
+      t.strictSame(await signingKeys.list(), [])
+      const a = makeSigningKey('k-a')
+      const b = makeSigningKey('k-b')
+      t.equal(await signingKeys.addIfLatest(a, null), true)
+      t.equal(await signingKeys.addIfLatest(makeSigningKey('k-late'), null), false, 'another instance rotated first')
+      t.equal(await signingKeys.addIfLatest(b, 'k-a'), true)
+      t.equal(await signingKeys.addIfLatest(makeSigningKey('k-c'), 'k-a'), false)
+      t.strictSame(await signingKeys.list(), [a, b])
+      await signingKeys.remove('k-b')
+      t.strictSame(
+        (await signingKeys.list()).map((k) => k.kid),
+        ['k-a', 'k-b'],
+        'the newest key stays',
+      )
+      await signingKeys.remove('k-a')
+      t.strictSame(await signingKeys.list(), [b])
+    },
+  )
 }

@@ -52,7 +52,7 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const samePrevious = makeKeyRecord({ previousHash: 'ef'.repeat(32) })
     await t.rejects(keys.insert(samePrevious), StoreConflictError, 'previous hash taken')
     const hashIsOthersPrevious = makeKeyRecord({ hash: 'ef'.repeat(32) })
-    await t.rejects(keys.insert(hashIsOthersPrevious), StoreConflictError, 'new current hash is another key\'s previous')
+    await t.rejects(keys.insert(hashIsOthersPrevious), StoreConflictError, "new current hash is another key's previous")
     t.equal(await keys.get(sameHash.id), null)
     t.equal(await keys.get(samePrevious.id), null)
     t.equal(await keys.findByHash(samePrevious.hash), null, 'nothing of a refused insert is indexed')
@@ -66,23 +66,37 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const outcomes = await Promise.allSettled(contenders.map((r) => keys.insert(r)))
     const won = outcomes.flatMap((o, i) => (o.status === 'fulfilled' ? [i] : []))
     t.equal(won.length, 1, 'one winner')
-    t.ok(outcomes.every((o) => o.status === 'fulfilled' || o.reason instanceof StoreConflictError), 'the others are conflicts')
+    t.ok(
+      outcomes.every((o) => o.status === 'fulfilled' || o.reason instanceof StoreConflictError),
+      'the others are conflicts',
+    )
     const winner = contenders[won[0] ?? -1]
     t.strictSame(await keys.get(id), winner)
     const found = await Promise.all(contenders.map((r) => keys.findByHash(r.hash)))
-    t.equal(found.filter((r) => r !== null).length, 1, 'only the winner\'s hash is indexed')
+    t.equal(found.filter((r) => r !== null).length, 1, "only the winner's hash is indexed")
   })
 
   withStores('replace re-indexes: a rotation keeps both hashes, then the old one goes', async (t, { keys }) => {
     const original = makeKeyRecord()
     await keys.insert(original)
-    const rotated = { ...original, hash: '12'.repeat(32), previousHash: original.hash, previousHashValidUntil: '2025-03-01T11:00:00.000Z', updatedAt: '2025-03-01T10:30:00.000Z' }
+    const rotated = {
+      ...original,
+      hash: '12'.repeat(32),
+      previousHash: original.hash,
+      previousHashValidUntil: '2025-03-01T11:00:00.000Z',
+      updatedAt: '2025-03-01T10:30:00.000Z',
+    }
     t.equal(await keys.replace(rotated, original), 'replaced')
     t.strictSame(await keys.get(original.id), rotated)
     t.strictSame(await keys.findByHash('12'.repeat(32)), rotated, 'new hash found')
     t.strictSame(await keys.findByHash(original.hash), rotated, 'old hash still found during the grace')
 
-    const settled = { ...rotated, previousHash: null, previousHashValidUntil: null, updatedAt: '2025-03-01T11:00:00.000Z' }
+    const settled = {
+      ...rotated,
+      previousHash: null,
+      previousHashValidUntil: null,
+      updatedAt: '2025-03-01T11:00:00.000Z',
+    }
     t.equal(await keys.replace(settled, rotated), 'replaced')
     t.equal(await keys.findByHash(original.hash), null, 'old hash no longer found')
     t.strictSame(await keys.findByHash(settled.hash), settled)
@@ -117,25 +131,39 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
   })
 
   withStores('replace is a compare-and-set: a stale expected is refused and changes nothing', async (t, { keys }) => {
-    const original = makeKeyRecord({ previousHash: '56'.repeat(32), previousHashValidUntil: '2025-03-01T11:00:00.000Z' })
+    const original = makeKeyRecord({
+      previousHash: '56'.repeat(32),
+      previousHashValidUntil: '2025-03-01T11:00:00.000Z',
+    })
     await keys.insert(original)
     // Someone else's write lands first.
-    const theirs = { ...original, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z', previousHash: null, previousHashValidUntil: null, updatedAt: '2025-03-01T10:05:00.000Z' }
+    const theirs = {
+      ...original,
+      status: 'revoked' as const,
+      revokedAt: '2025-03-01T10:05:00.000Z',
+      previousHash: null,
+      previousHashValidUntil: null,
+      updatedAt: '2025-03-01T10:05:00.000Z',
+    }
     t.equal(await keys.replace(theirs, original), 'replaced')
 
     // Ours was derived from the record as it was before: refused, whatever it changes.
     const mine = { ...original, name: 'renamed', hash: '78'.repeat(32), updatedAt: '2025-03-01T10:06:00.000Z' }
     t.equal(await keys.replace(mine, original), 'stale')
     t.strictSame(await keys.get(original.id), theirs, 'the stored record is untouched')
-    t.equal(await keys.findByHash(mine.hash), null, 'the refused record\'s hash is not indexed')
-    t.strictSame(await keys.findByHash(original.hash), theirs, 'the stored record\'s hash still finds it')
+    t.equal(await keys.findByHash(mine.hash), null, "the refused record's hash is not indexed")
+    t.strictSame(await keys.findByHash(original.hash), theirs, "the stored record's hash still finds it")
     t.equal(await keys.findByHash('56'.repeat(32)), null, 'a hash the stored record dropped stays dropped')
     t.strictSame(await keys.list({ status: 'active' }), [], 'the index by status follows the stored record')
 
     // Stale by one nested field only: still refused.
     const nearly = { ...theirs, limits: { ...theirs.limits, '*': { rpm: 61, tpm: 100_000 } } }
     t.equal(await keys.replace({ ...theirs, name: 'x' }, nearly), 'stale', 'a difference deep in limits counts')
-    t.equal(await keys.replace({ ...theirs, name: 'x' }, { ...theirs, models: [...(theirs.models ?? [])].reverse() }), 'stale', 'the order of a list counts')
+    t.equal(
+      await keys.replace({ ...theirs, name: 'x' }, { ...theirs, models: [...(theirs.models ?? [])].reverse() }),
+      'stale',
+      'the order of a list counts',
+    )
     t.strictSame(await keys.get(original.id), theirs)
   })
 
@@ -144,20 +172,33 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     await keys.insert(original)
     const read = await keys.get(original.id)
     if (read === null) throw new Error('inserted record not found')
-    const next = { ...read, name: 'renamed', tier: 'Basic', hash: '9c'.repeat(32), updatedAt: '2025-03-01T10:07:00.000Z' }
+    const next = {
+      ...read,
+      name: 'renamed',
+      tier: 'Basic',
+      hash: '9c'.repeat(32),
+      updatedAt: '2025-03-01T10:07:00.000Z',
+    }
     t.equal(await keys.replace(next, read), 'replaced')
     t.strictSame(await keys.get(original.id), next)
     t.strictSame(await keys.findByHash(next.hash), next)
     t.equal(await keys.findByHash(original.hash), null)
 
     // Compared by value: a copy with its keys in another order is the same record.
-    const reordered = Object.fromEntries(Object.entries(next).reverse().map(([k, v]) =>
-      [k, k === 'limits' && v !== null ? Object.fromEntries(Object.entries(v).reverse()) : v])) as typeof next
+    const reordered = Object.fromEntries(
+      Object.entries(next)
+        .reverse()
+        .map(([k, v]) => [k, k === 'limits' && v !== null ? Object.fromEntries(Object.entries(v).reverse()) : v]),
+    ) as typeof next
     const again = { ...next, name: 'again' }
     t.equal(await keys.replace(again, reordered), 'replaced', 'field order does not matter')
     t.strictSame(await keys.get(original.id), again)
 
-    await t.rejects(keys.replace({ ...again, name: 'other id' }, makeKeyRecord()), RangeError, 'expected must be the same key')
+    await t.rejects(
+      keys.replace({ ...again, name: 'other id' }, makeKeyRecord()),
+      RangeError,
+      'expected must be the same key',
+    )
     t.strictSame(await keys.get(original.id), again)
   })
 
@@ -172,17 +213,24 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const winner = versions[won[0] ?? -1]
     t.strictSame(await keys.get(original.id), winner)
     const indexed = (await Promise.all(versions.map((v) => keys.findByHash(v.hash)))).filter((r) => r !== null)
-    t.strictSame(indexed, [winner], 'only the winner\'s hash is indexed')
+    t.strictSame(indexed, [winner], "only the winner's hash is indexed")
   })
 
   withStores('list filters by owner, tier and status, oldest first', async (t, { keys }) => {
     const at = (n: number): string => `2025-03-0${n}T00:00:00.000Z`
     const a1 = makeKeyRecord({ owner: 'alice', tier: 'Basic', createdAt: at(3) })
-    const a2 = makeKeyRecord({ owner: 'alice', tier: 'Standard1000', status: 'revoked', revokedAt: at(5), createdAt: at(1) })
+    const a2 = makeKeyRecord({
+      owner: 'alice',
+      tier: 'Standard1000',
+      status: 'revoked',
+      revokedAt: at(5),
+      createdAt: at(1),
+    })
     const b1 = makeKeyRecord({ owner: 'bob', tier: 'Basic', createdAt: at(2) })
     const n1 = makeBareKeyRecord({ createdAt: at(4) })
     for (const r of [a1, a2, b1, n1]) await keys.insert(r)
-    const ids = async (filter?: Parameters<typeof keys.list>[0]): Promise<string[]> => (await keys.list(filter)).map((r) => r.id)
+    const ids = async (filter?: Parameters<typeof keys.list>[0]): Promise<string[]> =>
+      (await keys.list(filter)).map((r) => r.id)
     t.strictSame(await ids(), [a2.id, b1.id, a1.id, n1.id], 'all, oldest first')
     t.strictSame(await ids({}), [a2.id, b1.id, a1.id, n1.id], 'empty filter')
     t.strictSame(await ids({ owner: 'alice' }), [a2.id, a1.id])
@@ -220,7 +268,11 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.strictSame(await ownership.list('file', 'carol'), [])
 
     await ownership.claim('file', 'file-c', 'alice')
-    t.strictSame(await ownership.list('file', 'alice'), ['file-c', 'file-a', 'file-b'], 'a repeated claim by the owner changes nothing')
+    t.strictSame(
+      await ownership.list('file', 'alice'),
+      ['file-c', 'file-a', 'file-b'],
+      'a repeated claim by the owner changes nothing',
+    )
 
     await ownership.release('file', 'file-a')
     t.equal(await ownership.ownerOf('file', 'file-a'), null)
@@ -235,42 +287,52 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.strictSame(await ownership.list('file', 'bob'), ['file-z', 'file-a'])
   })
 
-  withStores('ownership: vector stores and file batches are kinds of their own, apart from files', async (t, { ownership }) => {
-    // A vector store file has the id of its file; the kinds must not see each other's ids.
-    await ownership.claim('vector_store', 'vs_1', 'alice')
-    await ownership.claim('vector_store.file_batch', 'vsfb_1', 'alice')
-    await ownership.claim('file', 'vs_1', 'bob')
-    t.equal(await ownership.ownerOf('vector_store', 'vs_1'), 'alice')
-    t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
-    t.equal(await ownership.ownerOf('vector_store', 'vsfb_1'), null)
-    t.strictSame(await ownership.list('vector_store.file_batch', 'alice'), ['vsfb_1'])
-    await ownership.release('vector_store', 'vs_1')
-    t.equal(await ownership.ownerOf('vector_store', 'vs_1'), null)
-    t.equal(await ownership.ownerOf('vector_store.file_batch', 'vsfb_1'), 'alice', 'releasing a store leaves its batch records')
-    t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
-  })
+  withStores(
+    'ownership: vector stores and file batches are kinds of their own, apart from files',
+    async (t, { ownership }) => {
+      // A vector store file has the id of its file; the kinds must not see each other's ids.
+      await ownership.claim('vector_store', 'vs_1', 'alice')
+      await ownership.claim('vector_store.file_batch', 'vsfb_1', 'alice')
+      await ownership.claim('file', 'vs_1', 'bob')
+      t.equal(await ownership.ownerOf('vector_store', 'vs_1'), 'alice')
+      t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
+      t.equal(await ownership.ownerOf('vector_store', 'vsfb_1'), null)
+      t.strictSame(await ownership.list('vector_store.file_batch', 'alice'), ['vsfb_1'])
+      await ownership.release('vector_store', 'vs_1')
+      t.equal(await ownership.ownerOf('vector_store', 'vs_1'), null)
+      t.equal(
+        await ownership.ownerOf('vector_store.file_batch', 'vsfb_1'),
+        'alice',
+        'releasing a store leaves its batch records',
+      )
+      t.equal(await ownership.ownerOf('file', 'vs_1'), 'bob')
+    },
+  )
 
-  withStores('ownership: objects of a reply are remembered for their owner until their time runs out', async (t, { ownership }) => {
-    await ownership.remember('response', ['resp_1'], 'alice', 60_000)
-    await ownership.remember('response.item', ['msg_1', 'fc_1'], 'alice', 60_000)
-    await ownership.remember('response', [], 'alice', 60_000)
-    t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice')
-    t.equal(await ownership.ownerOf('response.item', 'fc_1'), 'alice')
-    t.equal(await ownership.ownerOf('response', 'msg_1'), null, 'kinds are separate')
-    t.equal(await ownership.ownerOf('file', 'resp_1'), null, 'and apart from owned objects')
-    await ownership.remember('response', ['resp_1'], 'mallory', 60_000)
-    t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice', 'an id remembered keeps its owner')
-    await ownership.remember('chat.audio', ['audio_1'], 'alice', 1)
-    const deadline = Date.now() + 5000
-    let owner = await ownership.ownerOf('chat.audio', 'audio_1')
-    while (owner !== null && Date.now() < deadline) {
-      await new Promise((done) => setImmediate(done))
-      owner = await ownership.ownerOf('chat.audio', 'audio_1')
-    }
-    t.equal(owner, null, 'forgotten once its time ran out')
-  })
+  withStores(
+    'ownership: objects of a reply are remembered for their owner until their time runs out',
+    async (t, { ownership }) => {
+      await ownership.remember('response', ['resp_1'], 'alice', 60_000)
+      await ownership.remember('response.item', ['msg_1', 'fc_1'], 'alice', 60_000)
+      await ownership.remember('response', [], 'alice', 60_000)
+      t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice')
+      t.equal(await ownership.ownerOf('response.item', 'fc_1'), 'alice')
+      t.equal(await ownership.ownerOf('response', 'msg_1'), null, 'kinds are separate')
+      t.equal(await ownership.ownerOf('file', 'resp_1'), null, 'and apart from owned objects')
+      await ownership.remember('response', ['resp_1'], 'mallory', 60_000)
+      t.equal(await ownership.ownerOf('response', 'resp_1'), 'alice', 'an id remembered keeps its owner')
+      await ownership.remember('chat.audio', ['audio_1'], 'alice', 1)
+      const deadline = Date.now() + 5000
+      let owner = await ownership.ownerOf('chat.audio', 'audio_1')
+      while (owner !== null && Date.now() < deadline) {
+        await new Promise((done) => setImmediate(done))
+        owner = await ownership.ownerOf('chat.audio', 'audio_1')
+      }
+      t.equal(owner, null, 'forgotten once its time ran out')
+    },
+  )
 
-  withStores('ownership: a claim on another owner\'s object is refused', async (t, { ownership }) => {
+  withStores("ownership: a claim on another owner's object is refused", async (t, { ownership }) => {
     await ownership.claim('file', 'file-1', 'alice')
     await t.rejects(ownership.claim('file', 'file-1', 'mallory'), StoreConflictError)
     t.equal(await ownership.ownerOf('file', 'file-1'), 'alice')
@@ -299,12 +361,23 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const rows = await usage.query({ keyId: 'key_a' })
     t.equal(rows.length, 2)
     const chat = rows.find((r) => r.model === 'Mistral-Small-24B-Instruct-2501')
-    t.match(chat, { keyId: 'key_a', owner: 'team-a', tier: 'Basic', day: '2025-03-01', requests: 3, inputTokens: 150, outputTokens: 25 })
+    t.match(chat, {
+      keyId: 'key_a',
+      owner: 'team-a',
+      tier: 'Basic',
+      day: '2025-03-01',
+      requests: 3,
+      inputTokens: 150,
+      outputTokens: 25,
+    })
     t.equal(chat?.costNanos, 300_000_000, 'cost sums exactly, in nano-units')
     const embed = rows.find((r) => r.model === 'bge-m3')
     t.match(embed, { requests: 1, inputTokens: 7, outputTokens: 0 })
     t.equal(embed?.costNanos, 3_000_000)
-    t.strictSame((await usage.query({ keyId: 'key_b' })).map((r) => [r.keyId, r.owner, r.requests]), [['key_b', 'team-b', 1]])
+    t.strictSame(
+      (await usage.query({ keyId: 'key_b' })).map((r) => [r.keyId, r.owner, r.requests]),
+      [['key_b', 'team-b', 1]],
+    )
     t.strictSame(await usage.query({ keyId: 'key_none' }), [])
   })
 
@@ -317,7 +390,9 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
   })
 
   withStores('usage: 50 concurrent adds to one row sum exactly', async (t, { usage }) => {
-    const adds = Array.from({ length: 50 }, (_, i) => usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, costNanos: 100_000_001 })]))
+    const adds = Array.from({ length: 50 }, (_, i) =>
+      usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, costNanos: 100_000_001 })]),
+    )
     await Promise.all(adds)
     const rows = await usage.query({ keyId: 'key_a' })
     t.equal(rows.length, 1)
@@ -335,7 +410,15 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
       makeUsage({ keyId: 'key_b', costNanos: 0 }),
     ])
     const rows = await usage.query({})
-    t.strictSame(rows.map((r) => [r.day, r.keyId, r.requests]), [['2025-03-01', 'key_a', 2], ['2025-03-01', 'key_b', 1], ['2025-03-02', 'key_a', 1]], 'rows ordered by day, key, model')
+    t.strictSame(
+      rows.map((r) => [r.day, r.keyId, r.requests]),
+      [
+        ['2025-03-01', 'key_a', 2],
+        ['2025-03-01', 'key_b', 1],
+        ['2025-03-02', 'key_a', 1],
+      ],
+      'rows ordered by day, key, model',
+    )
     t.equal(rows[0]?.costNanos, 750_000_000)
     t.equal(rows[2]?.costNanos, 1, 'one nano-unit survives')
     t.equal(rows[1]?.costNanos, 0)
@@ -345,11 +428,26 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const days = ['2025-02-27', '2025-02-28', '2025-03-01', '2025-03-02', '2025-03-10']
     await usage.add(days.flatMap((day) => [makeUsage({ day }), makeUsage({ day, keyId: 'key_b' })]))
     const daysOf = (rows: readonly UsageRecord[]): string[] => rows.map((r) => `${r.keyId}@${r.day}`)
-    t.strictSame(daysOf(await usage.query({ keyId: 'key_a', from: '2025-02-28', to: '2025-03-02' })),
-      ['key_a@2025-02-28', 'key_a@2025-03-01', 'key_a@2025-03-02'], 'both bounds inclusive')
-    t.strictSame(daysOf(await usage.query({ keyId: 'key_b', from: '2025-03-02' })), ['key_b@2025-03-02', 'key_b@2025-03-10'], 'from only')
-    t.strictSame(daysOf(await usage.query({ keyId: 'key_a', to: '2025-02-28' })), ['key_a@2025-02-27', 'key_a@2025-02-28'], 'to only')
-    t.strictSame(daysOf(await usage.query({ from: '2025-03-01', to: '2025-03-01' })), ['key_a@2025-03-01', 'key_b@2025-03-01'], 'one day, every key')
+    t.strictSame(
+      daysOf(await usage.query({ keyId: 'key_a', from: '2025-02-28', to: '2025-03-02' })),
+      ['key_a@2025-02-28', 'key_a@2025-03-01', 'key_a@2025-03-02'],
+      'both bounds inclusive',
+    )
+    t.strictSame(
+      daysOf(await usage.query({ keyId: 'key_b', from: '2025-03-02' })),
+      ['key_b@2025-03-02', 'key_b@2025-03-10'],
+      'from only',
+    )
+    t.strictSame(
+      daysOf(await usage.query({ keyId: 'key_a', to: '2025-02-28' })),
+      ['key_a@2025-02-27', 'key_a@2025-02-28'],
+      'to only',
+    )
+    t.strictSame(
+      daysOf(await usage.query({ from: '2025-03-01', to: '2025-03-01' })),
+      ['key_a@2025-03-01', 'key_b@2025-03-01'],
+      'one day, every key',
+    )
     t.strictSame(daysOf(await usage.query({ from: '2025-03-03', to: '2025-03-09' })), [], 'a gap')
     t.strictSame(daysOf(await usage.query({ from: '2025-03-02', to: '2025-03-01' })), [], 'an inverted range')
     t.equal((await usage.query({})).length, 10, 'no bounds: everything')
@@ -361,15 +459,27 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
       makeUsage({ keyId: 'a', model: 'b:c', requests: 2 }),
       makeUsage({ keyId: 'a', model: 'org/model:tag %3A', requests: 3 }),
     ])
-    t.strictSame((await usage.query({ keyId: 'a:b' })).map((r) => [r.model, r.requests]), [['c', 1]])
-    t.strictSame((await usage.query({ keyId: 'a' })).map((r) => [r.model, r.requests]), [['b:c', 2], ['org/model:tag %3A', 3]])
+    t.strictSame(
+      (await usage.query({ keyId: 'a:b' })).map((r) => [r.model, r.requests]),
+      [['c', 1]],
+    )
+    t.strictSame(
+      (await usage.query({ keyId: 'a' })).map((r) => [r.model, r.requests]),
+      [
+        ['b:c', 2],
+        ['org/model:tag %3A', 3],
+      ],
+    )
   })
 
   withStores('usage: owner and tier of a row are those of its latest add', async (t, { usage }) => {
     await usage.add([makeUsage({ tier: 'Basic' })])
     await usage.add([makeUsage({ tier: 'Standard1000', owner: 'team-z' })])
     const rows = await usage.query({})
-    t.strictSame(rows.map((r) => [r.tier, r.owner, r.requests]), [['Standard1000', 'team-z', 2]])
+    t.strictSame(
+      rows.map((r) => [r.tier, r.owner, r.requests]),
+      [['Standard1000', 'team-z', 2]],
+    )
   })
 
   withStores('usage: a malformed batch is refused whole', async (t, { usage }) => {
@@ -389,36 +499,70 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
   /** 2025-03-01, midday UTC. */
   const AT = Date.UTC(2025, 2, 1, 12)
   const entry = (overrides: Partial<StreamEntry> = {}): StreamEntry => ({
-    id: 'str_1', instance: 'gw-a', keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'Mistral-Small-24B-Instruct-2501',
-    at: AT, inputTokens: 100, outputTokens: 0, costNanos: 1000, ...overrides,
+    id: 'str_1',
+    instance: 'gw-a',
+    keyId: 'key_a',
+    owner: 'team-a',
+    tier: 'Basic',
+    model: 'Mistral-Small-24B-Instruct-2501',
+    at: AT,
+    inputTokens: 100,
+    outputTokens: 0,
+    costNanos: 1000,
+    ...overrides,
   })
-  const totals = (rows: readonly UsageRecord[]): number[] =>
-    [sum(rows.map((r) => r.requests)), sum(rows.map((r) => r.inputTokens)), sum(rows.map((r) => r.outputTokens)), sum(rows.map((r) => r.costNanos))]
+  const totals = (rows: readonly UsageRecord[]): number[] => [
+    sum(rows.map((r) => r.requests)),
+    sum(rows.map((r) => r.inputTokens)),
+    sum(rows.map((r) => r.outputTokens)),
+    sum(rows.map((r) => r.costNanos)),
+  ]
 
-  withStores('streams: an open stream is listed, and checkpoints only raise its charge', async (t, { streams, usage }) => {
-    await streams.open(entry())
-    await streams.open(entry({ id: 'str_2', instance: 'gw-b', keyId: 'key_b', at: AT + 1 }))
-    await streams.open(entry({ inputTokens: 999 }))
-    t.strictSame((await streams.list()).map((e) => [e.id, e.instance, e.inputTokens]), [['str_1', 'gw-a', 100], ['str_2', 'gw-b', 100]], 'a second open of one id changes nothing')
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 30, costNanos: 4000 }, AT + 20)
-    t.strictSame((await streams.list()).find((e) => e.id === 'str_1'), entry({ at: AT + 20, outputTokens: 40, costNanos: 5000 }), 'a late, lower checkpoint lowers nothing')
-    await streams.checkpoint('str_missing', { inputTokens: 1, outputTokens: 1, costNanos: 1 }, AT)
-    t.equal((await streams.list()).length, 2, 'a checkpoint of an unknown stream opens none')
-    t.strictSame(await usage.query({}), [], 'nothing is charged while streams run')
-    await t.rejects(streams.checkpoint('str_1', { inputTokens: 1, outputTokens: -1, costNanos: 0 }, AT), RangeError, 'a negative charge is refused')
-  })
+  withStores(
+    'streams: an open stream is listed, and checkpoints only raise its charge',
+    async (t, { streams, usage }) => {
+      await streams.open(entry())
+      await streams.open(entry({ id: 'str_2', instance: 'gw-b', keyId: 'key_b', at: AT + 1 }))
+      await streams.open(entry({ inputTokens: 999 }))
+      t.strictSame(
+        (await streams.list()).map((e) => [e.id, e.instance, e.inputTokens]),
+        [
+          ['str_1', 'gw-a', 100],
+          ['str_2', 'gw-b', 100],
+        ],
+        'a second open of one id changes nothing',
+      )
+      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 30, costNanos: 4000 }, AT + 20)
+      t.strictSame(
+        (await streams.list()).find((e) => e.id === 'str_1'),
+        entry({ at: AT + 20, outputTokens: 40, costNanos: 5000 }),
+        'a late, lower checkpoint lowers nothing',
+      )
+      await streams.checkpoint('str_missing', { inputTokens: 1, outputTokens: 1, costNanos: 1 }, AT)
+      t.equal((await streams.list()).length, 2, 'a checkpoint of an unknown stream opens none')
+      t.strictSame(await usage.query({}), [], 'nothing is charged while streams run')
+      await t.rejects(
+        streams.checkpoint('str_1', { inputTokens: 1, outputTokens: -1, costNanos: 0 }, AT),
+        RangeError,
+        'a negative charge is refused',
+      )
+    },
+  )
 
-  withStores('streams: the write that meters a stream removes its entry; nothing is charged twice', async (t, { streams, usage }) => {
-    await streams.open(entry())
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
-    await usage.add([{ ...makeUsage({ inputTokens: 100, outputTokens: 60, costNanos: 7000 }), stream: 'str_1' }])
-    t.strictSame(await streams.list(), [], 'settled: no longer journalled')
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
-    t.strictSame(await streams.list(), [], 'a checkpoint after the settle does not bring it back')
-    t.equal(await streams.recover('str_1'), null, 'a settled stream cannot be recovered')
-    t.strictSame(totals(await usage.query({})), [1, 100, 60, 7000], 'charged once, as settled')
-  })
+  withStores(
+    'streams: the write that meters a stream removes its entry; nothing is charged twice',
+    async (t, { streams, usage }) => {
+      await streams.open(entry())
+      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+      await usage.add([{ ...makeUsage({ inputTokens: 100, outputTokens: 60, costNanos: 7000 }), stream: 'str_1' }])
+      t.strictSame(await streams.list(), [], 'settled: no longer journalled')
+      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
+      t.strictSame(await streams.list(), [], 'a checkpoint after the settle does not bring it back')
+      t.equal(await streams.recover('str_1'), null, 'a settled stream cannot be recovered')
+      t.strictSame(totals(await usage.query({})), [1, 100, 60, 7000], 'charged once, as settled')
+    },
+  )
 
   withStores('streams: a stream is recovered once, however many recover it at once', async (t, { streams, usage }) => {
     await streams.open(entry())
@@ -426,8 +570,15 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     const outcomes = await Promise.all(Array.from({ length: 8 }, () => streams.recover('str_1')))
     const charged = outcomes.filter((r) => r !== null)
     t.equal(charged.length, 1, 'one recovery charges it')
-    t.strictSame(charged[0], makeUsage({ requests: 1, inputTokens: 100, outputTokens: 40, costNanos: 5000 }), 'its checkpointed charge, on the day of its last write')
-    t.strictSame(totals(await usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-01' })), [1, 100, 40, 5000])
+    t.strictSame(
+      charged[0],
+      makeUsage({ requests: 1, inputTokens: 100, outputTokens: 40, costNanos: 5000 }),
+      'its checkpointed charge, on the day of its last write',
+    )
+    t.strictSame(
+      totals(await usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-01' })),
+      [1, 100, 40, 5000],
+    )
     t.strictSame(await streams.list(), [], 'recovered: no longer listed')
     t.equal(await streams.recover('str_1'), null, 'and never recovered again')
     await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
@@ -442,7 +593,11 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     await usage.add([{ ...makeUsage({ inputTokens: 90, outputTokens: 70, costNanos: 8000 }), stream: 'str_1' }])
     t.strictSame(totals(await usage.query({})), [1, 100, 70, 8000], 'one request; the larger of each count')
     await usage.add([{ ...makeUsage(), stream: 'str_1' }])
-    t.strictSame(totals(await usage.query({})), [2, 200, 90, 100_008_000], 'a second settle of the id is an ordinary record')
+    t.strictSame(
+      totals(await usage.query({})),
+      [2, 200, 90, 100_008_000],
+      'a second settle of the id is an ordinary record',
+    )
   })
 
   // --- health ------------------------------------------------------------------------

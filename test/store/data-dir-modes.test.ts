@@ -25,12 +25,20 @@ function modes(dir: string): Map<string, { mode: number; dir: boolean }> {
 async function exercise(gw: RunningTollgate): Promise<void> {
   // Started without TOLLGATE_ADMIN_TOKEN, so that admin.token is made: the stored one.
   const admin = readFileSync(join(gw.dataDir, 'admin.token'), 'utf8').trim()
-  const created = await fetch(`${gw.url}/admin/keys`, { method: 'POST', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: '{"name": "modes"}' })
-  const { key } = await created.json() as { key: string }
+  const created = await fetch(`${gw.url}/admin/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+    body: '{"name": "modes"}',
+  })
+  const { key } = (await created.json()) as { key: string }
   const form = new FormData()
   form.set('purpose', 'assistants')
   form.set('file', new Blob(['{"hello": "world"}\n']), 'data.jsonl')
-  const upload = await fetch(`${gw.url}/v2/files`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form })
+  const upload = await fetch(`${gw.url}/v2/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}` },
+    body: form,
+  })
   if (upload.status !== 200) throw new Error(`upload: ${upload.status} ${await upload.text()}`)
 }
 
@@ -38,10 +46,23 @@ function checkPrivate(t: Test, dataDir: string): void {
   t.equal(statSync(dataDir).mode & 0o777, 0o700, 'the data directory is 0700')
   const found = modes(dataDir)
   const names = [...found.keys()].map((p) => p.slice(dataDir.length + 1))
-  for (const expected of ['tollgate.db', 'tollgate.db-wal', 'tollgate.db-shm', 'portal.db', 'queue.db', 'file-quota.db', 'admin.token', 'key-hash.secret', 'spool', 'mock-files']) {
+  for (const expected of [
+    'tollgate.db',
+    'tollgate.db-wal',
+    'tollgate.db-shm',
+    'portal.db',
+    'queue.db',
+    'file-quota.db',
+    'admin.token',
+    'key-hash.secret',
+    'spool',
+    'mock-files',
+  ]) {
     t.ok(names.includes(expected), `${expected} is there`)
   }
-  const loose = [...found].filter(([, e]) => e.mode !== (e.dir ? 0o700 : 0o600)).map(([p, e]) => `${p}: 0${e.mode.toString(8)}`)
+  const loose = [...found]
+    .filter(([, e]) => e.mode !== (e.dir ? 0o700 : 0o600))
+    .map(([p, e]) => `${p}: 0${e.mode.toString(8)}`)
   t.same(loose, [], `all ${found.size} files are 0600 and directories 0700`)
 }
 
@@ -63,13 +84,24 @@ t.test('a data directory left readable by an older Tollgate is tightened, and th
 
   const second = await startTollgate({ env: { TOLLGATE_ADMIN_TOKEN: '' }, dataDir: first.dataDir })
   t.teardown(() => second.stop())
-  const line = second.logs().find((l) => typeof l.msg === 'string' && l.msg.startsWith('data directory: modes tightened'))
+  const line = second
+    .logs()
+    .find((l) => typeof l.msg === 'string' && l.msg.startsWith('data directory: modes tightened'))
   t.ok(line, 'a warning says what was changed')
   t.equal(line?.level, 40)
   const changes = (line?.changes ?? []) as string[]
-  t.ok(changes.some((c) => c === `${first.dataDir}: 0755 -> 0700`), 'the directory itself')
-  t.ok(changes.some((c) => c === `${join(first.dataDir, 'portal.db')}: 0644 -> 0600`), 'the portal database (session hashes)')
-  t.ok(changes.some((c) => c === `${join(first.dataDir, 'tollgate.db')}: 0644 -> 0600`), 'the main database (password hashes)')
+  t.ok(
+    changes.some((c) => c === `${first.dataDir}: 0755 -> 0700`),
+    'the directory itself',
+  )
+  t.ok(
+    changes.some((c) => c === `${join(first.dataDir, 'portal.db')}: 0644 -> 0600`),
+    'the portal database (session hashes)',
+  )
+  t.ok(
+    changes.some((c) => c === `${join(first.dataDir, 'tollgate.db')}: 0644 -> 0600`),
+    'the main database (password hashes)',
+  )
   await exercise(second)
   checkPrivate(t, second.dataDir)
 })

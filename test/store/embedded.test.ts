@@ -64,8 +64,22 @@ t.test('embedded: the database is in WAL mode at the latest schema version', asy
   t.teardown(() => db.close())
   t.equal(db.prepare('PRAGMA journal_mode').get()?.journal_mode, 'wal')
   t.equal(db.prepare('PRAGMA user_version').get()?.user_version, MIGRATIONS.length)
-  const tables = db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all().map((r) => r.name)
-  t.strictSame(tables, ['accounts', 'key_hashes', 'keys', 'ownership', 'refresh_tokens', 'remembered', 'sessions', 'signing_keys', 'streams', 'usage'])
+  const tables = db
+    .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    .all()
+    .map((r) => r.name)
+  t.strictSame(tables, [
+    'accounts',
+    'key_hashes',
+    'keys',
+    'ownership',
+    'refresh_tokens',
+    'remembered',
+    'sessions',
+    'signing_keys',
+    'streams',
+    'usage',
+  ])
 })
 
 t.test('embedded: costs kept as floats by an older Tollgate become exact nano-units', async (t) => {
@@ -73,7 +87,10 @@ t.test('embedded: costs kept as floats by an older Tollgate become exact nano-un
   const old = new DatabaseSync(join(dataDir, DATABASE_FILE))
   old.exec(MIGRATIONS[0] ?? '')
   old.exec('PRAGMA user_version = 1')
-  old.prepare('INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+  old
+    .prepare(
+      'INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    )
     .run('key_a', 'gpt-4o', '2025-03-01', 'team-a', 'Basic', 3, 1210, 0, 0.0042713000000000004)
   old.close()
   const stores = openEmbeddedStores(dataDir)
@@ -92,11 +109,14 @@ t.test('embedded: a database from a newer Tollgate is refused, not migrated', as
   t.throws(() => openEmbeddedStores(dataDir), /newer than this Tollgate knows/)
 })
 
-t.test('embedded: two handles on one file see each other\'s writes', async (t) => {
+t.test("embedded: two handles on one file see each other's writes", async (t) => {
   const dataDir = tempDir(t)
   const a = openEmbeddedStores(dataDir)
   const b = openEmbeddedStores(dataDir)
-  t.teardown(async () => { await a.close(); await b.close() })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
   const record = makeKeyRecord()
   await a.keys.insert(record)
   t.strictSame(await b.keys.findByHash(record.hash), record)
@@ -111,23 +131,40 @@ t.test('embedded: calls after close reject instead of crashing', async (t) => {
   await t.rejects(stores.usage.add([makeUsage()]))
 })
 
-t.test('embedded: usage rows added in one turn share a transaction; each add resolves once its rows are committed', async (t) => {
-  const dir = tempDir(t)
-  const stores = openEmbeddedStores(dir)
-  t.teardown(() => stores.close())
-  // A second connection sees only what was committed.
-  const reader = new DatabaseSync(join(dir, DATABASE_FILE))
-  t.teardown(() => reader.close())
-  const committed = (): number => Number(reader.prepare('SELECT COALESCE(SUM(requests), 0) AS n FROM usage').get()?.n)
-  const seenAtResolve: number[] = []
-  await Promise.all(Array.from({ length: 50 }, (_, i) =>
-    stores.usage.add([makeUsage({ keyId: `key_${i % 5}`, inputTokens: i })]).then(() => { seenAtResolve.push(committed()) })))
-  t.ok(seenAtResolve.every((n) => n === 50), 'every add resolved with all 50 rows committed (one batch)')
-  const rows = await stores.usage.query({})
-  t.equal(rows.length, 5, 'one row per key')
-  t.equal(rows.reduce((n, r) => n + r.requests, 0), 50)
-  t.equal(rows.reduce((n, r) => n + r.inputTokens, 0), (49 * 50) / 2)
-})
+t.test(
+  'embedded: usage rows added in one turn share a transaction; each add resolves once its rows are committed',
+  async (t) => {
+    const dir = tempDir(t)
+    const stores = openEmbeddedStores(dir)
+    t.teardown(() => stores.close())
+    // A second connection sees only what was committed.
+    const reader = new DatabaseSync(join(dir, DATABASE_FILE))
+    t.teardown(() => reader.close())
+    const committed = (): number => Number(reader.prepare('SELECT COALESCE(SUM(requests), 0) AS n FROM usage').get()?.n)
+    const seenAtResolve: number[] = []
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        stores.usage.add([makeUsage({ keyId: `key_${i % 5}`, inputTokens: i })]).then(() => {
+          seenAtResolve.push(committed())
+        }),
+      ),
+    )
+    t.ok(
+      seenAtResolve.every((n) => n === 50),
+      'every add resolved with all 50 rows committed (one batch)',
+    )
+    const rows = await stores.usage.query({})
+    t.equal(rows.length, 5, 'one row per key')
+    t.equal(
+      rows.reduce((n, r) => n + r.requests, 0),
+      50,
+    )
+    t.equal(
+      rows.reduce((n, r) => n + r.inputTokens, 0),
+      (49 * 50) / 2,
+    )
+  },
+)
 
 t.test('embedded: a batch that fails rejects every add in it, and close() writes a pending batch first', async (t) => {
   const dir = tempDir(t)
@@ -135,15 +172,26 @@ t.test('embedded: a batch that fails rejects every add in it, and close() writes
   const lock = new DatabaseSync(join(dir, DATABASE_FILE), { timeout: 0 })
   lock.exec('PRAGMA busy_timeout = 0')
   lock.exec('BEGIN EXCLUSIVE')
-  const outcomes = await Promise.allSettled([stores.usage.add([makeUsage()]), stores.usage.add([makeUsage({ keyId: 'key_b' })])])
+  const outcomes = await Promise.allSettled([
+    stores.usage.add([makeUsage()]),
+    stores.usage.add([makeUsage({ keyId: 'key_b' })]),
+  ])
   lock.exec('ROLLBACK')
   lock.close()
-  t.same(outcomes.map((o) => o.status), ['rejected', 'rejected'], 'both adds of the batch were refused while the database was locked')
+  t.same(
+    outcomes.map((o) => o.status),
+    ['rejected', 'rejected'],
+    'both adds of the batch were refused while the database was locked',
+  )
 
   const pending = stores.usage.add([makeUsage({ keyId: 'key_c' })])
   await stores.close()
   await pending
   const reopened = openEmbeddedStores(dir)
   t.teardown(() => reopened.close())
-  t.same((await reopened.usage.query({})).map((r) => r.keyId), ['key_c'], 'the row added just before close() was written; the refused ones were not')
+  t.same(
+    (await reopened.usage.query({})).map((r) => r.keyId),
+    ['key_c'],
+    'the row added just before close() was written; the refused ones were not',
+  )
 })

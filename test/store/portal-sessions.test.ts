@@ -4,15 +4,26 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { embeddedPortalSessions, redisPortalSessions, type PortalSessionRecord, type PortalSessionStore } from '../../src/store/portal-sessions.ts'
+import {
+  embeddedPortalSessions,
+  redisPortalSessions,
+  type PortalSessionRecord,
+  type PortalSessionStore,
+} from '../../src/store/portal-sessions.ts'
 import { closeRedis } from '../../src/store/redis-client.ts'
 import { deleteUnder, keysUnder, redisClient } from '../limits/helpers.ts'
 
 function session(overrides: Partial<PortalSessionRecord> = {}): PortalSessionRecord {
   const now = new Date().toISOString()
   return {
-    id: randomBytes(32).toString('hex'), userId: 'usr_1', username: 'alice', csrfToken: randomBytes(32).toString('base64url'),
-    createdAt: now, lastSeenAt: now, expiresAt: new Date(Date.now() + 3_600_000).toISOString(), ...overrides,
+    id: randomBytes(32).toString('hex'),
+    userId: 'usr_1',
+    username: 'alice',
+    csrfToken: randomBytes(32).toString('base64url'),
+    createdAt: now,
+    lastSeenAt: now,
+    expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+    ...overrides,
   }
 }
 
@@ -43,7 +54,11 @@ async function contract(t: Test, store: PortalSessionStore): Promise<void> {
   const id = randomBytes(16).toString('hex')
   await store.putOnce(id, 'sealed value', new Date(Date.now() + 60_000))
   const both = await Promise.all([store.takeOnce(id), store.takeOnce(id)])
-  t.same(both.filter((v) => v !== null), ['sealed value'], 'one of two takes gets it')
+  t.same(
+    both.filter((v) => v !== null),
+    ['sealed value'],
+    'one of two takes gets it',
+  )
   t.equal(await store.takeOnce(id), null, 'and it is gone')
   await store.putOnce(id, 'first', new Date(Date.now() + 60_000))
   await store.putOnce(id, 'second', new Date(Date.now() + 60_000))

@@ -32,8 +32,16 @@ export function makeKeyRecord(overrides: Partial<KeyRecord> = {}): KeyRecord {
 /** A record with every nullable field null. */
 export function makeBareKeyRecord(overrides: Partial<KeyRecord> = {}): KeyRecord {
   return makeKeyRecord({
-    name: null, owner: null, tier: null, models: null, endpoints: null, limits: null,
-    expiresAt: null, revokedAt: null, previousHash: null, previousHashValidUntil: null,
+    name: null,
+    owner: null,
+    tier: null,
+    models: null,
+    endpoints: null,
+    limits: null,
+    expiresAt: null,
+    revokedAt: null,
+    previousHash: null,
+    previousHashValidUntil: null,
     ...overrides,
   })
 }

@@ -11,7 +11,11 @@ import { REDIS_URL } from '../helpers/redis.ts'
 const base = `tgtest:sub:${randomBytes(6).toString('hex')}:`
 /** Waits (bounded) until check() holds. */
 const until = async (check: () => boolean): Promise<void> => {
-  const polled = await pollUntil(async () => check(), (ok) => ok, 500)
+  const polled = await pollUntil(
+    async () => check(),
+    (ok) => ok,
+    500,
+  )
   if (!polled.met) throw new Error('the condition never held')
 }
 const publisher = createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-sub-pub' })
@@ -38,11 +42,21 @@ t.test('a subscription: live, its messages, again after a reconnect, then closed
   await publisher.publish(`${base}other`, 'not ours')
   await publisher.publish(two, 'b')
   await until(() => got.length >= 2)
-  t.same(got, [[one, 'a'], [two, 'b']], 'the messages of its channels, in order')
+  t.same(
+    got,
+    [
+      [one, 'a'],
+      [two, 'b'],
+    ],
+    'the messages of its channels, in order',
+  )
 
   // Its connection killed: lost, then subscribed again by itself.
   const clients = String(await publisher.call('CLIENT', 'LIST'))
-  const id = clients.split('\n').find((line) => line.includes(` name=${name} `))?.match(/^id=(\d+)/)?.[1]
+  const id = clients
+    .split('\n')
+    .find((line) => line.includes(` name=${name} `))
+    ?.match(/^id=(\d+)/)?.[1]
   t.ok(id, 'the connection carries its name')
   await publisher.call('CLIENT', 'KILL', 'ID', id ?? '0')
   await until(() => changes.length >= 3)

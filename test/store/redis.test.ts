@@ -22,7 +22,6 @@ import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 const NAMESPACE = `tgtest:${randomBytes(6).toString('hex')}:`
 const COMMAND_TIMEOUT_MS = 2000
 
-
 async function deleteUnder(redis: Redis, prefix: string): Promise<void> {
   const keys = await keysUnder(redis, prefix)
   for (let i = 0; i < keys.length; i += 500) await redis.del(...keys.slice(i, i + 500))
@@ -38,7 +37,10 @@ function twoInstances(t: Test): [Stores, Stores] {
   const prefix = freshPrefix()
   const a = createRedisStores(client('tgtest-a'), prefix)
   const b = createRedisStores(client('tgtest-b'), prefix)
-  t.teardown(async () => { await a.close(); await b.close() })
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
   return [a, b]
 }
 
@@ -93,10 +95,26 @@ function registerRedisTests(): void {
 
     const stored = await keysUnder(admin, prefix)
     t.ok(stored.length > 0)
-    t.strictSame(stored.filter((key) => !key.startsWith(base)), [], 'every stored key is under <prefix>{tg}:')
+    t.strictSame(
+      stored.filter((key) => !key.startsWith(base)),
+      [],
+      'every stored key is under <prefix>{tg}:',
+    )
     const k = redisKeys(prefix)
-    for (const family of [k.ids, k.ownedSeq, k.usageRows, `${base}key:`, `${base}keyhash:`, `${base}own:file:`, `${base}owned:file:`, `${base}usage:key:`]) {
-      t.ok(stored.some((key) => key.startsWith(family)), `a ${family.slice(base.length)} key exists`)
+    for (const family of [
+      k.ids,
+      k.ownedSeq,
+      k.usageRows,
+      `${base}key:`,
+      `${base}keyhash:`,
+      `${base}own:file:`,
+      `${base}owned:file:`,
+      `${base}usage:key:`,
+    ]) {
+      t.ok(
+        stored.some((key) => key.startsWith(family)),
+        `a ${family.slice(base.length)} key exists`,
+      )
     }
   })
 
@@ -111,7 +129,17 @@ function registerRedisTests(): void {
     t.teardown(() => stores.close())
     const k = redisKeys(prefix)
     const row = k.usageRow('key_old', 'gpt-4o', '2025-03-01')
-    await admin.hset(row, { keyId: 'key_old', model: 'gpt-4o', day: '2025-03-01', owner: 'o', tier: 'Basic', requests: 3, inputTokens: 1210, outputTokens: 0, cost: '0.0042713000000000004' })
+    await admin.hset(row, {
+      keyId: 'key_old',
+      model: 'gpt-4o',
+      day: '2025-03-01',
+      owner: 'o',
+      tier: 'Basic',
+      requests: 3,
+      inputTokens: 1210,
+      outputTokens: 0,
+      cost: '0.0042713000000000004',
+    })
     await admin.zadd(k.usageRowsOfKey('key_old'), 20148, row)
     await stores.usage.add([makeUsage({ keyId: 'key_old', model: 'gpt-4o', owner: 'o', costNanos: 1 })])
     const [read] = await stores.usage.query({ keyId: 'key_old' })
@@ -128,14 +156,19 @@ function registerRedisTests(): void {
     t.equal(await b.keys.replace(rotated, record), 'replaced')
     t.equal(await a.keys.findByHash(record.hash), null, 'a hash dropped on one instance is gone on the other')
 
-    const adds = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, costNanos: 10_000_000 })]))
+    const adds = Array.from({ length: 60 }, (_, i) =>
+      (i % 2 === 0 ? a : b).usage.add([makeUsage({ inputTokens: 10, costNanos: 10_000_000 })]),
+    )
     await Promise.all(adds)
     const [row] = await a.usage.query({ keyId: 'key_a' })
     t.equal(row?.requests, 60)
     t.equal(row?.inputTokens, 600)
     t.equal(row?.costNanos, 600_000_000)
 
-    const claims = await Promise.allSettled([a.ownership.claim('file', 'file-x', 'alice'), b.ownership.claim('file', 'file-x', 'bob')])
+    const claims = await Promise.allSettled([
+      a.ownership.claim('file', 'file-x', 'alice'),
+      b.ownership.claim('file', 'file-x', 'bob'),
+    ])
     t.equal(claims.filter((c) => c.status === 'fulfilled').length, 1, 'one instance wins a racing claim')
     const owner = await b.ownership.ownerOf('file', 'file-x')
     t.strictSame(await a.ownership.list('file', owner ?? ''), ['file-x'])
@@ -145,10 +178,22 @@ function registerRedisTests(): void {
     const prefix = freshPrefix()
     const a = createRedisStores(client('tgtest-a'), prefix)
     const b = createRedisStores(client('tgtest-b'), prefix)
-    t.teardown(async () => { await a.close(); await b.close() })
+    t.teardown(async () => {
+      await a.close()
+      await b.close()
+    })
     const at = Date.UTC(2025, 2, 1, 12)
     const streams = Array.from({ length: 20 }, (_, i) => ({
-      id: `str_${i}`, instance: 'gw-gone', keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', at, inputTokens: 10, outputTokens: i, costNanos: 100,
+      id: `str_${i}`,
+      instance: 'gw-gone',
+      keyId: 'key_a',
+      owner: 'team-a',
+      tier: 'Basic',
+      model: 'm',
+      at,
+      inputTokens: 10,
+      outputTokens: i,
+      costNanos: 100,
     }))
     for (const entry of streams) await a.streams.open(entry)
     t.equal((await b.streams.list()).length, 20, 'an instance sees the streams another journalled')
@@ -170,11 +215,15 @@ function registerRedisTests(): void {
     if (readByA === null) throw new Error('inserted record not found')
     const revoked = { ...record, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z' }
     t.equal(await b.keys.replace(revoked, record), 'replaced', 'b revokes')
-    t.equal(await a.keys.replace({ ...readByA, name: 'late edit' }, readByA), 'stale', 'a\'s write from its older read is refused')
+    t.equal(
+      await a.keys.replace({ ...readByA, name: 'late edit' }, readByA),
+      'stale',
+      "a's write from its older read is refused",
+    )
     t.strictSame(await b.keys.get(record.id), revoked, 'the revoke stands')
   })
 
-  t.test('redis: a write landing between replace\'s own read and its script is not overwritten', async (t) => {
+  t.test("redis: a write landing between replace's own read and its script is not overwritten", async (t) => {
     const prefix = freshPrefix()
     const redis = client()
     const stores = createRedisStores(redis, prefix)
@@ -196,14 +245,16 @@ function registerRedisTests(): void {
       if (other !== null) await other()
       return evalsha(...args)
     }
-    t.teardown(() => { patched.evalsha = evalsha })
+    t.teardown(() => {
+      patched.evalsha = evalsha
+    })
 
     // 1. The other write changes the record: replace answers stale and writes nothing.
     const revoked = { ...record, status: 'revoked' as const, revokedAt: '2025-03-01T10:05:00.000Z' }
     interpose = () => admin.set(k.record(record.id), JSON.stringify(revoked))
     t.equal(await stores.keys.replace({ ...record, name: 'late edit', hash: 'ab'.repeat(32) }, record), 'stale')
     t.strictSame(await stores.keys.get(record.id), revoked, 'the other write stands')
-    t.equal(await admin.get(k.hash('ab'.repeat(32))), null, 'the refused record\'s hash was not indexed')
+    t.equal(await admin.get(k.hash('ab'.repeat(32))), null, "the refused record's hash was not indexed")
 
     // 2. The other write leaves the same record (as other text): replace reads again and applies.
     scripts = 0
@@ -222,19 +273,22 @@ function registerRedisTests(): void {
     await stores.keys.insert(record)
     const versions = Array.from({ length: 8 }, (_, i) => ({ hash: `${i}`.repeat(64), name: `v${i}` }))
     // Each writer reads, derives its version and retries on 'stale', as KeyService does.
-    const write = async (change: typeof versions[number]): Promise<number> => {
+    const write = async (change: (typeof versions)[number]): Promise<number> => {
       for (let attempt = 1; attempt <= 100; attempt++) {
         const current = await stores.keys.get(record.id)
         if (current === null) throw new Error('record vanished')
-        if (await stores.keys.replace({ ...current, ...change }, current) === 'replaced') return attempt
+        if ((await stores.keys.replace({ ...current, ...change }, current)) === 'replaced') return attempt
       }
       throw new Error('never applied')
     }
     const attempts = await Promise.all(versions.map(write))
-    t.ok(attempts.some((a) => a > 1), `writers that lost a race were told so and retried (${attempts.join(',')})`)
+    t.ok(
+      attempts.some((a) => a > 1),
+      `writers that lost a race were told so and retried (${attempts.join(',')})`,
+    )
     const final = await stores.keys.get(record.id)
     const indexed = (await Promise.all(versions.map((v) => stores.keys.findByHash(v.hash)))).filter((r) => r !== null)
-    t.strictSame(indexed, [final], 'only the last version\'s hash is left indexed')
+    t.strictSame(indexed, [final], "only the last version's hash is left indexed")
     t.equal(await stores.keys.findByHash(record.hash), null)
 
     await stores.ownership.claim('file', 'file-r', 'alice')
@@ -263,7 +317,7 @@ function registerRedisTests(): void {
     const k = redisKeys(prefix)
     await admin.set(k.usageRows, 'not a sorted set')
     const wrongType = await settle(stores.usage.query({}))
-    t.match(wrongType, { name: 'ReplyError', message: /WRONGTYPE/ }, 'Redis\'s own refusal comes through')
+    t.match(wrongType, { name: 'ReplyError', message: /WRONGTYPE/ }, "Redis's own refusal comes through")
     t.notOk(wrongType instanceof StoreUnavailableError)
     await admin.set(k.record('key_corrupt'), '{"id": "key_corrupt"}')
     const corrupt = await settle(stores.keys.get('key_corrupt'))
@@ -277,13 +331,21 @@ function registerRedisTests(): void {
     const stores = createRedisStores(redis, freshPrefix())
     t.teardown(() => stores.close())
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => stores.ownership.ownerOf('file', `f${i}`)))
-    t.strictSame(results, Array.from({ length: 20 }, () => null), '20 concurrent first calls all answered')
+    t.strictSame(
+      results,
+      Array.from({ length: 20 }, () => null),
+      '20 concurrent first calls all answered',
+    )
     t.equal(await stores.ping(), true)
   })
 
   t.test('redis: Redis down (closed port): ping false and calls reject fast', async (t) => {
     for (const lazyConnect of [false, true]) {
-      const redis = createRedisClient('redis://127.0.0.1:1', { commandTimeoutMs: 200, connectTimeoutMs: 200, lazyConnect })
+      const redis = createRedisClient('redis://127.0.0.1:1', {
+        commandTimeoutMs: 200,
+        connectTimeoutMs: 200,
+        lazyConnect,
+      })
       const stores = createRedisStores(redis, freshPrefix())
       t.teardown(() => stores.close())
       await expectUnavailable(t, stores, `closed port${lazyConnect ? ', lazy client' : ''}`)
@@ -314,18 +376,36 @@ function registerRedisTests(): void {
   })
 
   t.test('redis client: the options that keep a dead Redis off the request path', async (t) => {
-    const redis = createRedisClient('redis://127.0.0.1:6379/0', { commandTimeoutMs: 300, name: 'tgtest-opts', lazyConnect: true })
+    const redis = createRedisClient('redis://127.0.0.1:6379/0', {
+      commandTimeoutMs: 300,
+      name: 'tgtest-opts',
+      lazyConnect: true,
+    })
     t.teardown(() => redis.disconnect())
-    t.match(redis.options, { commandTimeout: 300, connectTimeout: 1000, maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, connectionName: 'tgtest-opts', socketTimeout: 600 })
+    t.match(redis.options, {
+      commandTimeout: 300,
+      connectTimeout: 1000,
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      connectionName: 'tgtest-opts',
+      socketTimeout: 600,
+    })
     t.type(redis.options.retryStrategy, 'function')
     t.equal(redis.status, 'wait')
   })
 
   t.test('redis client: reconnect backoff grows and stays under its cap', async (t) => {
     const delays = Array.from({ length: 40 }, (_, i) => reconnectDelay(i + 1, 2000))
-    t.ok(delays.every((d) => d >= 25 && d <= 2000), 'within [25, 2000] ms')
+    t.ok(
+      delays.every((d) => d >= 25 && d <= 2000),
+      'within [25, 2000] ms',
+    )
     t.ok((delays[0] ?? Infinity) <= 50, 'the first retry is quick')
-    t.ok(delays.slice(10).every((d) => d >= 1000), 'later retries back off to at least half the cap')
+    t.ok(
+      delays.slice(10).every((d) => d >= 1000),
+      'later retries back off to at least half the cap',
+    )
     t.throws(() => createRedisClient(REDIS_URL, { commandTimeoutMs: 0 }), RangeError)
     t.throws(() => createRedisClient(REDIS_URL, { commandTimeoutMs: 1.5 }), RangeError)
   })
@@ -361,9 +441,17 @@ async function exerciseEveryOperation(stores: Stores): Promise<void> {
  */
 async function settle(p: Promise<unknown>, deadlineMs = 5000): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined
-  const hung = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('hung'), deadlineMs) })
+  const hung = new Promise<string>((resolve) => {
+    timer = setTimeout(() => resolve('hung'), deadlineMs)
+  })
   try {
-    return await Promise.race([p.then(() => 'resolved', (error: unknown) => error), hung])
+    return await Promise.race([
+      p.then(
+        () => 'resolved',
+        (error: unknown) => error,
+      ),
+      hung,
+    ])
   } finally {
     clearTimeout(timer)
   }
@@ -375,7 +463,13 @@ async function expectUnavailable(t: Test, stores: Stores, label: string): Promis
   t.equal(await stores.ping(), false, `${label}: ping is false`)
   const calls: [string, () => Promise<unknown>][] = [
     ['keys.insert', () => stores.keys.insert(makeKeyRecord())],
-    ['keys.replace', () => { const r = makeKeyRecord(); return stores.keys.replace(r, r) }],
+    [
+      'keys.replace',
+      () => {
+        const r = makeKeyRecord()
+        return stores.keys.replace(r, r)
+      },
+    ],
     ['keys.get', () => stores.keys.get('key_x')],
     ['keys.findByHash', () => stores.keys.findByHash('ab')],
     ['keys.list', () => stores.keys.list()],

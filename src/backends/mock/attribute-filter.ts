@@ -36,9 +36,13 @@ function compares(attributes: Attributes, filter: Comparison): boolean {
   const order = compare(actual, value)
   if (order === undefined) return false
   switch (filter.type) {
-    case 'gt': return order > 0
-    case 'gte': return order >= 0
-    case 'lt': return order < 0
-    case 'lte': return order <= 0
+    case 'gt':
+      return order > 0
+    case 'gte':
+      return order >= 0
+    case 'lt':
+      return order < 0
+    case 'lte':
+      return order <= 0
   }
 }

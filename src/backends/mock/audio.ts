@@ -34,9 +34,10 @@ async function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContex
   const format = optionalEnum(form.fields, 'response_format', FORMATS) ?? 'json'
   const stream = optionalBoolean(form.fields, 'stream') ?? false
 
-  const text = task === 'transcribe'
-    ? `This is Tollgate's mock transcription of an audio file of ${file.size} bytes.`
-    : `This is Tollgate's mock translation into English of an audio file of ${file.size} bytes.`
+  const text =
+    task === 'transcribe'
+      ? `This is Tollgate's mock transcription of an audio file of ${file.size} bytes.`
+      : `This is Tollgate's mock translation into English of an audio file of ${file.size} bytes.`
   const seconds = file.size / AUDIO_BYTES_PER_SECOND
   const audioTokens = Math.max(1, Math.ceil(seconds * AUDIO_TOKENS_PER_SECOND))
   const textTokens = await countTextTokens(form.fields.prompt ?? '')
@@ -51,7 +52,10 @@ async function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContex
 
   if (stream) {
     if (task === 'translate' || (format !== 'json' && format !== 'text')) {
-      throw invalidRequest("Streaming is only available for transcriptions with response_format 'json' or 'text'.", 'stream')
+      throw invalidRequest(
+        "Streaming is only available for transcriptions with response_format 'json' or 'text'.",
+        'stream',
+      )
     }
     return ctx.stream(transcriptEvents(text, usage), request.signal)
   }
@@ -70,10 +74,20 @@ async function answer(task: AudioTask, request: UpstreamRequest, ctx: MockContex
         language: 'english',
         duration: seconds,
         text,
-        segments: [{
-          id: 0, seek: 0, start: 0, end: seconds, text: ` ${text}`, tokens: [],
-          temperature: 0, avg_logprob: 0, compression_ratio: 1, no_speech_prob: 0,
-        }],
+        segments: [
+          {
+            id: 0,
+            seek: 0,
+            start: 0,
+            end: seconds,
+            text: ` ${text}`,
+            tokens: [],
+            temperature: 0,
+            avg_logprob: 0,
+            compression_ratio: 1,
+            no_speech_prob: 0,
+          },
+        ],
         // verbose_json reports duration usage, as OpenAI's whisper-1 does.
         usage: { type: 'duration', seconds: Math.ceil(seconds) },
       })

@@ -51,7 +51,10 @@ export function chatReplies(input: ChatReplyInput, n: number): ChatReply[] {
   }
   if (plan.kind === 'json') {
     const { format } = plan
-    const shared = format.type === 'json_schema' ? jsonContent(format, input.seed, 0, input.proseTokens, generation.limit, encoder) : undefined
+    const shared =
+      format.type === 'json_schema'
+        ? jsonContent(format, input.seed, 0, input.proseTokens, generation.limit, encoder)
+        : undefined
     return Array.from({ length: n }, (_, variant) => {
       const content = shared ?? jsonContent(format, input.seed, variant, input.proseTokens, generation.limit, encoder)
       return { ...contentReply(content), finishReason: content.cut ? 'length' : 'stop', tokens: content.tokens }
@@ -81,7 +84,11 @@ function toolCallsReply(calls: readonly CallText[]): Shape {
       content: null,
       refusal: null,
       annotations: [],
-      tool_calls: withIds.map(({ id, call }) => ({ id, type: 'function', function: { name: call.name, arguments: call.arguments.text } })),
+      tool_calls: withIds.map(({ id, call }) => ({
+        id,
+        type: 'function',
+        function: { name: call.name, arguments: call.arguments.text },
+      })),
     },
     opening: { role: 'assistant', content: null, refusal: null },
     pieces: withIds.flatMap(({ id, call }, index) => [
@@ -95,7 +102,13 @@ function functionCallReply(calls: readonly CallText[]): Shape {
   const call = calls[0]
   if (call === undefined) return toolCallsReply([])
   return {
-    message: { role: 'assistant', content: null, refusal: null, annotations: [], function_call: { name: call.name, arguments: call.arguments.text } },
+    message: {
+      role: 'assistant',
+      content: null,
+      refusal: null,
+      annotations: [],
+      function_call: { name: call.name, arguments: call.arguments.text },
+    },
     opening: { role: 'assistant', content: null, refusal: null },
     pieces: [
       { function_call: { name: call.name, arguments: '' } },

@@ -19,26 +19,55 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
   const body = jsonBody(request)
   const messages = body.messages
   if (messages === undefined || messages === null) throw missingParameter('messages')
-  if (!Array.isArray(messages)) throw invalidRequest("Invalid type for 'messages': expected an array.", 'messages', 'invalid_type')
-  if (messages.length === 0) throw invalidRequest("Invalid 'messages': empty array. Expected an array with minimum length 1.", 'messages', 'empty_array')
+  if (!Array.isArray(messages))
+    throw invalidRequest("Invalid type for 'messages': expected an array.", 'messages', 'invalid_type')
+  if (messages.length === 0)
+    throw invalidRequest(
+      "Invalid 'messages': empty array. Expected an array with minimum length 1.",
+      'messages',
+      'empty_array',
+    )
   const model = modelOf(body, request)
-  const generation = readGeneration(body, { limits: ['max_completion_tokens', 'max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
+  const generation = readGeneration(
+    body,
+    { limits: ['max_completion_tokens', 'max_tokens'], allowN: true },
+    ctx.config.defaultCompletionTokens,
+  )
   const tooling = chatToolRequest(body, messages)
   const plan = planReply(tooling, tooling.choiceParam)
 
   const seed = seedOfMessages(messages)
   const encoder = await loadEncoder()
-  const replies = chatReplies({ plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder }, generation.n)
+  const replies = chatReplies(
+    { plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder },
+    generation.n,
+  )
   // Tool definitions and the output schema are rendered into the prompt, and billed as input.
-  const [messageTokens, definitionTokens] = await Promise.all([countChatTokens(messages), countDefinitionTokens(body, CHAT_DEFINITION_FIELDS)])
-  const usage = completionUsage(messageTokens + definitionTokens, replies.reduce((sum, r) => sum + r.tokens, 0))
-  const head = { id: newId('chatcmpl-'), created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
+  const [messageTokens, definitionTokens] = await Promise.all([
+    countChatTokens(messages),
+    countDefinitionTokens(body, CHAT_DEFINITION_FIELDS),
+  ])
+  const usage = completionUsage(
+    messageTokens + definitionTokens,
+    replies.reduce((sum, r) => sum + r.tokens, 0),
+  )
+  const head = {
+    id: newId('chatcmpl-'),
+    created: unixSeconds(ctx.now()),
+    model,
+    system_fingerprint: SYSTEM_FINGERPRINT,
+  }
 
   if (!generation.stream) {
     return jsonResponse(200, {
       ...head,
       object: 'chat.completion',
-      choices: replies.map((reply, index) => ({ index, message: reply.message, logprobs: null, finish_reason: reply.finishReason })),
+      choices: replies.map((reply, index) => ({
+        index,
+        message: reply.message,
+        logprobs: null,
+        finish_reason: reply.finishReason,
+      })),
       usage,
       service_tier: 'default',
     })
@@ -47,11 +76,27 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
 }
 
 /** One choice per chunk, as OpenAI sends them; the choices' pieces interleave. */
-function* chunks(head: Record<string, unknown>, replies: readonly ChatReply[], usage: CompletionUsage | undefined): Generator<Frame> {
+function* chunks(
+  head: Record<string, unknown>,
+  replies: readonly ChatReply[],
+  usage: CompletionUsage | undefined,
+): Generator<Frame> {
   const base = { ...head, object: 'chat.completion.chunk', service_tier: 'default' }
   // With include_usage every chunk carries the field, null until the last.
-  const chunk = (index: number, delta: Record<string, unknown>, finishReason: ChatFinishReason | null, paced = false): Frame =>
-    dataFrame({ ...base, choices: [{ index, delta, logprobs: null, finish_reason: finishReason }], ...(usage ? { usage: null } : {}) }, paced)
+  const chunk = (
+    index: number,
+    delta: Record<string, unknown>,
+    finishReason: ChatFinishReason | null,
+    paced = false,
+  ): Frame =>
+    dataFrame(
+      {
+        ...base,
+        choices: [{ index, delta, logprobs: null, finish_reason: finishReason }],
+        ...(usage ? { usage: null } : {}),
+      },
+      paced,
+    )
 
   for (const [i, reply] of replies.entries()) yield chunk(i, reply.opening, null)
   yield* interleave(replies, (i, delta, paced) => chunk(i, delta, null, paced))

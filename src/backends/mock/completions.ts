@@ -25,24 +25,45 @@ export async function completions(request: UpstreamRequest, ctx: MockContext): P
   for (const seed of prompts) {
     for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget, encoder))
   }
-  const usage = completionUsage(await countInputTokens(body.prompt), replies.reduce((sum, r) => sum + r.tokens, 0))
-  const head = { id: newId('cmpl-'), object: 'text_completion', created: unixSeconds(ctx.now()), model, system_fingerprint: SYSTEM_FINGERPRINT }
+  const usage = completionUsage(
+    await countInputTokens(body.prompt),
+    replies.reduce((sum, r) => sum + r.tokens, 0),
+  )
+  const head = {
+    id: newId('cmpl-'),
+    object: 'text_completion',
+    created: unixSeconds(ctx.now()),
+    model,
+    system_fingerprint: SYSTEM_FINGERPRINT,
+  }
 
   if (!generation.stream) {
     return jsonResponse(200, {
       ...head,
-      choices: replies.map((reply, index) => ({ text: reply.text, index, logprobs: null, finish_reason: generation.finishReason })),
+      choices: replies.map((reply, index) => ({
+        text: reply.text,
+        index,
+        logprobs: null,
+        finish_reason: generation.finishReason,
+      })),
       usage,
     })
   }
-  return ctx.stream(chunks(head, replies, generation.finishReason, generation.includeUsage ? usage : undefined), request.signal)
+  return ctx.stream(
+    chunks(head, replies, generation.finishReason, generation.includeUsage ? usage : undefined),
+    request.signal,
+  )
 }
 
 /** One seed per prompt. Token-id prompts are seeded by their ids. */
 function promptSeeds(prompt: unknown): string[] {
   if (prompt === undefined || prompt === null) throw missingParameter('prompt')
   if (typeof prompt === 'string') return [prompt]
-  const invalid = invalidRequest("Invalid 'prompt': expected a string, an array of strings, an array of token ids or an array of such arrays.", 'prompt', 'invalid_type')
+  const invalid = invalidRequest(
+    "Invalid 'prompt': expected a string, an array of strings, an array of token ids or an array of such arrays.",
+    'prompt',
+    'invalid_type',
+  )
   if (!Array.isArray(prompt) || prompt.length === 0) throw invalid
   if (prompt.every((item) => Number.isInteger(item))) return [JSON.stringify(prompt)]
   return prompt.map((item: unknown) => {
@@ -52,9 +73,21 @@ function promptSeeds(prompt: unknown): string[] {
   })
 }
 
-function* chunks(head: Record<string, unknown>, replies: readonly GeneratedText[], finish: FinishReason, usage: CompletionUsage | undefined): Generator<Frame> {
+function* chunks(
+  head: Record<string, unknown>,
+  replies: readonly GeneratedText[],
+  finish: FinishReason,
+  usage: CompletionUsage | undefined,
+): Generator<Frame> {
   const chunk = (index: number, text: string, finishReason: FinishReason | null, paced = false): Frame =>
-    dataFrame({ ...head, choices: [{ text, index, logprobs: null, finish_reason: finishReason }], ...(usage ? { usage: null } : {}) }, paced)
+    dataFrame(
+      {
+        ...head,
+        choices: [{ text, index, logprobs: null, finish_reason: finishReason }],
+        ...(usage ? { usage: null } : {}),
+      },
+      paced,
+    )
 
   yield* interleave(replies, (i, piece, paced) => chunk(i, piece, null, paced))
   for (let i = 0; i < replies.length; i++) yield chunk(i, '', finish)

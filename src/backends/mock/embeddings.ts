@@ -21,12 +21,16 @@ const MAX_DIMENSIONS = 4096
 const MAX_INPUTS = 2048
 
 /** `native`: each model's own dimension, by the name the backend knows it by. */
-export async function embeddings(request: UpstreamRequest, native: ReadonlyMap<string, number> = new Map()): Promise<UpstreamResponse> {
+export async function embeddings(
+  request: UpstreamRequest,
+  native: ReadonlyMap<string, number> = new Map(),
+): Promise<UpstreamResponse> {
   const body = jsonBody(request)
   const inputs = inputSeeds(body.input)
   const model = modelOf(body, request)
   const own = native.get(model)
-  const dimensions = optionalInteger(body, 'dimensions', { min: 1, max: own ?? MAX_DIMENSIONS }) ?? own ?? DEFAULT_DIMENSIONS
+  const dimensions =
+    optionalInteger(body, 'dimensions', { min: 1, max: own ?? MAX_DIMENSIONS }) ?? own ?? DEFAULT_DIMENSIONS
   const format = optionalEnum(body, 'encoding_format', ['float', 'base64'] as const) ?? 'float'
 
   const data = inputs.map((seed, index) => {
@@ -38,13 +42,21 @@ export async function embeddings(request: UpstreamRequest, native: ReadonlyMap<s
     }
   })
   const promptTokens = await countInputTokens(body.input)
-  return jsonResponse(200, { object: 'list', data, model, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens } })
+  return jsonResponse(200, {
+    object: 'list',
+    data,
+    model,
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+  })
 }
 
 /** One seed per input: strings by their text, token-id arrays by their ids. */
 function inputSeeds(input: unknown): string[] {
   if (input === undefined || input === null) throw missingParameter('input')
-  const invalid = invalidRequest("Invalid 'input': expected a non-empty string, an array of non-empty strings, an array of token ids or an array of such arrays.", 'input')
+  const invalid = invalidRequest(
+    "Invalid 'input': expected a non-empty string, an array of non-empty strings, an array of token ids or an array of such arrays.",
+    'input',
+  )
   if (typeof input === 'string') {
     if (input === '') throw invalid
     return [input]

@@ -17,7 +17,11 @@ export class MockError extends Error {
   }
 }
 
-export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): MockError {
+export function invalidRequest(
+  message: string,
+  param: string | null,
+  code: string | null = 'invalid_value',
+): MockError {
   return new MockError(400, message, param, code)
 }
 

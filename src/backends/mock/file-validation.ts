@@ -13,7 +13,16 @@ import { isJsonObject } from '../../json.ts'
 const MAX_REPORTED = 20
 const MAX_LINE_CHARS = 8 * 1024 * 1024
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool'])
-const MESSAGE_KEYS = new Set(['role', 'content', 'name', 'weight', 'tool_calls', 'tool_call_id', 'function_call', 'refusal'])
+const MESSAGE_KEYS = new Set([
+  'role',
+  'content',
+  'name',
+  'weight',
+  'tool_calls',
+  'tool_call_id',
+  'function_call',
+  'refusal',
+])
 
 type Problem = ValidationProblem
 
@@ -22,15 +31,21 @@ function exampleProblem(line: number, example: unknown): Problem | null {
   const at = (code: string, message: string): Problem => ({ line, code, message })
   if (!isJsonObject(example)) return at('not_an_object', 'The line is not a JSON object.')
   const messages = example.messages
-  if (!Array.isArray(messages) || messages.length === 0) return at('missing_messages', 'The example has no `messages` list (or it is empty).')
+  if (!Array.isArray(messages) || messages.length === 0)
+    return at('missing_messages', 'The example has no `messages` list (or it is empty).')
   let assistant = false
   for (const [index, message] of messages.entries()) {
     const where = `messages[${index}]`
     if (!isJsonObject(message)) return at('invalid_message', `${where} is not an object.`)
     const unknown = Object.keys(message).find((key) => !MESSAGE_KEYS.has(key))
     if (unknown !== undefined) return at('unrecognized_key', `${where} has a key the format does not know.`)
-    if (typeof message.role !== 'string' || !ROLES.has(message.role)) return at('unrecognized_role', `${where} has no role, or one other than system, developer, user, assistant or tool.`)
-    const calls = message.role === 'assistant' && (message.tool_calls !== undefined || message.function_call !== undefined)
+    if (typeof message.role !== 'string' || !ROLES.has(message.role))
+      return at(
+        'unrecognized_role',
+        `${where} has no role, or one other than system, developer, user, assistant or tool.`,
+      )
+    const calls =
+      message.role === 'assistant' && (message.tool_calls !== undefined || message.function_call !== undefined)
     const content = message.content
     const hasContent = typeof content === 'string' ? content !== '' : Array.isArray(content) && content.length > 0
     if (!hasContent && !calls) return at('missing_content', `${where} has no content.`)
@@ -44,7 +59,10 @@ function exampleProblem(line: number, example: unknown): Problem | null {
   return null
 }
 
-export async function validateDataset(path: string, file: { readonly id: string; readonly filename: string; readonly purpose: string }): Promise<FileValidationObject> {
+export async function validateDataset(
+  path: string,
+  file: { readonly id: string; readonly filename: string; readonly purpose: string },
+): Promise<FileValidationObject> {
   const problems: Problem[] = []
   let problemCount = 0
   let examples = 0
@@ -103,7 +121,8 @@ export async function validateDataset(path: string, file: { readonly id: string;
     // TextDecoder's fatal mode: the bytes are not UTF-8 (a binary file, a ZIP of documents).
     report({ line: line + 1, code: 'not_utf8', message: 'The file is not UTF-8 text: a JSONL dataset is.' })
   }
-  if (examples === 0 && problemCount === 0) report({ line: 0, code: 'empty_file', message: 'The file has no examples.' })
+  if (examples === 0 && problemCount === 0)
+    report({ line: 0, code: 'empty_file', message: 'The file has no examples.' })
   const valid = problemCount === 0
   return {
     id: file.id,

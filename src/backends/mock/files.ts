@@ -49,7 +49,9 @@ async function saveFilePart(request: UpstreamRequest, field: string, path: strin
       return
     }
     let size = 0
-    stream.on('data', (chunk: Buffer) => { size += chunk.length })
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length
+    })
     saved = pipeline(stream, createWriteStream(path, { mode: 0o600 })).then(() => size)
   })
   await pipeline(form.open(), parser)
@@ -115,7 +117,9 @@ export function createFileStore(ctx: MockContext): FileStore {
   return {
     get: (id) => files.get(id),
     pathOf,
-    onDeleted: (listener) => { deletedListeners.push(listener) },
+    onDeleted: (listener) => {
+      deletedListeners.push(listener)
+    },
     async handle(request) {
       const { pathname, query } = queryOf(request.path)
       const segments = segmentsOf(pathname)

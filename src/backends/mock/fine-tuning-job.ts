@@ -39,14 +39,25 @@ interface Transition {
 
 function timeline(job: JobRecord, stepMs: number): Transition[] {
   const planned: Transition[] = [
-    { status: 'queued', atMs: job.createdAtMs, messages: [`Created fine-tuning job: ${job.id}`, `Validating training file: ${job.trainingFile}`] },
+    {
+      status: 'queued',
+      atMs: job.createdAtMs,
+      messages: [`Created fine-tuning job: ${job.id}`, `Validating training file: ${job.trainingFile}`],
+    },
     { status: 'running', atMs: job.createdAtMs + stepMs, messages: ['Fine-tuning job started'] },
-    { status: 'succeeded', atMs: job.createdAtMs + 2 * stepMs, messages: [`New fine-tuned model created: ${job.fineTunedModel}`, 'The job has successfully completed'] },
+    {
+      status: 'succeeded',
+      atMs: job.createdAtMs + 2 * stepMs,
+      messages: [`New fine-tuned model created: ${job.fineTunedModel}`, 'The job has successfully completed'],
+    },
   ]
   const cancelledAt = job.cancelledAtMs
   if (cancelledAt === undefined) return planned
   // "<=": a step due at the very moment of the cancel had already been seen to happen.
-  return [...planned.filter((t) => t.atMs <= cancelledAt), { status: 'cancelled', atMs: cancelledAt, messages: ['The job was cancelled'] }]
+  return [
+    ...planned.filter((t) => t.atMs <= cancelledAt),
+    { status: 'cancelled', atMs: cancelledAt, messages: ['The job was cancelled'] },
+  ]
 }
 
 /** What has happened by `nowMs`, oldest first. */

@@ -4,11 +4,29 @@ import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, notFound, unknownUrl } from './errors.ts'
 import type { FileStore } from './files.ts'
-import { eventsAt, isFinished, jobObject, statusAt, type HyperparameterValue, type Hyperparameters, type JobRecord } from './fine-tuning-job.ts'
+import {
+  eventsAt,
+  isFinished,
+  jobObject,
+  statusAt,
+  type HyperparameterValue,
+  type Hyperparameters,
+  type JobRecord,
+} from './fine-tuning-job.ts'
 import { seedOf } from './hash.ts'
 import { newId } from './ids.ts'
 import { paginate } from './page.ts'
-import { jsonBody, optionalEnum, optionalInteger, optionalObject, optionalString, queryOf, quotableId, requiredString, segmentsOf } from './params.ts'
+import {
+  jsonBody,
+  optionalEnum,
+  optionalInteger,
+  optionalObject,
+  optionalString,
+  queryOf,
+  quotableId,
+  requiredString,
+  segmentsOf,
+} from './params.ts'
 import { jsonResponse } from './reply.ts'
 
 const LIST_LIMITS = { default: 20, max: 100 }
@@ -35,8 +53,10 @@ export function createFineTuning(ctx: MockContext, files: FileStore): FineTuning
 
   const uploadedFile = (id: string, param: string): { readonly bytes: number } => {
     const file = files.get(id)
-    if (file === undefined) throw invalidRequest(`Invalid ${param}: no file with id ${quotableId(id)}.`, param, 'invalid_file')
-    if (file.purpose !== 'fine-tune') throw invalidRequest(`Invalid ${param}: the file's purpose must be 'fine-tune'.`, param, 'invalid_file_purpose')
+    if (file === undefined)
+      throw invalidRequest(`Invalid ${param}: no file with id ${quotableId(id)}.`, param, 'invalid_file')
+    if (file.purpose !== 'fine-tune')
+      throw invalidRequest(`Invalid ${param}: the file's purpose must be 'fine-tune'.`, param, 'invalid_file_purpose')
     return file
   }
 
@@ -83,7 +103,8 @@ export function createFineTuning(ctx: MockContext, files: FileStore): FineTuning
     handle(request) {
       const { pathname, query } = queryOf(request.path)
       const segments = segmentsOf(pathname)
-      if (segments === undefined || segments[0] !== 'fine_tuning' || segments[1] !== 'jobs' || segments.length > 4) throw unknownUrl()
+      if (segments === undefined || segments[0] !== 'fine_tuning' || segments[1] !== 'jobs' || segments.length > 4)
+        throw unknownUrl()
       const [, , id = '', action] = segments
       const route = `${request.method} ${id === '' ? '' : ':id'}${action === undefined ? '' : `/${action}`}`
       switch (route) {

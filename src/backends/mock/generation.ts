@@ -33,19 +33,23 @@ export interface GenerationParams {
   readonly allowN: boolean
 }
 
-export function readGeneration(body: Readonly<Record<string, unknown>>, params: GenerationParams, defaultTokens: number): Generation {
+export function readGeneration(
+  body: Readonly<Record<string, unknown>>,
+  params: GenerationParams,
+  defaultTokens: number,
+): Generation {
   let limit: number | undefined
   for (const name of params.limits) {
     limit ??= optionalInteger(body, name, { min: 1, max: MAX_COMPLETION_TOKENS })
   }
-  const n = params.allowN ? optionalInteger(body, 'n', { min: 1, max: MAX_CHOICES }) ?? 1 : 1
+  const n = params.allowN ? (optionalInteger(body, 'n', { min: 1, max: MAX_CHOICES }) ?? 1) : 1
   const stream = optionalBoolean(body, 'stream') ?? false
   const streamOptions = optionalObject(body, 'stream_options')
   if (streamOptions !== undefined && !stream) {
     // OpenAI refuses this combination; a mock that accepted it would hide a client bug.
     throw invalidRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options')
   }
-  const includeUsage = streamOptions === undefined ? false : optionalBoolean(streamOptions, 'include_usage') ?? false
+  const includeUsage = streamOptions === undefined ? false : (optionalBoolean(streamOptions, 'include_usage') ?? false)
   const budget = limit ?? defaultTokens
   checkTotal(n, budget)
   return {
@@ -61,7 +65,10 @@ export function readGeneration(body: Readonly<Record<string, unknown>>, params: 
 /** Refuses a request whose replies would hold more than MAX_TOKENS_PER_REQUEST tokens. */
 export function checkTotal(replies: number, budget: number): void {
   if (replies * budget > MAX_TOKENS_PER_REQUEST) {
-    throw invalidRequest(`The mock backend generates at most ${MAX_TOKENS_PER_REQUEST} tokens per request (replies times the token limit).`, 'n')
+    throw invalidRequest(
+      `The mock backend generates at most ${MAX_TOKENS_PER_REQUEST} tokens per request (replies times the token limit).`,
+      'n',
+    )
   }
 }
 
@@ -69,7 +76,10 @@ export function checkTotal(replies: number, budget: number): void {
  * The pieces of n replies interleaved step by step, as OpenAI streams `n` choices: one
  * paced frame per step, so the choices advance together at the configured rate.
  */
-export function* interleave<P, T>(replies: readonly { readonly pieces: readonly P[] }[], frame: (index: number, piece: P, paced: boolean) => T): Generator<T> {
+export function* interleave<P, T>(
+  replies: readonly { readonly pieces: readonly P[] }[],
+  frame: (index: number, piece: P, paced: boolean) => T,
+): Generator<T> {
   const longest = Math.max(...replies.map((r) => r.pieces.length))
   for (let step = 0; step < longest; step++) {
     let paced = true

@@ -51,7 +51,10 @@ interface ImageRequest {
   readonly imageTokens: number
 }
 
-function imagesResponse(ctx: MockContext, { seed, n, format, textTokens, imageTokens }: ImageRequest): UpstreamResponse {
+function imagesResponse(
+  ctx: MockContext,
+  { seed, n, format, textTokens, imageTokens }: ImageRequest,
+): UpstreamResponse {
   const data = Array.from({ length: n }, (_, i) => {
     const png = picture(`${i}\u0000${seed}`).toString('base64')
     // No server holds the image, so a "url" is a data: URL of the same PNG.

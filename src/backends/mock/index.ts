@@ -38,10 +38,17 @@ export interface MockBackendOptions {
 type GatewayAnswered = 'models.list' | 'models.get' | 'audio.models'
 type Handler = (request: UpstreamRequest) => UpstreamResponse | Promise<UpstreamResponse>
 
-export function createMockBackend(name: string, config: MockBackendConfig, options: MockBackendOptions = {}): BackendAdapter {
+export function createMockBackend(
+  name: string,
+  config: MockBackendConfig,
+  options: MockBackendOptions = {},
+): BackendAdapter {
   const openStreams = new Set<Readable>()
   // The mock keeps no file metadata across restarts, so their bytes go too.
-  const filesDir = options.dataDir === undefined ? mkdtempSync(join(tmpdir(), 'tollgate-mock-files-')) : join(options.dataDir, 'mock-files', name)
+  const filesDir =
+    options.dataDir === undefined
+      ? mkdtempSync(join(tmpdir(), 'tollgate-mock-files-'))
+      : join(options.dataDir, 'mock-files', name)
   rmSync(filesDir, { recursive: true, force: true })
   mkdirSync(filesDir, { recursive: true, mode: 0o700 })
   const ctx: MockContext = {

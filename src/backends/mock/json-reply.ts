@@ -25,7 +25,11 @@ export interface ToolCallTexts {
 }
 
 /** Arguments for each tool, valid against its parameters; `limit` is shared by all the calls. */
-export function toolCallTexts(tools: readonly FunctionTool[], limit: number | undefined, encoder: Encoder): ToolCallTexts {
+export function toolCallTexts(
+  tools: readonly FunctionTool[],
+  limit: number | undefined,
+  encoder: Encoder,
+): ToolCallTexts {
   const calls: CallText[] = []
   let used = 0
   for (const tool of tools) {
@@ -43,8 +47,18 @@ export function toolCallTexts(tools: readonly FunctionTool[], limit: number | un
  * The content for a JSON response format: a value of its schema, or for json_object an
  * object holding the prose reply the same prompt would get (`{"reply": "..."}`).
  */
-export function jsonContent(format: Exclude<OutputFormat, { type: 'text' }>, seed: string, variant: number, proseTokens: number, limit: number | undefined, encoder: Encoder): FittedText {
-  const value = format.type === 'json_schema' ? valueFor(format.schema) : { reply: generateText(seed, variant, proseTokens, encoder).text }
+export function jsonContent(
+  format: Exclude<OutputFormat, { type: 'text' }>,
+  seed: string,
+  variant: number,
+  proseTokens: number,
+  limit: number | undefined,
+  encoder: Encoder,
+): FittedText {
+  const value =
+    format.type === 'json_schema'
+      ? valueFor(format.schema)
+      : { reply: generateText(seed, variant, proseTokens, encoder).text }
   return fitText(jsonText(value), limit, encoder)
 }
 

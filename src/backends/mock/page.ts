@@ -36,6 +36,8 @@ export function paginate<T extends { readonly id: string }>(
 }
 
 /** A page with the first and last ids OpenAI's lists carry. */
-export function listPage<T extends { readonly id: string }>(page: Page<T>): Page<T> & { first_id: string | null; last_id: string | null } {
+export function listPage<T extends { readonly id: string }>(
+  page: Page<T>,
+): Page<T> & { first_id: string | null; last_id: string | null } {
   return { ...page, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null }
 }

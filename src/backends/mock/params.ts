@@ -29,7 +29,8 @@ export function parsed<S extends z.ZodType>(schema: S, input: unknown): z.output
 }
 
 export function formBody(request: UpstreamRequest): MultipartBody {
-  if (request.body.kind !== 'multipart') throw invalidRequest('This endpoint expects a multipart/form-data body.', null, 'invalid_body')
+  if (request.body.kind !== 'multipart')
+    throw invalidRequest('This endpoint expects a multipart/form-data body.', null, 'invalid_body')
   return request.body
 }
 
@@ -51,7 +52,11 @@ function typeName(value: unknown): string {
 }
 
 function wrongType(name: string, expected: string, value: unknown): Error {
-  return invalidRequest(`Invalid type for '${name}': expected ${expected}, but got ${typeName(value)} instead.`, name, 'invalid_type')
+  return invalidRequest(
+    `Invalid type for '${name}': expected ${expected}, but got ${typeName(value)} instead.`,
+    name,
+    'invalid_type',
+  )
 }
 
 export function optionalString(values: Source, name: string): string | undefined {
@@ -64,7 +69,12 @@ export function optionalString(values: Source, name: string): string | undefined
 export function requiredString(values: Source, name: string): string {
   const value = optionalString(values, name)
   if (value === undefined) throw missingParameter(name)
-  if (value === '') throw invalidRequest(`Invalid '${name}': empty string. Expected a string with minimum length 1.`, name, 'empty_string')
+  if (value === '')
+    throw invalidRequest(
+      `Invalid '${name}': empty string. Expected a string with minimum length 1.`,
+      name,
+      'empty_string',
+    )
   return value
 }
 
@@ -80,10 +90,18 @@ export function optionalInteger(values: Source, name: string, range: IntegerRang
   const value = typeof raw === 'string' && /^-?\d{1,15}$/.test(raw) ? Number(raw) : raw
   if (typeof value !== 'number' || !Number.isInteger(value)) throw wrongType(name, 'an integer', raw)
   if (value < range.min) {
-    throw invalidRequest(`Invalid '${name}': integer below minimum value. Expected a value >= ${range.min}.`, name, 'integer_below_min_value')
+    throw invalidRequest(
+      `Invalid '${name}': integer below minimum value. Expected a value >= ${range.min}.`,
+      name,
+      'integer_below_min_value',
+    )
   }
   if (value > range.max) {
-    throw invalidRequest(`Invalid '${name}': integer above maximum value. Expected a value <= ${range.max}.`, name, 'integer_above_max_value')
+    throw invalidRequest(
+      `Invalid '${name}': integer above maximum value. Expected a value <= ${range.max}.`,
+      name,
+      'integer_above_max_value',
+    )
   }
   return value
 }
@@ -101,7 +119,10 @@ export function optionalEnum<T extends string>(values: Source, name: string, all
   const value = optionalString(values, name)
   if (value === undefined) return undefined
   if (!(allowed as readonly string[]).includes(value)) {
-    throw invalidRequest(`Invalid value for '${name}'. Supported values are: ${allowed.map((a) => `'${a}'`).join(', ')}.`, name)
+    throw invalidRequest(
+      `Invalid value for '${name}'. Supported values are: ${allowed.map((a) => `'${a}'`).join(', ')}.`,
+      name,
+    )
   }
   return value as T
 }
@@ -123,7 +144,10 @@ export function queryOf(path: string): { readonly pathname: string; readonly que
 /** The segments of a path after the leading slash, percent-decoded; undefined if malformed. */
 export function segmentsOf(pathname: string): string[] | undefined {
   try {
-    return pathname.split('/').slice(1).map((segment) => decodeURIComponent(segment))
+    return pathname
+      .split('/')
+      .slice(1)
+      .map((segment) => decodeURIComponent(segment))
   } catch {
     return undefined
   }

@@ -25,7 +25,12 @@ export function encodePng(width: number, height: number, pixel: (x: number, y: n
       scanlines[at + 2] = b
     }
   }
-  return Buffer.concat([SIGNATURE, chunk('IHDR', header), chunk('IDAT', deflateSync(scanlines)), chunk('IEND', Buffer.alloc(0))])
+  return Buffer.concat([
+    SIGNATURE,
+    chunk('IHDR', header),
+    chunk('IDAT', deflateSync(scanlines)),
+    chunk('IEND', Buffer.alloc(0)),
+  ])
 }
 
 /** length, type, data, then the CRC of type and data. */

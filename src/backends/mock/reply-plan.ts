@@ -52,7 +52,11 @@ export function planReply(input: PlanInput, choiceParam: string): ReplyPlan {
   if (typeof choice === 'object') {
     const tool = tools.find((t) => t.name === choice.name)
     // OpenAI refuses a named function that is not among the tools; so does the mock.
-    if (tool === undefined) throw invalidRequest(`Invalid value for '${choiceParam}': no function named in it is among the tools.`, choiceParam)
+    if (tool === undefined)
+      throw invalidRequest(
+        `Invalid value for '${choiceParam}': no function named in it is among the tools.`,
+        choiceParam,
+      )
     return { kind: 'tools', tools: [tool] }
   }
   if (tools.length > 0 && (choice === 'required' || (choice === 'auto' && !input.afterToolResult))) {

@@ -3,7 +3,11 @@
 import { Readable } from 'node:stream'
 import type { UpstreamResponse } from '../port.ts'
 
-export function jsonResponse(status: number, value: unknown, headers: Readonly<Record<string, string>> = {}): UpstreamResponse {
+export function jsonResponse(
+  status: number,
+  value: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): UpstreamResponse {
   return bytesResponse(status, 'application/json', JSON.stringify(value), headers)
 }
 
@@ -15,7 +19,12 @@ export function eventStreamResponse(body: Readable): UpstreamResponse {
   return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8' }, body }
 }
 
-function bytesResponse(status: number, contentType: string, text: string, headers: Readonly<Record<string, string>> = {}): UpstreamResponse {
+function bytesResponse(
+  status: number,
+  contentType: string,
+  text: string,
+  headers: Readonly<Record<string, string>> = {},
+): UpstreamResponse {
   const bytes = Buffer.from(text, 'utf8')
   return {
     status,

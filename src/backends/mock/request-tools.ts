@@ -37,10 +37,14 @@ export function chatToolRequest(body: Source, messages: readonly unknown[]): Cha
 
 export function responsesToolRequest(body: Source): PlanInput {
   const input = body.input
-  const items: readonly unknown[] = typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? input : []
+  const items: readonly unknown[] =
+    typeof input === 'string' ? [{ role: 'user', content: input }] : Array.isArray(input) ? input : []
   const last = items.at(-1)
   const lastType = isRecord(last) ? last.type : undefined
-  const selected = responsesChoice(body.tool_choice, functionTools(body.tools, 'tools', (tool) => tool, ''))
+  const selected = responsesChoice(
+    body.tool_choice,
+    functionTools(body.tools, 'tools', (tool) => tool, ''),
+  )
   return {
     tools: selected.tools,
     choice: selected.choice,
@@ -73,10 +77,12 @@ function lastWithRole(messages: readonly unknown[], role: string): Source | unde
  */
 function functionTools(value: unknown, param: string, fn: (tool: Source) => unknown, nested: string): FunctionTool[] {
   if (value === undefined || value === null) return []
-  if (!Array.isArray(value)) throw invalidRequest(`Invalid type for '${param}': expected an array.`, param, 'invalid_type')
+  if (!Array.isArray(value))
+    throw invalidRequest(`Invalid type for '${param}': expected an array.`, param, 'invalid_type')
   const tools: FunctionTool[] = []
   for (const [i, tool] of value.entries()) {
-    if (!isRecord(tool)) throw invalidRequest(`Invalid type for '${param}[${i}]': expected an object.`, `${param}[${i}]`, 'invalid_type')
+    if (!isRecord(tool))
+      throw invalidRequest(`Invalid type for '${param}[${i}]': expected an object.`, `${param}[${i}]`, 'invalid_type')
     // Legacy `functions` entries have no type; tools must say "function" to be one.
     if (param === 'tools' && tool.type !== 'function') continue
     const definition = fn(tool)
@@ -94,18 +100,32 @@ interface Selection {
 }
 
 function invalidChoice(param: string): Error {
-  return invalidRequest(`Invalid value for '${param}': expected "none", "auto", "required", or an object naming a function.`, param)
+  return invalidRequest(
+    `Invalid value for '${param}': expected "none", "auto", "required", or an object naming a function.`,
+    param,
+  )
 }
 
 function chatChoice(value: unknown, tools: readonly FunctionTool[]): Selection {
   if (value === undefined || value === null) return { tools, choice: 'auto' }
   if (value === 'none' || value === 'auto' || value === 'required') return { tools, choice: value }
-  if (isRecord(value) && value.type === 'function' && isRecord(value.function) && typeof value.function.name === 'string') {
+  if (
+    isRecord(value) &&
+    value.type === 'function' &&
+    isRecord(value.function) &&
+    typeof value.function.name === 'string'
+  ) {
     return { tools, choice: { name: value.function.name } }
   }
   if (isRecord(value) && value.type === 'allowed_tools' && isRecord(value.allowed_tools)) {
     const { mode, tools: allowed } = value.allowed_tools
-    return allowedTools(tools, mode, allowed, (t) => (isRecord(t.function) ? t.function.name : undefined), 'tool_choice')
+    return allowedTools(
+      tools,
+      mode,
+      allowed,
+      (t) => (isRecord(t.function) ? t.function.name : undefined),
+      'tool_choice',
+    )
   }
   throw invalidChoice('tool_choice')
 }
@@ -113,7 +133,8 @@ function chatChoice(value: unknown, tools: readonly FunctionTool[]): Selection {
 function responsesChoice(value: unknown, tools: readonly FunctionTool[]): Selection {
   if (value === undefined || value === null) return { tools, choice: 'auto' }
   if (value === 'none' || value === 'auto' || value === 'required') return { tools, choice: value }
-  if (isRecord(value) && value.type === 'function' && typeof value.name === 'string') return { tools, choice: { name: value.name } }
+  if (isRecord(value) && value.type === 'function' && typeof value.name === 'string')
+    return { tools, choice: { name: value.name } }
   if (isRecord(value) && value.type === 'allowed_tools') {
     return allowedTools(tools, value.mode, value.tools, (t) => t.name, 'tool_choice')
   }
@@ -123,9 +144,20 @@ function responsesChoice(value: unknown, tools: readonly FunctionTool[]): Select
 }
 
 /** tool_choice "allowed_tools": the offered functions narrowed to those listed, with its mode. */
-function allowedTools(tools: readonly FunctionTool[], mode: unknown, allowed: unknown, nameOf: (tool: Source) => unknown, param: string): Selection {
+function allowedTools(
+  tools: readonly FunctionTool[],
+  mode: unknown,
+  allowed: unknown,
+  nameOf: (tool: Source) => unknown,
+  param: string,
+): Selection {
   if ((mode !== 'auto' && mode !== 'required') || !Array.isArray(allowed)) throw invalidChoice(param)
-  const names = new Set(allowed.filter(isRecord).map(nameOf).filter((n): n is string => typeof n === 'string'))
+  const names = new Set(
+    allowed
+      .filter(isRecord)
+      .map(nameOf)
+      .filter((n): n is string => typeof n === 'string'),
+  )
   return { tools: tools.filter((t) => names.has(t.name)), choice: mode }
 }
 
@@ -155,10 +187,17 @@ function responsesFormat(body: Source): OutputFormat {
 
 function readFormat(format: Source, param: string, schemaOf: () => unknown): OutputFormat {
   switch (format.type) {
-    case 'text': return { type: 'text' }
-    case 'json_object': return { type: 'json_object' }
+    case 'text':
+      return { type: 'text' }
+    case 'json_object':
+      return { type: 'json_object' }
     // No schema: any JSON would do; an object is what a client asking for JSON expects.
-    case 'json_schema': return { type: 'json_schema', schema: schemaOf() ?? { type: 'object' } }
-    default: throw invalidRequest(`Invalid value for '${param}.type': expected "text", "json_object" or "json_schema".`, `${param}.type`)
+    case 'json_schema':
+      return { type: 'json_schema', schema: schemaOf() ?? { type: 'object' } }
+    default:
+      throw invalidRequest(
+        `Invalid value for '${param}.type': expected "text", "json_object" or "json_schema".`,
+        `${param}.type`,
+      )
   }
 }

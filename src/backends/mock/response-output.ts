@@ -42,7 +42,11 @@ export function responseOutput(input: ResponseOutputInput): ResponseOutput {
   if (plan.kind === 'tools') {
     const texts = toolCallTexts(plan.tools, generation.limit, encoder)
     const last = texts.calls.length - 1
-    return { items: texts.calls.map((call, i) => functionCall(call, texts.cut && i === last)), cut: texts.cut, tokens: texts.tokens }
+    return {
+      items: texts.calls.map((call, i) => functionCall(call, texts.cut && i === last)),
+      cut: texts.cut,
+      tokens: texts.tokens,
+    }
   }
   if (plan.kind === 'json') {
     const content = jsonContent(plan.format, input.seed, 0, input.proseTokens, generation.limit, encoder)
@@ -61,12 +65,21 @@ function outputText(text: string): Record<string, unknown> {
 }
 
 function message(reply: GeneratedText, cut: boolean): OutputItem {
-  const item = { id: newId('msg_'), type: 'message', status: cut ? 'incomplete' : 'completed', role: 'assistant', content: [outputText(reply.text)] }
+  const item = {
+    id: newId('msg_'),
+    type: 'message',
+    status: cut ? 'incomplete' : 'completed',
+    role: 'assistant',
+    content: [outputText(reply.text)],
+  }
   return {
     item,
     *events(outputIndex) {
       const at = { item_id: item.id, output_index: outputIndex, content_index: 0 }
-      yield event('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } })
+      yield event('response.output_item.added', {
+        output_index: outputIndex,
+        item: { ...item, status: 'in_progress', content: [] },
+      })
       yield event('response.content_part.added', { ...at, part: outputText('') })
       for (const delta of reply.pieces) yield event('response.output_text.delta', { ...at, delta, logprobs: [] }, true)
       yield event('response.output_text.done', { ...at, text: reply.text, logprobs: [] })
@@ -89,8 +102,12 @@ function functionCall(call: CallText, cut: boolean): OutputItem {
     item,
     *events(outputIndex) {
       const at = { item_id: item.id, output_index: outputIndex }
-      yield event('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } })
-      for (const delta of call.arguments.pieces) yield event('response.function_call_arguments.delta', { ...at, delta }, true)
+      yield event('response.output_item.added', {
+        output_index: outputIndex,
+        item: { ...item, status: 'in_progress', arguments: '' },
+      })
+      for (const delta of call.arguments.pieces)
+        yield event('response.function_call_arguments.delta', { ...at, delta }, true)
       yield event('response.function_call_arguments.done', { ...at, name: call.name, arguments: call.arguments.text })
       yield event('response.output_item.done', { output_index: outputIndex, item })
     },

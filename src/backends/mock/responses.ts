@@ -3,7 +3,13 @@
 // it (created, in_progress, each item opening, its deltas and closing, then completed, or
 // incomplete when max_output_tokens cut it). The SDK's ResponseStream checks that
 // sequence, so the opening and closing events are not optional.
-import { RESPONSES_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder, responsesItems } from '../../tokenizer/tokens.ts'
+import {
+  RESPONSES_DEFINITION_FIELDS,
+  countChatTokens,
+  countDefinitionTokens,
+  loadEncoder,
+  responsesItems,
+} from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -22,16 +28,35 @@ export async function responses(request: UpstreamRequest, ctx: MockContext): Pro
   const body = jsonBody(request)
   const messages = inputMessages(body.input, optionalString(body, 'instructions'))
   const model = modelOf(body, request)
-  const generation = readGeneration(body, { limits: ['max_output_tokens'], allowN: false }, ctx.config.defaultCompletionTokens)
+  const generation = readGeneration(
+    body,
+    { limits: ['max_output_tokens'], allowN: false },
+    ctx.config.defaultCompletionTokens,
+  )
   const plan = planReply(responsesToolRequest(body), 'tool_choice')
-  const output = responseOutput({ plan, seed: seedOfMessages(messages), generation, proseTokens: ctx.config.defaultCompletionTokens, encoder: await loadEncoder() })
+  const output = responseOutput({
+    plan,
+    seed: seedOfMessages(messages),
+    generation,
+    proseTokens: ctx.config.defaultCompletionTokens,
+    encoder: await loadEncoder(),
+  })
   const createdAt = unixSeconds(ctx.now())
   const inProgress = responseObject(body, {
-    id: newId('resp_'), model, createdAt, status: 'in_progress', completedAt: null, output: [], usage: null,
+    id: newId('resp_'),
+    model,
+    createdAt,
+    status: 'in_progress',
+    completedAt: null,
+    output: [],
+    usage: null,
   })
   // Counted from the items themselves (a function call's arguments are prompt too), with
   // the tool definitions and the output schema, which are rendered into the prompt.
-  const [itemTokens, definitionTokens] = await Promise.all([countChatTokens(responsesItems(body.input, body.instructions)), countDefinitionTokens(body, RESPONSES_DEFINITION_FIELDS)])
+  const [itemTokens, definitionTokens] = await Promise.all([
+    countChatTokens(responsesItems(body.input, body.instructions)),
+    countDefinitionTokens(body, RESPONSES_DEFINITION_FIELDS),
+  ])
   const finished = {
     ...inProgress,
     status: output.cut ? 'incomplete' : 'completed',
@@ -55,7 +80,12 @@ function inputMessages(input: unknown, instructions: string | undefined): unknow
   const messages: unknown[] = instructions === undefined ? [] : [{ role: 'developer', content: instructions }]
   if (input === undefined || input === null) throw missingParameter('input')
   if (typeof input === 'string') return [...messages, { role: 'user', content: input }]
-  if (!Array.isArray(input)) throw invalidRequest("Invalid type for 'input': expected a string or an array of input items.", 'input', 'invalid_type')
+  if (!Array.isArray(input))
+    throw invalidRequest(
+      "Invalid type for 'input': expected a string or an array of input items.",
+      'input',
+      'invalid_type',
+    )
   for (const [i, item] of input.entries()) {
     if (!item || typeof item !== 'object' || Array.isArray(item)) {
       throw invalidRequest(`Invalid type for 'input[${i}]': expected an object.`, `input[${i}]`, 'invalid_type')
@@ -109,7 +139,11 @@ function responseObject(body: Readonly<Record<string, unknown>>, f: ResponseFiel
   }
 }
 
-function* events(inProgress: Record<string, unknown>, finished: Record<string, unknown>, items: readonly OutputItem[]): Generator<Frame> {
+function* events(
+  inProgress: Record<string, unknown>,
+  finished: Record<string, unknown>,
+  items: readonly OutputItem[],
+): Generator<Frame> {
   let sequence = 0
   const event = (type: string, fields: Record<string, unknown>, paced = false): Frame =>
     namedFrame(type, { type, ...fields, sequence_number: sequence++ }, paced)

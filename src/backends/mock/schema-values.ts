@@ -64,22 +64,34 @@ class Generator {
     // anyOf/oneOf, perhaps nested (or referring back to itself): a branch at a time, a bounded number of times.
     for (let hops = 0; hops < HARD_DEPTH; hops++) {
       if ('const' in schema || (Array.isArray(schema.enum) && schema.enum.length > 0)) break
-      const branches = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : undefined
+      const branches = Array.isArray(schema.anyOf)
+        ? schema.anyOf
+        : Array.isArray(schema.oneOf)
+          ? schema.oneOf
+          : undefined
       if (branches === undefined || branches.length === 0 || !this.step()) break
       const { anyOf: _a, oneOf: _o, ...rest } = schema
       const branch = this.pickBranch(branches, place.depth)
       schema = merge(rest, isSchema(branch) ? this.resolve(branch, 0) : {})
     }
     if ('const' in schema) return schema.const
-    if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[place.variant % schema.enum.length] as unknown
+    if (Array.isArray(schema.enum) && schema.enum.length > 0)
+      return schema.enum[place.variant % schema.enum.length] as unknown
     switch (typeOf(schema, place.depth)) {
-      case 'null': return null
-      case 'boolean': return place.variant % 2 === 0
-      case 'integer': return numberFor(schema, place, true)
-      case 'number': return numberFor(schema, place, false)
-      case 'array': return this.arrayFor(schema, place)
-      case 'object': return this.objectFor(schema, place)
-      default: return this.string(schema, place)
+      case 'null':
+        return null
+      case 'boolean':
+        return place.variant % 2 === 0
+      case 'integer':
+        return numberFor(schema, place, true)
+      case 'number':
+        return numberFor(schema, place, false)
+      case 'array':
+        return this.arrayFor(schema, place)
+      case 'object':
+        return this.objectFor(schema, place)
+      default:
+        return this.string(schema, place)
     }
   }
 
@@ -99,7 +111,8 @@ class Generator {
     if (Array.isArray(current.allOf) && nesting < HARD_DEPTH) {
       const { allOf, ...rest } = current
       let merged: Schema = rest
-      for (const part of allOf as unknown[]) if (isSchema(part) && this.step()) merged = merge(merged, this.resolve(part, nesting + 1))
+      for (const part of allOf as unknown[])
+        if (isSchema(part) && this.step()) merged = merge(merged, this.resolve(part, nesting + 1))
       current = merged
     }
     return current
@@ -119,7 +132,11 @@ class Generator {
   }
 
   private arrayFor(schema: Schema, place: Place): unknown[] {
-    const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : Array.isArray(schema.items) ? schema.items : []
+    const prefix = Array.isArray(schema.prefixItems)
+      ? schema.prefixItems
+      : Array.isArray(schema.items)
+        ? schema.items
+        : []
     const rest = Array.isArray(schema.items) ? schema.additionalItems : schema.items
     const min = count(schema.minItems) ?? 0
     const max = Math.min(count(schema.maxItems) ?? MAX_ITEMS, MAX_ITEMS)
@@ -128,14 +145,22 @@ class Generator {
     const length = Math.min(wanted, max, rest === false ? prefix.length : MAX_ITEMS)
     const items: unknown[] = []
     for (let i = 0; i < length && this.chars <= MAX_CHARS; i++) {
-      items.push(this.value(i < prefix.length ? prefix[i] : rest, { key: singular(place.key), depth: place.depth + 1, variant: i }))
+      items.push(
+        this.value(i < prefix.length ? prefix[i] : rest, {
+          key: singular(place.key),
+          depth: place.depth + 1,
+          variant: i,
+        }),
+      )
     }
     return items
   }
 
   private objectFor(schema: Schema, place: Place): Record<string, unknown> {
     const properties = isSchema(schema.properties) ? schema.properties : {}
-    const required = Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === 'string') : []
+    const required = Array.isArray(schema.required)
+      ? schema.required.filter((r): r is string => typeof r === 'string')
+      : []
     const max = count(schema.maxProperties) ?? Infinity
     const keys = [...new Set(required)]
     if (place.depth < SOFT_DEPTH) {
@@ -148,9 +173,20 @@ class Generator {
     }
     const out: Record<string, unknown> = {}
     for (const key of keys) {
-      const propertySchema = Object.hasOwn(properties, key) ? properties[key] : extra === false ? undefined : isSchema(extra) ? extra : undefined
+      const propertySchema = Object.hasOwn(properties, key)
+        ? properties[key]
+        : extra === false
+          ? undefined
+          : isSchema(extra)
+            ? extra
+            : undefined
       // Own property so that "__proto__" is a key like any other.
-      Object.defineProperty(out, key, { value: this.value(propertySchema, { key, depth: place.depth + 1, variant: place.variant }), enumerable: true, writable: true, configurable: true })
+      Object.defineProperty(out, key, {
+        value: this.value(propertySchema, { key, depth: place.depth + 1, variant: place.variant }),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
     }
     return out
   }
@@ -221,15 +257,28 @@ function numberFor(schema: Schema, place: Place, integer: boolean): number {
   const exclusiveMax = schema.exclusiveMaximum === true ? maximum : finite(schema.exclusiveMaximum)
   const step = finite(schema.multipleOf)
   const fits = (v: number): boolean =>
-    Number.isFinite(v) && (!integer || Number.isInteger(v)) &&
+    Number.isFinite(v) &&
+    (!integer || Number.isInteger(v)) &&
     (minimum === undefined || schema.exclusiveMinimum === true || v >= minimum) &&
     (maximum === undefined || schema.exclusiveMaximum === true || v <= maximum) &&
-    (exclusiveMin === undefined || v > exclusiveMin) && (exclusiveMax === undefined || v < exclusiveMax) &&
+    (exclusiveMin === undefined || v > exclusiveMin) &&
+    (exclusiveMax === undefined || v < exclusiveMax) &&
     (step === undefined || step <= 0 || Number.isInteger(v / step))
   const low = Math.max(minimum ?? -Infinity, exclusiveMin ?? -Infinity)
   const high = Math.min(maximum ?? Infinity, exclusiveMax ?? Infinity)
   const base = (integer ? 1 : 1.5) + place.variant
-  const candidates = [base, 0, low, high, integer ? Math.ceil(low) : low, integer ? Math.floor(high) : high, low + 1, high - 1, (low + high) / 2, integer ? Math.round((low + high) / 2) : (low + high) / 2]
+  const candidates = [
+    base,
+    0,
+    low,
+    high,
+    integer ? Math.ceil(low) : low,
+    integer ? Math.floor(high) : high,
+    low + 1,
+    high - 1,
+    (low + high) / 2,
+    integer ? Math.round((low + high) / 2) : (low + high) / 2,
+  ]
   if (step !== undefined && step > 0) {
     const from = Number.isFinite(low) ? Math.ceil(low / step) : Number.isFinite(high) ? Math.floor(high / step) : 1
     for (let k = from; k <= from + 2; k++) candidates.push(k * step, (from - (k - from)) * step)
@@ -258,7 +307,7 @@ const FORMATS: Readonly<Record<string, readonly string[]>> = {
 }
 
 function stringFor(schema: Schema, place: Place, patterns: PatternBudget): string {
-  const format = typeof schema.format === 'string' ? FORMATS[schema.format] ?? [] : []
+  const format = typeof schema.format === 'string' ? (FORMATS[schema.format] ?? []) : []
   const name = place.key === undefined ? 'sample' : `sample ${place.key.replace(/[_-]+/g, ' ').trim() || 'value'}`
   const own = place.variant === 0 ? name : `${name} ${place.variant + 1}`
   const min = Math.min(count(schema.minLength) ?? 0, MAX_STRING)
@@ -268,8 +317,23 @@ function stringFor(schema: Schema, place: Place, patterns: PatternBudget): strin
   // A pattern without a format is often a format's pattern (zod's iso.time has no
   // format keyword): every format's values are tried before the plain ones.
   const others = pattern === undefined ? [] : Object.values(FORMATS).flat()
-  const candidates = [...format, own, ...others, 'sample', 'mock', 'a', 'A', '0', 'a1', 'A1', 'ABC', 'abc', '12345', 'x'].map(fit)
-  const index = pattern === undefined ? 0 : patterns.firstMatch(pattern, candidates) ?? 0
+  const candidates = [
+    ...format,
+    own,
+    ...others,
+    'sample',
+    'mock',
+    'a',
+    'A',
+    '0',
+    'a1',
+    'A1',
+    'ABC',
+    'abc',
+    '12345',
+    'x',
+  ].map(fit)
+  const index = pattern === undefined ? 0 : (patterns.firstMatch(pattern, candidates) ?? 0)
   return candidates[index < 0 ? 0 : index] ?? ''
 }
 

@@ -12,23 +12,112 @@ import { digest, randomFrom, seedOf } from './hash.ts'
 /** Each word below is one token with a leading space (and so is each capitalised determiner). */
 const DETERMINERS = ['the', 'a', 'every', 'this', 'that', 'each', 'one', 'some'] as const
 const ADJECTIVES = [
-  'quiet', 'small', 'short', 'plain', 'clear', 'local', 'fast', 'slow', 'early', 'late', 'ready', 'open',
-  'safe', 'calm', 'warm', 'cold', 'bright', 'green', 'blue', 'red', 'golden', 'silver', 'gentle', 'honest',
-  'patient', 'useful', 'simple', 'steady', 'careful',
+  'quiet',
+  'small',
+  'short',
+  'plain',
+  'clear',
+  'local',
+  'fast',
+  'slow',
+  'early',
+  'late',
+  'ready',
+  'open',
+  'safe',
+  'calm',
+  'warm',
+  'cold',
+  'bright',
+  'green',
+  'blue',
+  'red',
+  'golden',
+  'silver',
+  'gentle',
+  'honest',
+  'patient',
+  'useful',
+  'simple',
+  'steady',
+  'careful',
 ] as const
 const NOUNS = [
-  'gateway', 'backend', 'reply', 'token', 'stream', 'request', 'answer', 'model', 'limit', 'rate', 'key',
-  'route', 'proxy', 'cache', 'queue', 'worker', 'signal', 'budget', 'word', 'line', 'text', 'sample', 'test',
-  'river', 'stone', 'cloud', 'light', 'water', 'garden', 'window', 'table', 'letter', 'number', 'circle',
-  'bridge', 'forest', 'market',
+  'gateway',
+  'backend',
+  'reply',
+  'token',
+  'stream',
+  'request',
+  'answer',
+  'model',
+  'limit',
+  'rate',
+  'key',
+  'route',
+  'proxy',
+  'cache',
+  'queue',
+  'worker',
+  'signal',
+  'budget',
+  'word',
+  'line',
+  'text',
+  'sample',
+  'test',
+  'river',
+  'stone',
+  'cloud',
+  'light',
+  'water',
+  'garden',
+  'window',
+  'table',
+  'letter',
+  'number',
+  'circle',
+  'bridge',
+  'forest',
+  'market',
 ] as const
 const VERBS = [
-  'counts', 'streams', 'waits', 'answers', 'listens', 'moves', 'holds', 'keeps', 'sends', 'opens', 'reads',
-  'writes', 'runs', 'turns', 'finds', 'carries', 'follows', 'returns', 'passes', 'meets',
+  'counts',
+  'streams',
+  'waits',
+  'answers',
+  'listens',
+  'moves',
+  'holds',
+  'keeps',
+  'sends',
+  'opens',
+  'reads',
+  'writes',
+  'runs',
+  'turns',
+  'finds',
+  'carries',
+  'follows',
+  'returns',
+  'passes',
+  'meets',
 ] as const
 const PREPOSITIONS = [
-  'through', 'under', 'over', 'between', 'across', 'before', 'after', 'beside', 'near', 'past', 'toward',
-  'within', 'behind', 'around',
+  'through',
+  'under',
+  'over',
+  'between',
+  'across',
+  'before',
+  'after',
+  'beside',
+  'near',
+  'past',
+  'toward',
+  'within',
+  'behind',
+  'around',
 ] as const
 
 const OPENING = ['This', ' is', " Tollgate's", ' mock', ' backend', ' replying', ' to', ' prompt'] as const
@@ -110,9 +199,11 @@ function settle(pieces: string[], budget: number, encoder: Encoder): GeneratedTe
 
 /** What a chat-style prompt is, for seeding: roles and text, not formatting. */
 export function seedOfMessages(messages: readonly unknown[]): string {
-  return JSON.stringify(messages.map((message) => {
-    if (!message || typeof message !== 'object') return ['', '']
-    const m = message as Record<string, unknown>
-    return [typeof m.role === 'string' ? m.role : '', contentText(m.content)]
-  }))
+  return JSON.stringify(
+    messages.map((message) => {
+      if (!message || typeof message !== 'object') return ['', '']
+      const m = message as Record<string, unknown>
+      return [typeof m.role === 'string' ? m.role : '', contentText(m.content)]
+    }),
+  )
 }

@@ -36,7 +36,8 @@ export function createAttacher(files: FileStore, now: () => number, gone: (store
   }
 
   async function finish(store: StoreRecord, file: AttachedFile, prepared: Prepared): Promise<void> {
-    const stillWanted = (): boolean => !gone(store) && store.files.get(file.id) === file && file.status === 'in_progress'
+    const stillWanted = (): boolean =>
+      !gone(store) && store.files.get(file.id) === file && file.status === 'in_progress'
     if (!prepared.ok) {
       // Found at once, reported as processing would: the attach reply was `in_progress`.
       await nextTurn()
@@ -60,7 +61,11 @@ export function createAttacher(files: FileStore, now: () => number, gone: (store
       if (existing !== undefined) return { file: existing, tokens: 0 }
       checkExists([fileId])
       const stored = files.get(fileId)
-      const prepared = await prepare(files.pathOf(fileId), { bytes: stored?.bytes ?? 0, filename: stored?.filename ?? '' }, options.chunking)
+      const prepared = await prepare(
+        files.pathOf(fileId),
+        { bytes: stored?.bytes ?? 0, filename: stored?.filename ?? '' },
+        options.chunking,
+      )
       // Meanwhile the same file may have been attached by another call, or deleted, or the store.
       if (gone(store)) throw notFound(`No such vector store: ${quotableId(store.id)}`, 'vector_store_id')
       const raced = store.files.get(fileId)

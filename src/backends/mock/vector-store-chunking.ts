@@ -32,9 +32,14 @@ export function fileChunkingOf(param: Param, storeModels: EmbeddingModels): File
   const models: EmbeddingModels = { ...storeModels, ...storeModelsOf(param) }
   const isVisual = visual !== undefined || models.text !== undefined || models.vision !== undefined
   if (param?.type === 'static') return { sizing: param.static, models, visual: isVisual }
-  if (visual?.chunk_size === undefined && visual?.chunk_overlap === undefined) return { sizing: AUTO_CHUNKING, models, visual: isVisual }
+  if (visual?.chunk_size === undefined && visual?.chunk_overlap === undefined)
+    return { sizing: AUTO_CHUNKING, models, visual: isVisual }
   const size = visual.chunk_size ?? AUTO_CHUNKING.max_chunk_size_tokens
-  return { sizing: { max_chunk_size_tokens: size, chunk_overlap_tokens: visual.chunk_overlap ?? defaultOverlap(size) }, models, visual: true }
+  return {
+    sizing: { max_chunk_size_tokens: size, chunk_overlap_tokens: visual.chunk_overlap ?? defaultOverlap(size) },
+    models,
+    visual: true,
+  }
 }
 
 /** A file's chunking_strategy: OpenAI's static one, with the Visual RAG parameters beside it when it had any. */

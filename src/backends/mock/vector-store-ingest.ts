@@ -39,32 +39,49 @@ const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0
 
 export type Prepared =
   | {
-    readonly ok: true
-    readonly chunks: readonly string[]
-    readonly tokens: number
-    /** Visual RAG: the file is a page image. */
-    readonly image?: { readonly dataUrl: string; readonly words: string }
-  }
+      readonly ok: true
+      readonly chunks: readonly string[]
+      readonly tokens: number
+      /** Visual RAG: the file is a page image. */
+      readonly image?: { readonly dataUrl: string; readonly words: string }
+    }
   | { readonly ok: false; readonly error: LastError }
 
 const failed = (code: LastError['code'], message: string): Prepared => ({ ok: false, error: { code, message } })
 
 /** "Q1_revenue-chart.png" → "Q1 revenue chart". */
 function wordsOf(filename: string): string {
-  const words = filename.replace(/\.[^.]*$/, '').replace(/[\s_.-]+/g, ' ').trim()
+  const words = filename
+    .replace(/\.[^.]*$/, '')
+    .replace(/[\s_.-]+/g, ' ')
+    .trim()
   return words === '' ? 'image' : words
 }
 
 function prepareImage(bytes: Buffer, filename: string, chunking: FileChunking): Prepared {
   if (chunking.models.vision === undefined) {
-    return failed('unsupported_file', 'The file is an image: it is indexed only with a vision_embedding_model (Visual RAG); the mock backend ingests text otherwise.')
+    return failed(
+      'unsupported_file',
+      'The file is an image: it is indexed only with a vision_embedding_model (Visual RAG); the mock backend ingests text otherwise.',
+    )
   }
-  if (bytes.length > MAX_IMAGE_BYTES) return failed('invalid_file', `The image is larger than the mock backend indexes (${MAX_IMAGE_BYTES} bytes).`)
-  return { ok: true, chunks: [], tokens: INPUT_TOKENS_PER_IMAGE, image: { dataUrl: `data:image/png;base64,${bytes.toString('base64')}`, words: wordsOf(filename) } }
+  if (bytes.length > MAX_IMAGE_BYTES)
+    return failed('invalid_file', `The image is larger than the mock backend indexes (${MAX_IMAGE_BYTES} bytes).`)
+  return {
+    ok: true,
+    chunks: [],
+    tokens: INPUT_TOKENS_PER_IMAGE,
+    image: { dataUrl: `data:image/png;base64,${bytes.toString('base64')}`, words: wordsOf(filename) },
+  }
 }
 
-export async function prepare(path: string, file: { readonly bytes: number; readonly filename: string }, chunking: FileChunking): Promise<Prepared> {
-  if (file.bytes > MAX_FILE_BYTES) return failed('invalid_file', `The file is larger than the mock backend ingests (${MAX_FILE_BYTES} bytes).`)
+export async function prepare(
+  path: string,
+  file: { readonly bytes: number; readonly filename: string },
+  chunking: FileChunking,
+): Promise<Prepared> {
+  if (file.bytes > MAX_FILE_BYTES)
+    return failed('invalid_file', `The file is larger than the mock backend ingests (${MAX_FILE_BYTES} bytes).`)
   let bytes: Buffer
   try {
     bytes = await readFile(path)
@@ -76,12 +93,23 @@ export async function prepare(path: string, file: { readonly bytes: number; read
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
   } catch {
-    return failed('unsupported_file', 'The file is not UTF-8 text: the mock backend ingests text files (and PNG page images, for Visual RAG) only.')
+    return failed(
+      'unsupported_file',
+      'The file is not UTF-8 text: the mock backend ingests text files (and PNG page images, for Visual RAG) only.',
+    )
   }
-  if (text.includes('\u0000')) return failed('unsupported_file', 'The file is binary: the mock backend ingests text files (and PNG page images, for Visual RAG) only.')
+  if (text.includes('\u0000'))
+    return failed(
+      'unsupported_file',
+      'The file is binary: the mock backend ingests text files (and PNG page images, for Visual RAG) only.',
+    )
   if (text.trim() === '') return failed('invalid_file', 'The file has no text.')
   const { sizing } = chunking
-  const chunks = await chunkText(text, { maxTokens: sizing.max_chunk_size_tokens, overlapTokens: sizing.chunk_overlap_tokens, textLimitTokens: MAX_FILE_TOKENS })
+  const chunks = await chunkText(text, {
+    maxTokens: sizing.max_chunk_size_tokens,
+    overlapTokens: sizing.chunk_overlap_tokens,
+    textLimitTokens: MAX_FILE_TOKENS,
+  })
   if (chunks === undefined) return failed('invalid_file', `The file has more than ${MAX_FILE_TOKENS} tokens.`)
   return { ok: true, chunks, tokens: await countInputTokens(chunks, COUNT_BUDGET_CHARS) }
 }
@@ -92,16 +120,25 @@ export function chunkBytes(chunk: IndexedChunk): number {
 }
 
 /** Embeds the chunks a slice at a time; undefined if `stillWanted` turns false on the way. */
-export async function embed(prepared: Extract<Prepared, { ok: true }>, stillWanted: () => boolean): Promise<IndexedChunk[] | undefined> {
+export async function embed(
+  prepared: Extract<Prepared, { ok: true }>,
+  stillWanted: () => boolean,
+): Promise<IndexedChunk[] | undefined> {
   const { chunks, image } = prepared
   const cache = new Map<string, Float32Array>()
   const indexed: IndexedChunk[] = []
   for (let i = 0; i < chunks.length; i += SLICE) {
     await nextTurn()
     if (!stillWanted()) return undefined
-    for (const text of chunks.slice(i, i + SLICE)) indexed.push({ text, vector: embedVector(text, VECTOR_DIMENSIONS, cache) })
+    for (const text of chunks.slice(i, i + SLICE))
+      indexed.push({ text, vector: embedVector(text, VECTOR_DIMENSIONS, cache) })
   }
-  if (image !== undefined) indexed.push({ text: image.words, vector: embedVector(image.words, VECTOR_DIMENSIONS, cache), image: { dataUrl: image.dataUrl, page: 1 } })
+  if (image !== undefined)
+    indexed.push({
+      text: image.words,
+      vector: embedVector(image.words, VECTOR_DIMENSIONS, cache),
+      image: { dataUrl: image.dataUrl, page: 1 },
+    })
   await nextTurn()
   return stillWanted() ? indexed : undefined
 }

@@ -2,7 +2,10 @@
 // (OpenAI's shapes, src/api/vector-stores.ts) it shows of them. Counts and statuses are
 // derived from the files whenever an object is shown, so they never drift.
 import type {
-  AttributeValue, VectorStoreFileBatchObject, VectorStoreFileObject, VectorStoreObject,
+  AttributeValue,
+  VectorStoreFileBatchObject,
+  VectorStoreFileObject,
+  VectorStoreObject,
 } from '../../api/vector-stores.ts'
 import { unixSeconds } from './ids.ts'
 import { chunkingStrategyObject } from './vector-store-chunking.ts'
@@ -117,12 +120,14 @@ export function storeObject(store: StoreRecord, nowMs: number): VectorStoreObjec
     expires_at: expiresAt === null ? null : unixSeconds(expiresAt),
     last_active_at: unixSeconds(store.lastActiveMs),
     metadata: store.metadata,
-    ...(store.models.text === undefined && store.models.vision === undefined ? {} : {
-      chunking_strategy: {
-        ...(store.models.text === undefined ? {} : { text_embedding_model: store.models.text }),
-        ...(store.models.vision === undefined ? {} : { vision_embedding_model: store.models.vision }),
-      },
-    }),
+    ...(store.models.text === undefined && store.models.vision === undefined
+      ? {}
+      : {
+          chunking_strategy: {
+            ...(store.models.text === undefined ? {} : { text_embedding_model: store.models.text }),
+            ...(store.models.vision === undefined ? {} : { vision_embedding_model: store.models.vision }),
+          },
+        }),
   }
 }
 
@@ -146,9 +151,13 @@ export function filesOfBatch(store: StoreRecord, batch: BatchRecord): AttachedFi
 
 export function batchObject(store: StoreRecord, batch: BatchRecord): VectorStoreFileBatchObject {
   const fileCounts = counts(filesOfBatch(store, batch))
-  const status = batch.cancelled ? 'cancelled'
-    : fileCounts.in_progress > 0 ? 'in_progress'
-      : fileCounts.total > 0 && fileCounts.failed === fileCounts.total ? 'failed' : 'completed'
+  const status = batch.cancelled
+    ? 'cancelled'
+    : fileCounts.in_progress > 0
+      ? 'in_progress'
+      : fileCounts.total > 0 && fileCounts.failed === fileCounts.total
+        ? 'failed'
+        : 'completed'
   return {
     id: batch.id,
     object: 'vector_store.files_batch',

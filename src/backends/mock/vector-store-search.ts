@@ -37,8 +37,14 @@ const best = (a: Hit, b: Hit): number => b.score - a.score || a.order - b.order
 function kept(hits: Hit[], request: Request): Hit[] {
   const max = request.max_num_results ?? DEFAULT_RESULTS
   if (request.top_k_texts === undefined && request.top_k_images === undefined) return hits.sort(best).slice(0, max)
-  const texts = hits.filter((h) => h.chunk.image === undefined).sort(best).slice(0, request.top_k_texts ?? max)
-  const images = hits.filter((h) => h.chunk.image !== undefined).sort(best).slice(0, request.top_k_images ?? max)
+  const texts = hits
+    .filter((h) => h.chunk.image === undefined)
+    .sort(best)
+    .slice(0, request.top_k_texts ?? max)
+  const images = hits
+    .filter((h) => h.chunk.image !== undefined)
+    .sort(best)
+    .slice(0, request.top_k_images ?? max)
   return [...texts, ...images].sort(best)
 }
 

@@ -5,8 +5,13 @@
 // stores per backend, global to it; the gateway keeps who owns which.
 import { readFile } from 'node:fs/promises'
 import {
-  CreateVectorStoreFileBatchRequest, CreateVectorStoreFileRequest, CreateVectorStoreRequest, SearchRequest,
-  UpdateVectorStoreFileRequest, UpdateVectorStoreRequest, VectorStoreFileStatus,
+  CreateVectorStoreFileBatchRequest,
+  CreateVectorStoreFileRequest,
+  CreateVectorStoreRequest,
+  SearchRequest,
+  UpdateVectorStoreFileRequest,
+  UpdateVectorStoreRequest,
+  VectorStoreFileStatus,
 } from '../../api/vector-stores.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
@@ -19,8 +24,14 @@ import { jsonResponse } from './reply.ts'
 import { search } from './vector-store-search.ts'
 import { createAttacher, type AttachOptions } from './vector-store-attach.ts'
 import {
-  batchObject, fileObject, filesOfBatch, isExpired, storeObject,
-  type AttachedFile, type BatchRecord, type StoreRecord,
+  batchObject,
+  fileObject,
+  filesOfBatch,
+  isExpired,
+  storeObject,
+  type AttachedFile,
+  type BatchRecord,
+  type StoreRecord,
 } from './vector-store-records.ts'
 import { fileChunkingOf, storeModelsOf } from './vector-store-chunking.ts'
 
@@ -38,7 +49,11 @@ type Query = Readonly<Record<string, unknown>>
 
 /** The object's reply; one still in progress tells pollers when to ask again. */
 function reply(value: { status: string }, extra: Record<string, unknown> = {}): UpstreamResponse {
-  return jsonResponse(200, { ...value, ...extra }, value.status === 'in_progress' ? { 'openai-poll-after-ms': POLL_AFTER_MS } : {})
+  return jsonResponse(
+    200,
+    { ...value, ...extra },
+    value.status === 'in_progress' ? { 'openai-poll-after-ms': POLL_AFTER_MS } : {},
+  )
 }
 
 function usage(tokens: number): Record<string, unknown> {
@@ -68,13 +83,15 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
 
   const usable = (id: string): StoreRecord => {
     const store = existing(id)
-    if (isExpired(store, ctx.now())) throw new MockError(400, 'This vector store has expired.', 'vector_store_id', 'vector_store_expired')
+    if (isExpired(store, ctx.now()))
+      throw new MockError(400, 'This vector store has expired.', 'vector_store_id', 'vector_store_expired')
     return store
   }
 
   const attachedFile = (store: StoreRecord, fileId: string): AttachedFile => {
     const file = store.files.get(fileId)
-    if (file === undefined) throw notFound(`No such file in vector store ${quotableId(store.id)}: ${quotableId(fileId)}`, 'file_id')
+    if (file === undefined)
+      throw notFound(`No such file in vector store ${quotableId(store.id)}: ${quotableId(fileId)}`, 'file_id')
     return file
   }
 
@@ -85,7 +102,10 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
   }
 
   /** Attaches one after another; the tokens of all of them. */
-  async function attachAll(store: StoreRecord, entries: ReadonlyArray<{ fileId: string; options: AttachOptions }>): Promise<number> {
+  async function attachAll(
+    store: StoreRecord,
+    entries: ReadonlyArray<{ fileId: string; options: AttachOptions }>,
+  ): Promise<number> {
     attacher.checkExists(entries.map((e) => e.fileId))
     let tokens = 0
     for (const entry of entries) tokens += (await attacher.attach(store, entry.fileId, entry.options)).tokens
@@ -118,8 +138,15 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
       batches: new Map(),
     }
     stores.set(store.id, store)
-    const options: AttachOptions = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: null, batchId: null }
-    const tokens = await attachAll(store, fileIds.map((fileId) => ({ fileId, options })))
+    const options: AttachOptions = {
+      chunking: fileChunkingOf(body.chunking_strategy, store.models),
+      attributes: null,
+      batchId: null,
+    }
+    const tokens = await attachAll(
+      store,
+      fileIds.map((fileId) => ({ fileId, options })),
+    )
     return reply(storeObject(store, ctx.now()), fileIds.length > 0 ? usage(tokens) : {})
   }
 
@@ -152,10 +179,22 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
   async function createBatch(request: UpstreamRequest, store: StoreRecord): Promise<UpstreamResponse> {
     const body = parsedBody(request, CreateVectorStoreFileBatchRequest)
     const batch: BatchRecord = { id: newId('vsfb_'), vectorStoreId: store.id, createdAtMs: ctx.now(), cancelled: false }
-    const shared = { chunking: fileChunkingOf(body.chunking_strategy, store.models), attributes: body.attributes ?? null, batchId: batch.id }
-    const entries = body.files !== undefined
-      ? body.files.map((f) => ({ fileId: f.file_id, options: { chunking: fileChunkingOf(f.chunking_strategy, store.models), attributes: f.attributes ?? null, batchId: batch.id } }))
-      : (body.file_ids ?? []).map((fileId) => ({ fileId, options: shared }))
+    const shared = {
+      chunking: fileChunkingOf(body.chunking_strategy, store.models),
+      attributes: body.attributes ?? null,
+      batchId: batch.id,
+    }
+    const entries =
+      body.files !== undefined
+        ? body.files.map((f) => ({
+            fileId: f.file_id,
+            options: {
+              chunking: fileChunkingOf(f.chunking_strategy, store.models),
+              attributes: f.attributes ?? null,
+              batchId: batch.id,
+            },
+          }))
+        : (body.file_ids ?? []).map((fileId) => ({ fileId, options: shared }))
     attacher.checkExists(entries.map((e) => e.fileId))
     store.batches.set(batch.id, batch)
     const tokens = await attachAll(store, entries)
@@ -180,7 +219,8 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
     }
     return jsonResponse(200, {
       object: 'vector_store.file_content.page',
-      data: image !== undefined ? [{ type: 'base64', text: image.dataUrl }] : text === '' ? [] : [{ type: 'text', text }],
+      data:
+        image !== undefined ? [{ type: 'base64', text: image.dataUrl }] : text === '' ? [] : [{ type: 'text', text }],
       has_more: false,
       next_page: null,
     })

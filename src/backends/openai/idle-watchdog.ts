@@ -46,8 +46,10 @@ export class IdleWatchdog extends Transform {
       this.#arm()
       return
     }
-    this.destroy(gatewayError('upstream_timeout', {
-      message: `The upstream model server sent nothing for ${this.#idleMs} ms in the middle of its response.`,
-    }))
+    this.destroy(
+      gatewayError('upstream_timeout', {
+        message: `The upstream model server sent nothing for ${this.#idleMs} ms in the middle of its response.`,
+      }),
+    )
   }
 }

@@ -6,18 +6,33 @@ import type { ClientRequest } from 'node:http'
 
 const DROPPED = new Set([
   // The client's credentials are for the gateway; the upstream gets the gateway's key.
-  'authorization', 'proxy-authorization', 'x-api-key', 'api-key', 'cookie',
+  'authorization',
+  'proxy-authorization',
+  'x-api-key',
+  'api-key',
+  'cookie',
   // The client's OpenAI account headers would contradict the gateway's key upstream.
-  'openai-organization', 'openai-project',
+  'openai-organization',
+  'openai-project',
   // Framing: the body sent upstream is re-serialised, so its length and type are ours.
-  'content-length', 'transfer-encoding', 'content-type', 'expect',
+  'content-length',
+  'transfer-encoding',
+  'content-type',
+  'expect',
   // Hop-by-hop: they describe the client's connection, not ours.
-  'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
   // The usage tap must read the body, so the upstream is asked for identity below.
   'accept-encoding',
   // Set from the gateway's own request id; the client's claims about its address are
   // unverified and would only mislead the upstream's logs.
-  'x-request-id', 'forwarded', 'x-real-ip',
+  'x-request-id',
+  'forwarded',
+  'x-real-ip',
 ])
 
 function isDropped(name: string): boolean {

@@ -7,8 +7,19 @@ import { type GatewayError, gatewayError } from '../../errors.ts'
 // connection without answering (a restart, or a keep-alive socket it had already
 // dropped), so the request is treated as not served.
 const UNREACHABLE = new Set([
-  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'ECONNRESET', 'EPIPE',
-  'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ETIMEDOUT', 'ECONNABORTED',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'EAI_NONAME',
+  'ECONNRESET',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ETIMEDOUT',
+  'ECONNABORTED',
   // http-proxy-3's connectTimeout destroys the socket with this code.
   'ECONNECT_TIMEOUT',
 ])

@@ -7,12 +7,19 @@ document.addEventListener('click', (event) => {
   const field = document.getElementById(button.getAttribute('data-copy') || '')
   if (!(field instanceof HTMLInputElement)) return
   const status = document.getElementById(button.getAttribute('data-copy-status') || '')
-  const done = (text) => { if (status !== null) status.textContent = text }
+  const done = (text) => {
+    if (status !== null) status.textContent = text
+  }
   field.select()
   const fallback = () => {
-    try { done(document.execCommand('copy') ? 'Copied.' : 'Select the key and copy it.') } catch { done('Select the key and copy it.') }
+    try {
+      done(document.execCommand('copy') ? 'Copied.' : 'Select the key and copy it.')
+    } catch {
+      done('Select the key and copy it.')
+    }
   }
-  if (navigator.clipboard !== undefined) navigator.clipboard.writeText(field.value).then(() => done('Copied to the clipboard.'), fallback)
+  if (navigator.clipboard !== undefined)
+    navigator.clipboard.writeText(field.value).then(() => done('Copied to the clipboard.'), fallback)
   else fallback()
 })
 document.addEventListener('submit', (event) => {

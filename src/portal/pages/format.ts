@@ -40,14 +40,18 @@ export function pager(path: string, query: URLSearchParams, page: number, pages:
     return `${path}?${q.toString()}`
   }
   return html`<nav class="pager" aria-label="Pages">
-${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">Previous</a>` : ''}
-<span>Page ${page} of ${pages} (${count(total)} in all)</span>
-${page < pages ? html`<a href="${link(page + 1)}" rel="next">Next</a>` : ''}
-</nav>`
+    ${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">Previous</a>` : ''}
+    <span>Page ${page} of ${pages} (${count(total)} in all)</span>
+    ${page < pages ? html`<a href="${link(page + 1)}" rel="next">Next</a>` : ''}
+  </nav>`
 }
 
 /** The page number asked for, within 1..pages. */
-export function pageOf(query: URLSearchParams, total: number, size: number): { page: number; pages: number; start: number } {
+export function pageOf(
+  query: URLSearchParams,
+  total: number,
+  size: number,
+): { page: number; pages: number; start: number } {
   const pages = Math.max(1, Math.ceil(total / size))
   const asked = Number.parseInt(query.get('page') ?? '1', 10)
   const page = Number.isFinite(asked) ? Math.min(pages, Math.max(1, asked)) : 1

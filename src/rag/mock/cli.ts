@@ -38,7 +38,10 @@ export function parseRagMockArgs(args: readonly string[]): RagMockCommand {
     },
   })
   const whole = (flag: string, value: string, max = Number.MAX_SAFE_INTEGER): number => {
-    if (!/^\d+$/.test(value) || Number(value) > max) throw new Error(`--${flag} must be a whole number${max < Number.MAX_SAFE_INTEGER ? ` up to ${max}` : ''}, got "${value.slice(0, 20)}"`)
+    if (!/^\d+$/.test(value) || Number(value) > max)
+      throw new Error(
+        `--${flag} must be a whole number${max < Number.MAX_SAFE_INTEGER ? ` up to ${max}` : ''}, got "${value.slice(0, 20)}"`,
+      )
     return Number(value)
   }
   const service = values.service
@@ -57,14 +60,20 @@ export function parseRagMockArgs(args: readonly string[]): RagMockCommand {
 
 /** Starts it, prints the port line, and stops on SIGTERM or SIGINT. */
 export async function runRagMock(options: RagMockCommand): Promise<void> {
-  const running = await startRagMock({
-    ...(options.service === undefined ? {} : { service: options.service }),
-    tokenDelayMs: options.tokenDelayMs,
-    maxFileBytes: options.maxFileBytes,
-    statusStepMs: options.statusStepMs,
-  }, options.port, options.host)
+  const running = await startRagMock(
+    {
+      ...(options.service === undefined ? {} : { service: options.service }),
+      tokenDelayMs: options.tokenDelayMs,
+      maxFileBytes: options.maxFileBytes,
+      statusStepMs: options.statusStepMs,
+    },
+    options.port,
+    options.host,
+  )
   process.stdout.write(`${JSON.stringify({ port: running.port, service: options.service ?? 'all' })}\n`)
-  const stop = (): void => { void running.close().then(() => process.exit(0)) }
+  const stop = (): void => {
+    void running.close().then(() => process.exit(0))
+  }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
 }

@@ -1,8 +1,14 @@
 // user-manager (users, roles, groups) and config-manager (tenant and RAG configurations).
 import { callerGroups, callerId, readJson, reply, replyList, detail, type MockExchange } from './reply.ts'
 
-const ROLES = [{ name: 'admin', description: 'Manages the tenant (mock)' }, { name: 'user', description: 'Chats and uploads (mock)' }]
-const GROUPS = [{ name: 'research', members: 2 }, { name: 'support', members: 1 }]
+const ROLES = [
+  { name: 'admin', description: 'Manages the tenant (mock)' },
+  { name: 'user', description: 'Chats and uploads (mock)' },
+]
+const GROUPS = [
+  { name: 'research', members: 2 },
+  { name: 'support', members: 1 },
+]
 const USERS = [
   { id: 'mock-user-1', username: 'alice', roles: ['admin'], groups: ['research'] },
   { id: 'mock-user-2', username: 'bob', roles: ['user'], groups: ['research', 'support'] },
@@ -20,7 +26,13 @@ export function createUserService(): (x: MockExchange) => Promise<boolean> {
       else if (x.req.method === 'POST') {
         const body = await readJson(x.req)
         if (typeof body.username !== 'string') detail(x, 422, 'username is required (mock)')
-        else reply(x, 201, { id: `mock-${body.username}`, username: body.username, roles: body.roles ?? [], groups: body.groups ?? [] })
+        else
+          reply(x, 201, {
+            id: `mock-${body.username}`,
+            username: body.username,
+            roles: body.roles ?? [],
+            groups: body.groups ?? [],
+          })
       } else return false
       return true
     }
@@ -88,7 +100,10 @@ export function createConfigService(): (x: MockExchange) => Promise<boolean> {
  * configurations it may chat with (`id`, `allowed_llms[].name`). The mock offers every
  * configuration to every group; a configuration's `llm` is its one allowed model.
  */
-function userConfigs(configs: ReadonlyMap<string, Record<string, unknown>>, groups: readonly string[]): Array<Record<string, unknown>> {
+function userConfigs(
+  configs: ReadonlyMap<string, Record<string, unknown>>,
+  groups: readonly string[],
+): Array<Record<string, unknown>> {
   const localKbConfigs = [...configs.values()].map((c) => ({
     ...c,
     id: c.name,

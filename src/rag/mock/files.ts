@@ -24,7 +24,8 @@ const FIELD = 'files'
 /** Files remembered by the mock in all (the oldest are forgotten past this). */
 const MAX_FILES = 10_000
 
-export type UploadStatus = 'pending' | 'uploaded' | 'duplicated' | 'error' | 'file_too_large' | 'file_type_not_supported'
+export type UploadStatus =
+  'pending' | 'uploaded' | 'duplicated' | 'error' | 'file_too_large' | 'file_type_not_supported'
 type Outcome = Exclude<UploadStatus, 'pending'>
 
 export interface FileLimits {
@@ -63,7 +64,10 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
     userId: f.userId,
     fileName: f.fileName,
     fileUri: f.fileUri,
-    status: f.outcome === 'uploaded' || f.outcome === 'duplicated' ? stageAt(pace, f.since, ['pending', f.outcome]) : f.outcome,
+    status:
+      f.outcome === 'uploaded' || f.outcome === 'duplicated'
+        ? stageAt(pace, f.since, ['pending', f.outcome])
+        : f.outcome,
     kb: f.kb,
     size: f.size,
   })
@@ -80,9 +84,13 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
     const owner = callerOwner(x.req)
     if (listRoute && x.req.method === 'GET') {
       const wanted = x.query.getAll('fileIds')
-      const mine = wanted.length > 0
-        ? wanted.flatMap((id) => { const f = files.get(id); return f === undefined ? [] : [f] })
-        : [...files.values()]
+      const mine =
+        wanted.length > 0
+          ? wanted.flatMap((id) => {
+              const f = files.get(id)
+              return f === undefined ? [] : [f]
+            })
+          : [...files.values()]
       replyList(x, 200, mine.filter((f) => f.owner === owner && f.kb === kb).map(view))
       return true
     }
@@ -100,8 +108,22 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
       const key = r.sha256 === null ? null : `${owner}\u0000${kb}\u0000${r.sha256}`
       const first = key === null ? undefined : stored.get(key)
       const outcome: Outcome = first !== undefined ? 'duplicated' : r.outcome
-      const fileUri = r.outcome !== 'uploaded' ? null : first?.fileUri ?? `mock://file-manager/${kb}/${fileId}/${encodeURIComponent(r.fileName)}`
-      const file: StoredFile = { fileId, userId: callerId(x.req), fileName: r.fileName, fileUri, kb, owner, size: r.size, sha256: r.sha256, outcome, since: now }
+      const fileUri =
+        r.outcome !== 'uploaded'
+          ? null
+          : (first?.fileUri ?? `mock://file-manager/${kb}/${fileId}/${encodeURIComponent(r.fileName)}`)
+      const file: StoredFile = {
+        fileId,
+        userId: callerId(x.req),
+        fileName: r.fileName,
+        fileUri,
+        kb,
+        owner,
+        size: r.size,
+        sha256: r.sha256,
+        outcome,
+        since: now,
+      }
       files.set(fileId, file)
       if (key !== null && first === undefined) stored.set(key, file)
       return view(file)
@@ -143,9 +165,13 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
           if (size <= limits.maxFileBytes) hash.update(chunk)
         })
         stream.on('end', () => {
-          const outcome: Outcome = fileName.includes('error') ? 'error'
-            : !SUPPORTED.has(extname(fileName).toLowerCase()) ? 'file_type_not_supported'
-              : size > limits.maxFileBytes ? 'file_too_large' : 'uploaded'
+          const outcome: Outcome = fileName.includes('error')
+            ? 'error'
+            : !SUPPORTED.has(extname(fileName).toLowerCase())
+              ? 'file_type_not_supported'
+              : size > limits.maxFileBytes
+                ? 'file_too_large'
+                : 'uploaded'
           results.push({ fileName, size, outcome, sha256: outcome === 'uploaded' ? hash.digest('hex') : null })
         })
       })

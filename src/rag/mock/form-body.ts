@@ -21,7 +21,8 @@ export interface FormBody {
 
 /** The request as a multipart form; null when it is not one (the rest of it is then read and dropped). */
 export async function formBody(req: IncomingMessage): Promise<FormBody | null> {
-  if ((req.headers['content-type'] ?? '').toLowerCase().startsWith('multipart/form-data')) return { headers: req.headers, body: req }
+  if ((req.headers['content-type'] ?? '').toLowerCase().startsWith('multipart/form-data'))
+    return { headers: req.headers, body: req }
   const { head, ended } = await readHead(req)
   const boundary = OPENING.exec(head.toString('latin1'))?.[1]
   if (boundary === undefined) {

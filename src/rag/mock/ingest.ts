@@ -51,7 +51,14 @@ export function createIngestService(pace: Pace): (x: MockExchange) => Promise<bo
         return true
       }
       const key = `${callerOwner(x.req)}\u0000${role}\u0000${filePath}`
-      const task: Task = { taskId: mockId('task', key, String(sequence++)), filePath, role, metadata: metadata as Record<string, unknown>, fails: failsOn(filePath), since: pace.now() }
+      const task: Task = {
+        taskId: mockId('task', key, String(sequence++)),
+        filePath,
+        role,
+        metadata: metadata as Record<string, unknown>,
+        fails: failsOn(filePath),
+        since: pace.now(),
+      }
       const list = tasks.get(key) ?? []
       tasks.delete(key) // re-inserted: the newest file is the last to be forgotten
       tasks.set(key, [...list.slice(-99), task])

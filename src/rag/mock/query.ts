@@ -8,7 +8,13 @@ import { mockId, readJson, receivedIdentity, reply, detail, type MockExchange } 
 function answerTo(query: string): { tokens: string[]; sources: Array<Record<string, unknown>> } {
   const text = `This is a mock answer from the Tollgate RAG mock to: ${query.slice(0, 200)}`
   const tokens = text.split(/(?<= )/)
-  const sources = [1, 2].map((n) => ({ id: mockId('src', query, String(n)), title: `Mock source ${n}`, file: `mock-document-${n}.pdf`, page: n, score: 1 / (n + 1) }))
+  const sources = [1, 2].map((n) => ({
+    id: mockId('src', query, String(n)),
+    title: `Mock source ${n}`,
+    file: `mock-document-${n}.pdf`,
+    page: n,
+    score: 1 / (n + 1),
+  }))
   return { tokens, sources }
 }
 

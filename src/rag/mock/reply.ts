@@ -3,7 +3,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
 /** The identity headers the gateway sets by default (config rag.identityHeaders). */
-const IDENTITY_HEADERS = ['x-tollgate-user-id', 'x-tollgate-user-name', 'x-tollgate-user-roles', 'x-tollgate-user-groups', 'x-tollgate-tenant'] as const
+const IDENTITY_HEADERS = [
+  'x-tollgate-user-id',
+  'x-tollgate-user-name',
+  'x-tollgate-user-roles',
+  'x-tollgate-user-groups',
+  'x-tollgate-tenant',
+] as const
 
 export interface MockExchange {
   readonly req: IncomingMessage
@@ -56,7 +62,11 @@ export function replyList(x: MockExchange, status: number, items: readonly unkno
 
 function send(x: MockExchange, status: number, body: unknown): void {
   const payload = JSON.stringify(body)
-  x.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), 'x-mock-service': x.service })
+  x.res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(payload),
+    'x-mock-service': x.service,
+  })
   x.res.end(payload)
 }
 
@@ -77,7 +87,9 @@ export async function readJson(req: IncomingMessage, limit = 1 << 20): Promise<R
   }
   try {
     const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : {}
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : {}
   } catch {
     return {}
   }

@@ -99,7 +99,14 @@ export function createRagMock(options: RagMockOptions = {}): RagMock {
 async function echo(x: MockExchange): Promise<void> {
   let bytes = 0
   for await (const chunk of x.req) bytes += (chunk as Buffer).length
-  reply(x, 200, { method: x.req.method, url: x.req.url, path: x.path, query: Object.fromEntries(x.query), headers: x.req.headers, received_bytes: bytes })
+  reply(x, 200, {
+    method: x.req.method,
+    url: x.req.url,
+    path: x.path,
+    query: Object.fromEntries(x.query),
+    headers: x.req.headers,
+    received_bytes: bytes,
+  })
 }
 
 export interface RunningRagMock {
@@ -110,7 +117,11 @@ export interface RunningRagMock {
 }
 
 /** Listens on host:port (0: any free port). */
-export async function startRagMock(options: RagMockOptions = {}, port = 0, host = '127.0.0.1'): Promise<RunningRagMock> {
+export async function startRagMock(
+  options: RagMockOptions = {},
+  port = 0,
+  host = '127.0.0.1',
+): Promise<RunningRagMock> {
   const mock = createRagMock(options)
   const server: Server = createServer({ keepAliveTimeout: 65_000 }, mock.handle)
   await new Promise<void>((done, fail) => {
@@ -122,10 +133,10 @@ export async function startRagMock(options: RagMockOptions = {}, port = 0, host 
     url: `http://${host}:${bound}`,
     port: bound,
     mock,
-    close: () => new Promise<void>((done) => {
-      server.closeAllConnections()
-      server.close(() => done())
-    }),
+    close: () =>
+      new Promise<void>((done) => {
+        server.closeAllConnections()
+        server.close(() => done())
+      }),
   }
 }
-

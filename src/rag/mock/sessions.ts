@@ -28,12 +28,18 @@ function sessionConfig(value: unknown): SessionConfig | string {
   for (const field of ['localConfigId', 'chatModel'] as const) {
     if (c[field] !== undefined && typeof c[field] !== 'string') return `config.${field} must be a string`
   }
-  if (c.globalContext !== undefined && typeof c.globalContext !== 'boolean') return 'config.globalContext must be a boolean'
-  if (c.activeFiles !== undefined && !(Array.isArray(c.activeFiles) && c.activeFiles.every((f) => typeof f === 'string'))) return 'config.activeFiles must be a list of file ids'
+  if (c.globalContext !== undefined && typeof c.globalContext !== 'boolean')
+    return 'config.globalContext must be a boolean'
+  if (
+    c.activeFiles !== undefined &&
+    !(Array.isArray(c.activeFiles) && c.activeFiles.every((f) => typeof f === 'string'))
+  )
+    return 'config.activeFiles must be a list of file ids'
   // Only the fields the mock knows are kept: anything else the client sent (a value nested
   // ten thousand deep, say) would be stored and then break every later listing.
   const known: Record<string, unknown> = {}
-  for (const field of ['localConfigId', 'globalContext', 'activeFiles', 'chatModel'] as const) if (c[field] !== undefined) known[field] = c[field]
+  for (const field of ['localConfigId', 'globalContext', 'activeFiles', 'chatModel'] as const)
+    if (c[field] !== undefined) known[field] = c[field]
   return known
 }
 
@@ -45,8 +51,14 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
   const created = new Map<string, Session[]>()
   let sequence = 0
   const sessionsOf = (owner: string): Session[] => [
-    { sessionId: mockId('sess', owner, 'welcome'), title: 'Mock session: welcome', owner, created_at: EPOCH, config: { globalContext: true } },
-    ...created.get(owner) ?? [],
+    {
+      sessionId: mockId('sess', owner, 'welcome'),
+      title: 'Mock session: welcome',
+      owner,
+      created_at: EPOCH,
+      config: { globalContext: true },
+    },
+    ...(created.get(owner) ?? []),
   ]
   return async (x) => {
     const owner = callerId(x.req)
@@ -65,7 +77,13 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
           return true
         }
         const list = created.get(owner) ?? []
-        const session: Session = { sessionId: mockId('sess', owner, title, String(sequence++)), title, owner, created_at: EPOCH, config }
+        const session: Session = {
+          sessionId: mockId('sess', owner, title, String(sequence++)),
+          title,
+          owner,
+          created_at: EPOCH,
+          config,
+        }
         // Bounded: the newest sessions of the newest callers.
         created.delete(owner)
         created.set(owner, [...list.slice(-(MAX_SESSIONS_PER_CALLER - 1)), session])
@@ -89,7 +107,11 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
         sessionId: id,
         messages: [
           { id: mockId('msg', id, '0'), role: 'user', content: 'What is this service?' },
-          { id: mockId('msg', id, '1'), role: 'assistant', content: 'This answer comes from the Tollgate mock RAG backend.' },
+          {
+            id: mockId('msg', id, '1'),
+            role: 'assistant',
+            content: 'This answer comes from the Tollgate mock RAG backend.',
+          },
         ],
       })
       return true

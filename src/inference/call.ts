@@ -15,7 +15,7 @@ import type { Principal } from '../keys/record.ts'
 import type { StreamJournalService } from '../keys/stream-journal.ts'
 import type { Estimate } from '../limits/estimate.ts'
 import type { ResolvedLimits } from '../limits/plans.ts'
-import type { Limiter } from '../limits/port.ts'
+import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
@@ -87,4 +87,19 @@ export interface CallResult {
   readonly usage: Usage
   /** The reply stopped before its end (the client left, the request was cancelled). */
   readonly aborted: boolean
+}
+
+/** The admit step of the corridor. */
+export interface AdmissionStrategy {
+  /**
+   * Admits the call or throws (a 429 GatewayError, or whatever ended the wait). `attempt`
+   * is 0, then n after n upstream answers were put back (see retryUpstream).
+   */
+  admit(request: AdmissionRequest, attempt: number): Promise<Admission>
+  /**
+   * Whether an upstream failure (a status, before any byte of it reached the client; or
+   * 502 when no deployment could be reached) is put back to be admitted again rather
+   * than answered. Absent: answered, as on /v2.
+   */
+  retryUpstream?(status: number, attempt: number): boolean
 }

@@ -10,7 +10,7 @@
 // admitted (an AdmissionStrategy: /v2 asks the limiter once and answers its 429; /queue
 // waits in the key's line first), and where the reply goes (an Exchange: a live client,
 // or a recorder when a queue worker runs a stored request with nobody connected).
-import type { Deployment, BackendRegistry } from '../backends/registry.ts'
+import type { Deployment } from '../backends/registry.ts'
 import { NO_USAGE, type UpstreamRequest } from '../backends/port.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { bodyRateOf, type BodyRate } from '../http/body-rate.ts'
@@ -18,34 +18,19 @@ import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Principal } from '../keys/record.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
-import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import { pickOrder, sendWithFailover, type FailoverResult } from '../proxy/failover.ts'
-import type { CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
+import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { prepare, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
-import { streamAskOf, translate, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
+import { deploymentsFor, streamAskOf, translate, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
 
-export type { CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
-
-/** The admit step of the corridor. */
-export interface AdmissionStrategy {
-  /**
-   * Admits the call or throws (a 429 GatewayError, or whatever ended the wait). `attempt`
-   * is 0, then n after n upstream answers were put back (see retryUpstream).
-   */
-  admit(request: AdmissionRequest, attempt: number): Promise<Admission>
-  /**
-   * Whether an upstream failure (a status, before any byte of it reached the client; or
-   * 502 when no deployment could be reached) is put back to be admitted again rather
-   * than answered. Absent: answered, as on /v2.
-   */
-  retryUpstream?(status: number, attempt: number): boolean
-}
+export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
 export interface EnterOptions extends BodyLimit {
   /** Route label for logs and metrics; default the endpoint name. */
@@ -188,17 +173,7 @@ async function run(
   exchange: Exchange,
   strategy: AdmissionStrategy,
 ): Promise<CallResult> {
-  const { principal, resolved, estimate } = call
-  const request: AdmissionRequest = {
-    keyId: principal.keyId,
-    tier: resolved.tier,
-    model: resolved.model,
-    limits: resolved.limits,
-    estimate,
-    ...(estimate.outputDefaulted
-      ? { reservationNote: defaultReservationNote(estimate.outputTokens, s.config.defaultMaxTokens) }
-      : {}),
-  }
+  const request = admissionRequestOf(call, s.config.defaultMaxTokens)
   for (let attempt = 0; ; attempt++) {
     const admission = await strategy.admit(request, attempt)
     setHeaders(exchange.sink, admission.headers)
@@ -213,7 +188,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
   exchange.notes.stream = ask.stream
-  const targets = targetsFor(s.registry, spec, call.modelName).filter((t) => t.adapter.supports(spec.endpoint))
+  const targets = deploymentsFor(s.registry, spec, call.modelName).filter((t) => t.adapter.supports(spec.endpoint))
   if (targets.length === 0) {
     await a.admission.settle(NO_USAGE)
     throw gatewayError('capability_missing')
@@ -303,18 +278,4 @@ async function send(
     return PUT_BACK
   }
   return sent
-}
-
-function targetsFor(registry: BackendRegistry, spec: EndpointSpec, modelName: string | null): readonly Deployment[] {
-  if (spec.resource) return [registry.resources]
-  const route = modelName === null ? undefined : registry.model(modelName)
-  return route?.deployments ?? []
-}
-
-/** Why a request without max_tokens reserved so much, and what lowers it. */
-function defaultReservationNote(reserved: number, perChoice: number): string {
-  return (
-    `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
-    'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.'
-  )
 }

@@ -11,6 +11,7 @@ import type { Principal } from '../keys/record.ts'
 import { estimateUsage } from '../limits/estimate.ts'
 import { resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
 import { withPathModel } from './azure-endpoints.ts'
+import type { AdmissionRequest } from '../limits/port.ts'
 import type { InferenceDeps, PreparedCall } from './call.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { checkOwnership } from './ownership.ts'
@@ -115,4 +116,27 @@ function readBody(
 /** Client-supplied names are echoed only when plain. */
 function printable(value: string): string {
   return /^[\w.:/@-]{1,128}$/.test(value) ? value : '(unprintable)'
+}
+
+/** What the limiter is asked to admit for a prepared call. */
+export function admissionRequestOf(call: PreparedCall, defaultMaxTokens: number): AdmissionRequest {
+  const { principal, resolved, estimate } = call
+  return {
+    keyId: principal.keyId,
+    tier: resolved.tier,
+    model: resolved.model,
+    limits: resolved.limits,
+    estimate,
+    ...(estimate.outputDefaulted
+      ? { reservationNote: defaultReservationNote(estimate.outputTokens, defaultMaxTokens) }
+      : {}),
+  }
+}
+
+/** Why a request without max_tokens reserved so much, and what lowers it. */
+function defaultReservationNote(reserved: number, perChoice: number): string {
+  return (
+    `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
+    'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.'
+  )
 }

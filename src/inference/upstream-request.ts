@@ -6,6 +6,7 @@
 // ask). Pure: the same call and deployment give the same request, so failover can build
 // one per deployment it tries.
 import type { UpstreamRequest } from '../backends/port.ts'
+import type { BackendRegistry, Deployment } from '../backends/registry.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
@@ -82,4 +83,15 @@ export function translate(call: UpstreamCall, upstreamModel: string | null): Ups
     signal: call.signal,
     client: call.client,
   }
+}
+
+/** The deployments that may serve a call: the model's, or the one resources deployment. */
+export function deploymentsFor(
+  registry: BackendRegistry,
+  spec: EndpointSpec,
+  modelName: string | null,
+): readonly Deployment[] {
+  if (spec.resource) return [registry.resources]
+  const route = modelName === null ? undefined : registry.model(modelName)
+  return route?.deployments ?? []
 }

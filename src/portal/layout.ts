@@ -12,45 +12,43 @@ export interface Viewer {
 export const ADMIN_ROLE = 'admin'
 
 export function csrfField(viewer: Viewer): Html {
-  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}" />`
+  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}">`
 }
 
 export function layout(title: string, content: Html, viewer?: Viewer): Html {
   return html`<html lang="en">
-    <head>
-      <meta charset="utf-8" />
-      <meta name="viewport" content="width=device-width, initial-scale=1" />
-      <link rel="icon" href="data:," />
-      <title>${title} · Tollgate portal</title>
-      <link rel="stylesheet" href="${assetUrl('portal.css')}" />
-      <script src="${assetUrl('portal.js')}" defer></script>
-    </head>
-    <body>
-      <a class="skip" href="#main">Skip to content</a>
-      <header class="top">
-        <a class="brand" href="/portal">Tollgate</a>
-        ${
-          viewer === undefined
-            ? ''
-            : html`<nav aria-label="Portal">
-                  <a href="/portal/keys">My keys</a>
-                  <a href="/portal/usage">Usage</a>
-                  ${viewer.isAdmin ? html`<a href="/portal/admin/keys">All keys</a><a href="/portal/admin/users">Users</a>` : ''}
-                </nav>
-                <div class="who">
-                  <span class="hint">Signed in as <b>${viewer.username}</b></span>
-                  <form method="post" action="/portal/sign-out">
-                    ${csrfField(viewer)}<button type="submit" class="secondary">Sign out</button>
-                  </form>
-                </div>`
-        }
-      </header>
-      <main id="main">
-        <h1>${title}</h1>
-        ${content}
-      </main>
-    </body>
-  </html>`
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>${title} · Tollgate portal</title>
+<link rel="stylesheet" href="${assetUrl('portal.css')}">
+<script src="${assetUrl('portal.js')}" defer></script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top">
+<a class="brand" href="/portal">Tollgate</a>
+${
+  viewer === undefined
+    ? ''
+    : html`<nav aria-label="Portal">
+<a href="/portal/keys">My keys</a>
+<a href="/portal/usage">Usage</a>
+${viewer.isAdmin ? html`<a href="/portal/admin/keys">All keys</a><a href="/portal/admin/users">Users</a>` : ''}
+</nav>
+<div class="who">
+<span class="hint">Signed in as <b>${viewer.username}</b></span>
+<form method="post" action="/portal/sign-out">${csrfField(viewer)}<button type="submit" class="secondary">Sign out</button></form>
+</div>`
+}
+</header>
+<main id="main">
+<h1>${title}</h1>
+${content}
+</main>
+</body>
+</html>`
 }
 
 /**

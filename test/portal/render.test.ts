@@ -8,9 +8,7 @@ import type { UsageRecord } from '../../src/store/ports.ts'
 
 t.test('html`` escapes values, attributes included; Html values and arrays compose', async (t) => {
   const name = '"><script>alert(1)</script>\'&'
-  const out = html`<input value="${name}" />
-    <p title="${name}">${name}</p>
-    ${[html`<b>${name}</b>`, 'x']}`.text
+  const out = html`<input value="${name}"><p title='${name}'>${name}</p>${[html`<b>${name}</b>`, 'x']}`.text
   t.notMatch(out, /<script>/)
   t.notMatch(out, /value=""/)
   t.match(out, '&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#39;&amp;')

@@ -14,10 +14,5 @@ const TITLES: Readonly<Record<number, string>> = {
 export function errorPage(error: GatewayError, viewer?: Viewer): Html {
   const title = TITLES[error.status] ?? (error.status >= 500 ? 'Something went wrong' : 'That did not work')
   const message = error.status === 404 ? 'There is nothing here, or it is not yours.' : error.message
-  return layout(
-    title,
-    html`${notice('error', message)}
-      <p><a href="/portal/keys">Back to your keys</a></p>`,
-    viewer,
-  )
+  return layout(title, html`${notice('error', message)}<p><a href="/portal/keys">Back to your keys</a></p>`, viewer)
 }

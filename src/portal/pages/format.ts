@@ -40,10 +40,10 @@ export function pager(path: string, query: URLSearchParams, page: number, pages:
     return `${path}?${q.toString()}`
   }
   return html`<nav class="pager" aria-label="Pages">
-    ${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">Previous</a>` : ''}
-    <span>Page ${page} of ${pages} (${count(total)} in all)</span>
-    ${page < pages ? html`<a href="${link(page + 1)}" rel="next">Next</a>` : ''}
-  </nav>`
+${page > 1 ? html`<a href="${link(page - 1)}" rel="prev">Previous</a>` : ''}
+<span>Page ${page} of ${pages} (${count(total)} in all)</span>
+${page < pages ? html`<a href="${link(page + 1)}" rel="next">Next</a>` : ''}
+</nav>`
 }
 
 /** The page number asked for, within 1..pages. */

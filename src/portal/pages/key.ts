@@ -20,85 +20,49 @@ const GRACE_PRESETS: ReadonlyArray<[number, string]> = [
 function limitsTable(standing: readonly ModelStanding[], live: boolean, currency: string): Html {
   return scrolling(
     html`<table>
-      <caption class="visually-hidden">
-        Limits per model
-      </caption>
-      <thead>
-        <tr>
-          <th scope="col">Model</th>
-          ${DIMENSIONS.map((d) => html`<th scope="col" class="num">${d.label}${live ? ': left / limit' : ': limit'}</th>`)}
-          <th scope="col" class="num">Quota (tokens)</th>
-          <th scope="col" class="num">Price in / out per 1M tokens (${currency})</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${standing.map(
-          (s) =>
-            html`<tr>
-              <th scope="row">${s.model}</th>
-              ${DIMENSIONS.map((d) => {
-                const w = s.windows[d.suffix]
-                if (w === undefined) return html`<td class="num">—</td>`
-                if (!live) return html`<td class="num">${w.limit}</td>`
-                return html`<td class="num">
-                  ${w.remaining ?? '?'} /
-                  ${w.limit}${w.reset === null || w.remaining === w.limit ? '' : html`<br /><span class="hint">resets in ${w.reset}</span>`}
-                </td>`
-              })}
-              <td class="num">${s.limits.quota ?? '—'}</td>
-              <td class="num">${amount(s.limits.input_price ?? 0)} / ${amount(s.limits.output_price ?? 0)}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>`,
+<caption class="visually-hidden">Limits per model</caption>
+<thead><tr><th scope="col">Model</th>${DIMENSIONS.map((d) => html`<th scope="col" class="num">${d.label}${live ? ': left / limit' : ': limit'}</th>`)}<th scope="col" class="num">Quota (tokens)</th><th scope="col" class="num">Price in / out per 1M tokens (${currency})</th></tr></thead>
+<tbody>
+${standing.map(
+  (s) => html`<tr>
+<th scope="row">${s.model}</th>
+${DIMENSIONS.map((d) => {
+  const w = s.windows[d.suffix]
+  if (w === undefined) return html`<td class="num">—</td>`
+  if (!live) return html`<td class="num">${w.limit}</td>`
+  return html`<td class="num">${w.remaining ?? '?'} / ${w.limit}${w.reset === null || w.remaining === w.limit ? '' : html`<br><span class="hint">resets in ${w.reset}</span>`}</td>`
+})}
+<td class="num">${s.limits.quota ?? '—'}</td>
+<td class="num">${amount(s.limits.input_price ?? 0)} / ${amount(s.limits.output_price ?? 0)}</td>
+</tr>`,
+)}
+</tbody>
+</table>`,
     'Limits per model',
   )
 }
 
 function actions(viewer: Viewer, view: KeyView): Html {
   return html`<section class="actions" aria-label="Change this key">
-    <div>
-      <h2 id="rotate">Rotate</h2>
-      <form class="inline" method="post" action="/portal/keys/${view.id}/rotate" aria-labelledby="rotate">
-        ${csrfField(viewer)}
-        <label for="grace"
-          >Grace period for the old secret
-          <select id="grace" name="grace_preset">
-            ${GRACE_PRESETS.map(([s, label]) => html`<option value="${s}">${label}</option>`)}
-            <option value="custom">Other (seconds below)</option>
-          </select></label
-        >
-        <label for="grace-seconds"
-          >Other grace, in seconds
-          <input
-            id="grace-seconds"
-            name="grace_seconds"
-            type="number"
-            min="0"
-            max="${MAX_GRACE_SECONDS}"
-            inputmode="numeric"
-        /></label>
-        <button type="submit">Rotate key</button>
-      </form>
-    </div>
-    <div>
-      <h2 id="revoke">Revoke</h2>
-      <form
-        class="inline"
-        method="post"
-        action="/portal/keys/${view.id}/revoke"
-        data-confirm="Revoke this key? Every client using it is refused from now on. This cannot be undone."
-        aria-labelledby="revoke"
-      >
-        ${csrfField(viewer)}
-        <label class="check" for="confirm-revoke"
-          ><input id="confirm-revoke" type="checkbox" name="confirm" value="yes" required /> Yes, revoke this key for
-          good</label
-        >
-        <button type="submit" class="danger">Revoke key</button>
-      </form>
-    </div>
-  </section>`
+<div>
+<h2 id="rotate">Rotate</h2>
+<form class="inline" method="post" action="/portal/keys/${view.id}/rotate" aria-labelledby="rotate">
+${csrfField(viewer)}
+<label for="grace">Grace period for the old secret
+<select id="grace" name="grace_preset">${GRACE_PRESETS.map(([s, label]) => html`<option value="${s}">${label}</option>`)}<option value="custom">Other (seconds below)</option></select></label>
+<label for="grace-seconds">Other grace, in seconds <input id="grace-seconds" name="grace_seconds" type="number" min="0" max="${MAX_GRACE_SECONDS}" inputmode="numeric"></label>
+<button type="submit">Rotate key</button>
+</form>
+</div>
+<div>
+<h2 id="revoke">Revoke</h2>
+<form class="inline" method="post" action="/portal/keys/${view.id}/revoke" data-confirm="Revoke this key? Every client using it is refused from now on. This cannot be undone." aria-labelledby="revoke">
+${csrfField(viewer)}
+<label class="check" for="confirm-revoke"><input id="confirm-revoke" type="checkbox" name="confirm" value="yes" required> Yes, revoke this key for good</label>
+<button type="submit" class="danger">Revoke key</button>
+</form>
+</div>
+</section>`
 }
 
 export function keyPage(
@@ -111,43 +75,26 @@ export function keyPage(
   const live = view.status === 'active'
   return layout(
     `Key ${view.name ?? view.prefix}`,
-    html` <dl>
-        <dt>Prefix</dt>
-        <dd><code>${view.prefix}…</code></dd>
-        <dt>Tier</dt>
-        <dd>${view.tier ?? '—'}</dd>
-        <dt>Status</dt>
-        <dd>${statusCell(view.status)}</dd>
-        <dt>Created</dt>
-        <dd>${when(view.created_at)}</dd>
-        <dt>Last used</dt>
-        <dd>${lastUsed ?? 'never'}</dd>
-        <dt>Expires</dt>
-        <dd>${when(view.expires_at, 'never')}</dd>
-        <dt>Scopes</dt>
-        <dd>${scopes(view)}</dd>
-        ${
-          view.rotation_grace_until === null
-            ? ''
-            : html`<dt>Previous secret works until</dt>
-                <dd>${when(view.rotation_grace_until)}</dd>`
-        }
-      </dl>
-      <p><a href="/portal/usage?key=${view.id}">Usage of this key</a></p>
-      ${live ? actions(viewer, view) : ''}
-      <h2 id="limits">Limits</h2>
-      ${
-        live
-          ? html`<p class="hint">
-              The plan of tier ${view.tier ?? '—'} per model, and what is left in the current window: the same counters
-              as the <code>x-ratelimit-*</code> headers.
-            </p>`
-          : html`<p class="hint">
-              This key is ${view.status}: no call gets through with it, so there is no window to count. Its plan of tier
-              ${view.tier ?? '—'} per model was:
-            </p>`
-      }
-      ${limitsTable(standing, live, currency)}`,
+    html`
+<dl>
+<dt>Prefix</dt><dd><code>${view.prefix}…</code></dd>
+<dt>Tier</dt><dd>${view.tier ?? '—'}</dd>
+<dt>Status</dt><dd>${statusCell(view.status)}</dd>
+<dt>Created</dt><dd>${when(view.created_at)}</dd>
+<dt>Last used</dt><dd>${lastUsed ?? 'never'}</dd>
+<dt>Expires</dt><dd>${when(view.expires_at, 'never')}</dd>
+<dt>Scopes</dt><dd>${scopes(view)}</dd>
+${view.rotation_grace_until === null ? '' : html`<dt>Previous secret works until</dt><dd>${when(view.rotation_grace_until)}</dd>`}
+</dl>
+<p><a href="/portal/usage?key=${view.id}">Usage of this key</a></p>
+${live ? actions(viewer, view) : ''}
+<h2 id="limits">Limits</h2>
+${
+  live
+    ? html`<p class="hint">The plan of tier ${view.tier ?? '—'} per model, and what is left in the current window: the same counters as the <code>x-ratelimit-*</code> headers.</p>`
+    : html`<p class="hint">This key is ${view.status}: no call gets through with it, so there is no window to count. Its plan of tier ${view.tier ?? '—'} per model was:</p>`
+}
+${limitsTable(standing, live, currency)}`,
     viewer,
   )
 }

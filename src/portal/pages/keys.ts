@@ -17,41 +17,25 @@ export function keysTable(
   if (rows.length === 0) return html`<p>${options.empty ?? 'No keys yet.'}</p>`
   return scrolling(
     html`<table>
-      <caption class="visually-hidden">
-        API keys
-      </caption>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Prefix</th>
-          ${options.owner ? html`<th scope="col">Owner</th>` : ''}
-          <th scope="col">Tier</th>
-          <th scope="col">Status</th>
-          <th scope="col">Created</th>
-          <th scope="col">Last used</th>
-          <th scope="col">Expires</th>
-          <th scope="col">Scopes</th>
-          ${options.actions ? html`<th scope="col">Tier change</th>` : ''}
-        </tr>
-      </thead>
-      <tbody>
-        ${rows.map(
-          ({ view, lastUsed }) =>
-            html`<tr>
-              <td><a href="/portal/keys/${view.id}">${view.name ?? '(unnamed)'}</a></td>
-              <td><code>${view.prefix}…</code></td>
-              ${options.owner ? html`<td>${options.owner(view)}</td>` : ''}
-              <td>${view.tier ?? '—'}</td>
-              <td>${statusCell(view.status)}</td>
-              <td>${when(view.created_at)}</td>
-              <td>${lastUsed ?? 'never'}</td>
-              <td>${when(view.expires_at, 'never')}</td>
-              <td>${scopes(view)}</td>
-              ${options.actions ? html`<td>${options.actions(view)}</td>` : ''}
-            </tr>`,
-        )}
-      </tbody>
-    </table>`,
+<caption class="visually-hidden">API keys</caption>
+<thead><tr><th scope="col">Name</th><th scope="col">Prefix</th>${options.owner ? html`<th scope="col">Owner</th>` : ''}<th scope="col">Tier</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Scopes</th>${options.actions ? html`<th scope="col">Tier change</th>` : ''}</tr></thead>
+<tbody>
+${rows.map(
+  ({ view, lastUsed }) => html`<tr>
+<td><a href="/portal/keys/${view.id}">${view.name ?? '(unnamed)'}</a></td>
+<td><code>${view.prefix}…</code></td>
+${options.owner ? html`<td>${options.owner(view)}</td>` : ''}
+<td>${view.tier ?? '—'}</td>
+<td>${statusCell(view.status)}</td>
+<td>${when(view.created_at)}</td>
+<td>${lastUsed ?? 'never'}</td>
+<td>${when(view.expires_at, 'never')}</td>
+<td>${scopes(view)}</td>
+${options.actions ? html`<td>${options.actions(view)}</td>` : ''}
+</tr>`,
+)}
+</tbody>
+</table>`,
     'API keys',
   )
 }
@@ -66,26 +50,22 @@ export function keysPage(
   const { page, pages, start } = pageOf(query, rows.length, pageSize)
   return layout(
     'My keys',
-    html` ${message ?? ''}
-      ${
-        rows.length === 0
-          ? html`<p>No keys yet. Create one below: it is shown to you once, to copy into your client.</p>`
-          : html`<p>
-                ${count(rows.length)} key${rows.length === 1 ? '' : 's'}. Select a key to see its limits, rotate it or
-                revoke it.
-              </p>
-              ${keysTable(rows.slice(start, start + pageSize))}`
-      }
-      ${pages > 1 ? pager('/portal/keys', query, page, pages, rows.length) : ''}
-      <h2 id="create">Create a key</h2>
-      <form class="inline" method="post" action="/portal/keys" aria-labelledby="create">
-        ${csrfField(viewer)}
-        <label for="key-name"
-          >Name <input id="key-name" name="name" maxlength="200" required placeholder="e.g. laptop"
-        /></label>
-        <label for="key-expires">Expires (optional) <input id="key-expires" name="expires" type="date" /></label>
-        <button type="submit">Create key</button>
-      </form>`,
+    html`
+${message ?? ''}
+${
+  rows.length === 0
+    ? html`<p>No keys yet. Create one below: it is shown to you once, to copy into your client.</p>`
+    : html`<p>${count(rows.length)} key${rows.length === 1 ? '' : 's'}. Select a key to see its limits, rotate it or revoke it.</p>
+${keysTable(rows.slice(start, start + pageSize))}`
+}
+${pages > 1 ? pager('/portal/keys', query, page, pages, rows.length) : ''}
+<h2 id="create">Create a key</h2>
+<form class="inline" method="post" action="/portal/keys" aria-labelledby="create">
+${csrfField(viewer)}
+<label for="key-name">Name <input id="key-name" name="name" maxlength="200" required placeholder="e.g. laptop"></label>
+<label for="key-expires">Expires (optional) <input id="key-expires" name="expires" type="date"></label>
+<button type="submit">Create key</button>
+</form>`,
     viewer,
   )
 }
@@ -94,18 +74,17 @@ export function keysPage(
 export function secretPage(viewer: Viewer, title: string, view: KeyView, secret: string, extra?: Html): Html {
   return layout(
     title,
-    html` ${notice('warn', html`<strong>Copy this key now.</strong> It will not be shown again: Tollgate keeps only a hash of it.`)}
-      ${extra ?? ''}
-      <div class="secret">
-        <label for="secret" class="visually-hidden">Your new API key</label>
-        <input id="secret" readonly value="${secret}" aria-describedby="copy-status" spellcheck="false" />
-        <button type="button" data-copy="secret" data-copy-status="copy-status">Copy</button>
-      </div>
-      <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-      <p>Use it as the API key of the OpenAI SDK, with <code>baseURL</code> set to this gateway's <code>/v2</code>.</p>
-      <p>
-        <a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a>
-      </p>`,
+    html`
+${notice('warn', html`<strong>Copy this key now.</strong> It will not be shown again: Tollgate keeps only a hash of it.`)}
+${extra ?? ''}
+<div class="secret">
+<label for="secret" class="visually-hidden">Your new API key</label>
+<input id="secret" readonly value="${secret}" aria-describedby="copy-status" spellcheck="false">
+<button type="button" data-copy="secret" data-copy-status="copy-status">Copy</button>
+</div>
+<p id="copy-status" class="hint" role="status" aria-live="polite"></p>
+<p>Use it as the API key of the OpenAI SDK, with <code>baseURL</code> set to this gateway's <code>/v2</code>.</p>
+<p><a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a></p>`,
     viewer,
   )
 }
@@ -117,11 +96,10 @@ export function secretPage(viewer: Viewer, title: string, view: KeyView, secret:
 export function secretGonePage(viewer: Viewer, view: KeyView): Html {
   return layout(
     'Key already shown',
-    html` ${notice('warn', html`The secret of key <strong>${view.name ?? view.prefix}</strong> was shown once and is not kept: Tollgate holds only a hash of it.`)}
-      <p>If you did not copy it, <a href="/portal/keys/${view.id}#rotate">rotate the key</a> to get a new secret.</p>
-      <p>
-        <a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a>
-      </p>`,
+    html`
+${notice('warn', html`The secret of key <strong>${view.name ?? view.prefix}</strong> was shown once and is not kept: Tollgate holds only a hash of it.`)}
+<p>If you did not copy it, <a href="/portal/keys/${view.id}#rotate">rotate the key</a> to get a new secret.</p>
+<p><a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a></p>`,
     viewer,
   )
 }

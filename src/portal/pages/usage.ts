@@ -8,17 +8,11 @@ import type { UsageReport } from '../usage-report.ts'
 import { amount, count, money } from './format.ts'
 
 function totalsRow(r: Record<string, string | number>): Html {
-  return html`<td class="num">${count(Number(r.requests))}</td>
-    <td class="num">${count(Number(r.input_tokens))}</td>
-    <td class="num">${count(Number(r.output_tokens))}</td>
-    <td class="num">${amount(Number(r.cost))}</td>`
+  return html`<td class="num">${count(Number(r.requests))}</td><td class="num">${count(Number(r.input_tokens))}</td><td class="num">${count(Number(r.output_tokens))}</td><td class="num">${amount(Number(r.cost))}</td>`
 }
 
 const numHeads = (currency: string): Html =>
-  html`<th scope="col" class="num">Requests</th>
-    <th scope="col" class="num">Input tokens</th>
-    <th scope="col" class="num">Output tokens</th>
-    <th scope="col" class="num">Cost (${currency})</th>`
+  html`<th scope="col" class="num">Requests</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th><th scope="col" class="num">Cost (${currency})</th>`
 
 export function usagePage(
   viewer: Viewer,
@@ -37,155 +31,59 @@ export function usagePage(
   const active = report.days.filter((d) => d.requests > 0)
   return layout(
     selected === null ? 'Usage' : `Usage of ${selected.name ?? selected.prefix}`,
-    html` <form class="inline" method="get" action="/portal/usage" aria-label="Range and key">
-        <label for="usage-key"
-          >Key <span class="hint">(those used in the range)</span>
-          <select id="usage-key" name="key">
-            <option value="">All my keys</option>
-            ${keys.map((k) => html`<option value="${k.id}" ${selected?.id === k.id ? html` selected` : ''}>${k.name ?? '(unnamed)'} (${k.prefix}…)</option>`)}
-          </select></label
-        >
-        <label for="usage-from"
-          >From <input id="usage-from" name="from" type="date" value="${report.from}" required
-        /></label>
-        <label for="usage-to">To <input id="usage-to" name="to" type="date" value="${report.to}" required /></label>
-        <button type="submit">Show</button>
-        <a class="button" href="${csvUrl}" download>Download CSV</a>
-      </form>
-      <div class="cards" aria-label="Totals">
-        <div class="card">Requests <b data-total="requests">${count(report.totals.requests)}</b></div>
-        <div class="card">Input tokens <b data-total="input_tokens">${count(report.totals.input_tokens)}</b></div>
-        <div class="card">Output tokens <b data-total="output_tokens">${count(report.totals.output_tokens)}</b></div>
-        <div class="card">
-          Cost <b data-total="cost" data-value="${report.totals.cost}">${money(report.totals.cost, currency)}</b>
-        </div>
-      </div>
-      <h2>Tokens per day</h2>
-      ${stackedBars('Tokens per day', labels, [
-        { name: 'Input tokens', colour: '#0b5cad', values: report.days.map((d) => d.input_tokens) },
-        { name: 'Output tokens', colour: '#f5a623', values: report.days.map((d) => d.output_tokens) },
-      ])}
-      <h2>Cost per day (${currency})</h2>
-      ${stackedBars(`Cost per day (${currency})`, labels, [{ name: `Cost (${currency})`, colour: '#1a7f37', values: report.days.map((d) => d.cost) }], { axis: amount, value: amount })}
-      <h2>Per model</h2>
-      ${scrolling(
-        html`<table>
-          <thead>
-            <tr>
-              <th scope="col">Model</th>
-              ${NUM_HEADS}
-            </tr>
-          </thead>
-          <tbody>
-            ${
-              report.byModel.length === 0
-                ? html`<tr>
-                    <td colspan="5">No usage in this range.</td>
-                  </tr>`
-                : report.byModel.map(
-                    (r) =>
-                      html`<tr>
-                        <th scope="row">${String(r.model)}</th>
-                        ${totalsRow(r)}
-                      </tr>`,
-                  )
-            }
-          </tbody>
-        </table>`,
-        'Usage per model',
-      )}
-      ${
-        selected === null
-          ? html`<h2>Per key</h2>
-              ${scrolling(
-                html`<table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Key</th>
-                      ${NUM_HEADS}
-                    </tr>
-                  </thead>
-                  <tbody>
-                    ${
-                      report.byKey.length === 0
-                        ? html`<tr>
-                            <td colspan="5">No usage in this range.</td>
-                          </tr>`
-                        : report.byKey.map(
-                            (r) =>
-                              html`<tr>
-                                <th scope="row">
-                                  <a
-                                    href="/portal/usage?key=${String(r.key_id)}&amp;from=${report.from}&amp;to=${report.to}"
-                                    >${name(String(r.key_id))}</a
-                                  >
-                                </th>
-                                ${totalsRow(r)}
-                              </tr>`,
-                          )
-                    }
-                  </tbody>
-                </table>`,
-                'Usage per key',
-              )}`
-          : ''
-      }
-      <h2>Per day</h2>
-      ${scrolling(
-        html`<table>
-          <thead>
-            <tr>
-              <th scope="col">Day</th>
-              ${NUM_HEADS}
-            </tr>
-          </thead>
-          <tbody>
-            ${
-              active.length === 0
-                ? html`<tr>
-                    <td colspan="5">No usage in this range.</td>
-                  </tr>`
-                : active.map(
-                    (d) =>
-                      html`<tr>
-                        <th scope="row">${d.day}</th>
-                        ${totalsRow({ ...d })}
-                      </tr>`,
-                  )
-            }
-          </tbody>
-        </table>`,
-        'Usage per day',
-      )}
-      <h2>Per day and model</h2>
-      ${scrolling(
-        html`<table>
-          <thead>
-            <tr>
-              <th scope="col">Day</th>
-              <th scope="col">Model</th>
-              ${NUM_HEADS}
-            </tr>
-          </thead>
-          <tbody>
-            ${
-              report.byDayAndModel.length === 0
-                ? html`<tr>
-                    <td colspan="6">No usage in this range.</td>
-                  </tr>`
-                : report.byDayAndModel.map(
-                    (r) =>
-                      html`<tr>
-                        <td>${String(r.day)}</td>
-                        <td>${String(r.model)}</td>
-                        ${totalsRow(r)}
-                      </tr>`,
-                  )
-            }
-          </tbody>
-        </table>`,
-        'Usage per day and model',
-      )}`,
+    html`
+<form class="inline" method="get" action="/portal/usage" aria-label="Range and key">
+<label for="usage-key">Key <span class="hint">(those used in the range)</span> <select id="usage-key" name="key"><option value="">All my keys</option>${keys.map((k) => html`<option value="${k.id}"${selected?.id === k.id ? html` selected` : ''}>${k.name ?? '(unnamed)'} (${k.prefix}…)</option>`)}</select></label>
+<label for="usage-from">From <input id="usage-from" name="from" type="date" value="${report.from}" required></label>
+<label for="usage-to">To <input id="usage-to" name="to" type="date" value="${report.to}" required></label>
+<button type="submit">Show</button>
+<a class="button" href="${csvUrl}" download>Download CSV</a>
+</form>
+<div class="cards" aria-label="Totals">
+<div class="card">Requests <b data-total="requests">${count(report.totals.requests)}</b></div>
+<div class="card">Input tokens <b data-total="input_tokens">${count(report.totals.input_tokens)}</b></div>
+<div class="card">Output tokens <b data-total="output_tokens">${count(report.totals.output_tokens)}</b></div>
+<div class="card">Cost <b data-total="cost" data-value="${report.totals.cost}">${money(report.totals.cost, currency)}</b></div>
+</div>
+<h2>Tokens per day</h2>
+${stackedBars('Tokens per day', labels, [
+  { name: 'Input tokens', colour: '#0b5cad', values: report.days.map((d) => d.input_tokens) },
+  { name: 'Output tokens', colour: '#f5a623', values: report.days.map((d) => d.output_tokens) },
+])}
+<h2>Cost per day (${currency})</h2>
+${stackedBars(`Cost per day (${currency})`, labels, [{ name: `Cost (${currency})`, colour: '#1a7f37', values: report.days.map((d) => d.cost) }], { axis: amount, value: amount })}
+<h2>Per model</h2>
+${scrolling(
+  html`<table><thead><tr><th scope="col">Model</th>${NUM_HEADS}</tr></thead><tbody>
+${report.byModel.length === 0 ? html`<tr><td colspan="5">No usage in this range.</td></tr>` : report.byModel.map((r) => html`<tr><th scope="row">${String(r.model)}</th>${totalsRow(r)}</tr>`)}
+</tbody></table>`,
+  'Usage per model',
+)}
+${
+  selected === null
+    ? html`<h2>Per key</h2>
+${scrolling(
+  html`<table><thead><tr><th scope="col">Key</th>${NUM_HEADS}</tr></thead><tbody>
+${report.byKey.length === 0 ? html`<tr><td colspan="5">No usage in this range.</td></tr>` : report.byKey.map((r) => html`<tr><th scope="row"><a href="/portal/usage?key=${String(r.key_id)}&amp;from=${report.from}&amp;to=${report.to}">${name(String(r.key_id))}</a></th>${totalsRow(r)}</tr>`)}
+</tbody></table>`,
+  'Usage per key',
+)}`
+    : ''
+}
+<h2>Per day</h2>
+${scrolling(
+  html`<table><thead><tr><th scope="col">Day</th>${NUM_HEADS}</tr></thead><tbody>
+${active.length === 0 ? html`<tr><td colspan="5">No usage in this range.</td></tr>` : active.map((d) => html`<tr><th scope="row">${d.day}</th>${totalsRow({ ...d })}</tr>`)}
+</tbody></table>`,
+  'Usage per day',
+)}
+<h2>Per day and model</h2>
+${scrolling(
+  html`<table><thead><tr><th scope="col">Day</th><th scope="col">Model</th>${NUM_HEADS}</tr></thead><tbody>
+${report.byDayAndModel.length === 0 ? html`<tr><td colspan="6">No usage in this range.</td></tr>` : report.byDayAndModel.map((r) => html`<tr><td>${String(r.day)}</td><td>${String(r.model)}</td>${totalsRow(r)}</tr>`)}
+</tbody></table>`,
+  'Usage per day and model',
+)}`,
     viewer,
   )
 }

@@ -1,0 +1,105 @@
+// Two checkouts side by side: the gateway's CPU time per request, before and after a change.
+// Both gateways run at once (the built-in mock answering at once, a tier without limits and
+// one with all five dimensions), and the bursts alternate between them, so the machine's
+// load drifts over both alike. CPU is the gateway process's user + system time over its
+// requests (/proc), the figure least moved by other work on a shared machine; the first
+// round is a warm-up and the median of the rest is shown.
+//
+//   node bench/ab.ts <other checkout> [embedded|redis] [rounds]   e.g. a worktree of the last release
+import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
+import { startPrivateRedis } from '../test/limits/helpers.ts'
+import { cpuMsOf } from './proxy-rig.ts'
+
+const HIGH = 1_000_000_000
+const MODEL = 'Mistral-Small-24B-Instruct-2501'
+const PER_BURST = 800
+const CONCURRENCY = 8
+const plans = {
+  defaultTier: 'Off',
+  tiers: {
+    Off: { default: {} },
+    On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
+  },
+}
+const TIERS = ['Off', 'On'] as const
+type Tier = (typeof TIERS)[number]
+
+const [other, store = 'embedded', roundsArg = '14'] = process.argv.slice(2)
+if (other === undefined) {
+  process.stderr.write('usage: node bench/ab.ts <other checkout> [embedded|redis] [rounds]\n')
+  process.exit(64)
+}
+const redis = store === 'redis' ? await startPrivateRedis() : null
+
+async function start(root: string, prefix: string): Promise<RunningTollgate> {
+  return startTollgate({
+    root,
+    env: redis ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {},
+    config: (doc) => {
+      doc.plans = plans
+      ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+      ;(doc.store as Record<string, unknown>).keyPrefix = prefix
+    },
+  })
+}
+
+async function burst(gw: RunningTollgate, key: string): Promise<number> {
+  const pid = gw.child.pid
+  if (pid === undefined) throw new Error('the gateway has no pid')
+  const body = JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello in five words.' }],
+    max_tokens: 5,
+  })
+  const before = cpuMsOf(pid)
+  let left = PER_BURST
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (left-- > 0) {
+        const res = await fetch(`${gw.url}/v2/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body,
+        })
+        await res.arrayBuffer()
+        if (res.status !== 200) throw new Error(`the gateway answered ${res.status}`)
+      }
+    }),
+  )
+  return (cpuMsOf(pid) - before) / PER_BURST
+}
+
+const sides = { other: await start(other, 'ab-other:'), this: await start(import.meta.dirname + '/..', 'ab-this:') }
+try {
+  const keys = Object.fromEntries(
+    await Promise.all(
+      Object.entries(sides).map(async ([side, gw]) => [
+        side,
+        { Off: (await gw.createKey({ tier: 'Off' })).key, On: (await gw.createKey({ tier: 'On' })).key },
+      ]),
+    ),
+  ) as Record<keyof typeof sides, Record<Tier, string>>
+  const samples = new Map<string, number[]>()
+  for (let round = 0; round < Number(roundsArg); round++) {
+    for (const side of ['other', 'this'] as const) {
+      for (const tier of TIERS) {
+        const ms = await burst(sides[side], keys[side][tier])
+        if (round > 0) samples.set(`${side} ${tier}`, [...(samples.get(`${side} ${tier}`) ?? []), ms])
+      }
+    }
+  }
+  const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
+  process.stdout.write(
+    `| Store | Tier | CPU ms/req, ${other} | CPU ms/req, this checkout | this ÷ other |\n|---|---|---|---|---|\n`,
+  )
+  for (const tier of TIERS) {
+    const a = median(samples.get(`other ${tier}`) ?? [])
+    const b = median(samples.get(`this ${tier}`) ?? [])
+    process.stdout.write(
+      `| ${store} | ${tier === 'On' ? 'limits on' : 'limits off'} | ${a.toFixed(3)} | ${b.toFixed(3)} | ${(b / a).toFixed(2)} |\n`,
+    )
+  }
+} finally {
+  await Promise.all(Object.values(sides).map((gw) => gw.stop()))
+  await redis?.kill()
+}

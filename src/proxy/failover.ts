@@ -1,7 +1,9 @@
 // Choosing a deployment and moving on to the next when one cannot serve. A request moves
 // on only when the upstream surely did not act on it: it could not be reached, or it
 // answered 5xx before sending any body. A 4xx is the client's answer; a timeout after the
-// request was sent is final, because the upstream may still be working on it.
+// request was sent is final, because the upstream may still be working on it. (The
+// corridor walks deployment-pick.ts, which adds the deployments' capacity to this: an
+// upstream 429, or a 503, is a refusal there that moves on too.)
 //
 // When every deployment fails: if any of them answered 5xx, the client gets the last
 // such answer (the upstream's own error body, usually OpenAI-shaped); otherwise the last
@@ -53,15 +55,40 @@ export function pickOrder<T extends { readonly weight: number }>(targets: readon
   return [...targets.slice(first), ...targets.slice(0, first)]
 }
 
-function breakerKey(target: FailoverTarget): string {
+export function breakerKey(target: FailoverTarget): string {
   return target.adapter.name
 }
 
 /** Deployments with an open circuit go last: still tried, rather than failing outright. */
-function healthyFirst<T extends FailoverTarget>(targets: readonly T[], breaker: CircuitBreaker | undefined): T[] {
+export function healthyFirst<T extends FailoverTarget>(
+  targets: readonly T[],
+  breaker: CircuitBreaker | undefined,
+): T[] {
   if (breaker === undefined) return [...targets]
   const open = (t: T): boolean => breaker.isOpen(breakerKey(t))
   return [...targets.filter((t) => !open(t)), ...targets.filter(open)]
+}
+
+export type SentOnce =
+  | { readonly ok: true; readonly response: UpstreamResponse }
+  /** `final`: nobody is waiting any more, or the upstream may have acted on it (not a connection failure). */
+  | { readonly ok: false; readonly error: GatewayError; readonly final: boolean }
+
+/** One try at one deployment; the breaker learns whether it could be reached. */
+export async function sendOnce(
+  target: FailoverTarget,
+  request: UpstreamRequest,
+  breaker: CircuitBreaker | undefined,
+): Promise<SentOnce> {
+  try {
+    const response = await target.adapter.send(request)
+    breaker?.recordSuccess(breakerKey(target))
+    return { ok: true, response }
+  } catch (err) {
+    const error = toGatewayError(err)
+    if (error.errorName === 'upstream_unreachable') breaker?.recordFailure(breakerKey(target))
+    return { ok: false, error, final: request.signal.aborted || error.errorName !== 'upstream_unreachable' }
+  }
 }
 
 /** Tries `targets` in the given order (see pickOrder) until one serves. */
@@ -78,14 +105,9 @@ export async function sendWithFailover<T extends FailoverTarget>(
     const following = order[index + 1]
     const request = build(target)
     attempts += 1
-    let response: UpstreamResponse
-    try {
-      response = await target.adapter.send(request)
-    } catch (err) {
-      const error = toGatewayError(err)
-      if (error.errorName === 'upstream_unreachable') options.breaker?.recordFailure(breakerKey(target))
-      // Nobody is waiting any more, or the upstream may have acted on it: stop here.
-      const final = request.signal.aborted || error.errorName !== 'upstream_unreachable'
+    const sent = await sendOnce(target, request, options.breaker)
+    if (!sent.ok) {
+      const { error, final } = sent
       options.onAttemptFailed?.(target, error, final ? undefined : following)
       if (final) {
         discard(last5xx)
@@ -94,7 +116,7 @@ export async function sendWithFailover<T extends FailoverTarget>(
       lastError = error
       continue
     }
-    options.breaker?.recordSuccess(breakerKey(target))
+    const response = sent.response
     if (response.status < 500) {
       discard(last5xx)
       return { response, target, attempts }
@@ -111,6 +133,6 @@ export async function sendWithFailover<T extends FailoverTarget>(
 }
 
 /** An unread body holds its socket; destroying it hands the socket back. */
-function discard(result: FailoverResult | undefined): void {
+export function discard(result: FailoverResult | undefined): void {
   result?.response.body.destroy()
 }

@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { registerBackendRoutes } from '../../src/admin/backends.ts'
+import { runBackendsCommand } from '../../src/cli/backends.ts'
 import { BackendList } from '../../src/api/admin.ts'
 import { createAdminAuthenticator } from '../../src/auth/admin.ts'
 import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
@@ -283,4 +284,43 @@ t.test('gauges: a failing store gives no sample and no error; no source gives no
   }
   fail = false
   t.match(await metrics.registry.metrics(), /tollgate_deployment_inflight\{/, 'and back once it answers')
+})
+
+t.test('`tollgate backends list`: a table, --json, and the refusals as exit codes', async (t) => {
+  const clock = { now: Date.now() }
+  const capacity = capacityAt(memoryCapacityStore(), clock)
+  await capacity.observe('azure-west/gpt-4o', observeResponse(429, { 'retry-after': '30' }, { now: clock.now }))
+  const s = await serve(capacity, TOKEN)
+  t.teardown(() => s.server.close())
+  const cli = async (args: string[], token = TOKEN): Promise<{ code: number; out: string; err: string }> => {
+    let out = ''
+    let err = ''
+    const code = await runBackendsCommand(args, {
+      env: { TOLLGATE_URL: s.url, TOLLGATE_ADMIN_TOKEN: token },
+      stdout: (x) => {
+        out += x
+      },
+      stderr: (x) => {
+        err += x
+      },
+    })
+    return { code, out, err }
+  }
+  const listed = await cli(['list'])
+  t.equal(listed.code, 0)
+  const lines = listed.out.trimEnd().split('\n')
+  t.match(
+    lines[0],
+    /^MODEL\s+DEPLOYMENT\s+RPM\s+TPM\s+MAX CONC\.\s+IN FLIGHT\s+REQ\. LEFT\s+TOKENS LEFT\s+COOLING DOWN$/,
+  )
+  t.match(lines[1], /^gpt-4o\s+azure-east\/gpt-4o-2024-08-06\s+300\s+50,000\s+-\s+0\s+300\s+50,000\s+-$/)
+  t.match(lines[2], /^gpt-4o\s+azure-west\/gpt-4o\s+-\s+30,000\s+-\s+0\s+-\s+30,000\s+until 20\d\d-/)
+  t.match(lines[3], /^llama\s+ollama\/llama3.3\s+-\s+-\s+4\s+0\s+-\s+-\s+-$/)
+  const json = await cli(['list', '--json'])
+  t.equal(json.code, 0)
+  t.ok(BackendList.safeParse(JSON.parse(json.out)).success, '--json prints the API reply')
+  const refused = await cli(['list'], `${TOKEN}x`)
+  t.equal(refused.code, 1)
+  t.match(refused.err, /admin token/i)
+  t.equal((await cli(['list', 'extra'])).code, 64, 'no argument')
 })

@@ -53,9 +53,11 @@ export function headroomOf(declaration: DeploymentDeclaration, state: Deployment
   if (state === null) return { requests: null, tokens: null }
   const rpm = declaredLimit(declaration.rpm)
   const tpm = declaredLimit(declaration.tpm)
+  // A learned figure is spent down by the calls sent since the upstream spoke: it may dip below 0.
+  const learned = (n: number | null): number | null => (n === null ? null : Math.max(0, n))
   return {
-    requests: tighter(rpm === null ? null : Math.max(0, rpm - state.requests), state.learnedRequests),
-    tokens: tighter(tpm === null ? null : Math.max(0, tpm - state.tokens), state.learnedTokens),
+    requests: tighter(rpm === null ? null : Math.max(0, rpm - state.requests), learned(state.learnedRequests)),
+    tokens: tighter(tpm === null ? null : Math.max(0, tpm - state.tokens), learned(state.learnedTokens)),
   }
 }
 

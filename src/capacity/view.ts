@@ -5,6 +5,7 @@
 // Remaining is the tighter of what the config declares (rpm or tpm minus what this window
 // has counted) and what the upstream last said is left, while that still holds; unknown
 // (null) when neither says anything.
+import { declarationsOf } from './create.ts'
 import { deploymentIdOf } from './ids.ts'
 import type { DeploymentReading } from '../observability/metrics.ts'
 import type { DeploymentCapacity, DeploymentDeclaration, DeploymentState } from './port.ts'
@@ -92,6 +93,8 @@ export async function viewDeployments(
   models: readonly ConfiguredModel[],
 ): Promise<DeploymentView[]> {
   const targets = targetsOf(models)
+  // A deployment two models share counts under the limits the capacity holds it to: the first declared.
+  const declarations = declarationsOf(models)
   const ids = [...new Set(targets.map((t) => t.deploymentId))]
   const states = new Map<string, DeploymentState>()
   try {
@@ -101,6 +104,7 @@ export async function viewDeployments(
   }
   return targets.map((t) => {
     const state = states.get(t.deploymentId) ?? null
+    const declared = declarations[t.deploymentId] ?? t.deployment
     return {
       model: t.model,
       backend: t.deployment.backend,
@@ -108,12 +112,12 @@ export async function viewDeployments(
       deploymentId: t.deploymentId,
       declared: {
         weight: t.deployment.weight ?? 1,
-        rpm: declaredLimit(t.deployment.rpm),
-        tpm: declaredLimit(t.deployment.tpm),
-        maxConcurrent: declaredLimit(t.deployment.maxConcurrent),
+        rpm: declaredLimit(declared.rpm),
+        tpm: declaredLimit(declared.tpm),
+        maxConcurrent: declaredLimit(declared.maxConcurrent),
       },
       state,
-      remaining: headroomOf(t.deployment, state),
+      remaining: headroomOf(declared, state),
     }
   })
 }

@@ -38,7 +38,8 @@ const MODELS: ConfiguredModel[] = [
   // The same upstream deployment under a second public name: one id, one set of counters.
   {
     name: 'gpt-4o-alias',
-    deployments: [{ backend: 'azure-east', model: 'gpt-4o-2024-08-06', weight: 1, rpm: 300, tpm: 50_000 }],
+    // Declares nothing: the shared deployment is held to what the first model declared.
+    deployments: [{ backend: 'azure-east', model: 'gpt-4o-2024-08-06', weight: 1 }],
   },
 ]
 const DECLARED = {
@@ -174,6 +175,8 @@ t.test('happy: declared limits and the learned state of every deployment, in con
     state: { in_flight: 2, remaining_requests: null, remaining_tokens: null, cooling_until: null },
   })
   t.same(list.data[2]?.deployments[0]?.state, east?.state, 'a shared deployment shows one state')
+  t.same(list.data[2]?.deployments[0]?.limits, east?.limits, 'and the limits it is held to')
+  t.equal(list.data[2]?.deployments[0]?.weight, 1, 'with its own weight')
 })
 
 t.test('no admin token, a wrong one: 401; the admin API disabled: 403', async (t) => {

@@ -23,6 +23,7 @@ Commands:
   keys <command>             Manage API keys through a running gateway (tollgate keys help)
   users <command>            Manage RAG gateway accounts through a running gateway (tollgate users help)
   queue <command>            Inspect and cancel queued requests (tollgate queue help)
+  backends list              Each model's deployments and their capacity now (tollgate backends help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
   rag-mock [--port N] [--service NAME]
                              Run the mock RAG backend on its own, standing in for one service;
@@ -230,6 +231,11 @@ export async function main(argv: string[]): Promise<void> {
     case 'queue': {
       const { runQueueCommand } = await import('./cli/queue.ts')
       process.exitCode = await runQueueCommand(argv.slice(1), processIo())
+      return
+    }
+    case 'backends': {
+      const { runBackendsCommand } = await import('./cli/backends.ts')
+      process.exitCode = await runBackendsCommand(argv.slice(1), processIo())
       return
     }
     case 'rag-mock': {

@@ -35,6 +35,7 @@ import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
 import { createCapacityFromConfig } from './capacity/create.ts'
+import { capacityReadings } from './capacity/view.ts'
 import { describeRedisTarget } from './config/redis-target.ts'
 import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
@@ -143,6 +144,8 @@ export async function startGateway(
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
   // What each deployment can take, shared by the instances on the same Redis.
   const capacity = createCapacityFromConfig(config, redis, log)
+  // The per-deployment gauges read it at scrape time.
+  metrics.setCapacitySource(capacityReadings(capacity, config.models))
   const corridor = createCorridor({
     config,
     registry,

@@ -1,6 +1,6 @@
 // The admin API in the OpenAPI document: every route registerAdminRoutes serves, with the
 // schemas its handlers validate the body and the query with.
-import { ApiKey, ApiKeyList, ApiKeyWithSecret, KeyUsage, TierList, Usage } from '../api/admin.ts'
+import { ApiKey, ApiKeyList, ApiKeyWithSecret, BackendList, KeyUsage, TierList, Usage } from '../api/admin.ts'
 import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/service.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { listKeysQuery } from './keys.ts'
@@ -8,6 +8,7 @@ import { keyUsageQuery, usageQuery } from './usage.ts'
 
 const KEYS = 'Admin: keys'
 const USAGE = 'Admin: usage and tiers'
+export const BACKENDS_TAG = 'Admin: backends'
 const key = { id: "The key's id (`key_…`)." }
 const admin = { security: 'admin' } as const
 
@@ -107,5 +108,18 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     tag: USAGE,
     summary: 'The plans in force',
     responses: { 200: { description: 'OK', schema: TierList } },
+  },
+  {
+    ...admin,
+    method: 'get',
+    path: '/admin/backends',
+    operationId: 'listBackends',
+    tag: BACKENDS_TAG,
+    summary: "Each model's deployments and their capacity",
+    description:
+      'Per deployment: its backend, the model name its upstream knows, its capacity id, the limits the config declares (rpm, tpm, maxConcurrent, weight), ' +
+      "and its state in the shared store: in flight, counted this window, what the upstream's x-ratelimit-* headers last said is left and until when, " +
+      'and whether it cools down after a 429 or a 503 (docs/backends.md, "Deployment capacity").',
+    responses: { 200: { description: 'OK, models and deployments in config order', schema: BackendList } },
   },
 ]

@@ -2,12 +2,14 @@
 // checks the admin credential before it reads anything else.
 import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
+import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { Config } from '../config/schema.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { Stores } from '../store/ports.ts'
 import type { Router } from '../http/router.ts'
+import { registerBackendRoutes } from './backends.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerTierRoutes } from './tiers.ts'
@@ -15,7 +17,7 @@ import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
 
 export interface AdminDeps {
-  readonly config: Pick<Config, 'server' | 'plans' | 'storageCaps'>
+  readonly config: Pick<Config, 'server' | 'plans' | 'storageCaps' | 'models'>
   readonly keys: KeyService
   readonly stores: Pick<Stores, 'usage'>
   readonly meter: Pick<Meter, 'flush'>
@@ -24,6 +26,8 @@ export interface AdminDeps {
   readonly queue?: QueueService
   /** RAG gateway accounts (/admin/users). */
   readonly accounts: AccountService
+  /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
+  readonly capacity?: DeploymentCapacity
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -32,4 +36,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerTierRoutes(router, deps)
   registerQueueAdminRoutes(router, deps)
   registerUserRoutes(router, deps)
+  registerBackendRoutes(router, deps)
 }

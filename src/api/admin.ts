@@ -86,3 +86,64 @@ export const TierList = z.object({
     }),
   ),
 })
+
+const iso = z.string().meta({ description: 'An ISO 8601 time.' })
+
+export const DeploymentCapacityState = z
+  .object({
+    in_flight: z
+      .int()
+      .meta({ description: 'Calls in flight on it, across every instance (counted when it declares maxConcurrent).' }),
+    requests: z.int().meta({ description: 'Requests counted in the current window (when it declares rpm).' }),
+    tokens: z.int().meta({ description: 'Tokens counted in the current window (when it declares tpm).' }),
+    remaining_requests: z.int().nullable().meta({
+      description:
+        'Requests left: the tighter of rpm minus `requests` and what the upstream last said; null when neither says.',
+    }),
+    remaining_tokens: z.int().nullable().meta({ description: 'Tokens left, the same way.' }),
+    learned: z
+      .object({
+        remaining_requests: z.int().nullable(),
+        requests_reset_at: iso.nullable(),
+        remaining_tokens: z.int().nullable(),
+        tokens_reset_at: iso.nullable(),
+      })
+      .meta({
+        description:
+          "What the upstream's x-ratelimit-* headers last said is left, and until when that holds; null once it no longer does.",
+      }),
+    cooling_down: z.boolean().meta({ description: 'True while no call is sent to it after a 429 or a 503.' }),
+    cooling_until: iso.nullable(),
+  })
+  .meta({ description: "A deployment's capacity as the gateway's store (shared by every instance) sees it now." })
+
+export const BackendList = z.object({
+  object: z.literal('list'),
+  store: z.enum(['memory', 'redis']).nullable().meta({
+    description: 'Where the capacity counters live (redis: shared by every instance); null: capacity is not tracked.',
+  }),
+  state_available: z.boolean().meta({ description: 'False when the store did not answer: every `state` is null.' }),
+  data: z.array(
+    z.object({
+      object: z.literal('model'),
+      name: z.string(),
+      kind: z.string(),
+      deployments: z.array(
+        z.object({
+          object: z.literal('deployment'),
+          id: z.string().meta({
+            description:
+              'The capacity id, `<backend>/<upstream model>`: deployments of two models on the same upstream deployment share it, and its counters.',
+          }),
+          backend: z.string(),
+          upstream_model: z.string(),
+          weight: z.int(),
+          limits: z
+            .object({ rpm: z.int().nullable(), tpm: z.int().nullable(), max_concurrent: z.int().nullable() })
+            .meta({ description: 'What the config declares (rpm, tpm, maxConcurrent); null: no such limit.' }),
+          state: DeploymentCapacityState.nullable(),
+        }),
+      ),
+    }),
+  ),
+})

@@ -11,13 +11,14 @@ import { createDeploymentCapacity } from './capacity.ts'
 import { deploymentIdOf } from './ids.ts'
 import { memoryCapacityStore } from './memory.ts'
 import type { DeploymentCapacity, DeploymentDeclaration } from './port.ts'
+import type { ConfiguredModel } from './view.ts'
 import { redisCapacityStore } from './redis.ts'
 
 /**
  * Each deployment's declaration by capacity id. Two public models served by one upstream
  * deployment share its id and its quota: the first that declares a limit names it.
  */
-export function declarationsOf(models: Config['models']): Record<string, DeploymentDeclaration> {
+export function declarationsOf(models: readonly ConfiguredModel[]): Record<string, DeploymentDeclaration> {
   const out: Record<string, DeploymentDeclaration> = {}
   for (const model of models) {
     for (const d of model.deployments) {

@@ -190,6 +190,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
           coolingUntil: d.coolingUntil > now ? d.coolingUntil : null,
           learnedRequests: learned(d.requestsLearned, now)?.remaining ?? null,
           learnedTokens: learned(d.tokensLearned, now)?.remaining ?? null,
+          learnedRequestsUntil: learned(d.requestsLearned, now)?.until ?? null,
+          learnedTokensUntil: learned(d.tokensLearned, now)?.until ?? null,
         }
       })
     },

@@ -89,6 +89,9 @@ export interface DeploymentState {
   /** What the upstream last said is left, while that still holds. */
   readonly learnedRequests: number | null
   readonly learnedTokens: number | null
+  /** Until when each learned figure holds (epoch ms): the upstream's reset, or learnedHoldMs after it spoke. */
+  readonly learnedRequestsUntil: number | null
+  readonly learnedTokensUntil: number | null
 }
 
 export interface DeploymentCapacity {

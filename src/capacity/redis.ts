@@ -227,7 +227,10 @@ return 1
 `)
 
 // KEYS: c, f, l, r, t per deployment. ARGV: now, bucket ms, buckets. Returns per
-// deployment: in flight, requests, tokens, cooling until (0 none), has rr, rr, has tr, tr.
+// deployment: in flight, requests, tokens, cooling until (0 none), has rr, rr, has tr, tr,
+// until when rr holds, until when tr holds.
+const INSPECT_FIELDS = 10
+type Tuple<T, N extends number, R extends T[] = []> = R['length'] extends N ? R : Tuple<T, N, [...R, T]>
 const INSPECT = script(
   `
 local now, bucketMs, B = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -247,7 +250,8 @@ for k = 0, #KEYS - 1, KEYS_PER do
   local hasR = (l[1] and l[2] and tonumber(l[2]) > now) and 1 or 0
   local hasT = (l[3] and l[4] and tonumber(l[4]) > now) and 1 or 0
   local row = { redis.call('ZCOUNT', KEYS[k + 2], '(' .. now, '+inf'), sum(KEYS[k + 4]), sum(KEYS[k + 5]), cool,
-    hasR, hasR == 1 and tonumber(l[1]) or 0, hasT, hasT == 1 and tonumber(l[3]) or 0 }
+    hasR, hasR == 1 and tonumber(l[1]) or 0, hasT, hasT == 1 and tonumber(l[3]) or 0,
+    hasR == 1 and tonumber(l[2]) or 0, hasT == 1 and tonumber(l[4]) or 0 }
   for _, v in ipairs(row) do out[#out + 1] = v end
 end
 return out
@@ -357,19 +361,11 @@ export function redisCapacityStore(
       const reply = integers(
         'inspect',
         await run(INSPECT, keysOf(candidates), [now, bucketMs, rules.buckets]),
-        8 * candidates.length,
+        INSPECT_FIELDS * candidates.length,
       )
       return candidates.map((c, i) => {
-        const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr] = reply.slice(8 * i, 8 * i + 8) as [
-          number,
-          number,
-          number,
-          number,
-          number,
-          number,
-          number,
-          number,
-        ]
+        const row = reply.slice(INSPECT_FIELDS * i, INSPECT_FIELDS * (i + 1))
+        const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr, ra, ta] = row as Tuple<number, 10>
         return {
           deploymentId: c.id,
           inFlight,
@@ -378,6 +374,8 @@ export function redisCapacityStore(
           coolingUntil: cooling > 0 ? cooling : null,
           learnedRequests: hasR === 1 ? rr : null,
           learnedTokens: hasT === 1 ? tr : null,
+          learnedRequestsUntil: hasR === 1 ? ra : null,
+          learnedTokensUntil: hasT === 1 ? ta : null,
         }
       })
     },

@@ -42,6 +42,31 @@ export interface Metrics {
   readonly tokenRefreshes: Counter<'outcome'>
   /** Where the depth gauge reads the lines from at scrape time (the queue sets it). */
   setQueueDepthSource(source: () => Promise<ReadonlyMap<string, number>>): void
+  /** Per deployment (its capacity id) and public model, read at scrape time: see setCapacitySource. */
+  readonly deploymentRemainingRequests: Gauge<'deployment' | 'model'>
+  readonly deploymentRemainingTokens: Gauge<'deployment' | 'model'>
+  readonly deploymentInflight: Gauge<'deployment' | 'model'>
+  readonly deploymentCoolingDown: Gauge<'deployment' | 'model'>
+  readonly deploymentCooldownSeconds: Gauge<'deployment' | 'model'>
+  /**
+   * Where the deployment gauges read from at scrape time (main.ts sets it over the
+   * capacity's inspect()). One read per scrape serves all five; a read that fails, or a
+   * deployment whose state is unknown, gives no sample rather than an error or a stale one.
+   */
+  setCapacitySource(source: () => Promise<readonly DeploymentReading[]>): void
+}
+
+/** One deployment of one public model, as the capacity gauges show it. */
+export interface DeploymentReading {
+  /** The capacity id: `<backend>/<upstream model>`. */
+  readonly deployment: string
+  readonly model: string
+  /** Null: nothing declared or learned says (no sample). */
+  readonly remainingRequests: number | null
+  readonly remainingTokens: number | null
+  readonly inFlight: number
+  /** Epoch ms, or null when it is not cooling down. */
+  readonly coolingUntil: number | null
 }
 
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
@@ -51,6 +76,40 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tollgate_' })
   const registers = [registry]
   let depthSource: (() => Promise<ReadonlyMap<string, number>>) | null = null
+  let capacitySource: (() => Promise<readonly DeploymentReading[]>) | null = null
+  // The five gauges' collect() run side by side in one scrape: they share the read in progress.
+  let reading: Promise<readonly DeploymentReading[]> | null = null
+  const readCapacity = (): Promise<readonly DeploymentReading[]> => {
+    if (capacitySource === null) return Promise.resolve([])
+    reading ??= capacitySource()
+      .catch(() => [])
+      .finally(() => {
+        reading = null
+      })
+    return reading
+  }
+  const deploymentGauge = (
+    name: string,
+    help: string,
+    value: (r: DeploymentReading, now: number) => number | null,
+  ): Gauge<'deployment' | 'model'> =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['deployment', 'model'],
+      registers,
+      async collect() {
+        const readings = await readCapacity()
+        const now = Date.now()
+        this.reset()
+        for (const r of readings) {
+          const v = value(r, now)
+          if (v !== null) this.set({ deployment: r.deployment, model: r.model }, v)
+        }
+      },
+    })
+  const coolingLeft = (r: DeploymentReading, now: number): number =>
+    r.coolingUntil !== null && r.coolingUntil > now ? (r.coolingUntil - now) / 1000 : 0
   return {
     registry,
     requests: new Counter({
@@ -216,6 +275,34 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     setQueueDepthSource(source) {
       depthSource = source
+    },
+    deploymentRemainingRequests: deploymentGauge(
+      'tollgate_deployment_remaining_requests',
+      'Requests a deployment has left in its window: the tighter of its declared rpm and what its upstream last said',
+      (r) => r.remainingRequests,
+    ),
+    deploymentRemainingTokens: deploymentGauge(
+      'tollgate_deployment_remaining_tokens',
+      'Tokens a deployment has left in its window: the tighter of its declared tpm and what its upstream last said',
+      (r) => r.remainingTokens,
+    ),
+    deploymentInflight: deploymentGauge(
+      'tollgate_deployment_inflight',
+      'Calls in flight on a deployment, across every instance (counted for deployments with maxConcurrent)',
+      (r) => r.inFlight,
+    ),
+    deploymentCoolingDown: deploymentGauge(
+      'tollgate_deployment_cooling_down',
+      '1 while a deployment cools down after a 429 or 503 (no call is sent to it), else 0',
+      (r, now) => (coolingLeft(r, now) > 0 ? 1 : 0),
+    ),
+    deploymentCooldownSeconds: deploymentGauge(
+      'tollgate_deployment_cooldown_seconds',
+      "Seconds left of a deployment's cooldown (0 when none)",
+      coolingLeft,
+    ),
+    setCapacitySource(source) {
+      capacitySource = source
     },
   }
 }

@@ -30,6 +30,7 @@ export function adminRoutes(id: string): Array<[Method, string, unknown?]> {
     ['GET', `/admin/keys/${id}/usage`],
     ['GET', '/admin/usage'],
     ['GET', '/admin/tiers'],
+    ['GET', '/admin/backends'],
     ['GET', '/admin/queue'],
     ['GET', `/admin/queue/requests/${id}`],
     ['DELETE', `/admin/queue/requests/${id}`],

@@ -242,6 +242,8 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
       coolingUntil: null,
       learnedRequests: 0,
       learnedTokens: 4800,
+      learnedRequestsUntil: T0 + 10_000,
+      learnedTokensUntil: T0 + 20_000,
     })
     clock.now = T0 + 10_000
     t.same(
@@ -278,6 +280,8 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
       coolingUntil: null,
       learnedRequests: null,
       learnedTokens: null,
+      learnedRequestsUntil: null,
+      learnedTokensUntil: null,
     })
     clock.now = T0 + DEFAULT_RULES.windowMs + bucketMs - 1
     t.equal((await capacity.acquire(['a'], { tokens: 1 })).ok, false)

@@ -174,23 +174,14 @@ async function measure(target: Target, options: CompareOptions, into: Sample): P
     ;(stream ? into.cpuSse : into.cpuJson).push(cpu)
     into.errors += r.errors
   }
-  const fixed = await probe<{ errors: number; p50: number; p99: number }>({
-    mode: 'rate',
-    url: target.url,
-    key: target.key,
-    rate: FIXED_RATE,
-    seconds: options.seconds,
-  })
+  // Latency at a fixed offered rate, the same for every target.
+  const atRate = (rate: number): Promise<{ errors: number; p50: number; p99: number }> =>
+    probe({ mode: 'rate', url: target.url, key: target.key, rate, seconds: options.seconds })
+  const fixed = await atRate(FIXED_RATE)
   into.p50.push(fixed.p50)
   into.p99.push(fixed.p99)
   into.errors += fixed.errors
-  const low = await probe<{ errors: number; p50: number; p99: number }>({
-    mode: 'rate',
-    url: target.url,
-    key: target.key,
-    rate: LOW_RATE,
-    seconds: options.seconds,
-  })
+  const low = await atRate(LOW_RATE)
   into.lowP50.push(low.p50)
   into.lowP99.push(low.p99)
   into.errors += low.errors

@@ -54,31 +54,32 @@ function serveOverrides(args: string[]): Record<string, string> {
     throw new UsageError(`serve: ${(err as Error).message}`)
   }
   const env: Record<string, string> = {}
-  const ports: Array<['port' | 'metrics-port', string]> = [
-    ['port', 'PORT'],
-    ['metrics-port', 'METRICS_PORT'],
-  ]
-  for (const [flag, name] of ports) {
+  for (const [flag, name, problemOf] of SERVE_ENV) {
     const value = values[flag]
     if (value === undefined) continue
-    if (!/^\d{1,5}$/.test(value) || Number(value) > 65535)
-      throw new UsageError(
-        `serve: --${flag} must be a port number, 0 to 65535 (0: any free port), got "${value.slice(0, 20)}"`,
-      )
-    env[name] = value
-  }
-  const hosts: Array<['host' | 'metrics-host', string]> = [
-    ['host', 'HOST'],
-    ['metrics-host', 'METRICS_HOST'],
-  ]
-  for (const [flag, name] of hosts) {
-    const value = values[flag]
-    if (value === undefined) continue
-    if (value === '') throw new UsageError(`serve: --${flag} needs an address, e.g. 127.0.0.1 or 0.0.0.0`)
+    const problem = problemOf(value)
+    if (problem !== undefined) throw new UsageError(`serve: --${flag} ${problem}`)
     env[name] = value
   }
   return env
 }
+
+const portProblem = (value: string): string | undefined =>
+  !/^\d{1,5}$/.test(value) || Number(value) > 65535
+    ? `must be a port number, 0 to 65535 (0: any free port), got "${value.slice(0, 20)}"`
+    : undefined
+const hostProblem = (value: string): string | undefined =>
+  value === '' ? 'needs an address, e.g. 127.0.0.1 or 0.0.0.0' : undefined
+
+/** serve's flags: the variable each stands for, and what is wrong with a value it refuses. */
+const SERVE_ENV: ReadonlyArray<
+  readonly ['port' | 'metrics-port' | 'host' | 'metrics-host', string, (value: string) => string | undefined]
+> = [
+  ['port', 'PORT', portProblem],
+  ['metrics-port', 'METRICS_PORT', portProblem],
+  ['host', 'HOST', hostProblem],
+  ['metrics-host', 'METRICS_HOST', hostProblem],
+]
 
 async function serve(args: string[]): Promise<void> {
   if (args.includes('--help') || args.includes('-h')) {

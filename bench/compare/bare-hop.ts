@@ -5,6 +5,7 @@
 //   node bench/compare/bare-hop.ts <upstream url>
 import http from 'node:http'
 import { createProxyServer } from 'http-proxy-3'
+import { serveChild } from './child-server.ts'
 
 const target = process.argv[2]
 if (!target) throw new Error('usage: bare-hop.ts <upstream url>')
@@ -14,15 +15,7 @@ proxy.on('error', (_err, _req, res) => {
   if ('writeHead' in res && !res.headersSent) res.writeHead(502).end()
   else res.destroy()
 })
-const server = http.createServer((req, res) => proxy.web(req, res))
-server.keepAliveTimeout = 60_000
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address()
-  process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`)
-})
-process.on('SIGTERM', () => {
-  server.close()
-  server.closeAllConnections()
-  agent.destroy()
-  process.exit(0)
-})
+serveChild(
+  http.createServer((req, res) => proxy.web(req, res)),
+  () => agent.destroy(),
+)

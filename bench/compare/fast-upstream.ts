@@ -8,6 +8,7 @@
 // With --pace-ms, a stream's events leave N ms apart (many streams that overlap in time).
 import { createServer } from 'node:http'
 import { parseArgs } from 'node:util'
+import { serveChild } from './child-server.ts'
 
 const paceMs = Number(parseArgs({ options: { 'pace-ms': { type: 'string', default: '0' } } }).values['pace-ms'])
 
@@ -86,13 +87,4 @@ const server = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': json.length }).end(json)
   })
 })
-server.keepAliveTimeout = 60_000
-server.listen(0, '127.0.0.1', () => {
-  const address = server.address()
-  process.stdout.write(`${JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 })}\n`)
-})
-process.on('SIGTERM', () => {
-  server.close()
-  server.closeAllConnections()
-  process.exit(0)
-})
+serveChild(server)

@@ -38,6 +38,22 @@ function body(stream: boolean): string {
   })
 }
 
+/** POSTs a JSON payload to the target over the pooled agent, with the key when there is one. */
+function post(payload: string, onResponse: (res: http.IncomingMessage) => void, onError: () => void): void {
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(payload),
+  }
+  if (options.key) headers.authorization = `Bearer ${options.key}`
+  http
+    .request(
+      { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers },
+      onResponse,
+    )
+    .on('error', onError)
+    .end(payload)
+}
+
 interface Timing {
   status: number
   firstByte: number
@@ -47,13 +63,8 @@ interface Timing {
 
 function call(payload: string, onFirstToken: boolean): Promise<Timing> {
   return new Promise((resolve) => {
-    const headers: Record<string, string | number> = {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(payload),
-    }
-    if (options.key) headers.authorization = `Bearer ${options.key}`
-    const req = http.request(
-      { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers },
+    post(
+      payload,
       (res) => {
         let firstByte = NaN
         let firstToken = NaN
@@ -65,9 +76,8 @@ function call(payload: string, onFirstToken: boolean): Promise<Timing> {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, firstByte, firstToken, end: performance.now() }))
         res.on('error', () => resolve({ status: 0, firstByte, firstToken, end: performance.now() }))
       },
+      () => resolve({ status: 0, firstByte: NaN, firstToken: NaN, end: performance.now() }),
     )
-    req.on('error', () => resolve({ status: 0, firstByte: NaN, firstToken: NaN, end: performance.now() }))
-    req.end(payload)
   })
 }
 
@@ -143,13 +153,8 @@ async function many(): Promise<void> {
       { length: count },
       () =>
         new Promise<boolean>((resolve) => {
-          const headers: Record<string, string | number> = {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(payload),
-          }
-          if (options.key) headers.authorization = `Bearer ${options.key}`
-          const req = http.request(
-            { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers },
+          post(
+            payload,
             (res) => {
               let text = ''
               res.setEncoding('utf8')
@@ -165,9 +170,8 @@ async function many(): Promise<void> {
               )
               res.on('error', () => resolve(false))
             },
+            () => resolve(false),
           )
-          req.on('error', () => resolve(false))
-          req.end(payload)
         }),
     ),
   )

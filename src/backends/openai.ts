@@ -10,22 +10,14 @@ import { createProxyServer } from 'http-proxy-3'
 import type { OpenAIBackendConfig } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
+import { HOP_BY_HOP_HEADERS } from '../http/hop-by-hop.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
 import { IdleWatchdog } from './openai/idle-watchdog.ts'
 import { credentialHeaders, rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
 import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
 
 // Response headers that describe the upstream connection, not the message.
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'proxy-authenticate',
-])
+const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
 
 /** One send(): the parts of the exchange that the proxy's events need to reach. */
 interface Attempt {

@@ -1,18 +1,12 @@
 // Which upstream response headers the client sees. Headers the gateway already set on
 // the reply (x-request-id, x-ratelimit-*) win; headers that describe the upstream's
 // connection, account or host never pass.
+import { HOP_BY_HOP_HEADERS } from '../http/hop-by-hop.ts'
 import type { ReplySink } from './reply-sink.ts'
 
 const NEVER = new Set([
   // Hop-by-hop, and the length: the relay frames the body it actually sends.
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'proxy-authenticate',
+  ...HOP_BY_HOP_HEADERS,
   'content-length',
   // The upstream's cookies, host policies and identity belong to its domain, not ours.
   'set-cookie',

@@ -5,19 +5,10 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import type { Identity } from '../auth/identity.ts'
 import type { RagConfig } from '../config/schema.ts'
+import { HOP_BY_HOP_HEADERS } from '../http/hop-by-hop.ts'
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'http2-settings',
-])
+// This room relays requests too: proxy-authorization and http2-settings are request-side hop-by-hop headers.
+const HOP_BY_HOP = new Set([...HOP_BY_HOP_HEADERS, 'proxy-authorization', 'http2-settings'])
 
 /** Never passed on towards a backend: the gateway sets its own, or they carry credentials. */
 // `api-key` and `x-api-key` too: a client may send its Tollgate API key that way (the

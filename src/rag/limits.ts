@@ -17,28 +17,9 @@ export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: I
   const userRpm = tenant?.userRpm ?? rag.limits.userRpm
   const tenantRpm = tenant?.tenantRpm ?? rag.limits.tenantRpm
   const admissions: Admission[] = []
-  if (userRpm > 0) {
-    admissions.push(
-      await limiter.admit({
-        keyId: `rag-user:${identity.userId}`,
-        tier: 'rag',
-        model: RAG_USER_MODEL,
-        limits: { rpm: userRpm },
-        estimate: NO_USAGE,
-      }),
-    )
-  }
-  if (tenantRpm > 0) {
-    admissions.push(
-      await limiter.admit({
-        keyId: `rag-tenant:${identity.tenant}`,
-        tier: 'rag',
-        model: RAG_TENANT_MODEL,
-        limits: { rpm: tenantRpm },
-        estimate: NO_USAGE,
-      }),
-    )
-  }
+  if (userRpm > 0) admissions.push(await admitRpm(limiter, `rag-user:${identity.userId}`, RAG_USER_MODEL, userRpm))
+  if (tenantRpm > 0)
+    admissions.push(await admitRpm(limiter, `rag-tenant:${identity.tenant}`, RAG_TENANT_MODEL, tenantRpm))
   // Nothing to reconcile: a RAG call is counted, not metered in tokens.
   for (const admission of admissions) void admission.settle(NO_USAGE)
   const remaining = (h: RateLimitHeaders): number => Number(h['x-ratelimit-remaining-requests'] ?? Infinity)
@@ -55,13 +36,12 @@ export async function admitRagCall(limiter: Limiter, rag: RagConfig, identity: I
 /** Admits a call to a public route on its client address's counter, or throws the limiter's 429. */
 export async function admitPublicRagCall(limiter: Limiter, rag: RagConfig, address: string): Promise<RateLimitHeaders> {
   if (rag.limits.publicRpm <= 0) return {}
-  const admission = await limiter.admit({
-    keyId: `rag-public:${address}`,
-    tier: 'rag',
-    model: RAG_PUBLIC_MODEL,
-    limits: { rpm: rag.limits.publicRpm },
-    estimate: NO_USAGE,
-  })
+  const admission = await admitRpm(limiter, `rag-public:${address}`, RAG_PUBLIC_MODEL, rag.limits.publicRpm)
   void admission.settle(NO_USAGE)
   return admission.headers
+}
+
+/** One RAG counter: requests only, on the pseudo-model that names it in a 429. */
+function admitRpm(limiter: Limiter, keyId: string, model: string, rpm: number): Promise<Admission> {
+  return limiter.admit({ keyId, tier: 'rag', model, limits: { rpm }, estimate: NO_USAGE })
 }

@@ -36,6 +36,7 @@ import {
   dayOf,
   lessRecovered,
   RECOVERED_STREAM_TTL_MS,
+  streamEntryValues,
 } from './usage-rows.ts'
 
 export const DATABASE_FILE = 'tollgate.db'
@@ -392,18 +393,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     async open(entry) {
       checkStreamCharge(entry)
       await inBatch(() => {
-        sql.openStream.run(
-          entry.id,
-          entry.instance,
-          entry.keyId,
-          entry.owner,
-          entry.tier,
-          entry.model,
-          entry.at,
-          entry.inputTokens,
-          entry.outputTokens,
-          entry.costNanos,
-        )
+        sql.openStream.run(...streamEntryValues(entry))
       })
     },
     async checkpoint(id, charge, at) {

@@ -42,6 +42,7 @@ import {
   dayNumber,
   dayOf,
   RECOVERED_STREAM_TTL_MS,
+  streamEntryValues,
 } from './usage-rows.ts'
 
 /** Rounds of read-then-compare-and-set before a write gives up under contention. */
@@ -410,22 +411,7 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
     open: async (entry) => {
       checkStreamCharge(entry)
       return io(async () => {
-        const outcome = await run(
-          OPEN_STREAM,
-          [k.stream(entry.id), k.streams],
-          [
-            entry.id,
-            entry.instance,
-            entry.keyId,
-            entry.owner,
-            entry.tier,
-            entry.model,
-            entry.at,
-            entry.inputTokens,
-            entry.outputTokens,
-            entry.costNanos,
-          ],
-        )
+        const outcome = await run(OPEN_STREAM, [k.stream(entry.id), k.streams], streamEntryValues(entry))
         if (outcome !== 'ok') throw unexpected('OPEN_STREAM', outcome)
       })
     },

@@ -1,5 +1,5 @@
 // Checks and ordering both usage adapters share.
-import type { StreamCharge, UsageQuery, UsageRecord } from './ports.ts'
+import type { StreamCharge, StreamEntry, UsageQuery, UsageRecord } from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
@@ -21,6 +21,14 @@ export function dayOf(ms: number): string {
 
 /** Recovered stream entries are kept this long, for a settle of a gateway that only looked dead. */
 export const RECOVERED_STREAM_TTL_MS = 86_400_000
+
+type StreamEntryValues = [string, string, string, string, string, string, number, number, number, number]
+
+/** A journal entry's fields in the one order both adapters write them in (SQL columns, script ARGV). */
+export function streamEntryValues(entry: StreamEntry): StreamEntryValues {
+  const { id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos } = entry
+  return [id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos]
+}
 
 /**
  * A settling record less what recovery already charged for its stream: the call is

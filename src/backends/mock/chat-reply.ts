@@ -76,13 +76,16 @@ function contentReply(content: GeneratedText): Shape {
   }
 }
 
+/** An assistant message (or its opening delta) that calls instead of answering: no content, no refusal. */
+function calling(): { role: 'assistant'; content: null; refusal: null } {
+  return { role: 'assistant', content: null, refusal: null }
+}
+
 function toolCallsReply(calls: readonly CallText[]): Shape {
   const withIds = calls.map((call) => ({ id: newId('call_'), call }))
   return {
     message: {
-      role: 'assistant',
-      content: null,
-      refusal: null,
+      ...calling(),
       annotations: [],
       tool_calls: withIds.map(({ id, call }) => ({
         id,
@@ -90,7 +93,7 @@ function toolCallsReply(calls: readonly CallText[]): Shape {
         function: { name: call.name, arguments: call.arguments.text },
       })),
     },
-    opening: { role: 'assistant', content: null, refusal: null },
+    opening: calling(),
     pieces: withIds.flatMap(({ id, call }, index) => [
       { tool_calls: [{ index, id, type: 'function', function: { name: call.name, arguments: '' } }] },
       ...call.arguments.pieces.map((piece) => ({ tool_calls: [{ index, function: { arguments: piece } }] })),
@@ -102,14 +105,8 @@ function functionCallReply(calls: readonly CallText[]): Shape {
   const call = calls[0]
   if (call === undefined) return toolCallsReply([])
   return {
-    message: {
-      role: 'assistant',
-      content: null,
-      refusal: null,
-      annotations: [],
-      function_call: { name: call.name, arguments: call.arguments.text },
-    },
-    opening: { role: 'assistant', content: null, refusal: null },
+    message: { ...calling(), annotations: [], function_call: { name: call.name, arguments: call.arguments.text } },
+    opening: calling(),
     pieces: [
       { function_call: { name: call.name, arguments: '' } },
       ...call.arguments.pieces.map((piece) => ({ function_call: { arguments: piece } })),

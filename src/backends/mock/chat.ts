@@ -47,10 +47,7 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
     countChatTokens(messages),
     countDefinitionTokens(body, CHAT_DEFINITION_FIELDS),
   ])
-  const usage = completionUsage(
-    messageTokens + definitionTokens,
-    replies.reduce((sum, r) => sum + r.tokens, 0),
-  )
+  const usage = completionUsage(messageTokens + definitionTokens, replies)
   const head = {
     id: newId('chatcmpl-'),
     created: unixSeconds(ctx.now()),

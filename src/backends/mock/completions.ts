@@ -25,10 +25,7 @@ export async function completions(request: UpstreamRequest, ctx: MockContext): P
   for (const seed of prompts) {
     for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget, encoder))
   }
-  const usage = completionUsage(
-    await countInputTokens(body.prompt),
-    replies.reduce((sum, r) => sum + r.tokens, 0),
-  )
+  const usage = completionUsage(await countInputTokens(body.prompt), replies)
   const head = {
     id: newId('cmpl-'),
     object: 'text_completion',

@@ -11,10 +11,10 @@ import { FILE_PURPOSES } from '../../api/files.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { validateDataset } from './file-validation.ts'
-import { missingParameter, notFound, unknownUrl } from './errors.ts'
+import { missingParameter, unknownUrl } from './errors.ts'
 import { newId, unixSeconds } from './ids.ts'
 import { paginate } from './page.ts'
-import { formBody, optionalEnum, queryOf, quotableId, segmentsOf } from './params.ts'
+import { formBody, objectById, optionalEnum, queryOf, segmentsOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
 
 export interface StoredFile {
@@ -98,11 +98,7 @@ export function createFileStore(ctx: MockContext): FileStore {
     return jsonResponse(200, { ...page, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null })
   }
 
-  const existing = (id: string): StoredFile => {
-    const file = files.get(id)
-    if (file === undefined) throw notFound(`No such File object: ${quotableId(id)}`, 'id')
-    return file
-  }
+  const existing = (id: string): StoredFile => objectById(files, id, 'File object', 'id')
 
   /** The bytes as they were uploaded, streamed from disk. */
   const content = (id: string): UpstreamResponse => {

@@ -2,7 +2,7 @@
 // uploaded to this same backend; their progress is read off a timeline (fine-tuning-job.ts).
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
-import { invalidRequest, notFound, unknownUrl } from './errors.ts'
+import { invalidRequest, unknownUrl } from './errors.ts'
 import type { FileStore } from './files.ts'
 import {
   eventsAt,
@@ -22,6 +22,7 @@ import {
   optionalInteger,
   optionalObject,
   optionalString,
+  objectById,
   queryOf,
   quotableId,
   requiredString,
@@ -45,11 +46,7 @@ export function createFineTuning(ctx: MockContext, files: FileStore): FineTuning
 
   const view = (job: JobRecord): UpstreamResponse => jsonResponse(200, jobObject(job, stepMs, ctx.now()))
 
-  const existing = (id: string): JobRecord => {
-    const job = jobs.get(id)
-    if (job === undefined) throw notFound(`No such fine-tuning job: ${quotableId(id)}`, 'fine_tuning_job_id')
-    return job
-  }
+  const existing = (id: string): JobRecord => objectById(jobs, id, 'fine-tuning job', 'fine_tuning_job_id')
 
   const uploadedFile = (id: string, param: string): { readonly bytes: number } => {
     const file = files.get(id)

@@ -5,7 +5,7 @@ import type { z } from 'zod'
 import { describeIssues } from '../../api/issues.ts'
 import type { MultipartBody } from '../../http/body.ts'
 import type { UpstreamRequest } from '../port.ts'
-import { invalidRequest, missingParameter } from './errors.ts'
+import { invalidRequest, missingParameter, notFound } from './errors.ts'
 
 type Source = Readonly<Record<string, unknown>>
 
@@ -156,4 +156,11 @@ export function segmentsOf(pathname: string): string[] | undefined {
 /** An id fit to quote back in a message; anything odd is not repeated. */
 export function quotableId(id: string): string {
   return /^[A-Za-z0-9_.:-]{1,96}$/.test(id) ? id : '(the given id)'
+}
+
+/** The object a path's id names, or OpenAI's 404 for it: `No such <what>: <id>`, on `param`. */
+export function objectById<T>(objects: ReadonlyMap<string, T>, id: string, what: string, param: string): T {
+  const found = objects.get(id)
+  if (found === undefined) throw notFound(`No such ${what}: ${quotableId(id)}`, param)
+  return found
 }

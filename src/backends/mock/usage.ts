@@ -14,8 +14,12 @@ export interface CompletionUsage {
   }
 }
 
-/** Chat and legacy completions. */
-export function completionUsage(promptTokens: number, completionTokens: number): CompletionUsage {
+/** Chat and legacy completions: every choice's tokens count as completion tokens. */
+export function completionUsage(
+  promptTokens: number,
+  choices: readonly { readonly tokens: number }[],
+): CompletionUsage {
+  const completionTokens = choices.reduce((sum, choice) => sum + choice.tokens, 0)
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,

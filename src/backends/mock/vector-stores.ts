@@ -19,7 +19,7 @@ import { MockError, notFound, unknownUrl } from './errors.ts'
 import type { FileStore } from './files.ts'
 import { newId } from './ids.ts'
 import { listPage, paginate } from './page.ts'
-import { optionalEnum, parsedBody, queryOf, quotableId, segmentsOf } from './params.ts'
+import { objectById, optionalEnum, parsedBody, queryOf, quotableId, segmentsOf } from './params.ts'
 import { jsonResponse } from './reply.ts'
 import { search } from './vector-store-search.ts'
 import { createAttacher, type AttachOptions } from './vector-store-attach.ts'
@@ -75,11 +75,7 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
     for (const store of stores.values()) store.files.delete(fileId)
   })
 
-  const existing = (id: string): StoreRecord => {
-    const store = stores.get(id)
-    if (store === undefined) throw notFound(`No such vector store: ${quotableId(id)}`, 'vector_store_id')
-    return store
-  }
+  const existing = (id: string): StoreRecord => objectById(stores, id, 'vector store', 'vector_store_id')
 
   const usable = (id: string): StoreRecord => {
     const store = existing(id)
@@ -95,11 +91,8 @@ export function createVectorStores(ctx: MockContext, files: FileStore): VectorSt
     return file
   }
 
-  const batchOf = (store: StoreRecord, batchId: string): BatchRecord => {
-    const batch = store.batches.get(batchId)
-    if (batch === undefined) throw notFound(`No such file batch: ${quotableId(batchId)}`, 'batch_id')
-    return batch
-  }
+  const batchOf = (store: StoreRecord, batchId: string): BatchRecord =>
+    objectById(store.batches, batchId, 'file batch', 'batch_id')
 
   /** Attaches one after another; the tokens of all of them. */
   async function attachAll(

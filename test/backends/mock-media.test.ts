@@ -4,22 +4,14 @@ import t from 'tap'
 import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
 import { crc32, inflateSync } from 'node:zlib'
-import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
+import type { Endpoint } from '../../src/config/schema.ts'
 import type { UpstreamRequest } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
-import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { multipartBody, type Part } from '../helpers/multipart.ts'
-import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
+import { client, json, mockBackend, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = {
-  type: 'mock',
-  tokensPerSecond: 1000,
-  defaultCompletionTokens: 24,
-  fineTuneStepMs: 10,
-}
-const backend = createMockBackend('mock', CONFIG)
-t.teardown(() => backend.close())
+const backend = mockBackend(t)
 
 function request(endpoint: Endpoint, path: string, body: RequestBody): UpstreamRequest {
   return {

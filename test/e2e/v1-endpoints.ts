@@ -1,7 +1,7 @@
 // /v1 files and vector stores through the official openai SDK (baseURL …/v1), against
 // whichever backend the running Tollgate is configured with. Registered by
 // v1-mock.test.ts and v1-upstream.test.ts.
-import { toFile, type OpenAI } from 'openai'
+import OpenAI, { toFile } from 'openai'
 import type { Test } from 'tap'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
@@ -14,6 +14,18 @@ export interface V1Subject {
   readonly v2: OpenAI
   readonly key: string
   readonly keyId: string
+}
+
+/** The subject on a running gateway: a fresh key, and the SDK on /v1 and /v2 with it. */
+export async function v1Subject(gw: RunningTollgate, name: string): Promise<V1Subject> {
+  const { key, id } = await gw.createKey({ name, tier: 'Standard4000' })
+  return {
+    gw,
+    key,
+    keyId: id,
+    client: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }),
+    v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
+  }
 }
 
 const DOCS = {

@@ -5,6 +5,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { closedPort, startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
+import { freshKeyClient } from '../helpers/sdk-gateway.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 
@@ -37,11 +38,7 @@ const attemptLines = (gw: RunningTollgate): Array<Record<string, unknown>> =>
 
 /** One short chat call, as a client with a fresh key makes it. */
 async function ask(gw: RunningTollgate): Promise<OpenAI.ChatCompletion> {
-  const client = new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
-  })
+  const client = await freshKeyClient(gw)
   return client.chat.completions.create({
     model: CHAT,
     messages: [{ role: 'user', content: 'hi' }],

@@ -1,10 +1,11 @@
 // /v1 files and vector stores through the official openai SDK (baseURL …/v1), against
 // whichever backend the running Tollgate is configured with. Registered by
 // v1-mock.test.ts and v1-upstream.test.ts.
-import OpenAI, { toFile } from 'openai'
+import { toFile, type OpenAI } from 'openai'
 import type { Test } from 'tap'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
+import { sdkClient } from '../helpers/sdk-gateway.ts'
 
 export interface V1Subject {
   readonly gw: RunningTollgate
@@ -23,8 +24,8 @@ export async function v1Subject(gw: RunningTollgate, name: string): Promise<V1Su
     gw,
     key,
     keyId: id,
-    client: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }),
-    v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
+    client: sdkClient(gw, key, 'v1'),
+    v2: sdkClient(gw, key),
   }
 }
 

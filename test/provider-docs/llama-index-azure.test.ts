@@ -11,23 +11,15 @@
 // the upstream), api-version goes no further, and the api-key header is a key like any.
 import OpenAI, { AzureOpenAI, toFile } from 'openai'
 import t from 'tap'
-import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startTollgate, startUpstream, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startKeyedGateway } from '../helpers/sdk-gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 import { pollUntil } from '../helpers/poll.ts'
 
 /** The page's api_version. */
 const API_VERSION = '2023-07-01-preview'
 
-let gw: RunningTollgate
-let key: string
-
-t.before(async () => {
-  gw = await startTollgate()
-  key = (await gw.createKey({ name: 'llama-index', tier: 'Standard4000' })).key
-})
-t.teardown(async () => {
-  await gw.stop()
-})
+const { gw, key } = await startKeyedGateway(t, { name: 'llama-index' })
 
 /** "Initialize LLM": AzureOpenAI(deployment_name="gpt-4o", api_key, azure_endpoint=OPENAI_BASE_URL, api_version). */
 function azure(deployment: string, apiKey = key): AzureOpenAI {

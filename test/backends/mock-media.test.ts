@@ -4,22 +4,14 @@ import t from 'tap'
 import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
 import { crc32, inflateSync } from 'node:zlib'
-import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
-import type { UpstreamRequest } from '../../src/backends/port.ts'
+import type { Endpoint } from '../../src/config/schema.ts'
+import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
-import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { multipartBody, type Part } from '../helpers/multipart.ts'
-import { client, json, type OpenAIErrorBody } from './mock-helpers.ts'
+import { client, json, mockBackend, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = {
-  type: 'mock',
-  tokensPerSecond: 1000,
-  defaultCompletionTokens: 24,
-  fineTuneStepMs: 10,
-}
-const backend = createMockBackend('mock', CONFIG)
-t.teardown(() => backend.close())
+const backend = mockBackend(t)
 
 function request(endpoint: Endpoint, path: string, body: RequestBody): UpstreamRequest {
   return {
@@ -262,8 +254,17 @@ t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) =
       ],
       t.testdir(),
     )
+  /** A transcription of the audio, in `format` (the default JSON when none). */
+  const transcribe = async (format?: string): Promise<UpstreamResponse> =>
+    backend.send(
+      request(
+        'audio.transcriptions',
+        '/audio/transcriptions',
+        await form(format === undefined ? [] : [{ name: 'response_format', value: format }]),
+      ),
+    )
 
-  const res = await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form()))
+  const res = await transcribe()
   t.equal(res.headers['content-type'], 'application/json')
   const body = await json<OpenAI.Audio.Transcription>(res)
   t.equal(body.text, "This is Tollgate's mock transcription of an audio file of 48000 bytes.")
@@ -273,59 +274,25 @@ t.test('audio transcription: json, text, verbose_json, srt and vtt', async (t) =
   t.equal(usage.output_tokens, await countTextTokens(body.text))
   t.equal(usage.total_tokens, usage.input_tokens + usage.output_tokens)
 
-  const again = await json<OpenAI.Audio.Transcription>(
-    await backend.send(request('audio.transcriptions', '/audio/transcriptions', await form())),
-  )
+  const again = await json<OpenAI.Audio.Transcription>(await transcribe())
   t.same(again, body, 'deterministic')
 
-  const text = await backend.send(
-    request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'text' }])),
-  )
+  const text = await transcribe('text')
   t.match(text.headers['content-type'], /^text\/plain/)
   t.equal(await readText(text.body), `${body.text}\n`)
 
-  const verbose = await json<OpenAI.Audio.TranscriptionVerbose>(
-    await backend.send(
-      request(
-        'audio.transcriptions',
-        '/audio/transcriptions',
-        await form([{ name: 'response_format', value: 'verbose_json' }]),
-      ),
-    ),
-  )
+  const verbose = await json<OpenAI.Audio.TranscriptionVerbose>(await transcribe('verbose_json'))
   t.equal(verbose.duration, 3)
   t.equal(verbose.language, 'english')
   t.equal(verbose.text, body.text)
   t.equal(verbose.segments?.[0]?.end, 3)
 
-  const srt = await readText(
-    (
-      await backend.send(
-        request(
-          'audio.transcriptions',
-          '/audio/transcriptions',
-          await form([{ name: 'response_format', value: 'srt' }]),
-        ),
-      )
-    ).body,
-  )
+  const srt = await readText((await transcribe('srt')).body)
   t.equal(srt, `1\n00:00:00,000 --> 00:00:03,000\n${body.text}\n\n`)
-  const vtt = await readText(
-    (
-      await backend.send(
-        request(
-          'audio.transcriptions',
-          '/audio/transcriptions',
-          await form([{ name: 'response_format', value: 'vtt' }]),
-        ),
-      )
-    ).body,
-  )
+  const vtt = await readText((await transcribe('vtt')).body)
   t.equal(vtt, `WEBVTT\n\n00:00:00.000 --> 00:00:03.000\n${body.text}\n\n`)
 
-  const bad = await backend.send(
-    request('audio.transcriptions', '/audio/transcriptions', await form([{ name: 'response_format', value: 'mp3' }])),
-  )
+  const bad = await transcribe('mp3')
   t.equal((await json<OpenAIErrorBody>(bad, 400)).error.param, 'response_format')
 })
 

@@ -4,26 +4,16 @@
 // counting what was produced, and the refusals.
 import t from 'tap'
 import type OpenAI from 'openai'
-import { text as readText } from 'node:stream/consumers'
-import type { MockBackendConfig } from '../../src/config/schema.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
-import { createMockBackend } from '../../src/backends/mock/index.ts'
 import {
   CHAT_DEFINITION_FIELDS,
   countChatTokens,
   countDefinitionTokens,
   countTextTokens,
 } from '../../src/tokenizer/tokens.ts'
-import { json, post, type OpenAIErrorBody } from './mock-helpers.ts'
+import { dataEvents, json, mockBackend, post, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = {
-  type: 'mock',
-  tokensPerSecond: 1000,
-  defaultCompletionTokens: 24,
-  fineTuneStepMs: 10,
-}
-const backend = createMockBackend('mock', CONFIG)
-t.teardown(() => backend.close())
+const backend = mockBackend(t)
 const chat = (value: Record<string, unknown>): UpstreamRequest =>
   post('chat.completions', '/chat/completions', { model: 'm', ...value })
 const responses = (value: Record<string, unknown>): UpstreamRequest =>
@@ -31,18 +21,7 @@ const responses = (value: Record<string, unknown>): UpstreamRequest =>
 
 /** The JSON payloads of a stream's frames, [DONE] left out. */
 async function frames<T>(response: UpstreamResponse): Promise<T[]> {
-  const raw = await readText(response.body)
-  return raw
-    .split('\n\n')
-    .filter((frame) => frame !== '')
-    .flatMap((frame) => {
-      const data =
-        frame
-          .split('\n')
-          .find((line) => line.startsWith('data: '))
-          ?.slice(6) ?? ''
-      return data === '[DONE]' ? [] : [JSON.parse(data) as T]
-    })
+  return (await dataEvents(response)).filter((data) => data !== '[DONE]') as T[]
 }
 
 const weather = {

@@ -4,7 +4,7 @@
 import t from 'tap'
 import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
-import type { Endpoint, MockBackendConfig } from '../../src/config/schema.ts'
+import type { Endpoint } from '../../src/config/schema.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../../src/backends/port.ts'
 import type { RequestBody } from '../../src/http/body.ts'
 import { createMockBackend } from '../../src/backends/mock/index.ts'
@@ -12,14 +12,7 @@ import { chunkText } from '../../src/backends/mock/chunking.ts'
 import { estimateTextTokens } from '../../src/tokenizer/estimate-text.ts'
 import { countInputTokens } from '../../src/tokenizer/tokens.ts'
 import { multipartBody } from '../helpers/multipart.ts'
-import { client, type OpenAIErrorBody } from './mock-helpers.ts'
-
-const CONFIG: MockBackendConfig = {
-  type: 'mock',
-  tokensPerSecond: 1000,
-  defaultCompletionTokens: 24,
-  fineTuneStepMs: 10,
-}
+import { client, MOCK_CONFIG, mockBackend, type OpenAIErrorBody } from './mock-helpers.ts'
 
 function call(
   endpoint: Endpoint,
@@ -134,8 +127,7 @@ t.test(
 t.test(
   'a store: create, attach (in_progress, then completed), search ranks the chunk with the words first',
   async (t) => {
-    const backend = createMockBackend('mock', CONFIG)
-    t.teardown(() => backend.close())
+    const backend = mockBackend(t)
     const dir = t.testdir()
     const uploaded: OpenAI.FileObject[] = []
     for (const [name, text] of Object.entries(TOPICS)) uploaded.push(await upload(backend, dir, name, text))
@@ -274,8 +266,7 @@ t.test(
 t.test(
   'a file that is not text fails; detaching, content, attributes, and a deleted file leaves the store',
   async (t) => {
-    const backend = createMockBackend('mock', CONFIG)
-    t.teardown(() => backend.close())
+    const backend = mockBackend(t)
     const dir = t.testdir()
     const binary = await upload(backend, dir, 'image.bin', Buffer.from([0xff, 0xfe, 0x00, 0x81, 0x00]))
     const text = await upload(backend, dir, 'note.txt', 'A note about the moon and its craters.')
@@ -376,8 +367,7 @@ t.test(
 t.test(
   'batches: attach many, status and counts, list their files, cancel; list, modify and delete stores',
   async (t) => {
-    const backend = createMockBackend('mock', CONFIG)
-    t.teardown(() => backend.close())
+    const backend = mockBackend(t)
     const dir = t.testdir()
     const files = await Promise.all(
       ['a', 'b', 'c'].map((n) => upload(backend, dir, `${n}.txt`, `file ${n} text `.repeat(50))),
@@ -489,7 +479,7 @@ t.test(
 
 t.test('an expired store reports it and refuses search and attach', async (t) => {
   let clock = Date.now()
-  const backend = createMockBackend('mock', CONFIG, { now: () => clock })
+  const backend = createMockBackend('mock', MOCK_CONFIG, { now: () => clock })
   t.teardown(() => backend.close())
   const store = await send<OpenAI.VectorStores.VectorStore>(
     backend,

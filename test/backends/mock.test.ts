@@ -3,36 +3,10 @@
 import t from 'tap'
 import type OpenAI from 'openai'
 import { text as readText } from 'node:stream/consumers'
-import type { MockBackendConfig } from '../../src/config/schema.ts'
-import type { UpstreamResponse } from '../../src/backends/port.ts'
-import { createMockBackend } from '../../src/backends/mock/index.ts'
 import { countChatTokens, countInputTokens, countTextTokens } from '../../src/tokenizer/tokens.ts'
-import { json, post, type OpenAIErrorBody } from './mock-helpers.ts'
+import { dataEvents, json, MOCK_CONFIG, mockBackend, post, type OpenAIErrorBody } from './mock-helpers.ts'
 
-const CONFIG: MockBackendConfig = {
-  type: 'mock',
-  tokensPerSecond: 1000,
-  defaultCompletionTokens: 24,
-  fineTuneStepMs: 10,
-}
-const backend = createMockBackend('mock', CONFIG)
-t.teardown(() => backend.close())
-
-/** The JSON payloads of `data:` frames, with [DONE] as the string "[DONE]". */
-async function dataEvents(response: UpstreamResponse): Promise<unknown[]> {
-  const raw = await readText(response.body)
-  return raw
-    .split('\n\n')
-    .filter((frame) => frame !== '')
-    .map((frame) => {
-      const data =
-        frame
-          .split('\n')
-          .find((line) => line.startsWith('data: '))
-          ?.slice(6) ?? ''
-      return data === '[DONE]' ? data : (JSON.parse(data) as unknown)
-    })
-}
+const backend = mockBackend(t)
 
 const messages = [
   { role: 'system', content: 'You are terse.' },
@@ -80,7 +54,7 @@ t.test('chat completion: shape, determinism, and usage from the tokenizer', asyn
   t.match(choice.message.content, /^This is Tollgate's mock backend replying to prompt #[0-9a-f]{6}\./)
   t.equal(choice.finish_reason, 'stop', 'the default length ends by itself')
   const content = choice.message.content ?? ''
-  t.equal(await countTextTokens(content), CONFIG.defaultCompletionTokens, 'the default length, in tokens')
+  t.equal(await countTextTokens(content), MOCK_CONFIG.defaultCompletionTokens, 'the default length, in tokens')
   t.same(
     body.usage && {
       prompt: body.usage.prompt_tokens,
@@ -291,7 +265,7 @@ t.test('legacy completions: text_completion, prompt arrays, streaming', async (t
   )
   t.equal(many.choices[0]?.finish_reason, 'stop')
   t.equal(many.usage?.prompt_tokens, await countInputTokens(['first prompt here', 'second one']))
-  t.equal(many.usage?.completion_tokens, 4 * CONFIG.defaultCompletionTokens)
+  t.equal(many.usage?.completion_tokens, 4 * MOCK_CONFIG.defaultCompletionTokens)
   t.not(many.choices[0]?.text, many.choices[2]?.text, 'different prompts, different text')
 
   const tokens = await json<OpenAI.Completion>(
@@ -364,7 +338,7 @@ t.test('responses: a completed response with one assistant message', async (t) =
     await countTextTokens(part.text),
     (await countChatTokens(input)) + (await countTextTokens(part.text)),
   ])
-  t.equal(res.usage?.output_tokens, CONFIG.defaultCompletionTokens)
+  t.equal(res.usage?.output_tokens, MOCK_CONFIG.defaultCompletionTokens)
   t.equal(res.usage?.input_tokens_details.cached_tokens, 0)
   t.equal(res.usage?.output_tokens_details.reasoning_tokens, 0)
 

@@ -99,13 +99,18 @@ async function crashMidStream(t: Test, options: StartOptions): Promise<void> {
   const received = await countTextTokens(got.text)
   t.ok(received >= CHUNKS_BEFORE_KILL / 2, `the client had received ${got.chunks} chunks, ${received} tokens`)
 
-  const second = await startTollgate({
-    ...options,
-    config: configure,
-    dataDir: first.dataDir,
-    adminToken: first.adminToken,
-  })
-  t.teardown(() => second.stop())
+  /** The gateway again, on the crashed one's data, as an operator restarts it. */
+  const restart = async (): Promise<RunningTollgate> => {
+    const next = await startTollgate({
+      ...options,
+      config: configure,
+      dataDir: first.dataDir,
+      adminToken: first.adminToken,
+    })
+    t.teardown(() => next.stop())
+    return next
+  }
+  const second = await restart()
   let totals: Totals = { requests: 0, input_tokens: 0, output_tokens: 0 }
   const charged = await eventually(async () => (totals = await usageOf(second, id)).requests > 0, 150, 50)
   t.ok(charged, 'the cut stream is charged by the gateway started after the crash')
@@ -130,13 +135,7 @@ async function crashMidStream(t: Test, options: StartOptions): Promise<void> {
 
   // Recovered once: nothing more is charged later, by this gateway or by the next one.
   t.equal(await second.stop(), 0, 'the second gateway stops cleanly')
-  const third = await startTollgate({
-    ...options,
-    config: configure,
-    dataDir: first.dataDir,
-    adminToken: first.adminToken,
-  })
-  t.teardown(() => third.stop())
+  const third = await restart()
   t.strictSame(await usageOf(third, id), totals, 'a later start charges nothing more')
 }
 

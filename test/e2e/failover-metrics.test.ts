@@ -6,6 +6,7 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { closedPort, startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { counterSum as counter } from '../helpers/metrics.ts'
+import { freshKeyClient } from '../helpers/sdk-gateway.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 
@@ -23,11 +24,13 @@ function routeTo(backends: Record<string, Record<string, unknown>>) {
 const attemptLines = (gw: RunningTollgate): Array<Record<string, unknown>> =>
   gw.logs().filter((l) => typeof l.msg === 'string' && l.msg.startsWith('upstream attempt failed'))
 
-async function client(gw: RunningTollgate): Promise<OpenAI> {
-  return new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
+/** One short chat call, as a client with a fresh key makes it. */
+async function ask(gw: RunningTollgate): Promise<OpenAI.ChatCompletion> {
+  const client = await freshKeyClient(gw)
+  return client.chat.completions.create({
+    model: CHAT,
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: 3,
   })
 }
 
@@ -37,11 +40,7 @@ t.test('a model with a single deployment that is down: an upstream error, no fai
     config: routeTo({ only: { type: 'openai', baseUrl: `http://127.0.0.1:${dead}/v1`, connectTimeoutMs: 500 } }),
   })
   t.teardown(() => gw.stop())
-  const failed = await (
-    await client(gw)
-  ).chat.completions
-    .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
-    .catch((e: unknown) => e)
+  const failed = await ask(gw).catch((e: unknown) => e)
   t.ok(failed instanceof OpenAI.APIError && failed.status === 502, 'the client gets 502')
   t.equal(await counter(gw, 'tollgate_failovers_total'), 0, 'no failover')
   t.equal(await counter(gw, 'tollgate_upstream_errors_total'), 1, 'one upstream error')
@@ -68,9 +67,7 @@ t.test('two deployments, the first down: one failover, one upstream error, the c
   })
   t.teardown(() => gw.stop())
   // The first call of a fresh gateway leads with the first deployment (round robin from 0).
-  const res = await (
-    await client(gw)
-  ).chat.completions.create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
+  const res = await ask(gw)
   t.equal(res.object, 'chat.completion', 'served by the second deployment')
   t.equal(await counter(gw, 'tollgate_failovers_total'), 1, 'one failover')
   t.equal(await counter(gw, 'tollgate_failovers_total', { backend: 'first' }), 1, 'away from the first')
@@ -101,11 +98,7 @@ t.test('two deployments, the first answers 503, then both fail', async (t) => {
     }),
   })
   t.teardown(() => gw.stop())
-  const failed = await (
-    await client(gw)
-  ).chat.completions
-    .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 })
-    .catch((e: unknown) => e)
+  const failed = await ask(gw).catch((e: unknown) => e)
   t.ok(failed instanceof OpenAI.APIError && failed.status === 503, "the client gets the upstream's 503")
   t.equal(await counter(gw, 'tollgate_failovers_total'), 1, 'one failover, from the first to the second')
   t.equal(await counter(gw, 'tollgate_upstream_errors_total', { backend: 'first', reason: 'status_5xx' }), 1)

@@ -3,9 +3,9 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import OpenAI from 'openai'
 import t from 'tap'
 import { closedPort, startTollgate } from '../helpers/gateway.ts'
+import { freshKeyClient } from '../helpers/sdk-gateway.ts'
 
 const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
 
@@ -20,11 +20,7 @@ t.test('Prometheus scrapes the metrics listener', async (t) => {
 
   const gw = await startTollgate()
   t.teardown(() => gw.stop())
-  const client = new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
-  })
+  const client = await freshKeyClient(gw)
   for (let i = 0; i < 3; i++) {
     await client.chat.completions.create({
       model: 'Mistral-Small-24B-Instruct-2501',

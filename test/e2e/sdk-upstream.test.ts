@@ -12,6 +12,7 @@ import {
   type RunningTollgate,
   type UpstreamProcess,
 } from '../helpers/gateway.ts'
+import { freshKeyClient, sdkClient } from '../helpers/sdk-gateway.ts'
 import { endpointTests } from './endpoints.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
@@ -41,7 +42,7 @@ t.test('every endpoint through an OpenAI-compatible upstream process', async (t)
   })
   t.teardown(() => gw.stop())
   const key = (await gw.createKey({ tier: 'Standard4000' })).key
-  const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 })
+  const client = sdkClient(gw, key)
 
   await t.test('endpoints', async (t) => endpointTests(t, () => ({ gw, client, key })))
 
@@ -95,11 +96,7 @@ t.test('an upstream error without a JSON body reaches the SDK as an error it can
     }),
   })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
-  })
+  const client = await freshKeyClient(gw)
 
   const refused = await client.chat.completions
     .create({ model: CHAT, messages: [{ role: 'user', content: 'hi' }] })
@@ -139,11 +136,7 @@ t.test('failover between two upstreams', async (t) => {
       ),
     })
     t.teardown(() => gw.stop())
-    const client = new OpenAI({
-      apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-      baseURL: `${gw.url}/v2`,
-      maxRetries: 0,
-    })
+    const client = await freshKeyClient(gw)
     for (let i = 0; i < 6; i++) {
       const res = await client.chat.completions.create({
         model: CHAT,
@@ -210,11 +203,7 @@ t.test('a client that leaves mid-stream: upstream aborted, streamed tokens still
     config: routeEverythingTo({ up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }, false),
   })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
-  })
+  const client = await freshKeyClient(gw)
   const controller = new AbortController()
   const stream = await client.chat.completions.create(
     { model: CHAT, messages: [{ role: 'user', content: 'a long story please' }], max_tokens: 400, stream: true },
@@ -251,11 +240,7 @@ t.test('SIGTERM with a stream in flight: the stream finishes, then exit 0', asyn
     },
   })
   t.teardown(() => gw.stop())
-  const client = new OpenAI({
-    apiKey: (await gw.createKey({ tier: 'Standard4000' })).key,
-    baseURL: `${gw.url}/v2`,
-    maxRetries: 0,
-  })
+  const client = await freshKeyClient(gw)
   const stream = await client.chat.completions.create({
     model: CHAT,
     messages: [{ role: 'user', content: 'go' }],

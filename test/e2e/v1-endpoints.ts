@@ -5,6 +5,7 @@ import { toFile, type OpenAI } from 'openai'
 import type { Test } from 'tap'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
+import { sdkClient } from '../helpers/sdk-gateway.ts'
 
 export interface V1Subject {
   readonly gw: RunningTollgate
@@ -14,6 +15,18 @@ export interface V1Subject {
   readonly v2: OpenAI
   readonly key: string
   readonly keyId: string
+}
+
+/** The subject on a running gateway: a fresh key, and the SDK on /v1 and /v2 with it. */
+export async function v1Subject(gw: RunningTollgate, name: string): Promise<V1Subject> {
+  const { key, id } = await gw.createKey({ name, tier: 'Standard4000' })
+  return {
+    gw,
+    key,
+    keyId: id,
+    client: sdkClient(gw, key, 'v1'),
+    v2: sdkClient(gw, key),
+  }
 }
 
 const DOCS = {

@@ -4,7 +4,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { startTollgate, startUpstream, type UpstreamProcess } from '../helpers/gateway.ts'
-import { v1Tests, type V1Subject } from './v1-endpoints.ts'
+import { v1Subject, v1Tests, type V1Subject } from './v1-endpoints.ts'
 
 const UPSTREAM_KEY = 'upstream-secret-for-v1'
 let subject: V1Subject
@@ -22,14 +22,7 @@ t.before(async () => {
     },
     env: { UPSTREAM_KEY },
   })
-  const { key, id } = await gw.createKey({ name: 'v1-upstream', tier: 'Standard4000' })
-  subject = {
-    gw,
-    key,
-    keyId: id,
-    client: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 }),
-    v2: new OpenAI({ apiKey: key, baseURL: `${gw.url}/v2`, maxRetries: 0 }),
-  }
+  subject = await v1Subject(gw, 'v1-upstream')
 })
 t.teardown(async () => {
   await subject.gw.stop()

@@ -8,7 +8,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { ERRORS } from '../../src/errors.ts'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { startKeyedGateway } from '../helpers/sdk-gateway.ts'
 
 interface Reply {
   status: number
@@ -20,16 +20,7 @@ const GATEWAY_CODES = new Set<string | null>(
   Object.values(ERRORS).flatMap((e) => (e.body === 'openai' ? [e.code] : [])),
 )
 
-let gw: RunningTollgate
-let key: string
-
-t.before(async () => {
-  gw = await startTollgate()
-  key = (await gw.createKey({ name: 'errors', tier: 'Standard4000' })).key
-})
-t.teardown(async () => {
-  await gw.stop()
-})
+const { gw, key } = await startKeyedGateway(t, { name: 'errors' })
 
 async function send(
   method: string,

@@ -6,7 +6,8 @@
 // Content-Type, on a GET without a body). Each step names its section.
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
-import { startBehindUpstream, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { startBehindUpstream } from '../helpers/gateway.ts'
+import { sdkClient, startKeyedGateway } from '../helpers/sdk-gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 
 interface Validation {
@@ -36,21 +37,10 @@ const DATASET = `${JSON.stringify(EXAMPLE)}\n${JSON.stringify({
   ],
 })}\n`
 
-let gw: RunningTollgate
-let key: string
-let client: OpenAI
-let base: string
-
-t.before(async () => {
-  gw = await startTollgate()
-  key = (await gw.createKey({ name: 'fine-tuning', owner: 'ft-team', tier: 'Standard4000' })).key
-  // "Setup": base_url=os.getenv("OPENAI_BASE_URL"), the /v2 API.
-  base = `${gw.url}/v2`
-  client = new OpenAI({ apiKey: key, baseURL: base, maxRetries: 0 })
-})
-t.teardown(async () => {
-  await gw.stop()
-})
+const { gw, key } = await startKeyedGateway(t, { name: 'fine-tuning', owner: 'ft-team' })
+// "Setup": base_url=os.getenv("OPENAI_BASE_URL"), the /v2 API.
+const base = `${gw.url}/v2`
+const client = sdkClient(gw, key)
 
 /** "Validate Dataset": httpx.Client().get(url, headers=headers), headers as the guide sets them. */
 async function validate(

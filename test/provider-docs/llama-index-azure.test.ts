@@ -12,26 +12,18 @@
 import OpenAI, { AzureOpenAI, toFile } from 'openai'
 import t from 'tap'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
+import { startKeyedGateway } from '../helpers/sdk-gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 import { pollUntil } from '../helpers/poll.ts'
 
 /** The page's api_version. */
 const API_VERSION = '2023-07-01-preview'
 
-let gw: RunningTollgate
-let key: string
-
-t.before(async () => {
-  gw = await startTollgate()
-  key = (await gw.createKey({ name: 'llama-index', tier: 'Standard4000' })).key
-})
-t.teardown(async () => {
-  await gw.stop()
-})
+const { gw, key } = await startKeyedGateway(t, { name: 'llama-index' })
 
 /** "Initialize LLM": AzureOpenAI(deployment_name="gpt-4o", api_key, azure_endpoint=OPENAI_BASE_URL, api_version). */
-function azure(deployment: string, apiKey = key): AzureOpenAI {
-  return new AzureOpenAI({ endpoint: `${gw.url}/v2`, apiKey, apiVersion: API_VERSION, deployment, maxRetries: 0 })
+function azure(deployment: string, apiKey = key, on: RunningTollgate = gw): AzureOpenAI {
+  return new AzureOpenAI({ endpoint: `${on.url}/v2`, apiKey, apiVersion: API_VERSION, deployment, maxRetries: 0 })
 }
 
 function requestLogs(route: string): Array<Record<string, unknown>> {
@@ -261,13 +253,7 @@ t.test(
       await upstream.stop()
     })
     const frontKey = (await front.createKey({ tier: 'Standard4000' })).key
-    const client = new AzureOpenAI({
-      endpoint: `${front.url}/v2`,
-      apiKey: frontKey,
-      apiVersion: API_VERSION,
-      deployment: 'gpt-4o',
-      maxRetries: 0,
-    })
+    const client = azure('gpt-4o', frontKey, front)
     const reply = await client.chat.completions.create({
       model: 'ignored-by-azure',
       messages: [{ role: 'user', content: 'Hi' }],
@@ -283,13 +269,7 @@ t.test(
     }))
       streamed += chunk.choices.length
     t.ok(streamed > 0, 'a stream through the upstream')
-    const embedder = new AzureOpenAI({
-      endpoint: `${front.url}/v2`,
-      apiKey: frontKey,
-      apiVersion: API_VERSION,
-      deployment: 'jina-embeddings-v2-base-de',
-      maxRetries: 0,
-    })
+    const embedder = azure('jina-embeddings-v2-base-de', frontKey, front)
     t.equal((await embedder.embeddings.create({ model: '', input: 'x' })).model, 'jina-embeddings-v2-base-de')
 
     const seen = await upstream.requests()

@@ -9,7 +9,8 @@
 import OpenAI, { toFile } from 'openai'
 import t from 'tap'
 import { encodePng } from '../../src/backends/mock/png.ts'
-import { startBehindUpstream, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { startBehindUpstream } from '../helpers/gateway.ts'
+import { sdkClient, startKeyedGateway } from '../helpers/sdk-gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { rejectsWith } from '../helpers/assert.ts'
 
@@ -47,19 +48,9 @@ interface ImageResult {
 }
 type SearchResult = OpenAI.VectorStores.VectorStoreSearchResponse & { page_number?: number }
 
-let gw: RunningTollgate
-let key: string
-let client: OpenAI
-
-t.before(async () => {
-  gw = await startTollgate()
-  key = (await gw.createKey({ name: 'visual-rag', tier: 'Standard4000' })).key
-  // "Setup": base_url …/v1 ("Note: v1 for Visual RAG").
-  client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 })
-})
-t.teardown(async () => {
-  await gw.stop()
-})
+const { gw, key } = await startKeyedGateway(t, { name: 'visual-rag' })
+// "Setup": base_url …/v1 ("Note: v1 for Visual RAG").
+const client = sdkClient(gw, key, 'v1')
 
 async function ingested(vectorStoreId: string, fileId: string): Promise<OpenAI.VectorStores.VectorStoreFile> {
   const polled = await pollUntil(

@@ -33,6 +33,9 @@ const A_RPM = 120
 const B_RPM = 240
 const PER_SECOND = 4
 const SECONDS = 20
+/** Part c: a steady load above the sum (6/s). */
+const OVER_PER_SECOND = 10
+const OVER_SECONDS = 12
 /** Upstream 429s allowed per minute once the limits are learned ("at most a few"). */
 const FEW_PER_MINUTE = 6
 
@@ -167,5 +170,40 @@ t.test("b. above the sum: the gateway's 429 with retry-after, and the SDK's own 
   const after = { a: a.stats(), b: b.stats() }
   t.comment(
     `upstream 429s during the burst and the SDK calls: A ${after.a.rateLimited - before.a.rateLimited}, B ${after.b.rateLimited - before.b.rateLimited}`,
+  )
+})
+
+t.test("c. a steady load above the sum: the clients get the gateway's 429s, the upstreams only a few", async (t) => {
+  const clients = rig.gateways.map((gw) => recordingClient(gw, key, { maxRetries: 0 }))
+  const before = a.stats().rateLimited + b.stats().rateLimited
+  const servedBefore = a.stats().served + b.stats().served
+  const started = Date.now()
+  const results = await paced(OVER_PER_SECOND * OVER_SECONDS, OVER_PER_SECOND, async (i) => {
+    try {
+      await clients[i % clients.length]!.sdk.chat.completions.create(chat(`over ${i}`) as never)
+      return 200
+    } catch (error) {
+      return (error as { status?: number }).status ?? 0
+    }
+  })
+  const elapsedS = (Date.now() - started) / 1000
+  const upstream429s = a.stats().rateLimited + b.stats().rateLimited - before
+  const served = a.stats().served + b.stats().served - servedBefore
+  const exchanges = clients.flatMap((c) => c.exchanges)
+  t.comment(
+    `${results.length} calls at ${OVER_PER_SECOND}/s for ${elapsedS.toFixed(1)} s (the sum of the quotas: 6/s): ${served} served, ${results.filter((r) => r === 429).length} answered the gateway's 429; upstream 429s ${upstream429s} (${((upstream429s * 60) / elapsedS).toFixed(1)} a minute)`,
+  )
+  t.same([...new Set(results)].sort(), [200, 429], 'each call was served or refused with 429, and both happened')
+  t.notOk(
+    exchanges.some((e) => upstreamRefusalIn(e.body)),
+    "every 429 a client saw was the gateway's",
+  )
+  t.ok(
+    served >= 0.8 * 6 * elapsedS,
+    `the quotas were used (${served} served of ${Math.round(6 * elapsedS)} they allow)`,
+  )
+  t.ok(
+    upstream429s <= Math.ceil((FEW_PER_MINUTE * elapsedS) / 60),
+    `the upstreams refused at most ${FEW_PER_MINUTE} a minute (${upstream429s} in ${elapsedS.toFixed(0)} s)`,
   )
 })

@@ -2,6 +2,7 @@
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
+import type { DeploymentCapacity } from './capacity/port.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
@@ -53,6 +54,8 @@ export interface AppDeps {
   readonly stores: Stores
   readonly registry: BackendRegistry
   readonly limiter: Limiter
+  /** What each deployment can take (capacity/): the corridor's picks, GET /admin/backends. */
+  readonly capacity: DeploymentCapacity
   readonly meter: Meter
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator

@@ -238,6 +238,14 @@ export const ERRORS = {
     message: 'Rate limit reached for requests.',
     body: 'openai',
   },
+  // Every deployment of the model is full or cooling down: the backend's limit, not the key's plan.
+  upstream_capacity: {
+    status: 429,
+    type: 'requests',
+    code: 'upstream_capacity_exceeded',
+    message: 'Every deployment of this model is at its capacity right now. Try again after the time in retry-after-ms.',
+    body: 'openai',
+  },
   rate_limit_tokens: {
     status: 429,
     type: 'tokens',

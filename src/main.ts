@@ -34,6 +34,7 @@ import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
+import { createCapacityFromConfig } from './capacity/create.ts'
 import { describeRedisTarget } from './config/redis-target.ts'
 import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
@@ -52,7 +53,7 @@ import { openEmbeddedStores } from './store/embedded.ts'
 import { securePrivateDataDir } from './store/data-dir.ts'
 import { DataDirInUseError, lockDataDir, type DataDirLock } from './store/data-dir-lock.ts'
 import type { Stores } from './store/ports.ts'
-import { createRedisClient } from './store/redis-client.ts'
+import { createRedisClient, type RedisConnection } from './store/redis-client.ts'
 import { createRagAuth } from './jwt/create.ts'
 import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
@@ -96,7 +97,7 @@ export async function startGateway(
   }
   const dataLock = takeDataDir(config, log)
   const metrics = createMetrics()
-  const stores = openStores(config, log)
+  const { stores, redis } = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   const registry: BackendRegistry = createRegistry(config, (name, backend) =>
     createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models),
@@ -140,11 +141,14 @@ export async function startGateway(
     authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
   }
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
+  // What each deployment can take, shared by the instances on the same Redis.
+  const capacity = createCapacityFromConfig(config, redis, log)
   const corridor = createCorridor({
     config,
     registry,
     authenticate,
     limiter,
+    capacity,
     meter,
     metrics,
     ownership: stores.ownership,
@@ -169,6 +173,7 @@ export async function startGateway(
     stores,
     registry,
     limiter,
+    capacity,
     meter,
     keys,
     authenticate,
@@ -321,7 +326,8 @@ export async function startGateway(
   return { url, metricsUrl, app, stores, metrics, shutdown }
 }
 
-function openStores(config: Config, log: Logger): Stores {
+/** The stores, and the Redis connection they use (when they do) for the rest that counts there. */
+function openStores(config: Config, log: Logger): { stores: Stores; redis?: RedisConnection } {
   if (config.redis !== undefined) {
     const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
     // The store's connection speaks for the gateway's Redis: its outage is logged once when
@@ -332,9 +338,9 @@ function openStores(config: Config, log: Logger): Stores {
       outage.down(err)
     })
     redis.on('ready', () => outage.up())
-    return createRedisStores(redis, config.store.keyPrefix)
+    return { stores: createRedisStores(redis, config.store.keyPrefix), redis }
   }
-  return openEmbeddedStores(resolve(config.store.dataDir))
+  return { stores: openEmbeddedStores(resolve(config.store.dataDir)) }
 }
 
 interface RuntimeSecrets {

@@ -88,6 +88,14 @@ const deployment = z.strictObject({
   /** The name the upstream knows the model by; defaults to the public name. */
   model: z.string().min(1).optional(),
   weight: positiveInt.default(1),
+  /**
+   * What the upstream can take (issue #22): requests and tokens per minute (as the upstream
+   * counts them: Azure counts prompt + max_tokens at arrival) and calls in flight at once.
+   * Absent: no such limit, only what the upstream's own headers and refusals teach.
+   */
+  rpm: positiveInt.optional(),
+  tpm: positiveInt.optional(),
+  maxConcurrent: positiveInt.optional(),
 })
 
 /** meta_data.model_type: the provider's names (LLM, EMBEDDING, STT in its docs; image generation its own). */

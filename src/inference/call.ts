@@ -3,6 +3,7 @@
 // the corridor's steps (intake.ts, reply.ts, outcome.ts) share them without importing
 // one another.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
+import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { BackendRegistry } from '../backends/registry.ts'
 import type { Config } from '../config/schema.ts'
@@ -27,6 +28,8 @@ export interface InferenceDeps {
   readonly registry: BackendRegistry
   readonly authenticate: ApiKeyAuthenticator
   readonly limiter: Limiter
+  /** What each deployment can take: the corridor sends only to one with room (capacity/). */
+  readonly capacity: DeploymentCapacity
   readonly ownership: OwnershipStore
   /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
   readonly fileQuota?: FileQuota
@@ -102,4 +105,11 @@ export interface AdmissionStrategy {
    * than answered. Absent: answered, as on /v2.
    */
   retryUpstream?(status: number, attempt: number): boolean
+  /**
+   * Every deployment is full or cooling down until `retryAt` (epoch ms): whether the call
+   * waits for one (its reservation released, admitted again at the head of its line once
+   * retryAt has passed) rather than answering the gateway's upstream_capacity 429. Such a
+   * wait is not an upstream retry. Absent: answered, as on /v2.
+   */
+  waitForCapacity?(retryAt: number): boolean
 }

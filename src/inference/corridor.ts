@@ -20,7 +20,7 @@ import type { Principal } from '../keys/record.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
-import { pickOrder, sendWithFailover, type FailoverResult } from '../proxy/failover.ts'
+import { capacityRetryAt, sendWithCapacity, type PickedResult } from '../proxy/deployment-pick.ts'
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
@@ -64,6 +64,8 @@ export interface Corridor {
 
 /** Returned by forward() when the strategy puts an upstream failure back. */
 const PUT_BACK = Symbol('put back')
+/** Returned by forward() when the strategy waits for a deployment to have room (not an upstream retry). */
+const WAIT_CAPACITY = Symbol('wait for capacity')
 
 /** The exchange of a live request: the reply goes to the client. */
 export function liveExchange(ctx: RequestContext): Exchange {
@@ -85,7 +87,7 @@ export function limiterStrategy(limiter: Limiter): AdmissionStrategy {
 
 /** What every call through one corridor shares. */
 interface Shared extends InferenceDeps {
-  /** Spreads calls over a model's deployments by weight (pickOrder). */
+  /** Spreads calls over a model's deployments by weight when capacity has nothing to say (pickOrder). */
   rotation: number
   /** A deployment that keeps failing to connect is tried last for a while. */
   readonly breaker: CircuitBreaker
@@ -98,7 +100,7 @@ interface Attempt {
   readonly exchange: Exchange
   readonly admission: Admission
   readonly strategy: AdmissionStrategy
-  /** 0, then n after n attempts were put back. */
+  /** 0, then n after n upstream failures were put back (waits for capacity do not count). */
   readonly attempt: number
 }
 
@@ -174,16 +176,18 @@ async function run(
   strategy: AdmissionStrategy,
 ): Promise<CallResult> {
   const request = admissionRequestOf(call, s.config.defaultMaxTokens)
-  for (let attempt = 0; ; attempt++) {
-    const admission = await strategy.admit(request, attempt)
+  let attempt = 0
+  for (let round = 0; ; round++) {
+    const admission = await strategy.admit(request, round)
     setHeaders(exchange.sink, admission.headers)
     const result = await forward(s, { call, exchange, admission, strategy, attempt })
-    if (result !== PUT_BACK) return result
+    if (result === PUT_BACK) attempt++
+    else if (result !== WAIT_CAPACITY) return result
   }
 }
 
 /** One admitted attempt: upstream with failover → relay into the exchange → settle, once. */
-async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_BACK> {
+async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_BACK | typeof WAIT_CAPACITY> {
   const { call, exchange } = a
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
@@ -215,8 +219,8 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   }
   try {
     const sent = await send(s, a, targets, build, ending)
-    if (sent === PUT_BACK) return PUT_BACK
-    reply.served(sent.target)
+    if (sent === PUT_BACK || sent === WAIT_CAPACITY) return sent
+    reply.served(sent.target, sent.lease)
     const { status, usage, aborted } = (ending.relayed = await reply.relay(sent.response, ask))
     return { status, usage, aborted }
   } catch (err) {
@@ -229,8 +233,10 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
 }
 
 /**
- * Upstream with failover. PUT_BACK when the strategy takes the failure back: no
- * deployment could be reached, or one refused (429, 5xx) before any byte reached the client.
+ * Upstream with failover, among the deployments with room (proxy/deployment-pick.ts).
+ * PUT_BACK when the strategy takes the failure back: no deployment could be reached, or
+ * one failed (5xx) before any byte reached the client; WAIT_CAPACITY when it waits for
+ * a deployment to have room rather than answering the gateway's upstream_capacity 429.
  */
 async function send(
   s: Shared,
@@ -238,14 +244,19 @@ async function send(
   targets: readonly Deployment[],
   build: (target: Deployment) => UpstreamRequest,
   ending: Ending,
-): Promise<FailoverResult<Deployment> | typeof PUT_BACK> {
+): Promise<PickedResult<Deployment> | typeof PUT_BACK | typeof WAIT_CAPACITY> {
   const { exchange, attempt } = a
   const { log } = exchange
   const putBack = (status: number): boolean =>
     a.strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
-  let sent: FailoverResult<Deployment>
+  let sent: PickedResult<Deployment>
   try {
-    sent = await sendWithFailover(pickOrder(targets, s.rotation++), build, {
+    sent = await sendWithCapacity(targets, build, {
+      capacity: s.capacity,
+      metrics: s.metrics,
+      model: a.call.modelName ?? '',
+      tokens: a.call.estimate.inputTokens + a.call.estimate.outputTokens,
+      counter: s.rotation++,
       breaker: s.breaker,
       onAttemptFailed: (target, reason, next) => {
         ending.attemptFailed = true
@@ -260,6 +271,11 @@ async function send(
     })
   } catch (err) {
     ending.failedSending = true
+    const retryAt = capacityRetryAt(err)
+    if (retryAt !== undefined && a.strategy.waitForCapacity?.(retryAt) === true && !exchange.signal.aborted) {
+      log.info({ retryAt }, 'every deployment is full; the call waits for one to have room')
+      return WAIT_CAPACITY
+    }
     // Nothing reached the upstream: safe to send again later.
     if (err instanceof GatewayError && err.errorName === 'upstream_unreachable' && putBack(err.status)) {
       log.warn({ attempt }, 'no deployment could be reached; the call goes back in line')

@@ -5,6 +5,7 @@
 // flowed: the limits reconciled, the usage metered, the tokens counted (outcome.ts).
 import type { UpstreamRequest, UpstreamResponse, Usage } from '../backends/port.ts'
 import type { Deployment } from '../backends/registry.ts'
+import type { CapacityLease } from '../capacity/port.ts'
 import { gatewayError } from '../errors.ts'
 import { costNanos } from '../keys/money.ts'
 import type { StreamTally } from '../keys/stream-journal.ts'
@@ -31,6 +32,8 @@ export class Reply {
   readonly #handedOut: ReplyObjects | undefined
   /** The deployment that answered; a list filtered by owner is filled from it. */
   #servedBy: Deployment | undefined
+  /** Its capacity lease, released with the real usage when the call is settled. */
+  #lease: CapacityLease | undefined
   #tally: StreamTally | undefined
   #settled = false
 
@@ -78,9 +81,10 @@ export class Reply {
     )
   }
 
-  /** The deployment that answered. */
-  served(target: Deployment): void {
+  /** The deployment that answered, and the capacity it holds until the call is settled. */
+  served(target: Deployment, lease?: CapacityLease): void {
     this.#servedBy = target
+    this.#lease = lease
   }
 
   /** Relays the upstream's answer into the exchange; a whole reply is settled before its last bytes. */
@@ -121,7 +125,9 @@ export class Reply {
     this.#exchange.notes.usage = final
     // Its checkpoints land before the write that meters it and removes its entry.
     await this.#tally?.close()
-    await Promise.all([this.#charge(final), this.#handedOut?.flush()])
+    // The upstream counts what it served: the deployment's estimate becomes the usage (never throws).
+    const lease = this.#lease?.release({ tokens: final.inputTokens + final.outputTokens })
+    await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
   }
 
   /** A live stream is journalled as it flows, so a crash still charges what was sent. */

@@ -16,6 +16,10 @@ export interface Metrics {
   readonly rateLimited: Counter<'model' | 'tier' | 'reason'>
   readonly upstreamErrors: Counter<'backend' | 'reason'>
   readonly failovers: Counter<'backend'>
+  /** Every 429 or 503 an upstream refused a call with, by deployment id and observation kind. */
+  readonly upstreamRefusals: Counter<'deployment' | 'kind'>
+  /** Calls moved to another deployment of their model because one refused or was full. */
+  readonly deploymentMoves: Counter<'model' | 'from' | 'to'>
   readonly inflight: Gauge<'endpoint'>
   readonly activeStreams: Gauge
   readonly clientAborts: Counter<'endpoint'>
@@ -104,6 +108,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'tollgate_failovers_total',
       help: 'Failed attempts after which another deployment was tried',
       labelNames: ['backend'],
+      registers,
+    }),
+    upstreamRefusals: new Counter({
+      name: 'tollgate_upstream_refusals_total',
+      help: 'Upstream refusals (429, or 503 before any body), by deployment and kind (rate_limited, out_of_quota, queue_full, overloaded)',
+      labelNames: ['deployment', 'kind'],
+      registers,
+    }),
+    deploymentMoves: new Counter({
+      name: 'tollgate_deployment_moves_total',
+      help: 'Calls moved to another deployment of their model because one refused or was full',
+      labelNames: ['model', 'from', 'to'],
       registers,
     }),
     inflight: new Gauge({

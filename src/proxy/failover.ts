@@ -1,7 +1,9 @@
 // Choosing a deployment and moving on to the next when one cannot serve. A request moves
 // on only when the upstream surely did not act on it: it could not be reached, or it
 // answered 5xx before sending any body. A 4xx is the client's answer; a timeout after the
-// request was sent is final, because the upstream may still be working on it.
+// request was sent is final, because the upstream may still be working on it. (The
+// corridor walks deployment-pick.ts, which adds the deployments' capacity to this: an
+// upstream 429, or a 503, is a refusal there that moves on too.)
 //
 // When every deployment fails: if any of them answered 5xx, the client gets the last
 // such answer (the upstream's own error body, usually OpenAI-shaped); otherwise the last
@@ -53,12 +55,15 @@ export function pickOrder<T extends { readonly weight: number }>(targets: readon
   return [...targets.slice(first), ...targets.slice(0, first)]
 }
 
-function breakerKey(target: FailoverTarget): string {
+export function breakerKey(target: FailoverTarget): string {
   return target.adapter.name
 }
 
 /** Deployments with an open circuit go last: still tried, rather than failing outright. */
-function healthyFirst<T extends FailoverTarget>(targets: readonly T[], breaker: CircuitBreaker | undefined): T[] {
+export function healthyFirst<T extends FailoverTarget>(
+  targets: readonly T[],
+  breaker: CircuitBreaker | undefined,
+): T[] {
   if (breaker === undefined) return [...targets]
   const open = (t: T): boolean => breaker.isOpen(breakerKey(t))
   return [...targets.filter((t) => !open(t)), ...targets.filter(open)]
@@ -111,6 +116,6 @@ export async function sendWithFailover<T extends FailoverTarget>(
 }
 
 /** An unread body holds its socket; destroying it hands the socket back. */
-function discard(result: FailoverResult | undefined): void {
+export function discard(result: FailoverResult | undefined): void {
   result?.response.body.destroy()
 }

@@ -56,3 +56,22 @@ export function withGiveBack(
     },
   }
 }
+
+/** Resolves at `at` (epoch ms), or false at once when `signal` fires first. One timer, cleared either way. */
+export function waitUntil(at: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false)
+    const onAbort = (): void => {
+      clearTimeout(timer)
+      resolve(false)
+    }
+    const timer = setTimeout(
+      () => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(true)
+      },
+      Math.max(0, at - Date.now()),
+    )
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}

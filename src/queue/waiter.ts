@@ -3,7 +3,10 @@
 // for the limiter's retry-after (or a wake-up: capacity given back, or the sweep's nudge)
 // and asks again; behind others, it waits to be told its turn has come. Nothing polls.
 // A refusal no wait can cure (larger than the limit, quota spent) is answered at once,
-// before the call joins. The wait ends with queue_timeout after queue.maxWaitMs, and a
+// before the call joins. When every deployment of the model is full or cooling down, the
+// call goes back to the head of its line and waits the same way, for the time the first
+// deployment frees up (or a wake-up); that is not an upstream retry, and it is not counted
+// against queue.upstreamRetries. The wait ends with queue_timeout after queue.maxWaitMs, and a
 // client that leaves takes its place out of the line at once: it was never sent upstream
 // and nothing was charged.
 import { randomBytes } from 'node:crypto'
@@ -34,6 +37,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let ticket: Ticket | undefined
   let joinedAt = 0
   let deadline = 0
+  /** Every deployment is full until then (epoch ms): the next admission waits for it first. */
+  let capacityAt: number | null = null
 
   const timeout = (model: string): GatewayError => {
     const waited = ((Date.now() - joinedAt) / 1000).toFixed(1)
@@ -47,6 +52,11 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
 
   return {
     retryUpstream: (status, attempt) => upstreamRetryable(status) && attempt < options.upstreamRetries,
+
+    waitForCapacity(retryAt) {
+      capacityAt = retryAt
+      return true
+    },
 
     async admit(request: AdmissionRequest, attempt: number): Promise<Admission> {
       const line = lineOf(request.keyId, request.model)
@@ -100,8 +110,12 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       try {
         await store.join(line, me, attempt === 0 ? 'back' : 'front')
         inLine = true
-        // Put back after an upstream failure: it keeps its place at the head, backing off.
-        if (attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
+        // Put back after an upstream failure (backing off) or for want of a deployment with
+        // room (until the first frees up): it keeps its place at the head meanwhile.
+        const upstreamAt = capacityAt
+        capacityAt = null
+        if (upstreamAt !== null) await pause(Math.max(0, upstreamAt - Date.now()))
+        else if (attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
           woken = false
           const ahead = await store.position(line, me)

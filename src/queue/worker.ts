@@ -34,7 +34,7 @@ import {
   type QueuedRequest,
   type StoredResult,
 } from './ports.ts'
-import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
+import { backoffMs, retryAfterMs, upstreamRetryable, waitUntil, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
 
 export interface WorkerDeps {
@@ -245,8 +245,16 @@ export function createProcessor(deps: WorkerDeps): Processor {
       notes,
     }
     const attemptsBefore = request.attempts
+    /** Every deployment was full until then: the request, started already, waits here for one. */
+    let capacityAt: number | null = null
+    let startedHere = false
     const strategy: AdmissionStrategy = {
+      waitForCapacity(retryAt) {
+        capacityAt = retryAt
+        return true
+      },
       async admit(admissionRequest) {
+        if (capacityAt !== null) return await admitAgain(admissionRequest)
         const admission = await admitSoon(admissionRequest, controller.signal)
         const { started, next } = await store.start(request, Date.now(), runner).catch(async (error: unknown) => {
           await admission.settle(NO_USAGE)
@@ -256,6 +264,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
           await admission.settle(NO_USAGE)
           throw new NotStarted()
         }
+        startedHere = true
         await c.handOver(request.line, next)
         metrics.queueStarts.inc({ path: runner === undefined ? 'shared' : 'here' })
         if (attemptsBefore === 0) {
@@ -264,6 +273,27 @@ export function createProcessor(deps: WorkerDeps): Processor {
         }
         return withGiveBack(admission, admissionRequest, {}, () => void c.released(request.line))
       },
+    }
+
+    /**
+     * Admitted again after waiting for a deployment with room: it keeps the place it started
+     * from (not an upstream retry, so request.attempts does not grow), and the limiter's own
+     * refusals are waited out here too.
+     */
+    async function admitAgain(admissionRequest: AdmissionRequest): Promise<Admission> {
+      for (let at = capacityAt; at !== null;) {
+        capacityAt = null
+        if (!startedHere || !(await waitUntil(at, controller.signal))) throw new NotStarted()
+        try {
+          const admission = await admitSoon(admissionRequest, controller.signal)
+          return withGiveBack(admission, admissionRequest, {}, () => void c.released(request.line))
+        } catch (error) {
+          const wait = retryAfterMs(error)
+          if (wait === undefined) throw error
+          at = Date.now() + wait
+        }
+      }
+      throw new NotStarted()
     }
 
     let result: CallResult

@@ -1,0 +1,49 @@
+// The gateway's DeploymentCapacity, from the config: the declared limits of every
+// deployment (by capacity id, ids.ts), counted on the gateway's Redis when its store is
+// Redis (one picture for the whole fleet) and in this process otherwise. A store that does
+// not answer fails open (capacity.ts: the pick is made by weight and the upstream's own
+// limits still hold), and is logged once per outage like the other stores.
+import type { Config } from '../config/schema.ts'
+import type { Logger } from '../observability/logger.ts'
+import { createOutageLog } from '../observability/outage-log.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
+import { createDeploymentCapacity } from './capacity.ts'
+import { deploymentIdOf } from './ids.ts'
+import { memoryCapacityStore } from './memory.ts'
+import type { DeploymentCapacity, DeploymentDeclaration } from './port.ts'
+import { redisCapacityStore } from './redis.ts'
+
+/**
+ * Each deployment's declaration by capacity id. Two public models served by one upstream
+ * deployment share its id and its quota: the first that declares a limit names it.
+ */
+export function declarationsOf(models: Config['models']): Record<string, DeploymentDeclaration> {
+  const out: Record<string, DeploymentDeclaration> = {}
+  for (const model of models) {
+    for (const d of model.deployments) {
+      const id = deploymentIdOf({ backend: d.backend, upstreamModel: d.model ?? model.name })
+      const seen = out[id]
+      if (seen !== undefined && (seen.rpm ?? seen.tpm ?? seen.maxConcurrent) !== undefined) continue
+      out[id] = {
+        weight: d.weight,
+        ...(d.rpm === undefined ? {} : { rpm: d.rpm }),
+        ...(d.tpm === undefined ? {} : { tpm: d.tpm }),
+        ...(d.maxConcurrent === undefined ? {} : { maxConcurrent: d.maxConcurrent }),
+      }
+    }
+  }
+  return out
+}
+
+export function createCapacityFromConfig(
+  config: Pick<Config, 'models' | 'store'>,
+  redis: RedisConnection | undefined,
+  log: Logger,
+): DeploymentCapacity {
+  const outage = createOutageLog('deployment capacity')
+  const store = redis === undefined ? memoryCapacityStore() : redisCapacityStore(redis, config.store.keyPrefix)
+  return createDeploymentCapacity(store, {
+    deployments: declarationsOf(config.models),
+    onError: (error) => outage.failed(log, error instanceof Error ? error : new Error(String(error))),
+  })
+}

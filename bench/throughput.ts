@@ -4,9 +4,7 @@
 //
 // "Off" is a tier without limits: the limiter sees no dimension and returns at once,
 // never touching Redis. "On" sets all five dimensions, high enough never to refuse, so
-// every call pays a full admission and a reconciliation. "Capacity" is "off" on a model
-// whose one deployment declares rpm, tpm and maxConcurrent (issue #22), high enough never
-// to refuse: every call pays the deployment-capacity check and nothing else.
+// every call pays a full admission and a reconciliation.
 //
 //   node bench/throughput.ts           prints a Markdown section
 import { performance } from 'node:perf_hooks'
@@ -20,8 +18,6 @@ const MEASURE_MS = 5000
 const ROUNDS = 3
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const HIGH = 1_000_000_000
-/** The same mock, as a deployment with declared capacity (its own capacity id: mock/<this name>). */
-const DECLARED_MODEL = 'bench-declared-capacity'
 
 const plans = {
   defaultTier: 'Off',
@@ -39,9 +35,9 @@ interface Result {
   readonly limitHeaders: boolean
 }
 
-async function load(gw: RunningTollgate, key: string, model = MODEL): Promise<Result> {
+async function load(gw: RunningTollgate, key: string): Promise<Result> {
   const body = JSON.stringify({
-    model,
+    model: MODEL,
     messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
     max_tokens: 5,
   })
@@ -83,14 +79,6 @@ async function load(gw: RunningTollgate, key: string, model = MODEL): Promise<Re
   return { rps: samples.length / (elapsed / 1000), p50: q(0.5), p99: q(0.99), errors, limitHeaders: headers }
 }
 
-type Variant = 'Off' | 'On' | 'Capacity'
-const VARIANTS: readonly Variant[] = ['Off', 'On', 'Capacity']
-const LABELS: Readonly<Record<Variant, string>> = {
-  Off: 'off',
-  On: 'on (5 dimensions)',
-  Capacity: 'off; deployment declares rpm, tpm, maxConcurrent',
-}
-
 const fmt = (n: number, digits = 0): string =>
   n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
@@ -108,27 +96,21 @@ export async function benchThroughput(): Promise<string> {
           doc.plans = plans
           ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
           ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
-          ;(doc.models as unknown[]).push({
-            name: DECLARED_MODEL,
-            kind: 'chat',
-            deployments: [{ backend: 'mock', rpm: HIGH, tpm: HIGH, maxConcurrent: 1_000_000 }],
-          })
         },
       })
       try {
         const keys = { Off: (await gw.createKey({ tier: 'Off' })).key, On: (await gw.createKey({ tier: 'On' })).key }
-        const runs: Record<Variant, Result[]> = { Off: [], On: [], Capacity: [] }
+        const runs: Record<'Off' | 'On', Result[]> = { Off: [], On: [] }
         for (let round = 0; round < ROUNDS; round++) {
           for (const tier of ['Off', 'On'] as const) runs[tier].push(await load(gw, keys[tier]))
-          runs.Capacity.push(await load(gw, keys.Off, DECLARED_MODEL))
         }
-        for (const tier of VARIANTS) {
+        for (const tier of ['Off', 'On'] as const) {
           const sorted = [...runs[tier]].sort((x, y) => x.rps - y.rps)
           const r = sorted[Math.floor(sorted.length / 2)]
           if (!r) continue
           const spread = `${fmt(sorted[0]?.rps ?? 0)}–${fmt(sorted.at(-1)?.rps ?? 0)}`
           rows.push(
-            `| ${store} | ${LABELS[tier]} | ${fmt(r.rps)} | ${spread} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${runs[tier].reduce((n, x) => n + x.errors, 0)} | ${r.limitHeaders ? 'yes' : 'no'} |`,
+            `| ${store} | ${tier === 'On' ? 'on (5 dimensions)' : 'off'} | ${fmt(r.rps)} | ${spread} | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${runs[tier].reduce((n, x) => n + x.errors, 0)} | ${r.limitHeaders ? 'yes' : 'no'} |`,
           )
         }
       } finally {
@@ -145,8 +127,7 @@ export async function benchThroughput(): Promise<string> {
     `(max_tokens 5), ${CONCURRENCY} concurrent keep-alive clients in the bench process on the`,
     `same machine. Off and on alternate ${ROUNDS} times (${fmt(MEASURE_MS / 1000)} s measured after ${fmt(WARMUP_MS / 1000)} s warm-up each); the`,
     'median run is shown, with the range of all runs. With Redis, the keys and the counters',
-    'are on one loopback redis-server (and so are the deployment-capacity counters: on the',
-    'embedded store they are in memory). Latency is per request, as the client saw it.',
+    'are on one loopback redis-server. Latency is per request, as the client saw it.',
     '',
     '| Store | Limits | req/s (median) | req/s (range) | p50 ms | p99 ms | non-200 | x-ratelimit headers |',
     '|---|---|---|---|---|---|---|---|',

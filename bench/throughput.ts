@@ -7,6 +7,9 @@
 // every call pays a full admission and a reconciliation.
 //
 //   node bench/throughput.ts           prints a Markdown section
+//   node bench/throughput.ts --declared   the model's deployment declares rpm, tpm and
+//                                         maxConcurrent (never reached): every call pays
+//                                         the deployment-capacity check too (issue #22)
 import { performance } from 'node:perf_hooks'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
@@ -18,6 +21,8 @@ const MEASURE_MS = 5000
 const ROUNDS = 3
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const HIGH = 1_000_000_000
+/** The deployment declares capacity limits it never reaches (--declared). */
+const DECLARED = process.argv.includes('--declared')
 
 const plans = {
   defaultTier: 'Off',
@@ -96,6 +101,10 @@ export async function benchThroughput(): Promise<string> {
           doc.plans = plans
           ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
           ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
+          if (DECLARED) {
+            const model = (doc.models as Array<{ name: string; deployments: unknown[] }>).find((m) => m.name === MODEL)
+            if (model) model.deployments = [{ backend: 'mock', rpm: HIGH, tpm: HIGH, maxConcurrent: 1_000_000 }]
+          }
         },
       })
       try {
@@ -121,7 +130,7 @@ export async function benchThroughput(): Promise<string> {
     await redis.kill()
   }
   return [
-    '## Gateway throughput, limits on vs off (bench/throughput.ts)',
+    `## Gateway throughput, limits on vs off (bench/throughput.ts${DECLARED ? ' --declared' : ''})`,
     '',
     `One gateway process, mock backend answering at once, non-streaming chat completions`,
     `(max_tokens 5), ${CONCURRENCY} concurrent keep-alive clients in the bench process on the`,

@@ -87,19 +87,26 @@ t.test(
     t.comment(
       `${TOTAL} requests: ${JSON.stringify(Object.fromEntries(statuses))} in ${(elapsed / 1000).toFixed(1)} s (the upstream's rate alone needs ${(ideal / 1000).toFixed(1)} s); upstream calls ${stats.requests}, served ${stats.served}, 429s ${stats.rateLimited}, per minute ${JSON.stringify(stats.perMinute)}`,
     )
+    const failed = views.find((v) => v.status !== 'completed')
+    if (failed !== undefined) t.comment(`a request that did not complete: ${JSON.stringify(failed).slice(0, 600)}`)
     t.equal(statuses.get('completed'), TOTAL, `all ${TOTAL} completed, 0 failed`)
     t.ok(
       views.every((v) => v.response?.status_code === 200),
       'every stored result is a 200',
     )
     t.equal(stats.served, TOTAL, 'each ran exactly once upstream')
-    t.ok(
-      elapsed >= ideal - WINDOW_MS,
-      'no faster than the upstream allows (it admits no more than its quota per window)',
+    // The run as the store timed it: from the first start to the last finish. (Accepting the
+    // 500 takes a while on a loaded machine; that is the gateways' pace, not the upstream's.)
+    const firstStart = Math.min(...(await field('startedAt')).flat().map(Number))
+    const lastFinish = Math.max(...(await field('finishedAt')).flat().map(Number))
+    const span = lastFinish - firstStart
+    t.comment(
+      `run span (first start → last finish): ${(span / 1000).toFixed(1)} s, ${((TOTAL * 1000) / span).toFixed(1)} calls/s for the upstream's ${((PER_WINDOW * 1000) / WINDOW_MS).toFixed(0)}/s`,
     )
+    t.ok(span >= ideal - WINDOW_MS, 'no faster than the upstream allows (it admits no more than its quota per window)')
     t.ok(
-      elapsed <= ideal * 1.6 + 5000,
-      `at about the upstream's rate (${(elapsed / 1000).toFixed(1)} s for ${(ideal / 1000).toFixed(1)} s)`,
+      span <= ideal * 1.6 + 5000,
+      `at about the upstream's rate (${(span / 1000).toFixed(1)} s for ${(ideal / 1000).toFixed(1)} s)`,
     )
     const learned = (await learning).value
     const steady = stats.rateLimited - learned.rateLimited

@@ -19,14 +19,14 @@ import type { UpstreamRequest, UpstreamResponse } from '../backends/port.ts'
 import { deploymentIdOf } from '../capacity/ids.ts'
 import type { CapacityLease, DeploymentCapacity } from '../capacity/port.ts'
 import { observeResponse, type UpstreamObservation } from '../capacity/upstream-headers.ts'
-import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
+import { GatewayError, gatewayError } from '../errors.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { CircuitBreaker } from './circuit-breaker.ts'
 import {
-  breakerKey,
   discard,
   healthyFirst,
   pickOrder,
+  sendOnce,
   type FailoverOptions,
   type FailoverResult,
   type FailoverTarget,
@@ -171,25 +171,20 @@ export async function sendWithCapacity<T extends FailoverTarget>(
     from = undefined
     const request = build(target)
     attempts += 1
-    let response: UpstreamResponse
-    try {
-      response = await target.adapter.send(request)
-    } catch (err) {
+    const sent = await sendOnce(target, request, o.breaker)
+    if (!sent.ok) {
       // It never reached the upstream (or may have: a timeout); nothing to learn from it.
       await lease.release()
-      const error = toGatewayError(err)
-      if (error.errorName === 'upstream_unreachable') o.breaker?.recordFailure(breakerKey(target))
-      const final = request.signal.aborted || error.errorName !== 'upstream_unreachable'
-      o.onAttemptFailed?.(target, error, final ? undefined : left[0])
-      if (final) {
+      o.onAttemptFailed?.(target, sent.error, sent.final ? undefined : left[0])
+      if (sent.final) {
         discard(last5xx)
         discard(lastRefusal)
-        throw error
+        throw sent.error
       }
-      lastError = error
+      lastError = sent.error
       continue
     }
-    o.breaker?.recordSuccess(breakerKey(target))
+    const response = sent.response
     const status = response.status
     if ((status === 429 || status === 503) && !request.signal.aborted) {
       discard(lastRefusal)

@@ -69,6 +69,28 @@ export function healthyFirst<T extends FailoverTarget>(
   return [...targets.filter((t) => !open(t)), ...targets.filter(open)]
 }
 
+export type SentOnce =
+  | { readonly ok: true; readonly response: UpstreamResponse }
+  /** `final`: nobody is waiting any more, or the upstream may have acted on it (not a connection failure). */
+  | { readonly ok: false; readonly error: GatewayError; readonly final: boolean }
+
+/** One try at one deployment; the breaker learns whether it could be reached. */
+export async function sendOnce(
+  target: FailoverTarget,
+  request: UpstreamRequest,
+  breaker: CircuitBreaker | undefined,
+): Promise<SentOnce> {
+  try {
+    const response = await target.adapter.send(request)
+    breaker?.recordSuccess(breakerKey(target))
+    return { ok: true, response }
+  } catch (err) {
+    const error = toGatewayError(err)
+    if (error.errorName === 'upstream_unreachable') breaker?.recordFailure(breakerKey(target))
+    return { ok: false, error, final: request.signal.aborted || error.errorName !== 'upstream_unreachable' }
+  }
+}
+
 /** Tries `targets` in the given order (see pickOrder) until one serves. */
 export async function sendWithFailover<T extends FailoverTarget>(
   targets: readonly T[],
@@ -83,14 +105,9 @@ export async function sendWithFailover<T extends FailoverTarget>(
     const following = order[index + 1]
     const request = build(target)
     attempts += 1
-    let response: UpstreamResponse
-    try {
-      response = await target.adapter.send(request)
-    } catch (err) {
-      const error = toGatewayError(err)
-      if (error.errorName === 'upstream_unreachable') options.breaker?.recordFailure(breakerKey(target))
-      // Nobody is waiting any more, or the upstream may have acted on it: stop here.
-      const final = request.signal.aborted || error.errorName !== 'upstream_unreachable'
+    const sent = await sendOnce(target, request, options.breaker)
+    if (!sent.ok) {
+      const { error, final } = sent
       options.onAttemptFailed?.(target, error, final ? undefined : following)
       if (final) {
         discard(last5xx)
@@ -99,7 +116,7 @@ export async function sendWithFailover<T extends FailoverTarget>(
       lastError = error
       continue
     }
-    options.breaker?.recordSuccess(breakerKey(target))
+    const response = sent.response
     if (response.status < 500) {
       discard(last5xx)
       return { response, target, attempts }

@@ -8,6 +8,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { counterSum as counter } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { startQuotaUpstream, type QuotaUpstream } from '../helpers/quota-upstream.ts'
 
@@ -34,18 +35,6 @@ async function spend(upstream: QuotaUpstream): Promise<void> {
     body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'fill' }], max_tokens: 5 }),
   })
   await res.arrayBuffer()
-}
-
-async function counter(gw: RunningTollgate, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
-  let sum = 0
-  for (const line of text.split('\n')) {
-    const match = /^(\w+)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (match?.[1] !== name) continue
-    const have = match[2] ?? ''
-    if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum += Number(match[3])
-  }
-  return sum
 }
 
 async function client(gw: RunningTollgate): Promise<OpenAI> {

@@ -5,6 +5,7 @@
 import OpenAI from 'openai'
 import t from 'tap'
 import { closedPort, startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
+import { counterSum as counter } from '../helpers/metrics.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 
@@ -17,19 +18,6 @@ function routeTo(backends: Record<string, Record<string, unknown>>) {
       model.deployments = Object.keys(backends).map((backend) => ({ backend }))
     }
   }
-}
-
-/** The sum of a counter's samples whose labels include all of `labels`. */
-async function counter(gw: RunningTollgate, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
-  let sum = 0
-  for (const line of text.split('\n')) {
-    const match = /^(\w+)(?:\{(.*)\})? (\S+)$/.exec(line)
-    if (match?.[1] !== name) continue
-    const have = match[2] ?? ''
-    if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum += Number(match[3])
-  }
-  return sum
 }
 
 const attemptLines = (gw: RunningTollgate): Array<Record<string, unknown>> =>

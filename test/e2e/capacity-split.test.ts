@@ -88,7 +88,10 @@ t.test('a. a load above one deployment and below the sum: every call succeeds, s
     `${total} calls in ${elapsedS.toFixed(1)} s over 3 gateways: A served ${servedA}, B served ${servedB} (A's share ${share.toFixed(2)}, its share of the quota 0.33); upstream 429s A ${sa.rateLimited}, B ${sb.rateLimited}`,
   )
   t.equal(servedA + servedB, total, 'each call ran exactly once upstream')
-  t.ok(Math.abs(share - 1 / 3) <= 0.1, `A took about a third (${share.toFixed(2)}): the split follows headroom`)
+  t.ok(
+    share >= 0.2 && share <= 0.45,
+    `A took about a third (${share.toFixed(2)}; its share of the quota is 0.33, the weights alone would give 0.5): the split follows headroom`,
+  )
 
   const early = learned.at ?? { a: 0, b: 0 }
   const steady = sa.rateLimited - early.a + (sb.rateLimited - early.b)

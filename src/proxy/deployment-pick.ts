@@ -8,10 +8,11 @@
 //     configured order stands (weighted round robin, open circuits last; failover.ts).
 //   - An upstream 429, or a 503, is a refusal: the upstream did not act. The deployment
 //     cools down for as long as it named, and the call moves on. The client never sees a
-//     refusal while another deployment has room. When none has (known before sending), it
-//     gets the gateway's own 429 (upstream_capacity) with the time the first frees up; when
-//     every deployment it tried refused it, the last refusal, as failover.ts answers the
-//     last 5xx (the corridor may put it back: /queue retries it, then waits for room).
+//     refusal while another deployment has room. When the rest are full or cooling down,
+//     it gets the gateway's own 429 (upstream_capacity) with the time the first frees up.
+//     Only when every deployment of the model was tried and refused it does it get the
+//     last refusal, as failover.ts answers the last 5xx (the corridor may put it back:
+//     /queue retries it, then waits for room).
 // The lease of the deployment that answered goes back to the caller, which releases it
 // with the call's real usage once the reply is settled.
 import { Readable } from 'node:stream'
@@ -156,14 +157,17 @@ export async function sendWithCapacity<T extends FailoverTarget>(
   let last5xx: PickedResult<T> | undefined
   /** The last refusal, kept to answer with when every deployment tried refused. */
   let lastRefusal: PickedResult<T> | undefined
+  /** When the earliest deployment that refused said it may serve again. */
+  let refusedUntil: number | null = null
   let from: string | undefined
   let attempts = 0
   while (left.length > 0) {
     const picked = await pick(left, o)
     if (!('target' in picked)) {
-      const kept = last5xx ?? lastRefusal
-      if (kept !== undefined) return { ...kept, attempts }
-      throw capacityRefusal(picked.retryAt, now())
+      if (last5xx !== undefined) return { ...last5xx, attempts }
+      // The ones tried refused, the rest are full: the gateway's answer, not the upstream's.
+      discard(lastRefusal)
+      throw capacityRefusal(earliest(picked.retryAt, refusedUntil), now())
     }
     const { target, lease } = picked
     left.splice(left.indexOf(target), 1)
@@ -190,6 +194,7 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       discard(lastRefusal)
       const refusal = await refused(response, lease, o, now())
       lastRefusal = { response: refusal.response, target, attempts, lease }
+      refusedUntil = earliest(refusal.observation.cooldownUntil, refusedUntil)
       // A 503 is a 5xx too: counted and logged as failover.ts counts one.
       if (status >= 500) o.onAttemptFailed?.(target, status, left[0])
       from = lease.deploymentId
@@ -213,4 +218,8 @@ export async function sendWithCapacity<T extends FailoverTarget>(
   throw (
     lastError ?? new GatewayError('upstream_unreachable', { message: 'No deployment is configured for this model.' })
   )
+}
+
+function earliest(a: number | null, b: number | null): number | null {
+  return a === null ? b : b === null ? a : Math.min(a, b)
 }

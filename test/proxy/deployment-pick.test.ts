@@ -236,3 +236,22 @@ t.test('a request larger than any tpm: refused with no retry-after', async (t) =
   t.equal(refusal.headers['retry-after-ms'], undefined)
   t.equal(capacityRetryAt(refusal), undefined)
 })
+
+t.test('the one tried refused and the rest are full: the gateway 429, not the refusal', async (t) => {
+  const { options } = setup({ 'b/m': { maxConcurrent: 1 } })
+  const a = stub('a', { status: 429, headers: { 'retry-after-ms': '600' } })
+  const b = stub('b')
+  const targets = [target(a, 0), target(b, 1)]
+  const held = await sendWithCapacity([target(b, 1)], build, options())
+  let error: unknown
+  try {
+    await sendWithCapacity(targets, build, { ...options(), counter: 0 })
+  } catch (err) {
+    error = err
+  }
+  t.equal((error as GatewayError).errorName, 'upstream_capacity')
+  t.ok(Number((error as GatewayError).headers['retry-after-ms']) <= 600, 'no later than the refusal named')
+  t.equal(a.sent.length, 1, 'the refusing one was tried')
+  t.equal(b.sent.length, 1, 'the full one was not')
+  await held.lease.release()
+})

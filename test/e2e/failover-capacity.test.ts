@@ -10,6 +10,7 @@ import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { counterSum as counter } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
+import { ASYNC, post, until, type QueueView } from '../queue/helpers.ts'
 import { startQuotaUpstream, type QuotaUpstream } from '../helpers/quota-upstream.ts'
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
@@ -153,4 +154,15 @@ t.test('/queue: with every deployment cooling down, a drop-in call waits, then s
   t.ok(Date.now() - started > 100, 'after waiting for a deployment with room')
   t.ok(response.headers.get('x-queue-wait-ms') !== null)
   t.equal(a.stats().rateLimited + b.stats().rateLimited, 2, 'no further refusal: it waited out the cooldown')
+
+  // A stored request too: both cool down again, and it waits without using up its retries.
+  await Promise.all([spend(a), spend(b)])
+  await v2.chat.completions.create(ask).catch(() => undefined)
+  t.equal(a.stats().rateLimited + b.stats().rateLimited, 4, 'both deployments refused again')
+  const stored = await post(`${gw.url}/queue/chat/completions`, key, ask, ASYNC)
+  const id = stored.json<QueueView>().id
+  const view = await until(`${gw.url}/queue/requests/${id}`, key, ['completed', 'failed'])
+  t.equal(view.status, 'completed', 'the asynchronous request completes')
+  t.equal(view.attempts, 1, 'in one attempt: waiting for room is not an upstream retry')
+  t.equal(a.stats().rateLimited + b.stats().rateLimited, 4, 'and no further refusal')
 })

@@ -1,0 +1,69 @@
+// A deployment's declared capacity in the config (rpm, tpm, maxConcurrent): accepted as
+// positive whole numbers, refused otherwise with the path of the bad field, and turned into
+// the declarations the capacity layer keys by deployment id (backend/upstream model), where
+// two public models served by one upstream deployment share one quota.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { parse, stringify } from 'yaml'
+import { declarationsOf } from '../../src/capacity/create.ts'
+import { deploymentIdOf } from '../../src/capacity/ids.ts'
+import { ConfigError, loadConfig } from '../../src/config/load.ts'
+
+const DEFAULT = 'config/default.yaml'
+
+function configWith(deployments: unknown[], second?: unknown[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-capacity-config-'))
+  const doc = parse(readFileSync(DEFAULT, 'utf8')) as Record<string, unknown>
+  doc.plans = join(process.cwd(), 'config/plans.yaml')
+  const models = doc.models as Array<{ deployments: unknown[] }>
+  ;(models[0] as { deployments: unknown[] }).deployments = deployments
+  if (second !== undefined) (models[1] as { deployments: unknown[] }).deployments = second
+  const path = join(dir, 'config.yaml')
+  writeFileSync(path, stringify(doc))
+  return path
+}
+
+t.test('deploymentIdOf: backend/upstream model, or backend/* without one', async (t) => {
+  t.equal(deploymentIdOf({ backend: 'azure-east', upstreamModel: 'gpt-4o' }), 'azure-east/gpt-4o')
+  t.equal(deploymentIdOf({ backend: 'mock', upstreamModel: null }), 'mock/*')
+})
+
+t.test('rpm, tpm and maxConcurrent load, and become declarations by deployment id', async (t) => {
+  const config = loadConfig({
+    path: configWith(
+      [
+        { backend: 'mock', model: 'shared', rpm: 300, tpm: 50_000 },
+        { backend: 'mock', model: 'solo', maxConcurrent: 4, weight: 2 },
+      ],
+      [{ backend: 'mock', model: 'shared' }],
+    ),
+    env: {},
+  })
+  const first = config.models[0]?.deployments[0]
+  t.equal(first?.rpm, 300)
+  t.equal(first?.tpm, 50_000)
+  t.equal(first?.maxConcurrent, undefined)
+  const declarations = declarationsOf(config.models)
+  t.same(declarations['mock/shared'], { weight: 1, rpm: 300, tpm: 50_000 }, 'the shared deployment keeps its quota')
+  t.same(declarations['mock/solo'], { weight: 2, maxConcurrent: 4 })
+})
+
+t.test('a bad value is refused with the path of the field', async (t) => {
+  for (const [field, value] of [
+    ['rpm', 0],
+    ['tpm', -5],
+    ['maxConcurrent', 1.5],
+    ['rpm', 'many'],
+  ] as const) {
+    let error: unknown
+    try {
+      loadConfig({ path: configWith([{ backend: 'mock', [field]: value }]), env: {} })
+    } catch (err) {
+      error = err
+    }
+    t.ok(error instanceof ConfigError, `${field}: ${JSON.stringify(value)} refused`)
+    t.match((error as Error).message, new RegExp(`models\\.0\\.deployments\\.0\\.${field}`))
+  }
+})

@@ -144,14 +144,3 @@ export async function paced<T>(count: number, perSecond: number, send: (i: numbe
   }
   return Promise.all(calls)
 }
-
-/** Counter values by label set from a Prometheus text page, for one metric name. */
-export function counterSamples(text: string, name: string): Array<{ labels: string; value: number }> {
-  const out: Array<{ labels: string; value: number }> = []
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
-    const m = /^[^{ ]+(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line)
-    if (m) out.push({ labels: m[1] ?? '', value: Number(m[2]) })
-  }
-  return out
-}

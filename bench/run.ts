@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAdmission } from './admission.ts'
 import { benchBodyIds } from './body-ids.ts'
+import { benchCapacity } from './capacity.ts'
 import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
 import { benchFuzz } from './fuzz.ts'
@@ -24,6 +25,7 @@ import { benchVectorStore } from './vector-store.ts'
 const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   compare: () => benchCompare(flags.includes('--quick') ? QUICK : FULL),
   admission: benchAdmission,
+  capacity: benchCapacity,
   throughput: benchThroughput,
   streaming: benchStreaming,
   'stream-journal': benchStreamJournal,

@@ -30,6 +30,8 @@ export interface QuotaUpstreamOptions {
   window?: 'sliding' | 'fixed'
   /** The in-flight bound a gateway must keep to; calls beyond it are served but counted in `overConcurrency`. */
   maxConcurrent?: number
+  /** How long every admitted call takes before its reply (a model's generation time), so calls overlap. */
+  latencyMs?: number
   /** Completion tokens of every reply (one word each). */
   replyTokens?: number
   /** Answer everything with Ollama's 503 for a full queue. */
@@ -234,6 +236,8 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
     inFlight += 1
     counts.peakInFlight = Math.max(counts.peakInFlight, inFlight)
     try {
+      const latency = options.latencyMs ?? 0
+      if (latency > 0) await new Promise<void>((done) => setTimeout(done, latency))
       if (paused) await new Promise<void>((resume) => waiting.push(resume))
       reply(res, body as Record<string, unknown>, replyHeaders, promptTokensOf(body), replyTokens)
       counts.served += 1

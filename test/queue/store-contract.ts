@@ -6,6 +6,7 @@ import type { Test } from 'tap'
 import {
   QueueFullError,
   type NewRequest,
+  type QueuedRequest,
   type QueueStore,
   type RequestRef,
   type StoredResult,
@@ -43,6 +44,20 @@ export function newRequest(overrides: Partial<NewRequest> = {}): NewRequest {
   }
 }
 
+/** A request as a store holds it once submitted: queued, never tried, leased to `runner` (nobody unless said). */
+export function queuedAs(request: NewRequest, runner: string | null = null): QueuedRequest {
+  return {
+    ...request,
+    status: 'queued',
+    attempts: 0,
+    startedAt: null,
+    finishedAt: null,
+    cancelRequested: false,
+    result: null,
+    runner,
+  }
+}
+
 const call = (id: string): Ticket => ({ kind: 'call', instance: 'inst1', id, joinedAt: 1_700_000_000_000 })
 const result = (statusCode = 200): StoredResult => ({
   statusCode,
@@ -75,16 +90,7 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal(await store.submit(first, null), 0, 'nobody ahead of the first')
     t.equal(await store.submit(second, null), 1, 'one ahead of the second')
     const read = await store.get(first.id)
-    t.strictSame(read, {
-      ...first,
-      status: 'queued',
-      attempts: 0,
-      startedAt: null,
-      finishedAt: null,
-      cancelRequested: false,
-      result: null,
-      runner: null,
-    })
+    t.strictSame(read, queuedAs(first))
     t.equal(await store.position(second.line, jobTicket(second)), 1)
     t.equal(await store.get('qreq_missing'), null)
     await t.rejects(store.submit(first, null), 'the same id twice is refused')

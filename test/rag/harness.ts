@@ -3,7 +3,7 @@
 // raw HTTP client for what fetch would normalise (dot segments, doubled slashes).
 import { spawn } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import { request as httpRequest } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Writable } from 'node:stream'
@@ -14,6 +14,7 @@ import { startGateway, type Gateway } from '../../src/main.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { defaultConfigDoc } from '../helpers/gateway.ts'
 import { createTestTokens, type TestTokens } from '../helpers/rag-tokens.ts'
+import { readText, type TextReply } from '../helpers/http.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 
@@ -122,11 +123,7 @@ export async function startMockProcess(t: Test, service: string, extra: readonly
   return { url: `http://127.0.0.1:${port}`, stop }
 }
 
-export interface RawReply {
-  readonly status: number
-  readonly headers: IncomingHttpHeaders
-  readonly body: string
-}
+export type RawReply = TextReply
 
 /** Sends the request target exactly as given (fetch would normalise dot segments and slashes). */
 export function rawRequest(
@@ -138,15 +135,7 @@ export function rawRequest(
   return new Promise((done, fail) => {
     const req = httpRequest(
       { host: url.hostname, port: url.port, method: options.method ?? 'GET', path: target, headers: options.headers },
-      (res) => {
-        let body = ''
-        res
-          .setEncoding('utf8')
-          .on('data', (c: string) => {
-            body += c
-          })
-          .once('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
-      },
+      readText(done),
     )
     req.once('error', fail)
     req.end(options.body)

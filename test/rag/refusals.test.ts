@@ -7,6 +7,7 @@ import t from 'tap'
 import { closedPort } from '../helpers/gateway.ts'
 import { ResponseReader } from '../helpers/http-reader.ts'
 import { rawRequest, startRagHarness } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 async function detailOf(res: Response, status: number): Promise<string> {
   const body = (await res.json()) as { detail?: unknown }
@@ -366,15 +367,7 @@ t.test(
               ...(declared ? { 'content-length': String(total) } : {}),
             },
           },
-          (res) => {
-            let body = ''
-            res
-              .setEncoding('utf8')
-              .on('data', (c: string) => {
-                body += c
-              })
-              .once('end', () => done({ status: res.statusCode ?? 0, body }))
-          },
+          readText(done),
         )
         req.on('error', () => undefined)
         const chunk = Buffer.alloc(64 * 1024, 120)
@@ -435,15 +428,7 @@ t.test('stalls: a body that stops arriving is refused (408), a reply that stops 
     const req = request(
       `${h.url}/query-pipeline/upload`,
       { method: 'POST', headers: { ...headers, 'content-length': '1000' } },
-      (res) => {
-        let body = ''
-        res
-          .setEncoding('utf8')
-          .on('data', (c: string) => {
-            body += c
-          })
-          .once('end', () => done({ status: res.statusCode ?? 0, body }))
-      },
+      readText(done),
     )
     req.once('error', fail)
     req.write('only ten b')

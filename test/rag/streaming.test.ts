@@ -3,10 +3,11 @@
 // client holds its second part until the backend has received the first. A gateway that
 // buffered either would never get past the first part (each wait is bounded).
 import { createHash } from 'node:crypto'
-import { createServer, request, type IncomingMessage, type Server } from 'node:http'
+import { createServer, request, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { startRagHarness } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 async function until(what: string, check: () => boolean, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms
@@ -95,15 +96,7 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
       const req = request(
         `${h.url}/file-manager/api/v1/files/upload`,
         { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream' } },
-        (res: IncomingMessage) => {
-          let body = ''
-          res
-            .setEncoding('utf8')
-            .on('data', (c: string) => {
-              body += c
-            })
-            .once('end', () => done({ status: res.statusCode ?? 0, body, headers: res.headers }))
-        },
+        readText(done),
       )
       req.once('error', fail)
       void (async () => {

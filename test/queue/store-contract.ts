@@ -13,6 +13,7 @@ import {
   type Ticket,
 } from '../../src/queue/ports.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+import { openInFreshSpace } from './spaces.ts'
 
 export interface StoreSpace {
   open(options?: { resultTtlMs?: number }): Promise<QueueStore>
@@ -74,12 +75,12 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     resultTtlMs?: number,
   ): void => {
     t.test(`${name}: ${title}`, async (t) => {
-      const space = await makeSpace()
-      const store = await space.open(resultTtlMs === undefined ? {} : { resultTtlMs })
-      t.teardown(async () => {
-        await store.close()
-        await space.cleanup()
-      })
+      const {
+        space,
+        opened: [store],
+      } = await openInFreshSpace(t, makeSpace, async (space) => [
+        await space.open(resultTtlMs === undefined ? {} : { resultTtlMs }),
+      ])
       await body(t, store, space)
     })
   }

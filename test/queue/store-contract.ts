@@ -59,6 +59,9 @@ export function queuedAs(request: NewRequest, runner: string | null = null): Que
   }
 }
 
+/** The ids of a page (or a slice of what was submitted), in order. */
+const ids = (requests: ReadonlyArray<{ readonly id: string }>): string[] => requests.map((r) => r.id)
+
 const call = (id: string): Ticket => ({ kind: 'call', instance: 'inst1', id, joinedAt: 1_700_000_000_000 })
 const result = (statusCode = 200): StoredResult => ({
   statusCode,
@@ -307,46 +310,24 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
       const page1 = await store.list('owner-a', { limit: 100, status: 'completed' })
       t.equal(page1.data.length, 100)
       t.equal(page1.hasMore, true)
-      t.same(
-        page1.data.map((r) => r.id),
-        all
-          .slice(50, 150)
-          .reverse()
-          .map((r) => r.id),
-        'newest completed first',
-      )
+      t.same(ids(page1.data), ids(all.slice(50, 150).reverse()), 'newest completed first')
       t.ok(page1.data.every((r) => r.status === 'completed'))
       const page2 = await store.list('owner-a', { limit: 100, status: 'completed', after: page1.data.at(-1)?.id })
-      t.same(
-        page2.data.map((r) => r.id),
-        all
-          .slice(0, 50)
-          .reverse()
-          .map((r) => r.id),
-      )
+      t.same(ids(page2.data), ids(all.slice(0, 50).reverse()))
       t.equal(page2.hasMore, false)
       const exact = await store.list('owner-a', { limit: 50, status: 'completed', after: page1.data.at(-1)?.id })
       t.equal(exact.data.length, 50)
       t.equal(exact.hasMore, false, 'no more completed after the last one')
 
       const failed = await store.list('owner-a', { limit: 100, status: 'failed' })
-      t.same(
-        failed.data.map((r) => r.id),
-        [newest.id],
-      )
+      t.same(ids(failed.data), [newest.id])
       t.equal(failed.hasMore, false)
       const queued = await store.list('owner-a', { limit: 100, status: 'queued' })
       t.equal(queued.data.length, 100)
       t.equal(queued.hasMore, true)
       t.equal(queued.data[0]?.id, all.at(-2)?.id)
       const lastQueued = await store.list('owner-a', { limit: 100, status: 'queued', after: all[249]?.id })
-      t.same(
-        lastQueued.data.map((r) => r.id),
-        all
-          .slice(150, 249)
-          .reverse()
-          .map((r) => r.id),
-      )
+      t.same(ids(lastQueued.data), ids(all.slice(150, 249).reverse()))
       t.equal(lastQueued.hasMore, false)
       t.same(await store.list('owner-a', { limit: 100, status: 'cancelled' }), { data: [], hasMore: false })
       t.same(await store.list('owner-a', { limit: 100, status: 'in_progress' }), { data: [], hasMore: false })

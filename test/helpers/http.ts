@@ -35,6 +35,15 @@ export function readText(done: (reply: TextReply) => void): (res: IncomingMessag
   }
 }
 
+/** One chat completion ("hi", `maxTokens` at most) on the v2 route with an API key: the reply, unread. */
+export function chatWith(url: string, key: string, model: string, maxTokens: number): Promise<Response> {
+  return fetch(`${url}/v2/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }),
+  })
+}
+
 /** Sends raw bytes on a fresh socket and returns what came back before the server closed or `ms` passed. */
 export function rawExchange(port: number, payload: string | Buffer, ms = 3000): Promise<string> {
   return new Promise((done, fail) => {

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { REDIS_URL, testNamespace } from '../helpers/redis.ts'
+import { chatWith } from '../helpers/http.ts'
 import { createKeyByFetch, createUser, postSignIn, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
 
 let gw: RunningTollgate
@@ -336,11 +337,7 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   t.equal(await redis.pttl(handoffKey ?? ''), -2, 'and gone once read')
   t.notMatch(await (await erin.get(location)).text(), secret, 'its secret page, opened again, no longer has it')
   t.same(await redis.keys(`${prefix}{tg}:portal:handoff:*`), [], 'no hand-off left in Redis once taken')
-  const call = await fetch(`${rgw.url}/v2/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-oss-120b', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }),
-  })
+  const call = await chatWith(rgw.url, secret, 'gpt-oss-120b', 5)
   t.equal(call.status, 200)
   await call.text()
   t.match(await (await erin.get('/portal/usage')).text(), /data-total="requests">1</, 'usage read from Redis')

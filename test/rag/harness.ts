@@ -3,7 +3,8 @@
 // raw HTTP client for what fetch would normalise (dot segments, doubled slashes).
 import { spawn } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
-import { request as httpRequest } from 'node:http'
+import { createServer, request as httpRequest, type RequestListener } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Writable } from 'node:stream'
@@ -124,6 +125,17 @@ export async function startMockProcess(t: Test, service: string, extra: readonly
 }
 
 export type RawReply = TextReply
+
+/** A backend served from this process on a loopback port, closed when the test ends: its base URL. */
+export async function serveBackend(t: Test, handler: RequestListener): Promise<string> {
+  const server = createServer(handler)
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  t.teardown(() => {
+    server.closeAllConnections()
+    server.close()
+  })
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
 
 /** Sends the request target exactly as given (fetch would normalise dot segments and slashes). */
 export function rawRequest(

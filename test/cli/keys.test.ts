@@ -8,6 +8,7 @@ import { durationSeconds, runKeysCommand } from '../../src/cli/keys.ts'
 import { formatAmount } from '../../src/keys/money.ts'
 import { mergeUsageReplies, usageWindows } from '../../src/cli/usage-windows.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { chatWith } from '../helpers/http.ts'
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
 
@@ -67,11 +68,7 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
   t.match(created.stdout, /Tier:\s+Standard4000/)
   t.match(created.stdout, /Models:\s+gpt-4o, claude-sonnet-4/)
 
-  const chat = await fetch(`${gw.url}/v2/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
-  })
+  const chat = await chatWith(gw.url, secret, 'gpt-4o', 3)
   t.equal(chat.status, 200, 'the printed secret works')
   const usage = ((await chat.json()) as { usage: { prompt_tokens: number; completion_tokens: number } }).usage
 
@@ -267,11 +264,7 @@ t.test('--expires-in needs a unit, and the expiry it came to is said', async (t)
 t.test('keys usage --from more than a year back: asked in windows, added up', async (t) => {
   const { key, id } = await gw.createKey({ name: 'old usage' })
   for (let i = 0; i < 2; i++) {
-    const res = await fetch(`${gw.url}/v2/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }),
-    })
+    const res = await chatWith(gw.url, key, 'gpt-4o', 3)
     t.equal(res.status, 200)
     await res.text()
   }

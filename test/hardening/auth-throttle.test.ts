@@ -15,6 +15,7 @@ import type { KeyRecord } from '../../src/keys/record.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { REDIS_URL, redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
 import { startTcpProxy } from '../keys/tcp-proxy.ts'
+import { readText } from '../helpers/http.ts'
 
 const fakeRequest = (address: string, authorization?: string, forwarded?: string): IncomingMessage =>
   ({
@@ -175,15 +176,7 @@ if (!ns.up) {
               agent: false,
               headers: authorization === undefined ? {} : { authorization },
             },
-            (res) => {
-              let body = ''
-              res
-                .setEncoding('utf8')
-                .on('data', (c: string) => {
-                  body += c
-                })
-                .on('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
-            },
+            readText(done),
           )
           req.on('error', fail)
           req.end()

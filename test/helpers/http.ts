@@ -1,4 +1,5 @@
 // Raw HTTP for what the SDK hides: exact headers, bodies that lie, sockets cut short.
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { connect } from 'node:net'
 
 export interface RawResponse {
@@ -12,6 +13,35 @@ export async function request(url: string, init: RequestInit = {}): Promise<RawR
   const res = await fetch(url, init)
   const text = await res.text()
   return { status: res.status, headers: res.headers, text, json: () => JSON.parse(text) }
+}
+
+/** A reply read whole off a node:http response, its body as text. */
+export interface TextReply {
+  readonly status: number
+  readonly headers: IncomingHttpHeaders
+  readonly body: string
+}
+
+/** A node:http response callback: reads the body to its end as UTF-8 text and hands the reply to `done`. */
+export function readText(done: (reply: TextReply) => void): (res: IncomingMessage) => void {
+  return (res) => {
+    let body = ''
+    res
+      .setEncoding('utf8')
+      .on('data', (c: string) => {
+        body += c
+      })
+      .once('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
+  }
+}
+
+/** One chat completion ("hi", `maxTokens` at most) on the v2 route with an API key: the reply, unread. */
+export function chatWith(url: string, key: string, model: string, maxTokens: number): Promise<Response> {
+  return fetch(`${url}/v2/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: maxTokens }),
+  })
 }
 
 /** Sends raw bytes on a fresh socket and returns what came back before the server closed or `ms` passed. */

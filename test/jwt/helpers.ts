@@ -1,5 +1,8 @@
-// Raw HTTP for the RAG gateway's login endpoints, and JWT pieces for forging tokens.
-import type { RunningTollgate } from '../helpers/gateway.ts'
+// Raw HTTP for the RAG gateway's login endpoints, JWT pieces for forging tokens, and the
+// gateway the login tests run against (embedded, or on a shared Redis namespace).
+import type { Test } from 'tap'
+import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { REDIS_URL } from '../keys/redis-namespace.ts'
 
 export interface Reply {
   readonly status: number
@@ -86,4 +89,33 @@ export async function within(limitMs: number, check: () => Promise<boolean>): Pr
     await new Promise((done) => setTimeout(done, 50))
   }
   return -1
+}
+
+/** Where a gateway keeps its state on Redis: gateways given the same prefix and secret share it. */
+export interface SharedRedis {
+  readonly prefix: string
+  readonly secret: string
+}
+
+/**
+ * A gateway stopped when the test ends, with `config` applied to its configuration
+ * document; on the embedded store, or on Redis under `redis.prefix` when given.
+ */
+export async function authGateway(
+  t: Test,
+  options: { adminToken: string; config: (doc: Record<string, unknown>) => void; redis?: SharedRedis | undefined },
+): Promise<RunningTollgate> {
+  const { redis } = options
+  const gw = await startTollgate({
+    adminToken: options.adminToken,
+    config: (doc) => {
+      options.config(doc)
+      if (redis !== undefined) (doc.store as Record<string, unknown>).keyPrefix = redis.prefix
+    },
+    env: redis === undefined ? {} : { REDIS_URL, TOLLGATE_KEY_SECRET: redis.secret },
+  })
+  t.teardown(async () => {
+    await gw.stop()
+  })
+  return gw
 }

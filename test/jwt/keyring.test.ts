@@ -1,11 +1,12 @@
 // The keyring on a clock the test moves, and the verifier's cache bound: what happens at
 // each step of a rotation, and how late a revocation is seen without any message.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { SignJWT } from 'jose'
 import { AccountService } from '../../src/accounts/service.ts'
 import { GatewayError } from '../../src/errors.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { openEmbeddedStores } from '../../src/store/embedded.ts'
+import type { Stores } from '../../src/store/ports.ts'
 import { createKeyring } from '../../src/jwt/keyring.ts'
 import { createSealer } from '../../src/jwt/seal.ts'
 import { createAccessTokenVerifier } from '../../src/jwt/verifier.ts'
@@ -13,18 +14,27 @@ import { createAccessTokenVerifier } from '../../src/jwt/verifier.ts'
 const log = createLogger('silent')
 const HOUR = 3_600_000
 
-t.test('rotation: a new key after the interval, the old one verifies until its successor is old enough', async (t) => {
+/** In-memory stores, closed when the test ends. */
+function openStores(t: Test): Stores {
   const stores = openEmbeddedStores(':memory:')
   t.teardown(() => stores.close())
+  return stores
+}
+
+/** Keyring options on the test's clock: a new key each day, hour-long tokens, keys sealed with `secret` (one character, repeated). */
+const daily = (stores: Stores, secret: string, now: () => number) => ({
+  store: stores.signingKeys,
+  sealer: createSealer(secret.repeat(32)),
+  rotationMs: 24 * HOUR,
+  accessTokenTtlMs: HOUR,
+  log,
+  now,
+})
+
+t.test('rotation: a new key after the interval, the old one verifies until its successor is old enough', async (t) => {
+  const stores = openStores(t)
   let clock = Date.parse('2030-01-01T00:00:00Z')
-  const options = {
-    store: stores.signingKeys,
-    sealer: createSealer('s'.repeat(32)),
-    rotationMs: 24 * HOUR,
-    accessTokenTtlMs: HOUR,
-    log,
-    now: () => clock,
-  }
+  const options = daily(stores, 's', () => clock)
   const ring = createKeyring(options)
   const first = await ring.signer()
   t.equal((await stores.signingKeys.list()).length, 1)
@@ -66,8 +76,7 @@ t.test('rotation: a new key after the interval, the old one verifies until its s
 })
 
 t.test('a private key sealed with another secret cannot be used', async (t) => {
-  const stores = openEmbeddedStores(':memory:')
-  t.teardown(() => stores.close())
+  const stores = openStores(t)
   const options = { store: stores.signingKeys, rotationMs: HOUR, accessTokenTtlMs: HOUR, log }
   await createKeyring({ ...options, sealer: createSealer('a'.repeat(32)) }).signer()
   await t.rejects(createKeyring({ ...options, sealer: createSealer('b'.repeat(32)) }).signer())
@@ -76,17 +85,9 @@ t.test('a private key sealed with another secret cannot be used', async (t) => {
 })
 
 t.test('without any message, a revocation elsewhere is seen within revocationCacheMs', async (t) => {
-  const stores = openEmbeddedStores(':memory:')
-  t.teardown(() => stores.close())
+  const stores = openStores(t)
   let clock = Date.now()
-  const ring = createKeyring({
-    store: stores.signingKeys,
-    sealer: createSealer('k'.repeat(32)),
-    rotationMs: 24 * HOUR,
-    accessTokenTtlMs: HOUR,
-    log,
-    now: () => clock,
-  })
+  const ring = createKeyring(daily(stores, 'k', () => clock))
   const verifier = createAccessTokenVerifier({
     config: { issuer: 'tollgate', audience: 'tollgate-rag', revocationCacheMs: 500 },
     keyring: ring,

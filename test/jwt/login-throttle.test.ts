@@ -5,10 +5,10 @@
 // from loopback with a trusted proxy hop and X-Forwarded-For.
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
-import { REDIS_URL, redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
+import type { RunningTollgate } from '../helpers/gateway.ts'
+import { redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
 import { form } from '../portal/helpers.ts'
-import { call, createUser, type Reply } from './helpers.ts'
+import { call, createUser, type Reply, authGateway, type SharedRedis } from './helpers.ts'
 
 const THROTTLE = {
   maxFailuresPerUserAddress: 3,
@@ -21,21 +21,15 @@ const THROTTLE = {
 }
 const ADMIN_TOKEN = `adm_${randomBytes(16).toString('hex')}`
 
-async function gateway(t: Test, redis?: { prefix: string; secret: string }): Promise<RunningTollgate> {
-  const gw = await startTollgate({
+const gateway = (t: Test, redis?: SharedRedis): Promise<RunningTollgate> =>
+  authGateway(t, {
     adminToken: ADMIN_TOKEN,
     config: (doc) => {
       ;(doc.server as Record<string, unknown>).trustProxyHops = 1
       doc.ragAuth = { loginThrottle: THROTTLE }
-      if (redis !== undefined) (doc.store as Record<string, unknown>).keyPrefix = redis.prefix
     },
-    env: redis === undefined ? {} : { REDIS_URL, TOLLGATE_KEY_SECRET: redis.secret },
+    redis,
   })
-  t.teardown(async () => {
-    await gw.stop()
-  })
-  return gw
-}
 
 const from = (gw: RunningTollgate, address: string, username: string, password: string): Promise<Reply> =>
   call(gw.url, 'POST', '/api/v1/auth/user', { body: { username, password }, headers: { 'x-forwarded-for': address } })

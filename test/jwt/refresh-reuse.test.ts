@@ -4,9 +4,9 @@
 // session. On the embedded store, and on Redis with the repeats spread over two instances.
 import { randomBytes } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
-import { REDIS_URL, redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
-import { call, createUser, login, me, type Pair } from './helpers.ts'
+import type { RunningTollgate } from '../helpers/gateway.ts'
+import { redisMissing, redisNamespace } from '../keys/redis-namespace.ts'
+import { call, createUser, login, me, type Pair, authGateway, type SharedRedis } from './helpers.ts'
 
 const REUSE_SECONDS = 1
 const ADMIN_TOKEN = `adm_${randomBytes(16).toString('hex')}`
@@ -14,20 +14,14 @@ const ADMIN_TOKEN = `adm_${randomBytes(16).toString('hex')}`
 const refresh = (url: string, token: string) =>
   call(url, 'POST', '/api/v1/auth/refresh', { body: { refresh_token: token } })
 
-async function gateway(t: Test, redis?: { prefix: string; secret: string }): Promise<RunningTollgate> {
-  const gw = await startTollgate({
+const gateway = (t: Test, redis?: SharedRedis): Promise<RunningTollgate> =>
+  authGateway(t, {
     adminToken: ADMIN_TOKEN,
     config: (doc) => {
       doc.ragAuth = { refreshReuseSeconds: REUSE_SECONDS }
-      if (redis !== undefined) (doc.store as Record<string, unknown>).keyPrefix = redis.prefix
     },
-    env: redis === undefined ? {} : { REDIS_URL, TOLLGATE_KEY_SECRET: redis.secret },
+    redis,
   })
-  t.teardown(async () => {
-    await gw.stop()
-  })
-  return gw
-}
 
 /** The behaviour on gateways sharing one store (one gateway, or two on one Redis). */
 function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly RunningTollgate[]>): void {

@@ -34,18 +34,28 @@ export function form(fields: Record<string, string>): string {
   return new URLSearchParams(fields).toString()
 }
 
+/** The sign-in form posted as a browser posts it, redirects not followed: the raw reply. */
+export function postSignIn(
+  url: string,
+  username: string,
+  password: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(`${url}/portal/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body: form({ username, password }),
+  })
+}
+
 export async function signInByFetch(
   url: string,
   username: string,
   password: string,
   headers: Record<string, string> = {},
 ): Promise<FetchSession> {
-  const res = await fetch(`${url}/portal/sign-in`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
-    body: form({ username, password }),
-  })
+  const res = await postSignIn(url, username, password, headers)
   if (res.status !== 303) throw new Error(`sign-in ${username}: ${res.status}`)
   const cookie = (res.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
   const get = (path: string): Promise<Response> => fetch(`${url}${path}`, { redirect: 'manual', headers: { cookie } })

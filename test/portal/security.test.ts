@@ -6,7 +6,8 @@ import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { REDIS_URL, testNamespace } from '../helpers/redis.ts'
-import { createKeyByFetch, createUser, form, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
+import { chatWith } from '../helpers/http.ts'
+import { createKeyByFetch, createUser, postSignIn, secretOf, signInByFetch, type FetchSession } from './helpers.ts'
 
 let gw: RunningTollgate
 t.before(async () => {
@@ -39,29 +40,14 @@ const createKey = createKeyByFetch
 t.test(
   'sign-in: a wrong password is refused; the cookie is HttpOnly, SameSite=Strict, not Secure over plain HTTP',
   async (t) => {
-    const wrong = await fetch(`${gw.url}/portal/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form({ username: 'alice', password: 'nope-nope' }),
-    })
+    const wrong = await postSignIn(gw.url, 'alice', 'nope-nope')
     t.equal(wrong.status, 401)
     t.equal(wrong.headers.get('set-cookie'), null, 'no cookie')
     t.match(await wrong.text(), /Wrong username or password/)
-    const unknown = await fetch(`${gw.url}/portal/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form({ username: 'nobody', password: 'nope-nope' }),
-    })
+    const unknown = await postSignIn(gw.url, 'nobody', 'nope-nope')
     t.equal(unknown.status, 401, 'an unknown user gets the same answer')
 
-    const ok = await fetch(`${gw.url}/portal/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form({ username: 'alice', password: 'alice-password' }),
-    })
+    const ok = await postSignIn(gw.url, 'alice', 'alice-password')
     t.equal(ok.status, 303)
     t.equal(ok.headers.get('location'), '/portal/keys')
     const cookie = ok.headers.get('set-cookie') ?? ''
@@ -180,12 +166,7 @@ t.test('forged cross-site form posts are refused and change nothing', async (t) 
   t.equal((await alice.post('/portal/sign-out', {})).status, 403, 'sign-out without a token')
   t.equal((await alice.get('/portal/keys')).status, 200, 'still signed in')
   // A cross-site sign-in (login CSRF) is refused by its origin.
-  const login = await fetch(`${gw.url}/portal/sign-in`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
-    body: form({ username: 'alice', password: 'alice-password' }),
-  })
+  const login = await postSignIn(gw.url, 'alice', 'alice-password', { origin: 'https://evil.example' })
   t.equal(login.status, 403)
   t.equal(login.headers.get('set-cookie'), null)
   // The same-origin, tokened post works (the refusals above were not for another reason).
@@ -203,13 +184,7 @@ t.test('forged cross-site form posts are refused and change nothing', async (t) 
 
 t.test('failed sign-ins are throttled like failed logins, with the same counter', async (t) => {
   await createUser(gw, 'carol', 'carol-password')
-  const attempt = (password: string) =>
-    fetch(`${gw.url}/portal/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form({ username: 'carol', password }),
-    })
+  const attempt = (password: string) => postSignIn(gw.url, 'carol', password)
   for (let i = 0; i < 3; i++) t.equal((await attempt('wrong-password')).status, 401, `failure ${i + 1}`)
   const blocked = await attempt('carol-password')
   t.equal(blocked.status, 429, 'blocked, even with the right password')
@@ -262,12 +237,7 @@ t.test(
       t.match(res.headers.get('location'), location, `${what}: on to a page a reload only reads`)
       await res.arrayBuffer()
     }
-    const signIn = await fetch(`${gw.url}/portal/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form({ username: 'alice', password: 'alice-password' }),
-    })
+    const signIn = await postSignIn(gw.url, 'alice', 'alice-password')
     t.equal(signIn.status, 303, 'sign in: 303')
   },
 )
@@ -337,12 +307,7 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   t.teardown(() => rgw.stop())
   await createUser(rgw, 'erin', 'erin-password')
   const tls = { 'x-forwarded-proto': 'https', 'x-forwarded-for': '203.0.113.9' }
-  const signIn = await fetch(`${rgw.url}/portal/sign-in`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', ...tls },
-    body: form({ username: 'erin', password: 'erin-password' }),
-  })
+  const signIn = await postSignIn(rgw.url, 'erin', 'erin-password', tls)
   t.equal(signIn.status, 303)
   t.match(
     signIn.headers.get('set-cookie'),
@@ -372,11 +337,7 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   t.equal(await redis.pttl(handoffKey ?? ''), -2, 'and gone once read')
   t.notMatch(await (await erin.get(location)).text(), secret, 'its secret page, opened again, no longer has it')
   t.same(await redis.keys(`${prefix}{tg}:portal:handoff:*`), [], 'no hand-off left in Redis once taken')
-  const call = await fetch(`${rgw.url}/v2/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-oss-120b', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 }),
-  })
+  const call = await chatWith(rgw.url, secret, 'gpt-oss-120b', 5)
   t.equal(call.status, 200)
   await call.text()
   t.match(await (await erin.get('/portal/usage')).text(), /data-total="requests">1</, 'usage read from Redis')

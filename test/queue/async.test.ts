@@ -200,37 +200,30 @@ t.test('a running request is cancelled: the upstream sees the abort and the toke
 
 t.test('multipart bodies are stored and sent; larger than queue.maxBodyBytes is a 413', async (t) => {
   const { key } = await newKey()
-  const form = encodeMultipart([
-    { name: 'model', value: 'whisper-large-v3' },
-    { name: 'file', filename: 'a.wav', data: Buffer.alloc(1500, 7), contentType: 'audio/wav' },
-  ])
-  const accepted = await request(`${gw.url}/queue/audio/transcriptions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': form.contentType, ...ASYNC },
-    body: form.bytes,
-  })
+  /** A transcription form with `size` bytes of audio. */
+  const audio = (filename: string, size: number) =>
+    encodeMultipart([
+      { name: 'model', value: 'whisper-large-v3' },
+      { name: 'file', filename, data: Buffer.alloc(size, 7), contentType: 'audio/wav' },
+    ])
+  const transcribe = (form: ReturnType<typeof audio>, headers: Record<string, string>) =>
+    request(`${gw.url}/queue/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': form.contentType, ...headers },
+      body: form.bytes,
+    })
+  const accepted = await transcribe(audio('a.wav', 1500), ASYNC)
   t.equal(accepted.status, 202)
   const done = await until(requestUrl(accepted.json<QueueView>().id), key, ['completed', 'failed'])
   t.equal(done.status, 'completed')
   t.match(done.response?.body, { text: /./ }, 'the transcription ran on the stored upload')
 
-  const big = encodeMultipart([
-    { name: 'model', value: 'whisper-large-v3' },
-    { name: 'file', filename: 'b.wav', data: Buffer.alloc(6000, 7), contentType: 'audio/wav' },
-  ])
-  const refused = await request(`${gw.url}/queue/audio/transcriptions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType, ...ASYNC },
-    body: big.bytes,
-  })
+  const big = audio('b.wav', 6000)
+  const refused = await transcribe(big, ASYNC)
   t.equal(refused.status, 413)
   t.equal(refused.json().error.code, 'request_too_large')
   t.match(refused.json().error.message, /queue\.maxBodyBytes/)
-  const dropIn = await request(`${gw.url}/queue/audio/transcriptions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': big.contentType },
-    body: big.bytes,
-  })
+  const dropIn = await transcribe(big, {})
   t.equal(dropIn.status, 200, 'the limit is for stored bodies: a drop-in call may be larger')
 })
 

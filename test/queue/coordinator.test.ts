@@ -3,37 +3,13 @@
 // the sweep reaches it, and the call behind it is woken; a stored request at a head is
 // scheduled.
 import t from 'tap'
-import type { Test } from 'tap'
-import { Coordinator } from '../../src/queue/coordinator.ts'
-import { openEmbeddedQueueStore } from '../../src/queue/embedded-store.ts'
-import { createLocalRunner } from '../../src/queue/local-runner.ts'
 import type { RequestRef, Ticket } from '../../src/queue/ports.ts'
-import { localSignals } from '../../src/queue/signals.ts'
 import { lineOf } from '../../src/queue/tickets.ts'
-import { createLogger } from '../../src/observability/logger.ts'
+import { localCoordinator } from './local-coordinator.ts'
 import { newRequest } from './store-contract.ts'
 
-function setup(t: Test) {
-  const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
-  const runner = createLocalRunner()
-  const coordinator = new Coordinator({
-    store,
-    runner,
-    instance: 'here',
-    tierPriority: {},
-    log: createLogger('silent'),
-    signals: localSignals,
-  })
-  t.teardown(async () => {
-    await coordinator.close()
-    await runner.close()
-    await store.close()
-  })
-  return { store, runner, coordinator }
-}
-
 t.test('an orphaned call at the head is taken out and the call behind it woken', async (t) => {
-  const { store, coordinator } = setup(t)
+  const { store, coordinator } = localCoordinator(t)
   const line = lineOf('key_o', 'm')
   const orphan: Ticket = { kind: 'call', instance: 'here', id: 'gone', joinedAt: 1 }
   const waiting: Ticket = { kind: 'call', instance: 'here', id: 'waits', joinedAt: 2 }
@@ -51,7 +27,7 @@ t.test('an orphaned call at the head is taken out and the call behind it woken',
 })
 
 t.test('a stored request at a head is scheduled, with its line', async (t) => {
-  const { store, runner, coordinator } = setup(t)
+  const { store, runner, coordinator } = localCoordinator(t)
   const ran: RequestRef[] = []
   runner.start(async (ref) => {
     ran.push(ref)
@@ -65,21 +41,7 @@ t.test('a stored request at a head is scheduled, with its line', async (t) => {
 })
 
 t.test('priorities by tier: listed tiers by their number, unlisted after them', async (t) => {
-  const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
-  const runner = createLocalRunner()
-  const c = new Coordinator({
-    store,
-    runner,
-    instance: 'x',
-    tierPriority: { Gold: 1, Silver: 5 },
-    log: createLogger('silent'),
-    signals: localSignals,
-  })
-  t.teardown(async () => {
-    await c.close()
-    await runner.close()
-    await store.close()
-  })
+  const { coordinator: c } = localCoordinator(t, { instance: 'x', tierPriority: { Gold: 1, Silver: 5 } })
   t.equal(c.priorityOf('Gold'), 1)
   t.equal(c.priorityOf('Silver'), 5)
   t.equal(c.priorityOf('Basic'), 6)
@@ -88,7 +50,7 @@ t.test('priorities by tier: listed tiers by their number, unlisted after them', 
 t.test(
   "leases nobody runs go to the shared queue: a stopped gateway's, and this gateway's own that it no longer runs",
   async (t) => {
-    const { store, runner, coordinator } = setup(t)
+    const { store, runner, coordinator } = localCoordinator(t)
     const ran: string[] = []
     runner.start(async (ref) => {
       ran.push(ref.id)

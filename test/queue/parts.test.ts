@@ -9,8 +9,7 @@ import { prefersAsync } from '../../src/queue/routes.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable } from '../../src/queue/retry.ts'
 import { statusOf } from '../../src/queue/view.ts'
 import { toResult } from '../../src/queue/worker.ts'
-import type { QueuedRequest } from '../../src/queue/ports.ts'
-import { newRequest } from './store-contract.ts'
+import { newRequest, queuedAs } from './store-contract.ts'
 
 t.test('the recorder keeps status, headers and body, up to its limit, and ends like a response', async (t) => {
   const sink = new RecordingSink(10)
@@ -75,16 +74,7 @@ t.test('Prefer: respond-async, alone or among others', async (t) => {
 })
 
 t.test('a client sees "expired" once a result (or a wait) outlives its time to live', async (t) => {
-  const base: QueuedRequest = {
-    ...newRequest({ createdAt: 1000 }),
-    status: 'queued',
-    attempts: 0,
-    startedAt: null,
-    finishedAt: null,
-    cancelRequested: false,
-    result: null,
-    runner: null,
-  }
+  const base = queuedAs(newRequest({ createdAt: 1000 }))
   t.equal(statusOf(base, 1500, 1000), 'queued')
   t.equal(statusOf(base, 2000, 1000), 'expired', 'waited as long as a result is kept')
   const done = { ...base, status: 'completed' as const, finishedAt: 5000 }

@@ -6,6 +6,7 @@ import type { JobRunner } from '../../src/queue/ports.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { runnerContract } from './runner-contract.ts'
+import { openInFreshSpace } from './spaces.ts'
 
 const { namespace: NAMESPACE, admin, fresh } = testNamespace(t, 'runner', 'tgtest-runner')
 const log = createLogger('silent')
@@ -22,14 +23,9 @@ const space = async () => {
 runnerContract(t, 'bullmq', space)
 
 t.test('bullmq: a request scheduled by one instance runs on another; keys stay under {tg}', async (t) => {
-  const s = await space()
-  const accepting = await s.open()
-  const working = await s.open()
-  t.teardown(async () => {
-    await accepting.close()
-    await working.close()
-    await s.cleanup()
-  })
+  const {
+    opened: [accepting, working],
+  } = await openInFreshSpace(t, space, async (s) => [await s.open(), await s.open()])
   const ran: string[] = []
   await accepting.schedule({ id: 'r1', line: 'key_x:m', createdAt: 5 })
   await accepting.close()

@@ -3,6 +3,7 @@
 import type { Test } from 'tap'
 import type { KeyRecord } from '../../src/keys/record.ts'
 import type { Held, JobRunner, Outcome, Processor, QueuedRequest, RequestRef } from '../../src/queue/ports.ts'
+import { openInFreshSpace } from './spaces.ts'
 
 export interface RunnerSpace {
   /** A runner on this space: more than one share the scheduled work (Redis: instances). */
@@ -51,12 +52,10 @@ function recorder(outcome: (id: string, run: number) => Outcome | Promise<Outcom
 export function runnerContract(t: Test, name: string, makeSpace: () => Promise<RunnerSpace>): void {
   const withRunner = (title: string, body: (t: Test, runner: JobRunner, space: RunnerSpace) => Promise<void>): void => {
     t.test(`${name}: ${title}`, async (t) => {
-      const space = await makeSpace()
-      const runner = await space.open()
-      t.teardown(async () => {
-        await runner.close()
-        await space.cleanup()
-      })
+      const {
+        space,
+        opened: [runner],
+      } = await openInFreshSpace(t, makeSpace, async (space) => [await space.open()])
       await body(t, runner, space)
     })
   }

@@ -6,12 +6,14 @@ import type { Test } from 'tap'
 import {
   QueueFullError,
   type NewRequest,
+  type QueuedRequest,
   type QueueStore,
   type RequestRef,
   type StoredResult,
   type Ticket,
 } from '../../src/queue/ports.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+import { openInFreshSpace } from './spaces.ts'
 
 export interface StoreSpace {
   open(options?: { resultTtlMs?: number }): Promise<QueueStore>
@@ -43,6 +45,23 @@ export function newRequest(overrides: Partial<NewRequest> = {}): NewRequest {
   }
 }
 
+/** A request as a store holds it once submitted: queued, never tried, leased to `runner` (nobody unless said). */
+export function queuedAs(request: NewRequest, runner: string | null = null): QueuedRequest {
+  return {
+    ...request,
+    status: 'queued',
+    attempts: 0,
+    startedAt: null,
+    finishedAt: null,
+    cancelRequested: false,
+    result: null,
+    runner,
+  }
+}
+
+/** The ids of a page (or a slice of what was submitted), in order. */
+const ids = (requests: ReadonlyArray<{ readonly id: string }>): string[] => requests.map((r) => r.id)
+
 const call = (id: string): Ticket => ({ kind: 'call', instance: 'inst1', id, joinedAt: 1_700_000_000_000 })
 const result = (statusCode = 200): StoredResult => ({
   statusCode,
@@ -59,12 +78,12 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     resultTtlMs?: number,
   ): void => {
     t.test(`${name}: ${title}`, async (t) => {
-      const space = await makeSpace()
-      const store = await space.open(resultTtlMs === undefined ? {} : { resultTtlMs })
-      t.teardown(async () => {
-        await store.close()
-        await space.cleanup()
-      })
+      const {
+        space,
+        opened: [store],
+      } = await openInFreshSpace(t, makeSpace, async (space) => [
+        await space.open(resultTtlMs === undefined ? {} : { resultTtlMs }),
+      ])
       await body(t, store, space)
     })
   }
@@ -75,16 +94,7 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal(await store.submit(first, null), 0, 'nobody ahead of the first')
     t.equal(await store.submit(second, null), 1, 'one ahead of the second')
     const read = await store.get(first.id)
-    t.strictSame(read, {
-      ...first,
-      status: 'queued',
-      attempts: 0,
-      startedAt: null,
-      finishedAt: null,
-      cancelRequested: false,
-      result: null,
-      runner: null,
-    })
+    t.strictSame(read, queuedAs(first))
     t.equal(await store.position(second.line, jobTicket(second)), 1)
     t.equal(await store.get('qreq_missing'), null)
     await t.rejects(store.submit(first, null), 'the same id twice is refused')
@@ -300,46 +310,24 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
       const page1 = await store.list('owner-a', { limit: 100, status: 'completed' })
       t.equal(page1.data.length, 100)
       t.equal(page1.hasMore, true)
-      t.same(
-        page1.data.map((r) => r.id),
-        all
-          .slice(50, 150)
-          .reverse()
-          .map((r) => r.id),
-        'newest completed first',
-      )
+      t.same(ids(page1.data), ids(all.slice(50, 150).reverse()), 'newest completed first')
       t.ok(page1.data.every((r) => r.status === 'completed'))
       const page2 = await store.list('owner-a', { limit: 100, status: 'completed', after: page1.data.at(-1)?.id })
-      t.same(
-        page2.data.map((r) => r.id),
-        all
-          .slice(0, 50)
-          .reverse()
-          .map((r) => r.id),
-      )
+      t.same(ids(page2.data), ids(all.slice(0, 50).reverse()))
       t.equal(page2.hasMore, false)
       const exact = await store.list('owner-a', { limit: 50, status: 'completed', after: page1.data.at(-1)?.id })
       t.equal(exact.data.length, 50)
       t.equal(exact.hasMore, false, 'no more completed after the last one')
 
       const failed = await store.list('owner-a', { limit: 100, status: 'failed' })
-      t.same(
-        failed.data.map((r) => r.id),
-        [newest.id],
-      )
+      t.same(ids(failed.data), [newest.id])
       t.equal(failed.hasMore, false)
       const queued = await store.list('owner-a', { limit: 100, status: 'queued' })
       t.equal(queued.data.length, 100)
       t.equal(queued.hasMore, true)
       t.equal(queued.data[0]?.id, all.at(-2)?.id)
       const lastQueued = await store.list('owner-a', { limit: 100, status: 'queued', after: all[249]?.id })
-      t.same(
-        lastQueued.data.map((r) => r.id),
-        all
-          .slice(150, 249)
-          .reverse()
-          .map((r) => r.id),
-      )
+      t.same(ids(lastQueued.data), ids(all.slice(150, 249).reverse()))
       t.equal(lastQueued.hasMore, false)
       t.same(await store.list('owner-a', { limit: 100, status: 'cancelled' }), { data: [], hasMore: false })
       t.same(await store.list('owner-a', { limit: 100, status: 'in_progress' }), { data: [], hasMore: false })

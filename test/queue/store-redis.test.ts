@@ -9,6 +9,7 @@ import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
 import { newRequest, queueStoreContract } from './store-contract.ts'
+import { openInFreshSpace } from './spaces.ts'
 
 const client = (): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-queue' })
 const { namespace: NAMESPACE, admin, fresh } = testNamespace(t, 'queue', 'tgtest-queue')
@@ -26,12 +27,9 @@ const space = async () => {
 queueStoreContract(t, 'redis', space)
 
 t.test('redis: every key is under the prefix and the {tg} hash tag', async (t) => {
-  const s = await space()
-  const store = await s.open()
-  t.teardown(async () => {
-    await store.close()
-    await s.cleanup()
-  })
+  const {
+    opened: [store],
+  } = await openInFreshSpace(t, space, async (s) => [await s.open()])
   const r = newRequest()
   await store.submit(r, Buffer.from('body'))
   await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
@@ -43,14 +41,9 @@ t.test('redis: every key is under the prefix and the {tg} hash tag', async (t) =
 })
 
 t.test('redis: two instances joining at once get one order', async (t) => {
-  const s = await space()
-  const a = await s.open()
-  const b = await s.open()
-  t.teardown(async () => {
-    await a.close()
-    await b.close()
-    await s.cleanup()
-  })
+  const {
+    opened: [a, b],
+  } = await openInFreshSpace(t, space, async (s) => [await s.open(), await s.open()])
   const line = lineOf('key_c', 'm')
   const tickets: Ticket[] = Array.from({ length: 40 }, (_, i) => ({
     kind: 'call',
@@ -68,12 +61,9 @@ t.test('redis: two instances joining at once get one order', async (t) => {
 })
 
 t.test('redis: the sweep takes out calls of stopped gateways and requests without a record', async (t) => {
-  const s = await space()
-  const store = await s.open()
-  t.teardown(async () => {
-    await store.close()
-    await s.cleanup()
-  })
+  const {
+    opened: [store],
+  } = await openInFreshSpace(t, space, async (s) => [await s.open()])
   const line = lineOf('key_d', 'm')
   const dead: Ticket = { kind: 'call', instance: 'gone', id: 'c1', joinedAt: 1 }
   const orphan: Ticket = { kind: 'job', id: 'qreq_orphan', joinedAt: 1 }
@@ -92,12 +82,10 @@ t.test('redis: the sweep takes out calls of stopped gateways and requests withou
 })
 
 t.test("redis: a key's pending count forgets requests whose records expired unfinished", async (t) => {
-  const s = await space()
-  const store = await s.open({ resultTtlMs: 200 })
-  t.teardown(async () => {
-    await store.close()
-    await s.cleanup()
-  })
+  const {
+    space: s,
+    opened: [store],
+  } = await openInFreshSpace(t, space, async (s) => [await s.open({ resultTtlMs: 200 })])
   const caps = { requests: 1, bytes: 1_000_000 }
   const r = newRequest({ createdAt: Date.now() })
   await store.submit(r, null, undefined, caps)

@@ -11,13 +11,10 @@ import type { KeyRecord } from '../../src/keys/record.ts'
 import type { Limiter } from '../../src/limits/port.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { createMetrics } from '../../src/observability/metrics.ts'
-import { Coordinator } from '../../src/queue/coordinator.ts'
-import { openEmbeddedQueueStore } from '../../src/queue/embedded-store.ts'
-import { createLocalRunner } from '../../src/queue/local-runner.ts'
 import type { NewRequest, Outcome, QueuedRequest } from '../../src/queue/ports.ts'
-import { localSignals } from '../../src/queue/signals.ts'
 import { createProcessor } from '../../src/queue/worker.ts'
-import { newRequest } from './store-contract.ts'
+import { localCoordinator } from './local-coordinator.ts'
+import { newRequest, queuedAs } from './store-contract.ts'
 
 const NOW = new Date().toISOString()
 
@@ -43,21 +40,7 @@ function keyRecord(id: string): KeyRecord {
 
 /** A processor for instance 'here', with a limiter that admits or refuses as `refuse` says. */
 function setup(t: Test, refuse: () => boolean) {
-  const store = openEmbeddedQueueStore({ dataDir: ':memory:', resultTtlMs: 60_000 })
-  const runner = createLocalRunner()
-  const coordinator = new Coordinator({
-    store,
-    runner,
-    instance: 'here',
-    tierPriority: {},
-    log: createLogger('silent'),
-    signals: localSignals,
-  })
-  t.teardown(async () => {
-    await coordinator.close()
-    await runner.close()
-    await store.close()
-  })
+  const { store, coordinator } = localCoordinator(t)
   const seen = { admissions: 0, upstream: 0, refused: 0 }
   const limiter: Limiter = {
     async admit() {
@@ -108,16 +91,7 @@ function setup(t: Test, refuse: () => boolean) {
     } as Parameters<typeof createProcessor>[0]['config'],
   })
   const held = (request: NewRequest): { request: QueuedRequest; key: KeyRecord } => ({
-    request: {
-      ...request,
-      status: 'queued',
-      attempts: 0,
-      startedAt: null,
-      finishedAt: null,
-      cancelRequested: false,
-      result: null,
-      runner: 'here',
-    },
+    request: queuedAs(request, 'here'),
     key: keyRecord(request.keyId),
   })
   return { store, coordinator, processor, seen, held, metrics }

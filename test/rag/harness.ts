@@ -3,7 +3,8 @@
 // raw HTTP client for what fetch would normalise (dot segments, doubled slashes).
 import { spawn } from 'node:child_process'
 import { mkdtempSync } from 'node:fs'
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import { createServer, request as httpRequest, type RequestListener } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { Writable } from 'node:stream'
@@ -14,6 +15,7 @@ import { startGateway, type Gateway } from '../../src/main.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { defaultConfigDoc } from '../helpers/gateway.ts'
 import { createTestTokens, type TestTokens } from '../helpers/rag-tokens.ts'
+import { readText, type TextReply } from '../helpers/http.ts'
 
 const ROOT = resolve(import.meta.dirname, '../..')
 
@@ -122,10 +124,17 @@ export async function startMockProcess(t: Test, service: string, extra: readonly
   return { url: `http://127.0.0.1:${port}`, stop }
 }
 
-export interface RawReply {
-  readonly status: number
-  readonly headers: IncomingHttpHeaders
-  readonly body: string
+export type RawReply = TextReply
+
+/** A backend served from this process on a loopback port, closed when the test ends: its base URL. */
+export async function serveBackend(t: Test, handler: RequestListener): Promise<string> {
+  const server = createServer(handler)
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
+  t.teardown(() => {
+    server.closeAllConnections()
+    server.close()
+  })
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
 /** Sends the request target exactly as given (fetch would normalise dot segments and slashes). */
@@ -138,15 +147,7 @@ export function rawRequest(
   return new Promise((done, fail) => {
     const req = httpRequest(
       { host: url.hostname, port: url.port, method: options.method ?? 'GET', path: target, headers: options.headers },
-      (res) => {
-        let body = ''
-        res
-          .setEncoding('utf8')
-          .on('data', (c: string) => {
-            body += c
-          })
-          .once('end', () => done({ status: res.statusCode ?? 0, headers: res.headers, body }))
-      },
+      readText(done),
     )
     req.once('error', fail)
     req.end(options.body)

@@ -3,6 +3,7 @@
 // unless the verified token is forwarded on purpose.
 import t from 'tap'
 import { rawRequest, startRagHarness } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 interface Echo {
   readonly headers: Record<string, string>
@@ -127,15 +128,7 @@ t.test('request bodies keep their framing: chunked stays chunked, even on DELETE
       const req = request(
         `${h.url}/ingest-master/api/v1/echo`,
         { method, headers: { ...headers, 'transfer-encoding': 'chunked' } },
-        (res) => {
-          let body = ''
-          res
-            .setEncoding('utf8')
-            .on('data', (c: string) => {
-              body += c
-            })
-            .once('end', () => done(JSON.parse(body) as never))
-        },
+        readText((reply) => done(JSON.parse(reply.body) as never)),
       )
       req.once('error', fail)
       req.write('first part, ')

@@ -1,11 +1,12 @@
 // The RAG gateway as an operator runs it (tollgate serve, default configuration): public
 // routes work end to end on the built-in mock, a token the gateway did not issue gets 401. A public upload route (configured) then shows a 256 MiB upload passing
 // through the gateway process to a mock backend process without the gateway holding it.
-import { request, type IncomingMessage } from 'node:http'
+import { request } from 'node:http'
 import t from 'tap'
 import { startTollgate } from '../helpers/gateway.ts'
 import { rssOf } from '../helpers/memory.ts'
 import { startMockProcess } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 t.test(
   'tollgate serve: public routes on the built-in mock, 401 for a foreign token, a large upload streamed',
@@ -73,15 +74,7 @@ t.test(
             'content-length': head.length + parts * part.length + tail.length,
           },
         },
-        (res: IncomingMessage) => {
-          let body = ''
-          res
-            .setEncoding('utf8')
-            .on('data', (c: string) => {
-              body += c
-            })
-            .once('end', () => done({ status: res.statusCode ?? 0, body }))
-        },
+        readText(done),
       )
       req.once('error', fail)
       void (async () => {

@@ -1,12 +1,13 @@
 // Every refusal of the RAG gateway in FastAPI's shape {"detail"}: 401 (with
 // WWW-Authenticate: Bearer), 403 from the route rules, 404, 429 with the /v2 limiter's
 // headers, 502 for a backend that is down, 504 for one that does not answer in time.
-import { createServer, request as httpRequest, type Server } from 'node:http'
-import { connect, type AddressInfo } from 'node:net'
+import { request as httpRequest } from 'node:http'
+import { connect } from 'node:net'
 import t from 'tap'
 import { closedPort } from '../helpers/gateway.ts'
 import { ResponseReader } from '../helpers/http-reader.ts'
-import { rawRequest, startRagHarness } from './harness.ts'
+import { rawRequest, serveBackend, startRagHarness } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 async function detailOf(res: Response, status: number): Promise<string> {
   const body = (await res.json()) as { detail?: unknown }
@@ -205,13 +206,8 @@ t.test('429: public routes (no token) per client address', async (t) => {
 })
 
 t.test('502 when a backend is down, 504 when it does not answer in time', async (t) => {
-  const silent: Server = createServer(() => {
+  const silentUrl = await serveBackend(t, () => {
     /* never answers */
-  })
-  await new Promise<void>((done) => silent.listen(0, '127.0.0.1', done))
-  t.teardown(() => {
-    silent.closeAllConnections()
-    silent.close()
   })
   const down = await closedPort()
   const h = await startRagHarness(t, {
@@ -219,7 +215,7 @@ t.test('502 when a backend is down, 504 when it does not answer in time', async 
       const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
       rag.services['ingest-master'] = { baseUrl: `http://127.0.0.1:${down}` }
       rag.services['file-manager'] = {
-        baseUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/base`,
+        baseUrl: `${silentUrl}/base`,
         responseTimeoutMs: 300,
       }
     },
@@ -252,7 +248,7 @@ t.test('502 when a backend is down, 504 when it does not answer in time', async 
 })
 
 t.test('a backend error without a JSON body reaches the client as {"detail"}, its status kept', async (t) => {
-  const odd: Server = createServer((req, res) => {
+  const oddUrl = await serveBackend(t, (req, res) => {
     if (req.url?.includes('headers')) {
       res.writeHead(431, { connection: 'close' })
       res.end()
@@ -261,15 +257,10 @@ t.test('a backend error without a JSON body reaches the client as {"detail"}, it
       res.end('<html>upstream nginx at /srv/secret-path</html>')
     }
   })
-  await new Promise<void>((done) => odd.listen(0, '127.0.0.1', done))
-  t.teardown(() => {
-    odd.closeAllConnections()
-    odd.close()
-  })
   const h = await startRagHarness(t, {
     config: (doc) => {
       const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
-      rag.services['file-manager'] = { baseUrl: `http://127.0.0.1:${(odd.address() as AddressInfo).port}` }
+      rag.services['file-manager'] = { baseUrl: oddUrl }
     },
   })
   const headers = await h.auth()
@@ -325,7 +316,7 @@ t.test(
   async (t) => {
     const whole: number[] = []
     let started = 0
-    const backend: Server = createServer((req, res) => {
+    const backendUrl = await serveBackend(t, (req, res) => {
       started++
       let n = 0
       req.on('data', (c: Buffer) => {
@@ -337,16 +328,11 @@ t.test(
         res.end(JSON.stringify({ received: n }))
       })
     })
-    await new Promise<void>((done) => backend.listen(0, '127.0.0.1', done))
-    t.teardown(() => {
-      backend.closeAllConnections()
-      backend.close()
-    })
     const h = await startRagHarness(t, {
       config: (doc) => {
         const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
         rag.services['file-manager'] = {
-          baseUrl: `http://127.0.0.1:${(backend.address() as AddressInfo).port}`,
+          baseUrl: backendUrl,
           maxBodyBytes: 1024 * 1024,
         }
       },
@@ -366,15 +352,7 @@ t.test(
               ...(declared ? { 'content-length': String(total) } : {}),
             },
           },
-          (res) => {
-            let body = ''
-            res
-              .setEncoding('utf8')
-              .on('data', (c: string) => {
-                body += c
-              })
-              .once('end', () => done({ status: res.statusCode ?? 0, body }))
-          },
+          readText(done),
         )
         req.on('error', () => undefined)
         const chunk = Buffer.alloc(64 * 1024, 120)
@@ -406,7 +384,7 @@ t.test(
 )
 
 t.test('stalls: a body that stops arriving is refused (408), a reply that stops is cut', async (t) => {
-  const stalling: Server = createServer((req, res) => {
+  const stallingUrl = await serveBackend(t, (req, res) => {
     if (req.url?.startsWith('/stall-reply')) {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write('event: token\ndata: {"token":"only"}\n\n')
@@ -415,16 +393,11 @@ t.test('stalls: a body that stops arriving is refused (408), a reply that stops 
     req.resume()
     req.once('end', () => res.writeHead(200).end('{}'))
   })
-  await new Promise<void>((done) => stalling.listen(0, '127.0.0.1', done))
-  t.teardown(() => {
-    stalling.closeAllConnections()
-    stalling.close()
-  })
   const h = await startRagHarness(t, {
     config: (doc) => {
       const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
       rag.services['query-pipeline'] = {
-        baseUrl: `http://127.0.0.1:${(stalling.address() as AddressInfo).port}`,
+        baseUrl: stallingUrl,
         idleTimeoutMs: 300,
       }
     },
@@ -435,15 +408,7 @@ t.test('stalls: a body that stops arriving is refused (408), a reply that stops 
     const req = request(
       `${h.url}/query-pipeline/upload`,
       { method: 'POST', headers: { ...headers, 'content-length': '1000' } },
-      (res) => {
-        let body = ''
-        res
-          .setEncoding('utf8')
-          .on('data', (c: string) => {
-            body += c
-          })
-          .once('end', () => done({ status: res.statusCode ?? 0, body }))
-      },
+      readText(done),
     )
     req.once('error', fail)
     req.write('only ten b')

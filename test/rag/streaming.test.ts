@@ -3,10 +3,10 @@
 // client holds its second part until the backend has received the first. A gateway that
 // buffered either would never get past the first part (each wait is bounded).
 import { createHash } from 'node:crypto'
-import { createServer, request, type IncomingMessage, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { request } from 'node:http'
 import t from 'tap'
-import { startRagHarness } from './harness.ts'
+import { serveBackend, startRagHarness } from './harness.ts'
+import { readText } from '../helpers/http.ts'
 
 async function until(what: string, check: () => boolean, ms = 15_000): Promise<void> {
   const deadline = Date.now() + ms
@@ -19,7 +19,7 @@ async function until(what: string, check: () => boolean, ms = 15_000): Promise<v
 t.test('SSE and uploads stream through without buffering', async (t) => {
   let releaseSecondEvent = (): void => undefined
   let uploadBytes = 0
-  const backend: Server = createServer((req, res) => {
+  const base = await serveBackend(t, (req, res) => {
     if (req.url?.startsWith('/stream')) {
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write('event: token\ndata: {"token":"first"}\n\n')
@@ -50,12 +50,6 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
         .end(body)
     })
   })
-  await new Promise<void>((done) => backend.listen(0, '127.0.0.1', done))
-  t.teardown(() => {
-    backend.closeAllConnections()
-    backend.close()
-  })
-  const base = `http://127.0.0.1:${(backend.address() as AddressInfo).port}`
   const h = await startRagHarness(t, {
     config: (doc) => {
       const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
@@ -95,15 +89,7 @@ t.test('SSE and uploads stream through without buffering', async (t) => {
       const req = request(
         `${h.url}/file-manager/api/v1/files/upload`,
         { method: 'POST', headers: { ...headers, 'content-type': 'application/octet-stream' } },
-        (res: IncomingMessage) => {
-          let body = ''
-          res
-            .setEncoding('utf8')
-            .on('data', (c: string) => {
-              body += c
-            })
-            .once('end', () => done({ status: res.statusCode ?? 0, body, headers: res.headers }))
-        },
+        readText(done),
       )
       req.once('error', fail)
       void (async () => {

@@ -32,8 +32,8 @@ let instance = 0
 const freshPrefix = (): string => `${NAMESPACE}${instance++}:`
 const client = (name = 'tgtest'): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, name })
 
-/** Two gateway instances' stores on one fresh namespace, closed when the test ends. */
-function twoInstances(t: Test): [Stores, Stores] {
+/** Two gateway instances' stores on one fresh namespace (the third element), closed when the test ends. */
+function twoInstances(t: Test): [Stores, Stores, string] {
   const prefix = freshPrefix()
   const a = createRedisStores(client('tgtest-a'), prefix)
   const b = createRedisStores(client('tgtest-b'), prefix)
@@ -41,7 +41,7 @@ function twoInstances(t: Test): [Stores, Stores] {
     await a.close()
     await b.close()
   })
-  return [a, b]
+  return [a, b, prefix]
 }
 
 const admin = client('tgtest-admin')
@@ -175,13 +175,7 @@ function registerRedisTests(): void {
   })
 
   t.test('redis: a stream left by a gateway that stopped is recovered by one instance of many', async (t) => {
-    const prefix = freshPrefix()
-    const a = createRedisStores(client('tgtest-a'), prefix)
-    const b = createRedisStores(client('tgtest-b'), prefix)
-    t.teardown(async () => {
-      await a.close()
-      await b.close()
-    })
+    const [a, b, prefix] = twoInstances(t)
     const at = Date.UTC(2025, 2, 1, 12)
     const streams = Array.from({ length: 20 }, (_, i) => ({
       id: `str_${i}`,

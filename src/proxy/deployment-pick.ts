@@ -143,8 +143,9 @@ async function refused<T extends FailoverTarget>(
 
 /**
  * Tries the deployments of `targets` (a model's, in configured order) as capacity picks
- * them until one serves. Throws upstream_capacity when none is left with room; otherwise
- * as sendWithFailover (the last 5xx, or upstream_unreachable, when every one failed).
+ * them until one serves. Throws upstream_capacity when none is left with room or every one
+ * tried answered 429; otherwise as sendWithFailover (the last 5xx or 503 refusal, or
+ * upstream_unreachable, when every one failed).
  */
 export async function sendWithCapacity<T extends FailoverTarget>(
   targets: readonly T[],
@@ -212,6 +213,13 @@ export async function sendWithCapacity<T extends FailoverTarget>(
     discard(last5xx)
     last5xx = { response, target, attempts, lease }
     if (request.signal.aborted) break
+  }
+  // Every deployment tried refused with a 429: each is cooling down now, so the answer is the
+  // gateway's own 429 with the time the first frees up, never an upstream's refusal. A 503
+  // refusal is a 5xx: answered as failover.ts answers one (the /queue puts it back in line).
+  if (last5xx === undefined && lastRefusal?.response.status === 429 && refusedUntil !== null) {
+    discard(lastRefusal)
+    throw capacityRefusal(refusedUntil, now())
   }
   const kept = last5xx ?? lastRefusal
   if (kept !== undefined) return { ...kept, attempts }

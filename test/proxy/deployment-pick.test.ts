@@ -171,12 +171,30 @@ t.test('a 503 moves on too; a 4xx other than 429 is final', async (t) => {
   await final.lease.release()
 })
 
-t.test('every deployment refusing in one call: the last refusal is the answer (its body kept)', async (t) => {
-  const { options } = setup()
+t.test('every deployment answering 429 in one call: the gateway 429, with the time the first frees up', async (t) => {
+  const { clock, options } = setup()
   const a = stub('a', { status: 429, headers: { 'retry-after-ms': '800' }, body: '{"from":"a"}' })
   const b = stub('b', { status: 429, headers: { 'retry-after-ms': '900' }, body: '{"from":"b"}' })
+  let error: unknown
+  try {
+    await sendWithCapacity([target(a, 0), target(b, 1)], build, { ...options(), counter: 0 })
+  } catch (err) {
+    error = err
+  }
+  t.type(error, GatewayError)
+  const refusal = error as GatewayError
+  t.equal(refusal.errorName, 'upstream_capacity', 'never the upstream’s own refusal')
+  t.equal(refusal.headers['retry-after-ms'], '800', 'when a frees up')
+  t.equal(capacityRetryAt(refusal, clock.now), clock.now + 800)
+  t.equal(a.sent.length + b.sent.length, 2, 'both were tried')
+})
+
+t.test('every deployment refusing with 503 in one call: the last refusal is the answer (its body kept)', async (t) => {
+  const { options } = setup()
+  const a = stub('a', { status: 503, headers: { 'retry-after-ms': '800' }, body: '{"from":"a"}' })
+  const b = stub('b', { status: 503, headers: { 'retry-after-ms': '900' }, body: '{"from":"b"}' })
   const sent = await sendWithCapacity([target(a, 0), target(b, 1)], build, { ...options(), counter: 0 })
-  t.equal(sent.response.status, 429)
+  t.equal(sent.response.status, 503)
   let text = ''
   for await (const chunk of sent.response.body as AsyncIterable<Buffer>) text += chunk.toString('utf8')
   t.equal(text, '{"from":"b"}')
@@ -187,7 +205,7 @@ t.test('every deployment cooling or full: the gateway 429 with the time the firs
   const a = stub('a', { status: 429, headers: { 'retry-after-ms': '2000' } })
   const b = stub('b', { status: 429, headers: { 'retry-after-ms': '700' } })
   const targets = [target(a, 0), target(b, 1)]
-  await sendWithCapacity(targets, build, options())
+  await t.rejects(sendWithCapacity(targets, build, options()), { errorName: 'upstream_capacity' }, 'both refuse')
   let error: unknown
   try {
     await sendWithCapacity(targets, build, options())

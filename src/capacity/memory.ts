@@ -27,6 +27,10 @@ interface Deployment {
   readonly tokens: Map<number, number>
   requestsLearned: Learned | null
   tokensLearned: Learned | null
+  /** A learned figure reached its reset: one call may probe until then (see redis.ts). */
+  probeOpenUntil: number
+  /** A probe is out: the others wait until then, or until its answer teaches the figures again. */
+  probeUntil: number
 }
 
 /** Where a candidate stands for one call. */
@@ -38,6 +42,8 @@ interface Standing {
   readonly freeAt: number
   /** Calls like this one that still fit; Infinity when nothing limits it. */
   readonly headroom: number
+  /** Sending to it sends the probe after a reset. */
+  readonly probe?: boolean
 }
 
 export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): CapacityStore {
@@ -54,6 +60,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         tokens: new Map(),
         requestsLearned: null,
         tokensLearned: null,
+        probeOpenUntil: 0,
+        probeUntil: 0,
       }
       deployments.set(id, d)
     }
@@ -91,6 +99,22 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     return l !== null && l.until > now ? l : null
   }
 
+  /** Figures past their reset are dropped and open a probe: one call goes, the rest wait for what it teaches. */
+  function probing(d: Deployment, now: number): { running: number | null; may: boolean } {
+    let expired = false
+    if (d.requestsLearned !== null && d.requestsLearned.until <= now) {
+      d.requestsLearned = null
+      expired = true
+    }
+    if (d.tokensLearned !== null && d.tokensLearned.until <= now) {
+      d.tokensLearned = null
+      expired = true
+    }
+    if (expired && d.probeUntil <= now) d.probeOpenUntil = now + rules.learnedHoldMs
+    if (d.probeUntil > now) return { running: d.probeUntil, may: false }
+    return { running: null, may: d.probeOpenUntil > now }
+  }
+
   function stand(c: CandidateSpec, d: Deployment, now: number, tokens: number): Standing {
     if (c.tpm > 0 && tokens > c.tpm)
       return { tooLarge: true, blocked: true, cooling: false, freeAt: Infinity, headroom: 0 }
@@ -104,6 +128,9 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     }
     const cooling = d.coolingUntil > now
     if (cooling) block(d.coolingUntil)
+    const probe = probing(d, now)
+    if (probe.running !== null) block(probe.running)
+    if (probe.may) headroom = 1
     if (c.rpm > 0) {
       const w = window(d.requests, now, 1, c.rpm)
       if (w.freeAt !== null) block(w.freeAt)
@@ -129,7 +156,7 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       if (t.remaining < tokens) block(t.until)
       headroom = Math.min(headroom, Math.floor(t.remaining / per))
     }
-    return { tooLarge: false, blocked, cooling, freeAt, headroom: Math.max(headroom, 0) }
+    return { tooLarge: false, blocked, cooling, freeAt, headroom: Math.max(headroom, 0), probe: probe.may }
   }
 
   function add(buckets: Map<number, number>, index: number, delta: number, now: number): void {
@@ -152,6 +179,10 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       if (c.rpm > 0) add(d.requests, bucket, 1, now)
       if (c.tpm > 0) add(d.tokens, bucket, tokens, now)
       if (c.maxConcurrent > 0) d.flights.set(request.leaseId, now + rules.leaseTtlMs)
+      if (standings[index]?.probe === true) {
+        d.probeUntil = now + rules.learnedHoldMs
+        d.probeOpenUntil = 0
+      }
       const r = learned(d.requestsLearned, now)
       if (r !== null) r.remaining -= 1
       const t = learned(d.tokensLearned, now)
@@ -167,6 +198,10 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       const l = release.learned
       if (l === null) return
       if (l.cooldownUntil !== null && l.cooldownUntil > now) d.coolingUntil = Math.max(d.coolingUntil, l.cooldownUntil)
+      if (l.requestsRemaining !== null || l.tokensRemaining !== null) {
+        d.probeUntil = 0
+        d.probeOpenUntil = 0
+      }
       if (l.requestsRemaining !== null)
         d.requestsLearned = { remaining: l.requestsRemaining, until: l.requestsResetAt ?? now + rules.learnedHoldMs }
       if (l.tokensRemaining !== null)

@@ -27,15 +27,23 @@ import { DEFAULT_RULES } from './port.ts'
 const KEYS_PER_DEPLOYMENT = 5
 
 // KEYS: c, f, l, r, t per candidate. ARGV: now, lease id, tokens, random, bucket ms,
-// buckets, busy retry ms, lease ttl ms; then weight, rpm, tpm, maxConcurrent per candidate.
+// buckets, busy retry ms, lease ttl ms, learned hold ms; then weight, rpm, tpm,
+// maxConcurrent per candidate.
+//
+// A learned figure that reached its reset is not simply forgotten: every caller that was
+// told to come back then would find the deployment unlimited and rush it at once (most of
+// them into a 429). It opens a probe instead: one call goes, the others wait until its
+// answer teaches the figures again (RELEASE) or the hold passes with nothing learned.
+// The hash keeps 'pe' (a probe may start until then) and 'pu' (a probe runs until then).
 // Returns {1, chosen index (0-based), bucket} or {0, reason (1 cooling, 2 full, 3 too
 // large), retry at or -1}.
 const ACQUIRE = script(
   `
 local now, lease, tokens, rand = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local bucketMs, B, busy, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local hold = tonumber(ARGV[9])
 local cur = math.floor(now / bucketMs)
-local n = (#ARGV - 8) / 4
+local n = (#ARGV - 9) / 4
 local per = math.max(tokens, 1)
 
 local function window(key, cost, limit)
@@ -66,9 +74,26 @@ local function learned(key, field, till)
   return nil, nil
 end
 
+-- Figures past their reset are dropped and open a probe; returns when a running probe ends
+-- (block until then) or whether this deployment may send the probe.
+local function probe(key)
+  local v = redis.call('HMGET', key, 'rr', 'ra', 'tr', 'ta', 'pe', 'pu')
+  local expired = false
+  if v[1] and v[2] and tonumber(v[2]) <= now then redis.call('HDEL', key, 'rr', 'ra'); expired = true end
+  if v[3] and v[4] and tonumber(v[4]) <= now then redis.call('HDEL', key, 'tr', 'ta'); expired = true end
+  local pe, pu = tonumber(v[5] or '0'), tonumber(v[6] or '0')
+  if expired and pu <= now then
+    pe = now + hold
+    redis.call('HSET', key, 'pe', pe)
+    if redis.call('PTTL', key) < hold then redis.call('PEXPIRE', key, hold) end
+  end
+  if pu > now then return pu, false end
+  return nil, pe > now
+end
+
 local stand = {}
 for i = 1, n do
-  local a, k = 8 + 4 * (i - 1), KEYS_PER * (i - 1)
+  local a, k = 9 + 4 * (i - 1), KEYS_PER * (i - 1)
   local s = { weight = tonumber(ARGV[a + 1]), rpm = tonumber(ARGV[a + 2]), tpm = tonumber(ARGV[a + 3]), maxc = tonumber(ARGV[a + 4]),
     large = false, blocked = false, cooling = false, freeAt = now, headroom = math.huge }
   local function block(at)
@@ -96,6 +121,12 @@ for i = 1, n do
       local f = redis.call('ZCARD', KEYS[k + 2])
       if f >= s.maxc then block(now + busy) end
       s.headroom = math.min(s.headroom, s.maxc - f)
+    end
+    local running, may = probe(KEYS[k + 3])
+    if running then block(running) end
+    if may then
+      s.probe = true
+      s.headroom = math.min(s.headroom, 1)
     end
     local rr, ra = learned(KEYS[k + 3], 'rr', 'ra')
     if rr then
@@ -168,6 +199,11 @@ if s.maxc > 0 then
   redis.call('ZADD', KEYS[k + 2], now + ttl, lease)
   redis.call('PEXPIRE', KEYS[k + 2], ttl)
 end
+if s.probe then
+  redis.call('HSET', KEYS[k + 3], 'pu', now + hold)
+  redis.call('HDEL', KEYS[k + 3], 'pe')
+  if redis.call('PTTL', KEYS[k + 3]) < hold then redis.call('PEXPIRE', KEYS[k + 3], hold) end
+end
 if s.rr then redis.call('HINCRBY', KEYS[k + 3], 'rr', -1) end
 if s.tr then redis.call('HINCRBY', KEYS[k + 3], 'tr', -tokens) end
 return { 1, chosen - 1, cur }
@@ -213,7 +249,11 @@ local function learn(field, value, tillField, till)
 end
 learn('rr', ARGV[12], 'ra', ARGV[13])
 learn('tr', ARGV[14], 'ta', ARGV[15])
-if keep > 0 and redis.call('PTTL', KEYS[3]) < keep then redis.call('PEXPIRE', KEYS[3], math.ceil(keep)) end
+if keep > 0 then
+  redis.call('HDEL', KEYS[3], 'pe', 'pu')
+  -- Kept a hold past the reset, so that the first call after it finds the figure and probes.
+  if redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
+end
 return 1
 `)
 
@@ -319,6 +359,7 @@ export function redisCapacityStore(
         rules.buckets,
         rules.busyRetryMs,
         rules.leaseTtlMs,
+        rules.learnedHoldMs,
       ]
       for (const c of request.candidates) args.push(c.weight, c.rpm, c.tpm, c.maxConcurrent)
       const [ok, a, b] = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args), 3) as [

@@ -254,6 +254,50 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     t.equal((await lease(capacity, ['a'], 4800)).deploymentId, 'a')
   })
 
+  t.test(`${name}: at a learned reset one call probes, and the rest wait for what it teaches`, async (t) => {
+    // Without the probe every caller told to come back at the reset would find the
+    // deployment unlimited at once and rush it, most of them into the upstream's 429.
+    const { clock, capacity } = await setup({ a: { weight: 1 } })
+    const hold = DEFAULT_RULES.learnedHoldMs
+    const spent = {
+      'x-ratelimit-limit-requests': '10',
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': '2s',
+    }
+    const first = await lease(capacity, ['a'])
+    first.observe(observeResponse(200, spent, { now: clock.now }))
+    await first.release()
+    t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 2000 })
+    clock.now = T0 + 2000
+    const probe = await lease(capacity, ['a'])
+    t.same(
+      await capacity.acquire(['a'], { tokens: 0 }),
+      { ok: false, reason: 'full', retryAt: T0 + 2000 + hold },
+      'the probe is out: the others wait for it',
+    )
+    probe.observe(
+      observeResponse(
+        200,
+        { ...spent, 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-reset-requests': '5s' },
+        { now: clock.now },
+      ),
+    )
+    await probe.release()
+    for (let i = 0; i < 3; i++)
+      t.equal((await lease(capacity, ['a'])).deploymentId, 'a', `taught again: call ${i + 1} of 3`)
+    t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 7000 })
+
+    clock.now = T0 + 7000
+    await lease(capacity, ['a'])
+    clock.now = T0 + 7000 + hold
+    t.equal(
+      (await lease(capacity, ['a'])).deploymentId,
+      'a',
+      'a probe that taught nothing holds the others no longer than the hold',
+    )
+    t.equal((await lease(capacity, ['a'])).deploymentId, 'a', 'and then nothing is known: no limit')
+  })
+
   t.test(`${name}: rpm and tpm: counted over a window and one bucket, never less`, async (t) => {
     const { clock, capacity } = await setup({ a: { rpm: 3, tpm: 1000 } })
     const bucketMs = DEFAULT_RULES.windowMs / DEFAULT_RULES.buckets

@@ -99,16 +99,17 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     return l !== null && l.until > now ? l : null
   }
 
-  /** Figures past their reset are dropped and open a probe: one call goes, the rest wait for what it teaches. */
+  /** Figures past their reset are dropped; a spent one opens a probe: one call goes, the rest wait for what it teaches. */
   function probing(d: Deployment, now: number): { running: number | null; may: boolean } {
     let expired = false
+    // Only a spent figure opens a probe: callers were told to come back at its reset.
     if (d.requestsLearned !== null && d.requestsLearned.until <= now) {
+      expired ||= d.requestsLearned.remaining < 1
       d.requestsLearned = null
-      expired = true
     }
     if (d.tokensLearned !== null && d.tokensLearned.until <= now) {
+      expired ||= d.tokensLearned.remaining < 1
       d.tokensLearned = null
-      expired = true
     }
     if (expired && d.probeUntil <= now) d.probeOpenUntil = now + rules.learnedHoldMs
     if (d.probeUntil > now) return { running: d.probeUntil, may: false }
@@ -202,10 +203,15 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         d.probeUntil = 0
         d.probeOpenUntil = 0
       }
+      // An answer reports what was left when the upstream counted it; calls sent since have
+      // spent some of that. Until the figure's reset it only goes down (then a probe relearns it).
+      const lower = (had: Learned | null, remaining: number, until: number | null): Learned =>
+        had !== null && had.until > now && had.remaining < remaining
+          ? had
+          : { remaining, until: until ?? now + rules.learnedHoldMs }
       if (l.requestsRemaining !== null)
-        d.requestsLearned = { remaining: l.requestsRemaining, until: l.requestsResetAt ?? now + rules.learnedHoldMs }
-      if (l.tokensRemaining !== null)
-        d.tokensLearned = { remaining: l.tokensRemaining, until: l.tokensResetAt ?? now + rules.learnedHoldMs }
+        d.requestsLearned = lower(d.requestsLearned, l.requestsRemaining, l.requestsResetAt)
+      if (l.tokensRemaining !== null) d.tokensLearned = lower(d.tokensLearned, l.tokensRemaining, l.tokensResetAt)
     },
     async renew(deploymentId: string, leaseId: string, now: number): Promise<boolean> {
       const d = deployment(deploymentId)

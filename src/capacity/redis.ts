@@ -74,13 +74,20 @@ local function learned(key, field, till)
   return nil, nil
 end
 
--- Figures past their reset are dropped and open a probe; returns when a running probe ends
+-- Figures past their reset are dropped, and a spent one opens a probe; returns when a running probe ends
 -- (block until then) or whether this deployment may send the probe.
 local function probe(key)
   local v = redis.call('HMGET', key, 'rr', 'ra', 'tr', 'ta', 'pe', 'pu')
   local expired = false
-  if v[1] and v[2] and tonumber(v[2]) <= now then redis.call('HDEL', key, 'rr', 'ra'); expired = true end
-  if v[3] and v[4] and tonumber(v[4]) <= now then redis.call('HDEL', key, 'tr', 'ta'); expired = true end
+  -- Only a spent figure opens a probe: callers were told to come back at its reset.
+  if v[1] and v[2] and tonumber(v[2]) <= now then
+    redis.call('HDEL', key, 'rr', 'ra')
+    if tonumber(v[1]) < 1 then expired = true end
+  end
+  if v[3] and v[4] and tonumber(v[4]) <= now then
+    redis.call('HDEL', key, 'tr', 'ta')
+    if tonumber(v[3]) < 1 then expired = true end
+  end
   local pe, pu = tonumber(v[5] or '0'), tonumber(v[6] or '0')
   if expired and pu <= now then
     pe = now + hold
@@ -244,6 +251,10 @@ local function learn(field, value, tillField, till)
   if value == '' then return end
   local at = now + hold
   if till ~= '' then at = tonumber(till) end
+  -- An answer reports what was left when the upstream counted it; calls sent since have
+  -- spent some of that. Until the figure's reset it only goes down (then a probe relearns it).
+  local had = redis.call('HMGET', KEYS[3], field, tillField)
+  if had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < tonumber(value) then return end
   redis.call('HSET', KEYS[3], field, value, tillField, at)
   if at - now > keep then keep = at - now end
 end

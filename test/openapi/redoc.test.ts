@@ -3,39 +3,17 @@
 // document with no console error, no page error, and no request leaving the gateway: the
 // Redoc bundle is served from npm's copy by the gateway itself, under a CSP that allows
 // only that. .ci/run installs the chromium package.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { chromium, type BrowserContext } from 'playwright-core'
+import type { BrowserContext } from 'playwright-core'
 import t from 'tap'
+import { launchChromium } from '../helpers/browser.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
-
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 
 let gw: RunningTollgate
 let browser: BrowserContext
 
 t.before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
   gw = await startTollgate()
-  const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    timeout: 60_000,
-  })
-  t.teardown(() => rmSync(profile, { recursive: true, force: true }))
+  browser = await launchChromium(t)
 })
 t.teardown(async () => {
   await browser?.close()

@@ -10,27 +10,16 @@
 // docs/portal-*.png instead, on purpose. No page may log a console error (a CSP violation
 // is one) or ask anything of another origin.
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { join, relative, resolve } from 'node:path'
 import OpenAI from 'openai'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import t from 'tap'
+import { launchChromium } from '../helpers/browser.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { formatAmount, formatMoney } from '../../src/keys/money.ts'
 import { createUser } from './helpers.ts'
 
-const CHROMIUM = '/usr/bin/chromium'
-const ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 const ROOT = resolve(import.meta.dirname, '../..')
 const DOCS = join(ROOT, 'docs')
 /** The README's screenshots only when asked for (npm run screenshots); else test output git ignores. */
@@ -57,7 +46,6 @@ const docsStatus = (): string | null => {
 
 t.before(async () => {
   docsBefore = docsStatus()
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
   // A long rate-limit window: the limits page and the call's headers read the same window.
   gw = await startTollgate({
     config: (doc) => {
@@ -67,17 +55,8 @@ t.before(async () => {
   await createUser(gw, 'alice', 'alice-password')
   await createUser(gw, 'bob', 'bob-password')
   await createUser(gw, 'root', 'root-password', ['admin'])
-  const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ARGS,
-    timeout: 60_000,
-    viewport: { width: 1200, height: 860 },
-    acceptDownloads: true,
-  })
+  browser = await launchChromium(t, { viewport: { width: 1200, height: 860 }, acceptDownloads: true })
   await browser.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url })
-  t.teardown(() => rmSync(profile, { recursive: true, force: true }))
   mkdirSync(SHOTS, { recursive: true })
 })
 t.teardown(async () => {

@@ -1,0 +1,36 @@
+// Debian's Chromium, headless, driven by playwright-core (which never downloads a browser of
+// its own): one way for the browser tests to open it, in a profile of their own that is
+// removed at teardown. .ci/run installs the chromium package.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chromium, type BrowserContext } from 'playwright-core'
+import type { Test } from 'tap'
+
+export const CHROMIUM = '/usr/bin/chromium'
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
+
+type ContextOptions = Omit<Parameters<typeof chromium.launchPersistentContext>[1], 'executablePath' | 'args'>
+
+/** Chromium in a fresh profile; the caller closes the context, the profile goes at `t`'s teardown. */
+export async function launchChromium(t: Test, options: ContextOptions = {}): Promise<BrowserContext> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
+  const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
+  t.teardown(() => rmSync(profile, { recursive: true, force: true }))
+  return chromium.launchPersistentContext(profile, {
+    headless: true,
+    timeout: 60_000,
+    ...options,
+    executablePath: CHROMIUM,
+    args: ARGS,
+  })
+}

@@ -10,6 +10,8 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
   const model = ctx.model ?? ''
   metrics.requests.inc({ endpoint: ctx.route, model, status: String(status) })
   metrics.requestDuration.observe({ endpoint: ctx.route, model }, durationMs / 1000)
+  const overheadMs = gatewayOverheadMs(ctx, durationMs)
+  if (overheadMs !== null) metrics.gatewayOverhead.observe({ endpoint: ctx.route }, overheadMs / 1000)
   if (aborted) metrics.clientAborts.inc({ endpoint: ctx.route })
   const path = (ctx.req.url ?? '').split('?', 1)[0]?.slice(0, 200)
   // A 503 is a refusal on purpose (a store outage, shutting down), logged as such where it
@@ -36,4 +38,16 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
     },
     'request',
   )
+}
+
+/**
+ * What the gateway itself added to an inference call an upstream answered (its model named,
+ * the upstream phase timed): the whole time less that phase and the wait in a /queue line
+ * (which the drop-in reports in x-queue-wait-ms). Null for anything else: the RAG relay
+ * times only its upstream's headers, and a refusal has no upstream phase to set against.
+ */
+function gatewayOverheadMs(ctx: RequestContext, durationMs: number): number | null {
+  if (ctx.upstreamMs === undefined || ctx.model === undefined) return null
+  const waited = Number(ctx.res.getHeader('x-queue-wait-ms') ?? 0)
+  return Math.max(0, durationMs - ctx.upstreamMs - (Number.isFinite(waited) ? waited : 0))
 }

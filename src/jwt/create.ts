@@ -31,7 +31,7 @@ export interface RagAuthOptions {
   readonly stores: Pick<Stores, 'accounts' | 'sessions' | 'signingKeys'>
   /** Seals the private signing keys when TOLLGATE_JWT_SECRET is not set. */
   readonly keyHashSecret: string
-  readonly metrics: Pick<Metrics, 'logins' | 'tokenRefreshes'>
+  readonly metrics: Pick<Metrics, 'logins' | 'tokenRefreshes' | 'setSigningKeySource'>
   readonly log: Logger
 }
 
@@ -43,6 +43,11 @@ export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: R
     rotationMs: ragAuth.signingKeyRotationSeconds * 1000,
     accessTokenTtlMs: ragAuth.accessTokenTtlSeconds * 1000,
     log,
+  })
+  // The gauge an on-call alert watches: a signing key past its planned life means rotation stalled.
+  metrics.setSigningKeySource(() => {
+    const key = keyring.current()
+    return key === null ? null : { expiresAt: Date.parse(key.expiresAt) }
   })
   const accessTokens = createAccessTokenVerifier({
     config: ragAuth,

@@ -31,6 +31,8 @@ export interface Keyring {
   publicKey(kid: string): Promise<KeyObject | null>
   /** The published keys, newest last (as served at /.well-known/jwks.json). */
   jwks(): Promise<{ keys: PublicJwk[] }>
+  /** The record of the key that signs now, as last read from the store (null before the first read). */
+  current(): SigningKeyRecord | null
   /** Makes a new signing key now (whatever the schedule says). */
   rotate(): Promise<void>
   /** Checks the schedule every so often (and once now, tolerating a store that is down). */
@@ -160,6 +162,9 @@ export function createKeyring(options: KeyringOptions): Keyring {
           use: 'sig',
         })),
       }
+    },
+    current() {
+      return keys.at(-1)?.record ?? null
     },
     async rotate() {
       await load()

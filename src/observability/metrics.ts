@@ -9,6 +9,11 @@ export interface Metrics {
   readonly registry: Registry
   readonly requests: Counter<'endpoint' | 'model' | 'status'>
   readonly requestDuration: Histogram<'endpoint' | 'model'>
+  /**
+   * What the gateway itself added to a call an upstream answered: its whole time less the
+   * upstream phase (every attempt, body included) and any wait in a queue's line.
+   */
+  readonly gatewayOverhead: Histogram<'endpoint'>
   readonly upstreamDuration: Histogram<'backend' | 'endpoint'>
   readonly timeToFirstByte: Histogram<'backend' | 'endpoint'>
   readonly tokens: Counter<'model' | 'tier' | 'direction'>
@@ -26,6 +31,8 @@ export interface Metrics {
   readonly storeUp: Gauge
   readonly limiterMode: Gauge<'mode'>
   readonly queueDepth: Gauge<'model'>
+  /** Seconds the head of the longest-waiting line of each model has waited (read at scrape time). */
+  readonly queueHeadAge: Gauge<'model'>
   readonly queueWait: Histogram<'mode'>
   readonly queueRequests: Counter<'mode' | 'outcome'>
   readonly queueWorkerUp: Gauge
@@ -40,8 +47,12 @@ export interface Metrics {
   readonly logins: Counter<'outcome'>
   /** RAG gateway refresh-token uses, by outcome: rotated, reused (the session is revoked), invalid. */
   readonly tokenRefreshes: Counter<'outcome'>
-  /** Where the depth gauge reads the lines from at scrape time (the queue sets it). */
-  setQueueDepthSource(source: () => Promise<ReadonlyMap<string, number>>): void
+  /** The signing key's planned end of life, read at scrape time: see setSigningKeySource. */
+  readonly signingKeyExpiry: Gauge
+  /** Where the depth and head-age gauges read the lines from at scrape time (the queue sets it). */
+  setQueueSource(source: () => Promise<readonly QueueLineReading[]>): void
+  /** Where the signing-key gauge reads the key that signs now (the RAG token side sets it). */
+  setSigningKeySource(source: () => SigningKeyReading | null): void
   /** Per deployment (its capacity id) and public model, read at scrape time: see setCapacitySource. */
   readonly deploymentRemainingRequests: Gauge<'deployment' | 'model'>
   readonly deploymentRemainingTokens: Gauge<'deployment' | 'model'>
@@ -54,6 +65,19 @@ export interface Metrics {
    * deployment whose state is unknown, gives no sample rather than an error or a stale one.
    */
   setCapacitySource(source: () => Promise<readonly DeploymentReading[]>): void
+}
+
+/** One line of the queue (a key's calls to a model), as the queue gauges show it. */
+export interface QueueLineReading {
+  readonly model: string
+  readonly depth: number
+  /** Epoch ms when the ticket whose turn it is joined the line; null for an empty line. */
+  readonly headJoinedAt: number | null
+}
+
+/** The JWT signing key that signs now: when its planned life ends (epoch ms). */
+export interface SigningKeyReading {
+  readonly expiresAt: number
 }
 
 /** One deployment of one public model, as the capacity gauges show it. */
@@ -69,13 +93,28 @@ export interface DeploymentReading {
   readonly coolingUntil: number | null
 }
 
+// The gateway's own time is usually a millisecond or two: finer buckets than a whole call's.
+const OVERHEAD_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry()
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tollgate_' })
   const registers = [registry]
-  let depthSource: (() => Promise<ReadonlyMap<string, number>>) | null = null
+  let queueSource: (() => Promise<readonly QueueLineReading[]>) | null = null
+  let signingKeySource: (() => SigningKeyReading | null) | null = null
+  // The two queue gauges' collect() run side by side in one scrape: they share one read of the lines.
+  let queueRead: Promise<readonly QueueLineReading[] | null> | null = null
+  const readQueue = (): Promise<readonly QueueLineReading[] | null> => {
+    if (queueSource === null) return Promise.resolve(null)
+    queueRead ??= queueSource()
+      .catch(() => null)
+      .finally(() => {
+        queueRead = null
+      })
+    return queueRead
+  }
   let capacitySource: (() => Promise<readonly DeploymentReading[]>) | null = null
   // The five gauges' collect() run side by side in one scrape: they share the read in progress.
   let reading: Promise<readonly DeploymentReading[]> | null = null
@@ -123,6 +162,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: 'Time from request to the end of the reply',
       labelNames: ['endpoint', 'model'],
       buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    gatewayOverhead: new Histogram({
+      name: 'tollgate_gateway_overhead_seconds',
+      help: "Time the gateway added to a call an upstream answered: the call's whole time less the upstream phase (every attempt, body included) and any wait in a queue's line",
+      labelNames: ['endpoint'],
+      buckets: OVERHEAD_BUCKETS,
       registers,
     }),
     upstreamDuration: new Histogram({
@@ -207,11 +253,30 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['model'],
       registers,
       async collect() {
-        if (depthSource === null) return
-        const depths = await depthSource().catch(() => null)
-        if (depths === null) return
+        const lines = await readQueue()
+        if (lines === null) return
         this.reset()
+        const depths = new Map<string, number>()
+        for (const l of lines) depths.set(l.model, (depths.get(l.model) ?? 0) + l.depth)
         for (const [model, depth] of depths) this.set({ model }, depth)
+      },
+    }),
+    queueHeadAge: new Gauge({
+      name: 'tollgate_queue_oldest_wait_seconds',
+      help: 'How long the longest-waiting call or stored request at the head of a line has waited, by model (0 when none waits)',
+      labelNames: ['model'],
+      registers,
+      async collect() {
+        const lines = await readQueue()
+        if (lines === null) return
+        this.reset()
+        const now = Date.now()
+        const oldest = new Map<string, number>()
+        for (const l of lines) {
+          const waited = l.headJoinedAt === null || l.depth === 0 ? 0 : Math.max(0, (now - l.headJoinedAt) / 1000)
+          oldest.set(l.model, Math.max(oldest.get(l.model) ?? 0, waited))
+        }
+        for (const [model, seconds] of oldest) this.set({ model }, seconds)
       },
     }),
     queueWait: new Histogram({
@@ -273,8 +338,21 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['outcome'],
       registers,
     }),
-    setQueueDepthSource(source) {
-      depthSource = source
+    setQueueSource(source) {
+      queueSource = source
+    },
+    signingKeyExpiry: new Gauge({
+      name: 'tollgate_jwt_signing_key_expiry_timestamp_seconds',
+      help: "When the RAG gateway's JWT signing key that signs now reaches the end of its planned life (Unix seconds); a successor normally takes over well before",
+      registers,
+      collect() {
+        const key = signingKeySource?.() ?? null
+        this.reset()
+        if (key !== null) this.set(key.expiresAt / 1000)
+      },
+    }),
+    setSigningKeySource(source) {
+      signingKeySource = source
     },
     deploymentRemainingRequests: deploymentGauge(
       'tollgate_deployment_remaining_requests',

@@ -158,11 +158,13 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     return stopping
   }
 
-  metrics.setQueueDepthSource(async () => {
-    const depths = new Map<string, number>()
-    for (const line of await store.lines()) depths.set(line.model, (depths.get(line.model) ?? 0) + line.depth)
-    return depths
-  })
+  metrics.setQueueSource(async () =>
+    (await store.lines()).map((line) => ({
+      model: line.model,
+      depth: line.depth,
+      headJoinedAt: line.head?.joinedAt ?? null,
+    })),
+  )
 
   const notFound = (): Error => gatewayError('resource_not_found', { message: 'No such queued request.', param: 'id' })
 

@@ -1,29 +1,20 @@
 // Every metric a shipped dashboard queries is one the gateway exports.
-import { readdirSync, readFileSync } from 'node:fs'
 import t from 'tap'
 import { createMetrics } from '../../src/observability/metrics.ts'
+import { allPanels, dashboardFiles, panelQueries, readDashboard, substitute } from '../helpers/dashboards.ts'
 
 t.test('dashboard queries name only exported metrics', async (t) => {
   const metrics = createMetrics()
   const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name))
-  const files = readdirSync('grafana/dashboards').filter((f) => f.endsWith('.json'))
-  t.ok(files.length > 0)
-  let queries = 0
-  for (const file of files) {
-    const dashboard = JSON.parse(readFileSync(`grafana/dashboards/${file}`, 'utf8')) as {
-      panels: Array<{ title: string; targets?: Array<{ expr: string }> }>
-    }
-    for (const panel of dashboard.panels) {
-      for (const target of panel.targets ?? []) {
-        queries++
-        for (const name of target.expr.match(/tollgate_[a-z0-9_]+/g) ?? []) {
-          const base = name.replace(/_(bucket|sum|count)$/, '')
-          t.ok(exported.has(base), `${file} "${panel.title}" uses ${name}`)
-        }
-      }
+  t.ok(dashboardFiles().length > 0)
+  const queries = panelQueries()
+  for (const q of queries) {
+    for (const name of q.expr.match(/tollgate_[a-z0-9_]+/g) ?? []) {
+      const base = name.replace(/_(bucket|sum|count)$/, '')
+      t.ok(exported.has(base), `${q.file} "${q.panel}" uses ${name}`)
     }
   }
-  t.ok(queries >= 10, 'the dashboard has real queries')
+  t.ok(queries.length >= 10, 'the dashboard has real queries')
 })
 
 interface Override {
@@ -52,9 +43,10 @@ function unitOf(panel: Panel, legend: string): string | undefined {
 }
 
 t.test('every series is shown in its own unit; no currency is hard-coded', async (t) => {
-  for (const file of readdirSync('grafana/dashboards').filter((f) => f.endsWith('.json'))) {
-    const dashboard = JSON.parse(readFileSync(`grafana/dashboards/${file}`, 'utf8')) as { panels: Panel[] }
-    for (const panel of dashboard.panels) {
+  for (const file of dashboardFiles()) {
+    // Rows' nested panels too.
+    for (const panel of allPanels(readDashboard(file).panels) as Panel[]) {
+      if (panel.title === undefined) continue
       t.notMatch(
         panel.fieldConfig?.defaults?.unit ?? '',
         /^currency/,
@@ -74,4 +66,17 @@ t.test('every series is shown in its own unit; no currency is hard-coded', async
       }
     }
   }
+})
+
+t.test("every query's dashboard variables are known, and filled in as Grafana fills them for All", async (t) => {
+  for (const q of panelQueries()) {
+    const promql = substitute(q.expr, readDashboard(q.file))
+    t.notMatch(promql, /\$|\[\[/, `${q.file} "${q.panel}": no variable left`)
+  }
+  const dashboard = readDashboard('grafana/dashboards/tollgate-overview.json')
+  t.equal(
+    substitute('rate(x{model=~"$model",a=~"${model:regex}",b=~"[[model]]"}[$__rate_interval])', dashboard),
+    'rate(x{model=~".*",a=~".*",b=~".*"}[1m])',
+  )
+  t.throws(() => substitute('rate(x{instance=~"$nosuch"}[1m])', dashboard), /unknown dashboard variable \$nosuch/)
 })

@@ -243,6 +243,15 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
     (await counterSum(gw, 'tollgate_queue_requests_total', { mode: 'dropin', outcome: 'left' })) > 0,
     'the leaving client counted',
   )
+  // The gateway's overhead leaves the time in line out: the queued calls waited seconds, the
+  // gateway's own share of them stayed below that.
+  const route = { endpoint: 'queue.chat.completions' }
+  const overheadCount = await counterSum(gw, 'tollgate_gateway_overhead_seconds_count', route)
+  const overheadSum = await counterSum(gw, 'tollgate_gateway_overhead_seconds_sum', route)
+  const waitedSum = await counterSum(gw, 'tollgate_queue_wait_seconds_sum', { mode: 'dropin' })
+  t.ok(overheadCount >= 3, `the overhead of each queued call served (${overheadCount})`)
+  t.ok(waitedSum >= 2.5, `the queued calls waited (${waitedSum.toFixed(2)} s in all)`)
+  t.ok(overheadSum < waitedSum / 2, `their overhead (${overheadSum.toFixed(3)} s in all) does not count the wait`)
 
   // Every panel's query, over the traffic's span, as Grafana asks it.
   const queries = panelQueries()

@@ -47,7 +47,7 @@ export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: R
   // The gauge an on-call alert watches: a signing key past its planned life means rotation stalled.
   metrics.setSigningKeySource(() => {
     const key = keyring.current()
-    return key === null ? null : { expiresAt: Date.parse(key.expiresAt) }
+    return key === null ? null : { kid: key.kid, expiresAt: Date.parse(key.expiresAt) }
   })
   const accessTokens = createAccessTokenVerifier({
     config: ragAuth,

@@ -48,7 +48,7 @@ export interface Metrics {
   /** RAG gateway refresh-token uses, by outcome: rotated, reused (the session is revoked), invalid. */
   readonly tokenRefreshes: Counter<'outcome'>
   /** The signing key's planned end of life, read at scrape time: see setSigningKeySource. */
-  readonly signingKeyExpiry: Gauge
+  readonly signingKeyExpiry: Gauge<'kid'>
   /** Where the depth and head-age gauges read the lines from at scrape time (the queue sets it). */
   setQueueSource(source: () => Promise<readonly QueueLineReading[]>): void
   /** Where the signing-key gauge reads the key that signs now (the RAG token side sets it). */
@@ -75,8 +75,9 @@ export interface QueueLineReading {
   readonly headJoinedAt: number | null
 }
 
-/** The JWT signing key that signs now: when its planned life ends (epoch ms). */
+/** The JWT signing key that signs now: its id and when its planned life ends (epoch ms). */
 export interface SigningKeyReading {
+  readonly kid: string
   readonly expiresAt: number
 }
 
@@ -343,12 +344,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     },
     signingKeyExpiry: new Gauge({
       name: 'tollgate_jwt_signing_key_expiry_timestamp_seconds',
-      help: "When the RAG gateway's JWT signing key that signs now reaches the end of its planned life (Unix seconds); a successor normally takes over well before",
+      help: "When the RAG gateway's JWT signing key that signs now (kid: its public id, as in the JWKS) reaches the end of its planned life (Unix seconds); a successor normally takes over well before",
+      // Labelled, so that no key (none read yet) means no sample rather than a 0 that would read as long expired.
+      labelNames: ['kid'],
       registers,
       collect() {
         const key = signingKeySource?.() ?? null
         this.reset()
-        if (key !== null) this.set(key.expiresAt / 1000)
+        if (key !== null) this.set({ kid: key.kid }, key.expiresAt / 1000)
       },
     }),
     setSigningKeySource(source) {

@@ -60,6 +60,7 @@ import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
 import { saturationEvents, startKeyExpiryScan, withRateLimitEvents } from './events/sources.ts'
 import { createWebhooksFromConfig } from './webhooks/create.ts'
+import type { Events } from './events/types.ts'
 
 export interface Gateway {
   readonly url: string
@@ -67,6 +68,8 @@ export interface Gateway {
   readonly app: App
   readonly stores: Stores
   readonly metrics: Metrics
+  /** Publishes an event (the webhooks' outbox): what the budgets call on a threshold (events/types.ts). */
+  readonly events: Events
   /** Stops accepting, lets in-flight requests finish up to the grace period, then closes. */
   shutdown(): Promise<void>
 }
@@ -354,7 +357,7 @@ export async function startGateway(
     })()
     return closing
   }
-  return { url, metricsUrl, app, stores, metrics, shutdown }
+  return { url, metricsUrl, app, stores, metrics, events, shutdown }
 }
 
 /** The stores, and the Redis connection they use (when they do) for the rest that counts there. */

@@ -31,7 +31,7 @@ export function eventOf(id: string, type: GatewayEvent['type'] = 'key.created'):
     type,
     timestamp: new Date(T0).toISOString(),
     data: { key_id: 'key_1', name: null, owner: 'alice', tier: null, prefix: 'tg-abc' },
-  } as GatewayEvent
+  }
 }
 
 export function webhookStoreContract(t: Test, name: string, makeSpace: () => Promise<WebhookSpace>): void {

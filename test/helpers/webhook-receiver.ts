@@ -51,6 +51,8 @@ export type ReceiverMode =
   | { readonly kind: 'ok' }
   | { readonly kind: 'status'; readonly status: number }
   | { readonly kind: 'redirect'; readonly location: string }
+  /** Reads the delivery and never answers (until the sender gives up or the receiver stops). */
+  | { readonly kind: 'hang' }
 
 export interface WebhookReceiver {
   readonly url: string
@@ -96,6 +98,7 @@ export async function startWebhookReceiver(secret = ''): Promise<WebhookReceiver
       }
       received.push(entry)
       const mode = receiver.mode
+      if (mode.kind === 'hang') return
       if (mode.kind === 'redirect') {
         answered.set(entry, 302)
         res.writeHead(302, { location: mode.location }).end()

@@ -45,6 +45,7 @@ import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
 import type { QueueService } from './queue/service.ts'
 import type { Stores } from './store/ports.ts'
+import type { Webhooks } from './webhooks/create.ts'
 import { StoreUnavailableError } from './store/errors.ts'
 
 export interface AppDeps {
@@ -75,6 +76,8 @@ export interface AppDeps {
   readonly startedAt: number
   /** The RAG gateway: where each service's requests go. */
   readonly ragBackends: RagBackends
+  /** Webhook endpoints and the deliveries of events (/admin/webhooks). */
+  readonly webhooks?: Webhooks
 }
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>

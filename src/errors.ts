@@ -84,6 +84,15 @@ export const ERRORS = {
     message: 'The request is not valid HTTP/1.1.',
     body: 'openai',
   },
+  // A webhook URL the gateway will not send to: not http(s), credentials in it, or (with an
+  // IP address for a host) an address the SSRF guard refuses (webhooks.allowAddresses).
+  webhook_url_refused: {
+    status: 400,
+    type: 'invalid_request_error',
+    code: 'invalid_webhook_url',
+    message: 'The webhook URL is refused.',
+    body: 'openai',
+  },
   // 401
   missing_api_key: {
     status: 401,

@@ -58,6 +58,9 @@ import { createRedisClient, type RedisConnection } from './store/redis-client.ts
 import { createRagAuth } from './jwt/create.ts'
 import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
+import { saturationEvents, startKeyExpiryScan, withRateLimitEvents } from './events/sources.ts'
+import { createWebhooksFromConfig } from './webhooks/create.ts'
+import type { Events } from './events/types.ts'
 
 export interface Gateway {
   readonly url: string
@@ -65,6 +68,8 @@ export interface Gateway {
   readonly app: App
   readonly stores: Stores
   readonly metrics: Metrics
+  /** Publishes an event (the webhooks' outbox): what the budgets call on a threshold (events/types.ts). */
+  readonly events: Events
   /** Stops accepting, lets in-flight requests finish up to the grace period, then closes. */
   shutdown(): Promise<void>
 }
@@ -103,7 +108,15 @@ export async function startGateway(
   const registry: BackendRegistry = createRegistry(config, (name, backend) =>
     createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models),
   )
-  const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
+  // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
+  const webhooks = createWebhooksFromConfig(config, log)
+  const events = webhooks.dispatcher
+  // A key's rate limit refusing a call is an event (sampled: once per key per window).
+  const limiter: Limiter = withRateLimitEvents(
+    await createLimiterFromConfig(config, { log, metrics }),
+    events,
+    config.limits.windowMs,
+  )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')
   const stale = await removeStaleSpoolFiles(spoolDir)
@@ -132,6 +145,7 @@ export async function startGateway(
     plans: config.plans,
     models: config.models.map((m) => m.name),
     onChange: keyEvents.changed,
+    events,
   })
   let authenticate: ApiKeyAuthenticator = createApiKeyAuthenticator({ lookup: keyCache, hash })
   let authenticateAdmin: AdminAuthenticator = createAdminAuthenticator(secrets.adminToken)
@@ -143,7 +157,7 @@ export async function startGateway(
   }
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
   // What each deployment can take, shared by the instances on the same Redis.
-  const capacity = createCapacityFromConfig(config, redis, log)
+  const capacity = createCapacityFromConfig(config, redis, log, saturationEvents(events))
   // The per-deployment gauges read it at scrape time.
   metrics.setCapacitySource(capacityReadings(capacity, config.models))
   const corridor = createCorridor({
@@ -162,7 +176,7 @@ export async function startGateway(
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys, instance })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
-  const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log })
+  const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
   await ragAuth.start()
   const { accounts, accessTokens, tokens } = ragAuth
   // The RAG services; those configured as `mock` are served by the built-in mock on loopback.
@@ -189,6 +203,7 @@ export async function startGateway(
     startedAt: Math.floor(Date.now() / 1000),
     accessTokens: overrides.accessTokens ?? accessTokens,
     ragBackends,
+    webhooks,
   })
 
   const { headersTimeoutMs } = config.server
@@ -232,6 +247,19 @@ export async function startGateway(
   await keyEvents.ready(2000)
   await registry.ready()
   await queue.start()
+  // Deliveries left pending by an earlier process (or another instance) are scheduled now.
+  await webhooks.dispatcher.start()
+  const expiryScan = startKeyExpiryScan({
+    keys: stores.keys,
+    events,
+    withinDays: config.webhooks.keyExpiringWithinDays,
+    intervalMs: config.webhooks.expiryScanIntervalMs,
+    lookbackMs: Math.min(7 * 86_400_000, (config.webhooks.retentionDays * 86_400_000) / 2),
+    log,
+  })
+  void expiryScan
+    .scan()
+    .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'events: first key expiry scan failed'))
   // Streams a gateway that stopped left unsettled are charged now (on the embedded store,
   // all of them: they are an earlier process's), and then as often as the queue looks for
   // leases of gateways that stopped, by the same heartbeat.
@@ -311,6 +339,9 @@ export async function startGateway(
       clearInterval(recoveryTimer)
       // Stored requests still running after the grace are aborted; they run again elsewhere.
       await queue.close()
+      expiryScan.close()
+      // Deliveries still running after the grace are sent again by whoever runs next.
+      await webhooks.close(Math.min(config.server.shutdownGraceMs, 5000))
       await meter.close()
       await keyEvents.close()
       await portal.close()
@@ -326,7 +357,7 @@ export async function startGateway(
     })()
     return closing
   }
-  return { url, metricsUrl, app, stores, metrics, shutdown }
+  return { url, metricsUrl, app, stores, metrics, events, shutdown }
 }
 
 /** The stores, and the Redis connection they use (when they do) for the rest that counts there. */

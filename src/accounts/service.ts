@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import { gatewayError } from '../errors.ts'
+import type { Events } from '../events/types.ts'
 import { parseBody } from '../keys/service.ts'
 import { StoreConflictError } from '../store/errors.ts'
 import type { AccountRecord, AccountStore } from '../store/ports.ts'
@@ -56,6 +57,8 @@ export interface AccountServiceOptions {
   readonly store: AccountStore
   /** Called after an account changed or was removed (caches drop it). Should not throw. */
   readonly onChange?: (username: string) => void
+  /** Where user.created and user.disabled are published (before the caller is answered). */
+  readonly events?: Events
   readonly now?: () => Date
 }
 
@@ -65,8 +68,10 @@ export class AccountService {
   readonly #store: AccountStore
   readonly #now: () => Date
   readonly #onChange: (username: string) => void
+  readonly #events: Events | undefined
 
   constructor(options: AccountServiceOptions) {
+    this.#events = options.events
     this.#store = options.store
     this.#now = options.now ?? (() => new Date())
     this.#onChange = options.onChange ?? (() => {})
@@ -94,6 +99,7 @@ export class AccountService {
         throw gatewayError('conflict', { message: 'This username is taken.', param: 'username' })
       throw err
     }
+    await this.#announce('user.created', record)
     return record
   }
 
@@ -127,6 +133,7 @@ export class AccountService {
       if (outcome === 'missing') throw notFound()
       if (outcome === 'replaced') {
         this.#onChange(name)
+        if (next.disabled && !current.disabled) await this.#announce('user.disabled', next)
         return next
       }
     }
@@ -149,6 +156,13 @@ export class AccountService {
     const account = await this.get(name)
     const matches = await verifyPassword(secret, account?.passwordHash ?? (await dummyPasswordHash()))
     return account !== null && matches && !account.disabled ? account : null
+  }
+
+  /** A store that cannot take the event does not undo the change: the publisher logs it as lost. */
+  async #announce(type: 'user.created' | 'user.disabled', record: AccountRecord): Promise<void> {
+    await this.#events
+      ?.publish(type, { user_id: record.id, username: record.username, tenant: record.tenant })
+      .catch(() => null)
   }
 
   view(record: AccountRecord): UserView {

@@ -15,6 +15,8 @@ import { registerQueueAdminRoutes } from './queue.ts'
 import { registerTierRoutes } from './tiers.ts'
 import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
+import { registerWebhookRoutes } from './webhooks.ts'
+import type { Webhooks } from '../webhooks/create.ts'
 
 export interface AdminDeps {
   readonly config: Pick<Config, 'server' | 'plans' | 'storageCaps' | 'models'>
@@ -28,6 +30,8 @@ export interface AdminDeps {
   readonly accounts: AccountService
   /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
   readonly capacity?: DeploymentCapacity
+  /** Webhook endpoints and deliveries (/admin/webhooks; absent: it answers 404). */
+  readonly webhooks?: Webhooks
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -37,4 +41,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerQueueAdminRoutes(router, deps)
   registerUserRoutes(router, deps)
   registerBackendRoutes(router, deps)
+  registerWebhookRoutes(router, deps)
 }

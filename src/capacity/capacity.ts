@@ -29,6 +29,11 @@ export interface CapacityOptions {
   readonly random?: () => number
   /** Store failures, for the log and metrics; the call goes on without capacity. */
   readonly onError?: (error: unknown) => void
+  /**
+   * A deployment was found with no room: every candidate of a pick full or cooling down, or
+   * a response that set it cooling. Called each time (the events sample it). Should not throw.
+   */
+  readonly onSaturated?: (deploymentId: string, reason: 'full' | 'cooling_down', until: number | null) => void
 }
 
 const positive = (n: number | undefined): number =>
@@ -90,6 +95,8 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
     if (learned !== null) tracked.add(candidate.id)
+    if (learned?.cooldownUntil != null && learned.cooldownUntil > now())
+      options.onSaturated?.(candidate.id, 'cooling_down', learned.cooldownUntil)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
     const holds = leaseId !== null && candidate.maxConcurrent > 0
     const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
@@ -165,7 +172,11 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       const leaseId = randomUUID()
       try {
         const got = await store.acquire({ now: now(), leaseId, tokens, random: random(), candidates })
-        if (!got.ok) return got
+        if (!got.ok) {
+          const { reason } = got
+          if (reason !== 'too_large') for (const c of candidates) options.onSaturated?.(c.id, reason, got.retryAt)
+          return got
+        }
         const chosen = candidates[got.index]
         if (chosen === undefined)
           throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)

@@ -40,11 +40,13 @@ export function createCapacityFromConfig(
   config: Pick<Config, 'models' | 'store'>,
   redis: RedisConnection | undefined,
   log: Logger,
+  onSaturated?: (deploymentId: string, reason: 'full' | 'cooling_down', until: number | null) => void,
 ): DeploymentCapacity {
   const outage = createOutageLog('deployment capacity')
   const store = redis === undefined ? memoryCapacityStore() : redisCapacityStore(redis, config.store.keyPrefix)
   return createDeploymentCapacity(store, {
     deployments: declarationsOf(config.models),
     onError: (error) => outage.failed(log, error instanceof Error ? error : new Error(String(error))),
+    ...(onSaturated === undefined ? {} : { onSaturated }),
   })
 }

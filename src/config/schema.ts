@@ -2,6 +2,7 @@
 // at boot with the path of the bad field; nothing is half-applied.
 import { z } from 'zod'
 import { HOST_PORT, type RedisTarget } from './redis-target.ts'
+import { badRange } from '../webhooks/address-guard.ts'
 
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().positive()
@@ -426,6 +427,49 @@ const ragAuthSchema = z
     }
   })
 
+/** Events and the webhooks that deliver them (docs/webhooks.md). */
+const webhooksSchema = z
+  .strictObject({
+    /** Deliveries this instance sends at once; 0: it stores events and leaves sending to other instances. */
+    concurrency: nonNegativeInt.max(1000).default(8),
+    /** Connecting to an endpoint, at most. */
+    connectTimeoutMs: positiveInt.default(5000),
+    /** One attempt, connect to the end of the answer, at most. */
+    timeoutMs: positiveInt.default(15_000),
+    /** Bytes of an endpoint's answer read at most (only its status counts). */
+    maxResponseBytes: positiveInt.default(64 * 1024),
+    /** Retries: baseDelayMs after the first failure, doubling, at most maxDelayMs apart, maxAttempts in all. */
+    retry: z
+      .strictObject({
+        baseDelayMs: positiveInt.default(5000),
+        maxDelayMs: positiveInt.default(4 * 3_600_000),
+        maxAttempts: positiveInt.max(100).default(14),
+      })
+      .prefault({}),
+    /**
+     * Addresses or CIDR ranges a webhook may reach although they are loopback, private,
+     * link-local, multicast or otherwise refused (e.g. ["10.1.2.0/24"] for a receiver
+     * on the private network). Empty: only public addresses.
+     */
+    allowAddresses: z.array(z.string().min(1)).default([]),
+    /** key.expiring is said once this many days before a key's expiry. */
+    keyExpiringWithinDays: positiveInt.max(365).default(7),
+    /** How often keys are looked at for key.expiring and key.expired. */
+    expiryScanIntervalMs: positiveInt.default(60_000),
+    /** How often pending deliveries are looked for (after a restart, or another instance's death). */
+    sweepIntervalMs: positiveInt.default(10_000),
+    /** Events and finished deliveries are kept this long (the delivery history). */
+    retentionDays: positiveInt.max(3650).default(30),
+  })
+  .refine((w) => w.keyExpiringWithinDays < w.retentionDays, {
+    message: 'keyExpiringWithinDays must be less than retentionDays (an expiring event must outlive its window)',
+    path: ['keyExpiringWithinDays'],
+  })
+  .refine((w) => badRange(w.allowAddresses) === null, {
+    message: 'allowAddresses: each entry must be an IP address or a CIDR range',
+    path: ['allowAddresses'],
+  })
+
 /** The key portal in a browser (/portal): its sessions and pages. */
 const portalSchema = z.strictObject({
   enabled: z.boolean().default(true),
@@ -586,6 +630,8 @@ export const configSchema = z
         recoverAfterMs: z.number().int().min(1000).default(30_000),
       })
       .prefault({}),
+    /** Events and their webhooks (docs/webhooks.md). */
+    webhooks: webhooksSchema.prefault({}),
     /** What one API key may keep stored, unless its tier says otherwise (plans: `storageCaps`). */
     storageCaps: z
       .strictObject({

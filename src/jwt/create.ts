@@ -4,6 +4,8 @@
 import { dummyPasswordHash } from '../accounts/password.ts'
 import { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
+import { lockoutEvents } from '../events/sources.ts'
+import type { Events } from '../events/types.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { Stores } from '../store/ports.ts'
@@ -33,9 +35,11 @@ export interface RagAuthOptions {
   readonly keyHashSecret: string
   readonly metrics: Pick<Metrics, 'logins' | 'tokenRefreshes' | 'setSigningKeySource'>
   readonly log: Logger
+  /** Where user.created, user.disabled and user.locked_out are published. */
+  readonly events?: Events
 }
 
-export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: RagAuthOptions): RagAuth {
+export function createRagAuth({ config, stores, keyHashSecret, metrics, log, events }: RagAuthOptions): RagAuth {
   const { ragAuth, store } = config
   const keyring = createKeyring({
     store: stores.signingKeys,
@@ -65,7 +69,11 @@ export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: R
           verifier: accessTokens,
           log,
         })
-  const accounts = new AccountService({ store: stores.accounts, onChange: revocations.userChanged })
+  const accounts = new AccountService({
+    store: stores.accounts,
+    onChange: revocations.userChanged,
+    ...(events === undefined ? {} : { events }),
+  })
   const throttleRedis =
     config.redis === undefined
       ? undefined
@@ -73,6 +81,7 @@ export function createRagAuth({ config, stores, keyHashSecret, metrics, log }: R
   const loginThrottle = createLoginThrottle({
     ...ragAuth.loginThrottle,
     ...(throttleRedis === undefined ? {} : { redis: { client: throttleRedis, prefix: store.keyPrefix } }),
+    ...(events === undefined ? {} : { onLockout: lockoutEvents(events) }),
   })
   const tokens = new TokenService({
     config: ragAuth,

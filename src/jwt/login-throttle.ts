@@ -36,6 +36,16 @@ export interface LoginThrottleOptions {
   readonly blockSeconds: number
   /** Count in Redis, shared by every instance (under `<prefix>{tg}:login:`). */
   readonly redis?: { readonly client: RedisConnection; readonly prefix: string }
+  /**
+   * Called when an address starts being refused (once per block: on the failure that goes
+   * past an allowance, not on the refusals that follow). Should not throw.
+   */
+  readonly onLockout?: (info: {
+    readonly username: string
+    readonly address: string
+    readonly scope: 'user_address' | 'address'
+    readonly untilMs: number
+  }) => void
 }
 
 export interface LoginThrottle {
@@ -87,13 +97,17 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
   const byAddress = limiter('addr', options.maxFailuresPerAddress, options.blockSeconds)
   const byUser = limiter('user-slow', UNBOUNDED, 0)
 
-  /** ms the key is refused for, or 0 if this attempt is within the allowance. */
-  const charge = async (l: RateLimiterAbstract, key: string): Promise<number> => {
+  /**
+   * ms the key is refused for, or 0 if this attempt is within the allowance; `blocked` when
+   * this attempt is the one that went past it (counts are atomic: exactly one attempt is).
+   */
+  const charge = async (l: RateLimiterAbstract, key: string): Promise<{ ms: number; blocked: boolean }> => {
     try {
       await l.consume(key)
-      return 0
+      return { ms: 0, blocked: false }
     } catch (rejection) {
-      if (rejection instanceof RateLimiterRes) return Math.max(1, rejection.msBeforeNext)
+      if (rejection instanceof RateLimiterRes)
+        return { ms: Math.max(1, rejection.msBeforeNext), blocked: rejection.consumedPoints === l.points + 1 }
       throw rejection
     }
   }
@@ -101,7 +115,14 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
   return {
     async attempt(username, address) {
       const [pair, addr] = await Promise.all([charge(byPair, pairKey(username, address)), charge(byAddress, address)])
-      const ms = Math.max(pair, addr)
+      const ms = Math.max(pair.ms, addr.ms)
+      if (pair.blocked || addr.blocked)
+        options.onLockout?.({
+          username,
+          address,
+          scope: addr.blocked ? 'address' : 'user_address',
+          untilMs: Date.now() + (addr.blocked ? addr.ms : pair.ms),
+        })
       if (ms > 0) {
         const seconds = Math.ceil(ms / 1000)
         throw gatewayError('login_throttled', {

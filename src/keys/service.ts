@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
 import { ENDPOINTS, modelLimitsSchema, type PlansConfig } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
+import type { Events } from '../events/types.ts'
 import { StoreConflictError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
 import { displayPrefix, generateKey, type KeyHasher } from './format.ts'
@@ -63,6 +64,8 @@ export interface KeyServiceOptions {
   readonly models?: readonly string[]
   /** Called after every change is stored, with the key id; it tells every instance. Should not throw. */
   readonly onChange?: (id: string) => Promise<void>
+  /** Where key.created, key.rotated and key.revoked are published (before the caller is answered). */
+  readonly events?: Events
   readonly now?: () => Date
 }
 
@@ -78,6 +81,7 @@ export class KeyService {
   readonly #plans: PlansConfig
   readonly #models: ReadonlySet<string> | null
   readonly #onChange: (id: string) => Promise<void>
+  readonly #events: Events | undefined
   readonly #now: () => Date
   /** Read-modify-write of one key runs one at a time on this instance. */
   readonly #locks = new Map<string, Promise<unknown>>()
@@ -88,6 +92,7 @@ export class KeyService {
     this.#plans = options.plans
     this.#models = options.models ? new Set(options.models) : null
     this.#onChange = options.onChange ?? (async () => undefined)
+    this.#events = options.events
     this.#now = options.now ?? (() => new Date())
   }
 
@@ -120,6 +125,7 @@ export class KeyService {
     }
     // No cache anywhere can hold this key yet: nothing to announce.
     await this.#store.insert(record)
+    await this.#announce('key.created', record)
     return { record, key }
   }
 
@@ -187,12 +193,15 @@ export class KeyService {
       }
       return { record: next, result: key }
     })
+    await this.#announce('key.rotated', record)
     return { record, key: result }
   }
 
   /** Revokes the key; revoking a revoked key changes nothing. */
   async revoke(id: string): Promise<KeyRecord> {
+    let changed = true
     const { record } = await this.#change(id, (current, now) => {
+      changed = current.status !== 'revoked'
       if (current.status === 'revoked') return { record: current, result: null, unchanged: true }
       // The previous secret of a rotation stays indexed until its grace would have ended,
       // so it is refused as revoked, as the current one is (not as an unknown key).
@@ -204,7 +213,24 @@ export class KeyService {
       }
       return { record: next, result: null }
     })
+    if (changed) await this.#announce('key.revoked', record)
     return record
+  }
+
+  /**
+   * The event of a change, committed before the caller is answered. A store that cannot
+   * take it does not undo the change: the publisher logs the event as lost.
+   */
+  async #announce(type: 'key.created' | 'key.rotated' | 'key.revoked', record: KeyRecord): Promise<void> {
+    if (this.#events === undefined) return
+    const base = { key_id: record.id, name: record.name, owner: record.owner, tier: record.tier, prefix: record.prefix }
+    const published =
+      type === 'key.created'
+        ? this.#events.publish(type, base)
+        : type === 'key.rotated'
+          ? this.#events.publish(type, { ...base, rotation_grace_until: record.previousHashValidUntil })
+          : this.#events.publish(type, { ...base, revoked_at: record.revokedAt })
+    await published.catch(() => null)
   }
 
   /** The reply view of a record, with the effective tier and status. */

@@ -23,6 +23,8 @@ export interface StartOptions {
   readonly execArgv?: readonly string[]
   /** Keep no per-request log lines below error level (long fuzz and load runs), only the rest. */
   readonly dropRequestLogs?: boolean
+  /** How long the start may take before it is a failure (default 20 s; a loaded machine takes longer). */
+  readonly startTimeoutMs?: number
 }
 
 export interface RunningTollgate {
@@ -122,7 +124,8 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
       })
 
   const listening = await new Promise<Record<string, unknown>>((done, fail) => {
-    const deadline = setTimeout(() => fail(new Error(`tollgate did not start in 20s:\n${output}`)), 20_000)
+    const limit = options.startTimeoutMs ?? 20_000
+    const deadline = setTimeout(() => fail(new Error(`tollgate did not start in ${limit} ms:\n${output}`)), limit)
     const check = (): void => {
       const line = logs().find((l) => l.msg === 'tollgate listening')
       if (line) {

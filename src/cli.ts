@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { stringify } from 'yaml'
-import { ConfigError, loadConfig } from './config/load.ts'
+import { ConfigError, loadConfig, readConfigFile } from './config/load.ts'
 import { plansSchema } from './config/schema.ts'
 import { importPlanCatalogue } from './limits/plan-catalogue.ts'
 import type { CliIo } from './cli/subcommands.ts'
@@ -24,6 +24,8 @@ Commands:
   users <command>            Manage RAG gateway accounts through a running gateway (tollgate users help)
   queue <command>            Inspect and cancel queued requests (tollgate queue help)
   backends list              Each model's deployments and their capacity now (tollgate backends help)
+  reload [--all]             A running gateway (--all: every instance on its Redis) reads its
+                             configuration file again, as SIGHUP does (tollgate reload --help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
   rag-mock [--port N] [--service NAME]
                              Run the mock RAG backend on its own, standing in for one service;
@@ -86,11 +88,18 @@ async function serve(args: string[]): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const config = loadConfig({ overrides: serveOverrides(args) })
+  // A reload (SIGHUP, tollgate reload) reads the file again with the same flags' overrides.
+  const loadOptions = { overrides: serveOverrides(args) }
+  const loaded = readConfigFile(loadOptions)
+  const { config } = loaded
   const log = createLogger(config.logging.level)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')
-  const gateway = await startGateway(config, log)
+  const gateway = await startGateway(config, log, { loaded, load: () => readConfigFile(loadOptions) })
+  // The reloader logs its outcome; nothing else to do with it here.
+  process.on('SIGHUP', () => {
+    gateway.reload().catch((err: unknown) => log.error({ err }, 'configuration reload failed'))
+  })
   let stopping = false
   const stop = (signal: string): void => {
     if (stopping) return
@@ -237,6 +246,11 @@ export async function main(argv: string[]): Promise<void> {
     case 'backends': {
       const { runBackendsCommand } = await import('./cli/backends.ts')
       process.exitCode = await runBackendsCommand(argv.slice(1), processIo())
+      return
+    }
+    case 'reload': {
+      const { runReloadCommand } = await import('./cli/reload.ts')
+      process.exitCode = await runReloadCommand(argv.slice(1), processIo())
       return
     }
     case 'rag-mock': {

@@ -36,15 +36,22 @@ export function declarationsOf(models: readonly ConfiguredModel[]): Record<strin
   return out
 }
 
+/** Builds the capacity of a configuration's models; every one it builds shares one store. */
+export type CapacityFactory = (models: readonly ConfiguredModel[]) => DeploymentCapacity
+
+/**
+ * The store (and what this instance learned) is made once; each configuration, the boot's
+ * and each reload's, gets a capacity of its own declarations over it.
+ */
 export function createCapacityFromConfig(
-  config: Pick<Config, 'models' | 'store'>,
+  config: Pick<Config, 'store'>,
   redis: RedisConnection | undefined,
   log: Logger,
-): DeploymentCapacity {
+): CapacityFactory {
   const outage = createOutageLog('deployment capacity')
   const store = redis === undefined ? memoryCapacityStore() : redisCapacityStore(redis, config.store.keyPrefix)
-  return createDeploymentCapacity(store, {
-    deployments: declarationsOf(config.models),
-    onError: (error) => outage.failed(log, error instanceof Error ? error : new Error(String(error))),
-  })
+  const learned = new Set<string>()
+  const onError = (error: unknown): void =>
+    outage.failed(log, error instanceof Error ? error : new Error(String(error)))
+  return (models) => createDeploymentCapacity(store, { deployments: declarationsOf(models), onError, learned })
 }

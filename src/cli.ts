@@ -93,10 +93,14 @@ async function serve(args: string[]): Promise<void> {
   const loaded = readConfigFile(loadOptions)
   const { config } = loaded
   const log = createLogger(config.logging.level)
+  // A SIGHUP before the gateway listens would end the process (Node's default): said and ignored.
+  const early = (): void => log.warn('SIGHUP before the gateway is ready: ignored; send it again once it listens')
+  process.on('SIGHUP', early)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')
   const gateway = await startGateway(config, log, { loaded, load: () => readConfigFile(loadOptions) })
   // The reloader logs its outcome; nothing else to do with it here.
+  process.off('SIGHUP', early)
   process.on('SIGHUP', () => {
     gateway.reload().catch((err: unknown) => log.error({ err }, 'configuration reload failed'))
   })

@@ -201,6 +201,10 @@ export async function startGateway(
       await Promise.all([app.settledNow(), queue.settledNow()])
       await retireRuntime(previous, next)
     },
+    // New plans: keys on a tier they no longer have are said, as at boot.
+    applied: async (next, changed) => {
+      if (changed.includes('plans')) await warnKeysOnMissingTiers(stores.keys, next.config.plans, log, 2000)
+    },
     metrics: configMetrics,
     log,
     instance,

@@ -53,6 +53,8 @@ export interface ReloaderDeps {
   readonly build: (loaded: LoadedConfig, previous: Runtime) => Promise<Runtime>
   /** Lets go of what only `previous` used, once the calls on it are done (not awaited). */
   readonly retire: (previous: Runtime, next: Runtime) => Promise<void>
+  /** After `next` was put in force (not awaited; should not throw): what is worth saying about it. */
+  readonly applied?: (next: Runtime, changed: readonly string[]) => Promise<void>
   readonly metrics: ReloadMetrics
   readonly log: Logger
   readonly instance: string

@@ -96,6 +96,41 @@ t.test('a stream in flight across a reload finishes on the configuration it star
   t.match(text, /"finish_reason":"length"/, 'with all its 40 tokens')
 })
 
+t.test('the RAG services and their limits change with a reload', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-snapshot-rag-'))
+  const path = join(dir, 'config.yaml')
+  const env = { TOLLGATE_DATA_DIR: join(dir, 'data'), PORT: '0', METRICS_PORT: '0' }
+  const write = (publicRpm: number, docsRoute: string): void => {
+    const doc = parse(readFileSync(join(ROOT, 'config/default.yaml'), 'utf8')) as {
+      plans: string
+      rag: { limits: { publicRpm: number }; services: Record<string, unknown> }
+    }
+    doc.plans = join(ROOT, 'config/plans.yaml')
+    doc.rag.limits.publicRpm = publicRpm
+    doc.rag.services['config-manager'] = { baseUrl: 'mock', publicRoutes: [{ method: 'GET', path: docsRoute }] }
+    writeFileSync(path, stringify(doc))
+  }
+  write(300, '/openapi.json')
+  const load = (): ReturnType<typeof readConfigFile> => readConfigFile({ path, env })
+  const loaded = load()
+  const gateway = await startGateway(loaded.config, createLogger('silent'), { load, loaded })
+  t.teardown(() => gateway.shutdown())
+  const spec = (): Promise<Response> => fetch(`${gateway.url}/config-manager/openapi.json`)
+  const first = await spec()
+  t.equal(first.status, 200, 'a public route')
+  t.equal(first.headers.get('x-ratelimit-limit-requests'), '300')
+  await first.arrayBuffer()
+
+  write(77, '/docs')
+  t.equal((await gateway.reload()).outcome, 'applied')
+  const second = await spec()
+  t.equal(second.status, 401, 'no longer public: the new route rules')
+  await second.arrayBuffer()
+  const docs = await fetch(`${gateway.url}/config-manager/docs`)
+  t.equal(docs.headers.get('x-ratelimit-limit-requests'), '77', 'the new public rpm')
+  await docs.arrayBuffer()
+})
+
 t.test('which settings a reload applies, and which need a restart', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-live-settings-'))
   const path = join(dir, 'config.yaml')

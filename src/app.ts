@@ -2,14 +2,12 @@
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
-import type { DeploymentCapacity } from './capacity/port.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
-import type { BackendRegistry } from './backends/registry.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from './errors.ts'
 import { recordRequestEnd } from './http/access-log.ts'
@@ -26,7 +24,6 @@ import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
 import { limiterStrategy, liveExchange, type Corridor } from './inference/corridor.ts'
 import type { EndpointSpec } from './inference/endpoints.ts'
-import { createModelCatalogue } from './inference/models.ts'
 import { openCallOf } from './inference/caller.ts'
 import type { Meter } from './keys/meter.ts'
 import type { KeyService } from './keys/service.ts'
@@ -40,23 +37,33 @@ import { registerReferenceRoutes } from './openapi/routes.ts'
 import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
 import type { PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
-import type { RagBackends } from './rag/backends.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
 import type { QueueService } from './queue/service.ts'
+import type { Reloader } from './runtime/reload.ts'
+import type { FleetReload } from './runtime/fleet.ts'
+import type { RuntimeSource } from './runtime/snapshot.ts'
 import type { Stores } from './store/ports.ts'
 import type { Webhooks } from './webhooks/create.ts'
 import { StoreUnavailableError } from './store/errors.ts'
 
 export interface AppDeps {
+  /** The boot's configuration: what a reload cannot change (listeners, store, portal, ...). */
   readonly config: Config
+  /**
+   * The runtime snapshot in force (runtime/snapshot.ts): plans, models and deployments,
+   * backends and their capacity, the RAG services. Each request reads it once.
+   */
+  readonly runtime: RuntimeSource
+  /** POST /admin/reload (this instance) and, with `all`, the whole fleet on its Redis. */
+  readonly reloader: Reloader
+  readonly fleet: FleetReload
+  /** This instance's id (queue leases, journalled streams, reload reports). */
+  readonly instance: string
   readonly log: Logger
   readonly metrics: Metrics
   readonly stores: Stores
-  readonly registry: BackendRegistry
   readonly limiter: Limiter
-  /** What each deployment can take (capacity/): the corridor's picks, GET /admin/backends. */
-  readonly capacity: DeploymentCapacity
   readonly meter: Meter
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator
@@ -72,10 +79,6 @@ export interface AppDeps {
   readonly tokens: TokenService
   /** The key portal's browser sessions (/portal); its routes are served when portal.enabled. */
   readonly portalSessions: PortalSessions
-  /** Unix seconds reported as the models' `created`. */
-  readonly startedAt: number
-  /** The RAG gateway: where each service's requests go. */
-  readonly ragBackends: RagBackends
   /** Webhook endpoints and the deliveries of events (/admin/webhooks). */
   readonly webhooks?: Webhooks
 }
@@ -93,6 +96,8 @@ export interface App {
    * settling (counting what flowed, metering it, logging it) after its connection closed.
    */
   settled(): Promise<void>
+  /** Resolves once the requests being handled now have ended (later ones are not waited for). */
+  settledNow(): Promise<void>
 }
 
 export function buildApp(deps: AppDeps): App {
@@ -106,8 +111,8 @@ export function buildApp(deps: AppDeps): App {
       await corridor.run(call, liveExchange(ctx), v2Admission)
     })
   // The opening of the API-key routes that are not proxied calls: the model lists, the queue's stored requests.
-  const openCall = openCallOf({ authenticate: deps.authenticate, limiter: deps.limiter, plans: config.plans })
-  const catalogue = createModelCatalogue(deps.registry, deps.startedAt, deps.config.plans.catalogue?.models)
+  const openCall = openCallOf({ authenticate: deps.authenticate, limiter: deps.limiter, runtime: deps.runtime })
+  const { runtime } = deps
   let draining = false
   const handling = new Set<Promise<unknown>>()
   // A store outage fails every request that needs the store: one warning for it, not an
@@ -128,16 +133,16 @@ export function buildApp(deps: AppDeps): App {
   for (const prefix of [v2, '/queue']) {
     router.on('GET', `${prefix}/models`, async (ctx) => {
       const principal = await openCall(ctx, 'models.list', 'models.list')
-      sendJson(ctx.res, 200, catalogue.list(principal))
+      sendJson(ctx.res, 200, runtime.current.catalogue.list(principal))
     })
     router.on('GET', `${prefix}/models/*`, async (ctx, params) => {
       const principal = await openCall(ctx, 'models.get', 'models.get')
-      sendJson(ctx.res, 200, catalogue.get(principal, params['*'] ?? ''))
+      sendJson(ctx.res, 200, runtime.current.catalogue.get(principal, params['*'] ?? ''))
     })
   }
   router.on('GET', `${v2}/audio/models`, async (ctx) => {
     const principal = await openCall(ctx, 'audio.models', 'audio.models')
-    sendJson(ctx.res, 200, catalogue.list(principal, 'audio'))
+    sendJson(ctx.res, 200, runtime.current.catalogue.list(principal, 'audio'))
   })
   for (const spec of PROXIED_ENDPOINTS) {
     router.on(spec.method, `${v2}${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
@@ -166,16 +171,17 @@ export function buildApp(deps: AppDeps): App {
   // The RAG gateway: /<service>/<route…> to the seven RAG services.
   registerRagRoutes(router, {
     config,
+    runtime,
     accessTokens: deps.accessTokens,
     limiter: deps.limiter,
     metrics,
-    backends: deps.ragBackends,
   })
 
   // The key portal in a browser (/portal).
   if (config.portal.enabled) {
     registerPortalRoutes(router, {
       config,
+      runtime,
       keys: deps.keys,
       accounts: deps.accounts,
       sessions: deps.portalSessions,
@@ -196,6 +202,9 @@ export function buildApp(deps: AppDeps): App {
     routes: () => router.routes(),
     async settled() {
       while (handling.size > 0) await Promise.allSettled([...handling])
+    },
+    async settledNow() {
+      await Promise.allSettled([...handling])
     },
     handle(req, res) {
       // An absolute-form target (`POST http://host/v2/...`), which a server must accept

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { basename, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { stringify } from 'yaml'
-import { ConfigError, loadConfig } from './config/load.ts'
+import { ConfigError, loadConfig, readConfigFile } from './config/load.ts'
 import { plansSchema } from './config/schema.ts'
 import { importPlanCatalogue } from './limits/plan-catalogue.ts'
 import type { CliIo } from './cli/subcommands.ts'
@@ -25,6 +25,8 @@ Commands:
   queue <command>            Inspect and cancel queued requests (tollgate queue help)
   backends list              Each model's deployments and their capacity now (tollgate backends help)
   webhooks <command>         Webhook endpoints and their deliveries (tollgate webhooks help)
+  reload [--all]             A running gateway (--all: every instance on its Redis) reads its
+                             configuration file again, as SIGHUP does (tollgate reload --help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
   rag-mock [--port N] [--service NAME]
                              Run the mock RAG backend on its own, standing in for one service;
@@ -87,11 +89,22 @@ async function serve(args: string[]): Promise<void> {
     process.stdout.write(USAGE)
     return
   }
-  const config = loadConfig({ overrides: serveOverrides(args) })
+  // A reload (SIGHUP, tollgate reload) reads the file again with the same flags' overrides.
+  const loadOptions = { overrides: serveOverrides(args) }
+  const loaded = readConfigFile(loadOptions)
+  const { config } = loaded
   const log = createLogger(config.logging.level)
+  // A SIGHUP before the gateway listens would end the process (Node's default): said and ignored.
+  const early = (): void => log.warn('SIGHUP before the gateway is ready: ignored; send it again once it listens')
+  process.on('SIGHUP', early)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')
-  const gateway = await startGateway(config, log)
+  const gateway = await startGateway(config, log, { loaded, load: () => readConfigFile(loadOptions) })
+  // The reloader logs its outcome; nothing else to do with it here.
+  process.off('SIGHUP', early)
+  process.on('SIGHUP', () => {
+    gateway.reload().catch((err: unknown) => log.error({ err }, 'configuration reload failed'))
+  })
   let stopping = false
   const stop = (signal: string): void => {
     if (stopping) return
@@ -243,6 +256,11 @@ export async function main(argv: string[]): Promise<void> {
     case 'webhooks': {
       const { runWebhooksCommand } = await import('./cli/webhooks.ts')
       process.exitCode = await runWebhooksCommand(argv.slice(1), processIo())
+      return
+    }
+    case 'reload': {
+      const { runReloadCommand } = await import('./cli/reload.ts')
+      process.exitCode = await runReloadCommand(argv.slice(1), processIo())
       return
     }
     case 'rag-mock': {

@@ -189,6 +189,28 @@ export const ERRORS = {
     message: 'The request conflicts with the current state of the resource.',
     body: 'openai',
   },
+  // POST /admin/reload: the file is refused, the gateway goes on with the configuration it runs
+  config_restart_required: {
+    status: 409,
+    type: 'invalid_request_error',
+    code: 'config_restart_required',
+    message: 'The configuration file changes settings that only a restart applies; nothing was reloaded.',
+    body: 'openai',
+  },
+  config_invalid: {
+    status: 422,
+    type: 'invalid_request_error',
+    code: 'config_invalid',
+    message: 'The configuration file is invalid; nothing was reloaded.',
+    body: 'openai',
+  },
+  config_reload_failed: {
+    status: 500,
+    type: 'server_error',
+    code: 'config_reload_failed',
+    message: 'The configuration file could not be put in force; nothing was reloaded.',
+    body: 'openai',
+  },
   // 405, 408, 413, 415, 417, 431
   request_timeout: {
     status: 408,

@@ -31,11 +31,10 @@ import { createQueueFromConfig } from './queue/create.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createFileQuota } from './files/quota.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
-import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
-import { createRegistry, type BackendRegistry } from './backends/registry.ts'
 import { createCapacityFromConfig } from './capacity/create.ts'
 import { capacityReadings } from './capacity/view.ts'
+import { readConfigFile, type LoadedConfig } from './config/load.ts'
 import { describeRedisTarget } from './config/redis-target.ts'
 import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
 import { createKeyCache } from './keys/cache.ts'
@@ -61,6 +60,11 @@ import { createPortal } from './portal/create.ts'
 import { saturationEvents, startKeyExpiryScan, withRateLimitEvents } from './events/sources.ts'
 import { createWebhooksFromConfig } from './webhooks/create.ts'
 import type { Events } from './events/types.ts'
+import { buildRuntime, retireRuntime } from './runtime/build.ts'
+import { localFleet, redisFleet, type FleetReload } from './runtime/fleet.ts'
+import { reloadMetrics } from './runtime/metrics.ts'
+import { createReloader, type ReloadReport } from './runtime/reload.ts'
+import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 
 export interface Gateway {
   readonly url: string
@@ -70,6 +74,10 @@ export interface Gateway {
   readonly metrics: Metrics
   /** Publishes an event (the webhooks' outbox): what the budgets call on a threshold (events/types.ts). */
   readonly events: Events
+  /** The runtime configuration in force (runtime/snapshot.ts). */
+  readonly runtime: RuntimeSource
+  /** Reads the configuration file again and puts it in force (SIGHUP, POST /admin/reload). */
+  reload(): Promise<ReloadReport>
   /** Stops accepting, lets in-flight requests finish up to the grace period, then closes. */
   shutdown(): Promise<void>
 }
@@ -82,6 +90,13 @@ export class StartupError extends Error {
 export interface GatewayOverrides {
   /** The RAG gateway's access-token verifier. */
   readonly accessTokens?: AccessTokenVerifier
+  /**
+   * How a reload reads the configuration file (`tollgate serve` passes its flags' overrides);
+   * default: the file `config` came from, with this process's environment.
+   */
+  readonly load?: () => LoadedConfig
+  /** `config` as loaded, with its files' hashes (default: the file is read again for them). */
+  readonly loaded?: LoadedConfig
 }
 
 export async function startGateway(
@@ -105,9 +120,6 @@ export async function startGateway(
   const metrics = createMetrics()
   const { stores, redis } = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
-  const registry: BackendRegistry = createRegistry(config, (name, backend) =>
-    createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models),
-  )
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
   const events = webhooks.dispatcher
@@ -126,8 +138,21 @@ export async function startGateway(
       'removed uploads left in the spool by a gateway that stopped without cleaning up',
     )
   const meter: Meter = createMeter({ store: stores.usage, log })
-  // This gateway's name in the queue's lines and heartbeats, and on the streams it journals.
+  // This gateway's name in the queue's lines and heartbeats, on the streams it journals, in its reload reports.
   const instance = randomBytes(6).toString('hex')
+  // The configuration a call reads (plans, models and deployments, backends and their
+  // capacity, the RAG services): one snapshot, swapped whole by a reload.
+  const load = overrides.load ?? ((): LoadedConfig => readConfigFile({ path: config.source }))
+  const runtimeParts = {
+    adapterOf: (name: string, backend: Config['backends'][string], next: Config) =>
+      createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), next.models),
+    // What each deployment can take, shared by the instances on the same Redis.
+    capacityOf: createCapacityFromConfig(config, redis, log, saturationEvents(events)),
+    startedAt: Math.floor(Date.now() / 1000),
+  }
+  const runtime = holdRuntime(await buildRuntime(overrides.loaded ?? bootFile(config, load), runtimeParts))
+  const configMetrics = reloadMetrics(metrics.registry)
+  configMetrics.inForce(runtime.current.hash, runtime.current.plansHash, runtime.current.loadedAt)
   const streams = createStreamJournal({
     journal: stores.streams,
     instance,
@@ -142,8 +167,8 @@ export async function startGateway(
   const keys = new KeyService({
     store: stores.keys,
     hash,
-    plans: config.plans,
-    models: config.models.map((m) => m.name),
+    plans: () => runtime.current.config.plans,
+    models: () => new Set(runtime.current.registry.models().map((m) => m.name)),
     onChange: keyEvents.changed,
     events,
   })
@@ -156,20 +181,17 @@ export async function startGateway(
     authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
   }
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
-  // What each deployment can take, shared by the instances on the same Redis.
-  const capacity = createCapacityFromConfig(config, redis, log, saturationEvents(events))
-  // The per-deployment gauges read it at scrape time.
-  metrics.setCapacitySource(capacityReadings(capacity, config.models))
+  // The per-deployment gauges read the configuration in force at scrape time.
+  metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
   const corridor = createCorridor({
     config,
-    registry,
+    runtime,
     authenticate,
     limiter,
-    capacity,
     meter,
     metrics,
     ownership: stores.ownership,
-    fileQuota: createFileQuota(fileQuotaStore, config),
+    fileQuota: createFileQuota(fileQuotaStore),
     spoolDir,
     streams,
   })
@@ -179,18 +201,46 @@ export async function startGateway(
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
   await ragAuth.start()
   const { accounts, accessTokens, tokens } = ragAuth
-  // The RAG services; those configured as `mock` are served by the built-in mock on loopback.
-  const ragBackends = await startRagBackends(config.rag)
   // The key portal's sessions; its sign-in counts failures with the RAG login's.
   const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
+  // A reload: the file read and validated as at boot, the next snapshot built beside the
+  // running one and swapped in; what only the previous one used is closed once the calls
+  // that started on it (live requests and running stored requests) are done.
+  const reloader = createReloader({
+    holder: runtime,
+    load,
+    build: (loaded, previous) => buildRuntime(loaded, runtimeParts, previous),
+    retire: async (previous, next) => {
+      // (Reloads come once the gateway listens: `app` is built by then.)
+      await Promise.all([app.settledNow(), queue.settledNow()])
+      await retireRuntime(previous, next)
+    },
+    // New plans: keys on a tier they no longer have are said, as at boot.
+    applied: async (next, changed) => {
+      if (changed.includes('plans')) await warnKeysOnMissingTiers(stores.keys, next.config.plans, log, 2000)
+    },
+    metrics: configMetrics,
+    log,
+    instance,
+  })
+  // reload --all: every instance on the same Redis, over pub/sub.
+  const fleet: FleetReload =
+    redis === undefined || config.redis === undefined
+      ? localFleet(reloader)
+      : redisFleet(
+          { publisher: redis, redis: config.redis, keyPrefix: config.store.keyPrefix, instance, log },
+          reloader,
+        )
   const app = buildApp({
     config,
+    runtime,
+    reloader,
+    fleet,
+    instance,
     log,
     metrics,
     stores,
-    registry,
     limiter,
-    capacity,
     meter,
     keys,
     authenticate,
@@ -200,9 +250,7 @@ export async function startGateway(
     accounts,
     tokens,
     portalSessions: portal.sessions,
-    startedAt: Math.floor(Date.now() / 1000),
     accessTokens: overrides.accessTokens ?? accessTokens,
-    ragBackends,
     webhooks,
   })
 
@@ -245,7 +293,7 @@ export async function startGateway(
   })
   // Bounded: with Redis down the gateway still starts, reading keys from the store uncached.
   await keyEvents.ready(2000)
-  await registry.ready()
+  await fleet.ready(2000)
   await queue.start()
   // Deliveries left pending by an earlier process (or another instance) are scheduled now.
   await webhooks.dispatcher.start()
@@ -286,6 +334,7 @@ export async function startGateway(
   recoveryTimer.unref()
   // Keys assigned a tier the plans no longer have (another catalogue): said before listening.
   await warnKeysOnMissingTiers(stores.keys, config.plans, log, 2000)
+  const ragMock = runtime.current.rag.mockUrl
   const connections = trackConnections(server)
   await listen(server, listeners.public)
   await listen(metricsServer, listeners.metrics)
@@ -305,7 +354,8 @@ export async function startGateway(
       metricsPort: metricsBound.port,
       store: stores.kind,
       models: config.models.length,
-      ragMock: ragBackends.mockUrl,
+      ragMock,
+      configHash: runtime.current.hash,
     },
     'tollgate listening',
   )
@@ -347,8 +397,9 @@ export async function startGateway(
       await portal.close()
       await ragAuth.close()
       await limiter.close()
-      await registry.close()
-      await ragBackends.close()
+      await fleet.close()
+      await runtime.current.registry.close()
+      await runtime.current.rag.close()
       await fileQuotaStore.close()
       await stores.close()
       secrets.close()
@@ -357,7 +408,16 @@ export async function startGateway(
     })()
     return closing
   }
-  return { url, metricsUrl, app, stores, metrics, events, shutdown }
+  return { url, metricsUrl, app, stores, metrics, events, runtime, reload: () => reloader.reload(), shutdown }
+}
+
+/** The boot's file as loaded again for its hashes; a configuration built without a readable file has none. */
+function bootFile(config: Config, load: () => LoadedConfig): LoadedConfig {
+  try {
+    return { ...load(), config }
+  } catch {
+    return { config, hash: '', plansHash: null }
+  }
 }
 
 /** The stores, and the Redis connection they use (when they do) for the rest that counts there. */

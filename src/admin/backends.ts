@@ -8,7 +8,8 @@ import type { DeploymentView } from '../capacity/view.ts'
 import { viewDeployments } from '../capacity/view.ts'
 import type { Router } from '../http/router.ts'
 import { sendAdmin } from './http.ts'
-import type { AdminDeps } from './routes.ts'
+import type { RuntimeSource } from '../runtime/snapshot.ts'
+import type { AdminDeps, AdminRuntime } from './routes.ts'
 
 type Reply = z.infer<typeof BackendList>
 type DeploymentReply = Reply['data'][number]['deployments'][number]
@@ -50,18 +51,24 @@ const UNTRACKED: Pick<DeploymentCapacity, 'inspect'> = { inspect: async () => []
 
 export function registerBackendRoutes(
   router: Router,
-  deps: Pick<AdminDeps, 'authenticateAdmin' | 'capacity'> & { readonly config: Pick<AdminDeps['config'], 'models'> },
+  deps: Pick<AdminDeps, 'authenticateAdmin'> & {
+    readonly runtime: RuntimeSource<{
+      readonly config: Pick<AdminRuntime['config'], 'models'>
+      readonly capacity?: DeploymentCapacity
+    }>
+  },
 ): void {
   router.on('GET', '/admin/backends', async (ctx) => {
     ctx.route = 'admin.backends'
     deps.authenticateAdmin(ctx.req)
-    const { models } = deps.config
-    const views = await viewDeployments(deps.capacity ?? UNTRACKED, models)
+    const { config, capacity } = deps.runtime.current
+    const { models } = config
+    const views = await viewDeployments(capacity ?? UNTRACKED, models)
     const now = Date.now()
     const reply: Reply = {
       object: 'list',
-      store: deps.capacity?.kind ?? null,
-      state_available: deps.capacity !== undefined && views.every((v) => v.state !== null),
+      store: capacity?.kind ?? null,
+      state_available: capacity !== undefined && views.every((v) => v.state !== null),
       data: models.map((m) => ({
         object: 'model',
         name: m.name,

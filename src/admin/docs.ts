@@ -1,14 +1,27 @@
 // The admin API in the OpenAPI document: every route registerAdminRoutes serves, with the
 // schemas its handlers validate the body and the query with.
-import { ApiKey, ApiKeyList, ApiKeyWithSecret, BackendList, KeyUsage, TierList, Usage } from '../api/admin.ts'
+import {
+  ApiKey,
+  ApiKeyList,
+  ApiKeyWithSecret,
+  BackendList,
+  ConfigInForce,
+  ConfigReload,
+  ConfigReloadList,
+  KeyUsage,
+  TierList,
+  Usage,
+} from '../api/admin.ts'
 import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/service.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { listKeysQuery } from './keys.ts'
+import { reloadBodySchema } from './reload.ts'
 import { keyUsageQuery, usageQuery } from './usage.ts'
 
 const KEYS = 'Admin: keys'
 const USAGE = 'Admin: usage and tiers'
 export const BACKENDS_TAG = 'Admin: backends'
+export const CONFIG_TAG = 'Admin: configuration'
 const key = { id: "The key's id (`key_…`)." }
 const admin = { security: 'admin' } as const
 
@@ -121,5 +134,33 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
       "and its state in the shared store: in flight, counted this window, what the upstream's x-ratelimit-* headers last said is left and until when, " +
       'and whether it cools down after a 429 or a 503 (docs/backends.md, "Deployment capacity").',
     responses: { 200: { description: 'OK, models and deployments in config order', schema: BackendList } },
+  },
+  {
+    ...admin,
+    method: 'post',
+    path: '/admin/reload',
+    operationId: 'reloadConfig',
+    tag: CONFIG_TAG,
+    summary: 'Reload the configuration file (this instance, or every instance on the Redis)',
+    description:
+      'The file is read again and validated whole, as at boot; calls in flight finish on the configuration they started with, new calls use the new one. ' +
+      'Refused (422 config_invalid, 409 config_restart_required, 500 config_reload_failed) with each bad field or restart-only setting named, and the previous configuration stays in force. ' +
+      'With `all`, every instance on the same Redis reloads and its answer is listed (200 whatever the outcomes) (docs/operating.md, "Live configuration").',
+    body: { contentType: 'application/json', schema: reloadBodySchema },
+    responses: {
+      200: {
+        description: "This instance's report (applied or unchanged), or with `all` the list of every instance's",
+        schema: ConfigReload.or(ConfigReloadList),
+      },
+    },
+  },
+  {
+    ...admin,
+    method: 'get',
+    path: '/admin/config',
+    operationId: 'getConfig',
+    tag: CONFIG_TAG,
+    summary: 'The configuration file in force on this instance, by its sha256',
+    responses: { 200: { description: 'OK', schema: ConfigInForce } },
   },
 ]

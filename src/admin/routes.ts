@@ -4,6 +4,9 @@ import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { Config } from '../config/schema.ts'
+import type { FleetReload } from '../runtime/fleet.ts'
+import type { Reloader } from '../runtime/reload.ts'
+import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
@@ -12,14 +15,32 @@ import type { Router } from '../http/router.ts'
 import { registerBackendRoutes } from './backends.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
+import { registerReloadRoutes } from './reload.ts'
 import { registerTierRoutes } from './tiers.ts'
 import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
 import { registerWebhookRoutes } from './webhooks.ts'
 import type { Webhooks } from '../webhooks/create.ts'
 
+/** What the admin API reads of the runtime snapshot in force, once per request. */
+export interface AdminRuntime {
+  readonly config: Pick<Config, 'plans' | 'storageCaps' | 'models' | 'source'>
+  readonly hash: string
+  readonly plansHash: string | null
+  readonly loadedAt: number
+  /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
+  readonly capacity?: DeploymentCapacity
+}
+
 export interface AdminDeps {
-  readonly config: Pick<Config, 'server' | 'plans' | 'storageCaps' | 'models'>
+  /** The boot's configuration: server.* (body limits). */
+  readonly config: Pick<Config, 'server'>
+  readonly runtime: RuntimeSource<AdminRuntime>
+  /** This instance's reload and the fleet's (POST /admin/reload). */
+  readonly reloader: Reloader
+  readonly fleet: FleetReload
+  /** This instance's id (as in its reload reports). */
+  readonly instance: string
   readonly keys: KeyService
   readonly stores: Pick<Stores, 'usage'>
   readonly meter: Pick<Meter, 'flush'>
@@ -28,8 +49,6 @@ export interface AdminDeps {
   readonly queue?: QueueService
   /** RAG gateway accounts (/admin/users). */
   readonly accounts: AccountService
-  /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
-  readonly capacity?: DeploymentCapacity
   /** Webhook endpoints and deliveries (/admin/webhooks; absent: it answers 404). */
   readonly webhooks?: Webhooks
 }
@@ -42,4 +61,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerUserRoutes(router, deps)
   registerBackendRoutes(router, deps)
   registerWebhookRoutes(router, deps)
+  registerReloadRoutes(router, deps)
 }

@@ -1,4 +1,4 @@
-// /admin/tiers: the plans in force, as loaded at boot.
+// /admin/tiers: the plans in force (the boot's file, or the last one reloaded).
 import { storageCapsOf } from '../limits/plans.ts'
 import type { Router } from '../http/router.ts'
 import { sendAdmin } from './http.ts'
@@ -8,7 +8,7 @@ export function registerTierRoutes(router: Router, deps: AdminDeps): void {
   router.on('GET', '/admin/tiers', async (ctx) => {
     ctx.route = 'admin.tiers'
     deps.authenticateAdmin(ctx.req)
-    const { plans } = deps.config
+    const { plans, storageCaps } = deps.runtime.current.config
     sendAdmin(ctx, 200, {
       object: 'list',
       default_tier: plans.defaultTier,
@@ -20,7 +20,7 @@ export function registerTierRoutes(router: Router, deps: AdminDeps): void {
         default: tier.default,
         models: tier.models,
         // What each key of the tier may keep stored: the tier's own caps over storageCaps.
-        storage_caps: storageCapsOf(plans, deps.config.storageCaps, name),
+        storage_caps: storageCapsOf(plans, storageCaps, name),
       })),
     })
   })

@@ -143,7 +143,7 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       key_id: record.id,
       ...range,
       // Every cost below is in the plans' currency; JSON keeps the numbers and names it once.
-      currency: planCurrency(deps.config.plans),
+      currency: planCurrency(deps.runtime.current.config.plans),
       data: rows.map((r) => ({
         day: r.day,
         model: r.model,
@@ -173,7 +173,7 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       group_by: q.group_by,
       granularity: q.granularity,
       ...range,
-      currency: planCurrency(deps.config.plans),
+      currency: planCurrency(deps.runtime.current.config.plans),
       data: groupUsage(rows, q.group_by, q.granularity === 'day'),
       totals: summarise(rows),
     })

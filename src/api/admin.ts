@@ -147,3 +147,52 @@ export const BackendList = z.object({
     }),
   ),
 })
+
+/** What one instance says of a reload (runtime/reload.ts): what it runs now, and why not the file when refused. */
+export const ConfigReload = z
+  .object({
+    object: z.literal('config.reload'),
+    instance: z.string().meta({ description: "The instance's id (random per process), as in its log lines." }),
+    host: z.string(),
+    pid: z.int(),
+    outcome: z.enum(['applied', 'unchanged', 'invalid', 'restart_required', 'failed']).meta({
+      description:
+        'applied: the file is in force for every call that starts from now on; unchanged: it already was; invalid, restart_required, failed: refused, the previous configuration stays in force.',
+    }),
+    hash: z.string().meta({ description: 'sha256 of the configuration file in force now (as `sha256sum` prints it).' }),
+    plans_hash: z
+      .string()
+      .nullable()
+      .meta({ description: 'sha256 of the plans file in force, when `plans:` names one.' }),
+    loaded_at: iso.meta({ description: 'When the configuration in force was loaded.' }),
+    file_hash: z
+      .string()
+      .nullable()
+      .meta({ description: 'sha256 of the file read this time, a refused one too; null when it could not be read.' }),
+    changed: z.array(z.string()).meta({ description: 'The sections whose content changed (applied).' }),
+    problems: z.array(z.string()).meta({
+      description:
+        'Why it was refused: each bad field as `path: message`, or each setting that only a restart applies.',
+    }),
+  })
+  .meta({ description: 'One instance after a reload of its configuration file.' })
+
+export const ConfigReloadList = z.object({
+  object: z.literal('list'),
+  asked: z.int().nullable().meta({
+    description:
+      'How many instances the request reached, as Redis counted them (null on a Redis Cluster, where only the whole wait tells).',
+  }),
+  data: z
+    .array(ConfigReload)
+    .meta({ description: 'The answers that came within the wait, in their order of arrival.' }),
+})
+
+export const ConfigInForce = z.object({
+  object: z.literal('config'),
+  instance: z.string(),
+  file: z.string().meta({ description: 'The configuration file this instance reads (and reloads).' }),
+  hash: z.string(),
+  plans_hash: z.string().nullable(),
+  loaded_at: iso,
+})

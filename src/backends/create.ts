@@ -24,7 +24,7 @@ export function createAdapter(
 }
 
 /** The dimension of each embedding model deployed on backend `name`, by its upstream name. */
-function embeddingDimensions(name: string, models: readonly ModelConfig[]): Map<string, number> {
+export function embeddingDimensions(name: string, models: readonly ModelConfig[]): Map<string, number> {
   const dimensions = new Map<string, number>()
   for (const model of models) {
     const size = model.meta?.hidden_size

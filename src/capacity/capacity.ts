@@ -34,6 +34,11 @@ export interface CapacityOptions {
    * a response that set it cooling. Called each time (the events sample it). Should not throw.
    */
   readonly onSaturated?: (deploymentId: string, reason: 'full' | 'cooling_down', until: number | null) => void
+  /**
+   * The deployments this instance has learned something about, kept across the capacities a
+   * reload builds (runtime/build.ts) so that a new configuration does not forget them.
+   */
+  readonly learned?: Set<string>
 }
 
 const positive = (n: number | undefined): number =>
@@ -77,12 +82,14 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   const random = options.random ?? Math.random
   const onError = options.onError ?? ((): void => {})
   const specs = new Map<string, CandidateSpec>()
-  const tracked = new Set<string>()
+  const declared = new Set<string>()
+  const learnedIds = options.learned ?? new Set<string>()
   for (const [id, declaration] of Object.entries(options.deployments)) {
     const spec = specOf(id, declaration)
     specs.set(id, spec)
-    if (spec.rpm > 0 || spec.tpm > 0 || spec.maxConcurrent > 0) tracked.add(id)
+    if (spec.rpm > 0 || spec.tpm > 0 || spec.maxConcurrent > 0) declared.add(id)
   }
+  const tracked = (id: string): boolean => declared.has(id) || learnedIds.has(id)
   const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
 
   async function apply(
@@ -94,7 +101,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     observation: UpstreamObservation | null,
   ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
-    if (learned !== null) tracked.add(candidate.id)
+    if (learned !== null) learnedIds.add(candidate.id)
     if (learned?.cooldownUntil != null && learned.cooldownUntil > now())
       options.onSaturated?.(candidate.id, 'cooling_down', learned.cooldownUntil)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
@@ -167,7 +174,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       const candidates = deploymentIds.map(spec)
       const first = byWeight(candidates, random())
       if (first === undefined) return { ok: false, reason: 'full', retryAt: null }
-      if (!candidates.some((c) => tracked.has(c.id))) return { ok: true, lease: lease(first, null) }
+      if (!candidates.some((c) => tracked(c.id))) return { ok: true, lease: lease(first, null) }
       const tokens = Number.isFinite(estimate.tokens) ? Math.max(0, Math.ceil(estimate.tokens)) : 0
       const leaseId = randomUUID()
       try {

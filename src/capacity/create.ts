@@ -36,17 +36,29 @@ export function declarationsOf(models: readonly ConfiguredModel[]): Record<strin
   return out
 }
 
+/** Builds the capacity of a configuration's models; every one it builds shares one store. */
+export type CapacityFactory = (models: readonly ConfiguredModel[]) => DeploymentCapacity
+
+/**
+ * The store (and what this instance learned) is made once; each configuration, the boot's
+ * and each reload's, gets a capacity of its own declarations over it.
+ */
 export function createCapacityFromConfig(
-  config: Pick<Config, 'models' | 'store'>,
+  config: Pick<Config, 'store'>,
   redis: RedisConnection | undefined,
   log: Logger,
   onSaturated?: (deploymentId: string, reason: 'full' | 'cooling_down', until: number | null) => void,
-): DeploymentCapacity {
+): CapacityFactory {
   const outage = createOutageLog('deployment capacity')
   const store = redis === undefined ? memoryCapacityStore() : redisCapacityStore(redis, config.store.keyPrefix)
-  return createDeploymentCapacity(store, {
-    deployments: declarationsOf(config.models),
-    onError: (error) => outage.failed(log, error instanceof Error ? error : new Error(String(error))),
-    ...(onSaturated === undefined ? {} : { onSaturated }),
-  })
+  const learned = new Set<string>()
+  const onError = (error: unknown): void =>
+    outage.failed(log, error instanceof Error ? error : new Error(String(error)))
+  return (models) =>
+    createDeploymentCapacity(store, {
+      deployments: declarationsOf(models),
+      onError,
+      learned,
+      ...(onSaturated === undefined ? {} : { onSaturated }),
+    })
 }

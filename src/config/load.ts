@@ -1,6 +1,7 @@
-// Loads the configuration once at boot: YAML file, then the environment settings of
-// INTERFACE.md §8 on top, validated by the schema, then frozen. The only module that
-// reads process.env.
+// Loads the configuration at boot, and the same way again for each reload: YAML file, then
+// the environment settings of INTERFACE.md §8 on top, validated by the schema, then
+// frozen. The only module that reads process.env.
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
@@ -31,19 +32,49 @@ export interface LoadOptions {
 }
 
 export function loadConfig(options: LoadOptions = {}): Config {
-  const env = { ...(options.env ?? process.env), ...options.overrides }
-  const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
-  const raw = readYaml(path)
-  return buildConfig(raw, path, env)
+  return readConfigFile(options).config
 }
 
+/** A configuration as loaded, with the sha256 of the files it was read from. */
+export interface LoadedConfig {
+  readonly config: Config
+  /** sha256 (hex) of the configuration file's bytes: what `sha256sum` prints for it. */
+  readonly hash: string
+  /** sha256 of the plans file when `plans:` names one; null when the plans are inline. */
+  readonly plansHash: string | null
+}
+
+/**
+ * Reads, validates and freezes the configuration exactly as at boot (the same function
+ * runs for `tollgate reload`), each file read once: the hashes are of the bytes validated.
+ */
+export function readConfigFile(options: LoadOptions = {}): LoadedConfig {
+  const env = { ...(options.env ?? process.env), ...options.overrides }
+  const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
+  const bytes = readBytes(path)
+  let plansHash: string | null = null
+  const config = buildConfig(parseText(bytes.toString('utf8'), path), path, env, (plansPath) => {
+    const plansBytes = readBytes(plansPath)
+    plansHash = sha256(plansBytes)
+    return parsePlans(parseText(plansBytes.toString('utf8'), plansPath), plansPath)
+  })
+  return { config, hash: sha256(bytes), plansHash }
+}
+
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex')
+
 /** Validates an already-parsed document; `path` anchors the relative plans file. */
-export function buildConfig(raw: unknown, path: string, env: Env = process.env): Config {
+export function buildConfig(
+  raw: unknown,
+  path: string,
+  env: Env = process.env,
+  readPlans: (path: string) => PlansConfig = loadPlans,
+): Config {
   const withEnv = applyEnv(raw, env, path)
   const parsed = configSchema.safeParse(withEnv)
   if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
   const { plans: plansRef, ...rest } = parsed.data
-  const plans = typeof plansRef === 'string' ? loadPlans(resolve(dirname(path), plansRef)) : plansRef
+  const plans = typeof plansRef === 'string' ? readPlans(resolve(dirname(path), plansRef)) : plansRef
   const unknownTiers = Object.keys(rest.queue.tierPriority).filter((tier) => !(tier in plans.tiers))
   if (unknownTiers.length > 0)
     throw new ConfigError(
@@ -61,18 +92,24 @@ export function buildConfig(raw: unknown, path: string, env: Env = process.env):
 }
 
 export function loadPlans(path: string): PlansConfig {
-  const parsed = plansSchema.safeParse(readYaml(path))
+  return parsePlans(parseText(readBytes(path).toString('utf8'), path), path)
+}
+
+function parsePlans(raw: unknown, path: string): PlansConfig {
+  const parsed = plansSchema.safeParse(raw)
   if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
   return parsed.data
 }
 
-function readYaml(path: string): unknown {
-  let text: string
+function readBytes(path: string): Buffer {
   try {
-    text = readFileSync(path, 'utf8')
+    return readFileSync(path)
   } catch (err) {
     throw new ConfigError(path, [`cannot read file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`])
   }
+}
+
+function parseText(text: string, path: string): unknown {
   try {
     return parseYaml(text)
   } catch (err) {

@@ -8,13 +8,12 @@
 // waiting frees nothing, deleting files does; a retry hint would only make SDKs upload the
 // same bytes again. An upload larger than the whole byte cap can never fit: 413.
 import { randomUUID } from 'node:crypto'
-import type { Config } from '../config/schema.ts'
+import type { StorageCaps } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { isJsonObject } from '../json.ts'
 import type { EndpointSpec } from '../inference/endpoints.ts'
 import type { Principal } from '../keys/record.ts'
-import { storageCapsOf } from '../limits/plans.ts'
 import type { FileQuotaStore } from './quota-port.ts'
 
 type JsonTransform = (status: number, body: unknown) => Promise<unknown>
@@ -32,16 +31,16 @@ export interface UploadHold {
 
 export interface FileQuota {
   /** For files.create: holds room for the upload, or refuses it. Undefined for other endpoints. */
-  hold(spec: EndpointSpec, principal: Principal, tier: string, body: RequestBody): Promise<UploadHold | undefined>
+  hold(spec: EndpointSpec, principal: Principal, caps: StorageCaps, body: RequestBody): Promise<UploadHold | undefined>
   /** For files.delete: wraps the reply's transform so a deleted file frees its share. */
   onDelete(spec: EndpointSpec, next: JsonTransform | undefined): JsonTransform | undefined
 }
 
-export function createFileQuota(store: FileQuotaStore, config: Pick<Config, 'plans' | 'storageCaps'>): FileQuota {
+/** `caps`: the key's tier's, in the configuration the call started on (limits/plans.ts, storageCapsOf). */
+export function createFileQuota(store: FileQuotaStore): FileQuota {
   return {
-    async hold(spec, principal, tier, body) {
+    async hold(spec, principal, caps, body) {
       if (spec.endpoint !== 'files.create' || body.kind !== 'multipart') return undefined
-      const caps = storageCapsOf(config.plans, config.storageCaps, tier)
       const size = body.files.reduce((sum, f) => sum + f.size, 0)
       if (size > caps.fileBytes) {
         throw gatewayError('body_too_large', {

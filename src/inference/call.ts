@@ -3,9 +3,7 @@
 // the corridor's steps (intake.ts, reply.ts, outcome.ts) share them without importing
 // one another.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
-import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
-import type { BackendRegistry } from '../backends/registry.ts'
 import type { Config } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
@@ -20,16 +18,20 @@ import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
+import type { Runtime, RuntimeSource } from '../runtime/snapshot.ts'
 import type { OwnershipStore } from '../store/ports.ts'
 import type { EndpointSpec } from './endpoints.ts'
 
 export interface InferenceDeps {
+  /** The boot's configuration: only settings a reload cannot change (server.*) are read from it. */
   readonly config: Config
-  readonly registry: BackendRegistry
+  /**
+   * The runtime snapshot in force (plans, models and deployments, backends, capacity): each
+   * call reads it once, when it starts, and keeps it (PreparedCall.runtime).
+   */
+  readonly runtime: RuntimeSource
   readonly authenticate: ApiKeyAuthenticator
   readonly limiter: Limiter
-  /** What each deployment can take: the corridor sends only to one with room (capacity/). */
-  readonly capacity: DeploymentCapacity
   readonly ownership: OwnershipStore
   /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
   readonly fileQuota?: FileQuota
@@ -42,6 +44,12 @@ export interface InferenceDeps {
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */
 export interface PreparedCall {
+  /**
+   * The configuration the call started on, to its end: its model's deployments, its
+   * tier's limits, the adapters and the capacity it is sent through. A reload meanwhile
+   * changes the next calls, not this one.
+   */
+  readonly runtime: Runtime
   readonly spec: EndpointSpec
   readonly params: Params
   readonly query: URLSearchParams

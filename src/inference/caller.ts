@@ -6,6 +6,7 @@
 // charges a model's limits and says where they stand even when it refuses.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { Config, Endpoint } from '../config/schema.ts'
+import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Principal } from '../keys/record.ts'
 import { resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
@@ -16,7 +17,8 @@ import { checkEndpointScope } from './scopes.ts'
 export interface CallerDeps {
   readonly authenticate: ApiKeyAuthenticator
   readonly limiter: Limiter
-  readonly plans: Config['plans']
+  /** The plans in force, read once per call. */
+  readonly runtime: RuntimeSource<{ readonly config: Pick<Config, 'plans'> }>
 }
 
 /**
@@ -27,9 +29,10 @@ export type OpenCall = (ctx: RequestContext, route: string, scope?: Endpoint) =>
 
 export function openCallOf(deps: CallerDeps): OpenCall {
   return async (ctx, route, scope) => {
+    const { plans } = deps.runtime.current.config
     const principal = await identify(ctx, deps.authenticate, route)
     if (scope !== undefined) checkEndpointScope(principal, scope)
-    await showLimits(ctx.res, deps.limiter, principal.keyId, resolveLimits(deps.plans, principal.key, '*'))
+    await showLimits(ctx.res, deps.limiter, principal.keyId, resolveLimits(plans, principal.key, '*'))
     return principal
   }
 }

@@ -54,7 +54,7 @@ export interface Corridor {
   ): Promise<void>
   /** Admit (the strategy) → upstream with failover → relay into the exchange → settle. */
   run(call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult>
-  /** A call for a key and a body checked earlier (a stored request): scopes are checked again. */
+  /** A call for a key and a body checked earlier (a stored request): scopes checked again, on the configuration in force now. */
   restore(
     principal: Principal,
     spec: EndpointSpec,
@@ -126,12 +126,13 @@ async function enter(
   proceed: (call: PreparedCall) => Promise<void>,
   options: EnterOptions = {},
 ): Promise<void> {
+  const runtime = s.runtime.current // the one read of the configuration: the call keeps it to its end
   const principal = await identify(ctx, s.authenticate, options.route ?? target.spec.endpoint)
-  ctx.tier = tierOf(principal.key, s.config.plans)
+  ctx.tier = tierOf(principal.key, runtime.config.plans)
   checkEndpointScope(principal, target.spec.endpoint)
   const taken: Taken = { body: { kind: 'none' } }
   try {
-    await proceed(await prepare(s, ctx.req, ctx, principal, target, options, taken))
+    await proceed(await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken))
   } catch (err) {
     // A refusal after authentication still tells the client where its limits stand
     // (the limiter's own 429s carry them already).
@@ -147,7 +148,7 @@ async function enter(
         ctx.res,
         s.limiter,
         principal.keyId,
-        taken.resolved ?? resolveLimits(s.config.plans, principal.key, ctx.model ?? '*'),
+        taken.resolved ?? resolveLimits(runtime.config.plans, principal.key, ctx.model ?? '*'),
       )
     }
     throw err
@@ -163,10 +164,11 @@ function restore(
   spec: EndpointSpec,
   parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>,
 ): PreparedCall {
+  const runtime = s.runtime.current
   checkEndpointScope(principal, spec.endpoint)
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
-  const resolved = resolveLimits(s.config.plans, principal.key, parts.modelName ?? '*')
-  return { spec, principal, resolved, ...parts }
+  const resolved = resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*')
+  return { runtime, spec, principal, resolved, ...parts }
 }
 
 async function run(
@@ -175,7 +177,7 @@ async function run(
   exchange: Exchange,
   strategy: AdmissionStrategy,
 ): Promise<CallResult> {
-  const request = admissionRequestOf(call, s.config.defaultMaxTokens)
+  const request = admissionRequestOf(call, call.runtime.config.defaultMaxTokens)
   let attempt = 0
   for (let round = 0; ; round++) {
     const admission = await strategy.admit(request, round)
@@ -192,7 +194,8 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
   exchange.notes.stream = ask.stream
-  const targets = deploymentsFor(s.registry, spec, call.modelName).filter((t) => t.adapter.supports(spec.endpoint))
+  const { registry } = call.runtime
+  const targets = deploymentsFor(registry, spec, call.modelName).filter((t) => t.adapter.supports(spec.endpoint))
   if (targets.length === 0) {
     await a.admission.settle(NO_USAGE)
     throw gatewayError('capability_missing')
@@ -252,7 +255,7 @@ async function send(
   let sent: PickedResult<Deployment>
   try {
     sent = await sendWithCapacity(targets, build, {
-      capacity: s.capacity,
+      capacity: a.call.runtime.capacity,
       metrics: s.metrics,
       model: a.call.modelName ?? '',
       tokens: a.call.estimate.inputTokens + a.call.estimate.outputTokens,

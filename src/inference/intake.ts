@@ -9,7 +9,7 @@ import type { BodyRate } from '../http/body-rate.ts'
 import type { UploadHold } from '../files/quota.ts'
 import type { Principal } from '../keys/record.ts'
 import { estimateUsage } from '../limits/estimate.ts'
-import { resolveLimits, type ResolvedLimits } from '../limits/plans.ts'
+import { resolveLimits, storageCapsOf, type ResolvedLimits } from '../limits/plans.ts'
 import { withPathModel } from './azure-endpoints.ts'
 import type { AdmissionRequest } from '../limits/port.ts'
 import type { InferenceDeps, PreparedCall } from './call.ts'
@@ -18,7 +18,7 @@ import { checkOwnership } from './ownership.ts'
 import { checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
 
-export type IntakeDeps = Pick<InferenceDeps, 'config' | 'registry' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
+export type IntakeDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
   readonly bodyRate: BodyRate
 }
 
@@ -42,11 +42,12 @@ export async function prepare(
   req: IncomingMessage,
   notes: { model?: string },
   principal: Principal,
-  call: Pick<PreparedCall, 'spec' | 'params' | 'query'>,
+  call: Pick<PreparedCall, 'runtime' | 'spec' | 'params' | 'query'>,
   limit: BodyLimit,
   taken: Taken,
 ): Promise<PreparedCall> {
-  const { config, registry } = deps
+  const { runtime } = call
+  const { config, registry } = runtime
   const { spec, params, query } = call
   taken.body = await readBody(deps, req, spec, limit)
   if (spec.modelParam !== undefined) taken.body = withPathModel(taken.body, params[spec.modelParam] ?? '')
@@ -71,8 +72,10 @@ export async function prepare(
     defaultMaxTokens: config.defaultMaxTokens,
     contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
   })
-  const upload = (taken.upload = await deps.fileQuota?.hold(spec, principal, resolved.tier, body))
+  const caps = storageCapsOf(config.plans, config.storageCaps, resolved.tier)
+  const upload = (taken.upload = await deps.fileQuota?.hold(spec, principal, caps, body))
   return {
+    runtime,
     spec,
     params,
     query,

@@ -16,13 +16,15 @@ export interface ModelObject {
   readonly meta_data: ModelMetaData
 }
 
+export type ModelCatalogue = ReturnType<typeof createModelCatalogue>
+
 /** `facts`: the plans' catalogue block (display names, regions of the provider's export). */
 export function createModelCatalogue(
   registry: BackendRegistry,
   created: number,
   facts: Readonly<Record<string, CatalogueFacts>> = {},
 ) {
-  // Configuration is frozen at boot: each model's object is built once.
+  // A catalogue is built per runtime snapshot, whose configuration never changes: each model's object is built once.
   const views = new Map<string, ModelObject>()
   const view = (m: ModelConfig): ModelObject => {
     let object = views.get(m.name)

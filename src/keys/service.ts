@@ -59,9 +59,10 @@ export interface KeyListFilter {
 export interface KeyServiceOptions {
   readonly store: KeyStore
   readonly hash: KeyHasher
-  readonly plans: PlansConfig
-  /** The configured model names; when given, scopes and overrides may only name these. */
-  readonly models?: readonly string[]
+  /** The plans in force; a function when a reload may change them (read at each use). */
+  readonly plans: PlansConfig | (() => PlansConfig)
+  /** The configured model names; when given, scopes and overrides may only name these. A function when a reload may change them. */
+  readonly models?: readonly string[] | (() => ReadonlySet<string>)
   /** Called after every change is stored, with the key id; it tells every instance. Should not throw. */
   readonly onChange?: (id: string) => Promise<void>
   /** Where key.created, key.rotated and key.revoked are published (before the caller is answered). */
@@ -78,8 +79,8 @@ export interface CreatedKey {
 export class KeyService {
   readonly #store: KeyStore
   readonly #hash: KeyHasher
-  readonly #plans: PlansConfig
-  readonly #models: ReadonlySet<string> | null
+  readonly #plansOf: () => PlansConfig
+  readonly #modelsOf: () => ReadonlySet<string> | null
   readonly #onChange: (id: string) => Promise<void>
   readonly #events: Events | undefined
   readonly #now: () => Date
@@ -89,15 +90,24 @@ export class KeyService {
   constructor(options: KeyServiceOptions) {
     this.#store = options.store
     this.#hash = options.hash
-    this.#plans = options.plans
-    this.#models = options.models ? new Set(options.models) : null
+    const { plans, models } = options
+    this.#plansOf = typeof plans === 'function' ? plans : () => plans
+    if (typeof models === 'function') this.#modelsOf = models
+    else {
+      const fixed = models ? new Set(models) : null
+      this.#modelsOf = () => fixed
+    }
     this.#onChange = options.onChange ?? (async () => undefined)
     this.#events = options.events
     this.#now = options.now ?? (() => new Date())
   }
 
   get plans(): PlansConfig {
-    return this.#plans
+    return this.#plansOf()
+  }
+
+  get #plans(): PlansConfig {
+    return this.#plansOf()
   }
 
   async create(input: unknown): Promise<CreatedKey> {
@@ -142,9 +152,10 @@ export class KeyService {
       ...(storeStatus === undefined ? {} : { status: storeStatus }),
     })
     const at = this.#now().getTime()
+    const { defaultTier } = this.#plans
     return records.filter(
       (r) =>
-        (filter.tier === undefined || (r.tier ?? this.#plans.defaultTier) === filter.tier) &&
+        (filter.tier === undefined || (r.tier ?? defaultTier) === filter.tier) &&
         (filter.status === undefined || effectiveStatus(r, at) === filter.status),
     )
   }
@@ -282,17 +293,18 @@ export class KeyService {
   }
 
   #checkScopes(body: UpdateKeyInput, now: Date): void {
-    if (body.tier && !Object.hasOwn(this.#plans.tiers, body.tier)) {
+    const plans = this.#plans
+    if (body.tier && !Object.hasOwn(plans.tiers, body.tier)) {
       throw gatewayError('invalid_body', {
-        message: `Unknown tier. Tiers: ${Object.keys(this.#plans.tiers).join(', ')}.`,
+        message: `Unknown tier. Tiers: ${Object.keys(plans.tiers).join(', ')}.`,
         param: 'tier',
       })
     }
     if (body.expires_at && Date.parse(body.expires_at) <= now.getTime()) {
       throw gatewayError('invalid_body', { message: 'expires_at must be in the future.', param: 'expires_at' })
     }
-    if (this.#models === null) return
-    const known = this.#models
+    const known = this.#modelsOf()
+    if (known === null) return
     const unknownModel = body.models?.findIndex((m) => !known.has(m)) ?? -1
     if (unknownModel !== -1)
       throw gatewayError('invalid_body', { message: 'Unknown model in models.', param: `models.${unknownModel}` })

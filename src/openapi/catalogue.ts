@@ -19,7 +19,7 @@ import {
   VectorStoreFileList,
   VisualRagChunking,
 } from '../api/vector-stores.ts'
-import { ADMIN_OPERATIONS, BACKENDS_TAG } from '../admin/docs.ts'
+import { ADMIN_OPERATIONS, BACKENDS_TAG, CONFIG_TAG } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
 import { WEBHOOK_OPERATIONS } from '../admin/webhooks.ts'
 import { TOKEN_OPERATIONS } from '../jwt/routes.ts'
@@ -94,7 +94,15 @@ const GROUPS: TagGroups = [
   { name: 'Queue (/queue)', tags: ['Queue'] },
   {
     name: 'Key portal (/admin)',
-    tags: ['Admin: keys', 'Admin: usage and tiers', 'Admin: queue', 'Admin: users', BACKENDS_TAG, 'Admin: webhooks'],
+    tags: [
+      'Admin: keys',
+      'Admin: usage and tiers',
+      'Admin: queue',
+      'Admin: users',
+      BACKENDS_TAG,
+      'Admin: webhooks',
+      CONFIG_TAG,
+    ],
   },
   { name: 'RAG gateway', tags: ['RAG gateway: login', RAG_TAG] },
   { name: 'Key portal in a browser (/portal)', tags: ['Portal'] },

@@ -1,5 +1,6 @@
 // What every portal route shares: its dependencies, the signed-in user (or a redirect to
 // sign in), the checks on a state-changing form, and refusals answered as pages.
+import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
@@ -17,7 +18,10 @@ import { errorPage } from './pages/error.ts'
 import { cookieValue, type PortalSessions, type SignedIn } from './sessions.ts'
 
 export interface PortalDeps {
+  /** The boot's configuration: server.* and portal.* (a reload cannot change them). */
   readonly config: Config
+  /** The plans and models in force (a reload may change them): read once per page. */
+  readonly runtime: RuntimeSource<{ readonly config: Pick<Config, 'plans' | 'models'> }>
   readonly keys: KeyService
   readonly accounts: AccountService
   readonly sessions: PortalSessions

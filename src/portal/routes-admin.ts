@@ -19,7 +19,7 @@ export function registerAdminPortalRoutes(router: Router, deps: PortalDeps, guar
       async (ctx, me, _params, query) => {
         const users = await accounts.list()
         const usernames = new Map(users.map((u) => [u.id, u.username]))
-        const tiers = Object.keys(config.plans.tiers)
+        const tiers = Object.keys(deps.runtime.current.config.plans.tiers)
         const filter = {
           owner: (query.get('owner') ?? '').trim(),
           tier: query.get('tier') ?? '',

@@ -86,13 +86,19 @@ export function registerKeyRoutes(router: Router, deps: PortalDeps, guards: Guar
       // Only a key that can still be used has a current window worth showing.
       const live = view.status === 'active'
       const [standing, last] = await Promise.all([
-        keyStanding(config, deps.limiter, record, { live }),
+        keyStanding(deps.runtime.current.config, deps.limiter, record, { live }),
         lastUsedDays(deps, new Set([record.id])),
       ])
       sendHtml(
         ctx.res,
         200,
-        keyPage(me.viewer, view, standing, last.get(record.id) ?? null, planCurrency(config.plans)),
+        keyPage(
+          me.viewer,
+          view,
+          standing,
+          last.get(record.id) ?? null,
+          planCurrency(deps.runtime.current.config.plans),
+        ),
       )
     }),
   )

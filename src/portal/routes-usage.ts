@@ -63,7 +63,7 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
           selected === null ? null : deps.keys.view(selected),
           usageReport(rows, range.from, range.to),
           `/portal/usage.csv?${csv.toString()}`,
-          planCurrency(deps.config.plans),
+          planCurrency(deps.runtime.current.config.plans),
         ),
       )
     }),
@@ -75,7 +75,7 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
     guards.page('portal.usage.csv', async (ctx, me, _params, query) => {
       const { keys, range, rows } = await read(me, query)
       const body = Buffer.from(
-        usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? ''])), planCurrency(deps.config.plans)),
+        usageCsv(rows, new Map(keys.map((k) => [k.id, k.name ?? ''])), planCurrency(deps.runtime.current.config.plans)),
         'utf8',
       )
       securityHeaders(ctx.res)

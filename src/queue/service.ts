@@ -32,7 +32,7 @@ import { waitInLine } from './waiter.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
-  readonly config: Pick<Config, 'queue' | 'plans' | 'storageCaps'>
+  readonly config: Pick<Config, 'queue'>
   readonly log: Logger
   readonly metrics: Metrics
   readonly limiter: Limiter
@@ -91,6 +91,11 @@ export interface QueueService {
   beginShutdown(graceMs: number): void
   /** Waits for the running stored requests (as beginShutdown allowed), then closes. */
   close(): Promise<void>
+  /**
+   * Resolves once the stored requests running now have ended (those started later are not
+   * waited for): a reload closes what only the previous configuration used after them.
+   */
+  settledNow(): Promise<void>
 }
 
 /** How long DELETE waits for a running request to stop before it answers. */
@@ -149,6 +154,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
   })
   const shutdown = new AbortController()
+  /** The stored requests running on this instance now (settledNow). */
+  const runs = new Set<Promise<unknown>>()
   let workerStarted = false
   let stopping: Promise<void> | null = null
   const stopRunner = (graceMs: number): Promise<void> => {
@@ -248,7 +255,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       // head of its line: it is leased to this instance, and no other one runs it meanwhile.
       const slot = workerStarted ? runner.claim() : null
       if (slot !== null) coordinator.hold(request.id)
-      const storage = storageCapsOf(deps.config.plans, deps.config.storageCaps, resolved.tier)
+      const { plans, storageCaps } = call.runtime.config
+      const storage = storageCapsOf(plans, storageCaps, resolved.tier)
       let ahead: number
       try {
         ahead = await store.submit(request, bytes, slot === null ? undefined : instance, {
@@ -360,23 +368,30 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     async start() {
       if (settings.concurrency > 0) {
-        runner.start(
-          createProcessor({
-            coordinator,
-            corridor: deps.corridor,
-            limiter: deps.limiter,
-            keys: deps.keys,
-            config,
-            metrics,
-            log: deps.log,
-          }),
-          settings.concurrency,
-        )
+        const processor = createProcessor({
+          coordinator,
+          corridor: deps.corridor,
+          limiter: deps.limiter,
+          keys: deps.keys,
+          config,
+          metrics,
+          log: deps.log,
+        })
+        runner.start((request, signal, held) => {
+          const run = processor(request, signal, held)
+          runs.add(run)
+          void run.finally(() => runs.delete(run)).catch(() => undefined)
+          return run
+        }, settings.concurrency)
         workerStarted = true
       }
       metrics.queueWorkerUp.set(workerStarted ? 1 : 0)
       await coordinator.ready(2000)
       coordinator.start(settings.sweepIntervalMs)
+    },
+
+    async settledNow() {
+      await Promise.allSettled([...runs])
     },
 
     beginShutdown(graceMs) {

@@ -14,6 +14,7 @@ import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
+import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { RagBackends } from './backends.ts'
 import { backendRequestHeaders } from './headers.ts'
 import { admitPublicRagCall, admitRagCall } from './limits.ts'
@@ -32,11 +33,13 @@ export const RAG_SEGMENTS: ReadonlyArray<readonly [segment: string, service: Rag
 ]
 
 export interface RagGatewayDeps {
-  readonly config: Config
+  /** The boot's configuration: server.* (a reload cannot change it). */
+  readonly config: Pick<Config, 'server'>
+  /** The RAG services, rules, limits and headers in force, and where each service is: read once per request. */
+  readonly runtime: RuntimeSource<{ readonly config: Pick<Config, 'rag'>; readonly rag: RagBackends }>
   readonly accessTokens: AccessTokenVerifier
   readonly limiter: Limiter
   readonly metrics: Metrics
-  readonly backends: RagBackends
 }
 
 export function registerRagRoutes(router: Router, deps: RagGatewayDeps): void {
@@ -54,17 +57,19 @@ async function handleRagRequest(
   outage: OutageLog,
 ): Promise<void> {
   const { config, metrics } = deps
+  const runtime = deps.runtime.current
+  const { rag } = runtime.config
   const bodyRate = bodyRateOf(config.server)
   ctx.route = `rag.${service}`
   ctx.backend = service
   try {
     const route = serviceRoute(ctx.req.url ?? '/', segment)
     const method = ctx.req.method ?? 'GET'
-    const settings = config.rag.services[service]
+    const settings = rag.services[service]
     let identity: Identity | null = null
     const address = clientAddress(ctx.req, config.server.trustProxyHops)
     if (isPublicRoute(settings, method, route.decoded)) {
-      const limitHeaders = await admitPublicRagCall(deps.limiter, config.rag, address)
+      const limitHeaders = await admitPublicRagCall(deps.limiter, rag, address)
       for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
     } else {
       const token = bearerToken(ctx.req)
@@ -72,16 +77,16 @@ async function handleRagRequest(
       identity = await deps.accessTokens.verify(token)
       ctx.userId = identity.userId
       checkRouteRules(settings, method, route.decoded, identity)
-      const limitHeaders = await admitRagCall(deps.limiter, config.rag, identity)
+      const limitHeaders = await admitRagCall(deps.limiter, rag, identity)
       for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
     }
-    const headers = backendRequestHeaders(ctx.req, identity, config.rag, {
+    const headers = backendRequestHeaders(ctx.req, identity, rag, {
       requestId: ctx.id,
       clientAddress: address,
       scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })
-    const outcome = await relay(ctx, deps.backends.target(service), route.raw + route.search, headers, bodyRate)
+    const outcome = await relay(ctx, runtime.rag.target(service), route.raw + route.search, headers, bodyRate)
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {
     const refusal = toRefusal(err)

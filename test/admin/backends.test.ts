@@ -57,15 +57,19 @@ async function serve(capacity: DeploymentCapacity | undefined, token: string | u
   const router = new RouteTable<RouteHandler>()
   registerBackendRoutes(router, {
     authenticateAdmin: createAdminAuthenticator(token),
-    config: {
-      models: MODELS.map((m) => ({
-        ...m,
-        kind: 'chat' as const,
-        ownedBy: 'tollgate',
-        deployments: m.deployments.map((d) => ({ ...d, weight: d.weight ?? 1 })),
-      })),
+    runtime: {
+      current: {
+        config: {
+          models: MODELS.map((m) => ({
+            ...m,
+            kind: 'chat' as const,
+            ownedBy: 'tollgate',
+            deployments: m.deployments.map((d) => ({ ...d, weight: d.weight ?? 1 })),
+          })),
+        },
+        ...(capacity === undefined ? {} : { capacity }),
+      },
     },
-    ...(capacity === undefined ? {} : { capacity }),
   })
   const log = createLogger('silent')
   const server = createServer((req, res) => {

@@ -32,6 +32,8 @@ export interface RunningTollgate {
   readonly metricsUrl: string
   readonly adminToken: string
   readonly dataDir: string
+  /** The configuration file it reads (a reload reads it again). */
+  readonly configPath: string
   readonly child: ChildProcess
   /** Everything the process wrote to stdout and stderr so far. */
   output(): string
@@ -146,6 +148,7 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
     metricsUrl: String(listening.metricsUrl),
     adminToken,
     dataDir,
+    configPath,
     child,
     output: () => output,
     logs,

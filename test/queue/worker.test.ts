@@ -15,6 +15,7 @@ import type { NewRequest, Outcome, QueuedRequest } from '../../src/queue/ports.t
 import { createProcessor } from '../../src/queue/worker.ts'
 import { localCoordinator } from './local-coordinator.ts'
 import { newRequest, queuedAs } from './store-contract.ts'
+import type { Runtime } from '../../src/runtime/snapshot.ts'
 
 const NOW = new Date().toISOString()
 
@@ -59,6 +60,8 @@ function setup(t: Test, refuse: () => boolean) {
       throw new Error('not used by the processor')
     },
     restore: (principal, spec, parts) => ({
+      // This fake corridor sends nothing anywhere: no configuration is read from it.
+      runtime: {} as Runtime,
       principal,
       spec,
       ...parts,

@@ -17,6 +17,7 @@ import type {
   CapacityUsage,
   DeploymentCapacity,
   DeploymentDeclaration,
+  GrantMark,
   LearnedUpdate,
 } from './port.ts'
 import { teaches, type UpstreamObservation } from './upstream-headers.ts'
@@ -87,15 +88,16 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     requestsDelta: number,
     tokensDelta: number,
     observation: UpstreamObservation | null,
+    granted: GrantMark | null = null,
   ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
     if (learned !== null) tracked.add(candidate.id)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
-    const holds = leaseId !== null && candidate.maxConcurrent > 0
+    const holds = leaseId !== null && (candidate.maxConcurrent > 0 || granted?.counted === true)
     const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
     if (!holds && !corrects && learned === null) return
     try {
-      await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned })
+      await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned, granted })
     } catch (error) {
       onError(error)
     }
@@ -103,7 +105,12 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
 
   function lease(
     candidate: CandidateSpec,
-    held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null,
+    held: {
+      readonly leaseId: string
+      readonly bucket: number
+      readonly tokens: number
+      readonly granted: GrantMark
+    } | null,
   ): CapacityLease {
     let observation: UpstreamObservation | null = null
     let released = false
@@ -148,7 +155,15 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
           : actual !== undefined && Number.isFinite(actual.tokens)
             ? Math.max(0, Math.ceil(actual.tokens))
             : held.tokens
-        await apply(candidate, held.leaseId, held.bucket, refused ? -1 : 0, tokensUsed - held.tokens, observation)
+        await apply(
+          candidate,
+          held.leaseId,
+          held.bucket,
+          refused ? -1 : 0,
+          tokensUsed - held.tokens,
+          observation,
+          held.granted,
+        )
       },
       renew,
     }
@@ -169,7 +184,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
         const chosen = candidates[got.index]
         if (chosen === undefined)
           throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)
-        return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens }) }
+        return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens, granted: got.granted }) }
       } catch (error) {
         onError(error)
         return { ok: true, lease: lease(first, null) }

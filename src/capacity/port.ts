@@ -156,8 +156,36 @@ export interface StoreAcquire {
   readonly candidates: readonly CandidateSpec[]
 }
 
+/**
+ * The deployment's running totals of requests and tokens granted, just after a grant, and
+ * how many calls granted before it were still unanswered. An answer to that call says what
+ * was left when the upstream counted it; the calls granted after it (the totals' growth
+ * since), and those granted before it but not answered yet (they may reach the upstream
+ * after it), may not have been counted, so they come off.
+ */
+export interface GrantMark {
+  readonly requests: number
+  readonly tokens: number
+  /** Calls, and their tokens, granted before this one and unanswered at its grant. */
+  readonly unanswered: number
+  readonly unansweredTokens: number
+  /** This call's own reservation (it is unanswered until released). */
+  readonly own: number
+  /**
+   * Whether this call is counted among the unanswered: only while the deployment has a
+   * learned figure (whose answers then reach the store anyway), so its release must too.
+   */
+  readonly counted: boolean
+}
+
 export type StoreAcquired =
-  | { readonly ok: true; readonly index: number; /** The bucket the reservation went to. */ readonly bucket: number }
+  | {
+      readonly ok: true
+      readonly index: number
+      /** The bucket the reservation went to. */
+      readonly bucket: number
+      readonly granted: GrantMark
+    }
   | { readonly ok: false; readonly reason: RefusalReason; readonly retryAt: number | null }
 
 /** What an observation leaves in the store. */
@@ -179,6 +207,8 @@ export interface StoreRelease {
   readonly requestsDelta: number
   readonly tokensDelta: number
   readonly learned: LearnedUpdate | null
+  /** The lease's grant mark, when the observation answers a call granted by acquire(); null otherwise. */
+  readonly granted: GrantMark | null
 }
 
 export interface CapacityStore {

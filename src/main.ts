@@ -160,7 +160,16 @@ export async function startGateway(
     streams,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
-  const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys, instance })
+  const queue = createQueueFromConfig({
+    config,
+    log,
+    metrics,
+    limiter,
+    corridor,
+    keys: stores.keys,
+    instance,
+    capacity,
+  })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log })
   await ragAuth.start()

@@ -80,6 +80,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     if (spec.rpm > 0 || spec.tpm > 0 || spec.maxConcurrent > 0) tracked.add(id)
   }
   const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
+  const roomListeners = new Set<(deploymentId: string) => void>()
 
   async function apply(
     candidate: CandidateSpec,
@@ -100,7 +101,10 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned, granted })
     } catch (error) {
       onError(error)
+      return
     }
+    if (holds || requestsDelta < 0 || tokensDelta < 0 || (learned !== null && observation?.refused !== true))
+      for (const listener of roomListeners) listener(candidate.id)
   }
 
   function lease(
@@ -195,6 +199,12 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     },
     async inspect(deploymentIds) {
       return await store.inspect(deploymentIds.map(spec), now())
+    },
+    onRoom(listener) {
+      roomListeners.add(listener)
+      return () => {
+        roomListeners.delete(listener)
+      }
     },
   }
 }

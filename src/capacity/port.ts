@@ -108,6 +108,13 @@ export interface DeploymentCapacity {
   observe(deploymentId: string, observation: UpstreamObservation): Promise<void>
   /** Each deployment's state, in the order asked. */
   inspect(deploymentIds: readonly string[]): Promise<DeploymentState[]>
+  /**
+   * Tells `listener` of each release on this instance that may have made room on a
+   * deployment (a slot freed, a reservation given back, an answer that taught the figures).
+   * Other instances' releases arrive over the store's room channel (redis.ts), where the
+   * queue listens. Returns the way to stop listening.
+   */
+  onRoom(listener: (deploymentId: string) => void): () => void
 }
 
 // The store's side.

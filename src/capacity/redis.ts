@@ -155,6 +155,10 @@ if #open == 0 then
   for i = 1, n do
     local s = stand[i]
     if not s.large then
+      -- A call waits for this one: its next release that makes room says so (RELEASE publishes).
+      local l = KEYS[KEYS_PER * (i - 1) + 3]
+      redis.call('HSET', l, 'w', 1)
+      if redis.call('PTTL', l) < ttl then redis.call('PEXPIRE', l, ttl) end
       all_large = false
       if not s.cooling then all_cooling = false end
       if retry == nil or s.freeAt < retry then retry = s.freeAt end
@@ -221,10 +225,15 @@ return { 1, chosen - 1, cur, sq, sk, ua, ut, counted }
 // buckets, rpm, tpm, requests delta, tokens delta, learned ('1' or '0'), cooldown until,
 // remaining requests, until, remaining tokens, until ('' where unknown), learned hold ms,
 // the lease's grant mark ('' when not from a lease): requests and tokens granted, calls and
-// tokens unanswered before it, its own tokens, counted ('1' or '0').
+// tokens unanswered before it, its own tokens, counted ('1' or '0'); the room channel and
+// the deployment's id. When a call was refused on this deployment ('w', set by ACQUIRE) and
+// this release made room (a slot freed, a reservation given back, a figure taught with
+// something left), it publishes the id on the room channel, once per refusal.
 const RELEASE = script(`
 local now = tonumber(ARGV[1])
-if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+local room = false
+if ARGV[2] ~= '' and redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then room = true end
+if tonumber(ARGV[8]) < 0 or tonumber(ARGV[9]) < 0 then room = true end
 if ARGV[22] == '1' then
   if redis.call('HINCRBY', KEYS[3], 'ua', -1) < 0 then redis.call('HSET', KEYS[3], 'ua', 0) end
   if redis.call('HINCRBY', KEYS[3], 'ut', 0 - tonumber(ARGV[21])) < 0 then redis.call('HSET', KEYS[3], 'ut', 0) end
@@ -244,7 +253,12 @@ local function add(key, delta)
 end
 if tonumber(ARGV[6]) > 0 then add(KEYS[4], tonumber(ARGV[8])) end
 if tonumber(ARGV[7]) > 0 then add(KEYS[5], tonumber(ARGV[9])) end
-if ARGV[10] ~= '1' then return 1 end
+-- Someone was refused here and room may have come back: the gateways' waiting lines hear of it.
+local function tell()
+  if room and redis.call('HDEL', KEYS[3], 'w') == 1 then redis.call('PUBLISH', ARGV[23], ARGV[24]) end
+  return 1
+end
+if ARGV[10] ~= '1' then return tell() end
 local hold = tonumber(ARGV[16])
 if ARGV[11] ~= '' then
   local till = tonumber(ARGV[11])
@@ -273,13 +287,14 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
   end
   redis.call('HSET', KEYS[3], field, left, tillField, at)
   redis.call('HDEL', KEYS[3], renewed)
+  if left >= 1 then room = true end
   if at - now > keep then keep = at - now end
 end
 learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua')
 learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut')
 -- Kept a hold past the reset, so that the first call after it finds the figure and renews it.
 if keep > 0 and redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
-return 1
+return tell()
 `)
 
 // KEYS: f. ARGV: lease id, now, lease ttl ms. Returns 1 if the lease still held its slot.
@@ -335,6 +350,11 @@ export function capacityKeys(prefix: string): { readonly base: string; of(deploy
   }
 }
 
+/** The channel on which a release that made room on a deployment a call waits for names it. */
+export function capacityRoomChannel(prefix: string): string {
+  return `${redisNamespace(prefix)}cap:room`
+}
+
 function integers(what: string, reply: unknown, length?: number): number[] {
   if (
     !Array.isArray(reply) ||
@@ -359,6 +379,7 @@ export function redisCapacityStore(
   rules: CapacityRules = DEFAULT_RULES,
 ): RedisCapacityStore {
   const keys = capacityKeys(prefix)
+  const room = capacityRoomChannel(prefix)
   const bucketMs = Math.ceil(rules.windowMs / rules.buckets)
   // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
   const run = (s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
@@ -441,6 +462,8 @@ export function redisCapacityStore(
         orEmpty(release.granted?.unansweredTokens ?? null),
         orEmpty(release.granted?.own ?? null),
         release.granted?.counted === true ? '1' : '0',
+        room,
+        c.id,
       ]
       await run(RELEASE, keys.of(c.id), args)
     },

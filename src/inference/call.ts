@@ -109,7 +109,13 @@ export interface AdmissionStrategy {
    * Every deployment is full or cooling down until `retryAt` (epoch ms): whether the call
    * waits for one (its reservation released, admitted again at the head of its line once
    * retryAt has passed) rather than answering the gateway's upstream_capacity 429. Such a
-   * wait is not an upstream retry. Absent: answered, as on /v2.
+   * wait is not an upstream retry. `deployments` are the capacity ids of the model's
+   * deployments (what the wait is for). Absent: answered, as on /v2.
    */
-  waitForCapacity?(retryAt: number): boolean
+  waitForCapacity?(retryAt: number, deployments: readonly string[]): boolean
+  /**
+   * A deployment was picked for the attempt (its capacity granted), before the upstream
+   * answers: a call that waited for capacity lets the next waiter try.
+   */
+  picked?(): void
 }

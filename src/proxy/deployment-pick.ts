@@ -49,6 +49,8 @@ export interface PickOptions<T extends FailoverTarget> extends FailoverOptions<T
   readonly counter: number
   readonly breaker?: CircuitBreaker
   readonly now?: () => number
+  /** Called once, when the first deployment is picked (before it answers). */
+  readonly onPicked?: () => void
 }
 
 export interface PickedResult<T extends FailoverTarget> extends FailoverResult<T> {
@@ -171,6 +173,7 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       throw capacityRefusal(earliest(picked.retryAt, refusedUntil), now())
     }
     const { target, lease } = picked
+    if (attempts === 0) o.onPicked?.()
     left.splice(left.indexOf(target), 1)
     if (from !== undefined) o.metrics.deploymentMoves.inc({ model: o.model, from, to: lease.deploymentId })
     from = undefined

@@ -26,6 +26,7 @@ import {
   type StoredBody,
 } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
+import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
@@ -43,6 +44,8 @@ export interface QueueServiceDeps {
   readonly signals: (handlers: SignalHandlers) => QueueSignals
   /** This gateway's name in the lines; random per process. */
   readonly instance?: string
+  /** Room coming back on a deployment wakes the calls of this gateway waiting for one (capacity-line.ts). */
+  readonly capacity?: Pick<DeploymentCapacity, 'onRoom'>
 }
 
 export interface ListQuery {
@@ -148,6 +151,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     recoverAfterMs: settings.recoverAfterMs,
     onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
   })
+  deps.capacity?.onRoom((deploymentId) => coordinator.capacityLine.room(deploymentId))
   const shutdown = new AbortController()
   let workerStarted = false
   let stopping: Promise<void> | null = null

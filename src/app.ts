@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
 import type { DeploymentCapacity } from './capacity/port.ts'
+import type { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
@@ -56,6 +57,8 @@ export interface AppDeps {
   readonly limiter: Limiter
   /** What each deployment can take (capacity/): the corridor's picks, GET /admin/backends. */
   readonly capacity: DeploymentCapacity
+  /** The corridor's circuit breaker, shown by GET /admin/backends. */
+  readonly breaker?: CircuitBreaker
   readonly meter: Meter
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator

@@ -35,6 +35,7 @@ import { startRagBackends } from './rag/backends.ts'
 import { createAdapter } from './backends/create.ts'
 import { createRegistry, type BackendRegistry } from './backends/registry.ts'
 import { createCapacityFromConfig } from './capacity/create.ts'
+import { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { capacityReadings } from './capacity/view.ts'
 import { describeRedisTarget } from './config/redis-target.ts'
 import { MIN_SECRET_LENGTH, type Config } from './config/schema.ts'
@@ -146,12 +147,15 @@ export async function startGateway(
   const capacity = createCapacityFromConfig(config, redis, log)
   // The per-deployment gauges read it at scrape time.
   metrics.setCapacitySource(capacityReadings(capacity, config.models))
+  // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
+  const breaker = new CircuitBreaker()
   const corridor = createCorridor({
     config,
     registry,
     authenticate,
     limiter,
     capacity,
+    breaker,
     meter,
     metrics,
     ownership: stores.ownership,
@@ -186,6 +190,7 @@ export async function startGateway(
     registry,
     limiter,
     capacity,
+    breaker,
     meter,
     keys,
     authenticate,

@@ -3,6 +3,7 @@
 import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { Config } from '../config/schema.ts'
 import type { Meter } from '../keys/meter.ts'
 import type { KeyService } from '../keys/service.ts'
@@ -28,6 +29,8 @@ export interface AdminDeps {
   readonly accounts: AccountService
   /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
   readonly capacity?: DeploymentCapacity
+  /** This instance's circuit breaker (/admin/backends shows each backend's circuit; absent: not shown). */
+  readonly breaker?: Pick<CircuitBreaker, 'inspect'>
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {

@@ -4,6 +4,7 @@
 // one another.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { BackendRegistry } from '../backends/registry.ts'
 import type { Config } from '../config/schema.ts'
@@ -30,6 +31,8 @@ export interface InferenceDeps {
   readonly limiter: Limiter
   /** What each deployment can take: the corridor sends only to one with room (capacity/). */
   readonly capacity: DeploymentCapacity
+  /** Backends that keep refusing connections are tried last (GET /admin/backends shows it); absent: one of its own. */
+  readonly breaker?: CircuitBreaker
   readonly ownership: OwnershipStore
   /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
   readonly fileQuota?: FileQuota

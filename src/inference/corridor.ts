@@ -108,7 +108,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
   const shared: Shared = {
     ...deps,
     rotation: 0,
-    breaker: new CircuitBreaker(),
+    breaker: deps.breaker ?? new CircuitBreaker(),
     bodyRate: bodyRateOf(deps.config.server),
   }
   return {

@@ -5,8 +5,9 @@
 // the upstream's own limits still hold, and the next response teaches the rest).
 //
 // A deployment becomes tracked on the first response that teaches something (a quota
-// header, a 429, a 503). Until an instance has seen one itself it does not ask the store;
-// a cooldown another instance learned reaches it with its own first refusal.
+// header, a 429, a 503), on this instance or, announced over the store's pub/sub, on
+// another (learnedElsewhere). Until then it does not ask the store: a deployment never
+// limited anywhere costs no store call.
 import { randomUUID } from 'node:crypto'
 import type {
   Acquisition,
@@ -92,13 +93,24 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     granted: GrantMark | null = null,
   ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
+    const announce = learned !== null && !tracked.has(candidate.id)
     if (learned !== null) tracked.add(candidate.id)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
     const holds = leaseId !== null && (candidate.maxConcurrent > 0 || granted?.counted === true)
     const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
     if (!holds && !corrects && learned === null) return
     try {
-      await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned, granted })
+      await store.release({
+        now: now(),
+        candidate,
+        leaseId,
+        bucket,
+        requestsDelta,
+        tokensDelta,
+        learned,
+        granted,
+        announce,
+      })
     } catch (error) {
       onError(error)
       return
@@ -199,6 +211,9 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     },
     async inspect(deploymentIds) {
       return await store.inspect(deploymentIds.map(spec), now())
+    },
+    learnedElsewhere(deploymentId) {
+      tracked.add(deploymentId)
     },
     onRoom(listener) {
       roomListeners.add(listener)

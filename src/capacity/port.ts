@@ -115,6 +115,13 @@ export interface DeploymentCapacity {
    * queue listens. Returns the way to stop listening.
    */
   onRoom(listener: (deploymentId: string) => void): () => void
+  /**
+   * Another instance learned a limit of this deployment (a 429, a quota header): this one
+   * asks the store about it from now on, without waiting for a refusal of its own. The
+   * Redis store announces a deployment's first lesson on each instance (redis.ts); the
+   * queue's subscription delivers it here.
+   */
+  learnedElsewhere(deploymentId: string): void
 }
 
 // The store's side.
@@ -216,6 +223,8 @@ export interface StoreRelease {
   readonly learned: LearnedUpdate | null
   /** The lease's grant mark, when the observation answers a call granted by acquire(); null otherwise. */
   readonly granted: GrantMark | null
+  /** The first lesson this instance stores about the deployment: the other instances are told (Redis). */
+  readonly announce?: boolean
 }
 
 export interface CapacityStore {

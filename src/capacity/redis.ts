@@ -228,7 +228,9 @@ return { 1, chosen - 1, cur, sq, sk, ua, ut, counted }
 // tokens unanswered before it, its own tokens, counted ('1' or '0'); the room channel and
 // the deployment's id. When a call was refused on this deployment ('w', set by ACQUIRE) and
 // this release made room (a slot freed, a reservation given back, a figure taught with
-// something left), it publishes the id on the room channel, once per refusal.
+// something left), it publishes the id on the room channel, once per refusal. Then: announce
+// ('1': this instance's first lesson about the deployment, published on the learned channel
+// so the other instances start asking about it) and that channel.
 const RELEASE = script(`
 local now = tonumber(ARGV[1])
 local room = false
@@ -259,6 +261,8 @@ local function tell()
   return 1
 end
 if ARGV[10] ~= '1' then return tell() end
+-- The first lesson this instance stores about the deployment: the others start asking about it.
+if ARGV[25] == '1' then redis.call('PUBLISH', ARGV[26], ARGV[24]) end
 local hold = tonumber(ARGV[16])
 if ARGV[11] ~= '' then
   local till = tonumber(ARGV[11])
@@ -355,6 +359,11 @@ export function capacityRoomChannel(prefix: string): string {
   return `${redisNamespace(prefix)}cap:room`
 }
 
+/** The channel on which an instance names a deployment it learned a limit of for the first time. */
+export function capacityLearnedChannel(prefix: string): string {
+  return `${redisNamespace(prefix)}cap:learned`
+}
+
 function integers(what: string, reply: unknown, length?: number): number[] {
   if (
     !Array.isArray(reply) ||
@@ -380,6 +389,7 @@ export function redisCapacityStore(
 ): RedisCapacityStore {
   const keys = capacityKeys(prefix)
   const room = capacityRoomChannel(prefix)
+  const learnedChannel = capacityLearnedChannel(prefix)
   const bucketMs = Math.ceil(rules.windowMs / rules.buckets)
   // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
   const run = (s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
@@ -464,6 +474,8 @@ export function redisCapacityStore(
         release.granted?.counted === true ? '1' : '0',
         room,
         c.id,
+        release.announce === true ? '1' : '0',
+        learnedChannel,
       ]
       await run(RELEASE, keys.of(c.id), args)
     },

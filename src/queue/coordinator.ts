@@ -31,6 +31,8 @@ export interface CoordinatorOptions {
   readonly recoverAfterMs?: number
   /** Told of each lease this gateway handed to the shared queue (a metric). */
   readonly onLeaseRecovered?: () => void
+  /** Another instance learned a limit of a deployment (capacity's learnedElsewhere). */
+  readonly onDeploymentLearned?: (deploymentId: string) => void
 }
 
 export class Coordinator {
@@ -65,6 +67,7 @@ export class Coordinator {
       onWake: (message) => this.#turnCame(message),
       onCancel: (id) => this.#running.get(id)?.abort(),
       onRoom: (deploymentId) => this.capacityLine.room(deploymentId),
+      onLearned: (deploymentId) => options.onDeploymentLearned?.(deploymentId),
     })
   }
 

@@ -27,7 +27,7 @@ export interface QueueParts {
   /** This gateway's name in the lines, leases and heartbeats; random per process. */
   readonly instance: string
   /** Room coming back on a deployment wakes the calls waiting for one. */
-  readonly capacity?: Pick<DeploymentCapacity, 'onRoom'>
+  readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
 }
 
 export function createQueueFromConfig(parts: QueueParts): QueueService {

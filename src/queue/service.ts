@@ -45,7 +45,7 @@ export interface QueueServiceDeps {
   /** This gateway's name in the lines; random per process. */
   readonly instance?: string
   /** Room coming back on a deployment wakes the calls of this gateway waiting for one (capacity-line.ts). */
-  readonly capacity?: Pick<DeploymentCapacity, 'onRoom'>
+  readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
 }
 
 export interface ListQuery {
@@ -150,6 +150,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     signals: deps.signals,
     recoverAfterMs: settings.recoverAfterMs,
     onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
+    onDeploymentLearned: (deploymentId) => deps.capacity?.learnedElsewhere(deploymentId),
   })
   deps.capacity?.onRoom((deploymentId) => coordinator.capacityLine.room(deploymentId))
   const shutdown = new AbortController()

@@ -2,6 +2,7 @@
 // main.ts does, and tests drive it the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
+import type { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
@@ -64,6 +65,8 @@ export interface AppDeps {
   readonly metrics: Metrics
   readonly stores: Stores
   readonly limiter: Limiter
+  /** The corridor's circuit breaker, shown by GET /admin/backends. */
+  readonly breaker?: CircuitBreaker
   readonly meter: Meter
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator

@@ -33,6 +33,7 @@ import { createFileQuota } from './files/quota.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import { createAdapter } from './backends/create.ts'
 import { createCapacityFromConfig } from './capacity/create.ts'
+import { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { capacityReadings } from './capacity/view.ts'
 import { readConfigFile, type LoadedConfig } from './config/load.ts'
 import { describeRedisTarget } from './config/redis-target.ts'
@@ -183,11 +184,14 @@ export async function startGateway(
   const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
   // The per-deployment gauges read the configuration in force at scrape time.
   metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
+  // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
+  const breaker = new CircuitBreaker()
   const corridor = createCorridor({
     config,
     runtime,
     authenticate,
     limiter,
+    breaker,
     meter,
     metrics,
     ownership: stores.ownership,
@@ -196,7 +200,17 @@ export async function startGateway(
     streams,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
-  const queue = createQueueFromConfig({ config, log, metrics, limiter, corridor, keys: stores.keys, instance })
+  const queue = createQueueFromConfig({
+    config,
+    log,
+    metrics,
+    limiter,
+    corridor,
+    keys: stores.keys,
+    instance,
+    // Room coming back and limits learned elsewhere reach every capacity a reload builds (they share their listeners).
+    capacity: runtime.current.capacity,
+  })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
   await ragAuth.start()
@@ -241,6 +255,7 @@ export async function startGateway(
     metrics,
     stores,
     limiter,
+    breaker,
     meter,
     keys,
     authenticate,

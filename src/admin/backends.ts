@@ -7,6 +7,7 @@ import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { DeploymentView } from '../capacity/view.ts'
 import { viewDeployments } from '../capacity/view.ts'
 import type { Router } from '../http/router.ts'
+import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import { sendAdmin } from './http.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { AdminDeps, AdminRuntime } from './routes.ts'
@@ -16,8 +17,13 @@ type DeploymentReply = Reply['data'][number]['deployments'][number]
 
 const isoOf = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString())
 
-function deploymentReply(v: DeploymentView, now: number): DeploymentReply {
+function deploymentReply(
+  v: DeploymentView,
+  now: number,
+  breaker: Pick<CircuitBreaker, 'inspect'> | undefined,
+): DeploymentReply {
   const s = v.state
+  const circuit = breaker?.inspect(v.backend)
   return {
     object: 'deployment',
     id: v.deploymentId,
@@ -43,6 +49,10 @@ function deploymentReply(v: DeploymentView, now: number): DeploymentReply {
             cooling_down: s.coolingUntil !== null && s.coolingUntil > now,
             cooling_until: isoOf(s.coolingUntil),
           },
+    circuit:
+      circuit === undefined
+        ? null
+        : { open: circuit.open, failures: circuit.failures, open_until: isoOf(circuit.openUntil) },
   }
 }
 
@@ -51,7 +61,7 @@ const UNTRACKED: Pick<DeploymentCapacity, 'inspect'> = { inspect: async () => []
 
 export function registerBackendRoutes(
   router: Router,
-  deps: Pick<AdminDeps, 'authenticateAdmin'> & {
+  deps: Pick<AdminDeps, 'authenticateAdmin' | 'breaker'> & {
     readonly runtime: RuntimeSource<{
       readonly config: Pick<AdminRuntime['config'], 'models'>
       readonly capacity?: DeploymentCapacity
@@ -73,7 +83,7 @@ export function registerBackendRoutes(
         object: 'model',
         name: m.name,
         kind: m.kind,
-        deployments: views.filter((v) => v.model === m.name).map((v) => deploymentReply(v, now)),
+        deployments: views.filter((v) => v.model === m.name).map((v) => deploymentReply(v, now, deps.breaker)),
       })),
     }
     sendAdmin(ctx, 200, reply)

@@ -3,6 +3,7 @@
 import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { Config } from '../config/schema.ts'
 import type { FleetReload } from '../runtime/fleet.ts'
 import type { Reloader } from '../runtime/reload.ts'
@@ -49,8 +50,8 @@ export interface AdminDeps {
   readonly queue?: QueueService
   /** RAG gateway accounts (/admin/users). */
   readonly accounts: AccountService
-  /** Webhook endpoints and deliveries (/admin/webhooks; absent: it answers 404). */
-  readonly webhooks?: Webhooks
+  /** This instance's circuit breaker (/admin/backends shows each backend's circuit; absent: not shown). */
+  readonly breaker?: Pick<CircuitBreaker, 'inspect'>
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {

@@ -142,6 +142,17 @@ export const BackendList = z.object({
             .object({ rpm: z.int().nullable(), tpm: z.int().nullable(), max_concurrent: z.int().nullable() })
             .meta({ description: 'What the config declares (rpm, tpm, maxConcurrent); null: no such limit.' }),
           state: DeploymentCapacityState.nullable(),
+          circuit: z
+            .object({
+              open: z.boolean().meta({ description: 'True while this backend is tried last, after every closed one.' }),
+              failures: z.int().meta({ description: 'Connect failures in a row (3 open the circuit).' }),
+              open_until: iso.nullable(),
+            })
+            .nullable()
+            .meta({
+              description:
+                "The circuit breaker of the deployment's backend on the instance that answered (each instance keeps its own); null when the gateway has none.",
+            }),
         }),
       ),
     }),

@@ -5,8 +5,9 @@
 // the upstream's own limits still hold, and the next response teaches the rest).
 //
 // A deployment becomes tracked on the first response that teaches something (a quota
-// header, a 429, a 503). Until an instance has seen one itself it does not ask the store;
-// a cooldown another instance learned reaches it with its own first refusal.
+// header, a 429, a 503), on this instance or, announced over the store's pub/sub, on
+// another (learnedElsewhere). Until then it does not ask the store: a deployment never
+// limited anywhere costs no store call.
 import { randomUUID } from 'node:crypto'
 import type {
   Acquisition,
@@ -17,6 +18,7 @@ import type {
   CapacityUsage,
   DeploymentCapacity,
   DeploymentDeclaration,
+  GrantMark,
   LearnedUpdate,
 } from './port.ts'
 import { teaches, type UpstreamObservation } from './upstream-headers.ts'
@@ -39,6 +41,11 @@ export interface CapacityOptions {
    * reload builds (runtime/build.ts) so that a new configuration does not forget them.
    */
   readonly learned?: Set<string>
+  /**
+   * Who hears that a deployment has room again (the queue's capacity line), kept across the
+   * capacities a reload builds like `learned`, so a listener added at boot hears them all.
+   */
+  readonly roomListeners?: Set<(deploymentId: string) => void>
 }
 
 const positive = (n: number | undefined): number =>
@@ -91,6 +98,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   }
   const tracked = (id: string): boolean => declared.has(id) || learnedIds.has(id)
   const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
+  const roomListeners = options.roomListeners ?? new Set<(deploymentId: string) => void>()
 
   async function apply(
     candidate: CandidateSpec,
@@ -99,25 +107,45 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     requestsDelta: number,
     tokensDelta: number,
     observation: UpstreamObservation | null,
+    granted: GrantMark | null = null,
   ): Promise<void> {
     const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
+    const announce = learned !== null && !tracked(candidate.id)
     if (learned !== null) learnedIds.add(candidate.id)
     if (learned?.cooldownUntil != null && learned.cooldownUntil > now())
       options.onSaturated?.(candidate.id, 'cooling_down', learned.cooldownUntil)
     // Nothing held that the store must free, nothing to correct, nothing learned: no call.
-    const holds = leaseId !== null && candidate.maxConcurrent > 0
+    const holds = leaseId !== null && (candidate.maxConcurrent > 0 || granted?.counted === true)
     const corrects = (candidate.rpm > 0 && requestsDelta !== 0) || (candidate.tpm > 0 && tokensDelta !== 0)
     if (!holds && !corrects && learned === null) return
     try {
-      await store.release({ now: now(), candidate, leaseId, bucket, requestsDelta, tokensDelta, learned })
+      await store.release({
+        now: now(),
+        candidate,
+        leaseId,
+        bucket,
+        requestsDelta,
+        tokensDelta,
+        learned,
+        granted,
+        announce,
+      })
     } catch (error) {
       onError(error)
+      return
     }
+    if (holds || requestsDelta < 0 || tokensDelta < 0 || (learned !== null && observation?.refused !== true))
+      for (const listener of roomListeners) listener(candidate.id)
   }
 
   function lease(
     candidate: CandidateSpec,
-    held: { readonly leaseId: string; readonly bucket: number; readonly tokens: number } | null,
+    held: {
+      readonly leaseId: string
+      readonly bucket: number
+      readonly tokens: number
+      readonly granted: GrantMark
+    } | null,
   ): CapacityLease {
     let observation: UpstreamObservation | null = null
     let released = false
@@ -162,7 +190,15 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
           : actual !== undefined && Number.isFinite(actual.tokens)
             ? Math.max(0, Math.ceil(actual.tokens))
             : held.tokens
-        await apply(candidate, held.leaseId, held.bucket, refused ? -1 : 0, tokensUsed - held.tokens, observation)
+        await apply(
+          candidate,
+          held.leaseId,
+          held.bucket,
+          refused ? -1 : 0,
+          tokensUsed - held.tokens,
+          observation,
+          held.granted,
+        )
       },
       renew,
     }
@@ -187,7 +223,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
         const chosen = candidates[got.index]
         if (chosen === undefined)
           throw new TypeError(`the capacity store picked candidate ${got.index} of ${candidates.length}`)
-        return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens }) }
+        return { ok: true, lease: lease(chosen, { leaseId, bucket: got.bucket, tokens, granted: got.granted }) }
       } catch (error) {
         onError(error)
         return { ok: true, lease: lease(first, null) }
@@ -198,6 +234,15 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     },
     async inspect(deploymentIds) {
       return await store.inspect(deploymentIds.map(spec), now())
+    },
+    learnedElsewhere(deploymentId) {
+      learnedIds.add(deploymentId)
+    },
+    onRoom(listener) {
+      roomListeners.add(listener)
+      return () => {
+        roomListeners.delete(listener)
+      }
     },
   }
 }

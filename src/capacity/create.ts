@@ -52,6 +52,7 @@ export function createCapacityFromConfig(
   const outage = createOutageLog('deployment capacity')
   const store = redis === undefined ? memoryCapacityStore() : redisCapacityStore(redis, config.store.keyPrefix)
   const learned = new Set<string>()
+  const roomListeners = new Set<(deploymentId: string) => void>()
   const onError = (error: unknown): void =>
     outage.failed(log, error instanceof Error ? error : new Error(String(error)))
   return (models) =>
@@ -59,6 +60,7 @@ export function createCapacityFromConfig(
       deployments: declarationsOf(models),
       onError,
       learned,
+      roomListeners,
       ...(onSaturated === undefined ? {} : { onSaturated }),
     })
 }

@@ -16,6 +16,8 @@ interface Learned {
   remaining: number
   /** It holds until then (epoch ms). */
   until: number
+  /** Renewed at its reset for a hold (see redis.ts): when that passes with nothing taught, it is dropped. */
+  renewed: boolean
 }
 
 interface Deployment {
@@ -27,10 +29,12 @@ interface Deployment {
   readonly tokens: Map<number, number>
   requestsLearned: Learned | null
   tokensLearned: Learned | null
-  /** A learned figure reached its reset: one call may probe until then (see redis.ts). */
-  probeOpenUntil: number
-  /** A probe is out: the others wait until then, or until its answer teaches the figures again. */
-  probeUntil: number
+  /** Requests and tokens granted so far: an answer is corrected by what was granted after its call (see redis.ts). */
+  grantedRequests: number
+  grantedTokens: number
+  /** Calls granted and not answered yet (their lease not released), and their tokens. */
+  unanswered: number
+  unansweredTokens: number
 }
 
 /** Where a candidate stands for one call. */
@@ -42,8 +46,6 @@ interface Standing {
   readonly freeAt: number
   /** Calls like this one that still fit; Infinity when nothing limits it. */
   readonly headroom: number
-  /** Sending to it sends the probe after a reset. */
-  readonly probe?: boolean
 }
 
 export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): CapacityStore {
@@ -60,8 +62,10 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         tokens: new Map(),
         requestsLearned: null,
         tokensLearned: null,
-        probeOpenUntil: 0,
-        probeUntil: 0,
+        grantedRequests: 0,
+        grantedTokens: 0,
+        unanswered: 0,
+        unansweredTokens: 0,
       }
       deployments.set(id, d)
     }
@@ -99,21 +103,15 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     return l !== null && l.until > now ? l : null
   }
 
-  /** Figures past their reset are dropped; a spent one opens a probe: one call goes, the rest wait for what it teaches. */
-  function probing(d: Deployment, now: number): { running: number | null; may: boolean } {
-    let expired = false
-    // Only a spent figure opens a probe: callers were told to come back at its reset.
-    if (d.requestsLearned !== null && d.requestsLearned.until <= now) {
-      expired ||= d.requestsLearned.remaining < 1
-      d.requestsLearned = null
-    }
-    if (d.tokensLearned !== null && d.tokensLearned.until <= now) {
-      expired ||= d.tokensLearned.remaining < 1
-      d.tokensLearned = null
-    }
-    if (expired && d.probeUntil <= now) d.probeOpenUntil = now + rules.learnedHoldMs
-    if (d.probeUntil > now) return { running: d.probeUntil, may: false }
-    return { running: null, may: d.probeOpenUntil > now }
+  /**
+   * A taught figure past its reset is renewed for a hold with what was left of it plus one
+   * call (`cost`): at its reset at least one call's worth came back, and what else did is
+   * for the next answer to teach. A renewed figure past its hold is dropped.
+   */
+  function renewed(l: Learned | null, now: number, cost: number): Learned | null {
+    if (l === null || l.until > now) return l
+    if (l.renewed) return null
+    return { remaining: Math.max(l.remaining, 0) + cost, until: now + rules.learnedHoldMs, renewed: true }
   }
 
   function stand(c: CandidateSpec, d: Deployment, now: number, tokens: number): Standing {
@@ -129,9 +127,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     }
     const cooling = d.coolingUntil > now
     if (cooling) block(d.coolingUntil)
-    const probe = probing(d, now)
-    if (probe.running !== null) block(probe.running)
-    if (probe.may) headroom = 1
+    d.requestsLearned = renewed(d.requestsLearned, now, 1)
+    d.tokensLearned = renewed(d.tokensLearned, now, tokens)
     if (c.rpm > 0) {
       const w = window(d.requests, now, 1, c.rpm)
       if (w.freeAt !== null) block(w.freeAt)
@@ -157,7 +154,7 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       if (t.remaining < tokens) block(t.until)
       headroom = Math.min(headroom, Math.floor(t.remaining / per))
     }
-    return { tooLarge: false, blocked, cooling, freeAt, headroom: Math.max(headroom, 0), probe: probe.may }
+    return { tooLarge: false, blocked, cooling, freeAt, headroom: Math.max(headroom, 0) }
   }
 
   function add(buckets: Map<number, number>, index: number, delta: number, now: number): void {
@@ -180,38 +177,78 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       if (c.rpm > 0) add(d.requests, bucket, 1, now)
       if (c.tpm > 0) add(d.tokens, bucket, tokens, now)
       if (c.maxConcurrent > 0) d.flights.set(request.leaseId, now + rules.leaseTtlMs)
-      if (standings[index]?.probe === true) {
-        d.probeUntil = now + rules.learnedHoldMs
-        d.probeOpenUntil = 0
-      }
+      const { unanswered, unansweredTokens } = d
       const r = learned(d.requestsLearned, now)
       if (r !== null) r.remaining -= 1
       const t = learned(d.tokensLearned, now)
       if (t !== null) t.remaining -= tokens
-      return { ok: true, index, bucket }
+      const counted = r !== null || t !== null
+      d.grantedRequests += 1
+      d.grantedTokens += tokens
+      if (counted) {
+        d.unanswered += 1
+        d.unansweredTokens += tokens
+      } else if (unanswered > 0 && d.requestsLearned === null && d.tokensLearned === null) {
+        // Nothing learned any more: whatever was left unanswered (a lost instance's calls) is forgotten.
+        d.unanswered = 0
+        d.unansweredTokens = 0
+      }
+      return {
+        ok: true,
+        index,
+        bucket,
+        granted: {
+          requests: d.grantedRequests,
+          tokens: d.grantedTokens,
+          unanswered,
+          unansweredTokens,
+          own: tokens,
+          counted,
+        },
+      }
     },
     async release(release: StoreRelease): Promise<void> {
       const { now, candidate: c } = release
       const d = deployment(c.id)
       if (release.leaseId !== null) d.flights.delete(release.leaseId)
+      if (release.granted?.counted === true) {
+        d.unanswered = Math.max(0, d.unanswered - 1)
+        d.unansweredTokens = Math.max(0, d.unansweredTokens - release.granted.own)
+      }
       if (c.rpm > 0 && release.requestsDelta !== 0) add(d.requests, release.bucket, release.requestsDelta, now)
       if (c.tpm > 0 && release.tokensDelta !== 0) add(d.tokens, release.bucket, release.tokensDelta, now)
       const l = release.learned
       if (l === null) return
       if (l.cooldownUntil !== null && l.cooldownUntil > now) d.coolingUntil = Math.max(d.coolingUntil, l.cooldownUntil)
-      if (l.requestsRemaining !== null || l.tokensRemaining !== null) {
-        d.probeUntil = 0
-        d.probeOpenUntil = 0
+      // What an answer says was left, less what may not have been counted when the upstream
+      // answered: the calls granted after its call, and those granted before it that are
+      // still unanswered (a refused one is never counted; counting it is only cautious).
+      const since = release.granted
+      const before = since === null ? 0 : Math.min(since.unanswered, d.unanswered)
+      const beforeTokens = since === null ? 0 : Math.min(since.unansweredTokens, d.unansweredTokens)
+      const learn = (had: Learned | null, remaining: number, until: number | null, after: number | null): Learned => {
+        const at = until ?? now + rules.learnedHoldMs
+        if (after === null)
+          // Not from a call granted here (an observation outside a lease): it only lowers a live figure.
+          return had !== null && had.until > now && had.remaining < remaining
+            ? had
+            : { remaining, until: at, renewed: false }
+        return { remaining: remaining - Math.max(0, after), until: at, renewed: false }
       }
-      // An answer reports what was left when the upstream counted it; calls sent since have
-      // spent some of that. Until the figure's reset it only goes down (then a probe relearns it).
-      const lower = (had: Learned | null, remaining: number, until: number | null): Learned =>
-        had !== null && had.until > now && had.remaining < remaining
-          ? had
-          : { remaining, until: until ?? now + rules.learnedHoldMs }
       if (l.requestsRemaining !== null)
-        d.requestsLearned = lower(d.requestsLearned, l.requestsRemaining, l.requestsResetAt)
-      if (l.tokensRemaining !== null) d.tokensLearned = lower(d.tokensLearned, l.tokensRemaining, l.tokensResetAt)
+        d.requestsLearned = learn(
+          d.requestsLearned,
+          l.requestsRemaining,
+          l.requestsResetAt,
+          since === null ? null : d.grantedRequests - since.requests + before,
+        )
+      if (l.tokensRemaining !== null)
+        d.tokensLearned = learn(
+          d.tokensLearned,
+          l.tokensRemaining,
+          l.tokensResetAt,
+          since === null ? null : d.grantedTokens - since.tokens + beforeTokens,
+        )
     },
     async renew(deploymentId: string, leaseId: string, now: number): Promise<boolean> {
       const d = deployment(deploymentId)

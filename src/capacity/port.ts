@@ -108,6 +108,20 @@ export interface DeploymentCapacity {
   observe(deploymentId: string, observation: UpstreamObservation): Promise<void>
   /** Each deployment's state, in the order asked. */
   inspect(deploymentIds: readonly string[]): Promise<DeploymentState[]>
+  /**
+   * Tells `listener` of each release on this instance that may have made room on a
+   * deployment (a slot freed, a reservation given back, an answer that taught the figures).
+   * Other instances' releases arrive over the store's room channel (redis.ts), where the
+   * queue listens. Returns the way to stop listening.
+   */
+  onRoom(listener: (deploymentId: string) => void): () => void
+  /**
+   * Another instance learned a limit of this deployment (a 429, a quota header): this one
+   * asks the store about it from now on, without waiting for a refusal of its own. The
+   * Redis store announces a deployment's first lesson on each instance (redis.ts); the
+   * queue's subscription delivers it here.
+   */
+  learnedElsewhere(deploymentId: string): void
 }
 
 // The store's side.
@@ -156,8 +170,36 @@ export interface StoreAcquire {
   readonly candidates: readonly CandidateSpec[]
 }
 
+/**
+ * The deployment's running totals of requests and tokens granted, just after a grant, and
+ * how many calls granted before it were still unanswered. An answer to that call says what
+ * was left when the upstream counted it; the calls granted after it (the totals' growth
+ * since), and those granted before it but not answered yet (they may reach the upstream
+ * after it), may not have been counted, so they come off.
+ */
+export interface GrantMark {
+  readonly requests: number
+  readonly tokens: number
+  /** Calls, and their tokens, granted before this one and unanswered at its grant. */
+  readonly unanswered: number
+  readonly unansweredTokens: number
+  /** This call's own reservation (it is unanswered until released). */
+  readonly own: number
+  /**
+   * Whether this call is counted among the unanswered: only while the deployment has a
+   * learned figure (whose answers then reach the store anyway), so its release must too.
+   */
+  readonly counted: boolean
+}
+
 export type StoreAcquired =
-  | { readonly ok: true; readonly index: number; /** The bucket the reservation went to. */ readonly bucket: number }
+  | {
+      readonly ok: true
+      readonly index: number
+      /** The bucket the reservation went to. */
+      readonly bucket: number
+      readonly granted: GrantMark
+    }
   | { readonly ok: false; readonly reason: RefusalReason; readonly retryAt: number | null }
 
 /** What an observation leaves in the store. */
@@ -179,6 +221,10 @@ export interface StoreRelease {
   readonly requestsDelta: number
   readonly tokensDelta: number
   readonly learned: LearnedUpdate | null
+  /** The lease's grant mark, when the observation answers a call granted by acquire(); null otherwise. */
+  readonly granted: GrantMark | null
+  /** The first lesson this instance stores about the deployment: the other instances are told (Redis). */
+  readonly announce?: boolean
 }
 
 export interface CapacityStore {

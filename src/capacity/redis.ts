@@ -30,12 +30,18 @@ const KEYS_PER_DEPLOYMENT = 5
 // buckets, busy retry ms, lease ttl ms, learned hold ms; then weight, rpm, tpm,
 // maxConcurrent per candidate.
 //
-// A learned figure that reached its reset is not simply forgotten: every caller that was
-// told to come back then would find the deployment unlimited and rush it at once (most of
-// them into a 429). It opens a probe instead: one call goes, the others wait until its
-// answer teaches the figures again (RELEASE) or the hold passes with nothing learned.
-// The hash keeps 'pe' (a probe may start until then) and 'pu' (a probe runs until then).
-// Returns {1, chosen index (0-based), bucket} or {0, reason (1 cooling, 2 full, 3 too
+// A taught figure that reached its reset is not simply forgotten: every caller that was
+// told to come back then would find the deployment unlimited at once and rush it (most of
+// them into a 429). It is renewed for a hold with what was left of it plus one call: at its
+// reset at least one call's worth came back (the whole quota, on OpenAI's reading of
+// "reset"; one call, on a sliding window's), and the next answer teaches the rest. A
+// renewed figure whose hold passes with nothing taught is dropped (rn/tn mark renewal).
+// The hash also keeps the running totals of requests (sq) and tokens (sk) granted, which
+// RELEASE corrects an answer with.
+// It keeps too the calls (ua) and tokens (ut) granted and not answered yet, counted while
+// a figure is live (a release then reaches the store anyway) and forgotten when none is.
+// Returns {1, chosen index (0-based), bucket, requests granted, tokens granted, unanswered
+// calls and tokens before this one, counted (1/0)} or {0, reason (1 cooling, 2 full, 3 too
 // large), retry at or -1}.
 const ACQUIRE = script(
   `
@@ -74,28 +80,16 @@ local function learned(key, field, till)
   return nil, nil
 end
 
--- Figures past their reset are dropped, and a spent one opens a probe; returns when a running probe ends
--- (block until then) or whether this deployment may send the probe.
-local function probe(key)
-  local v = redis.call('HMGET', key, 'rr', 'ra', 'tr', 'ta', 'pe', 'pu')
-  local expired = false
-  -- Only a spent figure opens a probe: callers were told to come back at its reset.
-  if v[1] and v[2] and tonumber(v[2]) <= now then
-    redis.call('HDEL', key, 'rr', 'ra')
-    if tonumber(v[1]) < 1 then expired = true end
+-- A taught figure past its reset is renewed for a hold with what was left plus cost; a renewed one is dropped.
+local function renew(key, field, till, mark, cost)
+  local v = redis.call('HMGET', key, field, till, mark)
+  if not (v[1] and v[2]) or tonumber(v[2]) > now then return end
+  if v[3] then
+    redis.call('HDEL', key, field, till, mark)
+    return
   end
-  if v[3] and v[4] and tonumber(v[4]) <= now then
-    redis.call('HDEL', key, 'tr', 'ta')
-    if tonumber(v[3]) < 1 then expired = true end
-  end
-  local pe, pu = tonumber(v[5] or '0'), tonumber(v[6] or '0')
-  if expired and pu <= now then
-    pe = now + hold
-    redis.call('HSET', key, 'pe', pe)
-    if redis.call('PTTL', key) < hold then redis.call('PEXPIRE', key, hold) end
-  end
-  if pu > now then return pu, false end
-  return nil, pe > now
+  redis.call('HSET', key, field, math.max(tonumber(v[1]), 0) + cost, till, now + hold, mark, 1)
+  if redis.call('PTTL', key) < hold then redis.call('PEXPIRE', key, hold) end
 end
 
 local stand = {}
@@ -129,12 +123,8 @@ for i = 1, n do
       if f >= s.maxc then block(now + busy) end
       s.headroom = math.min(s.headroom, s.maxc - f)
     end
-    local running, may = probe(KEYS[k + 3])
-    if running then block(running) end
-    if may then
-      s.probe = true
-      s.headroom = math.min(s.headroom, 1)
-    end
+    renew(KEYS[k + 3], 'rr', 'ra', 'rn', 1)
+    renew(KEYS[k + 3], 'tr', 'ta', 'tn', tokens)
     local rr, ra = learned(KEYS[k + 3], 'rr', 'ra')
     if rr then
       s.rr = true
@@ -165,6 +155,10 @@ if #open == 0 then
   for i = 1, n do
     local s = stand[i]
     if not s.large then
+      -- A call waits for this one: its next release that makes room says so (RELEASE publishes).
+      local l = KEYS[KEYS_PER * (i - 1) + 3]
+      redis.call('HSET', l, 'w', 1)
+      if redis.call('PTTL', l) < ttl then redis.call('PEXPIRE', l, ttl) end
       all_large = false
       if not s.cooling then all_cooling = false end
       if retry == nil or s.freeAt < retry then retry = s.freeAt end
@@ -206,23 +200,46 @@ if s.maxc > 0 then
   redis.call('ZADD', KEYS[k + 2], now + ttl, lease)
   redis.call('PEXPIRE', KEYS[k + 2], ttl)
 end
-if s.probe then
-  redis.call('HSET', KEYS[k + 3], 'pu', now + hold)
-  redis.call('HDEL', KEYS[k + 3], 'pe')
-  if redis.call('PTTL', KEYS[k + 3]) < hold then redis.call('PEXPIRE', KEYS[k + 3], hold) end
-end
 if s.rr then redis.call('HINCRBY', KEYS[k + 3], 'rr', -1) end
-if s.tr then redis.call('HINCRBY', KEYS[k + 3], 'tr', -tokens) end
-return { 1, chosen - 1, cur }
+if s.tr then redis.call('HINCRBY', KEYS[k + 3], 'tr', 0 - tokens) end
+local l = KEYS[k + 3]
+local sq = redis.call('HINCRBY', l, 'sq', 1)
+local sk = redis.call('HINCRBY', l, 'sk', tokens)
+local u = redis.call('HMGET', l, 'ua', 'ut')
+local ua, ut = tonumber(u[1] or '0'), tonumber(u[2] or '0')
+local counted = 0
+if s.rr or s.tr then
+  counted = 1
+  redis.call('HINCRBY', l, 'ua', 1)
+  redis.call('HINCRBY', l, 'ut', tokens)
+elseif ua > 0 or ut > 0 then
+  -- Nothing learned any more: whatever was left unanswered (a lost instance's calls) is forgotten.
+  redis.call('HDEL', l, 'ua', 'ut')
+end
+if redis.call('PTTL', l) < ttl then redis.call('PEXPIRE', l, ttl) end
+return { 1, chosen - 1, cur, sq, sk, ua, ut, counted }
 `.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)),
 )
 
 // KEYS: c, f, l, r, t of one deployment. ARGV: now, lease id ('' none), bucket, bucket ms,
 // buckets, rpm, tpm, requests delta, tokens delta, learned ('1' or '0'), cooldown until,
-// remaining requests, until, remaining tokens, until ('' where unknown), learned hold ms.
+// remaining requests, until, remaining tokens, until ('' where unknown), learned hold ms,
+// the lease's grant mark ('' when not from a lease): requests and tokens granted, calls and
+// tokens unanswered before it, its own tokens, counted ('1' or '0'); the room channel and
+// the deployment's id. When a call was refused on this deployment ('w', set by ACQUIRE) and
+// this release made room (a slot freed, a reservation given back, a figure taught with
+// something left), it publishes the id on the room channel, once per refusal. Then: announce
+// ('1': this instance's first lesson about the deployment, published on the learned channel
+// so the other instances start asking about it) and that channel.
 const RELEASE = script(`
 local now = tonumber(ARGV[1])
-if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+local room = false
+if ARGV[2] ~= '' and redis.call('ZREM', KEYS[2], ARGV[2]) == 1 then room = true end
+if tonumber(ARGV[8]) < 0 or tonumber(ARGV[9]) < 0 then room = true end
+if ARGV[22] == '1' then
+  if redis.call('HINCRBY', KEYS[3], 'ua', -1) < 0 then redis.call('HSET', KEYS[3], 'ua', 0) end
+  if redis.call('HINCRBY', KEYS[3], 'ut', 0 - tonumber(ARGV[21])) < 0 then redis.call('HSET', KEYS[3], 'ut', 0) end
+end
 local bucket, bucketMs, B = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local cur = math.floor(now / bucketMs)
 local function add(key, delta)
@@ -238,7 +255,14 @@ local function add(key, delta)
 end
 if tonumber(ARGV[6]) > 0 then add(KEYS[4], tonumber(ARGV[8])) end
 if tonumber(ARGV[7]) > 0 then add(KEYS[5], tonumber(ARGV[9])) end
-if ARGV[10] ~= '1' then return 1 end
+-- Someone was refused here and room may have come back: the gateways' waiting lines hear of it.
+local function tell()
+  if room and redis.call('HDEL', KEYS[3], 'w') == 1 then redis.call('PUBLISH', ARGV[23], ARGV[24]) end
+  return 1
+end
+if ARGV[10] ~= '1' then return tell() end
+-- The first lesson this instance stores about the deployment: the others start asking about it.
+if ARGV[25] == '1' then redis.call('PUBLISH', ARGV[26], ARGV[24]) end
 local hold = tonumber(ARGV[16])
 if ARGV[11] ~= '' then
   local till = tonumber(ARGV[11])
@@ -247,25 +271,34 @@ if ARGV[11] ~= '' then
   end
 end
 local keep = 0
-local function learn(field, value, tillField, till)
+local function learn(field, value, tillField, till, renewed, mark, total, markBefore, unanswered)
   if value == '' then return end
   local at = now + hold
   if till ~= '' then at = tonumber(till) end
-  -- An answer reports what was left when the upstream counted it; calls sent since have
-  -- spent some of that. Until the figure's reset it only goes down (then a probe relearns it).
-  local had = redis.call('HMGET', KEYS[3], field, tillField)
-  if had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < tonumber(value) then return end
-  redis.call('HSET', KEYS[3], field, value, tillField, at)
+  local left = tonumber(value)
+  if mark ~= '' then
+    -- What the answer says was left, less what may not have been counted when the upstream
+    -- answered: the calls granted after its call, and those granted before it that are still
+    -- unanswered (a refused one is never counted; counting it is only cautious).
+    local since = tonumber(redis.call('HGET', KEYS[3], total) or '0') - tonumber(mark)
+    if since > 0 then left = left - since end
+    local before = math.min(tonumber(markBefore), tonumber(redis.call('HGET', KEYS[3], unanswered) or '0'))
+    if before > 0 then left = left - before end
+  else
+    -- Not from a call granted here: it only lowers a live figure.
+    local had = redis.call('HMGET', KEYS[3], field, tillField)
+    if had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then return end
+  end
+  redis.call('HSET', KEYS[3], field, left, tillField, at)
+  redis.call('HDEL', KEYS[3], renewed)
+  if left >= 1 then room = true end
   if at - now > keep then keep = at - now end
 end
-learn('rr', ARGV[12], 'ra', ARGV[13])
-learn('tr', ARGV[14], 'ta', ARGV[15])
-if keep > 0 then
-  redis.call('HDEL', KEYS[3], 'pe', 'pu')
-  -- Kept a hold past the reset, so that the first call after it finds the figure and probes.
-  if redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
-end
-return 1
+learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua')
+learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut')
+-- Kept a hold past the reset, so that the first call after it finds the figure and renews it.
+if keep > 0 and redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
+return tell()
 `)
 
 // KEYS: f. ARGV: lease id, now, lease ttl ms. Returns 1 if the lease still held its slot.
@@ -321,6 +354,16 @@ export function capacityKeys(prefix: string): { readonly base: string; of(deploy
   }
 }
 
+/** The channel on which a release that made room on a deployment a call waits for names it. */
+export function capacityRoomChannel(prefix: string): string {
+  return `${redisNamespace(prefix)}cap:room`
+}
+
+/** The channel on which an instance names a deployment it learned a limit of for the first time. */
+export function capacityLearnedChannel(prefix: string): string {
+  return `${redisNamespace(prefix)}cap:learned`
+}
+
 function integers(what: string, reply: unknown, length?: number): number[] {
   if (
     !Array.isArray(reply) ||
@@ -345,6 +388,8 @@ export function redisCapacityStore(
   rules: CapacityRules = DEFAULT_RULES,
 ): RedisCapacityStore {
   const keys = capacityKeys(prefix)
+  const room = capacityRoomChannel(prefix)
+  const learnedChannel = capacityLearnedChannel(prefix)
   const bucketMs = Math.ceil(rules.windowMs / rules.buckets)
   // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
   const run = (s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
@@ -373,12 +418,32 @@ export function redisCapacityStore(
         rules.learnedHoldMs,
       ]
       for (const c of request.candidates) args.push(c.weight, c.rpm, c.tpm, c.maxConcurrent)
-      const [ok, a, b] = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args), 3) as [
+      const reply = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args))
+      const [ok, a, b, requests, tokens, unanswered, unansweredTokens, counted] = reply as [
         number,
         number,
         number,
+        number?,
+        number?,
+        number?,
+        number?,
+        number?,
       ]
-      if (ok === 1) return { ok: true, index: a, bucket: b }
+      if (ok === 1 && counted !== undefined)
+        return {
+          ok: true,
+          index: a,
+          bucket: b,
+          granted: {
+            requests: requests ?? 0,
+            tokens: tokens ?? 0,
+            unanswered: unanswered ?? 0,
+            unansweredTokens: unansweredTokens ?? 0,
+            own: request.tokens,
+            counted: counted === 1,
+          },
+        }
+      if (ok === 1) throw new TypeError(`the capacity acquire script answered ${JSON.stringify(reply)}`)
       return { ok: false, reason: REASONS[a] ?? 'full', retryAt: b < 0 ? null : b }
     },
     async release(release) {
@@ -401,6 +466,16 @@ export function redisCapacityStore(
         orEmpty(l?.tokensRemaining ?? null),
         orEmpty(l?.tokensResetAt ?? null),
         rules.learnedHoldMs,
+        orEmpty(release.granted?.requests ?? null),
+        orEmpty(release.granted?.tokens ?? null),
+        orEmpty(release.granted?.unanswered ?? null),
+        orEmpty(release.granted?.unansweredTokens ?? null),
+        orEmpty(release.granted?.own ?? null),
+        release.granted?.counted === true ? '1' : '0',
+        room,
+        c.id,
+        release.announce === true ? '1' : '0',
+        learnedChannel,
       ]
       await run(RELEASE, keys.of(c.id), args)
     },

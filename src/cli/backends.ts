@@ -45,6 +45,7 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
             state === null ? '?' : limit(state.remaining_requests),
             state === null ? '?' : limit(state.remaining_tokens),
             state === null ? '?' : state.cooling_down === true ? `until ${text(state.cooling_until)}` : '-',
+            circuitOf(d.circuit),
           ]
         }),
       )
@@ -53,7 +54,18 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
         reply,
         () =>
           table(
-            ['MODEL', 'DEPLOYMENT', 'RPM', 'TPM', 'MAX CONC.', 'IN FLIGHT', 'REQ. LEFT', 'TOKENS LEFT', 'COOLING DOWN'],
+            [
+              'MODEL',
+              'DEPLOYMENT',
+              'RPM',
+              'TPM',
+              'MAX CONC.',
+              'IN FLIGHT',
+              'REQ. LEFT',
+              'TOKENS LEFT',
+              'COOLING DOWN',
+              'CIRCUIT',
+            ],
             rows,
           ) + note,
       )
@@ -64,6 +76,13 @@ async function run(command: Command, options: ParsedCommand, io: CliIo): Promise
 function object(value: unknown): Record<string, unknown> {
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>
   throw new AdminApiError(200, null, 'the gateway answered with an unexpected body')
+}
+
+/** The backend's circuit on the instance that answered: `open until …`, `closed`, or `-` when not shown. */
+function circuitOf(value: unknown): string {
+  if (value === null || value === undefined) return '-'
+  const c = object(value)
+  return c.open === true ? `open until ${text(c.open_until)}` : 'closed'
 }
 
 const list = (value: unknown): Record<string, unknown>[] => (Array.isArray(value) ? value.map(object) : [])

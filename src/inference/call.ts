@@ -3,6 +3,7 @@
 // the corridor's steps (intake.ts, reply.ts, outcome.ts) share them without importing
 // one another.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
+import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
@@ -32,6 +33,8 @@ export interface InferenceDeps {
   readonly runtime: RuntimeSource
   readonly authenticate: ApiKeyAuthenticator
   readonly limiter: Limiter
+  /** Backends that keep refusing connections are tried last (GET /admin/backends shows it); absent: one of its own. */
+  readonly breaker?: CircuitBreaker
   readonly ownership: OwnershipStore
   /** Files per key (storageCaps): uploads hold room first, deletes give it back. */
   readonly fileQuota?: FileQuota
@@ -117,7 +120,13 @@ export interface AdmissionStrategy {
    * Every deployment is full or cooling down until `retryAt` (epoch ms): whether the call
    * waits for one (its reservation released, admitted again at the head of its line once
    * retryAt has passed) rather than answering the gateway's upstream_capacity 429. Such a
-   * wait is not an upstream retry. Absent: answered, as on /v2.
+   * wait is not an upstream retry. `deployments` are the capacity ids of the model's
+   * deployments (what the wait is for). Absent: answered, as on /v2.
    */
-  waitForCapacity?(retryAt: number): boolean
+  waitForCapacity?(retryAt: number, deployments: readonly string[]): boolean
+  /**
+   * A deployment was picked for the attempt (its capacity granted), before the upstream
+   * answers: a call that waited for capacity lets the next waiter try.
+   */
+  picked?(): void
 }

@@ -20,7 +20,7 @@ import type { Principal } from '../keys/record.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
-import { capacityRetryAt, sendWithCapacity, type PickedResult } from '../proxy/deployment-pick.ts'
+import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from '../proxy/deployment-pick.ts'
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
@@ -108,7 +108,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
   const shared: Shared = {
     ...deps,
     rotation: 0,
-    breaker: new CircuitBreaker(),
+    breaker: deps.breaker ?? new CircuitBreaker(),
     bodyRate: bodyRateOf(deps.config.server),
   }
   return {
@@ -261,6 +261,7 @@ async function send(
       tokens: a.call.estimate.inputTokens + a.call.estimate.outputTokens,
       counter: s.rotation++,
       breaker: s.breaker,
+      onPicked: () => a.strategy.picked?.(),
       onAttemptFailed: (target, reason, next) => {
         ending.attemptFailed = true
         recordFailedAttempt(
@@ -275,10 +276,12 @@ async function send(
   } catch (err) {
     ending.failedSending = true
     const retryAt = capacityRetryAt(err)
-    if (retryAt !== undefined && a.strategy.waitForCapacity?.(retryAt) === true && !exchange.signal.aborted) {
+    const waits = retryAt !== undefined && a.strategy.waitForCapacity?.(retryAt, targets.map(targetIdOf)) === true
+    if (waits && !exchange.signal.aborted) {
       log.info({ retryAt }, 'every deployment is full; the call waits for one to have room')
       return WAIT_CAPACITY
     }
+    a.strategy.picked?.() // not waiting for capacity (any more): a turn in the capacity line passes on
     // Nothing reached the upstream: safe to send again later.
     if (err instanceof GatewayError && err.errorName === 'upstream_unreachable' && putBack(err.status)) {
       log.warn({ attempt }, 'no deployment could be reached; the call goes back in line')

@@ -224,7 +224,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     deploymentMoves: new Counter({
       name: 'tollgate_deployment_moves_total',
-      help: 'Calls moved to another deployment of their model because one refused or was full',
+      help: 'Calls moved on to another deployment of their model after one did not serve them (an upstream 429 or 503 before any body, another 5xx, no connection)',
       labelNames: ['model', 'from', 'to'],
       registers,
     }),

@@ -42,4 +42,19 @@ export class CircuitBreaker {
   recordSuccess(key: string): void {
     this.#states.delete(key)
   }
+
+  /** Where a backend's circuit stands on this instance (for GET /admin/backends). */
+  inspect(key: string): CircuitState {
+    const state = this.#states.get(key)
+    const open = state !== undefined && state.openUntil > this.#now()
+    return { open, failures: state?.failures ?? 0, openUntil: open ? (state?.openUntil ?? null) : null }
+  }
+}
+
+export interface CircuitState {
+  /** Tried last (after every closed one) until openUntil. */
+  readonly open: boolean
+  /** Connect failures in a row. */
+  readonly failures: number
+  readonly openUntil: number | null
 }

@@ -49,6 +49,8 @@ export interface PickOptions<T extends FailoverTarget> extends FailoverOptions<T
   readonly counter: number
   readonly breaker?: CircuitBreaker
   readonly now?: () => number
+  /** Called once, when the first deployment is picked (before it answers). */
+  readonly onPicked?: () => void
 }
 
 export interface PickedResult<T extends FailoverTarget> extends FailoverResult<T> {
@@ -171,9 +173,10 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       throw capacityRefusal(earliest(picked.retryAt, refusedUntil), now())
     }
     const { target, lease } = picked
+    if (attempts === 0) o.onPicked?.()
     left.splice(left.indexOf(target), 1)
+    // Every move to another deployment after one did not serve: a refusal, another 5xx, no connection.
     if (from !== undefined) o.metrics.deploymentMoves.inc({ model: o.model, from, to: lease.deploymentId })
-    from = undefined
     const request = build(target)
     attempts += 1
     const sent = await sendOnce(target, request, o.breaker)
@@ -187,6 +190,7 @@ export async function sendWithCapacity<T extends FailoverTarget>(
         throw sent.error
       }
       lastError = sent.error
+      from = lease.deploymentId
       continue
     }
     const response = sent.response
@@ -212,6 +216,7 @@ export async function sendWithCapacity<T extends FailoverTarget>(
     o.onAttemptFailed?.(target, status, request.signal.aborted ? undefined : left[0])
     discard(last5xx)
     last5xx = { response, target, attempts, lease }
+    from = lease.deploymentId
     if (request.signal.aborted) break
   }
   // Every deployment tried refused with a 429: each is cooling down now, so the answer is the

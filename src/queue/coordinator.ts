@@ -7,6 +7,7 @@
 // worker, see bullmq-runner.ts): those of a gateway whose heartbeat ran out, and its own
 // that it no longer runs, go to the shared queue.
 import type { Logger } from '../observability/logger.ts'
+import { createCapacityLine, type CapacityLine } from './capacity-line.ts'
 import type { JobRunner, QueueStore, RequestRef, Ticket } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import { decodeTicket, encodeTicket } from './tickets.ts'
@@ -30,10 +31,14 @@ export interface CoordinatorOptions {
   readonly recoverAfterMs?: number
   /** Told of each lease this gateway handed to the shared queue (a metric). */
   readonly onLeaseRecovered?: () => void
+  /** Another instance learned a limit of a deployment (capacity's learnedElsewhere). */
+  readonly onDeploymentLearned?: (deploymentId: string) => void
 }
 
 export class Coordinator {
   readonly instance: string
+  /** Calls of this gateway waiting for a deployment with room (capacity-line.ts). */
+  readonly capacityLine: CapacityLine = createCapacityLine()
   readonly store: QueueStore
   readonly runner: JobRunner
   readonly #log: Logger
@@ -61,6 +66,8 @@ export class Coordinator {
     this.#signals = options.signals({
       onWake: (message) => this.#turnCame(message),
       onCancel: (id) => this.#running.get(id)?.abort(),
+      onRoom: (deploymentId) => this.capacityLine.room(deploymentId),
+      onLearned: (deploymentId) => options.onDeploymentLearned?.(deploymentId),
     })
   }
 

@@ -3,6 +3,7 @@
 // directory, an in-process runner).
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
+import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -25,6 +26,8 @@ export interface QueueParts {
   readonly keys: Pick<KeyStore, 'get'>
   /** This gateway's name in the lines, leases and heartbeats; random per process. */
   readonly instance: string
+  /** Room coming back on a deployment wakes the calls waiting for one. */
+  readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
 }
 
 export function createQueueFromConfig(parts: QueueParts): QueueService {

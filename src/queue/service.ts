@@ -26,6 +26,7 @@ import {
   type StoredBody,
 } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
+import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
@@ -43,6 +44,8 @@ export interface QueueServiceDeps {
   readonly signals: (handlers: SignalHandlers) => QueueSignals
   /** This gateway's name in the lines; random per process. */
   readonly instance?: string
+  /** Room coming back on a deployment wakes the calls of this gateway waiting for one (capacity-line.ts). */
+  readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
 }
 
 export interface ListQuery {
@@ -152,7 +155,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     signals: deps.signals,
     recoverAfterMs: settings.recoverAfterMs,
     onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
+    onDeploymentLearned: (deploymentId) => deps.capacity?.learnedElsewhere(deploymentId),
   })
+  deps.capacity?.onRoom((deploymentId) => coordinator.capacityLine.room(deploymentId))
   const shutdown = new AbortController()
   /** The stored requests running on this instance now (settledNow). */
   const runs = new Set<Promise<unknown>>()

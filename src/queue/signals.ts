@@ -6,12 +6,18 @@
 // With Redis: pub/sub on a connection of its own (store/redis-subscription.ts). Wake-ups go to the channel of the one
 // gateway holding the call (`<prefix>{tg}:q:ev:<instance>`), cancels to everyone
 // (`<prefix>{tg}:q:ev:cancel`). A message lost while a connection is down is made up for
-// by the sweep (service.ts), which nudges every head. Embedded: calls in this process.
+// by the sweep (service.ts), which nudges every head. Room on a deployment comes on the
+// capacity store's own channel (capacity/redis.ts publishes it from its release script,
+// only when a call was refused there); a lost one costs the waiter the time it was named. A
+// deployment's first lesson on an instance comes on its learned channel; a lost one costs
+// the other instances their own first refusal, as before there was one.
+// Embedded: calls in this process (the capacity's own onRoom, wired in service.ts).
 import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { redisNamespace } from '../store/redis-kit.ts'
 import { subscribe } from '../store/redis-subscription.ts'
+import { capacityLearnedChannel, capacityRoomChannel } from '../capacity/redis.ts'
 
 export interface QueueSignals {
   /** Tells gateway `instance` that a call it holds is at the head of its line (`message` says which). */
@@ -26,6 +32,10 @@ export interface QueueSignals {
 export interface SignalHandlers {
   onWake(message: string): void
   onCancel(id: string): void
+  /** Room may have come back on a deployment a call here waits for (capacity-line.ts). */
+  onRoom(deploymentId: string): void
+  /** Another instance learned a limit of a deployment: capacity asks the store about it from now on. */
+  onLearned(deploymentId: string): void
 }
 
 export function localSignals(handlers: SignalHandlers): QueueSignals {
@@ -57,13 +67,17 @@ export function redisSignals(options: RedisSignalsOptions, handlers: SignalHandl
   const base = `${redisNamespace(options.keyPrefix)}q:ev:`
   const mine = `${base}${options.instance}`
   const cancels = `${base}cancel`
+  const room = capacityRoomChannel(options.keyPrefix)
+  const learned = capacityLearnedChannel(options.keyPrefix)
   const feed = subscribe({
     redis: options.redis,
     commandTimeoutMs: 5000,
     name: 'tollgate-queue-events',
-    channels: [mine, cancels],
+    channels: [mine, cancels, room, learned],
     onMessage: (channel, message) => {
       if (channel === mine) handlers.onWake(message)
+      else if (channel === room) handlers.onRoom(message)
+      else if (channel === learned) handlers.onLearned(message)
       else handlers.onCancel(message)
     },
     onError: (error) => options.log.debug({ err: error.message }, 'queue events redis error'),

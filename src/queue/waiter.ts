@@ -14,6 +14,7 @@ import { gatewayError, type GatewayError } from '../errors.ts'
 import type { AdmissionStrategy } from '../inference/corridor.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import type { CapacityTurn } from './capacity-line.ts'
 import type { Coordinator } from './coordinator.ts'
 import type { Ticket } from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
@@ -37,8 +38,11 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let ticket: Ticket | undefined
   let joinedAt = 0
   let deadline = 0
-  /** Every deployment is full until then (epoch ms): the next admission waits for it first. */
+  /** Every deployment is full until then (epoch ms): the next admission waits for it first, in the capacity line. */
   let capacityAt: number | null = null
+  let capacityOf: readonly string[] = []
+  /** Its turn in the capacity line, held from its try until a deployment is picked. */
+  let turn: CapacityTurn | null = null
 
   const timeout = (model: string): GatewayError => {
     const waited = ((Date.now() - joinedAt) / 1000).toFixed(1)
@@ -53,9 +57,15 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   return {
     retryUpstream: (status, attempt) => upstreamRetryable(status) && attempt < options.upstreamRetries,
 
-    waitForCapacity(retryAt) {
+    waitForCapacity(retryAt, deployments) {
       capacityAt = retryAt
+      capacityOf = deployments
       return true
+    },
+
+    picked() {
+      turn?.pass(true)
+      turn = null
     },
 
     async admit(request: AdmissionRequest, attempt: number): Promise<Admission> {
@@ -106,6 +116,24 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           wake = () => finish(resolve)
         })
 
+      /** Its turn in the capacity line (kept at its head when refused again); the wait ends as pause() would. */
+      const capacityTurn = async (at: number): Promise<void> => {
+        const ends = AbortSignal.any([
+          signal,
+          options.shutdown,
+          AbortSignal.timeout(Math.max(0, deadline - Date.now())),
+        ])
+        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends))
+        if (mine !== null && (mine !== turn || (await mine.again(at)))) {
+          turn = mine
+          return
+        }
+        turn = null
+        if (signal.aborted) throw gatewayError('client_closed')
+        if (options.shutdown.aborted) throw gatewayError('shutting_down')
+        throw timeout(request.model)
+      }
+
       let inLine = false
       try {
         await store.join(line, me, attempt === 0 ? 'back' : 'front')
@@ -114,7 +142,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         // room (until the first frees up): it keeps its place at the head meanwhile.
         const upstreamAt = capacityAt
         capacityAt = null
-        if (upstreamAt !== null) await pause(Math.max(0, upstreamAt - Date.now()))
+        if (upstreamAt !== null) await capacityTurn(upstreamAt)
         else if (attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
           woken = false
@@ -147,6 +175,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
         }
       } catch (error) {
+        turn?.pass(false)
+        turn = null
         if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
         const code = (error as { errorName?: string }).errorName
         const outcome =

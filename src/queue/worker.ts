@@ -24,6 +24,7 @@ import { detachedClient } from '../proxy/detached-client.ts'
 import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
+import type { CapacityTurn } from './capacity-line.ts'
 import { describe, type Coordinator } from './coordinator.ts'
 import {
   isFinal,
@@ -245,13 +246,21 @@ export function createProcessor(deps: WorkerDeps): Processor {
       notes,
     }
     const attemptsBefore = request.attempts
-    /** Every deployment was full until then: the request, started already, waits here for one. */
+    /** Every deployment was full until then: the request, started already, waits for one in the capacity line. */
     let capacityAt: number | null = null
+    let capacityOf: readonly string[] = []
+    /** Its turn in the capacity line, held from its try until a deployment is picked. */
+    const waiting: { turn: CapacityTurn | null } = { turn: null }
     let startedHere = false
     const strategy: AdmissionStrategy = {
-      waitForCapacity(retryAt) {
+      waitForCapacity(retryAt, deployments) {
         capacityAt = retryAt
+        capacityOf = deployments
         return true
+      },
+      picked() {
+        waiting.turn?.pass(true)
+        waiting.turn = null
       },
       async admit(admissionRequest) {
         if (capacityAt !== null) return await admitAgain(admissionRequest)
@@ -283,14 +292,22 @@ export function createProcessor(deps: WorkerDeps): Processor {
     async function admitAgain(admissionRequest: AdmissionRequest): Promise<Admission> {
       for (let at = capacityAt; at !== null;) {
         capacityAt = null
-        if (!startedHere || !(await waitUntil(at, controller.signal))) throw new NotStarted()
+        if (!startedHere) throw new NotStarted()
+        // Its turn in the capacity line (kept at the head when refused again), then the limiter.
+        const mine = waiting.turn ?? (await c.capacityLine.enter(capacityOf, at, controller.signal))
+        if (mine === null || (mine === waiting.turn && !(await mine.again(at)))) throw new NotStarted()
+        waiting.turn = mine
         try {
           const admission = await admitSoon(admissionRequest, controller.signal)
           return withGiveBack(admission, admissionRequest, {}, () => void c.released(request.line))
         } catch (error) {
+          // Over the key's own limit: the line goes on without it meanwhile.
+          mine.pass(false)
+          waiting.turn = null
           const wait = retryAfterMs(error)
           if (wait === undefined) throw error
-          at = Date.now() + wait
+          if (!(await waitUntil(Date.now() + wait, controller.signal))) throw new NotStarted()
+          at = Date.now()
         }
       }
       throw new NotStarted()
@@ -323,6 +340,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
       await finish(request, 'failed', refusal(gatewayErr, notes.usage))
       return { kind: 'done' }
     } finally {
+      waiting.turn?.pass(false)
       runnerSignal.removeEventListener('abort', onStop)
       unregister()
     }

@@ -20,6 +20,7 @@ import { sendError } from '../../src/http/reply.ts'
 import { RouteTable, type RouteHandler } from '../../src/http/router.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { createMetrics } from '../../src/observability/metrics.ts'
+import { CircuitBreaker } from '../../src/proxy/circuit-breaker.ts'
 import { request } from '../helpers/http.ts'
 import { isError } from './helpers.ts'
 
@@ -53,7 +54,11 @@ interface Served {
   readonly server: Server
 }
 
-async function serve(capacity: DeploymentCapacity | undefined, token: string | undefined): Promise<Served> {
+async function serve(
+  capacity: DeploymentCapacity | undefined,
+  token: string | undefined,
+  breaker?: CircuitBreaker,
+): Promise<Served> {
   const router = new RouteTable<RouteHandler>()
   registerBackendRoutes(router, {
     authenticateAdmin: createAdminAuthenticator(token),
@@ -70,6 +75,7 @@ async function serve(capacity: DeploymentCapacity | undefined, token: string | u
         ...(capacity === undefined ? {} : { capacity }),
       },
     },
+    ...(breaker === undefined ? {} : { breaker }),
   })
   const log = createLogger('silent')
   const server = createServer((req, res) => {
@@ -149,14 +155,15 @@ t.test('happy: declared limits and the learned state of every deployment, in con
       in_flight: 0,
       requests: 2,
       tokens: 1300,
-      // rpm 300 - 2 counted, but the upstream said 120: the tighter wins.
-      remaining_requests: 120,
-      // tpm 50000 - 1300 = 48700, the upstream 40000.
-      remaining_tokens: 40_000,
+      // rpm 300 - 2 counted, but the upstream said 120 (less the second call, sent after the
+      // first and maybe not counted in its answer): the tighter wins.
+      remaining_requests: 119,
+      // tpm 50000 - 1300 = 48700, the upstream 40000 less the second call's 500.
+      remaining_tokens: 39_500,
       learned: {
-        remaining_requests: 120,
+        remaining_requests: 119,
         requests_reset_at: new Date(T0 + 30_000).toISOString(),
-        remaining_tokens: 40_000,
+        remaining_tokens: 39_500,
         tokens_reset_at: new Date(T0 + 20_000).toISOString(),
       },
       cooling_until: null,
@@ -216,6 +223,27 @@ t.test('a gateway without a capacity: the declared side only', async (t) => {
   t.equal(list.store, null)
   t.equal(list.state_available, false)
   t.equal(list.data[1]?.deployments[0]?.limits.max_concurrent, 4)
+})
+
+t.test("each deployment's circuit, as the instance that answers sees it", async (t) => {
+  const clock = { now: T0 }
+  const breaker = new CircuitBreaker({ now: () => clock.now })
+  for (let i = 0; i < 3; i++) breaker.recordFailure('azure-west')
+  breaker.recordFailure('ollama')
+  const s = await serve(capacityAt(memoryCapacityStore(), clock), TOKEN, breaker)
+  t.teardown(() => s.server.close())
+  const list = BackendList.parse((await get(s)).json())
+  const circuits = list.data.flatMap((m) => m.deployments.map((d) => [d.id, d.circuit]))
+  t.same(circuits, [
+    ['azure-east/gpt-4o-2024-08-06', { open: false, failures: 0, open_until: null }],
+    ['azure-west/gpt-4o', { open: true, failures: 3, open_until: new Date(T0 + 10_000).toISOString() }],
+    ['ollama/llama3.3', { open: false, failures: 1, open_until: null }],
+    ['azure-east/gpt-4o-2024-08-06', { open: false, failures: 0, open_until: null }],
+  ])
+  const without = await serve(capacityAt(memoryCapacityStore(), clock), TOKEN)
+  t.teardown(() => without.server.close())
+  const none = BackendList.parse((await get(without)).json())
+  t.equal(none.data[0]?.deployments[0]?.circuit, null, 'no breaker: not shown')
 })
 
 /** The samples of one metric, by `deployment|model`. */
@@ -297,7 +325,9 @@ t.test('`tollgate backends list`: a table, --json, and the refusals as exit code
   const clock = { now: Date.now() }
   const capacity = capacityAt(memoryCapacityStore(), clock)
   await capacity.observe('azure-west/gpt-4o', observeResponse(429, { 'retry-after': '30' }, { now: clock.now }))
-  const s = await serve(capacity, TOKEN)
+  const breaker = new CircuitBreaker()
+  for (let i = 0; i < 3; i++) breaker.recordFailure('ollama')
+  const s = await serve(capacity, TOKEN, breaker)
   t.teardown(() => s.server.close())
   const cli = async (args: string[], token = TOKEN): Promise<{ code: number; out: string; err: string }> => {
     let out = ''
@@ -318,11 +348,11 @@ t.test('`tollgate backends list`: a table, --json, and the refusals as exit code
   const lines = listed.out.trimEnd().split('\n')
   t.match(
     lines[0],
-    /^MODEL\s+DEPLOYMENT\s+RPM\s+TPM\s+MAX CONC\.\s+IN FLIGHT\s+REQ\. LEFT\s+TOKENS LEFT\s+COOLING DOWN$/,
+    /^MODEL\s+DEPLOYMENT\s+RPM\s+TPM\s+MAX CONC\.\s+IN FLIGHT\s+REQ\. LEFT\s+TOKENS LEFT\s+COOLING DOWN\s+CIRCUIT$/,
   )
-  t.match(lines[1], /^gpt-4o\s+azure-east\/gpt-4o-2024-08-06\s+300\s+50,000\s+-\s+0\s+300\s+50,000\s+-$/)
-  t.match(lines[2], /^gpt-4o\s+azure-west\/gpt-4o\s+-\s+30,000\s+-\s+0\s+-\s+30,000\s+until 20\d\d-/)
-  t.match(lines[3], /^llama\s+ollama\/llama3.3\s+-\s+-\s+4\s+0\s+-\s+-\s+-$/)
+  t.match(lines[1], /^gpt-4o\s+azure-east\/gpt-4o-2024-08-06\s+300\s+50,000\s+-\s+0\s+300\s+50,000\s+-\s+closed$/)
+  t.match(lines[2], /^gpt-4o\s+azure-west\/gpt-4o\s+-\s+30,000\s+-\s+0\s+-\s+30,000\s+until 20\d\d-\S+\s+closed$/)
+  t.match(lines[3], /^llama\s+ollama\/llama3.3\s+-\s+-\s+4\s+0\s+-\s+-\s+-\s+open until 20\d\d-/)
   const json = await cli(['list', '--json'])
   t.equal(json.code, 0)
   t.ok(BackendList.safeParse(JSON.parse(json.out)).success, '--json prints the API reply')

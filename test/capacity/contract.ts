@@ -298,6 +298,64 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     t.equal((await lease(capacity, ['a'])).deploymentId, 'a', 'and then nothing is known: no limit')
   })
 
+  t.test(`${name}: an answer is corrected by the calls it may not have counted, and replaces the figure`, async (t) => {
+    // Calls granted after the one answering, and those granted before it still unanswered
+    // (they may reach the upstream after it), may not be in the remaining it reports.
+    const { clock, capacity, instances } = await setup({ a: { rpm: 1000 } })
+    const said = (remaining: number): ReturnType<typeof observeResponse> =>
+      observeResponse(
+        200,
+        { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': '10s' },
+        { now: clock.now },
+      )
+    const teacher = await lease(capacity, ['a'])
+    teacher.observe(said(10))
+    await teacher.release()
+    const early = await lease(instances[1], ['a'])
+    const answering = await lease(instances[2], ['a'])
+    const late = await lease(capacity, ['a'])
+    answering.observe(said(8))
+    await answering.release()
+    const [state] = await capacity.inspect(['a'])
+    t.equal(state?.learnedRequests, 6, '8 said, less the one granted after it and the one before it unanswered')
+    early.observe(said(9))
+    await early.release()
+    t.equal(
+      (await capacity.inspect(['a']))[0]?.learnedRequests,
+      7,
+      'a later answer replaces it, corrected the same way',
+    )
+    late.observe(said(7))
+    await late.release()
+    t.equal((await capacity.inspect(['a']))[0]?.learnedRequests, 7, 'nothing unanswered any more: what it says')
+  })
+
+  t.test(`${name}: a figure reaching its reset unspent keeps its leftover and one more call for a hold`, async (t) => {
+    // Dropping it would leave the deployment unlimited: every waiter would rush it at once.
+    const { clock, capacity } = await setup({ a: { weight: 1 } })
+    const hold = DEFAULT_RULES.learnedHoldMs
+    const first = await lease(capacity, ['a'])
+    first.observe(
+      observeResponse(
+        200,
+        { 'x-ratelimit-remaining-requests': '2', 'x-ratelimit-reset-requests': '1s' },
+        { now: clock.now },
+      ),
+    )
+    await first.release()
+    await lease(capacity, ['a'])
+    clock.now = T0 + 1000
+    for (let i = 0; i < 2; i++) t.equal((await lease(capacity, ['a'])).deploymentId, 'a', `renewed: call ${i + 1} of 2`)
+    t.same(
+      await capacity.acquire(['a'], { tokens: 0 }),
+      { ok: false, reason: 'full', retryAt: T0 + 1000 + hold },
+      'then it waits for an answer, or the hold',
+    )
+    clock.now = T0 + 1000 + hold
+    for (let i = 0; i < 5; i++) await lease(capacity, ['a'])
+    t.pass('a renewed figure that nothing taught again is dropped after its hold')
+  })
+
   t.test(`${name}: rpm and tpm: counted over a window and one bucket, never less`, async (t) => {
     const { clock, capacity } = await setup({ a: { rpm: 3, tpm: 1000 } })
     const bucketMs = DEFAULT_RULES.windowMs / DEFAULT_RULES.buckets

@@ -8,7 +8,12 @@ import t from 'tap'
 import type { Redis } from 'ioredis'
 import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
 import { DEFAULT_RULES, type DeploymentCapacity } from '../../src/capacity/port.ts'
-import { capacityKeys, redisCapacityStore } from '../../src/capacity/redis.ts'
+import {
+  capacityKeys,
+  capacityLearnedChannel,
+  capacityRoomChannel,
+  redisCapacityStore,
+} from '../../src/capacity/redis.ts'
 import { observeResponse } from '../../src/capacity/upstream-headers.ts'
 import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -66,6 +71,83 @@ if (!(await pingRedis(admin))) {
     )
     await got.lease.release({ tokens: 40 })
     t.equal(commands.count(), 2, 'the release carries the observation')
+  })
+
+  t.test('redis: a release that makes room where a call was refused is published, once per refusal', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const channel = capacityRoomChannel(prefix)
+    const listener = client()
+    await pingRedis(listener)
+    const heard: string[] = []
+    listener.on('message', (_channel: string, message: string) => heard.push(message))
+    await listener.subscribe(channel)
+    const connections = [client(), client()]
+    await Promise.all(connections.map((redis) => pingRedis(redis)))
+    const [one, two] = connections.map((redis) =>
+      createDeploymentCapacity(redisCapacityStore(redis, prefix), {
+        deployments: { a: { maxConcurrent: 1 } },
+        now: () => T0,
+      }),
+    ) as [DeploymentCapacity, DeploymentCapacity]
+    /** Everything published before it has arrived once this marker has (one channel keeps its order). */
+    const settled = async (marker: string): Promise<string[]> => {
+      await admin.publish(channel, marker)
+      await pollUntil(
+        async () => heard.includes(marker),
+        (yes) => yes,
+      )
+      return heard.filter((m) => !m.startsWith('marker'))
+    }
+    const first = await one.acquire(['a'], { tokens: 1 })
+    if (!first.ok) throw new Error('no lease')
+    await first.lease.release()
+    t.same(await settled('marker 1'), [], 'no call was refused: a freed slot is not published')
+    const held = await one.acquire(['a'], { tokens: 1 })
+    if (!held.ok) throw new Error('no lease')
+    t.equal((await two.acquire(['a'], { tokens: 1 })).ok, false, 'full: refused on another instance')
+    await held.lease.release()
+    t.same(await settled('marker 2'), ['a'], 'the slot it waits for freed: published')
+    const again = await two.acquire(['a'], { tokens: 1 })
+    if (!again.ok) throw new Error('no lease')
+    await again.lease.release()
+    t.same(await settled('marker 3'), ['a'], 'once: no refusal since, nothing more')
+  })
+
+  t.test('redis: a limit one instance learns is announced once; the others then ask the store about it', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const channel = capacityLearnedChannel(prefix)
+    const listener = client()
+    await pingRedis(listener)
+    const heard: string[] = []
+    listener.on('message', (_channel: string, message: string) => heard.push(message))
+    await listener.subscribe(channel)
+    const connections = [client(), client()]
+    await Promise.all(connections.map((redis) => pingRedis(redis)))
+    const clock = { now: T0 }
+    const [one, two] = connections.map((redis) =>
+      createDeploymentCapacity(redisCapacityStore(redis, prefix), {
+        deployments: {},
+        now: () => clock.now,
+        random: () => 0,
+      }),
+    ) as [DeploymentCapacity, DeploymentCapacity]
+    const got = await one.acquire(['x'], { tokens: 1 })
+    if (!got.ok) throw new Error('no lease')
+    got.lease.observe(observeResponse(429, { 'retry-after': '30' }, { now: clock.now }))
+    await got.lease.release()
+    await one.observe('x', observeResponse(429, { 'retry-after': '40' }, { now: clock.now }))
+    await admin.publish(channel, 'marker')
+    await pollUntil(
+      async () => heard.includes('marker'),
+      (yes) => yes,
+    )
+    t.same(heard, ['x', 'marker'], 'announced once, on its first lesson')
+    // Nothing declared, nothing learned here: x is picked by weight (first), without the store.
+    const blind = await two.acquire(['x', 'y'], { tokens: 1 })
+    t.equal(blind.ok && blind.lease.deploymentId, 'x', 'before the announcement: blind to the cooldown')
+    two.learnedElsewhere('x')
+    const told = await two.acquire(['x', 'y'], { tokens: 1 })
+    t.equal(told.ok && told.lease.deploymentId, 'y', 'after it: the cooldown another instance learned is skipped')
   })
 
   t.test('redis: keys under <prefix>{tg}:cap:, URI-encoded, and every one expires', async (t) => {

@@ -152,6 +152,28 @@ t.test('an upstream 429 moves the call on; the deployment cools down for its ret
   t.ok(toA > 0, 'after the cooldown it gets traffic again')
 })
 
+t.test('every move to another deployment is counted: after a 5xx and after no connection too', async (t) => {
+  const { metrics, options } = setup()
+  const failing = stub('failing', { status: 500 })
+  const down = stub('down')
+  down.send = () => Promise.reject(new GatewayError('upstream_unreachable'))
+  const serving = stub('serving')
+  const sent = await sendWithCapacity([target(failing, 0), target(down, 1), target(serving, 2)], build, {
+    ...options(),
+    counter: 0,
+  })
+  t.equal(sent.target.adapter.name, 'serving')
+  await sent.lease.release()
+  const moves = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === 'tollgate_deployment_moves_total')
+  t.same(
+    (moves?.values ?? []).map((v) => [v.labels.from, v.labels.to, v.value]),
+    [
+      ['failing/m', 'down/m', 1],
+      ['down/m', 'serving/m', 1],
+    ],
+  )
+})
+
 t.test('a 503 moves on too; a 4xx other than 429 is final', async (t) => {
   const { options } = setup()
   const a = stub('a', {

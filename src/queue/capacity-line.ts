@@ -1,0 +1,141 @@
+// The queue's line for upstream capacity, one per gateway and per model (its set of
+// deployments). A queued call that every deployment refused waits here, in the order it
+// was first refused, instead of each call sleeping until the time it was named and all of
+// them retrying at once: only the head tries (admission, then a deployment with room).
+// When the head is given a deployment the next one tries at once; when it is refused it
+// waits, still at the head, until the new time it was named, or until room may have come
+// back (room(): a slot freed or an answer taught the figures again, on this gateway or,
+// over pub/sub, on another). So a reset or a freed slot lets through as many calls as the
+// store grants, one try at a time per gateway, and the rest keep their places.
+//
+// Fairness between keys and order within a key's line are the queue's: calls reach this
+// line in the order the queue started them.
+
+export interface CapacityTurn {
+  /**
+   * The call is done waiting: given a deployment (`granted`: the next in line tries now),
+   * or it gave up (the next in line waits for the time the line was named).
+   */
+  pass(granted: boolean): void
+  /** Refused again until `retryAt`: waits at the head until then or until room(); false when the call's signal fired. */
+  again(retryAt: number): Promise<boolean>
+}
+
+export interface CapacityLine {
+  /** Joins the line of `deployments` (refused until `retryAt`) and waits for its turn; null when `signal` fired first. */
+  enter(deployments: readonly string[], retryAt: number, signal: AbortSignal): Promise<CapacityTurn | null>
+  /** Room may have come back on a deployment: the head of each line waiting on it tries now. */
+  room(deploymentId: string): void
+  /** Calls waiting, over every line (for tests and metrics). */
+  waiting(): number
+}
+
+interface Waiter {
+  trying: boolean
+  /** Resolves the wait in progress: true to try, false when its signal fired. */
+  go: ((tryNow: boolean) => void) | null
+}
+
+interface Line {
+  readonly deployments: ReadonlySet<string>
+  readonly waiters: Waiter[]
+  /** No deployment has room before then (epoch ms), unless room() says otherwise. */
+  retryAt: number
+  timer: NodeJS.Timeout | undefined
+}
+
+export function createCapacityLine(now: () => number = Date.now): CapacityLine {
+  const lines = new Map<string, Line>()
+
+  function schedule(key: string, line: Line): void {
+    clearTimeout(line.timer)
+    line.timer = undefined
+    const head = line.waiters[0]
+    if (head === undefined) {
+      lines.delete(key)
+      return
+    }
+    if (head.trying) return
+    const wait = line.retryAt - now()
+    if (wait > 0) {
+      line.timer = setTimeout(() => schedule(key, line), wait)
+      return
+    }
+    head.trying = true
+    const go = head.go
+    head.go = null
+    go?.(true)
+  }
+
+  /** Waits until `me` is told to try (true) or its signal fires (false: it left the line). */
+  function waitFor(key: string, line: Line, me: Waiter, signal: AbortSignal): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      if (signal.aborted) {
+        leave(key, line, me, false)
+        return resolve(false)
+      }
+      const onAbort = (): void => {
+        me.go = null
+        leave(key, line, me, false)
+        resolve(false)
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
+      me.go = (tryNow) => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(tryNow)
+      }
+      schedule(key, line)
+    })
+  }
+
+  function leave(key: string, line: Line, me: Waiter, granted: boolean): void {
+    const at = line.waiters.indexOf(me)
+    if (at < 0) return
+    line.waiters.splice(at, 1)
+    if (granted) line.retryAt = 0
+    schedule(key, line)
+  }
+
+  return {
+    async enter(deployments, retryAt, signal) {
+      const key = deployments.join('\n')
+      let line = lines.get(key)
+      if (line === undefined) {
+        line = { deployments: new Set(deployments), waiters: [], retryAt, timer: undefined }
+        lines.set(key, line)
+      } else if (line.waiters.length === 0) line.retryAt = retryAt
+      const me: Waiter = { trying: false, go: null }
+      line.waiters.push(me)
+      const joined = line
+      if (!(await waitFor(key, joined, me, signal))) return null
+      let done = false
+      return {
+        pass(granted) {
+          if (done) return
+          done = true
+          leave(key, joined, me, granted)
+        },
+        async again(at) {
+          if (done) return false
+          me.trying = false
+          joined.retryAt = Math.max(joined.retryAt, at)
+          const ok = await waitFor(key, joined, me, signal)
+          if (!ok) done = true
+          return ok
+        },
+      }
+    },
+    room(deploymentId) {
+      for (const [key, line] of lines) {
+        if (!line.deployments.has(deploymentId)) continue
+        line.retryAt = 0
+        schedule(key, line)
+      }
+    },
+    waiting() {
+      let n = 0
+      for (const line of lines.values()) n += line.waiters.length
+      return n
+    },
+  }
+}

@@ -6,6 +6,7 @@ import type { DeploymentCapacity } from './capacity/port.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
+import type { BudgetBook } from './budgets/book.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
@@ -54,6 +55,8 @@ export interface AppDeps {
   readonly stores: Stores
   readonly registry: BackendRegistry
   readonly limiter: Limiter
+  /** The budgets in force (/admin/budgets); absent: none are kept. */
+  readonly budgets?: BudgetBook
   /** What each deployment can take (capacity/): the corridor's picks, GET /admin/backends. */
   readonly capacity: DeploymentCapacity
   readonly meter: Meter

@@ -46,6 +46,8 @@ import { createMeter, type Meter } from './keys/meter.ts'
 import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
+import { createBudgetBookFromConfig } from './budgets/create.ts'
+import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { createMetrics, type Metrics } from './observability/metrics.ts'
@@ -77,6 +79,8 @@ export class StartupError extends Error {
 export interface GatewayOverrides {
   /** The RAG gateway's access-token verifier. */
   readonly accessTokens?: AccessTokenVerifier
+  /** Told once per budget threshold crossed in a period (the events outbox); default: nothing. */
+  readonly onBudgetThreshold?: OnBudgetThreshold
 }
 
 export async function startGateway(
@@ -103,7 +107,13 @@ export async function startGateway(
   const registry: BackendRegistry = createRegistry(config, (name, backend) =>
     createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), config.models),
   )
-  const limiter: Limiter = await createLimiterFromConfig(config, { log, metrics })
+  const budgets = await createBudgetBookFromConfig(config, { log, accounts: stores.accounts })
+  const limiter: Limiter = await createLimiterFromConfig(config, {
+    log,
+    metrics,
+    budgets,
+    ...(overrides.onBudgetThreshold === undefined ? {} : { onBudgetThreshold: overrides.onBudgetThreshold }),
+  })
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')
   const stale = await removeStaleSpoolFiles(spoolDir)
@@ -176,6 +186,7 @@ export async function startGateway(
     stores,
     registry,
     limiter,
+    budgets,
     capacity,
     meter,
     keys,
@@ -316,6 +327,7 @@ export async function startGateway(
       await portal.close()
       await ragAuth.close()
       await limiter.close()
+      await budgets.close()
       await registry.close()
       await ragBackends.close()
       await fileQuotaStore.close()

@@ -9,7 +9,10 @@ import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { Stores } from '../store/ports.ts'
 import type { Router } from '../http/router.ts'
+import type { BudgetBook } from '../budgets/book.ts'
+import type { Limiter } from '../limits/port.ts'
 import { registerBackendRoutes } from './backends.ts'
+import { registerBudgetRoutes } from './budgets.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerTierRoutes } from './tiers.ts'
@@ -28,6 +31,10 @@ export interface AdminDeps {
   readonly accounts: AccountService
   /** The deployments' capacity (/admin/backends shows its state; absent: the declared limits only). */
   readonly capacity?: DeploymentCapacity
+  /** The budgets set and in force (/admin/budgets; absent: the gateway keeps none). */
+  readonly budgets?: BudgetBook
+  /** Where budgets stand (/admin/budgets, the usage replies). */
+  readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf'>
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -37,4 +44,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerQueueAdminRoutes(router, deps)
   registerUserRoutes(router, deps)
   registerBackendRoutes(router, deps)
+  registerBudgetRoutes(router, deps)
 }

@@ -24,6 +24,7 @@ Commands:
   users <command>            Manage RAG gateway accounts through a running gateway (tollgate users help)
   queue <command>            Inspect and cancel queued requests (tollgate queue help)
   backends list              Each model's deployments and their capacity now (tollgate backends help)
+  budgets <command>          Spend limits of keys, owners, tenants: list, show, set, clear (tollgate budgets help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
   rag-mock [--port N] [--service NAME]
                              Run the mock RAG backend on its own, standing in for one service;
@@ -237,6 +238,11 @@ export async function main(argv: string[]): Promise<void> {
     case 'backends': {
       const { runBackendsCommand } = await import('./cli/backends.ts')
       process.exitCode = await runBackendsCommand(argv.slice(1), processIo())
+      return
+    }
+    case 'budgets': {
+      const { runBudgetsCommand } = await import('./cli/budgets.ts')
+      process.exitCode = await runBudgetsCommand(argv.slice(1), processIo())
       return
     }
     case 'rag-mock': {

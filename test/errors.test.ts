@@ -47,6 +47,9 @@ const PINNED: Readonly<Record<string, Row>> = {
   rate_limit_tokens: [429, 'tokens', 'rate_limit_exceeded', 'openai'],
   upstream_capacity: [429, 'requests', 'upstream_capacity_exceeded', 'openai'],
   insufficient_quota: [429, 'insufficient_quota', 'insufficient_quota', 'openai'],
+  budget_exhausted: [429, 'insufficient_quota', 'insufficient_quota', 'openai'],
+  budget_reserved: [429, 'requests', 'rate_limit_exceeded', 'openai'],
+  budget_unavailable: [503, 'server_error', 'store_unavailable', 'openai'],
   auth_throttled: [429, 'requests', 'too_many_auth_failures', 'openai'],
   too_many_connections: [429, 'requests', 'too_many_connections', 'openai'],
   queue_full: [429, 'requests', 'queue_full', 'openai'],
@@ -93,7 +96,7 @@ t.test('the table is exactly the pinned one', async (t) => {
       spec.body === 'openai' ? [spec.status, spec.type, spec.code, spec.body] : [spec.status, null, null, spec.body]
     t.same(row, PINNED[name], name)
   }
-  t.equal(NAMES.length, 64, 'as many entries as pinned')
+  t.equal(NAMES.length, 67, 'as many entries as pinned')
 })
 
 t.test('names are stable identifiers', async (t) => {

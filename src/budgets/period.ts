@@ -105,9 +105,22 @@ export function localMidnight(year: number, month: number, day: number, timeZone
   return at - (w.hour * 3_600_000 + w.minute * 60_000 + w.second * 1000)
 }
 
+/** The last span found per (period, zone): every call until its end reuses it (Intl is slow). */
+const lastSpan = new Map<string, PeriodSpan>()
+
 /** The period an instant falls in, on the wall clock of `timeZone`. */
 export function periodOf(period: BudgetPeriod, timeZone: string, at: number): PeriodSpan {
   if (period === 'lifetime') return { start: 0, end: Infinity }
+  const id = `${period}\u0000${timeZone}`
+  const known = lastSpan.get(id)
+  if (known !== undefined && known.start <= at && at < known.end) return known
+  const span = computePeriod(period, timeZone, at)
+  if (lastSpan.size > 1000) lastSpan.clear()
+  lastSpan.set(id, span)
+  return span
+}
+
+function computePeriod(period: Exclude<BudgetPeriod, 'lifetime'>, timeZone: string, at: number): PeriodSpan {
   const w = wallOf(at, timeZone)
   switch (period) {
     case 'day':

@@ -6,6 +6,7 @@ import type { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
+import type { BudgetBook } from './budgets/book.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
@@ -67,6 +68,8 @@ export interface AppDeps {
   readonly limiter: Limiter
   /** The corridor's circuit breaker, shown by GET /admin/backends. */
   readonly breaker?: CircuitBreaker
+  /** The budgets in force (/admin/budgets); absent: none are kept. */
+  readonly budgets?: BudgetBook
   readonly meter: Meter
   readonly keys: KeyService
   readonly authenticate: ApiKeyAuthenticator

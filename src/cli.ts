@@ -27,6 +27,7 @@ Commands:
   webhooks <command>         Webhook endpoints and their deliveries (tollgate webhooks help)
   reload [--all]             A running gateway (--all: every instance on its Redis) reads its
                              configuration file again, as SIGHUP does (tollgate reload --help)
+  budgets <command>          Spend limits of keys, owners, tenants: list, show, set, clear (tollgate budgets help)
   openapi                    Print the gateway's OpenAPI 3.1 document (as served at /openapi.json)
   rag-mock [--port N] [--service NAME]
                              Run the mock RAG backend on its own, standing in for one service;
@@ -261,6 +262,11 @@ export async function main(argv: string[]): Promise<void> {
     case 'reload': {
       const { runReloadCommand } = await import('./cli/reload.ts')
       process.exitCode = await runReloadCommand(argv.slice(1), processIo())
+      return
+    }
+    case 'budgets': {
+      const { runBudgetsCommand } = await import('./cli/budgets.ts')
+      process.exitCode = await runBudgetsCommand(argv.slice(1), processIo())
       return
     }
     case 'rag-mock': {

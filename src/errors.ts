@@ -291,6 +291,31 @@ export const ERRORS = {
     message: 'You exceeded your token quota.',
     body: 'openai',
   },
+  // A budget (money over a period) has no room for the call's estimated cost: waiting for
+  // calls in flight frees nothing, only its period's end or a larger amount does (no retry).
+  budget_exhausted: {
+    status: 429,
+    type: 'insufficient_quota',
+    code: 'insufficient_quota',
+    message: 'You exceeded your budget.',
+    body: 'openai',
+  },
+  // The budget has room, but calls in flight hold it: their settles give back what they do not use.
+  budget_reserved: {
+    status: 429,
+    type: 'requests',
+    code: 'rate_limit_exceeded',
+    message: 'Calls in flight hold what is left of your budget.',
+    body: 'openai',
+  },
+  // Budgets live in Redis; while it is away they are not guessed at.
+  budget_unavailable: {
+    status: 503,
+    type: 'server_error',
+    code: 'store_unavailable',
+    message: 'Budgets cannot be checked right now. Please try again shortly.',
+    body: 'openai',
+  },
   auth_throttled: {
     status: 429,
     type: 'requests',

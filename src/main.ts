@@ -46,6 +46,8 @@ import { createMeter, type Meter } from './keys/meter.ts'
 import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
+import { createBudgetBookFromConfig } from './budgets/create.ts'
+import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { createMetrics, type Metrics } from './observability/metrics.ts'
@@ -60,7 +62,7 @@ import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
 import { saturationEvents, startKeyExpiryScan, withRateLimitEvents } from './events/sources.ts'
 import { createWebhooksFromConfig } from './webhooks/create.ts'
-import type { Events } from './events/types.ts'
+import { budgetThresholdEvent, type Events } from './events/types.ts'
 import { buildRuntime, retireRuntime } from './runtime/build.ts'
 import { localFleet, redisFleet, type FleetReload } from './runtime/fleet.ts'
 import { reloadMetrics } from './runtime/metrics.ts'
@@ -98,6 +100,8 @@ export interface GatewayOverrides {
   readonly load?: () => LoadedConfig
   /** `config` as loaded, with its files' hashes (default: the file is read again for them). */
   readonly loaded?: LoadedConfig
+  /** Told once per budget threshold crossed in a period (the events outbox); default: nothing. */
+  readonly onBudgetThreshold?: OnBudgetThreshold
 }
 
 export async function startGateway(
@@ -124,9 +128,20 @@ export async function startGateway(
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
   const events = webhooks.dispatcher
+  // Budgets are one more dimension of the limiter's admission; a threshold crossed is an event.
+  const budgets = await createBudgetBookFromConfig(config, { log, accounts: stores.accounts })
   // A key's rate limit refusing a call is an event (sampled: once per key per window).
   const limiter: Limiter = withRateLimitEvents(
-    await createLimiterFromConfig(config, { log, metrics }),
+    await createLimiterFromConfig(config, {
+      log,
+      metrics,
+      budgets,
+      onBudgetThreshold:
+        overrides.onBudgetThreshold ??
+        (async (event) => {
+          await budgetThresholdEvent(events, event)
+        }),
+    }),
     events,
     config.limits.windowMs,
   )
@@ -256,6 +271,7 @@ export async function startGateway(
     stores,
     limiter,
     breaker,
+    budgets,
     meter,
     keys,
     authenticate,
@@ -413,6 +429,7 @@ export async function startGateway(
       await ragAuth.close()
       await limiter.close()
       await fleet.close()
+      await budgets.close()
       await runtime.current.registry.close()
       await runtime.current.rag.close()
       await fileQuotaStore.close()

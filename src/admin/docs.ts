@@ -1,5 +1,6 @@
 // The admin API in the OpenAPI document: every route registerAdminRoutes serves, with the
 // schemas its handlers validate the body and the query with.
+import { z } from 'zod'
 import {
   ApiKey,
   ApiKeyList,
@@ -8,10 +9,13 @@ import {
   ConfigInForce,
   ConfigReload,
   ConfigReloadList,
+  BudgetList,
+  BudgetStatus,
   KeyUsage,
   TierList,
   Usage,
 } from '../api/admin.ts'
+import { setBudgetSchema } from './budgets.ts'
 import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/service.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { listKeysQuery } from './keys.ts'
@@ -22,6 +26,11 @@ const KEYS = 'Admin: keys'
 const USAGE = 'Admin: usage and tiers'
 export const BACKENDS_TAG = 'Admin: backends'
 export const CONFIG_TAG = 'Admin: configuration'
+const BUDGETS = 'Admin: budgets'
+const budgetTarget = {
+  scope: '`key`, `owner` (every key of that owner) or `tenant` (every owner whose account is in it).',
+  id: 'The key id (`key_…`), the owner, or the tenant.',
+}
 const key = { id: "The key's id (`key_…`)." }
 const admin = { security: 'admin' } as const
 
@@ -162,5 +171,49 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     tag: CONFIG_TAG,
     summary: 'The configuration file in force on this instance, by its sha256',
     responses: { 200: { description: 'OK', schema: ConfigInForce } },
+  },
+  {
+    ...admin,
+    method: 'get',
+    path: '/admin/budgets',
+    operationId: 'listBudgets',
+    tag: BUDGETS,
+    summary: 'Every budget set, and where it stands',
+    description: "Tier defaults (plans `budget`) are not listed here; a key's own are in GET /admin/keys/{id}/usage.",
+    responses: { 200: { description: 'OK, by scope and id', schema: BudgetList } },
+  },
+  {
+    ...admin,
+    method: 'put',
+    path: '/admin/budgets/{scope}/{id}',
+    operationId: 'setBudget',
+    tag: BUDGETS,
+    summary: 'Set the budget of a key, an owner or a tenant',
+    description:
+      "A call is admitted only if its estimated cost fits every budget that applies; a spent budget answers 429 `insufficient_quota` until its period ends. Changing a budget keeps what was spent in the period and re-arms its thresholds (docs/budgets.md). A key's own budget replaces its tier's default.",
+    pathParams: budgetTarget,
+    body: { contentType: 'application/json', schema: setBudgetSchema },
+    responses: { 200: { description: 'OK', schema: BudgetStatus } },
+  },
+  {
+    ...admin,
+    method: 'delete',
+    path: '/admin/budgets/{scope}/{id}',
+    operationId: 'clearBudget',
+    tag: BUDGETS,
+    summary: 'Clear the budget of a key, an owner or a tenant',
+    description: "A key falls back to its tier's default budget, if the plans give one.",
+    pathParams: budgetTarget,
+    responses: {
+      200: {
+        description: 'OK',
+        schema: z.object({
+          object: z.literal('budget.deleted'),
+          scope: z.enum(['key', 'owner', 'tenant']),
+          id: z.string(),
+          deleted: z.literal(true),
+        }),
+      },
+    },
   },
 ]

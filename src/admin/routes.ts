@@ -13,7 +13,10 @@ import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { Stores } from '../store/ports.ts'
 import type { Router } from '../http/router.ts'
+import type { BudgetBook } from '../budgets/book.ts'
+import type { Limiter } from '../limits/port.ts'
 import { registerBackendRoutes } from './backends.ts'
+import { registerBudgetRoutes } from './budgets.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerReloadRoutes } from './reload.ts'
@@ -52,6 +55,10 @@ export interface AdminDeps {
   readonly accounts: AccountService
   /** This instance's circuit breaker (/admin/backends shows each backend's circuit; absent: not shown). */
   readonly breaker?: Pick<CircuitBreaker, 'inspect'>
+  /** The budgets set and in force (/admin/budgets; absent: the gateway keeps none). */
+  readonly budgets?: BudgetBook
+  /** Where budgets stand (/admin/budgets, the usage replies). */
+  readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf'>
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -63,4 +70,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerBackendRoutes(router, deps)
   registerWebhookRoutes(router, deps)
   registerReloadRoutes(router, deps)
+  registerBudgetRoutes(router, deps)
 }

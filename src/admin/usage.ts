@@ -9,6 +9,10 @@ import type { UsageRecord } from '../store/ports.ts'
 import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
 import { parseQuery } from '../http/query.ts'
 import type { Router } from '../http/router.ts'
+import { principalOf, type KeyRecord } from '../keys/record.ts'
+import { tierOf } from '../limits/plans.ts'
+import type { BudgetStatus } from '../limits/port.ts'
+import { budgetView, statusesOf } from './budgets.ts'
 import { sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
 
@@ -130,6 +134,18 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
     return deps.stores.usage.query(query)
   }
 
+  /** The budgets a key's calls are charged against (its own or its tier's, its owner's, its tenant's). */
+  const keyBudgets = async (record: KeyRecord): Promise<Array<BudgetStatus & { object: 'budget' }>> => {
+    if (deps.limiter?.budgetStatus === undefined) return []
+    const p = principalOf(record)
+    const statuses = await deps.limiter.budgetStatus({
+      keyId: p.keyId,
+      owner: p.owner,
+      tier: tierOf(record, deps.runtime.current.config.plans),
+    })
+    return statuses.map(budgetView)
+  }
+
   router.on('GET', '/admin/keys/:id/usage', async (ctx, params, query) => {
     ctx.route = 'admin.keys.usage'
     authenticateAdmin(ctx.req)
@@ -154,6 +170,7 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       })),
       by_model: groupUsage(rows, 'model', false),
       totals: summarise(rows),
+      budgets: await keyBudgets(record),
     })
   })
 
@@ -176,6 +193,14 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       currency: planCurrency(deps.runtime.current.config.plans),
       data: groupUsage(rows, q.group_by, q.granularity === 'day'),
       totals: summarise(rows),
+      // Owner given: the budgets of that owner and its tenant; otherwise every budget set.
+      budgets: deps.limiter
+        ? await statusesOf(deps.limiter, deps.budgets, (scope, id) =>
+            q.owner === undefined
+              ? true
+              : (scope === 'owner' && id === q.owner) || (scope === 'tenant' && id === deps.budgets?.tenantOf(q.owner)),
+          )
+        : [],
     })
   })
 }

@@ -37,6 +37,31 @@ const totals = {
   cost: z.number().meta({ description: "In units of the reply's `currency`, exact to the nano-unit." }),
 }
 
+export const BudgetStatus = z
+  .object({
+    object: z.literal('budget'),
+    scope: z.enum(['key', 'owner', 'tenant']),
+    id: z.string(),
+    origin: z.enum(['set', 'plan']).meta({ description: "`plan`: the key's tier's default; `set`: through this API." }),
+    period: z.enum(['day', 'week', 'month', 'lifetime']),
+    time_zone: z
+      .string()
+      .meta({ description: 'The IANA zone whose calendar days, weeks (Monday first) and months count.' }),
+    amount: z.number(),
+    spent: z.number().meta({ description: 'The real cost of the calls settled in the current period.' }),
+    reserved: z.number().meta({ description: 'Held by calls in flight at their estimated cost.' }),
+    remaining: z.number().meta({ description: 'amount − spent − reserved, at least 0.' }),
+    currency: z.string(),
+    period_start: z.string().nullable(),
+    resets_at: z.string().nullable().meta({ description: 'When the next period begins; null for a lifetime budget.' }),
+    thresholds: z
+      .array(z.int())
+      .meta({ description: 'Percentages reported (once each per period) as they are reached.' }),
+  })
+  .meta({ description: "A budget and where it stands in its current period; money in the plans' currency." })
+
+export const BudgetList = z.object({ object: z.literal('list'), data: z.array(BudgetStatus) })
+
 export const KeyUsage = z.object({
   object: z.literal('usage'),
   key_id: z.string(),
@@ -48,6 +73,7 @@ export const KeyUsage = z.object({
   data: z.array(z.object({ day: z.string(), model: z.string(), ...totals })),
   by_model: z.array(z.object({ model: z.string(), ...totals })),
   totals: z.object(totals),
+  budgets: z.array(BudgetStatus).meta({ description: "The budgets the key's calls are charged against, now." }),
 })
 
 export const Usage = z.object({
@@ -66,6 +92,10 @@ export const Usage = z.object({
       .meta({ description: 'One group: its key_id, owner, tier or model (and day), with its totals.' }),
   ),
   totals: z.object(totals),
+  budgets: z.array(BudgetStatus).meta({
+    description:
+      'Every budget set through /admin/budgets (filtered by `owner` when given), now; tier defaults are on each key.',
+  }),
 })
 
 export const TierList = z.object({

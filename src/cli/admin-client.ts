@@ -20,7 +20,7 @@ export interface AdminClientOptions {
 }
 
 export type AdminClient = (
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
   path: string,
   body?: unknown,
 ) => Promise<unknown>

@@ -3,6 +3,7 @@
 import { z } from 'zod'
 import { HOST_PORT, type RedisTarget } from './redis-target.ts'
 import { badRange } from '../webhooks/address-guard.ts'
+import { isTimeZone, PERIODS } from '../budgets/period.ts'
 
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().positive()
@@ -172,8 +173,36 @@ const storageCapsFields = {
 export const storageCapsSchema = z.strictObject(storageCapsFields)
 export type StorageCaps = z.infer<typeof storageCapsSchema>
 
+/** An IANA time zone name Intl knows (Europe/Berlin, UTC). */
+export const timeZoneSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine(isTimeZone, 'must be an IANA time zone such as UTC or Europe/Berlin')
+/** Threshold percentages of a budget, ascending, each 1–1000. */
+export const thresholdsSchema = z
+  .array(z.number().int().min(1).max(1000))
+  .max(10)
+  .refine((a) => a.every((v, i) => i === 0 || v > (a[i - 1] ?? 0)), 'must be ascending, without repeats')
+
+/**
+ * A spend limit in the plans' currency over a period (docs/budgets.md): the same shape in
+ * a tier (each key's default) and through the admin API (a key, an owner, a tenant).
+ */
+export const budgetSchema = z.strictObject({
+  amount: z.number().min(0).max(1_000_000),
+  period: z.enum(PERIODS),
+  /** The zone whose calendar days, weeks and months count; default budgets.timeZone. */
+  timeZone: timeZoneSchema.optional(),
+  /** Percentages reported as they are crossed; default budgets.thresholds. */
+  thresholds: thresholdsSchema.optional(),
+})
+export type BudgetConfig = z.infer<typeof budgetSchema>
+
 const tier = z.strictObject({
   description: z.string().optional(),
+  /** Every key of the tier spends at most this, unless a budget is set on the key itself. */
+  budget: budgetSchema.optional(),
   /** This tier's own storage caps, over the top-level storageCaps. */
   storageCaps: z.strictObject(storageCapsFields).partial().optional(),
   /** Applies to models the tier does not list. */
@@ -639,6 +668,15 @@ export const configSchema = z
         queuedBytes: positiveInt.default(64 * 1024 * 1024),
         files: positiveInt.default(1000),
         fileBytes: positiveInt.default(1024 * 1024 * 1024),
+      })
+      .prefault({}),
+    /** Spend limits (docs/budgets.md): what a budget that names none uses. */
+    budgets: z
+      .strictObject({
+        timeZone: timeZoneSchema.default('UTC'),
+        thresholds: thresholdsSchema.default([50, 80, 100]),
+        /** How often each instance reads the budgets set through the admin API again (another instance's change). */
+        refreshMs: z.number().int().min(100).max(60_000).default(1000),
       })
       .prefault({}),
     logging: z

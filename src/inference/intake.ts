@@ -126,6 +126,7 @@ export function admissionRequestOf(call: PreparedCall, defaultMaxTokens: number)
   const { principal, resolved, estimate } = call
   return {
     keyId: principal.keyId,
+    owner: principal.owner,
     tier: resolved.tier,
     model: resolved.model,
     limits: resolved.limits,

@@ -2,6 +2,7 @@
 // of a (key, model), a reconciliation, and a read. Redis (shared by all instances) and
 // memory (rate-limiter-flexible's RateLimiterMemory: the embedded store, and the
 // insurance while Redis is away) implement it with the same rule (dimensions.ts).
+import type { BudgetCharge, BudgetCrossing, BudgetSettle, BudgetState } from './budget-charges.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 
 /** Whose counters: one API key on one model ('*' for endpoints without a model). */
@@ -15,20 +16,30 @@ export interface AdmitResult {
   readonly admitted: boolean
   /** Per charge, in order: the counter after consuming, or as it stood when refused. */
   readonly states: readonly CounterState[]
+  /** Per budget charge, in order: as it stands after consuming, or as found when refused. */
+  readonly budgets: readonly BudgetState[]
 }
 
 export interface Counters {
   readonly kind: 'redis' | 'memory'
-  /** Consumes every charge if each fits, otherwise nothing. */
-  admit(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult>
+  /** Consumes every charge and budget charge if each fits, otherwise nothing: one atomic step. */
+  admit(subject: Subject, charges: readonly Charge[], budgets?: readonly BudgetCharge[]): Promise<AdmitResult>
   /**
    * Applies real-minus-reserved. A windowed give-back only lands in the window the
    * reservation was made in: once that window has reset there is nothing to give back.
    * Overuse is charged to the current window either way. Counters never go below zero.
+   * Budgets commit the real cost, release the reservation, and answer the thresholds this
+   * settle is the first to reach (in the same atomic step: exactly one settle reports each).
    */
-  settle(subject: Subject, adjustments: readonly Adjustment[]): Promise<void>
+  settle(
+    subject: Subject,
+    adjustments: readonly Adjustment[],
+    budgets?: readonly BudgetSettle[],
+  ): Promise<BudgetCrossing[]>
   /** The counters as they stand, without consuming. */
   peek(subject: Subject, dimensions: readonly Dimension[]): Promise<CounterState[]>
+  /** Budgets as they stand, without consuming (the charges' costs are ignored). */
+  peekBudgets(budgets: readonly BudgetCharge[]): Promise<BudgetState[]>
 }
 
 /** One letter per dimension in key names. */

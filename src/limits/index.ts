@@ -5,6 +5,9 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady } from '../store/redis-client.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
+import type { BudgetBook } from '../budgets/book.ts'
+import type { OnBudgetThreshold } from '../budgets/port.ts'
+import { planCurrency } from '../keys/money.ts'
 
 export { createLimiter, type LimiterOptions, type ManagedLimiter } from './limiter.ts'
 export { LIMITER_MODES, type OnRedisDown } from './outage.ts'
@@ -19,7 +22,12 @@ export { formatDuration, parseDuration } from './duration.ts'
  */
 export async function createLimiterFromConfig(
   config: Config,
-  deps: { readonly log: Logger; readonly metrics: Metrics },
+  deps: {
+    readonly log: Logger
+    readonly metrics: Metrics
+    readonly budgets?: BudgetBook
+    readonly onBudgetThreshold?: OnBudgetThreshold
+  },
 ): Promise<ManagedLimiter> {
   const { limits } = config
   const target = limits.redisUrl !== undefined ? { kind: 'standalone' as const, url: limits.redisUrl } : config.redis
@@ -31,6 +39,9 @@ export async function createLimiterFromConfig(
     redisTimeoutMs: limits.redisTimeoutMs,
     probeIntervalMs: limits.probeIntervalMs,
     insuranceInstances: limits.insuranceInstances,
+    currency: planCurrency(config.plans),
+    ...(deps.budgets === undefined ? {} : { budgets: deps.budgets }),
+    ...(deps.onBudgetThreshold === undefined ? {} : { onBudgetThreshold: deps.onBudgetThreshold }),
   }
   if (target === undefined)
     return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })

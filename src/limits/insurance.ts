@@ -5,7 +5,7 @@
 // windowed limits. A lifetime quota cannot be shared out that way: it starts from the
 // last count Redis gave for the (key, model), remembered on every admission and settle
 // made on Redis. What was counted against quotas in memory goes to Redis once it is back.
-import type { Counters, Subject } from './counters.ts'
+import type { Subject } from './counters.ts'
 import type { Adjustment, Charge, Dimension } from './dimensions.ts'
 import type { MemoryCounters } from './memory-counters.ts'
 
@@ -56,7 +56,7 @@ export function createInsurance(instances: number): Insurance {
 /** Tokens counted against quotas in memory during the outage go to Redis, one settle each. */
 export async function handOverQuota(
   memory: Pick<MemoryCounters, 'drainLifetime'>,
-  settle: Counters['settle'],
+  settle: (subject: Subject, adjustments: readonly Adjustment[]) => Promise<unknown>,
 ): Promise<void> {
   for (const { subject, name, used } of memory.drainLifetime()) {
     await settle(subject, [{ name, windowed: false, delta: used, reserved: 0, expiresAt: 0 }])

@@ -7,6 +7,18 @@
 // keeping the in-process counters across restarts is snapshot.ts. Here admit, check and
 // peek pick the counters and turn their states into headers or a refusal.
 import type { Usage } from '../backends/port.ts'
+import type { BudgetBook } from '../budgets/book.ts'
+import type { BudgetSpec, OnBudgetThreshold } from '../budgets/port.ts'
+import { costNanos, DEFAULT_CURRENCY, toUnits } from '../keys/money.ts'
+import {
+  budgetChargesOf,
+  budgetExhausted,
+  budgetFits,
+  EMPTY_BUDGET,
+  type BudgetCharge,
+  type BudgetCrossing,
+  type BudgetState,
+} from './budget-charges.ts'
 import { gatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
@@ -17,9 +29,9 @@ import { rateLimitHeaders } from './headers.ts'
 import { createInsurance, handOverQuota } from './insurance.ts'
 import { memoryCounters } from './memory-counters.ts'
 import { publishMode, watchRedis, type OnRedisDown, type RedisWatch } from './outage.ts'
-import type { Admission, AdmissionRequest, Limiter, LimiterHealth, RateLimitHeaders } from './port.ts'
+import type { Admission, AdmissionRequest, BudgetStatus, Limiter, LimiterHealth, RateLimitHeaders } from './port.ts'
 import { redisCounters } from './redis-counters.ts'
-import { refusalOf } from './refusal.ts'
+import { budgetRefusalOf, refusalOf } from './refusal.ts'
 import { keepSnapshots, type Snapshots } from './snapshot.ts'
 
 export interface LimiterOptions {
@@ -47,6 +59,14 @@ export interface LimiterOptions {
    */
   readonly snapshotFile?: string
   readonly snapshotEveryMs?: number
+  /** The budgets that apply to a call (docs/budgets.md); absent: none. */
+  readonly budgets?: Pick<BudgetBook, 'applicable'>
+  /** The plans' currency, for budget messages and events. */
+  readonly currency?: string
+  /** Told once per threshold a budget's spend reaches in a period (the events outbox). Default: nothing. */
+  readonly onBudgetThreshold?: OnBudgetThreshold
+  /** The clock budget periods are read on (tests move it). Default Date.now. */
+  readonly now?: () => number
 }
 
 export interface ManagedLimiter extends Limiter {
@@ -63,6 +83,9 @@ function clean(usage: Usage): Usage {
 
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const { log, metrics, redis } = options
+  const now = options.now ?? Date.now
+  const currency = options.currency ?? DEFAULT_CURRENCY
+  const onThreshold = options.onBudgetThreshold
   const windowMs = options.windowMs ?? 60_000
   const onRedisDown = options.onRedisDown ?? 'insurance'
   const memory = memoryCounters(windowMs)
@@ -105,10 +128,17 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     counters: Counters,
     subject: Subject,
     charges: readonly Charge[],
-    result: { admitted: boolean; states: readonly { used: number; resetMs: number; expiresAt: number }[] },
+    result: {
+      admitted: boolean
+      states: readonly { used: number; resetMs: number; expiresAt: number }[]
+      budgets: readonly BudgetState[]
+    },
+    budgets: readonly BudgetCharge[],
   ): Admission {
     const headers = rateLimitHeaders(charges, result.states)
     if (!result.admitted) {
+      const budgetRefusal = refuseOnBudget(request, budgets, result.budgets, headers, charges, result.states)
+      if (budgetRefusal) throw budgetRefusal
       const refusal = refusalOf(request.model, charges, result.states, windowMs, headers, request.reservationNote)
       metrics?.rateLimited.inc({ model: request.model, tier: request.tier, reason: refusal.reason })
       throw refusal.error
@@ -119,17 +149,26 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       async settle(usage) {
         if (settled) return
         settled = true
-        const adjustments = adjustmentsFor(charges, result.states, clean(usage))
-        if (adjustments.length === 0) return
+        const real = clean(usage)
+        const adjustments = adjustmentsFor(charges, result.states, real)
+        const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
+        const budgetSettles = budgets.map((charge, j) => ({
+          charge,
+          real: cost,
+          heldExpiresAt: result.budgets[j]?.heldExpiresAt ?? 0,
+        }))
+        if (adjustments.length === 0 && budgetSettles.length === 0) return
         try {
           // A reservation made in Redis stays there if Redis is away now: the window
           // it was made in overcounts until it resets, which errs on the safe side.
+          let crossings: BudgetCrossing[] | undefined
           if (counters === shared) {
-            if ((await viaRedis((c) => c.settle(subject, adjustments).then(() => true))) === true)
-              insurance.settled(subject, adjustments)
+            crossings = await viaRedis((c) => c.settle(subject, adjustments, budgetSettles))
+            if (crossings !== undefined) insurance.settled(subject, adjustments)
           } else {
-            await counters.settle(subject, adjustments)
+            crossings = await counters.settle(subject, adjustments, budgetSettles)
           }
+          if (crossings !== undefined) report(budgets, crossings)
         } catch (error) {
           log.warn(
             { err: error instanceof Error ? error.message : String(error), keyId: subject.keyId, model: subject.model },
@@ -138,6 +177,101 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         }
       },
     }
+  }
+
+  /** The budget refusal, when a budget refused (an exhausted one before a rate limit; a held one after). */
+  function refuseOnBudget(
+    request: AdmissionRequest,
+    budgets: readonly BudgetCharge[],
+    found: readonly BudgetState[],
+    headers: RateLimitHeaders,
+    charges: readonly Charge[],
+    states: readonly CounterState[],
+  ): Error | undefined {
+    const at = budgets.findIndex((b, j) => !budgetFits(b, found[j] ?? EMPTY_BUDGET))
+    const charge = budgets[at]
+    if (charge === undefined) return undefined
+    const state = found[at] ?? EMPTY_BUDGET
+    const rateLimited = charges.some((c, i) => !fits(c, states[i]?.used ?? 0))
+    if (rateLimited && !budgets.some((b, j) => budgetExhausted(b, found[j] ?? EMPTY_BUDGET))) return undefined
+    const exhausted = budgets.findIndex((b, j) => budgetExhausted(b, found[j] ?? EMPTY_BUDGET))
+    const which = budgets[exhausted] ?? charge
+    metrics?.rateLimited.inc({
+      model: request.model,
+      tier: request.tier,
+      reason: exhausted === -1 ? 'budget_reserved' : 'budget',
+    })
+    return budgetRefusalOf(which, found[exhausted] ?? state, currency, now(), headers)
+  }
+
+  /** Tells the hook of each threshold crossed; a hook that fails is logged, never the call's business. */
+  function report(budgets: readonly BudgetCharge[], crossings: readonly BudgetCrossing[]): void {
+    if (onThreshold === undefined) return
+    for (const crossing of crossings) {
+      const charge = budgets[crossing.index]
+      if (charge === undefined) continue
+      const { spec, span } = charge
+      const event = {
+        scope: spec.scope,
+        id: spec.id,
+        period: spec.period,
+        periodStart: new Date(span.start).toISOString(),
+        threshold: crossing.threshold,
+        spent: toUnits(crossing.spent),
+        amount: toUnits(spec.amountNanos),
+        currency,
+      }
+      void Promise.resolve()
+        .then(() => onThreshold(event))
+        .catch((error: unknown) =>
+          log.warn(
+            { err: error instanceof Error ? error.message : String(error), scope: spec.scope },
+            'budget threshold hook failed',
+          ),
+        )
+    }
+  }
+
+  /** The budget charges of a call at its estimated cost (none without a book or an owner). */
+  function budgetCharges(request: AdmissionRequest, estimate: Usage): BudgetCharge[] {
+    if (options.budgets === undefined || request.owner === undefined) return []
+    const specs = options.budgets.applicable({ keyId: request.keyId, owner: request.owner, tier: request.tier })
+    if (specs.length === 0) return []
+    return budgetChargesOf(specs, costNanos(request.limits, estimate.inputTokens, estimate.outputTokens), now())
+  }
+
+  /** Budgets are not guessed at while Redis is away, unless the operator chose to fail open. */
+  const budgetsUnavailable = (): Error =>
+    gatewayError('budget_unavailable', {
+      message: 'Budgets cannot be checked right now (the limiter cannot reach its store). Please try again shortly.',
+      headers: { 'retry-after': '1' },
+    })
+
+  async function statusOf(specs: readonly BudgetSpec[]): Promise<BudgetStatus[]> {
+    if (specs.length === 0) return []
+    const at = now()
+    const charges = budgetChargesOf(specs, 0, at)
+    const states = shared ? await viaRedis((c) => c.peekBudgets(charges)) : await memory.peekBudgets(charges)
+    if (states === undefined) throw budgetsUnavailable()
+    return charges.map((c, j) => {
+      const s = states[j] ?? EMPTY_BUDGET
+      const finite = Number.isFinite(c.span.end)
+      return {
+        scope: c.spec.scope,
+        id: c.spec.id,
+        origin: c.spec.origin,
+        period: c.spec.period,
+        time_zone: c.spec.timeZone,
+        amount: toUnits(c.spec.amountNanos),
+        spent: toUnits(s.spent),
+        reserved: toUnits(s.held),
+        remaining: toUnits(Math.max(c.spec.amountNanos - s.spent - s.held, 0)),
+        currency,
+        period_start: finite ? new Date(c.span.start).toISOString() : null,
+        resets_at: finite ? new Date(c.span.end).toISOString() : null,
+        thresholds: c.spec.thresholds,
+      }
+    })
   }
 
   /** Throws the refusal when a charge could never fit, whatever the window holds; else the headers. */
@@ -156,16 +290,19 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
 
   return {
     async admit(request) {
-      const charges = chargesOf(request.limits, clean(request.estimate))
-      if (charges.length === 0) return NO_ADMISSION
+      const estimate = clean(request.estimate)
+      const charges = chargesOf(request.limits, estimate)
+      const budgets = budgetCharges(request, estimate)
+      if (charges.length === 0 && budgets.length === 0) return NO_ADMISSION
       const subject: Subject = { keyId: request.keyId, model: request.model }
       if (shared) {
-        const result = await viaRedis((c) => c.admit(subject, charges))
+        const result = await viaRedis((c) => c.admit(subject, charges, budgets))
         if (result) {
           insurance.remember(subject, charges, result.states)
-          return conclude(request, shared, subject, charges, result)
+          return conclude(request, shared, subject, charges, result, budgets)
         }
         if (onRedisDown === 'fail-open') return { headers: rateLimitHeaders(charges), settle: async () => undefined }
+        if (budgets.length > 0) throw budgetsUnavailable()
         if (onRedisDown === 'fail-closed') {
           throw gatewayError('store_unavailable', {
             message:
@@ -174,13 +311,26 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
           })
         }
         const local = insurance.share(subject, charges)
-        return conclude(request, memory, subject, local, await memory.admit(subject, local))
+        return conclude(request, memory, subject, local, await memory.admit(subject, local), [])
       }
-      return conclude(request, memory, subject, charges, await memory.admit(subject, charges))
+      return conclude(request, memory, subject, charges, await memory.admit(subject, charges, budgets), budgets)
     },
 
     async check(request) {
-      const charges = chargesOf(request.limits, clean(request.estimate))
+      const estimate = clean(request.estimate)
+      const charges = chargesOf(request.limits, estimate)
+      const budgets = budgetCharges(request, estimate)
+      if (budgets.length > 0) {
+        // A spent budget refuses at once (the queue does not wait for a period's end).
+        const found = shared ? await viaRedis((c) => c.peekBudgets(budgets)) : await memory.peekBudgets(budgets)
+        if (found === undefined && onRedisDown !== 'fail-open') throw budgetsUnavailable()
+        const at = budgets.findIndex((b, j) => budgetExhausted(b, found?.[j] ?? EMPTY_BUDGET))
+        const charge = budgets[at]
+        if (charge !== undefined) {
+          metrics?.rateLimited.inc({ model: request.model, tier: request.tier, reason: 'budget' })
+          throw budgetRefusalOf(charge, found?.[at] ?? EMPTY_BUDGET, currency, now(), {})
+        }
+      }
       if (charges.length === 0) return {}
       const subject: Subject = { keyId: request.keyId, model: request.model }
       if (shared) {
@@ -206,6 +356,12 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       }
       return rateLimitHeaders(dimensions, await memory.peek(subject, dimensions))
     },
+
+    async budgetStatus(subject) {
+      return statusOf(options.budgets?.applicable(subject) ?? [])
+    },
+
+    budgetStatusOf: statusOf,
 
     health() {
       return watch ? watch.health() : { mode: 'memory', healthy: true, outages: 0, downSince: null }

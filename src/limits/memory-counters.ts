@@ -6,6 +6,15 @@
 import { RateLimiterMemory } from 'rate-limiter-flexible'
 import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
+import {
+  budgetFits,
+  firedName,
+  reached,
+  type BudgetCharge,
+  type BudgetCrossing,
+  type BudgetSettle,
+  type BudgetState,
+} from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
 
 interface LibraryState {
@@ -26,6 +35,46 @@ export interface MemorySnapshot {
   readonly version: 1
   readonly windowed: ReturnType<RateLimiterMemory['dump']>
   readonly lifetime: ReturnType<RateLimiterMemory['dump']>
+  /** Budgets' spent counters and fired thresholds: [name, value, expiresAt (0: never)]. */
+  readonly budgets?: {
+    readonly spent: ReadonlyArray<readonly [string, number, number]>
+    readonly fired: ReadonlyArray<readonly [string, readonly number[], number]>
+  }
+}
+
+/** A budget counter in memory; expiresAt 0: never. */
+interface Cell<T> {
+  value: T
+  expiresAt: number
+}
+
+/**
+ * Budgets' counters in this process. Every operation on them is synchronous, so a check
+ * and the consumption after it are one step of the event loop: atomic across every
+ * (key, model), which the per-subject queue alone would not make them.
+ */
+class BudgetCells {
+  readonly spent = new Map<string, Cell<number>>()
+  readonly held = new Map<string, Cell<number>>()
+  readonly fired = new Map<string, Cell<Set<number>>>()
+
+  get<T>(map: Map<string, Cell<T>>, name: string, now: number): Cell<T> | undefined {
+    const cell = map.get(name)
+    if (cell !== undefined && cell.expiresAt !== 0 && cell.expiresAt <= now) {
+      map.delete(name)
+      return undefined
+    }
+    return cell
+  }
+
+  state(charge: BudgetCharge, now: number): BudgetState {
+    const held = this.get(this.held, charge.counter, now)
+    return {
+      spent: this.get(this.spent, charge.counter, now)?.value ?? 0,
+      held: held?.value ?? 0,
+      heldExpiresAt: held?.expiresAt ?? 0,
+    }
+  }
 }
 
 /** Runs tasks of one key one after another; tasks of different keys run freely. */
@@ -70,6 +119,62 @@ export function memoryCounters(windowMs: number): MemoryCounters {
     return { used, resetMs: used > 0 ? res.msBeforeNext : 0, expiresAt: now + res.msBeforeNext }
   }
 
+  const budgets = new BudgetCells()
+
+  /** Synchronous, like the admission's budget step: commit, release, report first crossings. */
+  function settleBudgets(settles: readonly BudgetSettle[]): BudgetCrossing[] {
+    const now = Date.now()
+    const out: BudgetCrossing[] = []
+    settles.forEach(({ charge, real, heldExpiresAt }, index) => {
+      let spent = budgets.get(budgets.spent, charge.counter, now)
+      if (spent === undefined) {
+        spent = { value: 0, expiresAt: charge.ttlMs > 0 ? now + charge.ttlMs : 0 }
+        budgets.spent.set(charge.counter, spent)
+      }
+      spent.value += Math.max(real, -spent.value)
+      const held = budgets.get(budgets.held, charge.counter, now)
+      if (held !== undefined && charge.cost > 0 && sameWindow(held.expiresAt, heldExpiresAt, windowMs))
+        held.value -= Math.min(charge.cost, held.value)
+      const reachedNow = reached(charge.spec.thresholds, spent.value, charge.spec.amountNanos)
+      if (reachedNow.length === 0) return
+      const name = firedName(charge)
+      let fired = budgets.get(budgets.fired, name, now)
+      if (fired === undefined) budgets.fired.set(name, (fired = { value: new Set(), expiresAt: spent.expiresAt }))
+      for (const threshold of reachedNow) {
+        if (fired.value.has(threshold)) continue
+        fired.value.add(threshold)
+        out.push({ index, threshold, spent: spent.value })
+      }
+    })
+    return out
+  }
+
+  function restoreBudgets(data: unknown): void {
+    if (typeof data !== 'object' || data === null) return
+    const { spent, fired } = data as { spent?: unknown; fired?: unknown }
+    const now = Date.now()
+    const alive = (at: unknown): at is number => typeof at === 'number' && (at === 0 || at > now)
+    if (Array.isArray(spent)) {
+      for (const row of spent as unknown[]) {
+        if (!Array.isArray(row)) continue
+        const [name, value, at] = row as unknown[]
+        if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value) && alive(at))
+          budgets.spent.set(name, { value, expiresAt: at })
+      }
+    }
+    if (Array.isArray(fired)) {
+      for (const row of fired as unknown[]) {
+        if (!Array.isArray(row)) continue
+        const [name, values, at] = row as unknown[]
+        if (typeof name === 'string' && Array.isArray(values) && alive(at))
+          budgets.fired.set(name, {
+            value: new Set(values.filter((v): v is number => typeof v === 'number')),
+            expiresAt: at,
+          })
+      }
+    }
+  }
+
   const heldKey = (s: Subject): string => `${subjectKey(s)}${SEPARATOR}${HELD_CODE}`
   const HELD = { windowed: true } as const
 
@@ -90,10 +195,24 @@ export function memoryCounters(windowMs: number): MemoryCounters {
 
   return {
     kind: 'memory',
-    admit(subject, charges) {
+    admit(subject, charges, budgetCharges = []) {
       return queue.run(subjectKey(subject), async () => {
         const before = await Promise.all(charges.map((c) => read(subject, c)))
-        if (!charges.every((c, i) => fits(c, before[i]?.used ?? 0))) return { admitted: false, states: before }
+        // From here to the budgets' consumption nothing awaits: no other admission runs in between.
+        const now = Date.now()
+        const found = budgetCharges.map((b) => budgets.state(b, now))
+        const admitted =
+          charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
+          budgetCharges.every((b, j) => budgetFits(b, found[j] ?? { spent: 0, held: 0, heldExpiresAt: 0 }))
+        if (!admitted) return { admitted: false, states: before, budgets: found }
+        const after_budgets = budgetCharges.map((b, j): BudgetState => {
+          const state = found[j] ?? { spent: 0, held: 0, heldExpiresAt: 0 }
+          if (b.cost <= 0) return state
+          let cell = budgets.get(budgets.held, b.counter, now)
+          if (cell === undefined) budgets.held.set(b.counter, (cell = { value: 0, expiresAt: now + windowMs }))
+          cell.value += b.cost
+          return { spent: state.spent, held: cell.value, heldExpiresAt: cell.expiresAt }
+        })
         const after = await Promise.all(
           charges.map(async (c, i) => {
             // penalty() is the library's unconditional increment; it opens a window when none is.
@@ -102,11 +221,12 @@ export function memoryCounters(windowMs: number): MemoryCounters {
             return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: held.expiresAt }
           }),
         )
-        return { admitted: true, states: after }
+        return { admitted: true, states: after, budgets: after_budgets }
       })
     },
-    settle(subject, adjustments) {
+    settle(subject, adjustments, budgetSettles = []) {
       return queue.run(subjectKey(subject), async () => {
+        const crossings = settleBudgets(budgetSettles)
         for (const a of adjustments) {
           const key = counterKey(subject, a.name)
           if (!a.windowed) {
@@ -129,13 +249,29 @@ export function memoryCounters(windowMs: number): MemoryCounters {
             await limiterOf(a).penalty(key, a.delta)
           }
         }
+        return crossings
       })
     },
     peek(subject, dimensions) {
       return Promise.all(dimensions.map((d) => read(subject, d)))
     },
+    async peekBudgets(charges) {
+      const now = Date.now()
+      return charges.map((b) => budgets.state(b, now))
+    },
     snapshot() {
-      return { version: 1, windowed: windowed.dump(), lifetime: lifetime.dump() }
+      const now = Date.now()
+      const live = <T>(map: Map<string, Cell<T>>): Array<[string, Cell<T>]> =>
+        [...map.entries()].filter(([name]) => budgets.get(map, name, now) !== undefined)
+      return {
+        version: 1,
+        windowed: windowed.dump(),
+        lifetime: lifetime.dump(),
+        budgets: {
+          spent: live(budgets.spent).map(([name, c]) => [name, c.value, c.expiresAt] as const),
+          fired: live(budgets.fired).map(([name, c]) => [name, [...c.value], c.expiresAt] as const),
+        },
+      }
     },
     restore(data) {
       if (typeof data !== 'object' || data === null || (data as { version?: unknown }).version !== 1) return
@@ -143,6 +279,7 @@ export function memoryCounters(windowMs: number): MemoryCounters {
       // The library validates every record itself and skips what is malformed or expired.
       if (typeof w === 'object' && w !== null) windowed.restore(w as Parameters<RateLimiterMemory['restore']>[0])
       if (typeof l === 'object' && l !== null) lifetime.restore(l as Parameters<RateLimiterMemory['restore']>[0])
+      restoreBudgets((data as { budgets?: unknown }).budgets)
     },
     drainLifetime() {
       const out: Array<{ subject: Subject; name: DimensionName; used: number }> = []

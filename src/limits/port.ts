@@ -1,9 +1,14 @@
 // The limiter port: admit a call on an estimate, then settle it with the real usage.
 import type { ModelLimits } from '../config/schema.ts'
 import type { Usage } from '../backends/port.ts'
+import type { BudgetSubject } from '../budgets/book.ts'
+import type { BudgetScope, BudgetSpec } from '../budgets/port.ts'
+import type { BudgetPeriod } from '../budgets/period.ts'
 
 export interface AdmissionRequest {
   readonly keyId: string
+  /** The key's owner (the key id when it has none): owner and tenant budgets apply through it. */
+  readonly owner?: string
   readonly tier: string
   readonly model: string
   readonly limits: ModelLimits
@@ -50,6 +55,10 @@ export interface Limiter {
   check?(request: AdmissionRequest): Promise<RateLimitHeaders>
   /** Headers of the current state without consuming anything (for refusals after auth). */
   peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
+  /** Where the budgets that apply to a key stand (the admin API, the portal, the CLI); absent: no budgets. */
+  budgetStatus?(subject: BudgetSubject): Promise<BudgetStatus[]>
+  /** Where these budgets stand. */
+  budgetStatusOf?(specs: readonly BudgetSpec[]): Promise<BudgetStatus[]>
   /** For /readyz and metrics; absent on limiters without a store. */
   health?(): LimiterHealth
   close(): Promise<void>
@@ -60,4 +69,23 @@ export const unlimited: Limiter = {
   admit: async () => ({ headers: {}, settle: async () => undefined }),
   peek: async () => ({}),
   close: async () => undefined,
+}
+
+/** A budget as it stands in its current period; money in currency units. */
+export interface BudgetStatus {
+  readonly scope: BudgetScope
+  readonly id: string
+  readonly origin: 'set' | 'plan'
+  readonly period: BudgetPeriod
+  readonly time_zone: string
+  readonly amount: number
+  readonly spent: number
+  /** Held by calls in flight. */
+  readonly reserved: number
+  readonly remaining: number
+  readonly currency: string
+  /** ISO; null for a lifetime budget. */
+  readonly period_start: string | null
+  readonly resets_at: string | null
+  readonly thresholds: readonly number[]
 }

@@ -6,29 +6,35 @@
 import type { RedisConnection } from '../store/redis-client.ts'
 import { redisNamespace, runScript, script } from '../store/redis-kit.ts'
 import type { CounterState, DimensionName } from './dimensions.ts'
+import { firedName, type BudgetCharge, type BudgetCrossing, type BudgetState } from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
 
 // KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
-// quota), in the same order. ARGV[1]: window ms; then per dimension i the triple
-// ARGV[3i-1] limit, ARGV[3i] cost, ARGV[3i+1] windowed ('1') or lifetime ('0').
+// quota), in the same order, then per budget its spent and held counters. ARGV[1]: window
+// ms; ARGV[2]: n, the dimensions; per dimension i the triple ARGV[3i] limit, ARGV[3i+1]
+// cost, ARGV[3i+2] windowed ('1') or lifetime ('0'); then per budget j the pair amount,
+// cost (nano-units).
 // The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
 // > limit; the lifetime quota refuses when used + held >= limit. A lifetime dimension's
 // cost goes to its held counter (a windowed key: a reservation whose instance died
-// expires with the window), never to the lifetime counter itself.
-// Returns {admitted, now, used_1, ttl_1, ...}: used after consuming (or as found when
-// refused; used + held for the quota), ttl in ms (0 no open window; the quota reports
-// its held counter's), now from Redis's clock.
+// expires with the window), never to the lifetime counter itself. A budget's is
+// budget-charges.ts budgetFits(): spent + held + cost <= amount (a free call: spent +
+// held < amount); its cost goes to its held counter, windowed the same way.
+// Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, heldttl_1, ...}: used after
+// consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
+// window; the quota reports its held counter's), now from Redis's clock.
 const ADMIT = `
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = math.floor((#ARGV - 1) / 3)
+local n = tonumber(ARGV[2] or '0')
+local nb = math.floor((#ARGV - 2 - 3 * n) / 2)
 local used, ttl, key = {}, {}, {}
 local admitted = 1
 local h = n
 for i = 1, n do
-  local limit, cost = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
-  if ARGV[3 * i + 1] == '1' then
+  local limit, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
+  if ARGV[3 * i + 2] == '1' then
     key[i] = KEYS[i]
     used[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
     ttl[i] = redis.call('PTTL', KEYS[i])
@@ -44,9 +50,21 @@ for i = 1, n do
     if used[i] >= limit then admitted = 0 end
   end
 end
+local spent, held, httl = {}, {}, {}
+local b0 = 3 * n + 3
+for j = 1, nb do
+  local amount, cost = tonumber(ARGV[b0 + 2 * j - 2]), tonumber(ARGV[b0 + 2 * j - 1])
+  local hk = KEYS[h + 2 * j]
+  spent[j] = tonumber(redis.call('GET', KEYS[h + 2 * j - 1]) or '0')
+  held[j] = tonumber(redis.call('GET', hk) or '0')
+  httl[j] = redis.call('PTTL', hk)
+  if httl[j] < 0 then held[j] = 0; httl[j] = 0 end
+  local total = spent[j] + held[j]
+  if (cost > 0 and total + cost > amount) or (cost <= 0 and total >= amount) then admitted = 0 end
+end
 if admitted == 1 then
   for i = 1, n do
-    local cost = tonumber(ARGV[3 * i])
+    local cost = tonumber(ARGV[3 * i + 1])
     if ttl[i] == 0 then
       redis.call('SET', key[i], cost, 'PX', window)
       ttl[i] = window
@@ -55,25 +73,49 @@ if admitted == 1 then
     end
     used[i] = used[i] + cost
   end
+  for j = 1, nb do
+    local cost = tonumber(ARGV[b0 + 2 * j - 1])
+    if cost > 0 then
+      local hk = KEYS[h + 2 * j]
+      if httl[j] == 0 then
+        redis.call('SET', hk, cost, 'PX', window)
+        httl[j] = window
+      else
+        redis.call('INCRBY', hk, cost)
+      end
+      held[j] = held[j] + cost
+    end
+  end
 end
 local out = { admitted, now }
 for i = 1, n do out[2 * i + 1] = used[i]; out[2 * i + 2] = ttl[i] end
+for j = 1, nb do
+  out[2 * n + 3 * j] = spent[j]; out[2 * n + 3 * j + 1] = held[j]; out[2 * n + 3 * j + 2] = httl[j]
+end
 return out
 `
 
-// KEYS: counters, then a held counter per lifetime dimension. ARGV[1]: window ms; per
-// dimension i: ARGV[4i-2] delta, ARGV[4i-1] windowed, ARGV[4i] the window end seen at
-// admission (Redis clock, ms), ARGV[4i+1] what was reserved.
+// KEYS: counters, then a held counter per lifetime dimension, then per budget its spent,
+// held and fired counters. ARGV[1]: window ms; ARGV[2]: n; per dimension i: ARGV[4i-1]
+// delta, ARGV[4i] windowed, ARGV[4i+1] the window end seen at admission (Redis clock,
+// ms), ARGV[4i+2] what was reserved; then per budget six: real cost, reserved, the held
+// window end seen at admission, how long the spent counter lives (0: forever), amount,
+// thresholds ("50,80,100").
+// A budget commits the real cost, releases the reservation if its window still holds it,
+// and adds to its fired set (HSETNX: only the first settle to reach a threshold in the
+// period and revision gets a 1) every threshold the spend has reached.
+// Returns {spent_1, ..., j, threshold, j, threshold, ...}: the crossings this settle is first to.
 const SETTLE = `
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = math.floor((#ARGV - 1) / 4)
+local n = tonumber(ARGV[2] or '0')
+local nb = math.floor((#ARGV - 2 - 4 * n) / 6)
 local h = n
 for i = 1, n do
-  local delta, expected, reserved = tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  local delta, expected, reserved = tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2])
   local current = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if ARGV[4 * i - 1] == '1' then
+  if ARGV[4 * i] == '1' then
     local ttl = redis.call('PTTL', KEYS[i])
     if ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
       redis.call('INCRBY', KEYS[i], math.max(delta, -current))
@@ -91,7 +133,49 @@ for i = 1, n do
     end
   end
 end
-return 1
+local out = {}
+local crossed = {}
+local b0 = 4 * n + 3
+for j = 1, nb do
+  local b = b0 + 6 * (j - 1)
+  local real, reserved, expected = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+  local life, amount = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  local sk, hk, fk = KEYS[h + 3 * j - 2], KEYS[h + 3 * j - 1], KEYS[h + 3 * j]
+  local spent = redis.call('INCRBY', sk, real)
+  if life > 0 and redis.call('PTTL', sk) < 0 then redis.call('PEXPIRE', sk, life) end
+  local httl = redis.call('PTTL', hk)
+  if reserved > 0 and httl > 0 and expected > 0 and math.abs(now + httl - expected) * 2 < window then
+    local held = tonumber(redis.call('GET', hk) or '0')
+    redis.call('DECRBY', hk, math.min(reserved, held))
+  end
+  if spent > 0 then
+    for p in string.gmatch(ARGV[b + 5], '[^,]+') do
+      if spent * 100 >= tonumber(p) * amount and redis.call('HSETNX', fk, p, '1') == 1 then
+        crossed[#crossed + 1] = j
+        crossed[#crossed + 1] = tonumber(p)
+      end
+    end
+    if life > 0 and redis.call('PTTL', fk) < 0 then redis.call('PEXPIRE', fk, life) end
+  end
+  out[j] = spent
+end
+for k = 1, #crossed do out[nb + k] = crossed[k] end
+return out
+`
+
+// KEYS: per budget its spent and held counters. Returns {now, spent_1, held_1, heldttl_1, ...}.
+const PEEK_BUDGETS = `
+local t = redis.call('TIME')
+local out = { tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) }
+for j = 1, #KEYS / 2 do
+  local held = tonumber(redis.call('GET', KEYS[2 * j]) or '0')
+  local ttl = redis.call('PTTL', KEYS[2 * j])
+  if ttl < 0 then held = 0; ttl = 0 end
+  out[3 * j - 1] = tonumber(redis.call('GET', KEYS[2 * j - 1]) or '0')
+  out[3 * j] = held
+  out[3 * j + 1] = ttl
+end
+return out
 `
 
 // KEYS: counters, then a held counter per lifetime dimension; ARGV[i]: windowed ('1') or
@@ -116,7 +200,12 @@ end
 return out
 `
 
-const SCRIPTS = { admit: script(ADMIT), settle: script(SETTLE), peek: script(PEEK) }
+const SCRIPTS = {
+  admit: script(ADMIT),
+  settle: script(SETTLE),
+  peek: script(PEEK),
+  peekBudgets: script(PEEK_BUDGETS),
+}
 
 /** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
 export function limiterKeys(prefix: string): {
@@ -124,6 +213,8 @@ export function limiterKeys(prefix: string): {
   counter(subject: Subject, dimension: { readonly name: DimensionName }): string
   /** The quota's reservations of calls in flight. */
   held(subject: Subject): string
+  /** A budget's counters in its period: spent, held (in flight), fired (thresholds reported). */
+  budget(charge: Pick<BudgetCharge, 'counter' | 'spec'>): { spent: string; held: string; fired: string }
 } {
   const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
@@ -132,6 +223,11 @@ export function limiterKeys(prefix: string): {
     counter: (subject, dimension) =>
       `${base}${enc(subject.keyId)}:${enc(subject.model)}:${DIMENSION_CODE[dimension.name]}`,
     held: (subject) => `${base}${enc(subject.keyId)}:${enc(subject.model)}:${HELD_CODE}`,
+    budget: (charge) => ({
+      spent: `${base}bg:${charge.counter}:s`,
+      held: `${base}bg:${charge.counter}:h`,
+      fired: `${base}bg:${firedName(charge)}`,
+    }),
   }
 }
 
@@ -147,8 +243,12 @@ function keysOf(
   ]
 }
 
-function integers(reply: unknown, length: number): number[] {
-  if (!Array.isArray(reply) || reply.length !== length || !reply.every((v) => typeof v === 'number')) {
+function integers(reply: unknown, length: number, atLeast = false): number[] {
+  if (
+    !Array.isArray(reply) ||
+    (atLeast ? reply.length < length : reply.length !== length) ||
+    !reply.every((v) => typeof v === 'number')
+  ) {
     throw new Error(`unexpected reply from the rate-limit script: ${JSON.stringify(reply)}`)
   }
   return reply
@@ -158,6 +258,15 @@ function stateAt(now: number, used: number, ttl: number): CounterState {
   // A lifetime counter (ttl -1) has no window; an empty window is full right now.
   if (ttl <= 0 || used <= 0) return { used: Math.max(used, 0), resetMs: 0, expiresAt: ttl > 0 ? now + ttl : 0 }
   return { used, resetMs: ttl, expiresAt: now + ttl }
+}
+
+function budgetStateAt(now: number, reply: readonly number[], at: number): BudgetState {
+  const ttl = reply[at + 2] ?? 0
+  return {
+    spent: Math.max(reply[at] ?? 0, 0),
+    held: Math.max(reply[at + 1] ?? 0, 0),
+    heldExpiresAt: ttl > 0 ? now + ttl : 0,
+  }
 }
 
 export interface RedisCounters extends Counters {
@@ -186,14 +295,21 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
         redis.eval(SCRIPTS.admit.source, 1, probe, windowMs),
         redis.eval(SCRIPTS.settle.source, 1, probe, windowMs),
         redis.eval(SCRIPTS.peek.source, 1, probe),
+        redis.eval(SCRIPTS.peekBudgets.source, 0),
       ])
     },
-    async admit(subject, charges) {
-      const args: (string | number)[] = [windowMs]
+    async admit(subject, charges, budgets = []) {
+      const args: (string | number)[] = [windowMs, charges.length]
       for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+      const names = keysOf(keys, subject, charges)
+      for (const b of budgets) {
+        args.push(b.spec.amountNanos, b.cost)
+        const k = keys.budget(b)
+        names.push(k.spent, k.held)
+      }
       const reply = integers(
-        await runScript(redis, SCRIPTS.admit, keysOf(keys, subject, charges), args),
-        2 + 2 * charges.length,
+        await runScript(redis, SCRIPTS.admit, names, args),
+        2 + 2 * charges.length + 3 * budgets.length,
       )
       const now = reply[1] ?? 0
       const states = charges.map((c, i) => {
@@ -201,13 +317,40 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
         // The quota never resets; the window is its held counter's, for the settle to match.
         return c.windowed ? state : { ...state, resetMs: 0 }
       })
-      return { admitted: reply[0] === 1, states } satisfies AdmitResult
+      const at = 2 + 2 * charges.length
+      return {
+        admitted: reply[0] === 1,
+        states,
+        budgets: budgets.map((_, j) => budgetStateAt(now, reply, at + 3 * j)),
+      } satisfies AdmitResult
     },
-    async settle(subject, adjustments) {
-      if (adjustments.length === 0) return
-      const args: (string | number)[] = [windowMs]
+    async settle(subject, adjustments, budgets = []) {
+      if (adjustments.length === 0 && budgets.length === 0) return []
+      const args: (string | number)[] = [windowMs, adjustments.length]
       for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
-      await runScript(redis, SCRIPTS.settle, keysOf(keys, subject, adjustments), args)
+      const names = keysOf(keys, subject, adjustments)
+      for (const b of budgets) {
+        const c = b.charge
+        args.push(b.real, c.cost, b.heldExpiresAt, c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
+        const k = keys.budget(c)
+        names.push(k.spent, k.held, k.fired)
+      }
+      const reply = integers(await runScript(redis, SCRIPTS.settle, names, args), budgets.length, true)
+      const crossings: BudgetCrossing[] = []
+      for (let k = budgets.length; k + 1 < reply.length; k += 2) {
+        const index = (reply[k] ?? 1) - 1
+        crossings.push({ index, threshold: reply[k + 1] ?? 0, spent: reply[index] ?? 0 })
+      }
+      return crossings
+    },
+    async peekBudgets(budgets) {
+      if (budgets.length === 0) return []
+      const names = budgets.flatMap((b) => {
+        const k = keys.budget(b)
+        return [k.spent, k.held]
+      })
+      const reply = integers(await runScript(redis, SCRIPTS.peekBudgets, names, []), 1 + 3 * budgets.length)
+      return budgets.map((_, j) => budgetStateAt(reply[0] ?? 0, reply, 1 + 3 * j))
     },
     async peek(subject, dimensions) {
       if (dimensions.length === 0) return []

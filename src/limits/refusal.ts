@@ -6,6 +6,10 @@ import type { Charge, CounterState, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
 import { formatDuration } from './duration.ts'
 import type { RateLimitHeaders } from './port.ts'
+import type { BudgetSpec } from '../budgets/port.ts'
+import { zonedIso, type BudgetPeriod } from '../budgets/period.ts'
+import { formatMoney, toUnits } from '../keys/money.ts'
+import { budgetExhausted, type BudgetCharge, type BudgetState } from './budget-charges.ts'
 
 export type RefusalReason = DimensionName | 'too_large'
 
@@ -90,4 +94,50 @@ export function refusalOf(
       headers: { ...headers, 'retry-after': String(Math.ceil(waitMs / 1000)), 'retry-after-ms': String(waitMs) },
     }),
   }
+}
+
+const PERIOD_WORD: Readonly<Record<BudgetPeriod, string>> = {
+  day: 'daily',
+  week: 'weekly',
+  month: 'monthly',
+  lifetime: 'lifetime',
+}
+
+/** "the monthly budget of owner u_1 (50.00 EUR per month, Europe/Berlin)". */
+export function budgetName(spec: BudgetSpec, currency: string): string {
+  const per = spec.period === 'lifetime' ? 'in all' : `per ${spec.period}, ${spec.timeZone}`
+  return `the ${PERIOD_WORD[spec.period]} budget of ${spec.scope} ${spec.id} (${formatMoney(toUnits(spec.amountNanos), currency)} ${per})`
+}
+
+/**
+ * The 429 of a budget that has no room for the call: exhausted (spent, no retry; resets at
+ * the period's end), or held by calls in flight (retry in a second, when they settle).
+ */
+export function budgetRefusalOf(
+  charge: BudgetCharge,
+  state: BudgetState,
+  currency: string,
+  now: number,
+  headers: RateLimitHeaders,
+): GatewayError {
+  const money = (nanos: number): string => formatMoney(toUnits(nanos), currency)
+  const left = Math.max(charge.spec.amountNanos - state.spent - state.held, 0)
+  const what =
+    `You exceeded ${budgetName(charge.spec, currency)}: ${money(state.spent)} spent` +
+    (state.held > 0 ? `, ${money(state.held)} held by calls in flight` : '') +
+    `, ${money(left)} left; this request is estimated at ${money(charge.cost)}.`
+  if (budgetExhausted(charge, state)) {
+    const end = charge.span.end
+    const resets = Number.isFinite(end)
+      ? ` It resets at ${zonedIso(end, charge.spec.timeZone)} (in ${formatDuration(Math.max(end - now, 1000))}).`
+      : ' A lifetime budget does not reset: ask an administrator to raise it.'
+    return gatewayError('budget_exhausted', {
+      message: `${what}${resets}`,
+      headers: { ...headers, 'x-should-retry': 'false' },
+    })
+  }
+  return gatewayError('budget_reserved', {
+    message: `${what} Calls in flight give back what they do not use when they end; please try again in 1s.`,
+    headers: { ...headers, 'retry-after': '1', 'retry-after-ms': '1000' },
+  })
 }

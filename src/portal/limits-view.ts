@@ -5,7 +5,9 @@ import type { KeyRecord } from '../keys/record.ts'
 import { dimensionsOf } from '../limits/dimensions.ts'
 import { rateLimitHeaders } from '../limits/headers.ts'
 import { resolveLimits } from '../limits/plans.ts'
-import type { Limiter, RateLimitHeaders } from '../limits/port.ts'
+import type { BudgetStatus, Limiter, RateLimitHeaders } from '../limits/port.ts'
+import { principalOf } from '../keys/record.ts'
+import { tierOf } from '../limits/plans.ts'
 
 export const DIMENSIONS = [
   { suffix: 'requests', label: 'Requests' },
@@ -64,4 +66,26 @@ export async function keyStanding(
       return { model, tier, limits, windows: windowsOf(headers) }
     }),
   )
+}
+
+/**
+ * The budgets these keys' calls are charged against, each once (an owner's budget is every
+ * key's of that owner). A limiter that cannot answer (Redis away) shows none rather than
+ * failing the page.
+ */
+export async function budgetsOf(
+  deps: { readonly config: Pick<Config, 'plans'>; readonly limiter: Limiter },
+  keys: readonly KeyRecord[],
+): Promise<BudgetStatus[]> {
+  const { limiter, config } = deps
+  if (limiter.budgetStatus === undefined) return []
+  const seen = new Map<string, BudgetStatus>()
+  for (const key of keys) {
+    const p = principalOf(key)
+    const statuses = await limiter
+      .budgetStatus({ keyId: p.keyId, owner: p.owner, tier: tierOf(key, config.plans) })
+      .catch(() => [])
+    for (const s of statuses) seen.set(`${s.scope}\u0000${s.id}`, s)
+  }
+  return [...seen.values()]
 }

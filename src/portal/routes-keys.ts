@@ -9,7 +9,7 @@ import type { Guards, PortalDeps } from './guard.ts'
 import { redirect, sendHtml } from './http.ts'
 import { html } from './html.ts'
 import { lastUsedDays } from './last-used.ts'
-import { keyStanding } from './limits-view.ts'
+import { budgetsOf, keyStanding } from './limits-view.ts'
 import { notice } from './layout.ts'
 import { when } from './pages/format.ts'
 import { keyPage } from './pages/key.ts'
@@ -85,9 +85,10 @@ export function registerKeyRoutes(router: Router, deps: PortalDeps, guards: Guar
       const view = keys.view(record)
       // Only a key that can still be used has a current window worth showing.
       const live = view.status === 'active'
-      const [standing, last] = await Promise.all([
+      const [standing, last, budgets] = await Promise.all([
         keyStanding(deps.runtime.current.config, deps.limiter, record, { live }),
         lastUsedDays(deps, new Set([record.id])),
+        live ? budgetsOf(deps, [record]) : [],
       ])
       sendHtml(
         ctx.res,
@@ -98,6 +99,7 @@ export function registerKeyRoutes(router: Router, deps: PortalDeps, guards: Guar
           standing,
           last.get(record.id) ?? null,
           planCurrency(deps.runtime.current.config.plans),
+          budgets,
         ),
       )
     }),

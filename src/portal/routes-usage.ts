@@ -8,6 +8,7 @@ import type { Router } from '../http/router.ts'
 import type { Guards, Me, PortalDeps } from './guard.ts'
 import { securityHeaders, sendHtml } from './http.ts'
 import { usageRows } from './last-used.ts'
+import { budgetsOf } from './limits-view.ts'
 import { usagePage } from './pages/usage.ts'
 import { byNewest } from './routes-keys.ts'
 import { usageCsv, usageReport } from './usage-report.ts'
@@ -49,6 +50,8 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
     '/portal/usage',
     guards.page('portal.usage', async (ctx, me, _params, query) => {
       const { keys, selected, range, rows } = await read(me, query)
+      // The budgets of the key shown, or of the user's keys used in the range (at most 50 read).
+      const budgets = await budgetsOf(deps, selected === null ? keys.slice(0, 50) : [selected])
       const csv = new URLSearchParams({
         ...(selected === null ? {} : { key: selected.id }),
         from: range.from,
@@ -64,6 +67,7 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
           usageReport(rows, range.from, range.to),
           `/portal/usage.csv?${csv.toString()}`,
           planCurrency(deps.runtime.current.config.plans),
+          budgets,
         ),
       )
     }),

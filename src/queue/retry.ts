@@ -16,7 +16,7 @@ export function retryAfterMs(error: unknown): number | undefined {
     const ms = Number(error.headers['retry-after-ms'])
     return Number.isFinite(ms) && ms > 0 ? ms : undefined
   }
-  if (error.errorName === 'store_unavailable') {
+  if (error.errorName === 'store_unavailable' || error.errorName === 'budget_unavailable') {
     const seconds = Number(error.headers['retry-after'])
     return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined
   }

@@ -227,6 +227,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       const { principal, resolved, estimate, spec } = call
       const admission = {
         keyId: principal.keyId,
+        owner: principal.owner,
         tier: resolved.tier,
         model: resolved.model,
         limits: resolved.limits,

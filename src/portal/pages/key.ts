@@ -6,6 +6,8 @@ import { MAX_GRACE_SECONDS } from '../../keys/service.ts'
 import { html, type Html } from '../html.ts'
 import { csrfField, layout, scrolling, type Viewer } from '../layout.ts'
 import { DIMENSIONS, type ModelStanding } from '../limits-view.ts'
+import type { BudgetStatus } from '../../limits/port.ts'
+import { budgetsSection } from './budgets.ts'
 import { amount, scopes, statusCell, when } from './format.ts'
 
 const GRACE_PRESETS: ReadonlyArray<[number, string]> = [
@@ -71,6 +73,7 @@ export function keyPage(
   standing: readonly ModelStanding[],
   lastUsed: string | null,
   currency: string,
+  budgets: readonly BudgetStatus[] = [],
 ): Html {
   const live = view.status === 'active'
   return layout(
@@ -94,7 +97,8 @@ ${
     ? html`<p class="hint">The plan of tier ${view.tier ?? '—'} per model, and what is left in the current window: the same counters as the <code>x-ratelimit-*</code> headers.</p>`
     : html`<p class="hint">This key is ${view.status}: no call gets through with it, so there is no window to count. Its plan of tier ${view.tier ?? '—'} per model was:</p>`
 }
-${limitsTable(standing, live, currency)}`,
+${limitsTable(standing, live, currency)}
+${live ? budgetsSection(budgets, currency) : ''}`,
     viewer,
   )
 }

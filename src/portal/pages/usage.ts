@@ -5,6 +5,8 @@ import { stackedBars } from '../chart.ts'
 import { html, type Html } from '../html.ts'
 import { layout, scrolling, type Viewer } from '../layout.ts'
 import type { UsageReport } from '../usage-report.ts'
+import type { BudgetStatus } from '../../limits/port.ts'
+import { budgetsSection } from './budgets.ts'
 import { amount, count, money } from './format.ts'
 
 function totalsRow(r: Record<string, string | number>): Html {
@@ -21,6 +23,7 @@ export function usagePage(
   report: UsageReport,
   csvUrl: string,
   currency: string,
+  budgets: readonly BudgetStatus[] = [],
 ): Html {
   const NUM_HEADS = numHeads(currency)
   const labels = report.days.map((d) => d.day)
@@ -45,6 +48,7 @@ export function usagePage(
 <div class="card">Output tokens <b data-total="output_tokens">${count(report.totals.output_tokens)}</b></div>
 <div class="card">Cost <b data-total="cost" data-value="${report.totals.cost}">${money(report.totals.cost, currency)}</b></div>
 </div>
+${budgetsSection(budgets, currency)}
 <h2>Tokens per day</h2>
 ${stackedBars('Tokens per day', labels, [
   { name: 'Input tokens', colour: '#0b5cad', values: report.days.map((d) => d.input_tokens) },

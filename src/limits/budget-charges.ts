@@ -1,0 +1,99 @@
+// Budgets as one more dimension of admission: what a call reserves on each budget that
+// applies (its estimated cost, in nano-units), the one rule that decides whether it fits,
+// and what settling commits (the real cost). Both counter stores apply exactly this rule,
+// in the same atomic step as the rate limits of the (key, model).
+//
+// A budget's counters are named by its scope, id, period and the period's start, so a new
+// period begins at zero without anything being reset: spent (the real cost of settled
+// calls, kept until a day after the period ends), held (reservations of calls in flight:
+// a windowed counter like the quota's, so a reservation whose instance died expires), and
+// the thresholds already reported in the period under the budget's revision.
+import type { BudgetSpec } from '../budgets/port.ts'
+import { periodOf, type PeriodSpan } from '../budgets/period.ts'
+
+/** A period's counters outlive it by this much (a late settle still lands; the admin can look back). */
+export const SPENT_GRACE_MS = 86_400_000
+
+export interface BudgetCharge {
+  readonly spec: BudgetSpec
+  readonly span: PeriodSpan
+  /** The counters' name under the limiter's namespace, without the part that says which. */
+  readonly counter: string
+  /** Estimated cost of the call, nano-units. */
+  readonly cost: number
+  /** How long the spent counter is kept from now; 0: forever (the lifetime). */
+  readonly ttlMs: number
+}
+
+export interface BudgetState {
+  /** Real cost of settled calls in the period, nano-units. */
+  readonly spent: number
+  /** Reserved by calls in flight (this one included once admitted). */
+  readonly held: number
+  /** When the held counter's window ends (the store's clock); 0 when none is open. */
+  readonly heldExpiresAt: number
+}
+
+export interface BudgetSettle {
+  readonly charge: BudgetCharge
+  /** What the call really cost, nano-units. */
+  readonly real: number
+  /** BudgetState.heldExpiresAt at admission: the reservation is released only from that window. */
+  readonly heldExpiresAt: number
+}
+
+/** A threshold reached by a settle, reported by exactly one settle in the whole fleet. */
+export interface BudgetCrossing {
+  /** Index of the settle (and charge) that crossed it. */
+  readonly index: number
+  readonly threshold: number
+  /** Spent after the settle, nano-units. */
+  readonly spent: number
+}
+
+export const EMPTY_BUDGET: BudgetState = Object.freeze({ spent: 0, held: 0, heldExpiresAt: 0 })
+
+export function budgetCounter(spec: BudgetSpec, span: PeriodSpan): string {
+  return `${spec.scope}:${encodeURIComponent(spec.id)}:${spec.period}:${span.start}`
+}
+
+/** The fired-thresholds set of a counter under a revision (a new revision re-arms them). */
+export function firedName(charge: Pick<BudgetCharge, 'counter' | 'spec'>): string {
+  return `${charge.counter}:f:${encodeURIComponent(charge.spec.revision)}`
+}
+
+export function budgetChargesOf(specs: readonly BudgetSpec[], cost: number, now: number): BudgetCharge[] {
+  return specs.map((spec) => {
+    const span = periodOf(spec.period, spec.timeZone, now)
+    return {
+      spec,
+      span,
+      counter: budgetCounter(spec, span),
+      cost,
+      ttlMs: Number.isFinite(span.end) ? Math.max(span.end - now, 0) + SPENT_GRACE_MS : 0,
+    }
+  })
+}
+
+/**
+ * Whether the call's estimated cost fits: what was spent, what calls in flight hold and
+ * this call's estimate stay within the amount. A call that costs nothing fits unless the
+ * budget is used up (an amount of 0 admits nothing).
+ */
+export function budgetFits(charge: Pick<BudgetCharge, 'cost' | 'spec'>, state: BudgetState): boolean {
+  const total = state.spent + state.held
+  const amount = charge.spec.amountNanos
+  return charge.cost > 0 ? total + charge.cost <= amount : total < amount
+}
+
+/** Refused whatever calls in flight give back: only the period's end (or a larger amount) helps. */
+export function budgetExhausted(charge: Pick<BudgetCharge, 'cost' | 'spec'>, state: BudgetState): boolean {
+  const amount = charge.spec.amountNanos
+  return charge.cost > 0 ? state.spent + charge.cost > amount : state.spent >= amount
+}
+
+/** Thresholds the spend has reached: spent ≥ p % of the amount (nothing while nothing is spent). */
+export function reached(thresholds: readonly number[], spent: number, amount: number): number[] {
+  if (spent <= 0) return []
+  return thresholds.filter((p) => spent * 100 >= p * amount)
+}

@@ -1,0 +1,84 @@
+// Budgets on the shared Redis: the same contract as in memory, with three limiters (three
+// gateways) on one Redis, plus what only Redis shows: a budget is no extra round trip.
+import t from 'tap'
+import type { Redis } from 'ioredis'
+import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
+import { pingRedis } from '../../src/store/redis-client.ts'
+import { budgetContract, setup, spec } from './budget-contract.ts'
+import { captureLog, countCommands, deleteUnder, quietMetrics, REDIS_URL, redisClient, testPrefix } from './helpers.ts'
+
+const NAMESPACE = testPrefix()
+let n = 0
+const admin = redisClient()
+const clients: Redis[] = []
+t.teardown(async () => {
+  try {
+    await deleteUnder(admin, NAMESPACE)
+  } finally {
+    for (const c of clients) c.disconnect()
+    admin.disconnect()
+  }
+})
+
+if (!(await pingRedis(admin))) {
+  t.fail(`Redis does not answer at ${REDIS_URL}: the budget tests on Redis need it`)
+} else {
+  budgetContract(
+    t,
+    'redis',
+    async (count, options) => {
+      const prefix = `${NAMESPACE}${n++}:`
+      const out: ManagedLimiter[] = []
+      for (let i = 0; i < count; i++) {
+        const redis = redisClient()
+        clients.push(redis)
+        await pingRedis(redis)
+        out.push(
+          createLimiter({
+            redis,
+            prefix,
+            log: captureLog().log,
+            metrics: quietMetrics(),
+            redisTimeoutMs: 2000,
+            ...options,
+          }),
+        )
+      }
+      return out
+    },
+    3,
+  )
+
+  t.test('redis: a call with budgets is still one script call to admit and one to settle', async (t) => {
+    const redis = redisClient()
+    clients.push(redis)
+    await pingRedis(redis)
+    const owner = 'owner_x'
+    const budgets = [spec(), spec({ scope: 'owner', id: owner }), spec({ scope: 'tenant', id: 'acme' })]
+    const { options } = setup(budgets, '2026-11-27T12:00:00Z')
+    const limiter = createLimiter({
+      redis,
+      prefix: `${NAMESPACE}${n++}:`,
+      log: captureLog().log,
+      redisTimeoutMs: 2000,
+      ...options,
+    })
+    t.teardown(() => limiter.close())
+    const r = {
+      keyId: budgets[0]?.id ?? '',
+      owner,
+      tier: 'T',
+      model: 'm',
+      limits: { rpm: 100, input_price: 1 },
+      estimate: { inputTokens: 10, outputTokens: 0 },
+    }
+    await (await limiter.admit(r)).settle(r.estimate) // scripts cached
+    const counted = countCommands(redis)
+    t.teardown(() => counted.restore())
+    const admission = await limiter.admit(r)
+    t.equal(counted.count(), 1, 'admission: one command for rpm and three budgets')
+    t.equal(counted.count('evalsha'), 1, 'an EVALSHA')
+    await admission.settle(r.estimate)
+    t.equal(counted.count(), 2, 'settle: one more')
+  })
+}

@@ -6,6 +6,9 @@ import type { DeploymentCapacity } from './capacity/port.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
+import { auditedRouter } from './audit/audited-routes.ts'
+import type { AuditLog } from './audit/log.ts'
+import { auditSubjects } from './audit/subjects.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
@@ -38,7 +41,7 @@ import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
 import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
-import type { PortalSessions } from './portal/sessions.ts'
+import { cookieValue, type PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
 import type { RagBackends } from './rag/backends.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
@@ -71,6 +74,8 @@ export interface AppDeps {
   readonly tokens: TokenService
   /** The key portal's browser sessions (/portal); its routes are served when portal.enabled. */
   readonly portalSessions: PortalSessions
+  /** Every change made through /admin (and so the CLI) and /portal is recorded here (audit/). */
+  readonly audit: AuditLog
   /** Unix seconds reported as the models' `created`. */
   readonly startedAt: number
   /** The RAG gateway: where each service's requests go. */
@@ -154,8 +159,21 @@ export function buildApp(deps: AppDeps): App {
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
   registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })
 
+  // What changes state under /admin and /portal is registered through the audit's seam:
+  // each such route is declared in audit/declarations.ts, or the gateway does not start.
+  const audited = auditedRouter(router, {
+    audit: deps.audit,
+    subjects: auditSubjects({ keys: deps.keys, accounts: deps.accounts, queue: deps.queue }),
+    authenticateAdmin: deps.authenticateAdmin,
+    portalUser: async (req) => {
+      const signedIn = await deps.portalSessions.resume(cookieValue(req))
+      return signedIn === null ? null : { id: signedIn.account.id, name: signedIn.account.username }
+    },
+    trustProxyHops: config.server.trustProxyHops,
+  })
+
   // Admin API (the key portal).
-  registerAdminRoutes(router, deps)
+  registerAdminRoutes(audited, deps)
 
   // RAG gateway login and tokens (/api/v1/auth/*, /.well-known/jwks.json).
   registerTokenRoutes(router, deps)
@@ -171,7 +189,7 @@ export function buildApp(deps: AppDeps): App {
 
   // The key portal in a browser (/portal).
   if (config.portal.enabled) {
-    registerPortalRoutes(router, {
+    registerPortalRoutes(audited, {
       config,
       keys: deps.keys,
       accounts: deps.accounts,
@@ -179,6 +197,7 @@ export function buildApp(deps: AppDeps): App {
       limiter: deps.limiter,
       meter: deps.meter,
       usage: deps.stores.usage,
+      audit: deps.audit,
     })
   }
 

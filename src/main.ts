@@ -29,6 +29,8 @@ import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
+import { createAuditLogFromConfig } from './audit/create.ts'
+import { startAuditSweep } from './audit/log.ts'
 import { createFileQuota } from './files/quota.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import { startRagBackends } from './rag/backends.ts'
@@ -169,6 +171,9 @@ export async function startGateway(
   const ragBackends = await startRagBackends(config.rag)
   // The key portal's sessions; its sign-in counts failures with the RAG login's.
   const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
+  // Changes made through the admin API, the CLI and the portal, kept audit.retentionDays.
+  const audit = createAuditLogFromConfig(config, redis)
+  const auditSweep = startAuditSweep(audit, config.audit.sweepIntervalSeconds * 1000, log)
   const app = buildApp({
     config,
     log,
@@ -186,6 +191,7 @@ export async function startGateway(
     accounts,
     tokens,
     portalSessions: portal.sessions,
+    audit,
     startedAt: Math.floor(Date.now() / 1000),
     accessTokens: overrides.accessTokens ?? accessTokens,
     ragBackends,
@@ -314,6 +320,8 @@ export async function startGateway(
       await meter.close()
       await keyEvents.close()
       await portal.close()
+      auditSweep.stop()
+      await audit.close()
       await ragAuth.close()
       await limiter.close()
       await registry.close()

@@ -21,6 +21,7 @@ import {
 } from '../api/vector-stores.ts'
 import { ADMIN_OPERATIONS, BACKENDS_TAG } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
+import { AUDIT_OPERATIONS, AUDIT_TAG } from '../audit/api.ts'
 import { TOKEN_OPERATIONS } from '../jwt/routes.ts'
 import { PROBE_OPERATIONS } from '../http/probes.ts'
 import { FRONT_DOOR_OPERATIONS } from '../http/front-door.ts'
@@ -56,6 +57,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...ADMIN_OPERATIONS,
     ...QUEUE_ADMIN_OPERATIONS,
     ...USER_ADMIN_OPERATIONS,
+    ...AUDIT_OPERATIONS,
     ...TOKEN_OPERATIONS,
     ...REFERENCE_OPERATIONS,
     ...RAG_OPERATIONS,
@@ -92,7 +94,7 @@ const GROUPS: TagGroups = [
   { name: 'Queue (/queue)', tags: ['Queue'] },
   {
     name: 'Key portal (/admin)',
-    tags: ['Admin: keys', 'Admin: usage and tiers', 'Admin: queue', 'Admin: users', BACKENDS_TAG],
+    tags: ['Admin: keys', 'Admin: usage and tiers', 'Admin: queue', 'Admin: users', BACKENDS_TAG, AUDIT_TAG],
   },
   { name: 'RAG gateway', tags: ['RAG gateway: login', RAG_TAG] },
   { name: 'Key portal in a browser (/portal)', tags: ['Portal'] },

@@ -1,6 +1,7 @@
 // What every portal route shares: its dependencies, the signed-in user (or a redirect to
 // sign in), the checks on a state-changing form, and refusals answered as pages.
 import type { AccountService } from '../accounts/service.ts'
+import type { AuditLog } from '../audit/log.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
@@ -24,6 +25,8 @@ export interface PortalDeps {
   readonly limiter: Limiter
   readonly meter: Meter
   readonly usage: UsageStore
+  /** The audit log the admin's audit page reads. */
+  readonly audit: AuditLog
 }
 
 export interface Me extends SignedIn {

@@ -1,7 +1,7 @@
-// Who a client is, for the per-address connection cap, the failed-authentication
-// throttle and the audit log. Without proxies in front (trustProxyHops 0) it is the socket's peer; behind n
-// proxies that each append to X-Forwarded-For it is the n-th entry from the right (the
-// entries further left are whatever the client claimed).
+// Who a client is, for the per-address connection cap, the failed-authentication throttle
+// and the audit log. Without proxies in front (trustProxyHops 0) it is the socket's peer;
+// behind n proxies that each append to X-Forwarded-For it is the n-th entry from the right
+// (the entries further left are whatever the client claimed).
 import type { IncomingMessage } from 'node:http'
 import { isIPv6 } from 'node:net'
 import { TLSSocket } from 'node:tls'

@@ -4,11 +4,19 @@
 // object, before → after, from where), its filters narrow them and its pages go back in
 // time; no secret is ever on it; a non-admin has no such page. The page logs no console
 // error (a CSP violation is one) and asks nothing of another origin.
+import { mkdirSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import type { BrowserContext, Page } from 'playwright-core'
 import t from 'tap'
 import { launchChromium } from '../helpers/browser.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { createUser } from './helpers.ts'
+
+/** Like browser.test.ts: into .tap/screenshots/ (git ignores it), or docs/ for `npm run screenshots`. */
+const SHOTS =
+  process.env.TOLLGATE_SCREENSHOTS === 'docs'
+    ? resolve(import.meta.dirname, '../../docs')
+    : resolve(import.meta.dirname, '../../.tap/screenshots')
 
 let gw: RunningTollgate
 let browser: BrowserContext
@@ -24,6 +32,7 @@ t.before(async () => {
   await createUser(gw, 'alice', 'alice-password')
   await createUser(gw, 'root', 'root-password', ['admin'])
   browser = await launchChromium(t, { viewport: { width: 1200, height: 860 } })
+  mkdirSync(SHOTS, { recursive: true })
 })
 t.teardown(async () => {
   await browser?.close()
@@ -117,6 +126,7 @@ t.test('actions taken in the portal and the admin API show in the admin view of 
   t.match(first[1]?.text, opsKey.id)
   t.match(first[1]?.text, /admin:[0-9a-f]{16} \(admin API\)/, 'the admin token by its fingerprint')
   t.match(first[1]?.text, /127\.0\.0\.1/, 'from where')
+  await root.screenshot({ path: join(SHOTS, 'portal-audit.png'), fullPage: true })
   // Older: alice's revoke and create.
   await root.getByRole('link', { name: 'Older changes' }).click()
   const second = await rows(root)

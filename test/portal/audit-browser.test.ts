@@ -61,14 +61,12 @@ async function signIn(page: Page, username: string, password: string): Promise<v
 
 /** The audit table's rows as text, one string per row (action, object, who). */
 async function rows(page: Page): Promise<Array<{ id: string; text: string }>> {
-  return page
-    .locator('tr[data-audit-id]')
-    .evaluateAll((trs) =>
-      trs.map((tr) => ({
-        id: tr.getAttribute('data-audit-id') ?? '',
-        text: (tr as unknown as { innerText: string }).innerText,
-      })),
-    )
+  return page.locator('tr[data-audit-id]').evaluateAll((trs) =>
+    trs.map((tr) => ({
+      id: tr.getAttribute('data-audit-id') ?? '',
+      text: (tr as unknown as { innerText: string }).innerText,
+    })),
+  )
 }
 
 t.test('actions taken in the portal and the admin API show in the admin view of the audit log', async (t) => {

@@ -46,7 +46,8 @@ function doorOf(path: string): Door | null {
 
 /** Holds back res.end until release(): what the route replied, kept to read the created object's id. */
 function holdReply(res: ServerResponse): { readonly body: () => unknown; release(): void } {
-  const end = res.end.bind(res)
+  const hadOwn = Object.hasOwn(res, 'end')
+  const end = res.end
   let held: Parameters<ServerResponse['end']> | null = null
   res.end = ((...args: Parameters<ServerResponse['end']>) => {
     held = args
@@ -55,8 +56,10 @@ function holdReply(res: ServerResponse): { readonly body: () => unknown; release
   return {
     body: () => held?.[0],
     release() {
-      res.end = end
-      if (held !== null) end(...(held as [unknown, BufferEncoding, () => void]))
+      // Back to the prototype's end (or whatever was there), then the reply as it was written.
+      if (hadOwn) res.end = end
+      else delete (res as { end?: unknown }).end
+      if (held !== null) (end as (...a: unknown[]) => unknown).apply(res, held)
     },
   }
 }

@@ -87,17 +87,3 @@ export function pick(source: Readonly<Record<string, unknown>>, fields: readonly
   }
   return out
 }
-
-/** Whether an entry passes a filter (the Redis adapter filters in memory; the embedded one in SQL). */
-export function matches(entry: AuditEntry, filter: AuditFilter): boolean {
-  if (filter.actor !== undefined) {
-    const name = entry.actor.type === 'user' ? entry.actor.name : undefined
-    if (entry.actor.id !== filter.actor && name !== filter.actor) return false
-  }
-  if (filter.action !== undefined && entry.action !== filter.action) return false
-  if (filter.objectType !== undefined && entry.objectType !== filter.objectType) return false
-  if (filter.objectId !== undefined && entry.objectId !== filter.objectId) return false
-  if (filter.since !== undefined && entry.at < filter.since) return false
-  if (filter.until !== undefined && entry.at >= filter.until) return false
-  return true
-}

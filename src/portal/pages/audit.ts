@@ -21,7 +21,8 @@ function changes(before: AuditSnapshot | null, after: AuditSnapshot | null): Htm
   if (before === null && after === null) return html`—`
   const fields = [...new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})])]
   const rows = fields
-    .filter((f) => before === null || after === null || shown(before[f]) !== shown(after[f]))
+    // A new object: what it was made with (fields left empty say nothing). Else what moved.
+    .filter((f) => (before === null ? after?.[f] !== null : after === null || shown(before[f]) !== shown(after[f])))
     .map((f) => {
       if (before === null) return html`<li><code>${f}</code>: ${shown(after?.[f])}</li>`
       if (after === null) return html`<li><code>${f}</code>: ${shown(before[f])} → gone</li>`

@@ -23,13 +23,9 @@ export const auditQuery = z.strictObject({
   }),
 })
 
-const snapshot = z
-  .record(z.string(), z.unknown())
-  .nullable()
-  .meta({
-    description:
-      'The object, its allow-listed fields only (never a secret); null when it did not (or no longer) exist.',
-  })
+const snapshot = z.record(z.string(), z.unknown()).nullable().meta({
+  description: 'The object, its allow-listed fields only (never a secret); null when it did not (or no longer) exist.',
+})
 
 export const AuditEntrySchema = z.object({
   object: z.literal('audit_entry'),

@@ -7,6 +7,9 @@ import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
 import type { BudgetBook } from './budgets/book.ts'
+import { auditedRouter } from './audit/audited-routes.ts'
+import type { AuditLog } from './audit/log.ts'
+import { auditSubjects } from './audit/subjects.ts'
 import type { AdminAuthenticator } from './auth/admin.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import type { ApiKeyAuthenticator } from './auth/api-key.ts'
@@ -37,7 +40,7 @@ import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
 import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
-import type { PortalSessions } from './portal/sessions.ts'
+import { cookieValue, type PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
@@ -87,6 +90,8 @@ export interface AppDeps {
   readonly portalSessions: PortalSessions
   /** Webhook endpoints and the deliveries of events (/admin/webhooks). */
   readonly webhooks?: Webhooks
+  /** Every change made through /admin (and so the CLI) and /portal is recorded here (audit/). */
+  readonly audit: AuditLog
 }
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
@@ -168,8 +173,28 @@ export function buildApp(deps: AppDeps): App {
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
   registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })
 
+  // What changes state under /admin and /portal is registered through the audit's seam:
+  // each such route is declared in audit/declarations.ts, or the gateway does not start.
+  const audited = auditedRouter(router, {
+    audit: deps.audit,
+    subjects: auditSubjects({
+      keys: deps.keys,
+      accounts: deps.accounts,
+      queue: deps.queue,
+      budgets: deps.budgets,
+      webhooks: deps.webhooks?.store,
+      config: () => deps.runtime.current,
+    }),
+    authenticateAdmin: deps.authenticateAdmin,
+    portalUser: async (req) => {
+      const signedIn = await deps.portalSessions.resume(cookieValue(req))
+      return signedIn === null ? null : { id: signedIn.account.id, name: signedIn.account.username }
+    },
+    trustProxyHops: config.server.trustProxyHops,
+  })
+
   // Admin API (the key portal).
-  registerAdminRoutes(router, deps)
+  registerAdminRoutes(audited, deps)
 
   // RAG gateway login and tokens (/api/v1/auth/*, /.well-known/jwks.json).
   registerTokenRoutes(router, deps)
@@ -185,7 +210,7 @@ export function buildApp(deps: AppDeps): App {
 
   // The key portal in a browser (/portal).
   if (config.portal.enabled) {
-    registerPortalRoutes(router, {
+    registerPortalRoutes(audited, {
       config,
       runtime,
       keys: deps.keys,
@@ -194,6 +219,7 @@ export function buildApp(deps: AppDeps): App {
       limiter: deps.limiter,
       meter: deps.meter,
       usage: deps.stores.usage,
+      audit: deps.audit,
     })
   }
 

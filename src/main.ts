@@ -29,6 +29,8 @@ import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
+import { createAuditLogFromConfig } from './audit/create.ts'
+import { startAuditSweep } from './audit/log.ts'
 import { createFileQuota } from './files/quota.ts'
 import type { AccessTokenVerifier } from './auth/identity.ts'
 import { createAdapter } from './backends/create.ts'
@@ -232,6 +234,9 @@ export async function startGateway(
   const { accounts, accessTokens, tokens } = ragAuth
   // The key portal's sessions; its sign-in counts failures with the RAG login's.
   const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
+  // Changes made through the admin API, the CLI and the portal, kept audit.retentionDays.
+  const audit = createAuditLogFromConfig(config, redis)
+  const auditSweep = startAuditSweep(audit, config.audit.sweepIntervalSeconds * 1000, log)
   // A reload: the file read and validated as at boot, the next snapshot built beside the
   // running one and swapped in; what only the previous one used is closed once the calls
   // that started on it (live requests and running stored requests) are done.
@@ -281,6 +286,7 @@ export async function startGateway(
     accounts,
     tokens,
     portalSessions: portal.sessions,
+    audit,
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,
   })
@@ -426,6 +432,8 @@ export async function startGateway(
       await meter.close()
       await keyEvents.close()
       await portal.close()
+      auditSweep.stop()
+      await audit.close()
       await ragAuth.close()
       await limiter.close()
       await fleet.close()

@@ -1,7 +1,10 @@
-// The admin API (INTERFACE.md §5), registered on the public router by app.ts. Every route
-// checks the admin credential before it reads anything else.
+// The admin API (INTERFACE.md §5), registered by app.ts through the audit's seam
+// (audit/audited-routes.ts: a route that changes state must be declared in
+// audit/declarations.ts). Every route checks the admin credential before it reads anything else.
 import type { AccountService } from '../accounts/service.ts'
 import type { AdminAuthenticator } from '../auth/admin.ts'
+import { registerAuditRoute } from '../audit/admin-route.ts'
+import type { AuditLog } from '../audit/log.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
 import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { Config } from '../config/schema.ts'
@@ -59,6 +62,8 @@ export interface AdminDeps {
   readonly budgets?: BudgetBook
   /** Where budgets stand (/admin/budgets, the usage replies). */
   readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf'>
+  /** The audit log (/admin/audit reads it; the routes that change state are recorded by the seam app.ts registers them through). */
+  readonly audit: AuditLog
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -71,4 +76,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerWebhookRoutes(router, deps)
   registerReloadRoutes(router, deps)
   registerBudgetRoutes(router, deps)
+  registerAuditRoute(router, deps)
 }

@@ -37,6 +37,8 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
         headers: {
           authorization: `Bearer ${options.token}`,
           accept: 'application/json',
+          // The audit log records the CLI's changes as made through it (audit/audited-routes.ts).
+          'x-tollgate-client': 'cli',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),

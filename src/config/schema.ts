@@ -566,6 +566,15 @@ export const configSchema = z
     ragAuth: ragAuthSchema.prefault({}),
     /** The key portal (docs/portal.md). */
     portal: portalSchema.prefault({}),
+    /** The audit log of changes (docs/audit.md). */
+    audit: z
+      .strictObject({
+        /** Records older than this are removed by the sweep. */
+        retentionDays: positiveInt.default(365),
+        /** How often the sweep runs (and once at start). */
+        sweepIntervalSeconds: positiveInt.default(3600),
+      })
+      .prefault({}),
     store: z
       .strictObject({
         /**

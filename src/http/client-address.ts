@@ -1,20 +1,32 @@
-// Who a client is, for the per-address connection cap and the failed-authentication
-// throttle. Without proxies in front (trustProxyHops 0) it is the socket's peer; behind n
-// proxies that each append to X-Forwarded-For it is the n-th entry from the right (the
-// entries further left are whatever the client claimed).
+// Who a client is, for the per-address connection cap, the failed-authentication throttle
+// and the audit log. Without proxies in front (trustProxyHops 0) it is the socket's peer;
+// behind n proxies that each append to X-Forwarded-For it is the n-th entry from the right
+// (the entries further left are whatever the client claimed).
 import type { IncomingMessage } from 'node:http'
 import { isIPv6 } from 'node:net'
 import { TLSSocket } from 'node:tls'
 
 export function clientAddress(req: IncomingMessage, trustProxyHops: number): string {
+  return addressKey(clientIp(req, trustProxyHops))
+}
+
+/**
+ * The client's own address, as said above, not grouped into a counting unit: what the
+ * audit log records. An IPv4-mapped IPv6 address is unwrapped; anything is cut to 64 characters.
+ */
+export function clientIp(req: IncomingMessage, trustProxyHops: number): string {
   const peer = req.socket.remoteAddress ?? 'unknown'
-  if (trustProxyHops <= 0) return addressKey(peer)
   const header = req.headers['x-forwarded-for']
-  const entries = (Array.isArray(header) ? header.join(',') : (header ?? ''))
-    .split(',')
-    .map((e) => e.trim())
-    .filter((e) => e !== '')
-  return addressKey(entries[entries.length - trustProxyHops] ?? peer)
+  const entries =
+    trustProxyHops <= 0
+      ? []
+      : (Array.isArray(header) ? header.join(',') : (header ?? ''))
+          .split(',')
+          .map((e) => e.trim())
+          .filter((e) => e !== '')
+  const address = trustProxyHops <= 0 ? peer : (entries[entries.length - trustProxyHops] ?? peer)
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address)
+  return (mapped?.[1] ?? address).slice(0, 64)
 }
 
 /**

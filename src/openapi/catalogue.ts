@@ -22,6 +22,7 @@ import {
 import { ADMIN_OPERATIONS, BACKENDS_TAG, CONFIG_TAG } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
 import { WEBHOOK_OPERATIONS } from '../admin/webhooks.ts'
+import { AUDIT_OPERATIONS, AUDIT_TAG } from '../audit/api.ts'
 import { TOKEN_OPERATIONS } from '../jwt/routes.ts'
 import { PROBE_OPERATIONS } from '../http/probes.ts'
 import { FRONT_DOOR_OPERATIONS } from '../http/front-door.ts'
@@ -58,6 +59,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...QUEUE_ADMIN_OPERATIONS,
     ...USER_ADMIN_OPERATIONS,
     ...WEBHOOK_OPERATIONS,
+    ...AUDIT_OPERATIONS,
     ...TOKEN_OPERATIONS,
     ...REFERENCE_OPERATIONS,
     ...RAG_OPERATIONS,
@@ -102,6 +104,7 @@ const GROUPS: TagGroups = [
       BACKENDS_TAG,
       'Admin: webhooks',
       CONFIG_TAG,
+      AUDIT_TAG,
     ],
   },
   { name: 'RAG gateway', tags: ['RAG gateway: login', RAG_TAG] },

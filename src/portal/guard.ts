@@ -2,6 +2,7 @@
 // sign in), the checks on a state-changing form, and refusals answered as pages.
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { AccountService } from '../accounts/service.ts'
+import type { AuditLog } from '../audit/log.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
@@ -28,6 +29,8 @@ export interface PortalDeps {
   readonly limiter: Limiter
   readonly meter: Meter
   readonly usage: UsageStore
+  /** The audit log the admin's audit page reads. */
+  readonly audit: AuditLog
 }
 
 export interface Me extends SignedIn {

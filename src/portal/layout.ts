@@ -35,7 +35,7 @@ ${
     : html`<nav aria-label="Portal">
 <a href="/portal/keys">My keys</a>
 <a href="/portal/usage">Usage</a>
-${viewer.isAdmin ? html`<a href="/portal/admin/keys">All keys</a><a href="/portal/admin/users">Users</a>` : ''}
+${viewer.isAdmin ? html`<a href="/portal/admin/keys">All keys</a><a href="/portal/admin/users">Users</a><a href="/portal/admin/audit">Audit log</a>` : ''}
 </nav>
 <div class="who">
 <span class="hint">Signed in as <b>${viewer.username}</b></span>

@@ -4,7 +4,8 @@ import { KEY_STATUSES, type EffectiveKeyStatus } from '../keys/service.ts'
 import type { Router } from '../http/router.ts'
 import type { Guards, PortalDeps } from './guard.ts'
 import { redirect, sendHtml } from './http.ts'
-import { ADMIN_ROLE } from './layout.ts'
+import { html } from './html.ts'
+import { ADMIN_ROLE, notice } from './layout.ts'
 import { adminKeysPage, adminUsersPage } from './pages/admin.ts'
 import { keyRows } from './routes-keys.ts'
 
@@ -73,7 +74,12 @@ export function registerAdminPortalRoutes(router: Router, deps: PortalDeps, guar
       'portal.admin.users',
       async (ctx, me, _params, query) => {
         const users = (await accounts.list()).map((u) => accounts.view(u))
-        sendHtml(ctx.res, 200, adminUsersPage(me.viewer, users, query, config.portal.pageSize))
+        const created = query.get('created')
+        const message =
+          created !== null && users.some((u) => u.username === created)
+            ? notice('ok', html`User <strong>${created}</strong> created.`)
+            : undefined
+        sendHtml(ctx.res, 200, adminUsersPage(me.viewer, users, query, config.portal.pageSize, message))
       },
       { admin: true },
     ),
@@ -85,12 +91,13 @@ export function registerAdminPortalRoutes(router: Router, deps: PortalDeps, guar
     guards.form(
       'portal.admin.users.create',
       async (ctx, _me, form) => {
-        await accounts.create({
+        const created = await accounts.create({
           username: (form.get('username') ?? '').trim(),
           password: form.get('password') ?? '',
           roles: form.get('admin') === 'yes' ? [ADMIN_ROLE] : [],
         })
-        redirect(ctx.res, '/portal/admin/users')
+        // The page says who was made (and the audit log reads the name from here).
+        redirect(ctx.res, `/portal/admin/users?created=${encodeURIComponent(created.username)}`)
       },
       { admin: true },
     ),

@@ -7,6 +7,7 @@ import type { Router } from '../http/router.ts'
 import { createGuards, failPage, viewerOf, type PortalDeps } from './guard.ts'
 import { securityHeaders } from './http.ts'
 import { registerAdminPortalRoutes } from './routes-admin.ts'
+import { registerAuditPortalRoutes } from './routes-audit.ts'
 import { registerKeyRoutes } from './routes-keys.ts'
 import { registerSessionRoutes } from './routes-session.ts'
 import { registerUsageRoutes } from './routes-usage.ts'
@@ -22,6 +23,7 @@ export function registerPortalRoutes(router: Router, deps: PortalDeps): void {
   registerKeyRoutes(router, deps, guards)
   registerUsageRoutes(router, deps, guards)
   registerAdminPortalRoutes(router, deps, guards)
+  registerAuditPortalRoutes(router, deps, guards)
 
   router.on('GET', '/portal/assets/:name', async (ctx, params, query) => {
     ctx.route = 'portal.asset'
@@ -142,6 +144,13 @@ export const PORTAL_OPERATIONS: readonly OperationDoc[] = [
   op('get', '/portal/admin/keys', 'portalAdminKeys', 'Admin: every key, filtered by owner, tier, status', PAGE),
   op('post', '/portal/admin/keys/{id}/tier', 'portalAdminKeyTier', "Admin: change a key's tier", FORM_DONE, KEY),
   op('get', '/portal/admin/users', 'portalAdminUsers', 'Admin: every user', PAGE),
+  op(
+    'get',
+    '/portal/admin/audit',
+    'portalAdminAudit',
+    'Admin: the audit log of changes, filtered by who, action, object and dates',
+    PAGE,
+  ),
   op('post', '/portal/admin/users', 'portalAdminCreateUser', 'Admin: create a user', FORM_DONE),
   op(
     'post',

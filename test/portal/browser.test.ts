@@ -399,7 +399,7 @@ t.test('another user sees none of it; an admin sees all, changes a tier, makes a
   await page.getByLabel('Username').fill('frank')
   await page.getByLabel('Password').fill('frank-password')
   await page.getByRole('button', { name: 'Create user' }).click()
-  await page.waitForURL(/\/portal\/admin\/users$/)
+  await page.waitForURL(/\/portal\/admin\/users\?created=frank$/)
   t.match(await page.locator('tbody').textContent(), /frank/, 'frank was made')
   t.same(await unlabelled(page), [], 'users: every field labelled')
   page.once('dialog', (d) => void d.accept())

@@ -225,7 +225,7 @@ t.test(
         root,
         '/portal/admin/users',
         { username: 'prg-user', password: 'prg-user-password' },
-        /^\/portal\/admin\/users$/,
+        /^\/portal\/admin\/users\?created=prg-user$/,
       ],
       ['admin: disable a user', root, '/portal/admin/users/prg-user/disable', {}, /^\/portal\/admin\/users$/],
       ['admin: enable a user', root, '/portal/admin/users/prg-user/enable', {}, /^\/portal\/admin\/users$/],

@@ -1,0 +1,158 @@
+// The objects a change can touch, each with the one way to read it for the log and the
+// allow-list of fields kept: a field not named here (a key's hash or prefix, a password
+// hash, a stored request's body or reply) never reaches a record, whatever a view grows.
+import type { AccountService } from '../accounts/service.ts'
+import { GatewayError } from '../errors.ts'
+import type { KeyService } from '../keys/service.ts'
+import type { QueueService } from '../queue/service.ts'
+import type { BudgetBook } from '../budgets/book.ts'
+import type { BudgetScope } from '../budgets/port.ts'
+import type { WebhookStore } from '../webhooks/port.ts'
+import { pick, type AuditSnapshot } from './record.ts'
+
+export interface AuditSubject {
+  /** The object type the records name (`key`, `user`, ...). */
+  readonly type: string
+  /** The object as it stands, cut to its allow-list; null when there is none. */
+  load(id: string): Promise<AuditSnapshot | null>
+}
+
+export const KEY_FIELDS = [
+  'id',
+  'name',
+  'owner',
+  'tier',
+  'models',
+  'endpoints',
+  'limits',
+  'status',
+  'created_at',
+  'updated_at',
+  'expires_at',
+  'revoked_at',
+  'rotation_grace_until',
+] as const
+
+/** sessions_valid_from moves when the password changes: the change shows, the password never. */
+export const USER_FIELDS = [
+  'id',
+  'username',
+  'roles',
+  'groups',
+  'tenant',
+  'disabled',
+  'created_at',
+  'updated_at',
+  'sessions_valid_from',
+] as const
+
+export const QUEUE_REQUEST_FIELDS = [
+  'id',
+  'status',
+  'key_id',
+  'endpoint',
+  'model',
+  'attempts',
+  'created_at',
+  'started_at',
+  'completed_at',
+  'expires_at',
+] as const
+
+export const BUDGET_FIELDS = [
+  'scope',
+  'id',
+  'amountNanos',
+  'period',
+  'timeZone',
+  'thresholds',
+  'revision',
+  'updatedAt',
+] as const
+
+/** An endpoint's secret is never among them: rotating it shows as a new updatedAt only. */
+export const WEBHOOK_FIELDS = ['id', 'url', 'description', 'eventTypes', 'enabled', 'createdAt', 'updatedAt'] as const
+
+export const WEBHOOK_DELIVERY_FIELDS = [
+  'id',
+  'endpointId',
+  'eventId',
+  'eventType',
+  'status',
+  'attempts',
+  'lastStatus',
+  'replayOf',
+] as const
+
+export const CONFIG_FIELDS = ['hash', 'plansHash', 'loadedAt'] as const
+
+export interface SubjectDeps {
+  readonly keys: Pick<KeyService, 'get' | 'view'>
+  readonly accounts: Pick<AccountService, 'get' | 'view'>
+  readonly queue?: Pick<QueueService, 'read'>
+  readonly budgets?: Pick<BudgetBook, 'get'>
+  readonly webhooks?: Pick<WebhookStore, 'getEndpoint' | 'getDelivery'>
+  /** The configuration in force, by its hashes (runtime/snapshot.ts). */
+  readonly config?: () => { readonly hash: string; readonly plansHash: string | null; readonly loadedAt: number }
+}
+
+const absent = (err: unknown): null => {
+  if (err instanceof GatewayError && err.status === 404) return null
+  throw err
+}
+
+export function auditSubjects(deps: SubjectDeps): Readonly<Record<string, AuditSubject>> {
+  return {
+    key: {
+      type: 'key',
+      async load(id) {
+        const record = await deps.keys.get(id)
+        return record === null ? null : pick({ ...deps.keys.view(record) }, KEY_FIELDS)
+      },
+    },
+    user: {
+      type: 'user',
+      async load(username) {
+        const record = await deps.accounts.get(username)
+        if (record === null) return null
+        return pick({ ...deps.accounts.view(record), sessions_valid_from: record.sessionsValidFrom }, USER_FIELDS)
+      },
+    },
+    queue_request: {
+      type: 'queue_request',
+      async load(id) {
+        if (deps.queue === undefined) return null
+        const view = await deps.queue.read(id).catch(absent)
+        return view === null ? null : pick(view, QUEUE_REQUEST_FIELDS)
+      },
+    },
+    budget: {
+      type: 'budget',
+      async load(scopeAndId) {
+        const slash = scopeAndId.indexOf('/')
+        const record = deps.budgets?.get(scopeAndId.slice(0, slash) as BudgetScope, scopeAndId.slice(slash + 1))
+        return record === undefined ? null : pick({ ...record }, BUDGET_FIELDS)
+      },
+    },
+    webhook: {
+      type: 'webhook',
+      async load(id) {
+        const endpoint = await deps.webhooks?.getEndpoint(id)
+        return endpoint == null ? null : pick({ ...endpoint }, WEBHOOK_FIELDS)
+      },
+    },
+    webhook_delivery: {
+      type: 'webhook_delivery',
+      async load(id) {
+        const delivery = await deps.webhooks?.getDelivery(id)
+        return delivery == null ? null : pick({ ...delivery }, WEBHOOK_DELIVERY_FIELDS)
+      },
+    },
+    config: {
+      type: 'config',
+      async load() {
+        return deps.config === undefined ? null : pick({ ...deps.config() }, CONFIG_FIELDS)
+      },
+    },
+  }
+}

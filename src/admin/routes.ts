@@ -27,7 +27,6 @@ import { registerTierRoutes } from './tiers.ts'
 import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
 import { registerWebhookRoutes } from './webhooks.ts'
-import type { Webhooks } from '../webhooks/create.ts'
 
 /** What the admin API reads of the runtime snapshot in force, once per request. */
 export interface AdminRuntime {

@@ -5,7 +5,6 @@
 //   forward: the request each deployment is sent (upstream-request.ts) → upstream with
 //            failover → relay into the exchange (usage tap) → settle (limits, meter; reply.ts)
 // and what each attempt records about how it went is written in one place (outcome.ts).
-//
 // /v2 and /queue walk the same corridor. What differs is passed in: how a call is
 // admitted (an AdmissionStrategy: /v2 asks the limiter once and answers its 429; /queue
 // waits in the key's line first), and where the reply goes (an Exchange: a live client,
@@ -194,8 +193,9 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
   exchange.notes.stream = ask.stream
-  const { registry } = call.runtime
-  const targets = deploymentsFor(registry, spec, call.modelName).filter((t) => t.adapter.supports(spec.endpoint))
+  const targets = deploymentsFor(call.runtime.registry, spec, call.modelName).filter((t) =>
+    t.adapter.supports(spec.endpoint),
+  )
   if (targets.length === 0) {
     await a.admission.settle(NO_USAGE)
     throw gatewayError('capability_missing')
@@ -235,12 +235,9 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   }
 }
 
-/**
- * Upstream with failover, among the deployments with room (proxy/deployment-pick.ts).
- * PUT_BACK when the strategy takes the failure back: no deployment could be reached, or
- * one failed (5xx) before any byte reached the client; WAIT_CAPACITY when it waits for
- * a deployment to have room rather than answering the gateway's upstream_capacity 429.
- */
+/** Upstream with failover, among the deployments with room (proxy/deployment-pick.ts); PUT_BACK when the
+ * strategy takes the failure back (nothing reached, or a 5xx before any byte reached the client);
+ * WAIT_CAPACITY when it waits for a deployment with room rather than answering the upstream_capacity 429. */
 async function send(
   s: Shared,
   a: Attempt,

@@ -80,7 +80,7 @@ export function budgetContract(t: Test, name: string, make: MakeLimiters, gatewa
     )
     const admitted = outcomes.filter((o): o is PromiseFulfilledResult<Admission> => o.status === 'fulfilled')
     t.equal(admitted.length, 20, 'exactly 20 admitted')
-    const refused = outcomes.filter((o) => o.status === 'rejected').map((o) => (o).reason)
+    const refused = outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason)
     t.ok(
       refused.every((e) => e instanceof GatewayError && e.errorName === 'budget_reserved' && e.status === 429),
       'the other 180: held by calls in flight (retry in a second)',

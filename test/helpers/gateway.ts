@@ -126,7 +126,7 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
       })
 
   const listening = await new Promise<Record<string, unknown>>((done, fail) => {
-    const limit = options.startTimeoutMs ?? 20_000
+    const limit = options.startTimeoutMs ?? 60_000
     const deadline = setTimeout(() => fail(new Error(`tollgate did not start in ${limit} ms:\n${output}`)), limit)
     const check = (): void => {
       const line = logs().find((l) => l.msg === 'tollgate listening')

@@ -240,7 +240,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     return budgetChargesOf(specs, costNanos(request.limits, estimate.inputTokens, estimate.outputTokens), now())
   }
 
-  /** Budgets are not guessed at while Redis is away, unless the operator chose to fail open. */
+  /** Budgets cannot be read while Redis is away (the admin views; check() under fail-closed). */
   const budgetsUnavailable = (): Error =>
     gatewayError('budget_unavailable', {
       message: 'Budgets cannot be checked right now (the limiter cannot reach its store). Please try again shortly.',
@@ -302,7 +302,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
           return conclude(request, shared, subject, charges, result, budgets)
         }
         if (onRedisDown === 'fail-open') return { headers: rateLimitHeaders(charges), settle: async () => undefined }
-        if (budgets.length > 0) throw budgetsUnavailable()
+        // Insurance keeps each instance's share of the rate limits; a budget cannot be shared out
+        // that way, so it is not checked until Redis answers again (docs/budgets.md). Fail-closed refuses.
         if (onRedisDown === 'fail-closed') {
           throw gatewayError('store_unavailable', {
             message:
@@ -323,7 +324,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       if (budgets.length > 0) {
         // A spent budget refuses at once (the queue does not wait for a period's end).
         const found = shared ? await viaRedis((c) => c.peekBudgets(budgets)) : await memory.peekBudgets(budgets)
-        if (found === undefined && onRedisDown !== 'fail-open') throw budgetsUnavailable()
+        if (found === undefined && onRedisDown === 'fail-closed') throw budgetsUnavailable()
         const at = budgets.findIndex((b, j) => budgetExhausted(b, found?.[j] ?? EMPTY_BUDGET))
         const charge = budgets[at]
         if (charge !== undefined) {

@@ -47,6 +47,9 @@ export function withRateLimitEvents(
     peek: (request) => limiter.peek(request),
     close: () => limiter.close(),
     ...(limiter.check === undefined ? {} : { check: (request) => limiter.check?.(request) ?? Promise.resolve({}) }),
+    // Where budgets stand (the admin API, the portal): the limiter's own answer.
+    ...(limiter.budgetStatus === undefined ? {} : { budgetStatus: limiter.budgetStatus.bind(limiter) }),
+    ...(limiter.budgetStatusOf === undefined ? {} : { budgetStatusOf: limiter.budgetStatusOf.bind(limiter) }),
     ...(limiter.health === undefined
       ? {}
       : { health: () => limiter.health?.() ?? { mode: 'memory', healthy: true, outages: 0, downSince: null } }),

@@ -18,7 +18,12 @@ function seam(registered: string[], overrides: Partial<AuditSeamDeps> = {}): Rou
   const subject = { type: 'thing', load: async () => null }
   return auditedRouter(router, {
     audit: createAuditLog({ store: openEmbeddedAuditStore(':memory:'), retentionDays: 1 }),
-    subjects: { key: subject, user: subject, queue_request: subject },
+    subjects: Object.fromEntries(
+      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config'].map((type) => [
+        type,
+        subject,
+      ]),
+    ),
     authenticateAdmin: () => undefined,
     portalUser: async () => null,
     trustProxyHops: 0,
@@ -130,7 +135,9 @@ t.test('a wrapped change: the reply waits for its record; a failed one records n
   const thing = { type: 'key', load: async (id: string) => ({ id, version }) }
   const seamed = auditedRouter(router, {
     audit,
-    subjects: { key: thing, user: thing, queue_request: thing },
+    subjects: Object.fromEntries(
+      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config'].map((type) => [type, thing]),
+    ),
     authenticateAdmin: (req) => {
       if (req.headers.authorization !== 'Bearer tok') throw new Error('refused')
     },

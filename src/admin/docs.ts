@@ -26,7 +26,7 @@ const KEYS = 'Admin: keys'
 const USAGE = 'Admin: usage and tiers'
 export const BACKENDS_TAG = 'Admin: backends'
 export const CONFIG_TAG = 'Admin: configuration'
-const BUDGETS = 'Admin: budgets'
+export const BUDGETS_TAG = 'Admin: budgets'
 const budgetTarget = {
   scope: '`key`, `owner` (every key of that owner) or `tenant` (every owner whose account is in it).',
   id: 'The key id (`key_…`), the owner, or the tenant.',
@@ -177,7 +177,7 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     method: 'get',
     path: '/admin/budgets',
     operationId: 'listBudgets',
-    tag: BUDGETS,
+    tag: BUDGETS_TAG,
     summary: 'Every budget set, and where it stands',
     description: "Tier defaults (plans `budget`) are not listed here; a key's own are in GET /admin/keys/{id}/usage.",
     responses: { 200: { description: 'OK, by scope and id', schema: BudgetList } },
@@ -187,7 +187,7 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     method: 'put',
     path: '/admin/budgets/{scope}/{id}',
     operationId: 'setBudget',
-    tag: BUDGETS,
+    tag: BUDGETS_TAG,
     summary: 'Set the budget of a key, an owner or a tenant',
     description:
       "A call is admitted only if its estimated cost fits every budget that applies; a spent budget answers 429 `insufficient_quota` until its period ends. Changing a budget keeps what was spent in the period and re-arms its thresholds (docs/budgets.md). A key's own budget replaces its tier's default.",
@@ -200,7 +200,7 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     method: 'delete',
     path: '/admin/budgets/{scope}/{id}',
     operationId: 'clearBudget',
-    tag: BUDGETS,
+    tag: BUDGETS_TAG,
     summary: 'Clear the budget of a key, an owner or a tenant',
     description: "A key falls back to its tier's default budget, if the plans give one.",
     pathParams: budgetTarget,

@@ -19,7 +19,7 @@ import {
   VectorStoreFileList,
   VisualRagChunking,
 } from '../api/vector-stores.ts'
-import { ADMIN_OPERATIONS, BACKENDS_TAG, CONFIG_TAG } from '../admin/docs.ts'
+import { ADMIN_OPERATIONS, BACKENDS_TAG, BUDGETS_TAG, CONFIG_TAG } from '../admin/docs.ts'
 import { USER_ADMIN_OPERATIONS } from '../admin/users.ts'
 import { WEBHOOK_OPERATIONS } from '../admin/webhooks.ts'
 import { AUDIT_OPERATIONS, AUDIT_TAG } from '../audit/api.ts'
@@ -101,6 +101,7 @@ const GROUPS: TagGroups = [
       'Admin: usage and tiers',
       'Admin: queue',
       'Admin: users',
+      BUDGETS_TAG,
       BACKENDS_TAG,
       'Admin: webhooks',
       CONFIG_TAG,

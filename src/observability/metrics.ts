@@ -99,35 +99,34 @@ const OVERHEAD_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 
 const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
 
+/**
+ * A read of `source()` that callers arriving while one is in progress share; `fallback` when
+ * there is no source or the read fails (a scrape never fails on it).
+ */
+function sharedRead<T, F>(source: () => (() => Promise<T>) | null, fallback: F): () => Promise<T | F> {
+  let inProgress: Promise<T | F> | null = null
+  return () => {
+    const read = source()
+    if (read === null) return Promise.resolve(fallback)
+    inProgress ??= read()
+      .catch(() => fallback)
+      .finally(() => {
+        inProgress = null
+      })
+    return inProgress
+  }
+}
+
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry()
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tollgate_' })
   const registers = [registry]
   let queueSource: (() => Promise<readonly QueueLineReading[]>) | null = null
   let signingKeySource: (() => SigningKeyReading | null) | null = null
-  // The two queue gauges' collect() run side by side in one scrape: they share one read of the lines.
-  let queueRead: Promise<readonly QueueLineReading[] | null> | null = null
-  const readQueue = (): Promise<readonly QueueLineReading[] | null> => {
-    if (queueSource === null) return Promise.resolve(null)
-    queueRead ??= queueSource()
-      .catch(() => null)
-      .finally(() => {
-        queueRead = null
-      })
-    return queueRead
-  }
   let capacitySource: (() => Promise<readonly DeploymentReading[]>) | null = null
-  // The five gauges' collect() run side by side in one scrape: they share the read in progress.
-  let reading: Promise<readonly DeploymentReading[]> | null = null
-  const readCapacity = (): Promise<readonly DeploymentReading[]> => {
-    if (capacitySource === null) return Promise.resolve([])
-    reading ??= capacitySource()
-      .catch(() => [])
-      .finally(() => {
-        reading = null
-      })
-    return reading
-  }
+  // Gauges fed by one source run their collect() side by side in a scrape: they share one read.
+  const readQueue = sharedRead(() => queueSource, null)
+  const readCapacity = sharedRead(() => capacitySource, [])
   const deploymentGauge = (
     name: string,
     help: string,

@@ -68,25 +68,17 @@ export function openEmbeddedAuditStore(dataDir: string): AuditStore {
         where.push('(actor_id = ? OR actor_name = ?)')
         args.push(q.actor, q.actor)
       }
-      if (q.action !== undefined) {
-        where.push('action = ?')
-        args.push(q.action)
-      }
-      if (q.objectType !== undefined) {
-        where.push('object_type = ?')
-        args.push(q.objectType)
-      }
-      if (q.objectId !== undefined) {
-        where.push('object_id = ?')
-        args.push(q.objectId)
-      }
-      if (q.since !== undefined) {
-        where.push('at >= ?')
-        args.push(q.since)
-      }
-      if (q.until !== undefined) {
-        where.push('at < ?')
-        args.push(q.until)
+      const filters: Array<[string, string | number | undefined]> = [
+        ['action = ?', q.action],
+        ['object_type = ?', q.objectType],
+        ['object_id = ?', q.objectId],
+        ['at >= ?', q.since],
+        ['at < ?', q.until],
+      ]
+      for (const [clause, value] of filters) {
+        if (value === undefined) continue
+        where.push(clause)
+        args.push(value)
       }
       // One past the page says whether there is more.
       const sql = `SELECT seq, entry FROM audit ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`

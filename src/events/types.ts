@@ -6,6 +6,8 @@
 //
 // A type is named `<object>.<what happened>` and never reused for another meaning; its
 // data only grows (a receiver must ignore fields it does not know).
+import type { BudgetPeriod } from '../budgets/period.ts'
+import type { BudgetScope, BudgetThresholdEvent } from '../budgets/port.ts'
 
 /** Every event type and what its `data` holds. */
 export interface EventData {
@@ -60,9 +62,9 @@ export interface EventData {
    * `budgetThresholdEvent`.
    */
   'budget.threshold': {
-    readonly scope: 'key' | 'owner' | 'tenant'
+    readonly scope: BudgetScope
     readonly id: string
-    readonly period: 'day' | 'week' | 'month' | 'lifetime'
+    readonly period: BudgetPeriod
     readonly period_start: string
     readonly threshold: number
     readonly spent: number
@@ -155,16 +157,7 @@ export const noEvents: Events = {
  */
 export function budgetThresholdEvent(
   events: Events,
-  crossed: {
-    readonly scope: 'key' | 'owner' | 'tenant'
-    readonly id: string
-    readonly period: 'day' | 'week' | 'month' | 'lifetime'
-    readonly periodStart: string
-    readonly threshold: number
-    readonly spent: number
-    readonly amount: number
-    readonly currency: string
-  },
+  crossed: BudgetThresholdEvent,
 ): Promise<GatewayEvent<'budget.threshold'> | null> {
   return events.publish(
     'budget.threshold',

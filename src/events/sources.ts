@@ -43,16 +43,9 @@ export function withRateLimitEvents(
   now: () => number = Date.now,
 ): Limiter {
   const first = sampler()
-  const wrapped: Limiter = {
-    peek: (request) => limiter.peek(request),
-    close: () => limiter.close(),
-    ...(limiter.check === undefined ? {} : { check: (request) => limiter.check?.(request) ?? Promise.resolve({}) }),
-    // Where budgets stand (the admin API, the portal): the limiter's own answer.
-    ...(limiter.budgetStatus === undefined ? {} : { budgetStatus: limiter.budgetStatus.bind(limiter) }),
-    ...(limiter.budgetStatusOf === undefined ? {} : { budgetStatusOf: limiter.budgetStatusOf.bind(limiter) }),
-    ...(limiter.health === undefined
-      ? {}
-      : { health: () => limiter.health?.() ?? { mode: 'memory', healthy: true, outages: 0, downSince: null } }),
+  // Everything else is the limiter's own (its methods are plain closures): only admit() listens.
+  return {
+    ...limiter,
     async admit(request) {
       try {
         return await limiter.admit(request)
@@ -80,7 +73,6 @@ export function withRateLimitEvents(
       }
     },
   }
-  return wrapped
 }
 
 /** capacity's onSaturated hook: `deployment.saturated` at most once per deployment per minute. */

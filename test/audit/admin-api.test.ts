@@ -2,16 +2,14 @@
 // through the admin API and the `tollgate` CLI, then GET /admin/audit. Each change is exactly
 // one record with its before and after; refused and failed calls leave none; no record, and
 // no byte of the store, holds a key, the admin token or a password used.
-import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import t from 'tap'
 import { KEY_FIELDS, USER_FIELDS } from '../../src/audit/subjects.ts'
+import { runTollgate } from '../helpers/cli.ts'
 import { onSharedRedis, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { testNamespace } from '../helpers/redis.ts'
-
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
 
 interface Entry {
   object: string
@@ -35,15 +33,11 @@ interface Page {
   has_more: boolean
 }
 
-function cli(args: string[], env: Record<string, string>): Promise<string> {
-  return new Promise((done, fail) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 },
-      (error, stdout) => (error ? fail(error) : done(stdout)),
-    )
-  })
+/** The CLI's output; a failed run fails the test with its error. */
+async function cli(args: string[], env: Record<string, string>): Promise<string> {
+  const run = await runTollgate(args, env)
+  if (run.code !== 0) throw new Error(`tollgate ${args.join(' ')} exited ${run.code}: ${run.stderr}`)
+  return run.stdout
 }
 
 const space = testNamespace(t, 'audit-e2e', 'tollgate-audit-e2e')

@@ -1,35 +1,15 @@
 // `tollgate keys …` against a running gateway, as an operator runs it: tables by default,
 // --json for scripts, the secret printed by create and rotate only, clear errors and
 // exit codes when something is wrong.
-import { execFile } from 'node:child_process'
-import { resolve } from 'node:path'
 import t from 'tap'
 import { durationSeconds, runKeysCommand } from '../../src/cli/keys.ts'
 import { formatAmount } from '../../src/keys/money.ts'
 import { mergeUsageReplies, usageWindows } from '../../src/cli/usage-windows.ts'
+import { runTollgate } from '../helpers/cli.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { chatWith } from '../helpers/http.ts'
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts')
-
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
-function tollgate(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, timeout: 30_000 },
-      (error, stdout, stderr) => {
-        done({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr })
-      },
-    )
-  })
-}
+const tollgate = runTollgate
 
 let gw: RunningTollgate
 let env: Record<string, string>

@@ -208,6 +208,17 @@ t.test(
       (await admin(first, 'PUT', `/admin/budgets/key/${id}`, { amount: 20 * CALL_EUR, period: 'week' })).status,
       200,
     )
+    // Another instance sees a budget set elsewhere within budgets.refreshMs (docs/budgets.md):
+    // the burst starts once every instance lists it.
+    for (const gw of gateways) {
+      const seen = await pollUntil(
+        async () => (await admin(gw, 'GET', '/admin/budgets')).json,
+        (reply) => JSON.stringify(reply.data ?? []).includes(id),
+        500,
+        20,
+      )
+      t.ok(seen.met, `${gw.url} lists the budget`)
+    }
     const outcomes = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
         const gw = gateways[i % 3] as RunningTollgate

@@ -20,6 +20,7 @@
 import { randomBytes } from 'node:crypto'
 import { join, resolve } from 'node:path'
 import t from 'tap'
+import { pollUntil } from '../helpers/poll.ts'
 import { loadPlans } from '../../src/config/load.ts'
 import { resolveLimits } from '../../src/limits/plans.ts'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../helpers/gateway.ts'
@@ -241,9 +242,21 @@ if (!ns.up) {
   t.test('the metered tokens equal, exactly, what the calls used; cost matches the plan', async (t) => {
     t.equal(outcomes.length, 42)
     const logs = new Map<string, Record<string, unknown>>()
-    for (const gw of [a, b])
-      for (const line of gw.logs())
-        if (line.msg === 'request' && typeof line.reqId === 'string') logs.set(line.reqId, line)
+    const readLogs = (): Map<string, Record<string, unknown>> => {
+      for (const gw of [a, b])
+        for (const line of gw.logs())
+          if (line.msg === 'request' && typeof line.reqId === 'string') logs.set(line.reqId, line)
+      return logs
+    }
+    // A cut-off stream's line is written when the gateway has settled it, which may come after
+    // the client left: wait (bounded) until every one is there.
+    const cutOff = outcomes.filter((o) => !o.usage).map((o) => o.requestId)
+    await pollUntil(
+      async () => readLogs(),
+      (read) => cutOff.every((id) => read.has(id)),
+      500,
+      20,
+    )
 
     const expected = new Map<string, Counted>()
     for (const o of outcomes) {

@@ -71,6 +71,13 @@ import { reloadMetrics } from './runtime/metrics.ts'
 import { createReloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 
+/**
+ * How long a shutdown waits, once the connections are closed, for calls still settling.
+ * Above the tokenizer's own deadline (tokenizer/counter.ts, 10 s), after which a count is
+ * an estimate, so a count that is merely slow (a worker starting on a loaded machine) lands.
+ */
+const SETTLE_AT_SHUTDOWN_MS = 15_000
+
 export interface Gateway {
   readonly url: string
   readonly metricsUrl: string
@@ -417,9 +424,15 @@ export async function startGateway(
         server.closeAllConnections()
         await closed
       }
-      // Calls whose clients left may still be settling: their usage is metered before exit.
-      if ((await Promise.race([app.settled().then(() => 'settled' as const), grace])) === 'timeout') {
-        log.warn('grace period over: some calls were still settling')
+      // Calls whose clients left may still be settling (a cut-off stream's output being
+      // counted, its usage written): their usage is metered before exit, however short the
+      // grace. That work is bounded (the token count falls back to an estimate, Redis
+      // commands time out), so this waits for it, within SETTLE_AT_SHUTDOWN_MS.
+      const settling = new Promise<'timeout'>((done) =>
+        setTimeout(() => done('timeout'), SETTLE_AT_SHUTDOWN_MS).unref(),
+      )
+      if ((await Promise.race([app.settled().then(() => 'settled' as const), settling])) === 'timeout') {
+        log.warn({ waitedMs: SETTLE_AT_SHUTDOWN_MS }, 'some calls were still settling at shutdown; their usage is lost')
       }
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))

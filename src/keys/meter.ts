@@ -7,13 +7,19 @@
 // A call that streamed names its journal entry (UsageWrite.stream), which goes in the same
 // write, so a stream is charged by its settle or by a recovery after a crash, never both.
 //
-// A write the store refuses (a Redis blip) is not lost either: its row is kept in memory,
-// folded with later refused rows into one row per (key, model, day), and retried on a
-// timer; record() resolves anyway, since the call itself went fine. close() keeps trying
-// for a while before it gives up, loudly. Counts are made whole and non-negative here, so
-// a write can only fail for want of a store (a malformed row would otherwise block every
-// later one forever).
+// A write the store refuses (a Redis blip) is not lost either: its row is kept in memory
+// and retried on a timer; record() resolves anyway, since the call itself went fine.
+// close() keeps trying for a while before it gives up, loudly. Counts are made whole and
+// non-negative here, so a write can only fail for want of a store (a malformed row would
+// otherwise block every later one forever).
+//
+// Nor is it counted twice. A write that was never sent (no connection) is folded with the
+// others like it into one row per (key, model, day). One that may have been applied (it
+// timed out, or the connection dropped while it was in flight) is kept apart and sent
+// again under the id it was first sent with, which the store applies once (UsageWrite.id).
+import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
+import { StoreUnavailableError } from '../store/errors.ts'
 import type { UsageStore, UsageWrite } from '../store/ports.ts'
 
 export interface MeterOptions {
@@ -44,19 +50,30 @@ export function utcDay(at: Date): string {
 const count = (n: number): number =>
   Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), Number.MAX_SAFE_INTEGER) : 0
 
+/** Certainly not applied: the store had no connection to send it on. */
+const unsent = (err: unknown): boolean => err instanceof StoreUnavailableError && err.unsent
+
 export function createMeter(options: MeterOptions): Meter {
   const interval = options.retryIntervalMs ?? 1000
   const closeTimeout = options.closeTimeoutMs ?? 5000
+  // Write ids: this meter's own prefix and a counter, unique without a random draw per call.
+  const idPrefix = randomBytes(9).toString('base64url')
+  let written = 0
+  const nextId = (): string => `${idPrefix}.${(written++).toString(36)}`
+  /** Rows never sent: folded, one per (key, model, day), or per stream settled. */
   let pending = new Map<string, UsageWrite>()
+  /** Rows that may have been applied, by the id they were sent with and are sent again under. */
+  let unsure = new Map<string, UsageWrite>()
   let inFlight: Promise<void> | null = null
   let failing = false
 
   const fold = (rows: Map<string, UsageWrite>, row: UsageWrite): void => {
+    const { id: _sentAs, ...unsentRow } = row
     // A row that settles a stream stays apart: its write must name its journal entry.
-    const id = row.stream === undefined ? `${row.keyId}\u0000${row.model}\u0000${row.day}` : `\u0000${row.stream}`
-    const prev = rows.get(id)
+    const key = row.stream === undefined ? `${row.keyId}\u0000${row.model}\u0000${row.day}` : `\u0000${row.stream}`
+    const prev = rows.get(key)
     rows.set(
-      id,
+      key,
       prev
         ? {
             ...prev,
@@ -65,8 +82,15 @@ export function createMeter(options: MeterOptions): Meter {
             outputTokens: prev.outputTokens + row.outputTokens,
             costNanos: prev.costNanos + row.costNanos,
           }
-        : row,
+        : unsentRow,
     )
+  }
+  /** Keeps rows a write failed with, for the next retry. */
+  const keep = (rows: Iterable<UsageWrite>, err: unknown): void => {
+    for (const row of rows) {
+      if (unsent(err) || row.id === undefined) fold(pending, row)
+      else unsure.set(row.id, row)
+    }
   }
 
   const refused = (err: unknown, rows: number): void => {
@@ -81,18 +105,20 @@ export function createMeter(options: MeterOptions): Meter {
 
   /** One attempt at the kept rows. */
   const retryOnce = async (): Promise<void> => {
-    if (pending.size === 0) return
-    const batch = pending
+    if (pending.size === 0 && unsure.size === 0) return
+    const again = unsure
+    unsure = new Map()
+    const folded = [...pending.values()].map((row) => ({ ...row, id: nextId() }))
     pending = new Map()
     try {
-      await options.store.add([...batch.values()])
+      await options.store.add([...again.values(), ...folded])
       wrote()
     } catch (err) {
-      // Rows refused meanwhile fold into the kept ones: still one row per (key, model, day).
-      const newer = pending
-      pending = batch
-      for (const row of newer.values()) fold(pending, row)
-      refused(err, batch.size)
+      // What was unsure stays so, under its id; the folded rows are unsure now only if
+      // this attempt may have applied them.
+      for (const [id, row] of again) unsure.set(id, row)
+      keep(folded, err)
+      refused(err, again.size + folded.length)
     }
   }
 
@@ -105,9 +131,11 @@ export function createMeter(options: MeterOptions): Meter {
   }
 
   const timer = setInterval(() => {
-    if (pending.size > 0) void flush()
+    if (pending.size > 0 || unsure.size > 0) void flush()
   }, interval)
   timer.unref()
+
+  const kept = (): UsageWrite[] => [...pending.values(), ...unsure.values()]
 
   return {
     async record(entry) {
@@ -122,30 +150,31 @@ export function createMeter(options: MeterOptions): Meter {
         outputTokens: count(entry.outputTokens),
         costNanos: count(entry.costNanos),
         ...(entry.stream === undefined ? {} : { stream: entry.stream }),
+        id: nextId(),
       }
       try {
         await options.store.add([row])
         wrote()
       } catch (err) {
-        fold(pending, row)
+        keep([row], err)
         refused(err, 1)
       }
     },
     flush,
-    pending: () => pending.size,
+    pending: () => pending.size + unsure.size,
     async close() {
       clearInterval(timer)
       const deadline = Date.now() + closeTimeout
       let delay = 50
       await flush()
       // A blip at shutdown: keep trying, with backoff, until the deadline.
-      while (pending.size > 0 && Date.now() < deadline) {
+      while (pending.size + unsure.size > 0 && Date.now() < deadline) {
         await new Promise((done) => setTimeout(done, Math.min(delay, Math.max(deadline - Date.now(), 0))))
         delay = Math.min(delay * 2, 1000)
         await flush()
       }
-      if (pending.size > 0) {
-        const rows = [...pending.values()]
+      if (pending.size + unsure.size > 0) {
+        const rows = kept()
         options.log.error(
           {
             rows: rows.length,

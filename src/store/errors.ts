@@ -14,12 +14,19 @@ export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError'
   /** The client's own error: its message is already part of this one's. */
   declare readonly reason: unknown
+  /**
+   * Nothing was sent: there was no connection to send it on, so the write certainly had
+   * no effect. Otherwise it may have run, its reply lost (a timeout, a connection dropped
+   * while it was in flight).
+   */
+  readonly unsent: boolean
 
-  constructor(message: string, options: { readonly cause?: unknown } = {}) {
+  constructor(message: string, options: { readonly cause?: unknown; readonly unsent?: boolean } = {}) {
     // Not passed on as `cause`: the logger appends a cause's message to the error's, and
     // this message already says it ("Redis did not answer: X: X" otherwise).
     // Not enumerable either, for the same reason (the logger would print its stack).
     super(message)
     Object.defineProperty(this, 'reason', { value: options.cause, enumerable: false })
+    this.unsent = options.unsent ?? false
   }
 }

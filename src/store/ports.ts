@@ -88,6 +88,12 @@ export interface UsageWrite extends UsageRecord {
    * gateway only looked dead) is taken off this record, so the call is charged once.
    */
   readonly stream?: string
+  /**
+   * The write's id. A store that can lose a reply after applying a write (Redis) applies a
+   * given id once, within USAGE_WRITE_MEMORY_MS: a write sent again because its first
+   * reply never came counts once. The embedded store's writes commit or throw, and ignore it.
+   */
+  readonly id?: string
 }
 
 export interface UsageStore {

@@ -107,8 +107,12 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   const per = {
     commandTimeout,
     connectTimeout,
-    // One resend after a reconnect at most; with the offline queue off this rarely applies.
     maxRetriesPerRequest: 1,
+    // A command in flight when the connection drops fails; ioredis would otherwise send it
+    // again after the reconnect, although Redis may have run it already (its reply was
+    // lost): an INCR sent through a proxy cut mid-script ran twice. The callers decide
+    // what a failed write means (the meter's writes carry ids for that; see keys/meter.ts).
+    autoResendUnfulfilledCommands: false,
     // A socket silent for two command deadlines while replies are owed is dead (a
     // partition sends no RST): drop it and reconnect rather than time out forever.
     // Not for blocking commands (BLPOP...), which this client is not meant for.

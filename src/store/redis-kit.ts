@@ -60,15 +60,26 @@ export async function runScript(
  * (Redis answered "no") and an adapter's own errors (conflicts, corrupt values,
  * unexpected replies: other classes) pass through unchanged.
  */
-export function unavailable(error: unknown): unknown {
+export function unavailable(error: unknown, unsent = isOfflineRefusal(error)): unknown {
   if (!isRedisUnavailable(error)) return error
-  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error })
+  return new StoreUnavailableError(`Redis did not answer: ${error.message}`, { cause: error, unsent })
+}
+
+/** ioredis refused to send: no connection, and the offline queue is off. */
+function isOfflineRefusal(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith("Stream isn't writeable")
 }
 
 /** Runs fn once the connection is up, reporting a missing Redis as StoreUnavailableError. */
 export async function withRedis<T>(redis: RedisConnection, fn: () => Promise<T>): Promise<T> {
+  if (redis.status !== 'ready') {
+    try {
+      await whenReady(redis)
+    } catch (error) {
+      throw unavailable(error, true)
+    }
+  }
   try {
-    if (redis.status !== 'ready') await whenReady(redis)
     return await fn()
   } catch (error) {
     throw unavailable(error)

@@ -114,42 +114,62 @@ return 'ok'
 `)
 
 // KEYS: every row's index, the stream journal's index, then per row: the row, its key's
-// index, and the journal entry of the stream it settles (when it settles one).
-// ARGV: per row: requests, inputTokens, outputTokens, costNanos, keyId, model, day, owner,
-// tier, day number, the stream it settles ('' for none).
+// index, the journal entry of the stream it settles (when it settles one), and the write's
+// marker (when it has an id).
+// ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
+// costNanos, keyId, model, day, owner, tier, day number, the stream it settles ('' for
+// none), the write's id ('' for none).
 // One script rather than a MULTI of nine commands a row: one command to send, encode and
 // answer on every call's settle (and it joins the limiter's settle in one auto-pipelined write).
 // Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles;
-// only a settle of a stream recovery charged already (rare) does arithmetic.
+// only a settle of a stream recovery charged already (rare) does arithmetic. A row whose
+// id has a marker was applied before (its reply was lost): it is skipped, whole.
 const ADD_USAGE = script(`
 local k = 3
-for i = 0, #ARGV / 11 - 1 do
-  local a = 11 * i
+for i = 0, (#ARGV - 1) / 12 - 1 do
+  local a = 1 + 12 * i
   local row, ofKey = KEYS[k], KEYS[k + 1]
   k = k + 2
   local requests, input, output, cost = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local stream = ARGV[a + 11]
+  local stream, id = ARGV[a + 11], ARGV[a + 12]
+  local entry, marker
   if stream ~= '' then
-    local entry = KEYS[k]
+    entry = KEYS[k]
     k = k + 1
-    local got = redis.call('HMGET', entry, 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
-    if got[1] then
-      local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
-      requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
-    end
-    redis.call('DEL', entry)
-    redis.call('HDEL', KEYS[2], stream)
   end
-  redis.call('HINCRBY', row, 'requests', requests)
-  redis.call('HINCRBY', row, 'inputTokens', input)
-  redis.call('HINCRBY', row, 'outputTokens', output)
-  redis.call('HINCRBY', row, 'costNanos', cost)
-  redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9])
-  redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
-  redis.call('ZADD', ofKey, ARGV[a + 10], row)
+  if id ~= '' then
+    marker = KEYS[k]
+    k = k + 1
+  end
+  if not marker or redis.call('SET', marker, '1', 'NX', 'PX', ARGV[1]) then
+    if entry then
+      local got = redis.call('HMGET', entry, 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
+      if got[1] then
+        local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
+        requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
+      end
+      redis.call('DEL', entry)
+      redis.call('HDEL', KEYS[2], stream)
+    end
+    redis.call('HINCRBY', row, 'requests', requests)
+    redis.call('HINCRBY', row, 'inputTokens', input)
+    redis.call('HINCRBY', row, 'outputTokens', output)
+    redis.call('HINCRBY', row, 'costNanos', cost)
+    redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9])
+    redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
+    redis.call('ZADD', ofKey, ARGV[a + 10], row)
+  end
 end
 return 'ok'
 `)
+
+/**
+ * How long a usage write's id is remembered (UsageWrite.id): a write sent again within this
+ * of its first try counts once. A marker is a small key per write (about 100 bytes: 60 MB
+ * at 100 calls a second); a retry later than this, after an outage that began with that
+ * write in flight, may count it twice.
+ */
+export const USAGE_WRITE_MEMORY_MS = 15 * 60_000
 
 // KEYS: the entry, the journal's index
 // ARGV: id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos
@@ -216,6 +236,8 @@ export function redisKeys(prefix: string) {
     stream: (id: string) => `${base}stream:${enc(id)}`,
     /** The journalled streams neither settled nor recovered: id → instance. */
     streams: `${base}streams`,
+    /** A usage write applied lately (USAGE_WRITE_MEMORY_MS), by its id. */
+    usageWrite: (id: string) => `${base}uw:${enc(id)}`,
   }
 }
 
@@ -361,10 +383,11 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
       checkUsageRecords(records)
       if (records.length === 0) return
       const keys: string[] = [k.usageRows, k.streams]
-      const args: Array<string | number> = []
+      const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
       for (const r of records) {
         keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
         if (r.stream !== undefined) keys.push(k.stream(r.stream))
+        if (r.id !== undefined) keys.push(k.usageWrite(r.id))
         args.push(
           r.requests,
           r.inputTokens,
@@ -377,6 +400,7 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
           r.tier,
           dayNumber(r.day),
           r.stream ?? '',
+          r.id ?? '',
         )
       }
       // One script: the whole batch applies, and no reader sees half a row.

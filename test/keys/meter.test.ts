@@ -1,10 +1,12 @@
 // The meter: every call's usage is in the store when record() resolves; a store that
-// refuses loses nothing and counts nothing twice (rows are kept, folded, and retried);
-// close() retries what is left.
+// refuses loses nothing and counts nothing twice (rows never sent are kept, folded, and
+// retried; rows that may have been applied are sent again under their id); close()
+// retries what is left.
 import t from 'tap'
 import { createMeter } from '../../src/keys/meter.ts'
 import { createLogger } from '../../src/observability/logger.ts'
-import type { UsageRecord, UsageStore } from '../../src/store/ports.ts'
+import { StoreUnavailableError } from '../../src/store/errors.ts'
+import type { UsageRecord, UsageStore, UsageWrite } from '../../src/store/ports.ts'
 import { checkUsageRecords } from '../../src/store/usage-rows.ts'
 
 const log = createLogger('silent')
@@ -13,8 +15,14 @@ interface FakeUsage extends UsageStore {
   rows: UsageRecord[]
   writes: number
   failures: number
-  /** Fails this many of the next add() calls. */
+  /** Fails this many of the next add() calls, unsent (no connection). */
   failNext: number
+  /** Fails this many of the next add() calls as a timeout would: maybe applied, here not. */
+  timeOutNext: number
+  /** Applies this many of the next add() calls, then fails them as if the reply was lost. */
+  loseReplyNext: number
+  /** Every id sent, in order. */
+  ids: string[]
 }
 
 function fakeUsage(): FakeUsage {
@@ -23,16 +31,32 @@ function fakeUsage(): FakeUsage {
     writes: 0,
     failures: 0,
     failNext: 0,
+    timeOutNext: 0,
+    loseReplyNext: 0,
+    ids: [],
     async add(records) {
       // Like both adapters: a malformed row refuses the whole batch.
       checkUsageRecords(records)
       if (store.failNext > 0) {
         store.failNext--
         store.failures++
-        throw new Error('Redis did not answer')
+        throw new StoreUnavailableError('Redis did not answer: no connection', { unsent: true })
+      }
+      store.ids.push(...records.map((r) => r.id ?? ''))
+      if (store.timeOutNext > 0) {
+        store.timeOutNext--
+        store.failures++
+        throw new StoreUnavailableError('Redis did not answer: Command timed out')
       }
       store.writes++
-      store.rows.push(...records)
+      // Like Redis: an id applied before is skipped.
+      const applied = new Set(store.rows.map((r) => (r as UsageWrite).id))
+      store.rows.push(...records.filter((r) => r.id === undefined || !applied.has(r.id)))
+      if (store.loseReplyNext > 0) {
+        store.loseReplyNext--
+        store.failures++
+        throw new StoreUnavailableError('Redis did not answer: Connection is closed.')
+      }
     },
     async query() {
       return store.rows
@@ -113,6 +137,60 @@ t.test(
     await meter.close()
   },
 )
+
+t.test('a write whose reply was lost is sent again under its id, and counted once', async (t) => {
+  const store = fakeUsage()
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  store.loseReplyNext = 1
+  await meter.record(call('k1', 'm1', 10, 5))
+  t.equal(store.rows.length, 1, 'applied, although the meter never heard so')
+  t.equal(meter.pending(), 1, 'kept for a retry')
+  await meter.flush()
+  t.equal(meter.pending(), 0)
+  t.equal(store.ids.length, 2, 'sent twice')
+  t.equal(store.ids[0], store.ids[1], 'under the same id')
+  t.same(totals(store.rows), { requests: 1, inputTokens: 10, outputTokens: 5, costNanos: 15_000 }, 'counted once')
+  await meter.close()
+})
+
+t.test('writes that may have been applied are not folded; each is retried under its own id', async (t) => {
+  const store = fakeUsage()
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  store.timeOutNext = 2
+  store.loseReplyNext = 1
+  await meter.record(call('k1', 'm1', 10, 5)) // timed out, not applied
+  await meter.record(call('k1', 'm1', 20, 7)) // timed out, not applied
+  await meter.record(call('k1', 'm1', 1, 1)) // applied, reply lost
+  t.equal(meter.pending(), 3, 'three rows for one (key, model, day), each under its id')
+  // The retry times out too: still unsure, still apart, still under the same ids.
+  const firstIds = [...store.ids]
+  store.timeOutNext = 1
+  await meter.flush()
+  t.equal(meter.pending(), 3)
+  t.same(new Set(store.ids.slice(3)), new Set(firstIds), 'the retry sent the same ids')
+  await meter.flush()
+  t.equal(meter.pending(), 0)
+  t.same(totals(store.rows), { requests: 3, inputTokens: 31, outputTokens: 13, costNanos: 44_000 }, 'each once')
+  await meter.close()
+})
+
+t.test('rows never sent that fail again on their retry stay folded and unsent', async (t) => {
+  const store = fakeUsage()
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  store.failNext = 3
+  await meter.record(call('k1', 'm1', 10, 5))
+  await meter.record(call('k1', 'm1', 20, 7))
+  await meter.flush()
+  t.equal(meter.pending(), 1, 'one folded row')
+  store.timeOutNext = 1
+  await meter.flush()
+  t.equal(meter.pending(), 1, 'its retry may have been applied: kept under that id')
+  const sentAs = store.ids.at(-1)
+  await meter.flush()
+  t.equal(store.ids.at(-1), sentAs, 'and sent again under it')
+  t.same(totals(store.rows), { requests: 2, inputTokens: 30, outputTokens: 12, costNanos: 42_000 })
+  await meter.close()
+})
 
 t.test('the timer retries by itself', async (t) => {
   const store = fakeUsage()

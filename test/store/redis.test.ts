@@ -13,7 +13,7 @@ import type { Command, Redis } from 'ioredis'
 import { StoreUnavailableError } from '../../src/store/errors.ts'
 import type { Stores } from '../../src/store/ports.ts'
 import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/redis-client.ts'
-import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
+import { createRedisStores, redisKeys, USAGE_WRITE_MEMORY_MS } from '../../src/store/redis.ts'
 import { storeContract } from './contract.ts'
 import { authStoreContract } from './auth-contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
@@ -144,6 +144,68 @@ function registerRedisTests(): void {
     await stores.usage.add([makeUsage({ keyId: 'key_old', model: 'gpt-4o', owner: 'o', costNanos: 1 })])
     const [read] = await stores.usage.query({ keyId: 'key_old' })
     t.equal(read?.costNanos, 4_271_301, 'the old float, rounded to nano-units, plus the new integer')
+  })
+
+  t.test('redis: a usage write sent again under its id counts once, on any instance', async (t) => {
+    const [a, b, prefix] = twoInstances(t)
+    const write = { ...makeUsage({ inputTokens: 7, costNanos: 70 }), id: 'meter1.0' }
+    await a.usage.add([write])
+    await b.usage.add([write, { ...write, id: 'meter1.1' }])
+    await a.usage.add([
+      { ...write, id: undefined },
+      { ...write, id: undefined },
+    ])
+    const [row] = await a.usage.query({ keyId: 'key_a' })
+    t.equal(row?.requests, 4, 'the id sent twice once, the other id once, the two without an id each')
+    t.equal(row?.inputTokens, 28)
+    const ttl = await admin.pttl(redisKeys(prefix).usageWrite('meter1.0'))
+    t.ok(ttl > 0 && ttl <= USAGE_WRITE_MEMORY_MS, `the id is remembered for a while, not for ever (${ttl} ms left)`)
+  })
+
+  t.test('redis: a command in flight when the connection drops is not run again after the reconnect', async (t) => {
+    // A proxy that, once armed, drops the connection instead of passing Redis's next reply
+    // on: the command ran, and its caller never heard.
+    let armed = false
+    const upstreamUrl = new URL(REDIS_URL)
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(upstreamUrl.port || 6379), upstreamUrl.hostname)
+      const drop = (): void => {
+        client.destroy()
+        upstream.destroy()
+      }
+      client.on('error', drop).on('close', drop)
+      upstream.on('error', drop).on('close', drop)
+      client.pipe(upstream)
+      upstream.on('data', (reply: Buffer) => {
+        if (!armed) client.write(reply)
+        else {
+          armed = false
+          drop()
+        }
+      })
+    })
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done))
+    const viaProxy = createRedisClient(`redis://127.0.0.1:${(proxy.address() as AddressInfo).port}`, {
+      commandTimeoutMs: COMMAND_TIMEOUT_MS,
+      name: 'tgtest-lost-reply',
+    })
+    t.teardown(async () => {
+      viaProxy.disconnect()
+      await new Promise<void>((done) => proxy.close(() => done()))
+    })
+    const ready = (): Promise<void> =>
+      new Promise((done) => (viaProxy.status === 'ready' ? done() : viaProxy.once('ready', () => done())))
+    await ready()
+    const counter = `${freshPrefix()}{tg}:counted`
+    armed = true
+    const outcome = await viaProxy.incr(counter).then(
+      () => 'answered',
+      (err: Error) => err.message,
+    )
+    t.not(outcome, 'answered', `the caller is told the command failed (${outcome})`)
+    await ready()
+    await viaProxy.ping()
+    t.equal(await admin.get(counter), '1', 'Redis ran it once: the client did not send it again')
   })
 
   t.test('redis: two instances on one namespace share and count exactly', async (t) => {

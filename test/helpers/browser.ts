@@ -26,11 +26,18 @@ export async function launchChromium(t: Test, options: ContextOptions = {}): Pro
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`)
   const profile = mkdtempSync(join(tmpdir(), 'tollgate-chromium-'))
   t.teardown(() => rmSync(profile, { recursive: true, force: true }))
-  return chromium.launchPersistentContext(profile, {
+  const context = await chromium.launchPersistentContext(profile, {
     headless: true,
     timeout: 60_000,
     ...options,
     executablePath: CHROMIUM,
     args: ARGS,
   })
+  // Every wait of every page (a navigation, a locator, waitForURL) is for a condition; on
+  // the loaded 2-core CI machine a page can take longer than Playwright's 30 s default to
+  // get there (a sign-in redirect once did), so the bound is wider. A page that never gets
+  // there still fails.
+  context.setDefaultTimeout(90_000)
+  context.setDefaultNavigationTimeout(90_000)
+  return context
 }

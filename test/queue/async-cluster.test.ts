@@ -210,8 +210,12 @@ t.test(
       slow.config(doc)
       ;(doc.server as Record<string, unknown>).shutdownGraceMs = 500
     }
-    const stopping = await c.start({ config })
-    const other = await c.start({ config })
+    // The stopping gateway hands its run to the shared queue itself; should that fail (a
+    // loaded machine: the hand-back has the queue's command deadline), its lease goes there
+    // once its heartbeat runs out, which queue.recoverAfterMs bounds (30 s by default).
+    const queue = { recoverAfterMs: 4000 }
+    const stopping = await c.start({ config, queue })
+    const other = await c.start({ config, queue })
     const { key } = await stopping.createKey({ tier: 'Standard4000' })
     const id = (await post(`${stopping.url}/queue/chat/completions`, key, slow.body, ASYNC)).json<QueueView>().id
     await until(`${other.url}/queue/requests/${id}`, key, ['in_progress'])

@@ -70,13 +70,22 @@ import { localFleet, redisFleet, type FleetReload } from './runtime/fleet.ts'
 import { reloadMetrics } from './runtime/metrics.ts'
 import { createReloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
+import { estimateWaiting } from './tokenizer/counter.ts'
 
 /**
- * How long a shutdown waits, once the connections are closed, for calls still settling.
- * Above the tokenizer's own deadline (tokenizer/counter.ts, 10 s), after which a count is
- * an estimate, so a count that is merely slow (a worker starting on a loaded machine) lands.
+ * How long a shutdown waits, once the connections are closed, for calls still settling,
+ * before their waiting token counts are estimated; then how long their writes get after that.
  */
-const SETTLE_AT_SHUTDOWN_MS = 15_000
+const SETTLE_AT_SHUTDOWN_MS = 10_000
+const LAST_WRITES_MS = 5_000
+
+function settledWithin(app: App, ms: number): Promise<'settled' | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<'timeout'>((done) => {
+    timer = setTimeout(() => done('timeout'), ms)
+  })
+  return Promise.race([app.settled().then(() => 'settled' as const), timeout]).finally(() => clearTimeout(timer))
+}
 
 export interface Gateway {
   readonly url: string
@@ -426,13 +435,13 @@ export async function startGateway(
       }
       // Calls whose clients left may still be settling (a cut-off stream's output being
       // counted, its usage written): their usage is metered before exit, however short the
-      // grace. That work is bounded (the token count falls back to an estimate, Redis
-      // commands time out), so this waits for it, within SETTLE_AT_SHUTDOWN_MS.
-      const settling = new Promise<'timeout'>((done) =>
-        setTimeout(() => done('timeout'), SETTLE_AT_SHUTDOWN_MS).unref(),
-      )
-      if ((await Promise.race([app.settled().then(() => 'settled' as const), settling])) === 'timeout') {
-        log.warn({ waitedMs: SETTLE_AT_SHUTDOWN_MS }, 'some calls were still settling at shutdown; their usage is lost')
+      // grace. That work is bounded: after SETTLE_AT_SHUTDOWN_MS the token counts still
+      // waiting (a tokenizer worker slow to start) are estimated, and the writes get a little longer.
+      if ((await settledWithin(app, SETTLE_AT_SHUTDOWN_MS)) === 'timeout') {
+        const estimated = estimateWaiting()
+        if (estimated > 0) log.warn({ counts: estimated }, 'token counts still waiting at shutdown are estimated')
+        if ((await settledWithin(app, LAST_WRITES_MS)) === 'timeout')
+          log.warn('some calls were still settling at shutdown; their usage is lost')
       }
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))

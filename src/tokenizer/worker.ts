@@ -17,9 +17,15 @@ export interface CountReply {
   readonly exact: boolean
 }
 
+/** The worker's first message: the encoder is loaded, counts are answered from now on. */
+export interface WorkerReady {
+  readonly ready: true
+}
+
 const encoder: Encoder = { count: (text) => (text.length === 0 ? 0 : countTokens(text)) }
 
 parentPort?.on('message', (request: CountRequest) => {
   const { tokens, exact } = countInPieces(encoder, request.texts, request.budgetChars)
   parentPort?.postMessage({ id: request.id, tokens, exact } satisfies CountReply)
 })
+parentPort?.postMessage({ ready: true } satisfies WorkerReady)

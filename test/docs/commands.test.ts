@@ -2,7 +2,7 @@
 // docs/*.md, CHANGELOG.md and bench/README.md runs, as written, against a gateway started on
 // the embedded defaults (a temporary data directory, the admin token it makes on its first
 // start, as `npm start` does), and exits 0. Each block runs in its own `bash -e -o pipefail`
-// from the repository's root, so every command of it must succeed, with a 30 s timeout.
+// from the repository's root, so every command of it must succeed, with a 60 s timeout.
 // Every ```js block runs too, as an .mjs file on this Node with the openai SDK of
 // node_modules (`node hello.mjs`, as the README says).
 //

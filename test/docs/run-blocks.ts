@@ -12,7 +12,7 @@ import { blocksOf, ROOT, SHELL, type Block } from './markdown.ts'
 /** The languages whose blocks run: shell, and JavaScript as an .mjs file. */
 export const RUNNABLE = new Set([...SHELL, 'js', 'mjs', 'javascript'])
 const isShell = (b: Block): boolean => SHELL.has(b.lang)
-const TIMEOUT_MS = 30_000
+const TIMEOUT_MS = 60_000
 const PASSWORD = 'docs check: a long password'
 const CHAT = { model: 'Mistral-Small-24B-Instruct-2501', messages: [{ role: 'user', content: 'docs check' }] }
 

@@ -11,11 +11,12 @@ import { chatBodyOf, PATHOLOGICAL_KINDS, pathologicalText, toolsBodyOf } from '.
 
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 /**
- * A tenth of the 20 s the event loop stalled for before the fix, loose enough for a 2-core
+ * A quarter of the 20 s the event loop stalled for before the fix, loose enough for a 2-core
  * machine running other suites (a quiet run stays under 100 ms; a load average of 12 has
- * reached 1.6 s). The figure itself is bench/stall.ts's, not this test's.
+ * reached 1.6 s, one of 10 with other engineers' tests beside CI 2.7 s). The figure itself
+ * is bench/stall.ts's, not this test's.
  */
-const HEALTHZ_BOUND_MS = 2000
+const HEALTHZ_BOUND_MS = 5000
 const SIZES = [200_000, 4_000_000]
 
 let gw: RunningTollgate

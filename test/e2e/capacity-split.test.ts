@@ -148,10 +148,13 @@ t.test("b. above the sum: the gateway's 429 with retry-after, and the SDK's own 
     "every refusal: code upstream_capacity_exceeded, type requests, retry-after(-ms) within a window, the key's x-ratelimit-* headers",
   )
 
-  // Full again, on purpose: the SDK's own retries must wait as told, and then get in.
+  // Full again, on purpose: the SDK's own retries must wait as told, and then get in. The
+  // window is 5 s, which a burst on a loaded machine can outlast: each SDK call goes out the
+  // moment a fresh burst has been refused once, so it meets a full window.
   const sdkCalls: Array<{ exchanges: Exchange[]; ms: number }> = []
   for (const [i, gw] of rig.gateways.entries()) {
     const client = recordingClient(gw, key)
+    await fullAgain(`refill ${i}`)
     const started = Date.now()
     const reply = await client.sdk.chat.completions.create(chat(`sdk ${i}`) as never)
     t.equal((reply as { object: string }).object, 'chat.completion', `the SDK call through gateway ${i} succeeded`)
@@ -175,6 +178,23 @@ t.test("b. above the sum: the gateway's 429 with retry-after, and the SDK's own 
     `upstream 429s during the burst and the SDK calls: A ${after.a.rateLimited - before.a.rateLimited}, B ${after.b.rateLimited - before.b.rateLimited}`,
   )
 })
+
+/** Sends a burst over the gateways; resolves at its first refusal (the deployments are full now), or when it is all answered. */
+async function fullAgain(label: string): Promise<void> {
+  await new Promise<void>((full) => {
+    const calls = Array.from({ length: 40 }, async (_, i) => {
+      const gw = rig.gateways[i % rig.gateways.length]!
+      const res = await fetch(`${gw.url}/v2/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(chat(`${label} ${i}`)),
+      })
+      await res.arrayBuffer()
+      if (res.status === 429) full()
+    })
+    void Promise.all(calls).then(() => full())
+  })
+}
 
 t.test("c. a steady load above the sum: the clients get the gateway's 429s, the upstreams only a few", async (t) => {
   const clients = rig.gateways.map((gw) => recordingClient(gw, key, { maxRetries: 0 }))

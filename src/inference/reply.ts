@@ -12,6 +12,7 @@ import type { StreamTally } from '../keys/stream-journal.ts'
 import { countPromptTokens } from '../limits/estimate.ts'
 import type { Admission } from '../limits/port.ts'
 import { detachedClient } from '../proxy/detached-client.ts'
+import { traceSettlement } from '../observability/call-spans.ts'
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
@@ -127,7 +128,9 @@ export class Reply {
     await this.#tally?.close()
     // The upstream counts what it served: the deployment's estimate becomes the usage (never throws).
     const lease = this.#lease?.release({ tokens: final.inputTokens + final.outputTokens })
-    await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
+    await traceSettlement(this.#exchange.trace, final, async () => {
+      await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
+    })
   }
 
   /** A live stream is journalled as it flows, so a crash still charges what was sent. */

@@ -30,6 +30,7 @@ import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
+import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
@@ -46,6 +47,8 @@ export interface QueueServiceDeps {
   readonly instance?: string
   /** Room coming back on a deployment wakes the calls of this gateway waiting for one (capacity-line.ts). */
   readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
+  /** Traces: accepted requests keep their trace to their run (worker.ts). */
+  readonly tracing?: Tracing
 }
 
 export interface ListQuery {
@@ -255,6 +258,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           query: call.query.toString(),
           body,
           estimate,
+          ...(ctx.trace.recording ? { trace: ctx.trace.headers() } : {}),
         },
       }
       // A worker of this instance that is free now runs the request at once if it is the
@@ -382,6 +386,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           config,
           metrics,
           log: deps.log,
+          ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
         })
         runner.start((request, signal, held) => {
           const run = processor(request, signal, held)

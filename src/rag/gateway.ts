@@ -86,7 +86,18 @@ async function handleRagRequest(
       scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })
-    const outcome = await relay(ctx, runtime.rag.target(service), route.raw + route.search, headers, bodyRate)
+    // Traces on: the backend is told of this step's span in place of the client's traceparent.
+    const step = ctx.trace.child(`${method} ${service}`, 'client', { 'tollgate.rag.service': service })
+    const sent = step.recording ? { ...headers, ...step.headers() } : headers
+    const outcome = await relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
+      .catch((err: unknown) => {
+        step.fail(toRefusal(err).errorName)
+        throw err
+      })
+      .finally(() => {
+        if (ctx.res.headersSent) step.set({ 'http.response.status_code': ctx.res.statusCode })
+        step.end()
+      })
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {
     const refusal = toRefusal(err)

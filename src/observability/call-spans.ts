@@ -18,7 +18,9 @@ const OPERATIONS: Partial<Record<Endpoint, string>> = {
   responses: 'generate_content',
 }
 
-export function operationOf(endpoint: string): string {
+/** The operation of an endpoint, or of a route (`queue.chat.completions`: the drop-in's). */
+export function operationOf(route: string): string {
+  const endpoint = route.replace(/^queue\./, '').replace(/\.async$/, '')
   return OPERATIONS[endpoint as Endpoint] ?? endpoint
 }
 
@@ -39,7 +41,8 @@ export interface CallSummary {
 export function endCallSpan(span: Span, call: CallSummary): void {
   if (!span.recording) return
   const operation = operationOf(call.route)
-  if (call.model !== undefined) span.rename(`${operation} ${call.model}`)
+  // An accepted stored request did not call the model yet: its run's span is named for it.
+  if (call.model !== undefined && !call.route.endsWith('.async')) span.rename(`${operation} ${call.model}`)
   span.set({
     ...(call.model === undefined
       ? {}

@@ -283,6 +283,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         throw error
       }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
+      ctx.trace.set({ 'tollgate.admission.decision': 'queued', 'tollgate.queue.id': request.id })
       if (ahead === 0 && slot !== null) {
         const priority = coordinator.priorityOf(request.tier)
         slot.run(

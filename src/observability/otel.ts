@@ -18,7 +18,6 @@ import {
   type Context,
   type Link,
   type Span as OtelSpan,
-  type Tracer,
 } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
@@ -61,9 +60,13 @@ export function createOtelTracing(options: OtelOptions): Tracing {
     headers?.traceparent === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter)
 
   const wrap = (span: OtelSpan): Span => {
-    const traceId = span.spanContext().traceId
+    const recording = span.isRecording()
+    // A trace nobody will see is not named in the logs either.
+    const traceId = recording ? span.spanContext().traceId : undefined
     return {
-      recording: true,
+      // A span the sampler dropped is not recorded: the steps under it are not made at all
+      // (and the client's own trace context goes upstream as it came).
+      recording,
       traceId,
       captureContent: options.captureContent,
       set: (attributes) => span.setAttributes(defined(attributes)),

@@ -244,6 +244,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         throw error
       }
       const { body, bytes } = await stored(call.body)
+      const traced = ctx.trace.headers()
       const request: NewRequest = {
         id: `qreq_${randomBytes(12).toString('base64url')}`,
         keyId: principal.keyId,
@@ -258,7 +259,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           query: call.query.toString(),
           body,
           estimate,
-          ...(ctx.trace.recording ? { trace: ctx.trace.headers() } : {}),
+          // Its run continues this trace (sampled out here: there too).
+          ...(traced.traceparent === undefined ? {} : { trace: traced }),
         },
       }
       // A worker of this instance that is free now runs the request at once if it is the

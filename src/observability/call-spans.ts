@@ -126,8 +126,9 @@ function tracedAdapter(span: Span, adapter: BackendAdapter): BackendAdapter {
         const response = await adapter.send({ ...request, trace: attempt.headers() })
         attempt.set({ 'http.response.status_code': response.status })
         if (response.status >= 500) attempt.fail(String(response.status))
-        // The deployment that answered last is the one whose reply is relayed.
-        span.set({ 'gen_ai.response.model': request.model ?? undefined, 'tollgate.deployment': deployment })
+        // The deployment whose answer is relayed (a refusal or a 5xx hands the call on, or is put back).
+        if (response.status < 500 && response.status !== 429)
+          span.set({ 'gen_ai.response.model': request.model ?? undefined, 'tollgate.deployment': deployment })
         if (response.body.destroyed) attempt.end()
         else response.body.once('close', () => attempt.end())
         return response
@@ -137,6 +138,20 @@ function tracedAdapter(span: Span, adapter: BackendAdapter): BackendAdapter {
         throw err
       }
     },
+  }
+}
+
+/** A step that is one piece of work (a RAG backend's request): ended with it, failed if it throws. */
+export async function traceStep<T>(step: Span, work: Promise<T>, status: () => number | undefined): Promise<T> {
+  if (!step.recording) return work
+  try {
+    return await work
+  } catch (err) {
+    step.fail(err instanceof GatewayError ? err.errorName : 'error')
+    throw err
+  } finally {
+    step.set({ 'http.response.status_code': status() })
+    step.end()
   }
 }
 

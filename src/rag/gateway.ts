@@ -20,6 +20,7 @@ import { backendRequestHeaders } from './headers.ts'
 import { admitPublicRagCall, admitRagCall } from './limits.ts'
 import { serviceRoute } from './path.ts'
 import { sendRefusal, toRefusal } from './refusal.ts'
+import { traceStep } from '../observability/call-spans.ts'
 import { relay } from './relay.ts'
 import { checkRouteRules, isPublicRoute } from './rules.ts'
 
@@ -89,15 +90,8 @@ async function handleRagRequest(
     // Traces on: the backend is told of this step's span in place of the client's traceparent.
     const step = ctx.trace.child(`${method} ${service}`, 'client', { 'tollgate.rag.service': service })
     const sent = step.recording ? { ...headers, ...step.headers() } : headers
-    const outcome = await relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
-      .catch((err: unknown) => {
-        step.fail(toRefusal(err).errorName)
-        throw err
-      })
-      .finally(() => {
-        if (ctx.res.headersSent) step.set({ 'http.response.status_code': ctx.res.statusCode })
-        step.end()
-      })
+    const relayed = relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
+    const outcome = await traceStep(step, relayed, () => (ctx.res.headersSent ? ctx.res.statusCode : undefined))
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {
     const refusal = toRefusal(err)

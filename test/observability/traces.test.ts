@@ -1,6 +1,6 @@
 // Traces (issue #26): a real gateway with tracing.enabled exports OTLP/HTTP protobuf to a
 // receiver in this test, which decodes it with the official opentelemetry-proto files.
-// A chat call, a stream, a stored request (/queue, Prefer: respond-async) and RAG calls
+// A chat call, a stream, a /queue drop-in call, a stored request (Prefer: respond-async) and RAG calls
 // each give their spans, attributes and parent links, the client's traceparent continued
 // through to the upstream (and the RAG backend), and the trace id in the access log.
 import { randomBytes } from 'node:crypto'
@@ -139,6 +139,27 @@ t.test('traces: spans, attributes, parents and trace context for chat, stream, q
     const { call, attempt } = await receiver.waitFor(callSpans(ctx.traceId, KIND.server), 'streamed call')
     t.equal(call.parentSpanId, ctx.spanId)
     t.ok(Number(call.attributes['gen_ai.usage.output_tokens']) > 0, "the stream's usage is on its span")
+    t.equal((await upstreamSaw(ctx.traceId)).spanId, attempt.spanId)
+  })
+
+  await t.test('a /queue drop-in call: its wait in line is its admission', async (t) => {
+    const ctx = clientContext()
+    const queued = new OpenAI({ apiKey: key.key, baseURL: `${gw.url}/queue`, maxRetries: 0 })
+    const { data: reply, response } = await queued.chat.completions
+      .create(
+        { model: MODEL, messages: [{ role: 'user', content: 'in line' }], max_tokens: 8 },
+        { headers: { traceparent: ctx.traceparent } },
+      )
+      .withResponse()
+    t.ok(reply.choices[0]?.message.content)
+    const { call, admission, attempt } = await receiver.waitFor(callSpans(ctx.traceId, KIND.server), 'drop-in call')
+    t.equal(call.parentSpanId, ctx.spanId)
+    t.match(call.attributes, {
+      'tollgate.route': 'queue.chat.completions',
+      'gen_ai.operation.name': 'chat',
+      'tollgate.queue.wait_ms': Number(response.headers.get('x-queue-wait-ms')),
+    })
+    t.equal(admission.attributes['tollgate.admission.decision'], 'admitted')
     t.equal((await upstreamSaw(ctx.traceId)).spanId, attempt.spanId)
   })
 

@@ -701,7 +701,7 @@ export const configSchema = z
     tracing: z
       .strictObject({
         enabled: z.boolean().default(false),
-        /** Prompts (gen_ai.input.messages) go in the call's span; off: no content ever does. */
+        /** Prompts and completions (gen_ai.input/output.messages) go in the call's span; off: no content ever does. */
         captureContent: z.boolean().default(false),
       })
       .prefault({}),

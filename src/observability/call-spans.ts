@@ -173,10 +173,39 @@ export async function traceSettlement(
   }
 }
 
-/** The prompt, only when tracing.captureContent says so (the caller checks). */
+/** The prompt, recorded only when tracing.captureContent says so (the caller checks). */
 function promptAttributes(body: unknown): SpanAttributes {
   if (typeof body !== 'object' || body === null) return {}
   const { messages, prompt, input } = body as Record<string, unknown>
   const content = messages ?? prompt ?? input
   return content === undefined ? {} : { 'gen_ai.input.messages': JSON.stringify(content) }
+}
+
+/** The completion, recorded only when tracing.captureContent says so: gathered from the reply as it is relayed. */
+export interface CompletionCapture {
+  /** Each parsed JSON reply or stream event (the relay's observe). */
+  observe(data: unknown): void
+  /** Sets gen_ai.output.messages on the call's span, once the reply is over. */
+  flush(): void
+}
+
+export function captureCompletion(span: Span | undefined): CompletionCapture | undefined {
+  if (span?.recording !== true || !span.captureContent) return undefined
+  const messages: unknown[] = []
+  const streamed: string[] = []
+  return {
+    observe(data) {
+      const choices = (data as { choices?: unknown } | null)?.choices
+      if (!Array.isArray(choices)) return
+      for (const choice of choices as Array<{ index?: number; message?: unknown; delta?: { content?: unknown } }>) {
+        if (choice.message !== undefined) messages.push(choice.message)
+        const piece = choice.delta?.content
+        if (typeof piece === 'string') streamed[choice.index ?? 0] = (streamed[choice.index ?? 0] ?? '') + piece
+      }
+    },
+    flush() {
+      const output = messages.length > 0 ? messages : streamed.map((content) => ({ role: 'assistant', content }))
+      if (output.length > 0) span.set({ 'gen_ai.output.messages': JSON.stringify(output) })
+    },
+  }
 }

@@ -23,7 +23,7 @@ export interface Span {
   readonly recording: boolean
   /** The trace's id (32 hex digits) when recorded. */
   readonly traceId: string | undefined
-  /** Prompts may be recorded in it (tracing.captureContent). */
+  /** Prompts and completions may be recorded in it (tracing.captureContent). */
   readonly captureContent: boolean
   set(attributes: SpanAttributes): void
   rename(name: string): void
@@ -47,7 +47,7 @@ export interface StartOptions {
 
 export interface Tracing {
   readonly enabled: boolean
-  /** Prompts go in spans (gen_ai.input.messages) only when this is set (tracing.captureContent). */
+  /** Prompts and completions go in spans (gen_ai.input/output.messages) only when this is set (tracing.captureContent). */
   readonly captureContent: boolean
   start(name: string, options: StartOptions): Span
   /** Exports what is still buffered, then stops: awaited at shutdown. */

@@ -8,6 +8,7 @@ import type { BackendAdapter, UpstreamRequest } from '../../src/backends/port.ts
 import { gatewayError } from '../../src/errors.ts'
 import type { Admission } from '../../src/limits/port.ts'
 import {
+  captureCompletion,
   endCallSpan,
   operationOf,
   traceAdmission,
@@ -166,6 +167,23 @@ t.test('settlement, and the call span named and closed', async (t) => {
   })
   t.equal(operationOf('embeddings'), 'embeddings')
   t.equal(operationOf('images.generations'), 'images.generations', 'one the conventions do not name keeps its own')
+})
+
+t.test('completions: recorded only with captureContent, whole or streamed', async (t) => {
+  t.equal(captureCompletion(recordingSpan('call')), undefined, 'not without captureContent')
+  t.equal(captureCompletion(NO_SPAN), undefined)
+  const whole = recordingSpan('call', 'server', true)
+  const capture = captureCompletion(whole)
+  capture?.observe({ choices: [{ index: 0, message: { role: 'assistant', content: 'hi there' } }] })
+  capture?.flush()
+  t.equal(whole.attributes['gen_ai.output.messages'], '[{"role":"assistant","content":"hi there"}]')
+  const streamed = recordingSpan('call', 'server', true)
+  const events = captureCompletion(streamed)
+  for (const piece of ['hel', 'lo']) events?.observe({ choices: [{ index: 0, delta: { content: piece } }] })
+  events?.observe({ choices: [], usage: { prompt_tokens: 1 } })
+  events?.observe(undefined)
+  events?.flush()
+  t.equal(streamed.attributes['gen_ai.output.messages'], '[{"role":"assistant","content":"hello"}]')
 })
 
 t.test('the no-op: nothing recorded, the deployments passed through as they are', async (t) => {

@@ -175,11 +175,19 @@ export class Reply {
   }
 }
 
-/** The relay's observe option for whichever observers there are (none: no option). */
-function observing(...observers: Array<((data: unknown) => void) | undefined>): Pick<RelayOptions, 'observe'> {
-  const present = observers.filter((o) => o !== undefined)
-  if (present.length === 0) return {}
-  const [only] = present
-  if (present.length === 1 && only !== undefined) return { observe: only }
-  return { observe: (data) => present.forEach((o) => o(data)) }
+/** The relay's observe option for the observers there are (none, usually: no option). */
+function observing(
+  a: ((data: unknown) => void) | undefined,
+  b: ((data: unknown) => void) | undefined,
+): Pick<RelayOptions, 'observe'> {
+  const observe =
+    a === undefined
+      ? b
+      : b === undefined
+        ? a
+        : (data: unknown) => {
+            a(data)
+            b(data)
+          }
+  return observe === undefined ? {} : { observe }
 }

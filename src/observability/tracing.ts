@@ -85,7 +85,9 @@ const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}/
 
 /** The trace id a traceparent names, when it is well formed (and not the all-zero invalid id). */
 export function traceIdOf(traceparent: string | string[] | undefined): string | undefined {
-  const id = TRACEPARENT.exec(first(traceparent) ?? '')?.[1]
+  const header = first(traceparent)
+  if (header === undefined) return undefined
+  const id = TRACEPARENT.exec(header)?.[1]
   return id === undefined || /^0+$/.test(id) ? undefined : id
 }
 

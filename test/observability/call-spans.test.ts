@@ -15,7 +15,7 @@ import {
   tracedTargets,
   traceSettlement,
 } from '../../src/observability/call-spans.ts'
-import { NO_SPAN, type Span, type SpanAttributes } from '../../src/observability/tracing.ts'
+import { NO_SPAN, traceHeadersOf, traceIdOf, type Span, type SpanAttributes } from '../../src/observability/tracing.ts'
 
 interface Recorded extends Span {
   readonly name: string
@@ -195,4 +195,16 @@ t.test('the no-op: nothing recorded, the deployments passed through as they are'
   t.equal(await traceAdmission(NO_SPAN, chatBody, async () => admitted), admitted)
   t.same(NO_SPAN.headers(), {})
   t.equal(NO_SPAN.child('x', 'internal'), NO_SPAN)
+})
+
+t.test("a client's trace context read from its headers (the access log names its trace with traces off)", async (t) => {
+  const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+  t.equal(traceIdOf(traceparent), '4bf92f3577b34da6a3ce929d0e0e4736')
+  t.equal(traceIdOf([traceparent, 'another']), '4bf92f3577b34da6a3ce929d0e0e4736', 'the first of several')
+  t.equal(traceIdOf(undefined), undefined)
+  t.equal(traceIdOf('00-00000000000000000000000000000000-00f067aa0ba902b7-01'), undefined, 'the invalid all-zero id')
+  t.equal(traceIdOf('not a traceparent'), undefined)
+  t.equal(traceIdOf('00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01'), undefined, 'upper case is not W3C')
+  t.same(traceHeadersOf({ traceparent, tracestate: 'a=1' }), { traceparent, tracestate: 'a=1' })
+  t.same(traceHeadersOf({ tracestate: 'a=1' }), {}, 'a tracestate alone is no context')
 })

@@ -18,6 +18,7 @@ import { benchStalledStream } from './stalled-stream.ts'
 import { benchStreaming } from './streaming.ts'
 import { benchStreamJournal } from './stream-journal.ts'
 import { benchThroughput } from './throughput.ts'
+import { benchTraces } from './traces.ts'
 import { benchUpload } from './upload.ts'
 import { benchVectorStore } from './vector-store.ts'
 
@@ -29,6 +30,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   throughput: benchThroughput,
   streaming: benchStreaming,
   'stream-journal': benchStreamJournal,
+  traces: () => benchTraces(),
   'concurrent-streams': benchConcurrentStreams,
   upload: benchUpload,
   queue: benchQueue,

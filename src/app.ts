@@ -17,6 +17,7 @@ import type { Config } from './config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from './errors.ts'
 import { recordRequestEnd } from './http/access-log.ts'
 import { createContext, type RequestContext } from './http/context.ts'
+import { endRequestSpan, startRequestSpan } from './http/request-span.ts'
 import { discardUnreadBody } from './http/body.ts'
 import { sendError, sendJson } from './http/reply.ts'
 import { requestIdOf } from './http/request-id.ts'
@@ -36,6 +37,7 @@ import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
 import { createOutageLog } from './observability/outage-log.ts'
+import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
@@ -92,6 +94,8 @@ export interface AppDeps {
   readonly webhooks?: Webhooks
   /** Every change made through /admin (and so the CLI) and /portal is recorded here (audit/). */
   readonly audit: AuditLog
+  /** Traces (observability/tracing.ts); absent: none. */
+  readonly tracing?: Tracing
 }
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
@@ -113,6 +117,7 @@ export interface App {
 
 export function buildApp(deps: AppDeps): App {
   const { config, metrics } = deps
+  const tracing = deps.tracing ?? NO_TRACING
   const router = new RouteTable<Handler>()
   const { corridor } = deps
   // /v2 and /v1: one admission; over the limit is the client's 429.
@@ -245,7 +250,7 @@ export function buildApp(deps: AppDeps): App {
       if (absolute !== null) req.url = (absolute[1] ?? '').startsWith('/') ? absolute[1] : `/${absolute[1] ?? ''}`
       const id = requestIdOf(req, config.server.trustRequestId)
       res.setHeader('x-request-id', id)
-      const ctx = createContext(req, res, id, deps.log.child({ reqId: id }))
+      const ctx = createContext(req, res, id, deps.log.child({ reqId: id }), startRequestSpan(tracing, req))
       metrics.inflight.inc({ endpoint: 'all' })
       const closed = new Promise<number>((done) => res.once('close', () => done(performance.now())))
       // A body nobody read (a GET that carried one, a reply sent before reading): Node
@@ -257,6 +262,7 @@ export function buildApp(deps: AppDeps): App {
       const done = Promise.all([closed, handled]).then(([closedAt]) => {
         metrics.inflight.dec({ endpoint: 'all' })
         recordRequestEnd(ctx, metrics, closedAt)
+        endRequestSpan(ctx)
       })
       handling.add(done)
       void done.finally(() => handling.delete(done))

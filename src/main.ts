@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
+import packageJson from '../package.json' with { type: 'json' }
 import { buildApp, type App } from './app.ts'
 import { trackConnections } from './http/drain.ts'
 import { removeStaleSpoolFiles } from './http/spool.ts'
@@ -28,6 +29,7 @@ import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
 import { createQueueFromConfig } from './queue/create.ts'
+import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createAuditLogFromConfig } from './audit/create.ts'
 import { startAuditSweep } from './audit/log.ts'
@@ -140,6 +142,7 @@ export async function startGateway(
     })
   }
   const dataLock = takeDataDir(config, log)
+  const tracing = await startTracing(config)
   const metrics = createMetrics()
   const { stores, redis } = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
@@ -243,6 +246,7 @@ export async function startGateway(
     instance,
     // Room coming back and limits learned elsewhere reach every capacity a reload builds (they share their listeners).
     capacity: runtime.current.capacity,
+    tracing,
   })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
@@ -305,6 +309,7 @@ export async function startGateway(
     audit,
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,
+    tracing,
   })
 
   const { headersTimeoutMs } = config.server
@@ -465,6 +470,8 @@ export async function startGateway(
       await fileQuotaStore.close()
       await stores.close()
       secrets.close()
+      // The spans of the last calls are exported before exit (bounded by OTEL_EXPORTER_OTLP_TIMEOUT).
+      await tracing.shutdown().catch((err: unknown) => log.warn({ err }, 'traces: the last spans were not exported'))
       dataLock?.release()
       log.info('stopped')
     })()
@@ -620,4 +627,18 @@ function addressOf(server: Server): string {
         ? '127.0.0.1'
         : address.address
   return `http://${host}:${address.port}`
+}
+
+/**
+ * Traces on: the OpenTelemetry SDK is imported now, and only now (off, not a module of it
+ * is loaded). Where spans go and how they are sampled come from the OTEL_* variables.
+ */
+async function startTracing(config: Config): Promise<Tracing> {
+  if (!config.tracing.enabled) return NO_TRACING
+  const { createOtelTracing } = await import('./observability/otel.ts')
+  return createOtelTracing({
+    captureContent: config.tracing.captureContent,
+    serviceName: 'tollgate',
+    serviceVersion: packageJson.version,
+  })
 }

@@ -79,6 +79,8 @@ export function createOpenAIBackend(
         ...framing.headers,
         'accept-encoding': 'identity',
         'x-request-id': request.requestId,
+        // Traces on: the upstream is told of this attempt's span (the client's traceparent is its ancestor).
+        ...request.trace,
         ...credentials,
       }
 

@@ -2,6 +2,7 @@
 // response in OpenAI's wire format (JSON, or server-sent events when streaming); the
 // relay in src/proxy taps the token usage from that response. Capabilities an adapter
 // lacks are declared by supports(), never silently ignored.
+import type { TraceHeaders } from '../observability/tracing.ts'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Endpoint } from '../config/schema.ts'
@@ -25,6 +26,8 @@ export interface UpstreamRequest {
    * and no adapter writes to `res`: the relay does.
    */
   readonly client: { readonly req: IncomingMessage; readonly res: ServerResponse }
+  /** The W3C trace context of this attempt's span, sent upstream in place of the client's (traces on). */
+  readonly trace?: TraceHeaders
 }
 
 export interface UpstreamResponse {

@@ -144,6 +144,8 @@ function applyEnv(raw: unknown, env: Env, path: string): unknown {
   applyRedisEnv(section('store'), env, path)
   if (env.TOLLGATE_DATA_DIR) section('store').dataDir = env.TOLLGATE_DATA_DIR
   if (env.LOG_LEVEL) section('logging').level = env.LOG_LEVEL
+  // OpenTelemetry's own switch wins over the file: the SDK is then not loaded at all.
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') section('tracing').enabled = false
   return doc
 }
 

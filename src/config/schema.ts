@@ -693,6 +693,18 @@ export const configSchema = z
         level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       })
       .prefault({}),
+    /**
+     * OpenTelemetry traces (docs/operating.md): off by default, and then the SDK is not even
+     * loaded. Where they go, the sampling and the service name come from the standard
+     * OTEL_* variables, which the SDK reads.
+     */
+    tracing: z
+      .strictObject({
+        enabled: z.boolean().default(false),
+        /** Prompts and completions (gen_ai.input/output.messages) go in the call's span; off: no content ever does. */
+        captureContent: z.boolean().default(false),
+      })
+      .prefault({}),
     /** The RAG gateway: /<service>/<route> to the seven services (docs/rag-gateway.md). */
     rag: ragSchema.prefault({}),
     backends: z.record(z.string(), backendSchema),

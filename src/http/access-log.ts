@@ -1,5 +1,6 @@
 // One structured line and one set of metric updates per request, when the reply ends.
 import type { Metrics } from '../observability/metrics.ts'
+import { traceIdOf } from '../observability/tracing.ts'
 import type { RequestContext } from './context.ts'
 
 /** `closedAt`: when the reply was closed (the handler may finish its accounting later). */
@@ -35,6 +36,8 @@ export function recordRequestEnd(ctx: RequestContext, metrics: Metrics, closedAt
       aborted: aborted || undefined,
       // The error table's name: a missing key and a revoked one differ here, as OpenAI's `code` does not.
       error: ctx.errorName,
+      // The trace's id when traces are on; else a client's own trace id, to find its call by.
+      traceId: ctx.trace.traceId ?? traceIdOf(ctx.req.headers.traceparent),
     },
     'request',
   )

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Usage } from '../backends/port.ts'
 import type { ErrorName } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
+import { NO_SPAN, type Span } from '../observability/tracing.ts'
 
 export interface RequestContext {
   readonly req: IncomingMessage
@@ -13,6 +14,8 @@ export interface RequestContext {
   readonly log: Logger
   /** Aborted when the client leaves before the reply is complete. */
   readonly signal: AbortSignal
+  /** The request's span (the no-op when traces are off). */
+  readonly trace: Span
   /** Route label for logs and metrics: the endpoint name, never the raw path. */
   route: string
   keyId?: string
@@ -28,10 +31,16 @@ export interface RequestContext {
   errorName?: ErrorName
 }
 
-export function createContext(req: IncomingMessage, res: ServerResponse, id: string, log: Logger): RequestContext {
+export function createContext(
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string,
+  log: Logger,
+  trace: Span = NO_SPAN,
+): RequestContext {
   const controller = new AbortController()
   res.once('close', () => {
     if (!res.writableFinished) controller.abort()
   })
-  return { req, res, id, startedAt: performance.now(), log, signal: controller.signal, route: 'unmatched' }
+  return { req, res, id, startedAt: performance.now(), log, signal: controller.signal, trace, route: 'unmatched' }
 }

@@ -18,6 +18,7 @@ import type { ResolvedLimits } from '../limits/plans.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
+import type { Span } from '../observability/tracing.ts'
 import type { ReplySink } from '../proxy/reply-sink.ts'
 import type { Runtime, RuntimeSource } from '../runtime/snapshot.ts'
 import type { OwnershipStore } from '../store/ports.ts'
@@ -87,6 +88,8 @@ export interface Exchange {
   /** The exchange an adapter proxies (http-proxy-3 reads the method from it and watches it). */
   readonly client: UpstreamRequest['client']
   readonly notes: CallNotes
+  /** The call's span: its steps are recorded under it (observability/call-spans.ts). Absent: none. */
+  readonly trace?: Span
   /**
    * A client receives the reply as it flows. Only such a stream is journalled: a stored
    * request cut by a crash delivered nothing to anyone, and runs again elsewhere.

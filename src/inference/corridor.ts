@@ -4,7 +4,7 @@
 //   run:     admit (the strategy) → forward, again when the strategy puts an attempt back
 //   forward: the request each deployment is sent (upstream-request.ts) → upstream with
 //            failover → relay into the exchange (usage tap) → settle (limits, meter; reply.ts)
-// and what each attempt records about how it went is written in one place (outcome.ts).
+// and what each attempt records is written in one place (outcome.ts; its spans: call-spans.ts).
 // /v2 and /queue walk the same corridor. What differs is passed in: how a call is
 // admitted (an AdmissionStrategy: /v2 asks the limiter once and answers its 429; /queue
 // waits in the key's line first), and where the reply goes (an Exchange: a live client,
@@ -16,6 +16,7 @@ import { bodyRateOf, type BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Principal } from '../keys/record.ts'
+import { traceAdmission, tracedTargets } from '../observability/call-spans.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
@@ -61,9 +62,8 @@ export interface Corridor {
   ): PreparedCall
 }
 
-/** Returned by forward() when the strategy puts an upstream failure back. */
+/** Returned by forward() when the strategy puts an upstream failure back, or waits for a deployment to have room. */
 const PUT_BACK = Symbol('put back')
-/** Returned by forward() when the strategy waits for a deployment to have room (not an upstream retry). */
 const WAIT_CAPACITY = Symbol('wait for capacity')
 
 /** The exchange of a live request: the reply goes to the client. */
@@ -75,6 +75,7 @@ export function liveExchange(ctx: RequestContext): Exchange {
     sink: ctx.res,
     client: { req: ctx.req, res: ctx.res },
     notes: ctx,
+    trace: ctx.trace,
     live: true,
   }
 }
@@ -133,8 +134,7 @@ async function enter(
   try {
     await proceed(await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken))
   } catch (err) {
-    // A refusal after authentication still tells the client where its limits stand
-    // (the limiter's own 429s carry them already).
+    // A refusal after authentication still tells the client where its limits stand (the limiter's 429s carry them).
     if (
       !ctx.res.headersSent &&
       !(
@@ -179,7 +179,7 @@ async function run(
   const request = admissionRequestOf(call, call.runtime.config.defaultMaxTokens)
   let attempt = 0
   for (let round = 0; ; round++) {
-    const admission = await strategy.admit(request, round)
+    const admission = await traceAdmission(exchange.trace, call.body, () => strategy.admit(request, round))
     setHeaders(exchange.sink, admission.headers)
     const result = await forward(s, { call, exchange, admission, strategy, attempt })
     if (result === PUT_BACK) attempt++
@@ -251,7 +251,7 @@ async function send(
     a.strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
   let sent: PickedResult<Deployment>
   try {
-    sent = await sendWithCapacity(targets, build, {
+    sent = await sendWithCapacity(tracedTargets(exchange.trace, targets), build, {
       capacity: a.call.runtime.capacity,
       metrics: s.metrics,
       model: a.call.modelName ?? '',

@@ -12,6 +12,7 @@ import type { StreamTally } from '../keys/stream-journal.ts'
 import { countPromptTokens } from '../limits/estimate.ts'
 import type { Admission } from '../limits/port.ts'
 import { detachedClient } from '../proxy/detached-client.ts'
+import { captureCompletion, traceSettlement, type CompletionCapture } from '../observability/call-spans.ts'
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
@@ -30,6 +31,8 @@ export class Reply {
   readonly #admission: Admission
   readonly #transformJson: RelayOptions['transformJson']
   readonly #handedOut: ReplyObjects | undefined
+  /** The completion for the call's span, only with tracing.captureContent. */
+  readonly #completion: CompletionCapture | undefined
   /** The deployment that answered; a list filtered by owner is filled from it. */
   #servedBy: Deployment | undefined
   /** Its capacity lease, released with the real usage when the call is settled. */
@@ -72,6 +75,7 @@ export class Reply {
     const owned = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
     this.#transformJson = call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned
     // A stored response and its items become the caller's to name later (object-ids.ts).
+    this.#completion = captureCompletion(exchange.trace)
     this.#handedOut = replyObjectsOf(
       spec.endpoint,
       body.kind === 'json' ? body.value : null,
@@ -107,7 +111,7 @@ export class Reply {
         // Creating, listing and deleting record or filter ownership from the reply.
         ...(this.#transformJson === undefined ? {} : { transformJson: this.#transformJson }),
         commit: this.settle,
-        ...(this.#handedOut === undefined ? {} : { observe: this.#handedOut.observe }),
+        ...observing(this.#handedOut?.observe, this.#completion?.observe),
         ...(tally === undefined ? {} : { delivered: tally.delivered }),
       })
     } finally {
@@ -127,7 +131,10 @@ export class Reply {
     await this.#tally?.close()
     // The upstream counts what it served: the deployment's estimate becomes the usage (never throws).
     const lease = this.#lease?.release({ tokens: final.inputTokens + final.outputTokens })
-    await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
+    this.#completion?.flush()
+    await traceSettlement(this.#exchange.trace, final, async () => {
+      await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
+    })
   }
 
   /** A live stream is journalled as it flows, so a crash still charges what was sent. */
@@ -166,4 +173,21 @@ export class Reply {
     ])
     recordCharge(this.#deps.metrics, modelName, resolved.tier, usage, cost)
   }
+}
+
+/** The relay's observe option for the observers there are (none, usually: no option). */
+function observing(
+  a: ((data: unknown) => void) | undefined,
+  b: ((data: unknown) => void) | undefined,
+): Pick<RelayOptions, 'observe'> {
+  const observe =
+    a === undefined
+      ? b
+      : b === undefined
+        ? a
+        : (data: unknown) => {
+            a(data)
+            b(data)
+          }
+  return observe === undefined ? {} : { observe }
 }

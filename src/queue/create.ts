@@ -4,6 +4,7 @@
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { Tracing } from '../observability/tracing.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -28,6 +29,8 @@ export interface QueueParts {
   readonly instance: string
   /** Room coming back on a deployment wakes the calls waiting for one. */
   readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
+  /** Traces: a stored request's run continues the trace that accepted it. */
+  readonly tracing?: Tracing
 }
 
 export function createQueueFromConfig(parts: QueueParts): QueueService {

@@ -7,6 +7,7 @@
 // lease holder's heartbeat lasts). Each has a Redis adapter (shared by every instance)
 // and an embedded one (one process, kept on disk), and the adapters of each pass the
 // same contract tests in test/queue/.
+import type { TraceHeaders } from '../observability/tracing.ts'
 import type { Usage } from '../backends/port.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { UploadedFile } from '../http/body.ts'
@@ -74,6 +75,8 @@ export interface StoredCall {
   readonly body: StoredBody
   /** The admission estimate made when it was accepted. */
   readonly estimate: Estimate
+  /** Traces on: the span that accepted it, which the run continues and links to. */
+  readonly trace?: TraceHeaders
 }
 
 /** The reply a stored request got. */

@@ -30,6 +30,7 @@ import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
+import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
@@ -46,6 +47,8 @@ export interface QueueServiceDeps {
   readonly instance?: string
   /** Room coming back on a deployment wakes the calls of this gateway waiting for one (capacity-line.ts). */
   readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
+  /** Traces: accepted requests keep their trace to their run (worker.ts). */
+  readonly tracing?: Tracing
 }
 
 export interface ListQuery {
@@ -241,6 +244,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         throw error
       }
       const { body, bytes } = await stored(call.body)
+      const traced = ctx.trace.headers()
       const request: NewRequest = {
         id: `qreq_${randomBytes(12).toString('base64url')}`,
         keyId: principal.keyId,
@@ -255,6 +259,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           query: call.query.toString(),
           body,
           estimate,
+          // Its run continues this trace (sampled out here: there too).
+          ...(traced.traceparent === undefined ? {} : { trace: traced }),
         },
       }
       // A worker of this instance that is free now runs the request at once if it is the
@@ -279,6 +285,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         throw error
       }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
+      ctx.trace.set({ 'tollgate.admission.decision': 'queued', 'tollgate.queue.id': request.id })
       if (ahead === 0 && slot !== null) {
         const priority = coordinator.priorityOf(request.tier)
         slot.run(
@@ -382,6 +389,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           config,
           metrics,
           log: deps.log,
+          ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
         })
         runner.start((request, signal, held) => {
           const run = processor(request, signal, held)

@@ -35,6 +35,8 @@ import {
   type QueuedRequest,
   type StoredResult,
 } from './ports.ts'
+import { endCallSpan } from '../observability/call-spans.ts'
+import { NO_SPAN, type Span, type Tracing } from '../observability/tracing.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, waitUntil, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
 
@@ -46,6 +48,8 @@ export interface WorkerDeps {
   readonly config: Pick<Config, 'queue'>
   readonly metrics: Metrics
   readonly log: Logger
+  /** Traces: a run continues the trace of the request that accepted it (observability/tracing.ts). */
+  readonly tracing?: Tracing
 }
 
 /** The admission was granted but the request may no longer start (cancelled or finished meanwhile). */
@@ -237,6 +241,20 @@ export function createProcessor(deps: WorkerDeps): Processor {
     const recorder = new RecordingSink(config.queue.maxResultBytes)
     const notes: CallNotes = {}
     const search = call.query.toString()
+    const trace = runSpan(deps.tracing, request)
+    const queueWaitMs = Date.now() - request.createdAt
+    const endTrace = (status: number, errorName?: string): void =>
+      endCallSpan(trace, {
+        route: spec.endpoint,
+        model: request.call.model ?? undefined,
+        keyId: request.keyId,
+        tier: request.tier,
+        backend: notes.backend,
+        usage: notes.usage,
+        status,
+        errorName: errorName ?? notes.errorName,
+        queueWaitMs,
+      })
     const exchange: Exchange = {
       id: request.id,
       log,
@@ -244,6 +262,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
       sink: recorder,
       client: detachedClient(spec.method, spec.upstreamPath(call.params) + (search ? `?${search}` : '')),
       notes,
+      trace,
     }
     const attemptsBefore = request.attempts
     /** Every deployment was full until then: the request, started already, waits for one in the capacity line. */
@@ -317,6 +336,8 @@ export function createProcessor(deps: WorkerDeps): Processor {
     try {
       result = await corridor.run(call, exchange, strategy)
     } catch (error) {
+      const ended = toGatewayError(error)
+      endTrace(ended.status, error instanceof NotStarted ? 'not_started' : ended.errorName)
       if (error instanceof NotStarted) {
         // Cancelled while it was being admitted: nothing ran.
         const now = await store.get(request.id)
@@ -346,6 +367,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
     }
 
     const recording = recorder.recording()
+    endTrace(recording.status)
     if (controller.signal.aborted) {
       // A cancel, or the gateway stopping: a stopped one runs again (its record stays in_progress).
       const now = await store.get(request.id)
@@ -393,4 +415,15 @@ export function toResult(recording: Recording, usage: Usage): StoredResult {
     return { ...base, encoding: 'text', body: recording.body.toString('utf8') }
   }
   return { ...base, encoding: 'base64', body: recording.body.toString('base64') }
+}
+
+/** The span of one run of a stored request: in the trace of the request that accepted it, linked to that span. */
+function runSpan(tracing: Tracing | undefined, request: QueuedRequest): Span {
+  if (tracing?.enabled !== true) return NO_SPAN
+  const { trace } = request.call
+  return tracing.start(`queue ${request.call.endpoint}`, {
+    kind: 'consumer',
+    ...(trace === undefined ? {} : { parent: trace, link: trace }),
+    attributes: { 'tollgate.queue.id': request.id, 'tollgate.queue.attempts': request.attempts },
+  })
 }

@@ -20,6 +20,7 @@ import { backendRequestHeaders } from './headers.ts'
 import { admitPublicRagCall, admitRagCall } from './limits.ts'
 import { serviceRoute } from './path.ts'
 import { sendRefusal, toRefusal } from './refusal.ts'
+import { traceStep } from '../observability/call-spans.ts'
 import { relay } from './relay.ts'
 import { checkRouteRules, isPublicRoute } from './rules.ts'
 
@@ -86,7 +87,11 @@ async function handleRagRequest(
       scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })
-    const outcome = await relay(ctx, runtime.rag.target(service), route.raw + route.search, headers, bodyRate)
+    // Traces on: the backend is told of this step's span in place of the client's traceparent.
+    const step = ctx.trace.child(`${method} ${service}`, 'client', { 'tollgate.rag.service': service })
+    const sent = step.recording ? { ...headers, ...step.headers() } : headers
+    const relayed = relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
+    const outcome = await traceStep(step, relayed, () => (ctx.res.headersSent ? ctx.res.statusCode : undefined))
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {
     const refusal = toRefusal(err)

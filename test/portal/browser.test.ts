@@ -216,7 +216,7 @@ t.test(
     t.equal(await total('cost'), formatMoney(shownCost, 'EUR'), 'written with its currency, by the one money formatter')
     t.notMatch(await total('cost'), /^0\.00 /, 'a non-zero cost is not 0.00')
     t.equal(
-      await page.locator('main thead').first().locator('th').last().textContent(),
+      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
       'Cost (EUR)',
       'cost columns name the currency',
     )
@@ -258,7 +258,7 @@ t.test(
       'requests left: the same counter as the header',
     )
     t.match(
-      await page.locator('thead').textContent(),
+      await page.getByRole('table', { name: 'Limits per model' }).locator('thead').textContent(),
       /Price in \/ out per 1M tokens \(EUR\)/,
       'prices name the currency',
     )
@@ -447,7 +447,7 @@ t.test('an expired key, like a revoked one, shows its limits but no window', asy
   const text = await page.locator('main').innerText()
   t.match(text, /This key is expired/)
   t.notMatch(text, /left \/ limit|resets in/, 'nothing about what is left')
-  t.match(await page.locator('thead').textContent(), /Requests: limit/)
+  t.match(await page.getByRole('table', { name: 'Limits per model' }).locator('thead').textContent(), /Requests: limit/)
   await signOut(page)
   await page.close()
 })

@@ -36,7 +36,6 @@ import type { Limiter } from './limits/port.ts'
 import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
 import { createOutageLog } from './observability/outage-log.ts'
-import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
 import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
@@ -223,9 +222,12 @@ export function buildApp(deps: AppDeps): App {
     })
   }
 
-  // The API reference: /openapi.json, /redoc. The document is built on first request.
-  let document: OpenApiDocument | undefined
-  registerReferenceRoutes(router, () => (document ??= apiDocument({ portal: config.portal.enabled })))
+  // The API reference: /openapi.json, /redoc. The document is built on first request, and
+  // its catalogue (every operation's schemas and prose) loaded then: not memory at rest.
+  let document: Promise<OpenApiDocument> | undefined
+  registerReferenceRoutes(router, () =>
+    (document ??= import('./openapi/catalogue.ts').then((m) => m.apiDocument({ portal: config.portal.enabled }))),
+  )
 
   return {
     beginShutdown() {

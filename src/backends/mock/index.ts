@@ -19,7 +19,6 @@ import { MockError, errorResponse, unknownUrl } from './errors.ts'
 import { createFileStore } from './files.ts'
 import { createFineTuning } from './fine-tuning.ts'
 import { imageEdits, imageGenerations } from './images.ts'
-import { loadEncoder } from '../../tokenizer/tokens.ts'
 import { eventStreamResponse } from './reply.ts'
 import { responses } from './responses.ts'
 import { pacedStream } from './sse.ts'
@@ -106,11 +105,10 @@ export function createMockBackend(
     name,
     type: 'mock',
     supports: (endpoint) => handlerFor(endpoint) !== undefined,
-    // Replies are cut to exact token budgets by the tokenizer on this thread: load it
-    // before the first call, not during it.
-    async ready() {
-      await loadEncoder()
-    },
+    // No ready(): replies are cut to exact token budgets by the tokenizer on this thread,
+    // which the handlers load on their first call (tokenizer/tokens.ts loadEncoder), not the
+    // boot, where its ranks would hold about 80 MB of a gateway that may never call the
+    // mock. That first call waits for it once (a few hundred milliseconds).
     async send(request) {
       try {
         const handler = handlerFor(request.endpoint)

@@ -120,4 +120,8 @@ console.log(`idle RSS ${SETTLE_MS / 1000} s after ready, MB (median of ${RUNS}; 
 console.log(`  tollgate serve, default config: ${g.toFixed(1)} (${gateways.map((x) => x.toFixed(1)).join(', ')})`)
 console.log(`  bare node http server:          ${b.toFixed(1)} (${bares.map((x) => x.toFixed(1)).join(', ')})`)
 console.log(`  gateway minus bare:             ${(g - b).toFixed(1)}; ratio ${(g / b).toFixed(2)}`)
-console.log(`load average: ${loadavg().map((l) => l.toFixed(2)).join(', ')}`)
+console.log(
+  `load average: ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(', ')}`,
+)

@@ -225,8 +225,9 @@ export function buildApp(deps: AppDeps): App {
   // The API reference: /openapi.json, /redoc. The document is built on first request, and
   // its catalogue (every operation's schemas and prose) loaded then: not memory at rest.
   let document: Promise<OpenApiDocument> | undefined
-  registerReferenceRoutes(router, () =>
-    (document ??= import('./openapi/catalogue.ts').then((m) => m.apiDocument({ portal: config.portal.enabled }))),
+  registerReferenceRoutes(
+    router,
+    () => (document ??= import('./openapi/catalogue.ts').then((m) => m.apiDocument({ portal: config.portal.enabled }))),
   )
 
   return {

@@ -4,7 +4,7 @@
 // started --runs times (default 3), alternating, and the median shown; the machine's load
 // is printed with the figures, since other work on it moves them.
 //
-//   node bench/idle-rss.ts [--runs N] [--settle-ms 10000] [--root <checkout>]
+//   node bench/idle-rss.ts [--runs N] [--settle-ms 10000] [--root <checkout>] [--node-flags='--flag ...']
 //
 // --root measures another checkout's gateway (its bin/tollgate, its config/default.yaml):
 // the "before" of bench/results.md was made so. Each gateway gets a fresh data directory
@@ -21,13 +21,14 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     'settle-ms': { type: 'string', default: '10000' },
     root: { type: 'string', default: resolve(import.meta.dirname, '..') },
+    'node-flags': { type: 'string', default: '--max-semi-space-size=8' },
   },
 })
 const RUNS = Number(values.runs)
 const SETTLE_MS = Number(values['settle-ms'])
 const ROOT = resolve(values.root)
-// npm start's flags (package.json): measured as an operator runs it.
-const START_FLAGS = ['--max-semi-space-size=8']
+// npm start's flags (package.json) by default: measured as an operator runs it.
+const START_FLAGS = values['node-flags'].split(' ').filter((f) => f !== '')
 
 const BARE_SERVER = `require('node:http').createServer((q, s) => s.end('ok')).listen(0, '127.0.0.1', () => console.log('listening'))`
 

@@ -7,7 +7,8 @@
 import http from 'node:http'
 import https from 'node:https'
 import { RAG_SERVICES, type RagConfig, type RagService, type RagServiceConfig } from '../config/schema.ts'
-import { startLazyRagMock, type MockListener } from './mock/listener.ts'
+import { startLazyRagMock } from './mock/lazy.ts'
+import type { MockListener } from './mock/listener.ts'
 import type { RelayTarget } from './relay.ts'
 
 export interface RagBackends {

@@ -70,8 +70,8 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
     if (at < fromUs || at > toUs) continue
     const frame = frames.get(profile.samples[i] ?? -1)
     if (frame === undefined || frame.functionName === '(idle)') continue
-    const where =
-      frame.url === '' ? '' : ` ${relative(ROOT, frame.url.replace(/^file:\/\//, ''))}:${frame.lineNumber + 1}`
+    const path = frame.url.startsWith('file://') ? relative(ROOT, frame.url.slice('file://'.length)) : frame.url
+    const where = frame.url === '' ? '' : ` ${path}:${frame.lineNumber + 1}`
     const name = `${frame.functionName || '(anonymous)'}${where}`
     self.set(name, (self.get(name) ?? 0) + 1)
     counted++

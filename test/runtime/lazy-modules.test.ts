@@ -1,0 +1,60 @@
+// Memory at rest (issue 24): on the default configuration, what no request has used yet is
+// not loaded: the mock backend's tokenizer and handlers, the RAG mock's services, the
+// OpenAPI catalogue. Each comes with its first use, which the test then makes, so the probe
+// is seen to see them.
+import t from 'tap'
+import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import { pollUntil } from '../helpers/poll.ts'
+import { sdkClient } from '../helpers/sdk-gateway.ts'
+
+const PROBE = ['--import', new URL('../helpers/module-probe.ts', import.meta.url).pathname]
+
+const LAZY = {
+  tokenizer: '/gpt-tokenizer/',
+  mockHandlers: '/src/backends/mock/handlers.ts',
+  ragMock: '/src/rag/mock/server.ts',
+  catalogue: '/src/openapi/catalogue.ts',
+} as const
+
+/** The modules the gateway's main thread has loaded so far (test/helpers/module-probe.ts). */
+async function loadedModules(gw: RunningTollgate): Promise<string[]> {
+  const seen = gw.output().length
+  gw.child.kill('SIGUSR2')
+  const line = await pollUntil(
+    async () =>
+      gw
+        .output()
+        .slice(seen)
+        .split('\n')
+        .find((l) => l.startsWith('modules [') && l.endsWith(']')),
+    (l) => l !== undefined,
+  )
+  if (line.value === undefined) throw new Error('the module probe wrote nothing')
+  return JSON.parse(line.value.slice('modules '.length)) as string[]
+}
+
+const has = (modules: readonly string[], part: string): boolean => modules.some((url) => url.includes(part))
+
+t.test('the default configuration loads the mock, RAG mock and API reference on first use', async (t) => {
+  const gw = await startTollgate({ execArgv: PROBE })
+  t.teardown(() => gw.stop())
+  const atRest = await loadedModules(gw)
+  t.ok(has(atRest, '/src/app.ts'), 'the probe sees the gateway’s modules')
+  for (const [what, part] of Object.entries(LAZY)) t.notOk(has(atRest, part), `${what}: not loaded at boot`)
+
+  const { key } = await gw.createKey({ tier: 'Standard4000' })
+  const reply = await sdkClient(gw, key).chat.completions.create({
+    model: 'gpt-4o',
+    messages: [{ role: 'user', content: 'hello' }],
+  })
+  t.match(reply.choices[0]?.message.content, /mock backend/, 'the mock answers its first call')
+  const docs = await fetch(`${gw.url}/openapi.json`)
+  t.equal(docs.status, 200)
+  t.equal(((await docs.json()) as { openapi?: string }).openapi?.startsWith('3.1'), true, 'the document, built now')
+  const rag = await fetch(`${gw.url}/config-manager/openapi.json`)
+  t.equal(rag.status, 200, 'a public route of a RAG service on the mock')
+  await rag.arrayBuffer()
+
+  const used = await loadedModules(gw)
+  for (const [what, part] of Object.entries(LAZY)) t.ok(has(used, part), `${what}: loaded by its first use`)
+})

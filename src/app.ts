@@ -38,7 +38,6 @@ import type { Logger } from './observability/logger.ts'
 import type { Metrics } from './observability/metrics.ts'
 import { createOutageLog } from './observability/outage-log.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
-import { apiDocument } from './openapi/catalogue.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
 import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
@@ -228,9 +227,13 @@ export function buildApp(deps: AppDeps): App {
     })
   }
 
-  // The API reference: /openapi.json, /redoc. The document is built on first request.
-  let document: OpenApiDocument | undefined
-  registerReferenceRoutes(router, () => (document ??= apiDocument({ portal: config.portal.enabled })))
+  // The API reference: /openapi.json, /redoc. The document is built on first request, and
+  // its catalogue (every operation's schemas and prose) loaded then: not memory at rest.
+  let document: Promise<OpenApiDocument> | undefined
+  registerReferenceRoutes(
+    router,
+    () => (document ??= import('./openapi/catalogue.ts').then((m) => m.apiDocument({ portal: config.portal.enabled }))),
+  )
 
   return {
     beginShutdown() {

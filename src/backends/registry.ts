@@ -22,7 +22,7 @@ export interface BackendRegistry {
   /** The backend for files and fine-tuning jobs. */
   readonly resources: Deployment
   adapters(): readonly BackendAdapter[]
-  /** Every adapter's ready(). */
+  /** The ready() of every adapter a model or the resource backend uses. */
   ready(): Promise<void>
   close(): Promise<void>
 }
@@ -65,7 +65,12 @@ export function createRegistry(
     resources,
     adapters: () => [...adapters.values()],
     async ready() {
-      await Promise.all([...adapters.values()].map((a) => a.ready?.()))
+      // Only adapters something routes to: a backend declared but unused loads nothing.
+      const used = new Set([
+        resources.adapter,
+        ...[...routes.values()].flatMap((r) => r.deployments.map((d) => d.adapter)),
+      ])
+      await Promise.all([...used].map((a) => a.ready?.()))
     },
     async close() {
       await Promise.allSettled([...adapters.values()].map((a) => a.close()))

@@ -71,11 +71,12 @@ function send(
   res.end(body)
 }
 
-export function registerReferenceRoutes(router: Router, document: () => OpenApiDocument): void {
+/** `document`: built (and its catalogue loaded) on the first request, not at boot. */
+export function registerReferenceRoutes(router: Router, document: () => Promise<OpenApiDocument>): void {
   let served: { bytes: Buffer; etag: string } | undefined
-  const documentBytes = (): { bytes: Buffer; etag: string } => {
+  const documentBytes = async (): Promise<{ bytes: Buffer; etag: string }> => {
     if (served === undefined) {
-      const bytes = Buffer.from(JSON.stringify(document()), 'utf8')
+      const bytes = Buffer.from(JSON.stringify(await document()), 'utf8')
       served = { bytes, etag: `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 27)}"` }
     }
     return served
@@ -83,7 +84,7 @@ export function registerReferenceRoutes(router: Router, document: () => OpenApiD
 
   router.on('GET', OPENAPI_PATH, async (ctx) => {
     ctx.route = 'openapi'
-    const { bytes, etag } = documentBytes()
+    const { bytes, etag } = await documentBytes()
     send(
       ctx.req,
       ctx.res,

@@ -7,7 +7,8 @@
 import http from 'node:http'
 import https from 'node:https'
 import { RAG_SERVICES, type RagConfig, type RagService, type RagServiceConfig } from '../config/schema.ts'
-import { startRagMock, type RunningRagMock } from './mock/server.ts'
+import { startLazyRagMock } from './mock/lazy.ts'
+import type { MockListener } from './mock/listener.ts'
 import type { RelayTarget } from './relay.ts'
 
 export interface RagBackends {
@@ -25,15 +26,15 @@ interface Built {
   readonly target: RelayTarget
 }
 
-const builtSets = new WeakMap<RagBackends, { readonly built: Map<RagService, Built>; readonly mock?: RunningRagMock }>()
+const builtSets = new WeakMap<RagBackends, { readonly built: Map<RagService, Built>; readonly mock?: MockListener }>()
 
 export async function startRagBackends(rag: RagConfig, previous?: RagBackends): Promise<RagBackends> {
   const before = previous === undefined ? undefined : builtSets.get(previous)
   const usesMock = RAG_SERVICES.some((s) => rag.services[s].baseUrl === 'mock')
-  const mock: RunningRagMock | undefined =
+  const mock: MockListener | undefined =
     before?.mock ??
     (usesMock
-      ? await startRagMock({ tokenDelayMs: rag.mock.tokenDelayMs, statusStepMs: rag.mock.statusStepMs })
+      ? await startLazyRagMock({ tokenDelayMs: rag.mock.tokenDelayMs, statusStepMs: rag.mock.statusStepMs })
       : undefined)
   const built = new Map<RagService, Built>()
   for (const service of RAG_SERVICES) {

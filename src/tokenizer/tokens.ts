@@ -28,7 +28,8 @@ let loading: Promise<Encoder> | undefined
 
 /**
  * The tokenizer on this thread, for short text the gateway made itself (the mock backend's
- * replies). Loading it takes a few hundred milliseconds of this thread: do it at start.
+ * replies). Loading it takes a few hundred milliseconds of this thread and about 80 MB: the
+ * mock loads it before the gateway listens, when a model uses the mock (backends/mock/index.ts).
  */
 export function loadEncoder(): Promise<Encoder> {
   loading ??= import('gpt-tokenizer').then((m) => ({

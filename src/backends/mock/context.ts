@@ -1,6 +1,6 @@
 // What one mock backend shares with its handlers: its configuration, its clock, and the
 // way to open a paced stream (which index.ts tracks, so close() can end them all).
-import type { MockBackendConfig } from '../../config/schema.ts'
+import { ENDPOINTS, type Endpoint, type MockBackendConfig } from '../../config/schema.ts'
 import type { UpstreamResponse } from '../port.ts'
 import type { Frame } from './sse.ts'
 
@@ -13,3 +13,10 @@ export interface MockContext {
   /** Where uploaded files' bytes are kept (the mock's alone; emptied when it starts). */
   readonly filesDir: string
 }
+
+/** The gateway answers these itself, from its configuration. */
+export type GatewayAnswered = 'models.list' | 'models.get' | 'audio.models'
+const GATEWAY_ANSWERED: ReadonlySet<string> = new Set<GatewayAnswered>(['models.list', 'models.get', 'audio.models'])
+
+/** Every other endpoint: what the mock answers (handlers.ts has one handler for each). */
+export const MOCK_ENDPOINTS: ReadonlySet<Endpoint> = new Set(ENDPOINTS.filter((e) => !GATEWAY_ANSWERED.has(e)))

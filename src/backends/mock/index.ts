@@ -8,22 +8,14 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
-import type { Endpoint, MockBackendConfig } from '../../config/schema.ts'
-import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
-import { transcriptions, translations } from './audio.ts'
-import { chatCompletions } from './chat.ts'
-import { completions } from './completions.ts'
-import type { MockContext } from './context.ts'
-import { embeddings } from './embeddings.ts'
+import type { MockBackendConfig } from '../../config/schema.ts'
+import type { BackendAdapter } from '../port.ts'
+import { MOCK_ENDPOINTS, type MockContext } from './context.ts'
 import { MockError, errorResponse, unknownUrl } from './errors.ts'
-import { createFileStore } from './files.ts'
-import { createFineTuning } from './fine-tuning.ts'
-import { imageEdits, imageGenerations } from './images.ts'
+import type { MockHandlers } from './handlers.ts'
 import { loadEncoder } from '../../tokenizer/tokens.ts'
 import { eventStreamResponse } from './reply.ts'
-import { responses } from './responses.ts'
 import { pacedStream } from './sse.ts'
-import { createVectorStores } from './vector-stores.ts'
 
 export interface MockBackendOptions {
   /** The clock, in epoch milliseconds. Tests pass their own to step fine-tuning jobs. */
@@ -33,10 +25,6 @@ export interface MockBackendOptions {
   /** Embedding models' own dimensions (meta.hidden_size), by the name this backend knows them by. */
   readonly embeddingDimensions?: ReadonlyMap<string, number>
 }
-
-/** The gateway answers these itself, from its configuration. */
-type GatewayAnswered = 'models.list' | 'models.get' | 'audio.models'
-type Handler = (request: UpstreamRequest) => UpstreamResponse | Promise<UpstreamResponse>
 
 export function createMockBackend(
   name: string,
@@ -62,58 +50,28 @@ export function createMockBackend(
       return eventStreamResponse(body)
     },
   }
-  const files = createFileStore(ctx)
-  const fineTuning = createFineTuning(ctx, files)
-  const vectorStores = createVectorStores(ctx, files)
-
-  const handlers: Readonly<Record<Exclude<Endpoint, GatewayAnswered>, Handler>> = {
-    'chat.completions': (r) => chatCompletions(r, ctx),
-    completions: (r) => completions(r, ctx),
-    responses: (r) => responses(r, ctx),
-    embeddings: (r) => embeddings(r, options.embeddingDimensions),
-    'images.generations': (r) => imageGenerations(r, ctx),
-    'images.edits': (r) => imageEdits(r, ctx),
-    'audio.transcriptions': (r) => transcriptions(r, ctx),
-    'audio.translations': (r) => translations(r, ctx),
-    // Files, jobs and vector stores route on method and path: retrieving one object arrives
-    // under the family's list endpoint, so the endpoint name alone does not say what is asked.
-    'files.create': files.handle,
-    'files.list': files.handle,
-    'files.content': files.handle,
-    'files.validate': files.handle,
-    'files.delete': files.handle,
-    'fine_tuning.jobs.create': fineTuning.handle,
-    'fine_tuning.jobs.list': fineTuning.handle,
-    'fine_tuning.jobs.cancel': fineTuning.handle,
-    'fine_tuning.jobs.events': fineTuning.handle,
-    'vector_stores.create': vectorStores.handle,
-    'vector_stores.list': vectorStores.handle,
-    'vector_stores.update': vectorStores.handle,
-    'vector_stores.delete': vectorStores.handle,
-    'vector_stores.search': vectorStores.handle,
-    'vector_stores.files.create': vectorStores.handle,
-    'vector_stores.files.list': vectorStores.handle,
-    'vector_stores.files.update': vectorStores.handle,
-    'vector_stores.files.delete': vectorStores.handle,
-    'vector_stores.file_batches.create': vectorStores.handle,
-    'vector_stores.file_batches.list': vectorStores.handle,
-    'vector_stores.file_batches.cancel': vectorStores.handle,
-  }
-  const handlerFor = (endpoint: Endpoint): Handler | undefined =>
-    Object.hasOwn(handlers, endpoint) ? handlers[endpoint as keyof typeof handlers] : undefined
+  // The handlers (and their modules: chat, files, fine-tuning, vector stores...) are
+  // loaded by the first call, so a gateway that never calls the mock does not hold them.
+  let loaded: Promise<MockHandlers> | undefined
+  const handlers = (): Promise<MockHandlers> =>
+    (loaded ??= import('./handlers.ts').then((m) => m.createMockHandlers(ctx, options.embeddingDimensions)))
 
   return {
     name,
     type: 'mock',
-    supports: (endpoint) => handlerFor(endpoint) !== undefined,
-    // Replies are cut to exact token budgets by the tokenizer on this thread: load it
-    // before the first call, not during it.
+    supports: (endpoint) => MOCK_ENDPOINTS.has(endpoint),
+    // Replies are cut to exact token budgets by the tokenizer on this thread. Loading it (and
+    // the handlers) runs this thread for 0.6–1 s, several on a loaded machine: done during
+    // the first call, it would hold every call in flight, and the limiter would take Redis
+    // replies read that late for an outage. So it is done before the gateway listens, by a
+    // mock that serves a model (the registry readies only those): about 80 MB of RSS that a
+    // gateway whose models are all upstream never loads.
     async ready() {
-      await loadEncoder()
+      await Promise.all([handlers(), loadEncoder()])
     },
     async send(request) {
       try {
-        const handler = handlerFor(request.endpoint)
+        const handler = MOCK_ENDPOINTS.has(request.endpoint) ? (await handlers()).of(request.endpoint) : undefined
         if (handler === undefined) throw unknownUrl()
         return await handler(request)
       } catch (err) {
@@ -122,7 +80,7 @@ export function createMockBackend(
       }
     },
     async close() {
-      vectorStores.close()
+      if (loaded !== undefined) (await loaded).close()
       for (const stream of openStreams) stream.destroy()
       await rm(filesDir, { recursive: true, force: true })
     },

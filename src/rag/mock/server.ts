@@ -2,8 +2,8 @@
 // every answer marked as a mock. It serves either one service at its root (a separate
 // process standing in for one real service) or all of them under /<service>/ (what the
 // gateway starts in-process when a service's baseUrl is `mock`).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { listenMock, type MockListener } from './listener.ts'
 import { serveDocs } from './docs.ts'
 import { createConfigService, createUserService } from './directory.ts'
 import { createFileService } from './files.ts'
@@ -109,11 +109,8 @@ async function echo(x: MockExchange): Promise<void> {
   })
 }
 
-export interface RunningRagMock {
-  readonly url: string
-  readonly port: number
+export interface RunningRagMock extends MockListener {
   readonly mock: RagMock
-  close(): Promise<void>
 }
 
 /** Listens on host:port (0: any free port). */
@@ -123,20 +120,5 @@ export async function startRagMock(
   host = '127.0.0.1',
 ): Promise<RunningRagMock> {
   const mock = createRagMock(options)
-  const server: Server = createServer({ keepAliveTimeout: 65_000 }, mock.handle)
-  await new Promise<void>((done, fail) => {
-    server.once('error', fail)
-    server.listen(port, host, () => done())
-  })
-  const bound = (server.address() as AddressInfo).port
-  return {
-    url: `http://${host}:${bound}`,
-    port: bound,
-    mock,
-    close: () =>
-      new Promise<void>((done) => {
-        server.closeAllConnections()
-        server.close(() => done())
-      }),
-  }
+  return { ...(await listenMock(mock.handle, port, host)), mock }
 }

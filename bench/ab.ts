@@ -8,7 +8,7 @@
 //   node bench/ab.ts <other checkout> [embedded|redis] [rounds]   e.g. a worktree of the last release
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
-import { cpuMsOf } from './proxy-rig.ts'
+import { chatCpuPerCall } from './proxy-rig.ts'
 
 const HIGH = 1_000_000_000
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
@@ -43,30 +43,9 @@ async function start(root: string, prefix: string): Promise<RunningTollgate> {
   })
 }
 
-async function burst(gw: RunningTollgate, key: string): Promise<number> {
-  const pid = gw.child.pid
-  if (pid === undefined) throw new Error('the gateway has no pid')
-  const body = JSON.stringify({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'Say hello in five words.' }],
-    max_tokens: 5,
-  })
-  const before = cpuMsOf(pid)
-  let left = PER_BURST
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) {
-        const res = await fetch(`${gw.url}/v2/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body,
-        })
-        await res.arrayBuffer()
-        if (res.status !== 200) throw new Error(`the gateway answered ${res.status}`)
-      }
-    }),
-  )
-  return (cpuMsOf(pid) - before) / PER_BURST
+function burst(gw: RunningTollgate, key: string): Promise<number> {
+  const body = { model: MODEL, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 5 }
+  return chatCpuPerCall(gw, key, body, PER_BURST, CONCURRENCY)
 }
 
 const sides = { other: await start(other, 'ab-other:'), this: await start(import.meta.dirname + '/..', 'ab-this:') }

@@ -115,6 +115,38 @@ export function cpuMsOf(pid: number): number {
   return ticks * 10 // USER_HZ is 100 on Linux
 }
 
+/**
+ * The gateway's CPU per call over `calls` JSON chat calls sent by `concurrency` clients, each
+ * waiting for its reply before the next (from /proc: 10 ms ticks). Any status but 200 throws.
+ */
+export async function chatCpuPerCall(
+  gw: RunningTollgate,
+  key: string,
+  body: Record<string, unknown>,
+  calls: number,
+  concurrency: number,
+): Promise<number> {
+  const pid = gw.child.pid
+  if (pid === undefined) throw new Error('the gateway has no pid')
+  const json = JSON.stringify(body)
+  const before = cpuMsOf(pid)
+  let left = calls
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (left-- > 0) {
+        const res = await fetch(`${gw.url}/v2/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: json,
+        })
+        await res.arrayBuffer()
+        if (res.status !== 200) throw new Error(`the gateway answered ${res.status}`)
+      }
+    }),
+  )
+  return (cpuMsOf(pid) - before) / calls
+}
+
 /** Samples the process's RSS every `everyMs` until stop(); returns the largest seen. */
 export function sampleRss(pid: number, everyMs = 50): { stop(): number } {
   let peak = memoryOf(pid).rss

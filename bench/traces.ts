@@ -10,7 +10,7 @@
 import { createServer } from 'node:http'
 import { startTollgate, startUpstream, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { machine } from './machine.ts'
-import { cpuMsOf } from './proxy-rig.ts'
+import { chatCpuPerCall } from './proxy-rig.ts'
 
 const MODEL = 'gpt-oss-120b'
 const CONCURRENCY = 8
@@ -88,26 +88,9 @@ export async function benchTraces(rounds = 10, calls = 400): Promise<string> {
   }
 }
 
-async function burst(gw: RunningTollgate, key: string, calls: number): Promise<number> {
-  const pid = gw.child.pid
-  if (pid === undefined) throw new Error('the gateway has no pid')
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 5 })
-  const before = cpuMsOf(pid)
-  let left = calls
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) {
-        const res = await fetch(`${gw.url}/v2/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body,
-        })
-        await res.arrayBuffer()
-        if (res.status !== 200) throw new Error(`the gateway answered ${res.status}`)
-      }
-    }),
-  )
-  return (cpuMsOf(pid) - before) / calls
+function burst(gw: RunningTollgate, key: string, calls: number): Promise<number> {
+  const body = { model: MODEL, messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 5 }
+  return chatCpuPerCall(gw, key, body, calls, CONCURRENCY)
 }
 
 if (import.meta.main) {

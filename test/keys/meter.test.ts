@@ -174,7 +174,7 @@ t.test('writes that may have been applied are not folded; each is retried under 
   await meter.close()
 })
 
-t.test('rows never sent that fail again on their retry stay folded and unsent', async (t) => {
+t.test('rows never sent are folded; a retry of them that times out keeps them under the id it sent', async (t) => {
   const store = fakeUsage()
   const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
   store.failNext = 3

@@ -4,11 +4,9 @@ import type { Test } from 'tap'
 import { createAuditLog } from '../../src/audit/log.ts'
 import { AuditCursorError, type AuditStore } from '../../src/audit/port.ts'
 import type { AuditEntry, NewAuditEntry } from '../../src/audit/record.ts'
+import { spaceCases, type StoreSpace } from '../store/with-stores.ts'
 
-export interface AuditSpace {
-  open(): Promise<AuditStore>
-  cleanup(): Promise<void>
-}
+export type AuditSpace = StoreSpace<AuditStore>
 
 const T0 = Date.UTC(2026, 0, 1)
 const DAY = 86_400_000
@@ -48,17 +46,7 @@ async function allPages(store: AuditStore, query: Parameters<AuditStore['query']
 const strip = ({ id: _id, ...rest }: AuditEntry): NewAuditEntry => rest
 
 export function auditContract(t: Test, name: string, makeSpace: () => Promise<AuditSpace>): void {
-  const withStore = (title: string, body: (t: Test, store: AuditStore) => Promise<void>): void => {
-    t.test(`${name}: ${title}`, async (t) => {
-      const space = await makeSpace()
-      const store = await space.open()
-      t.teardown(async () => {
-        await store.close()
-        await space.cleanup()
-      })
-      await body(t, store)
-    })
-  }
+  const withStore = spaceCases(t, name, makeSpace)
 
   withStore('a record reads back exactly as written, with an id, newest first', async (t, store) => {
     const written: AuditEntry[] = []

@@ -3,11 +3,9 @@
 import type { Test } from 'tap'
 import type { GatewayEvent } from '../../src/events/types.ts'
 import type { WebhookEndpoint, WebhookStore } from '../../src/webhooks/port.ts'
+import { spaceCases, type StoreSpace } from '../store/with-stores.ts'
 
-export interface WebhookSpace {
-  open(): Promise<WebhookStore>
-  cleanup(): Promise<void>
-}
+export type WebhookSpace = StoreSpace<WebhookStore>
 
 const T0 = 1_700_000_000_000
 
@@ -35,17 +33,7 @@ export function eventOf(id: string, type: GatewayEvent['type'] = 'key.created'):
 }
 
 export function webhookStoreContract(t: Test, name: string, makeSpace: () => Promise<WebhookSpace>): void {
-  const withStore = (title: string, body: (t: Test, store: WebhookStore) => Promise<void>): void => {
-    t.test(`${name}: ${title}`, async (t) => {
-      const space = await makeSpace()
-      const store = await space.open()
-      t.teardown(async () => {
-        await store.close()
-        await space.cleanup()
-      })
-      await body(t, store)
-    })
-  }
+  const withStore = spaceCases(t, name, makeSpace)
 
   withStore('endpoints: create, list oldest first, get, update, delete', async (t, store) => {
     await store.createEndpoint(endpointAt('whe_a', { eventTypes: ['key.created', 'key.revoked'] }))

@@ -31,6 +31,16 @@ const client = (): Redis => {
   return redis
 }
 const admin = client()
+
+/** What is published on `channel` from now on, as it arrives (a connection of its own). */
+async function heardOn(channel: string): Promise<string[]> {
+  const listener = client()
+  await pingRedis(listener)
+  const heard: string[] = []
+  listener.on('message', (_channel: string, message: string) => heard.push(message))
+  await listener.subscribe(channel)
+  return heard
+}
 t.teardown(async () => {
   try {
     await deleteUnder(admin, NAMESPACE)
@@ -76,11 +86,7 @@ if (!(await pingRedis(admin))) {
   t.test('redis: a release that makes room where a call was refused is published, once per refusal', async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const channel = capacityRoomChannel(prefix)
-    const listener = client()
-    await pingRedis(listener)
-    const heard: string[] = []
-    listener.on('message', (_channel: string, message: string) => heard.push(message))
-    await listener.subscribe(channel)
+    const heard = await heardOn(channel)
     const connections = [client(), client()]
     await Promise.all(connections.map((redis) => pingRedis(redis)))
     const [one, two] = connections.map((redis) =>
@@ -116,11 +122,7 @@ if (!(await pingRedis(admin))) {
   t.test('redis: a limit one instance learns is announced once; the others then ask the store about it', async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const channel = capacityLearnedChannel(prefix)
-    const listener = client()
-    await pingRedis(listener)
-    const heard: string[] = []
-    listener.on('message', (_channel: string, message: string) => heard.push(message))
-    await listener.subscribe(channel)
+    const heard = await heardOn(channel)
     const connections = [client(), client()]
     await Promise.all(connections.map((redis) => pingRedis(redis)))
     const clock = { now: T0 }

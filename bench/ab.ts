@@ -1,17 +1,20 @@
 // Two checkouts side by side: the gateway's CPU time per request, before and after a change.
-// Both gateways run at once (the built-in mock answering at once, a tier without limits and
-// one with all five dimensions), and the bursts alternate between them, so the machine's
+// Both gateways run at once (the built-in mock answering at once, or with --upstream an
+// openai backend on bench/compare/fast-upstream.ts: the relay without the mock's reply
+// building; a tier without limits and one with all five dimensions), and the bursts alternate between them, so the machine's
 // load drifts over both alike. CPU is the gateway process's user + system time over its
 // requests (/proc), the figure least moved by other work on a shared machine; the first
 // round is a warm-up and the median of the rest is shown.
 //
-//   node bench/ab.ts <other checkout> [embedded|redis] [rounds]   e.g. a worktree of the last release
+//   node bench/ab.ts <other checkout> [embedded|redis] [rounds] [--upstream]   e.g. a worktree of the last release
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
+import { startChild } from './compare.ts'
 import { chatCpuPerCall } from './proxy-rig.ts'
 
+const viaUpstream = process.argv.includes('--upstream')
 const HIGH = 1_000_000_000
-const MODEL = 'Mistral-Small-24B-Instruct-2501'
+const MODEL = viaUpstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
 const PER_BURST = 800
 const CONCURRENCY = 8
 const plans = {
@@ -24,12 +27,13 @@ const plans = {
 const TIERS = ['Off', 'On'] as const
 type Tier = (typeof TIERS)[number]
 
-const [other, store = 'embedded', roundsArg = '14'] = process.argv.slice(2)
+const [other, store = 'embedded', roundsArg = '14'] = process.argv.slice(2).filter((a) => a !== '--upstream')
 if (other === undefined) {
   process.stderr.write('usage: node bench/ab.ts <other checkout> [embedded|redis] [rounds]\n')
   process.exit(64)
 }
 const redis = store === 'redis' ? await startPrivateRedis() : null
+const upstream = viaUpstream ? await startChild('fast-upstream.ts', []) : null
 
 async function start(root: string, prefix: string): Promise<RunningTollgate> {
   return startTollgate({
@@ -37,7 +41,13 @@ async function start(root: string, prefix: string): Promise<RunningTollgate> {
     env: redis ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {},
     config: (doc) => {
       doc.plans = plans
-      ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+      if (upstream === null) {
+        ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+      } else {
+        doc.backends = { upstream: { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 } }
+        doc.resourceBackend = 'upstream'
+        doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] }]
+      }
       ;(doc.store as Record<string, unknown>).keyPrefix = prefix
     },
   })
@@ -81,4 +91,5 @@ try {
 } finally {
   await Promise.all(Object.values(sides).map((gw) => gw.stop()))
   await redis?.kill()
+  await upstream?.stop()
 }

@@ -75,7 +75,11 @@ interface Sample {
   errors: number
 }
 
-function startChild(script: string, args: string[]): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+/** Starts bench/compare/<script> in a process of its own; resolves once it prints its port. */
+export function startChild(
+  script: string,
+  args: string[],
+): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const child = spawn(process.execPath, [join(HERE, 'compare', script), ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })

@@ -3,30 +3,40 @@
 // under 8 clients with a tier that has all five limits set, summarised as the functions with
 // the most self time. Only the samples taken while the measured requests ran are counted
 // (the profile's clock and this process's are both the monotonic clock), not the boot and
-// not the warm-up. Shares are of the non-idle samples in that window.
+// not the warm-up. Shares are of the non-idle samples in that window. With --upstream the
+// gateway has no mock: its openai backend points at bench/compare/fast-upstream.ts, the
+// path `npm run bench -- compare` measures (the relay, not the mock's reply building).
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10]
+// --callers <function> adds where that function's samples come from: the stacks above it,
+// nine frames deep, with their shares of its samples.
+//
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--callers writev]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs, promisify } from 'node:util'
+import { execFile } from 'node:child_process'
 import { startTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
+import { startChild } from './compare.ts'
 
 const { values } = parseArgs({
   options: {
     root: { type: 'string', default: resolve(import.meta.dirname, '..') },
     requests: { type: 'string', default: '6000' },
     top: { type: 'string', default: '10' },
+    upstream: { type: 'boolean', default: false },
+    callers: { type: 'string' },
   },
 })
 const ROOT = resolve(values.root)
 const HIGH = 1_000_000_000
-const MODEL = 'Mistral-Small-24B-Instruct-2501'
+const MODEL = values.upstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
 const CONCURRENCY = 8
 
 interface ProfileNode {
   readonly id: number
+  readonly children?: readonly number[]
   readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
 }
 interface Profile {
@@ -58,6 +68,57 @@ async function load(url: string, key: string, requests: number): Promise<void> {
   )
 }
 
+function frameName(frame: ProfileNode['callFrame']): string {
+  const path = frame.url.startsWith('file://') ? relative(ROOT, frame.url.slice('file://'.length)) : frame.url
+  const where = frame.url === '' ? '' : ` ${path}:${frame.lineNumber + 1}`
+  return `${frame.functionName || '(anonymous)'}${where}`
+}
+
+/** The stacks (callers, `depth` frames up) of the samples whose own frame is `name`. */
+function callersOf(profile: Profile, fromUs: number, toUs: number, name: string, depth = 9): string {
+  const parent = new Map<number, number>()
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const stacks = new Map<string, number>()
+  let total = 0
+  let at = profile.startTime
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i] ?? 0
+    const id = profile.samples[i] ?? -1
+    const node = byId.get(id)
+    if (at < fromUs || at > toUs || node === undefined || node.callFrame.functionName !== name) continue
+    const chain: string[] = []
+    for (let up = parent.get(id); up !== undefined && chain.length < depth; up = parent.get(up)) {
+      const frame = byId.get(up)?.callFrame
+      if (frame !== undefined) chain.push(frameName(frame))
+    }
+    const key = chain.join(' ← ')
+    stacks.set(key, (stacks.get(key) ?? 0) + 1)
+    total++
+  }
+  const rows = [...stacks.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8)
+  return [
+    `Callers of \`${name}\` (${total} samples):`,
+    ...rows.map(([stack, n]) => `- ${((100 * n) / total).toFixed(1)} %: ${stack}`),
+  ].join('\n')
+}
+
+const run = promisify(execFile)
+async function redisCli(url: string, ...args: string[]): Promise<string> {
+  const { port } = new URL(url)
+  return (await run('redis-cli', ['-p', port, ...args])).stdout
+}
+
+/** `INFO commandstats` as commands per call: "evalsha 3.00, get 0.01" (the total first). */
+function commandsPerCall(info: string, calls: number): string {
+  const counts = [...info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)]
+    .map(([, name, n]) => [name ?? '', Number(n) / calls] as const)
+    .filter(([name]) => name !== 'info' && name !== 'config')
+    .sort((a, b) => b[1] - a[1])
+  const total = counts.reduce((sum, [, n]) => sum + n, 0)
+  return [`${total.toFixed(2)} in all`, ...counts.map(([name, n]) => `${name} ${n.toFixed(2)}`)].join(', ')
+}
+
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n)
 
 function summarise(profile: Profile, fromUs: number, toUs: number, top: number): string {
@@ -70,9 +131,7 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
     if (at < fromUs || at > toUs) continue
     const frame = frames.get(profile.samples[i] ?? -1)
     if (frame === undefined || frame.functionName === '(idle)') continue
-    const path = frame.url.startsWith('file://') ? relative(ROOT, frame.url.slice('file://'.length)) : frame.url
-    const where = frame.url === '' ? '' : ` ${path}:${frame.lineNumber + 1}`
-    const name = `${frame.functionName || '(anonymous)'}${where}`
+    const name = frameName(frame)
     self.set(name, (self.get(name) ?? 0) + 1)
     counted++
   }
@@ -85,6 +144,7 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
 }
 
 const redis = await startPrivateRedis()
+const upstream = values.upstream ? await startChild('fast-upstream.ts', []) : undefined
 const profDir = mkdtempSync(join(tmpdir(), 'tollgate-cpu-prof-'))
 const gw = await startTollgate({
   root: ROOT,
@@ -96,29 +156,41 @@ const gw = await startTollgate({
       defaultTier: 'On',
       tiers: { On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } } },
     }
-    ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+    if (upstream === undefined) {
+      ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
+    } else {
+      doc.backends = { upstream: { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 } }
+      doc.resourceBackend = 'upstream'
+      doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] }]
+    }
     ;(doc.store as Record<string, unknown>).keyPrefix = 'cpu-profile:'
   },
 })
 let from: number
 let to: number
+let commands: string
 try {
   const { key } = await gw.createKey({ tier: 'On' })
   await load(gw.url, key, 500) // warm-up: the mock's tokenizer, the JIT
+  await redisCli(redis.url, 'CONFIG', 'RESETSTAT')
   from = nowUs()
   await load(gw.url, key, Number(values.requests))
   to = nowUs()
+  commands = commandsPerCall(await redisCli(redis.url, 'INFO', 'commandstats'), Number(values.requests))
 } finally {
   await gw.stop()
   await redis.kill()
+  await upstream?.stop()
 }
 const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
 if (file === undefined) throw new Error('the gateway wrote no profile')
 const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
 rmSync(profDir, { recursive: true, force: true })
 console.log(
-  `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits on; load average ${loadavg()
+  `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits on, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
 )
+console.log(`Redis commands per call: ${commands}\n`)
 console.log(summarise(profile, from, to, Number(values.top)))
+if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers)}`)

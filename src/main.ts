@@ -60,7 +60,7 @@ import { openEmbeddedStores } from './store/embedded.ts'
 import { securePrivateDataDir } from './store/data-dir.ts'
 import { DataDirInUseError, lockDataDir, type DataDirLock } from './store/data-dir-lock.ts'
 import type { Stores } from './store/ports.ts'
-import { createRedisClient, type RedisConnection } from './store/redis-client.ts'
+import { closeRedis, createRedisClient, type RedisConnection } from './store/redis-client.ts'
 import { createRagAuth } from './jwt/create.ts'
 import { createRedisStores } from './store/redis.ts'
 import { createPortal } from './portal/create.ts'
@@ -144,7 +144,7 @@ export async function startGateway(
   const dataLock = takeDataDir(config, log)
   const tracing = await startTracing(config)
   const metrics = createMetrics()
-  const { stores, redis } = openStores(config, log)
+  const { stores, redis, settlements } = openStores(config, log)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
@@ -157,6 +157,7 @@ export async function startGateway(
       log,
       metrics,
       budgets,
+      ...(settlements === undefined ? {} : { settlements }),
       onBudgetThreshold:
         overrides.onBudgetThreshold ??
         (async (event) => {
@@ -469,6 +470,7 @@ export async function startGateway(
       await runtime.current.rag.close()
       await fileQuotaStore.close()
       await stores.close()
+      if (settlements !== undefined) await closeRedis(settlements)
       secrets.close()
       // The spans of the last calls are exported before exit (bounded by OTEL_EXPORTER_OTLP_TIMEOUT).
       await tracing.shutdown().catch((err: unknown) => log.warn({ err }, 'traces: the last spans were not exported'))
@@ -489,10 +491,23 @@ function bootFile(config: Config, load: () => LoadedConfig): LoadedConfig {
   }
 }
 
-/** The stores, and the Redis connection they use (when they do) for the rest that counts there. */
-function openStores(config: Config, log: Logger): { stores: Stores; redis?: RedisConnection } {
+/**
+ * The stores, the Redis connection they use (when they do) for the rest that counts there,
+ * and the settlements connection: what every call writes when it ends (its usage row, the
+ * limiter's settle), sent together per turn of the event loop (redis-client.ts autoPipelining).
+ */
+function openStores(
+  config: Config,
+  log: Logger,
+): { stores: Stores; redis?: RedisConnection; settlements?: RedisConnection } {
   if (config.redis !== undefined) {
     const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
+    const settlements = createRedisClient(config.redis, {
+      commandTimeoutMs: config.store.commandTimeoutMs,
+      name: 'tollgate-settlements',
+      autoPipelining: true,
+      onError: (err) => log.debug({ err: err.message }, 'redis settlements connection error'),
+    })
     // The store's connection speaks for the gateway's Redis: its outage is logged once when
     // it starts (the client retries about twice a second) and once when it ends.
     const outage = createConnectionOutage(log, 'Redis', describeRedisTarget(config.redis))
@@ -501,7 +516,7 @@ function openStores(config: Config, log: Logger): { stores: Stores; redis?: Redi
       outage.down(err)
     })
     redis.on('ready', () => outage.up())
-    return { stores: createRedisStores(redis, config.store.keyPrefix), redis }
+    return { stores: createRedisStores(redis, config.store.keyPrefix, settlements), redis, settlements }
   }
   return { stores: openEmbeddedStores(resolve(config.store.dataDir)) }
 }

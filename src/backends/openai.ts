@@ -231,7 +231,7 @@ interface Framing {
 function framingOf(body: RequestBody): Framing {
   switch (body.kind) {
     case 'json': {
-      const bytes = Buffer.from(JSON.stringify(body.value), 'utf8')
+      const bytes = body.wire ?? Buffer.from(JSON.stringify(body.value), 'utf8')
       return {
         headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
         pipeInto: (gate) => {

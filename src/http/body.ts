@@ -17,6 +17,14 @@ import { isJsonType, mediaType } from './media-type.ts'
 export interface JsonBody {
   readonly kind: 'json'
   readonly value: Record<string, unknown>
+  /**
+   * What the client sent, when this body was read from a request: its bytes, and the
+   * members (at every depth) that parsing them gave (http/json-bytes.ts compares the two
+   * before the bytes may go upstream as they are). `value` is never changed in place.
+   */
+  readonly received?: { readonly bytes: Buffer; readonly members: number }
+  /** The exact bytes to send upstream for this body; without them `value` is serialised. */
+  readonly wire?: Buffer
 }
 
 export interface UploadedFile {
@@ -89,9 +97,10 @@ export async function readJsonBody(req: IncomingMessage, limit: number, rate?: B
     if (size > limit) throw tooLarge(limit)
     chunks.push(chunk)
   })
+  const bytes = Buffer.concat(chunks, size)
   let value: unknown
   try {
-    value = JSON.parse(Buffer.concat(chunks, size).toString('utf8'))
+    value = JSON.parse(bytes.toString('utf8'))
   } catch {
     throw gatewayError('invalid_json')
   }
@@ -102,8 +111,8 @@ export async function readJsonBody(req: IncomingMessage, limit: number, rate?: B
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw gatewayError('invalid_body', { message: 'The request body must be a JSON object.' })
   }
-  checkJsonValue(value)
-  return { kind: 'json', value: value as Record<string, unknown> }
+  const members = checkJsonValue(value)
+  return { kind: 'json', value: value as Record<string, unknown>, received: { bytes, members } }
 }
 
 /** Deeper than any real request (tool schemas included), far shallower than what breaks a recursive serializer. */
@@ -112,9 +121,11 @@ export const MAX_JSON_DEPTH = 128
 /**
  * What JSON.parse accepts but the gateway cannot pass on faithfully: nesting so deep that
  * serializing it again overflows the stack, and numbers beyond a double (1e400 parses
- * as Infinity, which would be sent on as null). One pass, without recursion.
+ * as Infinity, which would be sent on as null). One pass, without recursion, which also
+ * counts the objects' members (JsonBody.received).
  */
-function checkJsonValue(root: object): void {
+function checkJsonValue(root: object): number {
+  let members = 0
   const stack: Array<[unknown, number]> = [[root, 1]]
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const [value, depth] = item
@@ -128,10 +139,13 @@ function checkJsonValue(root: object): void {
       throw gatewayError('invalid_body', {
         message: `The request body is nested more than ${MAX_JSON_DEPTH} levels deep.`,
       })
-    for (const child of Object.values(value)) {
+    const children = Object.values(value)
+    if (!Array.isArray(value)) members += children.length
+    for (const child of children) {
       if (typeof child === 'object' || typeof child === 'number') stack.push([child, depth + 1])
     }
   }
+  return members
 }
 
 const MAX_FIELD_BYTES = 64 * 1024

@@ -10,6 +10,8 @@ import type { BackendRegistry, Deployment } from '../backends/registry.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
+import { wireBytes } from '../http/json-bytes.ts'
+import { isJsonObject } from '../json.ts'
 import type { EndpointSpec } from './endpoints.ts'
 
 /** Endpoints whose streamed usage the upstream only reports when asked. */
@@ -53,7 +55,8 @@ export function upstreamPathOf(
 /**
  * The body a deployment is sent: a JSON body names the deployment's model (when it has a
  * name of its own) and, streaming chat or completions, asks for usage, keeping the
- * client's other stream_options. A form or no body goes as it came.
+ * client's other stream_options. A form or no body goes as it came. A JSON body read from
+ * the client goes as the bytes it sent, patched where a member changes (json-bytes.ts).
  */
 export function upstreamBodyOf(
   endpoint: Endpoint,
@@ -62,13 +65,17 @@ export function upstreamBodyOf(
   stream: boolean,
 ): RequestBody {
   if (body.kind !== 'json') return body
-  const value: Record<string, unknown> = { ...body.value }
-  if (upstreamModel !== null && 'model' in value) value.model = upstreamModel
+  const changes = new Map<string, unknown>()
+  if (upstreamModel !== null && 'model' in body.value && body.value.model !== upstreamModel)
+    changes.set('model', upstreamModel)
   if (stream && ASK_FOR_STREAM_USAGE.has(endpoint)) {
-    const options = value.stream_options
-    value.stream_options = { ...(typeof options === 'object' ? options : {}), include_usage: true }
+    const options = body.value.stream_options
+    if (!isJsonObject(options) || options.include_usage !== true)
+      changes.set('stream_options', { ...(typeof options === 'object' ? options : {}), include_usage: true })
   }
-  return { kind: 'json', value }
+  const value = changes.size === 0 ? body.value : { ...body.value, ...Object.fromEntries(changes) }
+  const wire = body.received === undefined ? undefined : wireBytes(body.received, changes)
+  return { kind: 'json', value, ...(wire === undefined ? {} : { wire }) }
 }
 
 /** The request for the deployment whose upstream knows the model as `upstreamModel`. */

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
-import { createRedisClient, whenReady } from '../store/redis-client.ts'
+import { createRedisClient, whenReady, type RedisConnection } from '../store/redis-client.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
 import type { BudgetBook } from '../budgets/book.ts'
 import type { OnBudgetThreshold } from '../budgets/port.ts'
@@ -27,6 +27,8 @@ export async function createLimiterFromConfig(
     readonly metrics: Metrics
     readonly budgets?: BudgetBook
     readonly onBudgetThreshold?: OnBudgetThreshold
+    /** The gateway's settlements connection to config.redis; used when the limits live there too. */
+    readonly settlements?: RedisConnection
   },
 ): Promise<ManagedLimiter> {
   const { limits } = config
@@ -55,5 +57,12 @@ export async function createLimiterFromConfig(
     onError: (error) => deps.log.debug({ err: error.message }, 'rate limiter redis error'),
   })
   await whenReady(redis).catch(() => undefined)
-  return createLimiter({ ...common, redis, prefix: config.store.keyPrefix, closeRedis: true })
+  const settlements = limits.redisUrl === undefined ? deps.settlements : undefined
+  return createLimiter({
+    ...common,
+    redis,
+    ...(settlements === undefined ? {} : { settlements }),
+    prefix: config.store.keyPrefix,
+    closeRedis: true,
+  })
 }

@@ -37,6 +37,11 @@ import { keepSnapshots, type Snapshots } from './snapshot.ts'
 export interface LimiterOptions {
   /** Shared counters. Without it the counters live in this process (the embedded store). */
   readonly redis?: RedisConnection
+  /**
+   * The connection settles go on (the gateway's settlements connection, which sends the
+   * writes of one event-loop turn together); default `redis`. Not closed by the limiter.
+   */
+  readonly settlements?: RedisConnection
   /** Prefix of the Redis keys (the gateway's store.keyPrefix). */
   readonly prefix?: string
   /** What admission does while Redis is unreachable. Default: insurance. */
@@ -90,7 +95,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const onRedisDown = options.onRedisDown ?? 'insurance'
   const memory = memoryCounters(windowMs)
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
-  const shared = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs) : null
+  const shared = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs, options.settlements) : null
 
   const watch: RedisWatch | null =
     redis && shared

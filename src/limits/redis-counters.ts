@@ -281,7 +281,17 @@ export interface RedisCounters extends Counters {
   warm(): Promise<void>
 }
 
-export function redisCounters(redis: RedisConnection, prefix: string, windowMs: number): RedisCounters {
+/**
+ * Counters on `redis`. Settles go on `settlements` when given: a connection that sends the
+ * writes of one event-loop turn together (admissions stay on `redis`, which sends each at
+ * once: they have a deadline).
+ */
+export function redisCounters(
+  redis: RedisConnection,
+  prefix: string,
+  windowMs: number,
+  settlements: RedisConnection = redis,
+): RedisCounters {
   const keys = limiterKeys(prefix)
 
   return {
@@ -335,7 +345,7 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
         const k = keys.budget(c)
         names.push(k.spent, k.held, k.fired)
       }
-      const reply = integers(await runScript(redis, SCRIPTS.settle, names, args), budgets.length, true)
+      const reply = integers(await runScript(settlements, SCRIPTS.settle, names, args), budgets.length, true)
       const crossings: BudgetCrossing[] = []
       for (let k = budgets.length; k + 1 < reply.length; k += 2) {
         const index = (reply[k] ?? 1) - 1

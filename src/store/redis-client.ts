@@ -54,6 +54,13 @@ export interface RedisClientOptions {
    * when the subscription is live. A cluster client keeps its own resubscription.
    */
   readonly autoResubscribe?: boolean
+  /**
+   * Send every command issued in one turn of the event loop in one write (ioredis's
+   * auto-pipelining; on a cluster, one write per node). Only for a connection that carries
+   * nothing with a tight deadline: the commands leave at the end of the turn, which is late
+   * when a turn runs long. The settlements connection (main.ts openStores) uses it.
+   */
+  readonly autoPipelining?: boolean
 }
 
 const FIRST_RECONNECT_DELAY_MS = 50
@@ -117,29 +124,50 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
     // partition sends no RST): drop it and reconnect rather than time out forever.
     // Not for blocking commands (BLPOP...), which this client is not meant for.
     socketTimeout: commandTimeout * 2,
-    // No auto-pipelining, although it halves the socket writes under load: it sends a
-    // command only at the end of the event loop's turn, so a turn that runs long (an
+    // No auto-pipelining by default, although it halves the socket writes under load: it
+    // sends a command only at the end of the event loop's turn, so a turn that runs long (an
     // overloaded machine) sends the limiter's admission late and its reply misses the
     // limiter's deadline, which then takes Redis for down and admits per instance
     // (test/limits/gateway.test.ts over-admitted so under a loaded full test run).
+    // Settlements, which have no such deadline, go on a connection of their own that has it.
     ...(options.name === undefined ? {} : { connectionName: options.name }),
   } satisfies RedisOptions
   const retryStrategy = (attempt: number): number => reconnectDelay(attempt, maxDelay)
   const lazyConnect = options.lazyConnect ?? false
   const resubscribe = options.autoResubscribe === undefined ? {} : { autoResubscribe: options.autoResubscribe }
+  const pipelining = options.autoPipelining === true ? { enableAutoPipelining: true } : {}
   const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
   const { Redis, Cluster } = ioredis()
   let redis: RedisConnection
   if (spec.kind === 'standalone') {
-    redis = new Redis(spec.url, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect })
+    redis = new Redis(spec.url, {
+      ...per,
+      ...resubscribe,
+      ...pipelining,
+      enableOfflineQueue: false,
+      retryStrategy,
+      lazyConnect,
+    })
   } else if (spec.kind === 'sentinel') {
     redis = new Redis(
-      sentinelOptions(spec, { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect }),
+      sentinelOptions(spec, {
+        ...per,
+        ...resubscribe,
+        ...pipelining,
+        enableOfflineQueue: false,
+        retryStrategy,
+        lazyConnect,
+      }),
     )
   } else {
     redis = new Cluster(
       spec.nodes.map((n) => ({ host: n.host, port: n.port })),
-      clusterOptions(spec, per, { lazyConnect, retryStrategy, connectTimeout }),
+      clusterOptions(spec, per, {
+        lazyConnect,
+        retryStrategy,
+        connectTimeout,
+        autoPipelining: options.autoPipelining === true,
+      }),
     )
   }
   // Without a listener ioredis prints every connection error to stderr.
@@ -180,9 +208,11 @@ export function clusterOptions(
     readonly retryStrategy: (attempt: number) => number
     readonly connectTimeout: number
     readonly enableOfflineQueue?: boolean
+    readonly autoPipelining?: boolean
   },
 ): ClusterOptions {
   return {
+    ...(options.autoPipelining === true ? { enableAutoPipelining: true } : {}),
     redisOptions: { ...per, ...target.auth, ...(target.tls ? { tls: {} } : {}) },
     enableOfflineQueue: options.enableOfflineQueue ?? false,
     lazyConnect: options.lazyConnect,

@@ -247,7 +247,16 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
   return out
 }
 
-export function createRedisStores(redis: RedisConnection, prefix: string): Stores {
+/**
+ * The stores on `redis`. Usage rows, written once per call, go on `settlements` when given:
+ * a connection that sends the writes of one event-loop turn together (with the limiter's
+ * settles of the same calls), so they cost one socket write rather than one each.
+ */
+export function createRedisStores(
+  redis: RedisConnection,
+  prefix: string,
+  settlements: RedisConnection = redis,
+): Stores {
   const k = redisKeys(prefix)
 
   const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
@@ -404,8 +413,8 @@ export function createRedisStores(redis: RedisConnection, prefix: string): Store
         )
       }
       // One script: the whole batch applies, and no reader sees half a row.
-      await io(async () => {
-        const outcome = await run(ADD_USAGE, keys, args)
+      await withRedis(settlements, async () => {
+        const outcome = await runScript(settlements, ADD_USAGE, keys, args)
         if (outcome !== 'ok') throw unexpected('ADD_USAGE', outcome)
       })
     },

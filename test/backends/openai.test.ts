@@ -12,6 +12,7 @@ import type { OpenAIBackendConfig } from '../../src/config/schema.ts'
 import { GatewayError } from '../../src/errors.ts'
 import { readJsonBody, type MultipartBody, type RequestBody } from '../../src/http/body.ts'
 import { sendError } from '../../src/http/reply.ts'
+import { upstreamBodyOf } from '../../src/inference/upstream-request.ts'
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.ts'
 import { call, dataOf, open, startGateway, upstreamRequestFor, type Gateway } from '../proxy/gateway-harness.ts'
 
@@ -151,6 +152,26 @@ t.test('the upstream gets the gateway key, the rewritten model and none of the c
   t.equal(seen.headers['content-length'], String(seen.body.length))
   t.notOk(seen.headers['transfer-encoding'])
   t.same(seen.json, { model: 'upstream-model', messages: [{ role: 'user', content: 'hi' }] })
+})
+
+t.test('a JSON body goes upstream as the client sent it, patched only where the model changes', async (t) => {
+  const upstream = await fake(t)
+  const adapter = backend(t, configFor(upstream.url))
+  const { gateway } = await gatewayFor(t, adapter, async (req) => ({
+    path: '/chat/completions',
+    body: upstreamBodyOf('chat.completions', await readJsonBody(req, 1 << 20), 'upstream-model', false),
+  }))
+  // Formatting and a number beyond a double, which a parse and serialise would lose.
+  const sent =
+    '{\n  "model": "public-model",\n  "messages": [{"role": "user", "content": "hi"}],\n  "seed": 12345678901234567890\n}'
+  const reply = await call(gateway.url, {
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json' },
+    body: sent,
+  })
+  t.equal(reply.status, 200)
+  t.equal(upstream.requests[0]?.body.toString('utf8'), sent.replace('"public-model"', '"upstream-model"'))
+  t.equal(upstream.requests[0]?.headers['content-length'], String(Buffer.byteLength(sent) + 2))
 })
 
 t.test('without a configured key the upstream gets no authorization at all', async (t) => {

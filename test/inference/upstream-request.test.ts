@@ -125,6 +125,62 @@ t.test('a stream of chat or completions asks for usage, keeping the client’s s
   )
 })
 
+t.test('a body read from the client goes as its bytes, patched where a member changes', async (t) => {
+  const sent = (text: string): RequestBody => {
+    const value = JSON.parse(text) as Record<string, unknown>
+    // Members at every depth, as the body reader counts them (none of these has an array of objects).
+    const members = (v: unknown): number =>
+      typeof v === 'object' && v !== null ? Object.values(v).reduce<number>((n, c) => n + 1 + members(c), 0) : 0
+    return { kind: 'json', value, received: { bytes: Buffer.from(text), members: members(value) } }
+  }
+  const wire = (body: RequestBody): string | undefined =>
+    body.kind === 'json' ? body.wire?.toString('utf8') : undefined
+
+  const plain = sent('{ "model": "m",  "messages": [] }')
+  const same = upstreamBodyOf('chat.completions', plain, 'm', false)
+  t.equal(wire(same), '{ "model": "m",  "messages": [] }', 'nothing to change: the bytes as sent')
+  t.equal(same.kind === 'json' && same.wire, plain.kind === 'json' && plain.received?.bytes, 'not even copied')
+  t.equal(
+    wire(upstreamBodyOf('chat.completions', plain, 'upstream-m', false)),
+    '{ "model": "upstream-m",  "messages": [] }',
+  )
+  t.equal(
+    wire(upstreamBodyOf('chat.completions', sent('{"model":"m","stream":true}'), null, true)),
+    '{"model":"m","stream":true,"stream_options":{"include_usage":true}}',
+  )
+  t.equal(
+    wire(
+      upstreamBodyOf(
+        'chat.completions',
+        sent('{"stream":true,"stream_options":{"include_usage":false},"n":1}'),
+        null,
+        true,
+      ),
+    ),
+    '{"stream":true,"stream_options":{"include_usage":true},"n":1}',
+  )
+  const asked = sent('{"stream":true,"stream_options":{"include_usage":true}}')
+  t.equal(
+    wire(upstreamBodyOf('chat.completions', asked, null, true)),
+    '{"stream":true,"stream_options":{"include_usage":true}}',
+    'usage asked for already',
+  )
+  const dup = '{"model":"m","model":"n"}'
+  const twice: RequestBody = {
+    kind: 'json',
+    value: JSON.parse(dup) as Record<string, unknown>,
+    received: { bytes: Buffer.from(dup), members: 1 },
+  }
+  const out = upstreamBodyOf('chat.completions', twice, 'up', false)
+  t.equal(wire(out), undefined, 'a duplicated member: serialised, not forwarded')
+  t.same(out.kind === 'json' && out.value, { model: 'up' })
+  t.equal(
+    wire(upstreamBodyOf('chat.completions', json({ model: 'm' }), 'up', false)),
+    undefined,
+    'a body not read from a client is serialised',
+  )
+})
+
 t.test('a form or no body goes as it came', async (t) => {
   const multipart = form({ model: 'whisper', stream: 'true' })
   t.equal(upstreamBodyOf('audio.transcriptions', multipart, 'upstream-whisper', true), multipart)

@@ -5,6 +5,7 @@ import type { UpstreamResponse } from '../../src/backends/port.ts'
 import { GatewayError, gatewayError } from '../../src/errors.ts'
 import { countTextTokens } from '../../src/tokenizer/tokens.ts'
 import { relay, type RelayOptions, type RelayOutcome } from '../../src/proxy/relay.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { call, dataOf, open, startGateway } from './gateway-harness.ts'
 
 interface Relayed {
@@ -490,13 +491,33 @@ t.test("SSE: the gateway's signal stops the relay the same way", async (t) => {
 t.test('SSE: an upstream that dies mid-stream ends the client stream with an error event', async (t) => {
   const body = liveBody()
   const relayed = await relayVia(t, { status: 200, headers: SSE, body }, { stream: true })
-  const pending = call(relayed.url)
+  const { res } = await open(relayed.url)
+  let received = ''
+  let truncated = false
+  const whole = (async () => {
+    try {
+      for await (const chunk of res as AsyncIterable<Buffer>) received += chunk.toString('utf8')
+    } catch {
+      truncated = true
+    }
+  })()
   body.write(chatChunk('Partial'))
+  // The upstream dies once the first event has reached the client (a destroyed body drops
+  // what it still buffers), in the middle of the next one.
+  t.ok(
+    (
+      await pollUntil(
+        async () => received,
+        (text) => text.includes('Partial'),
+      )
+    ).met,
+    'the first event arrived',
+  )
   body.write('data: {"choices":[{"ind')
-  setTimeout(() => body.destroy(gatewayError('upstream_timeout')), 20)
-  const reply = await pending
-  t.equal(reply.truncated, false, 'the client stream ends cleanly')
-  const data = dataOf(reply.body)
+  body.destroy(gatewayError('upstream_timeout'))
+  await whole
+  t.equal(truncated, false, 'the client stream ends cleanly')
+  const data = dataOf(received)
   t.equal(data.length, 2, 'the half event is not forwarded')
   const last = JSON.parse(data.at(-1) ?? '{}') as { error?: { code: string } }
   t.equal(last.error?.code, 'upstream_timeout')

@@ -40,7 +40,7 @@ export interface JsonLayout {
 }
 
 /** Offset of the quote that closes the string opening at `open`. */
-function stringEnd(bytes: Buffer, open: number): number {
+export function stringEnd(bytes: Buffer, open: number): number {
   let at = bytes.indexOf(QUOTE, open + 1)
   for (;;) {
     if (at < 0) throw new SyntaxError('unterminated string')

@@ -1,6 +1,8 @@
 // Relays an upstream response to the client and taps its token usage on the way: the
 // one place in the gateway where usage is computed. JSON is read whole (up to a limit),
-// so the gateway can filter or record it before the client sees it; server-sent events
+// so the gateway can filter or record it before the client sees it; it is parsed only
+// when something needs more than its usage and model (reply-scan.ts reads those from its
+// ends), and past the limit it streams through, its usage read from its last bytes. Server-sent events
 // go through one by one as they arrive; anything else is piped untouched, except an
 // error status whose body is not JSON, which the client gets in the contract's shape.
 //
@@ -18,6 +20,7 @@ import { withErrorDetail } from './error-detail.ts'
 import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
+import { scanReply, TailWindow, usageInTail } from './reply-scan.ts'
 import { bodyText, bodyUsage, isGeneration, readEvent, withoutNullUsage } from './usage-tap.ts'
 
 export interface RelayOptions {
@@ -78,8 +81,6 @@ export interface RelayOutcome {
   readonly bytes: number
   /** From relay() being called to the first body byte written. */
   readonly firstByteMs?: number
-  /** The upstream's parsed JSON body, when it was JSON. */
-  readonly json?: unknown
   /** What went wrong after the upstream answered, for the log. */
   readonly error?: GatewayError
   /** The client stopped reading and the reply was ended for it (idleReaderMs). */
@@ -142,7 +143,7 @@ function finish(
   status: number,
   sink: ClientSink,
   tapped: Tapped,
-  extra: { json?: unknown; error?: GatewayError | undefined } = {},
+  extra: { error?: GatewayError | undefined } = {},
 ): RelayOutcome {
   return {
     status,
@@ -151,7 +152,6 @@ function finish(
     aborted: sink.aborted,
     bytes: sink.bytes,
     ...(sink.firstByteMs === undefined ? {} : { firstByteMs: sink.firstByteMs }),
-    ...('json' in extra ? { json: extra.json } : {}),
     ...(extra.error === undefined ? {} : { error: extra.error }),
     ...(sink.stalled ? { stalled: true } : {}),
   }
@@ -174,6 +174,17 @@ function replyError(res: ReplySink, sink: ClientSink, error: GatewayError): void
   res.setHeader('content-type', 'application/json; charset=utf-8')
   res.setHeader('content-length', Buffer.byteLength(payload))
   sink.end(payload)
+}
+
+/** `chunks`, showing each to `see` as it goes by. */
+function tapping(chunks: AsyncIterator<Buffer>, see: (chunk: Buffer) => void): AsyncIterator<Buffer> {
+  return {
+    async next() {
+      const next = await chunks.next()
+      if (next.done !== true) see(next.value)
+      return next
+    },
+  }
 }
 
 /** Writes `prefix` and the rest of the body untouched. Returns the upstream's error if it broke off. */
@@ -259,11 +270,38 @@ async function relayJson(
   if (overLimit) {
     if (options.transformJson !== undefined) return refuseUnchecked(res, upstream, sink, 'too large to check')
     startReply(res, upstream, false)
-    const error = await pipeRest(sink, chunks, read, () => commit(options, NONE.usage))
-    return finish(status, sink, NONE, { error })
+    // Too large to read whole: its usage, if any, is read from its last bytes as they pass.
+    const tail = new TailWindow()
+    for (const chunk of read) tail.push(chunk)
+    let tapped = NONE
+    const error = await pipeRest(
+      sink,
+      tapping(chunks, (chunk) => tail.push(chunk)),
+      read,
+      async () => {
+        const usage = status < 300 ? usageInTail(tail.bytes()) : undefined
+        if (usage !== undefined) tapped = { usage, usageSource: 'reported' }
+        await commit(options, tapped.usage)
+      },
+    )
+    return finish(status, sink, tapped, { error })
   }
 
   const bytes = Buffer.concat(read, size)
+  // Most replies need no more than their usage and model: read from the ends, not parsed whole.
+  const scanned =
+    status < 300 && options.transformJson === undefined && options.observe === undefined ? scanReply(bytes) : undefined
+  if (
+    scanned !== undefined &&
+    (options.publicModel === undefined || scanned.model === null || scanned.model === options.publicModel)
+  ) {
+    const tapped: Tapped = { usage: scanned.usage, usageSource: 'reported' }
+    startReply(res, upstream, false)
+    if (!res.headersSent) res.setHeader('content-length', bytes.length)
+    await commit(options, tapped.usage)
+    sink.end(bytes)
+    return finish(status, sink, tapped)
+  }
   let parsed: unknown
   try {
     parsed = JSON.parse(bytes.toString('utf8'))
@@ -290,14 +328,14 @@ async function relayJson(
     } catch (err) {
       const error = toGatewayError(err)
       replyError(res, sink, error)
-      return finish(error.status, sink, tapped, { json: parsed, error })
+      return finish(error.status, sink, tapped, { error })
     }
   }
   startReply(res, upstream, payload !== bytes)
   if (!res.headersSent) res.setHeader('content-length', payload.length)
   await commit(options, tapped.usage)
   sink.end(payload)
-  return finish(status, sink, tapped, { json: parsed })
+  return finish(status, sink, tapped)
 }
 
 /**

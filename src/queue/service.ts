@@ -198,6 +198,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   }
 
   async function stored(body: RequestBody): Promise<{ body: StoredBody; bytes: Buffer | null }> {
+    // Only the parsed value is kept: the client's bytes (JsonBody.received) are this process's.
+    if (body.kind === 'json') return { body: { kind: 'json', value: body.value }, bytes: null }
     if (body.kind !== 'multipart') return { body, bytes: null }
     const chunks: Buffer[] = []
     for await (const chunk of body.open()) chunks.push(chunk as Buffer)

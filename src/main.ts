@@ -157,6 +157,7 @@ export async function startGateway(
       log,
       metrics,
       budgets,
+      ownerOf: async (keyId) => (await stores.keys.get(keyId))?.owner ?? null,
       onBudgetThreshold:
         overrides.onBudgetThreshold ??
         (async (event) => {

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady } from '../store/redis-client.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
+import { migrateLimiterCounters, type OwnerOf } from './limiter-migration.ts'
 import type { BudgetBook } from '../budgets/book.ts'
 import type { OnBudgetThreshold } from '../budgets/port.ts'
 import { planCurrency } from '../keys/money.ts'
@@ -27,6 +28,8 @@ export async function createLimiterFromConfig(
     readonly metrics: Metrics
     readonly budgets?: BudgetBook
     readonly onBudgetThreshold?: OnBudgetThreshold
+    /** The owner of a key, to carry lifetime counters of the `{tg}` layout over (limiter-migration.ts). */
+    readonly ownerOf?: OwnerOf
   },
 ): Promise<ManagedLimiter> {
   const { limits } = config
@@ -55,5 +58,15 @@ export async function createLimiterFromConfig(
     onError: (error) => deps.log.debug({ err: error.message }, 'rate limiter redis error'),
   })
   await whenReady(redis).catch(() => undefined)
+  if (deps.ownerOf !== undefined && redis.status === 'ready') {
+    // Before the first call: a quota or budget counted in the old place counts on. A failure
+    // is logged, not fatal: the next start tries again (what moved stays moved).
+    await migrateLimiterCounters(redis, config.store.keyPrefix, deps.ownerOf, deps.log).catch((error: unknown) =>
+      deps.log.warn(
+        { err: error instanceof Error ? error.message : String(error) },
+        'rate limiter: lifetime counters of the {tg} layout not carried over yet',
+      ),
+    )
+  }
   return createLimiter({ ...common, redis, prefix: config.store.keyPrefix, closeRedis: true })
 }

@@ -272,9 +272,9 @@ async function spread(
   // Usage is exact: three calls per owner, wherever its row lives.
   const res = await admin('GET', '/admin/usage?group_by=owner')
   t.equal(res.status, 200)
-  const ours = (res.json() as { data: Array<{ owner: string; requests: number }> }).data.filter((d) =>
-    d.owner.startsWith(`spread-${tag}-`),
-  )
+  const ours = res
+    .json<{ data: Array<{ owner: string; requests: number }> }>()
+    .data.filter((d) => d.owner.startsWith(`spread-${tag}-`))
   t.equal(ours.length, SPREAD_KEYS, 'a usage row for every owner')
   t.same([...new Set(ours.map((d) => d.requests))], [3], 'each counted exactly three calls')
 }

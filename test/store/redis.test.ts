@@ -212,10 +212,10 @@ function registerRedisTests(): void {
     const write = { ...makeUsage(), id: 'meter9.0' }
     // The first try: the script applies, then the MULTI that indexes the new row fails.
     const multi = redis.multi.bind(redis)
-    redis.multi = (() => {
+    redis.multi = () => {
       redis.multi = multi
       throw new Error('Connection is closed.')
-    }) as unknown as typeof redis.multi
+    }
     await t.rejects(stores.usage.add([write]), StoreUnavailableError)
     t.strictSame(await stores.usage.query({ keyId: 'key_a' }), [], 'written but not yet found')
     await stores.usage.add([write])

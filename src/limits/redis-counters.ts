@@ -338,13 +338,16 @@ function budgetStateAt(now: number, reply: readonly number[], at: number): Budge
 }
 
 export interface RedisCounters extends Counters {
-  /** True when the master serving the counters' slot answers (on a cluster PING answers from any node). */
+  /**
+   * True when the counters' masters answer: on a cluster every master (counters live on
+   * every one, by owner), each asked itself; otherwise a read of a key (the server, or
+   * Sentinel's master).
+   */
   reachable(): Promise<boolean>
   /**
-   * Sends each script once in full (EVAL, with no dimension: it touches no key), so the
-   * master serving the counters' slot has them cached. A fresh master (a start, a
-   * failover: replicas do not keep the script cache) would otherwise meet the first burst
-   * of calls with a NOSCRIPT each and a full EVAL after it.
+   * Loads each script into every master (SCRIPT LOAD), so they have them cached. A fresh
+   * master (a start, a failover: replicas do not keep the script cache) would otherwise
+   * meet the first burst of calls with a NOSCRIPT each and a full EVAL after it.
    */
   warm(): Promise<void>
 }
@@ -450,7 +453,10 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
   return {
     kind: 'redis',
     async reachable() {
-      return typeof (await redis.exists(`${keys.base}probe`)) === 'number'
+      if (!isCluster(redis)) return typeof (await redis.exists(`${keys.base}probe`)) === 'number'
+      const masters = redis.nodes('master')
+      const replies = await Promise.all(masters.map((node) => node.ping()))
+      return masters.length > 0 && replies.every((reply) => reply === 'PONG')
     },
     async warm() {
       // The counters are on every master now (by owner): each gets every script.

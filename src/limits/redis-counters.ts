@@ -12,9 +12,9 @@
 // releases the tenant reservation (RELEASE) if the key's admission refuses; its settle is
 // two SETTLEs, one per slot. Only calls under a tenant budget pay the second script.
 //
-// No migration: the windowed counters were in `{tg}` before (issue #25) and simply start
-// again in the new slots. The lifetime ones (the quota, budgets' spent and fired) are
-// carried over once at start by migrateLimiterCounters (limiter-migration.ts).
+// Counters were all under `{tg}` before (issue #25). The windowed ones need no migration:
+// they start again in the new slots within a minute. The lifetime ones (the quota, budgets'
+// spent and fired) are carried over once at start (limiter-migration.ts).
 import type { RedisConnection } from '../store/redis-client.ts'
 import { isCluster } from '../store/redis-client.ts'
 import { identityNamespace, redisNamespace, runScript, script, tenantNamespace } from '../store/redis-kit.ts'
@@ -254,7 +254,7 @@ function homeNamespace(prefix: string, home: BudgetHome): string {
 
 /** Key names under the gateway's prefix, each on its owner's (or tenant's) slot: see store/redis-kit.ts. */
 export function limiterKeys(prefix: string): {
-  /** Under the global namespace: only the reachability probe. */
+  /** `<prefix>{tg}:rl:`: the reachability probe, and where every counter was before issue #25. */
   readonly base: string
   /** The namespace (and so the slot) of a subject's counters. */
   slot(subject: Subject): string
@@ -474,7 +474,11 @@ export function redisCounters(redis: RedisConnection, prefix: string, windowMs: 
       const ownBudgets = pick(budgets, here)
       let own: AdmitResult
       if (reserved.every((r) => r.admitted)) {
-        own = await admitOn(subject, charges, ownBudgets)
+        // Should this throw (Redis away), the tenant reservation lapses with its window.
+        own =
+          charges.length === 0 && ownBudgets.length === 0
+            ? { admitted: true, states: [], budgets: [] }
+            : await admitOn(subject, charges, ownBudgets)
       } else {
         // Refused by the tenant: the key's counters as they stand, for the headers and the refusal.
         const [states, ownStates] = await Promise.all([

@@ -158,6 +158,7 @@ export async function startGateway(
       metrics,
       budgets,
       ...(settlements === undefined ? {} : { settlements }),
+      ownerOf: async (keyId) => (await stores.keys.get(keyId))?.owner ?? null,
       onBudgetThreshold:
         overrides.onBudgetThreshold ??
         (async (event) => {

@@ -10,6 +10,7 @@ import { readJsonBody } from '../http/body.ts'
 import { bodyRateOf } from '../http/body-rate.ts'
 import { parseBody } from '../keys/service.ts'
 import type { Router } from '../http/router.ts'
+import type { KeyService } from '../keys/service.ts'
 import type { BudgetStatus, Limiter } from '../limits/port.ts'
 import { sendAdmin } from './http.ts'
 import type { AdminDeps } from './routes.ts'
@@ -29,10 +30,14 @@ const idParam = z.string().min(1).max(200)
 /** What the replies show of a budget: its status, marked as a budget. */
 export const budgetView = (s: BudgetStatus): BudgetStatus & { object: 'budget' } => ({ object: 'budget', ...s })
 
-/** Budget statuses, or none when this gateway has no budgets. */
+/**
+ * Budget statuses, or none when this gateway has no budgets. A key budget's counters are
+ * kept with its owner's (store/redis-kit.ts), so the keys of key budgets are read for it.
+ */
 export async function statusesOf(
   limiter: Pick<Limiter, 'budgetStatusOf'>,
   book: BudgetBook | undefined,
+  keys: Pick<KeyService, 'get'>,
   filter: (scope: BudgetScope, id: string) => boolean = () => true,
 ): Promise<Array<BudgetStatus & { object: 'budget' }>> {
   if (book === undefined || limiter.budgetStatusOf === undefined) return []
@@ -40,7 +45,13 @@ export async function statusesOf(
     .list()
     .filter((r) => filter(r.scope, r.id))
     .map((r) => book.specOf(r))
-  return (await limiter.budgetStatusOf(specs)).map(budgetView)
+  const owners = new Map<string, string>()
+  for (const spec of specs) {
+    if (spec.scope !== 'key') continue
+    const owner = (await keys.get(spec.id))?.owner
+    if (owner !== null && owner !== undefined) owners.set(spec.id, owner)
+  }
+  return (await limiter.budgetStatusOf(specs, owners)).map(budgetView)
 }
 
 export function registerBudgetRoutes(router: Router, deps: AdminDeps): void {
@@ -69,7 +80,7 @@ export function registerBudgetRoutes(router: Router, deps: AdminDeps): void {
   router.on('GET', '/admin/budgets', async (ctx) => {
     ctx.route = 'admin.budgets.list'
     authenticateAdmin(ctx.req)
-    sendAdmin(ctx, 200, { object: 'list', data: limiter ? await statusesOf(limiter, book) : [] })
+    sendAdmin(ctx, 200, { object: 'list', data: limiter ? await statusesOf(limiter, book, deps.keys) : [] })
   })
 
   router.on('PUT', '/admin/budgets/:scope/:id', async (ctx, params) => {
@@ -85,7 +96,7 @@ export function registerBudgetRoutes(router: Router, deps: AdminDeps): void {
       { audit: 'budget.set', scope, id, amount: parsed.data.amount, period: record.period, revision: record.revision },
       'admin: budget set',
     )
-    const [view] = limiter ? await statusesOf(limiter, book, (s, i) => s === scope && i === id) : []
+    const [view] = limiter ? await statusesOf(limiter, book, deps.keys, (s, i) => s === scope && i === id) : []
     sendAdmin(ctx, 200, view ?? {})
   })
 

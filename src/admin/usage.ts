@@ -195,7 +195,7 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       totals: summarise(rows),
       // Owner given: the budgets of that owner and its tenant; otherwise every budget set.
       budgets: deps.limiter
-        ? await statusesOf(deps.limiter, deps.budgets, (scope, id) =>
+        ? await statusesOf(deps.limiter, deps.budgets, keys, (scope, id) =>
             q.owner === undefined
               ? true
               : (scope === 'owner' && id === q.owner) || (scope === 'tenant' && id === deps.budgets?.tenantOf(q.owner)),

@@ -8,8 +8,13 @@
 // calls, kept until a day after the period ends), held (reservations of calls in flight:
 // a windowed counter like the quota's, so a reservation whose instance died expires), and
 // the thresholds already reported in the period under the budget's revision.
+//
+// On Redis a budget's counters live on the slot of whom it spends for (store/redis-kit.ts):
+// a key or owner budget on the owner's, next to the key's rate-limit counters (one script
+// admits both); a tenant budget, which spans owners, on its tenant's.
 import type { BudgetSpec } from '../budgets/port.ts'
 import { periodOf, type PeriodSpan } from '../budgets/period.ts'
+import type { Identity } from '../store/redis-kit.ts'
 
 /** A period's counters outlive it by this much (a late settle still lands; the admin can look back). */
 export const SPENT_GRACE_MS = 86_400_000
@@ -23,7 +28,12 @@ export interface BudgetCharge {
   readonly cost: number
   /** How long the spent counter is kept from now; 0: forever (the lifetime). */
   readonly ttlMs: number
+  /** Where its counters live: a tenant budget on its tenant, a key or owner budget with the owner. */
+  readonly home: BudgetHome
 }
+
+/** A tenant, or the owner (the key when it has none) whose slot also holds the key's counters. */
+export type BudgetHome = { readonly tenant: string } | Identity
 
 export interface BudgetState {
   /** Real cost of settled calls in the period, nano-units. */
@@ -62,7 +72,29 @@ export function firedName(charge: Pick<BudgetCharge, 'counter' | 'spec'>): strin
   return `${charge.counter}:f:${encodeURIComponent(charge.spec.revision)}`
 }
 
-export function budgetChargesOf(specs: readonly BudgetSpec[], cost: number, now: number): BudgetCharge[] {
+/**
+ * Where a budget's counters live, for calls of `identity`. Read without a call (the admin
+ * views), a key budget needs `owners` to name its key's owner; a key missing from it is
+ * its own owner.
+ */
+export function budgetHome(
+  spec: Pick<BudgetSpec, 'scope' | 'id'>,
+  identity?: Identity,
+  owners?: ReadonlyMap<string, string>,
+): BudgetHome {
+  if (spec.scope === 'tenant') return { tenant: spec.id }
+  if (spec.scope === 'owner') return { keyId: identity?.keyId ?? '', owner: spec.id }
+  // A key budget applies to its own key's calls only: with the caller's counters.
+  return identity ?? { keyId: spec.id, owner: owners?.get(spec.id) }
+}
+
+export function budgetChargesOf(
+  specs: readonly BudgetSpec[],
+  cost: number,
+  now: number,
+  identity?: Identity,
+  owners?: ReadonlyMap<string, string>,
+): BudgetCharge[] {
   return specs.map((spec) => {
     const span = periodOf(spec.period, spec.timeZone, now)
     return {
@@ -71,6 +103,7 @@ export function budgetChargesOf(specs: readonly BudgetSpec[], cost: number, now:
       counter: budgetCounter(spec, span),
       cost,
       ttlMs: Number.isFinite(span.end) ? Math.max(span.end - now, 0) + SPENT_GRACE_MS : 0,
+      home: budgetHome(spec, identity, owners),
     }
   })
 }

@@ -5,10 +5,16 @@
 import type { BudgetCharge, BudgetCrossing, BudgetSettle, BudgetState } from './budget-charges.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 
-/** Whose counters: one API key on one model ('*' for endpoints without a model). */
+/**
+ * Whose counters: one API key on one model ('*' for endpoints without a model). On Redis
+ * they live on the owner's slot (store/redis-kit.ts identityNamespace), so a key's calls
+ * spread the fleet's load over a cluster's masters by owner.
+ */
 export interface Subject {
   readonly keyId: string
   readonly model: string
+  /** The key's owner; absent (or the key id): the key is its own. */
+  readonly owner?: string | undefined
 }
 
 export interface AdmitResult {

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady, type RedisConnection } from '../store/redis-client.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
+import { migrateLimiterCounters, type OwnerOf } from './limiter-migration.ts'
 import type { BudgetBook } from '../budgets/book.ts'
 import type { OnBudgetThreshold } from '../budgets/port.ts'
 import { planCurrency } from '../keys/money.ts'
@@ -29,6 +30,8 @@ export async function createLimiterFromConfig(
     readonly onBudgetThreshold?: OnBudgetThreshold
     /** The gateway's settlements connection to config.redis; used when the limits live there too. */
     readonly settlements?: RedisConnection
+    /** The owner of a key, to carry lifetime counters of the `{tg}` layout over (limiter-migration.ts). */
+    readonly ownerOf?: OwnerOf
   },
 ): Promise<ManagedLimiter> {
   const { limits } = config
@@ -57,6 +60,16 @@ export async function createLimiterFromConfig(
     onError: (error) => deps.log.debug({ err: error.message }, 'rate limiter redis error'),
   })
   await whenReady(redis).catch(() => undefined)
+  if (deps.ownerOf !== undefined && redis.status === 'ready') {
+    // Before the first call: a quota or budget counted in the old place counts on. A failure
+    // is logged, not fatal: the next start tries again (what moved stays moved).
+    await migrateLimiterCounters(redis, config.store.keyPrefix, deps.ownerOf, deps.log).catch((error: unknown) =>
+      deps.log.warn(
+        { err: error instanceof Error ? error.message : String(error) },
+        'rate limiter: lifetime counters of the {tg} layout not carried over yet',
+      ),
+    )
+  }
   const settlements = limits.redisUrl === undefined ? deps.settlements : undefined
   return createLimiter({
     ...common,

@@ -242,7 +242,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     if (options.budgets === undefined || request.owner === undefined) return []
     const specs = options.budgets.applicable({ keyId: request.keyId, owner: request.owner, tier: request.tier })
     if (specs.length === 0) return []
-    return budgetChargesOf(specs, costNanos(request.limits, estimate.inputTokens, estimate.outputTokens), now())
+    const cost = costNanos(request.limits, estimate.inputTokens, estimate.outputTokens)
+    return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner })
   }
 
   /** Budgets cannot be read while Redis is away (the admin views; check() under fail-closed). */
@@ -252,10 +253,10 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       headers: { 'retry-after': '1' },
     })
 
-  async function statusOf(specs: readonly BudgetSpec[]): Promise<BudgetStatus[]> {
+  async function statusOf(specs: readonly BudgetSpec[], owners?: ReadonlyMap<string, string>): Promise<BudgetStatus[]> {
     if (specs.length === 0) return []
     const at = now()
-    const charges = budgetChargesOf(specs, 0, at)
+    const charges = budgetChargesOf(specs, 0, at, undefined, owners)
     const states = shared ? await viaRedis((c) => c.peekBudgets(charges)) : await memory.peekBudgets(charges)
     if (states === undefined) throw budgetsUnavailable()
     return charges.map((c, j) => {
@@ -299,7 +300,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       const charges = chargesOf(request.limits, estimate)
       const budgets = budgetCharges(request, estimate)
       if (charges.length === 0 && budgets.length === 0) return NO_ADMISSION
-      const subject: Subject = { keyId: request.keyId, model: request.model }
+      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
       if (shared) {
         const result = await viaRedis((c) => c.admit(subject, charges, budgets))
         if (result) {
@@ -338,7 +339,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         }
       }
       if (charges.length === 0) return {}
-      const subject: Subject = { keyId: request.keyId, model: request.model }
+      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
       if (shared) {
         const states = await viaRedis((c) => c.peek(subject, charges))
         if (states) return never(request, charges, states)
@@ -352,7 +353,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     async peek(request): Promise<RateLimitHeaders> {
       const dimensions = dimensionsOf(request.limits)
       if (dimensions.length === 0) return {}
-      const subject: Subject = { keyId: request.keyId, model: request.model }
+      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
       if (shared) {
         const states = await viaRedis((c) => c.peek(subject, dimensions))
         if (states) return rateLimitHeaders(dimensions, states)
@@ -364,7 +365,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     },
 
     async budgetStatus(subject) {
-      return statusOf(options.budgets?.applicable(subject) ?? [])
+      return statusOf(options.budgets?.applicable(subject) ?? [], new Map([[subject.keyId, subject.owner]]))
     },
 
     budgetStatusOf: statusOf,

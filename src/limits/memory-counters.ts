@@ -109,6 +109,8 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   const subjectKey = (s: Subject): string => `${s.keyId}${SEPARATOR}${s.model}`
   const counterKey = (s: Subject, name: DimensionName): string => `${subjectKey(s)}${SEPARATOR}${DIMENSION_CODE[name]}`
   const limiterOf = (d: { readonly windowed: boolean }): RateLimiterMemory => (d.windowed ? windowed : lifetime)
+  /** The owners of subjects with lifetime counters here, for the hand-over to Redis (where they are kept by owner). */
+  const owners = new Map<string, string>()
 
   /** The library's record as a CounterState; a window whose time is up counts as empty. */
   function stateOf(d: { readonly windowed: boolean }, res: LibraryState | null, now: number): CounterState {
@@ -196,6 +198,8 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   return {
     kind: 'memory',
     admit(subject, charges, budgetCharges = []) {
+      if (subject.owner !== undefined && subject.owner !== subject.keyId && charges.some((c) => !c.windowed))
+        owners.set(subjectKey(subject), subject.owner)
       return queue.run(subjectKey(subject), async () => {
         const before = await Promise.all(charges.map((c) => read(subject, c)))
         // From here to the budgets' consumption nothing awaits: no other admission runs in between.
@@ -287,10 +291,12 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         const [keyId, model, code] = String(item.key).split(SEPARATOR)
         const name = (Object.keys(DIMENSION_CODE) as DimensionName[]).find((n) => DIMENSION_CODE[n] === code)
         if (keyId !== undefined && model !== undefined && name !== undefined && item.value > 0) {
-          out.push({ subject: { keyId, model }, name, used: item.value })
+          const owner = owners.get(`${keyId}${SEPARATOR}${model}`)
+          out.push({ subject: { keyId, model, ...(owner === undefined ? {} : { owner }) }, name, used: item.value })
         }
         void lifetime.delete(item.key)
       }
+      owners.clear()
       return out
     },
   }

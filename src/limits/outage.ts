@@ -130,9 +130,9 @@ export function watchRedis(options: RedisWatchOptions): RedisWatch {
     if (up || probing || closed) return
     probing = true
     try {
-      // The probe reads the counters' own slot rather than PING: on a cluster any node
-      // answers PING, even while the master of that slot is being replaced. The scripts
-      // then go to that master in full once, before the calls that need them.
+      // The probe asks the counters' masters themselves (RedisCounters.reachable): the
+      // client's PING answers from any node of a cluster, even while a master is being
+      // replaced. The scripts then go to every master once, before the calls that need them.
       if (redis.status === 'ready' && (await bounded(counters.reachable()))) {
         await bounded(counters.warm())
         markUp()

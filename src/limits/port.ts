@@ -57,8 +57,11 @@ export interface Limiter {
   peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
   /** Where the budgets that apply to a key stand (the admin API, the portal, the CLI); absent: no budgets. */
   budgetStatus?(subject: BudgetSubject): Promise<BudgetStatus[]>
-  /** Where these budgets stand. */
-  budgetStatusOf?(specs: readonly BudgetSpec[]): Promise<BudgetStatus[]>
+  /**
+   * Where these budgets stand. A key budget's counters are kept with its key's owner's:
+   * `owners` names them (key id → owner); a key missing from it is its own owner.
+   */
+  budgetStatusOf?(specs: readonly BudgetSpec[], owners?: ReadonlyMap<string, string>): Promise<BudgetStatus[]>
   /** For /readyz and metrics; absent on limiters without a store. */
   health?(): LimiterHealth
   close(): Promise<void>

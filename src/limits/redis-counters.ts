@@ -3,10 +3,31 @@
 // opens with the first call), so its get()/delete() read these keys. Unlike the library's
 // one-key script, ours checks every dimension of the (key, model) and consumes all or
 // none, in one EVALSHA: one round trip per admission, nothing to roll back on refusal.
+//
+// Where the counters live on a cluster (store/redis-kit.ts): a key's counters and its key
+// and owner budgets on its owner's slot, so ADMIT and SETTLE stay one script each on
+// that slot and the fleet's owners spread over the masters. The one exception is a tenant
+// budget, which spans owners and lives on its tenant's slot: a call under one reserves
+// there first (ADMIT with no dimension), then runs the key's ADMIT without it, and
+// releases the tenant reservation (RELEASE) if the key's admission refuses; its settle is
+// two SETTLEs, one per slot. Only calls under a tenant budget pay the second script.
+//
+// Counters were all under `{tg}` before (issue #25). The windowed ones need no migration:
+// they start again in the new slots within a minute. The lifetime ones (the quota, budgets'
+// spent and fired) are carried over once at start (limiter-migration.ts).
 import type { RedisConnection } from '../store/redis-client.ts'
-import { redisNamespace, runScript, script } from '../store/redis-kit.ts'
-import type { CounterState, DimensionName } from './dimensions.ts'
-import { firedName, type BudgetCharge, type BudgetCrossing, type BudgetState } from './budget-charges.ts'
+import { isCluster } from '../store/redis-client.ts'
+import { identityNamespace, redisNamespace, runScript, script, tenantNamespace } from '../store/redis-kit.ts'
+import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
+import {
+  EMPTY_BUDGET,
+  firedName,
+  type BudgetCharge,
+  type BudgetCrossing,
+  type BudgetHome,
+  type BudgetSettle,
+  type BudgetState,
+} from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
 
 // KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
@@ -163,6 +184,24 @@ for k = 1, #crossed do out[nb + k] = crossed[k] end
 return out
 `
 
+// KEYS: per budget its held counter. ARGV[1]: window ms; per budget j the pair reserved,
+// the held window end seen at admission. Gives back a reservation the key's admission then
+// refused, if its window still holds it (the same rule as SETTLE, nothing committed).
+const RELEASE = `
+local window = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for j = 1, #KEYS do
+  local reserved, expected = tonumber(ARGV[2 * j]), tonumber(ARGV[2 * j + 1])
+  local ttl = redis.call('PTTL', KEYS[j])
+  if reserved > 0 and ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
+    local held = tonumber(redis.call('GET', KEYS[j]) or '0')
+    redis.call('DECRBY', KEYS[j], math.min(reserved, held))
+  end
+end
+return 'ok'
+`
+
 // KEYS: per budget its spent and held counters. Returns {now, spent_1, held_1, heldttl_1, ...}.
 const PEEK_BUDGETS = `
 local t = redis.call('TIME')
@@ -205,30 +244,59 @@ const SCRIPTS = {
   settle: script(SETTLE),
   peek: script(PEEK),
   peekBudgets: script(PEEK_BUDGETS),
+  release: script(RELEASE),
 }
 
-/** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
+/** The namespace of a budget's counters (budget-charges.ts BudgetHome). */
+function homeNamespace(prefix: string, home: BudgetHome): string {
+  return 'tenant' in home ? tenantNamespace(prefix, home.tenant) : identityNamespace(prefix, home)
+}
+
+/** Key names under the gateway's prefix, each on its owner's (or tenant's) slot: see store/redis-kit.ts. */
 export function limiterKeys(prefix: string): {
+  /** `<prefix>{tg}:rl:`: the reachability probe, and where every counter was before issue #25. */
   readonly base: string
+  /** The namespace (and so the slot) of a subject's counters. */
+  slot(subject: Subject): string
   counter(subject: Subject, dimension: { readonly name: DimensionName }): string
   /** The quota's reservations of calls in flight. */
   held(subject: Subject): string
+  /** The namespace (and so the slot) of a budget's counters. */
+  budgetSlot(charge: Pick<BudgetCharge, 'home'>): string
   /** A budget's counters in its period: spent, held (in flight), fired (thresholds reported). */
-  budget(charge: Pick<BudgetCharge, 'counter' | 'spec'>): { spent: string; held: string; fired: string }
+  budget(charge: Pick<BudgetCharge, 'counter' | 'spec' | 'home'>): { spent: string; held: string; fired: string }
 } {
   const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
+  const of = (subject: Subject): string =>
+    `${identityNamespace(prefix, subject)}rl:${enc(subject.keyId)}:${enc(subject.model)}:`
   return {
     base,
-    counter: (subject, dimension) =>
-      `${base}${enc(subject.keyId)}:${enc(subject.model)}:${DIMENSION_CODE[dimension.name]}`,
-    held: (subject) => `${base}${enc(subject.keyId)}:${enc(subject.model)}:${HELD_CODE}`,
-    budget: (charge) => ({
-      spent: `${base}bg:${charge.counter}:s`,
-      held: `${base}bg:${charge.counter}:h`,
-      fired: `${base}bg:${firedName(charge)}`,
-    }),
+    slot: (subject) => identityNamespace(prefix, subject),
+    counter: (subject, dimension) => `${of(subject)}${DIMENSION_CODE[dimension.name]}`,
+    held: (subject) => `${of(subject)}${HELD_CODE}`,
+    budgetSlot: (charge) => homeNamespace(prefix, charge.home),
+    budget: (charge) => {
+      const at = `${homeNamespace(prefix, charge.home)}rl:bg:`
+      return { spent: `${at}${charge.counter}:s`, held: `${at}${charge.counter}:h`, fired: `${at}${firedName(charge)}` }
+    },
   }
+}
+
+/** Indexes of the items on the subject's slot, and of the others grouped by slot (in order). */
+function bySlot<T>(
+  items: readonly T[],
+  slotOf: (item: T) => string,
+  home: string,
+): { here: number[]; away: number[][] } {
+  const here: number[] = []
+  const away = new Map<string, number[]>()
+  for (const [i, item] of items.entries()) {
+    const slot = slotOf(item)
+    if (slot === home) here.push(i)
+    else away.set(slot, [...(away.get(slot) ?? []), i])
+  }
+  return { here, away: [...away.values()] }
 }
 
 /** The counters' keys, then a held counter's for each lifetime dimension. */
@@ -270,13 +338,16 @@ function budgetStateAt(now: number, reply: readonly number[], at: number): Budge
 }
 
 export interface RedisCounters extends Counters {
-  /** True when the master serving the counters' slot answers (on a cluster PING answers from any node). */
+  /**
+   * True when the counters' masters answer: on a cluster every master (counters live on
+   * every one, by owner), each asked itself; otherwise a read of a key (the server, or
+   * Sentinel's master).
+   */
   reachable(): Promise<boolean>
   /**
-   * Sends each script once in full (EVAL, with no dimension: it touches no key), so the
-   * master serving the counters' slot has them cached. A fresh master (a start, a
-   * failover: replicas do not keep the script cache) would otherwise meet the first burst
-   * of calls with a NOSCRIPT each and a full EVAL after it.
+   * Loads each script into every master (SCRIPT LOAD), so they have them cached. A fresh
+   * master (a start, a failover: replicas do not keep the script cache) would otherwise
+   * meet the first burst of calls with a NOSCRIPT each and a full EVAL after it.
    */
   warm(): Promise<void>
 }
@@ -294,87 +365,176 @@ export function redisCounters(
 ): RedisCounters {
   const keys = limiterKeys(prefix)
 
+  /** One ADMIT on one slot: a subject's charges (none: a tenant's reservation) and budgets there. */
+  async function admitOn(
+    subject: Subject | null,
+    charges: readonly Charge[],
+    budgets: readonly BudgetCharge[],
+  ): Promise<AdmitResult> {
+    const args: (string | number)[] = [windowMs, charges.length]
+    for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+    const names = subject === null ? [] : keysOf(keys, subject, charges)
+    for (const b of budgets) {
+      args.push(b.spec.amountNanos, b.cost)
+      const k = keys.budget(b)
+      names.push(k.spent, k.held)
+    }
+    const reply = integers(
+      await runScript(redis, SCRIPTS.admit, names, args),
+      2 + 2 * charges.length + 3 * budgets.length,
+    )
+    const now = reply[1] ?? 0
+    const states = charges.map((c, i) => {
+      const state = stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0)
+      // The quota never resets; the window is its held counter's, for the settle to match.
+      return c.windowed ? state : { ...state, resetMs: 0 }
+    })
+    const at = 2 + 2 * charges.length
+    return {
+      admitted: reply[0] === 1,
+      states,
+      budgets: budgets.map((_, j) => budgetStateAt(now, reply, at + 3 * j)),
+    }
+  }
+
+  /** Gives back reservations made on another slot (a tenant's) that the key's admission then refused. */
+  async function release(budgets: readonly BudgetCharge[], states: readonly BudgetState[]): Promise<void> {
+    const args: (string | number)[] = [windowMs]
+    for (const [j, b] of budgets.entries()) args.push(b.cost, states[j]?.heldExpiresAt ?? 0)
+    await runScript(
+      redis,
+      SCRIPTS.release,
+      budgets.map((b) => keys.budget(b).held),
+      args,
+    )
+  }
+
+  /** One SETTLE on one slot; crossings indexed into `budgets`. */
+  async function settleOn(
+    subject: Subject | null,
+    adjustments: readonly Adjustment[],
+    budgets: readonly BudgetSettle[],
+  ): Promise<BudgetCrossing[]> {
+    if (adjustments.length === 0 && budgets.length === 0) return []
+    const args: (string | number)[] = [windowMs, adjustments.length]
+    for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
+    const names = subject === null ? [] : keysOf(keys, subject, adjustments)
+    for (const b of budgets) {
+      const c = b.charge
+      args.push(b.real, c.cost, b.heldExpiresAt, c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
+      const k = keys.budget(c)
+      names.push(k.spent, k.held, k.fired)
+    }
+    const reply = integers(await runScript(settlements, SCRIPTS.settle, names, args), budgets.length, true)
+    const crossings: BudgetCrossing[] = []
+    for (let k = budgets.length; k + 1 < reply.length; k += 2) {
+      const index = (reply[k] ?? 1) - 1
+      crossings.push({ index, threshold: reply[k + 1] ?? 0, spent: reply[index] ?? 0 })
+    }
+    return crossings
+  }
+
+  async function peekBudgetsOn(budgets: readonly BudgetCharge[]): Promise<BudgetState[]> {
+    const names = budgets.flatMap((b) => {
+      const k = keys.budget(b)
+      return [k.spent, k.held]
+    })
+    const reply = integers(await runScript(redis, SCRIPTS.peekBudgets, names, []), 1 + 3 * budgets.length)
+    return budgets.map((_, j) => budgetStateAt(reply[0] ?? 0, reply, 1 + 3 * j))
+  }
+
+  async function peek(subject: Subject, dimensions: readonly Dimension[]): Promise<CounterState[]> {
+    if (dimensions.length === 0) return []
+    const reply = integers(
+      await runScript(
+        redis,
+        SCRIPTS.peek,
+        keysOf(keys, subject, dimensions),
+        dimensions.map((d) => (d.windowed ? '1' : '0')),
+      ),
+      1 + 2 * dimensions.length,
+    )
+    const now = reply[0] ?? 0
+    return dimensions.map((_, i) => stateAt(now, reply[1 + 2 * i] ?? 0, reply[2 + 2 * i] ?? 0))
+  }
+
+  const pick = <T>(items: readonly T[], at: readonly number[]): T[] => at.map((i) => items[i] as T)
+
   return {
     kind: 'redis',
     async reachable() {
-      return typeof (await redis.exists(`${keys.base}probe`)) === 'number'
+      if (!isCluster(redis)) return typeof (await redis.exists(`${keys.base}probe`)) === 'number'
+      const masters = redis.nodes('master')
+      const replies = await Promise.all(masters.map((node) => node.ping()))
+      return masters.length > 0 && replies.every((reply) => reply === 'PONG')
     },
     async warm() {
-      const probe = `${keys.base}probe`
-      await Promise.all([
-        redis.eval(SCRIPTS.admit.source, 1, probe, windowMs),
-        redis.eval(SCRIPTS.settle.source, 1, probe, windowMs),
-        redis.eval(SCRIPTS.peek.source, 1, probe),
-        redis.eval(SCRIPTS.peekBudgets.source, 0),
-      ])
+      // The counters are on every master now (by owner): each gets every script.
+      const nodes = isCluster(redis) ? redis.nodes('master') : [redis]
+      await Promise.all(nodes.flatMap((node) => Object.values(SCRIPTS).map((s) => node.script('LOAD', s.source))))
     },
     async admit(subject, charges, budgets = []) {
-      const args: (string | number)[] = [windowMs, charges.length]
-      for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
-      const names = keysOf(keys, subject, charges)
-      for (const b of budgets) {
-        args.push(b.spec.amountNanos, b.cost)
-        const k = keys.budget(b)
-        names.push(k.spent, k.held)
+      const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b), keys.slot(subject))
+      if (away.length === 0) return admitOn(subject, charges, budgets)
+      // A tenant budget: reserve on its slot first, then the key's own admission.
+      const found: BudgetState[] = []
+      const reserved = await Promise.all(away.map((at) => admitOn(null, [], pick(budgets, at))))
+      for (const [g, at] of away.entries())
+        for (const [j, i] of at.entries()) found[i] = reserved[g]?.budgets[j] ?? EMPTY_BUDGET
+      const ownBudgets = pick(budgets, here)
+      let own: AdmitResult
+      if (reserved.every((r) => r.admitted)) {
+        // Should this throw (Redis away), the tenant reservation lapses with its window.
+        own =
+          charges.length === 0 && ownBudgets.length === 0
+            ? { admitted: true, states: [], budgets: [] }
+            : await admitOn(subject, charges, ownBudgets)
+      } else {
+        // Refused by the tenant: the key's counters as they stand, for the headers and the refusal.
+        const [states, ownStates] = await Promise.all([
+          peek(subject, charges),
+          ownBudgets.length === 0 ? Promise.resolve([]) : peekBudgetsOn(ownBudgets),
+        ])
+        own = {
+          admitted: false,
+          states: states.map((s, i) => (charges[i]?.windowed === false ? { ...s, resetMs: 0 } : s)),
+          budgets: ownStates,
+        }
       }
-      const reply = integers(
-        await runScript(redis, SCRIPTS.admit, names, args),
-        2 + 2 * charges.length + 3 * budgets.length,
-      )
-      const now = reply[1] ?? 0
-      const states = charges.map((c, i) => {
-        const state = stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0)
-        // The quota never resets; the window is its held counter's, for the settle to match.
-        return c.windowed ? state : { ...state, resetMs: 0 }
-      })
-      const at = 2 + 2 * charges.length
-      return {
-        admitted: reply[0] === 1,
-        states,
-        budgets: budgets.map((_, j) => budgetStateAt(now, reply, at + 3 * j)),
-      } satisfies AdmitResult
+      if (!own.admitted) {
+        // What was reserved on another slot goes back. Should that fail, the reservation
+        // lapses with its window: refused calls held budget for a while, the safe side.
+        await Promise.all(
+          away.map((at, g) =>
+            reserved[g]?.admitted === true
+              ? release(pick(budgets, at), reserved[g].budgets).catch(() => undefined)
+              : undefined,
+          ),
+        )
+      }
+      for (const [j, i] of here.entries()) found[i] = own.budgets[j] ?? EMPTY_BUDGET
+      return { admitted: own.admitted, states: own.states, budgets: found } satisfies AdmitResult
     },
     async settle(subject, adjustments, budgets = []) {
       if (adjustments.length === 0 && budgets.length === 0) return []
-      const args: (string | number)[] = [windowMs, adjustments.length]
-      for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
-      const names = keysOf(keys, subject, adjustments)
-      for (const b of budgets) {
-        const c = b.charge
-        args.push(b.real, c.cost, b.heldExpiresAt, c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
-        const k = keys.budget(c)
-        names.push(k.spent, k.held, k.fired)
-      }
-      const reply = integers(await runScript(settlements, SCRIPTS.settle, names, args), budgets.length, true)
-      const crossings: BudgetCrossing[] = []
-      for (let k = budgets.length; k + 1 < reply.length; k += 2) {
-        const index = (reply[k] ?? 1) - 1
-        crossings.push({ index, threshold: reply[k + 1] ?? 0, spent: reply[index] ?? 0 })
-      }
-      return crossings
+      const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b.charge), keys.slot(subject))
+      const groups = [here, ...away]
+      const replies = await Promise.all(
+        groups.map((at, g) => settleOn(g === 0 ? subject : null, g === 0 ? adjustments : [], pick(budgets, at))),
+      )
+      return replies.flatMap((crossings, g) => crossings.map((c) => ({ ...c, index: groups[g]?.[c.index] ?? c.index })))
     },
     async peekBudgets(budgets) {
       if (budgets.length === 0) return []
-      const names = budgets.flatMap((b) => {
-        const k = keys.budget(b)
-        return [k.spent, k.held]
-      })
-      const reply = integers(await runScript(redis, SCRIPTS.peekBudgets, names, []), 1 + 3 * budgets.length)
-      return budgets.map((_, j) => budgetStateAt(reply[0] ?? 0, reply, 1 + 3 * j))
+      const first = budgets[0]
+      const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b), first ? keys.budgetSlot(first) : '')
+      const groups = [here, ...away]
+      const replies = await Promise.all(groups.map((at) => peekBudgetsOn(pick(budgets, at))))
+      const out: BudgetState[] = []
+      for (const [g, at] of groups.entries())
+        for (const [j, i] of at.entries()) out[i] = replies[g]?.[j] ?? EMPTY_BUDGET
+      return out
     },
-    async peek(subject, dimensions) {
-      if (dimensions.length === 0) return []
-      const reply = integers(
-        await runScript(
-          redis,
-          SCRIPTS.peek,
-          keysOf(keys, subject, dimensions),
-          dimensions.map((d) => (d.windowed ? '1' : '0')),
-        ),
-        1 + 2 * dimensions.length,
-      )
-      const now = reply[0] ?? 0
-      return dimensions.map((_, i) => stateAt(now, reply[1 + 2 * i] ?? 0, reply[2 + 2 * i] ?? 0))
-    },
+    peek,
   }
 }

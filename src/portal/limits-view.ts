@@ -61,7 +61,9 @@ export async function keyStanding(
     models.map(async (model) => {
       const { tier, limits } = resolveLimits(config.plans, key, model)
       const headers = options.live
-        ? await limiter.peek({ keyId: key.id, tier, model, limits }).catch(() => rateLimitHeaders(dimensionsOf(limits)))
+        ? await limiter
+            .peek({ keyId: key.id, owner: key.owner ?? key.id, tier, model, limits })
+            .catch(() => rateLimitHeaders(dimensionsOf(limits)))
         : rateLimitHeaders(dimensionsOf(limits))
       return { model, tier, limits, windows: windowsOf(headers) }
     }),

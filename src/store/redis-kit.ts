@@ -1,4 +1,4 @@
-// What every room that keeps data in Redis shares: the one namespace of Tollgate's keys,
+// What every room that keeps data in Redis shares: the namespaces of Tollgate's keys,
 // scripts run by their SHA, and the mapping of an unreachable Redis to StoreUnavailableError.
 // A leaf: it imports nothing but the connection (redis-client.ts) and the store's errors, so
 // the stores, the queue, the limiter, the file quota and the feeds all build on it without
@@ -7,16 +7,61 @@ import { createHash } from 'node:crypto'
 import { StoreUnavailableError } from './errors.ts'
 import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-client.ts'
 
+// Where a key lives on a Redis Cluster (issue #25). A cluster shards by the part of a key
+// name in braces (its hash tag), and a script or MULTI may only touch keys of one slot. So:
+//
+//   <prefix>{tg}:          global state: plans, signing keys, listing indexes, capacity, the
+//                          queue, sessions, the feeds. One slot, one master.
+//   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
+//                          keys (every dimension, the quota's held counter), its key and owner
+//                          budgets. Owners spread over every master; a call's admission and
+//                          settle each stay one script on its owner's slot.
+//   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner).
+//   <prefix>{t:<tenant>}:  a tenant budget's counters. They span owners, so the one exception:
+//                          a call under a tenant budget pays a second script there
+//                          (limits/redis-counters.ts).
+//
+// The three are built only here; a room adds its own part after them (`rl:`, `q:`...).
+
+function checkPrefix(prefix: string): void {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
+  }
+}
+
 /**
- * `<prefix>{tg}:`, under which every key and channel of Tollgate lives: the one hash tag
+ * `<prefix>{tg}:`, under which Tollgate's global keys and channels live: the one hash tag
  * puts them all on one cluster slot, so any script or MULTI may touch any of them. Rooms
  * add their own part (`q:`, `rl:`, `fq:`...). The only place that builds it.
  */
 export function redisNamespace(prefix: string): string {
-  if (prefix.includes('{') || prefix.includes('}')) {
-    throw new RangeError('the Redis key prefix may not contain "{" or "}": it would replace the {tg} hash tag')
-  }
+  checkPrefix(prefix)
   return `${prefix}{tg}:`
+}
+
+/** Whose state: a key, and its owner (absent, or the key id itself: the key has none). */
+export interface Identity {
+  readonly keyId: string
+  readonly owner?: string | undefined
+}
+
+/**
+ * `<prefix>{o:<owner>}:`, or `<prefix>{k:<keyId>}:` for a key without an owner: the slot
+ * of everything that belongs to one owner. The parts are URI-encoded, so no `{` or `}`
+ * of an id can end the hash tag early.
+ */
+export function identityNamespace(prefix: string, identity: Identity): string {
+  checkPrefix(prefix)
+  const { keyId, owner } = identity
+  return owner === undefined || owner === keyId
+    ? `${prefix}{k:${encodeURIComponent(keyId)}}:`
+    : `${prefix}{o:${encodeURIComponent(owner)}}:`
+}
+
+/** `<prefix>{t:<tenant>}:`, the slot of a tenant's budget counters. */
+export function tenantNamespace(prefix: string, tenant: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{t:${encodeURIComponent(tenant)}}:`
 }
 
 /** A Lua script and its SHA-1, by which Redis caches it. */

@@ -1,7 +1,9 @@
 // The stores on Redis, shared by any number of gateway instances.
 //
-// Every key is `<prefix>{tg}:…`: the one hash tag puts them all on one cluster slot, so the
-// Lua scripts and MULTI blocks below are legal on a cluster. Each script declares every key
+// Keys are `<prefix>{tg}:…`, the one hash tag of global state, so the Lua scripts and MULTI
+// blocks below are legal on a cluster; but usage rows written on every call's settle live
+// with their owner (`<prefix>{o:<owner>}:…`, store/redis-kit.ts), so the fleet's settles
+// spread over a cluster's masters (see "Usage rows" below). Each script declares every key
 // it touches; where the keys to touch depend on the current value (a record's old hashes,
 // an object's current owner), the client reads the value, passes the keys it implies and
 // the value it expects, and the script applies only if the value is unchanged (else the
@@ -20,8 +22,9 @@ import type {
   UsageQuery,
   UsageRecord,
   UsageStore,
+  UsageWrite,
 } from './ports.ts'
-import { StoreConflictError } from './errors.ts'
+import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import {
   compareKeyRecords,
   decodeKeyRecord,
@@ -31,8 +34,17 @@ import {
   sameKeyRecord,
 } from './key-records.ts'
 import { redisAuthStores } from './redis-auth.ts'
-import { closeRedis, pingRedis, type RedisConnection } from './redis-client.ts'
-import { redisNamespace, runScript, script, unexpected, withRedis, type Script } from './redis-kit.ts'
+import { closeRedis, isCluster, pingRedis, type RedisConnection } from './redis-client.ts'
+import {
+  identityNamespace,
+  redisNamespace,
+  runScript,
+  script,
+  unexpected,
+  withRedis,
+  type Identity,
+  type Script,
+} from './redis-kit.ts'
 import { NANOS_PER_UNIT } from '../keys/money.ts'
 import {
   checkStreamCharge,
@@ -125,6 +137,8 @@ return 'ok'
 // only a settle of a stream recovery charged already (rare) does arithmetic. A row whose
 // id has a marker was applied before (its reply was lost): it is skipped, whole.
 const ADD_USAGE = script(`
+local t = redis.call('TIME')
+local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local k = 3
 for i = 0, (#ARGV - 1) / 12 - 1 do
   local a = 1 + 12 * i
@@ -155,12 +169,55 @@ for i = 0, (#ARGV - 1) / 12 - 1 do
     redis.call('HINCRBY', row, 'inputTokens', input)
     redis.call('HINCRBY', row, 'outputTokens', output)
     redis.call('HINCRBY', row, 'costNanos', cost)
-    redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9])
+    redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9], 'at', at)
     redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
     redis.call('ZADD', ofKey, ARGV[a + 10], row)
   end
 end
 return 'ok'
+`)
+
+// Usage rows: a row per (key, model, day) is a hash on its owner's slot, written with the
+// write's marker by ADD_OWNED_USAGE: one script per settle, on the owner's master. The
+// indexes that find rows (every row's, and each key's) stay in `{tg}`, where a query by key
+// needs no owner; a row goes into them only when the script says it is not there yet (its
+// `ix` field unset): once per row, so per key, model and day, never per call. Until then a
+// row is written but not found; a failure in between is retried by the meter under the
+// write's id, which indexes it then.
+// A call that settles a journalled stream still writes through ADD_USAGE to a row in `{tg}`
+// (the journal is there, and its entry and the row change in one script), and rows written
+// before rows moved (issue #25) stay in `{tg}` too: a query reads both layouts through the
+// same indexes and sums the rows of one (key, model, day). Nothing to migrate.
+//
+// KEYS: per row: the row, then the write's marker (when it has an id).
+// ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
+// costNanos, keyId, model, day, owner, tier, the write's id ('' for none).
+// Returns per row 1 when the row exists but is not yet in the indexes, else 0.
+const ADD_OWNED_USAGE = script(`
+local t = redis.call('TIME')
+local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local out = {}
+local k = 1
+for i = 0, (#ARGV - 1) / 10 - 1 do
+  local a = 1 + 10 * i
+  local row = KEYS[k]
+  k = k + 1
+  local marker
+  if ARGV[a + 10] ~= '' then
+    marker = KEYS[k]
+    k = k + 1
+  end
+  if not marker or redis.call('SET', marker, '1', 'NX', 'PX', ARGV[1]) then
+    redis.call('HINCRBY', row, 'requests', ARGV[a + 1])
+    redis.call('HINCRBY', row, 'inputTokens', ARGV[a + 2])
+    redis.call('HINCRBY', row, 'outputTokens', ARGV[a + 3])
+    redis.call('HINCRBY', row, 'costNanos', ARGV[a + 4])
+    redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8],
+      'tier', ARGV[a + 9], 'at', at)
+  end
+  if redis.call('EXISTS', row) == 1 and redis.call('HEXISTS', row, 'ix') == 0 then out[i + 1] = 1 else out[i + 1] = 0 end
+end
+return out
 `)
 
 /**
@@ -227,7 +284,13 @@ export function redisKeys(prefix: string) {
     owner: (kind: OwnedKind | RememberedKind, id: string) => `${base}own:${kind}:${id}`,
     owned: (kind: OwnedKind, owner: string) => `${base}owned:${kind}:${owner}`,
     ownedSeq: `${base}ownseq`,
+    /** A row in `{tg}`: of a settled stream (the journal is there), or written before rows moved to their owner. */
     usageRow: (keyId: string, model: string, day: string) => `${base}usage:${day}:${enc(keyId)}:${enc(model)}`,
+    /** A row on its owner's slot: what a call's settle writes. */
+    ownerUsageRow: (identity: Identity, model: string, day: string) =>
+      `${identityNamespace(prefix, identity)}usage:${day}:${enc(identity.keyId)}:${enc(model)}`,
+    /** A write to an owner's row applied lately, by its id: on the row's slot. */
+    ownerUsageWrite: (identity: Identity, id: string) => `${identityNamespace(prefix, identity)}uw:${enc(id)}`,
     /** Every usage row, scored by day number. */
     usageRows: `${base}usage:rows`,
     /** One key's usage rows, scored by day number. */
@@ -236,7 +299,7 @@ export function redisKeys(prefix: string) {
     stream: (id: string) => `${base}stream:${enc(id)}`,
     /** The journalled streams neither settled nor recovered: id → instance. */
     streams: `${base}streams`,
-    /** A usage write applied lately (USAGE_WRITE_MEMORY_MS), by its id. */
+    /** A usage write to a row in `{tg}` applied lately (USAGE_WRITE_MEMORY_MS), by its id. */
     usageWrite: (id: string) => `${base}uw:${enc(id)}`,
   }
 }
@@ -387,36 +450,92 @@ export function createRedisStores(
       }),
   }
 
+  /** Writes of settled streams: one ADD_USAGE in `{tg}`, with the journal. */
+  async function addJournalled(records: readonly UsageWrite[]): Promise<void> {
+    const keys: string[] = [k.usageRows, k.streams]
+    const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
+    for (const r of records) {
+      keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
+      if (r.stream !== undefined) keys.push(k.stream(r.stream))
+      if (r.id !== undefined) keys.push(k.usageWrite(r.id))
+      args.push(
+        r.requests,
+        r.inputTokens,
+        r.outputTokens,
+        r.costNanos,
+        r.keyId,
+        r.model,
+        r.day,
+        r.owner,
+        r.tier,
+        dayNumber(r.day),
+        r.stream ?? '',
+        r.id ?? '',
+      )
+    }
+    // One script: the whole batch applies, and no reader sees half a row.
+    await withRedis(settlements, async () => {
+      const outcome = await runScript(settlements, ADD_USAGE, keys, args)
+      if (outcome !== 'ok') throw unexpected('ADD_USAGE', outcome)
+    })
+  }
+
+  /** Writes of one owner: one ADD_OWNED_USAGE on its slot; a new row is then indexed in `{tg}`. */
+  async function addOwned(records: readonly UsageWrite[]): Promise<void> {
+    const keys: string[] = []
+    const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
+    const rows = records.map((r) => k.ownerUsageRow({ keyId: r.keyId, owner: r.owner }, r.model, r.day))
+    for (const [i, r] of records.entries()) {
+      keys.push(rows[i] ?? '')
+      if (r.id !== undefined) keys.push(k.ownerUsageWrite({ keyId: r.keyId, owner: r.owner }, r.id))
+      args.push(
+        r.requests,
+        r.inputTokens,
+        r.outputTokens,
+        r.costNanos,
+        r.keyId,
+        r.model,
+        r.day,
+        r.owner,
+        r.tier,
+        r.id ?? '',
+      )
+    }
+    await withRedis(settlements, async () => {
+      const reply = await runScript(settlements, ADD_OWNED_USAGE, keys, args)
+      if (!Array.isArray(reply) || reply.length !== records.length) throw unexpected('ADD_OWNED_USAGE', reply)
+      const fresh = records.flatMap((r, i) => (reply[i] === 1 ? [{ r, row: rows[i] ?? '' }] : []))
+      if (fresh.length === 0) return
+      const index = redis.multi()
+      for (const { r, row } of fresh) {
+        index.zadd(k.usageRows, dayNumber(r.day), row)
+        index.zadd(k.usageRowsOfKey(r.keyId), dayNumber(r.day), row)
+      }
+      await replies(index)
+      await Promise.all(fresh.map(({ row }) => redis.hset(row, 'ix', '1')))
+    })
+  }
+
   const usage: UsageStore = {
     add: async (records) => {
       checkUsageRecords(records)
       if (records.length === 0) return
-      const keys: string[] = [k.usageRows, k.streams]
-      const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
+      const groups = new Map<string, UsageWrite[]>()
       for (const r of records) {
-        keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
-        if (r.stream !== undefined) keys.push(k.stream(r.stream))
-        if (r.id !== undefined) keys.push(k.usageWrite(r.id))
-        args.push(
-          r.requests,
-          r.inputTokens,
-          r.outputTokens,
-          r.costNanos,
-          r.keyId,
-          r.model,
-          r.day,
-          r.owner,
-          r.tier,
-          dayNumber(r.day),
-          r.stream ?? '',
-          r.id ?? '',
-        )
+        const slot = r.stream === undefined ? identityNamespace(prefix, { keyId: r.keyId, owner: r.owner }) : ''
+        groups.set(slot, [...(groups.get(slot) ?? []), r])
       }
-      // One script: the whole batch applies, and no reader sees half a row.
-      await withRedis(settlements, async () => {
-        const outcome = await runScript(settlements, ADD_USAGE, keys, args)
-        if (outcome !== 'ok') throw unexpected('ADD_USAGE', outcome)
-      })
+      // One write per slot (the meter sends one row; a retry may carry several owners').
+      const outcomes = await Promise.allSettled(
+        [...groups].map(([slot, rows]) => (slot === '' ? addJournalled(rows) : addOwned(rows))),
+      )
+      const failed = outcomes.find((o) => o.status === 'rejected')
+      if (failed === undefined) return
+      const error: unknown = failed.reason
+      // Some slots took their rows: the batch is sent again under its ids, never folded anew.
+      if (outcomes.some((o) => o.status === 'fulfilled') && error instanceof StoreUnavailableError && error.unsent)
+        throw new StoreUnavailableError(error.message, { cause: error, unsent: false })
+      throw error
     },
 
     query: async (query: UsageQuery) => {
@@ -426,18 +545,39 @@ export function createRedisStores(
         const min = query.from === undefined ? '-inf' : dayNumber(query.from)
         const max = query.to === undefined ? '+inf' : dayNumber(query.to)
         const rowKeys = await redis.zrangebyscore(index, min, max)
-        const rows: UsageRecord[] = []
+        // One (key, model, day) may have a row in `{tg}` and one with its owner (or one per
+        // owner, if the key changed hands that day): they add up; owner and tier are the latest's.
+        const rows = new Map<string, { row: UsageRecord; at: number }>()
         for (const group of chunks(rowKeys, BATCH)) {
-          const pipeline = redis.pipeline()
-          for (const row of group) pipeline.hgetall(row)
-          for (const fields of await replies(pipeline)) {
-            const row = usageRow(fields)
-            if (row !== null) rows.push(row)
+          for (const found of await readRows(group)) {
+            const id = `${found.row.keyId}\u0000${found.row.model}\u0000${found.row.day}`
+            const prev = rows.get(id)
+            rows.set(id, prev === undefined ? found : mergeRows(prev, found))
           }
         }
-        return rows.sort(compareUsageRows)
+        return [...rows.values()].map((r) => r.row).sort(compareUsageRows)
       })
     },
+  }
+
+  /** Rows by their keys: one pipeline, or on a cluster one per slot (a pipeline stays on one). */
+  async function readRows(rowKeys: readonly string[]): Promise<Array<{ row: UsageRecord; at: number }>> {
+    const bySlot = new Map<string, string[]>()
+    for (const key of rowKeys) {
+      const tag = isCluster(redis) ? (/\{[^}]*\}/.exec(key)?.[0] ?? '') : ''
+      bySlot.set(tag, [...(bySlot.get(tag) ?? []), key])
+    }
+    const read = await Promise.all(
+      [...bySlot.values()].map(async (keys) => {
+        const pipeline = redis.pipeline()
+        for (const key of keys) pipeline.hgetall(key)
+        return replies(pipeline)
+      }),
+    )
+    return read.flat().flatMap((fields) => {
+      const row = usageRow(fields)
+      return row === null ? [] : [{ row, at: Number((fields as Record<string, unknown>).at ?? 0) }]
+    })
   }
 
   const streams: StreamJournal = {
@@ -552,6 +692,24 @@ function streamEntry(id: string, fields: unknown): StreamEntry | null {
     inputTokens: Number(f.inputTokens ?? 0),
     outputTokens: Number(f.outputTokens ?? 0),
     costNanos: Number(f.costNanos ?? 0),
+  }
+}
+
+/** Two rows of one (key, model, day) in different places: the sums, owner and tier of the latest. */
+function mergeRows(
+  a: { row: UsageRecord; at: number },
+  b: { row: UsageRecord; at: number },
+): { row: UsageRecord; at: number } {
+  const [older, newer] = a.at <= b.at ? [a, b] : [b, a]
+  return {
+    at: newer.at,
+    row: {
+      ...newer.row,
+      requests: older.row.requests + newer.row.requests,
+      inputTokens: older.row.inputTokens + newer.row.inputTokens,
+      outputTokens: older.row.outputTokens + newer.row.outputTokens,
+      costNanos: older.row.costNanos + newer.row.costNanos,
+    },
   }
 }
 

@@ -136,3 +136,19 @@ export async function keysUnderPrefix(redis: RedisConnection, prefix: string): P
 export async function deleteUnderPrefix(redis: RedisConnection, prefix: string): Promise<void> {
   for (const key of await keysUnderPrefix(redis, prefix)) await redis.del(key)
 }
+
+/** Zeroes every master's INFO commandstats (CONFIG RESETSTAT), for a count that starts now. */
+export async function resetMasterStats(redis: Cluster): Promise<void> {
+  await Promise.all(redis.nodes('master').map((node) => node.config('RESETSTAT')))
+}
+
+/** Per master (by port): the scripts it ran (EVAL + EVALSHA calls) since its stats were reset. */
+export async function scriptCallsPerMaster(redis: Cluster): Promise<Map<number, number>> {
+  const out = new Map<number, number>()
+  for (const node of redis.nodes('master')) {
+    const stats = await node.info('commandstats')
+    const calls = (name: string): number => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+    out.set(Number(node.options.port), calls('evalsha') + calls('eval'))
+  }
+  return out
+}

@@ -138,7 +138,8 @@ export function budgetContract(t: Test, name: string, make: MakeLimiters, gatewa
     const error = await refusal(limiter, request(keyB, owner))
     t.equal(error.errorName, 'budget_exhausted', "the owner's budget counts both keys")
     t.match(error.message, `budget of owner ${owner}`)
-    const statuses = await limiter.budgetStatusOf?.(specs)
+    // keyA's budget is kept with its owner's counters: the admin view names the owner.
+    const statuses = await limiter.budgetStatusOf?.(specs, new Map([[keyA, owner]]))
     t.same(
       statuses?.map((s) => [s.scope, s.spent]),
       [
@@ -148,6 +149,89 @@ export function budgetContract(t: Test, name: string, make: MakeLimiters, gatewa
       'a refused call charged nothing anywhere',
     )
   })
+
+  t.test(`${name}: a tenant budget spans owners: 200 concurrent calls of three owners admit exactly 20`, async (t) => {
+    const tenant = spec({ scope: 'tenant', id: randomId('tenant'), amountNanos: 20 * CALL_NANOS })
+    const clock = setup([tenant], '2026-11-27T12:00:00Z')
+    const limiters = await make(gateways, clock.options)
+    t.teardown(() => Promise.all(limiters.map((l) => l.close())))
+    const requests = [1, 2, 3].map(() => request(randomId(), randomId('owner')))
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 200 }, (_, i) =>
+        (limiters[i % limiters.length] as ManagedLimiter).admit(requests[i % 3] as AdmissionRequest),
+      ),
+    )
+    const admitted = outcomes.filter((o): o is PromiseFulfilledResult<Admission> => o.status === 'fulfilled')
+    t.equal(admitted.length, 20, 'exactly 20 admitted, whichever owner asked')
+    t.ok(
+      outcomes.every((o) => o.status === 'fulfilled' || (o.reason as GatewayError).errorName === 'budget_reserved'),
+      'the others held by calls in flight',
+    )
+    await Promise.all(admitted.map((a) => a.value.settle(CALL)))
+    await new Promise((resolve) => setImmediate(resolve))
+    const [status] = (await limiters[0]?.budgetStatusOf?.([tenant])) ?? []
+    t.equal(status?.spent, 0.002, 'spent: 20 calls')
+    t.equal(status?.reserved, 0, 'nothing held once all settled')
+    t.same(
+      clock.events.map((e) => [e.scope, e.threshold]).sort((a, b) => Number(a[1]) - Number(b[1])),
+      [
+        ['tenant', 50],
+        ['tenant', 80],
+        ['tenant', 100],
+      ],
+      'each threshold reported once',
+    )
+    t.equal(
+      (await refusal(limiters[0] as ManagedLimiter, requests[1] as AdmissionRequest)).errorName,
+      'budget_exhausted',
+    )
+  })
+
+  t.test(
+    `${name}: a call its key refuses holds nothing on its tenant, and one its tenant refuses nothing on its key`,
+    async (t) => {
+      const tenant = spec({ scope: 'tenant', id: randomId('tenant'), amountNanos: 3 * CALL_NANOS })
+      const keyBudget = spec({ amountNanos: 100 * CALL_NANOS })
+      const owner = randomId('owner')
+      const clock = setup([keyBudget, tenant], '2026-11-27T12:00:00Z')
+      const [limiter] = await make(1, {
+        ...clock.options,
+        budgets: { applicable: ({ keyId }) => (keyId === keyBudget.id ? [keyBudget, tenant] : [tenant]) },
+      })
+      if (limiter === undefined) throw new Error('no limiter')
+      t.teardown(() => limiter.close())
+      const r = { ...request(keyBudget.id, owner), limits: { ...LIMITS, rpm: 1 } }
+      const first = await limiter.admit(r)
+      t.equal((await refusal(limiter, r)).errorName, 'rate_limit_requests', 'the key refuses the second call')
+      const status = async (): Promise<Array<[string, number, number]>> =>
+        ((await limiter.budgetStatusOf?.([keyBudget, tenant], new Map([[keyBudget.id, owner]]))) ?? []).map((s) => [
+          s.scope,
+          s.spent,
+          s.reserved,
+        ])
+      t.same(
+        await status(),
+        [
+          ['key', 0, 0.0001],
+          ['tenant', 0, 0.0001],
+        ],
+        "only the admitted call holds: the refused one's tenant reservation went back",
+      )
+      await first.settle(CALL)
+      // Another owner's key of the same tenant spends the rest of it.
+      await spend(limiter, request(randomId(), randomId('owner')), 2)
+      const other = { ...request(keyBudget.id, owner), limits: LIMITS }
+      t.equal((await refusal(limiter, other)).errorName, 'budget_exhausted', 'the tenant refuses')
+      t.same(
+        await status(),
+        [
+          ['key', 0.0001, 0],
+          ['tenant', 0.0003, 0],
+        ],
+        'nothing held on the key for the call its tenant refused',
+      )
+    },
+  )
 
   const resets = (
     label: string,

@@ -1,6 +1,7 @@
 // Budgets on the shared Redis: the same contract as in memory, with three limiters (three
 // gateways) on one Redis, plus what only Redis shows: a budget is no extra round trip.
-import t from 'tap'
+import t, { type Test } from 'tap'
+import type { BudgetSpec } from '../../src/budgets/port.ts'
 import type { Redis } from 'ioredis'
 import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
@@ -49,13 +50,15 @@ if (!(await pingRedis(admin))) {
     3,
   )
 
-  t.test('redis: a call with budgets is still one script call to admit and one to settle', async (t) => {
+  const scriptCalls = async (
+    t: Test,
+    budgets: readonly BudgetSpec[],
+    owner: string,
+  ): Promise<{ admit: number; settle: number; evalsha: number }> => {
     const redis = redisClient()
     clients.push(redis)
     await pingRedis(redis)
-    const owner = 'owner_x'
-    const budgets = [spec(), spec({ scope: 'owner', id: owner }), spec({ scope: 'tenant', id: 'acme' })]
-    const { options } = setup(budgets, '2026-11-27T12:00:00Z')
+    const { options } = setup([...budgets], '2026-11-27T12:00:00Z')
     const limiter = createLimiter({
       redis,
       prefix: `${NAMESPACE}${n++}:`,
@@ -76,9 +79,22 @@ if (!(await pingRedis(admin))) {
     const counted = countCommands(redis)
     t.teardown(() => counted.restore())
     const admission = await limiter.admit(r)
-    t.equal(counted.count(), 1, 'admission: one command for rpm and three budgets')
-    t.equal(counted.count('evalsha'), 1, 'an EVALSHA')
+    const admit = counted.count()
+    const evalsha = counted.count('evalsha')
     await admission.settle(r.estimate)
-    t.equal(counted.count(), 2, 'settle: one more')
+    return { admit, settle: counted.count() - admit, evalsha }
+  }
+
+  t.test('redis: a call with key and owner budgets is still one script call to admit and one to settle', async (t) => {
+    const owner = 'owner_x'
+    const calls = await scriptCalls(t, [spec(), spec({ scope: 'owner', id: owner })], owner)
+    t.same(calls, { admit: 1, evalsha: 1, settle: 1 }, "one EVALSHA each: the budgets are on the owner's slot")
+  })
+
+  t.test('redis: a tenant budget, on its own slot, is the one second script of each step', async (t) => {
+    const owner = 'owner_x'
+    const budgets = [spec(), spec({ scope: 'owner', id: owner }), spec({ scope: 'tenant', id: 'acme' })]
+    const calls = await scriptCalls(t, budgets, owner)
+    t.same(calls, { admit: 2, evalsha: 2, settle: 2 }, 'the tenant reserves, then the key admits; two settles')
   })
 }

@@ -83,7 +83,7 @@ if (!(await pingRedis(admin))) {
     t.equal(commands.count(), 1, 'a refusal is one round trip too: nothing to roll back')
   })
 
-  t.test('redis: hash-tagged keys in the layout of rate-limiter-flexible', async (t) => {
+  t.test("redis: keys on the owner's slot, in the layout of rate-limiter-flexible", async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const limiter = await onRedis({}, prefix)
     t.teardown(() => limiter.close())
@@ -92,9 +92,25 @@ if (!(await pingRedis(admin))) {
     const keys = limiterKeys(prefix)
     const model = 'Mistral-Small-24B-Instruct-2501'
     const names = await keysUnder(admin, prefix)
-    // h: the quota's reservations of calls in flight.
-    t.same(names.sort(), ['h', 'i', 'o', 'q', 'r'].map((d) => `${prefix}{tg}:rl:${c.keyId}:${model}:${d}`).sort())
-    t.equal(keys.counter({ keyId: c.keyId, model }, { name: 'requests' }), `${prefix}{tg}:rl:${c.keyId}:${model}:r`)
+    // h: the quota's reservations of calls in flight. A key without an owner is its own: {k:<id>}.
+    t.same(
+      names.sort(),
+      ['h', 'i', 'o', 'q', 'r'].map((d) => `${prefix}{k:${c.keyId}}:rl:${c.keyId}:${model}:${d}`).sort(),
+    )
+    t.equal(
+      keys.counter({ keyId: c.keyId, model }, { name: 'requests' }),
+      `${prefix}{k:${c.keyId}}:rl:${c.keyId}:${model}:r`,
+    )
+    t.equal(
+      keys.counter({ keyId: c.keyId, model, owner: 'ana b{c}' }, { name: 'requests' }),
+      `${prefix}{o:ana%20b%7Bc%7D}:rl:${c.keyId}:${model}:r`,
+      "an owned key on its owner's slot, the owner encoded so no brace ends the tag",
+    )
+    t.equal(
+      keys.counter({ keyId: c.keyId, model, owner: c.keyId }, { name: 'requests' }),
+      keys.counter({ keyId: c.keyId, model }, { name: 'requests' }),
+      'a key that is its own owner',
+    )
     // The library reads our counters: same value-and-TTL layout.
     const library = new RateLimiterRedis({ storeClient: admin, keyPrefix: '', points: 18_750, duration: 60 })
     const input = await library.get(keys.counter({ keyId: c.keyId, model }, { name: 'input_tokens' }))

@@ -3,5 +3,5 @@
 import t from 'tap'
 import { scaleOutSuite } from './suite.ts'
 
-t.setTimeout(240_000)
+t.setTimeout(420_000)
 await scaleOutSuite(t, 'cluster')

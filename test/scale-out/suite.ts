@@ -8,6 +8,7 @@
 // at the kill still complete. The topology is restored
 // afterwards (the killed node rejoins as a replica), so the file can run again.
 import { randomBytes } from 'node:crypto'
+import type { Cluster } from 'ioredis'
 import type { Test } from 'tap'
 import { adminCall } from '../admin/helpers.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -19,7 +20,9 @@ import {
   keysUnderPrefix,
   killNode,
   masterPort,
+  resetMasterStats,
   restartNode,
+  scriptCallsPerMaster,
   topologyClient,
   type TopologyKind,
 } from '../helpers/topologies.ts'
@@ -188,6 +191,14 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
     )
   })
 
+  if (kind === 'cluster')
+    t.test(
+      `${kind}: the calls of ${SPREAD_KEYS} owners spread their scripts evenly over the three masters`,
+      async (t) => {
+        await spread(t, redis as Cluster, all, createKey, admin)
+      },
+    )
+
   t.test(`${kind}: the master serving Tollgate's keys is killed under load`, async (t) => {
     await failover(t, kind, all, createKey, admin)
   })
@@ -195,6 +206,78 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
 
 type CreateKey = (body: Record<string, unknown>) => Promise<{ id: string; key: string }>
 type Admin = ReturnType<typeof adminCall>
+
+/** Keys, each of its own owner: 600 so that a master's share of owners is within ±20 % of a third by 3.5 σ. */
+const SPREAD_KEYS = 600
+
+/** Runs fn over items, at most `width` at a time. */
+async function inParallel<T, R>(
+  items: readonly T[],
+  width: number,
+  fn: (item: T, i: number) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = []
+  let next = 0
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < items.length) {
+        const i = next++
+        out[i] = await fn(items[i] as T, i)
+      }
+    }),
+  )
+  return out
+}
+
+/**
+ * Issue #25: a call's scripts (ADMIT, SETTLE, the usage row's write) run on its owner's
+ * slot, so many owners' calls load the three masters alike. Counted by the masters
+ * themselves (INFO commandstats: EVAL + EVALSHA calls), while every call's usage is
+ * still counted exactly.
+ */
+async function spread(
+  t: Test,
+  redis: Cluster,
+  all: readonly RunningTollgate[],
+  createKey: CreateKey,
+  admin: Admin,
+): Promise<void> {
+  const tag = randomBytes(4).toString('hex')
+  const owners = Array.from({ length: SPREAD_KEYS }, (_, i) => `spread-${tag}-${i}`)
+  const keys = await inParallel(owners, 16, (owner) => createKey({ owner }))
+  // One call per key first (on one instance each): what follows is steady traffic.
+  const call = async (key: string, gw: RunningTollgate): Promise<number> => (await chat(gw, key)).status
+  const first = await inParallel(keys, 24, (k, i) => call(k.key, all[i % INSTANCES]!))
+  t.same([...new Set(first)], [200], 'every first call answered')
+
+  await resetMasterStats(redis)
+  const calls = keys.flatMap((k, i) => [1, 2].map((j) => ({ key: k.key, gw: all[(i + j) % INSTANCES]! })))
+  const statuses = await inParallel(calls, 24, (c) => call(c.key, c.gw))
+  const perMaster = await scriptCallsPerMaster(redis)
+  t.same([...new Set(statuses)], [200], `all ${calls.length} calls answered`)
+
+  const total = [...perMaster.values()].reduce((a, b) => a + b, 0)
+  const shares = [...perMaster].map(([port, n]) => `${port}: ${n} (${((100 * n) / total).toFixed(1)} %)`)
+  t.comment(`cluster: scripts per master over ${calls.length} calls: ${shares.join(', ')}`)
+  t.equal(perMaster.size, 3, 'three masters')
+  t.ok(total >= 3 * calls.length, `at least three scripts per call counted (${total})`)
+  for (const [port, n] of perMaster) {
+    const share = (n * 3) / total
+    t.ok(
+      share >= 0.8 && share <= 1.2,
+      `master ${port} ran ${((100 * share) / 3).toFixed(1)} % of the scripts: within ±20 % of a third`,
+    )
+  }
+
+  // Usage is exact: three calls per owner, wherever its row lives.
+  const res = await admin('GET', '/admin/usage?group_by=owner')
+  t.equal(res.status, 200)
+  const ours = res
+    .json<{ data: Array<{ owner: string; requests: number }> }>()
+    .data.filter((d) => d.owner.startsWith(`spread-${tag}-`))
+  t.equal(ours.length, SPREAD_KEYS, 'a usage row for every owner')
+  t.same([...new Set(ours.map((d) => d.requests))], [3], 'each counted exactly three calls')
+}
 
 async function failover(
   t: Test,

@@ -11,9 +11,10 @@ import t from 'tap'
 import type { Test } from 'tap'
 import type { Command, Redis } from 'ioredis'
 import { StoreUnavailableError } from '../../src/store/errors.ts'
-import type { Stores } from '../../src/store/ports.ts'
+import type { Stores, UsageRecord } from '../../src/store/ports.ts'
 import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/redis-client.ts'
 import { createRedisStores, redisKeys, USAGE_WRITE_MEMORY_MS } from '../../src/store/redis.ts'
+import { dayNumber } from '../../src/store/usage-rows.ts'
 import { storeContract } from './contract.ts'
 import { authStoreContract } from './auth-contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
@@ -64,7 +65,7 @@ if (!reachable) {
 }
 
 function registerRedisTests(): void {
-  t.test('redis: every key written carries the prefix and the {tg} hash tag', async (t) => {
+  t.test("redis: every key written carries the prefix and the {tg} hash tag, or its owner's", async (t) => {
     const prefix = freshPrefix()
     const redis = client()
     const stores = createRedisStores(redis, prefix)
@@ -89,17 +90,25 @@ function registerRedisTests(): void {
       for (const key of Array.isArray(keys) ? keys : []) touched.add(String(key))
     }
     const base = `${prefix}{tg}:`
-    const stray = [...touched].filter((key) => !key.startsWith(base))
-    t.strictSame(stray, [], 'no command touched a key outside <prefix>{tg}:')
+    // Usage rows live with their owner: team-a's, and key:b's (exercised without an owner of its own).
+    const owned = [`${prefix}{o:team-a}:`, `${prefix}{k:key%3Ab}:`]
+    const placed = (key: string): boolean => key.startsWith(base) || owned.some((o) => key.startsWith(o))
+    const stray = [...touched].filter((key) => !placed(key))
+    t.strictSame(stray, [], "no command touched a key outside <prefix>{tg}: and the owners' namespaces")
     t.ok(touched.size >= 10, `the check saw the keys (${touched.size})`)
 
     const stored = await keysUnder(admin, prefix)
     t.ok(stored.length > 0)
     t.strictSame(
-      stored.filter((key) => !key.startsWith(base)),
+      stored.filter((key) => !placed(key)),
       [],
-      'every stored key is under <prefix>{tg}:',
+      "every stored key is under <prefix>{tg}: or an owner's namespace",
     )
+    for (const o of owned)
+      t.ok(
+        stored.some((key) => key.startsWith(`${o}usage:`)),
+        `a usage row under ${o}`,
+      )
     const k = redisKeys(prefix)
     for (const family of [
       k.ids,
@@ -146,6 +155,76 @@ function registerRedisTests(): void {
     t.equal(read?.costNanos, 4_271_301, 'the old float, rounded to nano-units, plus the new integer')
   })
 
+  t.test(
+    "redis: usage rows of the {tg} layout (older Tollgates, settled streams) add up with their owner's",
+    async (t) => {
+      const prefix = freshPrefix()
+      const stores = createRedisStores(client(), prefix)
+      t.teardown(() => stores.close())
+      const k = redisKeys(prefix)
+      // As a Tollgate before #25 left them: the row and both indexes in {tg}.
+      for (const [day, requests] of [
+        ['2025-03-01', 5],
+        ['2025-03-02', 2],
+      ] as const) {
+        const row = k.usageRow('key_a', 'gpt-4o', day)
+        await admin.hset(row, {
+          keyId: 'key_a',
+          model: 'gpt-4o',
+          day,
+          owner: 'team-old',
+          tier: 'Basic',
+          requests,
+          inputTokens: 10 * requests,
+          outputTokens: requests,
+          costNanos: 1000 * requests,
+        })
+        await admin.zadd(k.usageRows, dayNumber(day), row)
+        await admin.zadd(k.usageRowsOfKey('key_a'), dayNumber(day), row)
+      }
+      await stores.usage.add([
+        makeUsage({ model: 'gpt-4o', tier: 'Pro', requests: 1, inputTokens: 10, outputTokens: 1, costNanos: 1000 }),
+      ])
+      const expected = [
+        ['2025-03-01', 6, 60, 6, 6000, 'team-a', 'Pro'],
+        ['2025-03-02', 2, 20, 2, 2000, 'team-old', 'Basic'],
+      ]
+      const view = (rows: UsageRecord[]): unknown[] =>
+        rows.map((r) => [r.day, r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.owner, r.tier])
+      t.strictSame(
+        view(await stores.usage.query({ keyId: 'key_a' })),
+        expected,
+        'by key: one row per day, summed; owner and tier of the latest write',
+      )
+      t.strictSame(view(await stores.usage.query({})), expected, 'all rows: the same')
+      t.ok(
+        (await admin.exists(k.ownerUsageRow({ keyId: 'key_a', owner: 'team-a' }, 'gpt-4o', '2025-03-01'))) === 1,
+        "the new write went to its owner's row",
+      )
+    },
+  )
+
+  t.test('redis: a row whose indexing failed is indexed by the retry of its write', async (t) => {
+    const prefix = freshPrefix()
+    const redis = client()
+    const stores = createRedisStores(redis, prefix)
+    t.teardown(() => stores.close())
+    const write = { ...makeUsage(), id: 'meter9.0' }
+    // The first try: the script applies, then the MULTI that indexes the new row fails.
+    const multi = redis.multi.bind(redis)
+    redis.multi = () => {
+      redis.multi = multi
+      throw new Error('Connection is closed.')
+    }
+    await t.rejects(stores.usage.add([write]), StoreUnavailableError)
+    t.strictSame(await stores.usage.query({ keyId: 'key_a' }), [], 'written but not yet found')
+    await stores.usage.add([write])
+    const rows = await stores.usage.query({ keyId: 'key_a' })
+    t.equal(rows.length, 1, 'found after the retry')
+    t.equal(rows[0]?.requests, 1, 'counted once: the retry carried the same id')
+    t.equal((await stores.usage.query({})).length, 1, "in every row's index too")
+  })
+
   t.test('redis: a usage write sent again under its id counts once, on any instance', async (t) => {
     const [a, b, prefix] = twoInstances(t)
     const write = { ...makeUsage({ inputTokens: 7, costNanos: 70 }), id: 'meter1.0' }
@@ -158,7 +237,7 @@ function registerRedisTests(): void {
     const [row] = await a.usage.query({ keyId: 'key_a' })
     t.equal(row?.requests, 4, 'the id sent twice once, the other id once, the two without an id each')
     t.equal(row?.inputTokens, 28)
-    const ttl = await admin.pttl(redisKeys(prefix).usageWrite('meter1.0'))
+    const ttl = await admin.pttl(redisKeys(prefix).ownerUsageWrite({ keyId: 'key_a', owner: 'team-a' }, 'meter1.0'))
     t.ok(ttl > 0 && ttl <= USAGE_WRITE_MEMORY_MS, `the id is remembered for a while, not for ever (${ttl} ms left)`)
   })
 
@@ -486,7 +565,10 @@ async function exerciseEveryOperation(stores: Stores): Promise<void> {
   await stores.ownership.ownerOf('file', 'file-1')
   await stores.ownership.list('file', 'alice')
   await stores.ownership.release('file', 'file-2')
-  await stores.usage.add([makeUsage(), makeUsage({ keyId: 'key:b', model: 'm/x:y', day: '2025-03-02' })])
+  await stores.usage.add([
+    makeUsage(),
+    makeUsage({ keyId: 'key:b', owner: 'key:b', model: 'm/x:y', day: '2025-03-02' }),
+  ])
   await stores.usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-31' })
   await stores.usage.query({})
 }

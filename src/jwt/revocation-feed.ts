@@ -8,7 +8,7 @@ import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { closeRedis, createRedisClient } from '../store/redis-client.ts'
 import { redisNamespace } from '../store/redis-kit.ts'
-import { subscribe } from '../store/redis-subscription.ts'
+import { publish as publishOn, subscribe } from '../store/redis-subscription.ts'
 import type { TokenVerifier } from './verifier.ts'
 
 export interface RevocationFeed {
@@ -48,6 +48,7 @@ export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): 
     commandTimeoutMs: options.commandTimeoutMs,
     name: 'tollgate-rag-revoked-sub',
     channels: [channel],
+    sharded: true,
     onMessage: (_from, message) => {
       try {
         const value = JSON.parse(message) as { session?: unknown; user?: unknown }
@@ -61,14 +62,12 @@ export function createRedisRevocationFeed(options: RedisRevocationFeedOptions): 
     onSubscribeFailed: (err) => log.warn({ err: err.message }, 'revocation feed: SUBSCRIBE failed; reconnecting'),
   })
   const publish = (message: Record<string, string>): void => {
-    publisher
-      .publish(channel, JSON.stringify(message))
-      .catch((err: unknown) =>
-        log.warn(
-          { err: (err as Error).message },
-          'revocation could not be published; other instances see it within revocationCacheMs',
-        ),
-      )
+    publishOn(publisher, channel, JSON.stringify(message), { sharded: true }).catch((err: unknown) =>
+      log.warn(
+        { err: (err as Error).message },
+        'revocation could not be published; other instances see it within revocationCacheMs',
+      ),
+    )
   }
   return {
     sessionRevoked(id) {

@@ -17,7 +17,7 @@ import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { closeRedis, createRedisClient } from '../store/redis-client.ts'
 import { redisNamespace } from '../store/redis-kit.ts'
-import { subscribe } from '../store/redis-subscription.ts'
+import { publish, subscribe } from '../store/redis-subscription.ts'
 import type { KeyCache } from './cache.ts'
 
 export interface KeyEvents {
@@ -95,6 +95,7 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
     commandTimeoutMs: options.commandTimeoutMs,
     name: `${name}-sub`,
     channels: [channel],
+    sharded: true,
     heartbeat: { everyMs: options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS, publisher },
     onMessage: (_from, message) => {
       const id = decodeKeyChange(message)
@@ -118,7 +119,7 @@ export function createRedisKeyEvents(options: RedisKeyEventsOptions): KeyEvents 
       const message = encodeKeyChange(id)
       for (let attempt = 0; ; attempt++) {
         try {
-          await publisher.publish(channel, message)
+          await publish(publisher, channel, message, { sharded: true })
           return
         } catch (err) {
           const delay = retryDelays[attempt]

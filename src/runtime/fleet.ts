@@ -12,7 +12,7 @@ import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { isCluster, type RedisConnection } from '../store/redis-client.ts'
 import { redisNamespace } from '../store/redis-kit.ts'
-import { subscribe } from '../store/redis-subscription.ts'
+import { publish, publishesSharded, subscribe } from '../store/redis-subscription.ts'
 import type { Reloader, ReloadReport } from './reload.ts'
 
 export interface FleetAnswers {
@@ -64,7 +64,7 @@ export function redisFleet(options: RedisFleetOptions, reloader: Reloader): Flee
     const { id, from } = request
     reloader
       .reload()
-      .then((report) => publisher.publish(answerChannel(from), JSON.stringify({ id, report })))
+      .then((report) => publish(publisher, answerChannel(from), JSON.stringify({ id, report }), { sharded: true }))
       .catch((error: unknown) =>
         log.warn({ err: (error as Error).message }, 'fleet reload: could not reload or answer'),
       )
@@ -79,6 +79,7 @@ export function redisFleet(options: RedisFleetOptions, reloader: Reloader): Flee
     commandTimeoutMs: 5000,
     name: 'tollgate-config-reload',
     channels: [requests, mine],
+    sharded: true,
     onMessage: (channel, message) => (channel === requests ? answer(message) : collect(message)),
     onError: (error) => log.debug({ err: error.message }, 'fleet reload redis error'),
     onSubscribeFailed: (error) => log.warn({ err: error.message }, 'fleet reload: cannot subscribe; reconnecting'),
@@ -100,8 +101,11 @@ export function redisFleet(options: RedisFleetOptions, reloader: Reloader): Flee
       })
       const timer = setTimeout(finish, waitMs)
       try {
-        const reached = await publisher.publish(requests, JSON.stringify({ id, from: options.instance }))
-        asked = isCluster(publisher) ? null : reached
+        const reached = await publish(publisher, requests, JSON.stringify({ id, from: options.instance }), {
+          sharded: true,
+        })
+        // A classic PUBLISH on a cluster counts only the subscribers of the node that took it.
+        asked = isCluster(publisher) && !publishesSharded(publisher) ? null : reached
         if (enough()) finish()
         await done
       } finally {

@@ -61,6 +61,11 @@ export interface RedisClientOptions {
    * when a turn runs long. The settlements connection (main.ts openStores) uses it.
    */
   readonly autoPipelining?: boolean
+  /**
+   * On a cluster, keep a subscriber connection per master for sharded pub/sub (SSUBSCRIBE):
+   * for the feeds of redis-subscription.ts that use it.
+   */
+  readonly shardedPubSub?: boolean
 }
 
 const FIRST_RECONNECT_DELAY_MS = 50
@@ -167,6 +172,7 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
         retryStrategy,
         connectTimeout,
         autoPipelining: options.autoPipelining === true,
+        shardedPubSub: options.shardedPubSub === true,
       }),
     )
   }
@@ -209,9 +215,11 @@ export function clusterOptions(
     readonly connectTimeout: number
     readonly enableOfflineQueue?: boolean
     readonly autoPipelining?: boolean
+    readonly shardedPubSub?: boolean
   },
 ): ClusterOptions {
   return {
+    ...(options.shardedPubSub === true ? { shardedSubscribers: true } : {}),
     ...(options.autoPipelining === true ? { enableAutoPipelining: true } : {}),
     redisOptions: { ...per, ...target.auth, ...(target.tls ? { tls: {} } : {}) },
     enableOfflineQueue: options.enableOfflineQueue ?? false,

@@ -10,6 +10,14 @@
 // client picks (and picks again when that node goes) while PUBLISH reaches every node:
 // there the heartbeat is a message to a channel of this subscription's own, and the feed
 // counts as lost while its beats do not come back.
+//
+// A feed whose publishers all send through publish() below may ask for sharded pub/sub
+// (`sharded`): on a cluster of Redis 7 or later it then uses SSUBSCRIBE and SPUBLISH, so a
+// message travels within the shard that serves its channel's slot instead of over the
+// cluster bus to every node (classic PUBLISH reaches every node of the cluster, which
+// costs every node more as nodes are added). Its channels must share one hash tag (they
+// do: they live under the gateway's namespace). On a Redis without sharded pub/sub, and
+// on a single server or Sentinel, it is classic pub/sub.
 // A leaf: it imports only the connection (redis-client.ts).
 import { randomBytes } from 'node:crypto'
 import type { RedisTarget } from '../config/redis-target.ts'
@@ -31,6 +39,11 @@ export interface SubscriptionOptions {
   onLive?(live: boolean): void
   /** Connection errors (refused, reset...): a lost connection also shows as onLive(false). */
   onError?(error: Error): void
+  /**
+   * Sharded pub/sub on a cluster (SSUBSCRIBE); every publisher of these channels must then
+   * send through publish(…, { sharded: true }). Default false.
+   */
+  readonly sharded?: boolean
   /** SUBSCRIBE was refused or timed out: the connection is dropped and dialled again. */
   onSubscribeFailed?(error: Error): void
   /**
@@ -49,15 +62,49 @@ export interface Subscription {
   close(): Promise<void>
 }
 
+/** Connections whose Redis answered SPUBLISH or SSUBSCRIBE with "unknown command" (older than 7). */
+const classicOnly = new WeakSet<RedisConnection>()
+
+const isUnknownCommand = (error: unknown): boolean => error instanceof Error && /unknown command/i.test(error.message)
+
+/**
+ * Publishes a message to a feed: SPUBLISH for a sharded feed on a cluster that has it,
+ * PUBLISH otherwise (what subscribe() listens with for the same `sharded`). Resolves to the
+ * number of subscribers that got it (on a cluster, those of the node that took it).
+ */
+export async function publish(
+  publisher: RedisConnection,
+  channel: string,
+  message: string,
+  options: { readonly sharded?: boolean } = {},
+): Promise<number> {
+  if (options.sharded === true && isCluster(publisher) && !classicOnly.has(publisher)) {
+    try {
+      return Number(await publisher.spublish(channel, message))
+    } catch (error) {
+      if (!isUnknownCommand(error)) throw error
+      classicOnly.add(publisher)
+    }
+  }
+  return publisher.publish(channel, message)
+}
+
+/** Whether a sharded publish() through `publisher` goes out as SPUBLISH (as far as it has been tried). */
+export function publishesSharded(publisher: RedisConnection): boolean {
+  return isCluster(publisher) && !classicOnly.has(publisher)
+}
+
 export function subscribe(options: SubscriptionOptions): Subscription {
   const { channels, heartbeat } = options
   const connection = createRedisClient(options.redis, {
     commandTimeoutMs: options.commandTimeoutMs,
     name: options.name,
     autoResubscribe: false,
+    shardedPubSub: options.sharded === true,
     ...(options.onError === undefined ? {} : { onError: options.onError }),
   })
   const onCluster = isCluster(connection)
+  const sharded = (): boolean => options.sharded === true && onCluster && !classicOnly.has(connection)
   const beats =
     heartbeat !== undefined && onCluster
       ? `${channels[0] ?? options.name}:beat:${randomBytes(6).toString('hex')}`
@@ -77,8 +124,21 @@ export function subscribe(options: SubscriptionOptions): Subscription {
     }
   }
 
+  const all = [...channels, ...(beats === null ? [] : [beats])]
+  const listen = async (): Promise<void> => {
+    if (sharded()) {
+      try {
+        await connection.ssubscribe(...all)
+        return
+      } catch (error) {
+        if (!isUnknownCommand(error)) throw error
+        classicOnly.add(connection)
+      }
+    }
+    await connection.subscribe(...all)
+  }
   connection.on('ready', () => {
-    connection.subscribe(...channels, ...(beats === null ? [] : [beats])).then(
+    listen().then(
       () => {
         lastBeat = Date.now()
         setLive(true)
@@ -91,7 +151,7 @@ export function subscribe(options: SubscriptionOptions): Subscription {
   })
   connection.on('close', () => setLive(false))
   connection.on('end', () => setLive(false))
-  connection.on('message', (channel: string, message: string) => {
+  const onMessage = (channel: string, message: string): void => {
     if (channel === beats) {
       lastBeat = Date.now()
       // The cluster client found a new node for the subscription by itself.
@@ -99,7 +159,9 @@ export function subscribe(options: SubscriptionOptions): Subscription {
       return
     }
     if (channels.includes(channel)) options.onMessage(channel, message)
-  })
+  }
+  connection.on('message', onMessage)
+  connection.on('smessage', onMessage)
 
   let timer: NodeJS.Timeout | undefined
   if (heartbeat !== undefined) {
@@ -109,7 +171,7 @@ export function subscribe(options: SubscriptionOptions): Subscription {
         return
       }
       if (live && Date.now() - lastBeat > MISSED_BEATS * heartbeat.everyMs) setLive(false)
-      heartbeat.publisher.publish(beats, '1').catch(() => undefined)
+      publish(heartbeat.publisher, beats, '1', { sharded: sharded() }).catch(() => undefined)
     }, heartbeat.everyMs)
     timer.unref()
   }

@@ -1,7 +1,8 @@
 // Key changes on a Redis Cluster (test/helpers/redis-topologies.sh, started when not
-// running): PUBLISH through any node reaches a subscriber on any other, and when the
-// subscriber's connection is cut the client subscribes again on some node by itself, so
-// changes reach the instance again. Everything lives under a random prefix.
+// running): the feed is sharded pub/sub (SPUBLISH and SSUBSCRIBE on the master of the
+// channel's slot, nothing on the cluster bus), a change published through one instance
+// reaches the others, and when the subscriber's connection is cut the client subscribes
+// again by itself, so changes reach the instance again. Everything lives under a random prefix.
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { KeyLookup } from '../../src/auth/api-key.ts'
@@ -57,11 +58,35 @@ t.test('a change published through one node reaches a subscriber on another at o
   t.ok(await changeReaches(b, a, 1000), 'and the other way round')
 })
 
+t.test('the feed is a shard channel on one master, not a classic channel anywhere', async (t) => {
+  t.ok(await b.events.ready(10_000), 'b is live')
+  let shard = 0
+  let classic = 0
+  for (const port of CLUSTER_PORTS) {
+    const node = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null })
+    node.on('error', () => {})
+    try {
+      await node.connect()
+      const role = String(await node.call('ROLE')).split(',')[0]
+      if (role === 'master') {
+        shard += ((await node.call('PUBSUB', 'SHARDCHANNELS', CHANNEL)) as string[]).length
+        classic += ((await node.call('PUBSUB', 'CHANNELS', CHANNEL)) as string[]).length
+      }
+    } catch {
+      // a node that is down (a failover test elsewhere) holds no subscription
+    } finally {
+      node.disconnect()
+    }
+  }
+  t.equal(shard, 1, 'one master has it as a shard channel')
+  t.equal(classic, 0, 'no node has it as a classic channel')
+})
+
 t.test(
   'the subscriber connection is cut: the cluster client subscribes again on a node, changes reach it again',
   async (t) => {
-    // ioredis names a cluster's subscriber connection ioredis-cluster(subscriber):<name>.
-    const wanted = `name=ioredis-cluster(subscriber):${b.name}-sub `
+    // ioredis names a cluster's sharded subscriber connection ioredis-cluster(ssubscriber):<name>.
+    const wanted = `name=ioredis-cluster(ssubscriber):${b.name}-sub `
     // A failover test elsewhere may have moved a master meanwhile: the subscription is then
     // being made again on another node. Look until it is there (bounded).
     let killed = 0

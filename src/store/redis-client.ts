@@ -144,26 +144,11 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
   const { Redis, Cluster } = ioredis()
   let redis: RedisConnection
+  const single = { ...per, ...resubscribe, ...pipelining, enableOfflineQueue: false, retryStrategy, lazyConnect }
   if (spec.kind === 'standalone') {
-    redis = new Redis(spec.url, {
-      ...per,
-      ...resubscribe,
-      ...pipelining,
-      enableOfflineQueue: false,
-      retryStrategy,
-      lazyConnect,
-    })
+    redis = new Redis(spec.url, single)
   } else if (spec.kind === 'sentinel') {
-    redis = new Redis(
-      sentinelOptions(spec, {
-        ...per,
-        ...resubscribe,
-        ...pipelining,
-        enableOfflineQueue: false,
-        retryStrategy,
-        lazyConnect,
-      }),
-    )
+    redis = new Redis(sentinelOptions(spec, single))
   } else {
     redis = new Cluster(
       spec.nodes.map((n) => ({ host: n.host, port: n.port })),

@@ -315,6 +315,11 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
  * a connection that sends the writes of one event-loop turn together (with the limiter's
  * settles of the same calls), so they cost one socket write rather than one each.
  */
+/** A usage write's counts and labels, in the order both usage scripts read them. */
+function rowArgs(r: UsageWrite): Array<string | number> {
+  return [r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier]
+}
+
 export function createRedisStores(
   redis: RedisConnection,
   prefix: string,
@@ -458,20 +463,7 @@ export function createRedisStores(
       keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
       if (r.stream !== undefined) keys.push(k.stream(r.stream))
       if (r.id !== undefined) keys.push(k.usageWrite(r.id))
-      args.push(
-        r.requests,
-        r.inputTokens,
-        r.outputTokens,
-        r.costNanos,
-        r.keyId,
-        r.model,
-        r.day,
-        r.owner,
-        r.tier,
-        dayNumber(r.day),
-        r.stream ?? '',
-        r.id ?? '',
-      )
+      args.push(...rowArgs(r), dayNumber(r.day), r.stream ?? '', r.id ?? '')
     }
     // One script: the whole batch applies, and no reader sees half a row.
     await withRedis(settlements, async () => {
@@ -488,18 +480,7 @@ export function createRedisStores(
     for (const [i, r] of records.entries()) {
       keys.push(rows[i] ?? '')
       if (r.id !== undefined) keys.push(k.ownerUsageWrite({ keyId: r.keyId, owner: r.owner }, r.id))
-      args.push(
-        r.requests,
-        r.inputTokens,
-        r.outputTokens,
-        r.costNanos,
-        r.keyId,
-        r.model,
-        r.day,
-        r.owner,
-        r.tier,
-        r.id ?? '',
-      )
+      args.push(...rowArgs(r), r.id ?? '')
     }
     await withRedis(settlements, async () => {
       const reply = await runScript(settlements, ADD_OWNED_USAGE, keys, args)

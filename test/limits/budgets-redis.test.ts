@@ -2,24 +2,13 @@
 // gateways) on one Redis, plus what only Redis shows: a budget is no extra round trip.
 import t, { type Test } from 'tap'
 import type { BudgetSpec } from '../../src/budgets/port.ts'
-import type { Redis } from 'ioredis'
 import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { budgetContract, setup, spec } from './budget-contract.ts'
-import { captureLog, countCommands, deleteUnder, quietMetrics, REDIS_URL, redisClient, testPrefix } from './helpers.ts'
+import { captureLog, countCommands, quietMetrics, REDIS_URL, redisClient, redisSpace } from './helpers.ts'
 
-const NAMESPACE = testPrefix()
+const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
 let n = 0
-const admin = redisClient()
-const clients: Redis[] = []
-t.teardown(async () => {
-  try {
-    await deleteUnder(admin, NAMESPACE)
-  } finally {
-    for (const c of clients) c.disconnect()
-    admin.disconnect()
-  }
-})
 
 if (!(await pingRedis(admin))) {
   t.fail(`Redis does not answer at ${REDIS_URL}: the budget tests on Redis need it`)

@@ -10,6 +10,7 @@ import { createMetrics, type Metrics } from '../../src/observability/metrics.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 
 export { deleteUnder, keysUnder, REDIS_URL } from '../helpers/redis.ts'
+import { deleteUnder } from '../helpers/redis.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
 
@@ -48,6 +49,30 @@ export async function metricValue(
 
 export const redisClient = (url = REDIS_URL, commandTimeoutMs = 2000): Redis =>
   createRedisClient(url, { commandTimeoutMs, name: 'tgtest-limits' })
+
+/**
+ * A file's space on the shared Redis: a fresh prefix, an admin client, and the clients the
+ * file opens (push them to `clients`); everything under the prefix is deleted and every
+ * client closed when the file ends.
+ */
+export function redisSpace(t: { teardown(fn: () => Promise<void>): void }): {
+  readonly namespace: string
+  readonly admin: Redis
+  readonly clients: Redis[]
+} {
+  const namespace = testPrefix()
+  const admin = redisClient()
+  const clients: Redis[] = []
+  t.teardown(async () => {
+    try {
+      await deleteUnder(admin, namespace)
+    } finally {
+      for (const c of clients) c.disconnect()
+      admin.disconnect()
+    }
+  })
+  return { namespace, admin, clients }
+}
 
 /** Counts the commands a client sends, by name. */
 export function countCommands(redis: Redis): { count(name?: string): number; reset(): void; restore(): void } {

@@ -2,7 +2,6 @@
 // spend and reported thresholds) are carried over to their owners' slots at start, once,
 // however many instances start together; windowed counters are left to expire.
 import t from 'tap'
-import type { Redis } from 'ioredis'
 import { budgetChargesOf, budgetCounter, firedName } from '../../src/limits/budget-charges.ts'
 import { createLimiter } from '../../src/limits/limiter.ts'
 import { migrateLimiterCounters } from '../../src/limits/limiter-migration.ts'
@@ -10,19 +9,9 @@ import { limiterKeys } from '../../src/limits/redis-counters.ts'
 import { periodOf } from '../../src/budgets/period.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { spec } from './budget-contract.ts'
-import { captureLog, deleteUnder, keysUnder, randomId, REDIS_URL, redisClient, testPrefix } from './helpers.ts'
+import { captureLog, keysUnder, randomId, REDIS_URL, redisClient, redisSpace } from './helpers.ts'
 
-const NAMESPACE = testPrefix()
-const admin = redisClient()
-const clients: Redis[] = []
-t.teardown(async () => {
-  try {
-    await deleteUnder(admin, NAMESPACE)
-  } finally {
-    for (const c of clients) c.disconnect()
-    admin.disconnect()
-  }
-})
+const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
 
 const MODEL = 'm'
 const AT = Date.parse('2026-11-27T12:00:00Z')

@@ -6,7 +6,6 @@
 // random `tgtest:limits:` prefix and is deleted at the end. Without Redis these tests fail.
 import t from 'tap'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
-import type { Redis } from 'ioredis'
 import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { limiterKeys } from '../../src/limits/redis-counters.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
@@ -14,27 +13,16 @@ import { caller, limiterContract } from './contract.ts'
 import {
   captureLog,
   countCommands,
-  deleteUnder,
   keysUnder,
   quietMetrics,
   randomId,
   REDIS_URL,
   redisClient,
-  testPrefix,
+  redisSpace,
 } from './helpers.ts'
 
-const NAMESPACE = testPrefix()
+const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
 let n = 0
-const admin = redisClient()
-const clients: Redis[] = []
-t.teardown(async () => {
-  try {
-    await deleteUnder(admin, NAMESPACE)
-  } finally {
-    for (const c of clients) c.disconnect()
-    admin.disconnect()
-  }
-})
 
 async function onRedis(options: Partial<LimiterOptions> = {}, prefix = `${NAMESPACE}${n++}:`): Promise<ManagedLimiter> {
   const redis = redisClient()

@@ -152,8 +152,12 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     return opened
   }
   const queues = prefixes.map(openQueue)
-  /** Sharded: the queue an earlier version used, drained by whoever finds jobs in it at start. */
-  const old = shards === undefined ? null : openQueue(unsharded)
+  /**
+   * Sharded: the queue an earlier version used, drained by whoever finds jobs in it at
+   * start; opened only then (or to wake a request of that layout).
+   */
+  let old: BullMQ.Queue | null = null
+  const oldQueue = (): BullMQ.Queue => (old ??= openQueue(unsharded))
   /** The queue of request `id`: its shard's (an id of the unsharded layout: by its hash). */
   const queueOf = (id: string): BullMQ.Queue => {
     const n = shardOfId(id)
@@ -286,7 +290,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     async wake(id) {
       const job =
         (await bounded(queueOf(id).getJob(id))) ??
-        (old !== null && shardOfId(id) === null ? await bounded(old.getJob(id)) : undefined)
+        (shards !== undefined && shardOfId(id) === null ? await bounded(oldQueue().getJob(id)) : undefined)
       if (job === undefined || !(await job.isDelayed())) return
       // Another instance may promote it first; then there is nothing left to do.
       await job.promote().catch(() => undefined)
@@ -373,10 +377,10 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         worker.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
       }
       for (const prefix of prefixes) startWorker(prefix)
-      if (old !== null) {
+      if (shards !== undefined) {
         // Jobs an earlier version left in the unsharded queue: a worker on it too. A count
         // that fails (Redis away) counts as some: a worker that finds none costs little.
-        const left = old
+        const left = oldQueue()
           .getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children')
           .then((counts) => Object.values(counts).some((n) => n > 0))
           .catch(() => true)

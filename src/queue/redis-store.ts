@@ -247,6 +247,11 @@ export function queueKeys(namespace: string) {
 
 type Keys = ReturnType<typeof queueKeys>
 
+/** The key of request `id`'s record (for tests and benches that read it raw). */
+export function queuedRequestKey(prefix: string, id: string): string {
+  return queueShards(prefix, 1).ofId(id).request(id)
+}
+
 /** The shards of a queue store: where each request, line and key lives. */
 export function queueShards(prefix: string, shards: number) {
   if (!Number.isInteger(shards) || shards < 1) throw new RangeError(`queue shards must be a whole number >= 1, not ${shards}`)

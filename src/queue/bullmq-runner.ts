@@ -374,7 +374,9 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           reachable.delete(worker)
           log.debug({ err: err.message }, 'queue worker: Redis connection error')
         })
-        worker.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
+        worker.on('failed', (job, err) =>
+          log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'),
+        )
       }
       for (const prefix of prefixes) startWorker(prefix)
       if (shards !== undefined) {

@@ -254,7 +254,8 @@ export function queuedRequestKey(prefix: string, id: string): string {
 
 /** The shards of a queue store: where each request, line and key lives. */
 export function queueShards(prefix: string, shards: number) {
-  if (!Number.isInteger(shards) || shards < 1) throw new RangeError(`queue shards must be a whole number >= 1, not ${shards}`)
+  if (!Number.isInteger(shards) || shards < 1)
+    throw new RangeError(`queue shards must be a whole number >= 1, not ${shards}`)
   const global = queueKeys(redisNamespace(prefix))
   const made = new Map<number, Keys>()
   const shard = (n: number): Keys => {
@@ -539,12 +540,9 @@ export function createRedisQueueStore(
 
     // The key's shard: a line left over from the unsharded layout has its heads nudged by the sweep.
     head: (line) =>
-      io(async () =>
-        ticketOrNull((await redis.zrange(space.ofKey(parseLine(line).keyId).line(line), '0', '0'))[0]),
-      ),
+      io(async () => ticketOrNull((await redis.zrange(space.ofKey(parseLine(line).keyId).line(line), '0', '0'))[0])),
 
-    position: (line, ticket) =>
-      io(() => redis.zrank(space.ofTicket(line, ticket).line(line), encodeTicket(ticket))),
+    position: (line, ticket) => io(() => redis.zrank(space.ofTicket(line, ticket).line(line), encodeTicket(ticket))),
 
     lines: () => io(async () => (await Promise.all(space.all.map(linesOf))).flat()),
 

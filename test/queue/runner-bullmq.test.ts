@@ -74,28 +74,31 @@ t.test('bullmq: a request scheduled by one instance runs on another; keys stay u
   for (const key of await keysUnder(admin, NAMESPACE)) t.match(key, /:\{tg\}:bull:requests:/)
 })
 
-t.test("bullmq sharded: each request's job is on the queue of the shard its id names; one instance runs every shard", async (t) => {
-  const {
-    opened: [accepting, working],
-  } = await openInFreshSpace(t, sharded, async (s) => [await s.open(), await s.open()])
-  const ids = Array.from({ length: SHARDS }, (_, n) => newRequestId(n))
-  for (const id of ids) await accepting.schedule({ id, line: 'key_x:m', createdAt: 5 }, { delayMs: 60_000 })
-  const keys = await keysUnder(admin, NAMESPACE)
-  for (const [n, id] of ids.entries())
-    t.ok(
-      keys.some((key) => key.endsWith(`:{q${n}}:bull:requests:${id}`)),
-      `the job of ${id} on {q${n}}`,
-    )
-  for (const key of keys) t.match(key, /:\{q\d\}:bull:requests:/)
-  const ran: string[] = []
-  working.start(async (request) => {
-    ran.push(request.id)
-    return { kind: 'done' }
-  }, 2)
-  for (const id of ids) await accepting.wake(id)
-  t.ok(await until(() => ran.length === SHARDS), 'woken on every shard, run by the one worker')
-  t.same([...ran].sort(), [...ids].sort())
-})
+t.test(
+  "bullmq sharded: each request's job is on the queue of the shard its id names; one instance runs every shard",
+  async (t) => {
+    const {
+      opened: [accepting, working],
+    } = await openInFreshSpace(t, sharded, async (s) => [await s.open(), await s.open()])
+    const ids = Array.from({ length: SHARDS }, (_, n) => newRequestId(n))
+    for (const id of ids) await accepting.schedule({ id, line: 'key_x:m', createdAt: 5 }, { delayMs: 60_000 })
+    const keys = await keysUnder(admin, NAMESPACE)
+    for (const [n, id] of ids.entries())
+      t.ok(
+        keys.some((key) => key.endsWith(`:{q${n}}:bull:requests:${id}`)),
+        `the job of ${id} on {q${n}}`,
+      )
+    for (const key of keys) t.match(key, /:\{q\d\}:bull:requests:/)
+    const ran: string[] = []
+    working.start(async (request) => {
+      ran.push(request.id)
+      return { kind: 'done' }
+    }, 2)
+    for (const id of ids) await accepting.wake(id)
+    t.ok(await until(() => ran.length === SHARDS), 'woken on every shard, run by the one worker')
+    t.same([...ran].sort(), [...ids].sort())
+  },
+)
 
 t.test('bullmq sharded: jobs left in the unsharded queue ({tg}) by an earlier version still run', async (t) => {
   const { space: s } = await openInFreshSpace(t, sharded, async () => [] as const)

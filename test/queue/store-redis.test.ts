@@ -28,37 +28,40 @@ const space = async () => {
 
 queueStoreContract(t, 'redis', space)
 
-t.test("redis: every key is under the prefix: a key's requests and lines on its shard's hash tag, the rest on {tg}", async (t) => {
-  const {
-    opened: [store],
-  } = await openInFreshSpace(t, space, async (s) => [await s.open()])
-  const r = newRequest()
-  const shard = shardOfKey(r.keyId, CONTRACT_SHARDS)
-  t.equal(shardOfId(r.id), shard, "the id names its key's shard")
-  await store.submit(r, Buffer.from('body'))
-  await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
-  await store.heartbeat('i', 5000)
-  const keys = await keysUnder(admin, NAMESPACE)
-  t.ok(keys.length >= 6)
-  const onShard = keys.filter((key) => key.includes(`:{q${shard}}:q:`))
-  for (const key of keys) t.match(key, /^tgtest:queue:[0-9a-f]+:\d+:\{(tg|q\d)\}:q:/)
-  t.same(
-    onShard.map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, '')).sort(),
-    ['body', 'line', 'lines', 'pend', 'pendb', 'req', 'seq'],
-    "the request, its body, line and the key's pending counters on the shard",
-  )
-  t.same(
-    keys
-      .filter((key) => key.includes(':{tg}:q:'))
-      .map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, ''))
-      .sort(),
-    ['alive', 'owner'],
-    'the owner index and the heartbeat on {tg}',
-  )
-  t.throws(() => queueKeys(redisNamespace('bad{prefix}:')), RangeError)
-  t.throws(() => queueShards('bad{prefix}:', 2), RangeError)
-  t.throws(() => queueShards('ok:', 0), RangeError)
-})
+t.test(
+  "redis: every key is under the prefix: a key's requests and lines on its shard's hash tag, the rest on {tg}",
+  async (t) => {
+    const {
+      opened: [store],
+    } = await openInFreshSpace(t, space, async (s) => [await s.open()])
+    const r = newRequest()
+    const shard = shardOfKey(r.keyId, CONTRACT_SHARDS)
+    t.equal(shardOfId(r.id), shard, "the id names its key's shard")
+    await store.submit(r, Buffer.from('body'))
+    await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
+    await store.heartbeat('i', 5000)
+    const keys = await keysUnder(admin, NAMESPACE)
+    t.ok(keys.length >= 6)
+    const onShard = keys.filter((key) => key.includes(`:{q${shard}}:q:`))
+    for (const key of keys) t.match(key, /^tgtest:queue:[0-9a-f]+:\d+:\{(tg|q\d)\}:q:/)
+    t.same(
+      onShard.map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, '')).sort(),
+      ['body', 'line', 'lines', 'pend', 'pendb', 'req', 'seq'],
+      "the request, its body, line and the key's pending counters on the shard",
+    )
+    t.same(
+      keys
+        .filter((key) => key.includes(':{tg}:q:'))
+        .map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, ''))
+        .sort(),
+      ['alive', 'owner'],
+      'the owner index and the heartbeat on {tg}',
+    )
+    t.throws(() => queueKeys(redisNamespace('bad{prefix}:')), RangeError)
+    t.throws(() => queueShards('bad{prefix}:', 2), RangeError)
+    t.throws(() => queueShards('ok:', 0), RangeError)
+  },
+)
 
 t.test('redis: two instances joining at once get one order', async (t) => {
   const {

@@ -18,8 +18,9 @@
 // instance runs a BullMQ worker on every queue; they share the instance's `concurrency`
 // workers, and a job that waits for one waits in priority order (lower first, then in the
 // order it came), so a tier's priority holds across shards among the jobs an instance
-// holds. Jobs left in the unsharded queue (`{tg}`) by a gateway of an earlier version
-// are still run: an instance that finds any at start runs a worker on it too.
+// holds. The unsharded queue (`{tg}`) is served too: the jobs a gateway of an earlier
+// version left there, or adds during an upgrade, run; it costs an idle worker's blocking
+// wait, and can go once no such gateway and no request of that layout are left.
 import { createRequire } from 'node:module'
 import type * as BullMQ from 'bullmq'
 import type { ConnectionOptions, Job, Worker } from 'bullmq'
@@ -30,7 +31,7 @@ import { StoreUnavailableError } from '../store/errors.ts'
 import { clusterOptions, ioredis, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
 import { queueShardNamespace, redisNamespace } from '../store/redis-kit.ts'
 import type { Held, JobRunner, Processor, RequestRef } from './ports.ts'
-import { shardOfId, shardOfKey } from './shards.ts'
+import { shardOfId } from './shards.ts'
 
 export interface BullmqRunnerOptions {
   /** The store's Redis: a URL, or any of the three topologies. */
@@ -131,10 +132,15 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   const name = options.name ?? 'requests'
   const unsharded = `${redisNamespace(options.keyPrefix)}bull`
   const { shards } = options
-  const prefixes =
-    shards === undefined
-      ? [unsharded]
-      : Array.from({ length: shards }, (_, n) => `${queueShardNamespace(options.keyPrefix, n)}bull`)
+  const shardPrefix = (n: number): string => `${queueShardNamespace(options.keyPrefix, n)}bull`
+  /**
+   * The queues this instance's workers serve: every shard's, and (sharded) the unsharded
+   * one, where a gateway of an earlier version may still add jobs during an upgrade and
+   * where a request of that layout is scheduled again (one id, one queue: BullMQ then
+   * ignores a second job for it).
+   */
+  const served =
+    shards === undefined ? [unsharded] : [...Array.from({ length: shards }, (_, n) => shardPrefix(n)), unsharded]
   const { log } = options
   const target: RedisTarget =
     typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
@@ -142,26 +148,26 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   // Adding a job is on a client's request path: fail fast rather than queue commands
   // while Redis is away. The worker's connections block on purpose and retry for ever.
   const queueConnection = connectionFor(target, 'queue', options.commandTimeoutMs, log, owned)
-  const openQueue = (prefix: string): BullMQ.Queue => {
+  const queues = new Map<string, BullMQ.Queue>()
+  const queueAt = (prefix: string): BullMQ.Queue => {
+    const known = queues.get(prefix)
+    if (known !== undefined) return known
     const opened = new Queue(name, {
       prefix,
       connection: queueConnection,
       defaultJobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
     })
     opened.on('error', (err: Error) => log.debug({ err: err.message }, 'queue redis error'))
+    queues.set(prefix, opened)
     return opened
   }
-  const queues = prefixes.map(openQueue)
   /**
-   * Sharded: the queue an earlier version used, drained by whoever finds jobs in it at
-   * start; opened only then (or to wake a request of that layout).
+   * The queue of request `id`: the shard its id names (whatever queue.shards is now, so
+   * every instance agrees), or the unsharded queue for an id without one.
    */
-  let old: BullMQ.Queue | null = null
-  const oldQueue = (): BullMQ.Queue => (old ??= openQueue(unsharded))
-  /** The queue of request `id`: its shard's (an id of the unsharded layout: by its hash). */
   const queueOf = (id: string): BullMQ.Queue => {
-    const n = shardOfId(id)
-    return queues[(n ?? shardOfKey(id, queues.length)) % queues.length] ?? (queues[0] as BullMQ.Queue)
+    const n = shards === undefined ? null : shardOfId(id)
+    return queueAt(n === null ? unsharded : shardPrefix(n))
   }
   const workers: Worker[] = []
   let started = false
@@ -288,9 +294,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     },
 
     async wake(id) {
-      const job =
-        (await bounded(queueOf(id).getJob(id))) ??
-        (shards !== undefined && shardOfId(id) === null ? await bounded(oldQueue().getJob(id)) : undefined)
+      const job = await bounded(queueOf(id).getJob(id))
       if (job === undefined || !(await job.isDelayed())) return
       // Another instance may promote it first; then there is nothing left to do.
       await job.promote().catch(() => undefined)
@@ -378,21 +382,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'),
         )
       }
-      for (const prefix of prefixes) startWorker(prefix)
-      if (shards !== undefined) {
-        // Jobs an earlier version left in the unsharded queue: a worker on it too. A count
-        // that fails (Redis away) counts as some: a worker that finds none costs little.
-        const left = oldQueue()
-          .getJobCounts('active', 'wait', 'delayed', 'prioritized', 'waiting-children')
-          .then((counts) => Object.values(counts).some((n) => n > 0))
-          .catch(() => true)
-        void left.then((some) => {
-          if (some && !closing) {
-            log.info('queue: running the jobs left in the unsharded queue')
-            startWorker(unsharded)
-          }
-        })
-      }
+      for (const prefix of served) startWorker(prefix)
     },
 
     // A worker whose Redis is away runs nothing: /readyz says so.
@@ -424,7 +414,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         }
       }
       // With Redis away a graceful close would wait for ever.
-      const all = old === null ? queues : [...queues, old]
+      const all = [...queues.values()]
       if (
         (workers.length > 0 && !allReachable()) ||
         !(await within(Promise.all(all.map((queue) => queue.close())), CLOSE_MS))

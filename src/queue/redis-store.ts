@@ -257,16 +257,9 @@ export function queueShards(prefix: string, shards: number) {
   if (!Number.isInteger(shards) || shards < 1)
     throw new RangeError(`queue shards must be a whole number >= 1, not ${shards}`)
   const global = queueKeys(redisNamespace(prefix))
-  const made = new Map<number, Keys>()
-  const shard = (n: number): Keys => {
-    let keys = made.get(n)
-    if (keys === undefined) {
-      keys = queueKeys(queueShardNamespace(prefix, n))
-      made.set(n, keys)
-    }
-    return keys
-  }
-  const current = Array.from({ length: shards }, (_, n) => shard(n))
+  const current = Array.from({ length: shards }, (_, n) => queueKeys(queueShardNamespace(prefix, n)))
+  // A shard past queue.shards: one it was lowered from, or an id someone made up (not kept).
+  const shard = (n: number): Keys => current[n] ?? queueKeys(queueShardNamespace(prefix, n))
   const ofKey = (keyId: string): number => shardOfKey(keyId, shards)
   return {
     /** Owner indexes, heartbeats, the sweep's lock. */

@@ -21,6 +21,7 @@ import type { Redis } from 'ioredis'
 import { createRedisClient } from '../src/store/redis-client.ts'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
+import { queuedRequestKey } from '../src/queue/redis-store.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const INSTANCES = 3
@@ -72,7 +73,7 @@ async function read(redis: Redis, ids: readonly string[]): Promise<Stored[]> {
   const out: Stored[] = []
   for (let i = 0; i < ids.length; i += 1000) {
     const pipeline = redis.pipeline()
-    for (const id of ids.slice(i, i + 1000)) pipeline.hgetall(`${PREFIX}{tg}:q:req:${id}`)
+    for (const id of ids.slice(i, i + 1000)) pipeline.hgetall(queuedRequestKey(PREFIX, id))
     for (const [error, fields] of (await pipeline.exec()) ?? []) {
       if (error) throw error
       const f = fields as Record<string, string>

@@ -666,6 +666,12 @@ export const configSchema = z
          * run it twice.
          */
         recoverAfterMs: z.number().int().min(1000).default(30_000),
+        /**
+         * With Redis: the shards the stored queue is split into, each on a hash tag of its
+         * own (a cluster spreads them over its masters). Default: 8 on a cluster, else 1.
+         * Lowering it strands the requests queued on the shards dropped (docs/queue.md).
+         */
+        shards: z.number().int().min(1).max(256).optional(),
       })
       .prefault({}),
     /** Events and their webhooks (docs/webhooks.md). */

@@ -11,6 +11,16 @@
 // once, does not go through BullMQ: it is leased to that instance (QueueStore.submit) and
 // runs there (claim), saving the job's add, the wake-up of a worker and the second read of
 // the record. Jobs and such runs share the instance's `concurrency` workers.
+//
+// Sharded (issue #25, `shards`): one BullMQ queue per shard of the queue store, each under
+// its shard's hash tag (`<prefix>{q<n>}:bull:`), so a cluster spreads their scripts over
+// its masters. A request's job goes to the queue of the shard its id names. Every
+// instance runs a BullMQ worker on every queue; they share the instance's `concurrency`
+// workers, and a job that waits for one waits in priority order (lower first, then in the
+// order it came), so a tier's priority holds across shards among the jobs an instance
+// holds. The unsharded queue (`{tg}`) is served too: the jobs a gateway of an earlier
+// version left there, or adds during an upgrade, run; it costs an idle worker's blocking
+// wait, and can go once no such gateway and no request of that layout are left.
 import { createRequire } from 'node:module'
 import type * as BullMQ from 'bullmq'
 import type { ConnectionOptions, Job, Worker } from 'bullmq'
@@ -19,14 +29,17 @@ import type { RedisTarget } from '../config/redis-target.ts'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { clusterOptions, ioredis, reconnectDelay, sentinelOptions } from '../store/redis-client.ts'
-import { redisNamespace } from '../store/redis-kit.ts'
+import { queueShardNamespace, redisNamespace } from '../store/redis-kit.ts'
 import type { Held, JobRunner, Processor, RequestRef } from './ports.ts'
+import { shardOfId } from './shards.ts'
 
 export interface BullmqRunnerOptions {
   /** The store's Redis: a URL, or any of the three topologies. */
   readonly redis: RedisTarget | string
-  /** The gateway's store.keyPrefix: BullMQ's keys go under `<prefix>{tg}:bull:`. */
+  /** The gateway's store.keyPrefix: BullMQ's keys go under `<prefix>{tg}:bull:` (sharded: `<prefix>{q<n>}:bull:`). */
   readonly keyPrefix: string
+  /** The queue store's shards (queue.shards): one BullMQ queue each. Without: one queue under `{tg}`. */
+  readonly shards?: number
   readonly log: Logger
   /** Longest wait for Redis when adding a job. */
   readonly commandTimeoutMs: number
@@ -77,8 +90,9 @@ async function within(work: Promise<unknown>, ms: number): Promise<boolean> {
  * BullMQ's connection for the queue (adds jobs: fails fast) or the worker (blocks on
  * purpose, retries for ever). One server and Sentinel: options BullMQ connects with
  * itself. A cluster: a client made here (BullMQ takes a cluster only as one), which
- * `owned` lists for close(). BullMQ's keys are all under the `{tg}` hash tag, so each of
- * its scripts stays on one slot.
+ * `owned` lists for close(), shared by every queue (or every worker) of the runner.
+ * BullMQ's keys of one queue are all under one hash tag, so each of its scripts stays on
+ * one slot.
  */
 function connectionFor(
   target: RedisTarget,
@@ -116,20 +130,47 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   // Loaded here, not at import: a gateway on the embedded store never pays for it (about 11 MB of RSS).
   const { DelayedError, Queue, Worker } = requireCjs('bullmq') as typeof BullMQ
   const name = options.name ?? 'requests'
-  const prefix = `${redisNamespace(options.keyPrefix)}bull`
+  const unsharded = `${redisNamespace(options.keyPrefix)}bull`
+  const { shards } = options
+  const shardPrefix = (n: number): string => `${queueShardNamespace(options.keyPrefix, n)}bull`
+  /**
+   * The queues this instance's workers serve: every shard's, and (sharded) the unsharded
+   * one, where a gateway of an earlier version may still add jobs during an upgrade and
+   * where a request of that layout is scheduled again (one id, one queue: BullMQ then
+   * ignores a second job for it).
+   */
+  const served =
+    shards === undefined ? [unsharded] : [...Array.from({ length: shards }, (_, n) => shardPrefix(n)), unsharded]
   const { log } = options
   const target: RedisTarget =
     typeof options.redis === 'string' ? { kind: 'standalone', url: options.redis } : options.redis
   const owned: Cluster[] = []
   // Adding a job is on a client's request path: fail fast rather than queue commands
   // while Redis is away. The worker's connections block on purpose and retry for ever.
-  const queue = new Queue(name, {
-    prefix,
-    connection: connectionFor(target, 'queue', options.commandTimeoutMs, log, owned),
-    defaultJobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
-  })
-  queue.on('error', (err: Error) => log.debug({ err: err.message }, 'queue redis error'))
-  let worker: Worker | null = null
+  const queueConnection = connectionFor(target, 'queue', options.commandTimeoutMs, log, owned)
+  const queues = new Map<string, BullMQ.Queue>()
+  const queueAt = (prefix: string): BullMQ.Queue => {
+    const known = queues.get(prefix)
+    if (known !== undefined) return known
+    const opened = new Queue(name, {
+      prefix,
+      connection: queueConnection,
+      defaultJobOptions: { removeOnComplete: true, removeOnFail: true, attempts: 1 },
+    })
+    opened.on('error', (err: Error) => log.debug({ err: err.message }, 'queue redis error'))
+    queues.set(prefix, opened)
+    return opened
+  }
+  /**
+   * The queue of request `id`: the shard its id names (whatever queue.shards is now, so
+   * every instance agrees), or the unsharded queue for an id without one.
+   */
+  const queueOf = (id: string): BullMQ.Queue => {
+    const n = shards === undefined ? null : shardOfId(id)
+    return queueAt(n === null ? unsharded : shardPrefix(n))
+  }
+  const workers: Worker[] = []
+  let started = false
   let processor: Processor | null = null
   let closing = false
   const timers = new Set<NodeJS.Timeout>()
@@ -137,35 +178,41 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   const claimedRuns = new Map<Promise<void>, AbortController>()
   /** BullMQ jobs running here: what a close waits for, within its grace. */
   const jobRuns = new Set<Promise<unknown>>()
-  /** Whether the worker's connection to Redis is up now (its backend's ready/close/error events). */
-  let reachable = false
+  /** The workers whose connection to Redis is up now (their backend's ready/close/error events). */
+  const reachable = new Set<Worker>()
 
   // The instance's workers, shared by BullMQ's jobs (which wait for one) and claimed runs
   // (which only take one that is free).
   let free = 0
-  const waiting: Array<() => void> = []
+  /** Jobs waiting for a worker, lower priority first, then in the order they came. */
+  const waiting: Array<{ readonly priority: number; readonly take: () => void }> = []
   const giveBack = (): void => {
     const next = waiting.shift()
     if (next === undefined) free++
-    else next()
+    else next.take()
   }
   /** A worker for a job; false when the job was stopped while it waited. */
-  const workerFor = (signal: AbortSignal): Promise<boolean> => {
+  const workerFor = (signal: AbortSignal, priority: number): Promise<boolean> => {
     if (free > 0) {
       free--
       return Promise.resolve(true)
     }
     return new Promise((done) => {
-      const take = (): void => {
-        signal.removeEventListener('abort', stop)
-        done(true)
+      const entry = {
+        priority,
+        take: (): void => {
+          signal.removeEventListener('abort', stop)
+          done(true)
+        },
       }
       const stop = (): void => {
-        const at = waiting.indexOf(take)
+        const at = waiting.indexOf(entry)
         if (at !== -1) waiting.splice(at, 1)
         done(false)
       }
-      waiting.push(take)
+      let at = waiting.length
+      while (at > 0 && (waiting[at - 1]?.priority ?? 0) > priority) at--
+      waiting.splice(at, 0, entry)
       signal.addEventListener('abort', stop, { once: true })
     })
   }
@@ -176,7 +223,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     const timer = setTimeout(
       () => {
         timers.delete(timer)
-        const found = typeof job === 'string' ? queue.getJob(job) : Promise.resolve(job)
+        const found = typeof job === 'string' ? queueOf(job).getJob(job) : Promise.resolve(job)
         found.then((j) => j?.promote()).catch(() => undefined)
       },
       Math.max(0, at - Date.now()),
@@ -192,7 +239,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     // An id already waiting, delayed or running is left as it is (BullMQ ignores a
     // second job with the same id).
     return bounded(
-      queue.add(
+      queueOf(request.id).add(
         'run',
         { line: request.line, createdAt: request.createdAt },
         {
@@ -239,13 +286,15 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
   }
 
+  const allReachable = (): boolean => workers.every((worker) => reachable.has(worker))
+
   return {
     async schedule(request, opts = {}) {
       await schedule(request, opts)
     },
 
     async wake(id) {
-      const job = await bounded(queue.getJob(id))
+      const job = await bounded(queueOf(id).getJob(id))
       if (job === undefined || !(await job.isDelayed())) return
       // Another instance may promote it first; then there is nothing left to do.
       await job.promote().catch(() => undefined)
@@ -271,7 +320,8 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     },
 
     start(process: Processor, concurrency) {
-      if (concurrency <= 0 || worker !== null) return
+      if (concurrency <= 0 || started) return
+      started = true
       processor = process
       free = concurrency
       const runJob = async (job: Job, token?: string, signal?: AbortSignal): Promise<void> => {
@@ -279,7 +329,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         const request = { id: job.id ?? '', line: String(data.line ?? ''), createdAt: Number(data.createdAt ?? 0) }
         const stopped = signal ?? NEVER
         // Stopped while it waited for a worker (the gateway is closing): it runs elsewhere.
-        const outcome = (await workerFor(stopped))
+        const outcome = (await workerFor(stopped, job.priority))
           ? await process(request, stopped).finally(giveBack)
           : { kind: 'later' as const, at: Date.now() }
         if (outcome.kind === 'later') {
@@ -292,81 +342,84 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
           throw new DelayedError()
         }
       }
-      const started = new Worker(
-        name,
-        (job: Job, token?: string, signal?: AbortSignal) => {
-          const run = runJob(job, token, signal)
-          jobRuns.add(run)
-          return run.finally(() => jobRuns.delete(run))
-        },
-        {
-          prefix,
-          concurrency,
-          connection: connectionFor(target, 'worker', options.commandTimeoutMs, log, owned),
-          // A request whose gateway died mid-run is run again; only a request that keeps
-          // killing its workers is dropped (its record then stays in_progress until swept).
-          maxStalledCount: 10,
-          lockDuration: options.recoverAfterMs ?? 30_000,
-          stalledInterval: Math.ceil((options.recoverAfterMs ?? 30_000) / 2),
-          removeOnComplete: { count: 0 },
-          removeOnFail: { count: 0 },
-        },
-      )
-      worker = started
-      // Its connections' state, for healthy(): up on each (re)connect, down when one drops.
-      const backend = started.getBackend()
-      backend.on('ready', () => {
-        reachable = true
-      })
-      backend.on('close', () => {
-        reachable = false
-      })
-      started.on('ready', () => {
-        reachable = true
-      })
-      started.on('error', (err: Error) => {
-        if (!isConnectionError(err)) {
-          log.warn({ err: err.message }, 'queue worker error')
-          return
-        }
-        reachable = false
-        log.debug({ err: err.message }, 'queue worker: Redis connection error')
-      })
-      started.on('failed', (job, err) => log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'))
+      const workerConnection = connectionFor(target, 'worker', options.commandTimeoutMs, log, owned)
+      const startWorker = (prefix: string): void => {
+        const worker = new Worker(
+          name,
+          (job: Job, token?: string, signal?: AbortSignal) => {
+            const run = runJob(job, token, signal)
+            jobRuns.add(run)
+            return run.finally(() => jobRuns.delete(run))
+          },
+          {
+            prefix,
+            concurrency,
+            connection: workerConnection,
+            // A request whose gateway died mid-run is run again; only a request that keeps
+            // killing its workers is dropped (its record then stays in_progress until swept).
+            maxStalledCount: 10,
+            lockDuration: options.recoverAfterMs ?? 30_000,
+            stalledInterval: Math.ceil((options.recoverAfterMs ?? 30_000) / 2),
+            removeOnComplete: { count: 0 },
+            removeOnFail: { count: 0 },
+          },
+        )
+        workers.push(worker)
+        // Its connections' state, for healthy(): up on each (re)connect, down when one drops.
+        const backend = worker.getBackend()
+        backend.on('ready', () => reachable.add(worker))
+        backend.on('close', () => reachable.delete(worker))
+        worker.on('ready', () => reachable.add(worker))
+        worker.on('error', (err: Error) => {
+          if (!isConnectionError(err)) {
+            log.warn({ err: err.message }, 'queue worker error')
+            return
+          }
+          reachable.delete(worker)
+          log.debug({ err: err.message }, 'queue worker: Redis connection error')
+        })
+        worker.on('failed', (job, err) =>
+          log.error({ queueId: job?.id, err: err.message }, 'queue worker failed a job'),
+        )
+      }
+      for (const prefix of served) startWorker(prefix)
     },
 
     // A worker whose Redis is away runs nothing: /readyz says so.
-    healthy: () => worker === null || (worker.isRunning() && reachable),
+    healthy: () => workers.every((worker) => worker.isRunning() && reachable.has(worker)),
 
     async close(graceMs = 0) {
       closing = true
       for (const timer of timers) clearTimeout(timer)
       timers.clear()
       const running = (): Promise<unknown> => Promise.all([...claimedRuns.keys(), ...jobRuns])
-      if (worker !== null) {
-        const stopping = worker
-        // Takes no new job from now on; resolves once the running ones are done and the
+      if (workers.length > 0) {
+        // Take no new job from now on; resolve once the running ones are done and the
         // connections are closed, which needs Redis.
-        const closed = stopping.close()
+        const closed = Promise.all(workers.map((worker) => worker.close()))
         // The grace is for the requests running here, not for Redis: with none running,
         // nothing is waited for.
         if (!(await within(running(), graceMs))) {
           // Aborted requests record what they got; a job stopped mid-run is run again
           // elsewhere, and so is a claimed run (handed to the shared queue as it stops).
           for (const controller of claimedRuns.values()) controller.abort()
-          stopping.cancelAllJobs('gateway shutting down')
+          for (const worker of workers) worker.cancelAllJobs('gateway shutting down')
           await within(running(), Math.min(CLOSE_MS, Math.max(graceMs, DISCONNECT_MS)))
         }
         // With Redis away a graceful close (QUIT on a connection that queues commands
         // until it is back) would wait for ever: drop the connections instead.
-        if (!reachable || !(await within(closed, CLOSE_MS))) {
-          if (!(await within(stopping.disconnect(), DISCONNECT_MS)))
+        if (!allReachable() || !(await within(closed, CLOSE_MS))) {
+          if (!(await within(Promise.all(workers.map((worker) => worker.disconnect())), DISCONNECT_MS)))
             log.debug('queue worker: connections dropped without waiting for them')
         }
       }
       // With Redis away a graceful close would wait for ever.
-      if ((worker !== null && !reachable) || !(await within(queue.close(), CLOSE_MS)))
-        await within(queue.disconnect(), DISCONNECT_MS)
+      const all = [...queues.values()]
+      if (
+        (workers.length > 0 && !allReachable()) ||
+        !(await within(Promise.all(all.map((queue) => queue.close())), CLOSE_MS))
+      )
+        await within(Promise.all(all.map((queue) => queue.disconnect())), DISCONNECT_MS)
       // BullMQ leaves a client it was given open.
       for (const cluster of owned) cluster.disconnect()
     },

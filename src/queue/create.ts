@@ -33,6 +33,9 @@ export interface QueueParts {
   readonly tracing?: Tracing
 }
 
+/** queue.shards on a cluster unless set: a share for each master of any common size. */
+const CLUSTER_SHARDS = 8
+
 export function createQueueFromConfig(parts: QueueParts): QueueService {
   const { config, log } = parts
   const retention = { resultTtlMs: config.queue.resultTtlSeconds * 1000 }
@@ -55,13 +58,15 @@ export function createQueueFromConfig(parts: QueueParts): QueueService {
     onError: (error) => queueLog.debug({ err: error.message }, 'queue store redis error'),
   })
   const { instance } = parts
+  const shards = config.queue.shards ?? (target.kind === 'cluster' ? CLUSTER_SHARDS : 1)
   return createQueueService({
     ...parts,
     log: queueLog,
-    store: createRedisQueueStore(redis, config.store.keyPrefix, retention),
+    store: createRedisQueueStore(redis, config.store.keyPrefix, retention, shards),
     runner: createBullmqRunner({
       redis: target,
       keyPrefix: config.store.keyPrefix,
+      shards,
       log: queueLog,
       commandTimeoutMs: config.store.commandTimeoutMs,
       recoverAfterMs: config.queue.recoverAfterMs,

@@ -22,6 +22,7 @@ import {
   type Ticket,
 } from './ports.ts'
 import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
+import { newRequestId } from './shards.ts'
 
 export const QUEUE_DATABASE_FILE = 'queue.db'
 
@@ -226,6 +227,8 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
   return {
     kind: 'embedded',
+
+    newId: () => newRequestId(null),
 
     async join(line, ticket, where = 'back') {
       return place(line, ticket, where).ahead

@@ -182,6 +182,8 @@ export interface QueueStore {
 
   // Lines. The ticket whose turn it is (the head) is the only one that may try admission.
 
+  /** A new request id for a request of `keyId` (on Redis it names the shard the key's requests live on). */
+  newId(keyId: string): string
   /** Puts the ticket at the back of the line (or the front: a call put back after an upstream failure). Returns how many are ahead. */
   join(line: string, ticket: Ticket, place?: 'back' | 'front'): Promise<number>
   /** Takes the ticket out of its line. Returns the new head if the ticket was the head and someone follows. */

@@ -1,26 +1,37 @@
-// The queue store on Redis, shared by every instance. Keys live under `<prefix>{tg}:q:`
-// (the one hash tag of all of Tollgate's keys, so a cluster keeps them on one slot):
+// The queue store on Redis, shared by every instance. It is split into shards (issue #25),
+// each under a hash tag of its own, `<prefix>{q<n>}:q:` (shards.ts says which key goes to
+// which), so a cluster spreads them over its masters. A shard holds, for the keys hashed
+// to it:
 //
-//   line:<key>:<model>   sorted set of tickets, scored by a shared sequence (FIFO)
-//   lines                set of the lines with someone in them
+//   line:<key>:<model>   sorted set of tickets, scored by the shard's sequence (FIFO)
+//   lines                set of the shard's lines with someone in them
 //   seq                  the sequence
 //   req:<id>             hash: meta (JSON: who, what, when), payload (the body, JSON, until
 //                        it finishes), status, attempts, startedAt, finishedAt, cancel,
 //                        runner (the instance it is leased to)
-//   leases               hash: id → line and createdAt of every leased request
+//   leases               hash: id → line and createdAt of every leased request of the shard
 //   res:<id>             the result (JSON), expiring with its time to live
 //   body:<id>            the multipart bytes, until the request finishes
-//   owner:<owner>        sorted set of an owner's requests by creation time
 //   pend:<key>           sorted set of a key's pending (queued, in_progress) requests by creation time
 //   pendb:<key>          hash: their sizes by id, and the total under '#'
+//
+// Under `<prefix>{tg}:q:`, global, each written once per request or per interval:
+//
+//   owner:<owner>        sorted set of an owner's requests by creation time (an owner's
+//                        keys span shards; written before the request, so a list never
+//                        misses one, and an entry whose record never came is dropped by it)
 //   alive:<instance>     a gateway's heartbeat: its calls in line are served
 //   sweep                who swept last (a lock with the sweep interval as its life)
 //
+// and the requests stored before the queue was sharded (ids without a shard), in the same
+// keys as a shard's: they are read, run, finished and swept there until none is left.
+//
 // Every change that touches a record and its line is one Lua script declaring every key
-// it touches, so a request is never in a line without its record, nor out of it while
-// queued.
+// it touches, all of one shard, so a request is never in a line without its record, nor
+// out of it while queued.
 import { closeRedis, pingRedis, type RedisConnection } from '../store/redis-client.ts'
 import {
+  queueShardNamespace,
   redisNamespace,
   runScript,
   script as redisScript,
@@ -51,6 +62,7 @@ import {
   type StoreRetention,
   type Ticket,
 } from './ports.ts'
+import { newRequestId, shardOfId, shardOfKey } from './shards.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
 
 /** A script of the queue: its body after the functions every one of them may call. */
@@ -113,32 +125,29 @@ const FORGET_IF_EMPTY = script(`
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
 return 1`)
 
-// KEYS: req, body, owner index, line, lines, seq, leases, pend, pendb
+// KEYS: req, body, line, lines, seq, leases, pend, pendb
 // ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease,
 //       payload, size, maxRequests, maxBytes ('' for no cap)
 // Returns {rank}, {-1} (the id exists) or {-2, requests, bytes} (at a cap).
 const SUBMIT = script(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
-trimPending(KEYS[8], KEYS[9], ARGV[7])
-local count = redis.call('ZCARD', KEYS[8])
-local bytes = tonumber(redis.call('HGET', KEYS[9], '#') or '0')
+trimPending(KEYS[7], KEYS[8], ARGV[7])
+local count = redis.call('ZCARD', KEYS[7])
+local bytes = tonumber(redis.call('HGET', KEYS[8], '#') or '0')
 local size = tonumber(ARGV[13])
 if ARGV[14] ~= '' and (count + 1 > tonumber(ARGV[14]) or bytes + size > tonumber(ARGV[15])) then return {-2, count, bytes} end
-redis.call('ZADD', KEYS[8], ARGV[5], ARGV[1])
-redis.call('HSET', KEYS[9], ARGV[1], size)
-redis.call('HINCRBY', KEYS[9], '#', size)
+redis.call('ZADD', KEYS[7], ARGV[5], ARGV[1])
+redis.call('HSET', KEYS[8], ARGV[1], size)
+redis.call('HINCRBY', KEYS[8], '#', size)
+redis.call('PEXPIRE', KEYS[7], ARGV[6])
 redis.call('PEXPIRE', KEYS[8], ARGV[6])
-redis.call('PEXPIRE', KEYS[9], ARGV[6])
 redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'payload', ARGV[12], 'status', 'queued', 'attempts', 0, 'cancel', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
-redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[7])
-redis.call('PEXPIRE', KEYS[3], ARGV[6])
-local rank = join(KEYS[4], KEYS[5], KEYS[6], ARGV[2], ARGV[3], 'back')
+local rank = join(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], 'back')
 if rank == 0 and ARGV[10] ~= '' then
   redis.call('HSET', KEYS[1], 'runner', ARGV[10])
-  redis.call('HSET', KEYS[7], ARGV[1], ARGV[11])
+  redis.call('HSET', KEYS[6], ARGV[1], ARGV[11])
 end
 return {rank}`)
 
@@ -213,8 +222,12 @@ const LIST_BATCH = 500
 /** The fields of a record a list shows (not its payload). */
 const SUMMARY_FIELDS = ['meta', 'status', 'attempts', 'startedAt', 'finishedAt', 'cancel', 'runner'] as const
 
-export function queueKeys(prefix: string) {
-  const base = `${redisNamespace(prefix)}q:`
+/**
+ * The keys of one shard (or of the unsharded layout) under `namespace`, and the global
+ * ones (owner, alive, sweep), which only the `{tg}` namespace's are used for.
+ */
+export function queueKeys(namespace: string) {
+  const base = `${namespace}q:`
   return {
     base,
     line: (line: string) => `${base}line:${line}`,
@@ -229,6 +242,44 @@ export function queueKeys(prefix: string) {
     alive: (instance: string) => `${base}alive:${instance}`,
     leases: `${base}leases`,
     sweep: `${base}sweep`,
+  }
+}
+
+type Keys = ReturnType<typeof queueKeys>
+
+/** The key of request `id`'s record (for tests and benches that read it raw). */
+export function queuedRequestKey(prefix: string, id: string): string {
+  return queueShards(prefix, 1).ofId(id).request(id)
+}
+
+/** The shards of a queue store: where each request, line and key lives. */
+export function queueShards(prefix: string, shards: number) {
+  if (!Number.isInteger(shards) || shards < 1)
+    throw new RangeError(`queue shards must be a whole number >= 1, not ${shards}`)
+  const global = queueKeys(redisNamespace(prefix))
+  const current = Array.from({ length: shards }, (_, n) => queueKeys(queueShardNamespace(prefix, n)))
+  // A shard past queue.shards: one it was lowered from, or an id someone made up (not kept).
+  const shard = (n: number): Keys => current[n] ?? queueKeys(queueShardNamespace(prefix, n))
+  const ofKey = (keyId: string): number => shardOfKey(keyId, shards)
+  return {
+    /** Owner indexes, heartbeats, the sweep's lock. */
+    global,
+    /** Every shard, the unsharded layout first: what the sweep, lines and leases go over. */
+    all: [global, ...current],
+    /** Where request `id` lives (an id without a shard: the unsharded layout). */
+    ofId: (id: string): Keys => {
+      const n = shardOfId(id)
+      return n === null ? global : shard(n)
+    },
+    /** Where a key's new requests and the drop-in calls of its lines go. */
+    ofKey: (keyId: string): Keys => shard(ofKey(keyId)),
+    /** Where a ticket waits in `line`: a stored request beside its record, a call on its key's shard. */
+    ofTicket: (line: string, ticket: Ticket): Keys => {
+      if (ticket.kind === 'call') return shard(ofKey(parseLine(line).keyId))
+      const n = shardOfId(ticket.id)
+      return n === null ? global : shard(n)
+    },
+    newId: (keyId: string): string => newRequestId(ofKey(keyId)),
   }
 }
 
@@ -247,8 +298,14 @@ function ticketOrNull(value: unknown): Ticket | null {
   return typeof value === 'string' ? decodeTicket(value) : null
 }
 
-export function createRedisQueueStore(redis: RedisConnection, prefix: string, retention: StoreRetention): QueueStore {
-  const k = queueKeys(prefix)
+export function createRedisQueueStore(
+  redis: RedisConnection,
+  prefix: string,
+  retention: StoreRetention,
+  shards = 1,
+): QueueStore {
+  const space = queueShards(prefix, shards)
+  const g = space.global
   const ttl = retention.resultTtlMs
   // A record lives as long as its result and as long again (reading "expired"); a request
   // still queued after its result's time would be up expires unrun (see the worker).
@@ -264,32 +321,59 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     return reply
   }
 
-  async function leave(line: string, ticket: Ticket): Promise<Ticket | null> {
+  async function leave(k: Keys, line: string, ticket: Ticket): Promise<Ticket | null> {
     return ticketOrNull(await run(LEAVE_LINE, [k.line(line), k.lines], [line, encodeTicket(ticket)]))
   }
 
+  type Pipeline = ReturnType<typeof redis.pipeline>
+
   /**
-   * Per id, what `fields` reads of its record (one command on the pipeline) and its result,
-   * in one round trip.
+   * Per id, the replies of the commands `add` puts on a pipeline for it (`per` of them), in
+   * one round trip per shard: a cluster takes a pipeline only within one slot's node.
    */
+  async function perId(
+    ids: readonly string[],
+    per: number,
+    add: (pipeline: Pipeline, k: Keys, id: string) => void,
+  ): Promise<unknown[][]> {
+    const groups = new Map<Keys, number[]>()
+    ids.forEach((id, i) => {
+      const k = space.ofId(id)
+      const group = groups.get(k)
+      if (group === undefined) groups.set(k, [i])
+      else group.push(i)
+    })
+    const out: unknown[][] = ids.map(() => [])
+    await Promise.all(
+      [...groups].map(async ([k, at]) => {
+        const pipeline = redis.pipeline()
+        for (const i of at) add(pipeline, k, ids[i] ?? '')
+        const replies = (await pipeline.exec()) ?? []
+        at.forEach((i, n) => {
+          const mine: unknown[] = []
+          for (let j = 0; j < per; j++) {
+            const [error, value] = replies[n * per + j] ?? [null, null]
+            if (error) throw error
+            mine.push(value)
+          }
+          out[i] = mine
+        })
+      }),
+    )
+    return out
+  }
+
+  /** Per id, what `fields` reads of its record (one command on the pipeline) and its result. */
   async function readWithResults(
     ids: readonly string[],
-    fields: (pipeline: ReturnType<typeof redis.pipeline>, key: string) => void,
+    fields: (pipeline: Pipeline, key: string) => void,
   ): Promise<Array<readonly [unknown, string | null]>> {
     if (ids.length === 0) return []
-    const pipeline = redis.pipeline()
-    for (const id of ids) {
+    const replies = await perId(ids, 2, (pipeline, k, id) => {
       fields(pipeline, k.request(id))
       pipeline.get(k.result(id))
-    }
-    const replies = (await pipeline.exec()) ?? []
-    return ids.map((_, i) => {
-      const [fieldsError, read] = replies[2 * i] ?? [null, null]
-      const [resultError, result] = replies[2 * i + 1] ?? [null, null]
-      if (fieldsError) throw fieldsError
-      if (resultError) throw resultError
-      return [read, result as string | null] as const
     })
+    return replies.map(([read, result]) => [read ?? null, (result ?? null) as string | null] as const)
   }
 
   async function readMany(ids: readonly string[]): Promise<Array<QueuedRequest | null>> {
@@ -335,14 +419,12 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
       const entries = await redis.zrevrange(index, at, at + batch - 1, 'WITHSCORES')
       const ids = entries.filter((_, i) => i % 2 === 0)
       if (ids.length === 0) break
-      const pipeline = redis.pipeline()
-      for (const id of ids) pipeline.hmget(k.request(id), 'status', 'finishedAt')
-      const replies = (await pipeline.exec()) ?? []
+      const replies = await perId(ids, 1, (pipeline, k, id) => {
+        pipeline.hmget(k.request(id), 'status', 'finishedAt')
+      })
       const gone: string[] = []
       for (const [i, id] of ids.entries()) {
-        const [error, values] = replies[i] ?? [null, null]
-        if (error) throw error
-        const [stored, finishedAt] = values as Array<string | null>
+        const [stored, finishedAt] = (replies[i]?.[0] ?? []) as Array<string | null>
         if (stored === null || stored === undefined) {
           gone.push(id)
           continue
@@ -366,90 +448,133 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     return found
   }
 
+  /** A shard's lines with someone in them, with their depth and head. */
+  async function linesOf(k: Keys): Promise<LineSummary[]> {
+    const ids = await redis.smembers(k.lines)
+    const out: LineSummary[] = []
+    for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+      const group = ids.slice(i, i + SWEEP_BATCH)
+      const pipeline = redis.pipeline()
+      for (const line of group) {
+        pipeline.zcard(k.line(line))
+        pipeline.zrange(k.line(line), '0', '0')
+      }
+      const replies = (await pipeline.exec()) ?? []
+      group.forEach((line, j) => {
+        const depth = Number(replies[2 * j]?.[1] ?? 0)
+        const first = replies[2 * j + 1]?.[1]
+        if (depth > 0)
+          out.push({ line, ...parseLine(line), depth, head: Array.isArray(first) ? ticketOrNull(first[0]) : null })
+      })
+    }
+    return out
+  }
+
+  /** Sweeps a shard's lines: dead heads out; returns the heads left. */
+  async function sweepShard(k: Keys): Promise<Array<{ line: string; head: Ticket }>> {
+    const heads: Array<{ line: string; head: Ticket }> = []
+    const ids = await redis.smembers(k.lines)
+    for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
+      const group = ids.slice(i, i + SWEEP_BATCH)
+      const pipeline = redis.pipeline()
+      for (const line of group) pipeline.zrange(k.line(line), '0', '0')
+      const replies = (await pipeline.exec()) ?? []
+      for (const [j, line] of group.entries()) {
+        const first = replies[j]?.[1]
+        let head = Array.isArray(first) ? ticketOrNull(first[0]) : null
+        if (head === null) {
+          await run(FORGET_IF_EMPTY, [k.line(line), k.lines], [line])
+          continue
+        }
+        for (let n = 0; head !== null && n < SWEEP_DEPTH; n++) {
+          const served = head.kind === 'call' ? g.alive(head.instance) : space.ofId(head.id).request(head.id)
+          if ((await redis.exists(served)) === 1) break
+          // Nobody will serve it: its gateway stopped, or its record is gone.
+          const removed: Ticket = head
+          head = await leave(k, line, removed)
+          if (head === null) head = ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])
+        }
+        if (head !== null) heads.push({ line, head })
+      }
+    }
+    return heads
+  }
+
+  /** A shard's leases, entries of finished or gone records dropped on the way. */
+  async function leasesOf(k: Keys): Promise<Lease[]> {
+    const entries = Object.entries(await redis.hgetall(k.leases))
+    if (entries.length === 0) return []
+    const runners = await Promise.all(entries.map(([id]) => redis.hget(k.request(id), 'runner')))
+    const alive = await Promise.all(runners.map((runner) => (runner === null ? 0 : redis.exists(g.alive(runner)))))
+    const out: Lease[] = []
+    for (const [i, [id, encoded]] of entries.entries()) {
+      const runner = runners[i]
+      const request = decodeLease(id, encoded)
+      // Its record is finished or gone: the entry is dropped (nothing is leased).
+      if (runner === null || runner === undefined || request === null)
+        await run(RELEASE, [k.request(id), k.leases], [id, ''])
+      else out.push({ request, runner, alive: alive[i] === 1 })
+    }
+    return out
+  }
+
   return {
     kind: 'redis',
 
+    newId: (keyId) => space.newId(keyId),
+
     join: (line, ticket, place = 'back') =>
-      io(async () => rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))),
-
-    leave: (line, ticket) => io(() => leave(line, ticket)),
-
-    head: (line) => io(async () => ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])),
-
-    position: (line, ticket) => io(() => redis.zrank(k.line(line), encodeTicket(ticket))),
-
-    lines: () =>
       io(async () => {
-        const ids = await redis.smembers(k.lines)
-        const out: LineSummary[] = []
-        for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
-          const group = ids.slice(i, i + SWEEP_BATCH)
-          const pipeline = redis.pipeline()
-          for (const line of group) {
-            pipeline.zcard(k.line(line))
-            pipeline.zrange(k.line(line), '0', '0')
-          }
-          const replies = (await pipeline.exec()) ?? []
-          group.forEach((line, j) => {
-            const depth = Number(replies[2 * j]?.[1] ?? 0)
-            const first = replies[2 * j + 1]?.[1]
-            if (depth > 0)
-              out.push({ line, ...parseLine(line), depth, head: Array.isArray(first) ? ticketOrNull(first[0]) : null })
-          })
-        }
-        return out
+        const k = space.ofTicket(line, ticket)
+        return rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))
       }),
+
+    leave: (line, ticket) => io(() => leave(space.ofTicket(line, ticket), line, ticket)),
+
+    // The key's shard: a line left over from the unsharded layout has its heads nudged by the sweep.
+    head: (line) =>
+      io(async () => ticketOrNull((await redis.zrange(space.ofKey(parseLine(line).keyId).line(line), '0', '0'))[0])),
+
+    position: (line, ticket) => io(() => redis.zrank(space.ofTicket(line, ticket).line(line), encodeTicket(ticket))),
+
+    lines: () => io(async () => (await Promise.all(space.all.map(linesOf))).flat()),
 
     sweep: (intervalMs) =>
       io(async () => {
-        if ((await redis.set(k.sweep, '1', 'PX', intervalMs, 'NX')) !== 'OK') return null
+        if ((await redis.set(g.sweep, '1', 'PX', intervalMs, 'NX')) !== 'OK') return null
         const heads: Array<{ line: string; head: Ticket }> = []
-        const ids = await redis.smembers(k.lines)
-        for (let i = 0; i < ids.length; i += SWEEP_BATCH) {
-          const group = ids.slice(i, i + SWEEP_BATCH)
-          const pipeline = redis.pipeline()
-          for (const line of group) pipeline.zrange(k.line(line), '0', '0')
-          const replies = (await pipeline.exec()) ?? []
-          for (const [j, line] of group.entries()) {
-            const first = replies[j]?.[1]
-            let head = Array.isArray(first) ? ticketOrNull(first[0]) : null
-            if (head === null) {
-              await run(FORGET_IF_EMPTY, [k.line(line), k.lines], [line])
-              continue
-            }
-            for (let n = 0; head !== null && n < SWEEP_DEPTH; n++) {
-              const served = head.kind === 'call' ? k.alive(head.instance) : k.request(head.id)
-              if ((await redis.exists(served)) === 1) break
-              // Nobody will serve it: its gateway stopped, or its record is gone.
-              const removed: Ticket = head
-              head = await leave(line, removed)
-              if (head === null) head = ticketOrNull((await redis.zrange(k.line(line), '0', '0'))[0])
-            }
-            if (head !== null) heads.push({ line, head })
-          }
-        }
+        for (const k of space.all) heads.push(...(await sweepShard(k)))
         return heads
       }),
 
     heartbeat: (instance, ttlMs) =>
       io(async () => {
-        await redis.set(k.alive(instance), '1', 'PX', ttlMs)
+        await redis.set(g.alive(instance), '1', 'PX', ttlMs)
       }),
 
-    isAlive: (instance) => io(async () => (await redis.exists(k.alive(instance))) === 1),
+    isAlive: (instance) => io(async () => (await redis.exists(g.alive(instance))) === 1),
 
     submit: (request, body, runner = '', caps) =>
       io(async () => {
+        const k = space.ofId(request.id)
         const ticket = encodeTicket(jobTicket(request))
         const meta = encodeMeta(request)
         const payload = encodePayload(request)
         const size = storedSize(meta, payload, body)
+        // The owner's index first (on {tg}): a list drops an entry whose record never came,
+        // but would never show a record it has no entry for.
+        const index = g.owner(request.owner)
+        await redis
+          .multi()
+          .zadd(index, request.createdAt, request.id)
+          .zremrangebyscore(index, '-inf', `(${request.createdAt - queuedLife}`)
+          .pexpire(index, queuedLife)
+          .exec()
         const reply = (await run(
           SUBMIT,
           [
             k.request(request.id),
             k.body(request.id),
-            k.owner(request.owner),
             k.line(request.line),
             k.lines,
             k.seq,
@@ -482,6 +607,7 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     pending: (keyId) =>
       io(async () => {
+        const k = space.ofKey(keyId)
         const reply = (await run(
           PENDING,
           [k.pending(keyId), k.pendingBytes(keyId)],
@@ -492,11 +618,11 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
 
     get: (id) => io(async () => (await readMany([id]))[0] ?? null),
 
-    body: (id) => io(() => redis.getBuffer(k.body(id))),
+    body: (id) => io(() => redis.getBuffer(space.ofId(id).body(id))),
 
     list: (owner, page) =>
       io(async () => {
-        const index = k.owner(owner)
+        const index = g.owner(owner)
         let start = 0
         if (page.after !== undefined) {
           const rank = await redis.zrevrank(index, page.after)
@@ -513,6 +639,7 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     start: (request, now, runner = '') =>
       io(async () => {
         const { id } = request
+        const k = space.ofId(id)
         const reply = (await run(
           START,
           [k.request(id), k.line(request.line), k.lines],
@@ -522,28 +649,16 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
       }),
 
     release: (request, runner) =>
-      io(async () => (await run(RELEASE, [k.request(request.id), k.leases], [request.id, runner])) === 1),
-
-    leases: () =>
       io(async () => {
-        const entries = Object.entries(await redis.hgetall(k.leases))
-        if (entries.length === 0) return []
-        const runners = await Promise.all(entries.map(([id]) => redis.hget(k.request(id), 'runner')))
-        const alive = await Promise.all(runners.map((runner) => (runner === null ? 0 : redis.exists(k.alive(runner)))))
-        const out: Lease[] = []
-        for (const [i, [id, encoded]] of entries.entries()) {
-          const runner = runners[i]
-          const request = decodeLease(id, encoded)
-          // Its record is finished or gone: the entry is dropped (nothing is leased).
-          if (runner === null || runner === undefined || request === null)
-            await run(RELEASE, [k.request(id), k.leases], [id, ''])
-          else out.push({ request, runner, alive: alive[i] === 1 })
-        }
-        return out
+        const k = space.ofId(request.id)
+        return (await run(RELEASE, [k.request(request.id), k.leases], [request.id, runner])) === 1
       }),
+
+    leases: () => io(async () => (await Promise.all(space.all.map(leasesOf))).flat()),
 
     requeue: (request) =>
       io(async () => {
+        const k = space.ofId(request.id)
         const reply = await run(
           REQUEUE,
           [k.request(request.id), k.line(request.line), k.lines, k.seq],
@@ -555,6 +670,7 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     finish: (request, status: FinalStatus, result, now) =>
       io(async () => {
         const { id } = request
+        const k = space.ofId(id)
         const { keyId } = parseLine(request.line)
         const reply = (await run(
           FINISH,
@@ -585,6 +701,7 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
     cancel: (request, now) =>
       io(async () => {
         const { id } = request
+        const k = space.ofId(id)
         const { keyId } = parseLine(request.line)
         const reply = (await run(
           CANCEL,
@@ -595,7 +712,7 @@ export function createRedisQueueStore(redis: RedisConnection, prefix: string, re
         return { was, next: ticketOrNull(reply[1]) }
       }),
 
-    ping: () => pingRedis(redis, `${k.base}ping`),
+    ping: () => pingRedis(redis, `${g.base}ping`),
 
     close: () => closeRedis(redis),
   }

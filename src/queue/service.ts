@@ -248,7 +248,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       const { body, bytes } = await stored(call.body)
       const traced = ctx.trace.headers()
       const request: NewRequest = {
-        id: `qreq_${randomBytes(12).toString('base64url')}`,
+        id: store.newId(principal.keyId),
         keyId: principal.keyId,
         owner: principal.owner,
         tier: resolved.tier,

@@ -21,7 +21,11 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          a call under a tenant budget pays a second script there
 //                          (limits/redis-counters.ts).
 //
-// The three are built only here; a room adds its own part after them (`rl:`, `q:`...).
+//   <prefix>{q<n>}:        shard n of the stored queue (queue/shards.ts): its BullMQ queue, the
+//                          lines, records and results of the keys hashed to it. A request's
+//                          scripts touch one shard; its id names the shard.
+//
+// They are built only here; a room adds its own part after them (`rl:`, `q:`...).
 
 function checkPrefix(prefix: string): void {
   if (prefix.includes('{') || prefix.includes('}')) {
@@ -62,6 +66,17 @@ export function identityNamespace(prefix: string, identity: Identity): string {
 export function tenantNamespace(prefix: string, tenant: string): string {
   checkPrefix(prefix)
   return `${prefix}{t:${encodeURIComponent(tenant)}}:`
+}
+
+/**
+ * `<prefix>{q<shard>}:`, the slot of one shard of the stored queue (queue/shards.ts says
+ * which key goes to which). The queue's global parts (owner indexes, heartbeats, the
+ * sweep's lock, requests stored before the queue was sharded) stay under redisNamespace.
+ */
+export function queueShardNamespace(prefix: string, shard: number): string {
+  checkPrefix(prefix)
+  if (!Number.isInteger(shard) || shard < 0) throw new RangeError(`a queue shard is a whole number >= 0, not ${shard}`)
+  return `${prefix}{q${shard}}:`
 }
 
 /** A Lua script and its SHA-1, by which Redis caches it. */

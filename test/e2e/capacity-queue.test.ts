@@ -11,6 +11,7 @@ import t from 'tap'
 import { ASYNC, get, post, type QueueView } from '../queue/helpers.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { capacityRig, chat } from './capacity-rig.ts'
+import { queuedRequestKey } from '../../src/queue/redis-store.ts'
 
 const WINDOW_MS = 3000
 const RPM = 1200
@@ -62,7 +63,7 @@ t.test(
     const redis = rig.cluster.ns.redis
     const field = async (name: string): Promise<string[][]> => {
       const pipeline = redis.pipeline()
-      for (const ids of lines) for (const id of ids) pipeline.hget(`${rig.cluster.ns.prefix}{tg}:q:req:${id}`, name)
+      for (const ids of lines) for (const id of ids) pipeline.hget(queuedRequestKey(rig.cluster.ns.prefix, id), name)
       const flat = ((await pipeline.exec()) ?? []).map(([, v]) => String(v))
       return lines.map((_, k) => flat.slice(k * PER_KEY, (k + 1) * PER_KEY))
     }

@@ -20,7 +20,13 @@ export interface GatewaySettings {
 function configure(settings: GatewaySettings, prefix?: string): (doc: Record<string, unknown>) => void {
   return (doc) => {
     if (settings.windowMs !== undefined) doc.limits = { windowMs: settings.windowMs }
-    doc.queue = { retryBackoffMs: 50, sweepIntervalMs: 1000, ...settings.queue }
+    // Several shards (a cluster's layout) on the one test Redis: the tests see the sharded queue.
+    doc.queue = {
+      retryBackoffMs: 50,
+      sweepIntervalMs: 1000,
+      ...(prefix === undefined ? {} : { shards: 4 }),
+      ...settings.queue,
+    }
     // A loaded test machine can stall Redis replies past the default deadline: such a stall
     // is an outage to the gateway, which is not what these tests are about.
     if (prefix !== undefined)

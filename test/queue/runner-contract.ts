@@ -9,6 +9,18 @@ export interface RunnerSpace {
   /** A runner on this space: more than one share the scheduled work (Redis: instances). */
   open(): Promise<JobRunner>
   cleanup(): Promise<void>
+  /**
+   * Waits until a runner holds these scheduled jobs, waiting for a worker (a sharded
+   * BullMQ runner takes each shard's jobs as they come, and orders by priority the ones it
+   * holds; a job still on its way from another shard's queue is not among them yet).
+   */
+  held?(ids: readonly string[]): Promise<void>
+  /**
+   * The id of the `n`th of several requests, each on a shard of its own (sharded: a
+   * shard's worker takes one job per free place, so priority orders the jobs the runner
+   * holds, not those still behind another on their shard).
+   */
+  spread?(name: string, n: number): string
 }
 
 /** A stored request to schedule: its line and creation time travel with it to the processor. */
@@ -106,27 +118,32 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
     t.equal(r.peak(), 2)
   })
 
-  withRunner('runnable requests start in the order they were scheduled, lower priority first', async (t, runner) => {
-    let release: () => void = () => {}
-    const gate = new Promise<void>((done) => {
-      release = done
-    })
-    const r = recorder(async (id) => {
-      if (id === 'block') await gate
-      return { kind: 'done' }
-    })
-    runner.start(r.processor, 1)
-    await runner.schedule(job('block'))
-    t.ok(await until(() => r.runs.length === 1))
-    for (const id of ['o1', 'o2', 'o3']) await runner.schedule(job(id), { priority: 10 })
-    await runner.schedule(job('urgent'), { priority: 1 })
-    release()
-    t.ok(await until(() => r.runs.length === 5))
-    t.same(
-      r.runs.map((x) => x.id),
-      ['block', 'urgent', 'o1', 'o2', 'o3'],
-    )
-  })
+  withRunner(
+    'runnable requests start in the order they were scheduled, lower priority first',
+    async (t, runner, space) => {
+      let release: () => void = () => {}
+      const gate = new Promise<void>((done) => {
+        release = done
+      })
+      const r = recorder(async (id) => {
+        if (id === 'block') await gate
+        return { kind: 'done' }
+      })
+      runner.start(r.processor, 1)
+      await runner.schedule(job('block'))
+      t.ok(await until(() => r.runs.length === 1))
+      const [o1, o2, o3, urgent] = ['o1', 'o2', 'o3', 'urgent'].map((name, n) => space.spread?.(name, n) ?? name)
+      for (const id of [o1, o2, o3]) await runner.schedule(job(id ?? ''), { priority: 10 })
+      await runner.schedule(job(urgent ?? ''), { priority: 1 })
+      await space.held?.([o1 ?? '', o2 ?? '', o3 ?? '', urgent ?? ''])
+      release()
+      t.ok(await until(() => r.runs.length === 5))
+      t.same(
+        r.runs.map((x) => x.id),
+        ['block', urgent, o1, o2, o3],
+      )
+    },
+  )
 
   withRunner(
     'a claimed worker runs a held request at once, counts among the workers, and hands a "later" to the shared queue',

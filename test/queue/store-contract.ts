@@ -1,7 +1,6 @@
 // The behaviour every QueueStore adapter must show. Run by store-embedded.test.ts and
 // store-redis.test.ts with a "space": a place where stores can be opened, more than once
 // (a restart of the embedded store; a second instance on the same Redis).
-import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import {
   QueueFullError,
@@ -12,6 +11,7 @@ import {
   type StoredResult,
   type Ticket,
 } from '../../src/queue/ports.ts'
+import { newRequestId, shardOfKey } from '../../src/queue/shards.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 import { openInFreshSpace } from './spaces.ts'
 
@@ -21,13 +21,15 @@ export interface StoreSpace {
 }
 
 const MODEL = 'gpt-4o-mini'
+/** The shards a Redis store under contract is opened with: the ids made here name a key's shard of them. */
+export const CONTRACT_SHARDS = 4
 let counter = 0
 
 export function newRequest(overrides: Partial<NewRequest> = {}): NewRequest {
   const keyId = overrides.keyId ?? 'key_a'
   const model = overrides.call?.model ?? MODEL
   return {
-    id: `qreq_${randomBytes(8).toString('hex')}`,
+    id: newRequestId(shardOfKey(keyId, CONTRACT_SHARDS)),
     keyId,
     owner: 'owner-a',
     tier: 'Basic',

@@ -3,12 +3,14 @@
 // sweep that takes out calls of gateways that stopped and requests whose record is gone.
 import t from 'tap'
 import type { Redis } from 'ioredis'
-import { createRedisQueueStore, queueKeys } from '../../src/queue/redis-store.ts'
+import { createRedisQueueStore, queueKeys, queueShards } from '../../src/queue/redis-store.ts'
 import type { Ticket } from '../../src/queue/ports.ts'
+import { shardOfId, shardOfKey } from '../../src/queue/shards.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+import { redisNamespace } from '../../src/store/redis-kit.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 import { keysUnder, REDIS_URL, testNamespace } from '../helpers/redis.ts'
-import { newRequest, queueStoreContract } from './store-contract.ts'
+import { CONTRACT_SHARDS, newRequest, queueStoreContract } from './store-contract.ts'
 import { openInFreshSpace } from './spaces.ts'
 
 const client = (): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: 2000, name: 'tgtest-queue' })
@@ -19,26 +21,47 @@ const space = async () => {
   return {
     prefix,
     open: async (options: { resultTtlMs?: number } = {}) =>
-      createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }),
+      createRedisQueueStore(client(), prefix, { resultTtlMs: options.resultTtlMs ?? 60_000 }, CONTRACT_SHARDS),
     cleanup,
   }
 }
 
 queueStoreContract(t, 'redis', space)
 
-t.test('redis: every key is under the prefix and the {tg} hash tag', async (t) => {
-  const {
-    opened: [store],
-  } = await openInFreshSpace(t, space, async (s) => [await s.open()])
-  const r = newRequest()
-  await store.submit(r, Buffer.from('body'))
-  await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
-  await store.heartbeat('i', 5000)
-  const keys = await keysUnder(admin, NAMESPACE)
-  t.ok(keys.length >= 6)
-  for (const key of keys) t.match(key, /^tgtest:queue:[0-9a-f]+:\d+:\{tg\}:q:/)
-  t.throws(() => queueKeys('bad{prefix}:'), RangeError)
-})
+t.test(
+  "redis: every key is under the prefix: a key's requests and lines on its shard's hash tag, the rest on {tg}",
+  async (t) => {
+    const {
+      opened: [store],
+    } = await openInFreshSpace(t, space, async (s) => [await s.open()])
+    const r = newRequest()
+    const shard = shardOfKey(r.keyId, CONTRACT_SHARDS)
+    t.equal(shardOfId(r.id), shard, "the id names its key's shard")
+    await store.submit(r, Buffer.from('body'))
+    await store.join(r.line, { kind: 'call', instance: 'i', id: 'c', joinedAt: 1 })
+    await store.heartbeat('i', 5000)
+    const keys = await keysUnder(admin, NAMESPACE)
+    t.ok(keys.length >= 6)
+    const onShard = keys.filter((key) => key.includes(`:{q${shard}}:q:`))
+    for (const key of keys) t.match(key, /^tgtest:queue:[0-9a-f]+:\d+:\{(tg|q\d)\}:q:/)
+    t.same(
+      onShard.map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, '')).sort(),
+      ['body', 'line', 'lines', 'pend', 'pendb', 'req', 'seq'],
+      "the request, its body, line and the key's pending counters on the shard",
+    )
+    t.same(
+      keys
+        .filter((key) => key.includes(':{tg}:q:'))
+        .map((key) => key.replace(/^.*\}:q:/, '').replace(/:.*$/, ''))
+        .sort(),
+      ['alive', 'owner'],
+      'the owner index and the heartbeat on {tg}',
+    )
+    t.throws(() => queueKeys(redisNamespace('bad{prefix}:')), RangeError)
+    t.throws(() => queueShards('bad{prefix}:', 2), RangeError)
+    t.throws(() => queueShards('ok:', 0), RangeError)
+  },
+)
 
 t.test('redis: two instances joining at once get one order', async (t) => {
   const {
@@ -91,7 +114,7 @@ t.test("redis: a key's pending count forgets requests whose records expired unfi
   await store.submit(r, null, undefined, caps)
   t.equal((await store.pending(r.keyId)).requests, 1)
   // A queued record lives three result ttls; then it is gone without having finished.
-  while ((await admin.exists(queueKeys(s.prefix).request(r.id))) === 1)
+  while ((await admin.exists(queueShards(s.prefix, CONTRACT_SHARDS).ofId(r.id).request(r.id))) === 1)
     await new Promise((done) => setTimeout(done, 50))
   t.same(await store.pending(r.keyId), { requests: 0, bytes: 0 })
   // (Its dead ticket stays ahead in the line until the next sweep.)

@@ -27,6 +27,8 @@ import {
   type TopologyKind,
 } from '../helpers/topologies.ts'
 import { whenReady } from '../../src/store/redis-client.ts'
+import { queueShardNamespace } from '../../src/store/redis-kit.ts'
+import { shardOfKey } from '../../src/queue/shards.ts'
 import { ASYNC, chatBody, MODEL, post, until, type QueueView } from '../queue/helpers.ts'
 
 const INSTANCES = 3
@@ -199,6 +201,11 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
       },
     )
 
+  if (kind === 'cluster')
+    t.test(`${kind}: stored requests of ${QUEUE_KEYS} keys spread the queue's scripts over the masters`, async (t) => {
+      await queueSpread(t, redis as Cluster, all, createKey)
+    })
+
   t.test(`${kind}: the master serving Tollgate's keys is killed under load`, async (t) => {
     await failover(t, kind, all, createKey, admin)
   })
@@ -277,6 +284,106 @@ async function spread(
     .data.filter((d) => d.owner.startsWith(`spread-${tag}-`))
   t.equal(ours.length, SPREAD_KEYS, 'a usage row for every owner')
   t.same([...new Set(ours.map((d) => d.requests))], [3], 'each counted exactly three calls')
+}
+
+/** Keys of one owner whose stored requests the queue's spread test sends, and requests per key. */
+const QUEUE_KEYS = 48
+const QUEUE_PER_KEY = 3
+/** The shards of the gateways' queue (queue.shards unset: a cluster's default). */
+const QUEUE_SHARDS = 8
+
+/** The port of the master serving each slot. */
+async function slotMasters(redis: Cluster): Promise<(slot: number) => number> {
+  const ranges = await redis.cluster('SLOTS')
+  return (slot) => {
+    const port = ranges.find(([from, to]) => slot >= from && slot <= to)?.[2]?.[1]
+    if (port === undefined) throw new Error(`no master serves slot ${slot}`)
+    return port
+  }
+}
+
+/**
+ * Issue #25: a stored request's scripts (the queue store's SUBMIT, START and FINISH, and
+ * BullMQ's when it goes through the shared queue) run on its key's shard, `{q<n>}`, so
+ * the requests of many keys spread the queue over the masters. The keys share one owner,
+ * so the limiter's and the usage rows' scripts all run on that owner's master: on the
+ * others, what runs is the queue's. Each master must run at least the three store
+ * scripts of every request whose key's shard it serves (counted by INFO commandstats),
+ * and every request completes.
+ */
+async function queueSpread(
+  t: Test,
+  redis: Cluster,
+  all: readonly RunningTollgate[],
+  createKey: CreateKey,
+): Promise<void> {
+  const owner = `queue-spread-${randomBytes(4).toString('hex')}`
+  const keys = await inParallel(
+    Array.from({ length: QUEUE_KEYS }, () => owner),
+    8,
+    (o) => createKey({ owner: o }),
+  )
+  const masterOf = await slotMasters(redis)
+  const shardMaster = await Promise.all(
+    Array.from({ length: QUEUE_SHARDS }, async (_, n) =>
+      masterOf(Number(await redis.cluster('KEYSLOT', queueShardNamespace('', n)))),
+    ),
+  )
+  const expected = new Map<number, number>()
+  for (const k of keys) {
+    const port = shardMaster[shardOfKey(k.id, QUEUE_SHARDS)]!
+    expected.set(port, (expected.get(port) ?? 0) + QUEUE_PER_KEY)
+  }
+  t.comment(
+    `cluster: shards per master: ${[...new Set(shardMaster)].map((p) => `${p}: ${shardMaster.filter((x) => x === p).length}`).join(', ')}`,
+  )
+
+  await resetMasterStats(redis)
+  const sent = keys.flatMap((k) => Array.from({ length: QUEUE_PER_KEY }, (_, j) => ({ key: k.key, j })))
+  const ids = await inParallel(sent, 16, async ({ key, j }, i) => {
+    const accepted = await post(
+      `${all[i % INSTANCES]!.url}/queue/chat/completions`,
+      key,
+      chatBody(`spread ${j}`),
+      ASYNC,
+    )
+    if (accepted.status !== 202) throw new Error(`queue: ${accepted.status} ${accepted.text}`)
+    return { key, id: accepted.json<QueueView>().id }
+  })
+  const done = await inParallel(ids, 8, ({ key, id }) =>
+    until(`${all[1]!.url}/queue/requests/${id}`, key, ['completed', 'failed', 'cancelled', 'expired'], 60_000),
+  )
+  const perMaster = await scriptCallsPerMaster(redis)
+  t.same([...new Set(done.map((d) => d.status))], ['completed'], `all ${ids.length} stored requests completed`)
+  t.ok(
+    ids.every(({ id }) => /s[0-7]$/.test(id)),
+    'every id names its shard',
+  )
+
+  const total = [...perMaster.values()].reduce((a, b) => a + b, 0)
+  t.comment(
+    `cluster: scripts per master over ${ids.length} stored requests: ${[...perMaster]
+      .map(
+        ([port, n]) =>
+          `${port}: ${n} (${((100 * n) / total).toFixed(1)} %; its shards' requests: ${expected.get(port) ?? 0})`,
+      )
+      .join(', ')}`,
+  )
+  t.equal(perMaster.size, 3, 'three masters')
+  for (const [port, n] of perMaster) {
+    const requests = expected.get(port) ?? 0
+    t.ok(requests > 0, `master ${port} serves the shard of some keys (${requests} requests)`)
+    t.ok(
+      n >= 3 * requests,
+      `master ${port} ran ${n} scripts: at least three per request on its shards (${3 * requests})`,
+    )
+  }
+
+  // The owner sees all of them, wherever their shard.
+  const listed = await request(`${all[2]!.url}/queue/requests?limit=100`, {
+    headers: { authorization: `Bearer ${keys[0]!.key}` },
+  })
+  t.equal(listed.json<{ data: unknown[] }>().data.length, Math.min(100, ids.length), 'listed for their owner')
 }
 
 async function failover(

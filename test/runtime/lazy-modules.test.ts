@@ -1,8 +1,10 @@
 // Memory at rest (issue 24): on the default configuration, what no request has used yet is
 // not loaded: the RAG mock's services, the OpenAPI catalogue. Each comes with its first use,
-// which the test then makes, so the probe is seen to see them. The mock backend's tokenizer
-// and handlers are loaded before the gateway listens when a model uses the mock (loading
-// them during a call would hold every call in flight), and never when none does.
+// which the test then makes, so the probe is seen to see them. The mock backend's handlers
+// are loaded before the gateway listens when a model uses the mock (loading them during a
+// call would hold every call in flight), and never when none does. The tokenizer is never
+// loaded on the gateway's thread, not even by the mock's replies, which the tokenizer's
+// worker counts.
 import t from 'tap'
 import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -15,8 +17,10 @@ const LAZY = {
   catalogue: '/src/openapi/catalogue.ts',
 } as const
 const MOCK = {
-  tokenizer: '/gpt-tokenizer/',
   mockHandlers: '/src/backends/mock/handlers.ts',
+} as const
+const NEVER = {
+  tokenizer: '/gpt-tokenizer/',
 } as const
 
 /** The modules the gateway's main thread has loaded so far (test/helpers/module-probe.ts). */
@@ -46,6 +50,7 @@ t.test('the default configuration loads the RAG mock and API reference on first 
   for (const [what, part] of Object.entries(LAZY)) t.notOk(has(atRest, part), `${what}: not loaded at boot`)
   for (const [what, part] of Object.entries(MOCK))
     t.ok(has(atRest, part), `${what}: loaded before listening (the mock serves models)`)
+  for (const [what, part] of Object.entries(NEVER)) t.notOk(has(atRest, part), `${what}: not loaded at boot`)
 
   const { key } = await gw.createKey({ tier: 'Standard4000' })
   const reply = await sdkClient(gw, key).chat.completions.create({
@@ -62,6 +67,8 @@ t.test('the default configuration loads the RAG mock and API reference on first 
 
   const used = await loadedModules(gw)
   for (const [what, part] of Object.entries(LAZY)) t.ok(has(used, part), `${what}: loaded by its first use`)
+  for (const [what, part] of Object.entries(NEVER))
+    t.notOk(has(used, part), `${what}: not loaded on this thread by the mock's reply (its worker counted it)`)
 })
 
 t.test('a gateway whose models all go upstream never loads the mock backend or the tokenizer', async (t) => {
@@ -84,5 +91,5 @@ t.test('a gateway whose models all go upstream never loads the mock backend or t
   t.ok(reply.usage !== undefined, 'a call served by the upstream, which reported its usage')
   const used = await loadedModules(gw)
   t.ok(has(used, '/src/app.ts'), 'the probe sees the gateway’s modules')
-  for (const [what, part] of Object.entries(MOCK)) t.notOk(has(used, part), `${what}: never loaded`)
+  for (const [what, part] of Object.entries({ ...MOCK, ...NEVER })) t.notOk(has(used, part), `${what}: never loaded`)
 })

@@ -73,6 +73,7 @@ import { reloadMetrics } from './runtime/metrics.ts'
 import { createReloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 import { estimateWaiting } from './tokenizer/counter.ts'
+import { compactHeap } from './compact-heap.ts'
 
 /**
  * How long a shutdown waits, once the connections are closed, for calls still settling,
@@ -394,6 +395,7 @@ export async function startGateway(
   await warnKeysOnMissingTiers(stores.keys, config.plans, log, 2000)
   const ragMock = runtime.current.rag.mockUrl
   const connections = trackConnections(server)
+  const compacted = compactHeap()
   await listen(server, listeners.public)
   await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
@@ -414,6 +416,7 @@ export async function startGateway(
       models: config.models.length,
       ragMock,
       configHash: runtime.current.hash,
+      heapCompacted: compacted,
     },
     'tollgate listening',
   )

@@ -7,7 +7,8 @@ import {
   watchStoredAdminToken,
 } from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type IncomingMessage, type Server } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
+import { http } from './http/node-http.ts'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
 import packageJson from '../package.json' with { type: 'json' }
@@ -314,7 +315,7 @@ export async function startGateway(
   })
 
   const { headersTimeoutMs } = config.server
-  const server = createServer(
+  const server = http.createServer(
     {
       keepAliveTimeout: 65_000,
       // No total: streams and large uploads are long. Slow bodies are bounded by their pace
@@ -333,7 +334,7 @@ export async function startGateway(
   server.on('checkExpectation', app.handle)
   answerClientErrors(server)
   capConnectionsPerAddress(server, config.server.maxConnectionsPerAddress)
-  const metricsServer = createServer((req, res) => {
+  const metricsServer = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
       metrics.registry.metrics().then(
         (text) => {

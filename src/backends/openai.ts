@@ -2,7 +2,8 @@
 // http-proxy-3 carries the request: it takes the client's exchange, and this file decides
 // what of it reaches the upstream (a re-serialised body, the gateway's key, none of the
 // client's credentials) and turns every way an upstream can fail into a GatewayError.
-import http, { type ClientRequest, type IncomingMessage } from 'node:http'
+import type { ClientRequest, IncomingMessage } from 'node:http'
+import { http } from '../http/node-http.ts'
 import https from 'node:https'
 import type { Socket } from 'node:net'
 import { PassThrough, type Readable } from 'node:stream'

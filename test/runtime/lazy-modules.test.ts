@@ -4,7 +4,8 @@
 // are loaded before the gateway listens when a model uses the mock (loading them during a
 // call would hold every call in flight), and never when none does. The tokenizer is never
 // loaded on the gateway's thread, not even by the mock's replies, which the tokenizer's
-// worker counts.
+// worker counts; nor is undici, Node's fetch, which an ES import of node:http would load
+// (src/http/node-http.ts).
 import t from 'tap'
 import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -21,6 +22,7 @@ const MOCK = {
 } as const
 const NEVER = {
   tokenizer: '/gpt-tokenizer/',
+  undici: 'node-internal:NativeModule internal/deps/undici/undici',
 } as const
 
 /** The modules the gateway's main thread has loaded so far (test/helpers/module-probe.ts). */
@@ -68,7 +70,7 @@ t.test('the default configuration loads the RAG mock and API reference on first 
   const used = await loadedModules(gw)
   for (const [what, part] of Object.entries(LAZY)) t.ok(has(used, part), `${what}: loaded by its first use`)
   for (const [what, part] of Object.entries(NEVER))
-    t.notOk(has(used, part), `${what}: not loaded on this thread by the mock's reply (its worker counted it)`)
+    t.notOk(has(used, part), `${what}: still not loaded after those calls (the mock's reply counted by the worker)`)
 })
 
 t.test('a gateway whose models all go upstream never loads the mock backend or the tokenizer', async (t) => {

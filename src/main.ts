@@ -308,6 +308,8 @@ export async function startGateway(
     accounts,
     tokens,
     portalSessions: portal.sessions,
+    // The portal's pages and routes: not even loaded when it is off.
+    ...(config.portal.enabled ? { portalRoutes: await import('./portal/routes.ts') } : {}),
     audit,
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,

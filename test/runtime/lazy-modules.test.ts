@@ -15,7 +15,12 @@ const PROBE = ['--import', new URL('../helpers/module-probe.ts', import.meta.url
 
 const LAZY = {
   ragMock: '/src/rag/mock/server.ts',
+  ragCorridor: '/src/rag/handler.ts',
   catalogue: '/src/openapi/catalogue.ts',
+} as const
+const PORTAL = {
+  portalRoutes: '/src/portal/routes.ts',
+  portalPages: '/src/portal/pages/',
 } as const
 const MOCK = {
   mockHandlers: '/src/backends/mock/handlers.ts',
@@ -53,6 +58,7 @@ t.test('the default configuration loads the RAG mock and API reference on first 
   for (const [what, part] of Object.entries(MOCK))
     t.ok(has(atRest, part), `${what}: loaded before listening (the mock serves models)`)
   for (const [what, part] of Object.entries(NEVER)) t.notOk(has(atRest, part), `${what}: not loaded at boot`)
+  for (const [what, part] of Object.entries(PORTAL)) t.ok(has(atRest, part), `${what}: loaded (the portal is on)`)
 
   const { key } = await gw.createKey({ tier: 'Standard4000' })
   const reply = await sdkClient(gw, key).chat.completions.create({
@@ -94,4 +100,20 @@ t.test('a gateway whose models all go upstream never loads the mock backend or t
   const used = await loadedModules(gw)
   t.ok(has(used, '/src/app.ts'), 'the probe sees the gateway’s modules')
   for (const [what, part] of Object.entries({ ...MOCK, ...NEVER })) t.notOk(has(used, part), `${what}: never loaded`)
+})
+
+t.test('a gateway with the portal off never loads its routes or pages', async (t) => {
+  const gw = await startTollgate({
+    execArgv: PROBE,
+    config: (doc) => {
+      doc.portal = { ...(doc.portal as object), enabled: false }
+    },
+  })
+  t.teardown(() => gw.stop())
+  const page = await fetch(`${gw.url}/portal/sign-in`)
+  t.equal(page.status, 404, 'no portal is served')
+  await page.arrayBuffer()
+  const used = await loadedModules(gw)
+  t.ok(has(used, '/src/app.ts'), 'the probe sees the gateway’s modules')
+  for (const [what, part] of Object.entries(PORTAL)) t.notOk(has(used, part), `${what}: never loaded`)
 })

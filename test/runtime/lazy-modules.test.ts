@@ -1,11 +1,12 @@
 // Memory at rest (issue 24): on the default configuration, what no request has used yet is
-// not loaded: the RAG mock's services, the OpenAPI catalogue. Each comes with its first use,
+// not loaded: the RAG mock's services, the RAG gateway's corridor, the OpenAPI catalogue,
+// jose (the first token read or signed). Each comes with its first use,
 // which the test then makes, so the probe is seen to see them. The mock backend's handlers
 // are loaded before the gateway listens when a model uses the mock (loading them during a
 // call would hold every call in flight), and never when none does. The tokenizer is never
 // loaded on the gateway's thread, not even by the mock's replies, which the tokenizer's
 // worker counts; nor is undici, Node's fetch, which an ES import of node:http would load
-// (src/http/node-http.ts).
+// (src/http/node-http.ts). A gateway with the portal off never loads its routes and pages.
 import t from 'tap'
 import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -17,6 +18,7 @@ const LAZY = {
   ragMock: '/src/rag/mock/server.ts',
   ragCorridor: '/src/rag/handler.ts',
   catalogue: '/src/openapi/catalogue.ts',
+  jose: '/node_modules/jose/',
 } as const
 const PORTAL = {
   portalRoutes: '/src/portal/routes.ts',
@@ -72,6 +74,9 @@ t.test('the default configuration loads the RAG mock and API reference on first 
   const rag = await fetch(`${gw.url}/config-manager/openapi.json`)
   t.equal(rag.status, 200, 'a public route of a RAG service on the mock')
   await rag.arrayBuffer()
+  const token = await fetch(`${gw.url}/config-manager/configs`, { headers: { authorization: 'Bearer a.b.c' } })
+  t.equal(token.status, 401, 'a RAG call with a token that is not one: jose read it')
+  await token.arrayBuffer()
 
   const used = await loadedModules(gw)
   for (const [what, part] of Object.entries(LAZY)) t.ok(has(used, part), `${what}: loaded by its first use`)

@@ -6,7 +6,8 @@
 // call would hold every call in flight), and never when none does. The tokenizer is never
 // loaded on the gateway's thread, not even by the mock's replies, which the tokenizer's
 // worker counts; nor is undici, Node's fetch, which an ES import of node:http would load
-// (src/http/node-http.ts). A gateway with the portal off never loads its routes and pages.
+// (src/http/node-http.ts), nor http-proxy-3 without an upstream backend. A gateway with the
+// portal off never loads its routes and pages.
 import t from 'tap'
 import { startTollgate, startUpstream, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -19,6 +20,9 @@ const LAZY = {
   ragCorridor: '/src/rag/handler.ts',
   catalogue: '/src/openapi/catalogue.ts',
   jose: '/node_modules/jose/',
+} as const
+const UPSTREAM = {
+  proxy: '/node_modules/http-proxy-3/',
 } as const
 const PORTAL = {
   portalRoutes: '/src/portal/routes.ts',
@@ -82,6 +86,8 @@ t.test('the default configuration loads the RAG mock and API reference on first 
   for (const [what, part] of Object.entries(LAZY)) t.ok(has(used, part), `${what}: loaded by its first use`)
   for (const [what, part] of Object.entries(NEVER))
     t.notOk(has(used, part), `${what}: still not loaded after those calls (the mock's reply counted by the worker)`)
+  for (const [what, part] of Object.entries(UPSTREAM))
+    t.notOk(has(used, part), `${what}: not loaded (no upstream backend)`)
 })
 
 t.test('a gateway whose models all go upstream never loads the mock backend or the tokenizer', async (t) => {
@@ -105,6 +111,7 @@ t.test('a gateway whose models all go upstream never loads the mock backend or t
   const used = await loadedModules(gw)
   t.ok(has(used, '/src/app.ts'), 'the probe sees the gateway’s modules')
   for (const [what, part] of Object.entries({ ...MOCK, ...NEVER })) t.notOk(has(used, part), `${what}: never loaded`)
+  for (const [what, part] of Object.entries(UPSTREAM)) t.ok(has(used, part), `${what}: loaded (the models go upstream)`)
 })
 
 t.test('a gateway with the portal off never loads its routes or pages', async (t) => {

@@ -192,16 +192,22 @@ function* words(hash: string, tag: string, variant: number): Generator<string, n
   }
 }
 
+/** The most further counts settle() asks for after the first. */
+const MAX_RECOUNTS = 16
+
 /**
  * Checks the sum of the pieces against a count of the whole text. They agree by the
  * argument at the top of this file; should a tokenizer upgrade ever break it, this trims
- * or pads the reply so that the budget still holds exactly (or as near as it can).
+ * or pads the reply so that the budget still holds exactly (or as near as it can). Each
+ * check is a message to the tokenizer's worker, so there are at most MAX_RECOUNTS: a worker
+ * that cannot answer (its counts are then estimates, which need not add up) must not make
+ * a reply wait for one round trip per token of its budget.
  */
 async function settle(pieces: string[], budget: number): Promise<GeneratedText> {
   const countOf = async (text: string): Promise<number> => (await countEach([text]))[0] ?? 0
   let text = pieces.join('')
   let tokens = await countOf(text)
-  for (let guard = 0; tokens !== budget && guard < 2 * budget + 2; guard++) {
+  for (let guard = 0; tokens !== budget && guard < Math.min(2 * budget + 2, MAX_RECOUNTS); guard++) {
     if (tokens > budget && pieces.length > 0) pieces.pop()
     else if (tokens < budget) pieces.push(' mock')
     else break

@@ -26,5 +26,5 @@ EXPOSE 8080 9464
 HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # Exec form: SIGTERM reaches Node directly, which drains in-flight streams before exiting.
-# --max-semi-space-size=8, MALLOC_ARENA_MAX=2 and bin/tollgate's compile cache: see docs/operating.md, "Memory".
-CMD ["node", "--max-semi-space-size=8", "bin/tollgate", "serve"]
+# --max-semi-space-size=8, --expose-gc, MALLOC_ARENA_MAX=2 and bin/tollgate's compile cache: see docs/operating.md, "Memory".
+CMD ["node", "--max-semi-space-size=8", "--expose-gc", "bin/tollgate", "serve"]

@@ -5,8 +5,13 @@
 // Run twice: with the backend's maxSockets raised above the stream count, and with the
 // default (256), where the streams beyond it wait for an upstream socket.
 //
-//   node bench/concurrent-streams.ts   prints a Markdown section
+//   node bench/concurrent-streams.ts [--streams 500] [--production]   prints a Markdown section
+//
+// --production runs the gateway as `npm start` and the Dockerfile do (GATEWAY_NODE_FLAGS,
+// GATEWAY_ENV of compare.ts, and --expose-gc); without it, with Node's defaults as before.
 import { performance } from 'node:perf_hooks'
+import { parseArgs } from 'node:util'
+import { GATEWAY_ENV, GATEWAY_NODE_FLAGS } from './compare.ts'
 import {
   CHAT_MODEL,
   cpuMsOf,
@@ -21,7 +26,6 @@ import {
 } from './proxy-rig.ts'
 import { sameEvents, streamChat, type StreamResult } from './sse-client.ts'
 
-const STREAMS = 500
 const TOKENS = 64
 const TOKENS_PER_SECOND = 10
 const WARMUP_STREAMS = 10
@@ -59,9 +63,17 @@ function maxOverlap(intervals: ReadonlyArray<readonly [number, number]>): number
   return max
 }
 
-async function run(label: string, maxSockets: number | undefined): Promise<Run> {
+export interface ConcurrentStreamsOptions {
+  /** Streams started at once (default 500). */
+  readonly streams?: number
+  /** Run the gateway with the production flags and environment. */
+  readonly production?: boolean
+}
+
+async function run(label: string, maxSockets: number | undefined, streams: number, production: boolean): Promise<Run> {
   const rig = await startRig({
     tokensPerSecond: TOKENS_PER_SECOND,
+    ...(production ? { execArgv: [...GATEWAY_NODE_FLAGS, '--expose-gc'], env: GATEWAY_ENV } : {}),
     config: (doc) => {
       const upstream = (doc.backends as Record<string, Record<string, unknown>>).upstream
       if (upstream && maxSockets === undefined) delete upstream.maxSockets
@@ -82,7 +94,11 @@ async function run(label: string, maxSockets: number | undefined): Promise<Run> 
       }),
       ...Array.from({ length: WARMUP_STREAMS }, () => streamChat(target)),
     ])
-    const expected = reference.events.filter((e) => !/"choices":\[\],"usage":\{/.test(e))
+    // The gateway asked for it, the client did not: so the client gets neither the usage
+    // chunk nor the `"usage":null` the upstream puts in every other chunk.
+    const expected = reference.events
+      .filter((e) => !/"choices":\[\],"usage":\{/.test(e))
+      .map((e) => e.replace(',"usage":null}', '}'))
     await pause(500)
     const startupHwm = memoryOf(pid).hwm
     const before = memoryOf(pid).rss
@@ -90,7 +106,7 @@ async function run(label: string, maxSockets: number | undefined): Promise<Run> 
     const sampler = sampleRss(pid)
     const cpu0 = cpuMsOf(pid)
     const t0 = performance.now()
-    const results = await Promise.all(Array.from({ length: STREAMS }, () => streamChat(target)))
+    const results = await Promise.all(Array.from({ length: streams }, () => streamChat(target)))
     const wallMs = performance.now() - t0
     const cpuMs = cpuMsOf(pid) - cpu0
     const peakSampled = sampler.stop()
@@ -114,14 +130,19 @@ async function run(label: string, maxSockets: number | undefined): Promise<Run> 
   }
 }
 
-export async function benchConcurrentStreams(): Promise<string> {
-  const runs = [await run(`maxSockets 1024`, 1024), await run('maxSockets 256 (default)', undefined)]
+export async function benchConcurrentStreams(options: ConcurrentStreamsOptions = {}): Promise<string> {
+  const streams = options.streams ?? 500
+  const production = options.production ?? false
+  const runs = [
+    await run(`maxSockets 1024`, 1024, streams, production),
+    await run('maxSockets 256 (default)', undefined, streams, production),
+  ]
   const memoryRows: string[] = []
   const streamRows: string[] = []
   for (const r of runs) {
     const peak = Math.max(r.peakSampled, r.peakHwm ?? 0)
     memoryRows.push(
-      `| ${r.label} | ${mib(r.before)} | ${mib(r.peakSampled)} | ${r.peakHwm === undefined ? 'n/a' : mib(r.peakHwm)} | ${mib(r.afterEnd)} | ${mib(r.afterSettle)} | ${fmt((peak - r.before) / STREAMS / 1024, 1)} | ${fmt(r.cpuMs / STREAMS, 2)} |`,
+      `| ${r.label} | ${mib(r.before)} | ${mib(r.peakSampled)} | ${r.peakHwm === undefined ? 'n/a' : mib(r.peakHwm)} | ${mib(r.afterEnd)} | ${mib(r.afterSettle)} | ${fmt((peak - r.before) / streams / 1024, 1)} | ${fmt(r.cpuMs / streams, 2)} |`,
     )
     const ok = r.results.filter((x) => x.status === 200 && x.done && x.tokens === TOKENS).length
     const ttft = r.results.map((x) => x.ttftMs).sort((a, b) => a - b)
@@ -129,7 +150,7 @@ export async function benchConcurrentStreams(): Promise<string> {
     const open = maxOverlap(r.results.map((x) => [x.startedAt, x.startedAt + x.totalMs] as const))
     const receiving = maxOverlap(r.results.map((x) => [x.startedAt + x.ttftMs, x.startedAt + x.totalMs] as const))
     streamRows.push(
-      `| ${r.label} | ${STREAMS} | ${ok} | ${r.eventsOk} | ${open} | ${receiving} | ${fmt(quantile(ttft, 0.5))} | ${fmt(quantile(ttft, 0.99))} | ${fmt(quantile(total, 0.5))} | ${fmt(quantile(total, 0.99))} | ${fmt(r.wallMs / 1000, 1)} |`,
+      `| ${r.label} | ${streams} | ${ok} | ${r.eventsOk} | ${open} | ${receiving} | ${fmt(quantile(ttft, 0.5))} | ${fmt(quantile(ttft, 0.99))} | ${fmt(quantile(total, 0.5))} | ${fmt(quantile(total, 0.99))} | ${fmt(r.wallMs / 1000, 1)} |`,
     )
   }
   const hwmNote = runs.some((r) => r.peakHwm === undefined)
@@ -138,12 +159,19 @@ export async function benchConcurrentStreams(): Promise<string> {
   return [
     '## Many concurrent streams, memory (bench/concurrent-streams.ts)',
     '',
-    `${STREAMS} streamed chat completions of ${TOKENS} tokens started at once through one gateway, from an`,
+    `${streams} streamed chat completions of ${TOKENS} tokens started at once through one gateway, from an`,
     `upstream process paced at ${TOKENS_PER_SECOND} tok/s (so each stream lasts about ${fmt(TOKENS / TOKENS_PER_SECOND, 1)} s and they all overlap).`,
     `Gateway memory is read from /proc/<pid>/status of the \`tollgate serve\` child: VmRSS after`,
     `${WARMUP_STREAMS} warm-up streams ("before"), sampled every 50 ms during the run, VmHWM, VmRSS when the`,
     `last stream ended and ${fmt(SETTLE_MS / 1000)} s later. ${hwmNote}`,
-    `Per stream = (peak − before) / ${STREAMS}: sockets and buffers on both sides of the gateway,`,
+    production
+      ? `The gateway runs as \`npm start\` and the Dockerfile run it (node ${[...GATEWAY_NODE_FLAGS, '--expose-gc'].join(' ')}, ${Object.entries(
+          GATEWAY_ENV,
+        )
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}).`
+      : 'The gateway runs with Node’s defaults (no flags).',
+    `Per stream = (peak − before) / ${streams}: sockets and buffers on both sides of the gateway,`,
     'and garbage not yet collected (V8 keeps the heap it grew, so RSS stays up afterwards).',
     `Run with the backend's maxSockets at 1024 and at the default 256 (the gateway's`,
     'connections to one backend; streams beyond it wait for a socket).',
@@ -163,4 +191,11 @@ export async function benchConcurrentStreams(): Promise<string> {
   ].join('\n')
 }
 
-if (import.meta.main) process.stdout.write(`${await benchConcurrentStreams()}\n`)
+if (import.meta.main) {
+  const { values } = parseArgs({
+    options: { streams: { type: 'string', default: '500' }, production: { type: 'boolean', default: false } },
+  })
+  const streams = Number(values.streams)
+  if (!Number.isInteger(streams) || streams < 1) throw new Error(`--streams: a positive integer, not ${values.streams}`)
+  process.stdout.write(`${await benchConcurrentStreams({ streams, production: values.production })}\n`)
+}

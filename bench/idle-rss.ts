@@ -6,6 +6,8 @@
 //
 //   node bench/idle-rss.ts [--runs N] [--settle-ms 10000] [--root <checkout>] [--node-flags='--flag ...']
 //
+// The Node flags are by default those of the checkout's `npm start` (package.json), for
+// the gateway and the bare server alike: measured as an operator runs it.
 // --root measures another checkout's gateway (its bin/tollgate, its config/default.yaml):
 // the "before" of bench/results.md was made so. Each gateway gets a fresh data directory
 // and free ports, so the default configuration runs unchanged otherwise.
@@ -21,14 +23,23 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     'settle-ms': { type: 'string', default: '10000' },
     root: { type: 'string', default: resolve(import.meta.dirname, '..') },
-    'node-flags': { type: 'string', default: '--max-semi-space-size=8' },
+    'node-flags': { type: 'string' },
   },
 })
 const RUNS = Number(values.runs)
 const SETTLE_MS = Number(values['settle-ms'])
 const ROOT = resolve(values.root)
-// npm start's flags (package.json) by default: measured as an operator runs it.
-const START_FLAGS = values['node-flags'].split(' ').filter((f) => f !== '')
+
+/** The flags `npm start` gives node: `node <flags> bin/tollgate serve`. */
+function startFlags(root: string): string {
+  const start = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } })
+    .scripts?.start
+  const flags = start === undefined ? undefined : /^node((?:\s+--\S+)*)\s+bin\/tollgate serve$/.exec(start)?.[1]
+  if (flags === undefined)
+    throw new Error(`${root}/package.json: no start script of the form "node [--flags] bin/tollgate serve"`)
+  return flags
+}
+const START_FLAGS = (values['node-flags'] ?? startFlags(ROOT)).split(' ').filter((f) => f !== '')
 
 const BARE_SERVER = `require('node:http').createServer((q, s) => s.end('ok')).listen(0, '127.0.0.1', () => console.log('listening'))`
 
@@ -116,7 +127,7 @@ for (let i = 0; i < RUNS; i++) {
 }
 const g = median(gateways)
 const b = median(bares)
-console.log(`checkout: ${ROOT}`)
+console.log(`checkout: ${ROOT}; node flags: ${START_FLAGS.join(' ') || '(none)'}`)
 console.log(`idle RSS ${SETTLE_MS / 1000} s after ready, MB (median of ${RUNS}; each run):`)
 console.log(`  tollgate serve, default config: ${g.toFixed(1)} (${gateways.map((x) => x.toFixed(1)).join(', ')})`)
 console.log(`  bare node http server:          ${b.toFixed(1)} (${bares.map((x) => x.toFixed(1)).join(', ')})`)

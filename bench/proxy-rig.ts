@@ -23,6 +23,9 @@ export interface RigOptions {
   readonly tokensPerSecond: number
   /** Changes to the gateway's configuration after the rig's own. */
   readonly config?: (doc: Record<string, unknown>) => void
+  /** Node flags and environment for the gateway process (default: none, and this one's). */
+  readonly execArgv?: readonly string[]
+  readonly env?: Readonly<Record<string, string>>
 }
 
 /**
@@ -44,6 +47,8 @@ export async function startRig(options: RigOptions): Promise<Rig> {
   let gateway: RunningTollgate
   try {
     gateway = await startTollgate({
+      ...(options.execArgv === undefined ? {} : { execArgv: options.execArgv }),
+      ...(options.env === undefined ? {} : { env: options.env }),
       config: (doc) => {
         doc.plans = { defaultTier: 'Off', tiers: { Off: { default: {} } } }
         // Raised from the default 256 so that 500 streams do not queue for a socket.

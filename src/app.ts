@@ -40,7 +40,7 @@ import { createOutageLog } from './observability/outage-log.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import type { OpenApiDocument } from './openapi/document.ts'
 import { registerReferenceRoutes } from './openapi/routes.ts'
-import { isPortalPath, portalUnmatched, registerPortalRoutes } from './portal/routes.ts'
+import type * as PortalRoutes from './portal/routes.ts'
 import { cookieValue, type PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
@@ -89,6 +89,11 @@ export interface AppDeps {
   readonly tokens: TokenService
   /** The key portal's browser sessions (/portal); its routes are served when portal.enabled. */
   readonly portalSessions: PortalSessions
+  /**
+   * The key portal's routes (portal/routes.ts), which main.ts loads only when portal.enabled:
+   * a gateway without the portal never loads its pages. Required when it is on.
+   */
+  readonly portalRoutes?: typeof PortalRoutes
   /** Webhook endpoints and the deliveries of events (/admin/webhooks). */
   readonly webhooks?: Webhooks
   /** Every change made through /admin (and so the CLI) and /portal is recorded here (audit/). */
@@ -213,8 +218,10 @@ export function buildApp(deps: AppDeps): App {
   })
 
   // The key portal in a browser (/portal).
-  if (config.portal.enabled) {
-    registerPortalRoutes(audited, {
+  const portal = config.portal.enabled ? deps.portalRoutes : undefined
+  if (config.portal.enabled && portal === undefined) throw new Error('portal.enabled, but no portal routes were given')
+  if (portal !== undefined) {
+    portal.registerPortalRoutes(audited, {
       config,
       runtime,
       keys: deps.keys,
@@ -285,8 +292,8 @@ export function buildApp(deps: AppDeps): App {
     if (expect !== undefined && expect.trim().toLowerCase() !== '100-continue') throw gatewayError('expectation_failed')
     const match = router.match(req.method ?? 'GET', req.url ?? '/')
     if (!match.found) {
-      if (config.portal.enabled && isPortalPath(req.url ?? '/'))
-        return portalUnmatched(ctx, match.allow, deps.portalSessions)
+      if (portal?.isPortalPath(req.url ?? '/') === true)
+        return portal.portalUnmatched(ctx, match.allow, deps.portalSessions)
       if (match.allow.length > 0) {
         throw gatewayError('method_not_allowed', { headers: { allow: match.allow.join(', ') } })
       }

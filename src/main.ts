@@ -7,7 +7,8 @@ import {
   watchStoredAdminToken,
 } from './auth/admin-token.ts'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer, type IncomingMessage, type Server } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
+import { http } from './http/node-http.ts'
 import type { AddressInfo } from 'node:net'
 import { join, resolve } from 'node:path'
 import packageJson from '../package.json' with { type: 'json' }
@@ -73,6 +74,7 @@ import { reloadMetrics } from './runtime/metrics.ts'
 import { createReloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 import { estimateWaiting } from './tokenizer/counter.ts'
+import { compactHeap } from './compact-heap.ts'
 
 /**
  * How long a shutdown waits, once the connections are closed, for calls still settling,
@@ -308,6 +310,8 @@ export async function startGateway(
     accounts,
     tokens,
     portalSessions: portal.sessions,
+    // The portal's pages and routes: not even loaded when it is off.
+    ...(config.portal.enabled ? { portalRoutes: await import('./portal/routes.ts') } : {}),
     audit,
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,
@@ -315,7 +319,7 @@ export async function startGateway(
   })
 
   const { headersTimeoutMs } = config.server
-  const server = createServer(
+  const server = http.createServer(
     {
       keepAliveTimeout: 65_000,
       // No total: streams and large uploads are long. Slow bodies are bounded by their pace
@@ -334,7 +338,7 @@ export async function startGateway(
   server.on('checkExpectation', app.handle)
   answerClientErrors(server)
   capConnectionsPerAddress(server, config.server.maxConnectionsPerAddress)
-  const metricsServer = createServer((req, res) => {
+  const metricsServer = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
       metrics.registry.metrics().then(
         (text) => {
@@ -396,6 +400,7 @@ export async function startGateway(
   await warnKeysOnMissingTiers(stores.keys, config.plans, log, 2000)
   const ragMock = runtime.current.rag.mockUrl
   const connections = trackConnections(server)
+  const compacted = compactHeap()
   await listen(server, listeners.public)
   await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
@@ -416,6 +421,7 @@ export async function startGateway(
       models: config.models.length,
       ragMock,
       configHash: runtime.current.hash,
+      heapCompacted: compacted,
     },
     'tollgate listening',
   )

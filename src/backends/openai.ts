@@ -2,11 +2,12 @@
 // http-proxy-3 carries the request: it takes the client's exchange, and this file decides
 // what of it reaches the upstream (a re-serialised body, the gateway's key, none of the
 // client's credentials) and turns every way an upstream can fail into a GatewayError.
-import http, { type ClientRequest, type IncomingMessage } from 'node:http'
+import type { ClientRequest, IncomingMessage } from 'node:http'
+import { http } from '../http/node-http.ts'
 import https from 'node:https'
 import type { Socket } from 'node:net'
 import { PassThrough, type Readable } from 'node:stream'
-import { createProxyServer } from 'http-proxy-3'
+import type { ProxyServer } from 'http-proxy-3'
 import type { OpenAIBackendConfig } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -34,25 +35,34 @@ export function createOpenAIBackend(
   const credentials = credentialHeaders(new URL(root).hostname, apiKey)
   const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
-  const proxy = createProxyServer({
-    agent,
-    selfHandleResponse: true,
-    ignorePath: true,
-    changeOrigin: true,
-    // Armed only while a fresh socket connects; a reused keep-alive socket is not timed.
-    connectTimeout: config.connectTimeoutMs,
-  })
-
   // 'proxyReq' is emitted on the shared proxy; each call's body stream (the `buffer`
   // option, passed through untouched) tells which send() it belongs to.
   const attempts = new WeakMap<object, Attempt>()
-  proxy.on('proxyReq', (proxyReq, _req, _res, options, socket) => {
-    const attempt = options.buffer === undefined ? undefined : attempts.get(options.buffer)
-    attempt?.onProxyReq(proxyReq, socket)
-  })
-  // Every call passes its own error callback, so errors arrive there. This listener only
-  // keeps http-proxy-3 from rethrowing the few it emits on the server instead.
-  proxy.on('error', () => undefined)
+  // http-proxy-3 (and follow-redirects with it) is loaded by ready(), before the gateway
+  // listens, when a model routes here (the registry readies only those): a gateway with no
+  // upstream backend never loads it.
+  let proxy: ProxyServer | undefined
+  let loading: Promise<ProxyServer> | undefined
+  const proxyServer = (): Promise<ProxyServer> =>
+    (loading ??= import('http-proxy-3').then(({ createProxyServer }) => {
+      const server = createProxyServer({
+        agent,
+        selfHandleResponse: true,
+        ignorePath: true,
+        changeOrigin: true,
+        // Armed only while a fresh socket connects; a reused keep-alive socket is not timed.
+        connectTimeout: config.connectTimeoutMs,
+      })
+      server.on('proxyReq', (proxyReq, _req, _res, options, socket) => {
+        const attempt = options.buffer === undefined ? undefined : attempts.get(options.buffer)
+        attempt?.onProxyReq(proxyReq, socket)
+      })
+      // Every call passes its own error callback, so errors arrive there. This listener only
+      // keeps http-proxy-3 from rethrowing the few it emits on the server instead.
+      server.on('error', () => undefined)
+      proxy = server
+      return server
+    }))
 
   /**
    * Failures on a kept-alive socket the upstream had just closed (it closed the idle
@@ -70,7 +80,8 @@ export function createOpenAIBackend(
     }
   }
 
-  function attempt(request: UpstreamRequest): Promise<UpstreamResponse> {
+  async function attempt(request: UpstreamRequest): Promise<UpstreamResponse> {
+    const server = proxy ?? (await proxyServer())
     return new Promise<UpstreamResponse>((resolve, reject) => {
       const target = new URL(root + checkedPath(request.path))
       const framing = framingOf(request.body)
@@ -195,7 +206,7 @@ export function createOpenAIBackend(
       }
       request.signal.addEventListener('abort', onAbort, { once: true })
 
-      proxy.web(
+      server.web(
         request.client.req,
         request.client.res,
         {
@@ -215,10 +226,13 @@ export function createOpenAIBackend(
     name,
     type: 'openai',
     supports: () => true,
+    async ready() {
+      await proxyServer()
+    },
     send,
     async close() {
       agent.destroy()
-      proxy.close()
+      if (loading !== undefined) (await loading).close()
     },
   }
 }

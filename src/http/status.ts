@@ -1,5 +1,7 @@
 // A status as a message names it: "431 (Request Header Fields Too Large)".
-import { STATUS_CODES } from 'node:http'
+import { http } from './node-http.ts'
+
+const { STATUS_CODES } = http
 
 export function statusWithReason(status: number): string {
   const reason = STATUS_CODES[status]

@@ -4,8 +4,7 @@
 // stay published and accepted until every token they may have signed has expired, then
 // they are dropped. An unknown kid makes an instance re-read the store once (concurrent
 // callers share that read), so a key another instance just made is found at once.
-import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
-import { calculateJwkThumbprint } from 'jose'
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import type { SigningKeyRecord, SigningKeyStore } from '../store/ports.ts'
 import type { Sealer } from './seal.ts'
@@ -94,7 +93,7 @@ export function createKeyring(options: KeyringOptions): Keyring {
     const publicJwk = { kty: String(jwk.kty), crv: String(jwk.crv), x: String(jwk.x) }
     const createdAt = new Date(now())
     const record: SigningKeyRecord = {
-      kid: await calculateJwkThumbprint(publicJwk),
+      kid: okpThumbprint(publicJwk),
       alg: 'EdDSA',
       publicJwk,
       sealedPrivateKey: sealer.seal(privateKey.export({ format: 'der', type: 'pkcs8' })),
@@ -191,4 +190,15 @@ export function createKeyring(options: KeyringOptions): Keyring {
       timer = null
     },
   }
+}
+
+/**
+ * The RFC 7638 thumbprint of an OKP public key (Ed25519), the key's kid: SHA-256 of its
+ * required members in lexicographic order, base64url. What jose's calculateJwkThumbprint
+ * gives (test/jwt/keyring.test.ts compares them), without loading jose at boot, when the
+ * first key is made.
+ */
+export function okpThumbprint(jwk: Pick<PublicJwk, 'kty' | 'crv' | 'x'>): string {
+  const members = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x })
+  return createHash('sha256').update(members).digest('base64url')
 }

@@ -14,7 +14,7 @@
 // token. Later, or once the successor was used, a spent token is a theft: the session is
 // revoked, as before.
 import { createHash, createHmac, randomBytes } from 'node:crypto'
-import { SignJWT } from 'jose'
+import { loadJose } from './jose.ts'
 import type { AccountService } from '../accounts/service.ts'
 import type { Config } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
@@ -161,6 +161,7 @@ export class TokenService {
   ): Promise<TokenPair> {
     const { config, keyring } = this.#o
     const signer = await keyring.signer()
+    const { SignJWT } = await loadJose()
     const iat = Math.floor(issuedAt / 1000)
     // Never past the session's own end.
     const exp = Math.min(iat + config.accessTokenTtlSeconds, Math.floor(Date.parse(session.expiresAt) / 1000))

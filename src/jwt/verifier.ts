@@ -7,14 +7,13 @@
 // Tokens of a configured OIDC issuer go to oidc.ts. Every refusal is the same 401; the
 // reason is kept as the error's cause, for the log. A store that does not answer is not a
 // refusal: its StoreUnavailableError goes up (a 503), so clients do not throw their tokens away.
-import { decodeJwt, jwtVerify } from 'jose'
 import type { AccessTokenVerifier, Identity } from '../auth/identity.ts'
 import type { Config } from '../config/schema.ts'
 import { gatewayError, GatewayError } from '../errors.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { AccountRecord, AccountStore, SessionRecord, SessionStore } from '../store/ports.ts'
+import { loadJose } from './jose.ts'
 import type { Keyring } from './keyring.ts'
-import { createOidcVerifier } from './oidc.ts'
 import { createTtlCache } from './ttl-cache.ts'
 
 /** The JOSE `typ` of the gateway's access tokens (RFC 9068). */
@@ -49,9 +48,17 @@ export function createAccessTokenVerifier(options: VerifierOptions): TokenVerifi
   const now = options.now ?? Date.now
   const sessions = createTtlCache<SessionRecord | null>(config.revocationCacheMs, 10_000, now)
   const accounts = createTtlCache<AccountRecord | null>(config.revocationCacheMs, 10_000, now)
-  const oidc = config.oidc === undefined ? null : createOidcVerifier(config.oidc)
+  // The OIDC verifier (and its JWKS client) is made with the first external token.
+  const oidcConfig = config.oidc
+  let oidcVerifier: Promise<(token: string) => Promise<Identity>> | undefined
+  const oidc =
+    oidcConfig === undefined
+      ? null
+      : async (token: string): Promise<Identity> =>
+          (await (oidcVerifier ??= import('./oidc.ts').then((m) => m.createOidcVerifier(oidcConfig))))(token)
 
   async function verifyLocal(token: string): Promise<LocalVerification> {
+    const { jwtVerify } = await loadJose()
     let payload
     try {
       ;({ payload } = await jwtVerify(
@@ -103,6 +110,7 @@ export function createAccessTokenVerifier(options: VerifierOptions): TokenVerifi
   return {
     verifyLocal,
     async verify(token) {
+      const { decodeJwt } = await loadJose()
       let issuer: unknown
       try {
         issuer = decodeJwt(token).iss

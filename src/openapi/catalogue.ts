@@ -35,7 +35,7 @@ import type { OperationDoc } from './operation.ts'
 import { QUEUE_ADMIN_OPERATIONS, QueueRequest, queueOperations } from '../queue/docs.ts'
 import { REFERENCE_OPERATIONS } from './routes.ts'
 import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
-import { PORTAL_OPERATIONS } from '../portal/routes.ts'
+import { PORTAL_OPERATIONS } from '../portal/operations.ts'
 
 /** What this gateway serves beyond what it always does. */
 export interface ServedParts {

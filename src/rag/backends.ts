@@ -4,7 +4,7 @@
 // settings did not change keeps its target and connections, the mock keeps running (it is
 // started at most once, by the first configuration that names it), and `retire` lets go of
 // what the next set no longer uses once the calls on the previous one are done.
-import http from 'node:http'
+import { http } from '../http/node-http.ts'
 import https from 'node:https'
 import { RAG_SERVICES, type RagConfig, type RagService, type RagServiceConfig } from '../config/schema.ts'
 import { startLazyRagMock } from './mock/lazy.ts'

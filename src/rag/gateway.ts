@@ -1,28 +1,16 @@
-// The RAG gateway's routing side: /<service>/<route…> to that service's backend. The
-// corridor: path checked → public route, or bearer token verified → route rules → limits
-// per user and tenant → identity headers → relay. Every refusal is FastAPI's {"detail"}.
+// The RAG gateway's routing side: /<service>/<route…> to that service's backend, whose
+// corridor is handler.ts. Every refusal is FastAPI's {"detail"}.
 import type { HTTPMethod } from 'find-my-way'
-import type { AccessTokenVerifier, Identity } from '../auth/identity.ts'
-import { bearerToken } from '../auth/bearer.ts'
-import { GatewayError, gatewayError } from '../errors.ts'
+import type { AccessTokenVerifier } from '../auth/identity.ts'
+import { gatewayError, type GatewayError } from '../errors.ts'
 import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from '../config/schema.ts'
-import { bodyRateOf } from '../http/body-rate.ts'
-import { clientAddress, clientScheme } from '../http/client-address.ts'
-import type { RequestContext } from '../http/context.ts'
 import type { Router } from '../http/router.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
-import { createOutageLog, type OutageLog } from '../observability/outage-log.ts'
-import { StoreUnavailableError } from '../store/errors.ts'
+import { createOutageLog } from '../observability/outage-log.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { RagBackends } from './backends.ts'
-import { backendRequestHeaders } from './headers.ts'
-import { admitPublicRagCall, admitRagCall } from './limits.ts'
-import { serviceRoute } from './path.ts'
-import { sendRefusal, toRefusal } from './refusal.ts'
-import { traceStep } from '../observability/call-spans.ts'
-import { relay } from './relay.ts'
-import { checkRouteRules, isPublicRoute } from './rules.ts'
+import type * as RagHandler from './handler.ts'
 
 /** The methods routed to a service (the API reference documents these; HEAD and OPTIONS get 405). */
 export const RAG_METHODS: readonly HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
@@ -45,68 +33,14 @@ export interface RagGatewayDeps {
 
 export function registerRagRoutes(router: Router, deps: RagGatewayDeps): void {
   const outage = createOutageLog('RAG gateway')
+  // The corridor itself (handler.ts: tokens, rules, limits, headers, relay) is loaded by the
+  // first request to a service: a gateway with no RAG services never loads it.
+  let handler: Promise<typeof RagHandler> | undefined
   for (const [segment, service] of RAG_SEGMENTS) {
-    router.on([...RAG_METHODS], `/${segment}/*`, (ctx) => handleRagRequest(ctx, segment, service, deps, outage))
-  }
-}
-
-async function handleRagRequest(
-  ctx: RequestContext,
-  segment: string,
-  service: RagService,
-  deps: RagGatewayDeps,
-  outage: OutageLog,
-): Promise<void> {
-  const { config, metrics } = deps
-  const runtime = deps.runtime.current
-  const { rag } = runtime.config
-  const bodyRate = bodyRateOf(config.server)
-  ctx.route = `rag.${service}`
-  ctx.backend = service
-  try {
-    const route = serviceRoute(ctx.req.url ?? '/', segment)
-    const method = ctx.req.method ?? 'GET'
-    const settings = rag.services[service]
-    let identity: Identity | null = null
-    const address = clientAddress(ctx.req, config.server.trustProxyHops)
-    if (isPublicRoute(settings, method, route.decoded)) {
-      const limitHeaders = await admitPublicRagCall(deps.limiter, rag, address)
-      for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
-    } else {
-      const token = bearerToken(ctx.req)
-      if (token === null) throw gatewayError('missing_access_token')
-      identity = await deps.accessTokens.verify(token)
-      ctx.userId = identity.userId
-      checkRouteRules(settings, method, route.decoded, identity)
-      const limitHeaders = await admitRagCall(deps.limiter, rag, identity)
-      for (const [name, value] of Object.entries(limitHeaders)) ctx.res.setHeader(name, value)
-    }
-    const headers = backendRequestHeaders(ctx.req, identity, rag, {
-      requestId: ctx.id,
-      clientAddress: address,
-      scheme: clientScheme(ctx.req, config.server.trustProxyHops),
-      prefix: `/${segment}`,
+    router.on([...RAG_METHODS], `/${segment}/*`, async (ctx) => {
+      const { handleRagRequest } = await (handler ??= import('./handler.ts'))
+      await handleRagRequest(ctx, segment, service, deps, outage)
     })
-    // Traces on: the backend is told of this step's span in place of the client's traceparent.
-    const step = ctx.trace.child(`${method} ${service}`, 'client', { 'tollgate.rag.service': service })
-    const sent = step.recording ? { ...headers, ...step.headers() } : headers
-    const relayed = relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
-    const outcome = await traceStep(step, relayed, () => (ctx.res.headersSent ? ctx.res.statusCode : undefined))
-    if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
-  } catch (err) {
-    const refusal = toRefusal(err)
-    // Why a token was refused is for the operator, never the client (who gets one message).
-    if (refusal.errorName === 'invalid_access_token' && err instanceof GatewayError)
-      ctx.log.debug({ reason: err.message }, 'RAG access token refused')
-    // A store that does not answer (checking a token's session) is an outage, not a bug.
-    if (err instanceof StoreUnavailableError) outage.failed(ctx.log, err)
-    else if (refusal.status >= 500 && refusal.status !== 502 && refusal.status !== 503 && refusal.status !== 504)
-      ctx.log.error({ err }, 'RAG gateway error')
-    sendRefusal(ctx, refusal)
-  } finally {
-    // The relay resolves once the reply has ended (or was cut), so this is its whole length.
-    metrics.ragRequests.inc({ service, class: `${Math.floor(ctx.res.statusCode / 100)}xx` })
-    metrics.ragDuration.observe({ service }, (performance.now() - ctx.startedAt) / 1000)
   }
 }
 

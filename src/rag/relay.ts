@@ -3,7 +3,8 @@
 // (SSE and chunked replies reach the client as the backend sends them). A backend that
 // cannot be reached is a 502, one that sends no headers in time a 504; once the reply has
 // started, a failure can only cut it.
-import http, { type Agent, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http'
+import type { Agent, IncomingMessage, OutgoingHttpHeaders } from 'node:http'
+import { http } from '../http/node-http.ts'
 import https from 'node:https'
 import { pipeline } from 'node:stream'
 import { gatewayError, type GatewayError } from '../errors.ts'

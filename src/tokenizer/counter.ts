@@ -8,7 +8,8 @@
 // later. A gateway stopping does not wait for it (estimateWaiting).
 import { Worker } from 'node:worker_threads'
 import { estimateTextTokens } from './estimate-text.ts'
-import type { CountReply, CountRequest, WorkerReady } from './worker.ts'
+import { longestPrefixWithin, type Prefix } from './prefix.ts'
+import type { CountReply, EachReply, FitReply, TokenizerReply, TokenizerRequest, WorkerReady } from './worker.ts'
 
 /** The worker exits after this long without a count, handing its memory back. */
 const IDLE_MS = 30_000
@@ -21,10 +22,13 @@ const DEADLINE_MS = 10_000
 const START_DEADLINE_MS = 60_000
 
 interface Waiting {
-  readonly resolve: (tokens: number) => void
-  readonly fallback: () => number
+  /** Settles the caller's promise with the worker's reply, or its fallback without one. */
+  readonly settle: (reply: TokenizerReply | undefined) => void
   readonly timer: NodeJS.Timeout
 }
+
+/** A request as posted, less the id the counter gives it. */
+type Unsent<R> = R extends TokenizerRequest ? Omit<R, 'id'> : never
 
 let worker: Worker | null = null
 /** The worker has loaded the encoder (its first message says so). */
@@ -33,12 +37,12 @@ let idle: NodeJS.Timeout | null = null
 let nextId = 1
 const waiting = new Map<number, Waiting>()
 
-function settle(id: number, tokens?: number): void {
+function settle(id: number, reply?: TokenizerReply): void {
   const entry = waiting.get(id)
   if (!entry) return
   waiting.delete(id)
   clearTimeout(entry.timer)
-  entry.resolve(tokens ?? entry.fallback())
+  entry.settle(reply)
   if (waiting.size === 0) {
     // An idle worker is never what keeps the process alive.
     worker?.unref()
@@ -62,9 +66,9 @@ function scheduleIdleStop(): void {
 function running(): Worker {
   if (worker) return worker
   const started = new Worker(new URL('./worker.ts', import.meta.url))
-  started.on('message', (reply: CountReply | WorkerReady) => {
+  started.on('message', (reply: TokenizerReply | WorkerReady) => {
     if ('ready' in reply) ready = worker === started
-    else settle(reply.id, reply.tokens)
+    else settle(reply.id, reply)
   })
   const lost = (): void => {
     if (worker === started) {
@@ -79,21 +83,56 @@ function running(): Worker {
   return started
 }
 
+/**
+ * Posts `request` to the worker (starting it if it is not running) and resolves with
+ * `take` of its reply (the worker answers each kind of request with its kind of reply, R);
+ * with `fallback()` if the worker cannot answer in time.
+ */
+function ask<R extends TokenizerReply, T>(
+  request: Unsent<TokenizerRequest>,
+  take: (reply: R) => T,
+  fallback: () => T,
+): Promise<T> {
+  if (idle) clearTimeout(idle)
+  idle = null
+  const id = nextId++
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => settle(id), ready ? DEADLINE_MS : START_DEADLINE_MS)
+    waiting.set(id, { settle: (reply) => resolve(reply === undefined ? fallback() : take(reply as R)), timer })
+    const counter = running()
+    counter.ref()
+    counter.postMessage({ ...request, id })
+  })
+}
+
 /** Tokens of `texts` by the tokenizer: the first `budgetChars` characters counted, the rest estimated. */
 export function countTexts(texts: readonly string[], budgetChars: number): Promise<number> {
   const nonEmpty = texts.filter((t) => t.length > 0)
   if (nonEmpty.length === 0) return Promise.resolve(0)
-  if (idle) clearTimeout(idle)
-  idle = null
-  const id = nextId++
-  const fallback = (): number => nonEmpty.reduce((sum, text) => sum + estimateTextTokens(text), 0)
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => settle(id), ready ? DEADLINE_MS : START_DEADLINE_MS)
-    waiting.set(id, { resolve, fallback, timer })
-    const counter = running()
-    counter.ref()
-    counter.postMessage({ id, texts: nonEmpty, budgetChars } satisfies CountRequest)
-  })
+  return ask<CountReply, number>(
+    { op: 'count', texts: nonEmpty, budgetChars },
+    (reply) => reply.tokens,
+    () => nonEmpty.reduce((sum, text) => sum + estimateTextTokens(text), 0),
+  )
+}
+
+/** Each text's own count, whole, by the tokenizer: for short texts the gateway made itself. */
+export function countEach(texts: readonly string[]): Promise<number[]> {
+  if (texts.length === 0) return Promise.resolve([])
+  return ask<EachReply, number[]>(
+    { op: 'each', texts },
+    (reply) => [...reply.counts],
+    () => texts.map((text) => estimateTextTokens(text)),
+  )
+}
+
+/** The longest prefix of `text` within `limit` tokens, by the tokenizer (prefix.ts). */
+export function fitPrefix(text: string, limit: number): Promise<Prefix> {
+  return ask<FitReply, Prefix>(
+    { op: 'fit', text, limit },
+    (reply) => reply.prefix,
+    () => longestPrefixWithin((piece) => estimateTextTokens(piece), text, limit),
+  )
 }
 
 /**

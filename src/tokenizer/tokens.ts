@@ -5,9 +5,10 @@
 //
 // count*: the real tokenizer (o200k_base, the encoding of current OpenAI models), for
 // where a true count is still needed: a stream the client cut off, an upstream that
-// reports no usage, the mock backend's usage. It runs in a worker thread, in pieces that
-// keep it linear, within a budget of characters past which the rest is estimated
-// (chunked-count.ts, counter.ts), so it never holds the event loop.
+// reports no usage, the mock backend's usage and replies. It runs in a worker thread, in
+// pieces that keep it linear, within a budget of characters past which the rest is
+// estimated (chunked-count.ts, counter.ts), so it never holds the event loop, and the
+// gateway's own thread never loads the encoder (about 30 MB at rest).
 import { estimateJsonTextTokens } from './estimate-json.ts'
 import { estimateTextTokens } from './estimate-text.ts'
 import type { Encoder } from './chunked-count.ts'
@@ -15,6 +16,8 @@ import { countTexts } from './counter.ts'
 
 export { estimateTextTokens } from './estimate-text.ts'
 export type { Encoder } from './chunked-count.ts'
+export { countEach, fitPrefix } from './counter.ts'
+export type { Prefix } from './prefix.ts'
 
 /** Characters one count gives the tokenizer before it estimates the rest (about 250,000 tokens of prose). */
 export const DEFAULT_COUNT_BUDGET_CHARS = 1_000_000
@@ -27,9 +30,9 @@ const REPLY_PRIMER = 3
 let loading: Promise<Encoder> | undefined
 
 /**
- * The tokenizer on this thread, for short text the gateway made itself (the mock backend's
- * replies). Loading it takes a few hundred milliseconds of this thread and about 80 MB: the
- * mock loads it before the gateway listens, when a model uses the mock (backends/mock/index.ts).
+ * The tokenizer on this thread, for tests and tools that check counts against it. The
+ * gateway never loads it (a few hundred milliseconds of the thread that loads it, and
+ * about 30 MB): its counts are the worker's (countEach, fitPrefix and the count* below).
  */
 export function loadEncoder(): Promise<Encoder> {
   loading ??= import('gpt-tokenizer').then((m) => ({

@@ -6,7 +6,8 @@
 // whole exchange and the bytes read of the answer are bounded; the answer's body is read
 // only to be thrown away.
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns'
-import { request as httpRequest, type IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
+import { http } from '../http/node-http.ts'
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import type { AddressGuard } from './address-guard.ts'
@@ -86,7 +87,7 @@ export function sendWebhook(
       clearTimeout(connectDeadline)
       resolve(done(status, error))
     }
-    const make = url.protocol === 'https:' ? httpsRequest : httpRequest
+    const make = url.protocol === 'https:' ? httpsRequest : http.request
     const req = make(
       url,
       {

@@ -1,7 +1,7 @@
 // The keyring on a clock the test moves, and the verifier's cache bound: what happens at
 // each step of a rotation, and how late a revocation is seen without any message.
 import t, { type Test } from 'tap'
-import { SignJWT } from 'jose'
+import { calculateJwkThumbprint, SignJWT } from 'jose'
 import { AccountService } from '../../src/accounts/service.ts'
 import { GatewayError } from '../../src/errors.ts'
 import { createLogger } from '../../src/observability/logger.ts'
@@ -29,6 +29,15 @@ const daily = (stores: Stores, secret: string, now: () => number) => ({
   accessTokenTtlMs: HOUR,
   log,
   now,
+})
+
+t.test("a key's kid is its RFC 7638 thumbprint, as jose computes it", async (t) => {
+  const stores = openStores(t)
+  const ring = createKeyring(daily(stores, 't', () => Date.parse('2030-01-01T00:00:00Z')))
+  await ring.signer()
+  const keys = await stores.signingKeys.list()
+  t.equal(keys.length, 1)
+  for (const key of keys) t.equal(key.kid, await calculateJwkThumbprint(key.publicJwk), 'the same thumbprint')
 })
 
 t.test('rotation: a new key after the interval, the old one verifies until its successor is old enough', async (t) => {

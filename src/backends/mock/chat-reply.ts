@@ -2,7 +2,6 @@
 // deltas that stream it. Text and JSON content stream as `content` pieces; tool calls as
 // OpenAI streams them: per call, a delta opening it (index, id, type, name, empty
 // arguments), then its arguments in pieces under the same index.
-import type { Encoder } from '../../tokenizer/tokens.ts'
 import type { Generation } from './generation.ts'
 import { newId } from './ids.ts'
 import { jsonContent, toolCallTexts, type CallText } from './json-reply.ts'
@@ -30,7 +29,6 @@ export interface ChatReplyInput {
   readonly generation: Generation
   /** The length of the mock's prose when nothing else sets it. */
   readonly proseTokens: number
-  readonly encoder: Encoder
 }
 
 /**
@@ -38,10 +36,11 @@ export interface ChatReplyInput {
  * request, so they are made once and shared (each choice still gets its own call ids);
  * prose and json_object replies differ by choice, as OpenAI's n choices do.
  */
-export function chatReplies(input: ChatReplyInput, n: number): ChatReply[] {
-  const { plan, generation, encoder } = input
+export async function chatReplies(input: ChatReplyInput, n: number): Promise<ChatReply[]> {
+  const { plan, generation } = input
+  const variants = Array.from({ length: n }, (_, variant) => variant)
   if (plan.kind === 'tools') {
-    const texts = toolCallTexts(input.legacy ? plan.tools.slice(0, 1) : plan.tools, generation.limit, encoder)
+    const texts = await toolCallTexts(input.legacy ? plan.tools.slice(0, 1) : plan.tools, generation.limit)
     const finished: ChatFinishReason = input.legacy ? 'function_call' : 'tool_calls'
     return Array.from({ length: n }, () => ({
       ...(input.legacy ? functionCallReply(texts.calls) : toolCallsReply(texts.calls)),
@@ -53,17 +52,21 @@ export function chatReplies(input: ChatReplyInput, n: number): ChatReply[] {
     const { format } = plan
     const shared =
       format.type === 'json_schema'
-        ? jsonContent(format, input.seed, 0, input.proseTokens, generation.limit, encoder)
+        ? await jsonContent(format, input.seed, 0, input.proseTokens, generation.limit)
         : undefined
-    return Array.from({ length: n }, (_, variant) => {
-      const content = shared ?? jsonContent(format, input.seed, variant, input.proseTokens, generation.limit, encoder)
-      return { ...contentReply(content), finishReason: content.cut ? 'length' : 'stop', tokens: content.tokens }
-    })
+    return Promise.all(
+      variants.map(async (variant) => {
+        const content = shared ?? (await jsonContent(format, input.seed, variant, input.proseTokens, generation.limit))
+        return { ...contentReply(content), finishReason: content.cut ? 'length' : 'stop', tokens: content.tokens }
+      }),
+    )
   }
-  return Array.from({ length: n }, (_, variant) => {
-    const text = generateText(input.seed, variant, generation.budget, encoder)
-    return { ...contentReply(text), finishReason: generation.finishReason, tokens: text.tokens }
-  })
+  return Promise.all(
+    variants.map(async (variant) => {
+      const text = await generateText(input.seed, variant, generation.budget)
+      return { ...contentReply(text), finishReason: generation.finishReason, tokens: text.tokens }
+    }),
+  )
 }
 
 type Shape = Pick<ChatReply, 'message' | 'opening' | 'pieces'>

@@ -1,6 +1,6 @@
 // POST /chat/completions: a chat.completion, or chat.completion.chunk events. What the
 // reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts.
-import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens, loadEncoder } from '../../tokenizer/tokens.ts'
+import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { chatReplies, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
 import type { MockContext } from './context.ts'
@@ -37,9 +37,8 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
   const plan = planReply(tooling, tooling.choiceParam)
 
   const seed = seedOfMessages(messages)
-  const encoder = await loadEncoder()
-  const replies = chatReplies(
-    { plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens, encoder },
+  const replies = await chatReplies(
+    { plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens },
     generation.n,
   )
   // Tool definitions and the output schema are rendered into the prompt, and billed as input.

@@ -1,7 +1,7 @@
 // POST /completions (legacy): text_completion objects, streamed or not. `prompt` may be a
 // string, an array of strings, an array of token ids, or an array of such arrays; each
 // prompt gets `n` choices, numbered prompt by prompt as OpenAI does.
-import { countInputTokens, loadEncoder } from '../../tokenizer/tokens.ts'
+import { countInputTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import type { MockContext } from './context.ts'
 import { invalidRequest, missingParameter } from './errors.ts'
@@ -20,11 +20,9 @@ export async function completions(request: UpstreamRequest, ctx: MockContext): P
   const generation = readGeneration(body, { limits: ['max_tokens'], allowN: true }, ctx.config.defaultCompletionTokens)
 
   checkTotal(prompts.length * generation.n, generation.budget)
-  const encoder = await loadEncoder()
-  const replies: GeneratedText[] = []
-  for (const seed of prompts) {
-    for (let i = 0; i < generation.n; i++) replies.push(generateText(seed, i, generation.budget, encoder))
-  }
+  const replies: GeneratedText[] = await Promise.all(
+    prompts.flatMap((seed) => Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget))),
+  )
   const usage = completionUsage(await countInputTokens(body.prompt), replies)
   const head = {
     id: newId('cmpl-'),

@@ -13,7 +13,6 @@ import type { BackendAdapter } from '../port.ts'
 import { MOCK_ENDPOINTS, type MockContext } from './context.ts'
 import { MockError, errorResponse, unknownUrl } from './errors.ts'
 import type { MockHandlers } from './handlers.ts'
-import { loadEncoder } from '../../tokenizer/tokens.ts'
 import { eventStreamResponse } from './reply.ts'
 import { pacedStream } from './sse.ts'
 
@@ -60,14 +59,13 @@ export function createMockBackend(
     name,
     type: 'mock',
     supports: (endpoint) => MOCK_ENDPOINTS.has(endpoint),
-    // Replies are cut to exact token budgets by the tokenizer on this thread. Loading it (and
-    // the handlers) runs this thread for 0.6–1 s, several on a loaded machine: done during
-    // the first call, it would hold every call in flight, and the limiter would take Redis
-    // replies read that late for an outage. So it is done before the gateway listens, by a
-    // mock that serves a model (the registry readies only those): about 80 MB of RSS that a
-    // gateway whose models are all upstream never loads.
+    // The handlers are loaded before the gateway listens, by a mock that serves a model (the
+    // registry readies only those): loading modules during a call would hold every call in
+    // flight for as long. Replies are cut to exact token budgets by the tokenizer's worker
+    // (tokenizer/counter.ts), started by the first call that counts, in its own thread: the
+    // encoder is never loaded on this one.
     async ready() {
-      await Promise.all([handlers(), loadEncoder()])
+      await handlers()
     },
     async send(request) {
       try {

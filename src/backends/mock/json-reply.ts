@@ -2,7 +2,7 @@
 // mock's prose, which fills its token budget exactly, JSON has a natural end: it is
 // whole unless the request's own token limit is smaller, in which case it is cut there,
 // mid-value, as a real model's would be (and the reply says "length"/"incomplete").
-import type { Encoder } from '../../tokenizer/tokens.ts'
+import { fitPrefix } from '../../tokenizer/tokens.ts'
 import type { FunctionTool, OutputFormat } from './reply-plan.ts'
 import { valueFor } from './schema-values.ts'
 import { generateText, type GeneratedText } from './text.ts'
@@ -25,17 +25,13 @@ export interface ToolCallTexts {
 }
 
 /** Arguments for each tool, valid against its parameters; `limit` is shared by all the calls. */
-export function toolCallTexts(
-  tools: readonly FunctionTool[],
-  limit: number | undefined,
-  encoder: Encoder,
-): ToolCallTexts {
+export async function toolCallTexts(tools: readonly FunctionTool[], limit: number | undefined): Promise<ToolCallTexts> {
   const calls: CallText[] = []
   let used = 0
   for (const tool of tools) {
     const left = limit === undefined ? undefined : limit - used
     if (left !== undefined && left <= 0) return { calls, cut: true, tokens: used }
-    const args = fitText(jsonText(valueFor(tool.parameters ?? { type: 'object', properties: {} })), left, encoder)
+    const args = await fitText(jsonText(valueFor(tool.parameters ?? { type: 'object', properties: {} })), left)
     calls.push({ name: tool.name, arguments: args })
     used += args.tokens
     if (args.cut) return { calls, cut: true, tokens: used }
@@ -47,19 +43,18 @@ export function toolCallTexts(
  * The content for a JSON response format: a value of its schema, or for json_object an
  * object holding the prose reply the same prompt would get (`{"reply": "..."}`).
  */
-export function jsonContent(
+export async function jsonContent(
   format: Exclude<OutputFormat, { type: 'text' }>,
   seed: string,
   variant: number,
   proseTokens: number,
   limit: number | undefined,
-  encoder: Encoder,
-): FittedText {
+): Promise<FittedText> {
   const value =
     format.type === 'json_schema'
       ? valueFor(format.schema)
-      : { reply: generateText(seed, variant, proseTokens, encoder).text }
-  return fitText(jsonText(value), limit, encoder)
+      : { reply: (await generateText(seed, variant, proseTokens)).text }
+  return fitText(jsonText(value), limit)
 }
 
 /** JSON of a generated value; never undefined, whatever the schema gave. */
@@ -67,22 +62,11 @@ function jsonText(value: unknown): string {
   return JSON.stringify(value) ?? 'null'
 }
 
-/** The text whole if it fits `limit` tokens, else its longest prefix that does. */
-export function fitText(whole: string, limit: number | undefined, encoder: Encoder): FittedText {
-  const tokens = encoder.count(whole)
-  if (limit === undefined || tokens <= limit) return { text: whole, pieces: piecesOf(whole), tokens, cut: false }
-  // A prefix's count grows with its length (near enough for BPE): search for the longest that fits.
-  let low = 0
-  let high = whole.length
-  while (low < high) {
-    const mid = Math.ceil((low + high) / 2)
-    if (encoder.count(whole.slice(0, mid)) <= limit) low = mid
-    else high = mid - 1
-  }
-  // Never end between the halves of a surrogate pair.
-  if (low > 0 && /[\uD800-\uDBFF]/.test(whole.charAt(low - 1))) low -= 1
-  const text = whole.slice(0, low)
-  return { text, pieces: piecesOf(text), tokens: encoder.count(text), cut: true }
+/** The text whole if it fits `limit` tokens, else its longest prefix that does (counted by the tokenizer's worker). */
+export async function fitText(whole: string, limit: number | undefined): Promise<FittedText> {
+  const prefix = await fitPrefix(whole, limit ?? Number.MAX_SAFE_INTEGER)
+  const text = prefix.length === whole.length ? whole : whole.slice(0, prefix.length)
+  return { text, pieces: piecesOf(text), tokens: prefix.tokens, cut: text !== whole }
 }
 
 /** Stream pieces about a token long: a word or number with the space before it, or a run of punctuation. */

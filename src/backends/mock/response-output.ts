@@ -1,7 +1,6 @@
 // The output items of a Responses API reply, in both wire forms: the finished items of the
 // `response` object, and the events that stream each one. A reply is one assistant
 // message (text, or JSON for text.format), or one `function_call` item per tool called.
-import type { Encoder } from '../../tokenizer/tokens.ts'
 import type { Generation } from './generation.ts'
 import { newId } from './ids.ts'
 import { jsonContent, toolCallTexts, type CallText } from './json-reply.ts'
@@ -34,13 +33,12 @@ export interface ResponseOutputInput {
   readonly seed: string
   readonly generation: Generation
   readonly proseTokens: number
-  readonly encoder: Encoder
 }
 
-export function responseOutput(input: ResponseOutputInput): ResponseOutput {
-  const { plan, generation, encoder } = input
+export async function responseOutput(input: ResponseOutputInput): Promise<ResponseOutput> {
+  const { plan, generation } = input
   if (plan.kind === 'tools') {
-    const texts = toolCallTexts(plan.tools, generation.limit, encoder)
+    const texts = await toolCallTexts(plan.tools, generation.limit)
     const last = texts.calls.length - 1
     return {
       items: texts.calls.map((call, i) => functionCall(call, texts.cut && i === last)),
@@ -49,10 +47,10 @@ export function responseOutput(input: ResponseOutputInput): ResponseOutput {
     }
   }
   if (plan.kind === 'json') {
-    const content = jsonContent(plan.format, input.seed, 0, input.proseTokens, generation.limit, encoder)
+    const content = await jsonContent(plan.format, input.seed, 0, input.proseTokens, generation.limit)
     return { items: [message(content, content.cut)], cut: content.cut, tokens: content.tokens }
   }
-  const text = generateText(input.seed, 0, generation.budget, encoder)
+  const text = await generateText(input.seed, 0, generation.budget)
   // Prose fills the budget: with the request's own limit it is the limit that ended it.
   const cut = generation.finishReason === 'length'
   return { items: [message(text, cut)], cut, tokens: text.tokens }

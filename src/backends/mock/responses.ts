@@ -7,7 +7,6 @@ import {
   RESPONSES_DEFINITION_FIELDS,
   countChatTokens,
   countDefinitionTokens,
-  loadEncoder,
   responsesItems,
 } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
@@ -34,12 +33,11 @@ export async function responses(request: UpstreamRequest, ctx: MockContext): Pro
     ctx.config.defaultCompletionTokens,
   )
   const plan = planReply(responsesToolRequest(body), 'tool_choice')
-  const output = responseOutput({
+  const output = await responseOutput({
     plan,
     seed: seedOfMessages(messages),
     generation,
     proseTokens: ctx.config.defaultCompletionTokens,
-    encoder: await loadEncoder(),
   })
   const createdAt = unixSeconds(ctx.now())
   const inProgress = responseObject(body, {

@@ -6,7 +6,9 @@
 // starts a new pre-token (a leading space, or punctuation after a word), and the BPE never
 // merges across pre-tokens, so the token count of the reply is the sum of its pieces'.
 // The streamed deltas are these same pieces, so the stream adds up to the JSON reply.
-import { contentText, type Encoder } from '../../tokenizer/tokens.ts'
+// The counting is done by the tokenizer's worker (countEach), so this thread never loads
+// the encoder: a few short messages per reply.
+import { contentText, countEach } from '../../tokenizer/tokens.ts'
 import { digest, randomFrom, seedOf } from './hash.ts'
 
 /** Each word below is one token with a leading space (and so is each capitalised determiner). */
@@ -122,6 +124,16 @@ const PREPOSITIONS = [
 
 const OPENING = ['This', ' is', " Tollgate's", ' mock', ' backend', ' replying', ' to', ' prompt'] as const
 
+const capitalised = (word: string): string => `${word.charAt(0).toUpperCase()}${word.slice(1)}`
+
+/** Every piece words() can yield but the prompt's tag: each reply asks their counts with the tag's. */
+const VOCABULARY: readonly string[] = [
+  ...OPENING,
+  '.',
+  ...DETERMINERS.map((det) => ` ${capitalised(det)}`),
+  ...[DETERMINERS, ADJECTIVES, NOUNS, VERBS, PREPOSITIONS].flat().map((word) => ` ${word}`),
+]
+
 export interface GeneratedText {
   readonly text: string
   /** The text in stream order: one event each. Joined, they are `text`. */
@@ -134,16 +146,17 @@ export interface GeneratedText {
  * A reply of exactly `budget` tokens to the prompt summarised by `seedText`. `variant`
  * tells apart the choices of one request (n > 1); variant 0 is the reply to a lone request.
  */
-export function generateText(seedText: string, variant: number, budget: number, encoder: Encoder): GeneratedText {
-  const costs = new Map<string, number>()
-  const costOf = (piece: string): number => {
-    let cost = costs.get(piece)
-    if (cost === undefined) costs.set(piece, (cost = encoder.count(piece)))
-    return cost
-  }
+export async function generateText(seedText: string, variant: number, budget: number): Promise<GeneratedText> {
+  // The prompt is hashed once: it may be megabytes long.
+  const hash = digest(seedText).toString('hex')
+  const tag = promptTag(hash)
+  const counts = await countEach([...VOCABULARY, tag])
+  const costs = new Map(VOCABULARY.map((piece, i) => [piece, counts[i] ?? 1]))
+  const tagCost = counts[VOCABULARY.length] ?? 1
+  const costOf = (piece: string): number => (piece === tag ? tagCost : (costs.get(piece) ?? 1))
   const pieces: string[] = []
   let used = 0
-  for (const piece of words(seedText, variant)) {
+  for (const piece of words(hash, tag, variant)) {
     if (used >= budget) break
     const cost = costOf(piece)
     // The prompt tag and "Tollgate's" take several tokens; near the end of a tight budget
@@ -152,22 +165,22 @@ export function generateText(seedText: string, variant: number, budget: number, 
     pieces.push(piece)
     used += cost
   }
-  return settle(pieces, budget, encoder)
+  return settle(pieces, budget)
 }
 
+/** Six hex digits of the prompt's hash: enough to tell prompts apart in a reply, short enough to read. */
+const promptTag = (hash: string): string => ` #${hash.slice(0, 6)}`
+
 /** The endless word source; generateText decides where it stops. */
-function* words(seedText: string, variant: number): Generator<string, never> {
-  // The prompt is hashed once: it may be megabytes long.
-  const hash = digest(seedText).toString('hex')
+function* words(hash: string, tag: string, variant: number): Generator<string, never> {
   yield* OPENING
-  // Six hex digits: enough to tell prompts apart in a reply, short enough to read.
-  yield ` #${hash.slice(0, 6)}`
+  yield tag
   yield '.'
   const random = randomFrom(seedOf(`${variant}\u0000${hash}`))
   const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T
   for (;;) {
     const det = pick(DETERMINERS)
-    yield ` ${det.charAt(0).toUpperCase()}${det.slice(1)}`
+    yield ` ${capitalised(det)}`
     yield ` ${pick(ADJECTIVES)}`
     yield ` ${pick(NOUNS)}`
     yield ` ${pick(VERBS)}`
@@ -179,20 +192,27 @@ function* words(seedText: string, variant: number): Generator<string, never> {
   }
 }
 
+/** The most further counts settle() asks for after the first. */
+const MAX_RECOUNTS = 16
+
 /**
  * Checks the sum of the pieces against a count of the whole text. They agree by the
  * argument at the top of this file; should a tokenizer upgrade ever break it, this trims
- * or pads the reply so that the budget still holds exactly (or as near as it can).
+ * or pads the reply so that the budget still holds exactly (or as near as it can). Each
+ * check is a message to the tokenizer's worker, so there are at most MAX_RECOUNTS: a worker
+ * that cannot answer (its counts are then estimates, which need not add up) must not make
+ * a reply wait for one round trip per token of its budget.
  */
-function settle(pieces: string[], budget: number, encoder: Encoder): GeneratedText {
+async function settle(pieces: string[], budget: number): Promise<GeneratedText> {
+  const countOf = async (text: string): Promise<number> => (await countEach([text]))[0] ?? 0
   let text = pieces.join('')
-  let tokens = encoder.count(text)
-  for (let guard = 0; tokens !== budget && guard < 2 * budget + 2; guard++) {
+  let tokens = await countOf(text)
+  for (let guard = 0; tokens !== budget && guard < Math.min(2 * budget + 2, MAX_RECOUNTS); guard++) {
     if (tokens > budget && pieces.length > 0) pieces.pop()
     else if (tokens < budget) pieces.push(' mock')
     else break
     text = pieces.join('')
-    tokens = encoder.count(text)
+    tokens = await countOf(text)
   }
   return { text, pieces, tokens }
 }

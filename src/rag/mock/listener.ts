@@ -1,6 +1,7 @@
 // The mock RAG backend's listener, apart from its services (server.ts), so that the
 // gateway can listen without loading them (lazy.ts).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { IncomingMessage, Server, ServerResponse } from 'node:http'
+import { http } from '../../http/node-http.ts'
 import type { AddressInfo } from 'node:net'
 
 export interface MockListener {
@@ -13,7 +14,7 @@ export type Handle = (req: IncomingMessage, res: ServerResponse) => void
 
 /** Listens on host:port (0: any free port) with `handle`. */
 export async function listenMock(handle: Handle, port: number, host: string): Promise<MockListener> {
-  const server: Server = createServer({ keepAliveTimeout: 65_000 }, handle)
+  const server: Server = http.createServer({ keepAliveTimeout: 65_000 }, handle)
   await new Promise<void>((done, fail) => {
     server.once('error', fail)
     server.listen(port, host, () => done())

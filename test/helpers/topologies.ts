@@ -103,6 +103,51 @@ export async function masterPort(kind: TopologyKind): Promise<number | undefined
   return undefined
 }
 
+/** The slot ranges of the cluster and the port of each range's master, as some node says now. */
+async function clusterSlots(): Promise<Array<{ from: number; to: number; port: number }>> {
+  for (const port of CLUSTER_PORTS) {
+    const slots = await withNode(port, (r) => r.call('CLUSTER', 'SLOTS'))
+    if (!Array.isArray(slots)) continue
+    return (slots as unknown[][]).flatMap((range) => {
+      const [from, to, master] = range as [number, number, [string, number] | undefined]
+      return master ? [{ from, to, port: Number(master[1]) }] : []
+    })
+  }
+  return []
+}
+
+/** CLUSTER KEYSLOT of a name, asked of the first node that answers. */
+async function keyslot(name: string): Promise<number> {
+  for (const port of CLUSTER_PORTS) {
+    const slot = await withNode(port, (r) => r.call('CLUSTER', 'KEYSLOT', name))
+    if (typeof slot === 'number') return slot
+  }
+  throw new Error('no cluster node answers CLUSTER KEYSLOT')
+}
+
+/** The ports of every master now: the cluster's (in port order), or Sentinel's one. */
+export async function masterPorts(kind: TopologyKind): Promise<number[]> {
+  if (kind === 'sentinel') {
+    const port = await masterPort(kind)
+    return port === undefined ? [] : [port]
+  }
+  return [...new Set((await clusterSlots()).map((r) => r.port))].sort((a, b) => a - b)
+}
+
+/**
+ * An owner whose keys' per-call state (`{o:<owner>}`, store/redis-kit.ts) lives on the
+ * master at `port` now: `<stem>-<n>` for the first n that hashes there.
+ */
+export async function ownerOnMaster(port: number, stem: string): Promise<string> {
+  const ranges = await clusterSlots()
+  for (let n = 0; n < 10_000; n++) {
+    const owner = `${stem}-${n}`
+    const slot = await keyslot(`{o:${owner}}`)
+    if (ranges.some((r) => r.from <= slot && slot <= r.to && r.port === port)) return owner
+  }
+  throw new Error(`no owner of ${stem}-n hashes to the master on ${port}`)
+}
+
 /** Kills a Redis node outright (SIGKILL: no goodbye to its clients); resolves once it is gone. */
 export async function killNode(port: number): Promise<void> {
   const info = await withNode(port, (r) => r.info('server'))

@@ -20,6 +20,8 @@ import {
   keysUnderPrefix,
   killNode,
   masterPort,
+  masterPorts,
+  ownerOnMaster,
   resetMasterStats,
   restartNode,
   scriptCallsPerMaster,
@@ -206,9 +208,25 @@ export async function scaleOutSuite(t: Test, kind: TopologyKind): Promise<void> 
       await queueSpread(t, redis as Cluster, all, createKey)
     })
 
-  t.test(`${kind}: the master serving Tollgate's keys is killed under load`, async (t) => {
-    await failover(t, kind, all, createKey, admin)
-  })
+  if (kind === 'sentinel') {
+    t.test(`${kind}: the master is killed under load`, async (t) => {
+      const master = await masterPort(kind)
+      if (master === undefined) throw new Error('no master found for the sentinel set')
+      await failover(t, kind, all, createKey, admin, master)
+    })
+  } else {
+    // Issue #25: state lives on every master now, so each is killed in turn, with the
+    // rate-limited key's owner on the master being killed (its counters and usage rows
+    // fail over with it); the first killed is the one serving {tg} (key records, indexes).
+    const tg = await masterPort(kind)
+    const masters = (await masterPorts(kind)).sort((x, y) => Number(x !== tg) - Number(y !== tg))
+    for (const [i, master] of masters.entries()) {
+      t.test(`${kind}: master ${i + 1} of ${masters.length} (port ${master}) is killed under load`, async (t) => {
+        const owner = await ownerOnMaster(master, `failover-${randomBytes(3).toString('hex')}`)
+        await failover(t, kind, all, createKey, admin, master, owner)
+      })
+    }
+  }
 }
 
 type CreateKey = (body: Record<string, unknown>) => Promise<{ id: string; key: string }>
@@ -392,15 +410,15 @@ async function failover(
   all: readonly RunningTollgate[],
   createKey: CreateKey,
   admin: Admin,
+  master: number,
+  owner?: string,
 ): Promise<void> {
   const LIMIT = 30
-  const { key } = await createKey({ limits: { [MODEL]: { rpm: LIMIT } } })
+  const limited = await createKey({ limits: { [MODEL]: { rpm: LIMIT } }, ...(owner === undefined ? {} : { owner }) })
+  const { key } = limited
   const victim = await createKey({})
   for (const gw of all)
     t.equal(await (await chat(gw, victim.key)).status, 200, 'the key to revoke works on every instance')
-  const master = await masterPort(kind)
-  if (master === undefined) throw new Error(`no master found for the ${kind}`)
-
   // Six clients, two per instance, each with a short pause between calls.
   const results: Array<{ at: number; outcome: string }> = []
   let stop = false
@@ -435,6 +453,12 @@ async function failover(
     const killedAt = Date.now()
     await killNode(master)
     t.comment(`${kind}: killed the master on port ${master}`)
+    // Noticed: some instance's store or limiter is off Redis (watched from the kill on, while
+    // the revocation below is tried).
+    const noticed = timeUntil(10_000, async () => {
+      const states = await Promise.all(all.map(readiness))
+      return states.some((s) => s.store !== 'up' || s.limiter !== 'redis')
+    })
 
     // A revocation made during the failover: retried until the store takes it.
     let revokedAt: number | null = null
@@ -448,6 +472,7 @@ async function failover(
       all.map((gw) => timeUntil(5000, async () => (await chat(gw, victim.key)).status === 401)),
     )
 
+    t.not(await noticed, null, 'the instances noticed the dead master')
     // Recovered: every instance's store answers and its limiter is back on Redis.
     const recovered = await timeUntil(30_000, async () => {
       const states = await Promise.all(all.map(readiness))
@@ -535,11 +560,25 @@ async function failover(
       ended.every((q) => String(q.response?.body ?? '').includes('data: [DONE]')),
       'each with its whole stream',
     )
+    // Every admitted call is metered once: rows that could not be written while the master
+    // was away are kept and written once it is back (under their ids: never twice). A write
+    // the master took but had not yet sent to its replica when it died is lost with it
+    // (replication is asynchronous): allow two, as for the limiter's counters.
+    const metered = async (): Promise<number> =>
+      (await admin('GET', `/admin/keys/${limited.id}/usage`)).json<{ totals: { requests: number } }>().totals.requests
+    let counted = await metered().catch(() => -1)
+    for (let i = 0; i < 300 && counted < admitted; i++) {
+      await sleep(100)
+      counted = await metered().catch(() => -1)
+    }
+    t.comment(`${kind} failover: ${counted} calls metered for ${admitted} admitted`)
+    t.ok(counted <= admitted, `no call metered twice (${counted} metered, ${admitted} admitted)`)
+    t.ok(counted >= admitted - 2, `at most two lost with the master's unreplicated writes (${counted} of ${admitted})`)
   } finally {
     stop = true
     await Promise.all(clients)
     // The killed node comes back and rejoins as a replica of the new master.
     await restartNode(master)
   }
-  t.not(await masterPort(kind), master, 'the killed node rejoined as a replica')
+  t.notOk((await masterPorts(kind)).includes(master), 'the killed node rejoined as a replica')
 }

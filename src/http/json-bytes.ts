@@ -51,7 +51,8 @@ export function stringEnd(bytes: Buffer, open: number): number {
   }
 }
 
-const isSpace = (b: number | undefined): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
+/** JSON's whitespace. */
+export const isSpace = (b: number | undefined): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 
 function nameAt(bytes: Buffer, open: number, close: number): string {
   const text = bytes.toString('utf8', open, close + 1)

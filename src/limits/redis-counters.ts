@@ -116,6 +116,19 @@ end
 return out
 `
 
+// The one rule for giving a reservation back (SETTLE's quota and budgets, RELEASE): only
+// from the window it was made in (the held counter's end still the one seen at admission,
+// within half a window), and never below zero. Prepended to the scripts that use it.
+const GIVE_BACK = `
+local function giveBack(key, reserved, expected, now, window)
+  local ttl = redis.call('PTTL', key)
+  if reserved > 0 and ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
+    local held = tonumber(redis.call('GET', key) or '0')
+    redis.call('DECRBY', key, math.min(reserved, held))
+  end
+end
+`
+
 // KEYS: counters, then a held counter per lifetime dimension, then per budget its spent,
 // held and fired counters. ARGV[1]: window ms; ARGV[2]: n; per dimension i: ARGV[4i-1]
 // delta, ARGV[4i] windowed, ARGV[4i+1] the window end seen at admission (Redis clock,
@@ -126,7 +139,7 @@ return out
 // and adds to its fired set (HSETNX: only the first settle to reach a threshold in the
 // period and revision gets a 1) every threshold the spend has reached.
 // Returns {spent_1, ..., j, threshold, j, threshold, ...}: the crossings this settle is first to.
-const SETTLE = `
+const SETTLE = `${GIVE_BACK}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -147,11 +160,7 @@ for i = 1, n do
     h = h + 1
     -- Commit what the call used; release its reservation if its window still holds it.
     redis.call('INCRBY', KEYS[i], math.max(reserved + delta, -current))
-    local ttl = redis.call('PTTL', KEYS[h])
-    if reserved > 0 and ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
-      local held = tonumber(redis.call('GET', KEYS[h]) or '0')
-      redis.call('DECRBY', KEYS[h], math.min(reserved, held))
-    end
+    giveBack(KEYS[h], reserved, expected, now, window)
   end
 end
 local out = {}
@@ -164,11 +173,7 @@ for j = 1, nb do
   local sk, hk, fk = KEYS[h + 3 * j - 2], KEYS[h + 3 * j - 1], KEYS[h + 3 * j]
   local spent = redis.call('INCRBY', sk, real)
   if life > 0 and redis.call('PTTL', sk) < 0 then redis.call('PEXPIRE', sk, life) end
-  local httl = redis.call('PTTL', hk)
-  if reserved > 0 and httl > 0 and expected > 0 and math.abs(now + httl - expected) * 2 < window then
-    local held = tonumber(redis.call('GET', hk) or '0')
-    redis.call('DECRBY', hk, math.min(reserved, held))
-  end
+  giveBack(hk, reserved, expected, now, window)
   if spent > 0 then
     for p in string.gmatch(ARGV[b + 5], '[^,]+') do
       if spent * 100 >= tonumber(p) * amount and redis.call('HSETNX', fk, p, '1') == 1 then
@@ -187,17 +192,12 @@ return out
 // KEYS: per budget its held counter. ARGV[1]: window ms; per budget j the pair reserved,
 // the held window end seen at admission. Gives back a reservation the key's admission then
 // refused, if its window still holds it (the same rule as SETTLE, nothing committed).
-const RELEASE = `
+const RELEASE = `${GIVE_BACK}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for j = 1, #KEYS do
-  local reserved, expected = tonumber(ARGV[2 * j]), tonumber(ARGV[2 * j + 1])
-  local ttl = redis.call('PTTL', KEYS[j])
-  if reserved > 0 and ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
-    local held = tonumber(redis.call('GET', KEYS[j]) or '0')
-    redis.call('DECRBY', KEYS[j], math.min(reserved, held))
-  end
+  giveBack(KEYS[j], tonumber(ARGV[2 * j]), tonumber(ARGV[2 * j + 1]), now, window)
 end
 return 'ok'
 `

@@ -12,14 +12,12 @@
 // top level. Anything else (no match, a match deeper in, a window too large) is
 // undefined, and the relay parses the whole reply as before.
 import type { Usage } from '../backends/port.ts'
-import { stringEnd } from '../http/json-bytes.ts'
+import { isSpace, stringEnd } from '../http/json-bytes.ts'
 import { isJsonObject } from '../json.ts'
 import { usageOf } from './usage-tap.ts'
 
 /** The most a window holds: usage objects and the members around them are far smaller. */
 export const SCAN_WINDOW_BYTES = 16 * 1024
-
-const isSpace = (b: number | undefined): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 
 function parseObject(text: string): Record<string, unknown> | undefined {
   try {

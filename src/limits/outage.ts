@@ -110,20 +110,29 @@ export function watchRedis(options: RedisWatchOptions): RedisWatch {
   }
 
   /**
-   * Bounds a Redis call by the deadline, whatever the client's own timeouts are. When the
-   * deadline fires, the refusal waits for setImmediate: a busy process may have let the
-   * timer expire while the reply was already in the socket, and the I/O phase that runs
-   * first delivers it. Only a reply that really is late counts as Redis trouble.
+   * Bounds a Redis call by the deadline, whatever the client's own timeouts are. The
+   * deadline runs from the end of the turn the call was made in, when its command has left
+   * for sure (an admission's is sent with the rest of its turn's, redis-turn-writes.ts): a
+   * turn that runs long on a starved machine is the gateway's delay, not Redis's. When it
+   * fires, the refusal waits for setImmediate: a busy process may have let the timer expire
+   * while the reply was already in the socket, and the I/O phase that runs first delivers
+   * it. Only a reply that really is late counts as Redis trouble.
    */
   function bounded<T>(work: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined
+    let sent: NodeJS.Immediate | undefined
     const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => setImmediate(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`))),
-        timeoutMs,
-      )
+      sent = setImmediate(() => {
+        timer = setTimeout(
+          () => setImmediate(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`))),
+          timeoutMs,
+        )
+      })
     })
-    return Promise.race([work, deadline]).finally(() => clearTimeout(timer))
+    return Promise.race([work, deadline]).finally(() => {
+      clearImmediate(sent)
+      clearTimeout(timer)
+    })
   }
 
   async function check(): Promise<void> {

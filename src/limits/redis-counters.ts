@@ -18,6 +18,7 @@
 import type { RedisConnection } from '../store/redis-client.ts'
 import { isCluster } from '../store/redis-client.ts'
 import { identityNamespace, redisNamespace, runScript, script, tenantNamespace } from '../store/redis-kit.ts'
+import { turnWrites } from '../store/redis-turn-writes.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 import {
   EMPTY_BUDGET,
@@ -364,6 +365,7 @@ export function redisCounters(
   settlements: RedisConnection = redis,
 ): RedisCounters {
   const keys = limiterKeys(prefix)
+  const batch = turnWrites(redis)
 
   /** One ADMIT on one slot: a subject's charges (none: a tenant's reservation) and budgets there. */
   async function admitOn(
@@ -379,6 +381,7 @@ export function redisCounters(
       const k = keys.budget(b)
       names.push(k.spent, k.held)
     }
+    batch()
     const reply = integers(
       await runScript(redis, SCRIPTS.admit, names, args),
       2 + 2 * charges.length + 3 * budgets.length,

@@ -1,7 +1,7 @@
 // The processor with leases, on the embedded store and a corridor that only admits and
 // answers: a request leased to an instance is left to it by the shared queue's jobs; a held
-// request runs on the record it was given, starts under its lease, and hands the lease back
-// before it waits.
+// request runs on the record it was given, starts under its lease, and keeps it until it is
+// handed back to the shared queue.
 import t from 'tap'
 import type { Test } from 'tap'
 import type { NewRequest, Outcome } from '../../src/queue/ports.ts'
@@ -47,21 +47,30 @@ t.test('a held request runs on what it was given and starts under its lease; the
   t.match(await metrics.registry.metrics(), /tollgate_queue_async_starts_total\{path="here"\} 1/)
 })
 
-t.test('a held request that must wait hands its lease back first; the shared queue then runs it', async (t) => {
-  let refusing = true
-  const { store, coordinator, processor, seen, held } = setup(t, () => refusing)
-  const r = newRequest()
-  coordinator.hold(r.id)
-  await store.submit(r, null, 'here')
-  const outcome: Outcome = await processor(r, signal, held(r))
-  t.equal(outcome.kind, 'later', 'over the limit: it waits')
-  t.equal(seen.refused, 1)
-  t.equal((await store.get(r.id))?.runner, null, 'its lease was handed back')
-  t.equal((await store.get(r.id))?.status, 'queued')
-  refusing = false
-  t.same(await processor(r, signal), { kind: 'done' }, 'a job of the shared queue runs it')
-  t.equal((await store.get(r.id))?.status, 'completed')
-})
+t.test(
+  'a held request that must wait stays leased until it is handed back; the shared queue then runs it',
+  async (t) => {
+    let refusing = true
+    const { store, coordinator, processor, seen, held } = setup(t, () => refusing)
+    const r = newRequest()
+    coordinator.hold(r.id)
+    await store.submit(r, null, 'here')
+    const outcome: Outcome = await processor(r, signal, held(r))
+    t.equal(outcome.kind, 'later', 'over the limit: it waits')
+    t.equal(seen.refused, 1)
+    t.equal((await store.get(r.id))?.runner, 'here', 'still leased: its runner hands it back')
+    refusing = false
+    const before = Date.now()
+    const meanwhile = await processor(r, signal)
+    t.ok(meanwhile.kind === 'later' && meanwhile.at - before >= 900, 'a job that finds it leased looks again later')
+    t.equal(seen.admissions, 1, 'and asks for no admission')
+    await coordinator.handBackHeld(r, outcome.kind === 'later' ? outcome.at : 0)
+    t.equal((await store.get(r.id))?.runner, null, 'handed back: the lease is over')
+    t.equal((await store.get(r.id))?.status, 'queued')
+    t.same(await processor(r, signal), { kind: 'done' }, 'a job of the shared queue runs it')
+    t.equal((await store.get(r.id))?.status, 'completed')
+  },
+)
 
 t.test('a held request whose lease was handed on meanwhile does not start', async (t) => {
   const { store, processor, seen, held } = setup(t, () => false)

@@ -149,9 +149,12 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   // while Redis is away. The worker's connections block on purpose and retry for ever.
   const queueConnection = connectionFor(target, 'queue', options.commandTimeoutMs, log, owned)
   const queues = new Map<string, BullMQ.Queue>()
+  /** Set as close() closes the queues: none is opened after (its connection would outlive the runner). */
+  let queuesClosed = false
   const queueAt = (prefix: string): BullMQ.Queue => {
     const known = queues.get(prefix)
     if (known !== undefined) return known
+    if (queuesClosed) throw new StoreUnavailableError("the queue's runner is closed")
     const opened = new Queue(name, {
       prefix,
       connection: queueConnection,
@@ -223,7 +226,8 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     const timer = setTimeout(
       () => {
         timers.delete(timer)
-        const found = typeof job === 'string' ? queueOf(job).getJob(job) : Promise.resolve(job)
+        const found =
+          typeof job === 'string' ? Promise.resolve(job).then((id) => queueOf(id).getJob(id)) : Promise.resolve(job)
         found.then((j) => j?.promote()).catch(() => undefined)
       },
       Math.max(0, at - Date.now()),
@@ -232,7 +236,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     timers.add(timer)
   }
 
-  function schedule(
+  async function schedule(
     request: RequestRef,
     opts: { readonly delayMs?: number; readonly priority?: number } = {},
   ): Promise<unknown> {
@@ -251,19 +255,22 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
     )
   }
 
-  /** Runs a leased request on a claimed worker; 'later' becomes a job. */
-  function runClaimed(request: RequestRef, held: Held, process: Processor, priority: number | undefined): void {
+  /** Runs a leased request on a claimed worker; a 'later' is handed back (the coordinator makes it a job). */
+  function runClaimed(
+    request: RequestRef,
+    held: Held,
+    process: Processor,
+    handBack: (at: number) => Promise<void>,
+  ): void {
     const controller = new AbortController()
     const done = process(request, controller.signal, held)
       .then(async (outcome) => {
-        if (outcome.kind !== 'later') return
-        await schedule(request, { delayMs: outcome.at - Date.now(), ...(priority === undefined ? {} : { priority }) })
-        if (outcome.at > Date.now()) promoteAt(outcome.at, request.id)
+        if (outcome.kind === 'later') await handBack(outcome.at)
       })
       .catch((error: unknown) =>
         log.warn(
           { queueId: request.id, err: error instanceof Error ? error.message : String(error) },
-          'queue: a request run here could not be handed to the shared queue; the lease check will',
+          'queue: a request run here ended with an error',
         ),
       )
       .finally(() => {
@@ -291,6 +298,8 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
   return {
     async schedule(request, opts = {}) {
       await schedule(request, opts)
+      // On time, not at a blocking wait's timeout (see start); BullMQ's own delay if this instance is gone.
+      if (opts.delayMs !== undefined && opts.delayMs > 0) promoteAt(Date.now() + opts.delayMs, request.id)
     },
 
     async wake(id) {
@@ -306,10 +315,10 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
       let kept = true
       const process = processor
       return {
-        run(request, held, opts = {}) {
+        run(request, held, handBack) {
           if (!kept) return
           kept = false
-          runClaimed(request, held, process, opts.priority)
+          runClaimed(request, held, process, handBack)
         },
         free() {
           if (!kept) return
@@ -414,6 +423,7 @@ export function createBullmqRunner(options: BullmqRunnerOptions): JobRunner {
         }
       }
       // With Redis away a graceful close would wait for ever.
+      queuesClosed = true
       const all = [...queues.values()]
       if (
         (workers.length > 0 && !allReachable()) ||

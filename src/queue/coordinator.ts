@@ -167,14 +167,37 @@ export class Coordinator {
     this.#held.delete(id)
   }
 
-  /** Hands back the lease of a request this gateway ran and that must wait after all. Never throws. */
-  async endLease(request: RequestRef): Promise<void> {
+  /**
+   * Puts a leased request on the shared queue (to run at `at`), and only then ends
+   * `runner`'s lease on it. In the other order a schedule that fails after the lease
+   * ended (Redis slow or away, or the queues of a gateway that is stopping already closed)
+   * would leave a request neither leased nor scheduled, in progress and out of its line:
+   * nothing would ever run it again (issue #25). Should the schedule fail, this throws and
+   * the lease stays, for the lease check to try again. A job that finds the lease still
+   * on looks again shortly (worker.ts); it is woken once the lease is over. Returns whether
+   * this call ended the lease (not when another instance's check did first, or the
+   * request finished meanwhile).
+   */
+  async handBack(request: RequestRef, runner: string, at: number, tier: string | undefined): Promise<boolean> {
+    await this.schedule(request, tier, at - Date.now())
+    if (!(await this.store.release(request, runner))) return false
+    if (at <= Date.now()) await this.runner.wake(request.id).catch(() => undefined)
+    return true
+  }
+
+  /**
+   * A request this gateway held and ran must wait after all (the limiter, an upstream
+   * retry, or this gateway stopping): to the shared queue, then its lease ends. Never
+   * throws: what it could not hand back stays leased here, no longer held, and the lease
+   * check hands it on (this gateway's own check, or another's once its heartbeat is gone).
+   */
+  async handBackHeld(request: RequestRef & { readonly tier: string }, at: number): Promise<void> {
     try {
-      await this.store.release(request, this.instance)
+      await this.handBack(request, this.instance, at, request.tier)
     } catch (error) {
       this.#log.warn(
         { queueId: request.id, err: describe(error) },
-        'queue: could not end a lease; the lease check will',
+        'queue: a request run here could not be handed to the shared queue; the lease check will',
       )
     } finally {
       this.#held.delete(request.id)
@@ -183,18 +206,26 @@ export class Coordinator {
 
   /**
    * Leases nobody runs go to the shared queue: those of gateways whose heartbeat ran out,
-   * and this gateway's own that it no longer runs (its release failed). Every instance
-   * checks; the store's release lets only one of them take each.
+   * and this gateway's own that it no longer runs (its hand-back failed). Every instance
+   * checks; each may schedule such a request (a second job for it is ignored), and the
+   * store's release lets only one of them end the lease and count it.
    */
   async checkLeases(): Promise<void> {
     for (const lease of await this.store.leases()) {
       const { request, runner } = lease
       if (lease.alive && (runner !== this.instance || this.#held.has(request.id))) continue
-      if (!(await this.store.release(request, runner))) continue
-      this.#log.info({ queueId: request.id, runner }, 'queue: a leased request nobody runs goes to the shared queue')
-      this.#onLeaseRecovered()
-      const tier = this.#unlisted === undefined ? undefined : (await this.store.get(request.id))?.tier
-      await this.schedule(request, tier)
+      try {
+        const tier = this.#unlisted === undefined ? undefined : (await this.store.get(request.id))?.tier
+        if (!(await this.handBack(request, runner, Date.now(), tier))) continue
+        this.#log.info({ queueId: request.id, runner }, 'queue: a leased request nobody runs goes to the shared queue')
+        this.#onLeaseRecovered()
+      } catch (error) {
+        // Still leased: the next check tries again.
+        this.#log.warn(
+          { queueId: request.id, runner, err: describe(error) },
+          'queue: a leased request nobody runs could not be handed to the shared queue yet',
+        )
+      }
     }
   }
 

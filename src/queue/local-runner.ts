@@ -42,7 +42,8 @@ export function createLocalRunner(
     }
   }
 
-  function run(request: RequestRef, process: Processor, held?: Held): void {
+  /** Runs a request: scheduled, or (`held`) on a claimed worker, whose 'later' goes to `handBack`. */
+  function run(request: RequestRef, process: Processor, held?: Held, handBack?: (at: number) => Promise<void>): void {
     const { id } = request
     const controller = new AbortController()
     const done = process(request, controller.signal, held)
@@ -50,9 +51,13 @@ export function createLocalRunner(
         options.onError?.(error, id)
         return { kind: 'later', at: Date.now() + 1000 }
       })
-      .then((outcome) => {
+      .then(async (outcome) => {
         running.delete(id)
-        if (outcome.kind === 'later' && !closed) later(id, outcome.at - Date.now())
+        if (outcome.kind === 'later' && handBack !== undefined) {
+          // Through the coordinator, which schedules it here again and then ends its lease.
+          scheduled.delete(id)
+          await handBack(outcome.at).catch((error: unknown) => options.onError?.(error, id))
+        } else if (outcome.kind === 'later' && !closed) later(id, outcome.at - Date.now())
         else scheduled.delete(id)
         pump()
       })
@@ -94,12 +99,13 @@ export function createLocalRunner(
         return true
       }
       return {
-        run(request, held, options = {}) {
+        run(request, held, handBack) {
           // Closed meanwhile: it stays leased to this instance, and is run again by whoever
           // runs it after this one (at a restart, or when this instance's heartbeat is gone).
           if (!giveBack() || processor === null || closed) return
-          scheduled.set(request.id, { request, priority: options.priority ?? 0 })
-          run(request, processor, held)
+          // Scheduled while it runs: a schedule of it meanwhile (a sweep's nudge) is left out.
+          scheduled.set(request.id, { request, priority: 0 })
+          run(request, processor, held, handBack)
         },
         free() {
           if (giveBack()) pump()

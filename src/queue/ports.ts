@@ -285,9 +285,10 @@ export type Processor = (request: RequestRef, signal: AbortSignal, held?: Held) 
 export interface WorkerSlot {
   /**
    * Runs a request leased to this instance on the kept worker at once, not through the
-   * shared queue. An outcome of 'later' is scheduled as schedule() would, with `priority`.
+   * shared queue. An outcome of 'later' goes to `handBack` (with the time it may run) once
+   * the run is over: the coordinator schedules it, then ends its lease (Coordinator.handBackHeld).
    */
-  run(request: RequestRef, held: Held, options?: { readonly priority?: number }): void
+  run(request: RequestRef, held: Held, handBack: (at: number) => Promise<void>): void
   /** Gives the worker back unused. */
   free(): void
 }

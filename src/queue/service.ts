@@ -289,11 +289,8 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
       ctx.trace.set({ 'tollgate.admission.decision': 'queued', 'tollgate.queue.id': request.id })
       if (ahead === 0 && slot !== null) {
-        const priority = coordinator.priorityOf(request.tier)
-        slot.run(
-          request,
-          { request: { ...queued(request), runner: instance }, key: principal.key },
-          priority === undefined ? {} : { priority },
+        slot.run(request, { request: { ...queued(request), runner: instance }, key: principal.key }, (at) =>
+          coordinator.handBackHeld(request, at),
         )
       } else {
         slot?.free()

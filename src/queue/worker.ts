@@ -7,7 +7,7 @@
 //
 // A request leased to this instance when it was accepted (QueueStore.submit) arrives with
 // its record and key (`held`): it runs without reading them again, and if it must wait
-// after all, the lease is handed back and it waits in the shared queue like any other.
+// after all, it goes to the shared queue like any other, and then its lease ends.
 import { Readable } from 'node:stream'
 import { NO_USAGE, type Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
@@ -69,6 +69,8 @@ const SHORT_WAIT_MS = 60
 /**
  * A request leased to an instance is left to it; the job that found it looks again after
  * this long (the lease may end with the request still to run, or its runner may be gone).
+ * A request handed back is scheduled before its lease ends, so its job may well find the
+ * lease still on: it is woken as the lease ends (Coordinator.handBack).
  */
 const LEASE_RECHECK_MS = 1000
 
@@ -164,11 +166,9 @@ export function createProcessor(deps: WorkerDeps): Processor {
   async function runHeld(held: Held, runnerSignal: AbortSignal): Promise<Outcome> {
     const { request } = held
     const outcome = await runLogged(request, held.key, runnerSignal, c.instance)
-    // To wait, it goes to the shared queue: the lease ends first. (Should that fail, the
-    // request stays leased to a live instance that no longer runs it: the lease check
-    // hands it back.)
-    if (outcome.kind === 'later') await c.endLease(request)
-    else c.unhold(request.id)
+    // To wait, it goes to the shared queue, leased until it is there: the runner hands the
+    // 'later' back (Coordinator.handBackHeld), which schedules it and then ends the lease.
+    if (outcome.kind !== 'later') c.unhold(request.id)
     return outcome
   }
 

@@ -3,7 +3,11 @@
 // the sweep reaches it, and the call behind it is woken; a stored request at a head is
 // scheduled.
 import t from 'tap'
-import type { RequestRef, Ticket } from '../../src/queue/ports.ts'
+import { createLogger } from '../../src/observability/logger.ts'
+import { Coordinator } from '../../src/queue/coordinator.ts'
+import type { JobRunner, RequestRef, Ticket } from '../../src/queue/ports.ts'
+import { localSignals } from '../../src/queue/signals.ts'
+import { StoreUnavailableError } from '../../src/store/errors.ts'
 import { lineOf } from '../../src/queue/tickets.ts'
 import { localCoordinator } from './local-coordinator.ts'
 import { newRequest } from './store-contract.ts'
@@ -80,5 +84,55 @@ t.test(
     await coordinator.checkLeases()
     for (let i = 0; i < 50 && ran.length < 3; i++) await new Promise((done) => setTimeout(done, 10))
     t.ok(ran.includes(ownRunning.id), 'once it no longer runs it, it goes too')
+  },
+)
+
+t.test(
+  'a lease ends only once its request is scheduled: one that cannot be yet stays leased for the next check',
+  async (t) => {
+    const { store, runner } = localCoordinator(t)
+    let refusing = true
+    const ran: string[] = []
+    runner.start(async (ref) => {
+      ran.push(ref.id)
+      return { kind: 'done' }
+    }, 1)
+    // The shared queue refuses for a while (Redis slow or away, or a stopping gateway's queues closed).
+    const flaky: JobRunner = {
+      ...runner,
+      schedule: async (request, options) => {
+        if (refusing) throw new StoreUnavailableError('the queue is away')
+        await runner.schedule(request, options)
+      },
+    }
+    const coordinator = new Coordinator({
+      store,
+      runner: flaky,
+      instance: 'here',
+      tierPriority: {},
+      log: createLogger('silent'),
+      signals: localSignals,
+    })
+    t.teardown(() => coordinator.close())
+    const ofStopped = newRequest({ keyId: 'key_1' })
+    const heldHere = newRequest({ keyId: 'key_2' })
+    await store.submit(ofStopped, null, 'stopped')
+    coordinator.hold(heldHere.id)
+    await store.submit(heldHere, null, 'here')
+
+    await coordinator.checkLeases()
+    t.equal(
+      (await store.get(ofStopped.id))?.runner,
+      'stopped',
+      "a stopped gateway's lease stays while its request cannot be scheduled",
+    )
+    await coordinator.handBackHeld(heldHere, Date.now())
+    t.equal((await store.get(heldHere.id))?.runner, 'here', 'and so does a held one this gateway could not hand back')
+
+    refusing = false
+    await coordinator.checkLeases()
+    for (let i = 0; i < 50 && ran.length < 2; i++) await new Promise((done) => setTimeout(done, 10))
+    t.same(ran.sort(), [ofStopped.id, heldHere.id].sort(), 'the next check scheduled both')
+    t.same(await store.leases(), [], 'and then ended their leases')
   },
 )

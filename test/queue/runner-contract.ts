@@ -146,7 +146,7 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
   )
 
   withRunner(
-    'a claimed worker runs a held request at once, counts among the workers, and hands a "later" to the shared queue',
+    'a claimed worker runs a held request at once, counts among the workers, and hands a "later" back (to the shared queue)',
     async (t, runner) => {
       t.equal(runner.claim(), null, 'no worker before start')
       let release: () => void = () => {}
@@ -179,7 +179,12 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
       t.ok(third !== null, 'a freed worker can be claimed again (freed once, however often it is told)')
       t.equal(runner.claim(), null)
 
-      first?.run(job('held'), held)
+      // As the coordinator does (Coordinator.handBackHeld): to the shared queue.
+      const handedBack: number[] = []
+      first?.run(job('held'), held, async (at) => {
+        handedBack.push(at)
+        await runner.schedule(job('held'), { delayMs: at - Date.now() })
+      })
       t.equal(r.runs.length, 1, 'it runs at once, not after a round trip')
       t.equal(helds[0], held, 'with what it was given')
       await runner.schedule(job('queued'))
@@ -196,6 +201,7 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
         'the "later" ran again through the shared queue',
       )
       t.equal(helds.at(-1), undefined, 'that time without the held record')
+      t.equal(handedBack.length, 1, 'its "later" was handed back once')
     },
   )
 

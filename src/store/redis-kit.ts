@@ -14,8 +14,9 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          queue, sessions, the feeds. One slot, one master.
 //   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
 //                          keys (every dimension, the quota's held counter), its key and owner
-//                          budgets. Owners spread over every master; a call's admission and
-//                          settle each stay one script on its owner's slot.
+//                          budgets, its usage rows, its streams' journal entries. Owners
+//                          spread over every master; a call's admission, a stream's open and
+//                          checkpoints, and the settle each stay one script on its owner's slot.
 //   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner).
 //   <prefix>{t:<tenant>}:  a tenant budget's counters. They span owners, so the one exception:
 //                          a call under a tenant budget pays a second script there

@@ -1,9 +1,10 @@
 // The stores on Redis, shared by any number of gateway instances.
 //
 // Keys are `<prefix>{tg}:…`, the one hash tag of global state, so the Lua scripts and MULTI
-// blocks below are legal on a cluster; but usage rows written on every call's settle live
-// with their owner (`<prefix>{o:<owner>}:…`, store/redis-kit.ts), so the fleet's settles
-// spread over a cluster's masters (see "Usage rows" below). Each script declares every key
+// blocks below are legal on a cluster; but usage rows written on every call's settle, and
+// the journal of running streams, live with their owner (`<prefix>{o:<owner>}:…`,
+// store/redis-kit.ts), so the fleet's settles spread over a cluster's masters (see "Usage
+// rows" and "The stream journal" below). Each script declares every key
 // it touches; where the keys to touch depend on the current value (a record's old hashes,
 // an object's current owner), the client reads the value, passes the keys it implies and
 // the value it expects, and the script applies only if the value is unchanged (else the

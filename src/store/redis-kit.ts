@@ -10,8 +10,8 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 // Where a key lives on a Redis Cluster (issue #25). A cluster shards by the part of a key
 // name in braces (its hash tag), and a script or MULTI may only touch keys of one slot. So:
 //
-//   <prefix>{tg}:          global state: plans, signing keys, listing indexes, capacity, the
-//                          queue, sessions, the feeds. One slot, one master.
+//   <prefix>{tg}:          global state: plans, signing keys, listing indexes, the queue,
+//                          sessions, the feeds. One slot, one master.
 //   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
 //                          keys (every dimension, the quota's held counter), its key and owner
 //                          budgets, its usage rows, its streams' journal entries. Owners
@@ -21,6 +21,10 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //   <prefix>{t:<tenant>}:  a tenant budget's counters. They span owners, so the one exception:
 //                          a call under a tenant budget pays a second script there
 //                          (limits/redis-counters.ts).
+//
+//   <prefix>{c:<pool>}:    the capacity of a pool of upstream deployments (capacity/create.ts
+//                          poolsOf: those one call may choose among, so its pick stays one
+//                          script); pools spread over the masters.
 //
 //   <prefix>{q<n>}:        shard n of the stored queue (queue/shards.ts): its BullMQ queue, the
 //                          lines, records and results of the keys hashed to it. A request's
@@ -67,6 +71,15 @@ export function identityNamespace(prefix: string, identity: Identity): string {
 export function tenantNamespace(prefix: string, tenant: string): string {
   checkPrefix(prefix)
   return `${prefix}{t:${encodeURIComponent(tenant)}}:`
+}
+
+/**
+ * `<prefix>{c:<pool>}:`, the slot of a pool of upstream deployments' capacity
+ * (capacity/create.ts poolsOf: the deployments one call may choose among, in one script).
+ */
+export function capacityNamespace(prefix: string, pool: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{c:${encodeURIComponent(pool)}}:`
 }
 
 /**

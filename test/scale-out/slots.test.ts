@@ -5,12 +5,15 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster } from 'ioredis'
 import t from 'tap'
+import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
+import { capacityKeys, redisCapacityStore } from '../../src/capacity/redis.ts'
 import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
-import { identityNamespace } from '../../src/store/redis-kit.ts'
+import { capacityNamespace, identityNamespace } from '../../src/store/redis-kit.ts'
 import {
   deleteUnderPrefix,
   ensureTopology,
   masterPorts,
+  nameOnMaster,
   ownerOnMaster,
   resetMasterStats,
   scriptCallsPerMaster,
@@ -97,4 +100,52 @@ t.test("stream journal: each owner's streams on its own master, recovered from a
   for (const owner of owners)
     t.match(await stores.usage.query({ keyId: `key-${owner}` }), [{ requests: 2, inputTokens: 20, outputTokens: 11 }])
   t.strictSame(await stores.streams.list(), [], 'nothing left journalled')
+})
+
+t.test("capacity: each pool of deployments on its own master, a call's pick one script there", async (t) => {
+  // One pool per master: a model of two deployments (its pool named by the first in sort order).
+  const pools = await Promise.all(ports.map((port) => nameOnMaster(port, 'pool', (p) => capacityNamespace(prefix, p))))
+  const models = pools.map((pool) => [pool, `${pool}~b`])
+  const store = redisCapacityStore(redis, prefix)
+  const capacity = createDeploymentCapacity(store, {
+    deployments: Object.fromEntries(models.flat().map((id) => [id, { rpm: 100, maxConcurrent: 10 }])),
+    pools: Object.fromEntries(
+      models.flatMap(([pool, other]) => [
+        [pool, pool],
+        [other, pool],
+      ]),
+    ),
+    onError: (error) => {
+      throw error
+    },
+  })
+  const call = async (ids: string[]): Promise<void> => {
+    const got = await capacity.acquire(ids, { tokens: 1 })
+    if (!got.ok) throw new Error(`no room on ${ids.join(', ')}`)
+    await got.lease.release({ tokens: 1 })
+  }
+  // A first call per master loads the scripts there (EVALSHA, NOSCRIPT, EVAL): not counted.
+  for (const ids of models) await call(ids as string[])
+  await resetMasterStats(redis)
+  for (const ids of models) for (let i = 0; i < 4; i++) await call(ids as string[])
+  const scripts = await scriptCallsPerMaster(redis)
+  for (const port of ports) t.equal(scripts.get(port), 8, `master ${port}: its pool's four acquires and releases`)
+  const keys = capacityKeys(prefix)
+  for (const [i, [pool, other]] of models.entries()) {
+    t.equal(
+      await masterHolding(keys.of({ id: pool as string, pool })[3] as string),
+      ports[i],
+      `${pool}'s counts on ${ports[i]}`,
+    )
+    t.equal(
+      (await masterHolding(keys.of({ id: other as string, pool })[3] as string)) ?? ports[i],
+      ports[i],
+      "and its pool mate's",
+    )
+  }
+  t.match(
+    await capacity.inspect(models.flat()),
+    models.flat().map((deploymentId) => ({ deploymentId })),
+    'inspect spans the pools',
+  )
 })

@@ -125,9 +125,9 @@ t.test("capacity: each pool of deployments on its own master, a call's pick one 
     await got.lease.release({ tokens: 1 })
   }
   // A first call per master loads the scripts there (EVALSHA, NOSCRIPT, EVAL): not counted.
-  for (const ids of models) await call(ids as string[])
+  for (const ids of models) await call(ids)
   await resetMasterStats(redis)
-  for (const ids of models) for (let i = 0; i < 4; i++) await call(ids as string[])
+  for (const ids of models) for (let i = 0; i < 4; i++) await call(ids)
   const scripts = await scriptCallsPerMaster(redis)
   for (const port of ports) t.equal(scripts.get(port), 8, `master ${port}: its pool's four acquires and releases`)
   const keys = capacityKeys(prefix)

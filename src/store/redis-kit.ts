@@ -17,7 +17,8 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          budgets, its usage rows, its streams' journal entries. Owners
 //                          spread over every master; a call's admission, a stream's open and
 //                          checkpoints, and the settle each stay one script on its owner's slot.
-//   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner).
+//   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner); and a key's
+//                          own counts of its files (files/redis-quota-store.ts).
 //   <prefix>{t:<tenant>}:  a tenant budget's counters. They span owners, so the one exception:
 //                          a call under a tenant budget pays a second script there
 //                          (limits/redis-counters.ts).

@@ -7,6 +7,9 @@ import type { Cluster } from 'ioredis'
 import t from 'tap'
 import { createDeploymentCapacity } from '../../src/capacity/capacity.ts'
 import { capacityKeys, redisCapacityStore } from '../../src/capacity/redis.ts'
+import { migrateFileQuota } from '../../src/files/quota-migration.ts'
+import { createRedisFileQuotaStore, fileQuotaKeys } from '../../src/files/redis-quota-store.ts'
+import { createLogger } from '../../src/observability/logger.ts'
 import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
 import { capacityNamespace, identityNamespace } from '../../src/store/redis-kit.ts'
 import {
@@ -148,4 +151,27 @@ t.test("capacity: each pool of deployments on its own master, a call's pick one 
     models.flat().map((deploymentId) => ({ deploymentId })),
     'inspect spans the pools',
   )
+})
+
+t.test("file quota: each key's counts on its own master; the {tg} layout carried over from all", async (t) => {
+  const keyIds = await Promise.all(
+    ports.map((port) => nameOnMaster(port, 'fq-key', (keyId) => identityNamespace(prefix, { keyId }))),
+  )
+  const store = createRedisFileQuotaStore(redis, prefix)
+  const k = fileQuotaKeys(prefix)
+  for (const [i, keyId] of keyIds.entries()) {
+    // One file counted by a Tollgate before #25, one uploaded now.
+    await redis.hset(k.old.files(keyId), `old-${i}`, 7)
+    await redis.hset(k.old.total(keyId), { n: 1, b: 7 })
+    await redis.set(k.of(`old-${i}`), keyId)
+    t.equal(await store.hold(keyId, 'h', 3, { files: 5, bytes: 100 }, 60_000).then((h) => h.held), true)
+    await store.commit(keyId, 'h', `new-${i}`, 3)
+  }
+  t.equal(await migrateFileQuota(redis, prefix, createLogger('silent')), 3, 'one old file of each key')
+  for (const [i, keyId] of keyIds.entries()) {
+    t.strictSame(await store.usage(keyId), { files: 2, bytes: 10 })
+    t.equal(await masterHolding(k.files(keyId)), ports[i], `${keyId}'s files on master ${ports[i]}`)
+    await store.release(`old-${i}`)
+    t.strictSame(await store.usage(keyId), { files: 1, bytes: 3 }, 'a deleted file is given back')
+  }
 })

@@ -14,7 +14,9 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          sessions, the feeds. One slot, one master.
 //   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
 //                          keys (every dimension, the quota's held counter), its key and owner
-//                          budgets, its usage rows, its streams' journal entries. Owners
+//                          budgets, its usage rows, its streams' journal entries; and the
+//                          user's sessions (RAG refresh sessions, portal sessions and their
+//                          hand-offs, whose ids name the user: store/user-ids.ts). Owners
 //                          spread over every master; a call's admission, a stream's open and
 //                          checkpoints, and the settle each stay one script on its owner's slot.
 //   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner); and a key's
@@ -65,7 +67,16 @@ export function identityNamespace(prefix: string, identity: Identity): string {
   const { keyId, owner } = identity
   return owner === undefined || owner === keyId
     ? `${prefix}{k:${encodeURIComponent(keyId)}}:`
-    : `${prefix}{o:${encodeURIComponent(owner)}}:`
+    : userNamespace(prefix, owner)
+}
+
+/**
+ * `<prefix>{o:<user>}:`, the slot of a user (an account): the owner of its keys, so its
+ * sessions live beside its keys' counters. The one place `{o:` is built.
+ */
+export function userNamespace(prefix: string, user: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{o:${encodeURIComponent(user)}}:`
 }
 
 /** `<prefix>{t:<tenant>}:`, the slot of a tenant's budget counters. */

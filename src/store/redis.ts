@@ -780,7 +780,7 @@ export function createRedisStores(
     ownership,
     usage,
     streams,
-    ...redisAuthStores(redis, k.base),
+    ...redisAuthStores(redis, prefix),
     ping: () => pingRedis(redis, `${k.base}ping`),
     close: () => closeRedis(redis),
   }

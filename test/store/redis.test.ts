@@ -19,10 +19,11 @@ import {
   redisKeys,
   USAGE_WRITE_MEMORY_MS,
 } from '../../src/store/redis.ts'
-import { identityNamespace } from '../../src/store/redis-kit.ts'
+import { identityNamespace, userNamespace } from '../../src/store/redis-kit.ts'
+import { userScopedId } from '../../src/store/user-ids.ts'
 import { dayNumber } from '../../src/store/usage-rows.ts'
 import { storeContract } from './contract.ts'
-import { authStoreContract } from './auth-contract.ts'
+import { authStoreContract, makeSession } from './auth-contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
 import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 
@@ -508,6 +509,41 @@ function registerRedisTests(): void {
     t.strictSame(await slots(), [], 'then that one too')
     t.strictSame(await admin.smembers(k.journalGateways), [], 'and the gateway, with its last slot')
   })
+
+  t.test(
+    "redis: a user's sessions and refresh tokens on the user's slot; ids naming no user stay in {tg}",
+    async (t) => {
+      const prefix = freshPrefix()
+      const stores = createRedisStores(client(), prefix)
+      t.teardown(() => stores.close())
+      const user = 'usr_0123456789abcdef01234567'
+      const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((x) => x.repeat(64)) as [string, string, string, string]
+      const session = makeSession({ id: userScopedId('ses_new', user), userId: user })
+      await stores.sessions.create(session, userScopedId(a, user))
+      const next = { hash: userScopedId(b, user), seed: 'seed' }
+      t.match(await stores.sessions.rotateRefresh(userScopedId(a, user), next, new Date(), 0), { outcome: 'rotated' })
+      // Made before ids named their user: found, refreshed and revoked where it is.
+      const old = makeSession({ id: 'ses_old', userId: user })
+      await stores.sessions.create(old, c)
+      t.match(await stores.sessions.rotateRefresh(c, { hash: d, seed: 's' }, new Date(), 0), { outcome: 'rotated' })
+      t.equal(await stores.sessions.revoke(session.id, new Date()), true)
+      t.equal(await stores.sessions.revoke(old.id, new Date()), true)
+      t.match(await stores.sessions.get(session.id), { revokedAt: String })
+      const mine = userNamespace(prefix, user)
+      const tg = `${prefix}{tg}:`
+      t.strictSame(
+        (await keysUnder(admin, prefix)).sort(),
+        [
+          `${mine}sess:${encodeURIComponent(session.id)}`,
+          `${mine}rt:${a}.${user}`,
+          `${mine}rt:${b}.${user}`,
+          `${tg}sess:ses_old`,
+          `${tg}rt:${c}`,
+          `${tg}rt:${d}`,
+        ].sort(),
+      )
+    },
+  )
 
   t.test('redis: replace is a compare-and-set across instances', async (t) => {
     const [a, b] = twoInstances(t)

@@ -26,7 +26,7 @@ import type { Config } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { AccountRecord, SessionRecord, SessionStore } from '../store/ports.ts'
-import { userOfId, userScopedId } from '../store/user-ids.ts'
+import { sameUserAs, userScopedId } from '../store/user-ids.ts'
 import type { Keyring } from './keyring.ts'
 import type { LoginThrottle } from './login-throttle.ts'
 import { ACCESS_TOKEN_TYPE, type TokenVerifier } from './verifier.ts'
@@ -56,19 +56,14 @@ export interface TokenServiceOptions {
 
 /** The SHA-256 of a refresh token, naming the user the token names (if it names one). */
 export const hashRefreshToken = (token: string): string =>
-  withUserOf(token, createHash('sha256').update(token).digest('hex'))
+  sameUserAs(token, createHash('sha256').update(token).digest('hex'))
 const newRefreshToken = (userId: string): string => userScopedId(`rt_${randomBytes(32).toString('base64url')}`, userId)
-/** `head`, naming the user `token` names (none for a token of the layout before #25). */
-const withUserOf = (token: string, head: string): string => {
-  const user = userOfId(token)
-  return user === null ? head : userScopedId(head, user)
-}
 /** What the pair that replaces `spent` is made of, for a grant's seed. */
 const derived = (spent: string, seed: string, what: 'refresh' | 'jti'): Buffer =>
   createHmac('sha256', spent).update(`${what}|${seed}`).digest()
 /** The token that replaces `spent`: on the same slot. */
 const successorOf = (spent: string, seed: string): string =>
-  withUserOf(spent, `rt_${derived(spent, seed, 'refresh').toString('base64url')}`)
+  sameUserAs(spent, `rt_${derived(spent, seed, 'refresh').toString('base64url')}`)
 
 export class TokenService {
   readonly #o: TokenServiceOptions

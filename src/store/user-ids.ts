@@ -24,8 +24,8 @@ export function userOfId(id: string): string | null {
   return USER.test(user) ? user : null
 }
 
-/** The head of an id (what was made random or hashed), without its user. */
-export function headOfId(id: string): string {
-  const at = id.indexOf('.')
-  return at === -1 ? id : id.slice(0, at)
+/** `head`, naming the user `id` names (none for an id of the old layout): a hash of an id, say. */
+export function sameUserAs(id: string, head: string): string {
+  const user = userOfId(id)
+  return user === null ? head : userScopedId(head, user)
 }

@@ -10,8 +10,11 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 // Where a key lives on a Redis Cluster (issue #25). A cluster shards by the part of a key
 // name in braces (its hash tag), and a script or MULTI may only touch keys of one slot. So:
 //
-//   <prefix>{tg}:          global state: plans, signing keys, listing indexes, the queue,
-//                          sessions, the feeds. One slot, one master.
+//   <prefix>{tg}:          global state: plans, accounts, signing keys, listing indexes (keys,
+//                          usage rows, which key uploaded a file), the queue's global parts,
+//                          which slots each gateway journals streams on, the feeds; and what
+//                          older Tollgates left there until it ends or is carried over (see
+//                          each room). One slot, one master, read rarely.
 //   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
 //                          keys (every dimension, the quota's held counter), its key and owner
 //                          budgets, its usage rows, its streams' journal entries; and the

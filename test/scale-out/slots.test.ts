@@ -10,8 +10,10 @@ import { capacityKeys, redisCapacityStore } from '../../src/capacity/redis.ts'
 import { migrateFileQuota } from '../../src/files/quota-migration.ts'
 import { createRedisFileQuotaStore, fileQuotaKeys } from '../../src/files/redis-quota-store.ts'
 import { createLogger } from '../../src/observability/logger.ts'
+import { redisPortalSessions } from '../../src/store/portal-sessions.ts'
 import { createRedisStores, redisKeys } from '../../src/store/redis.ts'
-import { capacityNamespace, identityNamespace } from '../../src/store/redis-kit.ts'
+import { userScopedId } from '../../src/store/user-ids.ts'
+import { capacityNamespace, identityNamespace, userNamespace } from '../../src/store/redis-kit.ts'
 import {
   deleteUnderPrefix,
   ensureTopology,
@@ -173,5 +175,49 @@ t.test("file quota: each key's counts on its own master; the {tg} layout carried
     t.equal(await masterHolding(k.files(keyId)), ports[i], `${keyId}'s files on master ${ports[i]}`)
     await store.release(`old-${i}`)
     t.strictSame(await store.usage(keyId), { files: 1, bytes: 3 }, 'a deleted file is given back')
+  }
+})
+
+t.test("sessions: each user's RAG and portal sessions on its own master, found from their ids alone", async (t) => {
+  const users = await Promise.all(ports.map((port) => nameOnMaster(port, 'usr', (user) => userNamespace(prefix, user))))
+  const stores = createRedisStores(redis, prefix)
+  const portal = redisPortalSessions(redis, prefix)
+  const now = new Date()
+  const until = new Date(now.getTime() + 60_000)
+  for (const [i, user] of users.entries()) {
+    const id = userScopedId(`ses_${i}`, user)
+    const hash = userScopedId('a'.repeat(64), user)
+    await stores.sessions.create(
+      {
+        id,
+        userId: user,
+        username: user,
+        createdAt: now.toISOString(),
+        expiresAt: until.toISOString(),
+        revokedAt: null,
+      },
+      hash,
+    )
+    const next = { hash: userScopedId('b'.repeat(64), user), seed: 's' }
+    t.match(await stores.sessions.rotateRefresh(hash, next, now, 0), { outcome: 'rotated' }, 'a refresh: one script')
+    const portalId = userScopedId('c'.repeat(64), user)
+    await portal.put(
+      {
+        id: portalId,
+        userId: user,
+        username: user,
+        csrfToken: 'x',
+        createdAt: now.toISOString(),
+        lastSeenAt: now.toISOString(),
+        expiresAt: until.toISOString(),
+      },
+      until,
+    )
+    await portal.putOnce(userScopedId('d', user), 'sealed', until)
+    t.match(await portal.get(portalId), { userId: user })
+    t.equal(await portal.takeOnce(userScopedId('d', user)), 'sealed')
+    const slot = userNamespace(prefix, user)
+    t.equal(await masterHolding(`${slot}sess:${id}`), ports[i], `${user}'s RAG session on master ${ports[i]}`)
+    t.equal(await masterHolding(`${slot}portal:session:${portalId}`), ports[i], 'and its portal session')
   }
 })

@@ -214,14 +214,17 @@ export const USAGE_WRITE_MEMORY_MS = 15 * 60_000
 // (`<prefix>{o:<owner>}:stream:<id>`), with the slot's index of the streams journalled there
 // (`…:streams`, id → instance): the open, each checkpoint and the settle are one script
 // each on that slot, so streaming calls spread over a cluster's masters like the rest of
-// their owner's state, and no call touches `{tg}`.
+// their owner's state, and touch `{tg}` only as any call does (a new usage row's index, once
+// per key, model and day).
 // Recovery must find the entries of a gateway that stopped without reading every slot. So a
 // gateway says, in `{tg}`, on which slots it journals: `streams:gateways` (the gateways that
 // do) and `streams:slots:<instance>` (the namespaces, scored by when it said so). It says so
 // before its first open on a slot and again once JOURNAL_REGISTRATION_MS has passed (not per
 // call); a recovery reads the slots of stopped gateways only, and drops a namespace said
 // longer than JOURNAL_REGISTRY_STALE_MS ago once its slot holds none of the gateway's
-// entries (UNREGISTER_SLOT: only if it was not said again meanwhile).
+// entries (UNREGISTER_SLOT: only if it was not said again meanwhile). Both times are the
+// gateways' own clocks, NTP-close: a skew under the difference of the two (two minutes) is
+// harmless.
 // Entries journalled in `{tg}` by a Tollgate before #25 (`{tg}:stream:<id>`, indexed in
 // `{tg}:streams`) are still listed and recovered there, with RECOVER_STREAM; nothing opens
 // one any more, so they are gone once those gateways' streams settled or were recovered.

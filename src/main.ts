@@ -221,7 +221,7 @@ export async function startGateway(
     authenticate = throttleApiKeys(authenticate, throttle, addressOf)
     authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
   }
-  const fileQuotaStore = createFileQuotaStoreFromConfig(config, log)
+  const fileQuotaStore = await createFileQuotaStoreFromConfig(config, log)
   // The per-deployment gauges read the configuration in force at scrape time.
   metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
   // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.

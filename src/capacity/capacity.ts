@@ -26,6 +26,8 @@ import { teaches, type UpstreamObservation } from './upstream-headers.ts'
 export interface CapacityOptions {
   /** Declarations by deployment id; a deployment absent here has weight 1 and no limits. */
   readonly deployments: Readonly<Record<string, DeploymentDeclaration>>
+  /** Each deployment's pool (create.ts poolsOf); without it, all are one pool. */
+  readonly pools?: Readonly<Record<string, string>>
   readonly now?: () => number
   /** A number in [0, 1) per weighted pick. */
   readonly random?: () => number
@@ -51,10 +53,11 @@ export interface CapacityOptions {
 const positive = (n: number | undefined): number =>
   typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0
 
-function specOf(id: string, declaration: DeploymentDeclaration | undefined): CandidateSpec {
+function specOf(id: string, declaration: DeploymentDeclaration | undefined, pool: string | undefined): CandidateSpec {
   const weight = declaration?.weight
   return {
     id,
+    ...(pool === undefined ? {} : { pool }),
     weight: typeof weight === 'number' && Number.isFinite(weight) && weight >= 0 ? weight : 1,
     rpm: positive(declaration?.rpm),
     tpm: positive(declaration?.tpm),
@@ -88,16 +91,19 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
   const now = options.now ?? Date.now
   const random = options.random ?? Math.random
   const onError = options.onError ?? ((): void => {})
+  // A deployment the pools do not name (none of the models' own) is a pool of its own.
+  const poolOf = (id: string): string | undefined =>
+    options.pools === undefined ? undefined : (options.pools[id] ?? id)
   const specs = new Map<string, CandidateSpec>()
   const declared = new Set<string>()
   const learnedIds = options.learned ?? new Set<string>()
   for (const [id, declaration] of Object.entries(options.deployments)) {
-    const spec = specOf(id, declaration)
+    const spec = specOf(id, declaration, poolOf(id))
     specs.set(id, spec)
     if (spec.rpm > 0 || spec.tpm > 0 || spec.maxConcurrent > 0) declared.add(id)
   }
   const tracked = (id: string): boolean => declared.has(id) || learnedIds.has(id)
-  const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined)
+  const spec = (id: string): CandidateSpec => specs.get(id) ?? specOf(id, undefined, poolOf(id))
   const roomListeners = options.roomListeners ?? new Set<(deploymentId: string) => void>()
 
   async function apply(
@@ -153,7 +159,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     async function renew(): Promise<boolean> {
       if (held === null || released || candidate.maxConcurrent === 0) return false
       try {
-        return await store.renew(candidate.id, held.leaseId, now())
+        return await store.renew(candidate, held.leaseId, now())
       } catch (error) {
         onError(error)
         return false

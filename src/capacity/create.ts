@@ -36,6 +36,38 @@ export function declarationsOf(models: readonly ConfiguredModel[]): Record<strin
   return out
 }
 
+/**
+ * Each deployment's pool: the deployments joined by the models that may choose among them
+ * (a model's deployments are one pool, and two models sharing a deployment join theirs),
+ * named by its first id in sort order. A call picks within one pool, in one script on the
+ * pool's slot (capacity/redis.ts), and pools spread over a cluster's masters. A reload that
+ * joins or splits pools starts the moved deployments' counts afresh on their new slot
+ * (capacity/redis.ts says why that is acceptable).
+ */
+export function poolsOf(models: readonly ConfiguredModel[]): Record<string, string> {
+  const parent = new Map<string, string>()
+  const root = (id: string): string => {
+    let r = id
+    for (let up = parent.get(r); up !== undefined && up !== r; up = parent.get(r)) r = up
+    parent.set(id, r)
+    return r
+  }
+  const join = (a: string, b: string): void => {
+    const [ra, rb] = [root(a), root(b)]
+    // The smaller id leads: the pool's name does not depend on the order models are listed in.
+    if (ra < rb) parent.set(rb, ra)
+    else if (rb < ra) parent.set(ra, rb)
+  }
+  for (const model of models) {
+    const ids = model.deployments.map((d) =>
+      deploymentIdOf({ backend: d.backend, upstreamModel: d.model ?? model.name }),
+    )
+    for (const id of ids) if (!parent.has(id)) parent.set(id, id)
+    for (const id of ids.slice(1)) join(ids[0] as string, id)
+  }
+  return Object.fromEntries([...parent.keys()].map((id) => [id, root(id)]))
+}
+
 /** Builds the capacity of a configuration's models; every one it builds shares one store. */
 export type CapacityFactory = (models: readonly ConfiguredModel[]) => DeploymentCapacity
 
@@ -58,6 +90,7 @@ export function createCapacityFromConfig(
   return (models) =>
     createDeploymentCapacity(store, {
       deployments: declarationsOf(models),
+      pools: poolsOf(models),
       onError,
       learned,
       roomListeners,

@@ -250,7 +250,7 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
           since === null ? null : d.grantedTokens - since.tokens + beforeTokens,
         )
     },
-    async renew(deploymentId: string, leaseId: string, now: number): Promise<boolean> {
+    async renew({ id: deploymentId }: CandidateSpec, leaseId: string, now: number): Promise<boolean> {
       const d = deployment(deploymentId)
       const expiry = d.flights.get(leaseId)
       if (expiry === undefined || expiry <= now) return false

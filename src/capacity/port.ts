@@ -155,6 +155,12 @@ export const DEFAULT_RULES: CapacityRules = Object.freeze({
 /** A candidate as the store checks it: declared limits, 0 when none. */
 export interface CandidateSpec {
   readonly id: string
+  /**
+   * The deployments a call may choose among together (create.ts poolsOf): a store that
+   * shards keeps a pool's state on one slot, so that one script can pick. Absent: the one
+   * pool of every deployment (a capacity built without pools).
+   */
+  readonly pool?: string
   readonly weight: number
   readonly rpm: number
   readonly tpm: number
@@ -233,6 +239,6 @@ export interface CapacityStore {
   acquire(request: StoreAcquire): Promise<StoreAcquired>
   release(release: StoreRelease): Promise<void>
   /** Moves a held slot's expiry to now + leaseTtlMs; false if the lease no longer holds it. */
-  renew(deploymentId: string, leaseId: string, now: number): Promise<boolean>
+  renew(candidate: CandidateSpec, leaseId: string, now: number): Promise<boolean>
   inspect(candidates: readonly CandidateSpec[], now: number): Promise<DeploymentState[]>
 }

@@ -3,7 +3,10 @@
 // instances racing for the last in-flight slot cannot all win. The rule is memory.ts's,
 // line for line (the contract tests hold both to it).
 //
-// Per deployment, under `<prefix>{tg}:cap:<id>:` (one hash tag, like every Tollgate key):
+// Per deployment, under `<prefix>{c:<pool>}:cap:<id>:`, where the pool is the set of
+// deployments one call may choose among (create.ts poolsOf: a model's deployments, joined
+// with another model's when they share one). One hash tag per pool keeps ACQUIRE one script
+// on a cluster, and spreads the pools (and so the per-call scripts) over its masters:
 //   c  cooldown: the epoch ms it ends, expiring then
 //   f  in-flight: a sorted set of lease ids scored by when each frees itself, so a killed
 //      instance's slots free themselves after leaseTtlMs (expired members are dropped
@@ -12,8 +15,16 @@
 //   r  requests, t tokens: hashes of bucket index → count, the window's buckets
 // Times are the injected clock's (the instances' own, NTP-close), not Redis's TIME, so a
 // test can hold a cooldown to the millisecond.
+//
+// Nothing here lasts: windows of a minute, cooldowns and learned figures of seconds, leases
+// that free themselves after leaseTtlMs. So state is not carried over when its slot changes:
+// a reload that joins or splits pools, and an upgrade from the single `{tg}` layout (issue
+// #25: `<prefix>{tg}:cap:`), start the moved deployments' counts afresh. Until the old
+// counts run out (a minute; leases held then, at most leaseTtlMs) a deployment may be sent up
+// to twice its declared figures, and the gateways of an upgrade still running the old layout
+// count apart from the new; the upstream's own limits still hold (a 429 cools it down).
 import type { RedisConnection } from '../store/redis-client.ts'
-import { redisNamespace, runScript, script, withRedis, type Script } from '../store/redis-kit.ts'
+import { capacityNamespace, redisNamespace, runScript, script, withRedis, type Script } from '../store/redis-kit.ts'
 import type {
   CandidateSpec,
   CapacityRules,
@@ -342,16 +353,26 @@ return out
 `.replaceAll('KEYS_PER', String(KEYS_PER_DEPLOYMENT)),
 )
 
-/** Key names under the gateway's prefix, hash-tagged like the rest of Tollgate's keys. */
-export function capacityKeys(prefix: string): { readonly base: string; of(deploymentId: string): string[] } {
-  const base = `${redisNamespace(prefix)}cap:`
+/** The pool of a candidate that names none (CandidateSpec.pool). */
+const ALL = '*'
+
+/** Key names of a deployment (c, f, l, r, t), on its pool's slot. */
+export function capacityKeys(prefix: string): { of(candidate: Pick<CandidateSpec, 'id' | 'pool'>): string[] } {
+  // A bad prefix is refused now, not at the first call.
+  capacityNamespace(prefix, ALL)
   return {
-    base,
-    of: (id) => {
-      const at = `${base}${encodeURIComponent(id)}:`
+    of: ({ id, pool = ALL }) => {
+      const at = `${capacityNamespace(prefix, pool)}cap:${encodeURIComponent(id)}:`
       return [`${at}c`, `${at}f`, `${at}l`, `${at}r`, `${at}t`]
     },
   }
+}
+
+/** One call picks within one pool (create.ts poolsOf), in one script on its slot. */
+function checkOnePool(candidates: readonly CandidateSpec[]): void {
+  const pools = new Set(candidates.map((c) => c.pool ?? ALL))
+  if (pools.size > 1)
+    throw new TypeError(`capacity candidates ${candidates.map((c) => c.id).join(', ')} are not of one pool`)
 }
 
 /** The channel on which a release that made room on a deployment a call waits for names it. */
@@ -394,7 +415,7 @@ export function redisCapacityStore(
   // Waits for the connection (a fresh one is not up yet); a Redis that is away is StoreUnavailableError.
   const run = (s: Script, keyNames: readonly string[], args: readonly (string | number)[]): Promise<unknown> =>
     withRedis(redis, () => runScript(redis, s, keyNames, args))
-  const keysOf = (candidates: readonly CandidateSpec[]): string[] => candidates.flatMap((c) => keys.of(c.id))
+  const keysOf = (candidates: readonly CandidateSpec[]): string[] => candidates.flatMap((c) => keys.of(c))
   const orEmpty = (n: number | null): string | number => (n === null ? '' : n)
 
   return {
@@ -418,6 +439,7 @@ export function redisCapacityStore(
         rules.learnedHoldMs,
       ]
       for (const c of request.candidates) args.push(c.weight, c.rpm, c.tpm, c.maxConcurrent)
+      checkOnePool(request.candidates)
       const reply = integers('acquire', await run(ACQUIRE, keysOf(request.candidates), args))
       const [ok, a, b, requests, tokens, unanswered, unansweredTokens, counted] = reply as [
         number,
@@ -477,21 +499,31 @@ export function redisCapacityStore(
         release.announce === true ? '1' : '0',
         learnedChannel,
       ]
-      await run(RELEASE, keys.of(c.id), args)
+      await run(RELEASE, keys.of(c), args)
     },
-    async renew(deploymentId, leaseId, now) {
-      const flights = keys.of(deploymentId)[1] as string
+    async renew(candidate, leaseId, now) {
+      const flights = keys.of(candidate)[1] as string
       return (await run(RENEW, [flights], [leaseId, now, rules.leaseTtlMs])) === 1
     },
     async inspect(candidates, now): Promise<DeploymentState[]> {
       if (candidates.length === 0) return []
-      const reply = integers(
-        'inspect',
-        await run(INSPECT, keysOf(candidates), [now, bucketMs, rules.buckets]),
-        INSPECT_FIELDS * candidates.length,
+      // One script per pool (the deployments of all models span several).
+      const pools = new Map<string, number[]>()
+      for (const [i, c] of candidates.entries()) pools.set(c.pool ?? ALL, [...(pools.get(c.pool ?? ALL) ?? []), i])
+      const rows: number[][] = []
+      await Promise.all(
+        [...pools.values()].map(async (at) => {
+          const some = at.map((i) => candidates[i] as CandidateSpec)
+          const reply = integers(
+            'inspect',
+            await run(INSPECT, keysOf(some), [now, bucketMs, rules.buckets]),
+            INSPECT_FIELDS * some.length,
+          )
+          for (const [j, i] of at.entries()) rows[i] = reply.slice(INSPECT_FIELDS * j, INSPECT_FIELDS * (j + 1))
+        }),
       )
       return candidates.map((c, i) => {
-        const row = reply.slice(INSPECT_FIELDS * i, INSPECT_FIELDS * (i + 1))
+        const row = rows[i] ?? []
         const [inFlight, requests, tokens, cooling, hasR, rr, hasT, tr, ra, ta] = row as Tuple<number, 10>
         return {
           deploymentId: c.id,

@@ -13,6 +13,12 @@
 // store so holds nothing that works as a token, and whoever repeats must hold the spent
 // token. Later, or once the successor was used, a spent token is a theft: the session is
 // revoked, as before.
+//
+// A session id and a refresh token name their user (`ses_<hex>.<user id>`, `rt_<random>.<user
+// id>`, store/user-ids.ts), and a refresh token's hash does too: the store keeps a user's
+// sessions on the user's slot and finds them from the token alone. A successor keeps its
+// spent token's user, so a session made before ids named their user (under `{tg}`) refreshes
+// there until it ends.
 import { createHash, createHmac, randomBytes } from 'node:crypto'
 import { loadJose } from './jose.ts'
 import type { AccountService } from '../accounts/service.ts'
@@ -20,6 +26,7 @@ import type { Config } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { AccountRecord, SessionRecord, SessionStore } from '../store/ports.ts'
+import { sameUserAs, userScopedId } from '../store/user-ids.ts'
 import type { Keyring } from './keyring.ts'
 import type { LoginThrottle } from './login-throttle.ts'
 import { ACCESS_TOKEN_TYPE, type TokenVerifier } from './verifier.ts'
@@ -47,13 +54,16 @@ export interface TokenServiceOptions {
   readonly now?: () => number
 }
 
-export const hashRefreshToken = (token: string): string => createHash('sha256').update(token).digest('hex')
-const newRefreshToken = (): string => `rt_${randomBytes(32).toString('base64url')}`
+/** The SHA-256 of a refresh token, naming the user the token names (if it names one). */
+export const hashRefreshToken = (token: string): string =>
+  sameUserAs(token, createHash('sha256').update(token).digest('hex'))
+const newRefreshToken = (userId: string): string => userScopedId(`rt_${randomBytes(32).toString('base64url')}`, userId)
 /** What the pair that replaces `spent` is made of, for a grant's seed. */
 const derived = (spent: string, seed: string, what: 'refresh' | 'jti'): Buffer =>
   createHmac('sha256', spent).update(`${what}|${seed}`).digest()
+/** The token that replaces `spent`: on the same slot. */
 const successorOf = (spent: string, seed: string): string =>
-  `rt_${derived(spent, seed, 'refresh').toString('base64url')}`
+  sameUserAs(spent, `rt_${derived(spent, seed, 'refresh').toString('base64url')}`)
 
 export class TokenService {
   readonly #o: TokenServiceOptions
@@ -81,14 +91,14 @@ export class TokenService {
     await throttle.succeeded(username, address)
     const at = this.#now()
     const session: SessionRecord = {
-      id: `ses_${randomBytes(16).toString('hex')}`,
+      id: userScopedId(`ses_${randomBytes(16).toString('hex')}`, account.id),
       userId: account.id,
       username: account.username,
       createdAt: new Date(at).toISOString(),
       expiresAt: new Date(at + this.#o.config.refreshTokenTtlSeconds * 1000).toISOString(),
       revokedAt: null,
     }
-    const refreshToken = newRefreshToken()
+    const refreshToken = newRefreshToken(account.id)
     await this.#o.sessions.create(session, hashRefreshToken(refreshToken))
     metrics.logins.inc({ outcome: 'success' })
     return this.#pair(account, session, refreshToken, at, randomBytes(16).toString('hex'))

@@ -101,6 +101,8 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
   return {
     begin(start) {
       const id = `str_${randomBytes(12).toString('base64url')}`
+      // Whose stream: a store keeps it with its owner's other state (Redis: on the owner's slot).
+      const ref = { id, keyId: start.keyId, owner: start.owner }
       const opened = now()
       let lastAt = opened
       /** Output delivered so far, estimated. */
@@ -135,7 +137,7 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
         const lead = Math.min(2 * pace, Math.max(0, start.reservedOutputTokens - counted))
         const outputTokens = counted + lead
         await journal.checkpoint(
-          id,
+          ref,
           { inputTokens: start.inputTokens, outputTokens, costNanos: start.cost(start.inputTokens, outputTokens) },
           at,
         )
@@ -166,18 +168,11 @@ export function createStreamJournal(options: StreamJournalOptions): StreamJourna
     },
 
     async recover(isAlive) {
-      const verdicts = new Map<string, Promise<boolean>>()
       let recovered = 0
-      for (const entry of await journal.list()) {
-        // This gateway's own entries are streams it runs, or settles it still retries.
-        if (entry.instance === instance) continue
-        let alive = verdicts.get(entry.instance)
-        if (alive === undefined) {
-          alive = isAlive(entry.instance)
-          verdicts.set(entry.instance, alive)
-        }
-        if (await alive) continue
-        const record = await journal.recover(entry.id)
+      // This gateway's own entries are streams it runs, or settles it still retries.
+      const stopped = async (other: string): Promise<boolean> => other !== instance && !(await isAlive(other))
+      for (const entry of await journal.list(stopped)) {
+        const record = await journal.recover(entry)
         if (record === null) continue
         recovered++
         options.onRecovered?.(record)

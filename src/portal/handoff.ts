@@ -9,6 +9,7 @@
 //   - never in a URL (the redirect names the key only).
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto'
 import type { PortalSessionStore } from '../store/portal-sessions.ts'
+import { sameUserAs } from '../store/user-ids.ts'
 
 /** Long enough for a slow redirect on a bad connection; short enough that an abandoned one does not linger. */
 export const HANDOFF_SECONDS = 300
@@ -25,9 +26,9 @@ function keyOf(cookieToken: string): Buffer {
   return Buffer.from(hkdfSync('sha256', Buffer.from(cookieToken, 'utf8'), Buffer.alloc(0), INFO, 32))
 }
 
-/** The store id: not the key id in clear next to the session hash, but one hash of both. */
+/** The store id: not the key id in clear next to the session hash, but one hash of both (on the session's slot). */
 function idOf(sessionId: string, keyId: string): string {
-  return createHash('sha256').update(`${sessionId}\u0000${keyId}`).digest('hex')
+  return sameUserAs(sessionId, createHash('sha256').update(`${sessionId}\u0000${keyId}`).digest('hex'))
 }
 
 function seal(cookieToken: string, aad: string, handoff: SecretHandoff): string {

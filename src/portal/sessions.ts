@@ -1,5 +1,7 @@
-// Portal sign-in and sessions. The cookie holds 256 random bits; the store keeps only their
-// SHA-256. A session ends when it has not been used for the idle time, at its absolute end,
+// Portal sign-in and sessions. The cookie holds 256 random bits and names its user
+// (`<random>.<user id>`, store/user-ids.ts); the store keeps only their SHA-256, naming the
+// user too, so that it finds the session on the user's slot from the cookie alone. A cookie
+// of before (the random part alone) is still read where it was until its session ends. A session ends when it has not been used for the idle time, at its absolute end,
 // when its user is disabled, removed or given a new password, and at sign-out. Sign-in
 // checks the password with the same AccountService as the RAG login and counts failures in
 // the same login throttle.
@@ -10,6 +12,7 @@ import type { Config } from '../config/schema.ts'
 import type { AccountRecord } from '../store/ports.ts'
 import type { PortalSessionRecord, PortalSessionStore } from '../store/portal-sessions.ts'
 import type { LoginThrottle } from '../jwt/login-throttle.ts'
+import { sameUserAs, userScopedId } from '../store/user-ids.ts'
 import { secretHandoffs, type SecretHandoffs } from './handoff.ts'
 
 export const COOKIE_NAME = 'tollgate_portal'
@@ -30,6 +33,10 @@ export interface PortalSessionsOptions {
 }
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex')
+/** The store id of a cookie value: its SHA-256, naming the cookie's user. */
+const idOf = (token: string): string => sameUserAs(token, sha256(token))
+/** A cookie value: 43 base64url characters, naming its user or (made before #25) not. */
+const COOKIE_VALUE = /^[\w-]{43}(\.[\w-]{1,128})?$/
 
 export function cookieValue(req: IncomingMessage, name = COOKIE_NAME): string | undefined {
   const header = req.headers.cookie
@@ -71,10 +78,10 @@ export class PortalSessions {
     const account = await accounts.checkLogin(username, password)
     if (account === null) return null
     await throttle.succeeded(username, address)
-    const token = randomBytes(32).toString('base64url')
+    const token = userScopedId(randomBytes(32).toString('base64url'), account.id)
     const at = this.#now()
     const session: PortalSessionRecord = {
-      id: sha256(token),
+      id: idOf(token),
       userId: account.id,
       username: account.username,
       csrfToken: randomBytes(32).toString('base64url'),
@@ -88,8 +95,8 @@ export class PortalSessions {
 
   /** The session of this cookie value if it is still good (and marks it used); else null. */
   async resume(token: string | undefined): Promise<SignedIn | null> {
-    if (token === undefined || !/^[\w-]{43}$/.test(token)) return null
-    const session = await this.#o.store.get(sha256(token))
+    if (token === undefined || !COOKIE_VALUE.test(token)) return null
+    const session = await this.#o.store.get(idOf(token))
     if (session === null) return null
     const at = this.#now()
     if (at >= Date.parse(session.expiresAt) || at >= Date.parse(session.lastSeenAt) + this.#idleMs()) {

@@ -35,6 +35,7 @@ import {
   compareUsageRows,
   dayOf,
   lessRecovered,
+  onlyOf,
   RECOVERED_STREAM_TTL_MS,
   streamEntryValues,
 } from './usage-rows.ts'
@@ -396,18 +397,19 @@ export function openEmbeddedStores(dataDir: string): Stores {
         sql.openStream.run(...streamEntryValues(entry))
       })
     },
-    async checkpoint(id, charge, at) {
+    async checkpoint({ id }, charge, at) {
       checkStreamCharge(charge)
       await inBatch(() => {
         sql.checkpointStream.run(at, charge.inputTokens, charge.outputTokens, charge.costNanos, id)
       })
     },
-    async list() {
+    async list(of) {
       // Recovered entries outlive their recovery only for a settle that might still come.
       sql.purgeRecovered.run(Date.now() - RECOVERED_STREAM_TTL_MS)
-      return sql.liveStreams.all().map(streamOf)
+      const entries = sql.liveStreams.all().map(streamOf)
+      return of === undefined ? entries : await onlyOf(entries, of)
     },
-    async recover(id) {
+    async recover({ id }) {
       return transaction(db, (): UsageRecord | null => {
         const row = sql.streamById.get(id)
         if (row === undefined || row.recovered_at !== null) return null

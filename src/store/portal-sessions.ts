@@ -5,9 +5,15 @@
 // then (Redis: PXAT; SQLite: pruned as new sessions come). Beside the sessions it keeps
 // hand-offs: a value one request leaves for the next one of the same session (the secret a
 // form made, for the page its redirect opens), taken once and gone after its end.
+//
+// On Redis both live on their user's slot (`<prefix>{o:<user id>}:portal:…`): their ids name
+// the user (store/user-ids.ts). Those of ids that name none, made before #25, are read under
+// `{tg}` as before: sessions end within portal.sessionAbsoluteSeconds and hand-offs within
+// minutes, so that is all the migration they need.
 import type { DatabaseSync } from 'node:sqlite'
 import type { RedisConnection } from './redis-client.ts'
-import { redisNamespace, withRedis } from './redis-kit.ts'
+import { redisNamespace, userNamespace, withRedis } from './redis-kit.ts'
+import { userOfId } from './user-ids.ts'
 import { closeSqlite, openSqlite } from './sqlite.ts'
 
 export interface PortalSessionRecord {
@@ -109,11 +115,17 @@ export function embeddedPortalSessions(dataDir: string): PortalSessionStore {
   }
 }
 
-/** Under `<prefix>{tg}:portal:session:<id>` (hand-offs: `…:portal:handoff:<id>`); the client is the caller's to close. */
+/**
+ * Under `<prefix>{o:<user id>}:portal:session:<id>` (hand-offs: `…:portal:handoff:<id>`), or
+ * `{tg}` for an id that names no user; the client is the caller's to close.
+ */
 export function redisPortalSessions(redis: RedisConnection, prefix: string): PortalSessionStore {
-  const base = `${redisNamespace(prefix)}portal:`
-  const key = (id: string): string => `${base}session:${id}`
-  const handoff = (id: string): string => `${base}handoff:${id}`
+  const base = (id: string): string => {
+    const user = userOfId(id)
+    return `${user === null ? redisNamespace(prefix) : userNamespace(prefix, user)}portal:`
+  }
+  const key = (id: string): string => `${base(id)}session:${id}`
+  const handoff = (id: string): string => `${base(id)}handoff:${id}`
   return {
     put: (session, until) =>
       withRedis(redis, async () => {

@@ -139,17 +139,27 @@ export interface StreamJournal {
   /** Journals a stream that starts. */
   open(entry: StreamEntry): Promise<void>
   /** Raises a stream's charge to `charge`; nothing if it is settled or recovered already. */
-  checkpoint(id: string, charge: StreamCharge, at: number): Promise<void>
-  /** The streams journalled and neither settled nor recovered. */
-  list(): Promise<StreamEntry[]>
+  checkpoint(stream: StreamRef, charge: StreamCharge, at: number): Promise<void>
+  /**
+   * The streams journalled and neither settled nor recovered; with `of`, only those of the
+   * instances it accepts (asked once per instance), so that a store which keeps its index
+   * by instance (Redis) reads no running gateway's streams.
+   */
+  list(of?: (instance: string) => Promise<boolean>): Promise<StreamEntry[]>
   /**
    * Charges a journalled stream as one request of its charge, on the day of its latest
    * write, and marks it recovered (its settle, should its gateway be alive after all,
    * then charges only the rest). Atomic: of any number of callers on any instance, one
    * gets the record charged; the others (and any call after a settle) get null.
    */
-  recover(id: string): Promise<UsageRecord | null>
+  recover(stream: StreamRef): Promise<UsageRecord | null>
 }
+
+/**
+ * A stream by its id and whose it is: a store may keep a stream with the rest of its
+ * owner's state (Redis: on its owner's slot), and finds it there without a lookup.
+ */
+export type StreamRef = Pick<StreamEntry, 'id' | 'keyId' | 'owner'>
 
 // --- RAG gateway accounts, sessions and signing keys (src/accounts, src/tokens) ---------
 

@@ -1,4 +1,8 @@
-// Accounts, sessions and signing keys on Redis, under the store's `<prefix>{tg}:` namespace.
+// Accounts, sessions and signing keys on Redis. Accounts and signing keys are global, under
+// `<prefix>{tg}:`. A session and its refresh-token hashes are its user's, on the user's slot
+// (`<prefix>{o:<user id>}:`): their ids name the user (store/user-ids.ts), so a token finds its
+// slot alone, and the refresh script touches one slot. Ids that name no user (sessions made
+// before #25) are where they were, under `{tg}`, until they end: nothing to migrate.
 // Sessions and refresh-token hashes expire with the session (PXAT), so nothing is swept.
 // Refresh tokens are spent by a script: spending, reuse detection (with its window for a
 // repeat) and the revocation it triggers are one atomic step, whichever instance gets the token.
@@ -14,7 +18,8 @@ import {
 } from './auth-records.ts'
 import type { AccountStore, RefreshOutcome, SessionStore, SigningKeyStore } from './ports.ts'
 import type { RedisConnection } from './redis-client.ts'
-import { runScript, script, unexpected, withRedis } from './redis-kit.ts'
+import { redisNamespace, runScript, script, unexpected, userNamespace, withRedis } from './redis-kit.ts'
+import { userOfId } from './user-ids.ts'
 
 const CAS_ATTEMPTS = 16
 
@@ -106,14 +111,20 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 `)
 
-/** Key names under the store's namespace (`base` ends with `{tg}:`). */
-export function redisAuthKeys(base: string) {
+/** Key names of the auth stores under `prefix`. */
+export function redisAuthKeys(prefix: string) {
   const enc = encodeURIComponent
+  const base = redisNamespace(prefix)
+  /** The slot of what an id (a session's, a refresh token hash) names: its user's, or `{tg}`. */
+  const of = (id: string): string => {
+    const user = userOfId(id)
+    return user === null ? base : userNamespace(prefix, user)
+  }
   return {
     account: (username: string) => `${base}acct:${enc(username)}`,
     usernames: `${base}accts`,
-    session: (id: string) => `${base}sess:${enc(id)}`,
-    refresh: (hash: string) => `${base}rt:${enc(hash)}`,
+    session: (id: string) => `${of(id)}sess:${enc(id)}`,
+    refresh: (hash: string) => `${of(hash)}rt:${enc(hash)}`,
     signingKeys: `${base}sigkeys`,
     signingKeyOrder: `${base}sigkeys:order`,
   }
@@ -121,9 +132,9 @@ export function redisAuthKeys(base: string) {
 
 export function redisAuthStores(
   redis: RedisConnection,
-  base: string,
+  prefix: string,
 ): { accounts: AccountStore; sessions: SessionStore; signingKeys: SigningKeyStore } {
-  const k = redisAuthKeys(base)
+  const k = redisAuthKeys(prefix)
   const io = <T>(fn: () => Promise<T>): Promise<T> => withRedis(redis, fn)
 
   const accounts: AccountStore = {

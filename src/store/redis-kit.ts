@@ -10,16 +10,27 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 // Where a key lives on a Redis Cluster (issue #25). A cluster shards by the part of a key
 // name in braces (its hash tag), and a script or MULTI may only touch keys of one slot. So:
 //
-//   <prefix>{tg}:          global state: plans, signing keys, listing indexes, capacity, the
-//                          queue, sessions, the feeds. One slot, one master.
+//   <prefix>{tg}:          global state: plans, accounts, signing keys, listing indexes (keys,
+//                          usage rows, which key uploaded a file), the queue's global parts,
+//                          which slots each gateway journals streams on, the feeds; and what
+//                          older Tollgates left there until it ends or is carried over (see
+//                          each room). One slot, one master, read rarely.
 //   <prefix>{o:<owner>}:   what belongs to one owner (a user): the limiter's counters of its
 //                          keys (every dimension, the quota's held counter), its key and owner
-//                          budgets. Owners spread over every master; a call's admission and
-//                          settle each stay one script on its owner's slot.
-//   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner).
+//                          budgets, its usage rows, its streams' journal entries; and the
+//                          user's sessions (RAG refresh sessions, portal sessions and their
+//                          hand-offs, whose ids name the user: store/user-ids.ts). Owners
+//                          spread over every master; a call's admission, a stream's open and
+//                          checkpoints, and the settle each stay one script on its owner's slot.
+//   <prefix>{k:<keyId>}:   the same for a key without an owner (its own owner); and a key's
+//                          own counts of its files (files/redis-quota-store.ts).
 //   <prefix>{t:<tenant>}:  a tenant budget's counters. They span owners, so the one exception:
 //                          a call under a tenant budget pays a second script there
 //                          (limits/redis-counters.ts).
+//
+//   <prefix>{c:<pool>}:    the capacity of a pool of upstream deployments (capacity/create.ts
+//                          poolsOf: those one call may choose among, so its pick stays one
+//                          script); pools spread over the masters.
 //
 //   <prefix>{q<n>}:        shard n of the stored queue (queue/shards.ts): its BullMQ queue, the
 //                          lines, records and results of the keys hashed to it. A request's
@@ -59,13 +70,31 @@ export function identityNamespace(prefix: string, identity: Identity): string {
   const { keyId, owner } = identity
   return owner === undefined || owner === keyId
     ? `${prefix}{k:${encodeURIComponent(keyId)}}:`
-    : `${prefix}{o:${encodeURIComponent(owner)}}:`
+    : userNamespace(prefix, owner)
+}
+
+/**
+ * `<prefix>{o:<user>}:`, the slot of a user (an account): the owner of its keys, so its
+ * sessions live beside its keys' counters. The one place `{o:` is built.
+ */
+export function userNamespace(prefix: string, user: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{o:${encodeURIComponent(user)}}:`
 }
 
 /** `<prefix>{t:<tenant>}:`, the slot of a tenant's budget counters. */
 export function tenantNamespace(prefix: string, tenant: string): string {
   checkPrefix(prefix)
   return `${prefix}{t:${encodeURIComponent(tenant)}}:`
+}
+
+/**
+ * `<prefix>{c:<pool>}:`, the slot of a pool of upstream deployments' capacity
+ * (capacity/create.ts poolsOf: the deployments one call may choose among, in one script).
+ */
+export function capacityNamespace(prefix: string, pool: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{c:${encodeURIComponent(pool)}}:`
 }
 
 /**

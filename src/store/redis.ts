@@ -1,9 +1,10 @@
 // The stores on Redis, shared by any number of gateway instances.
 //
 // Keys are `<prefix>{tg}:…`, the one hash tag of global state, so the Lua scripts and MULTI
-// blocks below are legal on a cluster; but usage rows written on every call's settle live
-// with their owner (`<prefix>{o:<owner>}:…`, store/redis-kit.ts), so the fleet's settles
-// spread over a cluster's masters (see "Usage rows" below). Each script declares every key
+// blocks below are legal on a cluster; but usage rows written on every call's settle, and
+// the journal of running streams, live with their owner (`<prefix>{o:<owner>}:…`,
+// store/redis-kit.ts), so the fleet's settles spread over a cluster's masters (see "Usage
+// rows" and "The stream journal" below). Each script declares every key
 // it touches; where the keys to touch depend on the current value (a record's old hashes,
 // an object's current owner), the client reads the value, passes the keys it implies and
 // the value it expects, and the script applies only if the value is unchanged (else the
@@ -125,56 +126,37 @@ for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end
 return 'ok'
 `)
 
-// KEYS: every row's index, the stream journal's index, then per row: the row, its key's
-// index, the journal entry of the stream it settles (when it settles one), and the write's
-// marker (when it has an id).
-// ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
-// costNanos, keyId, model, day, owner, tier, day number, the stream it settles ('' for
-// none), the write's id ('' for none).
-// One script rather than a MULTI of nine commands a row: one command to send, encode and
-// answer on every call's settle (and it joins the limiter's settle in one auto-pipelined write).
+// The settle of a journalled stream, on its owner's slot: its row, its entry and the slot's
+// journal index change in one script, so the stream is charged by its settle or by a
+// recovery, never both.
+// KEYS: the row, the stream's entry, the slot's journal index, the write's marker (when it has an id).
+// ARGV: how long a marker is kept (ms), requests, inputTokens, outputTokens, costNanos, keyId,
+// model, day, owner, tier, the stream it settles, the write's id ('' for none).
 // Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles;
-// only a settle of a stream recovery charged already (rare) does arithmetic. A row whose
+// only a settle of a stream recovery charged already (rare) does arithmetic. A write whose
 // id has a marker was applied before (its reply was lost): it is skipped, whole.
-const ADD_USAGE = script(`
+// Returns 1 when the row exists but is not yet in the indexes, else 0 (as ADD_OWNED_USAGE).
+const SETTLE_STREAM = script(`
 local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-local k = 3
-for i = 0, (#ARGV - 1) / 12 - 1 do
-  local a = 1 + 12 * i
-  local row, ofKey = KEYS[k], KEYS[k + 1]
-  k = k + 2
-  local requests, input, output, cost = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local stream, id = ARGV[a + 11], ARGV[a + 12]
-  local entry, marker
-  if stream ~= '' then
-    entry = KEYS[k]
-    k = k + 1
+local row = KEYS[1]
+if ARGV[12] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
+  local requests, input, output, cost = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+  local got = redis.call('HMGET', KEYS[2], 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
+  if got[1] then
+    local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
+    requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
   end
-  if id ~= '' then
-    marker = KEYS[k]
-    k = k + 1
-  end
-  if not marker or redis.call('SET', marker, '1', 'NX', 'PX', ARGV[1]) then
-    if entry then
-      local got = redis.call('HMGET', entry, 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
-      if got[1] then
-        local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
-        requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
-      end
-      redis.call('DEL', entry)
-      redis.call('HDEL', KEYS[2], stream)
-    end
-    redis.call('HINCRBY', row, 'requests', requests)
-    redis.call('HINCRBY', row, 'inputTokens', input)
-    redis.call('HINCRBY', row, 'outputTokens', output)
-    redis.call('HINCRBY', row, 'costNanos', cost)
-    redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8], 'tier', ARGV[a + 9], 'at', at)
-    redis.call('ZADD', KEYS[1], ARGV[a + 10], row)
-    redis.call('ZADD', ofKey, ARGV[a + 10], row)
-  end
+  redis.call('DEL', KEYS[2])
+  redis.call('HDEL', KEYS[3], ARGV[11])
+  redis.call('HINCRBY', row, 'requests', requests)
+  redis.call('HINCRBY', row, 'inputTokens', input)
+  redis.call('HINCRBY', row, 'outputTokens', output)
+  redis.call('HINCRBY', row, 'costNanos', cost)
+  redis.call('HSET', row, 'keyId', ARGV[6], 'model', ARGV[7], 'day', ARGV[8], 'owner', ARGV[9], 'tier', ARGV[10], 'at', at)
 end
-return 'ok'
+if redis.call('EXISTS', row) == 1 and redis.call('HEXISTS', row, 'ix') == 0 then return 1 end
+return 0
 `)
 
 // Usage rows: a row per (key, model, day) is a hash on its owner's slot, written with the
@@ -184,10 +166,10 @@ return 'ok'
 // `ix` field unset): once per row, so per key, model and day, never per call. Until then a
 // row is written but not found; a failure in between is retried by the meter under the
 // write's id, which indexes it then.
-// A call that settles a journalled stream still writes through ADD_USAGE to a row in `{tg}`
-// (the journal is there, and its entry and the row change in one script), and rows written
-// before rows moved (issue #25) stay in `{tg}` too: a query reads both layouts through the
-// same indexes and sums the rows of one (key, model, day). Nothing to migrate.
+// A call that settles a journalled stream writes the same row with SETTLE_STREAM (its journal
+// entry is on the same slot). Rows written before rows moved (issue #25), and those of streams
+// settled or recovered in the old `{tg}` journal, stay in `{tg}`: a query reads both layouts
+// through the same indexes and sums the rows of one (key, model, day). Nothing to migrate.
 //
 // KEYS: per row: the row, then the write's marker (when it has an id).
 // ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
@@ -228,6 +210,25 @@ return out
  */
 export const USAGE_WRITE_MEMORY_MS = 15 * 60_000
 
+// The stream journal (ports.ts StreamJournal). A stream's entry lives on its owner's slot
+// (`<prefix>{o:<owner>}:stream:<id>`), with the slot's index of the streams journalled there
+// (`…:streams`, id → instance): the open, each checkpoint and the settle are one script
+// each on that slot, so streaming calls spread over a cluster's masters like the rest of
+// their owner's state, and touch `{tg}` only as any call does (a new usage row's index, once
+// per key, model and day).
+// Recovery must find the entries of a gateway that stopped without reading every slot. So a
+// gateway says, in `{tg}`, on which slots it journals: `streams:gateways` (the gateways that
+// do) and `streams:slots:<instance>` (the namespaces, scored by when it said so). It says so
+// before its first open on a slot and again once JOURNAL_REGISTRATION_MS has passed (not per
+// call); a recovery reads the slots of stopped gateways only, and drops a namespace said
+// longer than JOURNAL_REGISTRY_STALE_MS ago once its slot holds none of the gateway's
+// entries (UNREGISTER_SLOT: only if it was not said again meanwhile). Both times are the
+// gateways' own clocks, NTP-close: a skew under the difference of the two (two minutes) is
+// harmless.
+// Entries journalled in `{tg}` by a Tollgate before #25 (`{tg}:stream:<id>`, indexed in
+// `{tg}:streams`) are still listed and recovered there, with RECOVER_STREAM; nothing opens
+// one any more, so they are gone once those gateways' streams settled or were recovered.
+
 // KEYS: the entry, the journal's index
 // ARGV: id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos
 const OPEN_STREAM = script(`
@@ -251,6 +252,7 @@ redis.call('HSET', KEYS[1], 'at', ARGV[1])
 return 'ok'
 `)
 
+// The old layout's recovery, all in `{tg}`.
 // KEYS: the entry, the journal's index, every row's index, the row, its key's index
 // ARGV: id, keyId, model, day, day number, ms a recovered entry is kept
 // The client names the row from the entry as it read it; if a checkpoint moved the entry
@@ -270,6 +272,45 @@ redis.call('HSET', KEYS[1], 'recovered', '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return { e[5], e[6], e[7] }
+`)
+
+// A recovery on the owner's slot: the entry, the slot's journal index and the owner's row.
+// KEYS: the entry, the slot's journal index, the row
+// ARGV: id, keyId, model, day, day number, ms a recovered entry is kept
+// Returns 'gone', 'changed' (as RECOVER_STREAM), or the charge and 1 when the row is not yet
+// in the indexes (as ADD_OWNED_USAGE), else 0.
+const RECOVER_OWNED_STREAM = script(`
+local e = redis.call('HMGET', KEYS[1], 'recovered', 'keyId', 'model', 'at', 'inputTokens', 'outputTokens', 'costNanos', 'owner', 'tier')
+if e[1] or not e[2] then return 'gone' end
+if e[2] ~= ARGV[2] or e[3] ~= ARGV[3] or math.floor(tonumber(e[4]) / 86400000) ~= tonumber(ARGV[5]) then return 'changed' end
+local t = redis.call('TIME')
+local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('HINCRBY', KEYS[3], 'requests', 1)
+redis.call('HINCRBY', KEYS[3], 'inputTokens', e[5])
+redis.call('HINCRBY', KEYS[3], 'outputTokens', e[6])
+redis.call('HINCRBY', KEYS[3], 'costNanos', e[7])
+redis.call('HSET', KEYS[3], 'keyId', ARGV[2], 'model', ARGV[3], 'day', ARGV[4], 'owner', e[8], 'tier', e[9], 'at', at)
+redis.call('HSET', KEYS[1], 'recovered', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('HDEL', KEYS[2], ARGV[1])
+local fresh = 0
+if redis.call('HEXISTS', KEYS[3], 'ix') == 0 then fresh = 1 end
+return { e[5], e[6], e[7], fresh }
+`)
+
+/** How often a gateway says again that it journals on a slot it journalled on before. */
+export const JOURNAL_REGISTRATION_MS = 60_000
+/** A slot a gateway said this long ago, with none of its entries left, is dropped from its list. */
+export const JOURNAL_REGISTRY_STALE_MS = 3 * JOURNAL_REGISTRATION_MS
+
+// KEYS: a gateway's slots, the gateways that journal  ARGV: namespace, cutoff (ms), instance
+// The namespace goes only if nobody said it again since the cutoff; the gateway goes with
+// its last namespace. In `{tg}`, like the registration (one MULTI), so neither splits the other.
+const UNREGISTER_SLOT = script(`
+local said = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if said and tonumber(said) < tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[3]) end
+return 'ok'
 `)
 
 /** The key names of one namespace. Usage parts are URI-encoded so ':' in a model can't collide. */
@@ -295,12 +336,16 @@ export function redisKeys(prefix: string) {
     usageRows: `${base}usage:rows`,
     /** One key's usage rows, scored by day number. */
     usageRowsOfKey: (keyId: string) => `${base}usage:key:${enc(keyId)}`,
-    /** A journalled stream (ports.ts StreamJournal). */
+    /** The stream journal on the slot of namespace `ns`: an entry, and the index (id → instance). */
+    journalIn: (ns: string) => ({ entry: (id: string) => `${ns}stream:${enc(id)}`, index: `${ns}streams` }),
+    /** The gateways that journal on owners' slots. */
+    journalGateways: `${base}streams:gateways`,
+    /** The namespaces a gateway journals in, scored by when it said so (epoch ms). */
+    journalSlots: (instance: string) => `${base}streams:slots:${enc(instance)}`,
+    /** A stream journalled in `{tg}` by a Tollgate before #25. */
     stream: (id: string) => `${base}stream:${enc(id)}`,
-    /** The journalled streams neither settled nor recovered: id → instance. */
+    /** The old layout's journalled streams neither settled nor recovered: id → instance. */
     streams: `${base}streams`,
-    /** A usage write to a row in `{tg}` applied lately (USAGE_WRITE_MEMORY_MS), by its id. */
-    usageWrite: (id: string) => `${base}uw:${enc(id)}`,
   }
 }
 
@@ -455,20 +500,22 @@ export function createRedisStores(
       }),
   }
 
-  /** Writes of settled streams: one ADD_USAGE in `{tg}`, with the journal. */
-  async function addJournalled(records: readonly UsageWrite[]): Promise<void> {
-    const keys: string[] = [k.usageRows, k.streams]
-    const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
-    for (const r of records) {
-      keys.push(k.usageRow(r.keyId, r.model, r.day), k.usageRowsOfKey(r.keyId))
-      if (r.stream !== undefined) keys.push(k.stream(r.stream))
-      if (r.id !== undefined) keys.push(k.usageWrite(r.id))
-      args.push(...rowArgs(r), dayNumber(r.day), r.stream ?? '', r.id ?? '')
-    }
-    // One script: the whole batch applies, and no reader sees half a row.
+  /** A settled stream's write: one SETTLE_STREAM on its owner's slot, with its journal entry. */
+  async function settleStream(r: UsageWrite & { stream: string }): Promise<void> {
+    const identity = { keyId: r.keyId, owner: r.owner }
+    const row = k.ownerUsageRow(identity, r.model, r.day)
+    const journal = k.journalIn(identityNamespace(prefix, identity))
+    const keys = [row, journal.entry(r.stream), journal.index]
+    if (r.id !== undefined) keys.push(k.ownerUsageWrite(identity, r.id))
     await withRedis(settlements, async () => {
-      const outcome = await runScript(settlements, ADD_USAGE, keys, args)
-      if (outcome !== 'ok') throw unexpected('ADD_USAGE', outcome)
+      const fresh = await runScript(settlements, SETTLE_STREAM, keys, [
+        USAGE_WRITE_MEMORY_MS,
+        ...rowArgs(r),
+        r.stream,
+        r.id ?? '',
+      ])
+      if (fresh !== 0 && fresh !== 1) throw unexpected('SETTLE_STREAM', fresh)
+      if (fresh === 1) await indexRows([{ r, row }])
     })
   }
 
@@ -485,16 +532,22 @@ export function createRedisStores(
     await withRedis(settlements, async () => {
       const reply = await runScript(settlements, ADD_OWNED_USAGE, keys, args)
       if (!Array.isArray(reply) || reply.length !== records.length) throw unexpected('ADD_OWNED_USAGE', reply)
-      const fresh = records.flatMap((r, i) => (reply[i] === 1 ? [{ r, row: rows[i] ?? '' }] : []))
-      if (fresh.length === 0) return
-      const index = redis.multi()
-      for (const { r, row } of fresh) {
-        index.zadd(k.usageRows, dayNumber(r.day), row)
-        index.zadd(k.usageRowsOfKey(r.keyId), dayNumber(r.day), row)
-      }
-      await replies(index)
-      await Promise.all(fresh.map(({ row }) => redis.hset(row, 'ix', '1')))
+      await indexRows(records.flatMap((r, i) => (reply[i] === 1 ? [{ r, row: rows[i] ?? '' }] : [])))
     })
+  }
+
+  /** Puts rows on owners' slots that a script found unindexed into `{tg}`'s indexes, and marks them. */
+  async function indexRows(
+    fresh: ReadonlyArray<{ r: Pick<UsageRecord, 'keyId' | 'day'>; row: string }>,
+  ): Promise<void> {
+    if (fresh.length === 0) return
+    const index = redis.multi()
+    for (const { r, row } of fresh) {
+      index.zadd(k.usageRows, dayNumber(r.day), row)
+      index.zadd(k.usageRowsOfKey(r.keyId), dayNumber(r.day), row)
+    }
+    await replies(index)
+    await Promise.all(fresh.map(({ row }) => redis.hset(row, 'ix', '1')))
   }
 
   const usage: UsageStore = {
@@ -502,14 +555,18 @@ export function createRedisStores(
       checkUsageRecords(records)
       if (records.length === 0) return
       const groups = new Map<string, UsageWrite[]>()
+      const settles: Array<UsageWrite & { stream: string }> = []
       for (const r of records) {
-        const slot = r.stream === undefined ? identityNamespace(prefix, { keyId: r.keyId, owner: r.owner }) : ''
+        if (r.stream !== undefined) {
+          settles.push({ ...r, stream: r.stream })
+          continue
+        }
+        const slot = identityNamespace(prefix, { keyId: r.keyId, owner: r.owner })
         groups.set(slot, [...(groups.get(slot) ?? []), r])
       }
-      // One write per slot (the meter sends one row; a retry may carry several owners').
-      const outcomes = await Promise.allSettled(
-        [...groups].map(([slot, rows]) => (slot === '' ? addJournalled(rows) : addOwned(rows))),
-      )
+      // One write per slot (the meter sends one row; a retry may carry several owners'), and
+      // one per stream settled (its journal entry goes in the same script).
+      const outcomes = await Promise.allSettled([...[...groups.values()].map(addOwned), ...settles.map(settleStream)])
       const failed = outcomes.find((o) => o.status === 'rejected')
       if (failed === undefined) return
       const error: unknown = failed.reason
@@ -561,77 +618,161 @@ export function createRedisStores(
     })
   }
 
+  /** When this store last said that a gateway journals on a slot: `<instance> <namespace>` → epoch ms. */
+  const registered = new Map<string, number>()
+
+  /** Says (in `{tg}`) that `instance` journals in `ns`, unless it said so lately. */
+  async function register(instance: string, ns: string): Promise<void> {
+    const said = `${instance} ${ns}`
+    const now = Date.now()
+    if (now - (registered.get(said) ?? -Infinity) < JOURNAL_REGISTRATION_MS) return
+    await replies(redis.multi().sadd(k.journalGateways, instance).zadd(k.journalSlots(instance), now, ns))
+    // What this store said long ago it would say again anyway: forgotten, so the map stays small.
+    if (registered.size >= 10_000)
+      for (const [key, at] of registered) if (now - at >= JOURNAL_REGISTRATION_MS) registered.delete(key)
+    registered.set(said, now)
+  }
+
+  /** The entries `instance` journalled in `ns`; drops `ns` from its list when none are left and it is stale. */
+  async function journalledIn(instance: string, ns: string, said: number, read: boolean): Promise<StreamEntry[]> {
+    const journal = k.journalIn(ns)
+    const index = await redis.hgetall(journal.index)
+    const ids = Object.keys(index).filter((id) => index[id] === instance)
+    const cutoff = Date.now() - JOURNAL_REGISTRY_STALE_MS
+    if (ids.length === 0 && said < cutoff) {
+      const outcome = await run(UNREGISTER_SLOT, [k.journalSlots(instance), k.journalGateways], [ns, cutoff, instance])
+      if (outcome !== 'ok') throw unexpected('UNREGISTER_SLOT', outcome)
+    }
+    if (!read || ids.length === 0) return []
+    // One slot: one pipeline.
+    const pipeline = redis.pipeline()
+    for (const id of ids) pipeline.hgetall(journal.entry(id))
+    return (await replies(pipeline)).flatMap((fields, i) => streamEntry(ids[i] ?? '', fields) ?? [])
+  }
+
+  /** The entries of the old layout in `{tg}`, of the instances `of` accepts. */
+  async function journalledInTg(of: (instance: string) => Promise<boolean>): Promise<StreamEntry[]> {
+    const index = await redis.hgetall(k.streams)
+    const ids: string[] = []
+    for (const [id, instance] of Object.entries(index)) if (await of(instance)) ids.push(id)
+    const entries: StreamEntry[] = []
+    for (const group of chunks(ids, BATCH)) {
+      const pipeline = redis.pipeline()
+      for (const id of group) pipeline.hgetall(k.stream(id))
+      for (const [i, fields] of (await replies(pipeline)).entries()) {
+        const entry = streamEntry(group[i] ?? '', fields)
+        if (entry !== null) entries.push(entry)
+      }
+    }
+    return entries
+  }
+
+  /** Recovers a stream of the old layout in `{tg}`. */
+  async function recoverInTg(id: string): Promise<UsageRecord | null> {
+    for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
+      const entry = streamEntry(id, await redis.hgetall(k.stream(id)))
+      if (entry === null) return null
+      const day = dayOf(entry.at)
+      const outcome = await run(
+        RECOVER_STREAM,
+        [
+          k.stream(id),
+          k.streams,
+          k.usageRows,
+          k.usageRow(entry.keyId, entry.model, day),
+          k.usageRowsOfKey(entry.keyId),
+        ],
+        [id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS],
+      )
+      if (outcome === 'gone') return null
+      if (outcome === 'changed') continue
+      if (!Array.isArray(outcome) || outcome.length !== 3) throw unexpected('RECOVER_STREAM', outcome)
+      return recoveredRecord(entry, day, outcome)
+    }
+    throw new StoreConflictError(`stream ${id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`)
+  }
+
   const streams: StreamJournal = {
     open: async (entry) => {
       checkStreamCharge(entry)
+      const ns = identityNamespace(prefix, entry)
+      const journal = k.journalIn(ns)
       return io(async () => {
-        const outcome = await run(OPEN_STREAM, [k.stream(entry.id), k.streams], streamEntryValues(entry))
+        // Said before the entry is written: a recovery that finds the gateway stopped finds the entry.
+        await register(entry.instance, ns)
+        const outcome = await run(OPEN_STREAM, [journal.entry(entry.id), journal.index], streamEntryValues(entry))
         if (outcome !== 'ok') throw unexpected('OPEN_STREAM', outcome)
       })
     },
 
-    checkpoint: async (id, charge, at) => {
+    checkpoint: async (stream, charge, at) => {
       checkStreamCharge(charge)
       return io(async () => {
         const outcome = await run(
           CHECKPOINT_STREAM,
-          [k.stream(id)],
+          [k.journalIn(identityNamespace(prefix, stream)).entry(stream.id)],
           [at, charge.inputTokens, charge.outputTokens, charge.costNanos],
         )
         if (outcome !== 'ok') throw unexpected('CHECKPOINT_STREAM', outcome)
       })
     },
 
-    list: () =>
+    list: (of) =>
       io(async () => {
-        const ids = Object.keys(await redis.hgetall(k.streams))
-        const entries: StreamEntry[] = []
-        for (const group of chunks(ids, BATCH)) {
-          const pipeline = redis.pipeline()
-          for (const id of group) pipeline.hgetall(k.stream(id))
-          for (const [i, fields] of (await replies(pipeline)).entries()) {
-            const entry = streamEntry(group[i] ?? '', fields)
-            if (entry !== null) entries.push(entry)
+        const verdicts = new Map<string, Promise<boolean>>()
+        const wanted = (instance: string): Promise<boolean> => {
+          if (of === undefined) return Promise.resolve(true)
+          let verdict = verdicts.get(instance)
+          if (verdict === undefined) {
+            verdict = of(instance)
+            verdicts.set(instance, verdict)
+          }
+          return verdict
+        }
+        const entries = await journalledInTg(wanted)
+        for (const instance of await redis.smembers(k.journalGateways)) {
+          const read = await wanted(instance)
+          // A running gateway's slots are looked at only once stale, to drop those it left.
+          const cutoff = Date.now() - JOURNAL_REGISTRY_STALE_MS
+          const slots = await redis.zrangebyscore(
+            k.journalSlots(instance),
+            '-inf',
+            read ? '+inf' : cutoff,
+            'WITHSCORES',
+          )
+          const said = pairs(slots)
+          for (const group of chunks(said, BATCH / 10)) {
+            const found = await Promise.all(group.map(([ns, at]) => journalledIn(instance, ns, Number(at), read)))
+            entries.push(...found.flat())
           }
         }
         return entries.sort((a, b) => a.at - b.at)
       }),
 
-    recover: (id) =>
+    recover: (stream) =>
       io(async () => {
+        const journal = k.journalIn(identityNamespace(prefix, stream))
         for (let attempt = 0; attempt < CAS_ATTEMPTS; attempt++) {
-          const entry = streamEntry(id, await redis.hgetall(k.stream(id)))
+          const fields = await redis.hgetall(journal.entry(stream.id))
+          // Not on its owner's slot: journalled in `{tg}` by a Tollgate before #25, if anywhere.
+          if (Object.keys(fields).length === 0) return recoverInTg(stream.id)
+          const entry = streamEntry(stream.id, fields)
           if (entry === null) return null
           const day = dayOf(entry.at)
+          const row = k.ownerUsageRow(entry, entry.model, day)
           const outcome = await run(
-            RECOVER_STREAM,
-            [
-              k.stream(id),
-              k.streams,
-              k.usageRows,
-              k.usageRow(entry.keyId, entry.model, day),
-              k.usageRowsOfKey(entry.keyId),
-            ],
-            [id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS],
+            RECOVER_OWNED_STREAM,
+            [journal.entry(stream.id), journal.index, row],
+            [stream.id, entry.keyId, entry.model, day, dayNumber(day), RECOVERED_STREAM_TTL_MS],
           )
           if (outcome === 'gone') return null
           if (outcome === 'changed') continue
-          if (!Array.isArray(outcome) || outcome.length !== 3) throw unexpected('RECOVER_STREAM', outcome)
-          const [inputTokens, outputTokens, costNanos] = outcome.map(Number) as [number, number, number]
-          return {
-            keyId: entry.keyId,
-            owner: entry.owner,
-            tier: entry.tier,
-            model: entry.model,
-            day,
-            requests: 1,
-            inputTokens,
-            outputTokens,
-            costNanos,
-          }
+          if (!Array.isArray(outcome) || outcome.length !== 4) throw unexpected('RECOVER_OWNED_STREAM', outcome)
+          if (outcome[3] === 1) await indexRows([{ r: { keyId: entry.keyId, day }, row }])
+          return recoveredRecord(entry, day, outcome.slice(0, 3))
         }
         throw new StoreConflictError(
-          `stream ${id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`,
+          `stream ${stream.id} kept changing during recovery; gave up after ${CAS_ATTEMPTS} attempts`,
         )
       }),
   }
@@ -642,10 +783,24 @@ export function createRedisStores(
     ownership,
     usage,
     streams,
-    ...redisAuthStores(redis, k.base),
+    ...redisAuthStores(redis, prefix),
     ping: () => pingRedis(redis, `${k.base}ping`),
     close: () => closeRedis(redis),
   }
+}
+
+/** The record a recovery charged: one request of the entry's charge, on the day of its last write. */
+function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unknown[]): UsageRecord {
+  const [inputTokens, outputTokens, costNanos] = charge.map(Number) as [number, number, number]
+  const { keyId, owner, tier, model } = entry
+  return { keyId, owner, tier, model, day, requests: 1, inputTokens, outputTokens, costNanos }
+}
+
+/** [member, score, member, score…] as pairs. */
+function pairs(flat: readonly string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = []
+  for (let i = 0; i + 1 < flat.length; i += 2) out.push([flat[i] ?? '', flat[i + 1] ?? ''])
+  return out
 }
 
 /** A journal entry as stored; null when it is gone, or recovered already (it lingers for a while). */

@@ -30,6 +30,25 @@ export function streamEntryValues(entry: StreamEntry): StreamEntryValues {
   return [id, instance, keyId, owner, tier, model, at, inputTokens, outputTokens, costNanos]
 }
 
+/** The entries of the instances `of` accepts (StreamJournal.list), asking it once per instance. */
+export async function onlyOf(
+  entries: readonly StreamEntry[],
+  of: (instance: string) => Promise<boolean>,
+): Promise<StreamEntry[]> {
+  const verdicts = new Map<string, Promise<boolean>>()
+  const keep = await Promise.all(
+    entries.map((e) => {
+      let verdict = verdicts.get(e.instance)
+      if (verdict === undefined) {
+        verdict = of(e.instance)
+        verdicts.set(e.instance, verdict)
+      }
+      return verdict
+    }),
+  )
+  return entries.filter((_, i) => keep[i] === true)
+}
+
 /**
  * A settling record less what recovery already charged for its stream: the call is
  * charged once in all, as one request, never below zero.

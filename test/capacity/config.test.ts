@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
-import { declarationsOf } from '../../src/capacity/create.ts'
+import { declarationsOf, poolsOf } from '../../src/capacity/create.ts'
 import { deploymentIdOf } from '../../src/capacity/ids.ts'
 import { ConfigError, loadConfig } from '../../src/config/load.ts'
 
@@ -48,6 +48,37 @@ t.test('rpm, tpm and maxConcurrent load, and become declarations by deployment i
   const declarations = declarationsOf(config.models)
   t.same(declarations['mock/shared'], { weight: 1, rpm: 300, tpm: 50_000 }, 'the shared deployment keeps its quota')
   t.same(declarations['mock/solo'], { weight: 2, maxConcurrent: 4 })
+})
+
+t.test('pools: the deployments models choose among together, joined through shared ones', async (t) => {
+  const model = (name: string, ...deployments: Array<[string, string?]>) => ({
+    name,
+    deployments: deployments.map(([backend, upstream]) => ({
+      backend,
+      ...(upstream === undefined ? {} : { model: upstream }),
+    })),
+  })
+  const pools = poolsOf([
+    model('gpt-4o', ['azure-west'], ['azure-east']),
+    model('gpt-4o-mini', ['openai']),
+    model('mini-too', ['openai', 'gpt-4o-mini'], ['azure-north', 'gpt-4o-mini']),
+    model('solo', ['vllm']),
+    // Shares azure-east/gpt-4o with the first: one pool of three, whatever the order.
+    model('gpt-4o-eu', ['azure-fr', 'gpt-4o'], ['azure-east', 'gpt-4o']),
+  ])
+  t.strictSame(pools, {
+    'azure-west/gpt-4o': 'azure-east/gpt-4o',
+    'azure-east/gpt-4o': 'azure-east/gpt-4o',
+    'azure-fr/gpt-4o': 'azure-east/gpt-4o',
+    'openai/gpt-4o-mini': 'azure-north/gpt-4o-mini',
+    'azure-north/gpt-4o-mini': 'azure-north/gpt-4o-mini',
+    'vllm/solo': 'vllm/solo',
+  })
+  const reversed = poolsOf([
+    model('gpt-4o-eu', ['azure-fr', 'gpt-4o'], ['azure-east', 'gpt-4o']),
+    model('gpt-4o', ['azure-west'], ['azure-east']),
+  ])
+  t.equal(reversed['azure-west/gpt-4o'], 'azure-east/gpt-4o', 'named by its first id in sort order, not by listing')
 })
 
 t.test('a bad value is refused with the path of the field', async (t) => {

@@ -1,6 +1,6 @@
 // Deployment capacity on the shared Redis: the contract, with each of the three
 // "instances" on its own ioredis connection; plus what only Redis has: one round trip per
-// acquire and per release, and the key layout under `<prefix>{tg}:cap:`.
+// acquire and per release, and the key layout under `<prefix>{c:<pool>}:cap:`.
 //
 // Everything lives under a random `tgtest:capacity:` prefix, deleted at the end.
 import { randomBytes } from 'node:crypto'
@@ -152,36 +152,53 @@ if (!(await pingRedis(admin))) {
     t.equal(told.ok && told.lease.deploymentId, 'y', 'after it: the cooldown another instance learned is skipped')
   })
 
-  t.test('redis: keys under <prefix>{tg}:cap:, URI-encoded, and every one expires', async (t) => {
-    const prefix = `${NAMESPACE}${n++}:`
-    const store = redisCapacityStore(client(), prefix)
-    const capacity = createDeploymentCapacity(store, {
-      deployments: { 'azure/gpt 4o:east': { rpm: 10, tpm: 100, maxConcurrent: 2 } },
-      now: Date.now,
-    })
-    const got = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
-    if (!got.ok) throw new Error('no lease')
-    got.lease.observe(
-      observeResponse(
-        429,
-        { 'retry-after': '1', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '2s' },
-        { now: Date.now() },
-      ),
+  t.test(
+    "redis: keys under <prefix>{c:<pool>}:cap:, URI-encoded, on the pool's slot, and every one expires",
+    async (t) => {
+      const prefix = `${NAMESPACE}${n++}:`
+      const store = redisCapacityStore(client(), prefix)
+      const capacity = createDeploymentCapacity(store, {
+        deployments: { 'azure/gpt 4o:east': { rpm: 10, tpm: 100, maxConcurrent: 2 }, 'azure/gpt 4o:west': { rpm: 1 } },
+        pools: { 'azure/gpt 4o:east': 'azure/gpt 4o:west', 'azure/gpt 4o:west': 'azure/gpt 4o:west' },
+        now: Date.now,
+      })
+      const got = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
+      if (!got.ok) throw new Error('no lease')
+      got.lease.observe(
+        observeResponse(
+          429,
+          { 'retry-after': '1', 'x-ratelimit-remaining-tokens': '0', 'x-ratelimit-reset-tokens': '2s' },
+          { now: Date.now() },
+        ),
+      )
+      const taken = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
+      t.equal(taken.ok, true)
+      await got.lease.release()
+      const keys = await keysUnder(admin, prefix)
+      const base = `${prefix}{c:azure%2Fgpt%204o%3Awest}:cap:azure%2Fgpt%204o%3Aeast:`
+      t.same(
+        keys,
+        ['c', 'f', 'l', 'r', 't'].map((s) => base + s),
+      )
+      for (const key of keys) {
+        const ttl = await admin.pttl(key)
+        t.ok(ttl > 0 && ttl <= DEFAULT_RULES.leaseTtlMs, `${key} expires (${ttl} ms)`)
+      }
+      t.throws(() => capacityKeys('bad{prefix}'), RangeError)
+    },
+  )
+
+  t.test('redis: candidates of two pools in one acquire are refused (one script cannot pick among them)', async (t) => {
+    const store = redisCapacityStore(client(), `${NAMESPACE}${n++}:`)
+    const spec = (id: string, pool: string) => ({ id, pool, weight: 1, rpm: 1, tpm: 0, maxConcurrent: 0 })
+    const request = { now: T0, leaseId: 'l', tokens: 1, random: 0 }
+    await t.rejects(store.acquire({ ...request, candidates: [spec('a', 'a'), spec('b', 'b')] }), TypeError)
+    t.match(await store.acquire({ ...request, candidates: [spec('a', 'a'), spec('b', 'a')] }), { ok: true })
+    t.match(
+      await store.inspect([spec('a', 'a'), spec('c', 'c'), spec('b', 'a')], T0),
+      [{ deploymentId: 'a' }, { deploymentId: 'c' }, { deploymentId: 'b' }],
+      'inspect reads each pool apart, in the order asked',
     )
-    const taken = await capacity.acquire(['azure/gpt 4o:east'], { tokens: 5 })
-    t.equal(taken.ok, true)
-    await got.lease.release()
-    const keys = await keysUnder(admin, prefix)
-    const base = `${prefix}{tg}:cap:azure%2Fgpt%204o%3Aeast:`
-    t.same(
-      keys,
-      ['c', 'f', 'l', 'r', 't'].map((s) => base + s),
-    )
-    for (const key of keys) {
-      const ttl = await admin.pttl(key)
-      t.ok(ttl > 0 && ttl <= DEFAULT_RULES.leaseTtlMs, `${key} expires (${ttl} ms)`)
-    }
-    t.throws(() => capacityKeys('bad{prefix}'), RangeError)
   })
 
   t.test('redis: maxConcurrent 4 across three instances, measured at the upstream', async (t) => {

@@ -139,13 +139,18 @@ export async function masterPorts(kind: TopologyKind): Promise<number[]> {
  * master at `port` now: `<stem>-<n>` for the first n that hashes there.
  */
 export async function ownerOnMaster(port: number, stem: string): Promise<string> {
+  return await nameOnMaster(port, stem, (owner) => `{o:${owner}}`)
+}
+
+/** `<stem>-<n>` for the first n whose key name, as `keyOf` makes it, lives on the master at `port` now. */
+export async function nameOnMaster(port: number, stem: string, keyOf: (name: string) => string): Promise<string> {
   const ranges = await clusterSlots()
   for (let n = 0; n < 10_000; n++) {
-    const owner = `${stem}-${n}`
-    const slot = await keyslot(`{o:${owner}}`)
-    if (ranges.some((r) => r.from <= slot && slot <= r.to && r.port === port)) return owner
+    const name = `${stem}-${n}`
+    const slot = await keyslot(keyOf(name))
+    if (ranges.some((r) => r.from <= slot && slot <= r.to && r.port === port)) return name
   }
-  throw new Error(`no owner of ${stem}-n hashes to the master on ${port}`)
+  throw new Error(`no name of ${stem}-n hashes to the master on ${port}`)
 }
 
 /** Kills a Redis node outright (SIGKILL: no goodbye to its clients); resolves once it is gone. */

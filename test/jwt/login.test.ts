@@ -31,7 +31,7 @@ t.test('login answers a bearer token pair, not to be cached', async (t) => {
   t.equal(reply.status, 200)
   t.match(reply.json, { token_type: 'bearer', expires_in: 900 })
   t.match(reply.json.access_token, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/)
-  t.match(reply.json.refresh_token, /^rt_[\w-]{43}$/)
+  t.match(reply.json.refresh_token, /^rt_[\w-]{43}\.usr_[0-9a-f]{24}$/)
   t.equal(reply.headers.get('cache-control'), 'no-store')
   const who = await me(gw.url, String(reply.json.access_token))
   t.strictSame(who.json, {

@@ -49,7 +49,7 @@ function reuseWindow(t: Test, name: string, gateways: () => Promise<readonly Run
       t.equal(pairs.size, 1, 'one pair, the same for all')
       const pair = replies[0]?.json as unknown as Pair
       t.not(pair.refresh_token, p.refresh_token)
-      t.match(pair.refresh_token, /^rt_[\w-]{43}$/)
+      t.match(pair.refresh_token, /^rt_[\w-]{43}\.usr_[0-9a-f]{24}$/)
       for (let i = 0; i < gws.length; i++)
         t.equal((await me(url(i), pair.access_token)).status, 200, `the session lives (instance ${i})`)
       // The pair goes on as any other: its refresh token rotates once more.

@@ -51,7 +51,11 @@ t.test(
     t.equal(ok.status, 303)
     t.equal(ok.headers.get('location'), '/portal/keys')
     const cookie = ok.headers.get('set-cookie') ?? ''
-    t.match(cookie, /^tollgate_portal=[\w-]{43}; Path=\/portal; Max-Age=43200; HttpOnly; SameSite=Strict$/)
+    t.match(
+      cookie,
+      /^tollgate_portal=[\w-]{43}\.usr_[0-9a-f]{24}; Path=\/portal; Max-Age=43200; HttpOnly; SameSite=Strict$/,
+      "the cookie names its user: its session is on the user's slot",
+    )
     t.notMatch(cookie, /Secure/)
   },
 )
@@ -314,8 +318,9 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
     /; Max-Age=5; HttpOnly; SameSite=Strict; Secure$/,
     'Secure when the proxy says https',
   )
-  const sessionKeys = await redis.keys(`${prefix}{tg}:portal:session:*`)
-  t.equal(sessionKeys.length, 1, 'the session is in Redis')
+  const sessionKeys = await redis.keys(`${prefix}{o:usr_*}:portal:session:*`)
+  t.equal(sessionKeys.length, 1, "the session is in Redis, on its user's slot")
+  t.same(await redis.keys(`${prefix}{tg}:portal:*`), [], 'nothing of it in {tg}')
   t.notMatch(
     sessionKeys[0] ?? '',
     (signIn.headers.get('set-cookie') ?? '').split(';')[0]?.split('=')[1] ?? '',
@@ -327,7 +332,7 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   t.equal((await erin.get(`/portal/keys/${keyId}`)).status, 200, 'a key made on Redis')
   const made = await erin.post('/portal/keys', { _csrf: erin.csrf, name: 'used' })
   const location = made.headers.get('location') ?? ''
-  const [handoffKey] = await redis.keys(`${prefix}{tg}:portal:handoff:*`)
+  const [handoffKey] = await redis.keys(`${prefix}{o:usr_*}:portal:handoff:*`)
   const sealed = await redis.get(handoffKey ?? '')
   const secret = secretOf(await (await erin.get(location)).text())
   t.ok(
@@ -336,7 +341,7 @@ t.test('on Redis: sessions in the store, idle and absolute expiry, Secure behind
   )
   t.equal(await redis.pttl(handoffKey ?? ''), -2, 'and gone once read')
   t.notMatch(await (await erin.get(location)).text(), secret, 'its secret page, opened again, no longer has it')
-  t.same(await redis.keys(`${prefix}{tg}:portal:handoff:*`), [], 'no hand-off left in Redis once taken')
+  t.same(await redis.keys(`${prefix}{o:usr_*}:portal:handoff:*`), [], 'no hand-off left in Redis once taken')
   const call = await chatWith(rgw.url, secret, 'gpt-oss-120b', 5)
   t.equal(call.status, 200)
   await call.text()

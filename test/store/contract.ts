@@ -2,7 +2,7 @@
 // with a function opening fresh, empty stores; every subtest opens its own and closes it.
 import type { Test } from 'tap'
 import { StoreConflictError } from '../../src/store/errors.ts'
-import type { Stores, StreamEntry, UsageRecord } from '../../src/store/ports.ts'
+import type { Stores, StreamEntry, StreamRef, UsageRecord } from '../../src/store/ports.ts'
 import { makeBareKeyRecord, makeKeyRecord, makeUsage } from './records.ts'
 import { storesCases } from './with-stores.ts'
 
@@ -511,6 +511,8 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     costNanos: 1000,
     ...overrides,
   })
+  /** entry()'s stream, by id and whose. */
+  const S1: StreamRef = { id: 'str_1', keyId: 'key_a', owner: 'team-a' }
   const totals = (rows: readonly UsageRecord[]): number[] => [
     sum(rows.map((r) => r.requests)),
     sum(rows.map((r) => r.inputTokens)),
@@ -532,18 +534,18 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
         ],
         'a second open of one id changes nothing',
       )
-      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
-      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 30, costNanos: 4000 }, AT + 20)
+      await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+      await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 30, costNanos: 4000 }, AT + 20)
       t.strictSame(
         (await streams.list()).find((e) => e.id === 'str_1'),
         entry({ at: AT + 20, outputTokens: 40, costNanos: 5000 }),
         'a late, lower checkpoint lowers nothing',
       )
-      await streams.checkpoint('str_missing', { inputTokens: 1, outputTokens: 1, costNanos: 1 }, AT)
+      await streams.checkpoint({ ...S1, id: 'str_missing' }, { inputTokens: 1, outputTokens: 1, costNanos: 1 }, AT)
       t.equal((await streams.list()).length, 2, 'a checkpoint of an unknown stream opens none')
       t.strictSame(await usage.query({}), [], 'nothing is charged while streams run')
       await t.rejects(
-        streams.checkpoint('str_1', { inputTokens: 1, outputTokens: -1, costNanos: 0 }, AT),
+        streams.checkpoint(S1, { inputTokens: 1, outputTokens: -1, costNanos: 0 }, AT),
         RangeError,
         'a negative charge is refused',
       )
@@ -554,20 +556,20 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     'streams: the write that meters a stream removes its entry; nothing is charged twice',
     async (t, { streams, usage }) => {
       await streams.open(entry())
-      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+      await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
       await usage.add([{ ...makeUsage({ inputTokens: 100, outputTokens: 60, costNanos: 7000 }), stream: 'str_1' }])
       t.strictSame(await streams.list(), [], 'settled: no longer journalled')
-      await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
+      await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
       t.strictSame(await streams.list(), [], 'a checkpoint after the settle does not bring it back')
-      t.equal(await streams.recover('str_1'), null, 'a settled stream cannot be recovered')
+      t.equal(await streams.recover(S1), null, 'a settled stream cannot be recovered')
       t.strictSame(totals(await usage.query({})), [1, 100, 60, 7000], 'charged once, as settled')
     },
   )
 
   withStores('streams: a stream is recovered once, however many recover it at once', async (t, { streams, usage }) => {
     await streams.open(entry())
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
-    const outcomes = await Promise.all(Array.from({ length: 8 }, () => streams.recover('str_1')))
+    await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    const outcomes = await Promise.all(Array.from({ length: 8 }, () => streams.recover(S1)))
     const charged = outcomes.filter((r) => r !== null)
     t.equal(charged.length, 1, 'one recovery charges it')
     t.strictSame(
@@ -580,15 +582,15 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
       [1, 100, 40, 5000],
     )
     t.strictSame(await streams.list(), [], 'recovered: no longer listed')
-    t.equal(await streams.recover('str_1'), null, 'and never recovered again')
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
-    t.equal(await streams.recover('str_1'), null, 'a checkpoint after the recovery does not reopen it')
+    t.equal(await streams.recover(S1), null, 'and never recovered again')
+    await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
+    t.equal(await streams.recover(S1), null, 'a checkpoint after the recovery does not reopen it')
   })
 
   withStores('streams: a settle after a recovery charges only the rest', async (t, { streams, usage }) => {
     await streams.open(entry())
-    await streams.checkpoint('str_1', { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
-    t.not(await streams.recover('str_1'), null)
+    await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 40, costNanos: 5000 }, AT + 10)
+    t.not(await streams.recover(S1), null)
     // Its gateway only looked dead (a Redis blip longer than its heartbeat): it settles after all.
     await usage.add([{ ...makeUsage({ inputTokens: 90, outputTokens: 70, costNanos: 8000 }), stream: 'str_1' }])
     t.strictSame(totals(await usage.query({})), [1, 100, 70, 8000], 'one request; the larger of each count')

@@ -11,6 +11,7 @@ import {
   type PortalSessionStore,
 } from '../../src/store/portal-sessions.ts'
 import { closeRedis } from '../../src/store/redis-client.ts'
+import { userScopedId } from '../../src/store/user-ids.ts'
 import { deleteUnder, keysUnder, redisClient } from '../limits/helpers.ts'
 
 function session(overrides: Partial<PortalSessionRecord> = {}): PortalSessionRecord {
@@ -92,10 +93,20 @@ t.test('redis', async (t) => {
   })
   const store = redisPortalSessions(redis, prefix)
   await contract(t, store)
-  const s = session()
+  await deleteUnder(redis, prefix)
+  const s = session({ id: userScopedId(randomBytes(32).toString('hex'), 'usr_1') })
   await store.put(s, new Date(Date.now() + 60_000))
   const keys = await keysUnder(redis, prefix)
-  t.same(keys, [`${prefix}{tg}:portal:session:${s.id}`], 'one key per session, under the prefix')
+  t.same(keys, [`${prefix}{o:usr_1}:portal:session:${s.id}`], "one key per session, on its user's slot")
   const ttl = await redis.pttl(keys[0] ?? '')
   t.ok(ttl > 0 && ttl <= 60_000, `expires with the session (${ttl} ms)`)
+  await store.putOnce(userScopedId('h', 'usr_1'), 'sealed', new Date(Date.now() + 60_000))
+  t.ok((await redis.exists(`${prefix}{o:usr_1}:portal:handoff:h.usr_1`)) === 1, "a hand-off on its session's slot")
+  // A session (and hand-off) whose id names no user, made before #25: under {tg} until it ends.
+  const old = session()
+  await store.put(old, new Date(Date.now() + 60_000))
+  t.same(await store.get(old.id), old)
+  t.ok((await redis.exists(`${prefix}{tg}:portal:session:${old.id}`)) === 1, 'an old id: in {tg}')
+  await store.putOnce('h-old', 'sealed', new Date(Date.now() + 60_000))
+  t.equal(await store.takeOnce('h-old'), 'sealed')
 })

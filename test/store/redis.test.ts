@@ -13,10 +13,17 @@ import type { Command, Redis } from 'ioredis'
 import { StoreUnavailableError } from '../../src/store/errors.ts'
 import type { Stores, UsageRecord } from '../../src/store/ports.ts'
 import { createRedisClient, pingRedis, reconnectDelay } from '../../src/store/redis-client.ts'
-import { createRedisStores, redisKeys, USAGE_WRITE_MEMORY_MS } from '../../src/store/redis.ts'
+import {
+  createRedisStores,
+  JOURNAL_REGISTRY_STALE_MS,
+  redisKeys,
+  USAGE_WRITE_MEMORY_MS,
+} from '../../src/store/redis.ts'
+import { identityNamespace, userNamespace } from '../../src/store/redis-kit.ts'
+import { userScopedId } from '../../src/store/user-ids.ts'
 import { dayNumber } from '../../src/store/usage-rows.ts'
 import { storeContract } from './contract.ts'
-import { authStoreContract } from './auth-contract.ts'
+import { authStoreContract, makeSession } from './auth-contract.ts'
 import { makeKeyRecord, makeUsage } from './records.ts'
 import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
 
@@ -332,14 +339,211 @@ function registerRedisTests(): void {
     }))
     for (const entry of streams) await a.streams.open(entry)
     t.equal((await b.streams.list()).length, 20, 'an instance sees the streams another journalled')
-    const outcomes = await Promise.all(streams.flatMap((e) => [a.streams.recover(e.id), b.streams.recover(e.id)]))
+    const outcomes = await Promise.all(streams.flatMap((e) => [a.streams.recover(e), b.streams.recover(e)]))
     t.equal(outcomes.filter((r) => r !== null).length, 20, 'each stream charged by exactly one of the two')
     const [row] = await a.usage.query({ keyId: 'key_a' })
     t.match(row, { requests: 20, inputTokens: 200, outputTokens: 190, costNanos: 2000 })
     t.strictSame(await a.streams.list(), [])
-    const ttl = await admin.pttl(redisKeys(prefix).stream('str_0'))
+    const journal = redisKeys(prefix).journalIn(identityNamespace(prefix, { keyId: 'key_a', owner: 'team-a' }))
+    const ttl = await admin.pttl(journal.entry('str_0'))
     t.ok(ttl > 0 && ttl <= 86_400_000, 'a recovered entry lingers a day (for a late settle), then expires')
   })
+
+  t.test("redis: a streamed call's open, checkpoints and settle are one script each on its owner's slot", async (t) => {
+    const prefix = freshPrefix()
+    const redis = client()
+    const stores = createRedisStores(redis, prefix)
+    t.teardown(() => stores.close())
+    const sent = recordCommands(redis)
+    const stream = (id: string, owner: string) => ({
+      id,
+      instance: 'gw-a',
+      keyId: `key_${owner}`,
+      owner,
+      tier: 'Basic',
+      model: 'm',
+      at: Date.now(),
+      inputTokens: 10,
+      outputTokens: 0,
+      costNanos: 10,
+    })
+    const call = async (id: string, owner: string): Promise<void> => {
+      const entry = stream(id, owner)
+      await stores.streams.open(entry)
+      await stores.streams.checkpoint(entry, { inputTokens: 10, outputTokens: 5, costNanos: 20 }, Date.now())
+      await stores.streams.checkpoint(entry, { inputTokens: 10, outputTokens: 9, costNanos: 28 }, Date.now())
+      const day = new Date().toISOString().slice(0, 10)
+      await stores.usage.add([
+        {
+          ...makeUsage({ keyId: entry.keyId, owner, day, inputTokens: 10, outputTokens: 9 }),
+          stream: id,
+          id: `w-${id}`,
+        },
+      ])
+    }
+    await call('str_1', 'team-a')
+    const first = await touchedBy(sent.splice(0))
+    await call('str_2', 'team-a')
+    await call('str_3', 'team-b')
+    const [second, third] = [await touchedBy(sent.splice(0, 4)), await touchedBy(sent.splice(0))]
+    const tg = `${prefix}{tg}:`
+    const teamA = identityNamespace(prefix, { keyId: 'key_team-a', owner: 'team-a' })
+    const scripts = (calls: Array<[string, string[]]>): string[][] =>
+      calls.filter(([name]) => name === 'evalsha' || name === 'eval').map(([, keys]) => keys)
+    t.equal(scripts(second).length, 4, 'open, two checkpoints and the settle: four scripts')
+    t.ok(
+      scripts(second).every((keys) => keys.every((key) => key.startsWith(teamA))),
+      "each touches its owner's slot only",
+    )
+    t.strictSame(
+      second.filter(([, keys]) => keys.some((key) => key.startsWith(tg))),
+      [],
+      'a second stream of the owner, on the same day, touches nothing in {tg}',
+    )
+    const k = redisKeys(prefix)
+    t.strictSame(
+      first
+        .filter(([, keys]) => keys.some((key) => key.startsWith(tg)))
+        .flatMap(([, keys]) => keys)
+        .sort(),
+      [k.journalGateways, k.journalSlots('gw-a'), k.usageRows, k.usageRowsOfKey('key_team-a')].sort(),
+      "the first says once that gw-a journals on the slot, and indexes the day's new row",
+    )
+    t.ok(
+      third.some(([, keys]) => keys.includes(k.journalSlots('gw-a'))),
+      'another owner: its slot is said too',
+    )
+    t.strictSame(await stores.streams.list(), [], 'all settled')
+    t.match(await stores.usage.query({ keyId: 'key_team-a' }), [{ requests: 2, inputTokens: 20, outputTokens: 18 }])
+  })
+
+  t.test('redis: streams journalled in {tg} by a Tollgate before #25 are listed and recovered there', async (t) => {
+    const [a, b, prefix] = twoInstances(t)
+    const k = redisKeys(prefix)
+    const at = Date.UTC(2025, 2, 1, 12)
+    // As such a Tollgate left them: the entry and the index in {tg}.
+    for (const [id, instance] of [
+      ['str_old', 'gw-old'],
+      ['str_running', 'gw-up'],
+    ] as const) {
+      await admin.hset(k.stream(id), {
+        instance,
+        keyId: 'key_a',
+        owner: 'team-a',
+        tier: 'Basic',
+        model: 'm',
+        at,
+        inputTokens: 10,
+        outputTokens: 7,
+        costNanos: 100,
+      })
+      await admin.hset(k.streams, id, instance)
+    }
+    await a.streams.open({
+      id: 'str_new',
+      instance: 'gw-old',
+      keyId: 'key_a',
+      owner: 'team-a',
+      tier: 'Basic',
+      model: 'm',
+      at,
+      inputTokens: 10,
+      outputTokens: 3,
+      costNanos: 100,
+    })
+    const asked: string[] = []
+    const stopped = async (instance: string): Promise<boolean> => {
+      asked.push(instance)
+      return instance === 'gw-old'
+    }
+    const listed = await b.streams.list(stopped)
+    t.strictSame(listed.map((e) => e.id).sort(), ['str_new', 'str_old'], "both layouts: the stopped gateway's only")
+    t.strictSame(asked.sort(), ['gw-old', 'gw-up'], 'each gateway asked once')
+    for (const entry of listed) t.not(await b.streams.recover(entry), null, `${entry.id} recovered`)
+    t.equal(await a.streams.recover(listed[0] ?? { id: '', keyId: '', owner: '' }), null, 'once')
+    t.match(await a.usage.query({ keyId: 'key_a' }), [{ day: '2025-03-01', requests: 2, outputTokens: 10 }])
+    t.ok((await admin.exists(k.usageRow('key_a', 'm', '2025-03-01'))) === 1, "the old entry's row: in {tg}")
+    t.strictSame(
+      (await a.streams.list()).map((e) => e.id),
+      ['str_running'],
+      "the running gateway's old entry stays",
+    )
+  })
+
+  t.test("redis: a gateway's slots are dropped from its list once stale with none of its streams", async (t) => {
+    const [a, b, prefix] = twoInstances(t)
+    const k = redisKeys(prefix)
+    const entry = (id: string, owner: string) => ({
+      id,
+      instance: 'gw-a',
+      keyId: `key_${owner}`,
+      owner,
+      tier: 'Basic',
+      model: 'm',
+      at: Date.now(),
+      inputTokens: 1,
+      outputTokens: 0,
+      costNanos: 1,
+    })
+    const settle = (id: string, owner: string): Promise<void> =>
+      a.usage.add([{ ...makeUsage({ keyId: `key_${owner}`, owner }), stream: id }])
+    await a.streams.open(entry('str_a', 'team-a'))
+    await a.streams.open(entry('str_b', 'team-b'))
+    await settle('str_a', 'team-a')
+    const slots = async (): Promise<string[]> => (await admin.zrange(k.journalSlots('gw-a'), '0', '-1')).sort()
+    const both = [
+      identityNamespace(prefix, { keyId: 'key_team-a', owner: 'team-a' }),
+      identityNamespace(prefix, { keyId: 'key_team-b', owner: 'team-b' }),
+    ]
+    t.strictSame(await slots(), both)
+    const running = async (): Promise<boolean> => false
+    await b.streams.list(running)
+    t.strictSame(await slots(), both, 'said lately: kept, even with nothing left')
+    // As if said longer ago than the registry keeps a slot with nothing in it.
+    const old = Date.now() - JOURNAL_REGISTRY_STALE_MS - 1000
+    for (const ns of both) await admin.zadd(k.journalSlots('gw-a'), 'XX', old, ns)
+    t.strictSame(await b.streams.list(running), [], "a running gateway's streams are not read")
+    t.strictSame(await slots(), [both[1]], 'the stale slot with nothing left goes; the one with a stream stays')
+    await settle('str_b', 'team-b')
+    await b.streams.list(running)
+    t.strictSame(await slots(), [], 'then that one too')
+    t.strictSame(await admin.smembers(k.journalGateways), [], 'and the gateway, with its last slot')
+  })
+
+  t.test(
+    "redis: a user's sessions and refresh tokens on the user's slot; ids naming no user stay in {tg}",
+    async (t) => {
+      const prefix = freshPrefix()
+      const stores = createRedisStores(client(), prefix)
+      t.teardown(() => stores.close())
+      const user = 'usr_0123456789abcdef01234567'
+      const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((x) => x.repeat(64)) as [string, string, string, string]
+      const session = makeSession({ id: userScopedId('ses_new', user), userId: user })
+      await stores.sessions.create(session, userScopedId(a, user))
+      const next = { hash: userScopedId(b, user), seed: 'seed' }
+      t.match(await stores.sessions.rotateRefresh(userScopedId(a, user), next, new Date(), 0), { outcome: 'rotated' })
+      // Made before ids named their user: found, refreshed and revoked where it is.
+      const old = makeSession({ id: 'ses_old', userId: user })
+      await stores.sessions.create(old, c)
+      t.match(await stores.sessions.rotateRefresh(c, { hash: d, seed: 's' }, new Date(), 0), { outcome: 'rotated' })
+      t.equal(await stores.sessions.revoke(session.id, new Date()), true)
+      t.equal(await stores.sessions.revoke(old.id, new Date()), true)
+      t.match(await stores.sessions.get(session.id), { revokedAt: String })
+      const mine = userNamespace(prefix, user)
+      const tg = `${prefix}{tg}:`
+      t.strictSame(
+        (await keysUnder(admin, prefix)).sort(),
+        [
+          `${mine}sess:${encodeURIComponent(session.id)}`,
+          `${mine}rt:${a}.${user}`,
+          `${mine}rt:${b}.${user}`,
+          `${tg}sess:ses_old`,
+          `${tg}rt:${c}`,
+          `${tg}rt:${d}`,
+        ].sort(),
+      )
+    },
+  )
 
   t.test('redis: replace is a compare-and-set across instances', async (t) => {
     const [a, b] = twoInstances(t)
@@ -552,6 +756,28 @@ function registerRedisTests(): void {
 }
 
 /** Runs each kind of operation once, so the key-layout test sees every key family. */
+/** The commands `redis` sends from now on, as [name, ...args]. */
+function recordCommands(redis: Redis): string[][] {
+  const sent: string[][] = []
+  const send = redis.sendCommand.bind(redis)
+  redis.sendCommand = (command: Command, stream?: Parameters<Redis['sendCommand']>[1]) => {
+    sent.push([command.name, ...command.args.map(String)])
+    return send(command, stream)
+  }
+  return sent
+}
+
+/** Each command with the keys it touches, as Redis itself reads them (keyless ones left out). */
+async function touchedBy(sent: readonly string[][]): Promise<Array<[string, string[]]>> {
+  const out: Array<[string, string[]]> = []
+  for (const [name, ...args] of sent) {
+    if (name === undefined || ['multi', 'exec', 'ping', 'info', 'hello', 'client', 'select'].includes(name)) continue
+    const keys = await admin.call('COMMAND', ['GETKEYS', name, ...args])
+    out.push([name, Array.isArray(keys) ? keys.map(String) : []])
+  }
+  return out
+}
+
 async function exerciseEveryOperation(stores: Stores): Promise<void> {
   const record = makeKeyRecord({ previousHash: '78'.repeat(32) })
   await stores.keys.insert(record)
@@ -571,6 +797,14 @@ async function exerciseEveryOperation(stores: Stores): Promise<void> {
   ])
   await stores.usage.query({ keyId: 'key_a', from: '2025-03-01', to: '2025-03-31' })
   await stores.usage.query({})
+  const stream = { instance: 'gw-a', keyId: 'key_a', owner: 'team-a', tier: 'Basic', model: 'm', at: Date.now() }
+  const charge = { inputTokens: 10, outputTokens: 0, costNanos: 10 }
+  await stores.streams.open({ id: 'str_1', ...stream, ...charge })
+  await stores.streams.open({ id: 'str_2', ...stream, ...charge })
+  await stores.streams.checkpoint({ id: 'str_1', keyId: 'key_a', owner: 'team-a' }, charge, Date.now())
+  await stores.streams.list()
+  await stores.streams.recover({ id: 'str_2', keyId: 'key_a', owner: 'team-a' })
+  await stores.usage.add([{ ...makeUsage(), stream: 'str_1', id: 'w1' }])
 }
 
 /**

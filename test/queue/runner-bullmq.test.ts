@@ -35,12 +35,21 @@ const spaceWith = (shards: number | undefined) => async () => {
       ? {}
       : {
           spread: (name: string, n: number): string => `qreq_${name.padEnd(16, '0')}s${n % shards}`,
-          held: async (ids: readonly string[]): Promise<void> => {
+          held: async (ids: readonly string[], ms: number): Promise<boolean> => {
             const activeOf = (id: string): string =>
               `${keyPrefix}{q${shardOfId(id) ?? shardOfKey(id, shards)}}:bull:requests:active`
-            for (let i = 0; i < 250; i++) {
+            const deadline = Date.now() + ms
+            for (;;) {
               const lists = await Promise.all(ids.map((id) => admin.lrange(activeOf(id), 0, -1)))
-              if (ids.every((id, n) => lists[n]?.includes(id))) return
+              if (ids.every((id, n) => lists[n]?.includes(id))) {
+                // Redis moved each job to active before it answered this: the worker's reply
+                // (whose handling, without I/O, puts the job among those waiting for a worker)
+                // was written before the answer to a command sent now, so it has been read
+                // by the time that answer is.
+                await admin.ping()
+                return true
+              }
+              if (Date.now() > deadline) return false
               await new Promise((done) => setTimeout(done, 20))
             }
           },

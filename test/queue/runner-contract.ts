@@ -13,8 +13,9 @@ export interface RunnerSpace {
    * Waits until a runner holds these scheduled jobs, waiting for a worker (a sharded
    * BullMQ runner takes each shard's jobs as they come, and orders by priority the ones it
    * holds; a job still on its way from another shard's queue is not among them yet).
+   * False if they were not all held within `ms`.
    */
-  held?(ids: readonly string[]): Promise<void>
+  held?(ids: readonly string[], ms: number): Promise<boolean>
   /**
    * The id of the `n`th of several requests, each on a shard of its own (sharded: a
    * shard's worker takes one job per free place, so priority orders the jobs the runner
@@ -131,16 +132,33 @@ export function runnerContract(t: Test, name: string, makeSpace: () => Promise<R
       })
       runner.start(r.processor, 1)
       await runner.schedule(job('block'))
-      t.ok(await until(() => r.runs.length === 1))
-      const [o1, o2, o3, urgent] = ['o1', 'o2', 'o3', 'urgent'].map((name, n) => space.spread?.(name, n) ?? name)
-      for (const id of [o1, o2, o3]) await runner.schedule(job(id ?? ''), { priority: 10 })
-      await runner.schedule(job(urgent ?? ''), { priority: 1 })
-      await space.held?.([o1 ?? '', o2 ?? '', o3 ?? '', urgent ?? ''])
+      // Generous bounds: at a load of 10 on two cores a worker can take seconds to start.
+      t.ok(await until(() => r.runs.length === 1, 30_000), 'the blocking request runs')
+      const [o1 = 'o1', o2 = 'o2', o3 = 'o3', urgent = 'urgent'] = ['o1', 'o2', 'o3', 'urgent'].map(
+        (name, n) => space.spread?.(name, n) ?? name,
+      )
+      // Where the runner holds jobs (sharded), "the order they were scheduled" is the order it
+      // took them: each is scheduled once the one before it is held, so no shard's worker can
+      // take its job before an earlier one's, however slow each is under load.
+      const scheduled: string[] = []
+      for (const [id, priority] of [
+        [o1, 10],
+        [o2, 10],
+        [o3, 10],
+        [urgent, 1],
+      ] as const) {
+        await runner.schedule(job(id), { priority })
+        scheduled.push(id)
+        if (space.held !== undefined)
+          t.ok(await space.held(scheduled, 30_000), `the runner holds ${scheduled.join(', ')} within 30 s`)
+      }
+      t.equal(r.runs.length, 1, 'nothing else ran while the worker was busy')
       release()
-      t.ok(await until(() => r.runs.length === 5))
+      t.ok(await until(() => r.runs.length === 5, 30_000), 'the four ran once the worker was free')
       t.same(
         r.runs.map((x) => x.id),
         ['block', urgent, o1, o2, o3],
+        'the urgent one first, then the others in the order they were scheduled',
       )
     },
   )

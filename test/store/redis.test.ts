@@ -355,18 +355,7 @@ function registerRedisTests(): void {
     const stores = createRedisStores(redis, prefix)
     t.teardown(() => stores.close())
     const sent = recordCommands(redis)
-    const stream = (id: string, owner: string) => ({
-      id,
-      instance: 'gw-a',
-      keyId: `key_${owner}`,
-      owner,
-      tier: 'Basic',
-      model: 'm',
-      at: Date.now(),
-      inputTokens: 10,
-      outputTokens: 0,
-      costNanos: 10,
-    })
+    const stream = (id: string, owner: string) => journalEntry(id, owner, 10)
     const call = async (id: string, owner: string): Promise<void> => {
       const entry = stream(id, owner)
       await stores.streams.open(entry)
@@ -473,18 +462,7 @@ function registerRedisTests(): void {
   t.test("redis: a gateway's slots are dropped from its list once stale with none of its streams", async (t) => {
     const [a, b, prefix] = twoInstances(t)
     const k = redisKeys(prefix)
-    const entry = (id: string, owner: string) => ({
-      id,
-      instance: 'gw-a',
-      keyId: `key_${owner}`,
-      owner,
-      tier: 'Basic',
-      model: 'm',
-      at: Date.now(),
-      inputTokens: 1,
-      outputTokens: 0,
-      costNanos: 1,
-    })
+    const entry = (id: string, owner: string) => journalEntry(id, owner, 1)
     const settle = (id: string, owner: string): Promise<void> =>
       a.usage.add([{ ...makeUsage({ keyId: `key_${owner}`, owner }), stream: id }])
     await a.streams.open(entry('str_a', 'team-a'))
@@ -757,6 +735,22 @@ function registerRedisTests(): void {
 
 /** Runs each kind of operation once, so the key-layout test sees every key family. */
 /** The commands `redis` sends from now on, as [name, ...args]. */
+/** A journalled stream of gateway gw-a for `owner`'s key, opened with `tokens` input tokens (and their cost in nanos). */
+function journalEntry(id: string, owner: string, tokens: number) {
+  return {
+    id,
+    instance: 'gw-a',
+    keyId: `key_${owner}`,
+    owner,
+    tier: 'Basic',
+    model: 'm',
+    at: Date.now(),
+    inputTokens: tokens,
+    outputTokens: 0,
+    costNanos: tokens,
+  }
+}
+
 function recordCommands(redis: Redis): string[][] {
   const sent: string[][] = []
   const send = redis.sendCommand.bind(redis)

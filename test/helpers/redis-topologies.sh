@@ -43,9 +43,33 @@ require_redis() {
 
 # --- cluster ---------------------------------------------------------------------------
 
+# Whether another node still sees the node of this id as a master serving slots.
+still_serving_slots() {
+  local id=$1 port
+  for port in "${CLUSTER_PORTS[@]}"; do
+    cli "$port" CLUSTER NODES | awk -v id="$id" '$1 == id && $3 ~ /master/ && NF > 8 { found = 1 } END { exit !found }' && return 0
+  done
+  return 1
+}
+
+# A master killed by a test and started again before its replica took over would come back
+# empty (nothing is persisted) and still serving its slots, and its replica would copy the
+# empty set: every key of those slots lost. So a node is started only after the failover (or
+# after 20 s, when it has no replica left to take over).
+await_failover_of() {
+  local conf="$DIR/cluster/$1/nodes.conf" id
+  [ -f "$conf" ] || return 0
+  id=$(awk '/myself/ { print $1 }' "$conf")
+  [ -n "$id" ] || return 0
+  still_serving_slots "$id" || return 0
+  log "waiting for node $1's replica to take over before starting it again"
+  wait_for 100 0.2 eval '! still_serving_slots "$id"' || log "no failover of node $1 in 20 s: starting it anyway"
+}
+
 start_cluster_node() {
   local port=$1 dir="$DIR/cluster/$1"
   answers "$port" && return 0
+  await_failover_of "$port"
   mkdir -p "$dir"
   redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --dir "$dir" \
     --cluster-enabled yes --cluster-config-file nodes.conf \
@@ -94,6 +118,11 @@ sentinel_master_port() { # the port the sentinels name as master, empty when non
 start_sentinel_data_node() {
   local port=$1 dir="$DIR/sentinel/$1"
   answers "$port" && return 0
+  # The same for the Sentinel set: a killed master comes back only as a replica of the new one.
+  if [ "$(sentinel_master_port)" = "$port" ]; then
+    log "waiting for the sentinels to promote another node than $port before starting it again"
+    wait_for 100 0.2 eval '[ "$(sentinel_master_port)" != "$port" ]' || log "no failover of $port in 20 s: starting it anyway"
+  fi
   mkdir -p "$dir"
   local master
   master=$(sentinel_master_port)

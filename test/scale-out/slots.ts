@@ -152,7 +152,9 @@ export function slotsSuite(parent: Test): void {
       await resetMasterStats(redis)
       for (const ids of models) for (let i = 0; i < 4; i++) await call(ids)
       const scripts = await scriptCallsPerMaster(redis)
-      for (const port of ports) t.equal(scripts.get(port), 8, `master ${port}: its pool's four acquires and releases`)
+      // At least: the stats count every client's scripts (a gateway's timers may run one meanwhile).
+      for (const port of ports)
+        t.ok((scripts.get(port) ?? 0) >= 8, `master ${port}: its pool's four acquires and releases`)
       const keys = capacityKeys(prefix)
       for (const [i, ids] of models.entries()) {
         // The pick between the two is weighted at random: all five calls may land on one of them

@@ -551,6 +551,16 @@ async function failover(
       ),
     )
     t.comment(`${kind} failover: queued requests in flight at the kill ended ${ended.map((q) => q.status).join(', ')}`)
+    if (ended.some((q) => q.status !== 'completed'))
+      for (const [i, gw] of all.entries())
+        t.comment(
+          `instance ${i + 1}'s queue log: ${gw
+            .logs()
+            .filter((l) => Number(l.level) >= 40 || /queue|worker|shard|lease|bull/i.test(String(l.msg)))
+            .slice(-25)
+            .map((l) => `${String(l.time)} ${String(l.msg)} ${JSON.stringify(l.err ?? l.error ?? '').slice(0, 200)}`)
+            .join(' | ')}`,
+        )
     t.same(
       ended.map((q) => q.status),
       queued.map(() => 'completed'),

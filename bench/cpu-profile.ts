@@ -10,7 +10,12 @@
 // --callers <function> adds where that function's samples come from: the stacks above it,
 // nine frames deep, with their shares of its samples.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--callers writev]
+// --alloc profiles allocation instead of time (bench/alloc-sampler.ts, V8's sampling heap
+// profiler with collected objects kept): bytes allocated per call, the functions that
+// allocate most themselves, and the gateway's own functions (src/) charged with everything
+// allocated below them in the stack that no other src/ function is nearer to.
+//
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--callers writev] [--alloc]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -27,6 +32,7 @@ const { values } = parseArgs({
     top: { type: 'string', default: '10' },
     upstream: { type: 'boolean', default: false },
     callers: { type: 'string' },
+    alloc: { type: 'boolean', default: false },
   },
 })
 const ROOT = resolve(values.root)
@@ -143,13 +149,74 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
   ].join('\n')
 }
 
+interface AllocNode {
+  readonly callFrame: ProfileNode['callFrame']
+  readonly selfSize: number
+  readonly children: readonly AllocNode[]
+}
+
+/** A sampling heap profile as bytes per call: by own allocation, and by the nearest src/ function. */
+function summariseAlloc(head: AllocNode, calls: number, top: number): string {
+  const self = new Map<string, number>()
+  const ours = new Map<string, number>()
+  let total = 0
+  const walk = (node: AllocNode, nearest: string): void => {
+    const name = frameName(node.callFrame)
+    const mine = node.callFrame.url.includes('/src/') ? name : nearest
+    total += node.selfSize
+    self.set(name, (self.get(name) ?? 0) + node.selfSize)
+    ours.set(mine, (ours.get(mine) ?? 0) + node.selfSize)
+    for (const child of node.children) walk(child, mine)
+  }
+  walk(head, '(outside src/)')
+  const kb = (bytes: number): string => (bytes / calls / 1024).toFixed(2)
+  const table = (title: string, rows: Map<string, number>): string[] => [
+    `| ${title} | KB per call | share |`,
+    '|---|---|---|',
+    ...[...rows.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, n]) => `| \`${name.replace(/\|/g, '\\|')}\` | ${kb(n)} | ${((100 * n) / total).toFixed(1)} % |`),
+  ]
+  return [
+    `Allocated: ${kb(total)} KB per call (sampled every 1 KB, collected objects included)\n`,
+    ...table('Allocating function (self)', self),
+    '',
+    ...table('Nearest gateway function (src/) in the stack', ours),
+  ].join('\n')
+}
+
+/** Sends SIGUSR2 to the gateway and waits (bounded) for the sampler's `alloc-sampler <word>` line. */
+async function toggleSampler(
+  gw: { child: { kill(s: NodeJS.Signals): boolean }; output(): string },
+  word: string,
+): Promise<void> {
+  const seen = gw.output().split(`alloc-sampler ${word}`).length
+  gw.child.kill('SIGUSR2')
+  for (let i = 0; i < 600; i++) {
+    if (gw.output().split(`alloc-sampler ${word}`).length > seen) return
+    await new Promise((done) => setTimeout(done, 50))
+  }
+  throw new Error(`the gateway's allocation sampler did not say "${word}" within 30 s`)
+}
+
 const redis = await startPrivateRedis()
 const upstream = values.upstream ? await startChild('fast-upstream.ts', []) : undefined
 const profDir = mkdtempSync(join(tmpdir(), 'tollgate-cpu-prof-'))
+const allocFile = join(profDir, 'alloc.heapprofile')
 const gw = await startTollgate({
   root: ROOT,
-  execArgv: ['--max-semi-space-size=8', '--cpu-prof', '--cpu-prof-dir', profDir],
-  env: { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' },
+  execArgv: [
+    '--max-semi-space-size=8',
+    ...(values.alloc
+      ? ['--import', join(import.meta.dirname, 'alloc-sampler.ts')]
+      : ['--cpu-prof', '--cpu-prof-dir', profDir]),
+  ],
+  env: {
+    REDIS_URL: redis.url,
+    TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret',
+    ...(values.alloc ? { TOLLGATE_ALLOC_PROFILE: allocFile } : {}),
+  },
   dropRequestLogs: true,
   config: (doc) => {
     doc.plans = {
@@ -173,24 +240,31 @@ try {
   const { key } = await gw.createKey({ tier: 'On' })
   await load(gw.url, key, 500) // warm-up: the mock's tokenizer, the JIT
   await redisCli(redis.url, 'CONFIG', 'RESETSTAT')
+  if (values.alloc) await toggleSampler(gw, 'on')
   from = nowUs()
   await load(gw.url, key, Number(values.requests))
   to = nowUs()
+  if (values.alloc) await toggleSampler(gw, 'written')
   commands = commandsPerCall(await redisCli(redis.url, 'INFO', 'commandstats'), Number(values.requests))
 } finally {
   await gw.stop()
   await redis.kill()
   await upstream?.stop()
 }
-const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
-if (file === undefined) throw new Error('the gateway wrote no profile')
-const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
-rmSync(profDir, { recursive: true, force: true })
 console.log(
   `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits on, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
 )
 console.log(`Redis commands per call: ${commands}\n`)
-console.log(summarise(profile, from, to, Number(values.top)))
-if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers)}`)
+if (values.alloc) {
+  const { head } = JSON.parse(readFileSync(allocFile, 'utf8')) as { head: AllocNode }
+  console.log(summariseAlloc(head, Number(values.requests), Number(values.top)))
+} else {
+  const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
+  if (file === undefined) throw new Error('the gateway wrote no profile')
+  const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
+  console.log(summarise(profile, from, to, Number(values.top)))
+  if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers)}`)
+}
+rmSync(profDir, { recursive: true, force: true })

@@ -19,8 +19,17 @@ export interface ApiKeyAuthOptions {
 
 export type ApiKeyAuthenticator = (req: IncomingMessage) => Promise<Principal>
 
+/**
+ * Keys that found their record, with their keyed hash: the HMAC (a function of the key and
+ * the secret alone, so an entry is never stale) is computed once per key, not per call.
+ * At most this many, the oldest out first; a key that finds nothing is never kept, so
+ * guessed keys cannot push the real ones out.
+ */
+const HASHED_KEYS = 4096
+
 export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAuthenticator {
   const now = options.now ?? Date.now
+  const hashed = new Map<string, string>()
   return async (req) => {
     const presented = presentedKey(req)
     if (presented.kind === 'none') throw gatewayError('missing_api_key')
@@ -31,13 +40,20 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
       })
     }
     const token = presented.key
-    // The message never contains the key, not even a part of it.
-    const malformed = malformedKeyReason(token)
-    if (malformed !== null)
-      throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })
-    const hash = options.hash(token)
+    let hash = hashed.get(token)
+    if (hash === undefined) {
+      // The message never contains the key, not even a part of it.
+      const malformed = malformedKeyReason(token)
+      if (malformed !== null)
+        throw gatewayError('invalid_api_key', { message: `Incorrect API key provided. ${malformed}` })
+      hash = options.hash(token)
+    }
     const key = await options.lookup.findByHash(hash)
     if (!key) throw gatewayError('invalid_api_key')
+    if (!hashed.has(token)) {
+      if (hashed.size >= HASHED_KEYS) hashed.delete(hashed.keys().next().value as string)
+      hashed.set(token, hash)
+    }
     if (key.status === 'revoked') throw gatewayError('revoked_api_key')
     const at = now()
     if (key.expiresAt !== null && Date.parse(key.expiresAt) <= at) throw gatewayError('expired_api_key')

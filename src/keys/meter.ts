@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { UsageStore, UsageWrite } from '../store/ports.ts'
+import { dayOf } from '../store/usage-rows.ts'
 
 export interface MeterOptions {
   readonly store: UsageStore
@@ -44,7 +45,7 @@ export interface Meter {
 }
 
 export function utcDay(at: Date): string {
-  return at.toISOString().slice(0, 10)
+  return dayOf(at.getTime())
 }
 
 const count = (n: number): number =>

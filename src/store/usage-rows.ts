@@ -4,19 +4,34 @@ import type { StreamCharge, StreamEntry, UsageQuery, UsageRecord } from './ports
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
 
+const DAY_MS = 86_400_000
+/** The last day asked of dayNumber and of dayOf, and their answers: every call of a day asks the same. */
+let lastDay = ''
+let lastDayNumber = 0
+let lastDayIndex = Number.NaN
+let lastDayText = ''
+
 /** Days since 1970-01-01 of a YYYY-MM-DD UTC day; throws on anything else (2025-02-30 too). */
 export function dayNumber(day: string): number {
+  if (day === lastDay) return lastDayNumber
   const m = DAY.exec(day)
   if (m === null) throw new RangeError(`not a YYYY-MM-DD day: ${JSON.stringify(day)}`)
   const [, y, mo, d] = m
   const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d))
   if (new Date(ms).toISOString().slice(0, 10) !== day) throw new RangeError(`not a calendar day: ${day}`)
-  return ms / 86_400_000
+  lastDay = day
+  lastDayNumber = ms / DAY_MS
+  return lastDayNumber
 }
 
 /** The UTC day (YYYY-MM-DD) of an epoch-ms instant. */
 export function dayOf(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 10)
+  const index = Math.floor(ms / DAY_MS)
+  if (index !== lastDayIndex) {
+    lastDayText = new Date(ms).toISOString().slice(0, 10)
+    lastDayIndex = index
+  }
+  return lastDayText
 }
 
 /** Recovered stream entries are kept this long, for a settle of a gateway that only looked dead. */

@@ -159,9 +159,7 @@ export function slotsSuite(parent: Test): void {
       for (const [i, ids] of models.entries()) {
         // The pick between the two is weighted at random: all five calls may land on one of them
         // (1 in 16), so each count found must be on the pool's master, and one must be found.
-        const held = await Promise.all(
-          ids.map((id) => masterHolding(keys.of({ id, pool: ids[0] as string })[3] as string)),
-        )
+        const held = await Promise.all(ids.map((id) => masterHolding(keys.of({ id, pool: ids[0] })[3] as string)))
         t.strictSame(
           [...new Set(held.filter((port) => port !== undefined))],
           [ports[i]],

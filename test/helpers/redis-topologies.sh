@@ -79,13 +79,26 @@ start_cluster_node() {
   wait_for 50 0.1 answers "$port" || { log "cluster node $port did not start (see $dir/redis.log)"; return 1; }
 }
 
+# The masters serving slots as one node sees them: "address slots..." per master, sorted.
+slot_map() {
+  cli "$1" CLUSTER NODES | awk '$3 ~ /master/ && $3 !~ /fail/ && NF > 8 { s = $2; for (i = 9; i <= NF; i++) s = s " " $i; print s }' | sort
+}
+
 cluster_ok() {
-  local port
+  local port first
   for port in "${CLUSTER_PORTS[@]}"; do
     cli "$port" CLUSTER INFO | grep -q '^cluster_state:ok' || return 1
   done
   # Every node sees six nodes, none of them failed.
-  [ "$(cli "${CLUSTER_PORTS[0]}" CLUSTER NODES | grep -cv 'fail')" -eq 6 ]
+  [ "$(cli "${CLUSTER_PORTS[0]}" CLUSTER NODES | grep -cv 'fail')" -eq 6 ] || return 1
+  # And all agree on three masters and their slots: a node just started again (or one that
+  # has not yet heard of a failover) may still see its old master, and a client or test that
+  # asks it would be misled.
+  first=$(slot_map "${CLUSTER_PORTS[0]}")
+  [ "$(printf '%s\n' "$first" | grep -c .)" -eq 3 ] || return 1
+  for port in "${CLUSTER_PORTS[@]:1}"; do
+    [ "$(slot_map "$port")" = "$first" ] || return 1
+  done
 }
 
 cluster_formed() { [ "$(cli "$1" CLUSTER INFO | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')" -gt 1 ] 2>/dev/null; }

@@ -2,7 +2,7 @@
 // access log and the metrics.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Usage } from '../backends/port.ts'
-import type { ErrorName } from '../errors.ts'
+import { gatewayError, type ErrorName } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import { NO_SPAN, type Span } from '../observability/tracing.ts'
 
@@ -39,8 +39,10 @@ export function createContext(
   trace: Span = NO_SPAN,
 ): RequestContext {
   const controller = new AbortController()
+  // The reason says who gave up: a call the client left is recorded as client_closed (499,
+  // nginx's "client closed request", logged at info), not as a timeout of its upstream.
   res.once('close', () => {
-    if (!res.writableFinished) controller.abort()
+    if (!res.writableFinished) controller.abort(gatewayError('client_closed'))
   })
   return { req, res, id, startedAt: performance.now(), log, signal: controller.signal, trace, route: 'unmatched' }
 }

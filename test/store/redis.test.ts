@@ -40,6 +40,15 @@ let instance = 0
 const freshPrefix = (): string => `${NAMESPACE}${instance++}:`
 const client = (name = 'tgtest'): Redis => createRedisClient(REDIS_URL, { commandTimeoutMs: COMMAND_TIMEOUT_MS, name })
 
+/** One gateway instance's stores on a fresh namespace, closed when the test ends. */
+function oneInstance(t: Test): { prefix: string; redis: Redis; stores: Stores } {
+  const prefix = freshPrefix()
+  const redis = client()
+  const stores = createRedisStores(redis, prefix)
+  t.teardown(() => stores.close())
+  return { prefix, redis, stores }
+}
+
 /** Two gateway instances' stores on one fresh namespace (the third element), closed when the test ends. */
 function twoInstances(t: Test): [Stores, Stores, string] {
   const prefix = freshPrefix()
@@ -73,10 +82,7 @@ if (!reachable) {
 
 function registerRedisTests(): void {
   t.test("redis: every key written carries the prefix and the {tg} hash tag, or its owner's", async (t) => {
-    const prefix = freshPrefix()
-    const redis = client()
-    const stores = createRedisStores(redis, prefix)
-    t.teardown(() => stores.close())
+    const { prefix, redis, stores } = oneInstance(t)
 
     // Record the keys of every command the adapter sends, as Redis itself reads them.
     const sent: string[][] = []
@@ -140,9 +146,7 @@ function registerRedisTests(): void {
   })
 
   t.test('redis: a usage row written with a float cost by an older Tollgate reads as exact nano-units', async (t) => {
-    const prefix = freshPrefix()
-    const stores = createRedisStores(client(), prefix)
-    t.teardown(() => stores.close())
+    const { prefix, stores } = oneInstance(t)
     const k = redisKeys(prefix)
     const row = k.usageRow('key_old', 'gpt-4o', '2025-03-01')
     await admin.hset(row, {
@@ -165,9 +169,7 @@ function registerRedisTests(): void {
   t.test(
     "redis: usage rows of the {tg} layout (older Tollgates, settled streams) add up with their owner's",
     async (t) => {
-      const prefix = freshPrefix()
-      const stores = createRedisStores(client(), prefix)
-      t.teardown(() => stores.close())
+      const { prefix, stores } = oneInstance(t)
       const k = redisKeys(prefix)
       // As a Tollgate before #25 left them: the row and both indexes in {tg}.
       for (const [day, requests] of [
@@ -212,10 +214,7 @@ function registerRedisTests(): void {
   )
 
   t.test('redis: a row whose indexing failed is indexed by the retry of its write', async (t) => {
-    const prefix = freshPrefix()
-    const redis = client()
-    const stores = createRedisStores(redis, prefix)
-    t.teardown(() => stores.close())
+    const { redis, stores } = oneInstance(t)
     const write = { ...makeUsage(), id: 'meter9.0' }
     // The first try: the script applies, then the MULTI that indexes the new row fails.
     const multi = redis.multi.bind(redis)
@@ -350,10 +349,7 @@ function registerRedisTests(): void {
   })
 
   t.test("redis: a streamed call's open, checkpoints and settle are one script each on its owner's slot", async (t) => {
-    const prefix = freshPrefix()
-    const redis = client()
-    const stores = createRedisStores(redis, prefix)
-    t.teardown(() => stores.close())
+    const { prefix, redis, stores } = oneInstance(t)
     const sent = recordCommands(redis)
     const stream = (id: string, owner: string) => journalEntry(id, owner, 10)
     const call = async (id: string, owner: string): Promise<void> => {
@@ -491,9 +487,7 @@ function registerRedisTests(): void {
   t.test(
     "redis: a user's sessions and refresh tokens on the user's slot; ids naming no user stay in {tg}",
     async (t) => {
-      const prefix = freshPrefix()
-      const stores = createRedisStores(client(), prefix)
-      t.teardown(() => stores.close())
+      const { prefix, stores } = oneInstance(t)
       const user = 'usr_0123456789abcdef01234567'
       const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((x) => x.repeat(64)) as [string, string, string, string]
       const session = makeSession({ id: userScopedId('ses_new', user), userId: user })
@@ -541,10 +535,7 @@ function registerRedisTests(): void {
   })
 
   t.test("redis: a write landing between replace's own read and its script is not overwritten", async (t) => {
-    const prefix = freshPrefix()
-    const redis = client()
-    const stores = createRedisStores(redis, prefix)
-    t.teardown(() => stores.close())
+    const { prefix, redis, stores } = oneInstance(t)
     const k = redisKeys(prefix)
     const record = makeKeyRecord()
     await stores.keys.insert(record)
@@ -616,9 +607,7 @@ function registerRedisTests(): void {
 
   t.test('redis: a stale hash index entry never finds a key whose record lacks that hash', async (t) => {
     // What findByHash sees if a replace lands between its two reads.
-    const prefix = freshPrefix()
-    const stores = createRedisStores(client(), prefix)
-    t.teardown(() => stores.close())
+    const { prefix, stores } = oneInstance(t)
     const record = makeKeyRecord()
     await stores.keys.insert(record)
     const stale = 'de'.repeat(32)
@@ -628,9 +617,7 @@ function registerRedisTests(): void {
   })
 
   t.test('redis: refusals and corrupt values are not reported as an outage', async (t) => {
-    const prefix = freshPrefix()
-    const stores = createRedisStores(client(), prefix)
-    t.teardown(() => stores.close())
+    const { prefix, stores } = oneInstance(t)
     const k = redisKeys(prefix)
     await admin.set(k.usageRows, 'not a sorted set')
     const wrongType = await settle(stores.usage.query({}))

@@ -1,5 +1,5 @@
 // The file quota contract on the shared Redis (under a random prefix, deleted at the end).
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { migrateFileQuota } from '../../src/files/quota-migration.ts'
 import { createRedisFileQuotaStore, fileQuotaKeys } from '../../src/files/redis-quota-store.ts'
 import { createLogger } from '../../src/observability/logger.ts'
@@ -25,33 +25,34 @@ const space = async () => {
 
 fileQuotaContract(t, 'redis', space)
 
-t.test("redis: a key's counts on its own slot; only the index of files in {tg}", async (t) => {
+/** A store on a fresh space, closed (and the space deleted) when the test ends. */
+async function openStore(t: Test) {
   const s = await space()
   const store = await s.open(Date.now)
   t.teardown(async () => {
     await store.close()
     await s.cleanup()
   })
+  return { store, prefix: s.prefix }
+}
+
+t.test("redis: a key's counts on its own slot; only the index of files in {tg}", async (t) => {
+  const { store, prefix } = await openStore(t)
   await store.hold('key_a', 'h', 10, { files: 5, bytes: 100 }, 60_000)
   await store.commit('key_a', 'h', 'file-x', 10)
   await store.hold('key_a', 'h2', 10, { files: 5, bytes: 100 }, 60_000)
-  const keys = (await keysUnder(admin, s.prefix)).sort()
+  const keys = (await keysUnder(admin, prefix)).sort()
   t.strictSame(keys, [
-    `${s.prefix}{k:key_a}:fq:files`,
-    `${s.prefix}{k:key_a}:fq:holds`,
-    `${s.prefix}{k:key_a}:fq:total`,
-    `${s.prefix}{tg}:fq:of:file-x`,
+    `${prefix}{k:key_a}:fq:files`,
+    `${prefix}{k:key_a}:fq:holds`,
+    `${prefix}{k:key_a}:fq:total`,
+    `${prefix}{tg}:fq:of:file-x`,
   ])
 })
 
 t.test('redis: files counted under {tg} by a Tollgate before #25 are carried over once, online', async (t) => {
-  const s = await space()
-  const store = await s.open(Date.now)
-  t.teardown(async () => {
-    await store.close()
-    await s.cleanup()
-  })
-  const k = fileQuotaKeys(s.prefix)
+  const { store, prefix } = await openStore(t)
+  const k = fileQuotaKeys(prefix)
   // As such a Tollgate left them: two files of key a (one also counted already in the new
   // place, as by a migration cut off halfway), one of key b, a total with no files left.
   await admin.hset(k.old.files('key a'), { 'file-1': 10, 'file-2': 20 })
@@ -69,17 +70,17 @@ t.test('redis: files counted under {tg} by a Tollgate before #25 are carried ove
   await store.commit('key a', 'h', 'file-2', 20)
 
   const log = createLogger('silent')
-  const runs = await Promise.all([0, 1, 2].map(() => migrateFileQuota(admin, s.prefix, log)))
+  const runs = await Promise.all([0, 1, 2].map(() => migrateFileQuota(admin, prefix, log)))
   t.equal(
     runs.reduce((a, b) => a + b, 0),
     3,
     'three instances at once: each file moved by one',
   )
-  t.equal(await migrateFileQuota(admin, s.prefix, log), 0, 'a second start finds nothing')
+  t.equal(await migrateFileQuota(admin, prefix, log), 0, 'a second start finds nothing')
   t.strictSame(await store.usage('key a'), { files: 2, bytes: 30 }, 'counted once each')
   t.strictSame(await store.usage('key_b'), { files: 1, bytes: 5 })
   t.strictSame(
-    (await keysUnder(admin, `${s.prefix}{tg}:`)).sort(),
+    (await keysUnder(admin, `${prefix}{tg}:`)).sort(),
     ['file-1', 'file-2', 'file-3'].map((f) => k.of(f)).sort(),
     'nothing left under {tg} but the index of files',
   )
@@ -88,18 +89,13 @@ t.test('redis: files counted under {tg} by a Tollgate before #25 are carried ove
 })
 
 t.test('redis: a file deleted before it is carried over is given back in the old place too', async (t) => {
-  const s = await space()
-  const store = await s.open(Date.now)
-  t.teardown(async () => {
-    await store.close()
-    await s.cleanup()
-  })
-  const k = fileQuotaKeys(s.prefix)
+  const { store, prefix } = await openStore(t)
+  const k = fileQuotaKeys(prefix)
   await admin.hset(k.old.files('key_a'), { 'file-1': 10 })
   await admin.hset(k.old.total('key_a'), { n: 1, b: 10 })
   await admin.set(k.of('file-1'), 'key_a')
   await store.release('file-1')
-  t.equal(await migrateFileQuota(admin, s.prefix, createLogger('silent')), 0, 'nothing to carry over')
+  t.equal(await migrateFileQuota(admin, prefix, createLogger('silent')), 0, 'nothing to carry over')
   t.strictSame(await store.usage('key_a'), { files: 0, bytes: 0 })
-  t.strictSame(await keysUnder(admin, s.prefix), [], 'and nothing left anywhere')
+  t.strictSame(await keysUnder(admin, prefix), [], 'and nothing left anywhere')
 })

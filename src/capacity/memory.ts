@@ -228,12 +228,16 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       const beforeTokens = since === null ? 0 : Math.min(since.unansweredTokens, d.unansweredTokens)
       const learn = (had: Learned | null, remaining: number, until: number | null, after: number | null): Learned => {
         const at = until ?? now + rules.learnedHoldMs
-        if (after === null)
-          // Not from a call granted here (an observation outside a lease): it only lowers a live figure.
-          return had !== null && had.until > now && had.remaining < remaining
-            ? had
-            : { remaining, until: at, renewed: false }
-        return { remaining: remaining - Math.max(0, after), until: at, renewed: false }
+        // Not from a call granted here (an observation outside a lease): it only lowers a live figure.
+        if (after === null && had !== null && had.until > now && had.remaining < remaining) return had
+        const left = after === null ? remaining : remaining - Math.max(0, after)
+        // An answer older than the figure held (a late release under load): a reset not after the
+        // renewal that already gave out what came back at it is dropped (a renewed figure holds
+        // from its renewal for a hold); one before the held reset only lowers the count. Either
+        // way the reset never moves back, which would give out again what came back at it.
+        if (had !== null && (had.renewed ? at <= had.until - rules.learnedHoldMs : at < had.until))
+          return had.renewed || had.remaining <= left ? had : { ...had, remaining: left }
+        return { remaining: left, until: at, renewed: false }
       }
       if (l.requestsRemaining !== null)
         d.requestsLearned = learn(

@@ -287,6 +287,7 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
   local at = now + hold
   if till ~= '' then at = tonumber(till) end
   local left = tonumber(value)
+  local had = redis.call('HMGET', KEYS[3], field, tillField, renewed)
   if mark ~= '' then
     -- What the answer says was left, less what may not have been counted when the upstream
     -- answered: the calls granted after its call, and those granted before it that are still
@@ -295,10 +296,22 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
     if since > 0 then left = left - since end
     local before = math.min(tonumber(markBefore), tonumber(redis.call('HGET', KEYS[3], unanswered) or '0'))
     if before > 0 then left = left - before end
-  else
+  elseif had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then
     -- Not from a call granted here: it only lowers a live figure.
-    local had = redis.call('HMGET', KEYS[3], field, tillField)
-    if had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then return end
+    return
+  end
+  if had[1] and had[2] then
+    -- An answer older than the figure held (a late release under load): a reset not after the
+    -- renewal that already gave out what came back at it is dropped (a renewed figure holds
+    -- from its renewal for a hold); one before the held reset only lowers the count. Either
+    -- way the reset never moves back, which would give out again what came back at it.
+    local stored = tonumber(had[2])
+    if had[3] then
+      if at <= stored - hold then return end
+    elseif at < stored then
+      if left < tonumber(had[1]) then redis.call('HSET', KEYS[3], field, left) end
+      return
+    end
   end
   redis.call('HSET', KEYS[3], field, left, tillField, at)
   redis.call('HDEL', KEYS[3], renewed)

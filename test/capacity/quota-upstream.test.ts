@@ -62,6 +62,7 @@ t.test('serves JSON and SSE, with its quota in x-ratelimit-* on every response',
     queueFull: 0,
     perMinute: [2],
     rateLimitedPerMinute: [],
+    refusals: [],
     peakInFlight: 1,
     overConcurrency: 0,
   })
@@ -134,14 +135,16 @@ t.test('Azure-like short window: rpm 60 over 10 s is 10 per 10 s', async (t) => 
   t.equal(response.headers.get('x-ratelimit-reset-requests'), '10s')
 })
 
-t.test('counts calls and 429s per minute', async (t) => {
+t.test('counts calls and 429s per minute, and records each 429: when, and how early', async (t) => {
   const { up, client, clock } = await upstream(t, { rpm: 1 })
   await client.chat.completions.create(ask)
+  clock.now = T0 + 45_000
   await refusal(client.chat.completions.create(ask))
   clock.now = T0 + 61_000
   await client.chat.completions.create(ask)
   t.same(up.stats().perMinute, [2, 1])
   t.same(up.stats().rateLimitedPerMinute, [1])
+  t.same(up.stats().refusals, [{ at: 45_000, earlyMs: 15_000 }], 'refused 15 s before the first call left the minute')
 })
 
 t.test('records the most calls it had in flight, and those beyond maxConcurrent', async (t) => {

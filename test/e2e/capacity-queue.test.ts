@@ -117,7 +117,7 @@ t.test(
     const steady = stats.rateLimited - learned.rateLimited
     const steadyS = elapsed / 1000 - WINDOW_MS / 1000
     t.comment(
-      `upstream 429s: ${learned.rateLimited} in the first window (learning), ${steady} after it in ${steadyS.toFixed(1)} s (${((steady * 60) / steadyS).toFixed(1)} a minute)`,
+      `upstream 429s: ${learned.rateLimited} in the first window (learning), ${steady} after it in ${steadyS.toFixed(1)} s (${((steady * 60) / steadyS).toFixed(1)} a minute); each at (ms since the upstream started) / how early (ms): ${stats.refusals.map((r) => `${r.at}/${r.earlyMs}`).join(' ')}`,
     )
     // The calls waiting for the upstream wait in a line per gateway and model, released as
     // the store grants room (capacity-line.ts), and the store never counts more room than

@@ -50,6 +50,8 @@ export interface QuotaUpstreamStats {
   readonly perMinute: readonly number[]
   /** 429s per minute since the start. */
   readonly rateLimitedPerMinute: readonly number[]
+  /** Each 429: when (ms since the start), and how long before the window had room for the call. */
+  readonly refusals: readonly { readonly at: number; readonly earlyMs: number }[]
   /** The most calls in flight at once. */
   readonly peakInFlight: number
   /** Calls that arrived while maxConcurrent calls were already in flight. */
@@ -110,6 +112,7 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
   const counts = { requests: 0, served: 0, rateLimited: 0, queueFull: 0, peakInFlight: 0, overConcurrency: 0 }
   const perMinute: number[] = []
   const rateLimitedPerMinute: number[] = []
+  const refusals: { at: number; earlyMs: number }[] = []
   let inFlight = 0
   let paused = false
   let waiting: Array<() => void> = []
@@ -214,6 +217,7 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
     if (waitMs > 0) {
       counts.rateLimited += 1
       bump(rateLimitedPerMinute, now)
+      refusals.push({ at: now - started, earlyMs: waitMs })
       const which = requestsWait >= tokensWait ? 'call rate' : 'token rate'
       const seconds = Math.ceil(waitMs / 1000)
       send(
@@ -254,7 +258,7 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
   return {
     url: `http://127.0.0.1:${port}/v1`,
     options,
-    stats: () => ({ ...counts, perMinute: [...perMinute], rateLimitedPerMinute: [...rateLimitedPerMinute] }),
+    stats: () => ({ ...counts, perMinute: [...perMinute], rateLimitedPerMinute: [...rateLimitedPerMinute], refusals: [...refusals] }),
     pause: () => {
       paused = true
     },

@@ -1,4 +1,5 @@
-// Metering: every call's usage is written to the usage store as the call ends, and
+// Metering: every call's usage is written to the usage store as the call ends (at the end
+// of that turn of the event loop, in one write with the other calls that ended in it), and
 // record() resolves once it is there, so that a gateway killed the moment after has lost
 // nothing it answered (the relay awaits it before a reply's last bytes). On Redis the
 // write is one script call; on the embedded store one SQLite transaction (WAL), which a
@@ -86,6 +87,9 @@ export function createMeter(options: MeterOptions): Meter {
         : unsentRow,
     )
   }
+  /** Folded rows with the ids they are sent under. */
+  const sentAs = (rows: Map<string, UsageWrite>): UsageWrite[] =>
+    [...rows.values()].map((row) => ({ ...row, id: nextId() }))
   /** Keeps rows a write failed with, for the next retry. */
   const keep = (rows: Iterable<UsageWrite>, err: unknown): void => {
     for (const row of rows) {
@@ -109,7 +113,7 @@ export function createMeter(options: MeterOptions): Meter {
     if (pending.size === 0 && unsure.size === 0) return
     const again = unsure
     unsure = new Map()
-    const folded = [...pending.values()].map((row) => ({ ...row, id: nextId() }))
+    const folded = sentAs(pending)
     pending = new Map()
     try {
       await options.store.add([...again.values(), ...folded])
@@ -138,9 +142,34 @@ export function createMeter(options: MeterOptions): Meter {
 
   const kept = (): UsageWrite[] => [...pending.values(), ...unsure.values()]
 
+  /**
+   * The calls recorded in one turn of the event loop, folded as the kept rows are (one row
+   * per key, model and day; a stream's apart), go in one write at the end of the turn: under
+   * concurrency a turn ends many calls, and each was a script of its own, with a marker key.
+   */
+  let turn: { readonly rows: Map<string, UsageWrite>; readonly written: Promise<void> } | null = null
+  const writeTurn = async (rows: Map<string, UsageWrite>): Promise<void> => {
+    const batch = sentAs(rows)
+    try {
+      await options.store.add(batch)
+      wrote()
+    } catch (err) {
+      keep(batch, err)
+      refused(err, batch.length)
+    }
+  }
+
   return {
-    async record(entry) {
-      const row: UsageWrite = {
+    record(entry) {
+      if (turn === null) {
+        const rows = new Map<string, UsageWrite>()
+        const written = new Promise<void>((ended) => setImmediate(ended)).then(() => {
+          turn = null
+          return writeTurn(rows)
+        })
+        turn = { rows, written }
+      }
+      fold(turn.rows, {
         keyId: entry.keyId,
         owner: entry.owner,
         tier: entry.tier,
@@ -151,15 +180,8 @@ export function createMeter(options: MeterOptions): Meter {
         outputTokens: count(entry.outputTokens),
         costNanos: count(entry.costNanos),
         ...(entry.stream === undefined ? {} : { stream: entry.stream }),
-        id: nextId(),
-      }
-      try {
-        await options.store.add([row])
-        wrote()
-      } catch (err) {
-        keep([row], err)
-        refused(err, 1)
-      }
+      })
+      return turn.written
     },
     flush,
     pending: () => pending.size + unsure.size,

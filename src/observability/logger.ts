@@ -4,7 +4,16 @@ import { CENSOR, censorFields, REDACTED_PATHS } from './log-redaction.ts'
 
 export type { Logger }
 
-export function createLogger(level: string, destination?: DestinationStream): Logger {
+/**
+ * The process's log lines go to process.stdout itself, not pino's default (a sonic-boom stream
+ * writing through libuv's threadpool). On Linux a write to a pipe, a file or a terminal is one
+ * write(2) on the spot, so a line is out before the next event is handled, and nothing waits
+ * in memory. The threadpool's hand-off cost more than the write: on a busy machine the access
+ * log was 8–12 % of a call's CPU profile (`writeString`, bench/results.md "Fifth pass"). A
+ * reader that stops reading the pipe holds the gateway up, as it would console.log, rather
+ * than letting lines pile up in its memory.
+ */
+export function createLogger(level: string, destination: DestinationStream = process.stdout): Logger {
   const logger = pino(
     {
       level,

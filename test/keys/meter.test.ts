@@ -95,6 +95,7 @@ const call = (
 })
 
 t.test('each call is in the store when record() resolves, on the day it was made', async (t) => {
+  // Each record() is awaited before the next: each call ends in a turn of its own.
   const store = fakeUsage()
   const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
   await meter.record(call('k1', 'm1', 10, 5))
@@ -111,6 +112,43 @@ t.test('each call is in the store when record() resolves, on the day it was made
     ],
   )
   t.equal(meter.pending(), 0)
+  await meter.close()
+})
+
+t.test('the calls that end in one turn go in one write, folded per key, model and day; a stream apart', async (t) => {
+  const store = fakeUsage()
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  let resolved = 0
+  const turn = [
+    meter.record(call('k1', 'm1', 10, 5)),
+    meter.record(call('k1', 'm1', 20, 7)),
+    meter.record(call('k2', 'm1', 1, 1)),
+    meter.record({ ...call('k1', 'm1', 3, 3), stream: 'st-1' }),
+    meter.record(call('k1', 'm1', 4, 4, new Date('2025-03-02T00:00:00Z'))),
+  ].map((p) => p.then(() => resolved++))
+  t.equal(store.writes, 0, 'nothing is written before the turn ends')
+  await Promise.all(turn)
+  t.equal(resolved, 5, 'every record() resolves')
+  t.equal(store.writes, 1, 'one write for the turn')
+  t.same(
+    store.rows.map((r) => [
+      r.keyId,
+      r.day,
+      r.requests,
+      r.inputTokens,
+      r.outputTokens,
+      (r as UsageWrite).stream ?? null,
+    ]),
+    [
+      ['k1', '2025-03-01', 2, 30, 12, null],
+      ['k2', '2025-03-01', 1, 1, 1, null],
+      ['k1', '2025-03-01', 1, 3, 3, 'st-1'],
+      ['k1', '2025-03-02', 1, 4, 4, null],
+    ],
+  )
+  t.equal(new Set(store.ids).size, 4, 'each row under an id of its own')
+  await meter.record(call('k1', 'm1', 1, 1))
+  t.equal(store.writes, 2, 'a call in a later turn is a write of its own')
   await meter.close()
 })
 

@@ -10,6 +10,8 @@
 // --callers <function> adds where that function's samples come from: the stacks above it,
 // nine frames deep, with their shares of its samples.
 //
+// After the self-time table, the samples by the gateway file nearest the leaf of their stack.
+//
 // --alloc profiles allocation instead of time (bench/alloc-sampler.ts, V8's sampling heap
 // profiler with collected objects kept): bytes allocated per call, the functions that
 // allocate most themselves, and the gateway's own functions (src/) charged with everything
@@ -149,6 +151,65 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
   ].join('\n')
 }
 
+/**
+ * The samples by the gateway file nearest the leaf of their stack: what each part of the
+ * gateway costs with the library and Node work it calls synchronously. Samples with no src/
+ * frame (I/O callbacks into Node's and ioredis's parsers, GC, timers) are counted apart.
+ */
+function byFile(profile: Profile, fromUs: number, toUs: number, top: number): string {
+  const parent = new Map<number, number>()
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const nearest = new Map<number, string>()
+  const fileOf = (id: number): string => {
+    const known = nearest.get(id)
+    if (known !== undefined) return known
+    const frame = byId.get(id)?.callFrame
+    const up = parent.get(id)
+    const file =
+      frame !== undefined && frame.url.includes('/src/')
+        ? relative(ROOT, frame.url.replace(/^file:\/\//, ''))
+        : up === undefined
+          ? '(no src/ frame)'
+          : fileOf(up)
+    nearest.set(id, file)
+    return file
+  }
+  const files = new Map<string, number>()
+  /** The samples outside src/ by the callback they run in: the frames just below the root. */
+  const outside = new Map<string, number>()
+  const entryOf = (id: number): string => {
+    const chain: string[] = []
+    for (let up: number | undefined = id; up !== undefined; up = parent.get(up)) {
+      const frame = byId.get(up)?.callFrame
+      if (frame !== undefined && frame.functionName !== '(root)') chain.push(frameName(frame))
+    }
+    return chain.reverse().slice(0, 3).join(' → ')
+  }
+  let at = profile.startTime
+  let counted = 0
+  for (let i = 0; i < profile.samples.length; i++) {
+    at += profile.timeDeltas[i] ?? 0
+    const id = profile.samples[i] ?? -1
+    if (at < fromUs || at > toUs || byId.get(id)?.callFrame.functionName === '(idle)') continue
+    const file = fileOf(id)
+    files.set(file, (files.get(file) ?? 0) + 1)
+    if (file === '(no src/ frame)') outside.set(entryOf(id), (outside.get(entryOf(id)) ?? 0) + 1)
+    counted++
+  }
+  const rows = [...files.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
+  const entries = [...outside.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
+  return [
+    `| Share of ${counted} non-idle samples, with what it calls | Nearest gateway file in the stack |`,
+    '|---|---|',
+    ...rows.map(([file, n]) => `| ${((100 * n) / counted).toFixed(1)} % | \`${file}\` |`),
+    '',
+    '| Share of all non-idle samples | With no src/ frame: the callback they run in (the frames below the root) |',
+    '|---|---|',
+    ...entries.map(([chain, n]) => `| ${((100 * n) / counted).toFixed(1)} % | \`${chain.replace(/\|/g, '\\|')}\` |`),
+  ].join('\n')
+}
+
 interface AllocNode {
   readonly callFrame: ProfileNode['callFrame']
   readonly selfSize: number
@@ -265,6 +326,7 @@ if (values.alloc) {
   if (file === undefined) throw new Error('the gateway wrote no profile')
   const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
   console.log(summarise(profile, from, to, Number(values.top)))
+  console.log(`\n${byFile(profile, from, to, Number(values.top))}`)
   if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers)}`)
 }
 rmSync(profDir, { recursive: true, force: true })

@@ -6,7 +6,7 @@ import type { ClientRequest, IncomingMessage } from 'node:http'
 import { http } from '../http/node-http.ts'
 import https from 'node:https'
 import type { Socket } from 'node:net'
-import { PassThrough, type Readable } from 'node:stream'
+import { PassThrough, Stream, type Readable } from 'node:stream'
 import type { ProxyServer } from 'http-proxy-3'
 import type { OpenAIBackendConfig } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
@@ -35,7 +35,7 @@ export function createOpenAIBackend(
   const credentials = credentialHeaders(new URL(root).hostname, apiKey)
   const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
-  // 'proxyReq' is emitted on the shared proxy; each call's body stream (the `buffer`
+  // 'proxyReq' is emitted on the shared proxy; each call's body source (the `buffer`
   // option, passed through untouched) tells which send() it belongs to.
   const attempts = new WeakMap<object, Attempt>()
   // http-proxy-3 (and follow-redirects with it) is loaded by ready(), before the gateway
@@ -95,9 +95,6 @@ export function createOpenAIBackend(
         ...credentials,
       }
 
-      // Nothing flows into the upstream request until its headers are rewritten: a body
-      // that started early would send the client's headers before 'proxyReq' could act.
-      const gate = new PassThrough()
       let proxyReq: ClientRequest | undefined
       let connected = false
       let settled = false
@@ -143,7 +140,7 @@ export function createOpenAIBackend(
           staleSocket.add(error)
         cleanup()
         proxyReq?.destroy()
-        gate.destroy()
+        framing.discard()
         reject(error)
       }
 
@@ -160,10 +157,10 @@ export function createOpenAIBackend(
         })
       }
 
-      attempts.set(gate, {
+      attempts.set(framing.source, {
         onProxyReq(req, socket) {
           proxyReq = req
-          attempts.delete(gate)
+          attempts.delete(framing.source)
           if (settled) {
             req.destroy()
             return
@@ -196,7 +193,7 @@ export function createOpenAIBackend(
                   }),
             )
           })
-          framing.pipeInto(gate, (err) => fail(gatewayError('internal', { cause: err })))
+          framing.send(req, (err) => fail(gatewayError('internal', { cause: err })))
         },
       })
 
@@ -211,7 +208,7 @@ export function createOpenAIBackend(
         request.client.res,
         {
           target,
-          buffer: gate,
+          buffer: framing.source,
           method: request.method,
           // Node sends the headers of a request with Expect at once, before 'proxyReq' could
           // remove the client's credentials; an empty value keeps it from doing so.
@@ -237,9 +234,28 @@ export function createOpenAIBackend(
   }
 }
 
+/**
+ * How a call's body reaches the upstream. Nothing may flow into the upstream request until its
+ * headers are rewritten: a body that started early would send the client's headers before
+ * 'proxyReq' could act. http-proxy-3 pipes `source` (its `buffer` option) into the request as
+ * it makes it, and send() lets the body go once the headers are rewritten.
+ */
 interface Framing {
   readonly headers: Record<string, string>
-  pipeInto(gate: PassThrough, onError: (err: unknown) => void): void
+  readonly source: Stream
+  send(request: ClientRequest, onError: (err: unknown) => void): void
+  /** Drops what is held for an attempt that failed before send(). */
+  discard(): void
+}
+
+/**
+ * The source of a body in memory (JSON, or none): piping it is a no-op, and send() ends the
+ * request with the bytes, so headers and body leave in one write. No stream per call.
+ */
+class InMemoryBody extends Stream {
+  override pipe<T extends NodeJS.WritableStream>(destination: T): T {
+    return destination
+  }
 }
 
 function framingOf(body: RequestBody): Framing {
@@ -248,27 +264,36 @@ function framingOf(body: RequestBody): Framing {
       const bytes = body.wire ?? Buffer.from(JSON.stringify(body.value), 'utf8')
       return {
         headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
-        pipeInto: (gate) => {
-          gate.end(bytes)
+        source: new InMemoryBody(),
+        send: (request) => {
+          request.end(bytes)
         },
+        discard: () => undefined,
       }
     }
-    case 'multipart':
+    case 'multipart': {
+      // Held in a gate until send(), which opens a fresh stream of the upload each time: the
+      // same upload can be replayed to another deployment.
+      const gate = new PassThrough()
       return {
         headers: { 'content-type': body.contentType, 'content-length': String(body.size) },
-        pipeInto(gate, onError) {
-          // A fresh stream each time: the same upload can be replayed to another deployment.
+        source: gate,
+        send(_request, onError) {
           const source: Readable = body.open()
           source.once('error', onError)
           source.pipe(gate)
         },
+        discard: () => gate.destroy(),
       }
+    }
     case 'none':
       return {
         headers: {},
-        pipeInto: (gate) => {
-          gate.end()
+        source: new InMemoryBody(),
+        send: (request) => {
+          request.end()
         },
+        discard: () => undefined,
       }
   }
 }

@@ -10,6 +10,7 @@ import { createRequire } from 'node:module'
 import type * as IORedis from 'ioredis'
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { RedisTarget } from '../config/redis-target.ts'
+import { corkTurns } from './redis-turn-writes.ts'
 
 const requireCjs = createRequire(import.meta.url)
 
@@ -55,10 +56,11 @@ export interface RedisClientOptions {
    */
   readonly autoResubscribe?: boolean
   /**
-   * Send every command issued in one turn of the event loop in one write (ioredis's
-   * auto-pipelining; on a cluster, one write per node). Only for a connection that carries
-   * nothing with a tight deadline: the commands leave at the end of the turn, which is late
-   * when a turn runs long. The settlements connection (main.ts openStores) uses it.
+   * Send every command issued in one turn of the event loop in one write: on one server (or
+   * Sentinel's master) by corking its socket for the turn (redis-turn-writes.ts corkTurns), on
+   * a cluster by ioredis's auto-pipelining (one write per node). Only for a connection that
+   * carries nothing with a tight deadline: the commands leave at the end of the turn, which is
+   * late when a turn runs long. The settlements connection (main.ts openStores) uses it.
    */
   readonly autoPipelining?: boolean
   /**
@@ -140,15 +142,14 @@ export function createRedisClient(target: RedisTarget | string, options: RedisCl
   const retryStrategy = (attempt: number): number => reconnectDelay(attempt, maxDelay)
   const lazyConnect = options.lazyConnect ?? false
   const resubscribe = options.autoResubscribe === undefined ? {} : { autoResubscribe: options.autoResubscribe }
-  const pipelining = options.autoPipelining === true ? { enableAutoPipelining: true } : {}
   const spec: RedisTarget = typeof target === 'string' ? { kind: 'standalone', url: target } : target
   const { Redis, Cluster } = ioredis()
   let redis: RedisConnection
-  const single = { ...per, ...resubscribe, ...pipelining, enableOfflineQueue: false, retryStrategy, lazyConnect }
-  if (spec.kind === 'standalone') {
-    redis = new Redis(spec.url, single)
-  } else if (spec.kind === 'sentinel') {
-    redis = new Redis(sentinelOptions(spec, single))
+  const single = { ...per, ...resubscribe, enableOfflineQueue: false, retryStrategy, lazyConnect }
+  if (spec.kind !== 'cluster') {
+    const server = spec.kind === 'standalone' ? new Redis(spec.url, single) : new Redis(sentinelOptions(spec, single))
+    if (options.autoPipelining === true) corkTurns(server)
+    redis = server
   } else {
     redis = new Cluster(
       spec.nodes.map((n) => ({ host: n.host, port: n.port })),

@@ -383,33 +383,48 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     t.same(await capacity.acquire(['a'], { tokens: 0 }), full, 'the late answer about that reset gives none more')
   })
 
-  t.test(`${name}: an older answer (an earlier reset) only lowers the newer figure, never moves its reset back`, async (t) => {
-    const { clock, capacity } = await setup({ a: { weight: 1 } })
-    const answer = (remaining: number, reset: string): ReturnType<typeof observeResponse> =>
-      observeResponse(
-        200,
-        { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': reset },
-        { now: clock.now },
+  t.test(
+    `${name}: an older answer (an earlier reset) only lowers the newer figure, never moves its reset back`,
+    async (t) => {
+      const { clock, capacity } = await setup({ a: { weight: 1 } })
+      const answer = (remaining: number, reset: string): ReturnType<typeof observeResponse> =>
+        observeResponse(
+          200,
+          { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': reset },
+          { now: clock.now },
+        )
+      const teacher = await lease(capacity, ['a'])
+      teacher.observe(answer(20, '100ms'))
+      await teacher.release()
+      // Granted in this order; the upstream answered the third first (its reset is the earliest).
+      const [older, newer, oldest] = [
+        await lease(capacity, ['a']),
+        await lease(capacity, ['a']),
+        await lease(capacity, ['a']),
+      ]
+      oldest.observe(answer(1, '400ms'))
+      older.observe(answer(12, '500ms'))
+      newer.observe(answer(10, '2s'))
+      await newer.release()
+      const learned = async (): Promise<[number | null | undefined, number | null | undefined]> => {
+        const state = (await capacity.inspect(['a']))[0]
+        return [state?.learnedRequests, state?.learnedRequestsUntil]
+      }
+      t.same(
+        await learned(),
+        [8, T0 + 2000],
+        'the newer answer: 10 less the call granted after it and the one before it unanswered, its reset in 2 s',
       )
-    const teacher = await lease(capacity, ['a'])
-    teacher.observe(answer(20, '100ms'))
-    await teacher.release()
-    // Granted in this order; the upstream answered the third first (its reset is the earliest).
-    const [older, newer, oldest] = [await lease(capacity, ['a']), await lease(capacity, ['a']), await lease(capacity, ['a'])]
-    oldest.observe(answer(1, '400ms'))
-    older.observe(answer(12, '500ms'))
-    newer.observe(answer(10, '2s'))
-    await newer.release()
-    const learned = async (): Promise<[number | null | undefined, number | null | undefined]> => {
-      const state = (await capacity.inspect(['a']))[0]
-      return [state?.learnedRequests, state?.learnedRequestsUntil]
-    }
-    t.same(await learned(), [8, T0 + 2000], 'the newer answer: 10 less the call granted after it and the one before it unanswered, its reset in 2 s')
-    await older.release()
-    t.same(await learned(), [8, T0 + 2000], 'an older answer that says more (12 less the 2 granted after it) changes nothing')
-    await oldest.release()
-    t.same(await learned(), [1, T0 + 2000], 'one that says less lowers the count, and the reset stays')
-  })
+      await older.release()
+      t.same(
+        await learned(),
+        [8, T0 + 2000],
+        'an older answer that says more (12 less the 2 granted after it) changes nothing',
+      )
+      await oldest.release()
+      t.same(await learned(), [1, T0 + 2000], 'one that says less lowers the count, and the reset stays')
+    },
+  )
 
   t.test(`${name}: rpm and tpm: counted over a window and one bucket, never less`, async (t) => {
     const { clock, capacity } = await setup({ a: { rpm: 3, tpm: 1000 } })

@@ -253,6 +253,9 @@ function homeNamespace(prefix: string, home: BudgetHome): string {
   return 'tenant' in home ? tenantNamespace(prefix, home.tenant) : identityNamespace(prefix, home)
 }
 
+/** Subjects whose counters' names limiterKeys keeps. */
+const NAMED_SUBJECTS = 10_000
+
 /** Key names under the gateway's prefix, each on its owner's (or tenant's) slot: see store/redis-kit.ts. */
 export function limiterKeys(prefix: string): {
   /** `<prefix>{tg}:rl:`: the reachability probe, and where every counter was before issue #25. */
@@ -269,8 +272,19 @@ export function limiterKeys(prefix: string): {
 } {
   const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
-  const of = (subject: Subject): string =>
-    `${identityNamespace(prefix, subject)}rl:${enc(subject.keyId)}:${enc(subject.model)}:`
+  // A subject's names are built once (twelve uses a call: the admission's and the settle's),
+  // by owner, key and model; the memory is dropped whole when it holds too many.
+  const named = new Map<string, string>()
+  const of = (subject: Subject): string => {
+    const id = `${subject.owner ?? ''}\u0000${subject.keyId}\u0000${subject.model}`
+    let name = named.get(id)
+    if (name === undefined) {
+      if (named.size >= NAMED_SUBJECTS) named.clear()
+      name = `${identityNamespace(prefix, subject)}rl:${enc(subject.keyId)}:${enc(subject.model)}:`
+      named.set(id, name)
+    }
+    return name
+  }
   return {
     base,
     slot: (subject) => identityNamespace(prefix, subject),

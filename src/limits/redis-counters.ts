@@ -253,6 +253,15 @@ function homeNamespace(prefix: string, home: BudgetHome): string {
   return 'tenant' in home ? tenantNamespace(prefix, home.tenant) : identityNamespace(prefix, home)
 }
 
+/** The settles of one slot made in one turn, sent as one SETTLE (redisCounters settleInTurn). */
+interface TurnSettle {
+  readonly counters: string[]
+  readonly held: string[]
+  readonly args: (string | number)[]
+  n: number
+  sent: Promise<void>
+}
+
 /** Subjects whose counters' names limiterKeys keeps. */
 const NAMED_SUBJECTS = 10_000
 
@@ -426,6 +435,35 @@ export function redisCounters(
     )
   }
 
+  /**
+   * The settles without budgets made in one turn of the event loop, by slot: one SETTLE each
+   * at the end of the turn (the script takes any number of adjustments, each on its own keys:
+   * the counters in order, then the held counters of the lifetime ones, in the same order).
+   * Under concurrency a turn ends several calls of a key, and each was a script of its own.
+   */
+  const turnSettles = new Map<string, TurnSettle>()
+  function settleInTurn(subject: Subject, adjustments: readonly Adjustment[]): Promise<void> {
+    const slot = keys.slot(subject)
+    let batch = turnSettles.get(slot)
+    if (batch === undefined) {
+      const made: TurnSettle = { counters: [], held: [], args: [], n: 0, sent: Promise.resolve() }
+      made.sent = new Promise<void>((ended) => setImmediate(ended)).then(async () => {
+        turnSettles.delete(slot)
+        const names = [...made.counters, ...made.held]
+        integers(await runScript(settlements, SCRIPTS.settle, names, [windowMs, made.n, ...made.args]), 0, true)
+      })
+      turnSettles.set(slot, made)
+      batch = made
+    }
+    for (const a of adjustments) {
+      batch.counters.push(keys.counter(subject, a))
+      if (!a.windowed) batch.held.push(keys.held(subject))
+      batch.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
+      batch.n += 1
+    }
+    return batch.sent
+  }
+
   /** One SETTLE on one slot; crossings indexed into `budgets`. */
   async function settleOn(
     subject: Subject | null,
@@ -534,6 +572,10 @@ export function redisCounters(
     },
     async settle(subject, adjustments, budgets = []) {
       if (adjustments.length === 0 && budgets.length === 0) return []
+      if (budgets.length === 0) {
+        await settleInTurn(subject, adjustments)
+        return []
+      }
       const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b.charge), keys.slot(subject))
       const groups = [here, ...away]
       const replies = await Promise.all(

@@ -71,6 +71,37 @@ if (!(await pingRedis(admin))) {
     t.equal(commands.count(), 1, 'a refusal is one round trip too: nothing to roll back')
   })
 
+  t.test('redis: the settles of one turn go in one script per slot, each counted exactly', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const redis = redisClient()
+    clients.push(redis)
+    await pingRedis(redis)
+    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
+    t.teardown(() => limiter.close())
+    const limits = { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 }
+    const one = caller(limiter, limits)
+    const other = caller(limiter, limits)
+    await (await one.admit({ inputTokens: 1, outputTokens: 1 })).settle({ inputTokens: 1, outputTokens: 1 })
+    const ones = await Promise.all(Array.from({ length: 4 }, () => one.admit({ inputTokens: 100, outputTokens: 100 })))
+    const others = await Promise.all(
+      Array.from({ length: 2 }, () => other.admit({ inputTokens: 100, outputTokens: 100 })),
+    )
+    const commands = countCommands(redis)
+    t.teardown(() => commands.restore())
+    // Six calls end in one turn: four of one key, two of another (another slot).
+    await Promise.all([
+      ...ones.map((a, i) => a.settle({ inputTokens: 10 * (i + 1), outputTokens: 5 })),
+      ...others.map((a) => a.settle({ inputTokens: 7, outputTokens: 3 })),
+    ])
+    t.equal(commands.count('evalsha'), 2, 'one SETTLE per slot for the turn')
+    t.same(
+      await one.used(),
+      { requests: 5, tokens: 1 + 1 + 100 + 4 * 5, 'input-tokens': 1 + 100, 'output-tokens': 1 + 4 * 5 },
+      "the first key's counters: each call's own adjustment (10+20+30+40 in, 4×5 out, besides the first call)",
+    )
+    t.same(await other.used(), { requests: 2, tokens: 20, 'input-tokens': 14, 'output-tokens': 6 })
+  })
+
   t.test("redis: keys on the owner's slot, in the layout of rate-limiter-flexible", async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const limiter = await onRedis({}, prefix)

@@ -262,8 +262,8 @@ interface TurnSettle {
   sent: Promise<void>
 }
 
-/** Subjects whose counters' names limiterKeys keeps. */
-const NAMED_SUBJECTS = 10_000
+/** Keys whose counters' names limiterKeys keeps. */
+const NAMED_KEYS = 10_000
 
 /** Key names under the gateway's prefix, each on its owner's (or tenant's) slot: see store/redis-kit.ts. */
 export function limiterKeys(prefix: string): {
@@ -282,16 +282,20 @@ export function limiterKeys(prefix: string): {
   const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
   // A subject's names are built once (twelve uses a call: the admission's and the settle's),
-  // by owner, key and model; the memory is dropped whole when it holds too many.
-  const named = new Map<string, string>()
+  // by key and model (and the key's owner, which names the slot); the memory is dropped whole
+  // when it holds too many keys.
+  const named = new Map<string, Map<string, { readonly owner: string | undefined; readonly name: string }>>()
   const of = (subject: Subject): string => {
-    const id = `${subject.owner ?? ''}\u0000${subject.keyId}\u0000${subject.model}`
-    let name = named.get(id)
-    if (name === undefined) {
-      if (named.size >= NAMED_SUBJECTS) named.clear()
-      name = `${identityNamespace(prefix, subject)}rl:${enc(subject.keyId)}:${enc(subject.model)}:`
-      named.set(id, name)
+    let models = named.get(subject.keyId)
+    if (models === undefined) {
+      if (named.size >= NAMED_KEYS) named.clear()
+      models = new Map()
+      named.set(subject.keyId, models)
     }
+    const known = models.get(subject.model)
+    if (known !== undefined && known.owner === subject.owner) return known.name
+    const name = `${identityNamespace(prefix, subject)}rl:${enc(subject.keyId)}:${enc(subject.model)}:`
+    models.set(subject.model, { owner: subject.owner, name })
     return name
   }
   return {

@@ -45,33 +45,57 @@ import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subjec
 // Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, heldttl_1, ...}: used after
 // consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
 // window; the quota reports its held counter's), now from Redis's clock.
-const ADMIT = `
+// The charges of one admission, prepended to ADMIT and ADMIT_TURN. check(k, a, n) reads n
+// charges whose counters are KEYS[k..k+n-1], followed by the held counters of the lifetime
+// ones, and whose triples start at ARGV[a]; it returns whether they fit, what each has used,
+// its ttl and key, and `last`, the last KEYS index read. take(c, a, n, window) consumes them.
+const CHARGES = `
+local function check(k, a, n)
+  local c = { admitted = 1, used = {}, ttl = {}, key = {}, last = k + n - 1 }
+  for i = 1, n do
+    local at = a + 3 * (i - 1)
+    local limit, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+    if ARGV[at + 2] == '1' then
+      c.key[i] = KEYS[k + i - 1]
+      c.used[i] = tonumber(redis.call('GET', c.key[i]) or '0')
+      c.ttl[i] = redis.call('PTTL', c.key[i])
+      if c.ttl[i] < 0 then c.used[i] = 0; c.ttl[i] = 0 end
+      if cost > 0 and c.used[i] + cost > limit then c.admitted = 0 end
+    else
+      c.last = c.last + 1
+      c.key[i] = KEYS[c.last]
+      local held = tonumber(redis.call('GET', c.key[i]) or '0')
+      c.ttl[i] = redis.call('PTTL', c.key[i])
+      if c.ttl[i] < 0 then held = 0; c.ttl[i] = 0 end
+      c.used[i] = tonumber(redis.call('GET', KEYS[k + i - 1]) or '0') + held
+      if c.used[i] >= limit then c.admitted = 0 end
+    end
+  end
+  return c
+end
+local function take(c, a, n, window)
+  for i = 1, n do
+    local cost = tonumber(ARGV[a + 3 * (i - 1) + 1])
+    if c.ttl[i] == 0 then
+      redis.call('SET', c.key[i], cost, 'PX', window)
+      c.ttl[i] = window
+    else
+      redis.call('INCRBY', c.key[i], cost)
+    end
+    c.used[i] = c.used[i] + cost
+  end
+end
+`
+
+const ADMIT = `${CHARGES}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2] or '0')
 local nb = math.floor((#ARGV - 2 - 3 * n) / 2)
-local used, ttl, key = {}, {}, {}
-local admitted = 1
-local h = n
-for i = 1, n do
-  local limit, cost = tonumber(ARGV[3 * i]), tonumber(ARGV[3 * i + 1])
-  if ARGV[3 * i + 2] == '1' then
-    key[i] = KEYS[i]
-    used[i] = tonumber(redis.call('GET', KEYS[i]) or '0')
-    ttl[i] = redis.call('PTTL', KEYS[i])
-    if ttl[i] < 0 then used[i] = 0; ttl[i] = 0 end
-    if cost > 0 and used[i] + cost > limit then admitted = 0 end
-  else
-    h = h + 1
-    key[i] = KEYS[h]
-    local held = tonumber(redis.call('GET', KEYS[h]) or '0')
-    ttl[i] = redis.call('PTTL', KEYS[h])
-    if ttl[i] < 0 then held = 0; ttl[i] = 0 end
-    used[i] = tonumber(redis.call('GET', KEYS[i]) or '0') + held
-    if used[i] >= limit then admitted = 0 end
-  end
-end
+local c = check(1, 3, n)
+local admitted = c.admitted
+local h = c.last
 local spent, held, httl = {}, {}, {}
 local b0 = 3 * n + 3
 for j = 1, nb do
@@ -85,16 +109,7 @@ for j = 1, nb do
   if (cost > 0 and total + cost > amount) or (cost <= 0 and total >= amount) then admitted = 0 end
 end
 if admitted == 1 then
-  for i = 1, n do
-    local cost = tonumber(ARGV[3 * i + 1])
-    if ttl[i] == 0 then
-      redis.call('SET', key[i], cost, 'PX', window)
-      ttl[i] = window
-    else
-      redis.call('INCRBY', key[i], cost)
-    end
-    used[i] = used[i] + cost
-  end
+  take(c, 3, n, window)
   for j = 1, nb do
     local cost = tonumber(ARGV[b0 + 2 * j - 1])
     if cost > 0 then
@@ -110,9 +125,35 @@ if admitted == 1 then
   end
 end
 local out = { admitted, now }
-for i = 1, n do out[2 * i + 1] = used[i]; out[2 * i + 2] = ttl[i] end
+for i = 1, n do out[2 * i + 1] = c.used[i]; out[2 * i + 2] = c.ttl[i] end
 for j = 1, nb do
   out[2 * n + 3 * j] = spent[j]; out[2 * n + 3 * j + 1] = held[j]; out[2 * n + 3 * j + 2] = httl[j]
+end
+return out
+`
+
+// The admissions without budgets made on one slot in one turn of the event loop, one after
+// the other as ADMIT would take them. ARGV[1]: window ms; ARGV[2]: m, the admissions; then
+// per admission its n and its n triples. KEYS: per admission its counters, then its held
+// counters. Returns per admission, one after the other, ADMIT's {admitted, now, used_1,
+// ttl_1, ...}.
+const ADMIT_TURN = `${CHARGES}
+local window = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+local k, a = 1, 3
+for _ = 1, tonumber(ARGV[2]) do
+  local n = tonumber(ARGV[a])
+  local c = check(k, a + 1, n)
+  if c.admitted == 1 then take(c, a + 1, n, window) end
+  out[#out + 1] = c.admitted
+  out[#out + 1] = now
+  for i = 1, n do
+    out[#out + 1] = c.used[i]
+    out[#out + 1] = c.ttl[i]
+  end
+  k, a = c.last + 1, a + 1 + 3 * n
 end
 return out
 `
@@ -242,6 +283,7 @@ return out
 
 const SCRIPTS = {
   admit: script(ADMIT),
+  admitTurn: script(ADMIT_TURN),
   settle: script(SETTLE),
   peek: script(PEEK),
   peekBudgets: script(PEEK_BUDGETS),
@@ -251,6 +293,15 @@ const SCRIPTS = {
 /** The namespace of a budget's counters (budget-charges.ts BudgetHome). */
 function homeNamespace(prefix: string, home: BudgetHome): string {
   return 'tenant' in home ? tenantNamespace(prefix, home.tenant) : identityNamespace(prefix, home)
+}
+
+/** The admissions of one slot made in one turn, sent as one ADMIT_TURN (redisCounters admitInTurn). */
+interface TurnAdmissions {
+  readonly names: string[]
+  readonly args: (string | number)[]
+  /** Each admission's number of charges, in order. */
+  readonly counts: number[]
+  sent: Promise<number[]>
 }
 
 /** The settles of one slot made in one turn, sent as one SETTLE (redisCounters settleInTurn). */
@@ -339,6 +390,27 @@ function keysOf(
   ]
 }
 
+/** ADMIT's reply for one admission, from `at` in `reply`. */
+function admitResult(
+  reply: readonly number[],
+  at: number,
+  charges: readonly Charge[],
+  budgets: readonly BudgetCharge[],
+): AdmitResult {
+  const now = reply[at + 1] ?? 0
+  const states = charges.map((c, i) => {
+    const state = stateAt(now, reply[at + 2 + 2 * i] ?? 0, reply[at + 3 + 2 * i] ?? 0)
+    // The quota never resets; the window is its held counter's, for the settle to match.
+    return c.windowed ? state : { ...state, resetMs: 0 }
+  })
+  const after = at + 2 + 2 * charges.length
+  return {
+    admitted: reply[at] === 1,
+    states,
+    budgets: budgets.map((_, j) => budgetStateAt(now, reply, after + 3 * j)),
+  }
+}
+
 function integers(reply: unknown, length: number, atLeast = false): number[] {
   if (
     !Array.isArray(reply) ||
@@ -394,6 +466,37 @@ export function redisCounters(
   const keys = limiterKeys(prefix)
   const batch = turnWrites(redis)
 
+  /**
+   * The admissions without budgets made in one turn of the event loop, by slot: one
+   * ADMIT_TURN each, sent at the end of the turn, when the corked admissions would have left
+   * anyway (the limiter's deadline starts after it: outage.ts bounded). Each admission is
+   * taken as ADMIT takes it, in the order they were made.
+   */
+  const turnAdmissions = new Map<string, TurnAdmissions>()
+  function admitInTurn(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult> {
+    const slot = keys.slot(subject)
+    let turn = turnAdmissions.get(slot)
+    if (turn === undefined) {
+      const made: TurnAdmissions = { names: [], args: [windowMs, 0], counts: [], sent: Promise.resolve([]) }
+      made.sent = new Promise<void>((ended) => setImmediate(ended)).then(async () => {
+        turnAdmissions.delete(slot)
+        made.args[1] = made.counts.length
+        const expected = made.counts.reduce((sum, n) => sum + 2 + 2 * n, 0)
+        return integers(await runScript(redis, SCRIPTS.admitTurn, made.names, made.args), expected)
+      })
+      turnAdmissions.set(slot, made)
+      turn = made
+    }
+    const { names, args, counts } = turn
+    let at = 0
+    for (const n of counts) at += 2 + 2 * n
+    counts.push(charges.length)
+    names.push(...keysOf(keys, subject, charges))
+    args.push(charges.length)
+    for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+    return turn.sent.then((reply) => admitResult(reply, at, charges, []))
+  }
+
   /** One ADMIT on one slot: a subject's charges (none: a tenant's reservation) and budgets there. */
   async function admitOn(
     subject: Subject | null,
@@ -413,18 +516,7 @@ export function redisCounters(
       await runScript(redis, SCRIPTS.admit, names, args),
       2 + 2 * charges.length + 3 * budgets.length,
     )
-    const now = reply[1] ?? 0
-    const states = charges.map((c, i) => {
-      const state = stateAt(now, reply[2 + 2 * i] ?? 0, reply[3 + 2 * i] ?? 0)
-      // The quota never resets; the window is its held counter's, for the settle to match.
-      return c.windowed ? state : { ...state, resetMs: 0 }
-    })
-    const at = 2 + 2 * charges.length
-    return {
-      admitted: reply[0] === 1,
-      states,
-      budgets: budgets.map((_, j) => budgetStateAt(now, reply, at + 3 * j)),
-    }
+    return admitResult(reply, 0, charges, budgets)
   }
 
   /** Gives back reservations made on another slot (a tenant's) that the key's admission then refused. */
@@ -533,6 +625,7 @@ export function redisCounters(
       await Promise.all(nodes.flatMap((node) => Object.values(SCRIPTS).map((s) => node.script('LOAD', s.source))))
     },
     async admit(subject, charges, budgets = []) {
+      if (budgets.length === 0 && charges.length > 0) return admitInTurn(subject, charges)
       const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b), keys.slot(subject))
       if (away.length === 0) return admitOn(subject, charges, budgets)
       // A tenant budget: reserve on its slot first, then the key's own admission.

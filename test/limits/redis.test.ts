@@ -71,6 +71,35 @@ if (!(await pingRedis(admin))) {
     t.equal(commands.count(), 1, 'a refusal is one round trip too: nothing to roll back')
   })
 
+  t.test('redis: the admissions of one turn go in one script per slot, taken in order, exactly', async (t) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const redis = redisClient()
+    clients.push(redis)
+    await pingRedis(redis)
+    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
+    t.teardown(() => limiter.close())
+    const one = caller(limiter, { rpm: 5, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
+    const other = caller(limiter, { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
+    await (await one.admit({ inputTokens: 1, outputTokens: 1 })).settle({ inputTokens: 1, outputTokens: 1 })
+    const commands = countCommands(redis)
+    t.teardown(() => commands.restore())
+    // Eight calls of a key with 4 requests left, and two of another key (another slot), in one turn.
+    const outcomes = await Promise.allSettled([
+      ...Array.from({ length: 8 }, () => one.admit({ inputTokens: 10, outputTokens: 10 })),
+      ...Array.from({ length: 2 }, () => other.admit({ inputTokens: 10, outputTokens: 10 })),
+    ])
+    t.equal(commands.count('evalsha'), 2, 'one script per slot for the turn')
+    t.same(
+      outcomes.map((o) => o.status),
+      [...Array(4).fill('fulfilled'), ...Array(4).fill('rejected'), 'fulfilled', 'fulfilled'],
+      'the first four in the order made are admitted, the rest refused; the other key is apart',
+    )
+    const refusal = outcomes[4]
+    t.match(refusal?.status === 'rejected' ? refusal.reason : null, { errorName: 'rate_limit_requests' })
+    t.same(await one.used(), { requests: 5, tokens: 2 + 4 * 20, 'input-tokens': 1 + 40, 'output-tokens': 1 + 40 })
+    t.same(await other.used(), { requests: 2, tokens: 40, 'input-tokens': 20, 'output-tokens': 20 })
+  })
+
   t.test('redis: the settles of one turn go in one script per slot, each counted exactly', async (t) => {
     const prefix = `${NAMESPACE}${n++}:`
     const redis = redisClient()

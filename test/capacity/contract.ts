@@ -51,6 +51,15 @@ export function counting(store: CapacityStore): { store: CapacityStore; calls():
   }
 }
 
+/** An upstream's 200 naming the requests left and when they reset, read at `now`. */
+function requestsAnswer(now: number, remaining: number, reset: string): ReturnType<typeof observeResponse> {
+  return observeResponse(
+    200,
+    { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': reset },
+    { now },
+  )
+}
+
 async function lease(capacity: DeploymentCapacity, ids: readonly string[], tokens = 0): Promise<CapacityLease> {
   const got = await capacity.acquire(ids, { tokens })
   if (!got.ok) throw new Error(`expected a lease from ${ids.join(',')}, got ${JSON.stringify(got)}`)
@@ -362,12 +371,7 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     // a few ms before the sliding window's oldest call left it, test/e2e/capacity-queue.)
     const { clock, capacity } = await setup({ a: { weight: 1 } })
     const hold = DEFAULT_RULES.learnedHoldMs
-    const answer = (remaining: number, reset: string): ReturnType<typeof observeResponse> =>
-      observeResponse(
-        200,
-        { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': reset },
-        { now: clock.now },
-      )
+    const answer = (remaining: number, reset: string) => requestsAnswer(clock.now, remaining, reset)
     const teacher = await lease(capacity, ['a'])
     teacher.observe(answer(1, '1s'))
     await teacher.release()
@@ -387,12 +391,7 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     `${name}: an older answer (an earlier reset) only lowers the newer figure, never moves its reset back`,
     async (t) => {
       const { clock, capacity } = await setup({ a: { weight: 1 } })
-      const answer = (remaining: number, reset: string): ReturnType<typeof observeResponse> =>
-        observeResponse(
-          200,
-          { 'x-ratelimit-remaining-requests': String(remaining), 'x-ratelimit-reset-requests': reset },
-          { now: clock.now },
-        )
+      const answer = (remaining: number, reset: string) => requestsAnswer(clock.now, remaining, reset)
       const teacher = await lease(capacity, ['a'])
       teacher.observe(answer(20, '100ms'))
       await teacher.release()

@@ -4,10 +4,11 @@
 //
 // Redis at REDIS_URL (default 127.0.0.1:6379) is shared: everything here lives under a
 // random `tgtest:limits:` prefix and is deleted at the end. Without Redis these tests fail.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { limiterKeys } from '../../src/limits/redis-counters.ts'
+import type { Redis } from 'ioredis'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { caller, limiterContract } from './contract.ts'
 import {
@@ -24,12 +25,16 @@ import {
 const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
 let n = 0
 
-async function onRedis(options: Partial<LimiterOptions> = {}, prefix = `${NAMESPACE}${n++}:`): Promise<ManagedLimiter> {
+/** A limiter on a fresh prefix (or `prefix`) with a Redis client of its own, whose commands a test may count. */
+async function limiterWithItsClient(
+  options: Partial<LimiterOptions> = {},
+  prefix = `${NAMESPACE}${n++}:`,
+): Promise<{ redis: Redis; limiter: ManagedLimiter }> {
   const redis = redisClient()
   clients.push(redis)
   await pingRedis(redis)
   // A generous deadline: the shared Redis may be busy with other suites.
-  return createLimiter({
+  const limiter = createLimiter({
     redis,
     prefix,
     log: captureLog().log,
@@ -37,6 +42,18 @@ async function onRedis(options: Partial<LimiterOptions> = {}, prefix = `${NAMESP
     redisTimeoutMs: 2000,
     ...options,
   })
+  return { redis, limiter }
+}
+
+async function onRedis(options: Partial<LimiterOptions> = {}, prefix?: string): Promise<ManagedLimiter> {
+  return (await limiterWithItsClient(options, prefix)).limiter
+}
+
+/** limiterWithItsClient, closed at the end of `t`. */
+async function ownLimiter(t: Test): Promise<{ redis: Redis; limiter: ManagedLimiter }> {
+  const own = await limiterWithItsClient()
+  t.teardown(() => own.limiter.close())
+  return own
 }
 
 if (!(await pingRedis(admin))) {
@@ -47,12 +64,7 @@ if (!(await pingRedis(admin))) {
   limiterContract(t, 'redis', (options) => onRedis(options))
 
   t.test('redis: one round trip per admission, per settle and per peek', async (t) => {
-    const prefix = `${NAMESPACE}${n++}:`
-    const redis = redisClient()
-    clients.push(redis)
-    await pingRedis(redis)
-    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
-    t.teardown(() => limiter.close())
+    const { redis, limiter } = await ownLimiter(t)
     t.equal(limiter.health().mode, 'redis')
     const c = caller(limiter, { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
     await c.admit({ inputTokens: 1, outputTokens: 1 }) // loads the scripts
@@ -72,12 +84,7 @@ if (!(await pingRedis(admin))) {
   })
 
   t.test('redis: the admissions of one turn go in one script per slot, taken in order, exactly', async (t) => {
-    const prefix = `${NAMESPACE}${n++}:`
-    const redis = redisClient()
-    clients.push(redis)
-    await pingRedis(redis)
-    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
-    t.teardown(() => limiter.close())
+    const { redis, limiter } = await ownLimiter(t)
     const one = caller(limiter, { rpm: 5, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
     const other = caller(limiter, { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 })
     await (await one.admit({ inputTokens: 1, outputTokens: 1 })).settle({ inputTokens: 1, outputTokens: 1 })
@@ -101,12 +108,7 @@ if (!(await pingRedis(admin))) {
   })
 
   t.test('redis: the settles of one turn go in one script per slot, each counted exactly', async (t) => {
-    const prefix = `${NAMESPACE}${n++}:`
-    const redis = redisClient()
-    clients.push(redis)
-    await pingRedis(redis)
-    const limiter = createLimiter({ redis, prefix, log: captureLog().log, redisTimeoutMs: 2000 })
-    t.teardown(() => limiter.close())
+    const { redis, limiter } = await ownLimiter(t)
     const limits = { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 }
     const one = caller(limiter, limits)
     const other = caller(limiter, limits)

@@ -258,7 +258,12 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
   return {
     url: `http://127.0.0.1:${port}/v1`,
     options,
-    stats: () => ({ ...counts, perMinute: [...perMinute], rateLimitedPerMinute: [...rateLimitedPerMinute], refusals: [...refusals] }),
+    stats: () => ({
+      ...counts,
+      perMinute: [...perMinute],
+      rateLimitedPerMinute: [...rateLimitedPerMinute],
+      refusals: [...refusals],
+    }),
     pause: () => {
       paused = true
     },

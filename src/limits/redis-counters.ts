@@ -31,20 +31,6 @@ import {
 } from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
 
-// KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
-// quota), in the same order, then per budget its spent and held counters. ARGV[1]: window
-// ms; ARGV[2]: n, the dimensions; per dimension i the triple ARGV[3i] limit, ARGV[3i+1]
-// cost, ARGV[3i+2] windowed ('1') or lifetime ('0'); then per budget j the pair amount,
-// cost (nano-units).
-// The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
-// > limit; the lifetime quota refuses when used + held >= limit. A lifetime dimension's
-// cost goes to its held counter (a windowed key: a reservation whose instance died
-// expires with the window), never to the lifetime counter itself. A budget's is
-// budget-charges.ts budgetFits(): spent + held + cost <= amount (a free call: spent +
-// held < amount); its cost goes to its held counter, windowed the same way.
-// Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, heldttl_1, ...}: used after
-// consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
-// window; the quota reports its held counter's), now from Redis's clock.
 // The charges of one admission, prepended to ADMIT and ADMIT_TURN. check(k, a, n) reads n
 // charges whose counters are KEYS[k..k+n-1], followed by the held counters of the lifetime
 // ones, and whose triples start at ARGV[a]; it returns whether they fit, what each has used,
@@ -87,6 +73,20 @@ local function take(c, a, n, window)
 end
 `
 
+// KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
+// quota), in the same order, then per budget its spent and held counters. ARGV[1]: window
+// ms; ARGV[2]: n, the dimensions; per dimension i the triple ARGV[3i] limit, ARGV[3i+1]
+// cost, ARGV[3i+2] windowed ('1') or lifetime ('0'); then per budget j the pair amount,
+// cost (nano-units).
+// The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
+// > limit; the lifetime quota refuses when used + held >= limit. A lifetime dimension's
+// cost goes to its held counter (a windowed key: a reservation whose instance died
+// expires with the window), never to the lifetime counter itself. A budget's is
+// budget-charges.ts budgetFits(): spent + held + cost <= amount (a free call: spent +
+// held < amount); its cost goes to its held counter, windowed the same way.
+// Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, heldttl_1, ...}: used after
+// consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
+// window; the quota reports its held counter's), now from Redis's clock.
 const ADMIT = `${CHARGES}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
@@ -540,8 +540,8 @@ export function redisCounters(
   const turnSettles = new Map<string, TurnSettle>()
   function settleInTurn(subject: Subject, adjustments: readonly Adjustment[]): Promise<void> {
     const slot = keys.slot(subject)
-    let batch = turnSettles.get(slot)
-    if (batch === undefined) {
+    let turn = turnSettles.get(slot)
+    if (turn === undefined) {
       const made: TurnSettle = { counters: [], held: [], args: [], n: 0, sent: Promise.resolve() }
       made.sent = new Promise<void>((ended) => setImmediate(ended)).then(async () => {
         turnSettles.delete(slot)
@@ -549,15 +549,15 @@ export function redisCounters(
         integers(await runScript(settlements, SCRIPTS.settle, names, [windowMs, made.n, ...made.args]), 0, true)
       })
       turnSettles.set(slot, made)
-      batch = made
+      turn = made
     }
     for (const a of adjustments) {
-      batch.counters.push(keys.counter(subject, a))
-      if (!a.windowed) batch.held.push(keys.held(subject))
-      batch.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
-      batch.n += 1
+      turn.counters.push(keys.counter(subject, a))
+      if (!a.windowed) turn.held.push(keys.held(subject))
+      turn.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
+      turn.n += 1
     }
-    return batch.sent
+    return turn.sent
   }
 
   /** One SETTLE on one slot; crossings indexed into `budgets`. */

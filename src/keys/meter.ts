@@ -23,6 +23,7 @@ import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { UsageStore, UsageWrite } from '../store/ports.ts'
 import { dayOf } from '../store/usage-rows.ts'
+import { turnBatches } from '../turn-batches.ts'
 
 export interface MeterOptions {
   readonly store: UsageStore
@@ -147,29 +148,24 @@ export function createMeter(options: MeterOptions): Meter {
    * per key, model and day; a stream's apart), go in one write at the end of the turn: under
    * concurrency a turn ends many calls, and each was a script of its own, with a marker key.
    */
-  let turn: { readonly rows: Map<string, UsageWrite>; readonly written: Promise<void> } | null = null
-  const writeTurn = async (rows: Map<string, UsageWrite>): Promise<void> => {
-    const batch = sentAs(rows)
-    try {
-      await options.store.add(batch)
-      wrote()
-    } catch (err) {
-      keep(batch, err)
-      refused(err, batch.length)
-    }
-  }
+  const turnRows = turnBatches(
+    () => new Map<string, UsageWrite>(),
+    async (rows) => {
+      const batch = sentAs(rows)
+      try {
+        await options.store.add(batch)
+        wrote()
+      } catch (err) {
+        keep(batch, err)
+        refused(err, batch.length)
+      }
+    },
+  )
 
   return {
     record(entry) {
-      if (turn === null) {
-        const rows = new Map<string, UsageWrite>()
-        const written = new Promise<void>((ended) => setImmediate(ended)).then(() => {
-          turn = null
-          return writeTurn(rows)
-        })
-        turn = { rows, written }
-      }
-      fold(turn.rows, {
+      const { batch, sent } = turnRows('')
+      fold(batch, {
         keyId: entry.keyId,
         owner: entry.owner,
         tier: entry.tier,
@@ -181,7 +177,7 @@ export function createMeter(options: MeterOptions): Meter {
         costNanos: count(entry.costNanos),
         ...(entry.stream === undefined ? {} : { stream: entry.stream }),
       })
-      return turn.written
+      return sent
     },
     flush,
     pending: () => pending.size + unsure.size,

@@ -19,6 +19,7 @@ import type { RedisConnection } from '../store/redis-client.ts'
 import { isCluster } from '../store/redis-client.ts'
 import { identityNamespace, redisNamespace, runScript, script, tenantNamespace } from '../store/redis-kit.ts'
 import { turnWrites } from '../store/redis-turn-writes.ts'
+import { turnBatches } from '../turn-batches.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 import {
   EMPTY_BUDGET,
@@ -301,16 +302,13 @@ interface TurnAdmissions {
   readonly args: (string | number)[]
   /** Each admission's number of charges, in order. */
   readonly counts: number[]
-  sent: Promise<number[]>
 }
 
-/** The settles of one slot made in one turn, sent as one SETTLE (redisCounters settleInTurn). */
-interface TurnSettle {
+/** The settles of one slot made in one turn, sent as one SETTLE (redisCounters settleInTurn): one counter per adjustment. */
+interface TurnSettles {
   readonly counters: string[]
   readonly held: string[]
   readonly args: (string | number)[]
-  n: number
-  sent: Promise<void>
 }
 
 /** Keys whose counters' names limiterKeys keeps. */
@@ -464,7 +462,7 @@ export function redisCounters(
   settlements: RedisConnection = redis,
 ): RedisCounters {
   const keys = limiterKeys(prefix)
-  const batch = turnWrites(redis)
+  const corkTurn = turnWrites(redis)
 
   /**
    * The admissions without budgets made in one turn of the event loop, by slot: one
@@ -472,29 +470,23 @@ export function redisCounters(
    * anyway (the limiter's deadline starts after it: outage.ts bounded). Each admission is
    * taken as ADMIT takes it, in the order they were made.
    */
-  const turnAdmissions = new Map<string, TurnAdmissions>()
+  const admissionsOf = turnBatches(
+    (): TurnAdmissions => ({ names: [], args: [windowMs, 0], counts: [] }),
+    async ({ names, args, counts }) => {
+      args[1] = counts.length
+      const expected = counts.reduce((sum, n) => sum + 2 + 2 * n, 0)
+      return integers(await runScript(redis, SCRIPTS.admitTurn, names, args), expected)
+    },
+  )
   function admitInTurn(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult> {
-    const slot = keys.slot(subject)
-    let turn = turnAdmissions.get(slot)
-    if (turn === undefined) {
-      const made: TurnAdmissions = { names: [], args: [windowMs, 0], counts: [], sent: Promise.resolve([]) }
-      made.sent = new Promise<void>((ended) => setImmediate(ended)).then(async () => {
-        turnAdmissions.delete(slot)
-        made.args[1] = made.counts.length
-        const expected = made.counts.reduce((sum, n) => sum + 2 + 2 * n, 0)
-        return integers(await runScript(redis, SCRIPTS.admitTurn, made.names, made.args), expected)
-      })
-      turnAdmissions.set(slot, made)
-      turn = made
-    }
-    const { names, args, counts } = turn
+    const { batch, sent } = admissionsOf(keys.slot(subject))
     let at = 0
-    for (const n of counts) at += 2 + 2 * n
-    counts.push(charges.length)
-    names.push(...keysOf(keys, subject, charges))
-    args.push(charges.length)
-    for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
-    return turn.sent.then((reply) => admitResult(reply, at, charges, []))
+    for (const n of batch.counts) at += 2 + 2 * n
+    batch.counts.push(charges.length)
+    batch.names.push(...keysOf(keys, subject, charges))
+    batch.args.push(charges.length)
+    for (const c of charges) batch.args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+    return sent.then((reply) => admitResult(reply, at, charges, []))
   }
 
   /** One ADMIT on one slot: a subject's charges (none: a tenant's reservation) and budgets there. */
@@ -511,7 +503,7 @@ export function redisCounters(
       const k = keys.budget(b)
       names.push(k.spent, k.held)
     }
-    batch()
+    corkTurn()
     const reply = integers(
       await runScript(redis, SCRIPTS.admit, names, args),
       2 + 2 * charges.length + 3 * budgets.length,
@@ -537,27 +529,26 @@ export function redisCounters(
    * the counters in order, then the held counters of the lifetime ones, in the same order).
    * Under concurrency a turn ends several calls of a key, and each was a script of its own.
    */
-  const turnSettles = new Map<string, TurnSettle>()
+  const settlesOf = turnBatches(
+    (): TurnSettles => ({ counters: [], held: [], args: [] }),
+    async ({ counters, held, args }) => {
+      const reply = await runScript(
+        settlements,
+        SCRIPTS.settle,
+        [...counters, ...held],
+        [windowMs, counters.length, ...args],
+      )
+      integers(reply, 0, true)
+    },
+  )
   function settleInTurn(subject: Subject, adjustments: readonly Adjustment[]): Promise<void> {
-    const slot = keys.slot(subject)
-    let turn = turnSettles.get(slot)
-    if (turn === undefined) {
-      const made: TurnSettle = { counters: [], held: [], args: [], n: 0, sent: Promise.resolve() }
-      made.sent = new Promise<void>((ended) => setImmediate(ended)).then(async () => {
-        turnSettles.delete(slot)
-        const names = [...made.counters, ...made.held]
-        integers(await runScript(settlements, SCRIPTS.settle, names, [windowMs, made.n, ...made.args]), 0, true)
-      })
-      turnSettles.set(slot, made)
-      turn = made
-    }
+    const { batch, sent } = settlesOf(keys.slot(subject))
     for (const a of adjustments) {
-      turn.counters.push(keys.counter(subject, a))
-      if (!a.windowed) turn.held.push(keys.held(subject))
-      turn.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
-      turn.n += 1
+      batch.counters.push(keys.counter(subject, a))
+      if (!a.windowed) batch.held.push(keys.held(subject))
+      batch.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
     }
-    return turn.sent
+    return sent
   }
 
   /** One SETTLE on one slot; crossings indexed into `budgets`. */

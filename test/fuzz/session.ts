@@ -44,6 +44,16 @@ export async function runFuzzSession(options: SessionOptions): Promise<SessionRe
         cases,
         seed,
         ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
+      }).catch((error: unknown) => {
+        // A run that could not go on (the gateway no longer listening, say): what replays it
+        // and what the gateway said last, since a crash's stack is only in its own output.
+        const { exitCode, signalCode } = gw.child
+        const state = exitCode === null && signalCode === null ? 'still running' : `exited (${exitCode ?? signalCode})`
+        const tail = gw.output().split('\n').slice(-30).join('\n')
+        throw new Error(
+          `${error instanceof Error ? error.message : String(error)}: FUZZ_SEED=${options.seed} replays it; the gateway is ${state}; its last output:\n${tail}`,
+          { cause: error },
+        )
       })
     const warmCases = Math.ceil(options.cases / 10)
     const warm = await run(warmCases, options.seed + 1)

@@ -45,6 +45,8 @@ async function saveFilePart(request: UpstreamRequest, field: string, path: strin
   let saved: Promise<number> | undefined
   parser.on('file', (name, stream) => {
     if (name !== field || saved !== undefined) {
+      // Dropped; a form cut off inside it fails the parse (pipeline below), not the process.
+      stream.on('error', () => undefined)
       stream.resume()
       return
     }

@@ -147,6 +147,10 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
       }
       let named = false
       parser.on('file', (field, stream, info) => {
+        // A form cut off mid-file fails the file's stream as well as the parser, whatever the
+        // part's field; the parser's error answers it (an unheard stream error would end the
+        // process: the fuzz once cut a form inside a part it had dropped).
+        stream.on('error', () => undefined)
         // The documented field is `files` (repeated, one part per file); a part under any
         // other name is read and dropped, as FastAPI ignores fields it does not declare.
         if (field !== FIELD) {
@@ -157,9 +161,6 @@ export function createFileService(limits: FileLimits, pace: Pace): (x: MockExcha
         const fileName = info.filename || 'unnamed'
         const hash = createHash('sha256')
         let size = 0
-        // A form cut off mid-file fails the file's stream as well as the parser; the
-        // parser's error answers it (an unheard stream error would end the process).
-        stream.on('error', () => undefined)
         stream.on('data', (chunk: Buffer) => {
           size += chunk.length
           if (size <= limits.maxFileBytes) hash.update(chunk)

@@ -299,9 +299,11 @@ function homeNamespace(prefix: string, home: BudgetHome): string {
 /** The admissions of one slot made in one turn, sent as one ADMIT_TURN (redisCounters admitInTurn). */
 interface TurnAdmissions {
   readonly names: string[]
+  /** The window, the number of admissions (set when sent), then each admission's n and triples. */
   readonly args: (string | number)[]
-  /** Each admission's number of charges, in order. */
-  readonly counts: number[]
+  admissions: number
+  /** The reply's length so far: where the next admission's reply starts. */
+  replied: number
 }
 
 /** The settles of one slot made in one turn, sent as one SETTLE (redisCounters settleInTurn): one counter per adjustment. */
@@ -471,18 +473,17 @@ export function redisCounters(
    * taken as ADMIT takes it, in the order they were made.
    */
   const admissionsOf = turnBatches(
-    (): TurnAdmissions => ({ names: [], args: [windowMs, 0], counts: [] }),
-    async ({ names, args, counts }) => {
-      args[1] = counts.length
-      const expected = counts.reduce((sum, n) => sum + 2 + 2 * n, 0)
-      return integers(await runScript(redis, SCRIPTS.admitTurn, names, args), expected)
+    (): TurnAdmissions => ({ names: [], args: [windowMs, 0], admissions: 0, replied: 0 }),
+    async ({ names, args, admissions, replied }) => {
+      args[1] = admissions
+      return integers(await runScript(redis, SCRIPTS.admitTurn, names, args), replied)
     },
   )
   function admitInTurn(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult> {
     const { batch, sent } = admissionsOf(keys.slot(subject))
-    let at = 0
-    for (const n of batch.counts) at += 2 + 2 * n
-    batch.counts.push(charges.length)
+    const at = batch.replied
+    batch.replied += 2 + 2 * charges.length
+    batch.admissions += 1
     batch.names.push(...keysOf(keys, subject, charges))
     batch.args.push(charges.length)
     for (const c of charges) batch.args.push(c.limit, c.cost, c.windowed ? '1' : '0')

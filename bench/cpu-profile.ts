@@ -82,11 +82,16 @@ function frameName(frame: ProfileNode['callFrame']): string {
   return `${frame.functionName || '(anonymous)'}${where}`
 }
 
-/** The stacks (callers, `depth` frames up) of the samples whose own frame is `name`. */
-function callersOf(profile: Profile, fromUs: number, toUs: number, name: string, depth = 9): string {
+/** A profile's nodes by id, and each node's parent. */
+function indexed(profile: Profile): { parent: Map<number, number>; byId: Map<number, ProfileNode> } {
   const parent = new Map<number, number>()
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  return { parent, byId: new Map(profile.nodes.map((n) => [n.id, n])) }
+}
+
+/** The stacks (callers, `depth` frames up) of the samples whose own frame is `name`. */
+function callersOf(profile: Profile, fromUs: number, toUs: number, name: string, depth = 9): string {
+  const { parent, byId } = indexed(profile)
   const stacks = new Map<string, number>()
   let total = 0
   let at = profile.startTime
@@ -157,9 +162,7 @@ function summarise(profile: Profile, fromUs: number, toUs: number, top: number):
  * frame (I/O callbacks into Node's and ioredis's parsers, GC, timers) are counted apart.
  */
 function byFile(profile: Profile, fromUs: number, toUs: number, top: number): string {
-  const parent = new Map<number, number>()
-  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
+  const { parent, byId } = indexed(profile)
   const nearest = new Map<number, string>()
   const fileOf = (id: number): string => {
     const known = nearest.get(id)

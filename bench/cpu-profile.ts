@@ -17,7 +17,9 @@
 // allocate most themselves, and the gateway's own functions (src/) charged with everything
 // allocated below them in the stack that no other src/ function is nearer to.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--callers writev] [--alloc]
+// --no-limits gives the tier no limits: the path without the limiter's admission and settle.
+//
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--callers writev] [--alloc]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -35,6 +37,7 @@ const { values } = parseArgs({
     upstream: { type: 'boolean', default: false },
     callers: { type: 'string' },
     alloc: { type: 'boolean', default: false },
+    'no-limits': { type: 'boolean', default: false },
   },
 })
 const ROOT = resolve(values.root)
@@ -285,7 +288,13 @@ const gw = await startTollgate({
   config: (doc) => {
     doc.plans = {
       defaultTier: 'On',
-      tiers: { On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } } },
+      tiers: {
+        On: {
+          default: values['no-limits']
+            ? {}
+            : { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 },
+        },
+      },
     }
     if (upstream === undefined) {
       ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
@@ -316,7 +325,7 @@ try {
   await upstream?.stop()
 }
 console.log(
-  `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits on, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
+  `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits ${values['no-limits'] ? 'off' : 'on'}, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
 )

@@ -170,6 +170,9 @@ async function probe<T>(options: Record<string, unknown>): Promise<T> {
 
 async function measure(target: Target, options: CompareOptions, into: Sample): Promise<void> {
   const pid = target.gateway?.child.pid ?? target.pid
+  // A gateway left quiet while the others were measured has compacted its heap (and V8 has
+  // run its own idle collection): a second of load first, so the figures are the steady ones.
+  if (target.gateway) await autocannon(target, false, 1)
   for (const stream of [false, true]) {
     const cpu0 = pid === undefined ? 0 : cpuMsOf(pid)
     const r = await autocannon(target, stream, options.seconds)
@@ -229,10 +232,13 @@ const mb = (bytes: number): string => fmt(bytes / 2 ** 20)
 /**
  * How the gateway runs in production (Dockerfile, `npm start`): a young generation capped
  * at 8 MB semi-spaces (V8 otherwise grows it to 64 MB under a high allocation rate and
- * keeps it) and two malloc arenas (glibc otherwise gives each thread its own).
+ * keeps it), the collections it runs by hand (before listening, and after a burst: see
+ * src/compact-heap.ts) and two malloc arenas (glibc otherwise gives each thread its own).
  */
-export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=8'] as const
+export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=8', '--expose-gc'] as const
 export const GATEWAY_ENV = { MALLOC_ARENA_MAX: '2' } as const
+/** When "after load" is read: past the default server.heapCompaction.quietMs (10 s). */
+const AFTER_LOAD_MS = 12_000
 
 async function startGateway(
   store: 'embedded' | 'redis',
@@ -333,7 +339,7 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       const m = memory.get(gw)
       if (m) m.load = watch.stop()
     }
-    await pause(3000)
+    await pause(AFTER_LOAD_MS)
     for (const gw of gateways) {
       const m = memory.get(gw)
       if (m) m.after = memoryOf(gw.child.pid ?? 0).rss
@@ -352,7 +358,11 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
     })
     const memRows = gateways.map((gw, i) => {
       const m = memory.get(gw) ?? { idle: NaN, load: NaN, after: NaN }
-      return `| ${i === 0 ? 'embedded' : 'redis'} | ${mb(m.idle)} | ${mb(m.load)} | ${mb(m.after)} |`
+      const compactions = gw
+        .logs()
+        .filter((line) => line.msg === 'heap compacted after a burst')
+        .map((line) => `${mb(Number(line.heapBefore))} → ${mb(Number(line.heapAfter))} (${String(line.pauseMs)} ms)`)
+      return `| ${i === 0 ? 'embedded' : 'redis'} | ${mb(m.idle)} | ${mb(m.load)} | ${mb(m.after)} | ${compactions.join(', ') || '–'} |`
     })
     return [
       '## Side by side: direct, bare hop, Tollgate (bench/compare.ts)',
@@ -361,7 +371,8 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       `written in two pieces). Throughput: autocannon, ${CONNECTIONS} keep-alive connections, ${options.seconds} s per run, JSON then SSE`,
       `(the whole stream read). Latency: ${fmt(FIXED_RATE)} and ${fmt(LOW_RATE)} req/s offered in an open loop (bench/compare/probe-client.ts), each call timed`,
       'from when it was due (a path that cannot keep up queues, and its latency grows with the run). TTFT: one stream at a time, request sent to first content token. Every target is measured',
-      `${options.rounds} times, the targets alternating; the median is shown, with the range over the rounds where it matters.`,
+      `${options.rounds} times, the targets alternating, each gateway after a second of load (steady figures: one left quiet while the others ran`,
+      'has collected its heap); the median is shown, with the range over the rounds where it matters.',
       '"vs hop" is the ratio (throughput) or difference (ms) to the bare hop of the same run. CPU is the gateway\'s',
       "(or the hop's) process's user + system time over its 2xx requests, from /proc. The load generator, the upstream, the hop, Redis",
       'and the gateway share the machine (and other work was running on it): read the ratios, not the absolute figures.',
@@ -374,10 +385,11 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...rows,
       '',
-      'Gateway RSS, MB (idle: started, one key created, no call yet; load: peak over all its runs; after: 3 s after the last):',
+      `Gateway RSS, MB (idle: started, one key created, no call yet; load: peak over all its runs; after: ${AFTER_LOAD_MS / 1000} s after the last),`,
+      'and the compactions after bursts the gateway logged (heap MB before → after, and the pause), through the 1,000 streams:',
       '',
-      '| Store | idle | under load | after load |',
-      '|---|---|---|---|',
+      '| Store | idle | under load | after load | compactions after bursts |',
+      '|---|---|---|---|---|',
       ...memRows,
       ...(soak ? ['', soak] : []),
       '',

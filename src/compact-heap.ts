@@ -1,11 +1,22 @@
-// One compacting garbage collection once the gateway is built, before it listens, when the
-// start command exposes it (`--expose-gc`, which `npm start` and the Dockerfile pass).
-// Booting allocates far more than it keeps (the configuration parsed and validated, every
-// module compiled, the young generation grown to its largest), and V8 keeps the heap it
-// grew to until its memory reducer sees a low allocation rate: an average that still holds
-// the boot's samples, so at rest that takes minutes. This hands it back at once (about
-// 18 MB of RSS on the default configuration, bench/results.md) for 0.1–0.3 s of a thread
-// that serves nothing yet. Without the flag it does nothing: tests start gateways without it.
+// Compacting garbage collections, when the start command exposes them (`--expose-gc`, which
+// `npm start` and the Dockerfile pass); without the flag nothing here runs, and tests start
+// gateways without it unless they test this.
+//
+// Once the gateway is built, before it listens: booting allocates far more than it keeps
+// (the configuration parsed and validated, every module compiled, the young generation grown
+// to its largest), and V8 keeps the heap it grew to until its memory reducer sees a low
+// allocation rate: an average that still holds the boot's samples, so at rest that takes
+// minutes. This hands it back at once (about 18 MB of RSS on the default configuration,
+// bench/results.md) for 0.1–0.3 s of a thread that serves nothing yet.
+//
+// After a burst, once nothing has been in flight for a while: under load V8 lets the old
+// generation grow to a few times what is live before it collects (bench/results.md saw 167 MB
+// of heap, most of it garbage, 3 s after a load run), and an idle gateway runs no collection
+// that would hand it back. One collection when the gateway has gone quiet, and only when the
+// heap has grown by enough since the last, returns it while no request can wait on the pause.
+import { performance } from 'node:perf_hooks'
+import { getHeapStatistics } from 'node:v8'
+import type { Logger } from 'pino'
 
 /** Runs the collection if `gc` is exposed; says whether it ran. */
 export function compactHeap(): boolean {
@@ -14,4 +25,42 @@ export function compactHeap(): boolean {
   // as V8 does under memory pressure; a regular one hands nothing back.
   globalThis.gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
   return true
+}
+
+export interface IdleCompactionOptions {
+  /** How long no request may have been in flight before the collection runs; 0 turns it off. */
+  readonly quietMs: number
+  /** How much the heap must have grown since the last collection for one to be worth it. */
+  readonly minGrowthBytes: number
+}
+
+/**
+ * After each burst: a compacting collection once `idleForMs()` has reached quietMs and the
+ * heap has grown by minGrowthBytes since the last (the boot's, at first). Checked a few times
+ * per quietMs on an unref'd timer; nothing is added to a request's path. Returns the stop.
+ */
+export function compactAfterBursts(
+  idleForMs: () => number,
+  options: IdleCompactionOptions,
+  log: Pick<Logger, 'info'>,
+): () => void {
+  if (typeof globalThis.gc !== 'function' || options.quietMs === 0) return () => {}
+  let baseline = getHeapStatistics().total_heap_size
+  const timer = setInterval(
+    () => {
+      if (idleForMs() < options.quietMs) return
+      const heapBefore = getHeapStatistics().total_heap_size
+      if (heapBefore < baseline + options.minGrowthBytes) return
+      const started = performance.now()
+      compactHeap()
+      baseline = getHeapStatistics().total_heap_size
+      log.info(
+        { heapBefore, heapAfter: baseline, pauseMs: Math.round(performance.now() - started) },
+        'heap compacted after a burst',
+      )
+    },
+    Math.max(20, Math.round(options.quietMs / 4)),
+  )
+  timer.unref()
+  return () => clearInterval(timer)
 }

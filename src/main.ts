@@ -74,7 +74,7 @@ import { reloadMetrics } from './runtime/metrics.ts'
 import { createReloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 import { estimateWaiting } from './tokenizer/counter.ts'
-import { compactHeap } from './compact-heap.ts'
+import { compactAfterBursts, compactHeap } from './compact-heap.ts'
 
 /**
  * How long a shutdown waits, once the connections are closed, for calls still settling,
@@ -401,6 +401,7 @@ export async function startGateway(
   const ragMock = runtime.current.rag.mockUrl
   const connections = trackConnections(server)
   const compacted = compactHeap()
+  const stopCompactions = compactAfterBursts(() => connections.idleForMs(), config.server.heapCompaction, log)
   await listen(server, listeners.public)
   await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
@@ -459,6 +460,7 @@ export async function startGateway(
       metricsServer.closeAllConnections()
       await new Promise<void>((done) => metricsServer.close(() => done()))
       clearInterval(recoveryTimer)
+      stopCompactions()
       // Stored requests still running after the grace are aborted; they run again elsewhere.
       await queue.close()
       expiryScan.close()

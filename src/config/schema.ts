@@ -550,6 +550,17 @@ export const configSchema = z
         maxConnectionsPerAddress: nonNegativeInt.default(1000),
         /** Proxies in front that append to X-Forwarded-For; 0 means the peer address is the client's. */
         trustProxyHops: nonNegativeInt.max(10).default(0),
+        /**
+         * With --expose-gc (npm start, the Dockerfile): once no request has been in flight for
+         * quietMs, one compacting collection hands back the heap a burst grew, if it grew by
+         * minGrowthBytes since the last. quietMs 0 turns it off.
+         */
+        heapCompaction: z
+          .strictObject({
+            quietMs: nonNegativeInt.default(10_000),
+            minGrowthBytes: positiveInt.default(32 * 1024 * 1024),
+          })
+          .prefault({}),
       })
       .prefault({}),
     /** Failed authentication (API key or admin token), counted per client address. */

@@ -1,12 +1,17 @@
 // Memory at rest (issue 24): started as `npm start` starts it (with --expose-gc), the gateway
-// runs one compacting collection before it listens and says so on its listening line;
-// started without the flag, as the tests start it, it runs none.
+// runs one compacting collection before it listens and says so on its listening line, and
+// one after each burst once nothing has been in flight for a while; started without the
+// flag, as the tests start it, it runs none.
 import { readFileSync } from 'node:fs'
 import t from 'tap'
+import { compactAfterBursts } from '../../src/compact-heap.ts'
 import { startTollgate } from '../helpers/gateway.ts'
+import { pollUntil } from '../helpers/poll.ts'
 
 const listening = (logs: ReadonlyArray<Record<string, unknown>>): Record<string, unknown> | undefined =>
   logs.find((line) => line.msg === 'tollgate listening')
+const compactions = (logs: ReadonlyArray<Record<string, unknown>>): Array<Record<string, unknown>> =>
+  logs.filter((line) => line.msg === 'heap compacted after a burst')
 
 t.test('npm start passes --expose-gc', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -25,4 +30,128 @@ t.test('without it, nothing is collected by hand', async (t) => {
   const gw = await startTollgate()
   t.teardown(() => gw.stop())
   t.equal(listening(gw.logs())?.heapCompacted, false)
+})
+
+t.test(
+  'after a burst: one collection once quiet, only while nothing is in flight, not again without growth',
+  async (t) => {
+    const real = globalThis.gc
+    let collections = 0
+    globalThis.gc = (() => {
+      collections++
+    }) as typeof globalThis.gc
+    t.teardown(() => {
+      globalThis.gc = real
+    })
+    let ticks = 0
+    let inFlight = true
+    const logged: unknown[] = []
+    const stop = compactAfterBursts(
+      () => {
+        ticks++
+        return inFlight ? 0 : 60_000
+      },
+      { quietMs: 40, minGrowthBytes: 4 * 1024 * 1024 },
+      { info: (fields: unknown) => logged.push(fields) } as never,
+    )
+    t.teardown(stop)
+    const tick = async (n: number): Promise<void> => {
+      const until = ticks + n
+      t.ok(
+        (
+          await pollUntil(
+            async () => ticks,
+            (seen) => seen >= until,
+            500,
+            5,
+          )
+        ).met,
+        `${n} more checks ran`,
+      )
+    }
+    // The burst: the heap grows well past the threshold while a request is in flight.
+    const held = Array.from({ length: 200_000 }, (_, i) => ({ i, text: `burst ${i}`.repeat(4) }))
+    await tick(5)
+    t.equal(collections, 0, 'nothing collected while a request is in flight')
+    inFlight = false
+    t.ok(
+      (
+        await pollUntil(
+          async () => collections,
+          (n) => n > 0,
+          500,
+          5,
+        )
+      ).met,
+      'collected once quiet',
+    )
+    await tick(5)
+    t.equal(collections, 1, 'not again while the heap has not grown since')
+    t.match(logged[0], { heapBefore: Number, heapAfter: Number, pauseMs: Number })
+    t.ok(held.length > 0)
+  },
+)
+
+t.test('off: quietMs 0 collects nothing, however idle', async (t) => {
+  const real = globalThis.gc
+  let collections = 0
+  globalThis.gc = (() => {
+    collections++
+  }) as typeof globalThis.gc
+  t.teardown(() => {
+    globalThis.gc = real
+  })
+  let asked = 0
+  const stop = compactAfterBursts(
+    () => {
+      asked++
+      return 60_000
+    },
+    { quietMs: 0, minGrowthBytes: 1 },
+    { info: () => undefined } as never,
+  )
+  stop()
+  t.equal(collections, 0)
+  t.equal(asked, 0, 'no timer was set')
+})
+
+t.test('a running gateway compacts after a burst, and hands heap back', async (t) => {
+  const gw = await startTollgate({
+    execArgv: ['--expose-gc'],
+    config: (doc) => {
+      ;(doc.server as Record<string, unknown>).heapCompaction = { quietMs: 200, minGrowthBytes: 1024 * 1024 }
+    },
+  })
+  t.teardown(() => gw.stop())
+  const { key } = await gw.createKey()
+  const body = JSON.stringify({
+    model: 'Mistral-Small-24B-Instruct-2501',
+    messages: [{ role: 'user', content: 'Say hello in five words. '.repeat(200) }],
+    max_tokens: 5,
+  })
+  // Bursts until one has grown the heap by the threshold and the gateway, quiet, has compacted.
+  const seen = await pollUntil(
+    async () => {
+      await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const res = await fetch(`${gw.url}/v2/chat/completions`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+            body,
+          })
+          await res.arrayBuffer()
+        }),
+      )
+      return compactions(gw.logs()).length
+    },
+    (n) => n > 0,
+    200,
+    300,
+  )
+  t.ok(seen.met, 'a compaction after a burst was logged')
+  const [line] = compactions(gw.logs())
+  t.ok(
+    Number(line?.heapAfter) < Number(line?.heapBefore),
+    `heap ${String(line?.heapBefore)} → ${String(line?.heapAfter)}`,
+  )
 })

@@ -361,7 +361,10 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       const compactions = gw
         .logs()
         .filter((line) => line.msg === 'heap compacted after a burst')
-        .map((line) => `${mb(Number(line.heapBefore))} → ${mb(Number(line.heapAfter))} (${String(line.pauseMs)} ms)`)
+        .map(
+          (line) =>
+            `${mb(Number(line.rssBefore))} → ${mb(Number(line.rssAfter))} (heap ${mb(Number(line.heapBefore))} → ${mb(Number(line.heapAfter))}, ${String(line.pauseMs)} ms)`,
+        )
       return `| ${i === 0 ? 'embedded' : 'redis'} | ${mb(m.idle)} | ${mb(m.load)} | ${mb(m.after)} | ${compactions.join(', ') || '–'} |`
     })
     return [
@@ -386,7 +389,7 @@ export async function benchCompare(options: CompareOptions = FULL): Promise<stri
       ...rows,
       '',
       `Gateway RSS, MB (idle: started, one key created, no call yet; load: peak over all its runs; after: ${AFTER_LOAD_MS / 1000} s after the last),`,
-      'and the compactions after bursts the gateway logged (heap MB before → after, and the pause), through the 1,000 streams:',
+      'and the compactions after bursts the gateway logged (RSS and heap MB before → after, the pause), through the 1,000 streams:',
       '',
       '| Store | idle | under load | after load | compactions after bursts |',
       '|---|---|---|---|---|',

@@ -11,9 +11,9 @@
 //
 // After a burst, once nothing has been in flight for a while: under load V8 lets the old
 // generation grow to a few times what is live before it collects (bench/results.md saw 167 MB
-// of heap, most of it garbage, 3 s after a load run), and an idle gateway runs no collection
-// that would hand it back. One collection when the gateway has gone quiet, and only when the
-// heap has grown by enough since the last, returns it while no request can wait on the pause.
+// of heap, most of it garbage, 3 s after a load run), and an idle gateway never hands that
+// memory back. One collection when the gateway has gone quiet, and only when its memory has
+// grown by enough since the last, returns it while no request can wait on the pause.
 import { performance } from 'node:perf_hooks'
 import { getHeapStatistics } from 'node:v8'
 import type { Logger } from 'pino'
@@ -30,14 +30,17 @@ export function compactHeap(): boolean {
 export interface IdleCompactionOptions {
   /** How long no request may have been in flight before the collection runs; 0 turns it off. */
   readonly quietMs: number
-  /** How much the heap must have grown since the last collection for one to be worth it. */
+  /** How much the resident memory must have grown since the last collection for one to be worth it. */
   readonly minGrowthBytes: number
 }
 
 /**
  * After each burst: a compacting collection once `idleForMs()` has reached quietMs and the
- * heap has grown by minGrowthBytes since the last (the boot's, at first). Checked a few times
- * per quietMs on an unref'd timer; nothing is added to a request's path. Returns the stop.
+ * process's resident memory has grown by minGrowthBytes since the last (the boot's, at first).
+ * Resident memory, not the heap's size: V8's own idle collection shrinks the heap it reports
+ * some 10 s after a burst but keeps the memory, which only a collection like this one (it
+ * also releases the pages V8 pools) hands back. Checked a few times per quietMs on an
+ * unref'd timer; nothing is added to a request's path. Returns the stop.
  */
 export function compactAfterBursts(
   idleForMs: () => number,
@@ -45,17 +48,19 @@ export function compactAfterBursts(
   log: Pick<Logger, 'info'>,
 ): () => void {
   if (typeof globalThis.gc !== 'function' || options.quietMs === 0) return () => {}
-  let baseline = getHeapStatistics().total_heap_size
+  let baseline = process.memoryUsage.rss()
   const timer = setInterval(
     () => {
       if (idleForMs() < options.quietMs) return
+      const rssBefore = process.memoryUsage.rss()
+      if (rssBefore < baseline + options.minGrowthBytes) return
       const heapBefore = getHeapStatistics().total_heap_size
-      if (heapBefore < baseline + options.minGrowthBytes) return
       const started = performance.now()
       compactHeap()
-      baseline = getHeapStatistics().total_heap_size
+      const pauseMs = Math.round(performance.now() - started)
+      baseline = process.memoryUsage.rss()
       log.info(
-        { heapBefore, heapAfter: baseline, pauseMs: Math.round(performance.now() - started) },
+        { rssBefore, rssAfter: baseline, heapBefore, heapAfter: getHeapStatistics().total_heap_size, pauseMs },
         'heap compacted after a burst',
       )
     },

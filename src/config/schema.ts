@@ -552,8 +552,8 @@ export const configSchema = z
         trustProxyHops: nonNegativeInt.max(10).default(0),
         /**
          * With --expose-gc (npm start, the Dockerfile): once no request has been in flight for
-         * quietMs, one compacting collection hands back the heap a burst grew, if it grew by
-         * minGrowthBytes since the last. quietMs 0 turns it off.
+         * quietMs, one compacting collection hands back the memory a burst grew, if the resident
+         * memory grew by minGrowthBytes since the last. quietMs 0 turns it off.
          */
         heapCompaction: z
           .strictObject({

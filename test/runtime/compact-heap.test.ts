@@ -69,7 +69,7 @@ t.test(
         `${n} more checks ran`,
       )
     }
-    // The burst: the heap grows well past the threshold while a request is in flight.
+    // The burst: the memory grows well past the threshold while a request is in flight.
     const held = Array.from({ length: 200_000 }, (_, i) => ({ i, text: `burst ${i}`.repeat(4) }))
     await tick(5)
     t.equal(collections, 0, 'nothing collected while a request is in flight')
@@ -87,7 +87,7 @@ t.test(
     )
     await tick(5)
     t.equal(collections, 1, 'not again while the heap has not grown since')
-    t.match(logged[0], { heapBefore: Number, heapAfter: Number, pauseMs: Number })
+    t.match(logged[0], { rssBefore: Number, rssAfter: Number, heapBefore: Number, heapAfter: Number, pauseMs: Number })
     t.ok(held.length > 0)
   },
 )

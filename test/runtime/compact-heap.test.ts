@@ -4,6 +4,7 @@
 // flag, as the tests start it, it runs none.
 import { readFileSync } from 'node:fs'
 import t from 'tap'
+import type { Test } from 'tap'
 import { compactAfterBursts } from '../../src/compact-heap.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -12,6 +13,19 @@ const listening = (logs: ReadonlyArray<Record<string, unknown>>): Record<string,
   logs.find((line) => line.msg === 'tollgate listening')
 const compactions = (logs: ReadonlyArray<Record<string, unknown>>): Array<Record<string, unknown>> =>
   logs.filter((line) => line.msg === 'heap compacted after a burst')
+
+/** A stand-in for the exposed gc() for the test's length: it counts the collections asked of it. */
+function standInGc(t: Test): { readonly collections: number } {
+  const real = globalThis.gc
+  const counted = { collections: 0 }
+  globalThis.gc = (() => {
+    counted.collections++
+  }) as typeof globalThis.gc
+  t.teardown(() => {
+    globalThis.gc = real
+  })
+  return counted
+}
 
 t.test('npm start passes --expose-gc', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -35,14 +49,7 @@ t.test('without it, nothing is collected by hand', async (t) => {
 t.test(
   'after a burst: one collection once quiet, only while nothing is in flight, not again without growth',
   async (t) => {
-    const real = globalThis.gc
-    let collections = 0
-    globalThis.gc = (() => {
-      collections++
-    }) as typeof globalThis.gc
-    t.teardown(() => {
-      globalThis.gc = real
-    })
+    const gc = standInGc(t)
     let ticks = 0
     let inFlight = true
     const logged: unknown[] = []
@@ -72,12 +79,12 @@ t.test(
     // The burst: the memory grows well past the threshold while a request is in flight.
     const held = Array.from({ length: 200_000 }, (_, i) => ({ i, text: `burst ${i}`.repeat(4) }))
     await tick(5)
-    t.equal(collections, 0, 'nothing collected while a request is in flight')
+    t.equal(gc.collections, 0, 'nothing collected while a request is in flight')
     inFlight = false
     t.ok(
       (
         await pollUntil(
-          async () => collections,
+          async () => gc.collections,
           (n) => n > 0,
           500,
           5,
@@ -86,21 +93,14 @@ t.test(
       'collected once quiet',
     )
     await tick(5)
-    t.equal(collections, 1, 'not again while the heap has not grown since')
+    t.equal(gc.collections, 1, 'not again while the memory has not grown since')
     t.match(logged[0], { rssBefore: Number, rssAfter: Number, heapBefore: Number, heapAfter: Number, pauseMs: Number })
     t.ok(held.length > 0)
   },
 )
 
 t.test('off: quietMs 0 collects nothing, however idle', async (t) => {
-  const real = globalThis.gc
-  let collections = 0
-  globalThis.gc = (() => {
-    collections++
-  }) as typeof globalThis.gc
-  t.teardown(() => {
-    globalThis.gc = real
-  })
+  const gc = standInGc(t)
   let asked = 0
   const stop = compactAfterBursts(
     () => {
@@ -111,7 +111,7 @@ t.test('off: quietMs 0 collects nothing, however idle', async (t) => {
     { info: () => undefined } as never,
   )
   stop()
-  t.equal(collections, 0)
+  t.equal(gc.collections, 0)
   t.equal(asked, 0, 'no timer was set')
 })
 

@@ -19,6 +19,8 @@ import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
 
 // Response headers that describe the upstream connection, not the message.
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
+/** Upstream paths whose URLs a backend keeps parsed. */
+const KNOWN_TARGETS = 256
 
 /** One send(): the parts of the exchange that the proxy's events need to reach. */
 interface Attempt {
@@ -64,6 +66,19 @@ export function createOpenAIBackend(
       return server
     }))
 
+  // Each upstream path's URL, checked and parsed once: most calls name one of a few paths
+  // (those that carry an id are many, so the memory is dropped whole when it is full).
+  const targets = new Map<string, URL>()
+  const targetOf = (path: string): URL => {
+    let url = targets.get(path)
+    if (url === undefined) {
+      url = new URL(root + checkedPath(path))
+      if (targets.size >= KNOWN_TARGETS) targets.clear()
+      targets.set(path, url)
+    }
+    return url
+  }
+
   /**
    * Failures on a kept-alive socket the upstream had just closed (it closed the idle
    * connection as our request went out, so it never read it): Node's documented race,
@@ -83,7 +98,7 @@ export function createOpenAIBackend(
   async function attempt(request: UpstreamRequest): Promise<UpstreamResponse> {
     const server = proxy ?? (await proxyServer())
     return new Promise<UpstreamResponse>((resolve, reject) => {
-      const target = new URL(root + checkedPath(request.path))
+      const target = targetOf(request.path)
       const framing = framingOf(request.body)
       const outgoing: Record<string, string> = {
         ...config.headers,

@@ -310,6 +310,25 @@ t.test('an upstream that goes quiet mid-stream has its body destroyed with upstr
   t.equal(await upstream.requests[0]?.ended, 'closed', 'the stalled upstream socket was closed')
 })
 
+t.test('a stream longer than the idle timeout, never quiet that long, comes through whole', async (t) => {
+  const upstream = await fake(t)
+  // 24 events 100 ms apart: 2.4 s in all against a 1 s idle timeout that each event pushes back.
+  upstream.options.replyText = Array.from({ length: 24 }, (_, i) => `word${i}`).join(' ')
+  upstream.options.eventDelayMs = 100
+  const adapter = backend(t, configFor(upstream.url, { idleTimeoutMs: 1_000 }))
+  const { gateway, seen } = await gatewayFor(t, adapter, (req) => jsonRoute(req))
+  const started = performance.now()
+  const reply = await call(gateway.url, {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [], stream: true }),
+  })
+  t.equal(reply.status, 200)
+  t.ok(performance.now() - started > 1_000, 'the stream outlasted the idle timeout')
+  t.equal(seen[0]?.bodyError, undefined, 'the body was not cut')
+  t.ok(reply.body.includes('data: [DONE]'), 'every event came through')
+  t.equal(dataOf(reply.body).filter((d) => d.includes('word23')).length, 1, 'the last word came')
+})
+
 t.test('an upstream that cuts the connection mid-stream ends the body with upstream_bad_response', async (t) => {
   const upstream = await fake(t)
   upstream.options.dropAfterEvents = 3

@@ -30,7 +30,11 @@ export class IdleWatchdog extends Transform {
   }
 
   #arm(): void {
-    this.#disarm()
+    // One timer for the whole body, pushed back at each chunk (a stream's events are many).
+    if (this.#timer !== undefined) {
+      this.#timer.refresh()
+      return
+    }
     this.#timer = setTimeout(() => this.#expire(), this.#idleMs)
     // The upstream socket keeps the process alive while it matters; this timer must not.
     this.#timer.unref()

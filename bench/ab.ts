@@ -6,13 +6,16 @@
 // requests (/proc), the figure least moved by other work on a shared machine; the first
 // round is a warm-up and the median of the rest is shown.
 //
-//   node bench/ab.ts <other checkout> [embedded|redis] [rounds] [--upstream]   e.g. a worktree of the last release
+// --stream sends streamed calls (SSE, read whole) instead of JSON ones.
+//
+//   node bench/ab.ts <other checkout> [embedded|redis] [rounds] [--upstream] [--stream]   e.g. a worktree of the last release
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
 import { startChild } from './compare.ts'
 import { chatCpuPerCall } from './proxy-rig.ts'
 
 const viaUpstream = process.argv.includes('--upstream')
+const streamed = process.argv.includes('--stream')
 const HIGH = 1_000_000_000
 const MODEL = viaUpstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
 const PER_BURST = 800
@@ -27,7 +30,9 @@ const plans = {
 const TIERS = ['Off', 'On'] as const
 type Tier = (typeof TIERS)[number]
 
-const [other, store = 'embedded', roundsArg = '14'] = process.argv.slice(2).filter((a) => a !== '--upstream')
+const [other, store = 'embedded', roundsArg = '14'] = process.argv
+  .slice(2)
+  .filter((a) => a !== '--upstream' && a !== '--stream')
 if (other === undefined) {
   process.stderr.write('usage: node bench/ab.ts <other checkout> [embedded|redis] [rounds]\n')
   process.exit(64)
@@ -54,7 +59,12 @@ async function start(root: string, prefix: string): Promise<RunningTollgate> {
 }
 
 function burst(gw: RunningTollgate, key: string): Promise<number> {
-  const body = { model: MODEL, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 5 }
+  const body = {
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello in five words.' }],
+    max_tokens: 5,
+    ...(streamed ? { stream: true } : {}),
+  }
   return chatCpuPerCall(gw, key, body, PER_BURST, CONCURRENCY)
 }
 
@@ -79,7 +89,7 @@ try {
   }
   const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
   process.stdout.write(
-    `| Store | Tier | CPU ms/req, ${other} | CPU ms/req, this checkout | this ÷ other |\n|---|---|---|---|---|\n`,
+    `| Store | Tier | CPU ms/${streamed ? 'stream' : 'req'}, ${other} | CPU ms/${streamed ? 'stream' : 'req'}, this checkout | this ÷ other |\n|---|---|---|---|---|\n`,
   )
   for (const tier of TIERS) {
     const a = median(samples.get(`other ${tier}`) ?? [])

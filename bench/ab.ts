@@ -12,21 +12,13 @@
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
 import { startChild } from './compare.ts'
-import { chatCpuPerCall } from './proxy-rig.ts'
+import { chatCpuPerCall, LIMITS_OFF_AND_ON } from './proxy-rig.ts'
 
 const viaUpstream = process.argv.includes('--upstream')
 const streamed = process.argv.includes('--stream')
-const HIGH = 1_000_000_000
 const MODEL = viaUpstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
 const PER_BURST = 800
 const CONCURRENCY = 8
-const plans = {
-  defaultTier: 'Off',
-  tiers: {
-    Off: { default: {} },
-    On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
-  },
-}
 const TIERS = ['Off', 'On'] as const
 type Tier = (typeof TIERS)[number]
 
@@ -45,7 +37,7 @@ async function start(root: string, prefix: string): Promise<RunningTollgate> {
     root,
     env: redis ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' } : {},
     config: (doc) => {
-      doc.plans = plans
+      doc.plans = LIMITS_OFF_AND_ON
       if (upstream === null) {
         ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
       } else {

@@ -18,7 +18,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
-import { cpuMsOf, fmt, memoryOf, pause, sampleRss } from './proxy-rig.ts'
+import { cpuMsOf, fmt, LIMITS_OFF_AND_ON, memoryOf, pause, sampleRss } from './proxy-rig.ts'
 
 const run = promisify(execFile)
 const HERE = import.meta.dirname
@@ -27,7 +27,6 @@ const CONNECTIONS = 50
 const FIXED_RATE = 2000
 /** A rate the bare hop sustains even when the machine is shared (at 2,000 req/s it may not: then every path queues). */
 const LOW_RATE = 500
-const HIGH = 1_000_000_000
 const MODEL = 'bench-chat'
 /** Routed to an upstream that paces its events, so that many streams overlap. */
 const SLOW_MODEL = 'bench-chat-slow'
@@ -258,13 +257,7 @@ async function startGateway(
         : {}),
     },
     config: (doc) => {
-      doc.plans = {
-        defaultTier: 'Off',
-        tiers: {
-          Off: { default: {} },
-          On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
-        },
-      }
+      doc.plans = LIMITS_OFF_AND_ON
       // Only the upstream: a gateway in front of a real model server has no mock backend
       // (whose replies need the tokenizer loaded on the main thread, ~75 MB).
       doc.backends = {

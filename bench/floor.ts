@@ -14,12 +14,11 @@
 import { startTollgate } from '../test/helpers/gateway.ts'
 import { redisClient, startPrivateRedis } from '../test/limits/helpers.ts'
 import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, startChild } from './compare.ts'
-import { cpuMsOf, fmt } from './proxy-rig.ts'
+import { cpuMsOf, fmt, LIMITS_OFF_AND_ON, sendChatCalls } from './proxy-rig.ts'
 
 const ROUNDS = Number(process.argv[2] ?? '8')
 const PER_BURST = 800
 const CONCURRENCY = 8
-const HIGH = 1_000_000_000
 const MODEL = 'bench-chat'
 const BODY = JSON.stringify({
   model: MODEL,
@@ -38,23 +37,7 @@ interface Target {
 async function burst(target: Target, redisPid: number): Promise<{ own: number; redis: number }> {
   const before = cpuMsOf(target.pid)
   const redisBefore = cpuMsOf(redisPid)
-  let left = PER_BURST
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) {
-        const res = await fetch(target.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...(target.key === undefined ? {} : { authorization: `Bearer ${target.key}` }),
-          },
-          body: BODY,
-        })
-        await res.arrayBuffer()
-        if (res.status !== 200) throw new Error(`${target.label} answered ${res.status}`)
-      }
-    }),
-  )
+  await sendChatCalls(target.url, target.key, BODY, PER_BURST, CONCURRENCY)
   return { own: (cpuMsOf(target.pid) - before) / PER_BURST, redis: (cpuMsOf(redisPid) - redisBefore) / PER_BURST }
 }
 
@@ -72,13 +55,7 @@ const gw = await startTollgate({
   execArgv: GATEWAY_NODE_FLAGS,
   env: { ...GATEWAY_ENV, REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' },
   config: (doc) => {
-    doc.plans = {
-      defaultTier: 'On',
-      tiers: {
-        Off: { default: {} },
-        On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
-      },
-    }
+    doc.plans = LIMITS_OFF_AND_ON
     doc.backends = { upstream: { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 } }
     doc.resourceBackend = 'upstream'
     doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] }]

@@ -7,6 +7,16 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../test/helpers/gateway.ts'
 
+/** Limits far above any load: a tier with none of the five dimensions and one with all of them. */
+const HIGH = 1_000_000_000
+export const LIMITS_OFF_AND_ON = {
+  defaultTier: 'Off',
+  tiers: {
+    Off: { default: {} },
+    On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
+  },
+} as const
+
 /** The public model name; the deployment leaves it as is, so the gateway rewrites no event. */
 export const CHAT_MODEL = 'bench-chat'
 export const AUDIO_MODEL = 'whisper-large-v3'
@@ -121,8 +131,35 @@ export function cpuMsOf(pid: number): number {
 }
 
 /**
- * The gateway's CPU per call over `calls` JSON chat calls sent by `concurrency` clients, each
- * waiting for its reply before the next (from /proc: 10 ms ticks). Any status but 200 throws.
+ * `calls` chat calls to `url` (a JSON body, sent as is) from `concurrency` clients, each
+ * waiting for its reply, read whole, before the next. Any status but 200 throws.
+ */
+export async function sendChatCalls(
+  url: string,
+  key: string | undefined,
+  json: string,
+  calls: number,
+  concurrency: number,
+): Promise<void> {
+  const headers = {
+    'content-type': 'application/json',
+    ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+  }
+  let left = calls
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (left-- > 0) {
+        const res = await fetch(url, { method: 'POST', headers, body: json })
+        await res.arrayBuffer()
+        if (res.status !== 200) throw new Error(`${url} answered ${res.status}`)
+      }
+    }),
+  )
+}
+
+/**
+ * The gateway's CPU per call over `calls` chat calls (sendChatCalls) to its /v2 endpoint
+ * (from /proc: 10 ms ticks).
  */
 export async function chatCpuPerCall(
   gw: RunningTollgate,
@@ -133,22 +170,8 @@ export async function chatCpuPerCall(
 ): Promise<number> {
   const pid = gw.child.pid
   if (pid === undefined) throw new Error('the gateway has no pid')
-  const json = JSON.stringify(body)
   const before = cpuMsOf(pid)
-  let left = calls
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (left-- > 0) {
-        const res = await fetch(`${gw.url}/v2/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: json,
-        })
-        await res.arrayBuffer()
-        if (res.status !== 200) throw new Error(`the gateway answered ${res.status}`)
-      }
-    }),
-  )
+  await sendChatCalls(`${gw.url}/v2/chat/completions`, key, JSON.stringify(body), calls, concurrency)
   return (cpuMsOf(pid) - before) / calls
 }
 

@@ -13,6 +13,7 @@
 import { performance } from 'node:perf_hooks'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
+import { LIMITS_OFF_AND_ON } from './proxy-rig.ts'
 
 const CONCURRENCY = 32
 const WARMUP_MS = 1000
@@ -23,14 +24,6 @@ const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const HIGH = 1_000_000_000
 /** The deployment declares capacity limits it never reaches (--declared). */
 const DECLARED = process.argv.includes('--declared')
-
-const plans = {
-  defaultTier: 'Off',
-  tiers: {
-    Off: { default: {} },
-    On: { default: { rpm: HIGH, tpm: HIGH, input_tpm: HIGH, output_tpm: HIGH, quota: HIGH * 1000 } },
-  },
-}
 
 interface Result {
   readonly rps: number
@@ -98,7 +91,7 @@ export async function benchThroughput(): Promise<string> {
             ? { REDIS_URL: redis.url, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' }
             : {},
         config: (doc) => {
-          doc.plans = plans
+          doc.plans = LIMITS_OFF_AND_ON
           ;(doc.backends as Record<string, Record<string, unknown>>).mock = { type: 'mock', tokensPerSecond: 1_000_000 }
           ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
           if (DECLARED) {

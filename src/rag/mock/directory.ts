@@ -1,5 +1,14 @@
 // user-manager (users, roles, groups) and config-manager (tenant and RAG configurations).
-import { callerGroups, callerId, readJson, reply, replyList, detail, type MockExchange } from './reply.ts'
+import {
+  callerGroups,
+  callerId,
+  decodedSegment,
+  readJson,
+  reply,
+  replyList,
+  detail,
+  type MockExchange,
+} from './reply.ts'
 
 const ROLES = [
   { name: 'admin', description: 'Manages the tenant (mock)' },
@@ -72,7 +81,8 @@ export function createConfigService(): (x: MockExchange) => Promise<boolean> {
     }
     const match = /^\/api\/v1\/configurations\/([^/]+)\/?$/.exec(x.path)
     if (match === null) return false
-    const name = decodeURIComponent(match[1] ?? '')
+    const name = decodedSegment(match[1] ?? '')
+    if (name === undefined) return false
     if (x.req.method === 'GET') {
       const found = configs.get(name)
       if (found === undefined) detail(x, 404, 'Configuration not found (mock)')

@@ -76,7 +76,7 @@ export function detail(x: MockExchange, status: number, message: string): void {
   x.res.end(payload)
 }
 
-/** Reads a small JSON body (the mock's own requests); anything else reads as {}. */
+/** Reads a small JSON body (the mock's own requests); anything else, nesting too deep included, reads as {}. */
 export async function readJson(req: IncomingMessage, limit = 1 << 20): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = []
   let size = 0
@@ -87,11 +87,36 @@ export async function readJson(req: IncomingMessage, limit = 1 << 20): Promise<R
   }
   try {
     const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
+    return typeof value === 'object' && value !== null && !Array.isArray(value) && nestedWithin(value, MAX_DEPTH)
       ? (value as Record<string, unknown>)
       : {}
   } catch {
     return {}
+  }
+}
+
+/** Deeper than any body the services take; a body nested deeper could not be echoed back (JSON.stringify recurses). */
+const MAX_DEPTH = 64
+
+/** Whether no object or array in `root` sits deeper than `limit` (a walk without recursion). */
+function nestedWithin(root: object, limit: number): boolean {
+  const stack: Array<[object, number]> = [[root, 1]]
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const [value, depth] = item
+    if (depth > limit) return false
+    for (const child of Object.values(value)) {
+      if (typeof child === 'object' && child !== null) stack.push([child as object, depth + 1])
+    }
+  }
+  return true
+}
+
+/** A path segment decoded, or undefined when its percent-encoding is malformed (`%zz`). */
+export function decodedSegment(raw: string): string | undefined {
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return undefined
   }
 }
 

@@ -3,7 +3,7 @@
 // globalContext, activeFiles?, chatModel}}, and named by `sessionId`. The mock checks the
 // config's shape only: the files and configurations live in other services.
 import { keepNewest } from './bounded.ts'
-import { callerId, mockId, readJson, reply, detail, type MockExchange } from './reply.ts'
+import { callerId, decodedSegment, mockId, readJson, reply, detail, type MockExchange } from './reply.ts'
 
 interface Session {
   readonly sessionId: string
@@ -95,7 +95,8 @@ export function createSessionService(): (x: MockExchange) => Promise<boolean> {
     }
     const match = /^\/api\/v1\/sessions\/([^/]+)\/(history|feedback)\/?$/.exec(x.path)
     if (match === null) return false
-    const id = decodeURIComponent(match[1] ?? '')
+    const id = decodedSegment(match[1] ?? '')
+    if (id === undefined) return false
     // As FastAPI does, a body is read before the route answers (a refusal included).
     const body = method === 'POST' ? await readJson(x.req) : {}
     if (!sessionsOf(owner).some((s) => s.sessionId === id)) {

@@ -8,7 +8,7 @@
 // path `npm run bench -- compare` measures (the relay, not the mock's reply building).
 //
 // --callers <function> adds where that function's samples come from: the stacks above it,
-// nine frames deep, with their shares of its samples.
+// nine frames deep (--depth), with their shares of its samples.
 //
 // After the self-time table, the samples by the gateway file nearest the leaf of their stack.
 //
@@ -19,7 +19,7 @@
 //
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--callers writev] [--alloc]
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--callers writev [--depth 9]] [--alloc]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -36,6 +36,7 @@ const { values } = parseArgs({
     top: { type: 'string', default: '10' },
     upstream: { type: 'boolean', default: false },
     callers: { type: 'string' },
+    depth: { type: 'string', default: '9' },
     alloc: { type: 'boolean', default: false },
     'no-limits': { type: 'boolean', default: false },
   },
@@ -339,6 +340,6 @@ if (values.alloc) {
   const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
   console.log(summarise(profile, from, to, Number(values.top)))
   console.log(`\n${byFile(profile, from, to, Number(values.top))}`)
-  if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers)}`)
+  if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers, Number(values.depth))}`)
 }
 rmSync(profDir, { recursive: true, force: true })

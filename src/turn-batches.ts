@@ -2,6 +2,44 @@
 // concurrency one turn admits, settles and meters several calls (each request's body and
 // each upstream reply end in their own callbacks of one poll phase); one script for all of
 // them costs a command, a reply and a promise, where one each cost them per call.
+//
+// The turn ends in one check-phase callback (setImmediate) that first sends every batch of
+// the turn, then flushes what was held for the turn's end (a corked Redis socket:
+// store/redis-turn-writes.ts). So the admissions, settles and usage rows of a turn that share
+// a connection leave in one socket write, whichever of them came first in the turn.
+
+type Step = () => void
+
+const sends: Step[] = []
+const flushes: Step[] = []
+let scheduled = false
+
+function endTurn(): void {
+  // A step may add steps (a batch's commands cork their socket): they run in this same end.
+  try {
+    for (let i = 0; i < sends.length; i++) sends[i]?.()
+    for (let i = 0; i < flushes.length; i++) flushes[i]?.()
+  } finally {
+    sends.length = 0
+    flushes.length = 0
+    scheduled = false
+  }
+}
+
+function atTurnEnd(steps: Step[], step: Step): void {
+  steps.push(step)
+  if (scheduled) return
+  scheduled = true
+  setImmediate(endTurn)
+}
+
+/**
+ * Runs `flush` at the end of this turn, after every batch of the turn has been sent (or of
+ * the next turn, when called after this one's end has run).
+ */
+export function flushAtTurnEnd(flush: () => void): void {
+  atTurnEnd(flushes, flush)
+}
 
 /** A turn's batch under one name (a Redis slot, say), and the promise of its one sending. */
 export interface TurnBatch<B, R> {
@@ -11,8 +49,8 @@ export interface TurnBatch<B, R> {
 
 /**
  * Batches by name: the first caller of a turn opens one (`open`), every caller of that turn
- * adds to it, and `send` sends it in the turn's check phase (setImmediate). A caller of the
- * next turn, or of that check phase, gets a batch of its own.
+ * adds to it, and `send` sends it at the turn's end (its check phase). A caller after that
+ * gets a batch of its own, sent at the next turn's end.
  */
 export function turnBatches<B, R>(open: () => B, send: (batch: B) => Promise<R>): (name: string) => TurnBatch<B, R> {
   const current = new Map<string, TurnBatch<B, R>>()
@@ -20,9 +58,15 @@ export function turnBatches<B, R>(open: () => B, send: (batch: B) => Promise<R>)
     let turn = current.get(name)
     if (turn === undefined) {
       const batch = open()
-      const sent = new Promise<void>((ended) => setImmediate(ended)).then(() => {
-        current.delete(name)
-        return send(batch)
+      const sent = new Promise<R>((resolve, reject) => {
+        atTurnEnd(sends, () => {
+          current.delete(name)
+          try {
+            resolve(send(batch))
+          } catch (error) {
+            reject(error)
+          }
+        })
       })
       turn = { batch, sent }
       current.set(name, turn)

@@ -454,8 +454,9 @@ export interface RedisCounters extends Counters {
 
 /**
  * Counters on `redis`. Settles go on `settlements` when given: a connection that sends the
- * writes of one event-loop turn together (admissions stay on `redis`, which sends each at
- * once: they have a deadline).
+ * writes of one event-loop turn together. On one server a turn's admissions join them (they
+ * are sent at the turn's end either way: turnBatches); on a cluster they stay on `redis`,
+ * which sends each at once: they have a deadline.
  */
 export function redisCounters(
   redis: RedisConnection,
@@ -465,6 +466,11 @@ export function redisCounters(
 ): RedisCounters {
   const keys = limiterKeys(prefix)
   const corkTurn = turnWrites(redis)
+  // On one server a turn's admissions go on the settlements connection, whose socket is corked
+  // for the turn: they leave in the turn's one write with its settles and usage rows
+  // (turn-batches.ts), one system call where there were two. On a cluster that connection
+  // pipelines (ioredis's auto-pipelining), which would hold an admission behind a pipeline in flight.
+  const admitting = !isCluster(redis) && !isCluster(settlements) ? settlements : redis
 
   /**
    * The admissions without budgets made in one turn of the event loop, by slot: one
@@ -476,7 +482,7 @@ export function redisCounters(
     (): TurnAdmissions => ({ names: [], args: [windowMs, 0], admissions: 0, replied: 0 }),
     async ({ names, args, admissions, replied }) => {
       args[1] = admissions
-      return integers(await runScript(redis, SCRIPTS.admitTurn, names, args), replied)
+      return integers(await runScript(admitting, SCRIPTS.admitTurn, names, args), replied)
     },
   )
   function admitInTurn(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult> {
@@ -606,7 +612,11 @@ export function redisCounters(
   return {
     kind: 'redis',
     async reachable() {
-      if (!isCluster(redis)) return typeof (await redis.exists(`${keys.base}probe`)) === 'number'
+      if (!isCluster(redis)) {
+        // Both connections that admit: the one a turn's admissions use may be the settlements'.
+        const replies = await Promise.all([...new Set([redis, admitting])].map((c) => c.exists(`${keys.base}probe`)))
+        return replies.every((reply) => typeof reply === 'number')
+      }
       const masters = redis.nodes('master')
       const replies = await Promise.all(masters.map((node) => node.ping()))
       return masters.length > 0 && replies.every((reply) => reply === 'PONG')

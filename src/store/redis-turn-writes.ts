@@ -3,18 +3,20 @@
 // Under concurrency many admissions start in the same turn (each request's body read ends in
 // its own I/O callback of one poll phase), and each was one write system call: the largest
 // single cost of a call in the CPU profile. Corking the connection's socket at the first
-// command of a turn and uncorking it in that turn's check phase (setImmediate) sends them
-// with one writev. Not ioredis's auto-pipelining: it also sends at the end of the turn, but
-// keeps one pipeline in flight per connection, so an admission made while one is out waits
-// for its replies before it leaves; on a starved machine that chain missed the limiter's
-// 200 ms deadline (test/limits/gateway.test.ts over-admitted in a full run at load 10).
-// Corked, every command still goes out at the end of the turn it was made in.
+// command of a turn and uncorking it at that turn's end (turn-batches.ts flushAtTurnEnd:
+// after the turn's batches are sent) sends them with one writev. Not ioredis's
+// auto-pipelining: it also sends at the end of the turn, but keeps one pipeline in flight per
+// connection, so an admission made while one is out waits for its replies before it leaves;
+// on a starved machine that chain missed the limiter's 200 ms deadline
+// (test/limits/gateway.test.ts over-admitted in a full run at load 10). Corked, every command
+// still goes out at the end of the turn it was made in.
 //
 // One server (or Sentinel's master) only: on a cluster each node has a socket of its own,
 // and the commands are sent as they come.
 import type { Writable } from 'node:stream'
 import type { Redis } from 'ioredis'
 import type { RedisConnection } from './redis-client.ts'
+import { flushAtTurnEnd } from '../turn-batches.ts'
 
 const oneServer = (redis: RedisConnection): redis is Redis => !redis.isCluster
 
@@ -33,7 +35,7 @@ export function turnWrites(redis: RedisConnection): () => void {
     if (corked !== null || stream === undefined || !stream.writable) return
     stream.cork()
     corked = stream
-    setImmediate(uncork)
+    flushAtTurnEnd(uncork)
   }
 }
 

@@ -190,7 +190,7 @@ const LEAVES = [
   'store/redis-turn-writes.ts',
   'store/sqlite.ts',
 ]
-const LEAF_DEPENDENCIES = ['store/errors.ts', 'store/data-dir.ts']
+const LEAF_DEPENDENCIES = ['store/errors.ts', 'store/data-dir.ts', 'turn-batches.ts']
 
 t.test('the store leaves load nothing but leaves', async (t) => {
   const graph = importGraph(SRC)

@@ -9,7 +9,8 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createLimiter, type LimiterOptions, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { limiterKeys } from '../../src/limits/redis-counters.ts'
 import type { Redis } from 'ioredis'
-import { pingRedis } from '../../src/store/redis-client.ts'
+import type { Writable } from 'node:stream'
+import { createRedisClient, pingRedis } from '../../src/store/redis-client.ts'
 import { caller, limiterContract } from './contract.ts'
 import {
   captureLog,
@@ -43,6 +44,29 @@ async function limiterWithItsClient(
     ...options,
   })
   return { redis, limiter }
+}
+
+/** The writes that reach `redis`'s socket (a corked turn's commands are one), counted until restored. */
+function socketWrites(redis: Redis): { count(): number; restore(): void } {
+  const socket = redis.stream as Writable & { _write: Writable['_write']; _writev?: Writable['_writev'] }
+  const { _write: write, _writev: writev } = socket
+  let n = 0
+  socket._write = (...args) => {
+    n++
+    write.apply(socket, args)
+  }
+  if (writev !== undefined)
+    socket._writev = (...args) => {
+      n++
+      writev.apply(socket, args)
+    }
+  return {
+    count: () => n,
+    restore: () => {
+      socket._write = write
+      if (writev !== undefined) socket._writev = writev
+    },
+  }
 }
 
 async function onRedis(options: Partial<LimiterOptions> = {}, prefix?: string): Promise<ManagedLimiter> {
@@ -131,6 +155,42 @@ if (!(await pingRedis(admin))) {
       "the first key's counters: each call's own adjustment (10+20+30+40 in, 4×5 out, besides the first call)",
     )
     t.same(await other.used(), { requests: 2, tokens: 20, 'input-tokens': 14, 'output-tokens': 6 })
+  })
+
+  t.test("redis: on one server a turn's admissions and settles leave in one socket write", async (t) => {
+    const settlements = createRedisClient(REDIS_URL, {
+      commandTimeoutMs: 2000,
+      name: 'tgtest-limits',
+      autoPipelining: true,
+    })
+    clients.push(settlements)
+    await pingRedis(settlements)
+    const { redis, limiter } = await limiterWithItsClient({ settlements })
+    t.teardown(() => limiter.close())
+    const limits = { rpm: 100, tpm: 100_000, input_tpm: 50_000, output_tpm: 50_000, quota: 1_000_000 }
+    const one = caller(limiter, limits)
+    const other = caller(limiter, limits)
+    await (await one.admit({ inputTokens: 1, outputTokens: 1 })).settle({ inputTokens: 1, outputTokens: 1 })
+    const admitted = await Promise.all([one, other].map((c) => c.admit({ inputTokens: 100, outputTokens: 100 })))
+    const writes = [socketWrites(redis), socketWrites(settlements)] as const
+    t.teardown(() => writes.forEach((w) => w.restore()))
+    // One turn: both calls end and two more start, on two slots.
+    await Promise.all([
+      ...admitted.map((a) => a.settle({ inputTokens: 10, outputTokens: 5 })),
+      one.admit({ inputTokens: 20, outputTokens: 20 }),
+      other.admit({ inputTokens: 20, outputTokens: 20 }),
+    ])
+    t.equal(
+      writes[1].count(),
+      1,
+      'two admissions and two settles (four scripts) in one write on the settlements socket',
+    )
+    t.equal(writes[0].count(), 0, 'nothing on the other connection')
+    t.same(
+      await one.used(),
+      { requests: 3, tokens: 1 + 1 + 10 + 5 + 40, 'input-tokens': 1 + 10 + 20, 'output-tokens': 1 + 5 + 20 },
+      'each counted exactly: the settled call at what it used, the new one at its reservation',
+    )
   })
 
   t.test("redis: keys on the owner's slot, in the layout of rate-limiter-flexible", async (t) => {

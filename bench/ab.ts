@@ -4,7 +4,8 @@
 // building; a tier without limits and one with all five dimensions), and the bursts alternate between them, so the machine's
 // load drifts over both alike. CPU is the gateway process's user + system time over its
 // requests (/proc), the figure least moved by other work on a shared machine; the first
-// round is a warm-up and the median of the rest is shown.
+// round is a warm-up and the median of the rest is shown, with the read and write system
+// calls a call made (/proc/<pid>/io syscr, syscw).
 //
 // --stream sends streamed calls (SSE, read whole) instead of JSON ones.
 //
@@ -12,7 +13,7 @@
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
 import { startChild } from './compare.ts'
-import { chatCpuPerCall, LIMITS_OFF_AND_ON } from './proxy-rig.ts'
+import { chatCallCost, LIMITS_OFF_AND_ON, type CallCost } from './proxy-rig.ts'
 
 const viaUpstream = process.argv.includes('--upstream')
 const streamed = process.argv.includes('--stream')
@@ -50,14 +51,14 @@ async function start(root: string, prefix: string): Promise<RunningTollgate> {
   })
 }
 
-function burst(gw: RunningTollgate, key: string): Promise<number> {
+function burst(gw: RunningTollgate, key: string): Promise<CallCost> {
   const body = {
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in five words.' }],
     max_tokens: 5,
     ...(streamed ? { stream: true } : {}),
   }
-  return chatCpuPerCall(gw, key, body, PER_BURST, CONCURRENCY)
+  return chatCallCost(gw, key, body, PER_BURST, CONCURRENCY)
 }
 
 const sides = { other: await start(other, 'ab-other:'), this: await start(import.meta.dirname + '/..', 'ab-this:') }
@@ -70,24 +71,29 @@ try {
       ]),
     ),
   ) as Record<keyof typeof sides, Record<Tier, string>>
-  const samples = new Map<string, number[]>()
+  const samples = new Map<string, CallCost[]>()
   for (let round = 0; round < Number(roundsArg); round++) {
     for (const side of ['other', 'this'] as const) {
       for (const tier of TIERS) {
-        const ms = await burst(sides[side], keys[side][tier])
-        if (round > 0) samples.set(`${side} ${tier}`, [...(samples.get(`${side} ${tier}`) ?? []), ms])
+        const cost = await burst(sides[side], keys[side][tier])
+        if (round > 0) samples.set(`${side} ${tier}`, [...(samples.get(`${side} ${tier}`) ?? []), cost])
       }
     }
   }
   const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN
+  const of = (side: string, tier: Tier, field: keyof CallCost): number =>
+    median((samples.get(`${side} ${tier}`) ?? []).map((c) => c[field]))
+  const per = streamed ? 'stream' : 'req'
   process.stdout.write(
-    `| Store | Tier | CPU ms/${streamed ? 'stream' : 'req'}, ${other} | CPU ms/${streamed ? 'stream' : 'req'}, this checkout | this ÷ other |\n|---|---|---|---|---|\n`,
+    `| Store | Tier | CPU ms/${per}, ${other} | CPU ms/${per}, this checkout | this ÷ other | write / read syscalls a call, other → this |\n|---|---|---|---|---|---|\n`,
   )
   for (const tier of TIERS) {
-    const a = median(samples.get(`other ${tier}`) ?? [])
-    const b = median(samples.get(`this ${tier}`) ?? [])
+    const a = of('other', tier, 'cpuMs')
+    const b = of('this', tier, 'cpuMs')
+    const calls = (side: string): string =>
+      `${of(side, tier, 'writes').toFixed(2)} / ${of(side, tier, 'reads').toFixed(2)}`
     process.stdout.write(
-      `| ${store} | ${tier === 'On' ? 'limits on' : 'limits off'} | ${a.toFixed(3)} | ${b.toFixed(3)} | ${(b / a).toFixed(2)} |\n`,
+      `| ${store} | ${tier === 'On' ? 'limits on' : 'limits off'} | ${a.toFixed(3)} | ${b.toFixed(3)} | ${(b / a).toFixed(2)} | ${calls('other')} → ${calls('this')} |\n`,
     )
   }
 } finally {

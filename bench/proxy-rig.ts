@@ -157,10 +157,43 @@ export async function sendChatCalls(
   )
 }
 
+/** What a call cost the gateway process: CPU ms, and the read and write system calls it made (/proc/<pid>/io). */
+export interface CallCost {
+  readonly cpuMs: number
+  readonly reads: number
+  readonly writes: number
+}
+
+/** The read and write system calls (read, readv, write, writev, sendmsg...) the process has made. */
+export function syscallsOf(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8')
+  return { reads: Number(/^syscr: (\d+)/m.exec(io)?.[1]), writes: Number(/^syscw: (\d+)/m.exec(io)?.[1]) }
+}
+
 /**
- * The gateway's CPU per call over `calls` chat calls (sendChatCalls) to its /v2 endpoint
- * (from /proc: 10 ms ticks).
+ * The gateway's CPU and system calls per call over `calls` chat calls (sendChatCalls) to its
+ * /v2 endpoint (from /proc: CPU in 10 ms ticks).
  */
+export async function chatCallCost(
+  gw: RunningTollgate,
+  key: string,
+  body: Record<string, unknown>,
+  calls: number,
+  concurrency: number,
+): Promise<CallCost> {
+  const pid = gw.child.pid
+  if (pid === undefined) throw new Error('the gateway has no pid')
+  const [cpu, io] = [cpuMsOf(pid), syscallsOf(pid)]
+  await sendChatCalls(`${gw.url}/v2/chat/completions`, key, JSON.stringify(body), calls, concurrency)
+  const after = syscallsOf(pid)
+  return {
+    cpuMs: (cpuMsOf(pid) - cpu) / calls,
+    reads: (after.reads - io.reads) / calls,
+    writes: (after.writes - io.writes) / calls,
+  }
+}
+
+/** The gateway's CPU ms per call over `calls` chat calls (chatCallCost). */
 export async function chatCpuPerCall(
   gw: RunningTollgate,
   key: string,
@@ -168,11 +201,7 @@ export async function chatCpuPerCall(
   calls: number,
   concurrency: number,
 ): Promise<number> {
-  const pid = gw.child.pid
-  if (pid === undefined) throw new Error('the gateway has no pid')
-  const before = cpuMsOf(pid)
-  await sendChatCalls(`${gw.url}/v2/chat/completions`, key, JSON.stringify(body), calls, concurrency)
-  return (cpuMsOf(pid) - before) / calls
+  return (await chatCallCost(gw, key, body, calls, concurrency)).cpuMs
 }
 
 /** Samples the process's RSS every `everyMs` until stop(); returns the largest seen. */

@@ -17,6 +17,7 @@
 import { performance } from 'node:perf_hooks'
 import { getHeapStatistics } from 'node:v8'
 import type { Logger } from 'pino'
+import type { Metrics } from './observability/metrics.ts'
 
 /** Runs the collection if `gc` is exposed; says whether it ran. */
 export function compactHeap(): boolean {
@@ -40,12 +41,14 @@ export interface IdleCompactionOptions {
  * Resident memory, not the heap's size: V8's own idle collection shrinks the heap it reports
  * some 10 s after a burst but keeps the memory, which only a collection like this one (it
  * also releases the pages V8 pools) hands back. Checked a few times per quietMs on an
- * unref'd timer; nothing is added to a request's path. Returns the stop.
+ * unref'd timer; nothing is added to a request's path. Each is logged, and counted in
+ * `metrics` when given (its pause, the memory handed back). Returns the stop.
  */
 export function compactAfterBursts(
   idleForMs: () => number,
   options: IdleCompactionOptions,
   log: Pick<Logger, 'info'>,
+  metrics?: Pick<Metrics, 'heapCompactions' | 'heapCompactionReleased'>,
 ): () => void {
   if (typeof globalThis.gc !== 'function' || options.quietMs === 0) return () => {}
   let baseline = process.memoryUsage.rss()
@@ -59,6 +62,8 @@ export function compactAfterBursts(
       compactHeap()
       const pauseMs = Math.round(performance.now() - started)
       baseline = process.memoryUsage.rss()
+      metrics?.heapCompactions.observe(pauseMs / 1000)
+      metrics?.heapCompactionReleased.inc(Math.max(0, rssBefore - baseline))
       log.info(
         { rssBefore, rssAfter: baseline, heapBefore, heapAfter: getHeapStatistics().total_heap_size, pauseMs },
         'heap compacted after a burst',

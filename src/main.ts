@@ -401,7 +401,7 @@ export async function startGateway(
   const ragMock = runtime.current.rag.mockUrl
   const connections = trackConnections(server)
   const compacted = compactHeap()
-  const stopCompactions = compactAfterBursts(() => connections.idleForMs(), config.server.heapCompaction, log)
+  const stopCompactions = compactAfterBursts(() => connections.idleForMs(), config.server.heapCompaction, log, metrics)
   await listen(server, listeners.public)
   await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)

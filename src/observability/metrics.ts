@@ -40,6 +40,9 @@ export interface Metrics {
   readonly queueLeasesRecovered: Counter
   /** Streams cut by a gateway that stopped, charged from their journal by this instance. */
   readonly usageRecovered: Counter
+  /** The compacting collections run after a burst (compact-heap.ts): their pauses, and the memory they handed back. */
+  readonly heapCompactions: Histogram
+  readonly heapCompactionReleased: Counter
   /** The RAG gateway, per service: requests by status class (2xx, 4xx, ...) and their latency. */
   readonly ragRequests: Counter<'service' | 'class'>
   readonly ragDuration: Histogram<'service'>
@@ -311,6 +314,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     usageRecovered: new Counter({
       name: 'tollgate_usage_recovered_total',
       help: 'Streams cut by a gateway that stopped (a crash) that this instance charged from the stream journal',
+      registers,
+    }),
+    heapCompactions: new Histogram({
+      name: 'tollgate_heap_compaction_seconds',
+      help: 'Pauses of the compacting garbage collections run once the gateway is quiet after a burst (server.heapCompaction); none run without --expose-gc',
+      buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    }),
+    heapCompactionReleased: new Counter({
+      name: 'tollgate_heap_compaction_released_bytes_total',
+      help: 'Resident memory the compacting collections after bursts handed back',
       registers,
     }),
     ragRequests: new Counter({

@@ -7,6 +7,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { compactAfterBursts } from '../../src/compact-heap.ts'
 import { startTollgate } from '../helpers/gateway.ts'
+import { counterSum } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
 
 const listening = (logs: ReadonlyArray<Record<string, unknown>>): Record<string, unknown> | undefined =>
@@ -153,5 +154,13 @@ t.test('a running gateway compacts after a burst, and hands heap back', async (t
   t.ok(
     Number(line?.heapAfter) < Number(line?.heapBefore),
     `heap ${String(line?.heapBefore)} → ${String(line?.heapAfter)}`,
+  )
+  // Counted as logged: read after the log, each compaction is in the metrics already.
+  const logged = compactions(gw.logs())
+  t.ok((await counterSum(gw, 'tollgate_heap_compaction_seconds_count')) >= logged.length, 'each compaction counted')
+  const released = logged.reduce((sum, l) => sum + Math.max(0, Number(l.rssBefore) - Number(l.rssAfter)), 0)
+  t.ok(
+    (await counterSum(gw, 'tollgate_heap_compaction_released_bytes_total')) >= released,
+    `the memory handed back counted (at least the ${released} bytes the log lines say)`,
   )
 })

@@ -1,5 +1,5 @@
 // Where the gateway's CPU goes on the hot path: a CPU profile (node --cpu-prof) of a gateway
-// on Redis (a redis-server of its own) answering JSON chat completions from the built-in mock
+// on Redis (a redis-server of its own; --embedded: on its embedded store) answering JSON chat completions from the built-in mock
 // under 8 clients with a tier that has all five limits set, summarised as the functions with
 // the most self time. Only the samples taken while the measured requests ran are counted
 // (the profile's clock and this process's are both the monotonic clock), not the boot and
@@ -18,8 +18,9 @@
 // allocated below them in the stack that no other src/ function is nearer to.
 //
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
+// --embedded runs the gateway on its embedded store (no Redis): counters in memory, SQLite.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--callers writev [--depth 9]] [--alloc]
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--callers writev [--depth 9]] [--alloc]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -39,6 +40,7 @@ const { values } = parseArgs({
     depth: { type: 'string', default: '9' },
     alloc: { type: 'boolean', default: false },
     'no-limits': { type: 'boolean', default: false },
+    embedded: { type: 'boolean', default: false },
   },
 })
 const ROOT = resolve(values.root)
@@ -268,7 +270,7 @@ async function toggleSampler(
   throw new Error(`the gateway's allocation sampler did not say "${word}" within 30 s`)
 }
 
-const redis = await startPrivateRedis()
+const redis = values.embedded ? undefined : await startPrivateRedis()
 const upstream = values.upstream ? await startChild('fast-upstream.ts', []) : undefined
 const profDir = mkdtempSync(join(tmpdir(), 'tollgate-cpu-prof-'))
 const allocFile = join(profDir, 'alloc.heapprofile')
@@ -281,7 +283,7 @@ const gw = await startTollgate({
       : ['--cpu-prof', '--cpu-prof-dir', profDir]),
   ],
   env: {
-    REDIS_URL: redis.url,
+    ...(redis === undefined ? {} : { REDIS_URL: redis.url }),
     TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret',
     ...(values.alloc ? { TOLLGATE_ALLOC_PROFILE: allocFile } : {}),
   },
@@ -309,24 +311,25 @@ const gw = await startTollgate({
 })
 let from: number
 let to: number
-let commands: string
+let commands = 'none (embedded store)'
 try {
   const { key } = await gw.createKey({ tier: 'On' })
   await load(gw.url, key, 500) // warm-up: the mock's tokenizer, the JIT
-  await redisCli(redis.url, 'CONFIG', 'RESETSTAT')
+  if (redis !== undefined) await redisCli(redis.url, 'CONFIG', 'RESETSTAT')
   if (values.alloc) await toggleSampler(gw, 'on')
   from = nowUs()
   await load(gw.url, key, Number(values.requests))
   to = nowUs()
   if (values.alloc) await toggleSampler(gw, 'written')
-  commands = commandsPerCall(await redisCli(redis.url, 'INFO', 'commandstats'), Number(values.requests))
+  if (redis !== undefined)
+    commands = commandsPerCall(await redisCli(redis.url, 'INFO', 'commandstats'), Number(values.requests))
 } finally {
   await gw.stop()
-  await redis.kill()
+  await redis?.kill()
   await upstream?.stop()
 }
 console.log(
-  `checkout: ${ROOT}; ${values.requests} JSON chat calls, Redis, limits ${values['no-limits'] ? 'off' : 'on'}, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
+  `checkout: ${ROOT}; ${values.requests} JSON chat calls, ${redis === undefined ? 'embedded store' : 'Redis'}, limits ${values['no-limits'] ? 'off' : 'on'}, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
 )
@@ -340,6 +343,7 @@ if (values.alloc) {
   const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
   console.log(summarise(profile, from, to, Number(values.top)))
   console.log(`\n${byFile(profile, from, to, Number(values.top))}`)
-  if (values.callers !== undefined) console.log(`\n${callersOf(profile, from, to, values.callers, Number(values.depth))}`)
+  if (values.callers !== undefined)
+    console.log(`\n${callersOf(profile, from, to, values.callers, Number(values.depth))}`)
 }
 rmSync(profDir, { recursive: true, force: true })

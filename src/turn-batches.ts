@@ -15,15 +15,23 @@ const flushes: Step[] = []
 let scheduled = false
 
 function endTurn(): void {
-  // A step may add steps (a batch's commands cork their socket): they run in this same end.
-  try {
-    for (let i = 0; i < sends.length; i++) sends[i]?.()
-    for (let i = 0; i < flushes.length; i++) flushes[i]?.()
-  } finally {
-    sends.length = 0
-    flushes.length = 0
-    scheduled = false
+  // Every send before any flush. A step may add steps (a batch's commands cork their socket):
+  // they run in this same end, sends first. Each step runs though another threw before it
+  // (a socket left corked would hold its connection's commands for good); the first error is
+  // thrown once all have run.
+  let failed: { error: unknown } | undefined
+  for (let s = 0, f = 0; s < sends.length || f < flushes.length;) {
+    const step = s < sends.length ? sends[s++] : flushes[f++]
+    try {
+      step?.()
+    } catch (error) {
+      failed ??= { error }
+    }
   }
+  sends.length = 0
+  flushes.length = 0
+  scheduled = false
+  if (failed !== undefined) throw failed.error
 }
 
 function atTurnEnd(steps: Step[], step: Step): void {

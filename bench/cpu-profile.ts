@@ -1,6 +1,6 @@
 // Where the gateway's CPU goes on the hot path: a CPU profile (node --cpu-prof) of a gateway
 // on Redis (a redis-server of its own; --embedded: on its embedded store) answering JSON chat completions from the built-in mock
-// under 8 clients with a tier that has all five limits set, summarised as the functions with
+// under 8 clients (--concurrency) with a tier that has all five limits set, summarised as the functions with
 // the most self time. Only the samples taken while the measured requests ran are counted
 // (the profile's clock and this process's are both the monotonic clock), not the boot and
 // not the warm-up. Shares are of the non-idle samples in that window. With --upstream the
@@ -20,7 +20,7 @@
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
 // --embedded runs the gateway on its embedded store (no Redis): counters in memory, SQLite.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--callers writev [--depth 9]] [--alloc]
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc]
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -41,12 +41,13 @@ const { values } = parseArgs({
     alloc: { type: 'boolean', default: false },
     'no-limits': { type: 'boolean', default: false },
     embedded: { type: 'boolean', default: false },
+    concurrency: { type: 'string', default: '8' },
   },
 })
 const ROOT = resolve(values.root)
 const HIGH = 1_000_000_000
 const MODEL = values.upstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
-const CONCURRENCY = 8
+const CONCURRENCY = Number(values.concurrency)
 
 interface ProfileNode {
   readonly id: number

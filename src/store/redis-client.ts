@@ -222,10 +222,15 @@ export function clusterOptions(
   }
 }
 
+/** Per connection that is opening, the one wait its callers share (one set of listeners, however many wait). */
+const opening = new WeakMap<RedisConnection, Promise<void>>()
+
 /**
  * Resolves once the client is ready. Waits for a connection that is opening (a lazy
  * client's first, or a reconnect already dialling), bounded by the connect and command
- * timeouts; rejects at once when none is (Redis down between retries, or closed).
+ * timeouts; rejects at once when none is (Redis down between retries, or closed). The calls
+ * that wait on one opening share one wait: a burst of requests as a gateway connects adds
+ * three listeners to the connection, not three each (Node warned of a leak past ten).
  */
 export function whenReady(redis: RedisConnection): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve()
@@ -235,14 +240,18 @@ export function whenReady(redis: RedisConnection): Promise<void> {
   if (redis.status !== 'connecting' && redis.status !== 'connect') {
     return Promise.reject(new Error(`Redis is not connected (${redis.status})`))
   }
+  const waiting = opening.get(redis)
+  if (waiting !== undefined) return waiting
   const own = isCluster(redis) ? (redis.options.redisOptions ?? {}) : redis.options
   const limitMs = (own.connectTimeout ?? 10_000) + (own.commandTimeout ?? 0)
-  return new Promise<void>((resolve, reject) => {
+  const wait = new Promise<void>((resolve, reject) => {
     const settle = (error?: Error): void => {
       clearTimeout(timer)
       redis.off('ready', onReady)
       redis.off('close', onClose)
       redis.off('end', onClose)
+      // Settled: the next opening (a reconnect) gets a wait of its own.
+      if (opening.get(redis) === wait) opening.delete(redis)
       if (error) reject(error)
       else resolve()
     }
@@ -253,6 +262,8 @@ export function whenReady(redis: RedisConnection): Promise<void> {
     redis.once('close', onClose)
     redis.once('end', onClose)
   })
+  opening.set(redis, wait)
+  return wait
 }
 
 /** Closes a connection: QUIT when it answers, a plain disconnect when it does not. */

@@ -634,12 +634,16 @@ function registerRedisTests(): void {
     t.equal(redis.status, 'wait', 'nothing opened at construction')
     const stores = createRedisStores(redis, freshPrefix())
     t.teardown(() => stores.close())
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => stores.ownership.ownerOf('file', `f${i}`)))
+    const before = redis.listenerCount('ready')
+    const calls = Promise.all(Array.from({ length: 20 }, (_, i) => stores.ownership.ownerOf('file', `f${i}`)))
+    // The twenty wait on the one opening together: one listener, not twenty (Node warns past ten).
+    t.equal(redis.listenerCount('ready') - before, 1, "one 'ready' listener for all the waiting calls")
     t.strictSame(
-      results,
+      await calls,
       Array.from({ length: 20 }, () => null),
       '20 concurrent first calls all answered',
     )
+    t.equal(redis.listenerCount('ready'), before, 'and none left once ready')
     t.equal(await stores.ping(), true)
   })
 

@@ -5,9 +5,10 @@
 //
 // A budget's counters are named by its scope, id, period and the period's start, so a new
 // period begins at zero without anything being reset: spent (the real cost of settled
-// calls, kept until a day after the period ends), held (reservations of calls in flight:
-// a windowed counter like the quota's, so a reservation whose instance died expires), and
-// the thresholds already reported in the period under the budget's revision.
+// calls, kept until a day after the period ends), held (reservations of calls in flight,
+// each one a hold of its own that lasts until its call settles: holds.ts; a hold whose
+// instance died lapses with its lease, never with a rate-limit window), and the thresholds
+// already reported in the period under the budget's revision.
 //
 // On Redis a budget's counters live on the slot of whom it spends for (store/redis-kit.ts):
 // a key or owner budget on the owner's, next to the key's rate-limit counters (one script
@@ -30,6 +31,8 @@ export interface BudgetCharge {
   readonly ttlMs: number
   /** Where its counters live: a tenant budget on its tenant, a key or owner budget with the owner. */
   readonly home: BudgetHome
+  /** The call's hold (holds.ts), the same on every budget of the call; '' where nothing is held (a peek). */
+  readonly hold: string
 }
 
 /** A tenant, or the owner (the key when it has none) whose slot also holds the key's counters. */
@@ -40,16 +43,12 @@ export interface BudgetState {
   readonly spent: number
   /** Reserved by calls in flight (this one included once admitted). */
   readonly held: number
-  /** When the held counter's window ends (the store's clock); 0 when none is open. */
-  readonly heldExpiresAt: number
 }
 
 export interface BudgetSettle {
   readonly charge: BudgetCharge
   /** What the call really cost, nano-units. */
   readonly real: number
-  /** BudgetState.heldExpiresAt at admission: the reservation is released only from that window. */
-  readonly heldExpiresAt: number
 }
 
 /** A threshold reached by a settle, reported by exactly one settle in the whole fleet. */
@@ -61,7 +60,7 @@ export interface BudgetCrossing {
   readonly spent: number
 }
 
-export const EMPTY_BUDGET: BudgetState = Object.freeze({ spent: 0, held: 0, heldExpiresAt: 0 })
+export const EMPTY_BUDGET: BudgetState = Object.freeze({ spent: 0, held: 0 })
 
 export function budgetCounter(spec: BudgetSpec, span: PeriodSpan): string {
   return `${spec.scope}:${encodeURIComponent(spec.id)}:${spec.period}:${span.start}`
@@ -94,6 +93,7 @@ export function budgetChargesOf(
   now: number,
   identity?: Identity,
   owners?: ReadonlyMap<string, string>,
+  hold = '',
 ): BudgetCharge[] {
   return specs.map((spec) => {
     const span = periodOf(spec.period, spec.timeZone, now)
@@ -104,6 +104,7 @@ export function budgetChargesOf(
       cost,
       ttlMs: Number.isFinite(span.end) ? Math.max(span.end - now, 0) + SPENT_GRACE_MS : 0,
       home: budgetHome(spec, identity, owners),
+      hold,
     }
   })
 }

@@ -26,6 +26,7 @@ import type { RedisConnection } from '../store/redis-client.ts'
 import type { Counters, Subject } from './counters.ts'
 import { adjustmentsFor, chargesOf, dimensionsOf, fits, type Charge, type CounterState } from './dimensions.ts'
 import { rateLimitHeaders } from './headers.ts'
+import { DEFAULT_LEASE_MS, holdIds, keepLeases } from './holds.ts'
 import { createInsurance, handOverQuota } from './insurance.ts'
 import { memoryCounters } from './memory-counters.ts'
 import { publishMode, watchRedis, type OnRedisDown, type RedisWatch } from './outage.ts'
@@ -72,6 +73,12 @@ export interface LimiterOptions {
   readonly onBudgetThreshold?: OnBudgetThreshold
   /** The clock budget periods are read on (tests move it). Default Date.now. */
   readonly now?: () => number
+  /**
+   * On Redis: how long a call's budget hold outlives this instance's last renewal of it
+   * (renewed every third of it while the call runs; an instance that dies lets its holds
+   * lapse this much later). Default 30 s.
+   */
+  readonly holdLeaseMs?: number
 }
 
 export interface ManagedLimiter extends Limiter {
@@ -95,7 +102,20 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const onRedisDown = options.onRedisDown ?? 'insurance'
   const memory = memoryCounters(windowMs)
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
-  const shared = redis ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs, options.settlements) : null
+  const leaseMs = options.holdLeaseMs ?? DEFAULT_LEASE_MS
+  const shared = redis
+    ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs, options.settlements, leaseMs)
+    : null
+  const nextHold = holdIds()
+  // The budget holds of calls admitted on Redis and still running here: renewed until they settle.
+  const leases = shared
+    ? keepLeases<readonly BudgetCharge[]>({
+        everyMs: Math.max(Math.floor(leaseMs / 3), 1),
+        // Not through the watch: a renewal is not on any call's path, and a slow one must not count as an outage.
+        renew: async (held) => (watch?.health().healthy === false ? undefined : shared.renew(held.flat())),
+        log,
+      })
+    : null
 
   const watch: RedisWatch | null =
     redis && shared
@@ -149,19 +169,19 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       throw refusal.error
     }
     let settled = false
+    const renewed = counters === shared && budgets.length > 0 ? leases : null
+    renewed?.keep(budgets)
     return {
       headers,
       async settle(usage) {
         if (settled) return
         settled = true
+        // Before the settle is sent: a renewal sent after it would hold the budget again.
+        renewed?.drop(budgets)
         const real = clean(usage)
         const adjustments = adjustmentsFor(charges, result.states, real)
         const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
-        const budgetSettles = budgets.map((charge, j) => ({
-          charge,
-          real: cost,
-          heldExpiresAt: result.budgets[j]?.heldExpiresAt ?? 0,
-        }))
+        const budgetSettles = budgets.map((charge) => ({ charge, real: cost }))
         if (adjustments.length === 0 && budgetSettles.length === 0) return
         try {
           // A reservation made in Redis stays there if Redis is away now: the window
@@ -243,7 +263,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     const specs = options.budgets.applicable({ keyId: request.keyId, owner: request.owner, tier: request.tier })
     if (specs.length === 0) return []
     const cost = costNanos(request.limits, estimate.inputTokens, estimate.outputTokens)
-    return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner })
+    return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner }, undefined, nextHold())
   }
 
   /** Budgets cannot be read while Redis is away (the admin views; check() under fail-closed). */
@@ -377,6 +397,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     async close() {
       if (closed) return
       closed = true
+      leases?.close()
       await snapshots?.close()
       await watch?.close()
     },

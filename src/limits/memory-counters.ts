@@ -8,6 +8,7 @@ import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
 import {
   budgetFits,
+  EMPTY_BUDGET,
   firedName,
   reached,
   type BudgetCharge,
@@ -16,6 +17,7 @@ import {
   type BudgetState,
 } from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import { MemoryHolds } from './holds.ts'
 
 interface LibraryState {
   readonly consumedPoints: number
@@ -55,7 +57,8 @@ interface Cell<T> {
  */
 class BudgetCells {
   readonly spent = new Map<string, Cell<number>>()
-  readonly held = new Map<string, Cell<number>>()
+  /** Calls in flight: each one's hold, kept until its settle (holds.ts). */
+  readonly held = new MemoryHolds()
   readonly fired = new Map<string, Cell<Set<number>>>()
 
   get<T>(map: Map<string, Cell<T>>, name: string, now: number): Cell<T> | undefined {
@@ -68,12 +71,7 @@ class BudgetCells {
   }
 
   state(charge: BudgetCharge, now: number): BudgetState {
-    const held = this.get(this.held, charge.counter, now)
-    return {
-      spent: this.get(this.spent, charge.counter, now)?.value ?? 0,
-      held: held?.value ?? 0,
-      heldExpiresAt: held?.expiresAt ?? 0,
-    }
+    return { spent: this.get(this.spent, charge.counter, now)?.value ?? 0, held: this.held.total(charge.counter) }
   }
 }
 
@@ -127,16 +125,14 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   function settleBudgets(settles: readonly BudgetSettle[]): BudgetCrossing[] {
     const now = Date.now()
     const out: BudgetCrossing[] = []
-    settles.forEach(({ charge, real, heldExpiresAt }, index) => {
+    settles.forEach(({ charge, real }, index) => {
       let spent = budgets.get(budgets.spent, charge.counter, now)
       if (spent === undefined) {
         spent = { value: 0, expiresAt: charge.ttlMs > 0 ? now + charge.ttlMs : 0 }
         budgets.spent.set(charge.counter, spent)
       }
       spent.value += Math.max(real, -spent.value)
-      const held = budgets.get(budgets.held, charge.counter, now)
-      if (held !== undefined && charge.cost > 0 && sameWindow(held.expiresAt, heldExpiresAt, windowMs))
-        held.value -= Math.min(charge.cost, held.value)
+      budgets.held.release(charge.counter, charge.hold)
       const reachedNow = reached(charge.spec.thresholds, spent.value, charge.spec.amountNanos)
       if (reachedNow.length === 0) return
       const name = firedName(charge)
@@ -207,15 +203,12 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         const found = budgetCharges.map((b) => budgets.state(b, now))
         const admitted =
           charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
-          budgetCharges.every((b, j) => budgetFits(b, found[j] ?? { spent: 0, held: 0, heldExpiresAt: 0 }))
+          budgetCharges.every((b, j) => budgetFits(b, found[j] ?? EMPTY_BUDGET))
         if (!admitted) return { admitted: false, states: before, budgets: found }
         const after_budgets = budgetCharges.map((b, j): BudgetState => {
-          const state = found[j] ?? { spent: 0, held: 0, heldExpiresAt: 0 }
+          const state = found[j] ?? EMPTY_BUDGET
           if (b.cost <= 0) return state
-          let cell = budgets.get(budgets.held, b.counter, now)
-          if (cell === undefined) budgets.held.set(b.counter, (cell = { value: 0, expiresAt: now + windowMs }))
-          cell.value += b.cost
-          return { spent: state.spent, held: cell.value, heldExpiresAt: cell.expiresAt }
+          return { spent: state.spent, held: budgets.held.hold(b.counter, b.hold, b.cost) }
         })
         const after = await Promise.all(
           charges.map(async (c, i) => {

@@ -31,6 +31,7 @@ import {
   type BudgetState,
 } from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
+import { DEFAULT_LEASE_MS, holdMember, HOLDS_LUA } from './holds.ts'
 
 // The charges of one admission, prepended to ADMIT and ADMIT_TURN. check(k, a, n) reads n
 // charges whose counters are KEYS[k..k+n-1], followed by the held counters of the lifetime
@@ -75,52 +76,45 @@ end
 `
 
 // KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
-// quota), in the same order, then per budget its spent and held counters. ARGV[1]: window
-// ms; ARGV[2]: n, the dimensions; per dimension i the triple ARGV[3i] limit, ARGV[3i+1]
-// cost, ARGV[3i+2] windowed ('1') or lifetime ('0'); then per budget j the pair amount,
-// cost (nano-units).
+// quota), in the same order, then per budget its spent counter and its holds (the sorted
+// set and the sum: holds.ts). ARGV[1]: window ms; ARGV[2]: n, the dimensions; ARGV[3]: a
+// hold's lease, ms; per dimension i the triple ARGV[3i+1] limit, ARGV[3i+2] cost,
+// ARGV[3i+3] windowed ('1') or lifetime ('0'); then per budget j the triple amount, cost
+// (nano-units), the call's hold member.
 // The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
 // > limit; the lifetime quota refuses when used + held >= limit. A lifetime dimension's
 // cost goes to its held counter (a windowed key: a reservation whose instance died
 // expires with the window), never to the lifetime counter itself. A budget's is
 // budget-charges.ts budgetFits(): spent + held + cost <= amount (a free call: spent +
-// held < amount); its cost goes to its held counter, windowed the same way.
-// Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, heldttl_1, ...}: used after
+// held < amount); its cost is the call's hold, kept until its settle (holds.ts).
+// Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, ...}: used after
 // consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
 // window; the quota reports its held counter's), now from Redis's clock.
-const ADMIT = `${CHARGES}
+const ADMIT = `${CHARGES}${HOLDS_LUA}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2] or '0')
-local nb = math.floor((#ARGV - 2 - 3 * n) / 2)
-local c = check(1, 3, n)
+local lease = tonumber(ARGV[3])
+local nb = math.floor((#ARGV - 3 - 3 * n) / 3)
+local c = check(1, 4, n)
 local admitted = c.admitted
 local h = c.last
-local spent, held, httl = {}, {}, {}
-local b0 = 3 * n + 3
+local spent, held = {}, {}
+local b0 = 3 * n + 4
 for j = 1, nb do
-  local amount, cost = tonumber(ARGV[b0 + 2 * j - 2]), tonumber(ARGV[b0 + 2 * j - 1])
-  local hk = KEYS[h + 2 * j]
-  spent[j] = tonumber(redis.call('GET', KEYS[h + 2 * j - 1]) or '0')
-  held[j] = tonumber(redis.call('GET', hk) or '0')
-  httl[j] = redis.call('PTTL', hk)
-  if httl[j] < 0 then held[j] = 0; httl[j] = 0 end
+  local amount, cost = tonumber(ARGV[b0 + 3 * j - 3]), tonumber(ARGV[b0 + 3 * j - 2])
+  spent[j] = tonumber(redis.call('GET', KEYS[h + 3 * j - 2]) or '0')
+  held[j] = heldOn(KEYS[h + 3 * j - 1], KEYS[h + 3 * j], now)
   local total = spent[j] + held[j]
   if (cost > 0 and total + cost > amount) or (cost <= 0 and total >= amount) then admitted = 0 end
 end
 if admitted == 1 then
-  take(c, 3, n, window)
+  take(c, 4, n, window)
   for j = 1, nb do
-    local cost = tonumber(ARGV[b0 + 2 * j - 1])
+    local cost = tonumber(ARGV[b0 + 3 * j - 2])
     if cost > 0 then
-      local hk = KEYS[h + 2 * j]
-      if httl[j] == 0 then
-        redis.call('SET', hk, cost, 'PX', window)
-        httl[j] = window
-      else
-        redis.call('INCRBY', hk, cost)
-      end
+      hold(KEYS[h + 3 * j - 1], KEYS[h + 3 * j], ARGV[b0 + 3 * j - 1], cost, now, lease)
       held[j] = held[j] + cost
     end
   end
@@ -128,7 +122,7 @@ end
 local out = { admitted, now }
 for i = 1, n do out[2 * i + 1] = c.used[i]; out[2 * i + 2] = c.ttl[i] end
 for j = 1, nb do
-  out[2 * n + 3 * j] = spent[j]; out[2 * n + 3 * j + 1] = held[j]; out[2 * n + 3 * j + 2] = httl[j]
+  out[2 * n + 2 * j + 1] = spent[j]; out[2 * n + 2 * j + 2] = held[j]
 end
 return out
 `
@@ -159,9 +153,9 @@ end
 return out
 `
 
-// The one rule for giving a reservation back (SETTLE's quota and budgets, RELEASE): only
-// from the window it was made in (the held counter's end still the one seen at admission,
-// within half a window), and never below zero. Prepended to the scripts that use it.
+// The one rule for giving the quota's reservation back (SETTLE): only from the window it
+// was made in (the held counter's end still the one seen at admission, within half a
+// window), and never below zero. Prepended to the scripts that use it.
 const GIVE_BACK = `
 local function giveBack(key, reserved, expected, now, window)
   local ttl = redis.call('PTTL', key)
@@ -172,17 +166,17 @@ local function giveBack(key, reserved, expected, now, window)
 end
 `
 
-// KEYS: counters, then a held counter per lifetime dimension, then per budget its spent,
-// held and fired counters. ARGV[1]: window ms; ARGV[2]: n; per dimension i: ARGV[4i-1]
-// delta, ARGV[4i] windowed, ARGV[4i+1] the window end seen at admission (Redis clock,
-// ms), ARGV[4i+2] what was reserved; then per budget six: real cost, reserved, the held
-// window end seen at admission, how long the spent counter lives (0: forever), amount,
-// thresholds ("50,80,100").
-// A budget commits the real cost, releases the reservation if its window still holds it,
-// and adds to its fired set (HSETNX: only the first settle to reach a threshold in the
+// KEYS: counters, then a held counter per lifetime dimension, then per budget its spent
+// counter, its holds (set and sum) and its fired set. ARGV[1]: window ms; ARGV[2]: n; per
+// dimension i: ARGV[4i-1] delta, ARGV[4i] windowed, ARGV[4i+1] the window end seen at
+// admission (Redis clock, ms), ARGV[4i+2] what was reserved; then per budget six: real
+// cost, reserved, the call's hold member, how long the spent counter lives (0: forever),
+// amount, thresholds ("50,80,100").
+// A budget commits the real cost, releases the call's hold (once: holds.ts), and adds to
+// its fired set (HSETNX: only the first settle to reach a threshold in the
 // period and revision gets a 1) every threshold the spend has reached.
 // Returns {spent_1, ..., j, threshold, j, threshold, ...}: the crossings this settle is first to.
-const SETTLE = `${GIVE_BACK}
+const SETTLE = `${GIVE_BACK}${HOLDS_LUA}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -211,12 +205,12 @@ local crossed = {}
 local b0 = 4 * n + 3
 for j = 1, nb do
   local b = b0 + 6 * (j - 1)
-  local real, reserved, expected = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+  local real, reserved = tonumber(ARGV[b]), tonumber(ARGV[b + 1])
   local life, amount = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-  local sk, hk, fk = KEYS[h + 3 * j - 2], KEYS[h + 3 * j - 1], KEYS[h + 3 * j]
+  local sk, fk = KEYS[h + 4 * j - 3], KEYS[h + 4 * j]
   local spent = redis.call('INCRBY', sk, real)
   if life > 0 and redis.call('PTTL', sk) < 0 then redis.call('PEXPIRE', sk, life) end
-  giveBack(hk, reserved, expected, now, window)
+  if reserved > 0 then unhold(KEYS[h + 4 * j - 2], KEYS[h + 4 * j - 1], ARGV[b + 2], reserved) end
   if spent > 0 then
     for p in string.gmatch(ARGV[b + 5], '[^,]+') do
       if spent * 100 >= tonumber(p) * amount and redis.call('HSETNX', fk, p, '1') == 1 then
@@ -232,30 +226,37 @@ for k = 1, #crossed do out[nb + k] = crossed[k] end
 return out
 `
 
-// KEYS: per budget its held counter. ARGV[1]: window ms; per budget j the pair reserved,
-// the held window end seen at admission. Gives back a reservation the key's admission then
-// refused, if its window still holds it (the same rule as SETTLE, nothing committed).
-const RELEASE = `${GIVE_BACK}
-local window = tonumber(ARGV[1])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for j = 1, #KEYS do
-  giveBack(KEYS[j], tonumber(ARGV[2 * j]), tonumber(ARGV[2 * j + 1]), now, window)
+// KEYS: per budget its holds (set and sum). ARGV: per budget j the pair reserved, the
+// call's hold member. Gives back the holds of a call the key's admission then refused
+// (nothing committed; once, like SETTLE's).
+const RELEASE = `${HOLDS_LUA}
+for j = 1, #KEYS / 2 do
+  unhold(KEYS[2 * j - 1], KEYS[2 * j], ARGV[2 * j], tonumber(ARGV[2 * j - 1]))
 end
 return 'ok'
 `
 
-// KEYS: per budget its spent and held counters. Returns {now, spent_1, held_1, heldttl_1, ...}.
-const PEEK_BUDGETS = `
+// KEYS: per hold its budget's holds (set and sum). ARGV[1]: the lease, ms; per hold j the
+// pair member, cost. Renews the leases of calls still running here (holds.ts).
+const RENEW = `${HOLDS_LUA}
 local t = redis.call('TIME')
-local out = { tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) }
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[1])
 for j = 1, #KEYS / 2 do
-  local held = tonumber(redis.call('GET', KEYS[2 * j]) or '0')
-  local ttl = redis.call('PTTL', KEYS[2 * j])
-  if ttl < 0 then held = 0; ttl = 0 end
-  out[3 * j - 1] = tonumber(redis.call('GET', KEYS[2 * j - 1]) or '0')
-  out[3 * j] = held
-  out[3 * j + 1] = ttl
+  hold(KEYS[2 * j - 1], KEYS[2 * j], ARGV[2 * j], tonumber(ARGV[2 * j + 1]), now, lease)
+end
+return 'ok'
+`
+
+// KEYS: per budget its spent counter and its holds (set and sum). Returns {now, spent_1,
+// held_1, ...}; leases that ended are swept on the way.
+const PEEK_BUDGETS = `${HOLDS_LUA}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = { now }
+for j = 1, #KEYS / 3 do
+  out[2 * j] = tonumber(redis.call('GET', KEYS[3 * j - 2]) or '0')
+  out[2 * j + 1] = heldOn(KEYS[3 * j - 1], KEYS[3 * j], now)
 end
 return out
 `
@@ -289,6 +290,7 @@ const SCRIPTS = {
   peek: script(PEEK),
   peekBudgets: script(PEEK_BUDGETS),
   release: script(RELEASE),
+  renew: script(RENEW),
 }
 
 /** The namespace of a budget's counters (budget-charges.ts BudgetHome). */
@@ -327,8 +329,13 @@ export function limiterKeys(prefix: string): {
   held(subject: Subject): string
   /** The namespace (and so the slot) of a budget's counters. */
   budgetSlot(charge: Pick<BudgetCharge, 'home'>): string
-  /** A budget's counters in its period: spent, held (in flight), fired (thresholds reported). */
-  budget(charge: Pick<BudgetCharge, 'counter' | 'spec' | 'home'>): { spent: string; held: string; fired: string }
+  /** A budget's counters in its period: spent, the holds of calls in flight (set and sum: holds.ts), fired (thresholds reported). */
+  budget(charge: Pick<BudgetCharge, 'counter' | 'spec' | 'home'>): {
+    spent: string
+    holds: string
+    held: string
+    fired: string
+  }
 } {
   const base = `${redisNamespace(prefix)}rl:`
   const enc = encodeURIComponent
@@ -357,7 +364,13 @@ export function limiterKeys(prefix: string): {
     budgetSlot: (charge) => homeNamespace(prefix, charge.home),
     budget: (charge) => {
       const at = `${homeNamespace(prefix, charge.home)}rl:bg:`
-      return { spent: `${at}${charge.counter}:s`, held: `${at}${charge.counter}:h`, fired: `${at}${firedName(charge)}` }
+      // The holds are `:hl` and `:ht`; `:h` was the windowed counter they replaced (it lapses by itself).
+      return {
+        spent: `${at}${charge.counter}:s`,
+        holds: `${at}${charge.counter}:hl`,
+        held: `${at}${charge.counter}:ht`,
+        fired: `${at}${firedName(charge)}`,
+      }
     },
   }
 }
@@ -407,7 +420,7 @@ function admitResult(
   return {
     admitted: reply[at] === 1,
     states,
-    budgets: budgets.map((_, j) => budgetStateAt(now, reply, after + 3 * j)),
+    budgets: budgets.map((_, j) => budgetStateAt(reply, after + 2 * j)),
   }
 }
 
@@ -428,13 +441,8 @@ function stateAt(now: number, used: number, ttl: number): CounterState {
   return { used, resetMs: ttl, expiresAt: now + ttl }
 }
 
-function budgetStateAt(now: number, reply: readonly number[], at: number): BudgetState {
-  const ttl = reply[at + 2] ?? 0
-  return {
-    spent: Math.max(reply[at] ?? 0, 0),
-    held: Math.max(reply[at + 1] ?? 0, 0),
-    heldExpiresAt: ttl > 0 ? now + ttl : 0,
-  }
+function budgetStateAt(reply: readonly number[], at: number): BudgetState {
+  return { spent: Math.max(reply[at] ?? 0, 0), held: Math.max(reply[at + 1] ?? 0, 0) }
 }
 
 export interface RedisCounters extends Counters {
@@ -444,6 +452,8 @@ export interface RedisCounters extends Counters {
    * Sentinel's master).
    */
   reachable(): Promise<boolean>
+  /** Renews the leases of these budget holds (calls still running here: holds.ts). */
+  renew(budgets: readonly BudgetCharge[]): Promise<void>
   /**
    * Loads each script into every master (SCRIPT LOAD), so they have them cached. A fresh
    * master (a start, a failover: replicas do not keep the script cache) would otherwise
@@ -463,6 +473,7 @@ export function redisCounters(
   prefix: string,
   windowMs: number,
   settlements: RedisConnection = redis,
+  leaseMs: number = DEFAULT_LEASE_MS,
 ): RedisCounters {
   const keys = limiterKeys(prefix)
   const corkTurn = turnWrites(redis)
@@ -502,31 +513,32 @@ export function redisCounters(
     charges: readonly Charge[],
     budgets: readonly BudgetCharge[],
   ): Promise<AdmitResult> {
-    const args: (string | number)[] = [windowMs, charges.length]
+    const args: (string | number)[] = [windowMs, charges.length, leaseMs]
     for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
     const names = subject === null ? [] : keysOf(keys, subject, charges)
     for (const b of budgets) {
-      args.push(b.spec.amountNanos, b.cost)
+      args.push(b.spec.amountNanos, b.cost, holdMember(b.hold, b.cost))
       const k = keys.budget(b)
-      names.push(k.spent, k.held)
+      names.push(k.spent, k.holds, k.held)
     }
     corkTurn()
     const reply = integers(
       await runScript(redis, SCRIPTS.admit, names, args),
-      2 + 2 * charges.length + 3 * budgets.length,
+      2 + 2 * charges.length + 2 * budgets.length,
     )
     return admitResult(reply, 0, charges, budgets)
   }
 
   /** Gives back reservations made on another slot (a tenant's) that the key's admission then refused. */
-  async function release(budgets: readonly BudgetCharge[], states: readonly BudgetState[]): Promise<void> {
-    const args: (string | number)[] = [windowMs]
-    for (const [j, b] of budgets.entries()) args.push(b.cost, states[j]?.heldExpiresAt ?? 0)
+  async function release(budgets: readonly BudgetCharge[]): Promise<void> {
     await runScript(
       redis,
       SCRIPTS.release,
-      budgets.map((b) => keys.budget(b).held),
-      args,
+      budgets.flatMap((b) => {
+        const k = keys.budget(b)
+        return [k.holds, k.held]
+      }),
+      budgets.flatMap((b) => [b.cost, holdMember(b.hold, b.cost)]),
     )
   }
 
@@ -570,9 +582,9 @@ export function redisCounters(
     const names = subject === null ? [] : keysOf(keys, subject, adjustments)
     for (const b of budgets) {
       const c = b.charge
-      args.push(b.real, c.cost, b.heldExpiresAt, c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
+      args.push(b.real, c.cost, holdMember(c.hold, c.cost), c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
       const k = keys.budget(c)
-      names.push(k.spent, k.held, k.fired)
+      names.push(k.spent, k.holds, k.held, k.fired)
     }
     const reply = integers(await runScript(settlements, SCRIPTS.settle, names, args), budgets.length, true)
     const crossings: BudgetCrossing[] = []
@@ -586,10 +598,10 @@ export function redisCounters(
   async function peekBudgetsOn(budgets: readonly BudgetCharge[]): Promise<BudgetState[]> {
     const names = budgets.flatMap((b) => {
       const k = keys.budget(b)
-      return [k.spent, k.held]
+      return [k.spent, k.holds, k.held]
     })
-    const reply = integers(await runScript(redis, SCRIPTS.peekBudgets, names, []), 1 + 3 * budgets.length)
-    return budgets.map((_, j) => budgetStateAt(reply[0] ?? 0, reply, 1 + 3 * j))
+    const reply = integers(await runScript(redis, SCRIPTS.peekBudgets, names, []), 1 + 2 * budgets.length)
+    return budgets.map((_, j) => budgetStateAt(reply, 1 + 2 * j))
   }
 
   async function peek(subject: Subject, dimensions: readonly Dimension[]): Promise<CounterState[]> {
@@ -621,6 +633,24 @@ export function redisCounters(
       const replies = await Promise.all(masters.map((node) => node.ping()))
       return masters.length > 0 && replies.every((reply) => reply === 'PONG')
     },
+    async renew(budgets) {
+      const held = budgets.filter((b) => b.cost > 0)
+      const groups = bySlot(held, (b) => keys.budgetSlot(b), '')
+      // One script a slot (holds of one owner, or one tenant, share it).
+      await Promise.all(
+        groups.away.map((at) =>
+          runScript(
+            settlements,
+            SCRIPTS.renew,
+            pick(held, at).flatMap((b) => {
+              const k = keys.budget(b)
+              return [k.holds, k.held]
+            }),
+            [leaseMs, ...pick(held, at).flatMap((b) => [holdMember(b.hold, b.cost), b.cost])],
+          ),
+        ),
+      )
+    },
     async warm() {
       // The counters are on every master now (by owner): each gets every script.
       const nodes = isCluster(redis) ? redis.nodes('master') : [redis]
@@ -638,7 +668,7 @@ export function redisCounters(
       const ownBudgets = pick(budgets, here)
       let own: AdmitResult
       if (reserved.every((r) => r.admitted)) {
-        // Should this throw (Redis away), the tenant reservation lapses with its window.
+        // Should this throw (Redis away), the tenant's hold lapses with its lease (nothing renews it).
         own =
           charges.length === 0 && ownBudgets.length === 0
             ? { admitted: true, states: [], budgets: [] }
@@ -656,13 +686,11 @@ export function redisCounters(
         }
       }
       if (!own.admitted) {
-        // What was reserved on another slot goes back. Should that fail, the reservation
-        // lapses with its window: refused calls held budget for a while, the safe side.
+        // What was reserved on another slot goes back. Should that fail, the hold lapses
+        // with its lease: refused calls held budget for a while, the safe side.
         await Promise.all(
           away.map((at, g) =>
-            reserved[g]?.admitted === true
-              ? release(pick(budgets, at), reserved[g].budgets).catch(() => undefined)
-              : undefined,
+            reserved[g]?.admitted === true ? release(pick(budgets, at)).catch(() => undefined) : undefined,
           ),
         )
       }

@@ -7,6 +7,7 @@ import type { BudgetPeriod } from '../../src/budgets/period.ts'
 import { GatewayError } from '../../src/errors.ts'
 import type { LimiterOptions, ManagedLimiter } from '../../src/limits/limiter.ts'
 import type { Admission, AdmissionRequest } from '../../src/limits/port.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { randomId } from './helpers.ts'
 
 /** Limiters sharing one set of counters (one on memory; several on one Redis). */
@@ -428,5 +429,38 @@ export function budgetContract(t: Test, name: string, make: MakeLimiters, gatewa
       (e: unknown) => e,
     )
     t.equal(error instanceof GatewayError ? error.errorName : error, 'budget_exhausted')
+  })
+
+  t.test(`${name}: a call's hold lasts until it settles, not until its rate-limit window ends`, async (t) => {
+    // Issue #36: holds were windowed counters, so a call that outlived its window freed its
+    // budget while it ran, and the next window admitted the same money again.
+    const budget = spec({ amountNanos: 2 * CALL_NANOS })
+    const { options } = setup([budget], '2026-11-27T12:00:00Z')
+    const limiters = await make(gateways, { ...options, windowMs: 300 })
+    t.teardown(() => Promise.all(limiters.map((l) => l.close())))
+    const first = limiters[0] as ManagedLimiter
+    const last = limiters[limiters.length - 1] as ManagedLimiter
+    const r: AdmissionRequest = { ...request(budget.id), limits: { ...LIMITS, rpm: 1000 } }
+    const running = [await first.admit(r), await last.admit(r)]
+    t.equal((await refusal(last, r)).errorName, 'budget_reserved', 'the budget is held by the two calls')
+    // The window the two calls were admitted in ends (its request counter is whole again).
+    const reset = await pollUntil(
+      () => first.peek(r),
+      (headers) => headers['x-ratelimit-remaining-requests'] === '1000',
+      500,
+    )
+    t.ok(reset.met, 'the rate-limit window reset')
+    t.equal((await refusal(first, r)).errorName, 'budget_reserved', 'the calls still hold the budget')
+    const status = async () => (await last.budgetStatus?.({ keyId: budget.id, owner: budget.id, tier: 'Test' }))?.[0]
+    t.match(await status(), { reserved: 2 * CALL_NANOS * 1e-9, spent: 0 })
+    await running[0]?.settle(CALL)
+    await running[0]?.settle(CALL)
+    t.match(await status(), { reserved: CALL_NANOS * 1e-9, spent: CALL_NANOS * 1e-9 }, 'a settle twice charges once')
+    await running[1]?.settle({ inputTokens: 0, outputTokens: 0 })
+    const third = await last.admit(r)
+    t.equal((await refusal(first, r)).errorName, 'budget_reserved', 'one spent and one held: nothing left')
+    await third.settle(CALL)
+    t.match(await status(), { reserved: 0, spent: 2 * CALL_NANOS * 1e-9 })
+    t.equal((await refusal(first, r)).errorName, 'budget_exhausted')
   })
 }

@@ -4,7 +4,8 @@ import t, { type Test } from 'tap'
 import type { BudgetSpec } from '../../src/budgets/port.ts'
 import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
-import { budgetContract, setup, spec } from './budget-contract.ts'
+import { pollUntil } from '../helpers/poll.ts'
+import { budgetContract, refusal, setup, spec } from './budget-contract.ts'
 import { captureLog, countCommands, quietMetrics, REDIS_URL, redisClient, redisSpace } from './helpers.ts'
 
 const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
@@ -86,4 +87,62 @@ if (!(await pingRedis(admin))) {
     const calls = await scriptCalls(t, budgets, owner)
     t.same(calls, { admit: 2, evalsha: 2, settle: 2 }, 'the tenant reserves, then the key admits; two settles')
   })
+
+  t.test(
+    "redis: a running call's hold is renewed past its lease; a dead instance's lapses one lease later",
+    async (t) => {
+      const budget = spec({ amountNanos: 100_000 })
+      const { options } = setup([budget], '2026-11-27T12:00:00Z')
+      const prefix = `${NAMESPACE}${n++}:`
+      const make = async () => {
+        const redis = redisClient()
+        clients.push(redis)
+        await pingRedis(redis)
+        return createLimiter({
+          redis,
+          prefix,
+          log: captureLog().log,
+          redisTimeoutMs: 2000,
+          holdLeaseMs: 300,
+          ...options,
+        })
+      }
+      const [alive, dying, other] = [await make(), await make(), await make()]
+      t.teardown(() => Promise.all([alive, dying, other].map((l) => l.close())))
+      const r = {
+        keyId: budget.id,
+        owner: budget.id,
+        tier: 'T',
+        model: 'm',
+        limits: { input_price: 1 },
+        estimate: { inputTokens: 100, outputTokens: 0 },
+      }
+      const leaseEnds = async (): Promise<number[]> => {
+        const [name] = await admin.keys(`${prefix}*:hl`)
+        if (name === undefined) return []
+        const members = await admin.zrange(name, '0', '-1', 'WITHSCORES')
+        return members.filter((_, i) => i % 2 === 1).map(Number)
+      }
+      // A call on `alive` runs for many leases: its lease end moves on and the budget stays held.
+      const call = await alive.admit(r)
+      const [first] = await leaseEnds()
+      const renewed = await pollUntil(leaseEnds, (ends) => (ends[0] ?? 0) > (first ?? 0) + 900, 400, 25)
+      t.ok(renewed.met, 'the lease was renewed past three leases')
+      t.equal((await refusal(other, r)).errorName, 'budget_reserved', 'the running call still holds the budget')
+      await call.settle({ inputTokens: 0, outputTokens: 0 })
+      t.same(await leaseEnds(), [], 'the settle released it')
+      // A call on `dying`, whose instance then dies without settling: nothing renews its hold.
+      await dying.admit(r)
+      await dying.close()
+      t.equal((await refusal(other, r)).errorName, 'budget_reserved')
+      const lapsed = await pollUntil(
+        async () => (await other.budgetStatus?.({ keyId: budget.id, owner: budget.id, tier: 'T' }))?.[0]?.reserved,
+        (reserved) => reserved === 0,
+        400,
+        25,
+      )
+      t.ok(lapsed.met, "the dead instance's hold lapsed with its lease")
+      await (await other.admit(r)).settle(r.estimate)
+    },
+  )
 }

@@ -151,8 +151,27 @@ export async function startGateway(
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
   const events = webhooks.dispatcher
+  // This gateway's name in the queue's lines and heartbeats, on the streams it journals, in its reload reports.
+  const instance = randomBytes(6).toString('hex')
+  // The configuration a call reads (plans, models and deployments, backends and their
+  // capacity, the RAG services): one snapshot, swapped whole by a reload.
+  const load = overrides.load ?? ((): LoadedConfig => readConfigFile({ path: config.source }))
+  const runtimeParts = {
+    adapterOf: (name: string, backend: Config['backends'][string], next: Config) =>
+      createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), next.models),
+    // What each deployment can take, shared by the instances on the same Redis.
+    capacityOf: createCapacityFromConfig(config, redis, log, saturationEvents(events)),
+    startedAt: Math.floor(Date.now() / 1000),
+  }
+  const runtime = holdRuntime(await buildRuntime(overrides.loaded ?? bootFile(config, load), runtimeParts))
+  const configMetrics = reloadMetrics(metrics.registry)
+  configMetrics.inForce(runtime.current.hash, runtime.current.plansHash, runtime.current.loadedAt)
   // Budgets are one more dimension of the limiter's admission; a threshold crossed is an event.
-  const budgets = await createBudgetBookFromConfig(config, { log, accounts: stores.accounts })
+  const budgets = await createBudgetBookFromConfig(config, {
+    log,
+    accounts: stores.accounts,
+    plans: () => runtime.current.config.plans,
+  })
   // A key's rate limit refusing a call is an event (sampled: once per key per window).
   const limiter: Limiter = withRateLimitEvents(
     await createLimiterFromConfig(config, {
@@ -161,6 +180,7 @@ export async function startGateway(
       budgets,
       ...(settlements === undefined ? {} : { settlements }),
       ownerOf: async (keyId) => (await stores.keys.get(keyId))?.owner ?? null,
+      plans: () => runtime.current.config.plans,
       onBudgetThreshold:
         overrides.onBudgetThreshold ??
         (async (event) => {
@@ -179,21 +199,6 @@ export async function startGateway(
       'removed uploads left in the spool by a gateway that stopped without cleaning up',
     )
   const meter: Meter = createMeter({ store: stores.usage, log })
-  // This gateway's name in the queue's lines and heartbeats, on the streams it journals, in its reload reports.
-  const instance = randomBytes(6).toString('hex')
-  // The configuration a call reads (plans, models and deployments, backends and their
-  // capacity, the RAG services): one snapshot, swapped whole by a reload.
-  const load = overrides.load ?? ((): LoadedConfig => readConfigFile({ path: config.source }))
-  const runtimeParts = {
-    adapterOf: (name: string, backend: Config['backends'][string], next: Config) =>
-      createAdapter(name, backend, config.secrets, resolve(config.store.dataDir), next.models),
-    // What each deployment can take, shared by the instances on the same Redis.
-    capacityOf: createCapacityFromConfig(config, redis, log, saturationEvents(events)),
-    startedAt: Math.floor(Date.now() / 1000),
-  }
-  const runtime = holdRuntime(await buildRuntime(overrides.loaded ?? bootFile(config, load), runtimeParts))
-  const configMetrics = reloadMetrics(metrics.registry)
-  configMetrics.inForce(runtime.current.hash, runtime.current.plansHash, runtime.current.loadedAt)
   const streams = createStreamJournal({
     journal: stores.streams,
     instance,

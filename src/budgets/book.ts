@@ -1,7 +1,8 @@
 // The budget book: every instance's copy of the budgets that apply, so that admission
 // reads none on the request path. What is set through the admin API is read from the
 // store at start and again whenever the store's version moves (polled every refreshMs,
-// and at once on this instance's own changes); a tier's default comes from the plans.
+// and at once on this instance's own changes); a tier's default comes from the plans in
+// force, read on every call (a reload that changes a tier's budget applies to the next call).
 // Which tenant an owner is in comes from the accounts (an owner is an account's id or
 // username), read every tenantRefreshMs while any tenant budget is set.
 import { randomBytes } from 'node:crypto'
@@ -23,7 +24,8 @@ export interface Member {
 
 export interface BudgetBookOptions {
   readonly store: BudgetStore
-  readonly plans: PlansConfig
+  /** The plans in force (the runtime snapshot's: a reload replaces them). */
+  readonly plans: () => PlansConfig
   readonly defaults: BudgetDefaults
   readonly refreshMs: number
   /** Every account with its tenant; absent: no owner is in a tenant. */
@@ -81,23 +83,31 @@ export function createBudgetBook(options: BudgetBookOptions): BudgetBook {
     origin: 'set',
   })
 
-  // A tier's default, resolved once per tier; its revision follows its content, so a
-  // changed plan re-arms its thresholds on every instance alike.
-  const tierSpecs = new Map<string, Omit<BudgetSpec, 'id'>>()
-  for (const [tier, config] of Object.entries(plans.tiers)) {
-    const b = config.budget
-    if (b === undefined) continue
-    const timeZone = b.timeZone ?? defaults.timeZone
-    const thresholds = b.thresholds ?? defaults.thresholds
-    tierSpecs.set(tier, {
-      scope: 'key',
-      amountNanos: toNanos(b.amount),
-      period: b.period,
-      timeZone,
-      thresholds,
-      revision: `plan.${toNanos(b.amount)}.${b.period}.${timeZone}.${thresholds.join('-')}`,
-      origin: 'plan',
-    })
+  // The tiers' defaults, resolved once per plans object (a reload brings a new one); a
+  // default's revision follows its content, so a changed plan re-arms its thresholds on
+  // every instance alike.
+  let tierSpecsOf: { readonly plans: PlansConfig; readonly specs: Map<string, Omit<BudgetSpec, 'id'>> } | null = null
+  function tierSpecs(): Map<string, Omit<BudgetSpec, 'id'>> {
+    const current = plans()
+    if (tierSpecsOf?.plans === current) return tierSpecsOf.specs
+    const specs = new Map<string, Omit<BudgetSpec, 'id'>>()
+    for (const [tier, config] of Object.entries(current.tiers)) {
+      const b = config.budget
+      if (b === undefined) continue
+      const timeZone = b.timeZone ?? defaults.timeZone
+      const thresholds = b.thresholds ?? defaults.thresholds
+      specs.set(tier, {
+        scope: 'key',
+        amountNanos: toNanos(b.amount),
+        period: b.period,
+        timeZone,
+        thresholds,
+        revision: `plan.${toNanos(b.amount)}.${b.period}.${timeZone}.${thresholds.join('-')}`,
+        origin: 'plan',
+      })
+    }
+    tierSpecsOf = { plans: current, specs }
+    return specs
   }
 
   async function readTenants(): Promise<void> {
@@ -141,7 +151,7 @@ export function createBudgetBook(options: BudgetBookOptions): BudgetBook {
       const own = records.get(id('key', keyId))
       if (own !== undefined) out.push(specOf(own))
       else {
-        const byTier = tierSpecs.get(tier)
+        const byTier = tierSpecs().get(tier)
         if (byTier !== undefined) out.push({ ...byTier, id: keyId })
       }
       // A key without an owner is its own owner (keys/record.ts): its owner budget would be the key's.
@@ -182,7 +192,7 @@ export function createBudgetBook(options: BudgetBookOptions): BudgetBook {
     },
     specOf,
     tierDefault(keyId, tier) {
-      const t = tierSpecs.get(tier)
+      const t = tierSpecs().get(tier)
       return t === undefined ? undefined : { ...t, id: keyId }
     },
     refresh,

@@ -1,7 +1,7 @@
 // The budget book as main.ts builds it: its store on Redis when the store is (a connection
 // of its own), otherwise budgets.db in the data directory; tenants from the accounts.
 import { resolve } from 'node:path'
-import type { Config } from '../config/schema.ts'
+import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { AccountStore } from '../store/ports.ts'
 import { createRedisClient } from '../store/redis-client.ts'
@@ -23,11 +23,16 @@ export function createBudgetStoreFromConfig(config: Config, log: Logger): Budget
 /** The book, read once before it is returned (a store that does not answer yet is read on the next refresh). */
 export async function createBudgetBookFromConfig(
   config: Config,
-  deps: { readonly log: Logger; readonly accounts: AccountStore },
+  deps: {
+    readonly log: Logger
+    readonly accounts: AccountStore
+    /** The plans in force (a reload replaces them); default the boot configuration's. */
+    readonly plans?: () => PlansConfig
+  },
 ): Promise<BudgetBook> {
   const book = createBudgetBook({
     store: createBudgetStoreFromConfig(config, deps.log),
-    plans: config.plans,
+    plans: deps.plans ?? (() => config.plans),
     defaults: config.budgets,
     refreshMs: config.budgets.refreshMs,
     members: async () =>

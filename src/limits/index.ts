@@ -1,6 +1,6 @@
 // The limiter as main.ts builds it from the configuration.
 import { join, resolve } from 'node:path'
-import type { Config } from '../config/schema.ts'
+import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady, type RedisConnection } from '../store/redis-client.ts'
@@ -32,6 +32,8 @@ export async function createLimiterFromConfig(
     readonly settlements?: RedisConnection
     /** The owner of a key, to carry lifetime counters of the `{tg}` layout over (limiter-migration.ts). */
     readonly ownerOf?: OwnerOf
+    /** The plans in force (a reload replaces them); default the boot configuration's. */
+    readonly plans?: () => PlansConfig
   },
 ): Promise<ManagedLimiter> {
   const { limits } = config
@@ -44,7 +46,7 @@ export async function createLimiterFromConfig(
     redisTimeoutMs: limits.redisTimeoutMs,
     probeIntervalMs: limits.probeIntervalMs,
     insuranceInstances: limits.insuranceInstances,
-    currency: planCurrency(config.plans),
+    currency: () => planCurrency(deps.plans?.() ?? config.plans),
     ...(deps.budgets === undefined ? {} : { budgets: deps.budgets }),
     ...(deps.onBudgetThreshold === undefined ? {} : { onBudgetThreshold: deps.onBudgetThreshold }),
   }

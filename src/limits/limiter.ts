@@ -67,8 +67,8 @@ export interface LimiterOptions {
   readonly snapshotEveryMs?: number
   /** The budgets that apply to a call (docs/budgets.md); absent: none. */
   readonly budgets?: Pick<BudgetBook, 'applicable'>
-  /** The plans' currency, for budget messages and events. */
-  readonly currency?: string
+  /** The plans' currency, for budget messages and events (a function: the plans in force, which a reload replaces). */
+  readonly currency?: string | (() => string)
   /** Told once per threshold a budget's spend reaches in a period (the events outbox). Default: nothing. */
   readonly onBudgetThreshold?: OnBudgetThreshold
   /** The clock budget periods are read on (tests move it). Default Date.now. */
@@ -96,7 +96,8 @@ function clean(usage: Usage): Usage {
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const { log, metrics, redis } = options
   const now = options.now ?? Date.now
-  const currency = options.currency ?? DEFAULT_CURRENCY
+  const currencyOption = options.currency ?? DEFAULT_CURRENCY
+  const currencyOf = typeof currencyOption === 'function' ? currencyOption : () => currencyOption
   const onThreshold = options.onBudgetThreshold
   const windowMs = options.windowMs ?? 60_000
   const onRedisDown = options.onRedisDown ?? 'insurance'
@@ -226,7 +227,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       tier: request.tier,
       reason: exhausted === -1 ? 'budget_reserved' : 'budget',
     })
-    return budgetRefusalOf(which, found[exhausted] ?? state, currency, now(), headers)
+    return budgetRefusalOf(which, found[exhausted] ?? state, currencyOf(), now(), headers)
   }
 
   /** Tells the hook of each threshold crossed; a hook that fails is logged, never the call's business. */
@@ -244,7 +245,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         threshold: crossing.threshold,
         spent: toUnits(crossing.spent),
         amount: toUnits(spec.amountNanos),
-        currency,
+        currency: currencyOf(),
       }
       void Promise.resolve()
         .then(() => onThreshold(event))
@@ -292,7 +293,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         spent: toUnits(s.spent),
         reserved: toUnits(s.held),
         remaining: toUnits(Math.max(c.spec.amountNanos - s.spent - s.held, 0)),
-        currency,
+        currency: currencyOf(),
         period_start: finite ? new Date(c.span.start).toISOString() : null,
         resets_at: finite ? new Date(c.span.end).toISOString() : null,
         thresholds: c.spec.thresholds,
@@ -355,7 +356,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         const charge = budgets[at]
         if (charge !== undefined) {
           metrics?.rateLimited.inc({ model: request.model, tier: request.tier, reason: 'budget' })
-          throw budgetRefusalOf(charge, found?.[at] ?? EMPTY_BUDGET, currency, now(), {})
+          throw budgetRefusalOf(charge, found?.[at] ?? EMPTY_BUDGET, currencyOf(), now(), {})
         }
       }
       if (charges.length === 0) return {}

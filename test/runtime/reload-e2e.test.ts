@@ -223,3 +223,50 @@ t.test('a file that changes restart-only settings is refused, naming them', asyn
   await res.arrayBuffer()
   t.equal(await counterSum(gw, 'tollgate_config_reloads_total', { outcome: 'restart_required' }), 1)
 })
+
+t.test("a reload puts a tier's budget and the plans' currency in force on the next call", async (t) => {
+  // Issue #36: the budget book read the plans once at boot, so a reload reported `plans`
+  // applied while the tier's budget (an emergency cut to 0 above all) changed nothing.
+  const plans = (amount: number, currency: string, rpm: number): Record<string, unknown> => ({
+    defaultTier: 'Basic',
+    currency,
+    tiers: {
+      Basic: {
+        budget: { amount, period: 'month' },
+        default: { rpm, tpm: 10_000_000, input_price: 1, output_price: 1 },
+      },
+    },
+  })
+  const gw = await startTollgate({ config: (doc) => void (doc.plans = plans(100, 'EUR', 1000)) })
+  t.teardown(() => gw.stop())
+  const { key, id } = await gw.createKey()
+  const budgetsOfKey = async (): Promise<Array<Record<string, unknown>>> => {
+    const res = await fetch(`${gw.url}/admin/keys/${id}/usage`, {
+      headers: { authorization: `Bearer ${gw.adminToken}` },
+    })
+    return ((await res.json()) as { budgets: Array<Record<string, unknown>> }).budgets
+  }
+  const before = await chatWith(gw.url, key, MODEL, 3)
+  t.equal(before.status, 200)
+  await before.arrayBuffer()
+  t.match(await budgetsOfKey(), [{ origin: 'plan', amount: 100, currency: 'EUR' }])
+
+  rewrite(gw, (doc) => void (doc.plans = plans(0, 'USD', 999)))
+  const cut = await adminReload(gw)
+  t.equal(cut.json.outcome, 'applied')
+  t.same(cut.json.changed, ['plans'])
+  const refused = await chatWith(gw.url, key, MODEL, 3)
+  const body = (await refused.json()) as { error: { code: string; message: string } }
+  t.equal(refused.status, 429, 'the cut budget refuses the next call')
+  t.equal(body.error.code, 'insufficient_quota')
+  t.match(body.error.message, /0\.00 USD per month/, "the refusal speaks the plans' new currency")
+  t.match(await budgetsOfKey(), [{ origin: 'plan', amount: 0, currency: 'USD' }], 'the admin API shows the new budget')
+
+  rewrite(gw, (doc) => void (doc.plans = plans(50, 'USD', 999)))
+  t.equal((await adminReload(gw)).json.outcome, 'applied')
+  const after = await chatWith(gw.url, key, MODEL, 3)
+  t.equal(after.status, 200, 'a budget raised by a reload admits at once')
+  t.equal(after.headers.get('x-ratelimit-limit-requests'), '999')
+  await after.arrayBuffer()
+  t.match(await budgetsOfKey(), [{ origin: 'plan', amount: 50, currency: 'USD' }])
+})

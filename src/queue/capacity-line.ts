@@ -9,7 +9,16 @@
 // store grants, one try at a time per gateway, and the rest keep their places.
 //
 // Fairness between keys and order within a key's line are the queue's: calls reach this
-// line in the order the queue started them.
+// line in the order the queue started them, and only the head of its key's line waits here
+// (waiter.ts), so no call here waits on one behind it in its key's line.
+//
+// Two things make a wake-up that does not come impossible: room() that arrives while the
+// head is trying is kept for its next again() (the head tries once more at once instead of
+// waiting for a time that may be a lease's ten minutes away), and no wait is longer than
+// RECHECK_MS (a message lost between gateways costs at most that).
+
+/** The longest the head waits before it tries again, whatever time it was named. */
+export const RECHECK_MS = 2000
 
 export interface CapacityTurn {
   /**
@@ -32,6 +41,8 @@ export interface CapacityLine {
 
 interface Waiter {
   trying: boolean
+  /** When it was last told to try (its line's room() since then counts for its next again()). */
+  triedAt: number
   /** Resolves the wait in progress: true to try, false when its signal fired. */
   go: ((tryNow: boolean) => void) | null
 }
@@ -41,6 +52,8 @@ interface Line {
   readonly waiters: Waiter[]
   /** No deployment has room before then (epoch ms), unless room() says otherwise. */
   retryAt: number
+  /** When room() last said room may have come back (epoch ms). */
+  roomAt: number
   timer: NodeJS.Timeout | undefined
 }
 
@@ -58,10 +71,16 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
     if (head.trying) return
     const wait = line.retryAt - now()
     if (wait > 0) {
-      line.timer = setTimeout(() => schedule(key, line), wait)
+      if (wait > RECHECK_MS) {
+        line.timer = setTimeout(() => {
+          line.retryAt = 0
+          schedule(key, line)
+        }, RECHECK_MS)
+      } else line.timer = setTimeout(() => schedule(key, line), wait)
       return
     }
     head.trying = true
+    head.triedAt = now()
     const go = head.go
     head.go = null
     go?.(true)
@@ -101,10 +120,10 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
       const key = deployments.join('\n')
       let line = lines.get(key)
       if (line === undefined) {
-        line = { deployments: new Set(deployments), waiters: [], retryAt, timer: undefined }
+        line = { deployments: new Set(deployments), waiters: [], retryAt, roomAt: 0, timer: undefined }
         lines.set(key, line)
       } else if (line.waiters.length === 0) line.retryAt = retryAt
-      const me: Waiter = { trying: false, go: null }
+      const me: Waiter = { trying: false, triedAt: 0, go: null }
       line.waiters.push(me)
       const joined = line
       if (!(await waitFor(key, joined, me, signal))) return null
@@ -118,7 +137,8 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
         async again(at) {
           if (done) return false
           me.trying = false
-          joined.retryAt = Math.max(joined.retryAt, at)
+          // Room that came while it tried: try again at once (the refusal may predate it).
+          if (joined.roomAt < me.triedAt) joined.retryAt = Math.max(joined.retryAt, at)
           const ok = await waitFor(key, joined, me, signal)
           if (!ok) done = true
           return ok
@@ -129,6 +149,7 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
       for (const [key, line] of lines) {
         if (!line.deployments.has(deploymentId)) continue
         line.retryAt = 0
+        line.roomAt = now()
         schedule(key, line)
       }
     },

@@ -136,14 +136,13 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
 
       let inLine = false
       try {
-        await store.join(line, me, attempt === 0 ? 'back' : 'front')
-        inLine = true
         // Put back after an upstream failure (backing off) or for want of a deployment with
-        // room (until the first frees up): it keeps its place at the head meanwhile.
-        const upstreamAt = capacityAt
+        // room (until the first frees up): it takes its place back at the head of its line.
+        let upstreamAt = capacityAt
         capacityAt = null
-        if (upstreamAt !== null) await capacityTurn(upstreamAt)
-        else if (attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
+        await store.join(line, me, attempt === 0 && upstreamAt === null ? 'back' : 'front')
+        inLine = true
+        if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
           woken = false
           const ahead = await store.position(line, me)
@@ -156,12 +155,24 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
             await pause(undefined)
             continue
           }
+          // Only the head of its key's line waits for a deployment: a call that waited there
+          // while behind another of its key would wait on a call that waits on it (issue #36).
+          if (upstreamAt !== null) {
+            await capacityTurn(upstreamAt)
+            upstreamAt = null
+          }
           let admission: Admission
           try {
             admission = await limiter.admit(request)
           } catch (error) {
             const wait = retryAfterMs(error)
             if (wait === undefined) throw error
+            // Its key's own limit: the capacity line's turn goes on to the next key meanwhile.
+            if (turn !== null) {
+              turn.pass(false)
+              turn = null
+              upstreamAt = Date.now() + wait
+            }
             await pause(wait)
             continue
           }

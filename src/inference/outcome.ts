@@ -35,6 +35,8 @@ export interface Ending {
   relayed?: RelayOutcome
   /** What ended the attempt when it threw. */
   error?: unknown
+  /** No upstream acted on the attempt, though it did not throw: it waits for room, or goes back in line. */
+  unserved?: boolean
 }
 
 /** A deployment could not serve; `next` is the deployment tried after it, if any. */

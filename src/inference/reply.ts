@@ -3,7 +3,7 @@
 // filled from further upstream pages, an upload's room, the ids it hands out), the relay
 // with its usage tap and the stream journal, and the settlement once it is known what
 // flowed: the limits reconciled, the usage metered, the tokens counted (outcome.ts).
-import type { UpstreamRequest, UpstreamResponse, Usage } from '../backends/port.ts'
+import { NO_USAGE, type UpstreamRequest, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import type { Deployment } from '../backends/registry.ts'
 import type { CapacityLease } from '../capacity/port.ts'
 import { gatewayError } from '../errors.ts'
@@ -135,6 +135,18 @@ export class Reply {
     await traceSettlement(this.#exchange.trace, final, async () => {
       await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
     })
+  }
+
+  /**
+   * Settles, once, a call no upstream acted on (inference/failed-charge.ts): its reservation
+   * and its request go back whole, and no usage row counts it.
+   */
+  async withdraw(): Promise<void> {
+    if (this.#settled) return
+    this.#settled = true
+    this.#exchange.notes.usage = NO_USAGE
+    await this.#tally?.close()
+    await Promise.all([this.#admission.settle(NO_USAGE, { withdrawn: true }), this.#lease?.release({ tokens: 0 })])
   }
 
   /** A live stream is journalled as it flows, so a crash still charges what was sent. */

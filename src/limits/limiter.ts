@@ -151,11 +151,11 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     let settled = false
     return {
       headers,
-      async settle(usage) {
+      async settle(usage, how) {
         if (settled) return
         settled = true
         const real = clean(usage)
-        const adjustments = adjustmentsFor(charges, result.states, real)
+        const adjustments = adjustmentsFor(charges, result.states, real, how?.withdrawn === true)
         const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
         const budgetSettles = budgets.map((charge, j) => ({
           charge,

@@ -16,7 +16,6 @@ import { bodyRateOf, type BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Principal } from '../keys/record.ts'
-import type { Logger } from '../observability/logger.ts'
 import { traceAdmission, tracedTargets } from '../observability/call-spans.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
@@ -26,7 +25,6 @@ import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCa
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intake.ts'
-import { chargedUsage, unserved } from './failed-charge.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -199,7 +197,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     t.adapter.supports(spec.endpoint),
   )
   if (targets.length === 0) {
-    await a.admission.settle(NO_USAGE)
+    await a.admission.settle(NO_USAGE, { withdrawn: true })
     throw gatewayError('capability_missing')
   }
   const upstream: UpstreamCall = {
@@ -233,12 +231,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     throw err
   } finally {
     recordOutcome({ metrics: s.metrics, log: exchange.log, notes: exchange.notes }, ending)
-    // The gateway's own refusal (failed-charge.ts) costs the key nothing, a put back or a wait for room included.
-    if (ending.relayed === undefined && (ending.unserved === true || unserved(ending.error))) await reply.withdraw()
-    else {
-      const usage = ending.relayed?.usage ?? NO_USAGE
-      await reply.settle(chargedUsage(usage, ending.relayed?.error ?? ending.error, call.estimate))
-    }
+    await reply.conclude(ending)
   }
 }
 
@@ -283,20 +276,17 @@ async function send(
     const waits = retryAt !== undefined && a.strategy.waitForCapacity?.(retryAt, targets.map(targetIdOf)) === true
     if (waits && !exchange.signal.aborted) {
       log.info({ retryAt }, 'every deployment is full; the call waits for one to have room')
-      ending.unserved = true
       return WAIT_CAPACITY
     }
     a.strategy.picked?.() // not waiting for capacity (any more): a turn in the capacity line passes on
     // Nothing reached the upstream: safe to send again later.
     if (err instanceof GatewayError && err.errorName === 'upstream_unreachable' && putBack(err.status)) {
       log.warn({ attempt }, 'no deployment could be reached; the call goes back in line')
-      ending.unserved = true
       return PUT_BACK
     }
     throw err
   }
   exchange.notes.backend = sent.target.adapter.name
-  await refuseUpstreamAuth(sent, log)
   const upstreamStatus = sent.response.status
   if ((upstreamStatus === 429 || upstreamStatus >= 500) && putBack(upstreamStatus)) {
     sent.response.body.destroy()
@@ -307,22 +297,4 @@ async function send(
     return PUT_BACK
   }
   return sent
-}
-
-/**
- * An upstream 401 or 403 refused the gateway's own credential (its apiKeyEnv, its headers),
- * not the caller's key: the caller gets upstream_auth_failed (502), never the upstream's
- * invalid_api_key, and the operator an error line naming the backend. The upstream's body is
- * left unread: it may quote the credential.
- */
-async function refuseUpstreamAuth(sent: PickedResult<Deployment>, log: Logger): Promise<void> {
-  const { status } = sent.response
-  if (status !== 401 && status !== 403) return
-  sent.response.body.destroy()
-  await sent.lease.release()
-  log.error(
-    { backend: sent.target.adapter.name, upstreamStatus: status },
-    'the upstream refused the gateway credential of this backend: check its apiKeyEnv and headers',
-  )
-  throw gatewayError('upstream_auth_failed')
 }

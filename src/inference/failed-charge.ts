@@ -10,7 +10,11 @@
 import type { Usage } from '../backends/port.ts'
 import { GatewayError, type ErrorName } from '../errors.ts'
 
-const NOT_ACTED_ON: ReadonlySet<ErrorName> = new Set(['upstream_capacity', 'upstream_unreachable', 'upstream_auth_failed'])
+const NOT_ACTED_ON: ReadonlySet<ErrorName> = new Set([
+  'upstream_capacity',
+  'upstream_unreachable',
+  'upstream_auth_failed',
+])
 
 /** Whether `error` ended a call before any upstream acted on it. */
 export function unserved(error: unknown): boolean {

@@ -35,8 +35,6 @@ export interface Ending {
   relayed?: RelayOutcome
   /** What ended the attempt when it threw. */
   error?: unknown
-  /** No upstream acted on the attempt, though it did not throw: it waits for room, or goes back in line. */
-  unserved?: boolean
 }
 
 /** A deployment could not serve; `next` is the deployment tried after it, if any. */
@@ -51,7 +49,10 @@ export function recordFailedAttempt(
   // attempt followed by another deployment is a failover.
   metrics.upstreamErrors.inc({ backend, reason: reason instanceof GatewayError ? reason.errorName : 'status_5xx' })
   const fields = { backend, reason: describeReason(reason) }
-  if (next !== undefined) {
+  if (reason instanceof GatewayError && reason.errorName === 'upstream_auth_failed') {
+    // The operator's to fix (the caller only sees a 502): said at error level, naming the backend.
+    log.error(fields, 'the upstream refused the gateway credential of this backend: check its apiKeyEnv and headers')
+  } else if (next !== undefined) {
     metrics.failovers.inc({ backend })
     log.warn({ ...fields, next }, 'upstream attempt failed; trying the next deployment')
   } else {

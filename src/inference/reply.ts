@@ -16,7 +16,8 @@ import { captureCompletion, traceSettlement, type CompletionCapture } from '../o
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
-import { recordCharge } from './outcome.ts'
+import { chargedUsage, unserved } from './failed-charge.ts'
+import { recordCharge, type Ending } from './outcome.ts'
 import { ownershipTransformOf } from './ownership.ts'
 import { replyObjectsOf, type ReplyObjects } from './reply-objects.ts'
 import type { StreamAsk } from './upstream-request.ts'
@@ -138,14 +139,19 @@ export class Reply {
   }
 
   /**
-   * Settles, once, a call no upstream acted on (inference/failed-charge.ts): its reservation
-   * and its request go back whole, and no usage row counts it.
+   * Settles the attempt by how it ended (failed-charge.ts), unless the relay settled it: one
+   * no upstream acted on is withdrawn (its reservation and its request go back whole, no usage
+   * row counts it); any other is charged what flowed, at least its input once it timed out.
    */
-  async withdraw(): Promise<void> {
+  async conclude(ending: Pick<Ending, 'relayed' | 'error' | 'failedSending'>): Promise<void> {
+    const { relayed, error } = ending
+    // Failover caught it and gave it back (a wait for room, a put back: nothing reached), or it threw.
+    const withdrawn = relayed === undefined && (error === undefined ? ending.failedSending : unserved(error))
+    if (!withdrawn)
+      return this.settle(chargedUsage(relayed?.usage ?? NO_USAGE, relayed?.error ?? error, this.#call.estimate))
     if (this.#settled) return
     this.#settled = true
     this.#exchange.notes.usage = NO_USAGE
-    await this.#tally?.close()
     await Promise.all([this.#admission.settle(NO_USAGE, { withdrawn: true }), this.#lease?.release({ tokens: 0 })])
   }
 

@@ -13,6 +13,9 @@
 //     and so when every deployment of the model was tried and refused it (a single one
 //     included): an upstream's refusal, its body and headers, never reaches the client.
 //     (/queue waits for room instead, as it does for any upstream_capacity.)
+//   - An upstream 401 or 403 refused the gateway's own credential: the call ends with
+//     upstream_auth_failed (502), never the upstream's invalid_api_key, which an SDK would
+//     raise as the caller's AuthenticationError.
 // The lease of the deployment that answered goes back to the caller, which releases it
 // with the call's real usage once the reply is settled.
 import { Readable } from 'node:stream'
@@ -206,6 +209,17 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       continue
     }
     lease.observe(observeResponse(status, response.headers, { now: now() }))
+    if (status === 401 || status === 403) {
+      // The gateway's own credential for this deployment was refused, not the caller's key:
+      // final, and never the upstream's answer (its body is left unread: it may quote the credential).
+      await lease.release()
+      discard(last5xx)
+      discard(lastRefusal)
+      response.body.destroy()
+      const error = gatewayError('upstream_auth_failed', { headers: { 'x-should-retry': 'false' } })
+      o.onAttemptFailed?.(target, error, undefined)
+      throw error
+    }
     if (status < 500) {
       discard(last5xx)
       discard(lastRefusal)

@@ -15,8 +15,11 @@ import { pollUntil } from '../helpers/poll.ts'
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
 const ask = { model: CHAT, messages: [{ role: 'user' as const, content: 'hello upstream' }], max_tokens: 5 }
 
-/** What the upstream answers next: a status, headers and a body; or 'hold' (no headers until it closes). */
-type Answer = { status: number; headers?: Record<string, string>; body: unknown } | 'hold'
+/**
+ * What the upstream answers next: a status, headers and a body; 'hold' (no headers until it
+ * closes); or 'stall' (a 200's headers and the start of its body, then nothing).
+ */
+type Answer = { status: number; headers?: Record<string, string>; body: unknown } | 'hold' | 'stall'
 
 interface Upstream {
   readonly url: string
@@ -52,8 +55,12 @@ async function startVendor(): Promise<Upstream> {
     req.on('end', () => {
       up.received++
       const answer = up.answer
-      if (answer === 'hold') {
+      if (answer === 'hold' || answer === 'stall') {
         held.push(res)
+        if (answer === 'stall') {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.write(JSON.stringify(COMPLETION).slice(0, 40))
+        }
         return
       }
       const payload = JSON.stringify(answer.body)
@@ -69,11 +76,17 @@ async function startVendor(): Promise<Upstream> {
   return Object.assign(up, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1` })
 }
 
-/** CHAT on one deployment: the vendor upstream, giving up on response headers after 800 ms. */
+/** CHAT on one deployment: the vendor upstream, giving up on response headers, or a quiet body, after 800 ms. */
 function onVendor(up: Upstream) {
   return (doc: Record<string, unknown>): void => {
     const backends = doc.backends as Record<string, unknown>
-    backends.vendor = { type: 'openai', baseUrl: up.url, apiKeyEnv: 'VENDOR_KEY', responseTimeoutMs: 800 }
+    backends.vendor = {
+      type: 'openai',
+      baseUrl: up.url,
+      apiKeyEnv: 'VENDOR_KEY',
+      responseTimeoutMs: 800,
+      idleTimeoutMs: 800,
+    }
     const models = doc.models as Array<{ name: string; deployments: unknown[] }>
     const model = models.find((m) => m.name === CHAT)
     if (model === undefined) throw new Error(`${CHAT} is not in the default config`)
@@ -229,26 +242,29 @@ t.test('a 401 or 403 from the upstream: 502 upstream_auth_failed, an error line 
   t.equal((await usageOf(gw, id)).requests, 0, 'the caller is not charged for the gateway’s credential')
 })
 
-t.test('a call the gateway ends with 504 upstream_timeout is metered its reserved input', async (t) => {
-  const { id, key } = await gw.createKey({ tier: 'Standard4000' })
-  up.answer = 'hold'
-  const res = await chat(gw, key)
-  const body = (await res.json()) as { error: { code: string } }
-  t.equal(res.status, 504)
-  t.equal(body.error.code, 'upstream_timeout')
-  up.answer = { status: 200, body: COMPLETION }
-  const totals = await pollUntil(
-    () => usageOf(gw, id),
-    (u) => u.requests === 1,
-    200,
-    10,
-  )
-  t.equal(totals.value.requests, 1, 'the call is a request in usage')
-  t.ok(
-    totals.value.input_tokens > 0,
-    `its input is charged (${totals.value.input_tokens} tokens), as the upstream will bill it`,
-  )
-  t.equal(totals.value.output_tokens, 0, 'no output was relayed')
+t.test('a call the gateway ends with upstream_timeout is metered its reserved input', async (t) => {
+  for (const how of ['hold', 'stall'] as const) {
+    const { id, key } = await gw.createKey({ tier: 'Standard4000' })
+    up.answer = how
+    const res = await chat(gw, key)
+    const text = await res.text().catch(() => '')
+    // No response headers in time, or a JSON body gone quiet before the gateway had it whole.
+    t.equal(res.status, 504, `${how}: 504`)
+    t.equal((JSON.parse(text) as { error: { code: string } }).error.code, 'upstream_timeout')
+    up.answer = { status: 200, body: COMPLETION }
+    const totals = await pollUntil(
+      () => usageOf(gw, id),
+      (u) => u.requests === 1,
+      200,
+      10,
+    )
+    t.equal(totals.value.requests, 1, `${how}: the call is a request in usage`)
+    t.ok(
+      totals.value.input_tokens > 0,
+      `${how}: its input is charged (${totals.value.input_tokens} tokens), as the upstream will bill it`,
+    )
+    t.equal(totals.value.output_tokens, 0, `${how}: no output was relayed`)
+  }
 })
 
 t.test('upstream response headers reach the client only from the allow-list', async (t) => {

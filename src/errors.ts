@@ -368,6 +368,16 @@ export const ERRORS = {
     message: 'The upstream model server could not be reached.',
     body: 'openai',
   },
+  // The upstream refused the gateway's own credential (401, 403): the operator's to fix, not
+  // the caller's key; never OpenAI's invalid_api_key, which an SDK raises as AuthenticationError.
+  upstream_auth_failed: {
+    status: 502,
+    type: 'server_error',
+    code: 'upstream_auth_failed',
+    message:
+      "The upstream model server refused the gateway's own credentials for it. This is not about your API key: the gateway's operator has to fix it.",
+    body: 'openai',
+  },
   upstream_bad_response: {
     status: 502,
     type: 'server_error',

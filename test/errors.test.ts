@@ -61,6 +61,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   internal: [500, 'server_error', 'internal_error', 'openai'],
   capability_missing: [501, 'invalid_request_error', 'not_supported', 'openai'],
   upstream_unreachable: [502, 'server_error', 'upstream_unreachable', 'openai'],
+  upstream_auth_failed: [502, 'server_error', 'upstream_auth_failed', 'openai'],
   upstream_bad_response: [502, 'server_error', 'upstream_error', 'openai'],
   upstream_error_status: [502, 'server_error', 'upstream_error', 'openai'],
   store_unavailable: [503, 'server_error', 'store_unavailable', 'openai'],

@@ -197,7 +197,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     t.adapter.supports(spec.endpoint),
   )
   if (targets.length === 0) {
-    await a.admission.settle(NO_USAGE)
+    await a.admission.settle(NO_USAGE, { withdrawn: true })
     throw gatewayError('capability_missing')
   }
   const upstream: UpstreamCall = {
@@ -231,7 +231,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     throw err
   } finally {
     recordOutcome({ metrics: s.metrics, log: exchange.log, notes: exchange.notes }, ending)
-    await reply.settle(ending.relayed?.usage ?? NO_USAGE)
+    await reply.conclude(ending)
   }
 }
 

@@ -49,7 +49,10 @@ export function recordFailedAttempt(
   // attempt followed by another deployment is a failover.
   metrics.upstreamErrors.inc({ backend, reason: reason instanceof GatewayError ? reason.errorName : 'status_5xx' })
   const fields = { backend, reason: describeReason(reason) }
-  if (next !== undefined) {
+  if (reason instanceof GatewayError && reason.errorName === 'upstream_auth_failed') {
+    // The operator's to fix (the caller only sees a 502): said at error level, naming the backend.
+    log.error(fields, 'the upstream refused the gateway credential of this backend: check its apiKeyEnv and headers')
+  } else if (next !== undefined) {
     metrics.failovers.inc({ backend })
     log.warn({ ...fields, next }, 'upstream attempt failed; trying the next deployment')
   } else {

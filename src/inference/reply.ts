@@ -3,7 +3,7 @@
 // filled from further upstream pages, an upload's room, the ids it hands out), the relay
 // with its usage tap and the stream journal, and the settlement once it is known what
 // flowed: the limits reconciled, the usage metered, the tokens counted (outcome.ts).
-import type { UpstreamRequest, UpstreamResponse, Usage } from '../backends/port.ts'
+import { NO_USAGE, type UpstreamRequest, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import type { Deployment } from '../backends/registry.ts'
 import type { CapacityLease } from '../capacity/port.ts'
 import { gatewayError } from '../errors.ts'
@@ -16,7 +16,8 @@ import { captureCompletion, traceSettlement, type CompletionCapture } from '../o
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
-import { recordCharge } from './outcome.ts'
+import { chargedUsage, unserved } from './failed-charge.ts'
+import { recordCharge, type Ending } from './outcome.ts'
 import { ownershipTransformOf } from './ownership.ts'
 import { replyObjectsOf, type ReplyObjects } from './reply-objects.ts'
 import type { StreamAsk } from './upstream-request.ts'
@@ -135,6 +136,23 @@ export class Reply {
     await traceSettlement(this.#exchange.trace, final, async () => {
       await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
     })
+  }
+
+  /**
+   * Settles the attempt by how it ended (failed-charge.ts), unless the relay settled it: one
+   * no upstream acted on is withdrawn (its reservation and its request go back whole, no usage
+   * row counts it); any other is charged what flowed, at least its input once it timed out.
+   */
+  async conclude(ending: Pick<Ending, 'relayed' | 'error' | 'failedSending'>): Promise<void> {
+    const { relayed, error } = ending
+    // Failover caught it and gave it back (a wait for room, a put back: nothing reached), or it threw.
+    const withdrawn = relayed === undefined && (error === undefined ? ending.failedSending : unserved(error))
+    if (!withdrawn)
+      return this.settle(chargedUsage(relayed?.usage ?? NO_USAGE, relayed?.error ?? error, this.#call.estimate))
+    if (this.#settled) return
+    this.#settled = true
+    this.#exchange.notes.usage = NO_USAGE
+    await Promise.all([this.#admission.settle(NO_USAGE, { withdrawn: true }), this.#lease?.release({ tokens: 0 })])
   }
 
   /** A live stream is journalled as it flows, so a crash still charges what was sent. */

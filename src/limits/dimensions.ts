@@ -95,16 +95,20 @@ export interface Adjustment {
   readonly expiresAt: number
 }
 
-/** Real usage minus the reservation, per token dimension; requests keep their one point. */
+/**
+ * Real usage minus the reservation, per token dimension; requests keep their one point,
+ * unless the call was `withdrawn` (no upstream acted on it: port.ts SettleHow).
+ */
 export function adjustmentsFor(
   charges: readonly Charge[],
   states: readonly CounterState[],
   usage: Usage,
+  withdrawn = false,
 ): Adjustment[] {
   const out: Adjustment[] = []
   charges.forEach((charge, i) => {
-    if (charge.name === 'requests') return
-    const delta = costOn(charge.name, usage) - charge.cost
+    if (charge.name === 'requests' && !withdrawn) return
+    const delta = (charge.name === 'requests' ? 0 : costOn(charge.name, usage)) - charge.cost
     // The quota always settles: its reservation moves from held to used.
     if (delta !== 0 || !charge.windowed) {
       out.push({

@@ -174,13 +174,13 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     renewed?.keep(budgets)
     return {
       headers,
-      async settle(usage) {
+      async settle(usage, how) {
         if (settled) return
         settled = true
         // Before the settle is sent: a renewal sent after it would hold the budget again.
         renewed?.drop(budgets)
         const real = clean(usage)
-        const adjustments = adjustmentsFor(charges, result.states, real)
+        const adjustments = adjustmentsFor(charges, result.states, real, how?.withdrawn === true)
         const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
         const budgetSettles = budgets.map((charge) => ({ charge, real: cost }))
         if (adjustments.length === 0 && budgetSettles.length === 0) return

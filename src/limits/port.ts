@@ -27,7 +27,16 @@ export interface Admission {
   /** x-ratelimit-* headers describing the state after this admission. */
   readonly headers: RateLimitHeaders
   /** Reconciles the reservation with what really flowed. Never throws. */
-  settle(usage: Usage): Promise<void>
+  settle(usage: Usage, how?: SettleHow): Promise<void>
+}
+
+export interface SettleHow {
+  /**
+   * No upstream acted on the call: the gateway refused it itself (every deployment full, or
+   * refusing; none reachable; its credential refused). It gives back its request too, as if
+   * it had never been admitted.
+   */
+  readonly withdrawn?: boolean
 }
 
 /** Where enforcement stands: on Redis, in memory (embedded), or a stand-in while Redis is away. */

@@ -9,10 +9,13 @@
 //   - An upstream 429, or a 503, is a refusal: the upstream did not act. The deployment
 //     cools down for as long as it named, and the call moves on. The client never sees a
 //     refusal while another deployment has room. When the rest are full or cooling down,
-//     it gets the gateway's own 429 (upstream_capacity) with the time the first frees up.
-//     Only when every deployment of the model was tried and refused it does it get the
-//     last refusal, as failover.ts answers the last 5xx (the corridor may put it back:
-//     /queue retries it, then waits for room).
+//     it gets the gateway's own 429 (upstream_capacity) with the time the first frees up,
+//     and so when every deployment of the model was tried and refused it (a single one
+//     included): an upstream's refusal, its body and headers, never reaches the client.
+//     (/queue waits for room instead, as it does for any upstream_capacity.)
+//   - An upstream 401 or 403 refused the gateway's own credential: the call ends with
+//     upstream_auth_failed (502), never the upstream's invalid_api_key, which an SDK would
+//     raise as the caller's AuthenticationError.
 // The lease of the deployment that answered goes back to the caller, which releases it
 // with the call's real usage once the reply is settled.
 import { Readable } from 'node:stream'
@@ -146,7 +149,7 @@ async function refused<T extends FailoverTarget>(
 /**
  * Tries the deployments of `targets` (a model's, in configured order) as capacity picks
  * them until one serves. Throws upstream_capacity when none is left with room or every one
- * tried answered 429; otherwise as sendWithFailover (the last 5xx or 503 refusal, or
+ * tried refused (429, 503); otherwise as sendWithFailover (the last 5xx, or
  * upstream_unreachable, when every one failed).
  */
 export async function sendWithCapacity<T extends FailoverTarget>(
@@ -206,6 +209,17 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       continue
     }
     lease.observe(observeResponse(status, response.headers, { now: now() }))
+    if (status === 401 || status === 403) {
+      // The gateway's own credential for this deployment was refused, not the caller's key:
+      // final, and never the upstream's answer (its body is left unread: it may quote the credential).
+      await lease.release()
+      discard(last5xx)
+      discard(lastRefusal)
+      response.body.destroy()
+      const error = gatewayError('upstream_auth_failed', { headers: { 'x-should-retry': 'false' } })
+      o.onAttemptFailed?.(target, error, undefined)
+      throw error
+    }
     if (status < 500) {
       discard(last5xx)
       discard(lastRefusal)
@@ -219,10 +233,10 @@ export async function sendWithCapacity<T extends FailoverTarget>(
     from = lease.deploymentId
     if (request.signal.aborted) break
   }
-  // Every deployment tried refused with a 429: each is cooling down now, so the answer is the
-  // gateway's own 429 with the time the first frees up, never an upstream's refusal. A 503
-  // refusal is a 5xx: answered as failover.ts answers one (the /queue puts it back in line).
-  if (last5xx === undefined && lastRefusal?.response.status === 429 && refusedUntil !== null) {
+  // Every deployment tried refused (429 or 503: the upstream did not act on the call): each is
+  // cooling down now, so the answer is the gateway's own 429 with the time the first frees up,
+  // never an upstream's refusal. Another 5xx is a failure, answered as failover.ts answers one.
+  if (last5xx === undefined && lastRefusal !== undefined && refusedUntil !== null) {
     discard(lastRefusal)
     throw capacityRefusal(refusedUntil, now())
   }

@@ -1,7 +1,7 @@
 // When a queued call tries again, and how long it waits first.
 import type { Usage } from '../backends/port.ts'
 import { GatewayError } from '../errors.ts'
-import type { Admission, AdmissionRequest } from '../limits/port.ts'
+import type { Admission, AdmissionRequest, SettleHow } from '../limits/port.ts'
 
 const MAX_BACKOFF_MS = 60_000
 
@@ -49,8 +49,8 @@ export function withGiveBack(
   const tokenLimited = limits.tpm !== undefined || limits.input_tpm !== undefined || limits.output_tpm !== undefined
   return {
     headers: { ...admission.headers, ...extraHeaders },
-    async settle(usage: Usage) {
-      await admission.settle(usage)
+    async settle(usage: Usage, how?: SettleHow) {
+      await admission.settle(usage, how)
       if (tokenLimited && usage.inputTokens + usage.outputTokens < estimate.inputTokens + estimate.outputTokens)
         onGiveBack()
     },

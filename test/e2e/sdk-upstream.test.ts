@@ -108,11 +108,12 @@ t.test('an upstream error without a JSON body reaches the SDK as an error it can
   t.equal(e431.type, 'invalid_request_error')
   t.match(e431.message, /upstream model server answered 431 \(Request Header Fields Too Large\)/)
 
+  // A 503 is a refusal (the upstream did not act): from the only deployment, the gateway's own 429.
   const busy = await client.embeddings.create({ model: 'text-embedding-ada-002', input: 'x' }).catch((e: unknown) => e)
   const e503 = busy as InstanceType<typeof OpenAI.APIError>
-  t.equal(e503.status, 503)
-  t.equal(e503.type, 'server_error')
-  t.equal(e503.headers?.get('retry-after'), '2', 'Retry-After kept')
+  t.equal(e503.status, 429)
+  t.equal(e503.code, 'upstream_capacity_exceeded')
+  t.equal(e503.headers?.get('retry-after'), '2', 'the wait it named')
   t.notMatch(e503.message, /nginx/, 'the page itself stays out')
 })
 

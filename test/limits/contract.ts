@@ -196,6 +196,22 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.same(await c.used(), { requests: 1, tokens: 0 }, 'the request still counts; the tokens do not')
   })
 
+  t.test(`${name}: a withdrawn call (no upstream acted on it) gives back its request and every token`, async (t) => {
+    const limiter = await make()
+    t.teardown(() => limiter.close())
+    const c = caller(limiter, { rpm: 2, tpm: 5000, quota: 100_000 })
+    const kept = await c.admit(use(10, 10))
+    await kept.settle(use(10, 10))
+    for (let i = 0; i < 3; i++) {
+      const a = await c.admit(use(300, 700))
+      t.same(await c.used(), { requests: 2, tokens: 1020 })
+      await a.settle(use(0, 0), { withdrawn: true })
+      t.same(await c.used(), { requests: 1, tokens: 20 }, `withdrawn ${i + 1}: as if it had never been admitted`)
+    }
+    await (await c.admit(use(10, 10))).settle(use(10, 10))
+    t.equal((await c.refusal(use(10, 10))).errorName, 'rate_limit_requests', 'the rpm still holds')
+  })
+
   t.test(`${name}: a refusal on one dimension leaves no trace on the others`, async (t) => {
     const limiter = await make()
     t.teardown(() => limiter.close())

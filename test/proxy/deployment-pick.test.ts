@@ -211,15 +211,30 @@ t.test('every deployment answering 429 in one call: the gateway 429, with the ti
   t.equal(a.sent.length + b.sent.length, 2, 'both were tried')
 })
 
-t.test('every deployment refusing with 503 in one call: the last refusal is the answer (its body kept)', async (t) => {
-  const { options } = setup()
+t.test('every deployment refusing with 503 in one call: the gateway 429, never the upstream’s refusal', async (t) => {
+  const { clock, options } = setup()
   const a = stub('a', { status: 503, headers: { 'retry-after-ms': '800' }, body: '{"from":"a"}' })
   const b = stub('b', { status: 503, headers: { 'retry-after-ms': '900' }, body: '{"from":"b"}' })
-  const sent = await sendWithCapacity([target(a, 0), target(b, 1)], build, { ...options(), counter: 0 })
-  t.equal(sent.response.status, 503)
-  let text = ''
-  for await (const chunk of sent.response.body as AsyncIterable<Buffer>) text += chunk.toString('utf8')
-  t.equal(text, '{"from":"b"}')
+  const error = await sendWithCapacity([target(a, 0), target(b, 1)], build, { ...options(), counter: 0 }).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+  t.type(error, GatewayError)
+  t.equal((error as GatewayError).errorName, 'upstream_capacity')
+  t.equal(capacityRetryAt(error, clock.now), clock.now + 800, 'when a frees up')
+  t.equal(a.sent.length + b.sent.length, 2, 'both were tried')
+})
+
+t.test('the only deployment refusing with 503 (no wait named): the gateway 429 with its 1 s cooldown', async (t) => {
+  const { clock, options } = setup()
+  const a = stub('a', { status: 503, body: '{"error":{"code":"overloaded"}}' })
+  const error = await sendWithCapacity([target(a, 0)], build, { ...options(), counter: 0 }).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+  t.equal((error as GatewayError).errorName, 'upstream_capacity')
+  t.equal((error as GatewayError).headers['retry-after'], '1')
+  t.equal(capacityRetryAt(error, clock.now), clock.now + 1000)
 })
 
 t.test('every deployment cooling or full: the gateway 429 with the time the first frees up', async (t) => {

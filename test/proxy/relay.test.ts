@@ -109,6 +109,8 @@ t.test(
       'set-cookie': '__cf_bm=abc',
       'openai-organization': 'org-gateway',
       'openai-processing-ms': '12',
+      'x-powered-by': 'Express',
+      'x-vendor-trace': 'abc',
     })
     const relayed = await relayVia(t, upstream, {}, (res) => {
       res.setHeader('x-ratelimit-limit-requests', '60')
@@ -125,6 +127,8 @@ t.test(
     t.notOk(reply.headers['set-cookie'])
     t.notOk(reply.headers['openai-organization'])
     t.equal(reply.headers['openai-processing-ms'], '12')
+    t.notOk(reply.headers['x-powered-by'], 'only allowed upstream headers pass')
+    t.notOk(reply.headers['x-vendor-trace'])
     t.same(outcome.usage, { inputTokens: 11, outputTokens: 5 })
     t.equal(outcome.usageSource, 'reported')
     t.equal(outcome.bytes, Buffer.byteLength(reply.body))

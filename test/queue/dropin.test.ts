@@ -138,28 +138,29 @@ t.test('an upstream 5xx goes back in line with backoff; after upstreamRetries it
   const { key } = await gw.createKey({ tier: 'Standard4000' })
   const body = { model: 'fake-model', messages: [{ role: 'user', content: 'flaky' }] }
   const before = upstream.requests.length
-  upstream.options.failWith = 503
+  // A 500: a failure. (A 503 is a refusal, like a 429: the call waits for room instead.)
+  upstream.options.failWith = 500
   const healer = (async () => {
     for (let i = 0; i < 500 && upstream.requests.length - before < 2; i++) await sleep(5)
     delete upstream.options.failWith
   })()
   const recovered = await post(queued, key, body)
   await healer
-  t.equal(recovered.status, 200, 'succeeded after two 503s')
+  t.equal(recovered.status, 200, 'succeeded after two 500s')
   t.equal(upstream.requests.length - before, 3, 'three upstream calls')
 
-  upstream.options.failWith = 503
+  upstream.options.failWith = 500
   t.teardown(() => {
     delete upstream.options.failWith
   })
   const mark = upstream.requests.length
   const failed = await post(queued, key, body)
-  t.equal(failed.status, 503, "retries exhausted: the upstream's answer")
+  t.equal(failed.status, 500, "retries exhausted: the upstream's answer")
   t.equal(upstream.requests.length - mark, 3, 'one call and two retries')
   const id = (await post(queued, key, body, ASYNC)).json<QueueView>().id
   const view = await until(`${gw.url}/queue/requests/${id}`, key, ['failed', 'completed'])
   t.equal(view.status, 'failed')
-  t.equal(view.response?.status_code, 503)
+  t.equal(view.response?.status_code, 500)
   t.equal(view.attempts, 3, 'an asynchronous one too: three tries')
 })
 

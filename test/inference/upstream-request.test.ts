@@ -216,3 +216,39 @@ t.test('translate fills in the deployment, one request per deployment tried', as
   t.same(second.body, json({ model: 'public', stream: true, stream_options: { include_usage: true } }))
   t.equal(second.model, null)
 })
+
+t.test("a call without a cap is sent the one it holds, in its endpoint's member; a mock is not", async (t) => {
+  const signal = new AbortController().signal
+  const client = { req: {} as IncomingMessage, res: {} as ServerResponse }
+  const call = (endpoint: UpstreamCall['endpoint'], value: Record<string, unknown>, sentCap?: number): UpstreamCall => ({
+    endpoint,
+    method: 'POST',
+    path: '/x',
+    body: json(value),
+    stream: false,
+    sentCap,
+    requestId: 'req_1',
+    signal,
+    client,
+  })
+  const bodyOf = (request: ReturnType<typeof translate>): unknown => request.body.kind === 'json' && request.body.value
+  t.same(bodyOf(translate(call('chat.completions', { model: 'm', n: 2 }, 300), null)), {
+    model: 'm',
+    n: 2,
+    max_tokens: 300,
+  })
+  t.same(bodyOf(translate(call('completions', { model: 'm' }, 300), null)), { model: 'm', max_tokens: 300 })
+  t.same(bodyOf(translate(call('responses', { model: 'm' }, 300), null)), { model: 'm', max_output_tokens: 300 })
+  t.same(
+    bodyOf(translate(call('chat.completions', { model: 'm', max_tokens: null }, 300), null)),
+    { model: 'm', max_tokens: 300 },
+    'a null cap is no cap',
+  )
+  t.same(
+    bodyOf(translate(call('chat.completions', { model: 'm', max_completion_tokens: 50 }), null)),
+    { model: 'm', max_completion_tokens: 50 },
+    "the client's own cap: untouched, nothing added",
+  )
+  t.same(bodyOf(translate(call('chat.completions', { model: 'm' }, 300), null, false)), { model: 'm' }, 'the mock')
+  t.same(bodyOf(translate(call('embeddings', { model: 'm' }, 300), null)), { model: 'm' }, 'an endpoint without one')
+})

@@ -53,6 +53,19 @@ export function validateBody(endpoint: Endpoint, body: RequestBody, query?: URLS
     }
   }
   if (body.kind === 'json') check(JSON_BODIES[endpoint], body.value)
+  if (body.kind === 'json') refuseDeferred(endpoint, body.value)
   if (body.kind === 'multipart') check(FORMS[endpoint], formOf(body))
   if (query !== undefined && query.size > 0) check(QUERIES[endpoint], Object.fromEntries(query))
+}
+
+/**
+ * Endpoints whose body can ask the upstream to go on generating after it has answered, and
+ * the member that asks. Such work is never in the reply the gateway meters, so it would be
+ * charged to no budget and no limit: refused, before anything reaches an upstream.
+ */
+const DEFERS: Partial<Readonly<Record<Endpoint, string>>> = { responses: 'background' }
+
+function refuseDeferred(endpoint: Endpoint, value: Readonly<Record<string, unknown>>): void {
+  const member = DEFERS[endpoint]
+  if (member !== undefined && value[member] === true) throw gatewayError('background_not_metered', { param: member })
 }

@@ -101,7 +101,7 @@ export const ERRORS = {
     type: 'invalid_request_error',
     code: 'unsupported_parameter',
     message:
-      "'background: true' is not supported: the upstream would generate the response after this reply, where the gateway cannot meter or charge it. Send the request without 'background' (with 'stream: true' to see it as it comes), or for long work POST /queue/chat/completions with the header 'Prefer: respond-async' and read the result at /queue/requests/{id}.",
+      "'background: true' is not supported: the upstream would generate after this reply, where the gateway cannot meter or charge it.",
     body: 'openai',
   },
   // 401

@@ -4,7 +4,7 @@
 import { UPLOADED_PART } from '../api/common.ts'
 import { describeIssues } from '../api/issues.ts'
 import type { Endpoint } from '../config/schema.ts'
-import { gatewayError } from '../errors.ts'
+import { ERRORS, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
 import type { z } from 'zod'
@@ -67,5 +67,10 @@ const DEFERS: Partial<Readonly<Record<Endpoint, string>>> = { responses: 'backgr
 
 function refuseDeferred(endpoint: Endpoint, value: Readonly<Record<string, unknown>>): void {
   const member = DEFERS[endpoint]
-  if (member !== undefined && value[member] === true) throw gatewayError('background_not_metered', { param: member })
+  if (member !== undefined && value[member] === true) {
+    throw gatewayError('background_not_metered', {
+      message: `${ERRORS.background_not_metered.message} Send it without '${member}' (with 'stream: true' to see the reply as it comes), or for long work POST /queue/chat/completions with the header 'Prefer: respond-async' and read the result at /queue/requests/{id}.`,
+      param: member,
+    })
+  }
 }

@@ -206,12 +206,11 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     path: upstreamPathOf(spec, call.params, call.query),
     body: call.body,
     stream: ask.stream,
-    sentCap: call.estimate.sentCap,
     requestId: exchange.id,
     signal: exchange.signal,
     client: exchange.client,
   }
-  const build = (target: Deployment): UpstreamRequest => translate(upstream, target.upstreamModel, target.adapter.type !== 'mock')
+  const build = (target: Deployment): UpstreamRequest => translate(upstream, target, call.estimate.sentCap)
   const reply = new Reply(s, call, exchange, a.admission, build)
   const ending: Ending = {
     endpoint: spec.endpoint,

@@ -6,7 +6,7 @@
 // gateway charges from it; the relay hides the usage chunk from a client that did not
 // ask). Pure: the same call and deployment give the same request, so failover can build
 // one per deployment it tries.
-import type { UpstreamRequest } from '../backends/port.ts'
+import type { BackendAdapter, UpstreamRequest } from '../backends/port.ts'
 import type { BackendRegistry, Deployment } from '../backends/registry.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -47,8 +47,6 @@ export interface UpstreamCall extends Pick<
   'endpoint' | 'method' | 'path' | 'body' | 'requestId' | 'signal' | 'client'
 > {
   readonly stream: boolean
-  /** The cap per reply the gateway sends for a call that set none (Estimate.sentCap). */
-  readonly sentCap?: number | undefined
 }
 
 export function streamAskOf(spec: Pick<EndpointSpec, 'streams'>, body: RequestBody): StreamAsk {
@@ -101,18 +99,24 @@ export function upstreamBodyOf(
 }
 
 /**
- * The request for the deployment whose upstream knows the model as `upstreamModel`. The
- * built-in mock is not sent the gateway's cap (`capped` false): it writes any cap to the
- * token, where a model stops before it, and its reply without one is its own configured
- * length (defaultCompletionTokens), so nothing needs capping.
+ * The request for `target`, whose upstream knows the model as its `upstreamModel`; `sentCap`
+ * is the cap per reply of a call that set none (Estimate.sentCap). The built-in mock is not
+ * sent it: it writes any cap to the token, where a model stops before it, and its reply
+ * without one is its own configured length (defaultCompletionTokens).
  */
-export function translate(call: UpstreamCall, upstreamModel: string | null, capped = true): UpstreamRequest {
+export function translate(
+  call: UpstreamCall,
+  target: Pick<Deployment, 'upstreamModel'> & { readonly adapter: Pick<BackendAdapter, 'type'> },
+  sentCap?: number,
+): UpstreamRequest {
+  const model = target.upstreamModel
+  const cap = target.adapter.type === 'mock' ? undefined : sentCap
   return {
     endpoint: call.endpoint,
     method: call.method,
     path: call.path,
-    model: upstreamModel,
-    body: upstreamBodyOf(call.endpoint, call.body, upstreamModel, call.stream, capped ? call.sentCap : undefined),
+    model,
+    body: upstreamBodyOf(call.endpoint, call.body, model, call.stream, cap),
     requestId: call.requestId,
     signal: call.signal,
     client: call.client,

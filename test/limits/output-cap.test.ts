@@ -162,3 +162,16 @@ t.test("ceiling: nothing is sent, and the call holds the model's own most output
   t.equal(fallback.usage?.completion_tokens, 1024, 'a model without a known ceiling: a cap sent, as with send')
   t.equal((up.requests[before]?.json as Record<string, unknown>).max_tokens, 1024)
 })
+
+t.test("the admin API shows each tier's outputCap", async (t) => {
+  const res = await fetch(`${gw.url}/admin/tiers`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  const tiers = ((await res.json()) as { data: Array<{ name: string; output_cap: string }> }).data
+  t.same(
+    tiers.map((tier) => [tier.name, tier.output_cap]),
+    [
+      ['Send', 'send'],
+      ['Ceiling', 'ceiling'],
+      ['CeilingWide', 'ceiling'],
+    ],
+  )
+})

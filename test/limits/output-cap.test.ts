@@ -163,6 +163,27 @@ t.test("ceiling: nothing is sent, and the call holds the model's own most output
   t.equal((up.requests[before]?.json as Record<string, unknown>).max_tokens, 1024)
 })
 
+t.test('a stored request (/queue, Prefer: respond-async) runs with the cap it was accepted with', async (t) => {
+  const { key } = await gw.createKey({ tier: 'Send', owner: 'dee' })
+  const before = up.requests.length
+  const accepted = await fetch(`${gw.url}/queue/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', prefer: 'respond-async' },
+    body: JSON.stringify({ model: 'open-model', messages: [{ role: 'user', content: 'later' }] }),
+  })
+  t.equal(accepted.status, 202)
+  const { id } = (await accepted.json()) as { id: string }
+  const done = await pollUntil(
+    async () =>
+      (await (
+        await fetch(`${gw.url}/queue/requests/${id}`, { headers: { authorization: `Bearer ${key}` } })
+      ).json()) as { status: string; response?: { usage: { output_tokens: number } } },
+    (r) => r.status !== 'queued' && r.status !== 'in_progress',
+  )
+  t.match(done.value, { status: 'completed', response: { usage: { output_tokens: 1024 } } })
+  t.equal((up.requests[before]?.json as Record<string, unknown>).max_tokens, 1024)
+})
+
 t.test("the admin API shows each tier's outputCap", async (t) => {
   const res = await fetch(`${gw.url}/admin/tiers`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
   const tiers = ((await res.json()) as { data: Array<{ name: string; output_cap: string }> }).data

@@ -93,6 +93,17 @@ export const ERRORS = {
     message: 'The webhook URL is refused.',
     body: 'openai',
   },
+  // A request that would have the upstream generate after the reply (`background: true` on
+  // /responses): the gateway meters a call by its reply, so work done later would never be
+  // charged to a budget or a limit. OpenAI's own code for a parameter it does not take.
+  background_not_metered: {
+    status: 400,
+    type: 'invalid_request_error',
+    code: 'unsupported_parameter',
+    message:
+      "'background: true' is not supported: the upstream would generate after this reply, where the gateway cannot meter or charge it.",
+    body: 'openai',
+  },
   // 401
   missing_api_key: {
     status: 401,

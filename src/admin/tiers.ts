@@ -21,6 +21,7 @@ export function registerTierRoutes(router: Router, deps: AdminDeps): void {
         models: tier.models,
         // What each key of the tier may keep stored: the tier's own caps over storageCaps.
         storage_caps: storageCapsOf(plans, storageCaps, name),
+        output_cap: tier.outputCap ?? 'send',
       })),
     })
   })

@@ -2,7 +2,7 @@
 // beside the routes (keys/service.ts, admin/keys.ts, admin/usage.ts); these describe what
 // comes back, for the reference.
 import { z } from 'zod'
-import { modelLimitsSchema, storageCapsSchema } from '../config/schema.ts'
+import { modelLimitsSchema, OUTPUT_CAPS, storageCapsSchema } from '../config/schema.ts'
 
 export const ApiKey = z
   .object({
@@ -112,6 +112,10 @@ export const TierList = z.object({
       storage_caps: storageCapsSchema.meta({
         description:
           'What one key of the tier may keep stored: pending asynchronous requests (queue_full past them) and files (file_quota_exceeded).',
+      }),
+      output_cap: z.enum(OUTPUT_CAPS).meta({
+        description:
+          "A call that names no output cap: 'send' holds defaultMaxTokens per reply and sends it upstream as the cap; 'ceiling' holds the model's max_output_length and sends nothing.",
       }),
     }),
   ),

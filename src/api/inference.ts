@@ -20,7 +20,8 @@ export const ChatCompletionRequest = z
     messages: z.array(z.object({ role: z.string(), content: z.unknown().optional() }).loose()).min(1),
     max_tokens: maxTokens,
     max_completion_tokens: maxTokens.meta({
-      description: 'Caps the reply; the call reserves this many output tokens (or defaultMaxTokens when unset).',
+      description:
+        "Caps the reply; the call reserves this many output tokens. Unset: by the key's tier, defaultMaxTokens, which the gateway sends upstream as max_tokens, or the model's max_output_length.",
     }),
     n: z.int().min(1).nullish(),
   })

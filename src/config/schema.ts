@@ -199,12 +199,24 @@ export const budgetSchema = z.strictObject({
 })
 export type BudgetConfig = z.infer<typeof budgetSchema>
 
+/** What a tier does for a call that names no output cap (the tier's `outputCap`). */
+export const OUTPUT_CAPS = ['send', 'ceiling'] as const
+export type OutputCapMode = (typeof OUTPUT_CAPS)[number]
+
 const tier = z.strictObject({
   description: z.string().optional(),
   /** Every key of the tier spends at most this, unless a budget is set on the key itself. */
   budget: budgetSchema.optional(),
   /** This tier's own storage caps, over the top-level storageCaps. */
   storageCaps: z.strictObject(storageCapsFields).partial().optional(),
+  /**
+   * A call that names no output cap (max_tokens, max_completion_tokens, max_output_tokens):
+   * `send` reserves defaultMaxTokens per reply (or the model's max_output_length when lower)
+   * and sends that upstream as the call's cap; `ceiling` sends nothing and holds the model's
+   * max_output_length per reply (a model without one is treated as `send`). Unset: `send`.
+   * docs/limits.md.
+   */
+  outputCap: z.enum(OUTPUT_CAPS).optional(),
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),

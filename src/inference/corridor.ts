@@ -176,7 +176,7 @@ async function run(
   exchange: Exchange,
   strategy: AdmissionStrategy,
 ): Promise<CallResult> {
-  const request = admissionRequestOf(call, call.runtime.config.defaultMaxTokens)
+  const request = admissionRequestOf(call)
   let attempt = 0
   for (let round = 0; ; round++) {
     const admission = await traceAdmission(exchange.trace, call.body, () => strategy.admit(request, round))
@@ -210,7 +210,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     signal: exchange.signal,
     client: exchange.client,
   }
-  const build = (target: Deployment): UpstreamRequest => translate(upstream, target.upstreamModel)
+  const build = (target: Deployment): UpstreamRequest => translate(upstream, target, call.estimate.sentCap)
   const reply = new Reply(s, call, exchange, a.admission, build)
   const ending: Ending = {
     endpoint: spec.endpoint,

@@ -8,7 +8,7 @@ import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.
 import type { BodyRate } from '../http/body-rate.ts'
 import type { UploadHold } from '../files/quota.ts'
 import type { Principal } from '../keys/record.ts'
-import { estimateUsage } from '../limits/estimate.ts'
+import { estimateUsage, type Estimate } from '../limits/estimate.ts'
 import { resolveLimits, storageCapsOf, type ResolvedLimits } from '../limits/plans.ts'
 import { withPathModel } from './azure-endpoints.ts'
 import type { AdmissionRequest } from '../limits/port.ts'
@@ -68,9 +68,12 @@ export async function prepare(
   }
   const resolved = (taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*'))
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
+  const model = modelName === null ? undefined : registry.model(modelName)?.config
   const estimate = estimateUsage(spec.endpoint, body.kind === 'json' ? body.value : null, {
     defaultMaxTokens: config.defaultMaxTokens,
-    contextTokens: modelName === null ? undefined : registry.model(modelName)?.config.contextTokens,
+    contextTokens: model?.contextTokens,
+    outputCap: config.plans.tiers[resolved.tier]?.outputCap,
+    outputCeiling: model?.meta?.max_output_length,
   })
   const caps = storageCapsOf(config.plans, config.storageCaps, resolved.tier)
   const upload = (taken.upload = await deps.fileQuota?.hold(spec, principal, caps, body))
@@ -122,7 +125,7 @@ function printable(value: string): string {
 }
 
 /** What the limiter is asked to admit for a prepared call. */
-export function admissionRequestOf(call: PreparedCall, defaultMaxTokens: number): AdmissionRequest {
+export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
   const { principal, resolved, estimate } = call
   return {
     keyId: principal.keyId,
@@ -131,16 +134,19 @@ export function admissionRequestOf(call: PreparedCall, defaultMaxTokens: number)
     model: resolved.model,
     limits: resolved.limits,
     estimate,
-    ...(estimate.outputDefaulted
-      ? { reservationNote: defaultReservationNote(estimate.outputTokens, defaultMaxTokens) }
-      : {}),
+    ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate) } : {}),
   }
 }
 
 /** Why a request without max_tokens reserved so much, and what lowers it. */
-function defaultReservationNote(reserved: number, perChoice: number): string {
+function defaultReservationNote(estimate: Estimate): string {
+  const reserved = estimate.outputTokens
+  const why =
+    estimate.sentCap === undefined
+      ? "the model's most output per reply, which this key's tier holds for a call without a cap"
+      : `the gateway's defaultMaxTokens, or the model's most output when lower: ${estimate.sentCap} per reply, sent upstream as the call's cap`
   return (
-    `This request sets no max_tokens, so it reserved ${reserved} output tokens (the gateway's defaultMaxTokens, ${perChoice}, per choice): ` +
+    `This request sets no max_tokens, so it reserved ${reserved} output tokens (${why}): ` +
     'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.'
   )
 }

@@ -1,11 +1,12 @@
 // What a deployment is sent for a call: the counterpart of envoy ai-gateway's request
 // translator, for OpenAI-compatible upstreams. The client's body goes upstream as it came,
 // except where the deployment or the gateway needs otherwise: the model becomes the
-// deployment's own name for it, and a stream of chat or completions asks for usage (the
+// deployment's own name for it, a call that set no output cap is sent the one it holds
+// (Estimate.sentCap, limits/estimate.ts), and a stream of chat or completions asks for usage (the
 // gateway charges from it; the relay hides the usage chunk from a client that did not
 // ask). Pure: the same call and deployment give the same request, so failover can build
 // one per deployment it tries.
-import type { UpstreamRequest } from '../backends/port.ts'
+import type { BackendAdapter, UpstreamRequest } from '../backends/port.ts'
 import type { BackendRegistry, Deployment } from '../backends/registry.ts'
 import type { Endpoint } from '../config/schema.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -13,6 +14,21 @@ import type { Params } from '../http/router.ts'
 import { wireBytes } from '../http/json-bytes.ts'
 import { isJsonObject } from '../json.ts'
 import type { EndpointSpec } from './endpoints.ts'
+
+/**
+ * The member that caps a call's output, per endpoint, for a call that named none and is sent
+ * the gateway's cap. Chat gets `max_tokens`, not `max_completion_tokens`: every
+ * OpenAI-compatible server reads it (vLLM, Ollama, LM Studio, TGI, Azure of any API version),
+ * while Ollama and LM Studio ignore `max_completion_tokens` without a word, which would let
+ * the call run uncapped. The one family that refuses `max_tokens`, OpenAI's reasoning models,
+ * refuses it aloud (400, nothing generated, nothing charged): their clients send
+ * `max_completion_tokens` themselves, or their tier holds the model's ceiling instead.
+ */
+const CAP_MEMBER: Partial<Readonly<Record<Endpoint, string>>> = {
+  'chat.completions': 'max_tokens',
+  completions: 'max_tokens',
+  responses: 'max_output_tokens',
+}
 
 /** Endpoints whose streamed usage the upstream only reports when asked. */
 const ASK_FOR_STREAM_USAGE: ReadonlySet<Endpoint> = new Set(['chat.completions', 'completions'])
@@ -54,7 +70,8 @@ export function upstreamPathOf(
 
 /**
  * The body a deployment is sent: a JSON body names the deployment's model (when it has a
- * name of its own) and, streaming chat or completions, asks for usage, keeping the
+ * name of its own), carries the gateway's output cap when the call set none (`sentCap`, in
+ * the endpoint's own member) and, streaming chat or completions, asks for usage, keeping the
  * client's other stream_options. A form or no body goes as it came. A JSON body read from
  * the client goes as the bytes it sent, patched where a member changes (json-bytes.ts).
  */
@@ -63,11 +80,14 @@ export function upstreamBodyOf(
   body: RequestBody,
   upstreamModel: string | null,
   stream: boolean,
+  sentCap?: number,
 ): RequestBody {
   if (body.kind !== 'json') return body
   const changes = new Map<string, unknown>()
   if (upstreamModel !== null && 'model' in body.value && body.value.model !== upstreamModel)
     changes.set('model', upstreamModel)
+  const capMember = CAP_MEMBER[endpoint]
+  if (sentCap !== undefined && capMember !== undefined) changes.set(capMember, sentCap)
   if (stream && ASK_FOR_STREAM_USAGE.has(endpoint)) {
     const options = body.value.stream_options
     if (!isJsonObject(options) || options.include_usage !== true)
@@ -78,14 +98,25 @@ export function upstreamBodyOf(
   return { kind: 'json', value, ...(wire === undefined ? {} : { wire }) }
 }
 
-/** The request for the deployment whose upstream knows the model as `upstreamModel`. */
-export function translate(call: UpstreamCall, upstreamModel: string | null): UpstreamRequest {
+/**
+ * The request for `target`, whose upstream knows the model as its `upstreamModel`; `sentCap`
+ * is the cap per reply of a call that set none (Estimate.sentCap). The built-in mock is not
+ * sent it: it writes any cap to the token, where a model stops before it, and its reply
+ * without one is its own configured length (defaultCompletionTokens).
+ */
+export function translate(
+  call: UpstreamCall,
+  target: Pick<Deployment, 'upstreamModel'> & { readonly adapter: Pick<BackendAdapter, 'type'> },
+  sentCap?: number,
+): UpstreamRequest {
+  const model = target.upstreamModel
+  const cap = target.adapter.type === 'mock' ? undefined : sentCap
   return {
     endpoint: call.endpoint,
     method: call.method,
     path: call.path,
-    model: upstreamModel,
-    body: upstreamBodyOf(call.endpoint, call.body, upstreamModel, call.stream),
+    model,
+    body: upstreamBodyOf(call.endpoint, call.body, model, call.stream, cap),
     requestId: call.requestId,
     signal: call.signal,
     client: call.client,

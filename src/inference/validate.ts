@@ -4,7 +4,7 @@
 import { UPLOADED_PART } from '../api/common.ts'
 import { describeIssues } from '../api/issues.ts'
 import type { Endpoint } from '../config/schema.ts'
-import { gatewayError } from '../errors.ts'
+import { ERRORS, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
 import type { z } from 'zod'
@@ -53,6 +53,24 @@ export function validateBody(endpoint: Endpoint, body: RequestBody, query?: URLS
     }
   }
   if (body.kind === 'json') check(JSON_BODIES[endpoint], body.value)
+  if (body.kind === 'json') refuseDeferred(endpoint, body.value)
   if (body.kind === 'multipart') check(FORMS[endpoint], formOf(body))
   if (query !== undefined && query.size > 0) check(QUERIES[endpoint], Object.fromEntries(query))
+}
+
+/**
+ * Endpoints whose body can ask the upstream to go on generating after it has answered, and
+ * the member that asks. Such work is never in the reply the gateway meters, so it would be
+ * charged to no budget and no limit: refused, before anything reaches an upstream.
+ */
+const DEFERS: Partial<Readonly<Record<Endpoint, string>>> = { responses: 'background' }
+
+function refuseDeferred(endpoint: Endpoint, value: Readonly<Record<string, unknown>>): void {
+  const member = DEFERS[endpoint]
+  if (member !== undefined && value[member] === true) {
+    throw gatewayError('background_not_metered', {
+      message: `${ERRORS.background_not_metered.message} Send it without '${member}' (with 'stream: true' to see the reply as it comes), or for long work POST /queue/chat/completions with the header 'Prefer: respond-async' and read the result at /queue/requests/{id}.`,
+      param: member,
+    })
+  }
 }

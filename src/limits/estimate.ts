@@ -2,8 +2,12 @@
 //
 // The reservation is a linear estimate of the prompt (never the tokenizer: a refused or
 // pathological request must cost no more than reading it), capped by the model's
-// context, plus the completion tokens the request may produce (its max_tokens, or the
-// configured default). The settle step corrects it to the usage the upstream reports.
+// context, plus the completion tokens the request may produce: its max_tokens, or when it
+// sets none what the tier's outputCap says, either a cap the gateway sends upstream with the
+// call (defaultMaxTokens, within the model's max_output_length) or the model's own ceiling.
+// Either way the upstream cannot write more than the call holds, so a budget or an
+// output_tpm is never overrun by a call that named no cap. The settle step corrects the
+// reservation to the usage the upstream reports.
 //
 // The prompt is more than the messages: upstreams render tool and function definitions
 // and output schemas into it and bill them as input, and a request may carry text in any
@@ -20,7 +24,7 @@
 // usage (a stream the client cut off); it is bounded and yields the event loop. It counts
 // what upstreams do bill: the messages and the definitions (tools, schemas).
 import type { Usage } from '../backends/port.ts'
-import type { Endpoint } from '../config/schema.ts'
+import type { Endpoint, OutputCapMode } from '../config/schema.ts'
 import { estimateJsonTokens } from '../tokenizer/estimate-json.ts'
 import {
   CHAT_DEFINITION_FIELDS,
@@ -150,11 +154,22 @@ export interface EstimateOptions {
   readonly defaultMaxTokens: number
   /** The model's context window, when configured: no prompt is larger. */
   readonly contextTokens?: number | undefined
+  /** The tier's choice for a call that names no output cap (OutputCapMode); unset: 'send'. */
+  readonly outputCap?: OutputCapMode | undefined
+  /** The model's own most output tokens per reply (meta.max_output_length), when known. */
+  readonly outputCeiling?: number | undefined
 }
 
 export interface Estimate extends Usage {
-  /** The request set no max_tokens: its output reservation is the configured default. */
+  /** The request set no max_tokens: its output reservation is the gateway's, not its own. */
   readonly outputDefaulted: boolean
+  /**
+   * The cap per reply the gateway sends upstream for a request that set none (outputCap
+   * `send`): outputTokens is exactly this times the replies, so the upstream cannot write
+   * more than the call holds. Unset where the request set its own cap, or the tier holds
+   * the model's ceiling instead.
+   */
+  readonly sentCap?: number
 }
 
 export function estimateUsage(
@@ -168,12 +183,16 @@ export function estimateUsage(
   const estimated = promptOf(endpoint, body, ESTIMATE) as number
   const inputTokens = options.contextTokens === undefined ? estimated : Math.min(estimated, options.contextTokens)
   if (!GENERATES.has(endpoint)) return { inputTokens, outputTokens: 0, outputDefaulted: false }
+  const replies = choicesOf(endpoint, body)
   const max = maxTokensOf(endpoint, body)
-  return {
-    inputTokens,
-    outputTokens: (max ?? options.defaultMaxTokens) * choicesOf(endpoint, body),
-    outputDefaulted: max === undefined,
+  if (max !== undefined) return { inputTokens, outputTokens: max * replies, outputDefaulted: false }
+  const ceiling = options.outputCeiling
+  // Holding the ceiling needs one: a model without a known ceiling gets a cap sent instead.
+  if (options.outputCap === 'ceiling' && ceiling !== undefined) {
+    return { inputTokens, outputTokens: ceiling * replies, outputDefaulted: true }
   }
+  const sentCap = ceiling === undefined ? options.defaultMaxTokens : Math.min(options.defaultMaxTokens, ceiling)
+  return { inputTokens, outputTokens: sentCap * replies, outputDefaulted: true, sentCap }
 }
 
 /** The prompt's tokens by the tokenizer (bounded; past its budget the rest is estimated). */

@@ -44,7 +44,7 @@ t.test('every endpoint through an OpenAI-compatible upstream process', async (t)
   const key = (await gw.createKey({ tier: 'Standard4000' })).key
   const client = sdkClient(gw, key)
 
-  await t.test('endpoints', async (t) => endpointTests(t, () => ({ gw, client, key })))
+  await t.test('endpoints', async (t) => endpointTests(t, () => ({ gw, client, key, capsSent: true })))
 
   await t.test('what the upstream received', async (t) => {
     await client.chat.completions

@@ -27,6 +27,12 @@ export interface FakeUpstreamOptions {
   /** Write streamed bytes in slices of this size, yielding between slices. */
   sliceBytes?: number
   lineEnding?: '\n' | '\r\n'
+  /**
+   * A model that never stops by itself: each reply is this many tokens (one word each) when
+   * the request sets no cap, and exactly its cap when it sets one (max_completion_tokens,
+   * max_tokens, max_output_tokens), as an upstream bills them.
+   */
+  uncappedTokens?: number
 }
 
 export interface RecordedRequest {
@@ -123,7 +129,10 @@ async function handle(
   const request = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>
   const path = (req.url ?? '').split('?', 1)[0]
   const model = typeof request.model === 'string' ? request.model : 'fake-model'
-  const words = wordsOf(options.replyText ?? DEFAULT_REPLY)
+  const words =
+    options.uncappedTokens === undefined
+      ? wordsOf(options.replyText ?? DEFAULT_REPLY)
+      : Array.from<string>({ length: capOf(request) ?? options.uncappedTokens }).fill(' w')
   const promptTokens = options.promptTokens ?? DEFAULT_PROMPT_TOKENS
   const stream = request.stream === true
   const wantsUsage =
@@ -256,6 +265,15 @@ async function handle(
         error: { message: 'Unknown fake route.', type: 'invalid_request_error', param: null, code: 'unknown_url' },
       })
   }
+}
+
+/** The request's own cap on its reply, if it sets one. */
+function capOf(request: Record<string, unknown>): number | undefined {
+  for (const member of ['max_completion_tokens', 'max_tokens', 'max_output_tokens']) {
+    const value = request[member]
+    if (typeof value === 'number' && Number.isInteger(value) && value > 0) return value
+  }
+  return undefined
 }
 
 function wordsOf(text: string): string[] {

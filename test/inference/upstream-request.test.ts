@@ -20,6 +20,8 @@ const spec = (endpoint: string, route?: string): EndpointSpec => {
   return found
 }
 const json = (value: Record<string, unknown>): RequestBody => ({ kind: 'json', value })
+/** A deployment on an OpenAI-compatible upstream that knows the model as `upstreamModel`. */
+const openai = (upstreamModel: string | null) => ({ upstreamModel, adapter: { type: 'openai' as const } })
 const form = (fields: Record<string, string>): MultipartBody => ({
   kind: 'multipart',
   fields,
@@ -201,8 +203,8 @@ t.test('translate fills in the deployment, one request per deployment tried', as
     signal,
     client,
   }
-  const first = translate(call, 'deployment-a')
-  const second = translate(call, null)
+  const first = translate(call, openai('deployment-a'))
+  const second = translate(call, openai(null))
   t.match(first, {
     endpoint: 'chat.completions',
     method: 'POST',
@@ -215,4 +217,52 @@ t.test('translate fills in the deployment, one request per deployment tried', as
   t.same(first.body, json({ model: 'deployment-a', stream: true, stream_options: { include_usage: true } }))
   t.same(second.body, json({ model: 'public', stream: true, stream_options: { include_usage: true } }))
   t.equal(second.model, null)
+})
+
+t.test("a call without a cap is sent the one it holds, in its endpoint's member; a mock is not", async (t) => {
+  const signal = new AbortController().signal
+  const client = { req: {} as IncomingMessage, res: {} as ServerResponse }
+  const call = (endpoint: UpstreamCall['endpoint'], value: Record<string, unknown>): UpstreamCall => ({
+    endpoint,
+    method: 'POST',
+    path: '/x',
+    body: json(value),
+    stream: false,
+    requestId: 'req_1',
+    signal,
+    client,
+  })
+  const bodyOf = (request: ReturnType<typeof translate>): unknown => request.body.kind === 'json' && request.body.value
+  t.same(bodyOf(translate(call('chat.completions', { model: 'm', n: 2 }), openai(null), 300)), {
+    model: 'm',
+    n: 2,
+    max_tokens: 300,
+  })
+  t.same(bodyOf(translate(call('completions', { model: 'm' }), openai(null), 300)), { model: 'm', max_tokens: 300 })
+  t.same(bodyOf(translate(call('responses', { model: 'm' }), openai(null), 300)), {
+    model: 'm',
+    max_output_tokens: 300,
+  })
+  t.same(
+    bodyOf(translate(call('chat.completions', { model: 'm', max_tokens: null }), openai(null), 300)),
+    { model: 'm', max_tokens: 300 },
+    'a null cap is no cap',
+  )
+  t.same(
+    bodyOf(translate(call('chat.completions', { model: 'm', max_completion_tokens: 50 }), openai(null))),
+    { model: 'm', max_completion_tokens: 50 },
+    "the client's own cap: untouched, nothing added",
+  )
+  t.same(
+    bodyOf(
+      translate(call('chat.completions', { model: 'm' }), { upstreamModel: null, adapter: { type: 'mock' } }, 300),
+    ),
+    { model: 'm' },
+    'the mock',
+  )
+  t.same(
+    bodyOf(translate(call('embeddings', { model: 'm' }), openai(null), 300)),
+    { model: 'm' },
+    'an endpoint without one',
+  )
 })

@@ -148,8 +148,8 @@ t.test('the reservation: estimated prompt plus the completion the request may pr
   const options = { defaultMaxTokens: 1024 }
   t.same(
     estimateUsage('chat.completions', { messages }, options),
-    { inputTokens: prompt, outputTokens: 1024, outputDefaulted: true },
-    'the default without max_tokens',
+    { inputTokens: prompt, outputTokens: 1024, outputDefaulted: true, sentCap: 1024 },
+    'the default without max_tokens, sent upstream as the cap',
   )
   t.same(
     estimateUsage('chat.completions', { messages, max_tokens: 10, n: 3 }, options),
@@ -194,4 +194,42 @@ t.test('the reservation: estimated prompt plus the completion the request may pr
     'capped by the model context',
   )
   t.ok(estimateUsage('chat.completions', huge, options).inputTokens > 128_000, 'uncapped without one')
+})
+
+t.test('a call without a cap: the cap the tier sends, or the ceiling it holds', async (t) => {
+  const messages = [{ role: 'user', content: 'Count me.' }]
+  const send = { defaultMaxTokens: 1024, outputCap: 'send' as const }
+  const ceiling = { defaultMaxTokens: 1024, outputCap: 'ceiling' as const }
+  const out = (e: { outputTokens: number; sentCap?: number; outputDefaulted: boolean }) => [
+    e.outputTokens,
+    e.sentCap ?? null,
+    e.outputDefaulted,
+  ]
+  t.same(out(estimateUsage('chat.completions', { messages, n: 3 }, send)), [3072, 1024, true], 'n replies, each capped')
+  t.same(
+    out(estimateUsage('chat.completions', { messages, n: 2 }, { ...send, outputCeiling: 300 })),
+    [600, 300, true],
+    "the model's ceiling when it is lower than defaultMaxTokens",
+  )
+  t.same(
+    out(estimateUsage('completions', { prompt: ['x', 'y'], best_of: 3 }, send)),
+    [6144, 1024, true],
+    'best_of and a batch count as the estimate counts them',
+  )
+  t.same(out(estimateUsage('responses', { input: 'x' }, send)), [1024, 1024, true], 'responses: one reply')
+  t.same(
+    out(estimateUsage('chat.completions', { messages, n: 2 }, { ...ceiling, outputCeiling: 8192 })),
+    [16384, null, true],
+    'ceiling: the model ceiling per reply, and nothing sent',
+  )
+  t.same(
+    out(estimateUsage('chat.completions', { messages }, ceiling)),
+    [1024, 1024, true],
+    'ceiling on a model without one: a cap sent, as with send',
+  )
+  t.same(
+    out(estimateUsage('chat.completions', { messages, max_tokens: 5000 }, { ...send, outputCeiling: 300 })),
+    [5000, null, false],
+    "the client's own cap: reserved as it is, nothing sent",
+  )
 })

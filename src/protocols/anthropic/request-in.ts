@@ -71,7 +71,8 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
 
   if (body.stream !== undefined) {
     if (typeof body.stream !== 'boolean') throw invalid('stream', 'Input should be a valid boolean')
-    if (body.stream && kind === 'create') out.stream = true
+    // Anthropic's message_delta carries the usage: the chat stream must report it (and the relay must not hide it).
+    if (body.stream && kind === 'create') Object.assign(out, { stream: true, stream_options: { include_usage: true } })
   }
   for (const name of ['temperature', 'top_p', 'top_k'] as const) {
     const value = body[name]

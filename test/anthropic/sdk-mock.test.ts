@@ -41,10 +41,11 @@ t.test('a plain message: Anthropic reply, request-id, the key limits as anthropi
       ],
       stop_sequences: ['\n\n\n'],
       metadata: { user_id: 'u-1' },
+      // Sampling parameters left the SDK's types (newer models fix them); older clients still send them.
       temperature: 0.5,
       top_p: 0.9,
       top_k: 40,
-    })
+    } as Anthropic.MessageCreateParamsNonStreaming)
     .withResponse()
   t.equal(data.type, 'message')
   t.equal(data.role, 'assistant')

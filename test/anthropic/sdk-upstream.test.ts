@@ -48,7 +48,7 @@ t.test('the upstream is sent a chat completion, and the caller gets its reply as
       stop_sequences: ['END'],
       metadata: { user_id: 'user-7' },
       top_k: 5,
-    },
+    } as Anthropic.MessageCreateParamsNonStreaming,
     { headers: { 'anthropic-beta': 'prompt-caching-2024-07-31' } },
   )
   t.equal(reply.stop_reason, 'end_turn', 'finish_reason stop')
@@ -87,8 +87,21 @@ t.test('the upstream is sent a chat completion, and the caller gets its reply as
     tool_choice: 'auto',
     parallel_tool_calls: false,
   })
-  for (const header of ['x-api-key', 'anthropic-version', 'anthropic-beta'])
+  for (const header of ['x-api-key', 'anthropic-version', 'anthropic-beta', 'authorization'])
     t.notOk(request.headers[header], `${header} is not sent upstream`)
+})
+
+t.test('structured output: output_config.format is sent as response_format', async (t) => {
+  const schema = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] }
+  const before = upstream.requests.length
+  await sdk.messages.create({
+    model: MODEL,
+    max_tokens: 50,
+    messages: [{ role: 'user', content: 'JSON please' }],
+    output_config: { format: { type: 'json_schema', schema } },
+  })
+  const sent = upstream.requests[before]?.json as Record<string, unknown> | undefined
+  t.same(sent?.response_format, { type: 'json_schema', json_schema: { name: 'output', schema, strict: true } })
 })
 
 t.test('a stream ends with the usage the upstream reported, metered exactly to the key', async (t) => {
@@ -106,10 +119,10 @@ t.test('a stream ends with the usage the upstream reported, metered exactly to t
       })
       return ((await res.json()) as { totals: { requests: number; input_tokens: number; output_tokens: number } }).totals
     },
-    (totals) => totals.requests >= 2,
+    (totals) => totals.requests >= 3,
   )
-  t.equal(usage.value.requests, 2)
-  t.equal(usage.value.input_tokens, 2 * PROMPT_TOKENS, 'both calls metered at the reported prompt tokens')
+  t.equal(usage.value.requests, 3)
+  t.equal(usage.value.input_tokens, 3 * PROMPT_TOKENS, 'every call metered at the reported prompt tokens')
 })
 
 t.test("the upstream's errors, in Anthropic's shape and the SDK's classes", async (t) => {

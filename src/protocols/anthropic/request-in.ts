@@ -7,9 +7,10 @@
 // Carried: system (a string or text blocks), turns of text, images (base64 and url) and
 // tool_use / tool_result blocks, tools and tool_choice, stop_sequences (→ stop),
 // metadata.user_id (→ user), temperature, top_p, top_k, max_tokens, stream.
-// Accepted as no-ops, because they do not change what the model is asked: cache_control
-// (an OpenAI-compatible server caches prompt prefixes by itself), `thinking` of type
-// "disabled", service_tier "auto" / "standard_only".
+// output_config.format (a JSON schema) becomes response_format.
+// Accepted as no-ops, because they do not change what the model is asked: cache_control,
+// on blocks or the request (an OpenAI-compatible server caches prompt prefixes by itself),
+// `thinking` of type "disabled", service_tier "auto" / "standard_only", speed "standard".
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
@@ -29,6 +30,9 @@ const KNOWN = new Set([
   'tool_choice',
   'thinking',
   'service_tier',
+  'cache_control',
+  'output_config',
+  'speed',
 ])
 
 /** Members of a custom tool (Anthropic's `Tool`) that have an OpenAI counterpart or change nothing. */
@@ -96,6 +100,8 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
     }
   }
   thinkingOf(body.thinking)
+  if (body.speed !== undefined && body.speed !== null && body.speed !== 'standard') throw refuse('speed')
+  Object.assign(out, outputOf(body.output_config))
   if (body.service_tier !== undefined && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
     throw invalid('service_tier', "Input should be 'auto' or 'standard_only'")
   Object.assign(out, toolsOf(body.tools, body.tool_choice))
@@ -107,6 +113,21 @@ function thinkingOf(thinking: unknown): void {
   if (thinking === undefined || thinking === null) return
   if (isJsonObject(thinking) && thinking.type === 'disabled') return
   throw refuse('thinking', 'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one')
+}
+
+/** output_config: a JSON schema for the reply is chat's response_format; an effort has no counterpart. */
+function outputOf(config: unknown): JsonObject {
+  if (config === undefined || config === null) return {}
+  if (!isJsonObject(config)) throw invalid('output_config', 'Input should be a valid object')
+  const out: JsonObject = {}
+  for (const [name, value] of Object.entries(config)) {
+    if (value === null || value === undefined) continue
+    if (name !== 'format') throw refuse(`output_config.${name}`)
+    if (!isJsonObject(value) || value.type !== 'json_schema' || !isJsonObject(value.schema))
+      throw invalid('output_config.format', "Input should be {type: 'json_schema', schema: {...}}")
+    out.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: value.schema, strict: true } }
+  }
+  return out
 }
 
 /** A string, or text blocks (cache_control allowed), as one string. */

@@ -62,7 +62,11 @@ t.test('tool_choice: auto, any, tool, none; disable_parallel_tool_use', async (t
   t.equal(choice({ type: 'any' }), 'required')
   t.equal(choice({ type: 'none' }), 'none')
   t.same(choice({ type: 'tool', name: 'f' }), { type: 'function', function: { name: 'f' } })
-  t.equal(chatRequestOf({ ...base, tools, tool_choice: { type: 'auto', disable_parallel_tool_use: true } }).parallel_tool_calls, false)
+  t.equal(
+    chatRequestOf({ ...base, tools, tool_choice: { type: 'auto', disable_parallel_tool_use: true } })
+      .parallel_tool_calls,
+    false,
+  )
 })
 
 t.test('a user turn: tool results first as tool messages, then images and text as parts', async (t) => {

@@ -180,8 +180,7 @@ t.test('tools: a tool_use, its tool_result, and the answer; streamed arguments a
 })
 
 t.test('an image, base64 and by URL', async (t) => {
-  const png =
-    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
+  const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
   const reply = await sdk.messages.create({
     model: MODEL,
     max_tokens: 16,
@@ -200,8 +199,8 @@ t.test('an image, base64 and by URL', async (t) => {
 })
 
 t.test('a bad key: 401, AuthenticationError, authentication_error', async (t) => {
-  const error = await client('tg-not-a-real-key').messages
-    .create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] })
+  const error = await client('tg-not-a-real-key')
+    .messages.create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] })
     .catch((err: unknown) => err)
   t.ok(error instanceof Anthropic.AuthenticationError, 'AuthenticationError')
   if (!(error instanceof Anthropic.APIError)) return
@@ -213,7 +212,10 @@ t.test('a bad key: 401, AuthenticationError, authentication_error', async (t) =>
 
 t.test('missing max_tokens: 400, BadRequestError, invalid_request_error naming it', async (t) => {
   const error = await sdk.messages
-    .create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] } as unknown as Anthropic.MessageCreateParamsNonStreaming)
+    .create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+    } as unknown as Anthropic.MessageCreateParamsNonStreaming)
     .catch((err: unknown) => err)
   t.ok(error instanceof Anthropic.BadRequestError, 'BadRequestError')
   if (!(error instanceof Anthropic.APIError)) return

@@ -34,7 +34,10 @@ t.test('the upstream is sent a chat completion, and the caller gets its reply as
       system: 'Be brief.',
       messages: [
         { role: 'user', content: 'Weather?' },
-        { role: 'assistant', content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }] },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }],
+        },
         {
           role: 'user',
           content: [
@@ -70,7 +73,9 @@ t.test('the upstream is sent a chat completion, and the caller gets its reply as
       {
         role: 'assistant',
         content: null,
-        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+        tool_calls: [
+          { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+        ],
       },
       { role: 'tool', tool_call_id: 'call_1', content: 'sunny' },
       { role: 'user', content: 'Thanks!' },
@@ -117,7 +122,8 @@ t.test('a stream ends with the usage the upstream reported, metered exactly to t
       const res = await fetch(`${gw.url}/admin/keys/${created.id}/usage`, {
         headers: { authorization: `Bearer ${gw.adminToken}` },
       })
-      return ((await res.json()) as { totals: { requests: number; input_tokens: number; output_tokens: number } }).totals
+      return ((await res.json()) as { totals: { requests: number; input_tokens: number; output_tokens: number } })
+        .totals
     },
     (totals) => totals.requests >= 3,
   )

@@ -46,7 +46,9 @@ t.test('text, then two tool calls with streamed arguments, then usage', async (t
     'event names match their types',
   )
   t.same(
-    seen.map((e) => (e.data.type === 'content_block_delta' ? `delta:${(e.data.delta as { type: string }).type}` : e.event)),
+    seen.map((e) =>
+      e.data.type === 'content_block_delta' ? `delta:${(e.data.delta as { type: string }).type}` : e.event,
+    ),
     [
       'message_start',
       'ping',

@@ -16,7 +16,10 @@ const request = {
 const MessageRequest = z
   .object({
     ...request,
-    max_tokens: z.int().min(1).meta({ description: 'Required, as in Anthropic’s API; the call reserves this many output tokens.' }),
+    max_tokens: z
+      .int()
+      .min(1)
+      .meta({ description: 'Required, as in Anthropic’s API; the call reserves this many output tokens.' }),
     stream: z.boolean().optional().meta({ description: "Anthropic's server-sent events instead of one JSON reply." }),
   })
   .loose()

@@ -8,7 +8,10 @@ import { parseDuration } from '../../limits/duration.ts'
 const OPENAI = /^x-ratelimit-(limit|remaining|reset)-(requests|tokens|input-tokens|output-tokens)$/
 
 /** Adds the anthropic-ratelimit-* twin of every x-ratelimit-* header on `res` (before its headers are sent). */
-export function mirrorRateLimitHeaders(res: Pick<ServerResponse, 'headersSent' | 'getHeaders' | 'setHeader'>, now = Date.now()): void {
+export function mirrorRateLimitHeaders(
+  res: Pick<ServerResponse, 'headersSent' | 'getHeaders' | 'setHeader'>,
+  now = Date.now(),
+): void {
   if (res.headersSent) return
   for (const [name, value] of Object.entries(res.getHeaders())) {
     const match = OPENAI.exec(name)

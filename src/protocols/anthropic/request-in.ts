@@ -38,22 +38,25 @@ const KNOWN = new Set([
 /** Members of a custom tool (Anthropic's `Tool`) that have an OpenAI counterpart or change nothing. */
 const TOOL_MEMBERS = new Set(['name', 'description', 'input_schema', 'cache_control', 'type', 'strict'])
 
-const refuse = (what: string, why = 'the upstream of this model speaks OpenAI chat completions, which has no equivalent'): Error =>
+const refuse = (
+  what: string,
+  why = 'the upstream of this model speaks OpenAI chat completions, which has no equivalent',
+): Error =>
   gatewayError('untranslatable_feature', {
     message: `${what} is not supported through this gateway: ${why}.`,
     param: what.split(' ')[0] ?? what,
   })
 const invalid = (param: string, what: string): Error =>
   gatewayError('invalid_body', { message: `${param}: ${what}`, param })
-const required = (param: string): Error =>
-  gatewayError('missing_field', { message: `${param}: Field required`, param })
+const required = (param: string): Error => gatewayError('missing_field', { message: `${param}: Field required`, param })
 
 /** Which request: a message to create, or only its tokens to count (no max_tokens then). */
 export type MessagesRequestKind = 'create' | 'count_tokens'
 
 /** The chat completions body for a Messages request, or a refusal (a GatewayError). */
 export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'create'): JsonObject {
-  for (const name of Object.keys(body)) if (!KNOWN.has(name)) throw refuse(name, 'it has no OpenAI chat completions equivalent')
+  for (const name of Object.keys(body))
+    if (!KNOWN.has(name)) throw refuse(name, 'it has no OpenAI chat completions equivalent')
   const out: JsonObject = {}
   if (body.model === undefined) throw required('model')
   if (typeof body.model !== 'string' || body.model === '') throw invalid('model', 'Input should be a non-empty string')
@@ -112,7 +115,10 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
 function thinkingOf(thinking: unknown): void {
   if (thinking === undefined || thinking === null) return
   if (isJsonObject(thinking) && thinking.type === 'disabled') return
-  throw refuse('thinking', 'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one')
+  throw refuse(
+    'thinking',
+    'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one',
+  )
 }
 
 /** output_config: a JSON schema for the reply is chat's response_format; an effort has no counterpart. */
@@ -264,7 +270,10 @@ function toolsOf(tools: unknown, choice: unknown): JsonObject {
       const at = `tools.${i}`
       if (!isJsonObject(tool)) throw invalid(at, 'Input should be a valid object')
       if (tool.type !== undefined && tool.type !== null && tool.type !== 'custom')
-        throw refuse(`${at} (the server tool ${describeType(tool.type)})`, 'server tools run on Anthropic\'s servers, and this model is served by an OpenAI-compatible one')
+        throw refuse(
+          `${at} (the server tool ${describeType(tool.type)})`,
+          "server tools run on Anthropic's servers, and this model is served by an OpenAI-compatible one",
+        )
       for (const name of Object.keys(tool)) if (!TOOL_MEMBERS.has(name)) throw refuse(`${at}.${name}`)
       if (typeof tool.name !== 'string') throw invalid(`${at}.name`, 'Input should be a valid string')
       if (!isJsonObject(tool.input_schema)) throw invalid(`${at}.input_schema`, 'Input should be a valid object')

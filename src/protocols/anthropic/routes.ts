@@ -72,7 +72,10 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       const model = chat.model as string
       const route = deps.runtime.current.registry.model(model)
       if (route === undefined || !(CHAT.modelKinds ?? []).includes(route.config.kind))
-        throw gatewayError('model_not_found', { message: 'The model does not exist or cannot be used for messages.', param: 'model' })
+        throw gatewayError('model_not_found', {
+          message: 'The model does not exist or cannot be used for messages.',
+          param: 'model',
+        })
       checkModelScope(principal, model)
       ctx.model = model
       const inputTokens = await countPromptTokens('chat.completions', chat)

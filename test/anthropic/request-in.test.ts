@@ -117,6 +117,7 @@ t.test('what has no counterpart upstream is refused, naming it', async (t) => {
     [{ container: 'c1' }, /^container/],
     [{ mcp_servers: [] }, /^mcp_servers/],
     [{ speed: 'fast' }, /^speed/],
+    [{ 'x<script>': 1 }, /^\(an unprintable member\) is not supported/],
     [{ metadata: { user_id: 'u', other: 1 } }, /^metadata\.other/],
     [{ tools: [{ type: 'bash_20250124', name: 'bash' }] }, /server tool 'bash_20250124'/],
     [{ tools: [{ name: 'f', input_schema: {}, input_examples: [] }] }, /^tools\.0\.input_examples/],

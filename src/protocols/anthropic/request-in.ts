@@ -56,7 +56,7 @@ export type MessagesRequestKind = 'create' | 'count_tokens'
 /** The chat completions body for a Messages request, or a refusal (a GatewayError). */
 export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'create'): JsonObject {
   for (const name of Object.keys(body))
-    if (!KNOWN.has(name)) throw refuse(name, 'it has no OpenAI chat completions equivalent')
+    if (!KNOWN.has(name)) throw refuse(plain(name), 'it has no OpenAI chat completions equivalent')
   const out: JsonObject = {}
   if (body.model === undefined) throw required('model')
   if (typeof body.model !== 'string' || body.model === '') throw invalid('model', 'Input should be a non-empty string')
@@ -95,7 +95,7 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
   }
   if (body.metadata !== undefined && body.metadata !== null) {
     if (!isJsonObject(body.metadata)) throw invalid('metadata', 'Input should be a valid object')
-    for (const name of Object.keys(body.metadata)) if (name !== 'user_id') throw refuse(`metadata.${name}`)
+    for (const name of Object.keys(body.metadata)) if (name !== 'user_id') throw refuse(`metadata.${plain(name)}`)
     const user = body.metadata.user_id
     if (user !== undefined && user !== null) {
       if (typeof user !== 'string') throw invalid('metadata.user_id', 'Input should be a valid string')
@@ -128,7 +128,7 @@ function outputOf(config: unknown): JsonObject {
   const out: JsonObject = {}
   for (const [name, value] of Object.entries(config)) {
     if (value === null || value === undefined) continue
-    if (name !== 'format') throw refuse(`output_config.${name}`)
+    if (name !== 'format') throw refuse(`output_config.${plain(name)}`)
     if (!isJsonObject(value) || value.type !== 'json_schema' || !isJsonObject(value.schema))
       throw invalid('output_config.format', "Input should be {type: 'json_schema', schema: {...}}")
     out.response_format = { type: 'json_schema', json_schema: { name: 'output', schema: value.schema, strict: true } }
@@ -274,7 +274,7 @@ function toolsOf(tools: unknown, choice: unknown): JsonObject {
           `${at} (the server tool ${describeType(tool.type)})`,
           "server tools run on Anthropic's servers, and this model is served by an OpenAI-compatible one",
         )
-      for (const name of Object.keys(tool)) if (!TOOL_MEMBERS.has(name)) throw refuse(`${at}.${name}`)
+      for (const name of Object.keys(tool)) if (!TOOL_MEMBERS.has(name)) throw refuse(`${at}.${plain(name)}`)
       if (typeof tool.name !== 'string') throw invalid(`${at}.name`, 'Input should be a valid string')
       if (!isJsonObject(tool.input_schema)) throw invalid(`${at}.input_schema`, 'Input should be a valid object')
       return {
@@ -309,6 +309,11 @@ function toolsOf(tools: unknown, choice: unknown): JsonObject {
   }
   if (choice.disable_parallel_tool_use === true && out.tools !== undefined) out.parallel_tool_calls = false
   return out
+}
+
+/** A member's name from the body, echoed only when plain (a refusal must not carry arbitrary text back). */
+function plain(name: string): string {
+  return /^[\w.-]{1,64}$/.test(name) ? name : '(an unprintable member)'
 }
 
 /** A block or source type, echoed only when plain. */

@@ -210,6 +210,25 @@ t.test('a bad key: 401, AuthenticationError, authentication_error', async (t) =>
   t.same(Object.keys(error.error as object).sort(), ['error', 'request_id', 'type'], "Anthropic's shape, no more")
 })
 
+t.test("a key's scopes hold: without chat.completions, or for another model, 403 PermissionDeniedError", async (t) => {
+  const embeddingsOnly = client((await gw.createKey({ endpoints: ['embeddings'] })).key)
+  const otherModel = client((await gw.createKey({ models: ['gpt-oss-120b'] })).key)
+  for (const [who, c] of [
+    ['no chat.completions scope', embeddingsOnly],
+    ['another model only', otherModel],
+  ] as const) {
+    const error = await c.messages
+      .create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] })
+      .catch((err: unknown) => err)
+    t.ok(error instanceof Anthropic.PermissionDeniedError, `${who}: PermissionDeniedError`)
+    t.equal(error instanceof Anthropic.APIError ? error.type : null, 'permission_error')
+  }
+  const counted = await otherModel.messages
+    .countTokens({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
+    .catch((err: unknown) => err)
+  t.ok(counted instanceof Anthropic.PermissionDeniedError, 'count_tokens too')
+})
+
 t.test('missing max_tokens: 400, BadRequestError, invalid_request_error naming it', async (t) => {
   const error = await sdk.messages
     .create({

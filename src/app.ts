@@ -43,6 +43,7 @@ import { registerReferenceRoutes } from './openapi/routes.ts'
 import type * as PortalRoutes from './portal/routes.ts'
 import { cookieValue, type PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
+import { registerAnthropicRoutes } from './protocols/anthropic/routes.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
 import type { QueueService } from './queue/service.ts'
@@ -178,6 +179,9 @@ export function buildApp(deps: AppDeps): App {
   for (const spec of V1_ENDPOINTS) {
     router.on(spec.method, `/v1${spec.route}`, (ctx, params, query) => inference(ctx, spec, params, query))
   }
+
+  // Anthropic's Messages API (/v1/messages): the same corridor as a chat completion, translated at its edges.
+  registerAnthropicRoutes(router, { config, runtime, corridor, admission: v2Admission, openCall })
 
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
   registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })

@@ -104,6 +104,16 @@ export const ERRORS = {
       "'background: true' is not supported: the upstream would generate after this reply, where the gateway cannot meter or charge it.",
     body: 'openai',
   },
+  // A request in another API's shape (Anthropic's Messages) that asks for something the
+  // call cannot carry to its upstream (extended thinking, a PDF, a server tool on an
+  // OpenAI-compatible server): refused, naming it, never dropped silently.
+  untranslatable_feature: {
+    status: 400,
+    type: 'invalid_request_error',
+    code: 'unsupported_parameter',
+    message: 'The request uses a feature the upstream of this model cannot be asked for.',
+    body: 'openai',
+  },
   // 401
   missing_api_key: {
     status: 401,

@@ -1,6 +1,6 @@
 // API key authentication: shape and checksum first (no store lookup for a typo), then
 // the keyed hash against the key store, then status, expiry and rotation grace. The key
-// comes as a Bearer token or in an `api-key` header (presented-key.ts).
+// comes as a Bearer token or in an `api-key` or `x-api-key` header (presented-key.ts).
 import type { IncomingMessage } from 'node:http'
 import { gatewayError } from '../errors.ts'
 import { malformedKeyReason, type KeyHasher } from '../keys/format.ts'
@@ -36,7 +36,7 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
     if (presented.kind === 'conflict') {
       throw gatewayError('invalid_api_key', {
         message:
-          'Two different API keys were sent, one as Authorization: Bearer and one in the api-key header. Send one.',
+          'Two different API keys were sent (among Authorization: Bearer, the api-key header and the x-api-key header). Send one.',
       })
     }
     const token = presented.key

@@ -8,6 +8,7 @@ import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.
 import type { BodyRate } from '../http/body-rate.ts'
 import type { UploadHold } from '../files/quota.ts'
 import type { Principal } from '../keys/record.ts'
+import type { JsonObject } from '../json.ts'
 import { estimateUsage, type Estimate } from '../limits/estimate.ts'
 import { resolveLimits, storageCapsOf, type ResolvedLimits } from '../limits/plans.ts'
 import { withPathModel } from './azure-endpoints.ts'
@@ -27,6 +28,12 @@ export interface BodyLimit {
   readonly bodyLimitBytes?: number
   /** Why the body limit is lower, for the 413's message. */
   readonly bodyLimitReason?: string
+  /**
+   * The body in another API's shape turned into the endpoint's own (a translator at the
+   * edge: protocols/anthropic/request-in.ts), before it is validated: everything after it
+   * sees only the endpoint's request. Throws a GatewayError to refuse it.
+   */
+  readonly inbound?: (body: JsonObject) => JsonObject
 }
 
 /** What the intake has taken so far: let go of when the call is done, read by a refusal. */
@@ -50,6 +57,8 @@ export async function prepare(
   const { config, registry } = runtime
   const { spec, params, query } = call
   taken.body = await readBody(deps, req, spec, limit)
+  if (limit.inbound !== undefined && taken.body.kind === 'json')
+    taken.body = { kind: 'json', value: limit.inbound(taken.body.value) }
   if (spec.modelParam !== undefined) taken.body = withPathModel(taken.body, params[spec.modelParam] ?? '')
   const body = taken.body
   validateBody(spec.endpoint, body, query)

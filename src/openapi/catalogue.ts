@@ -36,6 +36,7 @@ import { QUEUE_ADMIN_OPERATIONS, QueueRequest, queueOperations } from '../queue/
 import { REFERENCE_OPERATIONS } from './routes.ts'
 import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
 import { PORTAL_OPERATIONS } from '../portal/operations.ts'
+import { ANTHROPIC_OPERATIONS, ANTHROPIC_TAG } from '../protocols/anthropic/docs.ts'
 
 /** What this gateway serves beyond what it always does. */
 export interface ServedParts {
@@ -55,6 +56,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...inferenceOperations('/v1', FILE_SPECS, { idPrefix: 'v1' }),
     ...inferenceOperations('/v1', VECTOR_STORE_ENDPOINTS),
     ...queueOperations(),
+    ...ANTHROPIC_OPERATIONS,
     ...ADMIN_OPERATIONS,
     ...QUEUE_ADMIN_OPERATIONS,
     ...USER_ADMIN_OPERATIONS,
@@ -94,6 +96,7 @@ const GROUPS: TagGroups = [
     tags: ['Files', 'Vector stores', 'Vector store files', 'Vector store file batches'],
   },
   { name: 'Queue (/queue)', tags: ['Queue'] },
+  { name: 'Anthropic Messages API (/v1/messages)', tags: [ANTHROPIC_TAG] },
   {
     name: 'Key portal (/admin)',
     tags: [

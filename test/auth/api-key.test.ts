@@ -88,3 +88,28 @@ t.test('a key that found nothing is not kept: hashed again each time', async (t)
   t.equal(await codeOf(r.authenticate(request(mistyped))), 'invalid_api_key', 'a mistyped key: refused')
   t.equal(r.hashes(), 3, 'before any hash (checksum)')
 })
+
+t.test(
+  "x-api-key, as Anthropic's SDKs send it: accepted alone or beside the same key, refused beside another",
+  async (t) => {
+    const r = rig()
+    const withHeaders = (headers: Record<string, string>): IncomingMessage =>
+      ({ headers, socket: { remoteAddress: '10.0.0.1' } }) as unknown as IncomingMessage
+    t.equal(await codeOf(r.authenticate(withHeaders({ 'x-api-key': r.key }))), 'ok')
+    t.equal(
+      await codeOf(r.authenticate(withHeaders({ 'x-api-key': r.key, authorization: `Bearer ${r.key}` }))),
+      'ok',
+      'the same key twice',
+    )
+    t.equal(
+      await codeOf(r.authenticate(withHeaders({ 'x-api-key': generateKey(), authorization: `Bearer ${r.key}` }))),
+      'invalid_api_key',
+      'two different keys',
+    )
+    t.equal(
+      await codeOf(r.authenticate(withHeaders({ 'x-api-key': generateKey(), 'api-key': r.key }))),
+      'invalid_api_key',
+      'two different keys, neither a Bearer',
+    )
+  },
+)

@@ -14,6 +14,10 @@ const DROPPED = new Set([
   // The client's OpenAI account headers would contradict the gateway's key upstream.
   'openai-organization',
   'openai-project',
+  // A caller speaking Anthropic's API names its version and betas; an OpenAI-compatible
+  // upstream is sent a chat completion, which they say nothing about.
+  'anthropic-version',
+  'anthropic-beta',
   // Framing: the body sent upstream is re-serialised, so its length and type are ours.
   'content-length',
   'transfer-encoding',

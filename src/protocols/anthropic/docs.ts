@@ -1,0 +1,74 @@
+// The Messages API routes in the gateway's OpenAPI document. The schemas name the members
+// the gateway reads and let the rest through, as /v2's do; what each member becomes
+// upstream, and what is refused, is docs/anthropic.md's.
+import { z } from 'zod'
+import type { OperationDoc } from '../../openapi/operation.ts'
+
+export const ANTHROPIC_TAG = 'Anthropic Messages'
+
+const request = {
+  model: z.string().meta({ description: 'A chat model the key may use (GET /v2/models).' }),
+  messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content: z.unknown() }).loose()),
+  system: z.union([z.string(), z.array(z.unknown())]).optional(),
+  tools: z.array(z.unknown()).optional(),
+}
+
+const MessageRequest = z
+  .object({
+    ...request,
+    max_tokens: z
+      .int()
+      .min(1)
+      .meta({ description: 'Required, as in Anthropic’s API; the call reserves this many output tokens.' }),
+    stream: z.boolean().optional().meta({ description: "Anthropic's server-sent events instead of one JSON reply." }),
+  })
+  .loose()
+  .meta({ description: "Anthropic's Messages request (anthropic-version 2023-06-01)." })
+
+const CountTokensRequest = z.object(request).loose()
+
+const Message = z
+  .object({
+    id: z.string(),
+    type: z.literal('message'),
+    role: z.literal('assistant'),
+    model: z.string(),
+    content: z.array(z.object({ type: z.string() }).loose()),
+    stop_reason: z.string().nullable(),
+    usage: z.object({ input_tokens: z.int(), output_tokens: z.int() }).loose(),
+  })
+  .loose()
+
+const TokensCount = z.object({ input_tokens: z.int() })
+
+const ABOUT =
+  'Anthropic’s Messages API for its SDKs and Claude Code (`baseURL` the gateway’s root, the key as `x-api-key` or `Authorization: Bearer`). ' +
+  'The call is a chat completion inside the gateway: the same scope (chat.completions), limits, budgets and metering. ' +
+  'Errors are in Anthropic’s shape (`{"type":"error","error":{"type","message"},"request_id"}`), with a `request-id` header and the key’s limits as `anthropic-ratelimit-*` headers. See docs/anthropic.md.'
+
+export const ANTHROPIC_OPERATIONS: readonly OperationDoc[] = [
+  {
+    method: 'post',
+    path: '/v1/messages',
+    operationId: 'anthropicMessages',
+    summary: 'Create a message (Anthropic’s Messages API)',
+    description: ABOUT,
+    tag: ANTHROPIC_TAG,
+    security: 'apiKey',
+    body: { contentType: 'application/json', schema: MessageRequest },
+    responses: { 200: { description: 'The message', schema: Message, streams: true } },
+    rateLimited: true,
+  },
+  {
+    method: 'post',
+    path: '/v1/messages/count_tokens',
+    operationId: 'anthropicCountTokens',
+    summary: 'Count the tokens of a message’s prompt',
+    description: 'The prompt’s tokens by the gateway’s tokenizer; nothing is sent upstream or charged.',
+    tag: ANTHROPIC_TAG,
+    security: 'apiKey',
+    body: { contentType: 'application/json', schema: CountTokensRequest },
+    responses: { 200: { description: 'The count', schema: TokensCount } },
+    rateLimited: true,
+  },
+]

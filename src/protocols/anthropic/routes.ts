@@ -1,0 +1,108 @@
+// Anthropic's Messages API, inbound: POST /v1/messages and /v1/messages/count_tokens, so
+// that Anthropic's SDKs and Claude Code work with only their base URL and key changed.
+// A message walks the corridor as a chat completion (the one internal call): the request
+// is translated at the door (request-in.ts), the reply on its way out (reply-sink.ts), and
+// everything between (the key, its scopes and limits, budgets, the deployments and their
+// capacity, metering, traces, the access log) is the chat completion's, unchanged. Errors,
+// the gateway's own and the upstream's, are answered in Anthropic's shape (errors.ts),
+// with the key's limits as anthropic-ratelimit-* headers beside the x-ratelimit-* ones.
+//
+// The key needs the chat.completions scope for both routes. The query string (Anthropic's
+// SDKs add `?beta=true` on their beta paths) and the anthropic-version / anthropic-beta
+// headers select nothing an OpenAI-compatible upstream could be asked for: a beta feature
+// is asked for in the body, where request-in.ts carries or refuses it.
+import type { Config } from '../../config/schema.ts'
+import { GatewayError, gatewayError, toGatewayError } from '../../errors.ts'
+import { discardUnreadBody, readJsonBody } from '../../http/body.ts'
+import type { RequestContext } from '../../http/context.ts'
+import { sendJson } from '../../http/reply.ts'
+import type { Router } from '../../http/router.ts'
+import type { OpenCall } from '../../inference/caller.ts'
+import { liveExchange, type AdmissionStrategy, type Corridor } from '../../inference/corridor.ts'
+import { PROXIED_ENDPOINTS, type EndpointSpec } from '../../inference/endpoints.ts'
+import { checkModelScope } from '../../inference/scopes.ts'
+import { countPromptTokens } from '../../limits/estimate.ts'
+import type { RuntimeSource } from '../../runtime/snapshot.ts'
+import { anthropicErrorOf } from './errors.ts'
+import { mirrorRateLimitHeaders } from './ratelimit-headers.ts'
+import { AnthropicReplySink } from './reply-sink.ts'
+import { chatRequestOf } from './request-in.ts'
+
+export interface AnthropicRouteDeps {
+  readonly config: Pick<Config, 'server'>
+  readonly runtime: RuntimeSource
+  readonly corridor: Corridor
+  /** How a message is admitted: /v2's (the limiter once; over the limit is the caller's 429). */
+  readonly admission: AdmissionStrategy
+  readonly openCall: OpenCall
+}
+
+const CHAT: EndpointSpec = (() => {
+  const spec = PROXIED_ENDPOINTS.find((s) => s.endpoint === 'chat.completions')
+  if (spec === undefined) throw new Error('the chat.completions endpoint is missing')
+  return spec
+})()
+
+/** No query reaches the upstream: see the top of this file. */
+const NO_QUERY = (): URLSearchParams => new URLSearchParams()
+
+export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps): void {
+  const { corridor, admission } = deps
+
+  router.on('POST', '/v1/messages', (ctx, params) =>
+    answering(ctx, () =>
+      corridor.enter(
+        ctx,
+        CHAT,
+        params,
+        NO_QUERY(),
+        async (call) => {
+          await corridor.run(call, { ...liveExchange(ctx), sink: new AnthropicReplySink(ctx.res, ctx.id) }, admission)
+        },
+        { route: 'anthropic.messages', inbound: (body) => chatRequestOf(body) },
+      ),
+    ),
+  )
+
+  router.on('POST', '/v1/messages/count_tokens', (ctx) =>
+    answering(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'anthropic.count_tokens', 'chat.completions')
+      const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes)
+      const chat = chatRequestOf(body.value, 'count_tokens')
+      const model = chat.model as string
+      const route = deps.runtime.current.registry.model(model)
+      if (route === undefined || !(CHAT.modelKinds ?? []).includes(route.config.kind))
+        throw gatewayError('model_not_found', {
+          message: 'The model does not exist or cannot be used for messages.',
+          param: 'model',
+        })
+      checkModelScope(principal, model)
+      ctx.model = model
+      const inputTokens = await countPromptTokens('chat.completions', chat)
+      mirrorRateLimitHeaders(ctx.res)
+      sendJson(ctx.res, 200, { input_tokens: inputTokens })
+    }),
+  )
+}
+
+/** Runs a route, answering whatever it throws in Anthropic's shape (the access log still records the entry's name). */
+async function answering(ctx: RequestContext, route: () => Promise<void>): Promise<void> {
+  ctx.res.setHeader('request-id', ctx.id)
+  try {
+    await route()
+  } catch (err) {
+    const error = toGatewayError(err)
+    // A store outage is store_unavailable (and the app's outage log's); only the unknown is an error with a stack.
+    if (!(err instanceof GatewayError) && error.errorName === 'internal') ctx.log.error({ err }, 'unhandled error')
+    ctx.errorName = error.errorName
+    if (error.errorName !== 'request_timeout') discardUnreadBody(ctx.req, ctx.res)
+    if (ctx.res.headersSent) {
+      if (!ctx.res.writableEnded) ctx.res.end()
+      return
+    }
+    const { status, body } = anthropicErrorOf(error, ctx.id)
+    for (const [name, value] of Object.entries(error.headers)) ctx.res.setHeader(name, value)
+    mirrorRateLimitHeaders(ctx.res)
+    sendJson(ctx.res, status, body)
+  }
+}

@@ -26,10 +26,28 @@ export interface AdmitResult {
   readonly budgets: readonly BudgetState[]
 }
 
+/** A call's holds, as the instance that admitted it renews them while it runs (holds.ts). */
+export interface HeldCall {
+  readonly subject: Subject
+  /** The call's hold id (its budget charges carry the same). */
+  readonly hold: string
+  /** What it holds on its key's quota; 0: none. */
+  readonly quota: number
+  readonly budgets: readonly BudgetCharge[]
+}
+
 export interface Counters {
   readonly kind: 'redis' | 'memory'
-  /** Consumes every charge and budget charge if each fits, otherwise nothing: one atomic step. */
-  admit(subject: Subject, charges: readonly Charge[], budgets?: readonly BudgetCharge[]): Promise<AdmitResult>
+  /**
+   * Consumes every charge and budget charge if each fits, otherwise nothing: one atomic
+   * step. A lifetime charge (the quota) is held for the call under `hold` until its settle.
+   */
+  admit(
+    subject: Subject,
+    charges: readonly Charge[],
+    budgets?: readonly BudgetCharge[],
+    hold?: string,
+  ): Promise<AdmitResult>
   /**
    * Applies real-minus-reserved. A windowed give-back only lands in the window the
    * reservation was made in: once that window has reset there is nothing to give back.
@@ -57,7 +75,7 @@ export const DIMENSION_CODE: Readonly<Record<DimensionName, string>> = {
   quota: 'q',
 }
 
-/** Key-name letter of the quota's "held" counter: reservations of calls not yet settled. */
+/** Key-name suffix of the quota's holds in memory: reservations of calls not yet settled. */
 export const HELD_CODE = 'h'
 
 /** A reservation and a settle are in the same window when their window ends agree to within half a window. */

@@ -80,17 +80,19 @@ export function fits(charge: Charge, used: number): boolean {
  * A reconciliation: what to add to (or give back on) one dimension after the call.
  *
  * A windowed dimension is corrected by `delta`. The lifetime quota keeps what calls used
- * apart from what calls in flight reserved: the reservation sits in a windowed "held"
- * counter, so that one held by an instance that died expires with its window instead of
- * staying charged forever; settling commits the real usage (reserved + delta) and
- * releases the reservation from the held counter.
+ * apart from what calls in flight reserved: each call's reservation is a hold of its own
+ * (holds.ts), kept until its settle (on Redis, lapsing with its lease if its instance
+ * dies, never with a window); settling commits the real usage (reserved + delta) and
+ * releases the hold, once.
  */
 export interface Adjustment {
   readonly name: DimensionName
   readonly windowed: boolean
   readonly delta: number
-  /** What the call reserved on this dimension (the lifetime quota releases it from "held"). */
+  /** What the call reserved on this dimension (the lifetime quota releases its hold of it). */
   readonly reserved: number
+  /** The call's hold id (the lifetime quota's hold is released by it: holds.ts); absent: none. */
+  readonly hold?: string
   /** The window the reservation was made in (CounterState.expiresAt at admission). */
   readonly expiresAt: number
 }
@@ -104,6 +106,7 @@ export function adjustmentsFor(
   states: readonly CounterState[],
   usage: Usage,
   withdrawn = false,
+  hold = '',
 ): Adjustment[] {
   const out: Adjustment[] = []
   charges.forEach((charge, i) => {
@@ -116,6 +119,7 @@ export function adjustmentsFor(
         windowed: charge.windowed,
         delta,
         reserved: charge.cost,
+        hold,
         expiresAt: states[i]?.expiresAt ?? 0,
       })
     }

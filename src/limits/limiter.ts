@@ -23,7 +23,7 @@ import { gatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
-import type { Counters, Subject } from './counters.ts'
+import type { Counters, HeldCall, Subject } from './counters.ts'
 import { adjustmentsFor, chargesOf, dimensionsOf, fits, type Charge, type CounterState } from './dimensions.ts'
 import { rateLimitHeaders } from './headers.ts'
 import { DEFAULT_LEASE_MS, holdIds, keepLeases } from './holds.ts'
@@ -108,12 +108,12 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     ? redisCounters(redis, options.prefix ?? 'tollgate:', windowMs, options.settlements, leaseMs)
     : null
   const nextHold = holdIds()
-  // The budget holds of calls admitted on Redis and still running here: renewed until they settle.
+  // The holds of calls admitted on Redis and still running here: renewed until they settle.
   const leases = shared
-    ? keepLeases<readonly BudgetCharge[]>({
+    ? keepLeases<HeldCall>({
         everyMs: Math.max(Math.floor(leaseMs / 3), 1),
         // Not through the watch: a renewal is not on any call's path, and a slow one must not count as an outage.
-        renew: async (held) => (watch?.health().healthy === false ? undefined : shared.renew(held.flat())),
+        renew: async (held) => (watch?.health().healthy === false ? undefined : shared.renew(held)),
         log,
       })
     : null
@@ -160,6 +160,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       budgets: readonly BudgetState[]
     },
     budgets: readonly BudgetCharge[],
+    hold: string,
   ): Admission {
     const headers = rateLimitHeaders(charges, result.states)
     if (!result.admitted) {
@@ -170,17 +171,20 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       throw refusal.error
     }
     let settled = false
-    const renewed = counters === shared && budgets.length > 0 ? leases : null
-    renewed?.keep(budgets)
+    // What the call holds until it settles: its budgets' estimate, and its quota's.
+    const quota = charges.find((c) => !c.windowed)?.cost ?? 0
+    const held: HeldCall = { subject, hold, quota, budgets }
+    const renewed = counters === shared && (budgets.length > 0 || quota > 0) ? leases : null
+    renewed?.keep(held)
     return {
       headers,
       async settle(usage, how) {
         if (settled) return
         settled = true
         // Before the settle is sent: a renewal sent after it would hold the budget again.
-        renewed?.drop(budgets)
+        renewed?.drop(held)
         const real = clean(usage)
-        const adjustments = adjustmentsFor(charges, result.states, real, how?.withdrawn === true)
+        const adjustments = adjustmentsFor(charges, result.states, real, how?.withdrawn === true, hold)
         const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
         const budgetSettles = budgets.map((charge) => ({ charge, real: cost }))
         if (adjustments.length === 0 && budgetSettles.length === 0) return
@@ -259,12 +263,12 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   }
 
   /** The budget charges of a call at its estimated cost (none without a book or an owner). */
-  function budgetCharges(request: AdmissionRequest, estimate: Usage): BudgetCharge[] {
+  function budgetCharges(request: AdmissionRequest, estimate: Usage, hold = ''): BudgetCharge[] {
     if (options.budgets === undefined || request.owner === undefined) return []
     const specs = options.budgets.applicable({ keyId: request.keyId, owner: request.owner, tier: request.tier })
     if (specs.length === 0) return []
     const cost = costNanos(request.limits, estimate.inputTokens, estimate.outputTokens)
-    return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner }, undefined, nextHold())
+    return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner }, undefined, hold)
   }
 
   /** Budgets cannot be read while Redis is away (the admin views; check() under fail-closed). */
@@ -319,14 +323,15 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     async admit(request) {
       const estimate = clean(request.estimate)
       const charges = chargesOf(request.limits, estimate)
-      const budgets = budgetCharges(request, estimate)
+      const hold = nextHold()
+      const budgets = budgetCharges(request, estimate, hold)
       if (charges.length === 0 && budgets.length === 0) return NO_ADMISSION
       const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
       if (shared) {
-        const result = await viaRedis((c) => c.admit(subject, charges, budgets))
+        const result = await viaRedis((c) => c.admit(subject, charges, budgets, hold))
         if (result) {
           insurance.remember(subject, charges, result.states)
-          return conclude(request, shared, subject, charges, result, budgets)
+          return conclude(request, shared, subject, charges, result, budgets, hold)
         }
         if (onRedisDown === 'fail-open') return { headers: rateLimitHeaders(charges), settle: async () => undefined }
         // Insurance keeps each instance's share of the rate limits; a budget cannot be shared out
@@ -339,9 +344,17 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
           })
         }
         const local = insurance.share(subject, charges)
-        return conclude(request, memory, subject, local, await memory.admit(subject, local), [])
+        return conclude(request, memory, subject, local, await memory.admit(subject, local, [], hold), [], hold)
       }
-      return conclude(request, memory, subject, charges, await memory.admit(subject, charges, budgets), budgets)
+      return conclude(
+        request,
+        memory,
+        subject,
+        charges,
+        await memory.admit(subject, charges, budgets, hold),
+        budgets,
+        hold,
+      )
     },
 
     async check(request) {

@@ -174,11 +174,8 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   }
 
   const heldKey = (s: Subject): string => `${subjectKey(s)}${SEPARATOR}${HELD_CODE}`
-  const HELD = { windowed: true } as const
-
-  /** The quota's reservations of calls in flight: a windowed counter, so a dead call's expire. */
-  const readHeld = async (s: Subject): Promise<CounterState> =>
-    stateOf(HELD, await windowed.get(heldKey(s)), Date.now())
+  /** The quota's holds of calls in flight, each kept until its settle (holds.ts). */
+  const quotaHolds = new MemoryHolds()
 
   /** A counter as the limiter sees it; the quota is what calls used plus what calls in flight hold. */
   const read = async (
@@ -187,13 +184,12 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   ): Promise<CounterState> => {
     const own = stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
     if (d.windowed) return own
-    const held = await readHeld(s)
-    return { used: own.used + held.used, resetMs: 0, expiresAt: held.expiresAt }
+    return { used: own.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
   }
 
   return {
     kind: 'memory',
-    admit(subject, charges, budgetCharges = []) {
+    admit(subject, charges, budgetCharges = [], hold = '') {
       if (subject.owner !== undefined && subject.owner !== subject.keyId && charges.some((c) => !c.windowed))
         owners.set(subjectKey(subject), subject.owner)
       return queue.run(subjectKey(subject), async () => {
@@ -214,8 +210,8 @@ export function memoryCounters(windowMs: number): MemoryCounters {
           charges.map(async (c, i) => {
             // penalty() is the library's unconditional increment; it opens a window when none is.
             if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
-            const held = stateOf(HELD, await windowed.penalty(heldKey(subject), c.cost), Date.now())
-            return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: held.expiresAt }
+            if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
+            return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
           }),
         )
         return { admitted: true, states: after, budgets: after_budgets }
@@ -227,14 +223,12 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         for (const a of adjustments) {
           const key = counterKey(subject, a.name)
           if (!a.windowed) {
-            // Commit what the call used; release its reservation if its window still holds it.
+            // Commit what the call used; release its hold (once).
             const used = stateOf(a, await lifetime.get(key), Date.now()).used
             const commit = Math.max(a.reserved + a.delta, -used)
             if (commit > 0) await lifetime.penalty(key, commit)
             else if (commit < 0) await lifetime.reward(key, -commit)
-            const held = await readHeld(subject)
-            if (a.reserved > 0 && sameWindow(held.expiresAt, a.expiresAt, windowMs))
-              await windowed.reward(heldKey(subject), Math.min(a.reserved, held.used))
+            if (a.hold !== undefined) quotaHolds.release(heldKey(subject), a.hold)
             continue
           }
           const current = await read(subject, a)

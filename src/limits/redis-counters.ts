@@ -30,16 +30,19 @@ import {
   type BudgetSettle,
   type BudgetState,
 } from './budget-charges.ts'
-import { DIMENSION_CODE, HELD_CODE, type AdmitResult, type Counters, type Subject } from './counters.ts'
+import { DIMENSION_CODE, type AdmitResult, type Counters, type HeldCall, type Subject } from './counters.ts'
 import { DEFAULT_LEASE_MS, holdMember, HOLDS_LUA } from './holds.ts'
 
-// The charges of one admission, prepended to ADMIT and ADMIT_TURN. check(k, a, n) reads n
-// charges whose counters are KEYS[k..k+n-1], followed by the held counters of the lifetime
-// ones, and whose triples start at ARGV[a]; it returns whether they fit, what each has used,
-// its ttl and key, and `last`, the last KEYS index read. take(c, a, n, window) consumes them.
+// The charges of one admission, prepended to ADMIT and ADMIT_TURN (after HOLDS_LUA).
+// check(k, a, n, now) reads n charges whose counters are KEYS[k..k+n-1], followed by the
+// holds (set and sum: holds.ts) of the lifetime ones, and whose triples start at ARGV[a];
+// it returns whether they fit, what each has used, its ttl and key, and `last`, the last
+// KEYS index read. take(c, a, n, window, now, lease) consumes them: a windowed charge adds
+// to its counter, a lifetime one (the quota) is held for the call until its settle (its
+// triple's third element is then the call's hold member, not '1').
 const CHARGES = `
-local function check(k, a, n)
-  local c = { admitted = 1, used = {}, ttl = {}, key = {}, last = k + n - 1 }
+local function check(k, a, n, now)
+  local c = { admitted = 1, used = {}, ttl = {}, key = {}, held = {}, last = k + n - 1 }
   for i = 1, n do
     local at = a + 3 * (i - 1)
     local limit, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
@@ -50,21 +53,22 @@ local function check(k, a, n)
       if c.ttl[i] < 0 then c.used[i] = 0; c.ttl[i] = 0 end
       if cost > 0 and c.used[i] + cost > limit then c.admitted = 0 end
     else
-      c.last = c.last + 1
-      c.key[i] = KEYS[c.last]
-      local held = tonumber(redis.call('GET', c.key[i]) or '0')
-      c.ttl[i] = redis.call('PTTL', c.key[i])
-      if c.ttl[i] < 0 then held = 0; c.ttl[i] = 0 end
-      c.used[i] = tonumber(redis.call('GET', KEYS[k + i - 1]) or '0') + held
+      c.held[i] = { KEYS[c.last + 1], KEYS[c.last + 2] }
+      c.last = c.last + 2
+      c.ttl[i] = 0
+      c.used[i] = tonumber(redis.call('GET', KEYS[k + i - 1]) or '0') + heldOn(c.held[i][1], c.held[i][2], now)
       if c.used[i] >= limit then c.admitted = 0 end
     end
   end
   return c
 end
-local function take(c, a, n, window)
+local function take(c, a, n, window, now, lease)
   for i = 1, n do
-    local cost = tonumber(ARGV[a + 3 * (i - 1) + 1])
-    if c.ttl[i] == 0 then
+    local at = a + 3 * (i - 1)
+    local cost = tonumber(ARGV[at + 1])
+    if c.held[i] ~= nil then
+      if cost > 0 then hold(c.held[i][1], c.held[i][2], ARGV[at + 2], cost, now, lease) end
+    elseif c.ttl[i] == 0 then
       redis.call('SET', c.key[i], cost, 'PX', window)
       c.ttl[i] = window
     else
@@ -75,29 +79,28 @@ local function take(c, a, n, window)
 end
 `
 
-// KEYS: one counter per dimension, then one "held" counter per lifetime dimension (the
-// quota), in the same order, then per budget its spent counter and its holds (the sorted
-// set and the sum: holds.ts). ARGV[1]: window ms; ARGV[2]: n, the dimensions; ARGV[3]: a
+// KEYS: one counter per dimension, then the holds (set and sum: holds.ts) of each lifetime
+// dimension (the quota), in the same order, then per budget its spent counter and its holds. ARGV[1]: window ms; ARGV[2]: n, the dimensions; ARGV[3]: a
 // hold's lease, ms; per dimension i the triple ARGV[3i+1] limit, ARGV[3i+2] cost,
-// ARGV[3i+3] windowed ('1') or lifetime ('0'); then per budget j the triple amount, cost
-// (nano-units), the call's hold member.
+// ARGV[3i+3] '1' (windowed) or the call's hold member (lifetime); then per budget j the
+// triple amount, cost (nano-units), the call's hold member.
 // The fit rule is dimensions.ts fits(): windowed refuses when cost > 0 and used + cost
 // > limit; the lifetime quota refuses when used + held >= limit. A lifetime dimension's
-// cost goes to its held counter (a windowed key: a reservation whose instance died
-// expires with the window), never to the lifetime counter itself. A budget's is
+// cost is the call's hold (kept until its settle, lapsing with its lease if its instance
+// dies: holds.ts), never added to the lifetime counter itself. A budget's is
 // budget-charges.ts budgetFits(): spent + held + cost <= amount (a free call: spent +
 // held < amount); its cost is the call's hold, kept until its settle (holds.ts).
 // Returns {admitted, now, used_1, ttl_1, ..., spent_1, held_1, ...}: used after
 // consuming (or as found when refused; used + held for the quota), ttl in ms (0 no open
-// window; the quota reports its held counter's), now from Redis's clock.
-const ADMIT = `${CHARGES}${HOLDS_LUA}
+// window, and for the quota), now from Redis's clock.
+const ADMIT = `${HOLDS_LUA}${CHARGES}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2] or '0')
 local lease = tonumber(ARGV[3])
 local nb = math.floor((#ARGV - 3 - 3 * n) / 3)
-local c = check(1, 4, n)
+local c = check(1, 4, n, now)
 local admitted = c.admitted
 local h = c.last
 local spent, held = {}, {}
@@ -110,7 +113,7 @@ for j = 1, nb do
   if (cost > 0 and total + cost > amount) or (cost <= 0 and total >= amount) then admitted = 0 end
 end
 if admitted == 1 then
-  take(c, 4, n, window)
+  take(c, 4, n, window, now, lease)
   for j = 1, nb do
     local cost = tonumber(ARGV[b0 + 3 * j - 2])
     if cost > 0 then
@@ -128,20 +131,21 @@ return out
 `
 
 // The admissions without budgets made on one slot in one turn of the event loop, one after
-// the other as ADMIT would take them. ARGV[1]: window ms; ARGV[2]: m, the admissions; then
-// per admission its n and its n triples. KEYS: per admission its counters, then its held
-// counters. Returns per admission, one after the other, ADMIT's {admitted, now, used_1,
-// ttl_1, ...}.
-const ADMIT_TURN = `${CHARGES}
+// the other as ADMIT would take them. ARGV[1]: window ms; ARGV[2]: m, the admissions;
+// ARGV[3]: a hold's lease, ms; then per admission its n and its n triples. KEYS: per
+// admission its counters, then the holds of its lifetime ones. Returns per admission, one
+// after the other, ADMIT's {admitted, now, used_1, ttl_1, ...}.
+const ADMIT_TURN = `${HOLDS_LUA}${CHARGES}
 local window = tonumber(ARGV[1])
+local lease = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {}
-local k, a = 1, 3
+local k, a = 1, 4
 for _ = 1, tonumber(ARGV[2]) do
   local n = tonumber(ARGV[a])
-  local c = check(k, a + 1, n)
-  if c.admitted == 1 then take(c, a + 1, n, window) end
+  local c = check(k, a + 1, n, now)
+  if c.admitted == 1 then take(c, a + 1, n, window, now, lease) end
   out[#out + 1] = c.admitted
   out[#out + 1] = now
   for i = 1, n do
@@ -153,30 +157,18 @@ end
 return out
 `
 
-// The one rule for giving the quota's reservation back (SETTLE): only from the window it
-// was made in (the held counter's end still the one seen at admission, within half a
-// window), and never below zero. Prepended to the scripts that use it.
-const GIVE_BACK = `
-local function giveBack(key, reserved, expected, now, window)
-  local ttl = redis.call('PTTL', key)
-  if reserved > 0 and ttl > 0 and expected > 0 and math.abs(now + ttl - expected) * 2 < window then
-    local held = tonumber(redis.call('GET', key) or '0')
-    redis.call('DECRBY', key, math.min(reserved, held))
-  end
-end
-`
-
-// KEYS: counters, then a held counter per lifetime dimension, then per budget its spent
-// counter, its holds (set and sum) and its fired set. ARGV[1]: window ms; ARGV[2]: n; per
-// dimension i: ARGV[4i-1] delta, ARGV[4i] windowed, ARGV[4i+1] the window end seen at
-// admission (Redis clock, ms), ARGV[4i+2] what was reserved; then per budget six: real
+// KEYS: counters, then the holds (set and sum) of each lifetime dimension, then per budget
+// its spent counter, its holds and its fired set. ARGV[1]: window ms; ARGV[2]: n; per
+// dimension i: ARGV[4i-1] delta, ARGV[4i] '1' (windowed) or the call's hold member
+// (lifetime), ARGV[4i+1] the window end seen at admission (Redis clock, ms), ARGV[4i+2]
+// what was reserved; then per budget six: real
 // cost, reserved, the call's hold member, how long the spent counter lives (0: forever),
 // amount, thresholds ("50,80,100").
 // A budget commits the real cost, releases the call's hold (once: holds.ts), and adds to
 // its fired set (HSETNX: only the first settle to reach a threshold in the
 // period and revision gets a 1) every threshold the spend has reached.
 // Returns {spent_1, ..., j, threshold, j, threshold, ...}: the crossings this settle is first to.
-const SETTLE = `${GIVE_BACK}${HOLDS_LUA}
+const SETTLE = `${HOLDS_LUA}
 local window = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -194,10 +186,10 @@ for i = 1, n do
       if ttl > 0 then redis.call('INCRBY', KEYS[i], delta) else redis.call('SET', KEYS[i], delta, 'PX', window) end
     end
   else
-    h = h + 1
-    -- Commit what the call used; release its reservation if its window still holds it.
+    -- Commit what the call used; release its hold (once).
     redis.call('INCRBY', KEYS[i], math.max(reserved + delta, -current))
-    giveBack(KEYS[h], reserved, expected, now, window)
+    if reserved > 0 then unhold(KEYS[h + 1], KEYS[h + 2], ARGV[4 * i], reserved) end
+    h = h + 2
   end
 end
 local out = {}
@@ -261,11 +253,12 @@ end
 return out
 `
 
-// KEYS: counters, then a held counter per lifetime dimension; ARGV[i]: windowed ('1') or
-// lifetime. Returns {now, used_1, ttl_1, ...} (the quota: used + held).
-const PEEK = `
+// KEYS: counters, then the holds (set and sum) of each lifetime dimension; ARGV[i]:
+// windowed ('1') or lifetime. Returns {now, used_1, ttl_1, ...} (the quota: used + held).
+const PEEK = `${HOLDS_LUA}
 local t = redis.call('TIME')
-local out = { tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) }
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = { now }
 local h = #ARGV
 for i = 1, #ARGV do
   local used = tonumber(redis.call('GET', KEYS[i]) or '0')
@@ -274,8 +267,8 @@ for i = 1, #ARGV do
     ttl = redis.call('PTTL', KEYS[i])
     if ttl < 0 then used = 0; ttl = 0 end
   else
-    h = h + 1
-    if redis.call('PTTL', KEYS[h]) > 0 then used = used + tonumber(redis.call('GET', KEYS[h]) or '0') end
+    used = used + heldOn(KEYS[h + 1], KEYS[h + 2], now)
+    h = h + 2
   end
   out[2 * i] = used
   out[2 * i + 1] = ttl
@@ -325,8 +318,8 @@ export function limiterKeys(prefix: string): {
   /** The namespace (and so the slot) of a subject's counters. */
   slot(subject: Subject): string
   counter(subject: Subject, dimension: { readonly name: DimensionName }): string
-  /** The quota's reservations of calls in flight. */
-  held(subject: Subject): string
+  /** The quota's holds of calls in flight (set and sum: holds.ts). */
+  quotaHolds(subject: Subject): { holds: string; held: string }
   /** The namespace (and so the slot) of a budget's counters. */
   budgetSlot(charge: Pick<BudgetCharge, 'home'>): string
   /** A budget's counters in its period: spent, the holds of calls in flight (set and sum: holds.ts), fired (thresholds reported). */
@@ -360,7 +353,8 @@ export function limiterKeys(prefix: string): {
     base,
     slot: (subject) => identityNamespace(prefix, subject),
     counter: (subject, dimension) => `${of(subject)}${DIMENSION_CODE[dimension.name]}`,
-    held: (subject) => `${of(subject)}${HELD_CODE}`,
+    // `h` was the windowed counter these replaced (it lapses by itself).
+    quotaHolds: (subject) => ({ holds: `${of(subject)}hl`, held: `${of(subject)}ht` }),
     budgetSlot: (charge) => homeNamespace(prefix, charge.home),
     budget: (charge) => {
       const at = `${homeNamespace(prefix, charge.home)}rl:bg:`
@@ -391,7 +385,7 @@ function bySlot<T>(
   return { here, away: [...away.values()] }
 }
 
-/** The counters' keys, then a held counter's for each lifetime dimension. */
+/** The counters' keys, then the holds (set and sum) of each lifetime dimension. */
 function keysOf(
   keys: ReturnType<typeof limiterKeys>,
   subject: Subject,
@@ -399,9 +393,18 @@ function keysOf(
 ): string[] {
   return [
     ...dimensions.map((d) => keys.counter(subject, d)),
-    ...dimensions.filter((d) => !d.windowed).map(() => keys.held(subject)),
+    ...dimensions
+      .filter((d) => !d.windowed)
+      .flatMap(() => {
+        const q = keys.quotaHolds(subject)
+        return [q.holds, q.held]
+      }),
   ]
 }
+
+/** A charge's third script argument: '1' for a windowed counter, the call's hold member for a lifetime one. */
+const kindOf = (c: { readonly windowed: boolean; readonly cost: number }, hold: string): string =>
+  c.windowed ? '1' : holdMember(hold, c.cost)
 
 /** ADMIT's reply for one admission, from `at` in `reply`. */
 function admitResult(
@@ -452,8 +455,8 @@ export interface RedisCounters extends Counters {
    * Sentinel's master).
    */
   reachable(): Promise<boolean>
-  /** Renews the leases of these budget holds (calls still running here: holds.ts). */
-  renew(budgets: readonly BudgetCharge[]): Promise<void>
+  /** Renews the leases of these calls' holds (calls still running here: holds.ts). */
+  renew(calls: readonly HeldCall[]): Promise<void>
   /**
    * Loads each script into every master (SCRIPT LOAD), so they have them cached. A fresh
    * master (a start, a failover: replicas do not keep the script cache) would otherwise
@@ -490,20 +493,20 @@ export function redisCounters(
    * taken as ADMIT takes it, in the order they were made.
    */
   const admissionsOf = turnBatches(
-    (): TurnAdmissions => ({ names: [], args: [windowMs, 0], admissions: 0, replied: 0 }),
+    (): TurnAdmissions => ({ names: [], args: [windowMs, 0, leaseMs], admissions: 0, replied: 0 }),
     async ({ names, args, admissions, replied }) => {
       args[1] = admissions
       return integers(await runScript(admitting, SCRIPTS.admitTurn, names, args), replied)
     },
   )
-  function admitInTurn(subject: Subject, charges: readonly Charge[]): Promise<AdmitResult> {
+  function admitInTurn(subject: Subject, charges: readonly Charge[], hold: string): Promise<AdmitResult> {
     const { batch, sent } = admissionsOf(keys.slot(subject))
     const at = batch.replied
     batch.replied += 2 + 2 * charges.length
     batch.admissions += 1
     batch.names.push(...keysOf(keys, subject, charges))
     batch.args.push(charges.length)
-    for (const c of charges) batch.args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+    for (const c of charges) batch.args.push(c.limit, c.cost, kindOf(c, hold))
     return sent.then((reply) => admitResult(reply, at, charges, []))
   }
 
@@ -512,9 +515,10 @@ export function redisCounters(
     subject: Subject | null,
     charges: readonly Charge[],
     budgets: readonly BudgetCharge[],
+    hold: string,
   ): Promise<AdmitResult> {
     const args: (string | number)[] = [windowMs, charges.length, leaseMs]
-    for (const c of charges) args.push(c.limit, c.cost, c.windowed ? '1' : '0')
+    for (const c of charges) args.push(c.limit, c.cost, kindOf(c, hold))
     const names = subject === null ? [] : keysOf(keys, subject, charges)
     for (const b of budgets) {
       args.push(b.spec.amountNanos, b.cost, holdMember(b.hold, b.cost))
@@ -564,8 +568,16 @@ export function redisCounters(
     const { batch, sent } = settlesOf(keys.slot(subject))
     for (const a of adjustments) {
       batch.counters.push(keys.counter(subject, a))
-      if (!a.windowed) batch.held.push(keys.held(subject))
-      batch.args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
+      if (!a.windowed) {
+        const q = keys.quotaHolds(subject)
+        batch.held.push(q.holds, q.held)
+      }
+      batch.args.push(
+        a.delta,
+        kindOf({ windowed: a.windowed, cost: a.reserved }, a.hold ?? ''),
+        a.expiresAt,
+        a.reserved,
+      )
     }
     return sent
   }
@@ -578,7 +590,8 @@ export function redisCounters(
   ): Promise<BudgetCrossing[]> {
     if (adjustments.length === 0 && budgets.length === 0) return []
     const args: (string | number)[] = [windowMs, adjustments.length]
-    for (const a of adjustments) args.push(a.delta, a.windowed ? '1' : '0', a.expiresAt, a.reserved)
+    for (const a of adjustments)
+      args.push(a.delta, kindOf({ windowed: a.windowed, cost: a.reserved }, a.hold ?? ''), a.expiresAt, a.reserved)
     const names = subject === null ? [] : keysOf(keys, subject, adjustments)
     for (const b of budgets) {
       const c = b.charge
@@ -633,20 +646,39 @@ export function redisCounters(
       const replies = await Promise.all(masters.map((node) => node.ping()))
       return masters.length > 0 && replies.every((reply) => reply === 'PONG')
     },
-    async renew(budgets) {
-      const held = budgets.filter((b) => b.cost > 0)
-      const groups = bySlot(held, (b) => keys.budgetSlot(b), '')
-      // One script a slot (holds of one owner, or one tenant, share it).
+    async renew(calls) {
+      // Each hold as its set, its sum, its member and its cost, grouped by slot: one script a
+      // slot (the holds of one owner, or of one tenant, share it).
+      const held: Array<{ slot: string; keys: [string, string]; member: string; cost: number }> = []
+      for (const call of calls) {
+        if (call.quota > 0) {
+          const q = keys.quotaHolds(call.subject)
+          held.push({
+            slot: keys.slot(call.subject),
+            keys: [q.holds, q.held],
+            member: holdMember(call.hold, call.quota),
+            cost: call.quota,
+          })
+        }
+        for (const b of call.budgets) {
+          if (b.cost <= 0) continue
+          const k = keys.budget(b)
+          held.push({
+            slot: keys.budgetSlot(b),
+            keys: [k.holds, k.held],
+            member: holdMember(b.hold, b.cost),
+            cost: b.cost,
+          })
+        }
+      }
+      const groups = bySlot(held, (h) => h.slot, '')
       await Promise.all(
         groups.away.map((at) =>
           runScript(
             settlements,
             SCRIPTS.renew,
-            pick(held, at).flatMap((b) => {
-              const k = keys.budget(b)
-              return [k.holds, k.held]
-            }),
-            [leaseMs, ...pick(held, at).flatMap((b) => [holdMember(b.hold, b.cost), b.cost])],
+            pick(held, at).flatMap((h) => h.keys),
+            [leaseMs, ...pick(held, at).flatMap((h) => [h.member, h.cost])],
           ),
         ),
       )
@@ -656,13 +688,13 @@ export function redisCounters(
       const nodes = isCluster(redis) ? redis.nodes('master') : [redis]
       await Promise.all(nodes.flatMap((node) => Object.values(SCRIPTS).map((s) => node.script('LOAD', s.source))))
     },
-    async admit(subject, charges, budgets = []) {
-      if (budgets.length === 0 && charges.length > 0) return admitInTurn(subject, charges)
+    async admit(subject, charges, budgets = [], hold = '') {
+      if (budgets.length === 0 && charges.length > 0) return admitInTurn(subject, charges, hold)
       const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b), keys.slot(subject))
-      if (away.length === 0) return admitOn(subject, charges, budgets)
+      if (away.length === 0) return admitOn(subject, charges, budgets, hold)
       // A tenant budget: reserve on its slot first, then the key's own admission.
       const found: BudgetState[] = []
-      const reserved = await Promise.all(away.map((at) => admitOn(null, [], pick(budgets, at))))
+      const reserved = await Promise.all(away.map((at) => admitOn(null, [], pick(budgets, at), hold)))
       for (const [g, at] of away.entries())
         for (const [j, i] of at.entries()) found[i] = reserved[g]?.budgets[j] ?? EMPTY_BUDGET
       const ownBudgets = pick(budgets, here)
@@ -672,7 +704,7 @@ export function redisCounters(
         own =
           charges.length === 0 && ownBudgets.length === 0
             ? { admitted: true, states: [], budgets: [] }
-            : await admitOn(subject, charges, ownBudgets)
+            : await admitOn(subject, charges, ownBudgets, hold)
       } else {
         // Refused by the tenant: the key's counters as they stand, for the headers and the refusal.
         const [states, ownStates] = await Promise.all([

@@ -1,5 +1,6 @@
 // What every limiter must do, whichever store holds its counters. Run by memory.test.ts
 // (the embedded store) and redis.test.ts (the shared Redis).
+import { pollUntil } from '../helpers/poll.ts'
 import type { Test } from 'tap'
 import type { Usage } from '../../src/backends/port.ts'
 import type { ModelLimits } from '../../src/config/schema.ts'
@@ -355,31 +356,31 @@ export function limiterContract(t: Test, name: string, make: MakeLimiter): void 
     t.same(await c.peek(), {})
   })
 
-  t.test(
-    `${name}: a quota reservation that is never settled (its instance died) expires with its window`,
-    async (t) => {
-      const windowMs = 400
-      const limiter = await make({ windowMs })
-      t.teardown(() => limiter.close())
-      const c = caller(limiter, { quota: 100 })
-      await c.admit(use(60, 40)) // never settled, as when the instance holding it dies
-      const held = await c.refusal(use(1, 1))
-      t.equal(held.errorName, 'insufficient_quota', 'while it is held, it counts')
-      t.match(held.message, 'Used 100')
-      t.ok(
-        await eventually(
-          async () =>
-            await c.admit(use(1, 1)).then(
-              () => true,
-              () => false,
-            ),
-          100,
-          20,
-        ),
-        'after its window it is gone: nothing leaked',
-      )
-    },
-  )
+  t.test(`${name}: a quota reservation lasts until its call settles, not until its window ends`, async (t) => {
+    // Issue #36: the quota's reservations were a windowed counter, so a call that outlived
+    // its window stopped counting while it ran.
+    const limiter = await make({ windowMs: 300 })
+    t.teardown(() => limiter.close())
+    const c = caller(limiter, { quota: 100, rpm: 1000 })
+    const running = await c.admit(use(60, 40))
+    t.equal((await c.refusal(use(1, 1))).errorName, 'insufficient_quota', 'while it is held, it counts')
+    const reset = await pollUntil(
+      () => c.peek(),
+      (headers) => headers['x-ratelimit-remaining-requests'] === '1000',
+      500,
+    )
+    t.ok(reset.met, 'the window it was admitted in ended')
+    const held = await c.refusal(use(1, 1))
+    t.equal(held.errorName, 'insufficient_quota', 'the running call still holds the quota')
+    t.match(held.message, 'Used 100')
+    await running.settle(use(30, 10))
+    await running.settle(use(30, 10))
+    await (await c.admit(use(1, 1))).settle(use(1, 1))
+    // 40 + 2 used: a call holding 58 more fills the quota exactly.
+    const last = await c.admit(use(58, 0))
+    t.match((await c.refusal(use(1, 1))).message, 'Used 100', 'the call committed what it used, once')
+    await last.settle(use(58, 0))
+  })
 
   t.test(`${name}: a quota reservation settled after its window passed is committed once, not twice`, async (t) => {
     const windowMs = 300

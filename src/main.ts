@@ -146,7 +146,7 @@ export async function startGateway(
   const dataLock = takeDataDir(config, log)
   const tracing = await startTracing(config)
   const metrics = createMetrics()
-  const { stores, redis, settlements } = openStores(config, log)
+  const { stores, redis, settlements } = openStores(config, log, metrics)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
@@ -508,6 +508,7 @@ function bootFile(config: Config, load: () => LoadedConfig): LoadedConfig {
 function openStores(
   config: Config,
   log: Logger,
+  metrics: Pick<Metrics, 'storeUp'>,
 ): { stores: Stores; redis?: RedisConnection; settlements?: RedisConnection } {
   if (config.redis !== undefined) {
     const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
@@ -518,13 +519,18 @@ function openStores(
       onError: (err) => log.debug({ err: err.message }, 'redis settlements connection error'),
     })
     // The store's connection speaks for the gateway's Redis: its outage is logged once when
-    // it starts (the client retries about twice a second) and once when it ends.
+    // it starts (the client retries about twice a second) and once when it ends, and
+    // tollgate_store_up follows it (TollgateStoreDown must not wait for a /readyz call).
     const outage = createConnectionOutage(log, 'Redis', describeRedisTarget(config.redis))
     redis.on('error', (err: Error) => {
       log.debug({ err: err.message }, 'redis error')
       outage.down(err)
+      metrics.storeUp.set(0)
     })
-    redis.on('ready', () => outage.up())
+    redis.on('ready', () => {
+      outage.up()
+      metrics.storeUp.set(1)
+    })
     return { stores: createRedisStores(redis, config.store.keyPrefix, settlements), redis, settlements }
   }
   return { stores: openEmbeddedStores(resolve(config.store.dataDir)) }

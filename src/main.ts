@@ -144,8 +144,8 @@ export async function startGateway(
     })
   }
   const dataLock = takeDataDir(config, log)
-  const tracing = await startTracing(config)
   const metrics = createMetrics()
+  const tracing = await startTracing(config, log, metrics)
   const { stores, redis, settlements } = openStores(config, log, metrics)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
@@ -663,12 +663,14 @@ function addressOf(server: Server): string {
  * Traces on: the OpenTelemetry SDK is imported now, and only now (off, not a module of it
  * is loaded). Where spans go and how they are sampled come from the OTEL_* variables.
  */
-async function startTracing(config: Config): Promise<Tracing> {
+async function startTracing(config: Config, log: Logger, metrics: Metrics): Promise<Tracing> {
   if (!config.tracing.enabled) return NO_TRACING
   const { createOtelTracing } = await import('./observability/otel.ts')
   return createOtelTracing({
     captureContent: config.tracing.captureContent,
     serviceName: 'tollgate',
     serviceVersion: packageJson.version,
+    log,
+    metrics,
   })
 }

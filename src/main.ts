@@ -216,10 +216,14 @@ export async function startGateway(
   let authenticate: ApiKeyAuthenticator = createApiKeyAuthenticator({ lookup: keyCache, hash })
   let authenticateAdmin: AdminAuthenticator = createAdminAuthenticator(secrets.adminToken)
   if (config.auth.maxFailures > 0) {
-    const throttle = createAuthThrottle(config.auth)
     const addressOf = (req: IncomingMessage): string => clientAddress(req, config.server.trustProxyHops)
-    authenticate = throttleApiKeys(authenticate, throttle, addressOf)
-    authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
+    // One throttle per kind of credential: API-key failures never lock the admin out.
+    authenticate = throttleApiKeys(authenticate, createAuthThrottle({ ...config.auth, name: 'api-keys' }), addressOf)
+    authenticateAdmin = throttleAdmin(
+      authenticateAdmin,
+      createAuthThrottle({ ...config.auth, name: 'admin-token' }),
+      addressOf,
+    )
   }
   const fileQuotaStore = await createFileQuotaStoreFromConfig(config, log)
   // The per-deployment gauges read the configuration in force at scrape time.

@@ -103,7 +103,7 @@ function budgetSetting(record: BudgetRecord): Record<string, unknown> {
   }
 }
 
-export const CONFIG_FIELDS = ['hash', 'plansHash', 'loadedAt'] as const
+export const CONFIG_FIELDS = ['hash', 'plans_hash', 'loaded_at'] as const
 
 export interface SubjectDeps {
   readonly keys: Pick<KeyService, 'get' | 'view'>
@@ -170,7 +170,10 @@ export function auditSubjects(deps: SubjectDeps): Readonly<Record<string, AuditS
     config: {
       type: 'config',
       async load() {
-        return deps.config === undefined ? null : pick({ ...deps.config() }, CONFIG_FIELDS)
+        if (deps.config === undefined) return null
+        const { hash, plansHash, loadedAt } = deps.config()
+        // As GET /admin/reload shows them.
+        return pick({ hash, plans_hash: plansHash, loaded_at: new Date(loadedAt).toISOString() }, CONFIG_FIELDS)
       },
     },
   }

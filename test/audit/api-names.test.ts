@@ -55,3 +55,10 @@ t.test('a webhook created: its events and created_at; a test event: no record', 
   t.equal(after, before, 'the test event is not a change')
   t.same(await records('webhook.test'), [])
 })
+
+t.test('a reload: the configuration as GET /admin/reload shows it', async (t) => {
+  await call('POST', '/admin/reload', {})
+  const [record] = await records('config.reload')
+  t.match(record?.after, { hash: String, plans_hash: String, loaded_at: /^\d{4}-\d\d-\d\dT/ })
+  for (const internal of ['plansHash', 'loadedAt']) t.notOk(internal in (record?.after ?? {}))
+})

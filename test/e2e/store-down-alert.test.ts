@@ -14,6 +14,7 @@ import { closedPort, startTollgate } from '../helpers/gateway.ts'
 import { eventually, startPrivateRedis, testPrefix } from '../limits/helpers.ts'
 
 const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
+const DOCS_URL = 'https://git.example.com/platform/tollgate/-/blob/main/docs'
 
 const found = spawnSync(PROMETHEUS, ['--version'], { stdio: 'ignore' })
 // CI installs Prometheus (Debian package `prometheus`); without it this test fails, it never skips.
@@ -71,7 +72,11 @@ t.test('a real Prometheus fires TollgateStoreDown during an outage and clears it
   writeFileSync(
     join(dir, 'prometheus.yml'),
     stringify({
-      global: { scrape_interval: '500ms', evaluation_interval: '500ms' },
+      global: {
+        scrape_interval: '500ms',
+        evaluation_interval: '500ms',
+        external_labels: { tollgate_docs_url: DOCS_URL },
+      },
       rule_files: [join(dir, 'alerts.yml')],
       scrape_configs: [{ job_name: 'tollgate', static_configs: [{ targets: [new URL(gw.metricsUrl).host] }] }],
     }),
@@ -104,6 +109,14 @@ t.test('a real Prometheus fires TollgateStoreDown during an outage and clears it
 
   await redis.kill()
   t.ok(await eventually(async () => (await query(firing)) === 1, 120, 250), 'the alert fires')
+  const alerts = (await (await fetch(`http://127.0.0.1:${port}/api/v1/alerts`)).json()) as {
+    data: { alerts: Array<{ labels: Record<string, string>; annotations: Record<string, string> }> }
+  }
+  t.equal(
+    alerts.data.alerts.find((a) => a.labels.alertname === 'TollgateStoreDown')?.annotations.runbook,
+    `${DOCS_URL}/operating.md#tollgatestoredown`,
+    'its runbook is a link from the docs base URL Prometheus was given',
+  )
   await redis.start()
   t.ok(await eventually(async () => (await query(firing)) === null, 120, 250), 'and clears by itself')
   t.equal(readyzCalls(), 0, 'nobody asked /readyz')

@@ -144,9 +144,9 @@ export async function startGateway(
     })
   }
   const dataLock = takeDataDir(config, log)
-  const tracing = await startTracing(config)
   const metrics = createMetrics()
-  const { stores, redis, settlements } = openStores(config, log)
+  const tracing = await startTracing(config, log, metrics)
+  const { stores, redis, settlements } = openStores(config, log, metrics)
   const secrets = resolveRuntimeSecrets(config, stores.kind, log)
   // Events and the webhooks that deliver them: publishing commits to their outbox, workers deliver.
   const webhooks = createWebhooksFromConfig(config, log)
@@ -221,10 +221,14 @@ export async function startGateway(
   let authenticate: ApiKeyAuthenticator = createApiKeyAuthenticator({ lookup: keyCache, hash })
   let authenticateAdmin: AdminAuthenticator = createAdminAuthenticator(secrets.adminToken)
   if (config.auth.maxFailures > 0) {
-    const throttle = createAuthThrottle(config.auth)
     const addressOf = (req: IncomingMessage): string => clientAddress(req, config.server.trustProxyHops)
-    authenticate = throttleApiKeys(authenticate, throttle, addressOf)
-    authenticateAdmin = throttleAdmin(authenticateAdmin, throttle, addressOf)
+    // One throttle per kind of credential: API-key failures never lock the admin out.
+    authenticate = throttleApiKeys(authenticate, createAuthThrottle({ ...config.auth, name: 'api-keys' }), addressOf)
+    authenticateAdmin = throttleAdmin(
+      authenticateAdmin,
+      createAuthThrottle({ ...config.auth, name: 'admin-token' }),
+      addressOf,
+    )
   }
   const fileQuotaStore = await createFileQuotaStoreFromConfig(config, log)
   // The per-deployment gauges read the configuration in force at scrape time.
@@ -513,6 +517,7 @@ function bootFile(config: Config, load: () => LoadedConfig): LoadedConfig {
 function openStores(
   config: Config,
   log: Logger,
+  metrics: Pick<Metrics, 'storeUp'>,
 ): { stores: Stores; redis?: RedisConnection; settlements?: RedisConnection } {
   if (config.redis !== undefined) {
     const redis = createRedisClient(config.redis, { commandTimeoutMs: config.store.commandTimeoutMs, name: 'tollgate' })
@@ -523,13 +528,18 @@ function openStores(
       onError: (err) => log.debug({ err: err.message }, 'redis settlements connection error'),
     })
     // The store's connection speaks for the gateway's Redis: its outage is logged once when
-    // it starts (the client retries about twice a second) and once when it ends.
+    // it starts (the client retries about twice a second) and once when it ends, and
+    // tollgate_store_up follows it (TollgateStoreDown must not wait for a /readyz call).
     const outage = createConnectionOutage(log, 'Redis', describeRedisTarget(config.redis))
     redis.on('error', (err: Error) => {
       log.debug({ err: err.message }, 'redis error')
       outage.down(err)
+      metrics.storeUp.set(0)
     })
-    redis.on('ready', () => outage.up())
+    redis.on('ready', () => {
+      outage.up()
+      metrics.storeUp.set(1)
+    })
     return { stores: createRedisStores(redis, config.store.keyPrefix, settlements), redis, settlements }
   }
   return { stores: openEmbeddedStores(resolve(config.store.dataDir)) }
@@ -662,12 +672,14 @@ function addressOf(server: Server): string {
  * Traces on: the OpenTelemetry SDK is imported now, and only now (off, not a module of it
  * is loaded). Where spans go and how they are sampled come from the OTEL_* variables.
  */
-async function startTracing(config: Config): Promise<Tracing> {
+async function startTracing(config: Config, log: Logger, metrics: Metrics): Promise<Tracing> {
   if (!config.tracing.enabled) return NO_TRACING
   const { createOtelTracing } = await import('./observability/otel.ts')
   return createOtelTracing({
     captureContent: config.tracing.captureContent,
     serviceName: 'tollgate',
     serviceVersion: packageJson.version,
+    log,
+    metrics,
   })
 }

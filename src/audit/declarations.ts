@@ -68,7 +68,6 @@ export const AUDITED_ROUTES: readonly AuditedRoute[] = [
     subject: 'webhook',
     id,
   },
-  { method: 'POST', path: '/admin/webhooks/:id/test', action: 'webhook.test', subject: 'webhook', id },
   {
     method: 'POST',
     path: '/admin/webhooks/:id/deliveries/:delivery/replay',
@@ -112,6 +111,12 @@ export const AUDITED_ROUTES: readonly AuditedRoute[] = [
 ]
 
 export const NOT_CHANGES: readonly NotAChange[] = [
+  {
+    method: 'POST',
+    path: '/admin/webhooks/:id/test',
+    reason:
+      'Sends a webhook.test event to the endpoint; the endpoint and every setting stay as they were. Its delivery is in the webhook history.',
+  },
   {
     method: 'POST',
     path: '/portal/sign-in',

@@ -2,6 +2,7 @@
 // read, and the retention sweep (audit.retentionDays), run every audit.sweepIntervalSeconds
 // by main.ts and once at start. The clock is passed in, so tests move time instead of waiting.
 import type { Logger } from '../observability/logger.ts'
+import { createTaskOutage } from '../observability/outage-log.ts'
 import type { AuditStore } from './port.ts'
 import type { AuditEntry, AuditPage, AuditQuery, NewAuditEntry } from './record.ts'
 
@@ -34,19 +35,16 @@ export function createAuditLog(options: AuditLogOptions): AuditLog {
   }
 }
 
-/** Sweeps now and then every intervalMs; a failed sweep is logged once per outage and tried again. */
+/** Sweeps now and then every intervalMs; a failed sweep is tried again, logged when it starts failing and when it is over. */
 export function startAuditSweep(log: AuditLog, intervalMs: number, logger: Logger): { stop(): void } {
-  let failing = false
+  const outage = createTaskOutage(logger, 'audit: retention sweep')
   const sweep = (): void => {
     log.sweep().then(
       (removed) => {
-        failing = false
+        outage.succeeded()
         if (removed > 0) logger.info({ removed }, 'audit: records past their retention removed')
       },
-      (err: unknown) => {
-        if (!failing) logger.warn({ err: (err as Error).message }, 'audit: retention sweep failed; trying again later')
-        failing = true
-      },
+      (err: unknown) => outage.failed(err),
     )
   }
   sweep()

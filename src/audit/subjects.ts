@@ -3,10 +3,12 @@
 // hash, a stored request's body or reply) never reaches a record, whatever a view grows.
 import type { AccountService } from '../accounts/service.ts'
 import { GatewayError } from '../errors.ts'
+import { toUnits } from '../keys/money.ts'
 import type { KeyService } from '../keys/service.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { BudgetBook } from '../budgets/book.ts'
-import type { BudgetScope } from '../budgets/port.ts'
+import type { BudgetRecord, BudgetScope } from '../budgets/port.ts'
+import { deliveryView, endpointView } from '../webhooks/endpoints.ts'
 import type { WebhookStore } from '../webhooks/port.ts'
 import { pick, type AuditSnapshot } from './record.ts'
 
@@ -59,32 +61,49 @@ export const QUEUE_REQUEST_FIELDS = [
   'expires_at',
 ] as const
 
+// Budgets and webhooks are kept in the API's names (`amount` in currency units, `time_zone`,
+// `created_at`), as `PUT /admin/budgets` and `GET /admin/webhooks` speak them.
+/** What was set (null time_zone or thresholds: the configured default), not what was spent. */
 export const BUDGET_FIELDS = [
   'scope',
   'id',
-  'amountNanos',
+  'amount',
   'period',
-  'timeZone',
+  'time_zone',
   'thresholds',
   'revision',
-  'updatedAt',
+  'updated_at',
 ] as const
 
-/** An endpoint's secret is never among them: rotating it shows as a new updatedAt only. */
-export const WEBHOOK_FIELDS = ['id', 'url', 'description', 'eventTypes', 'enabled', 'createdAt', 'updatedAt'] as const
+/** An endpoint's secret is never among them: rotating it shows as a new updated_at only. */
+export const WEBHOOK_FIELDS = ['id', 'url', 'description', 'events', 'enabled', 'created_at', 'updated_at'] as const
 
 export const WEBHOOK_DELIVERY_FIELDS = [
   'id',
-  'endpointId',
-  'eventId',
-  'eventType',
+  'endpoint_id',
+  'event_id',
+  'event_type',
   'status',
   'attempts',
-  'lastStatus',
-  'replayOf',
+  'last_status',
+  'replay_of',
 ] as const
 
-export const CONFIG_FIELDS = ['hash', 'plansHash', 'loadedAt'] as const
+/** A budget as it was set, in the names of the admin API. */
+function budgetSetting(record: BudgetRecord): Record<string, unknown> {
+  return {
+    scope: record.scope,
+    id: record.id,
+    amount: toUnits(record.amountNanos),
+    period: record.period,
+    time_zone: record.timeZone,
+    thresholds: record.thresholds,
+    revision: record.revision,
+    updated_at: record.updatedAt,
+  }
+}
+
+export const CONFIG_FIELDS = ['hash', 'plans_hash', 'loaded_at'] as const
 
 export interface SubjectDeps {
   readonly keys: Pick<KeyService, 'get' | 'view'>
@@ -131,27 +150,30 @@ export function auditSubjects(deps: SubjectDeps): Readonly<Record<string, AuditS
       async load(scopeAndId) {
         const slash = scopeAndId.indexOf('/')
         const record = deps.budgets?.get(scopeAndId.slice(0, slash) as BudgetScope, scopeAndId.slice(slash + 1))
-        return record === undefined ? null : pick({ ...record }, BUDGET_FIELDS)
+        return record === undefined ? null : pick(budgetSetting(record), BUDGET_FIELDS)
       },
     },
     webhook: {
       type: 'webhook',
       async load(id) {
         const endpoint = await deps.webhooks?.getEndpoint(id)
-        return endpoint == null ? null : pick({ ...endpoint }, WEBHOOK_FIELDS)
+        return endpoint == null ? null : pick({ ...endpointView(endpoint) }, WEBHOOK_FIELDS)
       },
     },
     webhook_delivery: {
       type: 'webhook_delivery',
       async load(id) {
         const delivery = await deps.webhooks?.getDelivery(id)
-        return delivery == null ? null : pick({ ...delivery }, WEBHOOK_DELIVERY_FIELDS)
+        return delivery == null ? null : pick({ ...deliveryView(delivery) }, WEBHOOK_DELIVERY_FIELDS)
       },
     },
     config: {
       type: 'config',
       async load() {
-        return deps.config === undefined ? null : pick({ ...deps.config() }, CONFIG_FIELDS)
+        if (deps.config === undefined) return null
+        const { hash, plansHash, loadedAt } = deps.config()
+        // As GET /admin/reload shows them.
+        return pick({ hash, plans_hash: plansHash, loaded_at: new Date(loadedAt).toISOString() }, CONFIG_FIELDS)
       },
     },
   }

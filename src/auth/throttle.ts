@@ -5,6 +5,11 @@
 // no hashing and no store lookup, which is the point against someone walking through
 // guessed keys.
 //
+// Each kind of credential has its throttle (main.ts makes two): an address that failed with
+// API keys is not refused the right admin token, so an operator behind the NAT of a client
+// that misconfigured its key can still reach the admin API; wrong admin tokens are counted,
+// and refused, by the admin throttle alone.
+//
 // Counted in this process's memory: the check sits on every request's path, and asking
 // Redis there would cost a round trip per request and fail with it. Behind a balancer
 // each instance counts on its own, so an address gets at most maxFailures per instance.
@@ -19,6 +24,8 @@ export interface AuthThrottleOptions {
   readonly maxFailures: number
   readonly windowSeconds: number
   readonly blockSeconds: number
+  /** Which credentials it counts ("api-keys", "admin-token"): the limiter's key prefix. */
+  readonly name?: string
   readonly now?: () => number
 }
 
@@ -37,7 +44,7 @@ const MAX_BLOCKED = 100_000
 export function createAuthThrottle(options: AuthThrottleOptions): AuthThrottle {
   const now = options.now ?? Date.now
   const failures = new RateLimiterMemory({
-    keyPrefix: 'auth-failures',
+    keyPrefix: `auth-failures:${options.name ?? 'any'}`,
     points: options.maxFailures,
     duration: options.windowSeconds,
     blockDuration: options.blockSeconds,
@@ -110,7 +117,10 @@ export function throttleApiKeys(
   }
 }
 
-/** The admin authenticator behind the same throttle. It is synchronous, so the failure is counted without waiting. */
+/**
+ * The admin authenticator behind its own throttle (not the API keys'): only wrong admin tokens
+ * block the right one. It is synchronous, so the failure is counted without waiting.
+ */
 export function throttleAdmin(
   authenticate: AdminAuthenticator,
   throttle: AuthThrottle,

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto'
 import type { BudgetConfig, PlansConfig } from '../config/schema.ts'
 import { NANOS_PER_UNIT } from '../keys/money.ts'
 import type { Logger } from '../observability/logger.ts'
+import { createTaskOutage } from '../observability/outage-log.ts'
 import type { BudgetRecord, BudgetScope, BudgetSpec, BudgetStore } from './port.ts'
 
 export interface BudgetDefaults {
@@ -133,11 +134,14 @@ export function createBudgetBook(options: BudgetBookOptions): BudgetBook {
   }
 
   let timer: NodeJS.Timeout | undefined
+  // Once a second during a Redis outage: one line when it starts failing, one when it is over.
+  const outage = createTaskOutage(log, 'budgets: refresh')
   const tick = (): void => {
     if (closed) return
     refresh()
-      .catch((error: unknown) =>
-        log.warn({ err: error instanceof Error ? error.message : String(error) }, 'budgets could not be read again'),
+      .then(
+        () => outage.succeeded(),
+        (error: unknown) => outage.failed(error),
       )
       .finally(() => {
         if (!closed) timer = setTimeout(tick, options.refreshMs).unref()

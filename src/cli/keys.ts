@@ -1,7 +1,8 @@
 // `tollgate keys create|list|show|update|rotate|revoke|usage`: the key portal from a
 // terminal, through a running gateway's admin API. Tables by default, --json for scripts.
-// The gateway URL and admin token come from --url / --admin-token or TOLLGATE_URL /
-// TOLLGATE_ADMIN_TOKEN (the environment is better: flags show up in `ps` and shell history).
+// The gateway URL and admin token come from --url / --admin-token, TOLLGATE_URL /
+// TOLLGATE_ADMIN_TOKEN (better than flags, which show up in `ps` and shell history), or else
+// PORT and the stored token, as the gateway would read them (gateway-target.ts).
 import type { ParseArgsConfig } from 'node:util'
 import { DEFAULT_CURRENCY } from '../keys/money.ts'
 import { AdminApiError } from './admin-client.ts'
@@ -38,8 +39,8 @@ Commands:
       for in windows and added up)  --group-by key|owner|tier|model  --daily
 
 Options:
-  --url URL                  Gateway URL (env TOLLGATE_URL, default http://127.0.0.1:8080)
-  --admin-token TOKEN        Admin token (env TOLLGATE_ADMIN_TOKEN; prefer the env)
+  --url URL                  Gateway URL (env TOLLGATE_URL, default HOST and PORT as the gateway reads them)
+  --admin-token TOKEN        Admin token (env TOLLGATE_ADMIN_TOKEN, default the one stored in TOLLGATE_DATA_DIR)
   --json                     Print the API's JSON instead of tables
 `
 

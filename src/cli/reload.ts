@@ -11,7 +11,7 @@ import {
   EXIT_USAGE,
   parseCommandArgs,
   optionReader,
-  setupError,
+  adminTarget,
   UsageError,
   type CliIo,
 } from './subcommands.ts'
@@ -27,8 +27,8 @@ field named, and the gateway goes on with the configuration it runs.
 Options:
   --all                Every instance on the gateway's Redis reloads, and each answers
   --wait-ms N          With --all: how long to wait for the answers (default 5000)
-  --url URL            Gateway URL (env TOLLGATE_URL, default http://127.0.0.1:8080)
-  --admin-token TOKEN  Admin token (env TOLLGATE_ADMIN_TOKEN; prefer the env)
+  --url URL            Gateway URL (env TOLLGATE_URL, default HOST and PORT as the gateway reads them)
+  --admin-token TOKEN  Admin token (env TOLLGATE_ADMIN_TOKEN, default the one stored in TOLLGATE_DATA_DIR)
   --json               Print the API's JSON
 `
 
@@ -49,9 +49,7 @@ export async function runReloadCommand(args: readonly string[], io: CliIo): Prom
     if (waitText !== undefined && !/^\d{3,5}$/.test(waitText))
       throw new UsageError('--wait-ms must be a number of milliseconds, 100 to 60000')
     const waitMs = waitText === undefined ? 5000 : Number(waitText)
-    const token = options.str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
-    if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
-    const url = options.str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+    const { url, token } = adminTarget(options, io)
     const api = createAdminClient({ url, token, timeoutMs: waitMs + 30_000, ...(io.fetch ? { fetch: io.fetch } : {}) })
     const all = options.flag('all')
     const reply = record(await api('POST', '/admin/reload', all ? { all: true, wait_ms: waitMs } : {}))

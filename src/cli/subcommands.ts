@@ -4,6 +4,7 @@
 // gateway URL and admin token from flags or the environment, tables or --json).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { AdminApiError, createAdminClient, type AdminClient } from './admin-client.ts'
+import { gatewayTarget } from './gateway-target.ts'
 
 export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>
@@ -144,13 +145,11 @@ export interface AdminSession {
 }
 
 /**
- * The admin API as ADMIN_OPTIONS or the environment name it (the flag first). No token is a
+ * The admin API as ADMIN_OPTIONS or the environment name it (gateway-target.ts). No token is a
  * UsageError without the help text: the help would not tell the person where to find one.
  */
 export function adminSession(options: OptionReader, io: CliIo): AdminSession {
-  const token = options.str('admin-token') ?? io.env.TOLLGATE_ADMIN_TOKEN
-  if (!token) throw setupError('no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
-  const url = options.str('url') ?? io.env.TOLLGATE_URL ?? 'http://127.0.0.1:8080'
+  const { url, token } = adminTarget(options, io)
   const json = options.flag('json')
   return {
     api: createAdminClient({ url, token, ...(io.fetch ? { fetch: io.fetch } : {}) }),
@@ -160,6 +159,14 @@ export function adminSession(options: OptionReader, io: CliIo): AdminSession {
       return EXIT_OK
     },
   }
+}
+
+/** The gateway URL and admin token for ADMIN_OPTIONS, the same for every command; no token throws. */
+export function adminTarget(options: OptionReader, io: CliIo): { url: string; token: string } {
+  const flags = { url: options.str('url'), token: options.str('admin-token') }
+  const target = gatewayTarget(flags, io.env)
+  if (!target.token) throw setupError(target.missing)
+  return { url: target.url, token: target.token }
 }
 
 /** A usage error that the help text would not help with (a missing token, a bad URL). */

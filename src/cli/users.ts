@@ -25,8 +25,8 @@ Commands:
   remove <username>          Delete a user; its tokens stop working
 
 Options:
-  --url URL                  Gateway URL (env TOLLGATE_URL, default http://127.0.0.1:8080)
-  --admin-token TOKEN        Admin token (env TOLLGATE_ADMIN_TOKEN; prefer the env)
+  --url URL                  Gateway URL (env TOLLGATE_URL, default HOST and PORT as the gateway reads them)
+  --admin-token TOKEN        Admin token (env TOLLGATE_ADMIN_TOKEN, default the one stored in TOLLGATE_DATA_DIR)
   --json                     Print the API's JSON instead of tables
 `
 

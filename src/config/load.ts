@@ -12,9 +12,12 @@ import { configSchema, MIN_SECRET_LENGTH, plansSchema, type Config, type PlansCo
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
   readonly problems: string[]
-  constructor(source: string, problems: string[]) {
+  /** The file itself is not there (a path that names nothing), not a file with bad content. */
+  readonly missingFile: boolean
+  constructor(source: string, problems: string[], missingFile = false) {
     super(`invalid configuration in ${source}:\n  ${problems.join('\n  ')}`)
     this.problems = problems
+    this.missingFile = missingFile
   }
 }
 
@@ -51,7 +54,15 @@ export interface LoadedConfig {
 export function readConfigFile(options: LoadOptions = {}): LoadedConfig {
   const env = { ...(options.env ?? process.env), ...options.overrides }
   const path = resolve(options.path ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH)
-  const bytes = readBytes(path)
+  // A missing file says which setting named it: a newcomer's first start elsewhere than the
+  // checkout looks for config/default.yaml under the current directory.
+  const namedBy =
+    options.path !== undefined
+      ? 'the path given'
+      : env.TOLLGATE_CONFIG !== undefined
+        ? `TOLLGATE_CONFIG=${env.TOLLGATE_CONFIG}`
+        : `the default ${DEFAULT_CONFIG_PATH}, under the current directory ${process.cwd()}; TOLLGATE_CONFIG names another file`
+  const bytes = readBytes(path, namedBy)
   let plansHash: string | null = null
   const config = buildConfig(parseText(bytes.toString('utf8'), path), path, env, (plansPath) => {
     const plansBytes = readBytes(plansPath)
@@ -74,7 +85,7 @@ export function buildConfig(
   const parsed = configSchema.safeParse(withEnv)
   if (!parsed.success) throw new ConfigError(path, describe(parsed.error))
   const { plans: plansRef, ...rest } = parsed.data
-  const plans = typeof plansRef === 'string' ? readPlans(resolve(dirname(path), plansRef)) : plansRef
+  const plans = typeof plansRef === 'string' ? readPlansBeside(path, plansRef, readPlans) : plansRef
   const unknownTiers = Object.keys(rest.queue.tierPriority).filter((tier) => !(tier in plans.tiers))
   if (unknownTiers.length > 0)
     throw new ConfigError(
@@ -91,6 +102,27 @@ export function buildConfig(
   return deepFreeze(config)
 }
 
+/**
+ * `plans:` names a file relative to the configuration file, not to the current directory: a
+ * copy of config/default.yaml elsewhere finds no plans.yaml beside it, and is told so.
+ */
+function readPlansBeside(configPath: string, plansRef: string, readPlans: (path: string) => PlansConfig): PlansConfig {
+  const plansPath = resolve(dirname(configPath), plansRef)
+  try {
+    return readPlans(plansPath)
+  } catch (err) {
+    if (!(err instanceof ConfigError) || !err.missingFile) throw err
+    throw new ConfigError(
+      configPath,
+      [
+        `plans: "${plansRef}" does not exist: ${plansPath}. A relative plans path is read from the configuration file's folder (${dirname(configPath)}), not the current directory: ` +
+          'copy the plans file beside the configuration file, or give plans: an absolute path.',
+      ],
+      true,
+    )
+  }
+}
+
 export function loadPlans(path: string): PlansConfig {
   return parsePlans(parseText(readBytes(path).toString('utf8'), path), path)
 }
@@ -101,11 +133,17 @@ function parsePlans(raw: unknown, path: string): PlansConfig {
   return parsed.data
 }
 
-function readBytes(path: string): Buffer {
+function readBytes(path: string, namedBy?: string): Buffer {
   try {
     return readFileSync(path)
   } catch (err) {
-    throw new ConfigError(path, [`cannot read file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`])
+    const code = (err as NodeJS.ErrnoException).code
+    const why = code === 'ENOENT' ? 'no such file' : (code ?? String(err))
+    throw new ConfigError(
+      path,
+      [`cannot read file: ${why}${namedBy === undefined ? '' : ` (named by ${namedBy})`}`],
+      code === 'ENOENT',
+    )
   }
 }
 
@@ -113,8 +151,29 @@ function parseText(text: string, path: string): unknown {
   try {
     return parseYaml(text)
   } catch (err) {
-    throw new ConfigError(path, [`not valid YAML: ${(err as Error).message.split('\n')[0]}`])
+    throw new ConfigError(path, [yamlProblem(err as YamlError, text)])
   }
+}
+
+/** What the yaml package's parse errors carry besides their message. */
+type YamlError = Error & { readonly linePos?: ReadonlyArray<{ readonly line: number; readonly col: number }> }
+
+/**
+ * The YAML parser's complaint, where it is, and the line itself with a caret under the spot:
+ * one problem (a reload's reply lists problems), its excerpt on lines of its own.
+ */
+function yamlProblem(err: YamlError, text: string): string {
+  // The parser's first line ends in "at line L, column C:" before an excerpt of its own.
+  const reason = (err.message.split('\n')[0] ?? '').replace(/\s*at line \d+, column \d+:?\s*$/, '').replace(/:$/, '')
+  const at = err.linePos?.[0]
+  if (at === undefined) return `not valid YAML: ${reason}`
+  const line = text.split(/\r?\n/)[at.line - 1] ?? ''
+  const gutter = String(at.line)
+  return [
+    `not valid YAML at line ${at.line}, column ${at.col}: ${reason}`,
+    `    ${gutter} | ${line}`,
+    `    ${' '.repeat(gutter.length)} | ${' '.repeat(Math.max(0, at.col - 1))}^`,
+  ].join('\n')
 }
 
 function applyEnv(raw: unknown, env: Env, path: string): unknown {

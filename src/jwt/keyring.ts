@@ -6,6 +6,7 @@
 // callers share that read), so a key another instance just made is found at once.
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
+import { createTaskOutage } from '../observability/outage-log.ts'
 import type { SigningKeyRecord, SigningKeyStore } from '../store/ports.ts'
 import type { Sealer } from './seal.ts'
 
@@ -170,19 +171,15 @@ export function createKeyring(options: KeyringOptions): Keyring {
       await addKey(keys.at(-1)?.record.kid ?? null)
     },
     async start() {
-      try {
-        await check()
-      } catch (err) {
-        log.warn(
-          { err: err instanceof Error ? err.message : String(err) },
-          'JWT signing keys: the store did not answer; will try again',
+      // Every checkMs during a store outage: one line when it starts failing, one when it is over.
+      const outage = createTaskOutage(log, 'JWT signing keys: check')
+      const checkOnce = (): Promise<void> =>
+        check().then(
+          () => outage.succeeded(),
+          (err: unknown) => outage.failed(err),
         )
-      }
-      timer = setInterval(() => {
-        check().catch((err: unknown) =>
-          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'JWT signing keys: check failed'),
-        )
-      }, checkMs)
+      await checkOnce()
+      timer = setInterval(() => void checkOnce(), checkMs)
       timer.unref()
     },
     close() {

@@ -29,6 +29,8 @@ export interface Metrics {
   readonly activeStreams: Gauge
   readonly clientAborts: Counter<'endpoint'>
   readonly storeUp: Gauge
+  /** Batches of spans the OTLP endpoint did not take (their spans are lost); only with tracing.enabled. */
+  readonly traceExportErrors: Counter
   readonly limiterMode: Gauge<'mode'>
   readonly queueDepth: Gauge<'model'>
   /** Seconds the head of the longest-waiting line of each model has waited (read at scrape time). */
@@ -244,6 +246,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       registers,
     }),
     storeUp: new Gauge({ name: 'tollgate_store_up', help: '1 when the store (Redis or embedded) answers', registers }),
+    traceExportErrors: new Counter({
+      name: 'tollgate_trace_export_errors_total',
+      help: 'Trace exports (batches of spans) the OTLP endpoint did not take: their spans are lost',
+      registers,
+    }),
     limiterMode: new Gauge({
       name: 'tollgate_limiter_mode',
       help: '1 for the mode the limiter is in now (redis, insurance, fail_open, fail_closed, memory)',

@@ -19,11 +19,19 @@ import {
   type Link,
   type Span as OtelSpan,
 } from '@opentelemetry/api'
-import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto'
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base'
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base'
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
+import type { Logger } from './logger.ts'
+import type { Metrics } from './metrics.ts'
+import { createTaskOutage } from './outage-log.ts'
 import type { Span, SpanAttributes, StartOptions, TraceHeaders, Tracing } from './tracing.ts'
 
 export interface OtelOptions {
@@ -31,6 +39,9 @@ export interface OtelOptions {
   /** The service.name when OTEL_SERVICE_NAME does not set one. */
   readonly serviceName: string
   readonly serviceVersion: string
+  /** Where a failed export is said: once when exports start failing, once when they work again. */
+  readonly log: Logger
+  readonly metrics: Pick<Metrics, 'traceExportErrors'>
 }
 
 const KINDS = {
@@ -52,7 +63,7 @@ export function createOtelTracing(options: OtelOptions): Tracing {
     .merge(detectResources({ detectors: [envDetector] }))
   const provider = new BasicTracerProvider({
     resource,
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+    spanProcessors: [new BatchSpanProcessor(observed(new OTLPTraceExporter(), options))],
   })
   const tracer = provider.getTracer('tollgate', options.serviceVersion)
   const propagator = new W3CTraceContextPropagator()
@@ -112,6 +123,29 @@ export function createOtelTracing(options: OtelOptions): Tracing {
       )
     },
     shutdown: () => provider.shutdown(),
+  }
+}
+
+/**
+ * The exporter with its failures made visible: the SDK drops a batch the endpoint did not
+ * take and says nothing (no diag logger is registered). Each failed export is counted, and an
+ * outage of the receiver is one warning when it starts and one line when it is over.
+ */
+function observed(exporter: SpanExporter, { log, metrics }: Pick<OtelOptions, 'log' | 'metrics'>): SpanExporter {
+  const outage = createTaskOutage(log, 'traces: export to the OTLP endpoint')
+  return {
+    export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+      exporter.export(spans, (result) => {
+        if (result.code === ExportResultCode.SUCCESS) outage.succeeded()
+        else {
+          metrics.traceExportErrors.inc()
+          outage.failed(result.error ?? new Error('the export failed'))
+        }
+        done(result)
+      })
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
   }
 }
 

@@ -80,3 +80,45 @@ export function createConnectionOutage(
     },
   }
 }
+
+/**
+ * A task that runs again and again on the store (the budgets' refresh, the webhooks' sweep,
+ * the JWT signing keys' check): during an outage it fails on every run, once a second for
+ * some. One warning when it starts failing, one line when it succeeds again, with how long it
+ * failed and how many runs failed; nothing in between.
+ */
+export interface TaskOutage {
+  /** A run failed: opens an outage unless one is open. */
+  failed(err: unknown): void
+  /** A run succeeded: closes the open outage, if any. */
+  succeeded(): void
+  /** Whether the task is failing now. */
+  readonly isFailing: boolean
+}
+
+/** `what` names the task in the lines ("webhooks: sweep"). */
+export function createTaskOutage(log: Logger, what: string, now: () => number = Date.now): TaskOutage {
+  let since: number | null = null
+  let failures = 0
+  return {
+    failed(err) {
+      failures++
+      if (since !== null) return
+      since = now()
+      failures = 1
+      log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        `${what} failed; trying again (further failures are not logged until it succeeds)`,
+      )
+    },
+    succeeded() {
+      if (since === null) return
+      const durationMs = now() - since
+      since = null
+      log.info({ durationMs, failures }, `${what} succeeded again after ${(durationMs / 1000).toFixed(1)} s`)
+    },
+    get isFailing() {
+      return since !== null
+    },
+  }
+}

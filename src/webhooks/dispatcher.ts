@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto'
 import type { EventData, EventType, Events, GatewayEvent, PublishOptions } from '../events/types.ts'
 import type { Logger } from '../observability/logger.ts'
+import { createTaskOutage } from '../observability/outage-log.ts'
 import type { JobRunner, Outcome, RequestRef } from '../queue/ports.ts'
 import type { AddressGuard } from './address-guard.ts'
 import type { AttemptOutcome, Delivery, WebhookEndpoint, WebhookStore } from './port.ts'
@@ -173,12 +174,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
   }
 
+  // Every sweepIntervalMs during a store outage: one line when it starts failing, one when it is over.
+  const sweepOutage = createTaskOutage(log, 'webhooks: sweep')
+  const sweepOnce = (): Promise<void> =>
+    sweep().then(
+      () => sweepOutage.succeeded(),
+      (error: unknown) => sweepOutage.failed(error),
+    )
+
   function sweepLater(): void {
     if (closed) return
     sweepTimer = setTimeout(() => {
-      sweep()
-        .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'webhooks: sweep failed; trying again'))
-        .finally(sweepLater)
+      void sweepOnce().finally(sweepLater)
     }, options.sweepIntervalMs)
     sweepTimer.unref()
   }
@@ -200,9 +207,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
             }),
           options.concurrency,
         )
-      await sweep().catch((error: unknown) =>
-        log.warn({ err: (error as Error).message }, 'webhooks: first sweep failed; trying again later'),
-      )
+      await sweepOnce()
       sweepLater()
     },
     async replay(deliveryId) {

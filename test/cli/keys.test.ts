@@ -1,6 +1,9 @@
 // `tollgate keys …` against a running gateway, as an operator runs it: tables by default,
 // --json for scripts, the secret printed by create and rotate only, clear errors and
 // exit codes when something is wrong.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t from 'tap'
 import { durationSeconds, runKeysCommand } from '../../src/cli/keys.ts'
 import { formatAmount } from '../../src/keys/money.ts'
@@ -130,7 +133,11 @@ t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token ne
   const badTier = await tollgate(['keys', 'create', '--tier', 'Gold'], env)
   t.equal(badTier.code, 1)
   t.match(badTier.stderr, /400 invalid_body: Unknown tier/)
-  const noToken = await tollgate(['keys', 'list'], { TOLLGATE_URL: gw.url })
+  // No token in the environment and none stored in the data directory it would read.
+  const noToken = await tollgate(['keys', 'list'], {
+    TOLLGATE_URL: gw.url,
+    TOLLGATE_DATA_DIR: mkdtempSync(join(tmpdir(), 'tg-cli-empty-')),
+  })
   t.equal(noToken.code, 64)
   t.match(noToken.stderr, /TOLLGATE_ADMIN_TOKEN/)
   const unreachable = await tollgate(['keys', 'list', '--url', 'http://127.0.0.1:9'], env)

@@ -120,7 +120,63 @@ t.test('a bad file is refused with the path of the bad field', async (t) => {
     t.match(err?.message, expected, `${name}: names the field`)
   }
   t.throws(() => loadConfig({ path: DEFAULT, env: { PORT: 'abc' } }), /PORT: must be a whole number/)
-  t.throws(() => loadConfig({ path: '/nonexistent.yaml', env: {} }), /cannot read file: ENOENT/)
+  t.throws(() => loadConfig({ path: '/nonexistent.yaml', env: {} }), /cannot read file: no such file/)
+})
+
+t.test('a YAML mistake: where it is, the line itself and a caret under the spot', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+  const path = join(dir, 'config.yaml')
+  writeFileSync(path, 'server:\n  port: 8080\n  host: [127.0.0.1\nlogging:\n  level: info\n')
+  const err = catchError(() => loadConfig({ path, env: {} })) as ConfigError
+  t.ok(err instanceof ConfigError)
+  t.same(
+    err.problems[0]?.split('\n'),
+    [
+      'not valid YAML at line 4, column 1: Flow sequence in block collection must be sufficiently indented and end with a ]',
+      '    4 | logging:',
+      '      | ^',
+    ],
+    'the place and the reason (no dangling colon), the line, a caret under the spot',
+  )
+  t.match(err.message, 'config.yaml:\n  not valid YAML at line 4, column 1: ')
+  writeFileSync(path, 'server:\n  port: 8080\n   host: x\n')
+  const indented = catchError(() => loadConfig({ path, env: {} })) as ConfigError
+  t.same(indented.problems[0]?.split('\n'), [
+    'not valid YAML at line 2, column 9: Nested mappings are not allowed in compact mappings',
+    '    2 |   port: 8080',
+    '      |         ^',
+  ])
+})
+
+t.test('a missing file says which setting named it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+  const byDefault = catchError(() => loadConfig({ env: {} }))
+  // (This test runs in the checkout, where config/default.yaml exists: only a stranger cwd misses it.)
+  t.notOk(byDefault, 'the default file is found from the checkout')
+  const named = catchError(() => loadConfig({ env: { TOLLGATE_CONFIG: join(dir, 'nope.yaml') } }))
+  t.match(named?.message, `cannot read file: no such file (named by TOLLGATE_CONFIG=${join(dir, 'nope.yaml')})`)
+  const cwd = process.cwd()
+  process.chdir(dir)
+  t.teardown(() => process.chdir(cwd))
+  const elsewhere = catchError(() => loadConfig({ env: {} }))
+  t.match(
+    elsewhere?.message,
+    'cannot read file: no such file (named by the default config/default.yaml, under the current directory',
+  )
+  t.match(elsewhere?.message, 'TOLLGATE_CONFIG names another file')
+})
+
+t.test('a copied default.yaml without its plans.yaml: told that plans: is read beside the file', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tg-config-'))
+  const path = join(dir, 'my.yaml')
+  writeFileSync(path, readFileSync(DEFAULT, 'utf8'))
+  const err = catchError(() => loadConfig({ path, env: {} })) as ConfigError
+  t.ok(err instanceof ConfigError)
+  t.match(err.message, `invalid configuration in ${path}`, 'the configuration file is named')
+  t.match(err.problems[0], `plans: "plans.yaml" does not exist: ${join(dir, 'plans.yaml')}`)
+  t.match(err.problems[0], `read from the configuration file's folder (${dir}), not the current directory`)
+  writeFileSync(join(dir, 'plans.yaml'), readFileSync('config/plans.yaml', 'utf8'))
+  t.ok(loadConfig({ path, env: {} }), 'with the plans beside it, it loads')
 })
 
 function catchError(fn: () => unknown): Error | undefined {

@@ -48,7 +48,8 @@ interface KeyValue {
   value?: AnyValue
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** On `port` (a receiver that comes up where a gateway already exports), else on a free one. */
+export async function startOtlpReceiver(port = 0): Promise<OtlpReceiver> {
   const root = new protobuf.Root()
   root.resolvePath = (_origin, target) => join(PROTO_ROOT, target)
   root.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto')
@@ -78,11 +79,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       for (const wake of waiters) wake()
     })
   })
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
-  const { port } = server.address() as { port: number }
+  await new Promise<void>((done) => server.listen(port, '127.0.0.1', done))
+  const bound = (server.address() as { port: number }).port
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${bound}`,
     spans: () => received,
     rejected,
     async waitFor(found, what, timeoutMs = 30_000) {

@@ -69,7 +69,10 @@ t.test('every alert says how bad, how long, what and where to look', async (t) =
     t.ok(['critical', 'warning'].includes(rule.labels?.severity ?? ''), `${name}: severity critical or warning`)
     t.ok(rule.annotations?.summary, `${name}: a summary`)
     t.ok(rule.annotations?.description, `${name}: a description`)
-    const anchor = /^docs\/operating\.md#([\w-]+)$/.exec(rule.annotations?.runbook ?? '')?.[1]
+    // A link from the docs base URL Prometheus is given (docs/operating.md#alerts), else the repository path.
+    const anchor = /^\{\{ or \$externalLabels\.tollgate_docs_url "docs" \}\}\/operating\.md#([\w-]+)$/.exec(
+      rule.annotations?.runbook ?? '',
+    )?.[1]
     t.ok(
       anchor !== undefined && runbook.has(anchor),
       `${name}: its runbook section exists (${rule.annotations?.runbook})`,

@@ -2,7 +2,7 @@
 // for the errors in between; and a store error's message said once, without a stack.
 import t from 'tap'
 import { describeRedisTarget } from '../../src/config/redis-target.ts'
-import { createConnectionOutage } from '../../src/observability/outage-log.ts'
+import { createConnectionOutage, createTaskOutage } from '../../src/observability/outage-log.ts'
 import { StoreUnavailableError } from '../../src/store/errors.ts'
 import { captureLog } from '../limits/helpers.ts'
 
@@ -29,6 +29,35 @@ t.test('a connection outage: one line when it starts, one when it ends', async (
   })
   outage.down(new Error('again'))
   t.equal(lines().length, 3, 'the next outage is a new one')
+})
+
+t.test('a task on a timer: one line when it starts failing, one when it succeeds again', async (t) => {
+  const { log, lines } = captureLog('info')
+  let now = 5_000
+  const outage = createTaskOutage(log, 'webhooks: sweep', () => now)
+  outage.succeeded()
+  t.equal(lines().length, 0, 'success after success says nothing')
+  for (let i = 0; i < 30; i++) outage.failed(new Error('Redis is not connected (reconnecting)'))
+  t.ok(outage.isFailing)
+  t.equal(lines().length, 1, 'thirty failed runs, one line')
+  t.match(lines()[0], {
+    level: 40,
+    err: 'Redis is not connected (reconnecting)',
+    msg: 'webhooks: sweep failed; trying again (further failures are not logged until it succeeds)',
+  })
+  now += 30_000
+  outage.succeeded()
+  outage.succeeded()
+  t.notOk(outage.isFailing)
+  t.equal(lines().length, 2, 'one line when it works again')
+  t.match(lines()[1], {
+    level: 30,
+    durationMs: 30_000,
+    failures: 30,
+    msg: 'webhooks: sweep succeeded again after 30.0 s',
+  })
+  outage.failed('not an Error')
+  t.match(lines()[2], { level: 40, err: 'not an Error' }, 'the next outage is a new one')
 })
 
 t.test('the Redis target in logs: where, never with whom', async (t) => {

@@ -127,7 +127,8 @@ export const ERRORS = {
     status: 401,
     type: 'authentication_error',
     code: 'invalid_admin_token',
-    message: 'A valid admin token is required.',
+    message:
+      'A valid admin token is required (Authorization: Bearer <token>). Where the gateway runs, `npx tollgate admin-token` prints it; a TOLLGATE_ADMIN_TOKEN exported in your shell may be stale (after `npx tollgate admin-token --reset`, export it again).',
     body: 'openai',
   },
   // 403

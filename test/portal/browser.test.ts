@@ -167,6 +167,7 @@ t.test(
     await page.getByText('Copied to the clipboard.').waitFor()
     const secret = await page.evaluate<string>('navigator.clipboard.readText()')
     t.equal(secret, shown, 'the clipboard holds the secret')
+    t.equal(await page.locator('#base-url').innerText(), `${gw.url}/v2`, 'the base URL to use it with')
     t.same(await unlabelled(page), [], 'new key: every field labelled')
     await shot(page, 'new-key')
     const keyId =

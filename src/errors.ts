@@ -128,7 +128,7 @@ export const ERRORS = {
     type: 'authentication_error',
     code: 'invalid_admin_token',
     message:
-      'A valid admin token is required (Authorization: Bearer <token>). Where the gateway runs, `npx tollgate admin-token` prints it; a TOLLGATE_ADMIN_TOKEN exported in your shell may be stale (after `npx tollgate admin-token --reset`, export it again).',
+      'A valid admin token is required. `npx tollgate admin-token` prints it where the gateway runs; a TOLLGATE_ADMIN_TOKEN exported in your shell may be stale.',
     body: 'openai',
   },
   // 403

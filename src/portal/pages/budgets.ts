@@ -11,7 +11,16 @@ const SCOPE: Readonly<Record<BudgetStatus['scope'], string>> = {
   tenant: 'The tenant',
 }
 
-export function budgetsSection(statuses: readonly BudgetStatus[], currency: string): Html {
+/** `keyNames`: on a page of several keys, the name each key's own budget row goes by. */
+export function budgetsSection(
+  statuses: readonly BudgetStatus[],
+  currency: string,
+  keyNames?: ReadonlyMap<string, string>,
+): Html {
+  const label = (s: BudgetStatus): string => {
+    const name = s.scope === 'key' ? keyNames?.get(s.id) : undefined
+    return name === undefined ? SCOPE[s.scope] : `Key ${name}`
+  }
   if (statuses.length === 0)
     return html`<h2 id="budgets">Budgets</h2>
 <p class="hint">No budget applies: calls are limited by the plan's rates alone.</p>`
@@ -24,7 +33,7 @@ ${scrolling(
 <tbody>
 ${statuses.map(
   (s) => html`<tr data-budget="${s.scope}:${s.id}">
-<th scope="row">${SCOPE[s.scope]} <span class="hint">${s.scope === 'key' ? (s.origin === 'plan' ? "(the tier's default)" : '') : s.id}</span></th>
+<th scope="row">${label(s)} <span class="hint">${s.scope === 'key' ? (s.origin === 'plan' ? "(the tier's default)" : '') : s.id}</span></th>
 <td>${s.period === 'lifetime' ? 'lifetime' : html`per ${s.period} <span class="hint">(${s.time_zone})</span>`}</td>
 <td class="num" data-remaining="${s.remaining}">${amount(s.remaining)} / ${amount(s.amount)}</td>
 <td class="num">${amount(s.spent)}</td>

@@ -508,7 +508,13 @@ t.test(
       const cells = await page.locator('table.stack td').evaluateAll((tds) =>
         tds.map((td) => {
           const box = td.getBoundingClientRect()
-          return { right: box.right, width: box.width, label: getComputedStyle(td, '::before').content }
+          return {
+            right: box.right,
+            width: box.width,
+            label: (
+              globalThis as unknown as { getComputedStyle: (el: unknown, pseudo: string) => { content: string } }
+            ).getComputedStyle(td, '::before').content,
+          }
         }),
       )
       t.ok(cells.length > 0, `${what}: cells`)

@@ -38,6 +38,8 @@ interface Started {
   readonly dataDir: string
   /** The gateway's pid, from its start line. */
   readonly pid: number
+  /** The start line. */
+  readonly line: Record<string, unknown>
   output(): string
 }
 
@@ -79,7 +81,7 @@ async function start(t: Test, command: readonly string[]): Promise<Started> {
   t.teardown(() => {
     if (running(pid)) process.kill(pid, 'SIGKILL')
   })
-  return { wrapper, dataDir, pid, output: () => output }
+  return { wrapper, dataDir, pid, line, output: () => output }
 }
 
 /** The gateway has ended and its data directory can be taken. */
@@ -96,9 +98,13 @@ async function gatewayGone(t: Test, started: Started, what: string): Promise<voi
   t.pass(`${what}: the data directory's lock is free`)
 }
 
-t.test('the start line names the gateway pid; bin/tollgate passes SIGHUP and SIGTERM on', async (t) => {
-  const started = await start(t, [systemNode(), BIN, 'serve'])
+t.test('the start line names the gateway pid; bin/tollgate passes Node flags, SIGHUP and SIGTERM on', async (t) => {
+  // npm start's flags, given to the machine's Node: the pinned Node runs with them.
+  const started = await start(t, [systemNode(), '--max-semi-space-size=8', '--expose-gc', BIN, 'serve'])
   t.ok(running(started.pid), 'the start line names a running pid')
+  t.equal(started.line.heapCompacted, true, 'the heap compaction has its --expose-gc')
+  const argv = readFileSync(`/proc/${started.pid}/cmdline`, 'utf8').split('\0')
+  t.ok(argv.includes('--max-semi-space-size=8'), 'and the semi-space size')
   started.wrapper.kill('SIGHUP')
   const reloaded = await pollUntil(
     async () => started.output(),

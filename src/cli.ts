@@ -6,6 +6,7 @@ import { stringify } from 'yaml'
 import { ConfigError, loadConfig, readConfigFile } from './config/load.ts'
 import { plansSchema } from './config/schema.ts'
 import { importPlanCatalogue } from './limits/plan-catalogue.ts'
+import { watchLauncher } from './cli/launcher-watch.ts'
 import type { CliIo } from './cli/subcommands.ts'
 import { createLogger } from './observability/logger.ts'
 
@@ -121,6 +122,11 @@ async function serve(args: string[]): Promise<void> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
+  // Under npm, a signal to the npm pid (which npm may not pass on) ends the gateway too.
+  watchLauncher(process.env, (launcher) => {
+    log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
+    stop('launcher gone')
+  })
 }
 
 /** The command-line clients' I/O: this process's environment and streams. */

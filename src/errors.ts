@@ -148,7 +148,8 @@ export const ERRORS = {
     status: 401,
     type: 'authentication_error',
     code: 'invalid_admin_token',
-    message: 'A valid admin token is required.',
+    message:
+      'A valid admin token is required. `npx tollgate admin-token` prints it where the gateway runs; a TOLLGATE_ADMIN_TOKEN exported in your shell may be stale.',
     body: 'openai',
   },
   // 403

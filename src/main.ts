@@ -420,6 +420,8 @@ export async function startGateway(
   const metricsBound = metricsServer.address() as AddressInfo
   log.info(
     {
+      // The process to signal (SIGTERM drains, SIGHUP reloads), not the npm or npx above it.
+      pid: process.pid,
       url,
       metricsUrl,
       // What the sockets are bound to: 127.0.0.1 answers this machine only; 0.0.0.0 (HOST) the network.

@@ -56,7 +56,10 @@ export function createApiKeyAuthenticator(options: ApiKeyAuthOptions): ApiKeyAut
     }
     if (key.status === 'revoked') throw gatewayError('revoked_api_key')
     const at = now()
-    if (key.expiresAt !== null && Date.parse(key.expiresAt) <= at) throw gatewayError('expired_api_key')
+    if (key.expiresAt !== null && Date.parse(key.expiresAt) <= at)
+      throw gatewayError('expired_api_key', {
+        message: `This API key expired at ${key.expiresAt}. An administrator can extend it (expires_at) or issue a new one.`,
+      })
     if (hash !== key.hash) {
       // The previous secret of a rotated key: only while the grace lasts.
       const until = key.previousHashValidUntil === null ? 0 : Date.parse(key.previousHashValidUntil)

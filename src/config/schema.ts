@@ -71,7 +71,7 @@ const mockBackend = z.strictObject({
   type: z.literal('mock'),
   /** Streaming pace of generated tokens. */
   tokensPerSecond: positiveInt.default(200),
-  /** Completion length when the request sets no max_tokens. */
+  /** Most tokens of prose when the request sets no max_tokens (it ends on its last whole sentence within them). */
   defaultCompletionTokens: positiveInt.default(24),
   /** Fine-tuning jobs move queued → running → succeeded, one step per this interval. */
   fineTuneStepMs: positiveInt.default(500),

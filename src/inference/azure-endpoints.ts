@@ -12,6 +12,10 @@
 // it must name the deployment already, or the upstream would run one model while the
 // limits counted another. `api-version` is Azure's, not the upstream's: it is taken off
 // the query before anything else reads it.
+//
+// Azure's Responses API names no deployment in its path: AzureOpenAI's `responses.create`
+// calls {endpoint}/openai/responses?api-version=… with the deployment as the body's model,
+// which /v2's twin reads as it is.
 import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { PROXIED_ENDPOINTS, type EndpointSpec } from './endpoints.ts'
@@ -27,11 +31,30 @@ const DEPLOYMENT_ROUTES = new Set([
   '/images/edits',
 ])
 
-export const AZURE_PREFIX = '/openai/deployments/:deployment'
+/** Routes under the API prefix whose Azure twin is under /openai with the model in the body. */
+const BODY_MODEL_ROUTES = new Set(['/responses'])
 
-export const AZURE_ENDPOINTS: readonly EndpointSpec[] = PROXIED_ENDPOINTS.filter((spec) =>
-  DEPLOYMENT_ROUTES.has(spec.route),
-).map((spec) => ({ ...spec, route: `${AZURE_PREFIX}${spec.route}`, modelParam: 'deployment' }))
+const AZURE_ROOT = '/openai'
+export const AZURE_PREFIX = `${AZURE_ROOT}/deployments/:deployment`
+
+export const AZURE_ENDPOINTS: readonly EndpointSpec[] = [
+  ...PROXIED_ENDPOINTS.filter((spec) => DEPLOYMENT_ROUTES.has(spec.route)).map((spec) => ({
+    ...spec,
+    route: `${AZURE_PREFIX}${spec.route}`,
+    modelParam: 'deployment',
+  })),
+  ...PROXIED_ENDPOINTS.filter((spec) => BODY_MODEL_ROUTES.has(spec.route)).map((spec) => ({
+    ...spec,
+    route: `${AZURE_ROOT}${spec.route}`,
+  })),
+]
+
+/** The route an Azure-style alias stands for (its twin's), or undefined for a route that is not one. */
+export function azureTwinOf(route: string): string | undefined {
+  if (route.startsWith(`${AZURE_PREFIX}/`)) return route.slice(AZURE_PREFIX.length)
+  if (route.startsWith(`${AZURE_ROOT}/`)) return route.slice(AZURE_ROOT.length)
+  return undefined
+}
 
 /** The query an Azure-style call's twin sees: without `api-version`. */
 export function withoutApiVersion(query: URLSearchParams): URLSearchParams {

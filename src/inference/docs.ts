@@ -30,7 +30,7 @@ import {
 } from '../api/vector-stores.ts'
 import type { HttpMethod, OperationDoc } from '../openapi/operation.ts'
 import { templateOf } from '../openapi/operation.ts'
-import { AZURE_PREFIX } from './azure-endpoints.ts'
+import { azureTwinOf } from './azure-endpoints.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { FORMS, JSON_BODIES, QUERIES } from './request-schemas.ts'
 
@@ -285,10 +285,13 @@ const WORDS: Readonly<Record<string, RouteWords>> = {
 }
 
 /** What an Azure-style alias says before its twin's words. */
-function azureWords(prefix: string, twin: string): string {
+function azureWords(prefix: string, twin: string, deployment: boolean): string {
   return (
     `Azure OpenAI's path to \`${prefix}${twin}\`, for Azure OpenAI clients (the SDKs' AzureOpenAI with this gateway's \`${prefix}\` as its endpoint), ` +
-    "which send the key in an `api-key` header. The deployment is the model: a JSON body's `model` is set to it; a multipart form is forwarded as sent, so its `model` must name the deployment."
+    'which send the key in an `api-key` header. ' +
+    (deployment
+      ? "The deployment is the model: a JSON body's `model` is set to it; a multipart form is forwarded as sent, so its `model` must name the deployment."
+      : "The body's `model` names the deployment, as on Azure.")
   )
 }
 
@@ -321,13 +324,14 @@ export function inferenceOperations(
 ): OperationDoc[] {
   return specs.map((spec) => {
     // An Azure-style alias has its twin's words.
-    const twin = spec.modelParam === undefined ? spec.route : spec.route.slice(AZURE_PREFIX.length)
+    const azureTwin = azureTwinOf(spec.route)
+    const twin = azureTwin ?? spec.route
     const words = WORDS[`${spec.method} ${twin}`]
     if (words === undefined) throw new Error(`no API reference words for ${spec.method} ${spec.route}`)
     const body =
       spec.body === 'json' ? JSON_BODIES[spec.endpoint] : spec.body === 'multipart' ? FORMS[spec.endpoint] : undefined
     if (spec.body !== 'none' && body === undefined) throw new Error(`no request schema for ${spec.endpoint}`)
-    const query = words.list === true ? QUERIES[spec.endpoint] : spec.modelParam === undefined ? undefined : AzureQuery
+    const query = words.list === true ? QUERIES[spec.endpoint] : azureTwin === undefined ? undefined : AzureQuery
     return {
       method: spec.method.toLowerCase() as HttpMethod,
       path: `${prefix}${templateOf(spec.route)}`,
@@ -335,9 +339,9 @@ export function inferenceOperations(
         options.idPrefix === undefined
           ? words.id
           : `${options.idPrefix}${words.id.charAt(0).toUpperCase()}${words.id.slice(1)}`,
-      summary: spec.modelParam === undefined ? words.summary : `${words.summary} (Azure OpenAI path)`,
+      summary: azureTwin === undefined ? words.summary : `${words.summary} (Azure OpenAI path)`,
       description: [
-        spec.modelParam === undefined ? undefined : azureWords(prefix, twin),
+        azureTwin === undefined ? undefined : azureWords(prefix, twin, spec.modelParam !== undefined),
         words.description,
         `Scope: \`${spec.endpoint}\`.`,
       ]

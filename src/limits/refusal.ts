@@ -129,7 +129,7 @@ export function budgetRefusalOf(
   if (budgetExhausted(charge, state)) {
     const end = charge.span.end
     const resets = Number.isFinite(end)
-      ? ` It resets at ${zonedIso(end, charge.spec.timeZone)} (in ${formatDuration(Math.max(end - now, 1000))}).`
+      ? ` It resets at ${zonedIso(end, charge.spec.timeZone)} (in ${formatDuration(wholeSeconds(end - now))}).`
       : ' A lifetime budget does not reset: ask an administrator to raise it.'
     return gatewayError('budget_exhausted', {
       message: `${what}${resets}`,
@@ -140,4 +140,9 @@ export function budgetRefusalOf(
     message: `${what} Calls in flight give back what they do not use when they end; please try again in 1s.`,
     headers: { ...headers, 'retry-after': '1', 'retry-after-ms': '1000' },
   })
+}
+
+/** A wait a person reads, in whole seconds (rounded up, at least one): a reset hours away needs no milliseconds. */
+function wholeSeconds(ms: number): number {
+  return Math.max(Math.ceil(ms / 1000), 1) * 1000
 }

@@ -12,6 +12,8 @@ export interface Series {
 const W = 760
 const H = 240
 const PAD = { left: 64, right: 12, top: 14, bottom: 44 }
+/** Label size in the chart's units: about 11 px where a phone shows the chart at its narrowest (portal.css). */
+const FONT = 13
 
 /** A rounded maximum for the axis: 1, 2 or 5 times a power of ten. */
 function niceMax(value: number): number {
@@ -56,7 +58,7 @@ export function stackedBars(
       `<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#d0d7de" stroke-width="1"/>`,
     )
     parts.push(
-      `<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="11" fill="#57606a">${escapeHtml(numbers.axis(v))}</text>`,
+      `<text x="${PAD.left - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end" font-size="${FONT}" fill="#57606a">${escapeHtml(numbers.axis(v))}</text>`,
     )
   }
   const every = Math.ceil(labels.length / 10)
@@ -74,18 +76,19 @@ export function stackedBars(
     }
     if (i % every === 0)
       parts.push(
-        `<text x="${(x + barW / 2).toFixed(1)}" y="${H - PAD.bottom + 16}" text-anchor="middle" font-size="11" fill="#57606a">${escapeHtml(label.slice(5))}</text>`,
+        `<text x="${(x + barW / 2).toFixed(1)}" y="${H - PAD.bottom + 16}" text-anchor="middle" font-size="${FONT}" fill="#57606a">${escapeHtml(label.slice(5))}</text>`,
       )
   })
   series.forEach((s, i) => {
     const lx = PAD.left + i * 150
     parts.push(
-      `<rect x="${lx}" y="${H - 14}" width="10" height="10" fill="${s.colour}"/><text x="${lx + 14}" y="${H - 5}" font-size="11" fill="#1b1f24">${escapeHtml(s.name)}</text>`,
+      `<rect x="${lx}" y="${H - 14}" width="10" height="10" fill="${s.colour}"/><text x="${lx + 14}" y="${H - 5}" font-size="${FONT}" fill="#1b1f24">${escapeHtml(s.name)}</text>`,
     )
   })
   const desc = `${series.map((s) => s.name).join(' and ')} per day, ${labels[0] ?? ''} to ${labels[labels.length - 1] ?? ''}; the numbers are in the table below.`
+  // On a phone the chart keeps a legible width and scrolls in its own box (portal.css).
   return raw(
-    `<svg class="chart" role="img" aria-labelledby="chart-t-${slug(title)} chart-d-${slug(title)}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg"><title id="chart-t-${slug(title)}">${escapeHtml(title)}</title><desc id="chart-d-${slug(title)}">${escapeHtml(desc)}</desc>${parts.join('')}</svg>`,
+    `<div class="chart-scroll" tabindex="0" role="region" aria-label="${escapeHtml(title)}"><svg class="chart" role="img" aria-labelledby="chart-t-${slug(title)} chart-d-${slug(title)}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg"><title id="chart-t-${slug(title)}">${escapeHtml(title)}</title><desc id="chart-d-${slug(title)}">${escapeHtml(desc)}</desc>${parts.join('')}</svg></div>`,
   )
 }
 

@@ -63,6 +63,11 @@ export function isHttps(req: IncomingMessage, config: Pick<Config, 'server' | 'p
   return clientScheme(req, config.server.trustProxyHops) === 'https'
 }
 
+/** The base URL an SDK on the user's side calls: this gateway's /v2, as the browser reached it. */
+export function apiBaseUrl(req: IncomingMessage, config: Pick<Config, 'server' | 'portal'>): string {
+  return `${isHttps(req, config) ? 'https' : 'http'}://${req.headers.host ?? 'localhost'}/v2`
+}
+
 export function setSessionCookie(res: ServerResponse, token: string, maxAgeSeconds: number, secure: boolean): void {
   res.setHeader(
     'set-cookie',

@@ -6,7 +6,7 @@ import { planCurrency } from '../keys/money.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import type { Router } from '../http/router.ts'
 import type { Guards, PortalDeps } from './guard.ts'
-import { redirect, sendHtml } from './http.ts'
+import { apiBaseUrl, redirect, sendHtml } from './http.ts'
 import { html } from './html.ts'
 import { lastUsedDays } from './last-used.ts'
 import { budgetsOf, keyStanding } from './limits-view.ts'
@@ -127,14 +127,14 @@ export function registerKeyRoutes(router: Router, deps: PortalDeps, guards: Guar
       const view = keys.view(record)
       const handoff = await deps.sessions.handoffs.take(me.cookie, me.session.id, record.id)
       if (handoff === null) return sendHtml(ctx.res, 200, secretGonePage(me.viewer, view))
-      if (handoff.kind === 'created')
-        return sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your new key', view, handoff.secret))
+      const shown = { secret: handoff.secret, baseUrl: apiBaseUrl(ctx.req, deps.config) }
+      if (handoff.kind === 'created') return sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your new key', view, shown))
       const until = view.rotation_grace_until
       const extra =
         until === null
           ? notice('ok', 'The old secret has stopped working.')
           : notice('ok', html`The old secret keeps working until <strong>${when(until)}</strong>, then stops.`)
-      sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your rotated key', view, handoff.secret, extra))
+      sendHtml(ctx.res, 200, secretPage(me.viewer, 'Your rotated key', view, shown, extra))
     }),
   )
 

@@ -42,16 +42,27 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
       ...(selected !== null && !used.has(selected.id) ? [selected] : []),
       ...own.filter((k) => used.has(k.id)),
     ]
-    return { keys: listed, selected, range, rows }
+    return { own, keys: listed, selected, range, rows }
+  }
+
+  /**
+   * The keys whose budgets the page shows: the one asked for, or the user's keys that can
+   * still make calls, those used in the range first (at most 50 read). Not only the used
+   * ones: a key that has made no call yet still has its tier's budget.
+   */
+  function budgetKeys(own: readonly KeyRecord[], used: readonly KeyRecord[], selected: KeyRecord | null) {
+    if (selected !== null) return [selected]
+    const live = own.filter((k) => deps.keys.view(k).status === 'active')
+    return [...new Set([...used.filter((k) => live.includes(k)), ...live])].slice(0, 50)
   }
 
   router.on(
     'GET',
     '/portal/usage',
     guards.page('portal.usage', async (ctx, me, _params, query) => {
-      const { keys, selected, range, rows } = await read(me, query)
-      // The budgets of the key shown, or of the user's keys used in the range (at most 50 read).
-      const budgets = await budgetsOf(deps, selected === null ? keys.slice(0, 50) : [selected])
+      const { own, keys, selected, range, rows } = await read(me, query)
+      const budgeted = budgetKeys(own, keys, selected)
+      const budgets = await budgetsOf(deps, budgeted)
       const csv = new URLSearchParams({
         ...(selected === null ? {} : { key: selected.id }),
         from: range.from,
@@ -68,6 +79,7 @@ export function registerUsageRoutes(router: Router, deps: PortalDeps, guards: Gu
           `/portal/usage.csv?${csv.toString()}`,
           planCurrency(deps.runtime.current.config.plans),
           budgets,
+          budgeted.map((k) => deps.keys.view(k)),
         ),
       )
     }),

@@ -21,7 +21,15 @@ import { withPublicModel } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
 import { scanReply, TailWindow, usageInTail } from './reply-scan.ts'
-import { bodyText, bodyUsage, isGeneration, readEvent, withoutNullUsage } from './usage-tap.ts'
+import {
+  bodyText,
+  bodyUsage,
+  isGeneration,
+  isStreamChunk,
+  readEvent,
+  usageChunk,
+  withoutNullUsage,
+} from './usage-tap.ts'
 
 export interface RelayOptions {
   /** The client asked for a stream: an upstream reply without a content type is then read as SSE. */
@@ -393,15 +401,28 @@ async function relaySse(
   const parser = new SseParser()
   let reported: Usage | undefined
   const text: string[] = []
+  /** The last chunk the client got, whose shape a usage chunk of the gateway's own copies. */
+  let lastChunk: Record<string, unknown> | undefined
+  /** Every event so far reported an error (undefined: none yet): the upstream did no work. */
+  let onlyErrors: boolean | undefined
+  let trailed = false
+  /** The usage chunk, once, for a client that asked for usage when the upstream sent none. */
+  const usageTrailer = (usage: Tapped): string => {
+    if (trailed || !options.clientWantsUsage || usage.usageSource !== 'counted' || lastChunk === undefined) return ''
+    trailed = true
+    return `data: ${JSON.stringify(usageChunk(lastChunk, usage.usage))}\n\n`
+  }
   /** Writes the events on; `[DONE]`, the stream's last bytes, goes out only after the commit. */
   const forward = async (events: ReturnType<SseParser['push']>): Promise<void> => {
     let out = ''
     const from = text.length
     for (const event of events) {
       if (event.data === '[DONE]') {
+        const usage = await tapped()
+        out += usageTrailer(usage)
         if (out.length > 0) await sink.write(out)
         out = ''
-        await commit(options, (await tapped()).usage)
+        await commit(options, usage.usage)
       } else if (event.data !== undefined) {
         let data: unknown
         try {
@@ -413,10 +434,12 @@ async function relaySse(
         const reading = readEvent(data)
         if (reading.usage !== undefined) reported = reading.usage
         if (reading.text.length > 0) text.push(reading.text)
+        onlyErrors = (onlyErrors ?? true) && reading.error
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
         if (reading.usageOnly && !options.clientWantsUsage) continue
         const renamed = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
+        if (isStreamChunk(renamed)) lastChunk = renamed
         // Upstreams put "usage": null on every chunk once usage is asked for; the client
         // did not ask, so it sees the stream it would have got without the gateway.
         const shown = options.clientWantsUsage ? renamed : withoutNullUsage(renamed)
@@ -441,7 +464,8 @@ async function relaySse(
   }
   const tapped = async (): Promise<Tapped> => {
     if (reported !== undefined) return { usage: reported, usageSource: 'reported' }
-    if (status >= 400) return NONE
+    // A stream that was only an upstream's error (and reported no usage) charges nothing.
+    if (status >= 400 || onlyErrors === true) return NONE
     return counted(options, text.join(''))
   }
 
@@ -463,6 +487,8 @@ async function relaySse(
     await forward(parser.end())
     // A stream that reported no usage is metered on what it carried, before it ends.
     const usage = await tapped()
+    const trailer = usageTrailer(usage)
+    if (trailer.length > 0) await sink.write(trailer)
     if (!sink.aborted) await commit(options, usage.usage)
     sink.end()
     return finish(status, sink, usage)

@@ -91,10 +91,12 @@ export interface EventReading {
   readonly usageOnly: boolean
   /** Generated text the event delivered. */
   readonly text: string
+  /** The event reports an error (`{"error": …}`, a Responses `error` event) and delivers nothing. */
+  readonly error: boolean
 }
 
 export function readEvent(data: unknown): EventReading {
-  if (!isJsonObject(data)) return { usage: undefined, usageOnly: false, text: '' }
+  if (!isJsonObject(data)) return { usage: undefined, usageOnly: false, text: '', error: false }
   // Responses API: typed events; the usage comes with the final response object.
   if (typeof data.type === 'string' && data.type.startsWith('response.')) {
     const usage = isJsonObject(data.response) ? usageOf(data.response.usage) : undefined
@@ -103,11 +105,39 @@ export function readEvent(data: unknown): EventReading {
       data.type.endsWith('.delta') && !data.type.endsWith('audio.delta') && typeof data.delta === 'string'
         ? data.delta
         : ''
-    return { usage, usageOnly: false, text }
+    return { usage, usageOnly: false, text, error: false }
   }
   const usage = usageOf(data.usage)
   const usageOnly = usage !== undefined && (!Array.isArray(data.choices) || data.choices.length === 0)
-  return { usage, usageOnly, text: choicesText(data.choices, 'delta') }
+  const error = (isJsonObject(data.error) || data.type === 'error') && !Array.isArray(data.choices)
+  return { usage, usageOnly, text: choicesText(data.choices, 'delta'), error }
+}
+
+/** A chat or completions stream chunk: the shape a usage chunk of the gateway's own copies. */
+export function isStreamChunk(data: unknown): data is Record<string, unknown> {
+  return isJsonObject(data) && (data.object === 'chat.completion.chunk' || data.object === 'text_completion')
+}
+
+/**
+ * The last chunk of a stream whose client asked for usage (stream_options.include_usage)
+ * when the upstream sent none: OpenAI's usage chunk (no choices, CompletionUsage), with
+ * the id, created, model and object of the stream's chunks and the gateway's own count.
+ */
+export function usageChunk(chunk: Record<string, unknown>, usage: Usage): Record<string, unknown> {
+  const { id, object, created, model, system_fingerprint: fingerprint } = chunk
+  return {
+    id,
+    object,
+    created,
+    model,
+    ...(typeof fingerprint === 'string' ? { system_fingerprint: fingerprint } : {}),
+    choices: [],
+    usage: {
+      prompt_tokens: usage.inputTokens,
+      completion_tokens: usage.outputTokens,
+      total_tokens: usage.inputTokens + usage.outputTokens,
+    },
+  }
 }
 
 /** `body` without a `usage: null` field; the same object when it has none. */

@@ -1,5 +1,6 @@
 // Where each RAG service is: its configured base URL, or the built-in mock, which is
-// started here on a loopback port so mock traffic takes the same relay as a real backend.
+// started here on a Unix socket of its own (no port) so mock traffic takes the same relay
+// as a real backend.
 // A reload builds the next set beside the running one (`previous`): a service whose
 // settings did not change keeps its target and connections, the mock keeps running (it is
 // started at most once, by the first configuration that names it), and `retire` lets go of
@@ -13,7 +14,7 @@ import type { RelayTarget } from './relay.ts'
 
 export interface RagBackends {
   target(service: RagService): RelayTarget
-  /** The in-process mock's address, when a service uses it. */
+  /** The in-process mock's address (`unix:<socket>`), when a service uses it. */
   readonly mockUrl: string | undefined
   /** Destroys the connections of the targets `next` does not share (the mock stays). */
   retire(next: RagBackends): void
@@ -44,8 +45,11 @@ export async function startRagBackends(rag: RagConfig, previous?: RagBackends): 
       built.set(service, kept)
       continue
     }
-    const base = new URL(settings.baseUrl === 'mock' ? `${mock?.url ?? ''}/${service}` : settings.baseUrl)
-    const agentOptions = { keepAlive: true, maxSockets: 256 }
+    const onMock = settings.baseUrl === 'mock'
+    const base = new URL(onMock ? `${mock?.url ?? ''}/${service}` : settings.baseUrl)
+    // The mock listens on a Unix socket: its agent connects there, whatever the URL's host.
+    const socketPath = onMock ? mock?.socketPath : undefined
+    const agentOptions = { keepAlive: true, maxSockets: 256, ...(socketPath === undefined ? {} : { socketPath }) }
     built.set(service, {
       settings,
       target: {
@@ -60,7 +64,7 @@ export async function startRagBackends(rag: RagConfig, previous?: RagBackends): 
     })
   }
   const backends: RagBackends = {
-    mockUrl: mock?.url,
+    mockUrl: mock === undefined ? undefined : mock.socketPath === undefined ? mock.url : `unix:${mock.socketPath}`,
     target(service) {
       const found = built.get(service)
       if (found === undefined) throw new Error(`no RAG service ${service}`)

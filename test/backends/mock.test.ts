@@ -54,7 +54,23 @@ t.test('chat completion: shape, determinism, and usage from the tokenizer', asyn
   t.match(choice.message.content, /^This is Tollgate's mock backend replying to prompt #[0-9a-f]{6}\./)
   t.equal(choice.finish_reason, 'stop', 'the default length ends by itself')
   const content = choice.message.content ?? ''
-  t.equal(await countTextTokens(content), MOCK_CONFIG.defaultCompletionTokens, 'the default length, in tokens')
+  // It ends on the last whole sentence within the default length: the reply cut at that
+  // length (max_tokens) starts with it, and has no full stop after it.
+  const cut = await json<OpenAI.ChatCompletion>(
+    await backend.send(
+      post('chat.completions', '/chat/completions', {
+        model: 'gpt-test',
+        messages,
+        max_tokens: MOCK_CONFIG.defaultCompletionTokens,
+      }),
+    ),
+  )
+  const cutContent = cut.choices[0]?.message.content ?? ''
+  t.equal(cut.choices[0]?.finish_reason, 'length')
+  t.match(content, /\.$/, 'the default length ends on a sentence')
+  t.ok(cutContent.startsWith(content), 'the last whole sentence of the reply cut at the default length')
+  t.notMatch(cutContent.slice(content.length), /\./)
+  t.ok((await countTextTokens(content)) <= MOCK_CONFIG.defaultCompletionTokens, 'within the default length, in tokens')
   t.same(
     body.usage && {
       prompt: body.usage.prompt_tokens,
@@ -265,7 +281,14 @@ t.test('legacy completions: text_completion, prompt arrays, streaming', async (t
   )
   t.equal(many.choices[0]?.finish_reason, 'stop')
   t.equal(many.usage?.prompt_tokens, await countInputTokens(['first prompt here', 'second one']))
-  t.equal(many.usage?.completion_tokens, 4 * MOCK_CONFIG.defaultCompletionTokens)
+  t.equal(
+    many.usage?.completion_tokens,
+    (await Promise.all(many.choices.map((c) => countTextTokens(c.text)))).reduce((a, b) => a + b, 0),
+  )
+  t.ok(
+    many.choices.every((c) => c.text.endsWith('.')),
+    'each ends on a sentence',
+  )
   t.not(many.choices[0]?.text, many.choices[2]?.text, 'different prompts, different text')
 
   const tokens = await json<OpenAI.Completion>(

@@ -76,3 +76,19 @@ t.test('an unknown model names GET /v2/models, through the SDK too', async (t) =
   )
   t.match(retrieved?.message, /GET \/v2\/models/)
 })
+
+t.test("the README's streamed call: a reply that ends by itself ends on a sentence", async (t) => {
+  const client = new OpenAI({ baseURL: `${gw.url}/v2`, apiKey: key, maxRetries: 0 })
+  let text = ''
+  let finish: string | null | undefined
+  for await (const chunk of await client.chat.completions.create({
+    model: 'Mistral-Small-24B-Instruct-2501',
+    messages: [{ role: 'user', content: 'Stream!' }],
+    stream: true,
+  })) {
+    text += chunk.choices[0]?.delta?.content ?? ''
+    finish = chunk.choices[0]?.finish_reason ?? finish
+  }
+  t.equal(finish, 'stop')
+  t.match(text, /^This is Tollgate's mock backend replying to prompt #[0-9a-f]{6}\.( [A-Z][a-z]+( [a-z]+)+\.)+$/)
+})

@@ -3,7 +3,7 @@
 // listens on loopback unless told otherwise; `bin/tollgate` works from a checkout on the
 // machine's own Node, whatever its version.
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import t from 'tap'
@@ -151,6 +151,14 @@ t.test('the listeners are bound to loopback by default, and the log says where',
   const line = gw.logs().find((l) => l.msg === 'tollgate listening')
   t.match(line?.address, /^127\.0\.0\.1:\d+$/, `public listener: ${line?.address}`)
   t.match(line?.metricsAddress, /^127\.0\.0\.1:\d+$/, `metrics listener: ${line?.metricsAddress}`)
+  // PORT and METRICS_PORT are all it listens on: the built-in RAG mock takes no port.
+  const ports = listeningPorts(gw.child.pid ?? 0)
+  t.same(
+    ports.sort((a, b) => a - b),
+    [Number(line?.port), Number(line?.metricsPort)].sort((a, b) => a - b),
+    `TCP listeners: ${ports.join(', ')}`,
+  )
+  t.match(line?.ragMock, /^unix:\//, 'the RAG mock on a Unix socket')
   const onAll = await startTollgate({ env: { HOST: '0.0.0.0' } })
   t.teardown(() => onAll.stop())
   t.match(
@@ -159,6 +167,28 @@ t.test('the listeners are bound to loopback by default, and the log says where',
     'HOST=0.0.0.0 faces the network, and the log says so',
   )
 })
+
+/** The TCP ports process `pid` listens on (Linux: its socket inodes in /proc/net/tcp and tcp6). */
+function listeningPorts(pid: number): number[] {
+  const inodes = new Set(
+    readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+      try {
+        return [/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? '']
+      } catch {
+        return []
+      }
+    }),
+  )
+  return ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((table) =>
+    readFileSync(table, 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((row) => row.trim().split(/\s+/))
+      // local_address is HEX_IP:HEX_PORT; state 0A is LISTEN; field 9 is the inode.
+      .filter((f) => f[3] === '0A' && inodes.has(f[9] ?? ''))
+      .map((f) => parseInt(f[1]?.split(':')[1] ?? '0', 16)),
+  )
+}
 
 /** The machine's own Node, if it has one outside node_modules (CI machines ship Node 20). */
 function systemNode(): { path: string; major: number } | null {

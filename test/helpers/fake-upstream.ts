@@ -22,6 +22,8 @@ export interface FakeUpstreamOptions {
   stallAfterEvents?: number
   /** After this many streamed events, destroy the socket. */
   dropAfterEvents?: number
+  /** A streamed reply is this one event and nothing else (an error a server reports after its 200). */
+  onlyEvent?: unknown
   /** 'honour' sends the usage chunk only when stream_options.include_usage is set. */
   includeUsage?: 'honour' | 'never' | 'always'
   /** Write streamed bytes in slices of this size, yielding between slices. */
@@ -140,6 +142,10 @@ async function handle(
     ((options.includeUsage ?? 'honour') === 'honour' &&
       (request.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true)
 
+  if (stream && options.onlyEvent !== undefined) {
+    await sendEvents(res, [{ data: JSON.stringify(options.onlyEvent) }], options)
+    return
+  }
   switch (`${req.method} ${path}`) {
     case 'POST /v1/chat/completions': {
       const usage = {

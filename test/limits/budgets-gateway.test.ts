@@ -95,7 +95,11 @@ t.test(
     t.equal(apiError.code, 'insufficient_quota')
     t.equal(apiError.type, 'insufficient_quota')
     t.match(apiError.message, `the monthly budget of key ${id} (0.03 EUR per month, Europe/Berlin)`)
-    t.match(apiError.message, /It resets at \d{4}-\d\d-01T00:00:00\+0[12]:00/)
+    t.match(
+      apiError.message,
+      /It resets at \d{4}-\d\d-01T00:00:00\+0[12]:00 \(in (\d+h)?(\d+m)?\d+s\)\./,
+      'in whole seconds',
+    )
     t.same(statuses, [200, 200, 200, 429], 'one exchange for the refused call: the SDK (maxRetries 2) did not retry it')
     const calls = (): Array<Record<string, unknown>> =>
       gw.logs().filter((l) => l.msg === 'request' && l.keyId === id && l.path === '/v2/chat/completions')

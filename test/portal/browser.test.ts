@@ -167,6 +167,7 @@ t.test(
     await page.getByText('Copied to the clipboard.').waitFor()
     const secret = await page.evaluate<string>('navigator.clipboard.readText()')
     t.equal(secret, shown, 'the clipboard holds the secret')
+    t.equal(await page.locator('#base-url').innerText(), `${gw.url}/v2`, 'the base URL to use it with')
     t.same(await unlabelled(page), [], 'new key: every field labelled')
     await shot(page, 'new-key')
     const keyId =
@@ -501,20 +502,48 @@ t.test(
       await page.goto(`${gw.url}${path}`)
       await fits(path)
     }
-    // The key page's limits table is wider than the phone: it scrolls inside its box.
+    // Tables too wide for the phone (the key's limits, the audit log) stack their rows as
+    // cards: every cell on the screen, under its column's name, nothing to scroll sideways.
+    const cellsOnScreen = async (what: string): Promise<void> => {
+      const cells = await page.locator('table.stack td').evaluateAll((tds) =>
+        tds.map((td) => {
+          const box = td.getBoundingClientRect()
+          return {
+            right: box.right,
+            width: box.width,
+            label: (
+              globalThis as unknown as { getComputedStyle: (el: unknown, pseudo: string) => { content: string } }
+            ).getComputedStyle(td, '::before').content,
+          }
+        }),
+      )
+      t.ok(cells.length > 0, `${what}: cells`)
+      t.ok(
+        cells.every((c) => c.right <= 390 && c.width > 0),
+        `${what}: every cell on the screen`,
+      )
+      t.ok(
+        cells.every((c) => c.label.length > 2 && c.label !== 'none'),
+        `${what}: each under its column's name`,
+      )
+    }
     await page.goto(`${gw.url}/portal/keys/${first?.id ?? ''}`)
-    const box = await page
-      .locator('.table-scroll')
-      .first()
-      .evaluate((el) => ({
-        client: (el as unknown as { clientWidth: number }).clientWidth,
-        scroll: (el as unknown as { scrollWidth: number }).scrollWidth,
-      }))
-    t.ok(
-      box.client <= 390 && box.scroll > box.client,
-      `the table scrolls in its box (${box.scroll} px in ${box.client})`,
-    )
+    await cellsOnScreen('the key page')
     await page.screenshot({ path: join(ROOT, '.tap', 'screenshots', 'phone-key.png'), fullPage: true })
+    await page.goto(`${gw.url}/portal/admin/audit`)
+    await fits('/portal/admin/audit')
+    await cellsOnScreen('the audit log')
+    await page.screenshot({ path: join(ROOT, '.tap', 'screenshots', 'phone-audit.png'), fullPage: true })
+    // The charts' labels stay legible: drawn at 13 units, shown at no less than 10 px.
+    await page.goto(`${gw.url}/portal/usage`)
+    const scales = await page
+      .locator('svg.chart')
+      .evaluateAll((svgs) => svgs.map((svg) => svg.getBoundingClientRect().width / svg.viewBox.baseVal.width))
+    t.ok(
+      scales.length > 0 && scales.every((scale) => 13 * scale >= 10),
+      `chart labels at ${scales.map((s) => (13 * s).toFixed(1)).join(', ')} px`,
+    )
+    await page.screenshot({ path: join(ROOT, '.tap', 'screenshots', 'phone-usage.png'), fullPage: true })
     expecting404 = true
     await page.goto(`${gw.url}/portal/nope`)
     expecting404 = false

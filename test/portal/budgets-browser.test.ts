@@ -108,3 +108,28 @@ t.test('the key page and the usage page show each budget, what is left of it and
   t.same(problems, [], 'no console errors')
   await page.close()
 })
+
+t.test("the usage page of a user whose keys have made no call yet shows each key's tier budget", async (t) => {
+  const bob = await createUser(gw, 'bob', 'bob-password')
+  const first = await gw.createKey({ tier: 'Standard4000', owner: bob.id, name: 'first' })
+  const second = await gw.createKey({ tier: 'Standard4000', owner: bob.id, name: 'second' })
+  await browser.clearCookies() // alice's session
+  const page = await browser.newPage()
+  await signIn(page, 'bob', 'bob-password')
+  await page.goto(`${gw.url}/portal/usage`)
+  await page.getByRole('heading', { name: 'Budgets' }).waitFor()
+  t.notMatch(await page.locator('main').innerText(), /No budget applies/)
+  const rows = await budgetRows(page)
+  t.equal(rows.length, 2, 'one per key')
+  t.same(
+    rows.map((r) => r[0]?.replace(/\s+/g, ' ')),
+    [
+      `Key second (${String(second.prefix)}…) (the tier's default)`,
+      `Key first (${String(first.prefix)}…) (the tier's default)`,
+    ],
+    'each named by its key, newest first',
+  )
+  for (const row of rows)
+    t.match(row.slice(1, 3), [/per month/, /^4,000\.00 \/ 4,000\.00$/], "Standard4000's 4,000 EUR per month")
+  await page.close()
+})

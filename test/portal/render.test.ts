@@ -94,7 +94,10 @@ t.test('chart: an accessible SVG with one bar per non-zero value, labels escaped
     ['2026-11-01', '2026-11-02'],
     [{ name: 'In & out', colour: '#000', values: [3, 0] }],
   ).text
-  t.match(svg, /^<svg class="chart" role="img" aria-labelledby="/)
+  t.match(
+    svg,
+    /^<div class="chart-scroll" tabindex="0" role="region" aria-label="[^"]*"><svg class="chart" role="img" aria-labelledby="/,
+  )
   t.match(svg, '<title id="chart-t-tokens-per-day">Tokens &lt;per&gt; day</title>')
   t.equal(
     svg.match(/<rect x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="#000"><title>/g)?.length,

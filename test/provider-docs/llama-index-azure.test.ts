@@ -98,6 +98,33 @@ t.test("completions and embeddings through the Azure path; the page's OpenAIEmbe
   t.same(queryEmbedding.data[0]?.embedding, azureEmbedding.data[0]?.embedding, 'the same vector either way')
 })
 
+t.test("responses.create on AzureOpenAI: Azure's /openai/responses, the body's model the deployment", async (t) => {
+  const client = azure('gpt-4o')
+  const reply = await client.responses.create({ model: 'gpt-4o-mini', input: 'Tell me a joke.', max_output_tokens: 16 })
+  t.equal(reply.model, 'gpt-4o-mini', "answered by the body's model, as on Azure")
+  t.ok(reply.output_text.length > 0, 'with an answer')
+  let text = ''
+  for await (const event of await client.responses.create({ model: 'gpt-4o', input: 'Hi', stream: true }))
+    if (event.type === 'response.output_text.delta') text += event.delta
+  t.ok(text.length > 0, 'and streamed')
+  const logged = (
+    await pollUntil(
+      async () => requestLogs('responses').filter((l) => l.path === '/v2/openai/responses'),
+      (lines) => lines.length >= 2,
+      500,
+      10,
+    )
+  ).value
+  t.same(
+    logged.map((l) => [l.model, l.status]),
+    [
+      ['gpt-4o-mini', 200],
+      ['gpt-4o', 200],
+    ],
+    'both on the Azure path, each charged to its model',
+  )
+})
+
 t.test('the client configured by baseURL (…/v2/openai), or with the deployment in the base URL', async (t) => {
   const byBase = new AzureOpenAI({
     baseURL: `${gw.url}/v2/openai`,

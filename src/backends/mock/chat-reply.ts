@@ -63,7 +63,7 @@ export async function chatReplies(input: ChatReplyInput, n: number): Promise<Cha
   }
   return Promise.all(
     variants.map(async (variant) => {
-      const text = await generateText(input.seed, variant, generation.budget)
+      const text = await generateText(input.seed, variant, generation.budget, generation.finishReason)
       return { ...contentReply(text), finishReason: generation.finishReason, tokens: text.tokens }
     }),
   )

@@ -21,7 +21,9 @@ export async function completions(request: UpstreamRequest, ctx: MockContext): P
 
   checkTotal(prompts.length * generation.n, generation.budget)
   const replies: GeneratedText[] = await Promise.all(
-    prompts.flatMap((seed) => Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget))),
+    prompts.flatMap((seed) =>
+      Array.from({ length: generation.n }, (_, i) => generateText(seed, i, generation.budget, generation.finishReason)),
+    ),
   )
   const usage = completionUsage(await countInputTokens(body.prompt), replies)
   const head = {

@@ -19,7 +19,7 @@ export interface Generation {
   readonly limit: number | undefined
   /**
    * "length" when the request's own limit set the budget (the reply was cut by it);
-   * "stop" when the mock chose the length, i.e. the reply ended by itself.
+   * "stop" when the mock chose the length: the reply ends on its last whole sentence within it.
    */
   readonly finishReason: FinishReason
   readonly stream: boolean

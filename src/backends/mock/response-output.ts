@@ -50,7 +50,7 @@ export async function responseOutput(input: ResponseOutputInput): Promise<Respon
     const content = await jsonContent(plan.format, input.seed, 0, input.proseTokens, generation.limit)
     return { items: [message(content, content.cut)], cut: content.cut, tokens: content.tokens }
   }
-  const text = await generateText(input.seed, 0, generation.budget)
+  const text = await generateText(input.seed, 0, generation.budget, generation.finishReason)
   // Prose fills the budget: with the request's own limit it is the limit that ended it.
   const cut = generation.finishReason === 'length'
   return { items: [message(text, cut)], cut, tokens: text.tokens }

@@ -9,6 +9,7 @@
 // The counting is done by the tokenizer's worker (countEach), so this thread never loads
 // the encoder: a few short messages per reply.
 import { contentText, countEach } from '../../tokenizer/tokens.ts'
+import type { FinishReason } from './generation.ts'
 import { digest, randomFrom, seedOf } from './hash.ts'
 
 /** Each word below is one token with a leading space (and so is each capitalised determiner). */
@@ -143,10 +144,18 @@ export interface GeneratedText {
 }
 
 /**
- * A reply of exactly `budget` tokens to the prompt summarised by `seedText`. `variant`
- * tells apart the choices of one request (n > 1); variant 0 is the reply to a lone request.
+ * A reply to the prompt summarised by `seedText` that ends as its finish reason says: cut
+ * at exactly `budget` tokens ("length": the request's limit ended it), or on the last whole
+ * sentence within `budget` ("stop": the mock chose the length, so the reply ends by itself,
+ * not mid-sentence). `variant` tells apart the choices of one request (n > 1); variant 0
+ * is the reply to a lone request.
  */
-export async function generateText(seedText: string, variant: number, budget: number): Promise<GeneratedText> {
+export async function generateText(
+  seedText: string,
+  variant: number,
+  budget: number,
+  ending: FinishReason = 'length',
+): Promise<GeneratedText> {
   // The prompt is hashed once: it may be megabytes long.
   const hash = digest(seedText).toString('hex')
   const tag = promptTag(hash)
@@ -165,7 +174,19 @@ export async function generateText(seedText: string, variant: number, budget: nu
     pieces.push(piece)
     used += cost
   }
-  return settle(pieces, budget)
+  if (ending === 'length') return settle(pieces, budget)
+  endOnSentence(pieces)
+  return settle(
+    pieces,
+    pieces.reduce((sum, piece) => sum + costOf(piece), 0),
+  )
+}
+
+/** Cuts the pieces after their last full stop; with none (a budget shorter than the opening), the last piece becomes one. */
+function endOnSentence(pieces: string[]): void {
+  const end = pieces.lastIndexOf('.')
+  if (end >= 0) pieces.length = end + 1
+  else if (pieces.length > 0) pieces[pieces.length - 1] = '.'
 }
 
 /** Six hex digits of the prompt's hash: enough to tell prompts apart in a reply, short enough to read. */

@@ -71,18 +71,18 @@ ${
   entries.length === 0
     ? html`<p>No change matches these filters.</p>`
     : scrolling(
-        html`<table class="audit">
+        html`<table class="audit stack">
 <caption class="visually-hidden">Audit log</caption>
 <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Object</th><th scope="col">Changes</th><th scope="col">From</th></tr></thead>
 <tbody>
 ${entries.map(
   (e) => html`<tr data-audit-id="${e.id}">
-<td>${when(new Date(e.at).toISOString())}</td>
-<td>${actorCell(e)}</td>
-<td><code>${e.action}</code></td>
-<td>${e.objectType} <code>${e.objectId}</code></td>
-<td>${changes(e.before, e.after)}</td>
-<td>${e.address}</td>
+<td data-label="When">${when(new Date(e.at).toISOString())}</td>
+<td data-label="Who">${actorCell(e)}</td>
+<td data-label="Action"><code>${e.action}</code></td>
+<td data-label="Object">${e.objectType} <code>${e.objectId}</code></td>
+<td data-label="Changes">${changes(e.before, e.after)}</td>
+<td data-label="From">${e.address}</td>
 </tr>`,
 )}
 </tbody>

@@ -20,22 +20,25 @@ const GRACE_PRESETS: ReadonlyArray<[number, string]> = [
 
 /** live: the key can be used, and each cell says what is left of its window; else the limits alone. */
 function limitsTable(standing: readonly ModelStanding[], live: boolean, currency: string): Html {
+  const heads = DIMENSIONS.map((d) => `${d.label}${live ? ': left / limit' : ': limit'}`)
+  const price = `Price in / out per 1M tokens (${currency})`
   return scrolling(
-    html`<table>
+    html`<table class="stack">
 <caption class="visually-hidden">Limits per model</caption>
-<thead><tr><th scope="col">Model</th>${DIMENSIONS.map((d) => html`<th scope="col" class="num">${d.label}${live ? ': left / limit' : ': limit'}</th>`)}<th scope="col" class="num">Quota (tokens)</th><th scope="col" class="num">Price in / out per 1M tokens (${currency})</th></tr></thead>
+<thead><tr><th scope="col">Model</th>${heads.map((head) => html`<th scope="col" class="num">${head}</th>`)}<th scope="col" class="num">Quota (tokens)</th><th scope="col" class="num">${price}</th></tr></thead>
 <tbody>
 ${standing.map(
   (s) => html`<tr>
 <th scope="row">${s.model}</th>
-${DIMENSIONS.map((d) => {
+${DIMENSIONS.map((d, i) => {
   const w = s.windows[d.suffix]
-  if (w === undefined) return html`<td class="num">—</td>`
-  if (!live) return html`<td class="num">${w.limit}</td>`
-  return html`<td class="num">${w.remaining ?? '?'} / ${w.limit}${w.reset === null || w.remaining === w.limit ? '' : html`<br><span class="hint">resets in ${w.reset}</span>`}</td>`
+  const label = heads[i] ?? d.label
+  if (w === undefined) return html`<td class="num" data-label="${label}">—</td>`
+  if (!live) return html`<td class="num" data-label="${label}">${w.limit}</td>`
+  return html`<td class="num" data-label="${label}">${w.remaining ?? '?'} / ${w.limit}${w.reset === null || w.remaining === w.limit ? '' : html`<br><span class="hint">resets in ${w.reset}</span>`}</td>`
 })}
-<td class="num">${s.limits.quota ?? '—'}</td>
-<td class="num">${amount(s.limits.input_price ?? 0)} / ${amount(s.limits.output_price ?? 0)}</td>
+<td class="num" data-label="Quota (tokens)">${s.limits.quota ?? '—'}</td>
+<td class="num" data-label="${price}">${amount(s.limits.input_price ?? 0)} / ${amount(s.limits.output_price ?? 0)}</td>
 </tr>`,
 )}
 </tbody>

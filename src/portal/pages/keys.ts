@@ -71,7 +71,14 @@ ${csrfField(viewer)}
 }
 
 /** The one time a secret is shown: after create and after rotate. */
-export function secretPage(viewer: Viewer, title: string, view: KeyView, secret: string, extra?: Html): Html {
+/** The secret shown once, and the base URL an SDK uses it with. */
+export interface ShownSecret {
+  readonly secret: string
+  readonly baseUrl: string
+}
+
+export function secretPage(viewer: Viewer, title: string, view: KeyView, shown: ShownSecret, extra?: Html): Html {
+  const { secret, baseUrl } = shown
   return layout(
     title,
     html`
@@ -83,7 +90,9 @@ ${extra ?? ''}
 <button type="button" data-copy="secret" data-copy-status="copy-status">Copy</button>
 </div>
 <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-<p>Use it as the API key of the OpenAI SDK, with <code>baseURL</code> set to this gateway's <code>/v2</code>.</p>
+<p>Use it as the API key of the OpenAI SDK, with this base URL:</p>
+<pre id="base-url"><code>${baseUrl}</code></pre>
+<pre><code>new OpenAI({ baseURL: '${baseUrl}', apiKey: process.env.TOLLGATE_KEY })</code></pre>
 <p><a href="/portal/keys/${view.id}">Key ${view.name ?? view.prefix}</a> · <a href="/portal/keys">All my keys</a></p>`,
     viewer,
   )

@@ -24,6 +24,8 @@ export function usagePage(
   csvUrl: string,
   currency: string,
   budgets: readonly BudgetStatus[] = [],
+  /** The keys whose budgets those are: a key's own budget row names its key. */
+  budgetedKeys: readonly KeyView[] = [],
 ): Html {
   const NUM_HEADS = numHeads(currency)
   const labels = report.days.map((d) => d.day)
@@ -48,7 +50,7 @@ export function usagePage(
 <div class="card">Output tokens <b data-total="output_tokens">${count(report.totals.output_tokens)}</b></div>
 <div class="card">Cost <b data-total="cost" data-value="${report.totals.cost}">${money(report.totals.cost, currency)}</b></div>
 </div>
-${budgetsSection(budgets, currency)}
+${budgetsSection(budgets, currency, new Map(budgetedKeys.map((k) => [k.id, `${k.name ?? '(unnamed)'} (${k.prefix}…)`])))}
 <h2>Tokens per day</h2>
 ${stackedBars('Tokens per day', labels, [
   { name: 'Input tokens', colour: '#0b5cad', values: report.days.map((d) => d.input_tokens) },

@@ -1,11 +1,11 @@
 // The mock RAG backend as the gateway starts it when a service's baseUrl is `mock`: the
-// listener at boot (the relay targets need its address), the services (directory, files,
+// listener (a Unix socket, not a port) at boot (the relay targets need its address), the services (directory, files,
 // ingestion, sessions, query: several MB of code and state) loaded by its first request, so
 // a gateway whose RAG services nobody calls does not hold them.
-import { listenMock, type Handle, type MockListener } from './listener.ts'
+import { listenMockSocket, type Handle, type MockListener } from './listener.ts'
 import type { RagMock, RagMockOptions } from './server.ts'
 
-/** The mock on a free loopback port, its services loaded by the first request. */
+/** The mock on a Unix socket of its own (no port), its services loaded by the first request. */
 export function startLazyRagMock(options: RagMockOptions): Promise<MockListener> {
   let mock: Promise<RagMock> | undefined
   const handle: Handle = (req, res) => {
@@ -18,5 +18,5 @@ export function startLazyRagMock(options: RagMockOptions): Promise<MockListener>
       },
     )
   }
-  return listenMock(handle, 0, '127.0.0.1')
+  return listenMockSocket(handle)
 }

@@ -236,6 +236,7 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         remaining: number,
         until: number | null,
         after: number | null,
+        before: number,
         limit: number | null | undefined,
       ): Learned => {
         const at = until ?? now + rules.learnedHoldMs
@@ -243,7 +244,14 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         if (after === null && had !== null && had.until > now && had.remaining < remaining) return had
         // Its reset has passed: it speaks of a window that is over (the quota was whole again since).
         if (had !== null && had.until > now && at <= now) return had
-        const left = after === null ? remaining : remaining - Math.max(0, after)
+        let left = after === null ? remaining : remaining - Math.max(0, after) - before
+        // The calls granted before it and unanswered were most likely counted in what it says
+        // (sent first): taking them off again would waste them (a burst into a fresh window).
+        // A live figure has had every call granted here taken off since it was taught, so up
+        // to it, what the answer says less the calls granted after it holds; beyond it (another
+        // client of the upstream spent some), the cautious count does. See redis.ts.
+        if (after !== null && had !== null && had.until > now)
+          left = Math.max(left, Math.min(had.remaining, remaining - Math.max(0, after)))
         // An answer older than the figure held (a late release under load): a reset not after the
         // renewal that already gave out what came back at it is dropped (a renewed figure holds
         // from its renewal for a hold); one before the held reset only lowers the count. Either
@@ -257,7 +265,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
           d.requestsLearned,
           l.requestsRemaining,
           l.requestsResetAt,
-          since === null ? null : d.grantedRequests - since.requests + before,
+          since === null ? null : d.grantedRequests - since.requests,
+          before,
           l.requestsLimit,
         )
       if (l.tokensRemaining !== null)
@@ -265,7 +274,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
           d.tokensLearned,
           l.tokensRemaining,
           l.tokensResetAt,
-          since === null ? null : d.grantedTokens - since.tokens + beforeTokens,
+          since === null ? null : d.grantedTokens - since.tokens,
+          beforeTokens,
           l.tokensLimit,
         )
     },

@@ -304,8 +304,20 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
     -- unanswered (a refused one is never counted; counting it is only cautious).
     local since = tonumber(redis.call('HGET', KEYS[3], total) or '0') - tonumber(mark)
     if since > 0 then left = left - since end
+    local said = left
     local before = math.min(tonumber(markBefore), tonumber(redis.call('HGET', KEYS[3], unanswered) or '0'))
     if before > 0 then left = left - before end
+    -- The calls granted before it and unanswered were most likely counted in what it says
+    -- (sent first): taking them off again would waste them (a burst into a fresh window). A
+    -- live figure has had every call granted here taken off since it was taught, so up to
+    -- it, what the answer says less the calls granted after it holds; beyond it (another
+    -- client of the upstream spent some), the cautious count does. Both would have to be
+    -- wrong at once (a call sent first that arrived after it, and another client's spending)
+    -- for the upstream to be sent one too many.
+    if had[1] and had[2] and tonumber(had[2]) > now then
+      local held = math.min(tonumber(had[1]), said)
+      if held > left then left = held end
+    end
   elseif had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then
     -- Not from a call granted here: it only lowers a live figure.
     return

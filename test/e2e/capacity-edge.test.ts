@@ -1,5 +1,5 @@
 // Capacity used to the edge (issue #36 item 5 and "Capacity used to the edge"): one model on
-// two deployments that enforce fixed request windows (10 and 20 calls per 4 s window,
+// two deployments that enforce fixed request windows (10 and 20 calls per 4 s window, 300 ms a call,
 // OpenAI's x-ratelimit-{limit,remaining,reset}-requests on every reply; fixed-windows.ts),
 // behind a gateway that learned both figures in an earlier window. At the reset each
 // deployment has its whole limit again (OpenAI's reading of x-ratelimit-reset-*: the time
@@ -17,6 +17,8 @@ import { fixedWindows, type FixedWindows } from './fixed-windows.ts'
 const WINDOW_MS = 4000
 const PER_WINDOW = [10, 20]
 const CALLS = 40
+/** Each upstream call takes this long, as a model's would: the burst is admitted before any answer teaches. */
+const LATENCY_MS = 300
 
 for (const store of ['memory', 'redis'] as const) {
   t.test(`${store} store`, async (t) => {
@@ -29,6 +31,7 @@ for (const store of ['memory', 'redis'] as const) {
     const rig: FixedWindows = await fixedWindows({
       windowMs: WINDOW_MS,
       perWindow: PER_WINDOW,
+      latencyMs: LATENCY_MS,
       store,
       ...(prefix === undefined ? {} : { prefix }),
     })
@@ -54,7 +57,12 @@ for (const store of ['memory', 'redis'] as const) {
         0,
         `the upstreams refused none (each refusal, ms since its upstream started / how early: ${rig.upstreams
           .map((u) => u.stats().refusals.map((r) => `${r.at}/${r.earlyMs}`))
-          .join(' ')})`,
+          .join(' ')}; the gateway's warnings: ${JSON.stringify(
+          rig.gateway
+            .logs()
+            .filter((l) => Number(l.level) >= 40)
+            .slice(-3),
+        )})`,
       )
     })
 

@@ -18,6 +18,8 @@ export interface FixedWindowsOptions {
   readonly windowMs: number
   /** Calls each deployment takes per window. */
   readonly perWindow: readonly number[]
+  /** How long each upstream call takes (a model's generation time), so calls overlap. */
+  readonly latencyMs: number
   /** 'redis': the gateway keeps its state on the shared Redis under `prefix`. */
   readonly store: 'memory' | 'redis'
   readonly prefix?: string
@@ -34,7 +36,7 @@ export interface FixedWindows {
   window(): number
   /** Upstream 429s so far, over every deployment. */
   refused(): number
-  /** Sends calls one at a time until every deployment has answered one (the gateway learned each figure). */
+  /** Sends bursts until the gateway refuses a call: it learned every figure, and the window is spent. */
   learn(): Promise<void>
   /** Waits until a fresh window began and the gateway sees every learned figure past its reset. */
   freshWindow(): Promise<number>
@@ -55,7 +57,14 @@ export async function fixedWindows(options: FixedWindowsOptions): Promise<FixedW
   const { windowMs } = options
   const upstreams: QuotaUpstream[] = []
   for (const per of options.perWindow)
-    upstreams.push(await startQuotaUpstream({ rpm: (per * 60_000) / windowMs, windowMs, window: 'fixed' }))
+    upstreams.push(
+      await startQuotaUpstream({
+        rpm: (per * 60_000) / windowMs,
+        windowMs,
+        window: 'fixed',
+        latencyMs: options.latencyMs,
+      }),
+    )
   const names = upstreams.map((_, i) => `fixed-${i}`)
   const gateway = await startTollgate({
     ...(options.store === 'redis' ? { env: { REDIS_URL, TOLLGATE_KEY_SECRET: randomBytes(24).toString('hex') } } : {}),
@@ -100,17 +109,32 @@ export async function fixedWindows(options: FixedWindowsOptions): Promise<FixedW
     window,
     refused: () => upstreams.reduce((n, u) => n + u.stats().rateLimited, 0),
     async learn() {
+      // Bursts of more than the room until the gateway refuses one: every deployment answered
+      // and its window is spent, as the gateway learned it (remaining 0 until the reset).
+      const room = options.perWindow.reduce((a, b) => a + b, 0)
+      // In one window, from its start: what the gateway learns is that window's.
+      const from = window()
+      await pollUntil(
+        async () => window(),
+        (w) => w > from,
+        Math.ceil(windowMs / 5) + 10,
+        5,
+      )
       const taught = await pollUntil(
         async () => {
-          const status = (await post(`${gateway.url}/v2/chat/completions`, key, chat(-1))).status
-          if (status !== 200) throw new Error(`a learning call answered ${status}`)
-          return upstreams.every((u) => u.stats().served > 0)
+          const burst = Array.from({ length: room + 5 }, (_, i) =>
+            post(`${gateway.url}/v2/chat/completions`, key, chat(-i)),
+          )
+          const statuses = (await Promise.all(burst)).map((r) => r.status)
+          const odd = statuses.find((s) => s !== 200 && s !== 429)
+          if (odd !== undefined) throw new Error(`a learning call answered ${odd}`)
+          return statuses.includes(429) && upstreams.every((u) => u.stats().served > 0)
         },
-        (every) => every,
-        50,
+        (spent) => spent,
+        5,
         0,
       )
-      if (!taught.met) throw new Error('the deployments were not all answered once in 50 calls')
+      if (!taught.met) throw new Error('the gateway never learned that every deployment was spent')
     },
     async freshWindow() {
       const from = window()

@@ -312,11 +312,11 @@ function toolsOf(tools: unknown, choice: unknown): JsonObject {
 }
 
 /** A member's name from the body, echoed only when plain (a refusal must not carry arbitrary text back). */
-function plain(name: string): string {
+export function plain(name: string): string {
   return /^[\w.-]{1,64}$/.test(name) ? name : '(an unprintable member)'
 }
 
 /** A block or source type, echoed only when plain. */
-function describeType(type: unknown): string {
+export function describeType(type: unknown): string {
   return typeof type === 'string' && /^[\w.-]{1,64}$/.test(type) ? `'${type}'` : 'unknown'
 }

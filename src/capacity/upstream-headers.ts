@@ -178,8 +178,8 @@ const anthropicNames =
   (part) =>
     `anthropic-ratelimit-${dimension}-${part}`
 
-/** Anthropic's token dimensions: tokens is the tightest of the other two, when it is sent. */
-const ANTHROPIC_TOKENS = ['tokens', 'input-tokens', 'output-tokens'].map(anthropicNames)
+/** Anthropic's input and output token quotas, read when it does not send the tokens-* triple. */
+const ANTHROPIC_TOKEN_PARTS = ['input-tokens', 'output-tokens'].map(anthropicNames)
 
 function dimension(
   headers: HeaderBag,
@@ -189,10 +189,12 @@ function dimension(
 ): DimensionObservation | null {
   const own = triple(headers, openAINames(suffix), now, maxResetMs)
   if (own !== null) return own
-  if (suffix === 'requests') return triple(headers, anthropicNames('requests'), now, maxResetMs)
-  // Of Anthropic's token quotas, the one that runs out first (least left of its whole) is the one that binds.
+  const anthropic = triple(headers, anthropicNames(suffix), now, maxResetMs)
+  // Anthropic's tokens-* is "the most restrictive limit currently in effect"; without it, of
+  // its input and output quotas the one with least left of its whole is the one that binds.
+  if (anthropic !== null || suffix === 'requests') return anthropic
   let tightest: DimensionObservation | null = null
-  for (const names of ANTHROPIC_TOKENS) {
+  for (const names of ANTHROPIC_TOKEN_PARTS) {
     const d = triple(headers, names, now, maxResetMs)
     if (d !== null && (tightest === null || share(d) < share(tightest))) tightest = d
   }

@@ -124,7 +124,7 @@ t.test('stream in: cut anywhere, the usage joined; message_delta counts win', as
       deltas.map((d) => d?.delta),
       [
         { role: 'assistant', content: '' },
-        { reasoning_content: 'hm' },
+        { reasoning_content: 'hm', thinking_blocks: [{ type: 'thinking', thinking: 'hm' }] },
         { content: 'Hé ✓' },
         { tool_calls: [{ index: 0, id: 'toolu_1', type: 'function', function: { name: 'f', arguments: '' } }] },
         { tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] },

@@ -7,7 +7,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import t from 'tap'
-import { startFakeAnthropic } from '../helpers/fake-anthropic.ts'
+import { FAKE_THINKING, startFakeAnthropic } from '../helpers/fake-anthropic.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 
@@ -63,14 +63,11 @@ async function metered(id: string, requests: number): Promise<{ input_tokens: nu
   )
   return polled.value
 }
+const WEATHER_PARAMETERS = { type: 'object', properties: { city: { type: 'string' } } }
 const tools: OpenAI.ChatCompletionTool[] = [
   {
     type: 'function',
-    function: {
-      name: 'get_weather',
-      description: 'The weather in a city',
-      parameters: { type: 'object', properties: { city: { type: 'string' } } },
-    },
+    function: { name: 'get_weather', description: 'The weather in a city', parameters: WEATHER_PARAMETERS },
   },
 ]
 
@@ -155,7 +152,7 @@ t.test('openai SDK, tools: streamed tool arguments, then the round trip as tool_
   t.same(call?.type === 'function' ? JSON.parse(call.function.arguments) : null, fake.options.toolInput)
   const asked = fake.requests.at(-1)?.json
   t.match(asked, {
-    tools: [{ name: 'get_weather', description: 'The weather in a city', input_schema: tools[0]?.function.parameters }],
+    tools: [{ name: 'get_weather', description: 'The weather in a city', input_schema: WEATHER_PARAMETERS }],
     tool_choice: { type: 'any', disable_parallel_tool_use: true },
     stream: true,
   })
@@ -255,6 +252,50 @@ t.test(
       input_tokens: 2 * PROMPT,
       output_tokens: 2 * usage.output_tokens,
     })
+  },
+)
+
+t.test(
+  '@anthropic-ai/sdk: extended thinking onto the anthropic upstream, its signed blocks kept through a tool round trip',
+  async (t) => {
+    const { anthropic } = await newKey()
+    const thinking = { type: 'enabled' as const, budget_tokens: 1024 }
+    const weather: Anthropic.Tool[] = [
+      { name: 'get_weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } },
+    ]
+    const ask = [{ role: 'user' as const, content: 'Weather?' }]
+    const before = fake.requests.length
+    const final = await anthropic.messages
+      .stream({ model: MODEL, max_tokens: 2048, thinking, tools: weather, messages: ask })
+      .finalMessage()
+    t.match(fake.requests[before]?.json.thinking, thinking, 'thinking sent upstream as asked')
+    const [first, call] = final.content
+    t.match(first, { type: 'thinking', thinking: FAKE_THINKING, signature: /^[\w+/=]{20,}$/ }, 'streamed, signed')
+    t.equal(call?.type, 'tool_use')
+    if (call?.type !== 'tool_use') return
+    const reply = await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 2048,
+      thinking,
+      tools: weather,
+      messages: [
+        ...ask,
+        { role: 'assistant', content: final.content },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: 'sunny' }] },
+      ],
+    })
+    t.match(
+      reply.content,
+      [
+        { type: 'thinking', thinking: FAKE_THINKING },
+        { type: 'text', text: fake.options.replyText },
+      ],
+      'the fake took the blocks back (it refuses a changed signature or a turn without its thinking)',
+    )
+    const refused = await anthropic.messages
+      .create({ model: 'claude-sonnet-4', max_tokens: 2048, thinking, messages: ask })
+      .catch((e: unknown) => e)
+    t.notOk(refused instanceof Anthropic.APIError, 'every deployment on anthropic: carried on that model too')
   },
 )
 

@@ -4,7 +4,7 @@
 // reads the real service's. The gateway's anthropic backend is tested against this fake.
 import Anthropic from '@anthropic-ai/sdk'
 import t from 'tap'
-import { startFakeAnthropic } from '../helpers/fake-anthropic.ts'
+import { FAKE_THINKING, startFakeAnthropic } from '../helpers/fake-anthropic.ts'
 
 const fake = await startFakeAnthropic({ headers: { 'anthropic-ratelimit-requests-limit': '50' } })
 t.teardown(() => fake.close())
@@ -90,4 +90,36 @@ t.test("errors in Anthropic's shape, as the SDK's classes", async (t) => {
     .create({ model: MODEL, max_tokens: 8, messages: [{ role: 'user', content: 'x' }] })
     .catch((e: unknown) => e)
   t.ok(refused instanceof Anthropic.AuthenticationError)
+})
+
+t.test('extended thinking: a signed block first; sent back unchanged it passes, tampered it is refused', async (t) => {
+  const thinking = { type: 'enabled' as const, budget_tokens: 1024 }
+  const stream = sdk.messages.stream({
+    model: MODEL,
+    max_tokens: 2048,
+    thinking,
+    tools,
+    messages: [{ role: 'user', content: 'Weather?' }],
+  })
+  const final = await stream.finalMessage()
+  const [first, call] = final.content
+  t.match(first, { type: 'thinking', thinking: FAKE_THINKING, signature: /^[\w+/=]{20,}$/ })
+  if (call?.type !== 'tool_use' || first?.type !== 'thinking') return t.fail('thinking, then a tool call')
+  const next = (content: Anthropic.ContentBlockParam[]) =>
+    sdk.messages
+      .create({
+        model: MODEL,
+        max_tokens: 2048,
+        thinking,
+        tools,
+        messages: [
+          { role: 'user', content: 'Weather?' },
+          { role: 'assistant', content },
+          { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: 'sunny' }] },
+        ],
+      })
+      .catch((e: unknown) => e)
+  t.match(await next(final.content), { stop_reason: 'end_turn' })
+  t.ok((await next([{ ...first, signature: 'forged' }, call])) instanceof Anthropic.BadRequestError, 'forged')
+  t.ok((await next([call])) instanceof Anthropic.BadRequestError, 'the thinking left out')
 })

@@ -7,7 +7,10 @@
 //   is not a tool result), its usage in four parts; with stream: true the documented event
 //   sequence: message_start (the prompt's usage), content_block_start, ping,
 //   content_block_delta (text_delta, input_json_delta), content_block_stop, message_delta
-//   (stop_reason, the output's usage), message_stop; errors in Anthropic's shape with
+//   (stop_reason, the output's usage), message_stop; with thinking enabled, a signed thinking
+//   block first (thinking_delta, then signature_delta), and on later turns the signatures
+//   checked and a tool-using assistant turn required to start with its thinking, as the
+//   service does; errors in Anthropic's shape with
 //   request-id, retry-after on 429 and 529; anthropic-ratelimit-* headers on every reply.
 // test/backends/fake-anthropic.test.ts holds it to the official @anthropic-ai/sdk.
 import { randomBytes } from 'node:crypto'
@@ -75,6 +78,10 @@ const MEMBERS = new Set([
 ])
 const BLOCKS = new Set(['text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'])
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])
+/** The thinking the fake does, when asked to. */
+export const FAKE_THINKING = 'Let me think about this.'
+/** Signatures the fake gave its thinking blocks: a block sent back must carry one of them, unchanged. */
+const signatures = new Set<string>()
 
 class Invalid extends Error {}
 
@@ -151,6 +158,7 @@ async function handle(
   }
   try {
     check(json)
+    checkThinking(json)
   } catch (err) {
     if (err instanceof Invalid) return error(400, 'invalid_request_error', err.message)
     throw err
@@ -211,6 +219,22 @@ function check(body: Record<string, unknown>): void {
   }
 }
 
+/** Thinking blocks sent back must be the fake's own, signature and text unchanged; a tool-using turn starts with one. */
+function checkThinking(body: Record<string, unknown>): void {
+  const enabled = (body.thinking as { type?: string } | undefined)?.type === 'enabled'
+  for (const [i, message] of (body.messages as Array<Record<string, unknown>>).entries()) {
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue
+    const blocks = message.content as Array<Record<string, unknown>>
+    for (const [j, block] of blocks.entries())
+      if (block.type === 'thinking' && (!signatures.has(String(block.signature)) || block.thinking !== FAKE_THINKING))
+        throw new Invalid(`messages.${i}.content.${j}: Invalid \`signature\` in \`thinking\` block`)
+    if (enabled && blocks.some((b) => b.type === 'tool_use') && blocks[0]?.type !== 'thinking')
+      throw new Invalid(
+        `messages.${i}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(blocks[0]?.type)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block.`,
+      )
+  }
+}
+
 interface Reply {
   readonly id: string
   readonly model: string
@@ -227,6 +251,12 @@ function replyOf(body: Record<string, unknown>, state: FakeAnthropicOptions): Re
   const answered = Array.isArray(last) && last.some((b: Record<string, unknown>) => b.type === 'tool_result')
   const tools = body.tools as Array<Record<string, unknown>> | undefined
   const tool = tools?.[0]
+  const thinking: Array<Record<string, unknown>> = []
+  if ((body.thinking as { type?: string } | undefined)?.type === 'enabled') {
+    const signature = randomBytes(24).toString('base64')
+    signatures.add(signature)
+    thinking.push({ type: 'thinking', thinking: FAKE_THINKING, signature })
+  }
   if (tool !== undefined && !answered && (body.tool_choice as { type?: string } | undefined)?.type !== 'none') {
     const call = {
       type: 'tool_use',
@@ -234,9 +264,9 @@ function replyOf(body: Record<string, unknown>, state: FakeAnthropicOptions): Re
       name: tool.name,
       input: state.toolInput,
     }
-    return { id, model, content: [call], stopReason: 'tool_use' }
+    return { id, model, content: [...thinking, call], stopReason: 'tool_use' }
   }
-  return { id, model, content: [{ type: 'text', text: state.replyText }], stopReason: 'end_turn' }
+  return { id, model, content: [...thinking, { type: 'text', text: state.replyText }], stopReason: 'end_turn' }
 }
 
 function stream(res: ServerResponse, reply: Reply, usage: FakeAnthropicUsage): void {
@@ -263,7 +293,13 @@ function stream(res: ServerResponse, reply: Reply, usage: FakeAnthropicUsage): v
     },
   })
   for (const [index, block] of reply.content.entries()) {
-    if (block.type === 'text') {
+    if (block.type === 'thinking') {
+      send('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } })
+      if (index === 0) send('ping', {})
+      for (const word of String(block.thinking).match(/\s*\S+/g) ?? [])
+        send('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: word } })
+      send('content_block_delta', { index, delta: { type: 'signature_delta', signature: block.signature } })
+    } else if (block.type === 'text') {
       send('content_block_start', { index, content_block: { type: 'text', text: '' } })
       if (index === 0) send('ping', {})
       for (const word of String(block.text).match(/\s*\S+/g) ?? [])

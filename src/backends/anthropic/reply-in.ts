@@ -5,6 +5,8 @@
 // and the two cache parts are kept apart in prompt_tokens_details (cached_tokens for the
 // read, as OpenAI names it; cache_write_tokens for the write, as the Responses API does), so
 // src/protocols/anthropic/reply-out.ts gives an Anthropic caller back the same three parts.
+// Thinking is reasoning_content, as OpenAI-compatible servers name it, and its blocks are kept
+// whole as thinking_blocks, which reply-out.ts gives an Anthropic caller back.
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
 /** Anthropic's stop_reason as chat's finish_reason. */
@@ -69,11 +71,15 @@ export function chatCompletionOf(message: unknown, created: number): JsonObject 
   let text = ''
   let reasoning = ''
   const calls: JsonObject[] = []
+  const thoughts: JsonObject[] = []
   for (const block of Array.isArray(m.content) ? m.content : []) {
     if (!isJsonObject(block)) continue
     if (block.type === 'text' && typeof block.text === 'string') text += block.text
-    else if (block.type === 'thinking' && typeof block.thinking === 'string') reasoning += block.thinking
-    else if (block.type === 'tool_use' && typeof block.id === 'string' && typeof block.name === 'string') {
+    else if (block.type === 'thinking' || block.type === 'redacted_thinking') {
+      // Whole, signature included: an Anthropic caller sends them back on its next turn.
+      thoughts.push(block)
+      if (typeof block.thinking === 'string') reasoning += block.thinking
+    } else if (block.type === 'tool_use' && typeof block.id === 'string' && typeof block.name === 'string') {
       calls.push({
         id: block.id,
         type: 'function',
@@ -93,6 +99,7 @@ export function chatCompletionOf(message: unknown, created: number): JsonObject 
           role: 'assistant',
           content: text === '' && calls.length > 0 ? null : text,
           ...(reasoning === '' ? {} : { reasoning_content: reasoning }),
+          ...(thoughts.length === 0 ? {} : { thinking_blocks: thoughts }),
           ...(calls.length === 0 ? {} : { tool_calls: calls }),
           refusal: null,
         },

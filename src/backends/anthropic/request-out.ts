@@ -9,7 +9,9 @@
 // tools and tool_choice, parallel_tool_calls: false, stop, user (→ metadata.user_id),
 // temperature, top_p, top_k, max_tokens / max_completion_tokens, stream,
 // response_format json_schema (→ output_config.format). Consecutive turns of one role are
-// merged into one, which the Messages API expects of a conversation.
+// merged into one, which the Messages API expects of a conversation. Extended thinking, as
+// an Anthropic caller's translation carries it (request-in.ts): `thinking` as it is, and an
+// assistant message's thinking_blocks put back first in its turn, signatures intact.
 import type { AnthropicBackendConfig } from '../../config/schema.ts'
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
@@ -77,6 +79,10 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
         break
       case 'response_format':
         Object.assign(out, formatOf(value))
+        break
+      case 'thinking':
+        if (!isJsonObject(value)) throw invalid('thinking', 'Input should be a valid object')
+        out.thinking = value
         break
       case 'n':
         if (value !== 1) throw refuse('n', 'a message has one reply')
@@ -182,6 +188,13 @@ function imageOf(image: unknown, at: string): JsonObject {
 
 function assistantBlocks(message: JsonObject, at: string): JsonObject[] {
   const blocks: JsonObject[] = []
+  if (Array.isArray(message.thinking_blocks)) {
+    for (const [i, block] of message.thinking_blocks.entries()) {
+      if (!isJsonObject(block) || (block.type !== 'thinking' && block.type !== 'redacted_thinking'))
+        throw invalid(`${at}.thinking_blocks.${i}`, 'Input should be a thinking or redacted_thinking block')
+      blocks.push(block)
+    }
+  }
   const text = textOf(message.content, `${at}.content`)
   if (text !== '') blocks.push({ type: 'text', text })
   if (Array.isArray(message.tool_calls)) {

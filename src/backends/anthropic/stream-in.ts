@@ -3,12 +3,15 @@
 //   message_start        → a chunk with the assistant role (and the prompt's usage, kept)
 //   content_block_start  → for a tool_use block, a tool_calls delta with its id and name
 //   content_block_delta  → text_delta as content, input_json_delta as the tool call's
-//                          arguments, thinking_delta as reasoning_content
+//                          arguments, thinking_delta as reasoning_content (and as a piece of
+//                          thinking_blocks, as is signature_delta: stream-out.ts rebuilds the
+//                          blocks from them for an Anthropic caller)
 //   message_delta        → a chunk with the finish_reason (and the usage, merged: its counts
 //                          are cumulative, and newer API versions repeat the prompt's there)
 //   message_stop         → the usage-only chunk (choices: []), then [DONE]
 //   error                → chat's error event, and the end
-// ping, content_block_stop and signature_delta say nothing chat can carry.
+// ping and content_block_stop say nothing chat can carry; a redacted_thinking block comes
+// whole in its content_block_start, and goes on as a thinking_blocks piece.
 import { Transform, type TransformCallback } from 'node:stream'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { SseParser, type SseEvent } from '../../proxy/sse.ts'
@@ -86,6 +89,7 @@ export class ChatStreamOf {
         ],
       })
     }
+    if (block.type === 'redacted_thinking') return this.#chunk({ thinking_blocks: [block] })
     // A text block starts empty; should one ever start with text, it is not lost.
     if (block.type === 'text' && typeof block.text === 'string' && block.text !== '')
       return this.#chunk({ content: block.text })
@@ -98,7 +102,14 @@ export class ChatStreamOf {
       case 'text_delta':
         return typeof delta.text === 'string' ? this.#chunk({ content: delta.text }) : ''
       case 'thinking_delta':
-        return typeof delta.thinking === 'string' ? this.#chunk({ reasoning_content: delta.thinking }) : ''
+        if (typeof delta.thinking !== 'string') return ''
+        return this.#chunk({
+          reasoning_content: delta.thinking,
+          thinking_blocks: [{ type: 'thinking', thinking: delta.thinking }],
+        })
+      case 'signature_delta':
+        if (typeof delta.signature !== 'string') return ''
+        return this.#chunk({ thinking_blocks: [{ type: 'thinking', thinking: '', signature: delta.signature }] })
       case 'input_json_delta': {
         const call = this.#calls.get(typeof event.index === 'number' ? event.index : -1)
         if (call === undefined || typeof delta.partial_json !== 'string' || delta.partial_json === '') return ''

@@ -65,6 +65,10 @@ export function messageOf(completion: unknown): JsonObject {
   const choice = Array.isArray(c.choices) && isJsonObject(c.choices[0]) ? c.choices[0] : {}
   const message = isJsonObject(choice.message) ? choice.message : {}
   const content: JsonObject[] = []
+  // Extended thinking from an anthropic backend (backends/anthropic/reply-in.ts), whole and first, as Anthropic orders it.
+  if (Array.isArray(message.thinking_blocks))
+    for (const block of message.thinking_blocks)
+      if (isJsonObject(block) && (block.type === 'thinking' || block.type === 'redacted_thinking')) content.push(block)
   const text = typeof message.content === 'string' ? message.content : ''
   const refusal = typeof message.refusal === 'string' ? message.refusal : ''
   if (text !== '' || refusal !== '') content.push({ type: 'text', text: text + refusal, citations: null })

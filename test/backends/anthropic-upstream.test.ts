@@ -209,6 +209,19 @@ t.test('openai SDK, an image: a data URL goes as a base64 image block, a URL as 
   ])
 })
 
+t.test('openai SDK, structured output: a json_schema response_format goes as output_config.format', async (t) => {
+  const { openai } = await newKey()
+  const schema = { type: 'object', properties: { answer: { type: 'string' } }, required: ['answer'] }
+  const before = fake.requests.length
+  await openai.chat.completions.create({
+    model: MODEL,
+    max_tokens: 20,
+    messages: [{ role: 'user', content: 'JSON please' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } },
+  })
+  t.same(fake.requests[before]?.json.output_config, { format: { type: 'json_schema', schema } })
+})
+
 t.test('openai SDK: what the Messages API cannot do is refused with a 400 naming it', async (t) => {
   const { openai } = await newKey()
   const before = fake.requests.length

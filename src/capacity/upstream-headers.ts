@@ -6,6 +6,10 @@
 // queues without bound and refuses nothing by itself, so only a declared maxConcurrent
 // protects it (a 503 in front of it, from a proxy, reads as "overloaded").
 //
+// Anthropic says the same in its own words: anthropic-ratelimit-{requests,tokens,input-tokens,
+// output-tokens}-{limit,remaining,reset}, each reset an RFC 3339 instant, and retry-after on
+// its 429s and 529s (its adapter answers a 529 as the 503 it means here).
+//
 // These headers come from a server we do not control, or from something pretending to be
 // one: anything malformed, negative, absurdly large or repeated with two values is
 // ignored, never thrown on, and every wait is capped.
@@ -90,6 +94,8 @@ const UNIT_MS: Readonly<Record<string, number>> = {
 const DURATION_PART = /(\d{1,15}(?:\.\d{1,9})?)(h|ms|m|s|us|µs|μs|ns)/y
 const IMF_FIXDATE =
   /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/
+/** An RFC 3339 instant, as Anthropic writes its resets: "2026-12-07T13:20:00Z". */
+const RFC_3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/i
 const OLLAMA_QUEUE_FULL = /server busy|maximum pending requests/i
 
 /** One header's single value, or null when absent, repeated with different values, or implausibly long. */
@@ -137,6 +143,10 @@ export function parseWaitMs(text: string): number | null {
 /** When a reset header says the quota is full again (epoch ms), or null. */
 function resetAt(text: string | null, now: number, maxResetMs: number): number | null {
   if (text === null) return null
+  if (RFC_3339.test(text)) {
+    const date = Date.parse(text)
+    return Number.isFinite(date) && date - now <= maxResetMs ? Math.ceil(Math.max(date, now)) : null
+  }
   const plain = decimal(text)
   // Epoch seconds, not a wait: believed only when close enough to now.
   const at = plain !== null && plain >= EPOCH_SECONDS_FLOOR ? plain * 1000 : now + (parseWaitMs(text) ?? Number.NaN)
@@ -157,15 +167,55 @@ export function retryAfterAt(headers: HeaderBag, now: number): number | null {
   return Number.isFinite(date) ? Math.max(date, now) : null
 }
 
+/** The header names of one dimension's triple, by part. */
+type Names = (part: 'limit' | 'remaining' | 'reset') => string
+const openAINames =
+  (suffix: string): Names =>
+  (part) =>
+    `x-ratelimit-${part}-${suffix}`
+const anthropicNames =
+  (dimension: string): Names =>
+  (part) =>
+    `anthropic-ratelimit-${dimension}-${part}`
+
+/** Anthropic's input and output token quotas, read when it does not send the tokens-* triple. */
+const ANTHROPIC_TOKEN_PARTS = ['input-tokens', 'output-tokens'].map(anthropicNames)
+
 function dimension(
   headers: HeaderBag,
   suffix: 'requests' | 'tokens',
   now: number,
   maxResetMs: number,
 ): DimensionObservation | null {
-  const limit = decimal(single(headers, `x-ratelimit-limit-${suffix}`))
-  let remaining = decimal(single(headers, `x-ratelimit-remaining-${suffix}`))
-  const reset = resetAt(single(headers, `x-ratelimit-reset-${suffix}`), now, maxResetMs)
+  const own = triple(headers, openAINames(suffix), now, maxResetMs)
+  if (own !== null) return own
+  const anthropic = triple(headers, anthropicNames(suffix), now, maxResetMs)
+  // Anthropic's tokens-* is "the most restrictive limit currently in effect"; without it, of
+  // its input and output quotas the one with least left of its whole is the one that binds.
+  if (anthropic !== null || suffix === 'requests') return anthropic
+  let tightest: DimensionObservation | null = null
+  for (const names of ANTHROPIC_TOKEN_PARTS) {
+    const d = triple(headers, names, now, maxResetMs)
+    if (d !== null && (tightest === null || share(d) < share(tightest))) tightest = d
+  }
+  return tightest
+}
+
+/** What is left of a quota as a share of it (1 when unknown). */
+function share(d: DimensionObservation): number {
+  return d.remaining === null
+    ? 1
+    : d.limit === null || d.limit === 0
+      ? d.remaining === 0
+        ? 0
+        : 1
+      : d.remaining / d.limit
+}
+
+function triple(headers: HeaderBag, names: Names, now: number, maxResetMs: number): DimensionObservation | null {
+  const limit = decimal(single(headers, names('limit')))
+  let remaining = decimal(single(headers, names('remaining')))
+  const reset = resetAt(single(headers, names('reset')), now, maxResetMs)
   if (limit === null && remaining === null && reset === null) return null
   // More left than the whole quota: believe the quota.
   if (limit !== null && remaining !== null && remaining > limit) remaining = limit

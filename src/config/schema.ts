@@ -67,6 +67,25 @@ const openaiBackend = z.strictObject({
   headers: z.record(z.string(), z.string()).default({}),
 })
 
+/** Anthropic's Messages API (api.anthropic.com, or anything that speaks it). */
+const anthropicBackend = z.strictObject({
+  type: z.literal('anthropic'),
+  /** Base URL including the API version path. */
+  baseUrl: z.url({ protocol: /^https?$/ }).default('https://api.anthropic.com/v1'),
+  /** Name of the env var holding the API key (sent as x-api-key). */
+  apiKeyEnv: envName.optional(),
+  /** The anthropic-version sent when the caller named none (an Anthropic SDK caller's own is passed on). */
+  version: z.string().min(1).default('2023-06-01'),
+  /** The Messages API requires max_tokens: sent when the call set no cap (the gateway's tier usually sets one). */
+  defaultMaxTokens: positiveInt.default(4096),
+  connectTimeoutMs: positiveInt.default(5_000),
+  responseTimeoutMs: positiveInt.default(120_000),
+  idleTimeoutMs: positiveInt.default(120_000),
+  maxSockets: positiveInt.default(1024),
+  /** Extra headers sent upstream. Values are not secret. */
+  headers: z.record(z.string(), z.string()).default({}),
+})
+
 const mockBackend = z.strictObject({
   type: z.literal('mock'),
   /** Streaming pace of generated tokens. */
@@ -77,10 +96,11 @@ const mockBackend = z.strictObject({
   fineTuneStepMs: positiveInt.default(500),
 })
 
-export const backendSchema = z.discriminatedUnion('type', [openaiBackend, mockBackend])
+export const backendSchema = z.discriminatedUnion('type', [openaiBackend, anthropicBackend, mockBackend])
 export type BackendConfig = z.infer<typeof backendSchema>
 export type OpenAIBackendConfig = z.infer<typeof openaiBackend>
 export type MockBackendConfig = z.infer<typeof mockBackend>
+export type AnthropicBackendConfig = z.infer<typeof anthropicBackend>
 
 export const MODEL_KINDS = ['chat', 'embedding', 'image', 'audio'] as const
 export type ModelKind = (typeof MODEL_KINDS)[number]

@@ -3,6 +3,7 @@
 // ownership of what the call names → the estimate it is admitted on → room for an upload.
 // What comes out is a PreparedCall, ready to be admitted (corridor.ts).
 import type { IncomingMessage } from 'node:http'
+import type { BackendRegistry } from '../backends/registry.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
 import type { BodyRate } from '../http/body-rate.ts'
@@ -31,9 +32,10 @@ export interface BodyLimit {
   /**
    * The body in another API's shape turned into the endpoint's own (a translator at the
    * edge: protocols/anthropic/request-in.ts), before it is validated: everything after it
-   * sees only the endpoint's request. Throws a GatewayError to refuse it.
+   * sees only the endpoint's request. Throws a GatewayError to refuse it. `registry` is the
+   * call's: what the translation may carry can depend on the backends of the model.
    */
-  readonly inbound?: (body: JsonObject) => JsonObject
+  readonly inbound?: (body: JsonObject, registry: BackendRegistry) => JsonObject
 }
 
 /** What the intake has taken so far: let go of when the call is done, read by a refusal. */
@@ -58,7 +60,7 @@ export async function prepare(
   const { spec, params, query } = call
   taken.body = await readBody(deps, req, spec, limit)
   if (limit.inbound !== undefined && taken.body.kind === 'json')
-    taken.body = { kind: 'json', value: limit.inbound(taken.body.value) }
+    taken.body = { kind: 'json', value: limit.inbound(taken.body.value, registry) }
   if (spec.modelParam !== undefined) taken.body = withPathModel(taken.body, params[spec.modelParam] ?? '')
   const body = taken.body
   validateBody(spec.endpoint, body, query)

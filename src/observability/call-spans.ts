@@ -119,7 +119,7 @@ function tracedAdapter(span: Span, adapter: BackendAdapter): BackendAdapter {
       const attempt = span.child(request.model === null ? operation : `${operation} ${request.model}`, 'client', {
         'gen_ai.operation.name': operation,
         'gen_ai.request.model': request.model ?? undefined,
-        'gen_ai.provider.name': adapter.type === 'openai' ? 'openai' : adapter.name,
+        'gen_ai.provider.name': adapter.type === 'mock' ? adapter.name : adapter.type,
         'tollgate.deployment': deployment,
       })
       try {

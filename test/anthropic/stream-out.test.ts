@@ -129,3 +129,37 @@ t.test("errors: Anthropic's types, 529 for an overloaded service", async (t) => 
     body: { type: 'error', error: { type: 'overloaded_error', message: 'busy' }, request_id: 'r' },
   })
 })
+
+t.test(
+  "an anthropic backend's thinking pieces become signed thinking blocks; reasoning_content alone shows nothing",
+  async (t) => {
+    const s = new AnthropicStream('req_3')
+    const out = [
+      chunk({ role: 'assistant', content: '' }),
+      chunk({ reasoning_content: 'plain reasoning' }),
+      chunk({ reasoning_content: 'Hm', thinking_blocks: [{ type: 'thinking', thinking: 'Hm' }] }),
+      chunk({ thinking_blocks: [{ type: 'thinking', thinking: '', signature: 'sig1' }] }),
+      chunk({ thinking_blocks: [{ type: 'redacted_thinking', data: 'opaque' }] }),
+      chunk({ content: 'Done.' }),
+      chunk({}, 'stop'),
+      '[DONE]',
+    ]
+      .map((d) => s.data(d))
+      .join('')
+    const seen = events(out).filter((e) => e.event.startsWith('content_block'))
+    t.same(
+      seen.map((e) => e.data),
+      [
+        { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } },
+        { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: 'Hm' } },
+        { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: 'sig1' } },
+        { type: 'content_block_stop', index: 0 },
+        { type: 'content_block_start', index: 1, content_block: { type: 'redacted_thinking', data: 'opaque' } },
+        { type: 'content_block_stop', index: 1 },
+        { type: 'content_block_start', index: 2, content_block: { type: 'text', text: '', citations: null } },
+        { type: 'content_block_delta', index: 2, delta: { type: 'text_delta', text: 'Done.' } },
+        { type: 'content_block_stop', index: 2 },
+      ],
+    )
+  },
+)

@@ -1,7 +1,7 @@
 // A chat completion (the corridor's internal reply) → Anthropic's Message. The usage is the
 // upstream's, as reported: input_tokens is the prompt less what the upstream read from its
-// cache, which Anthropic reports apart (cache_read_input_tokens), so the two add up to the
-// prompt_tokens the gateway metered.
+// cache and wrote to it, which Anthropic reports apart (cache_read_input_tokens,
+// cache_creation_input_tokens), so the three add up to the prompt_tokens the gateway metered.
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
 export type StopReason = 'end_turn' | 'max_tokens' | 'stop_sequence' | 'tool_use' | 'refusal'
@@ -34,10 +34,12 @@ export function usageOf(usage: unknown): AnthropicUsage {
   const prompt = count(u.prompt_tokens)
   const details = isJsonObject(u.prompt_tokens_details) ? u.prompt_tokens_details : {}
   const cached = Math.min(prompt, count(details.cached_tokens))
+  // Written to the cache: an anthropic upstream's cache_creation_input_tokens (backends/anthropic/reply-in.ts).
+  const written = Math.min(prompt - cached, count(details.cache_write_tokens))
   return {
-    input_tokens: prompt - cached,
+    input_tokens: prompt - cached - written,
     output_tokens: count(u.completion_tokens),
-    cache_creation_input_tokens: 0,
+    cache_creation_input_tokens: written,
     cache_read_input_tokens: cached,
   }
 }
@@ -63,6 +65,10 @@ export function messageOf(completion: unknown): JsonObject {
   const choice = Array.isArray(c.choices) && isJsonObject(c.choices[0]) ? c.choices[0] : {}
   const message = isJsonObject(choice.message) ? choice.message : {}
   const content: JsonObject[] = []
+  // Extended thinking from an anthropic backend (backends/anthropic/reply-in.ts), whole and first, as Anthropic orders it.
+  if (Array.isArray(message.thinking_blocks))
+    for (const block of message.thinking_blocks)
+      if (isJsonObject(block) && (block.type === 'thinking' || block.type === 'redacted_thinking')) content.push(block)
   const text = typeof message.content === 'string' ? message.content : ''
   const refusal = typeof message.refusal === 'string' ? message.refusal : ''
   if (text !== '' || refusal !== '') content.push({ type: 'text', text: text + refusal, citations: null })

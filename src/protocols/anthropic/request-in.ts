@@ -11,6 +11,10 @@
 // Accepted as no-ops, because they do not change what the model is asked: cache_control,
 // on blocks or the request (an OpenAI-compatible server caches prompt prefixes by itself),
 // `thinking` of type "disabled", service_tier "auto" / "standard_only", speed "standard".
+// Extended thinking is carried only to a model whose every deployment speaks Anthropic
+// (options.thinking): `thinking` as it came, and an assistant turn's thinking and
+// redacted_thinking blocks, signatures intact, as the message's thinking_blocks (the name
+// LiteLLM gives them), which the anthropic backend puts back in place.
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
@@ -53,8 +57,18 @@ const required = (param: string): Error => gatewayError('missing_field', { messa
 /** Which request: a message to create, or only its tokens to count (no max_tokens then). */
 export type MessagesRequestKind = 'create' | 'count_tokens'
 
+export interface InboundOptions {
+  /** Every deployment of the model speaks Anthropic: extended thinking can be carried. */
+  readonly thinking?: boolean
+}
+
 /** The chat completions body for a Messages request, or a refusal (a GatewayError). */
-export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'create'): JsonObject {
+export function chatRequestOf(
+  body: JsonObject,
+  kind: MessagesRequestKind = 'create',
+  options: InboundOptions = {},
+): JsonObject {
+  const thinking = options.thinking === true
   for (const name of Object.keys(body))
     if (!KNOWN.has(name)) throw refuse(plain(name), 'it has no OpenAI chat completions equivalent')
   const out: JsonObject = {}
@@ -73,7 +87,7 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
   if (body.system !== undefined) messages.push({ role: 'system', content: textOf(body.system, 'system') })
   if (body.messages === undefined) throw required('messages')
   if (!Array.isArray(body.messages)) throw invalid('messages', 'Input should be a valid list')
-  for (const [i, message] of body.messages.entries()) messages.push(...turnOf(message, `messages.${i}`))
+  for (const [i, message] of body.messages.entries()) messages.push(...turnOf(message, `messages.${i}`, thinking))
   out.messages = messages
 
   if (body.stream !== undefined) {
@@ -102,7 +116,7 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
       out.user = user
     }
   }
-  thinkingOf(body.thinking)
+  Object.assign(out, thinkingOf(body.thinking, thinking))
   if (body.speed !== undefined && body.speed !== null && body.speed !== 'standard') throw refuse('speed')
   Object.assign(out, outputOf(body.output_config))
   if (body.service_tier !== undefined && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
@@ -112,9 +126,14 @@ export function chatRequestOf(body: JsonObject, kind: MessagesRequestKind = 'cre
 }
 
 /** Extended thinking cannot be asked of an OpenAI-compatible upstream; "disabled" asks nothing. */
-function thinkingOf(thinking: unknown): void {
-  if (thinking === undefined || thinking === null) return
-  if (isJsonObject(thinking) && thinking.type === 'disabled') return
+function thinkingOf(thinking: unknown, carried: boolean): JsonObject {
+  if (thinking === undefined || thinking === null) return {}
+  if (isJsonObject(thinking) && thinking.type === 'disabled') return {}
+  if (carried) {
+    if (!isJsonObject(thinking) || typeof thinking.type !== 'string')
+      throw invalid('thinking', 'Input should be a valid object with a type')
+    return { thinking }
+  }
   throw refuse(
     'thinking',
     'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one',
@@ -157,7 +176,7 @@ function checkTextBlock(block: JsonObject, param: string): void {
 }
 
 /** One Anthropic turn as the chat messages that say the same: tool results become `tool` messages. */
-function turnOf(message: unknown, param: string): JsonObject[] {
+function turnOf(message: unknown, param: string, thinking: boolean): JsonObject[] {
   if (!isJsonObject(message)) throw invalid(param, 'Input should be a valid object')
   const { role, content } = message
   if (role !== 'user' && role !== 'assistant' && role !== 'system')
@@ -165,7 +184,9 @@ function turnOf(message: unknown, param: string): JsonObject[] {
   if (role === 'system') return [{ role: 'system', content: textOf(content, `${param}.content`) }]
   if (typeof content === 'string') return [{ role, content }]
   if (!Array.isArray(content)) throw invalid(`${param}.content`, 'Input should be a string or a list of content blocks')
-  return role === 'user' ? userTurn(content, `${param}.content`) : [assistantTurn(content, `${param}.content`)]
+  return role === 'user'
+    ? userTurn(content, `${param}.content`)
+    : [assistantTurn(content, `${param}.content`, thinking)]
 }
 
 function userTurn(blocks: readonly unknown[], param: string): JsonObject[] {
@@ -197,9 +218,10 @@ function userTurn(blocks: readonly unknown[], param: string): JsonObject[] {
   return [...results, { role: 'user', content }]
 }
 
-function assistantTurn(blocks: readonly unknown[], param: string): JsonObject {
+function assistantTurn(blocks: readonly unknown[], param: string, thinking: boolean): JsonObject {
   const texts: string[] = []
   const calls: JsonObject[] = []
+  const thoughts: JsonObject[] = []
   for (const [i, block] of blocks.entries()) {
     const at = `${param}.${i}`
     if (!isJsonObject(block)) throw invalid(at, 'Input should be a content block')
@@ -213,6 +235,9 @@ function assistantTurn(blocks: readonly unknown[], param: string): JsonObject {
       const input = block.input ?? {}
       if (!isJsonObject(input)) throw invalid(`${at}.input`, 'Input should be a valid object')
       calls.push({ id: block.id, type: 'function', function: { name: block.name, arguments: JSON.stringify(input) } })
+    } else if (thinking && (block.type === 'thinking' || block.type === 'redacted_thinking')) {
+      // Kept whole: the upstream checks each block's signature against its text.
+      thoughts.push(block)
     } else {
       throw refuse(`${at} (a ${describeType(block.type)} block)`)
     }
@@ -221,6 +246,7 @@ function assistantTurn(blocks: readonly unknown[], param: string): JsonObject {
     role: 'assistant',
     content: texts.length === 0 ? null : texts.join(''),
     ...(calls.length === 0 ? {} : { tool_calls: calls }),
+    ...(thoughts.length === 0 ? {} : { thinking_blocks: thoughts }),
   }
 }
 
@@ -312,11 +338,11 @@ function toolsOf(tools: unknown, choice: unknown): JsonObject {
 }
 
 /** A member's name from the body, echoed only when plain (a refusal must not carry arbitrary text back). */
-function plain(name: string): string {
+export function plain(name: string): string {
   return /^[\w.-]{1,64}$/.test(name) ? name : '(an unprintable member)'
 }
 
 /** A block or source type, echoed only when plain. */
-function describeType(type: unknown): string {
+export function describeType(type: unknown): string {
   return typeof type === 'string' && /^[\w.-]{1,64}$/.test(type) ? `'${type}'` : 'unknown'
 }

@@ -8,13 +8,16 @@
 // with the key's limits as anthropic-ratelimit-* headers beside the x-ratelimit-* ones.
 //
 // The key needs the chat.completions scope for both routes. The query string (Anthropic's
-// SDKs add `?beta=true` on their beta paths) and the anthropic-version / anthropic-beta
-// headers select nothing an OpenAI-compatible upstream could be asked for: a beta feature
-// is asked for in the body, where request-in.ts carries or refuses it.
+// SDKs add `?beta=true` on their beta paths) selects nothing; the anthropic-version /
+// anthropic-beta headers reach an anthropic backend only (backends/anthropic): a beta feature
+// is asked for in the body, where request-in.ts carries or refuses it. Extended thinking is
+// carried when every deployment of the model speaks Anthropic, refused otherwise.
+import type { BackendRegistry } from '../../backends/registry.ts'
 import type { Config } from '../../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../../errors.ts'
 import { discardUnreadBody, readJsonBody } from '../../http/body.ts'
 import type { RequestContext } from '../../http/context.ts'
+import type { JsonObject } from '../../json.ts'
 import { sendJson } from '../../http/reply.ts'
 import type { Router } from '../../http/router.ts'
 import type { OpenCall } from '../../inference/caller.ts'
@@ -59,7 +62,10 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
         async (call) => {
           await corridor.run(call, { ...liveExchange(ctx), sink: new AnthropicReplySink(ctx.res, ctx.id) }, admission)
         },
-        { route: 'anthropic.messages', inbound: (body) => chatRequestOf(body) },
+        {
+          route: 'anthropic.messages',
+          inbound: (body, registry) => chatRequestOf(body, 'create', { thinking: speaksAnthropic(registry, body) }),
+        },
       ),
     ),
   )
@@ -68,7 +74,9 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
     answering(ctx, async () => {
       const principal = await deps.openCall(ctx, 'anthropic.count_tokens', 'chat.completions')
       const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes)
-      const chat = chatRequestOf(body.value, 'count_tokens')
+      const chat = chatRequestOf(body.value, 'count_tokens', {
+        thinking: speaksAnthropic(deps.runtime.current.registry, body.value),
+      })
       const model = chat.model as string
       const route = deps.runtime.current.registry.model(model)
       if (route === undefined || !(CHAT.modelKinds ?? []).includes(route.config.kind))
@@ -82,6 +90,16 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       mirrorRateLimitHeaders(ctx.res)
       sendJson(ctx.res, 200, { input_tokens: inputTokens })
     }),
+  )
+}
+
+/** Whether every deployment of the body's model is an anthropic backend (what only it can be asked for may pass). */
+function speaksAnthropic(registry: BackendRegistry, body: JsonObject): boolean {
+  const route = typeof body.model === 'string' ? registry.model(body.model) : undefined
+  return (
+    route !== undefined &&
+    route.deployments.length > 0 &&
+    route.deployments.every((d) => d.adapter.type === 'anthropic')
   )
 }
 

@@ -1,6 +1,7 @@
 // Chat completion chunks (the corridor's internal stream) → Anthropic's event sequence:
 //   message_start, ping, then per content block content_block_start → content_block_delta
-//   (text_delta, or input_json_delta for a tool call's arguments) → content_block_stop,
+//   (text_delta, input_json_delta for a tool call's arguments, or thinking_delta and
+//   signature_delta from an anthropic backend's thinking_blocks pieces) → content_block_stop,
 //   then message_delta (stop_reason, usage) and message_stop.
 // Each chunk is translated as it arrives and written at once (nothing is held back but the
 // end: chat reports usage after the finish_reason, so message_delta waits for `[DONE]`, or
@@ -18,7 +19,7 @@ export function frame(type: string, data: JsonObject): string {
 
 interface OpenBlock {
   readonly index: number
-  readonly kind: 'text' | 'tool'
+  readonly kind: 'text' | 'tool' | 'thinking' | 'redacted'
   /** For a tool block: chat's index of the tool call it carries. */
   readonly call?: number
 }
@@ -57,6 +58,7 @@ export class AnthropicStream {
     const choice = Array.isArray(chunk.choices) && isJsonObject(chunk.choices[0]) ? chunk.choices[0] : undefined
     if (choice === undefined) return out
     const delta = isJsonObject(choice.delta) ? choice.delta : {}
+    if (Array.isArray(delta.thinking_blocks)) for (const piece of delta.thinking_blocks) out += this.#thinking(piece)
     for (const piece of [delta.content, delta.refusal]) {
       if (typeof piece === 'string' && piece !== '') {
         out += this.#enter({ kind: 'text' }, { type: 'text', text: '', citations: null })
@@ -118,6 +120,31 @@ export class AnthropicStream {
     if (open === undefined) return ''
     this.#open = undefined
     return frame('content_block_stop', { index: open.index })
+  }
+
+  /**
+   * A piece of extended thinking (an anthropic backend's, backends/anthropic/stream-in.ts):
+   * thinking text streams into a thinking block, its signature ends it; a redacted block
+   * comes whole. Plain reasoning_content (an OpenAI-compatible server's) has no signature
+   * an Anthropic caller could send back, and is not shown.
+   */
+  #thinking(piece: unknown): string {
+    if (!isJsonObject(piece)) return ''
+    if (piece.type === 'redacted_thinking') {
+      const out = this.#enter({ kind: 'redacted', call: this.#blocks }, piece)
+      return out + this.#close()
+    }
+    if (piece.type !== 'thinking') return ''
+    let out = this.#enter({ kind: 'thinking' }, { type: 'thinking', thinking: '', signature: '' })
+    const index = this.#blocks - 1
+    if (typeof piece.thinking === 'string' && piece.thinking !== '')
+      out += frame('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: piece.thinking } })
+    if (typeof piece.signature === 'string') {
+      out += frame('content_block_delta', { index, delta: { type: 'signature_delta', signature: piece.signature } })
+      // Signed: this block is whole, and the next thinking is a block of its own.
+      out += this.#close()
+    }
+    return out
   }
 
   /** A piece of a tool call: its start (id and name) opens a tool_use block, its arguments stream as JSON. */

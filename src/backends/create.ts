@@ -1,6 +1,7 @@
 // Builds the adapter for one configured backend.
 import type { BackendConfig, ModelConfig, Secrets } from '../config/schema.ts'
 import { createMockBackend } from './mock/index.ts'
+import { createGeminiBackend } from './gemini.ts'
 import { createOpenAIBackend } from './openai.ts'
 import type { BackendAdapter } from './port.ts'
 
@@ -20,6 +21,8 @@ export function createAdapter(
       })
     case 'openai':
       return createOpenAIBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
+    case 'gemini':
+      return createGeminiBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
   }
 }
 

@@ -39,7 +39,7 @@ export interface UpstreamResponse {
 
 export interface BackendAdapter {
   readonly name: string
-  readonly type: 'openai' | 'mock'
+  readonly type: 'openai' | 'mock' | 'gemini'
   supports(endpoint: Endpoint): boolean
   /**
    * Sends the request. Resolves once response headers are in. Rejects with GatewayError

@@ -199,7 +199,7 @@ function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): 
 function readSecrets(backends: Config['backends'], env: Env, path: string): Secrets {
   const backendKeys: Record<string, string> = {}
   for (const backend of Object.values(backends)) {
-    if (backend.type === 'openai' && backend.apiKeyEnv) {
+    if ((backend.type === 'openai' || backend.type === 'gemini') && backend.apiKeyEnv) {
       const value = env[backend.apiKeyEnv]
       if (value) backendKeys[backend.apiKeyEnv] = value
     }

@@ -77,10 +77,26 @@ const mockBackend = z.strictObject({
   fineTuneStepMs: positiveInt.default(500),
 })
 
-export const backendSchema = z.discriminatedUnion('type', [openaiBackend, mockBackend])
+/** Google's Gemini API (generateContent), with a key from the environment (docs/backends.md). */
+const geminiBackend = z.strictObject({
+  type: z.literal('gemini'),
+  /** The API root with its version. */
+  baseUrl: z.url({ protocol: /^https?$/ }).default('https://generativelanguage.googleapis.com/v1beta'),
+  /** Name of the env var holding the Gemini API key (sent as x-goog-api-key). */
+  apiKeyEnv: envName.optional(),
+  connectTimeoutMs: positiveInt.default(5_000),
+  responseTimeoutMs: positiveInt.default(120_000),
+  idleTimeoutMs: positiveInt.default(120_000),
+  maxSockets: positiveInt.default(1024),
+  /** Extra headers sent upstream. Values are not secret. */
+  headers: z.record(z.string(), z.string()).default({}),
+})
+
+export const backendSchema = z.discriminatedUnion('type', [openaiBackend, mockBackend, geminiBackend])
 export type BackendConfig = z.infer<typeof backendSchema>
 export type OpenAIBackendConfig = z.infer<typeof openaiBackend>
 export type MockBackendConfig = z.infer<typeof mockBackend>
+export type GeminiBackendConfig = z.infer<typeof geminiBackend>
 
 export const MODEL_KINDS = ['chat', 'embedding', 'image', 'audio'] as const
 export type ModelKind = (typeof MODEL_KINDS)[number]

@@ -57,15 +57,13 @@ export function createGeminiBackend(
     }
     const status = upstream.statusCode ?? 502
     const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
-    if (status === 401 || status === 403) {
-      // The corridor answers upstream_auth_failed and never reads it: it may quote the credential.
-      body.destroy()
-      return { status, headers: {}, body: Readable.from([]) }
-    }
     if (status >= 400) {
       const error = geminiErrorOf(status, (await readAll(body, ERROR_BODY_BYTES, true)).toString('utf8'))
+      // A refused credential: the corridor answers upstream_auth_failed and reads no body.
+      if (error.status === 401 || error.status === 403)
+        return { status: error.status, headers: {}, body: Readable.from([]) }
       return {
-        status,
+        status: error.status,
         headers: { ...error.headers, 'content-type': 'application/json' },
         body: Readable.from([Buffer.from(JSON.stringify(error.body))]),
       }

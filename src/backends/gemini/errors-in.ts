@@ -8,6 +8,13 @@ import { parseWaitMs } from '../../capacity/upstream-headers.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
 const RETRY_INFO = 'type.googleapis.com/google.rpc.RetryInfo'
+const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo'
+/**
+ * ErrorInfo reasons that say the gateway's key was refused. Gemini answers a key it does not
+ * know with 400 INVALID_ARGUMENT (reason API_KEY_INVALID): passed on as a 400, the caller would
+ * be told its own request was wrong. It is the 401 it means.
+ */
+const KEY_REFUSED = new Set(['API_KEY_INVALID', 'API_KEY_EXPIRED', 'API_KEY_SERVICE_BLOCKED'])
 
 /** OpenAI's error type for each of Google's canonical status names. */
 const TYPE_OF: Readonly<Record<string, string>> = {
@@ -37,6 +44,19 @@ export function geminiErrorOf(status: number, text: string): TranslatedError {
   } catch {
     // Not JSON (a proxy's page): the status alone speaks.
   }
+  if (status === 400 && reasons(error.details).some((r) => KEY_REFUSED.has(r)))
+    return {
+      status: 401,
+      headers: {},
+      body: {
+        error: {
+          message: 'The upstream refused its key.',
+          type: 'authentication_error',
+          param: null,
+          code: 'invalid_api_key',
+        },
+      },
+    }
   const name = typeof error.status === 'string' ? error.status : ''
   const message =
     typeof error.message === 'string' && error.message !== ''
@@ -60,4 +80,11 @@ function retryDelayMs(details: unknown): number | undefined {
     if (ms !== null) return ms
   }
   return undefined
+}
+
+function reasons(details: unknown): string[] {
+  if (!Array.isArray(details)) return []
+  return (details as unknown[]).flatMap((d) =>
+    isJsonObject(d) && d['@type'] === ERROR_INFO && typeof d.reason === 'string' ? [d.reason] : [],
+  )
 }

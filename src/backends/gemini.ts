@@ -5,7 +5,7 @@
 // translations are in gemini/, one file per format and direction; this file carries the
 // bytes: its own request (nothing of the client's headers reaches Google), timeouts, and
 // every way the connection can fail as the GatewayError failover expects.
-import type { ClientRequest, IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import https from 'node:https'
 import { pipeline, Readable } from 'node:stream'
 import type { GeminiBackendConfig } from '../config/schema.ts'
@@ -84,33 +84,38 @@ export function createGeminiBackend(
 
   function post(url: URL, bytes: Buffer, request: UpstreamRequest): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
+      if (request.signal.aborted) {
+        reject(cancelled(request.signal))
+        return
+      }
       let settled = false
       let connected = false
-      let req: ClientRequest | undefined
       const timers: NodeJS.Timeout[] = []
-      const fail = (error: GatewayError): void => {
-        if (settled) return
-        if (error.errorName === 'upstream_unreachable' && req?.reusedSocket === true) staleSockets.add(error)
-        done()
-        req?.destroy()
-        reject(error)
-      }
-      const onAbort = (): void => {
-        const reason: unknown = request.signal.reason
-        fail(
-          reason instanceof GatewayError
-            ? reason
-            : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' }),
-        )
-      }
+      const req = (secure ? https : http).request(url, {
+        method: 'POST',
+        agent,
+        headers: {
+          ...config.headers,
+          'content-type': 'application/json',
+          'content-length': String(bytes.length),
+          'accept-encoding': 'identity',
+          'x-request-id': request.requestId,
+          ...request.trace,
+          ...credentials,
+        },
+      })
+      const onAbort = (): void => fail(cancelled(request.signal))
       const done = (): void => {
         settled = true
         for (const timer of timers) clearTimeout(timer)
         request.signal.removeEventListener('abort', onAbort)
       }
-      if (request.signal.aborted) {
-        onAbort()
-        return
+      function fail(error: GatewayError): void {
+        if (settled) return
+        if (error.errorName === 'upstream_unreachable' && req.reusedSocket) staleSockets.add(error)
+        done()
+        req.destroy()
+        reject(error)
       }
       request.signal.addEventListener('abort', onAbort, { once: true })
       timers.push(
@@ -126,22 +131,9 @@ export function createGeminiBackend(
           )
         }, config.responseTimeoutMs),
       )
-      req = (secure ? https : http).request(url, {
-        method: 'POST',
-        agent,
-        headers: {
-          ...config.headers,
-          'content-type': 'application/json',
-          'content-length': String(bytes.length),
-          'accept-encoding': 'identity',
-          'x-request-id': request.requestId,
-          ...request.trace,
-          ...credentials,
-        },
-      })
       req.once('socket', (socket) => {
         connected = !socket.connecting
-        if (connected) return
+        if (connected || settled) return
         timers.push(
           setTimeout(() => {
             if (!connected)
@@ -178,6 +170,14 @@ export function createGeminiBackend(
       agent.destroy()
     },
   }
+}
+
+/** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */
+function cancelled(signal: AbortSignal): GatewayError {
+  const reason: unknown = signal.reason
+  return reason instanceof GatewayError
+    ? reason
+    : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' })
 }
 
 /** A whole generateContent reply, read and turned into one chat completion. */

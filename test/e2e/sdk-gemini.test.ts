@@ -4,7 +4,9 @@
 // Gemini's usageMetadata counted them; a feature Gemini cannot take is refused naming it;
 // each of Gemini's error classes gets the answer the corridor gives any upstream's.
 import t from 'tap'
-import OpenAI from 'openai'
+import type { APIError } from 'openai'
+import type OpenAI from 'openai'
+import { BadRequestError } from 'openai'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
@@ -253,13 +255,14 @@ t.test('what Gemini cannot be asked for is refused with a 400 naming it, and nev
       },
       /image_url \(a web address\)/,
     ],
-  ] as const) {
+  ] as Array<[Record<string, unknown>, RegExp]>) {
+    const body = { model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hi' }], ...extra }
     const error = await client.chat.completions
-      .create({ model: 'gemini-2.5-flash', messages: [{ role: 'user', content: 'Hi' }], ...extra })
+      .create(body as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming)
       .catch((e: unknown) => e)
-    t.ok(error instanceof OpenAI.BadRequestError, `refused: ${String(named)}`)
-    t.equal((error as OpenAI.APIError).code, 'unsupported_parameter')
-    t.match((error as OpenAI.APIError).message, named)
+    t.ok(error instanceof BadRequestError, `refused: ${String(named)}`)
+    t.equal((error as APIError).code, 'unsupported_parameter')
+    t.match((error as APIError).message, named)
   }
   t.equal(fake.requests.length, before, 'Gemini was sent none of them')
 })
@@ -277,25 +280,25 @@ t.test("Gemini's errors, each as the corridor answers its class", async (t) => {
     status: 400,
     body: googleError(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'),
   }
-  const invalid = (await ask()) as OpenAI.APIError
-  t.ok(invalid instanceof OpenAI.BadRequestError, '400 INVALID_ARGUMENT: the caller gets a 400')
+  const invalid = (await ask()) as APIError
+  t.ok(invalid instanceof BadRequestError, '400 INVALID_ARGUMENT: the caller gets a 400')
   t.equal(invalid.message, '400 Request contains an invalid argument.')
   t.equal(invalid.type, 'invalid_request_error')
 
   delete fake.options.failWith
   fake.options.apiKey = 'a-key-the-gateway-does-not-have'
-  const auth = (await ask()) as OpenAI.APIError
+  const auth = (await ask()) as APIError
   t.equal(auth.status, 502, "Gemini refusing the gateway's key (400 API_KEY_INVALID) is upstream_auth_failed")
   t.equal(auth.code, 'upstream_auth_failed')
   fake.options.apiKey = FAKE_GEMINI_KEY
 
   fake.options.failWith = { status: 403, body: googleError(403, 'PERMISSION_DENIED', 'Permission denied.') }
-  const denied = (await ask()) as OpenAI.APIError
+  const denied = (await ask()) as APIError
   t.equal(denied.status, 502, '403 PERMISSION_DENIED is upstream_auth_failed')
   t.equal(denied.code, 'upstream_auth_failed')
 
   fake.options.failWith = { status: 500, body: googleError(500, 'INTERNAL', 'An internal error has occurred.') }
-  const internal = (await ask()) as OpenAI.APIError
+  const internal = (await ask()) as APIError
   t.equal(internal.status, 500, '500 INTERNAL: an upstream failure')
   t.equal(internal.type, 'server_error')
 
@@ -306,14 +309,14 @@ t.test("Gemini's errors, each as the corridor answers its class", async (t) => {
       { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '37s' },
     ]),
   }
-  const limited = (await ask('gemini-3-pro')) as OpenAI.APIError
+  const limited = (await ask('gemini-3-pro')) as APIError
   t.equal(limited.status, 429)
   t.equal(limited.code, 'upstream_capacity_exceeded', "the gateway's capacity refusal, not Gemini's body")
   const wait = Number(limited.headers?.get('retry-after-ms'))
   t.ok(wait > 30_000 && wait <= 37_000, `the wait is Gemini's RetryInfo.retryDelay (${wait} ms)`)
   const before = fake.requests.length
   delete fake.options.failWith
-  const again = (await ask('gemini-3-pro')) as OpenAI.APIError
+  const again = (await ask('gemini-3-pro')) as APIError
   t.equal(again.status, 429, 'the deployment cools down for the time Gemini named')
   t.equal(fake.requests.length, before, 'and Gemini is not asked again meanwhile')
 })

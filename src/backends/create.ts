@@ -21,8 +21,11 @@ export function createAdapter(
       })
     case 'openai':
       return createOpenAIBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
-    case 'gemini':
-      return createGeminiBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
+    case 'gemini': {
+      // An API key, or on Vertex AI the service account's key.
+      const env = config.vertex?.credentialsEnv ?? config.apiKeyEnv
+      return createGeminiBackend(name, config, env ? secrets.backendKeys[env] : undefined)
+    }
   }
 }
 

@@ -17,6 +17,7 @@ import { geminiErrorOf } from './gemini/errors-in.ts'
 import { chatCompletionOf } from './gemini/reply-in.ts'
 import { geminiRequestOf } from './gemini/request-out.ts'
 import { GeminiStreamIn } from './gemini/stream-in.ts'
+import { createVertexAuth, type VertexAuth } from './gemini/vertex-auth.ts'
 import { IdleWatchdog } from './openai/idle-watchdog.ts'
 import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
 
@@ -27,16 +28,25 @@ const REPLY_BYTES = 64 * 1024 * 1024
 /** What a configured model name may hold: Gemini's resource names (models/…, tunedModels/…). */
 const MODEL_NAME = /^(?:(?:models|tunedModels)\/)?[A-Za-z0-9][\w.-]*$/
 
+/** `secret`: the API key, or on Vertex AI the service account's key (JSON). */
 export function createGeminiBackend(
   name: string,
   config: GeminiBackendConfig,
-  apiKey: string | undefined,
+  secret: string | undefined,
 ): BackendAdapter {
-  const root = config.baseUrl.replace(/\/+$/, '')
+  const vertex = config.vertex
+  const root = (config.baseUrl ?? defaultRoot(vertex?.location)).replace(/\/+$/, '')
+  // On Vertex AI a model is a publisher's, in the project's location.
+  const models =
+    vertex === undefined ? root : `${root}/projects/${vertex.project}/locations/${vertex.location}/publishers/google`
   const secure = root.startsWith('https:')
   const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
   const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
-  const credentials: Record<string, string> = apiKey === undefined ? {} : { 'x-goog-api-key': apiKey }
+  const apiKey: Record<string, string> = secret === undefined ? {} : { 'x-goog-api-key': secret }
+  const auth: VertexAuth =
+    vertex === undefined
+      ? { headers: () => Promise.resolve(apiKey) }
+      : createVertexAuth(secret, { tokenUrl: vertex.tokenUrl, timeoutMs: config.responseTimeoutMs })
 
   async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
     if (request.endpoint !== 'chat.completions' || request.body.kind !== 'json')
@@ -46,14 +56,15 @@ export function createGeminiBackend(
     const stream = request.body.value.stream === true
     const bytes = Buffer.from(JSON.stringify(geminiRequestOf(request.body.value)), 'utf8')
     const resource = model.includes('/') ? model : `models/${model}`
-    const url = new URL(`${root}/${resource}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`)
+    const url = new URL(`${models}/${resource}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`)
+    const credentials = await auth.headers()
     let upstream: IncomingMessage
     try {
-      upstream = await post(url, bytes, request)
+      upstream = await post(url, bytes, credentials, request)
     } catch (err) {
       // A kept-alive socket Google had just closed never carried the request: once more, on another.
       if (!(err instanceof GatewayError) || !staleSockets.has(err) || request.signal.aborted) throw err
-      upstream = await post(url, bytes, request)
+      upstream = await post(url, bytes, credentials, request)
     }
     const status = upstream.statusCode ?? 502
     const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
@@ -82,7 +93,12 @@ export function createGeminiBackend(
   /** Failures on a reused keep-alive socket before any response: Node's documented race (see openai.ts). */
   const staleSockets = new WeakSet<GatewayError>()
 
-  function post(url: URL, bytes: Buffer, request: UpstreamRequest): Promise<IncomingMessage> {
+  function post(
+    url: URL,
+    bytes: Buffer,
+    credentials: Readonly<Record<string, string>>,
+    request: UpstreamRequest,
+  ): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
       if (request.signal.aborted) {
         reject(cancelled(request.signal))
@@ -170,6 +186,13 @@ export function createGeminiBackend(
       agent.destroy()
     },
   }
+}
+
+function defaultRoot(location: string | undefined): string {
+  if (location === undefined) return 'https://generativelanguage.googleapis.com/v1beta'
+  return location === 'global'
+    ? 'https://aiplatform.googleapis.com/v1'
+    : `https://${location}-aiplatform.googleapis.com/v1`
 }
 
 /** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */

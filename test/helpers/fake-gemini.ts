@@ -6,9 +6,13 @@
 // the last turn is not a function's result, JSON matching responseSchema when JSON is asked
 // for, and otherwise a sentence naming what it saw. usageMetadata is the configured one, so
 // a test can tell the gateway metered what Gemini reported. test/backends/fake-gemini-sdk.test.ts
-// holds it against the official @google/genai client.
+// holds it against the official @google/genai client. It is Vertex AI too: the project's
+// publisher models (/v1/projects/{p}/locations/{l}/publishers/google/models/…) for the access
+// tokens its /token endpoint issues to a JWT bearer grant signed with its service account's key.
+import { generateKeyPairSync } from 'node:crypto'
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { jwtVerify } from 'jose'
 
 export interface GeminiUsage {
   readonly promptTokenCount: number
@@ -28,6 +32,8 @@ export interface FakeGeminiOptions {
   failWith?: { readonly status: number; readonly body: unknown }
   /** The finish reason of text replies. */
   finishReason: string
+  /** Vertex AI: the lifetime (seconds) of the access tokens its token endpoint issues. */
+  tokenExpiresIn: number
 }
 
 export interface RecordedGeminiRequest {
@@ -43,6 +49,10 @@ export interface FakeGemini {
   readonly apiRoot: string
   readonly options: FakeGeminiOptions
   readonly requests: RecordedGeminiRequest[]
+  /** Vertex AI: a service account's key (JSON) whose token_uri is this fake's token endpoint. */
+  readonly serviceAccount: string
+  /** Vertex AI: the access tokens issued so far, in order. */
+  readonly tokens: string[]
   close(): Promise<void>
 }
 
@@ -59,7 +69,17 @@ export function googleError(code: number, status: string, message: string, detai
   return { error: { code, message, status, ...(details.length > 0 ? { details } : {}) } }
 }
 
-const PATH = /^\/v1(?:beta)?\/(models\/[\w.-]+|tunedModels\/[\w.-]+):(generateContent|streamGenerateContent)$/
+const PATH =
+  /^\/v1(?:beta)?\/(?:projects\/[\w-]+\/locations\/[\w-]+\/publishers\/google\/)?(models\/[\w.-]+|tunedModels\/[\w.-]+):(generateContent|streamGenerateContent)$/
+const SERVICE_ACCOUNT_EMAIL = 'tollgate@fake-project.iam.gserviceaccount.com'
+
+/** What the token endpoint knows: the account's public key, and the tokens it issued (with their expiry). */
+interface Vertex {
+  readonly publicKey: ReturnType<typeof generateKeyPairSync>['publicKey']
+  readonly issued: Map<string, number>
+  readonly tokens: string[]
+  tokenUrl: string
+}
 
 export async function startFakeGemini(options: Partial<FakeGeminiOptions> = {}): Promise<FakeGemini> {
   const settings: FakeGeminiOptions = {
@@ -67,19 +87,32 @@ export async function startFakeGemini(options: Partial<FakeGeminiOptions> = {}):
     usage: DEFAULT_USAGE,
     replyText: 'Hello from the fake Gemini.',
     finishReason: 'STOP',
+    tokenExpiresIn: 3599,
     ...options,
   }
   const requests: RecordedGeminiRequest[] = []
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const vertex: Vertex = { publicKey, issued: new Map(), tokens: [], tokenUrl: '' }
   const server = http.createServer((req, res) => {
-    handle(req, res, settings, requests).catch(() => res.destroy())
+    handle(req, res, settings, requests, vertex).catch(() => res.destroy())
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  vertex.tokenUrl = `${origin}/token`
   return {
     origin,
     apiRoot: `${origin}/v1beta`,
     options: settings,
     requests,
+    serviceAccount: JSON.stringify({
+      type: 'service_account',
+      project_id: 'fake-project',
+      private_key_id: 'key-1',
+      private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }),
+      client_email: SERVICE_ACCOUNT_EMAIL,
+      token_uri: vertex.tokenUrl,
+    }),
+    tokens: vertex.tokens,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
@@ -102,10 +135,13 @@ async function handle(
   res: ServerResponse,
   options: FakeGeminiOptions,
   requests: RecordedGeminiRequest[],
+  vertex: Vertex,
 ): Promise<void> {
   const chunks: Buffer[] = []
   for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk)
   const url = new URL(req.url ?? '/', 'http://fake')
+  if (req.method === 'POST' && url.pathname === '/token')
+    return token(res, new URLSearchParams(Buffer.concat(chunks).toString('utf8')), options, vertex)
   const match = PATH.exec(url.pathname)
   if (req.method !== 'POST' || match === null)
     return send(res, 404, googleError(404, 'NOT_FOUND', `Not found: ${url.pathname}`))
@@ -116,17 +152,16 @@ async function handle(
     return send(res, 400, googleError(400, 'INVALID_ARGUMENT', 'Invalid JSON payload received.'))
   }
   requests.push({ path: req.url ?? '', headers: req.headers, json })
-  const key = req.headers['x-goog-api-key'] ?? url.searchParams.get('key')
-  if (key === undefined || key === null)
-    return send(res, 403, googleError(403, 'PERMISSION_DENIED', "Method doesn't allow unregistered callers."))
-  if (key !== options.apiKey)
-    return send(
-      res,
-      400,
-      googleError(400, 'INVALID_ARGUMENT', 'API key not valid. Please pass a valid API key.', [
-        { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'API_KEY_INVALID', domain: 'googleapis.com' },
-      ]),
-    )
+  if (url.pathname.includes('/projects/')) {
+    // Vertex AI: an access token its token endpoint issued and that has not expired.
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1]
+    const expiry = bearer === undefined ? undefined : vertex.issued.get(bearer)
+    if (expiry === undefined || expiry <= Date.now())
+      return send(res, 401, googleError(401, 'UNAUTHENTICATED', 'Request had invalid authentication credentials.'))
+  } else {
+    const refusal = keyRefusal(req.headers['x-goog-api-key'] ?? url.searchParams.get('key'), options)
+    if (refusal !== undefined) return send(res, refusal.status, refusal.body)
+  }
   if (options.failWith !== undefined) return send(res, options.failWith.status, options.failWith.body)
   const problem = invalidRequest(json)
   if (problem !== undefined) return send(res, 400, googleError(400, 'INVALID_ARGUMENT', problem))
@@ -162,6 +197,48 @@ async function handle(
     res.write(`data: ${JSON.stringify(event)}\r\n\r\n`)
   })
   res.end()
+}
+
+function keyRefusal(
+  key: string | string[] | null | undefined,
+  options: FakeGeminiOptions,
+): { status: number; body: unknown } | undefined {
+  if (key === undefined || key === null)
+    return { status: 403, body: googleError(403, 'PERMISSION_DENIED', "Method doesn't allow unregistered callers.") }
+  if (key === options.apiKey) return undefined
+  return {
+    status: 400,
+    body: googleError(400, 'INVALID_ARGUMENT', 'API key not valid. Please pass a valid API key.', [
+      { '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'API_KEY_INVALID', domain: 'googleapis.com' },
+    ]),
+  }
+}
+
+/** Google's token endpoint for the JWT bearer grant: a signed assertion of the account in, an access token out. */
+async function token(
+  res: ServerResponse,
+  form: URLSearchParams,
+  options: FakeGeminiOptions,
+  vertex: Vertex,
+): Promise<void> {
+  const refuse = (description: string): void =>
+    send(res, 400, { error: 'invalid_grant', error_description: description })
+  if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:jwt-bearer') return refuse('Invalid grant_type.')
+  try {
+    const { payload } = await jwtVerify(form.get('assertion') ?? '', vertex.publicKey, {
+      issuer: SERVICE_ACCOUNT_EMAIL,
+      audience: vertex.tokenUrl,
+      algorithms: ['RS256'],
+      requiredClaims: ['iat', 'exp'],
+    })
+    if (payload.scope !== 'https://www.googleapis.com/auth/cloud-platform') return refuse('Invalid scope.')
+  } catch {
+    return refuse('Invalid JWT Signature.')
+  }
+  const value = `ya29.fake-${vertex.tokens.length + 1}`
+  vertex.tokens.push(value)
+  vertex.issued.set(value, Date.now() + options.tokenExpiresIn * 1000)
+  send(res, 200, { access_token: value, expires_in: options.tokenExpiresIn, token_type: 'Bearer' })
 }
 
 function total(usage: GeminiUsage): number {

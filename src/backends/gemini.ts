@@ -45,7 +45,7 @@ export function createGeminiBackend(
   const apiKey: Record<string, string> = secret === undefined ? {} : { 'x-goog-api-key': secret }
   const auth: VertexAuth =
     vertex === undefined
-      ? { headers: () => Promise.resolve(apiKey) }
+      ? { headers: () => Promise.resolve(apiKey), forget: () => undefined }
       : createVertexAuth(secret, { tokenUrl: vertex.tokenUrl, timeoutMs: config.responseTimeoutMs })
 
   async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
@@ -71,6 +71,7 @@ export function createGeminiBackend(
     if (status >= 400) {
       const error = geminiErrorOf(status, (await readAll(body, ERROR_BODY_BYTES, true)).toString('utf8'))
       // A refused credential: the corridor answers upstream_auth_failed and reads no body.
+      if (error.status === 401) auth.forget()
       if (error.status === 401 || error.status === 403)
         return { status: error.status, headers: {}, body: Readable.from([]) }
       return {

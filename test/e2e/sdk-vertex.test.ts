@@ -84,6 +84,18 @@ t.test('a token with less than the margin left is replaced before it expires', a
   t.equal(second?.headers.authorization, `Bearer ${fake.tokens.at(-1)}`)
 })
 
+t.test('a token revoked before its time is dropped: the call after the refusal fetches another', async (t) => {
+  fake.revokeTokens()
+  const before = fake.tokens.length
+  const refused = (await ask('gemini-2.5-flash')) as APIError
+  t.equal(refused.status, 502)
+  t.equal(refused.code, 'upstream_auth_failed')
+  const reply = (await ask('gemini-2.5-flash')) as { choices: Array<{ message: { content: string } }> }
+  t.equal(reply.choices[0]?.message.content, 'Hello from the fake Gemini.')
+  t.equal(fake.tokens.length, before + 1, 'one new token')
+  t.equal(fake.requests.at(-1)?.headers.authorization, `Bearer ${fake.tokens.at(-1)}`)
+})
+
 t.test('a service account the token endpoint refuses is upstream_auth_failed', async (t) => {
   const before = fake.requests.length
   const error = (await ask('gemini-3-pro')) as APIError

@@ -53,6 +53,8 @@ export interface FakeGemini {
   readonly serviceAccount: string
   /** Vertex AI: the access tokens issued so far, in order. */
   readonly tokens: string[]
+  /** Vertex AI: every token issued so far is revoked (refused from now on, before its expiry). */
+  revokeTokens(): void
   close(): Promise<void>
 }
 
@@ -113,6 +115,7 @@ export async function startFakeGemini(options: Partial<FakeGeminiOptions> = {}):
       token_uri: vertex.tokenUrl,
     }),
     tokens: vertex.tokens,
+    revokeTokens: () => vertex.issued.clear(),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()

@@ -29,6 +29,8 @@ interface ServiceAccount {
 export interface VertexAuth {
   /** The Authorization header for a call, fetching a fresh token when the kept one is (nearly) expired. */
   headers(): Promise<Record<string, string>>
+  /** The kept token was refused (revoked before its time): the next call fetches another. */
+  forget(): void
 }
 
 const refused = (message: string): GatewayError =>
@@ -77,6 +79,9 @@ export function createVertexAuth(
         fetching = undefined
       })
       return { authorization: `Bearer ${await fetching}` }
+    },
+    forget() {
+      token = undefined
     },
   }
 }

@@ -4,6 +4,7 @@
 // Gemini's usageMetadata counted them; a feature Gemini cannot take is refused naming it;
 // each of Gemini's error classes gets the answer the corridor gives any upstream's.
 import t from 'tap'
+import Anthropic from '@anthropic-ai/sdk'
 import type { APIError } from 'openai'
 import type OpenAI from 'openai'
 import { BadRequestError } from 'openai'
@@ -236,6 +237,35 @@ t.test('structured output: json_schema as responseMimeType and responseSchema', 
       required: ['name', 'age'],
     },
   })
+})
+
+t.test('the Anthropic SDK on /v1/messages reaches Gemini too, metered exactly', async (t) => {
+  const { key, id } = await gw.createKey({ tier: 'Standard1000' })
+  const sdk = new Anthropic({ baseURL: gw.url, apiKey: key, maxRetries: 0 })
+  const message = await sdk.messages.create({
+    model: 'gemini-2.5-flash',
+    max_tokens: 100,
+    system: 'Be brief.',
+    messages: [{ role: 'user', content: 'Say hello.' }],
+  })
+  t.match(message.content, [{ type: 'text', text: 'Hello from the fake Gemini.' }])
+  t.equal(message.stop_reason, 'end_turn')
+  // Anthropic counts cache reads apart from input_tokens; together they are Gemini's prompt.
+  t.equal(message.usage.cache_read_input_tokens, DEFAULT_USAGE.cachedContentTokenCount)
+  t.equal(message.usage.input_tokens + (message.usage.cache_read_input_tokens ?? 0), PROMPT)
+  t.equal(message.usage.output_tokens, OUTPUT)
+  t.match(fake.requests.at(-1)?.json, {
+    systemInstruction: { parts: [{ text: 'Be brief.' }] },
+    generationConfig: { maxOutputTokens: 100 },
+  })
+  const streamed = await sdk.messages
+    .stream({ model: 'gemini-2.5-flash', max_tokens: 100, messages: [{ role: 'user', content: 'Say hello.' }] })
+    .finalMessage()
+  t.match(streamed.content, [{ type: 'text', text: 'Hello from the fake Gemini.' }])
+  t.equal(streamed.usage.output_tokens, OUTPUT)
+  const row = await metered(id, 2)
+  t.equal(row.input_tokens, 2 * PROMPT)
+  t.equal(row.output_tokens, 2 * OUTPUT)
 })
 
 t.test('what Gemini cannot be asked for is refused with a 400 naming it, and never sent', async (t) => {

@@ -55,6 +55,7 @@ t.test('request: what cannot be said is refused, naming it', async (t) => {
     [{ ...base, logprobs: true }, 'logprobs'],
     [{ ...base, reasoning_effort: 'high' }, 'reasoning_effort'],
     [{ ...base, store: true }, 'store'],
+    [{ ...base, messages: [{ role: 'user', content: 'hi', name: 'ann' }] }, 'messages[0].name'],
     [{ ...base, response_format: { type: 'grammar' } }, 'response_format.type'],
     [{ ...base, tools: [{ type: 'custom', custom: { name: 'x' } }] }, 'tools[0].type'],
     [

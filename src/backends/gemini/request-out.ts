@@ -36,6 +36,23 @@ const KNOWN = new Set([
   'store',
 ])
 
+/**
+ * Members of a message this translation carries (`refusal` and `audio` only when empty), and
+ * those of a reply a client sends back whole that tell the model nothing it needs:
+ * `annotations` are citations shown to the user, `reasoning_content` the thoughts of an
+ * earlier turn (Gemini takes its reasoning back by the calls' thought signatures, not as text).
+ */
+const MESSAGE_MEMBERS = new Set([
+  'role',
+  'content',
+  'tool_calls',
+  'tool_call_id',
+  'refusal',
+  'audio',
+  'annotations',
+  'reasoning_content',
+])
+
 /** Where the signature Gemini puts on a function call travels in OpenAI's shape (as Google's own OpenAI layer does). */
 export const SIGNATURE_HOME = 'extra_content'
 
@@ -68,6 +85,9 @@ export function geminiRequestOf(body: JsonObject): JsonObject {
   messages.forEach((message: unknown, i) => {
     if (!isJsonObject(message)) throw invalid(`messages[${i}]`, 'must be an object')
     const at = `messages[${i}]`
+    for (const [member, value] of Object.entries(message))
+      if (value !== null && !MESSAGE_MEMBERS.has(member))
+        throw refuse(`${at}.${member}`, "Gemini's turns carry no such member")
     switch (message.role) {
       case 'system':
       case 'developer':

@@ -116,6 +116,33 @@ t.test('stream: chunks as OpenAI sends them, usage last, metered exactly', async
   t.equal(row.output_tokens, OUTPUT)
 })
 
+t.test('stream: each Gemini event reaches the client as it comes, not when the stream ends', async (t) => {
+  const { client } = await keyed()
+  let release = (): void => undefined
+  fake.options.holdAfterFirstEvent = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  t.teardown(() => {
+    release()
+    delete fake.options.holdAfterFirstEvent
+  })
+  const stream = await client.chat.completions.create({
+    model: 'gemini-2.5-flash',
+    messages: [{ role: 'user', content: 'Say hello.' }],
+    stream: true,
+  })
+  const chunks = stream[Symbol.asyncIterator]()
+  // Gemini holds the rest back: the first word arrives all the same.
+  const first = await chunks.next()
+  t.equal(first.done, false)
+  t.equal(first.done === false ? first.value.choices[0]?.delta.content : undefined, 'Hello ')
+  release()
+  let text = 'Hello '
+  for (let next = await chunks.next(); next.done !== true; next = await chunks.next())
+    text += next.value.choices[0]?.delta.content ?? ''
+  t.equal(text, 'Hello from the fake Gemini.')
+})
+
 const WEATHER: OpenAI.ChatCompletionTool = {
   type: 'function',
   function: {

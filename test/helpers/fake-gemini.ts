@@ -32,6 +32,8 @@ export interface FakeGeminiOptions {
   failWith?: { readonly status: number; readonly body: unknown }
   /** The finish reason of text replies. */
   finishReason: string
+  /** A stream sends its first event, then nothing more until this settles. */
+  holdAfterFirstEvent?: Promise<void>
   /** Vertex AI: the lifetime (seconds) of the access tokens its token endpoint issues. */
   tokenExpiresIn: number
 }
@@ -186,7 +188,8 @@ async function handle(
   const pieces = reply.parts.flatMap((part) =>
     typeof part.text === 'string' ? (part.text.match(/\S+\s*/g) ?? ['']).map((text) => ({ text })) : [part],
   )
-  pieces.forEach((part, i) => {
+  for (const [i, part] of pieces.entries()) {
+    if (i === 1 && options.holdAfterFirstEvent !== undefined) await options.holdAfterFirstEvent
     const last = i === pieces.length - 1
     const event = {
       candidates: [
@@ -198,7 +201,7 @@ async function handle(
       responseId,
     }
     res.write(`data: ${JSON.stringify(event)}\r\n\r\n`)
-  })
+  }
   res.end()
 }
 

@@ -2,6 +2,7 @@
 import type { BackendConfig, ModelConfig, Secrets } from '../config/schema.ts'
 import { createAnthropicBackend } from './anthropic/index.ts'
 import { createMockBackend } from './mock/index.ts'
+import { createGeminiBackend } from './gemini.ts'
 import { createOpenAIBackend } from './openai.ts'
 import type { BackendAdapter } from './port.ts'
 
@@ -23,6 +24,11 @@ export function createAdapter(
       return createOpenAIBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
     case 'anthropic':
       return createAnthropicBackend(name, config, config.apiKeyEnv ? secrets.backendKeys[config.apiKeyEnv] : undefined)
+    case 'gemini': {
+      // An API key, or on Vertex AI the service account's key.
+      const env = config.vertex?.credentialsEnv ?? config.apiKeyEnv
+      return createGeminiBackend(name, config, env ? secrets.backendKeys[env] : undefined)
+    }
   }
 }
 

@@ -39,7 +39,7 @@ export interface UpstreamResponse {
 
 export interface BackendAdapter {
   readonly name: string
-  readonly type: 'openai' | 'anthropic' | 'mock'
+  readonly type: 'openai' | 'anthropic' | 'mock' | 'gemini'
   supports(endpoint: Endpoint): boolean
   /**
    * Sends the request. Resolves once response headers are in. Rejects with GatewayError

@@ -258,10 +258,14 @@ function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): 
 function readSecrets(backends: Config['backends'], env: Env, path: string): Secrets {
   const backendKeys: Record<string, string> = {}
   for (const backend of Object.values(backends)) {
-    if ((backend.type === 'openai' || backend.type === 'anthropic') && backend.apiKeyEnv) {
-      const value = env[backend.apiKeyEnv]
-      if (value) backendKeys[backend.apiKeyEnv] = value
-    }
+    const name =
+      backend.type === 'mock'
+        ? undefined
+        : backend.type === 'gemini' && backend.vertex
+          ? backend.vertex.credentialsEnv
+          : backend.apiKeyEnv
+    const value = name === undefined ? undefined : env[name]
+    if (name !== undefined && value) backendKeys[name] = value
   }
   const named = {
     TOLLGATE_ADMIN_TOKEN: env.TOLLGATE_ADMIN_TOKEN || undefined,

@@ -96,10 +96,45 @@ const mockBackend = z.strictObject({
   fineTuneStepMs: positiveInt.default(500),
 })
 
-export const backendSchema = z.discriminatedUnion('type', [openaiBackend, anthropicBackend, mockBackend])
+/** Google's Gemini API (generateContent), by API key or on Vertex AI (docs/backends.md). */
+const geminiBackend = z
+  .strictObject({
+    type: z.literal('gemini'),
+    /**
+     * The API root with its version. Default: https://generativelanguage.googleapis.com/v1beta,
+     * or with `vertex` https://{location}-aiplatform.googleapis.com/v1.
+     */
+    baseUrl: z.url({ protocol: /^https?$/ }).optional(),
+    /** Name of the env var holding the Gemini API key (sent as x-goog-api-key). */
+    apiKeyEnv: envName.optional(),
+    /** Vertex AI instead of the Gemini API: the project's models, with a service account's access token. */
+    vertex: z
+      .strictObject({
+        project: z.string().regex(/^[a-z][a-z0-9-]{4,61}[a-z0-9]$/, 'must be a Google Cloud project id'),
+        location: z.string().regex(/^[a-z0-9-]{1,63}$/, 'must be a location such as us-central1 or global'),
+        /** Name of the env var holding the service account's key (its JSON). */
+        credentialsEnv: envName,
+        /** The OAuth token endpoint; default the key's token_uri, else https://oauth2.googleapis.com/token. */
+        tokenUrl: z.url({ protocol: /^https?$/ }).optional(),
+      })
+      .optional(),
+    connectTimeoutMs: positiveInt.default(5_000),
+    responseTimeoutMs: positiveInt.default(120_000),
+    idleTimeoutMs: positiveInt.default(120_000),
+    maxSockets: positiveInt.default(1024),
+    /** Extra headers sent upstream. Values are not secret. */
+    headers: z.record(z.string(), z.string()).default({}),
+  })
+  .refine((b) => b.vertex === undefined || b.apiKeyEnv === undefined, {
+    message: 'a Vertex AI backend authenticates with its service account (vertex.credentialsEnv), not apiKeyEnv',
+    path: ['apiKeyEnv'],
+  })
+
+export const backendSchema = z.discriminatedUnion('type', [openaiBackend, anthropicBackend, mockBackend, geminiBackend])
 export type BackendConfig = z.infer<typeof backendSchema>
 export type OpenAIBackendConfig = z.infer<typeof openaiBackend>
 export type MockBackendConfig = z.infer<typeof mockBackend>
+export type GeminiBackendConfig = z.infer<typeof geminiBackend>
 export type AnthropicBackendConfig = z.infer<typeof anthropicBackend>
 
 export const MODEL_KINDS = ['chat', 'embedding', 'image', 'audio'] as const

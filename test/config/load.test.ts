@@ -105,6 +105,27 @@ t.test('a bad file is refused with the path of the bad field', async (t) => {
       /backends\.up\.apiKeyEnv/,
     ],
     [
+      'gemini on vertex with an api key too',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).g = {
+          type: 'gemini',
+          apiKeyEnv: 'GEMINI_API_KEY',
+          vertex: { project: 'my-project', location: 'us-central1', credentialsEnv: 'SA_JSON' },
+        }
+      },
+      /backends\.g\.apiKeyEnv: a Vertex AI backend authenticates with its service account/,
+    ],
+    [
+      'gemini on vertex with a bad location',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).g = {
+          type: 'gemini',
+          vertex: { project: 'my-project', location: 'us-central1/../x', credentialsEnv: 'SA_JSON' },
+        }
+      },
+      /backends\.g\.vertex\.location/,
+    ],
+    [
       'duplicate model',
       (doc) => {
         const m = doc.models as unknown[]

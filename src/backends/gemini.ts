@@ -1,0 +1,260 @@
+// The adapter for Google's Gemini API (ai.google.dev/api): a chat completion call goes out
+// as `models/{model}:generateContent` (or `:streamGenerateContent?alt=sse` when it streams)
+// with the gateway's key in x-goog-api-key, and its answer comes back in OpenAI's wire format,
+// so the relay, its usage tap and every step after it are those of any other upstream. The
+// translations are in gemini/, one file per format and direction; this file carries the
+// bytes: its own request (nothing of the client's headers reaches Google), timeouts, and
+// every way the connection can fail as the GatewayError failover expects.
+import type { IncomingMessage } from 'node:http'
+import https from 'node:https'
+import { pipeline, Readable } from 'node:stream'
+import type { GeminiBackendConfig } from '../config/schema.ts'
+import { GatewayError, gatewayError } from '../errors.ts'
+import { http } from '../http/node-http.ts'
+import { isJsonObject } from '../json.ts'
+import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
+import { geminiErrorOf } from './gemini/errors-in.ts'
+import { chatCompletionOf } from './gemini/reply-in.ts'
+import { geminiRequestOf } from './gemini/request-out.ts'
+import { GeminiStreamIn } from './gemini/stream-in.ts'
+import { createVertexAuth, type VertexAuth } from './gemini/vertex-auth.ts'
+import { IdleWatchdog } from './openai/idle-watchdog.ts'
+import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
+
+/** How much of an error body is read to translate it. */
+const ERROR_BODY_BYTES = 64 * 1024
+/** A whole (non-streamed) reply larger than this is not a chat completion. */
+const REPLY_BYTES = 64 * 1024 * 1024
+/** What a configured model name may hold: Gemini's resource names (models/…, tunedModels/…). */
+const MODEL_NAME = /^(?:(?:models|tunedModels)\/)?[A-Za-z0-9][\w.-]*$/
+
+/** `secret`: the API key, or on Vertex AI the service account's key (JSON). */
+export function createGeminiBackend(
+  name: string,
+  config: GeminiBackendConfig,
+  secret: string | undefined,
+): BackendAdapter {
+  const vertex = config.vertex
+  const root = (config.baseUrl ?? defaultRoot(vertex?.location)).replace(/\/+$/, '')
+  // On Vertex AI a model is a publisher's, in the project's location.
+  const models =
+    vertex === undefined ? root : `${root}/projects/${vertex.project}/locations/${vertex.location}/publishers/google`
+  const secure = root.startsWith('https:')
+  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
+  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const apiKey: Record<string, string> = secret === undefined ? {} : { 'x-goog-api-key': secret }
+  const auth: VertexAuth =
+    vertex === undefined
+      ? { headers: () => Promise.resolve(apiKey), forget: () => undefined }
+      : createVertexAuth(secret, { tokenUrl: vertex.tokenUrl, timeoutMs: config.responseTimeoutMs })
+
+  async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+    if (request.endpoint !== 'chat.completions' || request.body.kind !== 'json')
+      throw gatewayError('capability_missing')
+    const model = request.model ?? ''
+    if (!MODEL_NAME.test(model)) throw gatewayError('internal', { message: `Not a Gemini model name: ${model}` })
+    const stream = request.body.value.stream === true
+    const bytes = Buffer.from(JSON.stringify(geminiRequestOf(request.body.value)), 'utf8')
+    const resource = model.includes('/') ? model : `models/${model}`
+    const url = new URL(`${models}/${resource}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`)
+    const credentials = await auth.headers()
+    let upstream: IncomingMessage
+    try {
+      upstream = await post(url, bytes, credentials, request)
+    } catch (err) {
+      // A kept-alive socket Google had just closed never carried the request: once more, on another.
+      if (!(err instanceof GatewayError) || !staleSockets.has(err) || request.signal.aborted) throw err
+      upstream = await post(url, bytes, credentials, request)
+    }
+    const status = upstream.statusCode ?? 502
+    const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
+    if (status >= 400) {
+      const error = geminiErrorOf(status, (await readAll(body, ERROR_BODY_BYTES, true)).toString('utf8'))
+      // A refused credential: the corridor answers upstream_auth_failed and reads no body.
+      if (error.status === 401) auth.forget()
+      if (error.status === 401 || error.status === 403)
+        return { status: error.status, headers: {}, body: Readable.from([]) }
+      return {
+        status: error.status,
+        headers: { ...error.headers, 'content-type': 'application/json' },
+        body: Readable.from([Buffer.from(JSON.stringify(error.body))]),
+      }
+    }
+    const created = Math.floor(Date.now() / 1000)
+    if (stream) {
+      // Each event goes out as it comes; an upstream failure mid-stream reaches the relay through it.
+      const events = new GeminiStreamIn(model, created)
+      events.on('error', () => undefined)
+      pipeline(body, events, () => undefined)
+      return { status, headers: { 'content-type': 'text/event-stream' }, body: events }
+    }
+    return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
+  }
+
+  /** Failures on a reused keep-alive socket before any response: Node's documented race (see openai.ts). */
+  const staleSockets = new WeakSet<GatewayError>()
+
+  function post(
+    url: URL,
+    bytes: Buffer,
+    credentials: Readonly<Record<string, string>>,
+    request: UpstreamRequest,
+  ): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      if (request.signal.aborted) {
+        reject(cancelled(request.signal))
+        return
+      }
+      let settled = false
+      let connected = false
+      const timers: NodeJS.Timeout[] = []
+      const req = (secure ? https : http).request(url, {
+        method: 'POST',
+        agent,
+        headers: {
+          ...config.headers,
+          'content-type': 'application/json',
+          'content-length': String(bytes.length),
+          'accept-encoding': 'identity',
+          'x-request-id': request.requestId,
+          ...request.trace,
+          ...credentials,
+        },
+      })
+      const onAbort = (): void => fail(cancelled(request.signal))
+      const done = (): void => {
+        settled = true
+        for (const timer of timers) clearTimeout(timer)
+        request.signal.removeEventListener('abort', onAbort)
+      }
+      function fail(error: GatewayError): void {
+        if (settled) return
+        if (error.errorName === 'upstream_unreachable' && req.reusedSocket) staleSockets.add(error)
+        done()
+        req.destroy()
+        reject(error)
+      }
+      request.signal.addEventListener('abort', onAbort, { once: true })
+      timers.push(
+        setTimeout(() => {
+          fail(
+            connected
+              ? gatewayError('upstream_timeout', {
+                  message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
+                })
+              : gatewayError('upstream_unreachable', {
+                  message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
+                }),
+          )
+        }, config.responseTimeoutMs),
+      )
+      req.once('socket', (socket) => {
+        connected = !socket.connecting
+        if (connected || settled) return
+        timers.push(
+          setTimeout(() => {
+            if (!connected)
+              fail(
+                gatewayError('upstream_unreachable', {
+                  message: `The upstream model server could not be reached within ${config.connectTimeoutMs} ms.`,
+                }),
+              )
+          }, config.connectTimeoutMs),
+        )
+        socket.once('connect', () => {
+          connected = true
+        })
+      })
+      req.once('error', (err) => fail(beforeHeadersError(err)))
+      req.once('response', (res) => {
+        if (settled) {
+          res.destroy()
+          return
+        }
+        done()
+        resolve(res)
+      })
+      req.end(bytes)
+    })
+  }
+
+  return {
+    name,
+    type: 'gemini',
+    supports: (endpoint) => endpoint === 'chat.completions',
+    send,
+    async close() {
+      agent.destroy()
+    },
+  }
+}
+
+function defaultRoot(location: string | undefined): string {
+  if (location === undefined) return 'https://generativelanguage.googleapis.com/v1beta'
+  return location === 'global'
+    ? 'https://aiplatform.googleapis.com/v1'
+    : `https://${location}-aiplatform.googleapis.com/v1`
+}
+
+/** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */
+function cancelled(signal: AbortSignal): GatewayError {
+  const reason: unknown = signal.reason
+  return reason instanceof GatewayError
+    ? reason
+    : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' })
+}
+
+/** A whole generateContent reply, read and turned into one chat completion. */
+async function* whole(body: Readable, model: string, created: number): AsyncGenerator<Buffer> {
+  const text = (await readAll(body, REPLY_BYTES, false)).toString('utf8')
+  let reply: unknown
+  try {
+    reply = JSON.parse(text)
+  } catch (err) {
+    throw gatewayError('upstream_bad_response', { cause: err })
+  }
+  if (!isJsonObject(reply)) throw gatewayError('upstream_bad_response')
+  yield Buffer.from(JSON.stringify(chatCompletionOf(reply, model, created)))
+}
+
+/** The body's bytes up to `limit`: past it, cut short (`truncate`) or refused as a bad response. */
+async function readAll(body: Readable, limit: number, truncate: boolean): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let size = 0
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      chunks.push(chunk)
+      size += chunk.length
+      if (size >= limit) {
+        if (!truncate) throw gatewayError('upstream_bad_response', { message: 'The upstream reply is too large.' })
+        break
+      }
+    }
+  } catch (err) {
+    // An error body cut short still says what it had said so far.
+    if (!truncate) throw err
+  } finally {
+    body.destroy()
+  }
+  return Buffer.concat(chunks).subarray(0, limit)
+}
+
+/** The upstream body, watched: an idle timeout, errors as GatewayErrors, the socket freed when it is destroyed. */
+function watchBody(upstream: IncomingMessage, idleMs: number, signal: AbortSignal): Readable {
+  const body = new IdleWatchdog(idleMs)
+  body.on('error', () => undefined)
+  const onAbort = (): void => {
+    body.destroy()
+  }
+  signal.addEventListener('abort', onAbort, { once: true })
+  upstream.on('error', (err) => body.destroy(midBodyError(err)))
+  upstream.on('close', () => {
+    if (!upstream.complete) body.destroy(midBodyError(new Error('premature close')))
+  })
+  body.on('close', () => {
+    signal.removeEventListener('abort', onAbort)
+    if (!upstream.complete) upstream.destroy()
+  })
+  upstream.pipe(body)
+  return body
+}

@@ -18,8 +18,8 @@ import { chatCompletionOf } from './gemini/reply-in.ts'
 import { geminiRequestOf } from './gemini/request-out.ts'
 import { GeminiStreamIn } from './gemini/stream-in.ts'
 import { createVertexAuth, type VertexAuth } from './gemini/vertex-auth.ts'
-import { IdleWatchdog } from './openai/idle-watchdog.ts'
-import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
+import { beforeHeadersError } from './openai/transport-errors.ts'
+import { watchBody } from './openai/watch-body.ts'
 
 /** How much of an error body is read to translate it. */
 const ERROR_BODY_BYTES = 64 * 1024
@@ -237,24 +237,4 @@ async function readAll(body: Readable, limit: number, truncate: boolean): Promis
     body.destroy()
   }
   return Buffer.concat(chunks).subarray(0, limit)
-}
-
-/** The upstream body, watched: an idle timeout, errors as GatewayErrors, the socket freed when it is destroyed. */
-function watchBody(upstream: IncomingMessage, idleMs: number, signal: AbortSignal): Readable {
-  const body = new IdleWatchdog(idleMs)
-  body.on('error', () => undefined)
-  const onAbort = (): void => {
-    body.destroy()
-  }
-  signal.addEventListener('abort', onAbort, { once: true })
-  upstream.on('error', (err) => body.destroy(midBodyError(err)))
-  upstream.on('close', () => {
-    if (!upstream.complete) body.destroy(midBodyError(new Error('premature close')))
-  })
-  body.on('close', () => {
-    signal.removeEventListener('abort', onAbort)
-    if (!upstream.complete) upstream.destroy()
-  })
-  upstream.pipe(body)
-  return body
 }

@@ -13,9 +13,9 @@ import { GatewayError, gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { HOP_BY_HOP_HEADERS } from '../http/hop-by-hop.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
-import { IdleWatchdog } from './openai/idle-watchdog.ts'
 import { credentialHeaders, rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
-import { beforeHeadersError, midBodyError } from './openai/transport-errors.ts'
+import { beforeHeadersError } from './openai/transport-errors.ts'
+import { watchBody } from './openai/watch-body.ts'
 
 // Response headers that describe the upstream connection, not the message.
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
@@ -337,29 +337,4 @@ function responseHeaders(proxyRes: IncomingMessage): Record<string, string> {
     headers[name] = Array.isArray(value) ? value.join(', ') : value
   }
   return headers
-}
-
-/**
- * The body handed to the relay. Errors become GatewayErrors; the watchdog enforces the
- * idle timeout; destroying it (the relay does when the client leaves) frees the socket.
- */
-function watchBody(proxyRes: IncomingMessage, idleMs: number, signal: AbortSignal): Readable {
-  const body = new IdleWatchdog(idleMs)
-  // The consumer attaches its own listeners when it reads; an error before then (an idle
-  // timeout on a body nobody reads yet) must not take the process down.
-  body.on('error', () => undefined)
-  const onAbort = (): void => {
-    body.destroy()
-  }
-  signal.addEventListener('abort', onAbort, { once: true })
-  proxyRes.on('error', (err) => body.destroy(midBodyError(err)))
-  proxyRes.on('close', () => {
-    if (!proxyRes.complete) body.destroy(midBodyError(new Error('premature close')))
-  })
-  body.on('close', () => {
-    signal.removeEventListener('abort', onAbort)
-    if (!proxyRes.complete) proxyRes.destroy()
-  })
-  proxyRes.pipe(body)
-  return body
 }

@@ -66,7 +66,9 @@ t.test('readEvent: what counts as generated text and what is usage', async (t) =
     usage: { inputTokens: 1, outputTokens: 2 },
     usageOnly: true,
     text: '',
+    error: false,
   })
+  t.equal(readEvent({ error: { message: 'overloaded', type: 'server_error' } }).error, true, 'an error event')
   t.equal(
     readEvent({ choices: [{ delta: { content: 'x' } }], usage: { prompt_tokens: 1, completion_tokens: 1 } }).usageOnly,
     false,

@@ -18,13 +18,13 @@ import { HOP_BY_HOP_HEADERS } from '../../http/hop-by-hop.ts'
 import { mediaType } from '../../http/media-type.ts'
 import { http } from '../../http/node-http.ts'
 import { isJsonObject } from '../../json.ts'
-import { IdleWatchdog } from '../openai/idle-watchdog.ts'
-import { beforeHeadersError, midBodyError } from '../openai/transport-errors.ts'
+import { beforeHeadersError } from '../openai/transport-errors.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { openAIErrorOf } from './errors-in.ts'
 import { chatCompletionOf } from './reply-in.ts'
 import { messagesRequestOf } from './request-out.ts'
 import { ChatStreamTransform } from './stream-in.ts'
+import { watchBody } from '../openai/watch-body.ts'
 
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
 /** A whole (non-streamed) reply larger than this is not an answer any model gives. */
@@ -207,26 +207,6 @@ function headersIn(response: IncomingMessage): Record<string, string> {
     headers[name] = Array.isArray(value) ? value.join(', ') : value
   }
   return headers
-}
-
-/** The body with the idle timeout applied, its errors as GatewayErrors, gone with the signal. */
-function watchBody(response: IncomingMessage, idleMs: number, signal: AbortSignal): IdleWatchdog {
-  const body = new IdleWatchdog(idleMs)
-  body.on('error', () => undefined)
-  const onAbort = (): void => {
-    body.destroy()
-  }
-  signal.addEventListener('abort', onAbort, { once: true })
-  response.on('error', (err) => body.destroy(midBodyError(err)))
-  response.on('close', () => {
-    if (!response.complete) body.destroy(midBodyError(new Error('premature close')))
-  })
-  body.on('close', () => {
-    signal.removeEventListener('abort', onAbort)
-    if (!response.complete) response.destroy()
-  })
-  response.pipe(body)
-  return body
 }
 
 async function readWhole(body: Readable): Promise<string> {

@@ -41,6 +41,24 @@ const Message = z
 
 const TokensCount = z.object({ input_tokens: z.int() })
 
+const ModelInfo = z.object({
+  type: z.literal('model'),
+  id: z.string(),
+  display_name: z.string(),
+  created_at: z.string().meta({ description: 'RFC 3339.' }),
+})
+
+const ModelPage = z.object({
+  data: z.array(ModelInfo),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+})
+
+const MODELS_ABOUT =
+  'In Anthropic’s shape when the caller sends `anthropic-version` (Anthropic’s SDKs always do): the chat models the key may use. ' +
+  'Without that header, OpenAI’s shape, as GET /v2/models answers. Scope: `models.list` / `models.get`.'
+
 const ABOUT =
   'Anthropic’s Messages API for its SDKs and Claude Code (`baseURL` the gateway’s root, the key as `x-api-key` or `Authorization: Bearer`). ' +
   'The call is a chat completion inside the gateway: the same scope (chat.completions), limits, budgets and metering. ' +
@@ -69,6 +87,34 @@ export const ANTHROPIC_OPERATIONS: readonly OperationDoc[] = [
     security: 'apiKey',
     body: { contentType: 'application/json', schema: CountTokensRequest },
     responses: { 200: { description: 'The count', schema: TokensCount } },
+    rateLimited: true,
+  },
+  {
+    method: 'get',
+    path: '/v1/models',
+    operationId: 'anthropicListModels',
+    summary: 'List the models the key may use (Anthropic’s shape)',
+    description: MODELS_ABOUT,
+    tag: ANTHROPIC_TAG,
+    security: 'apiKey',
+    query: z.object({
+      limit: z.string().optional().meta({ description: 'Models per page, 1 to 1000 (default 20).' }),
+      after_id: z.string().optional().meta({ description: 'The page after this model.' }),
+      before_id: z.string().optional().meta({ description: 'The page before this model.' }),
+    }),
+    responses: { 200: { description: 'One page of models', schema: ModelPage } },
+    rateLimited: true,
+  },
+  {
+    method: 'get',
+    path: '/v1/models/{model_id}',
+    operationId: 'anthropicRetrieveModel',
+    summary: 'Retrieve a model (Anthropic’s shape)',
+    description: MODELS_ABOUT,
+    tag: ANTHROPIC_TAG,
+    security: 'apiKey',
+    pathParams: { model_id: 'A model name (may hold `/`).' },
+    responses: { 200: { description: 'The model', schema: ModelInfo } },
     rateLimited: true,
   },
 ]

@@ -27,6 +27,7 @@ import { checkModelScope } from '../../inference/scopes.ts'
 import { countPromptTokens } from '../../limits/estimate.ts'
 import type { RuntimeSource } from '../../runtime/snapshot.ts'
 import { anthropicErrorOf } from './errors.ts'
+import { modelInfoOf, modelPageOf } from './models-out.ts'
 import { mirrorRateLimitHeaders } from './ratelimit-headers.ts'
 import { AnthropicReplySink } from './reply-sink.ts'
 import { chatRequestOf } from './request-in.ts'
@@ -69,6 +70,32 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       ),
     ),
   )
+
+  // The models the key may use: in Anthropic's shape for a caller that speaks it (its SDKs
+  // always send anthropic-version), otherwise in OpenAI's, as /v2/models answers.
+  router.on('GET', '/v1/models', async (ctx, _params, query) => {
+    if (ctx.req.headers['anthropic-version'] === undefined) {
+      const principal = await deps.openCall(ctx, 'models.list', 'models.list')
+      sendJson(ctx.res, 200, deps.runtime.current.catalogue.list(principal))
+      return
+    }
+    await answering(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'anthropic.models.list', 'models.list')
+      sendJson(ctx.res, 200, modelPageOf(deps.runtime.current.catalogue.list(principal, 'chat').data, query))
+    })
+  })
+  router.on('GET', '/v1/models/*', async (ctx, params) => {
+    const id = params['*'] ?? ''
+    if (ctx.req.headers['anthropic-version'] === undefined) {
+      const principal = await deps.openCall(ctx, 'models.get', 'models.get')
+      sendJson(ctx.res, 200, deps.runtime.current.catalogue.get(principal, id))
+      return
+    }
+    await answering(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'anthropic.models.get', 'models.get')
+      sendJson(ctx.res, 200, modelInfoOf(deps.runtime.current.catalogue.get(principal, id)))
+    })
+  })
 
   router.on('POST', '/v1/messages/count_tokens', (ctx) =>
     answering(ctx, async () => {

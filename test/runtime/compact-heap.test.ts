@@ -32,7 +32,7 @@ t.test('npm start passes --expose-gc', async (t) => {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
     scripts: { start: string }
   }
-  t.match(pkg.scripts.start, /^node .*--expose-gc.* bin\/tollgate serve$/)
+  t.match(pkg.scripts.start, /^(exec )?node .*--expose-gc.* bin\/tollgate serve$/)
 })
 
 t.test('with --expose-gc the heap is compacted before listening', async (t) => {

@@ -340,28 +340,32 @@ t.test('the access log names the route and the error entry', async (t) => {
   )
 })
 
-t.test("models: the SDK's list and retrieve in Anthropic's shape; without anthropic-version, OpenAI's", async (t) => {
-  const seen: string[] = []
-  for await (const model of sdk.models.list({ limit: 5 })) seen.push(model.id)
-  t.ok(seen.includes(MODEL), `the catalogue's Claude is listed (${seen.length} models, paged by 5)`)
-  t.equal(new Set(seen).size, seen.length, 'each once across the pages')
-  const info = await sdk.models.retrieve(MODEL)
-  t.match(info, { type: 'model', id: MODEL, display_name: String })
-  t.ok(!Number.isNaN(Date.parse(info.created_at)), 'created_at is a date')
-  const page = await sdk.models.list({ limit: 2 })
-  t.equal(page.data.length, 2)
-  t.equal(page.has_more, true)
-  t.equal(page.first_id, page.data[0]?.id)
-  const missing = await sdk.models.retrieve('no-such-model').catch((e: unknown) => e)
-  t.ok(missing instanceof Anthropic.NotFoundError, "an unknown model is Anthropic's 404")
-  const bad = await fetch(`${gw.url}/v1/models?limit=0`, {
-    headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
-  })
-  t.equal(bad.status, 400)
-  t.match(await bad.json(), { type: 'error', error: { type: 'invalid_request_error' } })
-  const openai = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
-  t.match(await openai.json(), { object: 'list', data: [{ object: 'model' }] }, "OpenAI's shape without the header")
-  const unauthorized = await fetch(`${gw.url}/v1/models`, { headers: { 'anthropic-version': '2023-06-01' } })
-  t.equal(unauthorized.status, 401)
-  t.match(await unauthorized.json(), { type: 'error', error: { type: 'authentication_error' } })
-})
+t.test(
+  "models: the SDK's list and retrieve in Anthropic's shape; without anthropic-version, the 404 naming /v2",
+  async (t) => {
+    const seen: string[] = []
+    for await (const model of sdk.models.list({ limit: 5 })) seen.push(model.id)
+    t.ok(seen.includes(MODEL), `the catalogue's Claude is listed (${seen.length} models, paged by 5)`)
+    t.equal(new Set(seen).size, seen.length, 'each once across the pages')
+    const info = await sdk.models.retrieve(MODEL)
+    t.match(info, { type: 'model', id: MODEL, display_name: String })
+    t.ok(!Number.isNaN(Date.parse(info.created_at)), 'created_at is a date')
+    const page = await sdk.models.list({ limit: 2 })
+    t.equal(page.data.length, 2)
+    t.equal(page.has_more, true)
+    t.equal(page.first_id, page.data[0]?.id)
+    const missing = await sdk.models.retrieve('no-such-model').catch((e: unknown) => e)
+    t.ok(missing instanceof Anthropic.NotFoundError, "an unknown model is Anthropic's 404")
+    const bad = await fetch(`${gw.url}/v1/models?limit=0`, {
+      headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+    })
+    t.equal(bad.status, 400)
+    t.match(await bad.json(), { type: 'error', error: { type: 'invalid_request_error' } })
+    const openai = await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
+    t.equal(openai.status, 404, 'without the header, an OpenAI SDK on /v1 is pointed at /v2')
+    t.match(await openai.json(), { error: { code: 'unknown_url', message: /GET \/v2\/models/ } })
+    const unauthorized = await fetch(`${gw.url}/v1/models`, { headers: { 'anthropic-version': '2023-06-01' } })
+    t.equal(unauthorized.status, 401)
+    t.match(await unauthorized.json(), { type: 'error', error: { type: 'authentication_error' } })
+  },
+)

@@ -57,7 +57,7 @@ const ModelPage = z.object({
 
 const MODELS_ABOUT =
   'In Anthropic’s shape when the caller sends `anthropic-version` (Anthropic’s SDKs always do): the chat models the key may use. ' +
-  'Without that header, OpenAI’s shape, as GET /v2/models answers. Scope: `models.list` / `models.get`.'
+  'Without that header, the 404 of an inference path under /v1, which names GET /v2/models. Scope: `models.list` / `models.get`.'
 
 const ABOUT =
   'Anthropic’s Messages API for its SDKs and Claude Code (`baseURL` the gateway’s root, the key as `x-api-key` or `Authorization: Bearer`). ' +

@@ -17,6 +17,7 @@ import type { Config } from '../../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../../errors.ts'
 import { discardUnreadBody, readJsonBody } from '../../http/body.ts'
 import type { RequestContext } from '../../http/context.ts'
+import { unknownRouteMessage } from '../../http/route-hints.ts'
 import type { JsonObject } from '../../json.ts'
 import { sendJson } from '../../http/reply.ts'
 import type { Router } from '../../http/router.ts'
@@ -71,14 +72,11 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
     ),
   )
 
-  // The models the key may use: in Anthropic's shape for a caller that speaks it (its SDKs
-  // always send anthropic-version), otherwise in OpenAI's, as /v2/models answers.
+  // The models the key may use, in Anthropic's shape, for a caller that speaks it (its SDKs
+  // always send anthropic-version). Any other caller is where an OpenAI SDK with a /v1 base
+  // URL lands: it gets the 404 that points it at /v2, as every other inference path under /v1.
   router.on('GET', '/v1/models', async (ctx, _params, query) => {
-    if (ctx.req.headers['anthropic-version'] === undefined) {
-      const principal = await deps.openCall(ctx, 'models.list', 'models.list')
-      sendJson(ctx.res, 200, deps.runtime.current.catalogue.list(principal))
-      return
-    }
+    if (ctx.req.headers['anthropic-version'] === undefined) throw notUnderV1(ctx)
     await answering(ctx, async () => {
       const principal = await deps.openCall(ctx, 'anthropic.models.list', 'models.list')
       sendJson(ctx.res, 200, modelPageOf(deps.runtime.current.catalogue.list(principal, 'chat').data, query))
@@ -86,11 +84,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
   })
   router.on('GET', '/v1/models/*', async (ctx, params) => {
     const id = params['*'] ?? ''
-    if (ctx.req.headers['anthropic-version'] === undefined) {
-      const principal = await deps.openCall(ctx, 'models.get', 'models.get')
-      sendJson(ctx.res, 200, deps.runtime.current.catalogue.get(principal, id))
-      return
-    }
+    if (ctx.req.headers['anthropic-version'] === undefined) throw notUnderV1(ctx)
     await answering(ctx, async () => {
       const principal = await deps.openCall(ctx, 'anthropic.models.get', 'models.get')
       sendJson(ctx.res, 200, modelInfoOf(deps.runtime.current.catalogue.get(principal, id)))
@@ -118,6 +112,13 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       sendJson(ctx.res, 200, { input_tokens: inputTokens })
     }),
   )
+}
+
+/** The 404 of an inference path under /v1 for a caller that does not speak Anthropic: it names the /v2 path. */
+function notUnderV1(ctx: RequestContext): GatewayError {
+  return gatewayError('unknown_route', {
+    message: unknownRouteMessage(ctx.req.method ?? 'GET', ctx.req.url ?? '/v1/models', () => true),
+  })
 }
 
 /** Whether every deployment of the body's model is an anthropic backend (what only it can be asked for may pass). */

@@ -194,14 +194,14 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
     const { entries, windowEnd } = quota(now)
     const requestsWait = rpm === null ? 0 : fitWait(entries, windowEnd, now, () => 1, 1, rpm)
     const tokensWait = tpm === null ? 0 : fitWait(entries, windowEnd, now, (e) => e.tokens, cost, tpm)
-    // The reset is OpenAI's and Azure's: the time until the quota is whole again, i.e. until
-    // the newest counted call leaves the window (on a fixed window, its end). A gateway may
-    // send the whole quota at that moment (issue #36); it must not read it as "one more
-    // unit frees up then", which the oldest call's leaving would be.
+    // The reset is when the oldest counted call leaves the window, i.e. when one more unit
+    // frees up: what a client needs to know. (OpenAI's own is "until the quota is whole
+    // again", which on a token bucket is close to it; on a sliding log it would always be
+    // the whole window.)
     const headers = (): Record<string, string> => {
       const h: Record<string, string> = {}
-      const last = entries[entries.length - 1]
-      const reset = formatDuration(last === undefined ? 0 : leaves(last, windowEnd, now))
+      const first = entries[0]
+      const reset = formatDuration(first === undefined ? 0 : leaves(first, windowEnd, now))
       if (rpm !== null) {
         h['x-ratelimit-limit-requests'] = String(rpm)
         h['x-ratelimit-remaining-requests'] = String(Math.max(0, rpm - entries.length))

@@ -94,7 +94,14 @@ t.test(
       'collected once quiet',
     )
     await tick(5)
-    t.equal(gc.collections, 1, 'not again while the memory has not grown since')
+    // This process's own memory is what is measured: on a busy machine it can grow again by the
+    // threshold meanwhile (the runner's own work), and then a second collection is right.
+    const lines = logged as Array<{ rssBefore: number; rssAfter: number }>
+    t.equal(lines.length, gc.collections, 'each collection logged')
+    t.ok(
+      lines.slice(1).every((line, i) => line.rssBefore >= (lines[i]?.rssAfter ?? 0) + 4 * 1024 * 1024),
+      `not again while the memory has not grown since (${gc.collections} collections)`,
+    )
     t.match(logged[0], { rssBefore: Number, rssAfter: Number, heapBefore: Number, heapAfter: Number, pauseMs: Number })
     t.ok(held.length > 0)
   },

@@ -150,17 +150,18 @@ t.test('a running gateway compacts after a burst, and hands heap back', async (t
           await res.arrayBuffer()
         }),
       )
-      return compactions(gw.logs()).length
+      return compactions(gw.logs())
     },
-    (n) => n > 0,
+    // Resident memory triggers a compaction, and it can grow outside the heap (buffers, a busy
+    // machine's allocator); so bursts go on until one compaction found heap to hand back.
+    (lines) => lines.some((l) => Number(l.heapAfter) < Number(l.heapBefore)),
     200,
     300,
   )
-  t.ok(seen.met, 'a compaction after a burst was logged')
-  const [line] = compactions(gw.logs())
+  t.ok(seen.met, 'a compaction after a burst handed heap back')
   t.ok(
-    Number(line?.heapAfter) < Number(line?.heapBefore),
-    `heap ${String(line?.heapBefore)} → ${String(line?.heapAfter)}`,
+    compactions(gw.logs()).every((l) => Number(l.heapAfter) <= Number(l.heapBefore)),
+    'no compaction grew the heap',
   )
   // Counted as logged: read after the log, each compaction is in the metrics already.
   const logged = compactions(gw.logs())

@@ -3,12 +3,22 @@
 // costs no store call at all), on a redis-server of the bench's own.
 //
 //   node bench/capacity.ts            prints a Markdown section
+//
+// And capacity use (issue #36): two deployments with fixed request windows (10 and 20 calls
+// per 4 s window, 300 ms a call, OpenAI's x-ratelimit-* headers; test/e2e/fixed-windows.ts)
+// behind an embedded gateway that learned both figures; bursts of 40 /v2 calls into fresh
+// windows (the share of the room of 30 served: target ≥ 90 %), backlogs of 40 drop-in
+// /queue calls (windows taken: target ⌈40 / 30⌉ + 1 = 3), and the upstreams' 429s after
+// learning (target 0), over runs of a given length:
+//
+//   node bench/capacity.ts use [seconds=60] [runs=3]
 import { createDeploymentCapacity } from '../src/capacity/capacity.ts'
 import { memoryCapacityStore } from '../src/capacity/memory.ts'
 import type { DeploymentCapacity } from '../src/capacity/port.ts'
 import { redisCapacityStore } from '../src/capacity/redis.ts'
 import { observeResponse } from '../src/capacity/upstream-headers.ts'
 import { createRedisClient, pingRedis } from '../src/store/redis-client.ts'
+import { fixedWindows } from '../test/e2e/fixed-windows.ts'
 import { countCommands, startPrivateRedis } from '../test/limits/helpers.ts'
 import { sequential, throughput, type Latency } from './admission.ts'
 import { fmt } from './proxy-rig.ts'
@@ -124,4 +134,73 @@ export async function benchCapacity(): Promise<string> {
   }
 }
 
-if (import.meta.main) process.stdout.write(`${await benchCapacity()}\n`)
+const USE_WINDOW_MS = 4000
+const USE_PER_WINDOW = [10, 20]
+const USE_CALLS = 40
+
+interface UseRun {
+  readonly shares: number[]
+  readonly windows: number[]
+  readonly refused: number
+  readonly seconds: number
+}
+
+/** One run: bursts and backlogs in turn, each into a fresh window, for `seconds`. */
+async function useRun(seconds: number): Promise<UseRun> {
+  const rig = await fixedWindows({
+    windowMs: USE_WINDOW_MS,
+    perWindow: USE_PER_WINDOW,
+    latencyMs: 300,
+    store: 'memory',
+  })
+  try {
+    await rig.learn()
+    const learned = rig.refused()
+    const started = Date.now()
+    const shares: number[] = []
+    const windows: number[] = []
+    while (Date.now() - started < seconds * 1000) {
+      let window = await rig.freshWindow()
+      const statuses = await Promise.all(Array.from({ length: USE_CALLS }, (_, i) => rig.call(i)))
+      shares.push(statuses.filter((s) => s === 200).length / rig.room)
+      window = await rig.freshWindow()
+      const ends = await Promise.all(Array.from({ length: USE_CALLS }, (_, i) => rig.queued(i)))
+      if (ends.some((e) => e.status !== 200)) throw new Error(`a queued call answered ${JSON.stringify(ends)}`)
+      windows.push(Math.floor(Math.max(...ends.map((e) => e.endedAt)) / USE_WINDOW_MS) - window + 1)
+    }
+    return { shares, windows, refused: rig.refused() - learned, seconds: (Date.now() - started) / 1000 }
+  } finally {
+    await rig.stop()
+  }
+}
+
+export async function benchCapacityUse(seconds = 60, runs = 3): Promise<string> {
+  const rows: string[] = []
+  for (let run = 1; run <= runs; run++) {
+    const r = await useRun(seconds)
+    rows.push(
+      `| ${run} | ${fmt(r.seconds, 0)} | ${r.shares.length} | ${fmt(100 * Math.min(...r.shares), 0)} % | ${fmt(
+        (100 * r.shares.reduce((a, b) => a + b, 0)) / r.shares.length,
+        1,
+      )} % | ${r.windows.join(', ')} (bound ${Math.ceil(USE_CALLS / 30) + 1}) | ${r.refused} |`,
+    )
+  }
+  return [
+    '## Deployment capacity use (bench/capacity.ts use)',
+    '',
+    `Two deployments with fixed request windows (10 and 20 calls per ${USE_WINDOW_MS / 1000} s window, 300 ms a call), an`,
+    `embedded gateway that learned both; bursts of ${USE_CALLS} /v2 calls into fresh windows (the share of the room of 30`,
+    `served) and backlogs of ${USE_CALLS} drop-in /queue calls (the windows they took), in turn; upstream 429s after learning.`,
+    '',
+    '| Run | s | bursts | burst share, worst | burst share, mean | backlog windows | upstream 429s after learning |',
+    '|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n')
+}
+
+if (import.meta.main) {
+  const [mode, seconds, runs] = process.argv.slice(2)
+  process.stdout.write(
+    `${mode === 'use' ? await benchCapacityUse(Number(seconds ?? 60), Number(runs ?? 3)) : await benchCapacity()}\n`,
+  )
+}

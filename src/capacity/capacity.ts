@@ -70,8 +70,10 @@ function learnedFrom(o: UpstreamObservation): LearnedUpdate {
     cooldownUntil: o.cooldownUntil,
     requestsRemaining: o.requests?.remaining ?? null,
     requestsResetAt: o.requests?.resetAt ?? null,
+    requestsLimit: o.requests?.limit ?? null,
     tokensRemaining: o.tokens?.remaining ?? null,
     tokensResetAt: o.tokens?.resetAt ?? null,
+    tokensLimit: o.tokens?.limit ?? null,
   }
 }
 

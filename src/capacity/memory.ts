@@ -18,6 +18,8 @@ interface Learned {
   until: number
   /** Renewed at its reset for a hold (see redis.ts): when that passes with nothing taught, it is dropped. */
   renewed: boolean
+  /** The whole quota, when the upstream stated it (x-ratelimit-limit-*): what comes back at the reset. */
+  limit: number | null
 }
 
 interface Deployment {
@@ -104,14 +106,17 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
   }
 
   /**
-   * A taught figure past its reset is renewed for a hold with what was left of it plus one
-   * call (`cost`): at its reset at least one call's worth came back, and what else did is
-   * for the next answer to teach. A renewed figure past its hold is dropped.
+   * A taught figure past its reset is renewed for a hold (see redis.ts): with its whole limit
+   * when the upstream stated one, less the calls granted before and not answered yet (they
+   * may reach it in the new window), and at least one call (`cost`); without a stated limit,
+   * with what was left of it plus one call. The next answer teaches the rest. A renewed
+   * figure past its hold is dropped.
    */
-  function renewed(l: Learned | null, now: number, cost: number): Learned | null {
+  function renewed(l: Learned | null, now: number, cost: number, unanswered: number): Learned | null {
     if (l === null || l.until > now) return l
     if (l.renewed) return null
-    return { remaining: Math.max(l.remaining, 0) + cost, until: now + rules.learnedHoldMs, renewed: true }
+    const remaining = l.limit === null ? Math.max(l.remaining, 0) + cost : Math.max(l.limit - unanswered, cost)
+    return { remaining, until: now + rules.learnedHoldMs, renewed: true, limit: l.limit }
   }
 
   function stand(c: CandidateSpec, d: Deployment, now: number, tokens: number): Standing {
@@ -127,8 +132,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
     }
     const cooling = d.coolingUntil > now
     if (cooling) block(d.coolingUntil)
-    d.requestsLearned = renewed(d.requestsLearned, now, 1)
-    d.tokensLearned = renewed(d.tokensLearned, now, tokens)
+    d.requestsLearned = renewed(d.requestsLearned, now, 1, d.unanswered)
+    d.tokensLearned = renewed(d.tokensLearned, now, tokens, d.unansweredTokens)
     if (c.rpm > 0) {
       const w = window(d.requests, now, 1, c.rpm)
       if (w.freeAt !== null) block(w.freeAt)
@@ -226,32 +231,52 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
       const since = release.granted
       const before = since === null ? 0 : Math.min(since.unanswered, d.unanswered)
       const beforeTokens = since === null ? 0 : Math.min(since.unansweredTokens, d.unansweredTokens)
-      const learn = (had: Learned | null, remaining: number, until: number | null, after: number | null): Learned => {
+      const learn = (
+        had: Learned | null,
+        remaining: number,
+        until: number | null,
+        after: number | null,
+        before: number,
+        limit: number | null | undefined,
+      ): Learned => {
         const at = until ?? now + rules.learnedHoldMs
         // Not from a call granted here (an observation outside a lease): it only lowers a live figure.
         if (after === null && had !== null && had.until > now && had.remaining < remaining) return had
-        const left = after === null ? remaining : remaining - Math.max(0, after)
+        // Its reset has passed: it speaks of a window that is over (the quota was whole again since).
+        if (had !== null && had.until > now && at <= now) return had
+        let left = after === null ? remaining : remaining - Math.max(0, after) - before
+        // The calls granted before it and unanswered were most likely counted in what it says
+        // (sent first): taking them off again would waste them (a burst into a fresh window).
+        // A live figure has had every call granted here taken off since it was taught, so up
+        // to it, what the answer says less the calls granted after it holds; beyond it (another
+        // client of the upstream spent some), the cautious count does. See redis.ts.
+        if (after !== null && had !== null && had.until > now)
+          left = Math.max(left, Math.min(had.remaining, remaining - Math.max(0, after)))
         // An answer older than the figure held (a late release under load): a reset not after the
         // renewal that already gave out what came back at it is dropped (a renewed figure holds
         // from its renewal for a hold); one before the held reset only lowers the count. Either
         // way the reset never moves back, which would give out again what came back at it.
         if (had !== null && (had.renewed ? at <= had.until - rules.learnedHoldMs : at < had.until))
           return had.renewed || had.remaining <= left ? had : { ...had, remaining: left }
-        return { remaining: left, until: at, renewed: false }
+        return { remaining: left, until: at, renewed: false, limit: limit ?? had?.limit ?? null }
       }
       if (l.requestsRemaining !== null)
         d.requestsLearned = learn(
           d.requestsLearned,
           l.requestsRemaining,
           l.requestsResetAt,
-          since === null ? null : d.grantedRequests - since.requests + before,
+          since === null ? null : d.grantedRequests - since.requests,
+          before,
+          l.requestsLimit,
         )
       if (l.tokensRemaining !== null)
         d.tokensLearned = learn(
           d.tokensLearned,
           l.tokensRemaining,
           l.tokensResetAt,
-          since === null ? null : d.grantedTokens - since.tokens + beforeTokens,
+          since === null ? null : d.grantedTokens - since.tokens,
+          beforeTokens,
+          l.tokensLimit,
         )
     },
     async renew({ id: deploymentId }: CandidateSpec, leaseId: string, now: number): Promise<boolean> {

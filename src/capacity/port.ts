@@ -213,8 +213,11 @@ export interface LearnedUpdate {
   readonly cooldownUntil: number | null
   readonly requestsRemaining: number | null
   readonly requestsResetAt: number | null
+  /** The whole quota (x-ratelimit-limit-*), when stated: what the deployment has again at the reset. */
+  readonly requestsLimit?: number | null
   readonly tokensRemaining: number | null
   readonly tokensResetAt: number | null
+  readonly tokensLimit?: number | null
 }
 
 export interface StoreRelease {

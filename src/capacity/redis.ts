@@ -11,7 +11,8 @@
 //   f  in-flight: a sorted set of lease ids scored by when each frees itself, so a killed
 //      instance's slots free themselves after leaseTtlMs (expired members are dropped
 //      before counting)
-//   l  learned: a hash of rr/ra (remaining requests, until when it holds) and tr/ta (tokens)
+//   l  learned: a hash of rr/ra (remaining requests, until when it holds), rl (the whole quota
+//      of requests, when stated) and tr/ta/tl (tokens)
 //   r  requests, t tokens: hashes of bucket index → count, the window's buckets
 // Times are the injected clock's (the instances' own, NTP-close), not Redis's TIME, so a
 // test can hold a cooldown to the millisecond.
@@ -43,9 +44,12 @@ const KEYS_PER_DEPLOYMENT = 5
 //
 // A taught figure that reached its reset is not simply forgotten: every caller that was
 // told to come back then would find the deployment unlimited at once and rush it (most of
-// them into a 429). It is renewed for a hold with what was left of it plus one call: at its
-// reset at least one call's worth came back (the whole quota, on OpenAI's reading of
-// "reset"; one call, on a sliding window's), and the next answer teaches the rest. A
+// them into a 429). It is renewed for a hold. When the upstream stated its whole quota
+// (x-ratelimit-limit-*, kept in rl/tl), with that quota: OpenAI's, Azure's and Anthropic's
+// reset is when the limit is whole again (a fixed window's end), so a burst into the fresh
+// window is served up to its room; less the calls granted before and not answered yet (ua,
+// ut: they may reach the upstream in the new window), and at least one call. Without a
+// stated quota, with what was left plus one call. The next answer teaches the rest. A
 // renewed figure whose hold passes with nothing taught is dropped (rn/tn mark renewal).
 // The hash also keeps the running totals of requests (sq) and tokens (sk) granted, which
 // RELEASE corrects an answer with.
@@ -91,15 +95,18 @@ local function learned(key, field, till)
   return nil, nil
 end
 
--- A taught figure past its reset is renewed for a hold with what was left plus cost; a renewed one is dropped.
-local function renew(key, field, till, mark, cost)
-  local v = redis.call('HMGET', key, field, till, mark)
+-- A taught figure past its reset is renewed for a hold with its whole quota less the calls
+-- unanswered (at least cost), or, no quota stated, with what was left plus cost; a renewed one is dropped.
+local function renew(key, field, till, mark, cost, whole, unanswered)
+  local v = redis.call('HMGET', key, field, till, mark, whole, unanswered)
   if not (v[1] and v[2]) or tonumber(v[2]) > now then return end
   if v[3] then
-    redis.call('HDEL', key, field, till, mark)
+    redis.call('HDEL', key, field, till, mark, whole)
     return
   end
-  redis.call('HSET', key, field, math.max(tonumber(v[1]), 0) + cost, till, now + hold, mark, 1)
+  local left = math.max(tonumber(v[1]), 0) + cost
+  if v[4] then left = math.max(tonumber(v[4]) - tonumber(v[5] or '0'), cost) end
+  redis.call('HSET', key, field, left, till, now + hold, mark, 1)
   if redis.call('PTTL', key) < hold then redis.call('PEXPIRE', key, hold) end
 end
 
@@ -134,8 +141,8 @@ for i = 1, n do
       if f >= s.maxc then block(now + busy) end
       s.headroom = math.min(s.headroom, s.maxc - f)
     end
-    renew(KEYS[k + 3], 'rr', 'ra', 'rn', 1)
-    renew(KEYS[k + 3], 'tr', 'ta', 'tn', tokens)
+    renew(KEYS[k + 3], 'rr', 'ra', 'rn', 1, 'rl', 'ua')
+    renew(KEYS[k + 3], 'tr', 'ta', 'tn', tokens, 'tl', 'ut')
     local rr, ra = learned(KEYS[k + 3], 'rr', 'ra')
     if rr then
       s.rr = true
@@ -241,7 +248,8 @@ return { 1, chosen - 1, cur, sq, sk, ua, ut, counted }
 // this release made room (a slot freed, a reservation given back, a figure taught with
 // something left), it publishes the id on the room channel, once per refusal. Then: announce
 // ('1': this instance's first lesson about the deployment, published on the learned channel
-// so the other instances start asking about it) and that channel.
+// so the other instances start asking about it) and that channel; then the whole quota of
+// requests and of tokens ('' where not stated).
 const RELEASE = script(`
 local now = tonumber(ARGV[1])
 local room = false
@@ -282,20 +290,34 @@ if ARGV[11] ~= '' then
   end
 end
 local keep = 0
-local function learn(field, value, tillField, till, renewed, mark, total, markBefore, unanswered)
+local function learn(field, value, tillField, till, renewed, mark, total, markBefore, unanswered, wholeField, whole)
   if value == '' then return end
   local at = now + hold
   if till ~= '' then at = tonumber(till) end
   local left = tonumber(value)
   local had = redis.call('HMGET', KEYS[3], field, tillField, renewed)
+  -- Its reset has passed: it speaks of a window that is over (the quota was whole again since).
+  if had[1] and had[2] and tonumber(had[2]) > now and at <= now then return end
   if mark ~= '' then
     -- What the answer says was left, less what may not have been counted when the upstream
     -- answered: the calls granted after its call, and those granted before it that are still
     -- unanswered (a refused one is never counted; counting it is only cautious).
     local since = tonumber(redis.call('HGET', KEYS[3], total) or '0') - tonumber(mark)
     if since > 0 then left = left - since end
+    local said = left
     local before = math.min(tonumber(markBefore), tonumber(redis.call('HGET', KEYS[3], unanswered) or '0'))
     if before > 0 then left = left - before end
+    -- The calls granted before it and unanswered were most likely counted in what it says
+    -- (sent first): taking them off again would waste them (a burst into a fresh window). A
+    -- live figure has had every call granted here taken off since it was taught, so up to
+    -- it, what the answer says less the calls granted after it holds; beyond it (another
+    -- client of the upstream spent some), the cautious count does. Both would have to be
+    -- wrong at once (a call sent first that arrived after it, and another client's spending)
+    -- for the upstream to be sent one too many.
+    if had[1] and had[2] and tonumber(had[2]) > now then
+      local held = math.min(tonumber(had[1]), said)
+      if held > left then left = held end
+    end
   elseif had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then
     -- Not from a call granted here: it only lowers a live figure.
     return
@@ -314,12 +336,13 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
     end
   end
   redis.call('HSET', KEYS[3], field, left, tillField, at)
+  if whole ~= '' then redis.call('HSET', KEYS[3], wholeField, whole) end
   redis.call('HDEL', KEYS[3], renewed)
   if left >= 1 then room = true end
   if at - now > keep then keep = at - now end
 end
-learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua')
-learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut')
+learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua', 'rl', ARGV[27])
+learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut', 'tl', ARGV[28])
 -- Kept a hold past the reset, so that the first call after it finds the figure and renews it.
 if keep > 0 and redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
 return tell()
@@ -511,6 +534,8 @@ export function redisCapacityStore(
         c.id,
         release.announce === true ? '1' : '0',
         learnedChannel,
+        orEmpty(l?.requestsLimit ?? null),
+        orEmpty(l?.tokensLimit ?? null),
       ]
       await run(RELEASE, keys.of(c), args)
     },

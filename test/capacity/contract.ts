@@ -263,49 +263,98 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     t.equal((await lease(capacity, ['a'], 4800)).deploymentId, 'a')
   })
 
-  t.test(`${name}: at a learned reset one call probes, and the rest wait for what it teaches`, async (t) => {
-    // Without the probe every caller told to come back at the reset would find the
-    // deployment unlimited at once and rush it, most of them into the upstream's 429.
+  t.test(`${name}: at a learned reset the whole stated limit comes back, less the calls unanswered`, async (t) => {
+    // OpenAI's, Azure's and Anthropic's reset is when the limit is whole again (a fixed
+    // window's end): a burst into the fresh window is served up to its room (issue #36), not
+    // one probe's worth. A call granted before the reset and not answered yet may reach the
+    // upstream in the new window: it comes off.
     const { clock, capacity } = await setup({ a: { weight: 1 } })
     const hold = DEFAULT_RULES.learnedHoldMs
-    const spent = {
-      'x-ratelimit-limit-requests': '10',
-      'x-ratelimit-remaining-requests': '0',
-      'x-ratelimit-reset-requests': '2s',
-    }
+    const said = (remaining: number, reset: string): ReturnType<typeof observeResponse> =>
+      observeResponse(
+        200,
+        {
+          'x-ratelimit-limit-requests': '10',
+          'x-ratelimit-remaining-requests': String(remaining),
+          'x-ratelimit-reset-requests': reset,
+        },
+        { now: clock.now },
+      )
     const first = await lease(capacity, ['a'])
-    first.observe(observeResponse(200, spent, { now: clock.now }))
+    first.observe(said(1, '2s'))
     await first.release()
+    const straddling = await lease(capacity, ['a'])
     t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 2000 })
     clock.now = T0 + 2000
-    const probe = await lease(capacity, ['a'])
+    const burst: CapacityLease[] = []
+    for (let i = 0; i < 9; i++) burst.push(await lease(capacity, ['a']))
     t.same(
       await capacity.acquire(['a'], { tokens: 0 }),
       { ok: false, reason: 'full', retryAt: T0 + 2000 + hold },
-      'the probe is out: the others wait for it',
+      'the whole limit of 10, less the one call unanswered from before the reset',
     )
-    probe.observe(
-      observeResponse(
-        200,
-        { ...spent, 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-reset-requests': '5s' },
-        { now: clock.now },
-      ),
-    )
-    await probe.release()
-    for (let i = 0; i < 3; i++)
-      t.equal((await lease(capacity, ['a'])).deploymentId, 'a', `taught again: call ${i + 1} of 3`)
-    t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 7000 })
-
-    clock.now = T0 + 7000
-    await lease(capacity, ['a'])
-    clock.now = T0 + 7000 + hold
+    clock.now = T0 + 1990
+    straddling.observe(said(0, '10ms'))
+    clock.now = T0 + 2000
+    await straddling.release()
     t.equal(
-      (await lease(capacity, ['a'])).deploymentId,
-      'a',
-      'a probe that taught nothing holds the others no longer than the hold',
+      (await capacity.inspect(['a']))[0]?.learnedRequests,
+      0,
+      'a late answer from the window that ended changes nothing (its reset is past: it speaks of that window)',
     )
-    t.equal((await lease(capacity, ['a'])).deploymentId, 'a', 'and then nothing is known: no limit')
+    const answer = burst[0] as CapacityLease
+    answer.observe(said(1, '4s'))
+    await answer.release()
+    const [state] = await capacity.inspect(['a'])
+    t.equal(state?.learnedRequestsUntil, T0 + 6000, 'an answer from the fresh window replaces the renewal: its reset')
+    t.ok((state?.learnedRequests ?? 1) <= 0, '1 left, less the 8 granted after it: none')
   })
+
+  t.test(
+    `${name}: at a learned reset with no stated limit one call probes, and the rest wait for what it teaches`,
+    async (t) => {
+      // Without the probe every caller told to come back at the reset would find the
+      // deployment unlimited at once and rush it, most of them into the upstream's 429.
+      const { clock, capacity } = await setup({ a: { weight: 1 } })
+      const hold = DEFAULT_RULES.learnedHoldMs
+      const spent = {
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': '2s',
+      }
+      const first = await lease(capacity, ['a'])
+      first.observe(observeResponse(200, spent, { now: clock.now }))
+      await first.release()
+      t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 2000 })
+      clock.now = T0 + 2000
+      const probe = await lease(capacity, ['a'])
+      t.same(
+        await capacity.acquire(['a'], { tokens: 0 }),
+        { ok: false, reason: 'full', retryAt: T0 + 2000 + hold },
+        'the probe is out: the others wait for it',
+      )
+      probe.observe(
+        observeResponse(
+          200,
+          { ...spent, 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-reset-requests': '5s' },
+          { now: clock.now },
+        ),
+      )
+      await probe.release()
+      for (let i = 0; i < 3; i++)
+        t.equal((await lease(capacity, ['a'])).deploymentId, 'a', `taught again: call ${i + 1} of 3`)
+      t.same(await capacity.acquire(['a'], { tokens: 0 }), { ok: false, reason: 'full', retryAt: T0 + 7000 })
+
+      clock.now = T0 + 7000
+      await lease(capacity, ['a'])
+      clock.now = T0 + 7000 + hold
+      t.equal(
+        (await lease(capacity, ['a'])).deploymentId,
+        'a',
+        'a probe that taught nothing holds the others no longer than the hold',
+      )
+      t.equal((await lease(capacity, ['a'])).deploymentId, 'a', 'and then nothing is known: no limit')
+    },
+  )
 
   t.test(`${name}: an answer is corrected by the calls it may not have counted, and replaces the figure`, async (t) => {
     // Calls granted after the one answering, and those granted before it still unanswered
@@ -326,7 +375,11 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
     answering.observe(said(8))
     await answering.release()
     const [state] = await capacity.inspect(['a'])
-    t.equal(state?.learnedRequests, 6, '8 said, less the one granted after it and the one before it unanswered')
+    t.equal(
+      state?.learnedRequests,
+      7,
+      '8 said, less the one granted after it; the one before it unanswered was most likely counted, as the figure held (10 less the 3 granted) says',
+    )
     early.observe(said(9))
     await early.release()
     t.equal(
@@ -411,13 +464,13 @@ export function capacityContract(t: Test, name: string, make: MakeStores): void 
       }
       t.same(
         await learned(),
-        [8, T0 + 2000],
-        'the newer answer: 10 less the call granted after it and the one before it unanswered, its reset in 2 s',
+        [9, T0 + 2000],
+        'the newer answer: 10 less the call granted after it (the one before it unanswered was most likely counted), its reset in 2 s',
       )
       await older.release()
       t.same(
         await learned(),
-        [8, T0 + 2000],
+        [9, T0 + 2000],
         'an older answer that says more (12 less the 2 granted after it) changes nothing',
       )
       await oldest.release()

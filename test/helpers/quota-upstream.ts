@@ -69,6 +69,8 @@ export interface QuotaUpstream {
   resume(): void
   /** Calls in flight now. */
   inFlight(): number
+  /** A fixed window's index (windows of windowMs since the epoch, on its clock): a test waits for the next one; null when sliding. */
+  windowIndex(): number | null
   close(): Promise<void>
 }
 
@@ -274,6 +276,8 @@ export async function startQuotaUpstream(options: QuotaUpstreamOptions = {}): Pr
       for (const go of resumed) go()
     },
     inFlight: () => inFlight,
+    windowIndex: () =>
+      (options.window ?? 'sliding') === 'fixed' ? Math.floor(clock() / (options.windowMs ?? 60_000)) : null,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()

@@ -62,18 +62,32 @@ function specOf(id: string, declaration: DeploymentDeclaration | undefined, pool
     rpm: positive(declaration?.rpm),
     tpm: positive(declaration?.tpm),
     maxConcurrent: positive(declaration?.maxConcurrent),
+    window: declaration?.window === 'fixed' ? 'fixed' : 'sliding',
   }
 }
 
-function learnedFrom(o: UpstreamObservation): LearnedUpdate {
+/**
+ * What an observation teaches the store. `inFlightMs`: how long before the answer arrived its
+ * call was sent (0 outside a lease). The whole quota goes along only for a fixed window whose
+ * answer named its reset: a reset that is the time until the limit is whole again (port.ts
+ * DeploymentDeclaration.window); a figure held for want of a reset is no reset at all.
+ */
+function learnedFrom(o: UpstreamObservation, window: CandidateSpec['window'], inFlightMs: number): LearnedUpdate {
+  const fixed = window === 'fixed'
+  const whole = (d: UpstreamObservation['requests']): number | null =>
+    fixed && d !== null && d.resetAt !== null ? d.limit : null
+  const from = (d: UpstreamObservation['requests']): number | null =>
+    d === null || d.resetAt === null ? null : d.resetAt - Math.max(0, inFlightMs)
   return {
     cooldownUntil: o.cooldownUntil,
     requestsRemaining: o.requests?.remaining ?? null,
     requestsResetAt: o.requests?.resetAt ?? null,
-    requestsLimit: o.requests?.limit ?? null,
+    requestsLimit: whole(o.requests),
+    requestsResetFrom: from(o.requests),
     tokensRemaining: o.tokens?.remaining ?? null,
     tokensResetAt: o.tokens?.resetAt ?? null,
-    tokensLimit: o.tokens?.limit ?? null,
+    tokensLimit: whole(o.tokens),
+    tokensResetFrom: from(o.tokens),
   }
 }
 
@@ -116,8 +130,10 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     tokensDelta: number,
     observation: UpstreamObservation | null,
     granted: GrantMark | null = null,
+    inFlightMs = 0,
   ): Promise<void> {
-    const learned = observation !== null && teaches(observation) ? learnedFrom(observation) : null
+    const learned =
+      observation !== null && teaches(observation) ? learnedFrom(observation, candidate.window, inFlightMs) : null
     const announce = learned !== null && !tracked(candidate.id)
     if (learned !== null) learnedIds.add(candidate.id)
     if (learned?.cooldownUntil != null && learned.cooldownUntil > now())
@@ -156,6 +172,10 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
     } | null,
   ): CapacityLease {
     let observation: UpstreamObservation | null = null
+    // The call's time in flight when its answer arrived: the upstream's reset is read at the
+    // answer's arrival, and may have been timed as early as the call's sending.
+    const sentAt = now()
+    let inFlightMs = 0
     let released = false
     let renewal: NodeJS.Timeout | undefined
     async function renew(): Promise<boolean> {
@@ -185,12 +205,13 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       tracked: held !== null,
       observe(o) {
         observation = o
+        inFlightMs = now() - sentAt
       },
       async release(actual?: CapacityUsage) {
         if (released) return
         released = true
         clearTimeout(renewal)
-        if (held === null) return await apply(candidate, null, 0, 0, 0, observation)
+        if (held === null) return await apply(candidate, null, 0, 0, 0, observation, null, inFlightMs)
         // A refused call never ran: it gives back its request and its tokens.
         const refused = observation?.refused === true
         const tokensUsed = refused
@@ -206,6 +227,7 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
           tokensUsed - held.tokens,
           observation,
           held.granted,
+          inFlightMs,
         )
       },
       renew,

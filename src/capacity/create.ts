@@ -30,6 +30,7 @@ export function declarationsOf(models: readonly ConfiguredModel[]): Record<strin
         ...(d.rpm === undefined ? {} : { rpm: d.rpm }),
         ...(d.tpm === undefined ? {} : { tpm: d.tpm }),
         ...(d.maxConcurrent === undefined ? {} : { maxConcurrent: d.maxConcurrent }),
+        ...(d.window === undefined ? {} : { window: d.window }),
       }
     }
   }

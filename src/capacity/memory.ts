@@ -106,8 +106,8 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
   }
 
   /**
-   * A taught figure past its reset is renewed for a hold (see redis.ts): with its whole limit
-   * when the upstream stated one, less the calls granted before and not answered yet (they
+   * A taught figure past its reset is renewed for a hold (see redis.ts): on a fixed window
+   * with its whole limit when the upstream stated one, less the calls granted before and not answered yet (they
    * may reach it in the new window), and at least one call (`cost`); without a stated limit,
    * with what was left of it plus one call. The next answer teaches the rest. A renewed
    * figure past its hold is dropped.
@@ -235,22 +235,31 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         had: Learned | null,
         remaining: number,
         until: number | null,
+        from: number | null | undefined,
         after: number | null,
         before: number,
         limit: number | null | undefined,
       ): Learned => {
         const at = until ?? now + rules.learnedHoldMs
+        const whole = limit ?? null
         // Not from a call granted here (an observation outside a lease): it only lowers a live figure.
         if (after === null && had !== null && had.until > now && had.remaining < remaining) return had
-        // Its reset has passed: it speaks of a window that is over (the quota was whole again since).
-        if (had !== null && had.until > now && at <= now) return had
+        // A fixed window (see redis.ts): an answer whose reset may be the one the figure held
+        // (renewed: the one it was renewed at) speaks of the window that ended. It would put
+        // back that window's count until a reset just past, where the whole limit would be
+        // given out a second time.
+        if (whole !== null && had !== null && (had.renewed || had.until <= now)) {
+          const boundary = had.renewed ? had.until - rules.learnedHoldMs : had.until
+          if ((from ?? at) <= boundary) return had
+        }
         let left = after === null ? remaining : remaining - Math.max(0, after) - before
-        // The calls granted before it and unanswered were most likely counted in what it says
-        // (sent first): taking them off again would waste them (a burst into a fresh window).
-        // A live figure has had every call granted here taken off since it was taught, so up
-        // to it, what the answer says less the calls granted after it holds; beyond it (another
-        // client of the upstream spent some), the cautious count does. See redis.ts.
-        if (after !== null && had !== null && had.until > now)
+        // A fixed window: the calls granted before it and unanswered were most likely counted
+        // in what it says (sent first), and taking them off again would waste them (a burst
+        // into a fresh window). A live figure has had every call granted here taken off since
+        // it was taught, so up to it, what the answer says less the calls granted after it
+        // holds; beyond it (another client of the upstream spent some), the cautious count
+        // does. See redis.ts.
+        if (whole !== null && after !== null && had !== null && had.until > now)
           left = Math.max(left, Math.min(had.remaining, remaining - Math.max(0, after)))
         // An answer older than the figure held (a late release under load): a reset not after the
         // renewal that already gave out what came back at it is dropped (a renewed figure holds
@@ -258,13 +267,14 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
         // way the reset never moves back, which would give out again what came back at it.
         if (had !== null && (had.renewed ? at <= had.until - rules.learnedHoldMs : at < had.until))
           return had.renewed || had.remaining <= left ? had : { ...had, remaining: left }
-        return { remaining: left, until: at, renewed: false, limit: limit ?? had?.limit ?? null }
+        return { remaining: left, until: at, renewed: false, limit: whole }
       }
       if (l.requestsRemaining !== null)
         d.requestsLearned = learn(
           d.requestsLearned,
           l.requestsRemaining,
           l.requestsResetAt,
+          l.requestsResetFrom,
           since === null ? null : d.grantedRequests - since.requests,
           before,
           l.requestsLimit,
@@ -274,6 +284,7 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
           d.tokensLearned,
           l.tokensRemaining,
           l.tokensResetAt,
+          l.tokensResetFrom,
           since === null ? null : d.grantedTokens - since.tokens,
           beforeTokens,
           l.tokensLimit,

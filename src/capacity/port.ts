@@ -19,7 +19,18 @@ export interface DeploymentDeclaration {
   readonly tpm?: number
   /** Calls in flight at once: the natural limit of a self-hosted vLLM, Ollama or llama.cpp. */
   readonly maxConcurrent?: number
+  /**
+   * What the upstream's reset means (x-ratelimit-reset-*, anthropic-ratelimit-*-reset).
+   * 'fixed': the time until the limit is whole again, as OpenAI, Azure and Anthropic document
+   * it (a fixed window's end, a bucket full again): at the reset the deployment has its whole
+   * stated limit. 'sliding' (the default, the cautious reading): the time until some of it
+   * frees, as a sliding log's oldest call leaving: at the reset one call's worth comes back
+   * and the next answer says the rest.
+   */
+  readonly window?: WindowKind
 }
+
+export type WindowKind = 'fixed' | 'sliding'
 
 export interface CapacityEstimate {
   /** Tokens the call is expected to use, as the upstream will count them. */
@@ -165,6 +176,8 @@ export interface CandidateSpec {
   readonly rpm: number
   readonly tpm: number
   readonly maxConcurrent: number
+  /** What its upstream's reset means (DeploymentDeclaration.window); absent: 'sliding'. */
+  readonly window?: WindowKind
 }
 
 export interface StoreAcquire {
@@ -213,11 +226,24 @@ export interface LearnedUpdate {
   readonly cooldownUntil: number | null
   readonly requestsRemaining: number | null
   readonly requestsResetAt: number | null
-  /** The whole quota (x-ratelimit-limit-*), when stated: what the deployment has again at the reset. */
+  /**
+   * The whole quota (x-ratelimit-limit-*), given only for a fixed window (the deployment's
+   * `window: fixed`) whose answer named its reset: what the deployment has again at the reset.
+   * Absent or null: the cautious renewal (what was left plus one call).
+   */
   readonly requestsLimit?: number | null
+  /**
+   * The earliest the upstream's reset can be (epoch ms): the reset read at the answer's
+   * arrival, less the call's time in flight (the upstream counted the call, and timed its
+   * reset, somewhere between its sending and its answer). A fixed window's answer whose
+   * earliest reset is not after the reset the store already renewed at speaks of the window
+   * that ended. Absent: requestsResetAt.
+   */
+  readonly requestsResetFrom?: number | null
   readonly tokensRemaining: number | null
   readonly tokensResetAt: number | null
   readonly tokensLimit?: number | null
+  readonly tokensResetFrom?: number | null
 }
 
 export interface StoreRelease {

@@ -44,12 +44,13 @@ const KEYS_PER_DEPLOYMENT = 5
 //
 // A taught figure that reached its reset is not simply forgotten: every caller that was
 // told to come back then would find the deployment unlimited at once and rush it (most of
-// them into a 429). It is renewed for a hold. When the upstream stated its whole quota
-// (x-ratelimit-limit-*, kept in rl/tl), with that quota: OpenAI's, Azure's and Anthropic's
-// reset is when the limit is whole again (a fixed window's end), so a burst into the fresh
-// window is served up to its room; less the calls granted before and not answered yet (ua,
-// ut: they may reach the upstream in the new window), and at least one call. Without a
-// stated quota, with what was left plus one call. The next answer teaches the rest. A
+// them into a 429). It is renewed for a hold. On a fixed window (the deployment's `window:
+// fixed`: its reset is when the limit is whole again, as OpenAI, Azure and Anthropic document
+// it) whose answer stated its whole quota (x-ratelimit-limit-*, kept in rl/tl), with that
+// quota, so a burst into the fresh window is served up to its room; less the calls granted
+// before and not answered yet (ua, ut: they may reach the upstream in the new window), and
+// at least one call. Otherwise (a sliding log, whose reset frees only its oldest calls), with
+// what was left plus one call. The next answer teaches the rest. A
 // renewed figure whose hold passes with nothing taught is dropped (rn/tn mark renewal).
 // The hash also keeps the running totals of requests (sq) and tokens (sk) granted, which
 // RELEASE corrects an answer with.
@@ -249,7 +250,8 @@ return { 1, chosen - 1, cur, sq, sk, ua, ut, counted }
 // something left), it publishes the id on the room channel, once per refusal. Then: announce
 // ('1': this instance's first lesson about the deployment, published on the learned channel
 // so the other instances start asking about it) and that channel; then the whole quota of
-// requests and of tokens ('' where not stated).
+// requests and of tokens ('' where not stated, or not a fixed window's), and the earliest
+// each reset can be ('' where none was named; port.ts LearnedUpdate).
 const RELEASE = script(`
 local now = tonumber(ARGV[1])
 local room = false
@@ -290,14 +292,27 @@ if ARGV[11] ~= '' then
   end
 end
 local keep = 0
-local function learn(field, value, tillField, till, renewed, mark, total, markBefore, unanswered, wholeField, whole)
+local function learn(field, value, tillField, till, renewed, mark, total, markBefore, unanswered, wholeField, whole, from)
   if value == '' then return end
   local at = now + hold
   if till ~= '' then at = tonumber(till) end
   local left = tonumber(value)
   local had = redis.call('HMGET', KEYS[3], field, tillField, renewed)
-  -- Its reset has passed: it speaks of a window that is over (the quota was whole again since).
-  if had[1] and had[2] and tonumber(had[2]) > now and at <= now then return end
+  local live = had[1] and had[2] and tonumber(had[2]) > now
+  if mark == '' and live and tonumber(had[1]) < left then
+    -- Not from a call granted here: it only lowers a live figure.
+    return
+  end
+  -- A fixed window: an answer whose reset may be the one the figure held (renewed: the one it
+  -- was renewed at) speaks of the window that ended. It would put back that window's count
+  -- until a reset just past, where the whole limit would be given out a second time.
+  if whole ~= '' and had[1] and had[2] and (had[3] or not live) then
+    local boundary = tonumber(had[2])
+    if had[3] then boundary = boundary - hold end
+    local earliest = at
+    if from ~= '' then earliest = tonumber(from) end
+    if earliest <= boundary then return end
+  end
   if mark ~= '' then
     -- What the answer says was left, less what may not have been counted when the upstream
     -- answered: the calls granted after its call, and those granted before it that are still
@@ -307,20 +322,17 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
     local said = left
     local before = math.min(tonumber(markBefore), tonumber(redis.call('HGET', KEYS[3], unanswered) or '0'))
     if before > 0 then left = left - before end
-    -- The calls granted before it and unanswered were most likely counted in what it says
-    -- (sent first): taking them off again would waste them (a burst into a fresh window). A
-    -- live figure has had every call granted here taken off since it was taught, so up to
-    -- it, what the answer says less the calls granted after it holds; beyond it (another
-    -- client of the upstream spent some), the cautious count does. Both would have to be
-    -- wrong at once (a call sent first that arrived after it, and another client's spending)
-    -- for the upstream to be sent one too many.
-    if had[1] and had[2] and tonumber(had[2]) > now then
+    -- A fixed window: the calls granted before it and unanswered were most likely counted in
+    -- what it says (sent first), and taking them off again would waste them (a burst into a
+    -- fresh window). A live figure has had every call granted here taken off since it was
+    -- taught, so up to it, what the answer says less the calls granted after it holds; beyond
+    -- it (another client of the upstream spent some), the cautious count does. Both would
+    -- have to be wrong at once (a call sent first that arrived after it, and another client's
+    -- spending) for the upstream to be sent one too many.
+    if whole ~= '' and live then
       local held = math.min(tonumber(had[1]), said)
       if held > left then left = held end
     end
-  elseif had[1] and had[2] and tonumber(had[2]) > now and tonumber(had[1]) < left then
-    -- Not from a call granted here: it only lowers a live figure.
-    return
   end
   if had[1] and had[2] then
     -- An answer older than the figure held (a late release under load): a reset not after the
@@ -336,13 +348,14 @@ local function learn(field, value, tillField, till, renewed, mark, total, markBe
     end
   end
   redis.call('HSET', KEYS[3], field, left, tillField, at)
-  if whole ~= '' then redis.call('HSET', KEYS[3], wholeField, whole) end
+  -- The whole quota comes back at the reset only on a fixed window that named it (capacity.ts).
+  if whole ~= '' then redis.call('HSET', KEYS[3], wholeField, whole) else redis.call('HDEL', KEYS[3], wholeField) end
   redis.call('HDEL', KEYS[3], renewed)
   if left >= 1 then room = true end
   if at - now > keep then keep = at - now end
 end
-learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua', 'rl', ARGV[27])
-learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut', 'tl', ARGV[28])
+learn('rr', ARGV[12], 'ra', ARGV[13], 'rn', ARGV[17], 'sq', ARGV[19], 'ua', 'rl', ARGV[27], ARGV[29])
+learn('tr', ARGV[14], 'ta', ARGV[15], 'tn', ARGV[18], 'sk', ARGV[20], 'ut', 'tl', ARGV[28], ARGV[30])
 -- Kept a hold past the reset, so that the first call after it finds the figure and renews it.
 if keep > 0 and redis.call('PTTL', KEYS[3]) < keep + hold then redis.call('PEXPIRE', KEYS[3], math.ceil(keep + hold)) end
 return tell()
@@ -536,6 +549,8 @@ export function redisCapacityStore(
         learnedChannel,
         orEmpty(l?.requestsLimit ?? null),
         orEmpty(l?.tokensLimit ?? null),
+        orEmpty(l?.requestsResetFrom ?? null),
+        orEmpty(l?.tokensResetFrom ?? null),
       ]
       await run(RELEASE, keys.of(c), args)
     },

@@ -153,6 +153,12 @@ const deployment = z.strictObject({
   rpm: positiveInt.optional(),
   tpm: positiveInt.optional(),
   maxConcurrent: positiveInt.optional(),
+  /**
+   * What the upstream's reset header means (capacity/port.ts): 'fixed', the time until its
+   * limit is whole again (OpenAI, Azure, Anthropic), so the whole limit is used at the reset;
+   * 'sliding' (default), the time until some of it frees, so one call probes at the reset.
+   */
+  window: z.enum(['fixed', 'sliding']).optional(),
 })
 
 /** meta_data.model_type: the provider's names (LLM, EMBEDDING, STT in its docs; image generation its own). */

@@ -74,7 +74,7 @@ export async function fixedWindows(options: FixedWindowsOptions): Promise<FixedW
       ;(doc.models as unknown[]).push({
         name: EDGE_MODEL,
         kind: 'chat',
-        deployments: names.map((backend) => ({ backend })),
+        deployments: names.map((backend) => ({ backend, window: 'fixed' })),
       })
       doc.queue = { ...(doc.queue as Record<string, unknown> | undefined), maxWaitMs: 20 * windowMs }
       if (options.store === 'redis')

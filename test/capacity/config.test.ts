@@ -1,4 +1,4 @@
-// A deployment's declared capacity in the config (rpm, tpm, maxConcurrent): accepted as
+// A deployment's declared capacity in the config (rpm, tpm, maxConcurrent, window): accepted as
 // positive whole numbers, refused otherwise with the path of the bad field, and turned into
 // the declarations the capacity layer keys by deployment id (backend/upstream model), where
 // two public models served by one upstream deployment share one quota.
@@ -50,6 +50,22 @@ t.test('rpm, tpm and maxConcurrent load, and become declarations by deployment i
   t.same(declarations['mock/solo'], { weight: 2, maxConcurrent: 4 })
 })
 
+t.test(
+  "window: fixed reaches the deployment's declaration; absent, none (the capacity's default is sliding)",
+  async (t) => {
+    const config = loadConfig({
+      path: configWith([
+        { backend: 'mock', model: 'fixed', rpm: 60, window: 'fixed' },
+        { backend: 'mock', model: 'plain', rpm: 60 },
+      ]),
+      env: {},
+    })
+    const declarations = declarationsOf(config.models)
+    t.same(declarations['mock/fixed'], { weight: 1, rpm: 60, window: 'fixed' })
+    t.same(declarations['mock/plain'], { weight: 1, rpm: 60 })
+  },
+)
+
 t.test('pools: the deployments models choose among together, joined through shared ones', async (t) => {
   const model = (name: string, ...deployments: Array<[string, string?]>) => ({
     name,
@@ -87,6 +103,7 @@ t.test('a bad value is refused with the path of the field', async (t) => {
     ['tpm', -5],
     ['maxConcurrent', 1.5],
     ['rpm', 'many'],
+    ['window', 'rolling'],
   ] as const) {
     let error: unknown
     try {

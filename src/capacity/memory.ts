@@ -18,7 +18,7 @@ interface Learned {
   until: number
   /** Renewed at its reset for a hold (see redis.ts): when that passes with nothing taught, it is dropped. */
   renewed: boolean
-  /** The whole quota, when the upstream stated it (x-ratelimit-limit-*): what comes back at the reset. */
+  /** The whole quota (x-ratelimit-limit-*), on a fixed window that stated it: what comes back at the reset. */
   limit: number | null
 }
 
@@ -107,10 +107,10 @@ export function memoryCapacityStore(rules: CapacityRules = DEFAULT_RULES): Capac
 
   /**
    * A taught figure past its reset is renewed for a hold (see redis.ts): on a fixed window
-   * with its whole limit when the upstream stated one, less the calls granted before and not answered yet (they
-   * may reach it in the new window), and at least one call (`cost`); without a stated limit,
-   * with what was left of it plus one call. The next answer teaches the rest. A renewed
-   * figure past its hold is dropped.
+   * whose answer stated its limit (`limit`, set only then), with that whole limit less the
+   * calls granted before and not answered yet (they may reach it in the new window), and at
+   * least one call (`cost`); otherwise with what was left of it plus one call. The next
+   * answer teaches the rest. A renewed figure past its hold is dropped.
    */
   function renewed(l: Learned | null, now: number, cost: number, unanswered: number): Learned | null {
     if (l === null || l.until > now) return l

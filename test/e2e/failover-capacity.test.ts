@@ -46,18 +46,19 @@ async function client(gw: RunningTollgate): Promise<OpenAI> {
 t.test(
   'a 429 before any body: served by the next deployment; the refusing one cools down for its retry-after-ms',
   async (t) => {
-    // One call per 1.5 s on the first deployment; the second has no quota.
-    const first = await startQuotaUpstream({ rpm: 40, windowMs: 1500 })
+    // One call per 3 s on the first deployment; the second has no quota.
+    const windowMs = 3000
+    const first = await startQuotaUpstream({ rpm: 20, windowMs })
     const second = await startQuotaUpstream()
     t.teardown(() => Promise.all([first.close(), second.close()]))
     const gw = await startTollgate({ config: deployTo({ first: { upstream: first }, second: { upstream: second } }) })
     t.teardown(() => gw.stop())
     const openai = await client(gw)
 
+    const spentAt = Date.now()
     await spend(first)
     const refusedBefore = first.stats().rateLimited
     const reply = await openai.chat.completions.create(ask)
-    const refusedAt = Date.now()
     t.ok(reply.choices[0]?.message.content, 'the SDK call succeeds')
     t.equal(first.stats().rateLimited - refusedBefore, 1, 'the first deployment refused it (429 with retry-after-ms)')
     t.equal(second.stats().served, 1, 'the second served it')
@@ -76,7 +77,10 @@ t.test(
 
     // Until the named wait is over, the refusing deployment gets no call at all.
     const before = first.stats().requests
-    const cooldownEnds = refusedAt + 1000 // retry-after-ms was at most 1500, counted from before refusedAt
+    // The spent call left the upstream's window no sooner than windowMs after spentAt, and the
+    // refusal's retry-after-ms named that moment: the cooldown lasts at least until then. (Not
+    // counted from refusedAt: on a loaded machine the refused call may take half the window.)
+    const cooldownEnds = spentAt + windowMs
     let calls = 0
     let reachedFirst = 0
     while (Date.now() < cooldownEnds) {

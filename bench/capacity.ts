@@ -4,7 +4,7 @@
 //
 //   node bench/capacity.ts            prints a Markdown section
 //
-// And capacity use (issue #36): two deployments with fixed request windows (10 and 20 calls
+// And capacity use (issue #36): two deployments with fixed request windows (`window: fixed`; 10 and 20 calls
 // per 4 s window, 300 ms a call, OpenAI's x-ratelimit-* headers; test/e2e/fixed-windows.ts)
 // behind an embedded gateway that learned both figures; bursts of 40 /v2 calls into fresh
 // windows (the share of the room of 30 served: target ≥ 90 %), backlogs of 40 drop-in

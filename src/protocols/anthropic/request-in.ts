@@ -11,10 +11,11 @@
 // Accepted as no-ops, because they do not change what the model is asked: cache_control,
 // on blocks or the request (an OpenAI-compatible server caches prompt prefixes by itself),
 // `thinking` of type "disabled", service_tier "auto" / "standard_only", speed "standard".
-// Extended thinking is carried only to a model whose every deployment speaks Anthropic
-// (options.thinking): `thinking` as it came, and an assistant turn's thinking and
-// redacted_thinking blocks, signatures intact, as the message's thinking_blocks (the name
-// LiteLLM gives them), which the anthropic backend puts back in place.
+// Extended thinking is carried only to a model whose every deployment can think (an
+// anthropic backend or the built-in mock: options.thinking): `thinking` as it came, and an
+// assistant turn's thinking and redacted_thinking blocks, signatures intact, as the message's
+// thinking_blocks (the name LiteLLM gives them), which the anthropic backend puts back in
+// place and the mock checks are its own.
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
@@ -58,7 +59,7 @@ const required = (param: string): Error => gatewayError('missing_field', { messa
 export type MessagesRequestKind = 'create' | 'count_tokens'
 
 export interface InboundOptions {
-  /** Every deployment of the model speaks Anthropic: extended thinking can be carried. */
+  /** Every deployment of the model can think (routes.ts): extended thinking can be carried. */
   readonly thinking?: boolean
 }
 
@@ -125,7 +126,7 @@ export function chatRequestOf(
   return out
 }
 
-/** Extended thinking cannot be asked of an OpenAI-compatible upstream; "disabled" asks nothing. */
+/** Extended thinking cannot be asked of an OpenAI-compatible upstream (routes.ts says which can); "disabled" asks nothing. */
 function thinkingOf(thinking: unknown, carried: boolean): JsonObject {
   if (thinking === undefined || thinking === null) return {}
   if (isJsonObject(thinking) && thinking.type === 'disabled') return {}
@@ -136,7 +137,7 @@ function thinkingOf(thinking: unknown, carried: boolean): JsonObject {
   }
   throw refuse(
     'thinking',
-    'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one',
+    'extended thinking needs an upstream that can think (an anthropic backend or the built-in mock), and this model is served by an OpenAI-compatible one',
   )
 }
 

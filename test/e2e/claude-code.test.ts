@@ -235,9 +235,33 @@ function checkExchange(t: Test, path: string, auth: 'bearer' | 'x-api-key'): voi
   )
 }
 
-/** One streamed turn of the session, as Claude Code's main loop sends it; the events and the final message. */
-async function turn(history: readonly BetaParam[]): Promise<{ events: BetaEvent[]; message: Beta }> {
-  const stream = bearer.beta.messages.stream({
+/**
+ * What Claude Code 2.1 sends besides (as captured from it): adaptive thinking, the effort,
+ * context editing, its betas and user-agent, tools that stream their input eagerly, and a
+ * cache scope on the system blocks.
+ */
+const RELEASE_2_1 = {
+  thinking: { type: 'adaptive' },
+  output_config: { effort: 'high' },
+  context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+  tools: TOOLS.map((tool) => ({ ...tool, eager_input_streaming: true })),
+  system: SYSTEM.map((block) => ({ ...block, cache_control: { type: 'ephemeral', scope: 'global' } })),
+  betas: [
+    'claude-code-20250219',
+    'interleaved-thinking-2025-05-14',
+    'context-management-2025-06-27',
+    'prompt-caching-scope-2026-01-05',
+    'mid-conversation-system-2026-04-07',
+    'effort-2025-11-24',
+  ],
+}
+
+/** One streamed turn of the session, as Claude Code's main loop sends it (2.0's or 2.1's); the events and the final message. */
+async function turn(
+  history: readonly BetaParam[],
+  release: '2.0' | '2.1' = '2.0',
+): Promise<{ events: BetaEvent[]; message: Beta }> {
+  const params = {
     model: MODEL,
     max_tokens: MAX_TOKENS,
     thinking: THINKING,
@@ -247,7 +271,14 @@ async function turn(history: readonly BetaParam[]): Promise<{ events: BetaEvent[
     metadata: METADATA,
     messages: marked(history),
     betas: BETAS,
-  })
+    ...(release === '2.1' ? RELEASE_2_1 : {}),
+  }
+  const stream = bearer.beta.messages.stream(
+    params as unknown as Anthropic.Beta.Messages.MessageCreateParamsNonStreaming,
+    {
+      headers: release === '2.1' ? { 'user-agent': 'claude-cli/2.1.165 (external, sdk-cli)' } : {},
+    },
+  )
   const events: BetaEvent[] = []
   for await (const event of stream) events.push(event)
   const message = await stream.finalMessage()
@@ -293,6 +324,11 @@ function checkEvents(t: Test, events: readonly BetaEvent[], message: Beta): void
 
 const toolUses = (content: readonly BetaBlock[]): Anthropic.Beta.Messages.BetaToolUseBlock[] =>
   content.flatMap((b) => (b.type === 'tool_use' ? [b] : []))
+
+t.test('the start-up probe, HEAD / (Claude Code 2.1): answered, without an error', async (t) => {
+  const res = await fetch(gw.url, { method: 'HEAD', headers: HEADERS })
+  t.ok(res.status < 500, `HEAD / answers ${res.status}`)
+})
 
 t.test('the quota probe on the small fast model (x-api-key): one token, not streamed', async (t) => {
   const probe = await xApiKey.beta.messages.create({
@@ -366,16 +402,18 @@ t.test('a session of several turns: tools, their results, thinking carried back,
   )
   t.equal(second.message.usage.output_tokens, MAX_TOKENS, 'thought and answer fill max_tokens (the mock writes to it)')
 
-  // 3. A new request in the same session: one tool, Edit.
+  // 3. Claude Code upgraded to 2.1 mid-session (its request shape, above), and a new request,
+  // after a system message in mid-conversation, as 2.1 adds: one tool, Edit.
   history.push({
     role: 'assistant',
     content: second.message.content as Anthropic.Beta.Messages.BetaContentBlockParam[],
   })
+  history.push({ role: 'system', content: 'The user switched to accept-edits mode.' } as unknown as BetaParam)
   history.push({
     role: 'user',
     content: [reminder('The user opened README.md in the IDE.'), { type: 'text', text: 'Now fix the typo with Edit.' }],
   })
-  const third = await turn(history)
+  const third = await turn(history, '2.1')
   checkEvents(t, third.events, third.message)
   t.same(
     toolUses(third.message.content).map((c) => c.name),
@@ -398,7 +436,7 @@ t.test('a session of several turns: tools, their results, thinking carried back,
       },
     ],
   })
-  const fourth = await turn(history)
+  const fourth = await turn(history, '2.1')
   checkEvents(t, fourth.events, fourth.message)
   t.same(
     fourth.message.content.map((b) => b.type),

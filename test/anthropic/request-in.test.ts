@@ -55,6 +55,50 @@ t.test('the members that have a chat counterpart', async (t) => {
   )
 })
 
+t.test(
+  'what Claude Code sends on every request: accepted, and asking nothing of a model that cannot think',
+  async (t) => {
+    const tools = [
+      {
+        name: 'Bash',
+        input_schema: { type: 'object' },
+        eager_input_streaming: true,
+        cache_control: { type: 'ephemeral', scope: 'global' },
+      },
+    ]
+    const sent = chatRequestOf({
+      ...base,
+      system: [{ type: 'text', text: 'a', cache_control: { type: 'ephemeral', ttl: '1h', scope: 'global' } }],
+      thinking: { type: 'adaptive' },
+      output_config: { effort: 'high' },
+      context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+      diagnostics: { client: 'cli' },
+      tools,
+    })
+    t.same(sent, {
+      model: 'm',
+      max_tokens: 10,
+      messages: [
+        { role: 'system', content: 'a' },
+        { role: 'user', content: 'hi' },
+      ],
+      tools: [{ type: 'function', function: { name: 'Bash', parameters: { type: 'object' } } }],
+    })
+    t.same(
+      chatRequestOf({ ...base, thinking: { type: 'adaptive' } }, 'create', { thinking: true }).thinking,
+      { type: 'adaptive' },
+      'carried where the model can think',
+    )
+    t.equal(
+      chatRequestOf({ ...base, output_config: { effort: 'low' } }).reasoning_effort,
+      'low',
+      'a lower effort is carried',
+    )
+    t.equal(chatRequestOf({ ...base, output_config: { effort: 'medium' } }).reasoning_effort, 'medium')
+    t.equal(refusal({ ...base, context_management: 'all' }).name, 'invalid_body', 'context_management is still checked')
+  },
+)
+
 t.test('tool_choice: auto, any, tool, none; disable_parallel_tool_use', async (t) => {
   const tools = [{ name: 'f', input_schema: { type: 'object' } }]
   const choice = (tool_choice: unknown): unknown => chatRequestOf({ ...base, tools, tool_choice }).tool_choice
@@ -111,8 +155,7 @@ t.test('max_tokens is required to create a message, not to count its tokens', as
 t.test('what has no counterpart upstream is refused, naming it', async (t) => {
   const cases: Array<[Record<string, unknown>, RegExp]> = [
     [{ thinking: { type: 'enabled', budget_tokens: 2000 } }, /^thinking is not supported/],
-    [{ thinking: { type: 'adaptive' } }, /^thinking/],
-    [{ output_config: { effort: 'high' } }, /^output_config\.effort/],
+    [{ output_config: { effort: 'max' } }, /^output_config\.effort 'max' is not supported/],
     [{ inference_geo: 'eu' }, /^inference_geo/],
     [{ container: 'c1' }, /^container/],
     [{ mcp_servers: [] }, /^mcp_servers/],

@@ -179,6 +179,119 @@ t.test('tools: a tool_use, its tool_result, and the answer; streamed arguments a
   t.same(streamed?.type === 'tool_use' ? streamed.input : null, JSON.parse(partial), 'the input is the streamed JSON')
 })
 
+t.test('extended thinking: a signed thinking block first, plain and streamed, its tokens output tokens', async (t) => {
+  const ask: Anthropic.MessageCreateParamsNonStreaming = {
+    model: MODEL,
+    max_tokens: 1100,
+    thinking: { type: 'enabled', budget_tokens: 1024 },
+    messages: [{ role: 'user', content: 'Think, then answer.' }],
+  }
+  const plain = await sdk.messages.create(ask)
+  const [thought, answer] = plain.content
+  if (thought?.type !== 'thinking') throw new Error(`no thinking block first: ${JSON.stringify(plain.content)}`)
+  t.ok(thought.thinking.length > 0 && thought.signature.length > 0, 'a thought and its signature')
+  t.equal(answer?.type, 'text', 'then the answer')
+  t.equal(plain.usage.output_tokens, 1100, 'thought and answer together fill max_tokens, as Anthropic counts them')
+  t.equal(plain.stop_reason, 'max_tokens')
+
+  const stream = sdk.messages.stream({ ...ask, max_tokens: 1030 })
+  const deltas: string[] = []
+  let thinking = ''
+  let signature = ''
+  for await (const event of stream) {
+    if (event.type !== 'content_block_delta') continue
+    deltas.push(event.delta.type)
+    if (event.delta.type === 'thinking_delta') thinking += event.delta.thinking
+    if (event.delta.type === 'signature_delta') signature += event.delta.signature
+  }
+  const final = await stream.finalMessage()
+  t.ok(deltas.indexOf('thinking_delta') === 0, 'the thought streams first')
+  t.ok(deltas.lastIndexOf('thinking_delta') < deltas.indexOf('signature_delta'), 'then its signature')
+  t.ok(deltas.indexOf('signature_delta') < deltas.indexOf('text_delta'), 'then the answer')
+  t.same(final.content[0], { type: 'thinking', thinking, signature }, 'the streamed block is whole')
+  t.same(final.content[0], thought, 'and the same as the plain reply to the same prompt')
+  t.equal(final.usage.output_tokens, 1030)
+})
+
+t.test(
+  'thinking across a tool round trip: blocks sent back are checked, a forged or dropped one refused',
+  async (t) => {
+    const question: Anthropic.MessageParam = { role: 'user', content: 'Weather in Oslo? Use get_weather.' }
+    const base = {
+      model: MODEL,
+      max_tokens: 2048,
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+      tools: [WEATHER],
+    }
+    const first = await sdk.messages.create({
+      ...base,
+      messages: [question],
+    } as Anthropic.MessageCreateParamsNonStreaming)
+    t.same(
+      first.content.map((b) => b.type),
+      ['thinking', 'tool_use'],
+    )
+    t.equal(first.stop_reason, 'tool_use')
+    const use = first.content[1]
+    if (use?.type !== 'tool_use') throw new Error('no tool_use block')
+    const turn = (content: unknown[]): Anthropic.MessageParam[] => [
+      question,
+      { role: 'assistant', content: content as Anthropic.ContentBlockParam[] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '3 °C, snow' }] },
+    ]
+    const second = await sdk.messages.create({
+      ...base,
+      messages: turn(first.content),
+    } as Anthropic.MessageCreateParamsNonStreaming)
+    t.equal(second.content[0]?.type, 'thinking', 'thinks again')
+    t.equal(second.content[1]?.type, 'text', 'and answers')
+
+    const refusal = async (content: unknown[]): Promise<string> => {
+      const error = await sdk.messages
+        .create({ ...base, messages: turn(content) } as Anthropic.MessageCreateParamsNonStreaming)
+        .catch((err: unknown) => err)
+      t.ok(error instanceof Anthropic.BadRequestError, 'BadRequestError')
+      return error instanceof Anthropic.APIError ? error.message : ''
+    }
+    const thought = first.content[0] as Anthropic.ThinkingBlock
+    t.match(await refusal([{ ...thought, thinking: `${thought.thinking} (edited)` }, use]), /Invalid `signature`/)
+    t.match(await refusal([{ ...thought, signature: 'forged' }, use]), /Invalid `signature`/)
+    t.match(await refusal([use]), /must start with a thinking block/, 'the thought dropped from a tool-using turn')
+  },
+)
+
+t.test('thinking is metered exactly: the key is charged what the message reported', async (t) => {
+  const created = await gw.createKey({ tier: 'Standard4000', name: 'thinking-metered' })
+  const metered = client(created.key, 'bearer')
+  const body = {
+    model: MODEL,
+    max_tokens: 1500,
+    thinking: { type: 'enabled' as const, budget_tokens: 1024 },
+    messages: [{ role: 'user' as const, content: 'Metered thought.' }],
+  }
+  const plain = await metered.messages.create(body)
+  const streamed = await metered.messages.stream(body).finalMessage()
+  const totals = await pollUntil(
+    async () => {
+      const res = await fetch(`${gw.url}/admin/keys/${created.id}/usage`, {
+        headers: { authorization: `Bearer ${gw.adminToken}` },
+      })
+      return ((await res.json()) as { totals: { requests: number; input_tokens: number; output_tokens: number } })
+        .totals
+    },
+    (totals) => totals.requests >= 2,
+  )
+  t.same(
+    { requests: totals.value.requests, input: totals.value.input_tokens, output: totals.value.output_tokens },
+    {
+      requests: 2,
+      input: plain.usage.input_tokens + streamed.usage.input_tokens,
+      output: plain.usage.output_tokens + streamed.usage.output_tokens,
+    },
+  )
+  t.equal(plain.usage.output_tokens, 1500)
+})
+
 t.test('an image, base64 and by URL', async (t) => {
   const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
   const reply = await sdk.messages.create({
@@ -242,7 +355,7 @@ t.test('missing max_tokens: 400, BadRequestError, invalid_request_error naming i
   t.match(error.message, /max_tokens/)
 })
 
-t.test('what cannot be carried to an OpenAI-compatible upstream is refused by name, not dropped', async (t) => {
+t.test('what the mock cannot be asked for is refused by name, not dropped', async (t) => {
   const refused = async (body: Record<string, unknown>): Promise<string> => {
     const error = await sdk.messages
       .create({
@@ -255,7 +368,6 @@ t.test('what cannot be carried to an OpenAI-compatible upstream is refused by na
     t.ok(error instanceof Anthropic.BadRequestError, 'BadRequestError')
     return error instanceof Anthropic.APIError ? error.message : ''
   }
-  t.match(await refused({ thinking: { type: 'enabled', budget_tokens: 1024 } }), /thinking/)
   t.match(
     await refused({
       messages: [

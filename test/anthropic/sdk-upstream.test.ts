@@ -109,6 +109,21 @@ t.test('structured output: output_config.format is sent as response_format', asy
   t.same(sent?.response_format, { type: 'json_schema', json_schema: { name: 'output', schema, strict: true } })
 })
 
+t.test('extended thinking is refused by name on an OpenAI-compatible upstream, which cannot think', async (t) => {
+  const before = upstream.requests.length
+  const error = await sdk.messages
+    .create({
+      model: MODEL,
+      max_tokens: 2048,
+      thinking: { type: 'enabled', budget_tokens: 1024 },
+      messages: [{ role: 'user', content: 'Think first.' }],
+    })
+    .catch((err: unknown) => err)
+  t.ok(error instanceof Anthropic.BadRequestError, 'BadRequestError')
+  t.match(error instanceof Anthropic.APIError ? error.message : '', /^400 thinking is not supported/)
+  t.equal(upstream.requests.length, before, 'nothing was sent upstream')
+})
+
 t.test('a stream ends with the usage the upstream reported, metered exactly to the key', async (t) => {
   const stream = sdk.messages.stream({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] })
   const final = await stream.finalMessage()

@@ -1,5 +1,7 @@
 // POST /chat/completions: a chat.completion, or chat.completion.chunk events. What the
-// reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts.
+// reply holds (text, JSON for a response format, tool calls) is decided in reply-plan.ts;
+// extended thinking, asked for with `thinking` as the gateway carries Anthropic's, in
+// thinking.ts.
 import { CHAT_DEFINITION_FIELDS, countChatTokens, countDefinitionTokens } from '../../tokenizer/tokens.ts'
 import type { UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { chatReplies, type ChatFinishReason, type ChatReply } from './chat-reply.ts'
@@ -13,6 +15,7 @@ import { planReply } from './reply-plan.ts'
 import { chatToolRequest } from './request-tools.ts'
 import { DONE_FRAME, dataFrame, type Frame } from './sse.ts'
 import { seedOfMessages } from './text.ts'
+import { afterThought, checkThinkingBlocks, readThinking, think, withThought } from './thinking.ts'
 import { completionUsage, type CompletionUsage } from './usage.ts'
 
 export async function chatCompletions(request: UpstreamRequest, ctx: MockContext): Promise<UpstreamResponse> {
@@ -33,20 +36,31 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
     { limits: ['max_completion_tokens', 'max_tokens'], allowN: true },
     ctx.config.defaultCompletionTokens,
   )
+  const thinking = readThinking(body, generation.limit)
+  checkThinkingBlocks(messages, thinking)
   const tooling = chatToolRequest(body, messages)
   const plan = planReply(tooling, tooling.choiceParam)
 
   const seed = seedOfMessages(messages)
-  const replies = await chatReplies(
-    { plan, legacy: tooling.legacy, seed, generation, proseTokens: ctx.config.defaultCompletionTokens },
+  const proseTokens = ctx.config.defaultCompletionTokens
+  const thought = thinking === undefined ? undefined : await think(seed, thinking, generation, proseTokens)
+  const answers = await chatReplies(
+    {
+      plan,
+      legacy: tooling.legacy,
+      seed,
+      generation: thought === undefined ? generation : afterThought(generation, thought),
+      proseTokens,
+    },
     generation.n,
   )
+  const replies = thought === undefined ? answers : answers.map((reply) => withThought(reply, thought))
   // Tool definitions and the output schema are rendered into the prompt, and billed as input.
   const [messageTokens, definitionTokens] = await Promise.all([
     countChatTokens(messages),
     countDefinitionTokens(body, CHAT_DEFINITION_FIELDS),
   ])
-  const usage = completionUsage(messageTokens + definitionTokens, replies)
+  const usage = completionUsage(messageTokens + definitionTokens, replies, (thought?.tokens ?? 0) * replies.length)
   const head = {
     id: newId('chatcmpl-'),
     created: unixSeconds(ctx.now()),

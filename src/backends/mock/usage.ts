@@ -14,10 +14,11 @@ export interface CompletionUsage {
   }
 }
 
-/** Chat and legacy completions: every choice's tokens count as completion tokens. */
+/** Chat and legacy completions: every choice's tokens count as completion tokens, its thinking (reasoning) included. */
 export function completionUsage(
   promptTokens: number,
   choices: readonly { readonly tokens: number }[],
+  reasoningTokens = 0,
 ): CompletionUsage {
   const completionTokens = choices.reduce((sum, choice) => sum + choice.tokens, 0)
   return {
@@ -26,7 +27,7 @@ export function completionUsage(
     total_tokens: promptTokens + completionTokens,
     prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
     completion_tokens_details: {
-      reasoning_tokens: 0,
+      reasoning_tokens: reasoningTokens,
       audio_tokens: 0,
       accepted_prediction_tokens: 0,
       rejected_prediction_tokens: 0,

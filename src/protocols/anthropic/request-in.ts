@@ -7,14 +7,22 @@
 // Carried: system (a string or text blocks), turns of text, images (base64 and url) and
 // tool_use / tool_result blocks, tools and tool_choice, stop_sequences (→ stop),
 // metadata.user_id (→ user), temperature, top_p, top_k, max_tokens, stream.
-// output_config.format (a JSON schema) becomes response_format.
+// output_config.format (a JSON schema) becomes response_format; output_config.effort "low" /
+// "medium" becomes reasoning_effort (the upstream's adapter carries or refuses it).
 // Accepted as no-ops, because they do not change what the model is asked: cache_control,
-// on blocks or the request (an OpenAI-compatible server caches prompt prefixes by itself),
-// `thinking` of type "disabled", service_tier "auto" / "standard_only", speed "standard".
-// Extended thinking is carried only to a model whose every deployment speaks Anthropic
-// (options.thinking): `thinking` as it came, and an assistant turn's thinking and
-// redacted_thinking blocks, signatures intact, as the message's thinking_blocks (the name
-// LiteLLM gives them), which the anthropic backend puts back in place.
+// on blocks, tools or the request, whatever its ttl or scope (an OpenAI-compatible server
+// caches prompt prefixes by itself), `thinking` of type "disabled", and "adaptive" where the
+// model cannot think (adaptive thinking lets the model decide, and this one thinks not at
+// all), output_config.effort "high" (Anthropic's default), service_tier "auto" /
+// "standard_only", speed "standard", a tool's eager_input_streaming (tool input streams as
+// it comes anyway), `diagnostics` (the client's telemetry), and `context_management`
+// (Anthropic's server-side trimming of a long context: the upstream is sent the whole
+// conversation, as the caller sent it). Claude Code sends the last five on every request.
+// Extended thinking is carried only to a model whose every deployment can think (an
+// anthropic backend or the built-in mock: options.thinking): `thinking` as it came, and an
+// assistant turn's thinking and redacted_thinking blocks, signatures intact, as the message's
+// thinking_blocks (the name LiteLLM gives them), which the anthropic backend puts back in
+// place and the mock checks are its own.
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 
@@ -37,10 +45,20 @@ const KNOWN = new Set([
   'cache_control',
   'output_config',
   'speed',
+  'context_management',
+  'diagnostics',
 ])
 
 /** Members of a custom tool (Anthropic's `Tool`) that have an OpenAI counterpart or change nothing. */
-const TOOL_MEMBERS = new Set(['name', 'description', 'input_schema', 'cache_control', 'type', 'strict'])
+const TOOL_MEMBERS = new Set([
+  'name',
+  'description',
+  'input_schema',
+  'cache_control',
+  'type',
+  'strict',
+  'eager_input_streaming',
+])
 
 const refuse = (
   what: string,
@@ -58,7 +76,7 @@ const required = (param: string): Error => gatewayError('missing_field', { messa
 export type MessagesRequestKind = 'create' | 'count_tokens'
 
 export interface InboundOptions {
-  /** Every deployment of the model speaks Anthropic: extended thinking can be carried. */
+  /** Every deployment of the model can think (routes.ts): extended thinking can be carried. */
   readonly thinking?: boolean
 }
 
@@ -119,16 +137,27 @@ export function chatRequestOf(
   Object.assign(out, thinkingOf(body.thinking, thinking))
   if (body.speed !== undefined && body.speed !== null && body.speed !== 'standard') throw refuse('speed')
   Object.assign(out, outputOf(body.output_config))
+  if (
+    body.context_management !== undefined &&
+    body.context_management !== null &&
+    !isJsonObject(body.context_management)
+  )
+    throw invalid('context_management', 'Input should be a valid object')
   if (body.service_tier !== undefined && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
     throw invalid('service_tier', "Input should be 'auto' or 'standard_only'")
   Object.assign(out, toolsOf(body.tools, body.tool_choice))
   return out
 }
 
-/** Extended thinking cannot be asked of an OpenAI-compatible upstream; "disabled" asks nothing. */
+/**
+ * Extended thinking cannot be asked of an OpenAI-compatible upstream (routes.ts says which
+ * can): "enabled" is refused there, "adaptive" (think if and as much as the model sees fit)
+ * asks nothing of a model that does not think; "disabled" asks nothing anywhere.
+ */
 function thinkingOf(thinking: unknown, carried: boolean): JsonObject {
   if (thinking === undefined || thinking === null) return {}
   if (isJsonObject(thinking) && thinking.type === 'disabled') return {}
+  if (!carried && isJsonObject(thinking) && thinking.type === 'adaptive') return {}
   if (carried) {
     if (!isJsonObject(thinking) || typeof thinking.type !== 'string')
       throw invalid('thinking', 'Input should be a valid object with a type')
@@ -136,17 +165,25 @@ function thinkingOf(thinking: unknown, carried: boolean): JsonObject {
   }
   throw refuse(
     'thinking',
-    'extended thinking needs an upstream that speaks Anthropic, and this model is served by an OpenAI-compatible one',
+    'extended thinking needs an upstream that can think (an anthropic backend or the built-in mock), and this model is served by an OpenAI-compatible one',
   )
 }
 
-/** output_config: a JSON schema for the reply is chat's response_format; an effort has no counterpart. */
+/**
+ * output_config: a JSON schema for the reply is chat's response_format; an effort below
+ * "high" is chat's reasoning_effort, "high" is Anthropic's default and asks nothing.
+ */
 function outputOf(config: unknown): JsonObject {
   if (config === undefined || config === null) return {}
   if (!isJsonObject(config)) throw invalid('output_config', 'Input should be a valid object')
   const out: JsonObject = {}
   for (const [name, value] of Object.entries(config)) {
     if (value === null || value === undefined) continue
+    if (name === 'effort') {
+      if (value === 'low' || value === 'medium') out.reasoning_effort = value
+      else if (value !== 'high') throw refuse(`output_config.effort ${describeType(value)}`)
+      continue
+    }
     if (name !== 'format') throw refuse(`output_config.${plain(name)}`)
     if (!isJsonObject(value) || value.type !== 'json_schema' || !isJsonObject(value.schema))
       throw invalid('output_config.format', "Input should be {type: 'json_schema', schema: {...}}")

@@ -11,7 +11,8 @@
 // SDKs add `?beta=true` on their beta paths) selects nothing; the anthropic-version /
 // anthropic-beta headers reach an anthropic backend only (backends/anthropic): a beta feature
 // is asked for in the body, where request-in.ts carries or refuses it. Extended thinking is
-// carried when every deployment of the model speaks Anthropic, refused otherwise.
+// carried when every deployment of the model can think (an anthropic backend, or the
+// built-in mock, which thinks as Claude does), refused otherwise.
 import type { BackendRegistry } from '../../backends/registry.ts'
 import type { Config } from '../../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../../errors.ts'
@@ -66,7 +67,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
         },
         {
           route: 'anthropic.messages',
-          inbound: (body, registry) => chatRequestOf(body, 'create', { thinking: speaksAnthropic(registry, body) }),
+          inbound: (body, registry) => chatRequestOf(body, 'create', { thinking: canThink(registry, body) }),
         },
       ),
     ),
@@ -96,7 +97,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       const principal = await deps.openCall(ctx, 'anthropic.count_tokens', 'chat.completions')
       const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes)
       const chat = chatRequestOf(body.value, 'count_tokens', {
-        thinking: speaksAnthropic(deps.runtime.current.registry, body.value),
+        thinking: canThink(deps.runtime.current.registry, body.value),
       })
       const model = chat.model as string
       const route = deps.runtime.current.registry.model(model)
@@ -121,13 +122,16 @@ function notUnderV1(ctx: RequestContext): GatewayError {
   })
 }
 
-/** Whether every deployment of the body's model is an anthropic backend (what only it can be asked for may pass). */
-function speaksAnthropic(registry: BackendRegistry, body: JsonObject): boolean {
+/** Backend types that take extended thinking as request-in.ts carries it, and answer with signed thinking blocks. */
+const THINKING_BACKENDS: ReadonlySet<string> = new Set(['anthropic', 'mock'])
+
+/** Whether every deployment of the body's model can think (so a failover never lands where thinking is lost). */
+function canThink(registry: BackendRegistry, body: JsonObject): boolean {
   const route = typeof body.model === 'string' ? registry.model(body.model) : undefined
   return (
     route !== undefined &&
     route.deployments.length > 0 &&
-    route.deployments.every((d) => d.adapter.type === 'anthropic')
+    route.deployments.every((d) => THINKING_BACKENDS.has(d.adapter.type))
   )
 }
 

@@ -181,7 +181,7 @@ export function buildApp(deps: AppDeps): App {
   }
 
   // Anthropic's Messages API (/v1/messages): the same corridor as a chat completion, translated at its edges.
-  registerAnthropicRoutes(router, { config, runtime, corridor, admission: v2Admission, openCall })
+  registerAnthropicRoutes(router, { config, runtime, corridor, admission: v2Admission, openCall, queue: deps.queue })
 
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
   registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })

@@ -104,7 +104,7 @@ export const FUZZ_PARTS: readonly FuzzPart[] = [
     what: "Anthropic's Messages API (/v1/messages, count_tokens, /queue/v1/messages): Anthropic-shaped answers only",
     targets: ANTHROPIC_TARGETS,
     mix: { framing: 0.03, headers: 0, url: 0, method: 0, version: 0.02, auth: 0.12, pipeline: 0.03 },
-    cases: 800,
+    cases: 400,
   },
   {
     name: 'http',

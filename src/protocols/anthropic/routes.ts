@@ -23,6 +23,7 @@ import type { BackendRegistry } from '../../backends/registry.ts'
 import type { Config } from '../../config/schema.ts'
 import { GatewayError, gatewayError, toGatewayError } from '../../errors.ts'
 import { discardUnreadBody, readJsonBody } from '../../http/body.ts'
+import { bodyRateOf } from '../../http/body-rate.ts'
 import type { RequestContext } from '../../http/context.ts'
 import { unknownRouteMessage } from '../../http/route-hints.ts'
 import type { JsonObject } from '../../json.ts'
@@ -84,6 +85,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
   )
 
   const { queue } = deps
+  const bodyRate = bodyRateOf(deps.config.server)
   if (queue !== undefined) {
     const bodyLimitReason = `Asynchronous requests are kept until they run: at most ${deps.config.queue.maxBodyBytes} bytes (queue.maxBodyBytes).`
     router.on('POST', '/queue/v1/messages', (ctx, params) =>
@@ -134,7 +136,8 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
     router.on('POST', `${prefix}/v1/messages/count_tokens`, (ctx) =>
       answering(ctx, async () => {
         const principal = await deps.openCall(ctx, 'anthropic.count_tokens', 'chat.completions')
-        const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes)
+        // At the body rate every route keeps: a body that stops arriving ends the request (408), not holds it.
+      const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes, bodyRate)
         const chat = chatRequestOf(body.value, 'count_tokens', {
           thinking: speaksAnthropic(deps.runtime.current.registry, body.value),
         })

@@ -92,6 +92,10 @@ t.test('Prefer: respond-async stores it; polling shows an Anthropic message or s
   const done = await until(`${gw.url}/queue/requests/${shown.id}`, key, ['completed', 'failed'])
   t.equal(done.status, 'completed')
   t.equal(done.endpoint, '/v1/messages')
+  const stranger = await gw.createKey({ tier: 'Standard4000', owner: 'another-tenant' })
+  const theirs = await get(`${gw.url}/queue/requests/${shown.id}`, stranger.key)
+  t.equal(theirs.status, 404, "another owner's key: no such request")
+  t.notMatch(theirs.text, /stored|message/, 'nothing of it is told')
   t.equal(done.response?.status_code, 200)
   t.match(done.response?.body, {
     type: 'message',

@@ -95,7 +95,24 @@ t.test('Prefer: respond-async stores it; polling shows an Anthropic message or s
   const stranger = await gw.createKey({ tier: 'Standard4000', owner: 'another-tenant' })
   const theirs = await get(`${gw.url}/queue/requests/${shown.id}`, stranger.key)
   t.equal(theirs.status, 404, "another owner's key: no such request")
-  t.notMatch(theirs.text, /stored|message/, 'nothing of it is told')
+  t.notMatch(theirs.text, /claude|v1\/messages|qreq_/, 'nothing of it is told')
+  // Polled as Anthropic's SDKs would (x-api-key, anthropic-version): its errors in Anthropic's shape.
+  const asAnthropic = await request(`${gw.url}/queue/requests/${shown.id}`, {
+    headers: { 'x-api-key': stranger.key, 'anthropic-version': '2023-06-01' },
+  })
+  t.equal(asAnthropic.status, 404)
+  t.match(asAnthropic.json(), { type: 'error', error: { type: 'not_found_error', message: String } })
+  const cancelled = await request(`${gw.url}/queue/requests/${shown.id}`, {
+    method: 'DELETE',
+    headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+  })
+  t.equal(cancelled.status, 409, 'a finished request cannot be cancelled')
+  t.match(cancelled.json(), { type: 'error', error: { type: 'invalid_request_error' } })
+  t.equal(cancelled.headers.get('x-should-retry'), 'false')
+  const mine = await request(`${gw.url}/queue/requests/${shown.id}`, {
+    headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+  })
+  t.match(mine.json(), { status: 'completed', response: { body: { type: 'message' } } })
   t.equal(done.response?.status_code, 200)
   t.match(done.response?.body, {
     type: 'message',

@@ -137,7 +137,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
       answering(ctx, async () => {
         const principal = await deps.openCall(ctx, 'anthropic.count_tokens', 'chat.completions')
         // At the body rate every route keeps: a body that stops arriving ends the request (408), not holds it.
-      const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes, bodyRate)
+        const body = await readJsonBody(ctx.req, deps.config.server.jsonBodyLimitBytes, bodyRate)
         const chat = chatRequestOf(body.value, 'count_tokens', {
           thinking: speaksAnthropic(deps.runtime.current.registry, body.value),
         })
@@ -173,6 +173,15 @@ function speaksAnthropic(registry: BackendRegistry, body: JsonObject): boolean {
     route.deployments.length > 0 &&
     route.deployments.every((d) => d.adapter.type === 'anthropic')
   )
+}
+
+/**
+ * A route shared with OpenAI's callers (a stored request's poll, list and cancel), answered
+ * in Anthropic's shape for a caller that speaks it (its SDKs always send anthropic-version),
+ * as before for any other.
+ */
+export function answerInCallersShape(ctx: RequestContext, route: () => Promise<void>): Promise<void> {
+  return ctx.req.headers['anthropic-version'] === undefined ? route() : answering(ctx, route)
 }
 
 /** Runs a route, answering whatever it throws in Anthropic's shape (the access log still records the entry's name). */

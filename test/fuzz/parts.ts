@@ -1,5 +1,5 @@
 // The fuzz run, in parts: which targets each attacks and how its cases are mixed. CI runs
-// each part as a test file (test/fuzz/<name>.test.ts) with `cases` cases, 20,000 in all;
+// each part as a test file (test/fuzz/<name>.test.ts) with `cases` cases, about 20,000 in all;
 // `npm run bench -- fuzz` runs every part ten times as long. A new endpoint family joins
 // by listing its targets (targets.ts) in a part, or in a part of its own.
 import { ANTHROPIC_TARGETS } from './anthropic-targets.ts'

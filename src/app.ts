@@ -43,7 +43,7 @@ import { registerReferenceRoutes } from './openapi/routes.ts'
 import type * as PortalRoutes from './portal/routes.ts'
 import { cookieValue, type PortalSessions } from './portal/sessions.ts'
 import { registerQueueRoutes } from './queue/routes.ts'
-import { registerAnthropicRoutes } from './protocols/anthropic/routes.ts'
+import { answerInCallersShape, registerAnthropicRoutes } from './protocols/anthropic/routes.ts'
 import { registerRagRoutes, unmatchedRagPath } from './rag/gateway.ts'
 import { sendRefusal } from './rag/refusal.ts'
 import type { QueueService } from './queue/service.ts'
@@ -181,10 +181,10 @@ export function buildApp(deps: AppDeps): App {
   }
 
   // Anthropic's Messages API (/v1/messages): the same corridor as a chat completion, translated at its edges.
-  registerAnthropicRoutes(router, { config, runtime, corridor, admission: v2Admission, openCall })
+  registerAnthropicRoutes(router, { config, runtime, corridor, admission: v2Admission, openCall, queue: deps.queue })
 
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
-  registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall })
+  registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall, answer: answerInCallersShape })
 
   // What changes state under /admin and /portal is registered through the audit's seam:
   // each such route is declared in audit/declarations.ts, or the gateway does not start.

@@ -36,7 +36,7 @@ import { QUEUE_ADMIN_OPERATIONS, QueueRequest, queueOperations } from '../queue/
 import { REFERENCE_OPERATIONS } from './routes.ts'
 import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
 import { PORTAL_OPERATIONS } from '../portal/operations.ts'
-import { ANTHROPIC_OPERATIONS, ANTHROPIC_TAG } from '../protocols/anthropic/docs.ts'
+import { ANTHROPIC_OPERATIONS, ANTHROPIC_QUEUE_OPERATIONS, ANTHROPIC_TAG } from '../protocols/anthropic/docs.ts'
 
 /** What this gateway serves beyond what it always does. */
 export interface ServedParts {
@@ -57,6 +57,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...inferenceOperations('/v1', VECTOR_STORE_ENDPOINTS),
     ...queueOperations(),
     ...ANTHROPIC_OPERATIONS,
+    ...ANTHROPIC_QUEUE_OPERATIONS,
     ...ADMIN_OPERATIONS,
     ...QUEUE_ADMIN_OPERATIONS,
     ...USER_ADMIN_OPERATIONS,

@@ -77,7 +77,16 @@ export interface StoredCall {
   readonly estimate: Estimate
   /** Traces on: the span that accepted it, which the run continues and links to. */
   readonly trace?: TraceHeaders
+  /**
+   * The API the caller spoke, when not the endpoint's own: the request was translated into
+   * the endpoint's at the door (a Messages request is run as a chat completion), and its
+   * result is shown back in the caller's (queue/view.ts). Absent: the endpoint's own.
+   */
+  readonly protocol?: CallerProtocol
 }
+
+/** The APIs a stored request may have been asked in besides the endpoint's own. */
+export type CallerProtocol = 'anthropic'
 
 /** The reply a stored request got. */
 export interface StoredResult {

@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Config } from '../config/schema.ts'
 import { parseQuery } from '../http/query.ts'
 import { sendJson } from '../http/reply.ts'
+import type { RequestContext } from '../http/context.ts'
 import type { Router } from '../http/router.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
 import type { OpenCall } from '../inference/caller.ts'
@@ -18,6 +19,12 @@ export interface QueueRouteDeps {
   readonly queue: QueueService
   /** Opens a stored-request route: the key authenticated, its x-ratelimit-* headers for replies not charged to a model. */
   readonly openCall: OpenCall
+  /**
+   * Runs a stored-request route so that its errors are in the shape of the API the caller
+   * speaks (an Anthropic SDK polling its stored message: protocols/anthropic/routes.ts);
+   * absent, OpenAI's, as every /queue route.
+   */
+  readonly answer?: (ctx: RequestContext, route: () => Promise<void>) => Promise<void>
 }
 
 /** RFC 7240: `Prefer: respond-async`, alone or among other preferences. */
@@ -54,22 +61,29 @@ export function registerQueueRoutes(router: Router, deps: QueueRouteDeps): void 
     })
   }
 
-  router.on('GET', '/queue/requests', async (ctx, _params, query) => {
-    const principal = await deps.openCall(ctx, 'queue.requests.list')
-    const { limit, after, status } = parseQuery(listRequestsQuery, query)
-    sendJson(ctx.res, 200, await queue.list(principal.owner, { limit: limit ?? 20, after, status }), {
-      'cache-control': 'no-store',
-    })
-  })
-  router.on('GET', '/queue/requests/:id', async (ctx, params) => {
-    const principal = await deps.openCall(ctx, 'queue.requests.get')
-    sendJson(ctx.res, 200, await queue.read(params.id ?? '', principal.owner), { 'cache-control': 'no-store' })
-  })
-  router.on('DELETE', '/queue/requests/:id', async (ctx, params) => {
-    const principal = await deps.openCall(ctx, 'queue.requests.cancel')
-    const id = params.id ?? ''
-    const view = await queue.cancel(id, principal.owner)
-    ctx.log.info({ queueId: id, status: view.status }, 'queued request cancelled')
-    sendJson(ctx.res, 200, view, { 'cache-control': 'no-store' })
-  })
+  const answer = deps.answer ?? ((_ctx: RequestContext, route: () => Promise<void>) => route())
+  router.on('GET', '/queue/requests', (ctx, _params, query) =>
+    answer(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'queue.requests.list')
+      const { limit, after, status } = parseQuery(listRequestsQuery, query)
+      sendJson(ctx.res, 200, await queue.list(principal.owner, { limit: limit ?? 20, after, status }), {
+        'cache-control': 'no-store',
+      })
+    }),
+  )
+  router.on('GET', '/queue/requests/:id', (ctx, params) =>
+    answer(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'queue.requests.get')
+      sendJson(ctx.res, 200, await queue.read(params.id ?? '', principal.owner), { 'cache-control': 'no-store' })
+    }),
+  )
+  router.on('DELETE', '/queue/requests/:id', (ctx, params) =>
+    answer(ctx, async () => {
+      const principal = await deps.openCall(ctx, 'queue.requests.cancel')
+      const id = params.id ?? ''
+      const view = await queue.cancel(id, principal.owner)
+      ctx.log.info({ queueId: id, status: view.status }, 'queued request cancelled')
+      sendJson(ctx.res, 200, view, { 'cache-control': 'no-store' })
+    }),
+  )
 }

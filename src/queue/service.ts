@@ -24,6 +24,7 @@ import {
   type RequestStatus,
   type RequestSummary,
   type StoredBody,
+  type CallerProtocol,
 } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
@@ -79,8 +80,11 @@ export interface QueueService {
   isAlive(instance: string): Promise<boolean>
   /** The drop-in admission of one call; `signal` fires when its client leaves. */
   waitInLine(signal: AbortSignal): AdmissionStrategy
-  /** Stores a checked call to run later and answers 202 (Prefer: respond-async). */
-  accept(ctx: RequestContext, call: PreparedCall): Promise<void>
+  /**
+   * Stores a checked call to run later and answers 202 (Prefer: respond-async). `protocol`:
+   * the API the caller spoke when the call was translated from it (its result is shown so).
+   */
+  accept(ctx: RequestContext, call: PreparedCall, protocol?: CallerProtocol): Promise<void>
   /** One request; `owner` given: 404 unless it is that owner's (without: the admin, who also sees the owner). */
   read(id: string, owner?: string): Promise<Record<string, unknown>>
   list(owner: string, query: ListQuery): Promise<Record<string, unknown>>
@@ -227,7 +231,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       )
     },
 
-    async accept(ctx, call) {
+    async accept(ctx, call, protocol) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
       const { principal, resolved, estimate, spec } = call
       const admission = {
@@ -263,6 +267,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           estimate,
           // Its run continues this trace (sampled out here: there too).
           ...(traced.traceparent === undefined ? {} : { trace: traced }),
+          ...(protocol === undefined ? {} : { protocol }),
         },
       }
       // A worker of this instance that is free now runs the request at once if it is the

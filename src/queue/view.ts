@@ -1,13 +1,20 @@
 // A stored request as the API shows it (GET /queue/requests/{id}, lists, 202 replies).
 import type { Endpoint } from '../config/schema.ts'
 import { PROXIED_ENDPOINTS } from '../inference/endpoints.ts'
-import { statusAt, type RequestSummary } from './ports.ts'
+import { anthropicResultOf } from '../protocols/anthropic/queued-result.ts'
+import { statusAt, type CallerProtocol, type RequestSummary, type StoredResult } from './ports.ts'
 
 const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
 
 export function endpointPath(endpoint: Endpoint): string {
   return PROXIED_ENDPOINTS.find((s) => s.endpoint === endpoint && s.method === 'POST')?.route ?? endpoint
 }
+
+/** How each caller protocol names the endpoint and reads a result (StoredCall.protocol). */
+const PROTOCOLS: Record<CallerProtocol, { path: string; result: (result: StoredResult, id: string) => StoredResult }> =
+  {
+    anthropic: { path: '/v1/messages', result: anthropicResultOf },
+  }
 
 /** The status a client sees (ports.ts, statusAt). */
 export const statusOf = statusAt
@@ -17,7 +24,9 @@ export function requestView(
   options: { readonly now: number; readonly ttlMs: number; readonly position?: number | null },
 ): Record<string, unknown> {
   const status = statusOf(request, options.now, options.ttlMs)
-  const result = status === 'expired' ? null : request.result
+  const protocol = request.call.protocol === undefined ? undefined : PROTOCOLS[request.call.protocol]
+  const kept = status === 'expired' ? null : request.result
+  const result = kept === null || protocol === undefined ? kept : protocol.result(kept, request.id)
   const expiresAt = request.finishedAt === null ? request.createdAt + options.ttlMs : request.finishedAt + options.ttlMs
   return {
     id: request.id,
@@ -25,7 +34,7 @@ export function requestView(
     status,
     created_at: seconds(request.createdAt),
     key_id: request.keyId,
-    endpoint: endpointPath(request.call.endpoint),
+    endpoint: protocol?.path ?? endpointPath(request.call.endpoint),
     model: request.call.model,
     ...(status === 'queued' ? { position: options.position ?? null } : {}),
     ...(status === 'in_progress' && request.cancelRequested ? { cancel_requested: true } : {}),

@@ -36,6 +36,17 @@ export function matchesShape(shape: Exclude<ErrorShape, 'html'>, body: unknown):
         body.detail === error.message
       )
     }
+    case 'anthropic': {
+      // Anthropic's: {"type": "error", "error": {"type": …, "message": …}, "request_id": …}.
+      const error = body.error
+      return (
+        body.type === 'error' &&
+        isObject(error) &&
+        typeof error.type === 'string' &&
+        typeof error.message === 'string' &&
+        (body.request_id === undefined || typeof body.request_id === 'string')
+      )
+    }
     case 'fastapi': {
       const detail = body.detail
       return typeof detail === 'string' || (Array.isArray(detail) && detail.every(isObject))
@@ -71,6 +82,7 @@ export function problemWith(
       return `a ${res.status} to another site: ${JSON.stringify(location.slice(0, 120))}`
     return null
   }
+  if (res.status < 400 && shape === 'anthropic' && method !== 'HEAD') return anthropicSuccessProblem(res, text)
   if (res.status < 400) {
     const type = res.headers['content-type'] ?? ''
     if (method !== 'HEAD' && res.status !== 204 && /json/.test(type)) {
@@ -96,4 +108,42 @@ export function problemWith(
   if (body === undefined) return `a ${res.status} whose body is not JSON: ${JSON.stringify(text.slice(0, 80))}`
   if (matchesShape(shape, body)) return null
   return `a ${res.status} not in the ${shape} error shape: ${text.slice(0, 120)}`
+}
+
+/** Anthropic's event types: a stream with any other, or not framed by message_start and message_stop (or an error), is not one. */
+const ANTHROPIC_EVENTS = new Set([
+  'message_start',
+  'content_block_start',
+  'content_block_delta',
+  'content_block_stop',
+  'message_delta',
+  'message_stop',
+  'ping',
+  'error',
+])
+
+/** What is wrong with a success on an Anthropic route: a Message, a stream of its events, a token count or a stored request's 202. */
+function anthropicSuccessProblem(res: ParsedResponse, text: string): string | null {
+  const type = res.headers['content-type'] ?? ''
+  if (/^text\/event-stream\b/i.test(type)) {
+    const events = [...text.matchAll(/^event: (.*)$/gm)].map((m) => m[1] ?? '')
+    const odd = events.find((e) => !ANTHROPIC_EVENTS.has(e))
+    if (odd !== undefined) return `a stream with an event Anthropic has not: ${JSON.stringify(odd.slice(0, 40))}`
+    if (events[0] !== 'message_start' && events[0] !== 'error') return 'a stream that does not begin with message_start'
+    const last = events.at(-1)
+    if (last !== 'message_stop' && last !== 'error') return 'a stream that does not end with message_stop or an error'
+    if (/^data: \[DONE\]/m.test(text) || /"object":"chat\.completion/.test(text)) return "a stream in OpenAI's shape"
+    return null
+  }
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return `a ${res.status} whose body is not JSON: ${JSON.stringify(text.slice(0, 80))}`
+  }
+  if (!isObject(body)) return `a ${res.status} that is not an object`
+  if (res.status === 202) return body.object === 'queue.request' ? null : 'a 202 that is not a stored request'
+  if (typeof body.input_tokens === 'number') return null
+  if (body.type === 'message' && Array.isArray(body.content) && isObject(body.usage)) return null
+  return `a ${res.status} that is not an Anthropic message: ${text.slice(0, 120)}`
 }

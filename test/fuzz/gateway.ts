@@ -178,6 +178,8 @@ export async function startFuzzGateway(options: FuzzGatewayOptions = {}): Promis
     ctx: {
       credentials: {
         'api-key': bearer(apiKey),
+        // The same key as Anthropic's SDKs send it (the Messages API routes).
+        'anthropic-key': { header: 'x-api-key', value: apiKey },
         admin: bearer(gw.adminToken),
         session: bearer(session.access_token),
         ...portal.credentials,

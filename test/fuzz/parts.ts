@@ -1,7 +1,8 @@
 // The fuzz run, in parts: which targets each attacks and how its cases are mixed. CI runs
-// each part as a test file (test/fuzz/<name>.test.ts) with `cases` cases, 20,000 in all;
+// each part as a test file (test/fuzz/<name>.test.ts) with `cases` cases, about 20,000 in all;
 // `npm run bench -- fuzz` runs every part ten times as long. A new endpoint family joins
 // by listing its targets (targets.ts) in a part, or in a part of its own.
+import { ANTHROPIC_TARGETS } from './anthropic-targets.ts'
 import type { Mix } from './requests.ts'
 import {
   ADMIN_TARGETS,
@@ -94,6 +95,16 @@ export const FUZZ_PARTS: readonly FuzzPart[] = [
     mix: { framing: 0.02, headers: 0.02, url: 0.02, method: 0.02, version: 0.01, auth: 0.05, pipeline: 0.03 },
     cases: 1000,
     everythingUpstream: true,
+  },
+  {
+    name: 'anthropic',
+    // No URL, method or header-junk mutations: they are answered before any route is known
+    // (an unknown path, a 405, a missing Host), in OpenAI's shape, by the app's dispatch.
+    // What is attacked here is the body, the key (x-api-key or bearer) and anthropic-version.
+    what: "Anthropic's Messages API (/v1/messages, count_tokens, /queue/v1/messages): Anthropic-shaped answers only",
+    targets: ANTHROPIC_TARGETS,
+    mix: { framing: 0.03, headers: 0, url: 0, method: 0, version: 0.02, auth: 0.12, pipeline: 0.03 },
+    cases: 400,
   },
   {
     name: 'http',

@@ -49,7 +49,7 @@ type Header = readonly [string, string]
 type AuthChoice = { readonly headers: readonly Header[]; readonly tag: string | null }
 
 const headerOf = (credential: Credential): Header => [
-  credential.header === 'cookie' ? 'Cookie' : 'Authorization',
+  credential.header === 'cookie' ? 'Cookie' : credential.header === 'x-api-key' ? 'X-Api-Key' : 'Authorization',
   credential.value,
 ]
 
@@ -103,7 +103,11 @@ function authFor(target: FuzzTarget, ctx: FuzzContext, p: number): fc.Arbitrary<
   const malformed = right?.header === 'cookie' ? malformedCookies(right.value) : MALFORMED_AUTHORIZATION
   /** A value of the right credential's kind that nothing knows. */
   const stranger = (token: string): string =>
-    right?.header === 'cookie' ? `${right.value.split('=')[0] ?? ''}=${token}` : `Bearer ${token}`
+    right?.header === 'cookie'
+      ? `${right.value.split('=')[0] ?? ''}=${token}`
+      : right?.header === 'x-api-key'
+        ? token
+        : `Bearer ${token}`
   const wrong = fc.oneof(
     fc.constant<AuthChoice>({ headers: [], tag: 'auth-none' }),
     fc
@@ -474,11 +478,26 @@ function requestFor(target: FuzzTarget, ctx: FuzzContext, mix: Mix): fc.Arbitrar
       query: fc.array(fc.nat(), { maxLength: 3 }),
       method: sometimes(mix.method, methodMutation),
       version: sometimes(mix.version, versionMutation),
+      extra: routeHeaders(target),
     })
     .map((c) => build(target, ctx, c))
 }
 
+/** One of the target's header sets: mostly the usual one, now and then another (a missing or odd value). */
+function routeHeaders(target: FuzzTarget): fc.Arbitrary<{ headers: readonly Header[]; tag: string | null }> {
+  const sets = target.headers ?? []
+  if (sets.length === 0) return fc.constant({ headers: [], tag: null })
+  return fc.oneof(
+    { weight: 3, arbitrary: fc.constant({ headers: sets[0] ?? [], tag: null }) },
+    {
+      weight: 1,
+      arbitrary: fc.nat(sets.length - 1).map((i) => ({ headers: sets[i] ?? [], tag: `route-headers-${i}` })),
+    },
+  )
+}
+
 interface Choices {
+  readonly extra: { readonly headers: readonly Header[]; readonly tag: string | null }
   readonly body: Body
   readonly auth: AuthChoice
   readonly site: AuthChoice
@@ -509,7 +528,7 @@ function build(target: FuzzTarget, ctx: FuzzContext, c: Choices): Built {
   }
   if (c.version !== null) tags.push(`version-${c.version || 'none'}`)
   if (c.junk?.tag !== 'no-host') headers.push(['Host', 'fuzz.local'])
-  for (const choice of [c.auth, c.site]) {
+  for (const choice of [c.auth, c.site, c.extra]) {
     headers.push(...choice.headers)
     if (choice.tag !== null) tags.push(choice.tag)
   }

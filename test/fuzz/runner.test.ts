@@ -78,6 +78,22 @@ t.test('each way a reply can break the property is reported', async (t) => {
         res.writeHead(303)
         res.end()
         break
+      case '/anthropic-error':
+        json(429, { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' }, request_id: 'r' })
+        break
+      case '/anthropic-message':
+        json(200, { type: 'message', role: 'assistant', content: [], usage: { input_tokens: 1, output_tokens: 1 } })
+        break
+      case '/anthropic-stream':
+      case '/chat-stream':
+      case '/cut-stream': {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        const start = 'event: message_start\ndata: {"type":"message_start"}\n\n'
+        if (req.url?.startsWith('/chat-stream')) res.end('data: {"object":"chat.completion.chunk"}\n\ndata: [DONE]\n\n')
+        else if (req.url?.startsWith('/cut-stream')) res.end(start)
+        else res.end(`${start}event: message_stop\ndata: {"type":"message_stop"}\n\n`)
+        break
+      }
       case '/close':
         req.socket.destroy()
         break
@@ -114,6 +130,14 @@ t.test('each way a reply can break the property is reported', async (t) => {
   t.match(await run('/secret'), [/holds a secret/])
   t.match(await run('/bare'), [/body is not JSON/])
   t.match(await run('/shape'), [/not in the openai error shape/])
+  t.same(await run('/anthropic-error', 'anthropic'), [], "Anthropic's error passes where that is the shape")
+  t.match(await run('/refusal', 'anthropic'), [/not in the anthropic error shape/], "OpenAI's does not there")
+  t.match(await run('/anthropic-error'), [/not in the openai error shape/], "nor Anthropic's where OpenAI's is")
+  t.same(await run('/anthropic-message', 'anthropic'), [], 'a Message passes')
+  t.same(await run('/anthropic-stream', 'anthropic'), [], "so does a stream of Anthropic's events")
+  t.match(await run('/ok', 'anthropic'), [/not an Anthropic message/], 'a success that is no Message does not')
+  t.match(await run('/chat-stream', 'anthropic'), [/does not begin with message_start/], 'nor a chat stream')
+  t.match(await run('/cut-stream', 'anthropic'), [/does not end with message_stop/], 'nor a stream cut short')
   t.match(await run('/close'), [/closed without a reply/])
   t.match(await run('/hang'), [/no reply within 500 ms/])
 })

@@ -16,13 +16,15 @@ export interface SuiteOptions {
   readonly concurrency?: number
   /** Every model on the recording upstream, which must never see another owner's ids. */
   readonly everythingUpstream?: boolean
+  /** A fixed seed: the same cases every run (FUZZ_SEED still chooses another); absent: a random one. */
+  readonly seed?: number
 }
 
 /** Heap (and buffers) a run may leave behind after garbage collection: caches fill up to their bounds. */
 export const HEAP_SLACK = 32 * MiB
 
 export async function fuzzSuite(t: Test, options: SuiteOptions): Promise<FuzzReport> {
-  const seed = fuzzSeed(process.env)
+  const seed = process.env.FUZZ_SEED === undefined && options.seed !== undefined ? options.seed : fuzzSeed(process.env)
   t.comment(`seed ${seed} (FUZZ_SEED=${seed} replays this run)`)
   const { report, before, after, exitCode, healthz, errorLogs, leaked } = await runFuzzSession({ ...options, seed })
 

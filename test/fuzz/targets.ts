@@ -8,7 +8,7 @@ import type { Part } from '../helpers/multipart.ts'
  * How a target's errors look: OpenAI's `{"error": {...}}`, FastAPI's `{"detail": ...}` (RAG
  * services), or a browser's: an HTML page or a redirect within the site (the portal).
  */
-export type ErrorShape = 'openai' | 'fastapi' | 'html'
+export type ErrorShape = 'openai' | 'fastapi' | 'html' | 'anthropic'
 
 export type BodyKind = 'json' | 'optional-json' | 'multipart' | 'form' | 'none'
 
@@ -18,6 +18,7 @@ export type BodyKind = 'json' | 'optional-json' | 'multipart' | 'form' | 'none'
  */
 export type Credential =
   | { readonly header: 'authorization'; readonly value: string }
+  | { readonly header: 'x-api-key'; readonly value: string }
   | { readonly header: 'cookie'; readonly value: string; readonly csrf: string }
 
 export const bearer = (token: string): Credential => ({ header: 'authorization', value: `Bearer ${token}` })
@@ -56,6 +57,8 @@ export interface FuzzTarget {
     Readonly<Record<string, readonly string[]>> | ((ctx: FuzzContext) => Readonly<Record<string, readonly string[]>>)
   /** A page a browser loads: its requests carry Origin and Sec-Fetch-Site as a browser's would. */
   readonly browser?: boolean
+  /** Headers the route reads, as sets one of which each request carries: the usual set first (e.g. anthropic-version). */
+  readonly headers?: ReadonlyArray<ReadonlyArray<readonly [string, string]>>
 }
 
 const pick = (list: readonly string[] | undefined, fallback: string): string => list?.[0] ?? fallback

@@ -3,6 +3,7 @@
 // upstream, and what is refused, is docs/anthropic.md's.
 import { z } from 'zod'
 import type { OperationDoc } from '../../openapi/operation.ts'
+import { QueueRequest } from '../../queue/api.ts'
 
 export const ANTHROPIC_TAG = 'Anthropic Messages'
 
@@ -118,3 +119,24 @@ export const ANTHROPIC_OPERATIONS: readonly OperationDoc[] = [
     rateLimited: true,
   },
 ]
+
+const QUEUED =
+  'The same route under /queue (an SDK’s `baseURL` http://host/queue): it waits in the line of its key and model until the limits admit it ' +
+  '(never a 429 for lack of capacity; 504 `timeout_error` after `queue.maxWaitMs`), streams included. With `Prefer: respond-async`: 202, stored, ' +
+  'and run later; GET /queue/requests/{id} shows its reply in Anthropic’s shape (a message, a stream’s events as text, or an Anthropic error). See docs/queue.md.'
+
+/** The routes' /queue twins (src/protocols/anthropic/routes.ts). */
+export const ANTHROPIC_QUEUE_OPERATIONS: readonly OperationDoc[] = ANTHROPIC_OPERATIONS.map((op): OperationDoc => ({
+  ...op,
+  path: `/queue${op.path}`,
+  operationId: `queue${op.operationId.charAt(0).toUpperCase()}${op.operationId.slice(1)}`,
+  ...(op.path === '/v1/messages'
+    ? {
+        description: `${QUEUED} ${op.description ?? ''}`.trim(),
+        responses: {
+          ...op.responses,
+          202: { description: 'Accepted (Prefer: respond-async); `Location` names the request.', schema: QueueRequest },
+        },
+      }
+    : {}),
+}))

@@ -455,6 +455,11 @@ export function openEmbeddedStores(dataDir: string): Stores {
           inputTokens: entry.inputTokens,
           outputTokens: entry.outputTokens,
           costNanos: entry.costNanos,
+          // A journal entry knows no cache parts: its prompt is charged as plain input.
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          cacheReadCostNanos: 0,
+          cacheWriteCostNanos: 0,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

@@ -822,7 +822,22 @@ export function createRedisStores(
 function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unknown[]): UsageRecord {
   const [inputTokens, outputTokens, costNanos] = charge.map(Number) as [number, number, number]
   const { keyId, owner, tier, model } = entry
-  return { keyId, owner, tier, model, day, requests: 1, inputTokens, outputTokens, costNanos }
+  // A journal entry knows no cache parts: its prompt is charged as plain input.
+  return {
+    keyId,
+    owner,
+    tier,
+    model,
+    day,
+    requests: 1,
+    inputTokens,
+    outputTokens,
+    costNanos,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    cacheReadCostNanos: 0,
+    cacheWriteCostNanos: 0,
+  }
 }
 
 /** [member, score, member, score…] as pairs. */

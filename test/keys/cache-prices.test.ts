@@ -76,6 +76,7 @@ t.test('callCost without cache parts is costNanos, to the nano-unit', async (t) 
       },
     ),
   )
+  t.pass('the property holds')
 })
 
 t.test('callCost: integers, never more than the hold, and exact against a BigInt reference', async (t) => {
@@ -112,6 +113,7 @@ t.test('callCost: integers, never more than the hold, and exact against a BigInt
       },
     ),
   )
+  t.pass('the property holds')
 })
 
 t.test('reservedCostNanos: the dearest of input and a cache write (Claude: 1.25×)', async (t) => {

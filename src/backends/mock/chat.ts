@@ -46,7 +46,12 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
     countChatTokens(messages),
     countDefinitionTokens(body, CHAT_DEFINITION_FIELDS),
   ])
-  const usage = completionUsage(messageTokens + definitionTokens, replies)
+  const promptTokens = messageTokens + definitionTokens
+  const usage = completionUsage(
+    promptTokens,
+    replies,
+    await ctx.promptCache.use(body.prompt_cache_key, messages, promptTokens),
+  )
   const head = {
     id: newId('chatcmpl-'),
     created: unixSeconds(ctx.now()),

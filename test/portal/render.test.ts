@@ -77,6 +77,14 @@ t.test(
         row({ keyId: 'key_b', model: 'x,y' }),
         row({ day: '2026-11-21', costNanos: 480 }),
         row({ day: '2026-11-22', costNanos: 0 }),
+        row({
+          day: '2026-11-23',
+          keyId: 'key_b',
+          cacheReadTokens: 6,
+          cacheWriteTokens: 3,
+          cacheReadCostNanos: 180,
+          cacheWriteCostNanos: 1_125_000,
+        }),
       ],
       new Map([
         ['key_a', '=HYPERLINK("evil")'],
@@ -97,6 +105,11 @@ t.test(
       'a tiny cost exactly, not 0.00 nor 4.8e-7',
     )
     t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR,0,0,0.00,0.00`)
+    t.equal(
+      lines[5],
+      '2026-11-23,key_b,plain,m,1,10,5,0.0015,EUR,6,3,0.00000018,0.001125',
+      "a prompt cache's reads and writes, their exact costs, after the currency",
+    )
   },
 )
 

@@ -217,9 +217,14 @@ t.test(
     t.equal(await total('cost'), formatMoney(shownCost, 'EUR'), 'written with its currency, by the one money formatter')
     t.notMatch(await total('cost'), /^0\.00 /, 'a non-zero cost is not 0.00')
     t.equal(
-      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
+      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').nth(4).textContent(),
       'Cost (EUR)',
       'cost columns name the currency',
+    )
+    t.equal(
+      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
+      'Cache write cost (EUR)',
+      "so do the prompt cache's",
     )
     t.match(await page.locator('main').innerText(), /Cost per day \(EUR\)/)
     const modelRow = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) }).first()

@@ -38,10 +38,16 @@ export const usageQuery = z.strictObject({
 
 export interface Totals {
   requests: number
+  /** The whole prompt: the cache reads and writes below are parts of it. */
   input_tokens: number
   output_tokens: number
   /** Currency units, from the exact sum of nano-units. */
   cost: number
+  cache_read_tokens: number
+  cache_write_tokens: number
+  /** Parts of cost: what the cache reads and writes cost at their multipliers (keys/cache-prices.ts). */
+  cache_read_cost: number
+  cache_write_cost: number
 }
 
 interface Sums {
@@ -49,6 +55,10 @@ interface Sums {
   inputTokens: number
   outputTokens: number
   costNanos: number
+  cacheReadTokens: number
+  cacheWriteTokens: number
+  cacheReadCostNanos: number
+  cacheWriteCostNanos: number
 }
 
 const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = {
@@ -82,7 +92,16 @@ export function usageRange(
 }
 
 function zero(): Sums {
-  return { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0 }
+  return {
+    requests: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    costNanos: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    cacheReadCostNanos: 0,
+    cacheWriteCostNanos: 0,
+  }
 }
 
 function add(into: Sums, row: UsageRecord): void {
@@ -90,6 +109,10 @@ function add(into: Sums, row: UsageRecord): void {
   into.inputTokens += row.inputTokens
   into.outputTokens += row.outputTokens
   into.costNanos += row.costNanos
+  into.cacheReadTokens += row.cacheReadTokens ?? 0
+  into.cacheWriteTokens += row.cacheWriteTokens ?? 0
+  into.cacheReadCostNanos += row.cacheReadCostNanos ?? 0
+  into.cacheWriteCostNanos += row.cacheWriteCostNanos ?? 0
 }
 
 function totalsOf(sums: Sums): Totals {
@@ -98,6 +121,10 @@ function totalsOf(sums: Sums): Totals {
     input_tokens: sums.inputTokens,
     output_tokens: sums.outputTokens,
     cost: toUnits(sums.costNanos),
+    cache_read_tokens: sums.cacheReadTokens,
+    cache_write_tokens: sums.cacheWriteTokens,
+    cache_read_cost: toUnits(sums.cacheReadCostNanos),
+    cache_write_cost: toUnits(sums.cacheWriteCostNanos),
   }
 }
 
@@ -160,14 +187,7 @@ export function registerUsageRoutes(router: Router, deps: AdminDeps): void {
       ...range,
       // Every cost below is in the plans' currency; JSON keeps the numbers and names it once.
       currency: planCurrency(deps.runtime.current.config.plans),
-      data: rows.map((r) => ({
-        day: r.day,
-        model: r.model,
-        requests: r.requests,
-        input_tokens: r.inputTokens,
-        output_tokens: r.outputTokens,
-        cost: toUnits(r.costNanos),
-      })),
+      data: rows.map((r) => ({ day: r.day, model: r.model, ...summarise([r]) })),
       by_model: groupUsage(rows, 'model', false),
       totals: summarise(rows),
       budgets: await keyBudgets(record),

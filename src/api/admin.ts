@@ -35,6 +35,12 @@ const totals = {
   input_tokens: z.int(),
   output_tokens: z.int(),
   cost: z.number().meta({ description: "In units of the reply's `currency`, exact to the nano-unit." }),
+  cache_read_tokens: z.int().meta({ description: "Of input_tokens, read from the upstream's prompt cache." }),
+  cache_write_tokens: z.int().meta({ description: "Of input_tokens, written to the upstream's prompt cache." }),
+  cache_read_cost: z.number().meta({ description: 'Of cost, what the cache reads cost (at cache_read_multiplier).' }),
+  cache_write_cost: z
+    .number()
+    .meta({ description: 'Of cost, what the cache writes cost (at cache_write_multiplier).' }),
 }
 
 export const BudgetStatus = z

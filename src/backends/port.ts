@@ -52,9 +52,19 @@ export interface BackendAdapter {
   close(): Promise<void>
 }
 
+/**
+ * A call's tokens. inputTokens is the whole prompt, as the upstream reports it (what rate
+ * limits, quotas and the capacity count); the cache parts are parts of it, never more than
+ * it together: what the upstream read from its prompt cache and what it wrote to it, which
+ * plans price apart (keys/money.ts, callCost). Absent is 0: nothing was cached.
+ */
 export interface Usage {
   readonly inputTokens: number
   readonly outputTokens: number
+  /** Of inputTokens, read from the upstream's prompt cache (OpenAI's cached_tokens). */
+  readonly cacheReadTokens?: number
+  /** Of inputTokens, written to the upstream's prompt cache (Anthropic's cache_creation_input_tokens). */
+  readonly cacheWriteTokens?: number
 }
 
 export const NO_USAGE: Usage = Object.freeze({ inputTokens: 0, outputTokens: 0 })

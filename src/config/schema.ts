@@ -213,6 +213,12 @@ export const modelLimitsSchema = z.strictObject({
   /** Prices in currency units per million tokens. */
   input_price: z.number().min(0).optional(),
   output_price: z.number().min(0).optional(),
+  /**
+   * A prompt-cache read's and write's price as a multiple of input_price (0.1: a tenth of
+   * it), to four decimals. Unset: what the model's provider publishes (keys/cache-prices.ts).
+   */
+  cache_read_multiplier: z.number().min(0).max(100).optional(),
+  cache_write_multiplier: z.number().min(0).max(100).optional(),
 })
 export type ModelLimits = z.infer<typeof modelLimitsSchema>
 

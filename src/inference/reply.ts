@@ -7,7 +7,7 @@ import { NO_USAGE, type UpstreamRequest, type UpstreamResponse, type Usage } fro
 import type { Deployment } from '../backends/registry.ts'
 import type { CapacityLease } from '../capacity/port.ts'
 import { gatewayError } from '../errors.ts'
-import { costNanos } from '../keys/money.ts'
+import { callCost, costNanos } from '../keys/money.ts'
 import type { StreamTally } from '../keys/stream-journal.ts'
 import { countPromptTokens } from '../limits/estimate.ts'
 import type { Admission } from '../limits/port.ts'
@@ -174,7 +174,9 @@ export class Reply {
   async #charge(usage: Usage): Promise<void> {
     const { principal, resolved, modelName } = this.#call
     const stream = this.#tally?.id
-    const cost = costNanos(resolved.limits, usage.inputTokens, usage.outputTokens)
+    const cost = callCost(resolved.limits, resolved.model, usage)
+    const cacheRead = usage.cacheReadTokens ?? 0
+    const cacheWrite = usage.cacheWriteTokens ?? 0
     // Both in flight at once: one round trip of waiting, not two.
     await Promise.all([
       this.#admission.settle(usage),
@@ -185,11 +187,20 @@ export class Reply {
         model: resolved.model,
         inputTokens: usage.inputTokens,
         outputTokens: usage.outputTokens,
-        costNanos: cost,
+        costNanos: cost.totalNanos,
+        // Apart only when there are any: most calls have none, and their rows stay as they were.
+        ...(cacheRead > 0 || cacheWrite > 0
+          ? {
+              cacheReadTokens: cacheRead,
+              cacheWriteTokens: cacheWrite,
+              cacheReadCostNanos: cost.cacheReadNanos,
+              cacheWriteCostNanos: cost.cacheWriteNanos,
+            }
+          : {}),
         ...(stream === undefined ? {} : { stream }),
       }),
     ])
-    recordCharge(this.#deps.metrics, modelName, resolved.tier, usage, cost)
+    recordCharge(this.#deps.metrics, modelName, resolved.tier, usage, cost.totalNanos)
   }
 }
 

@@ -7,7 +7,9 @@
 // This is also the one place money is written out: for people (formatAmount, formatMoney:
 // the portal, the CLI) and for machines (exactAmount: the CSV), always with the plans'
 // currency named beside it (planCurrency).
+import type { Usage } from '../backends/port.ts'
 import type { ModelLimits } from '../config/schema.ts'
+import { cacheMultipliers, MULTIPLIER_SCALE } from './cache-prices.ts'
 
 export const NANOS_PER_UNIT = 1_000_000_000
 
@@ -21,6 +23,69 @@ export function costNanos(
   const input = Math.round((limits.input_price ?? 0) * 1e6)
   const output = Math.round((limits.output_price ?? 0) * 1e6)
   return Math.round((input * inputTokens + output * outputTokens) / 1000)
+}
+
+/** What one call costs, nano-units: the whole, and (within it) its prompt cache's reads and writes. */
+export interface CallCost {
+  readonly totalNanos: number
+  readonly cacheReadNanos: number
+  readonly cacheWriteNanos: number
+}
+
+export const NO_COST: CallCost = Object.freeze({ totalNanos: 0, cacheReadNanos: 0, cacheWriteNanos: 0 })
+
+type PricedLimits = Pick<
+  ModelLimits,
+  'input_price' | 'output_price' | 'cache_read_multiplier' | 'cache_write_multiplier'
+>
+
+/**
+ * The cost of a call to `model` with `usage`: the uncached input (the prompt less its cache
+ * parts) and the output at their prices, as costNanos, plus each cache part at the input
+ * price times its multiplier (cache-prices.ts). Each cache part is its own exact integer:
+ * price (micro-units per million) × tokens × multiplier (ten-thousandths) ÷ 10⁷, rounded
+ * to the nearest nano-unit, in BigInt, since the product outgrows 2⁵³ long before a sum
+ * of nano-units does. A call without cache parts costs exactly what costNanos says.
+ */
+export function callCost(limits: PricedLimits, model: string, usage: Usage): CallCost {
+  const input = usage.inputTokens
+  const read = Math.min(usage.cacheReadTokens ?? 0, input)
+  const write = Math.min(usage.cacheWriteTokens ?? 0, input - read)
+  const base = costNanos(limits, input - read - write, usage.outputTokens)
+  if (read === 0 && write === 0) return { totalNanos: base, cacheReadNanos: 0, cacheWriteNanos: 0 }
+  const multipliers = cacheMultipliers(model, limits)
+  const price = BigInt(Math.round((limits.input_price ?? 0) * 1e6))
+  const part = (tokens: number, multiplier: number): number => {
+    const scaled = price * BigInt(tokens) * BigInt(multiplier)
+    const divisor = BigInt(1000 * MULTIPLIER_SCALE)
+    // Half up, as Math.round does for the base: costs are never negative.
+    return Number((scaled * 2n + divisor) / (divisor * 2n))
+  }
+  const cacheReadNanos = part(read, multipliers.read)
+  const cacheWriteNanos = part(write, multipliers.write)
+  return { totalNanos: base + cacheReadNanos + cacheWriteNanos, cacheReadNanos, cacheWriteNanos }
+}
+
+/**
+ * What a call is held at before its usage is known: its prompt at the dearest price any
+ * of its tokens can have (the input price, or a cache write's when that is dearer, as
+ * Anthropic's is), so the real cost never exceeds the hold.
+ */
+export function reservedCostNanos(
+  limits: PricedLimits,
+  model: string,
+  inputTokens: number,
+  outputTokens: number,
+): number {
+  const { write, read } = cacheMultipliers(model, limits)
+  const dearest = Math.max(write, read)
+  if (dearest <= MULTIPLIER_SCALE || (limits.input_price ?? 0) === 0)
+    return costNanos(limits, inputTokens, outputTokens)
+  return callCost(limits, model, {
+    inputTokens,
+    outputTokens,
+    [write >= read ? 'cacheWriteTokens' : 'cacheReadTokens']: inputTokens,
+  }).totalNanos
 }
 
 /**

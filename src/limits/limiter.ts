@@ -9,7 +9,7 @@
 import type { Usage } from '../backends/port.ts'
 import type { BudgetBook } from '../budgets/book.ts'
 import type { BudgetSpec, OnBudgetThreshold } from '../budgets/port.ts'
-import { costNanos, DEFAULT_CURRENCY, toUnits } from '../keys/money.ts'
+import { callCost, DEFAULT_CURRENCY, reservedCostNanos, toUnits } from '../keys/money.ts'
 import {
   budgetChargesOf,
   budgetExhausted,
@@ -90,7 +90,10 @@ const NO_ADMISSION: Admission = Object.freeze({ headers: Object.freeze({}), sett
 /** Usage from an upstream is trusted as far as being whole, non-negative numbers. */
 function clean(usage: Usage): Usage {
   const count = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.round(n) : 0)
-  return { inputTokens: count(usage.inputTokens), outputTokens: count(usage.outputTokens) }
+  const inputTokens = count(usage.inputTokens)
+  const read = Math.min(count(usage.cacheReadTokens ?? 0), inputTokens)
+  const write = Math.min(count(usage.cacheWriteTokens ?? 0), inputTokens - read)
+  return { inputTokens, outputTokens: count(usage.outputTokens), cacheReadTokens: read, cacheWriteTokens: write }
 }
 
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
@@ -185,7 +188,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         renewed?.drop(held)
         const real = clean(usage)
         const adjustments = adjustmentsFor(charges, result.states, real, how?.withdrawn === true, hold)
-        const cost = budgets.length === 0 ? 0 : costNanos(request.limits, real.inputTokens, real.outputTokens)
+        // The real cost: cache reads and writes at their prices (the hold assumed the dearest).
+        const cost = budgets.length === 0 ? 0 : callCost(request.limits, request.model, real).totalNanos
         const budgetSettles = budgets.map((charge) => ({ charge, real: cost }))
         if (adjustments.length === 0 && budgetSettles.length === 0) return
         try {
@@ -267,7 +271,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     if (options.budgets === undefined || request.owner === undefined) return []
     const specs = options.budgets.applicable({ keyId: request.keyId, owner: request.owner, tier: request.tier })
     if (specs.length === 0) return []
-    const cost = costNanos(request.limits, estimate.inputTokens, estimate.outputTokens)
+    const cost = reservedCostNanos(request.limits, request.model, estimate.inputTokens, estimate.outputTokens)
     return budgetChargesOf(specs, cost, now(), { keyId: request.keyId, owner: request.owner }, undefined, hold)
   }
 

@@ -56,13 +56,31 @@ function csvCell(value: string | number): string {
  * One line per key, model and day. The cost is the exact decimal of the metered nano-units
  * (never rounded to 0.00, never in exponent notation a spreadsheet might misread), and the
  * currency is beside it on every line: a file travels without the page that explained it.
+ * The prompt cache's reads and writes come last, after the currency, so that a reader of
+ * the columns before them by position reads what it did (input_tokens still counts the
+ * whole prompt, cost the whole call): their tokens are parts of input_tokens, their costs
+ * parts of cost.
  */
 export function usageCsv(
   rows: readonly UsageRecord[],
   keyNames: ReadonlyMap<string, string>,
   currency: string,
 ): string {
-  const header = ['day', 'key_id', 'key_name', 'model', 'requests', 'input_tokens', 'output_tokens', 'cost', 'currency']
+  const header = [
+    'day',
+    'key_id',
+    'key_name',
+    'model',
+    'requests',
+    'input_tokens',
+    'output_tokens',
+    'cost',
+    'currency',
+    'cache_read_tokens',
+    'cache_write_tokens',
+    'cache_read_cost',
+    'cache_write_cost',
+  ]
   const sorted = [...rows].sort(
     (a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model),
   )
@@ -71,6 +89,10 @@ export function usageCsv(
       ...[r.day, r.keyId, keyNames.get(r.keyId) ?? '', r.model, r.requests, r.inputTokens, r.outputTokens].map(csvCell),
       exactAmount(r.costNanos),
       csvCell(currency),
+      csvCell(r.cacheReadTokens ?? 0),
+      csvCell(r.cacheWriteTokens ?? 0),
+      exactAmount(r.cacheReadCostNanos ?? 0),
+      exactAmount(r.cacheWriteCostNanos ?? 0),
     ].join(','),
   )
   return [header.join(','), ...lines].join('\r\n') + '\r\n'

@@ -2,6 +2,12 @@
 // prompt_tokens/completion_tokens (chat, completions, embeddings) and
 // input_tokens/output_tokens (responses, images, audio). When a stream ends without its
 // usage, the text it delivered is what gets counted.
+// The prompt's cache parts are read from its details (prompt_tokens_details, or the
+// Responses API's input_tokens_details): cached_tokens is what the upstream read from its
+// cache (OpenAI's name), cache_write_tokens what it wrote to it (the Responses API's name,
+// which the anthropic backend also puts on chat for Anthropic's cache_creation_input_tokens:
+// backends/anthropic/reply-in.ts). Both are parts of the prompt: clamped so that they never
+// add up to more than it.
 import type { Usage } from '../backends/port.ts'
 import { isJsonObject } from '../json.ts'
 
@@ -15,7 +21,20 @@ export function usageOf(usage: unknown): Usage | undefined {
   const input = tokens(usage.prompt_tokens) ?? tokens(usage.input_tokens)
   const output = tokens(usage.completion_tokens) ?? tokens(usage.output_tokens)
   if (input === undefined && output === undefined) return undefined
-  return { inputTokens: input ?? 0, outputTokens: output ?? 0 }
+  const inputTokens = input ?? 0
+  const details = isJsonObject(usage.prompt_tokens_details)
+    ? usage.prompt_tokens_details
+    : isJsonObject(usage.input_tokens_details)
+      ? usage.input_tokens_details
+      : undefined
+  const read = Math.min(tokens(details?.cached_tokens) ?? 0, inputTokens)
+  const write = Math.min(tokens(details?.cache_write_tokens) ?? 0, inputTokens - read)
+  return {
+    inputTokens,
+    outputTokens: output ?? 0,
+    ...(read > 0 ? { cacheReadTokens: read } : {}),
+    ...(write > 0 ? { cacheWriteTokens: write } : {}),
+  }
 }
 
 /** Usage of a whole JSON response body. */

@@ -151,6 +151,13 @@ export const MIGRATIONS: readonly string[] = [
     recovered_at  INTEGER
   ) STRICT;
   `,
+  // A prompt cache's reads and writes, apart: parts of input_tokens, and their cost part of cost_nanos.
+  `
+  ALTER TABLE usage ADD COLUMN cache_read_tokens INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage ADD COLUMN cache_write_tokens INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage ADD COLUMN cache_read_cost_nanos INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage ADD COLUMN cache_write_cost_nanos INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
 
 function text(row: Row, column: string): string {
@@ -201,15 +208,20 @@ export function openEmbeddedStores(dataDir: string): Stores {
     rememberedOwner: db.prepare('SELECT owner FROM remembered WHERE kind = ? AND id = ? AND expires_at > ?'),
     forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
-      INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (key_id, model, day) DO UPDATE SET
         owner = excluded.owner,
         tier = excluded.tier,
         requests = requests + excluded.requests,
         input_tokens = input_tokens + excluded.input_tokens,
         output_tokens = output_tokens + excluded.output_tokens,
-        cost_nanos = cost_nanos + excluded.cost_nanos`),
+        cost_nanos = cost_nanos + excluded.cost_nanos,
+        cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+        cache_read_cost_nanos = cache_read_cost_nanos + excluded.cache_read_cost_nanos,
+        cache_write_cost_nanos = cache_write_cost_nanos + excluded.cache_write_cost_nanos`),
     openStream: db.prepare(`
       INSERT INTO streams (id, instance, key_id, owner, tier, model, at, input_tokens, output_tokens, cost_nanos)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
@@ -222,7 +234,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
     deleteStream: db.prepare('DELETE FROM streams WHERE id = ?'),
     purgeRecovered: db.prepare('DELETE FROM streams WHERE recovered_at < ?'),
     queryUsage: db.prepare(`
-      SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos FROM usage
+      SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos FROM usage
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
   }
 
@@ -321,7 +334,21 @@ export function openEmbeddedStores(dataDir: string): Stores {
   }
 
   const addUsage = (r: UsageRecord): void => {
-    sql.addUsage.run(r.keyId, r.model, r.day, r.owner, r.tier, r.requests, r.inputTokens, r.outputTokens, r.costNanos)
+    sql.addUsage.run(
+      r.keyId,
+      r.model,
+      r.day,
+      r.owner,
+      r.tier,
+      r.requests,
+      r.inputTokens,
+      r.outputTokens,
+      r.costNanos,
+      r.cacheReadTokens ?? 0,
+      r.cacheWriteTokens ?? 0,
+      r.cacheReadCostNanos ?? 0,
+      r.cacheWriteCostNanos ?? 0,
+    )
   }
   /** A record that settles a stream: its entry goes, and what recovery charged for it is taken off. */
   const settle = (r: UsageWrite): void => {
@@ -385,6 +412,10 @@ export function openEmbeddedStores(dataDir: string): Stores {
           inputTokens: number(row, 'input_tokens'),
           outputTokens: number(row, 'output_tokens'),
           costNanos: number(row, 'cost_nanos'),
+          cacheReadTokens: number(row, 'cache_read_tokens'),
+          cacheWriteTokens: number(row, 'cache_write_tokens'),
+          cacheReadCostNanos: number(row, 'cache_read_cost_nanos'),
+          cacheWriteCostNanos: number(row, 'cache_write_cost_nanos'),
         }))
         .sort(compareUsageRows)
     },
@@ -424,6 +455,11 @@ export function openEmbeddedStores(dataDir: string): Stores {
           inputTokens: entry.inputTokens,
           outputTokens: entry.outputTokens,
           costNanos: entry.costNanos,
+          // A journal entry knows no cache parts: its prompt is charged as plain input.
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          cacheReadCostNanos: 0,
+          cacheWriteCostNanos: 0,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

@@ -71,7 +71,24 @@ export interface UsageRecord {
   readonly outputTokens: number
   /** Cost in integer nano-units (10⁻⁹) of the plan's currency: see keys/money.ts. */
   readonly costNanos: number
+  /**
+   * Of inputTokens, what the upstream read from its prompt cache and what it wrote to it;
+   * of costNanos, what those cost (keys/money.ts, callCost). Absent is 0; query() always
+   * fills them in.
+   */
+  readonly cacheReadTokens?: number
+  readonly cacheWriteTokens?: number
+  readonly cacheReadCostNanos?: number
+  readonly cacheWriteCostNanos?: number
 }
+
+/** The counters of a usage row, in the order the stores write them. */
+export const CACHE_COUNTERS = [
+  'cacheReadTokens',
+  'cacheWriteTokens',
+  'cacheReadCostNanos',
+  'cacheWriteCostNanos',
+] as const
 
 export interface UsageQuery {
   readonly keyId?: string

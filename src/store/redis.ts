@@ -25,6 +25,7 @@ import type {
   UsageStore,
   UsageWrite,
 } from './ports.ts'
+import { CACHE_COUNTERS } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import {
   compareKeyRecords,
@@ -126,12 +127,25 @@ for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end
 return 'ok'
 `)
 
+// A row's prompt-cache counters (ports.ts CACHE_COUNTERS), after its labels in a write's
+// ARGV. Only those that are not 0 are written: most calls have none, and their rows stay
+// as they were (a field that is absent reads as 0).
+const CACHE_FIELDS = CACHE_COUNTERS
+function cacheIncrements(row: string, argv: string, before: number | string): string {
+  return CACHE_FIELDS.map(
+    (field, i) =>
+      `if ${argv}[${before} + ${i + 1}] ~= '0' then redis.call('HINCRBY', ${row}, '${field}', ${argv}[${before} + ${i + 1}]) end`,
+  ).join('\n')
+}
+
 // The settle of a journalled stream, on its owner's slot: its row, its entry and the slot's
 // journal index change in one script, so the stream is charged by its settle or by a
 // recovery, never both.
 // KEYS: the row, the stream's entry, the slot's journal index, the write's marker (when it has an id).
 // ARGV: how long a marker is kept (ms), requests, inputTokens, outputTokens, costNanos, keyId,
-// model, day, owner, tier, the stream it settles, the write's id ('' for none).
+// model, day, owner, tier, the cache counters (CACHE_FIELDS), the stream it settles, the
+// write's id ('' for none). A stream that recovery charged already has its cache counters
+// left out: recovery charged its prompt as plain input (usage-rows.ts, lessRecovered).
 // Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles;
 // only a settle of a stream recovery charged already (rare) does arithmetic. A write whose
 // id has a marker was applied before (its reply was lost): it is skipped, whole.
@@ -140,15 +154,17 @@ const SETTLE_STREAM = script(`
 local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local row = KEYS[1]
-if ARGV[12] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
+if ARGV[16] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
   local requests, input, output, cost = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
   local got = redis.call('HMGET', KEYS[2], 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
   if got[1] then
     local less = function(n, m) return string.format('%d', math.max(0, tonumber(n) - tonumber(m or '0'))) end
     requests, input, output, cost = less(requests, '1'), less(input, got[2]), less(output, got[3]), less(cost, got[4])
+  else
+    ${cacheIncrements('row', 'ARGV', 10)}
   end
   redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[3], ARGV[11])
+  redis.call('HDEL', KEYS[3], ARGV[15])
   redis.call('HINCRBY', row, 'requests', requests)
   redis.call('HINCRBY', row, 'inputTokens', input)
   redis.call('HINCRBY', row, 'outputTokens', output)
@@ -173,19 +189,20 @@ return 0
 //
 // KEYS: per row: the row, then the write's marker (when it has an id).
 // ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
-// costNanos, keyId, model, day, owner, tier, the write's id ('' for none).
+// costNanos, keyId, model, day, owner, tier, the cache counters (CACHE_FIELDS), the write's
+// id ('' for none).
 // Returns per row 1 when the row exists but is not yet in the indexes, else 0.
 const ADD_OWNED_USAGE = script(`
 local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local out = {}
 local k = 1
-for i = 0, (#ARGV - 1) / 10 - 1 do
-  local a = 1 + 10 * i
+for i = 0, (#ARGV - 1) / 14 - 1 do
+  local a = 1 + 14 * i
   local row = KEYS[k]
   k = k + 1
   local marker
-  if ARGV[a + 10] ~= '' then
+  if ARGV[a + 14] ~= '' then
     marker = KEYS[k]
     k = k + 1
   end
@@ -194,6 +211,7 @@ for i = 0, (#ARGV - 1) / 10 - 1 do
     redis.call('HINCRBY', row, 'inputTokens', ARGV[a + 2])
     redis.call('HINCRBY', row, 'outputTokens', ARGV[a + 3])
     redis.call('HINCRBY', row, 'costNanos', ARGV[a + 4])
+    ${cacheIncrements('row', 'ARGV', 'a + 9')}
     redis.call('HSET', row, 'keyId', ARGV[a + 5], 'model', ARGV[a + 6], 'day', ARGV[a + 7], 'owner', ARGV[a + 8],
       'tier', ARGV[a + 9], 'at', at)
   end
@@ -362,7 +380,18 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
  */
 /** A usage write's counts and labels, in the order both usage scripts read them. */
 function rowArgs(r: UsageWrite): Array<string | number> {
-  return [r.requests, r.inputTokens, r.outputTokens, r.costNanos, r.keyId, r.model, r.day, r.owner, r.tier]
+  return [
+    r.requests,
+    r.inputTokens,
+    r.outputTokens,
+    r.costNanos,
+    r.keyId,
+    r.model,
+    r.day,
+    r.owner,
+    r.tier,
+    ...CACHE_FIELDS.map((field) => r[field] ?? 0),
+  ]
 }
 
 export function createRedisStores(
@@ -793,7 +822,22 @@ export function createRedisStores(
 function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unknown[]): UsageRecord {
   const [inputTokens, outputTokens, costNanos] = charge.map(Number) as [number, number, number]
   const { keyId, owner, tier, model } = entry
-  return { keyId, owner, tier, model, day, requests: 1, inputTokens, outputTokens, costNanos }
+  // A journal entry knows no cache parts: its prompt is charged as plain input.
+  return {
+    keyId,
+    owner,
+    tier,
+    model,
+    day,
+    requests: 1,
+    inputTokens,
+    outputTokens,
+    costNanos,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    cacheReadCostNanos: 0,
+    cacheWriteCostNanos: 0,
+  }
 }
 
 /** [member, score, member, score…] as pairs. */
@@ -845,6 +889,7 @@ function mergeRows(
       inputTokens: older.row.inputTokens + newer.row.inputTokens,
       outputTokens: older.row.outputTokens + newer.row.outputTokens,
       costNanos: older.row.costNanos + newer.row.costNanos,
+      ...Object.fromEntries(CACHE_FIELDS.map((f) => [f, (older.row[f] ?? 0) + (newer.row[f] ?? 0)])),
     },
   }
 }
@@ -872,5 +917,9 @@ function usageRow(fields: unknown): UsageRecord | null {
     outputTokens: Number(f.outputTokens ?? 0),
     // Rows written before costs were kept in nano-units hold a float `cost` as well.
     costNanos: Number(f.costNanos ?? 0) + Math.round(Number(f.cost ?? 0) * NANOS_PER_UNIT),
+    cacheReadTokens: Number(f.cacheReadTokens ?? 0),
+    cacheWriteTokens: Number(f.cacheWriteTokens ?? 0),
+    cacheReadCostNanos: Number(f.cacheReadCostNanos ?? 0),
+    cacheWriteCostNanos: Number(f.cacheWriteCostNanos ?? 0),
   }
 }

@@ -1,5 +1,5 @@
 // Checks and ordering both usage adapters share.
-import type { StreamCharge, StreamEntry, UsageQuery, UsageRecord } from './ports.ts'
+import { CACHE_COUNTERS, type StreamCharge, type StreamEntry, type UsageQuery, type UsageRecord } from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
@@ -66,7 +66,9 @@ export async function onlyOf(
 
 /**
  * A settling record less what recovery already charged for its stream: the call is
- * charged once in all, as one request, never below zero.
+ * charged once in all, as one request, never below zero. Recovery charged the prompt at
+ * the input price (a journal entry knows no cache parts): what is left of it is not told
+ * apart either.
  */
 export function lessRecovered<T extends UsageRecord>(record: T, recovered: StreamCharge): T {
   const less = (n: number, m: number): number => Math.max(0, n - m)
@@ -76,6 +78,10 @@ export function lessRecovered<T extends UsageRecord>(record: T, recovered: Strea
     inputTokens: less(record.inputTokens, recovered.inputTokens),
     outputTokens: less(record.outputTokens, recovered.outputTokens),
     costNanos: less(record.costNanos, recovered.costNanos),
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    cacheReadCostNanos: 0,
+    cacheWriteCostNanos: 0,
   }
 }
 
@@ -106,6 +112,8 @@ export function checkUsageRecords(records: readonly UsageRecord[]): void {
     }
     if (!isCount(r.costNanos))
       throw new RangeError(`usage cost must be a non-negative integer of nano-units (key ${r.keyId})`)
+    if (!CACHE_COUNTERS.every((c) => isCount(r[c] ?? 0)))
+      throw new RangeError(`usage cache counters must be non-negative integers (key ${r.keyId})`)
   }
 }
 

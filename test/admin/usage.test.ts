@@ -132,7 +132,16 @@ t.test('per key: rows per model and day, totals, cost from the plan', async (t) 
 
   const past = (await admin('GET', `/admin/keys/${k.id}/usage?from=2020-01-01&to=2020-01-31`)).json<UsageReply>()
   t.same(past.data, [], 'nothing in a past month')
-  t.same(past.totals, { requests: 0, input_tokens: 0, output_tokens: 0, cost: 0 })
+  t.same(past.totals, {
+    requests: 0,
+    input_tokens: 0,
+    output_tokens: 0,
+    cost: 0,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    cache_read_cost: 0,
+    cache_write_cost: 0,
+  })
 })
 
 t.test('across keys: grouped by key, owner, tier or model, by day on request, filtered', async (t) => {

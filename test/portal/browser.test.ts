@@ -217,9 +217,14 @@ t.test(
     t.equal(await total('cost'), formatMoney(shownCost, 'EUR'), 'written with its currency, by the one money formatter')
     t.notMatch(await total('cost'), /^0\.00 /, 'a non-zero cost is not 0.00')
     t.equal(
-      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
+      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').nth(4).textContent(),
       'Cost (EUR)',
       'cost columns name the currency',
+    )
+    t.equal(
+      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
+      'Cache write cost (EUR)',
+      "so do the prompt cache's",
     )
     t.match(await page.locator('main').innerText(), /Cost per day \(EUR\)/)
     const modelRow = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) }).first()
@@ -233,8 +238,12 @@ t.test(
       page.getByRole('link', { name: 'Download CSV' }).click(),
     ])
     const csv = readFileSync(await download.path(), 'utf8')
-    t.equal(csv.split('\r\n')[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency')
-    const csvCost = new RegExp(`,${keyId},laptop,${MODEL},1,${input},${output},([0-9.]+),EUR\r\n`).exec(csv)?.[1] ?? ''
+    t.equal(
+      csv.split('\r\n')[0],
+      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost',
+    )
+    const csvCost =
+      new RegExp(`,${keyId},laptop,${MODEL},1,${input},${output},([0-9.]+),EUR,0,0,0.00,0.00\r\n`).exec(csv)?.[1] ?? ''
     t.ok(
       Math.abs(Number(csvCost) - shownCost) < 1e-12 && csvCost !== '0.00' && !/e/i.test(csvCost),
       `the CSV has the call, its exact cost (${csvCost}) and currency`,

@@ -42,7 +42,16 @@ t.test('usage report: every day of the range, sums per model and key', async (t)
     report.days.map((d) => d.requests),
     [0, 2, 0, 2],
   )
-  t.same(report.totals, { requests: 4, input_tokens: 27, output_tokens: 15, cost: 0.0045 })
+  t.same(report.totals, {
+    requests: 4,
+    input_tokens: 27,
+    output_tokens: 15,
+    cost: 0.0045,
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    cache_read_cost: 0,
+    cache_write_cost: 0,
+  })
   t.same(
     report.byModel.map((r) => [r.model, r.requests]),
     [
@@ -68,6 +77,14 @@ t.test(
         row({ keyId: 'key_b', model: 'x,y' }),
         row({ day: '2026-11-21', costNanos: 480 }),
         row({ day: '2026-11-22', costNanos: 0 }),
+        row({
+          day: '2026-11-23',
+          keyId: 'key_b',
+          cacheReadTokens: 6,
+          cacheWriteTokens: 3,
+          cacheReadCostNanos: 180,
+          cacheWriteCostNanos: 1_125_000,
+        }),
       ],
       new Map([
         ['key_a', '=HYPERLINK("evil")'],
@@ -76,15 +93,23 @@ t.test(
       'EUR',
     )
     const lines = csv.trimEnd().split('\r\n')
-    t.equal(lines[0], 'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency')
-    t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR`)
-    t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR')
+    t.equal(
+      lines[0],
+      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost',
+    )
+    t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR,0,0,0.00,0.00`)
+    t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR,0,0,0.00,0.00')
     t.equal(
       lines[3],
-      `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR`,
+      `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR,0,0,0.00,0.00`,
       'a tiny cost exactly, not 0.00 nor 4.8e-7',
     )
-    t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR`)
+    t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR,0,0,0.00,0.00`)
+    t.equal(
+      lines[5],
+      '2026-11-23,key_b,plain,m,1,10,5,0.0015,EUR,6,3,0.00000018,0.001125',
+      "a prompt cache's reads and writes, their exact costs, after the currency",
+    )
   },
 )
 

@@ -389,6 +389,40 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.strictSame(row, record)
   })
 
+  withStores(
+    "usage: a prompt cache's reads and writes sum apart, and a row without them reads 0",
+    async (t, { usage }) => {
+      const cached = {
+        cacheReadTokens: 60,
+        cacheWriteTokens: 30,
+        cacheReadCostNanos: 18_000,
+        cacheWriteCostNanos: 112_500,
+      }
+      await usage.add([makeUsage(cached), makeUsage()])
+      await usage.add([makeUsage(cached)])
+      await usage.add([makeUsage({ keyId: 'key_b' })])
+      const [a, b, ...rest] = await usage.query({})
+      t.equal(rest.length, 0)
+      t.match(a, {
+        keyId: 'key_a',
+        requests: 3,
+        inputTokens: 300,
+        cacheReadTokens: 120,
+        cacheWriteTokens: 60,
+        cacheReadCostNanos: 36_000,
+        cacheWriteCostNanos: 225_000,
+      })
+      t.match(b, {
+        keyId: 'key_b',
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        cacheReadCostNanos: 0,
+        cacheWriteCostNanos: 0,
+      })
+      await t.rejects(usage.add([makeUsage({ cacheReadTokens: -1 })]), RangeError, 'a negative cache count is refused')
+    },
+  )
+
   withStores('usage: 50 concurrent adds to one row sum exactly', async (t, { usage }) => {
     const adds = Array.from({ length: 50 }, (_, i) =>
       usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, costNanos: 100_000_001 })]),
@@ -586,6 +620,29 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     await streams.checkpoint(S1, { inputTokens: 100, outputTokens: 90, costNanos: 9000 }, AT + 20)
     t.equal(await streams.recover(S1), null, 'a checkpoint after the recovery does not reopen it')
   })
+
+  withStores(
+    'streams: a settle carries its cache counters; after a recovery they are left out (charged as plain input)',
+    async (t, { streams, usage }) => {
+      const cached = { cacheReadTokens: 50, cacheWriteTokens: 10, cacheReadCostNanos: 500, cacheWriteCostNanos: 1250 }
+      await streams.open(entry())
+      await usage.add([
+        { ...makeUsage({ inputTokens: 100, outputTokens: 60, costNanos: 7000, ...cached }), stream: 'str_1' },
+      ])
+      t.match(await usage.query({}), [{ requests: 1, inputTokens: 100, ...cached }])
+      await streams.open(entry({ id: 'str_2', keyId: 'key_b' }))
+      t.not(await streams.recover({ ...S1, id: 'str_2', keyId: 'key_b' }), null)
+      await usage.add([
+        {
+          ...makeUsage({ keyId: 'key_b', inputTokens: 100, outputTokens: 60, costNanos: 7000, ...cached }),
+          stream: 'str_2',
+        },
+      ])
+      t.match(await usage.query({ keyId: 'key_b' }), [
+        { requests: 1, cacheReadTokens: 0, cacheWriteTokens: 0, cacheReadCostNanos: 0, cacheWriteCostNanos: 0 },
+      ])
+    },
+  )
 
   withStores('streams: a settle after a recovery charges only the rest', async (t, { streams, usage }) => {
     await streams.open(entry())

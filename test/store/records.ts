@@ -57,6 +57,10 @@ export function makeUsage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     inputTokens: 100,
     outputTokens: 20,
     costNanos: 100_000_000,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    cacheReadCostNanos: 0,
+    cacheWriteCostNanos: 0,
     ...overrides,
   }
 }

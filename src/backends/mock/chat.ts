@@ -60,7 +60,13 @@ export async function chatCompletions(request: UpstreamRequest, ctx: MockContext
     countChatTokens(messages),
     countDefinitionTokens(body, CHAT_DEFINITION_FIELDS),
   ])
-  const usage = completionUsage(messageTokens + definitionTokens, replies, (thought?.tokens ?? 0) * replies.length)
+  const promptTokens = messageTokens + definitionTokens
+  const usage = completionUsage(
+    promptTokens,
+    replies,
+    (thought?.tokens ?? 0) * replies.length,
+    await ctx.promptCache.use(body.prompt_cache_key, messages, promptTokens),
+  )
   const head = {
     id: newId('chatcmpl-'),
     created: unixSeconds(ctx.now()),

@@ -2,6 +2,7 @@
 // way to open a paced stream (which index.ts tracks, so close() can end them all).
 import { ENDPOINTS, type Endpoint, type MockBackendConfig } from '../../config/schema.ts'
 import type { UpstreamResponse } from '../port.ts'
+import type { MockPromptCache } from './prompt-cache.ts'
 import type { Frame } from './sse.ts'
 
 export interface MockContext {
@@ -12,6 +13,8 @@ export interface MockContext {
   stream(frames: Iterable<Frame>, signal: AbortSignal): UpstreamResponse
   /** Where uploaded files' bytes are kept (the mock's alone; emptied when it starts). */
   readonly filesDir: string
+  /** Prompts cached by prompt_cache_key (prompt-cache.ts). */
+  readonly promptCache: MockPromptCache
 }
 
 /** The gateway answers these itself, from its configuration. */

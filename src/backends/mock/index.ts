@@ -15,6 +15,7 @@ import { MockError, errorResponse, unknownUrl } from './errors.ts'
 import type { MockHandlers } from './handlers.ts'
 import { eventStreamResponse } from './reply.ts'
 import { pacedStream } from './sse.ts'
+import { MockPromptCache } from './prompt-cache.ts'
 
 export interface MockBackendOptions {
   /** The clock, in epoch milliseconds. Tests pass their own to step fine-tuning jobs. */
@@ -41,6 +42,7 @@ export function createMockBackend(
   const ctx: MockContext = {
     config,
     filesDir,
+    promptCache: new MockPromptCache(),
     now: options.now ?? Date.now,
     stream(frames, signal) {
       const body = pacedStream(frames, config.tokensPerSecond, signal)

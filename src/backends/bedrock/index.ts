@@ -236,7 +236,8 @@ function firstMessages(body: Readable, reader: EventStreamReader): Promise<{ mes
 
 /** A translated error as the corridor reads one: a refused credential bodiless (it answers upstream_auth_failed). */
 function errorReply(error: TranslatedError): UpstreamResponse {
-  if (error.status === 401 || error.status === 403) return { status: error.status, headers: {}, body: Readable.from([]) }
+  if (error.status === 401 || error.status === 403)
+    return { status: error.status, headers: {}, body: Readable.from([]) }
   return {
     status: error.status,
     headers: { 'content-type': 'application/json' },

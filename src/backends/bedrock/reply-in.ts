@@ -55,7 +55,11 @@ export function thinkingBlockOf(reasoning: unknown): JsonObject | undefined {
     return { type: 'redacted_thinking', data: reasoning.redactedContent }
   const text = reasoning.reasoningText
   if (!isJsonObject(text) || typeof text.text !== 'string') return undefined
-  return { type: 'thinking', thinking: text.text, ...(typeof text.signature === 'string' ? { signature: text.signature } : {}) }
+  return {
+    type: 'thinking',
+    thinking: text.text,
+    ...(typeof text.signature === 'string' ? { signature: text.signature } : {}),
+  }
 }
 
 /** The chat completion for a Converse response to model `model`. */

@@ -206,7 +206,8 @@ function imageOf(image: unknown, at: string): JsonObject {
 function assistantBlocks(message: JsonObject, at: string): JsonObject[] {
   const blocks: JsonObject[] = []
   if (Array.isArray(message.thinking_blocks)) {
-    for (const [i, block] of message.thinking_blocks.entries()) blocks.push(reasoningOf(block, `${at}.thinking_blocks.${i}`))
+    for (const [i, block] of message.thinking_blocks.entries())
+      blocks.push(reasoningOf(block, `${at}.thinking_blocks.${i}`))
   }
   const text = textOf(message.content, `${at}.content`)
   if (text !== '') blocks.push({ text })

@@ -121,13 +121,17 @@ function notUnderV1(ctx: RequestContext): GatewayError {
   })
 }
 
-/** Whether every deployment of the body's model is an anthropic backend (what only it can be asked for may pass). */
+/**
+ * Whether every deployment of the body's model speaks Anthropic's features (what only they can
+ * be asked for may pass): an anthropic backend, or bedrock, whose Converse carries Claude's
+ * extended thinking (additionalModelRequestFields.thinking, reasoningContent with its signature).
+ */
 function speaksAnthropic(registry: BackendRegistry, body: JsonObject): boolean {
   const route = typeof body.model === 'string' ? registry.model(body.model) : undefined
   return (
     route !== undefined &&
     route.deployments.length > 0 &&
-    route.deployments.every((d) => d.adapter.type === 'anthropic')
+    route.deployments.every((d) => d.adapter.type === 'anthropic' || d.adapter.type === 'bedrock')
   )
 }
 

@@ -486,6 +486,24 @@ t.test('exceptions inside a ConverseStream', async (t) => {
   t.ok(error instanceof OpenAI.APIError, 'then an error the SDK raises')
   t.match((error as Error).message, /Slow down mid-stream/)
 
+  // The Anthropic SDK gets it as Anthropic's error event.
+  const { anthropic } = await newKey()
+  let said = ''
+  const anthropicError = await (async () => {
+    const events = anthropic.messages.stream({
+      model: MODEL,
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'Say hello.' }],
+    })
+    events.on('text', (piece) => {
+      said += piece
+    })
+    await events.finalMessage()
+  })().catch((e: unknown) => e)
+  t.equal(said, 'Hello from ', 'the words before the exception, to the Anthropic SDK')
+  t.ok(anthropicError instanceof Anthropic.APIError, 'then the error event the Anthropic SDK raises')
+  t.match((anthropicError as Error).message, /Slow down mid-stream/)
+
   // Opening the stream: the refusal it is, learned by capacity like a 429 status line.
   fake.options.streamFailWith = { exceptionType: 'throttlingException', message: 'Slow down at once.', afterEvents: 0 }
   const refused = await openai.chat.completions

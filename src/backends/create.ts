@@ -1,6 +1,7 @@
 // Builds the adapter for one configured backend.
 import type { BackendConfig, ModelConfig, Secrets } from '../config/schema.ts'
 import { createAnthropicBackend } from './anthropic/index.ts'
+import { createBedrockBackend } from './bedrock/index.ts'
 import { createMockBackend } from './mock/index.ts'
 import { createGeminiBackend } from './gemini.ts'
 import { createOpenAIBackend } from './openai.ts'
@@ -28,6 +29,18 @@ export function createAdapter(
       // An API key, or on Vertex AI the service account's key.
       const env = config.vertex?.credentialsEnv ?? config.apiKeyEnv
       return createGeminiBackend(name, config, env ? secrets.backendKeys[env] : undefined)
+    }
+    case 'bedrock': {
+      const accessKeyId = secrets.backendKeys[config.accessKeyIdEnv]
+      const secretAccessKey = secrets.backendKeys[config.secretAccessKeyEnv]
+      const sessionToken = secrets.backendKeys[config.sessionTokenEnv]
+      return createBedrockBackend(
+        name,
+        config,
+        accessKeyId === undefined || secretAccessKey === undefined
+          ? undefined
+          : { accessKeyId, secretAccessKey, ...(sessionToken === undefined ? {} : { sessionToken }) },
+      )
     }
   }
 }

@@ -39,7 +39,7 @@ export interface UpstreamResponse {
 
 export interface BackendAdapter {
   readonly name: string
-  readonly type: 'openai' | 'anthropic' | 'mock' | 'gemini'
+  readonly type: 'openai' | 'anthropic' | 'mock' | 'gemini' | 'bedrock'
   supports(endpoint: Endpoint): boolean
   /**
    * Sends the request. Resolves once response headers are in. Rejects with GatewayError

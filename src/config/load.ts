@@ -258,14 +258,10 @@ function applyRedisEnv(store: Record<string, unknown>, env: Env, path: string): 
 function readSecrets(backends: Config['backends'], env: Env, path: string): Secrets {
   const backendKeys: Record<string, string> = {}
   for (const backend of Object.values(backends)) {
-    const name =
-      backend.type === 'mock'
-        ? undefined
-        : backend.type === 'gemini' && backend.vertex
-          ? backend.vertex.credentialsEnv
-          : backend.apiKeyEnv
-    const value = name === undefined ? undefined : env[name]
-    if (name !== undefined && value) backendKeys[name] = value
+    for (const name of secretEnvNames(backend)) {
+      const value = env[name]
+      if (value) backendKeys[name] = value
+    }
   }
   const named = {
     TOLLGATE_ADMIN_TOKEN: env.TOLLGATE_ADMIN_TOKEN || undefined,
@@ -278,6 +274,21 @@ function readSecrets(backends: Config['backends'], env: Env, path: string): Secr
     jwtSecret: named.TOLLGATE_JWT_SECRET,
     backendKeys,
     weak: weakSecrets(named, env, path),
+  }
+}
+
+/** The env vars holding a backend's secrets. */
+function secretEnvNames(backend: Config['backends'][string]): string[] {
+  switch (backend.type) {
+    case 'mock':
+      return []
+    case 'bedrock':
+      return [backend.accessKeyIdEnv, backend.secretAccessKeyEnv, backend.sessionTokenEnv]
+    case 'gemini':
+      if (backend.vertex) return [backend.vertex.credentialsEnv]
+      return backend.apiKeyEnv === undefined ? [] : [backend.apiKeyEnv]
+    default:
+      return backend.apiKeyEnv === undefined ? [] : [backend.apiKeyEnv]
   }
 }
 

@@ -130,12 +130,39 @@ const geminiBackend = z
     path: ['apiKeyEnv'],
   })
 
-export const backendSchema = z.discriminatedUnion('type', [openaiBackend, anthropicBackend, mockBackend, geminiBackend])
+/** Amazon Bedrock's Converse API, signed with SigV4 (docs/backends.md). The deployment's `model` is the model id. */
+const bedrockBackend = z.strictObject({
+  type: z.literal('bedrock'),
+  /** The AWS region whose Bedrock Runtime serves the models (and the region requests are signed for). */
+  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
+  /** The Bedrock Runtime endpoint; default https://bedrock-runtime.{region}.amazonaws.com (a VPC endpoint, or a test's fake). */
+  endpoint: z.url({ protocol: /^https?$/ }).optional(),
+  /** Names of the env vars holding the credentials: AWS's standard ones unless told otherwise. */
+  accessKeyIdEnv: envName.default('AWS_ACCESS_KEY_ID'),
+  secretAccessKeyEnv: envName.default('AWS_SECRET_ACCESS_KEY'),
+  /** Temporary credentials (an assumed role's) come with a session token; long-lived keys have none. */
+  sessionTokenEnv: envName.default('AWS_SESSION_TOKEN'),
+  connectTimeoutMs: positiveInt.default(5_000),
+  responseTimeoutMs: positiveInt.default(120_000),
+  idleTimeoutMs: positiveInt.default(120_000),
+  maxSockets: positiveInt.default(1024),
+  /** Extra headers sent upstream (signed with the rest). Values are not secret. */
+  headers: z.record(z.string(), z.string()).default({}),
+})
+
+export const backendSchema = z.discriminatedUnion('type', [
+  openaiBackend,
+  anthropicBackend,
+  mockBackend,
+  geminiBackend,
+  bedrockBackend,
+])
 export type BackendConfig = z.infer<typeof backendSchema>
 export type OpenAIBackendConfig = z.infer<typeof openaiBackend>
 export type MockBackendConfig = z.infer<typeof mockBackend>
 export type GeminiBackendConfig = z.infer<typeof geminiBackend>
 export type AnthropicBackendConfig = z.infer<typeof anthropicBackend>
+export type BedrockBackendConfig = z.infer<typeof bedrockBackend>
 
 export const MODEL_KINDS = ['chat', 'embedding', 'image', 'audio'] as const
 export type ModelKind = (typeof MODEL_KINDS)[number]

@@ -60,6 +60,34 @@ t.test('environment settings override the file', async (t) => {
   t.equal(config.secrets.adminToken, 'adm_0123456789abcdef0123456789abcdef')
 })
 
+t.test("a bedrock backend's credentials come from AWS's standard variables, or those it names", async (t) => {
+  const path = writeConfig((doc) => {
+    ;(doc.backends as Record<string, unknown>).aws = { type: 'bedrock', region: 'eu-west-3' }
+    ;(doc.backends as Record<string, unknown>).other = {
+      type: 'bedrock',
+      region: 'us-west-2',
+      accessKeyIdEnv: 'OTHER_KEY_ID',
+      secretAccessKeyEnv: 'OTHER_SECRET',
+      sessionTokenEnv: 'OTHER_TOKEN',
+    }
+  })
+  const config = loadConfig({
+    path,
+    env: { AWS_ACCESS_KEY_ID: 'AKIA1', AWS_SECRET_ACCESS_KEY: 's1', OTHER_KEY_ID: 'AKIA2', OTHER_SECRET: 's2' },
+  })
+  t.same(config.secrets.backendKeys, {
+    AWS_ACCESS_KEY_ID: 'AKIA1',
+    AWS_SECRET_ACCESS_KEY: 's1',
+    OTHER_KEY_ID: 'AKIA2',
+    OTHER_SECRET: 's2',
+  })
+  t.match(config.backends.aws, {
+    accessKeyIdEnv: 'AWS_ACCESS_KEY_ID',
+    secretAccessKeyEnv: 'AWS_SECRET_ACCESS_KEY',
+    sessionTokenEnv: 'AWS_SESSION_TOKEN',
+  })
+})
+
 t.test('TOLLGATE_CONFIG picks the file', async (t) => {
   const path = writeConfig((doc) => {
     ;(doc.server as Record<string, unknown>).port = 1234
@@ -124,6 +152,20 @@ t.test('a bad file is refused with the path of the bad field', async (t) => {
         }
       },
       /backends\.g\.vertex\.location/,
+    ],
+    [
+      'bedrock without a region',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).b = { type: 'bedrock' }
+      },
+      /backends\.b\.region/,
+    ],
+    [
+      'bedrock with a region that is not one',
+      (doc) => {
+        ;(doc.backends as Record<string, unknown>).b = { type: 'bedrock', region: 'us-east-1/../x' }
+      },
+      /backends\.b\.region: must be an AWS region/,
     ],
     [
       'duplicate model',

@@ -166,8 +166,12 @@ function notUnderV1(ctx: RequestContext): GatewayError {
   })
 }
 
-/** Backend types that take extended thinking as request-in.ts carries it, and answer with signed thinking blocks. */
-const THINKING_BACKENDS: ReadonlySet<string> = new Set(['anthropic', 'mock'])
+/**
+ * Backend types that take extended thinking as request-in.ts carries it, and answer with signed
+ * thinking blocks: anthropic, bedrock (Converse carries Claude's thinking as
+ * additionalModelRequestFields.thinking and answers reasoningContent with its signature), and the mock.
+ */
+const THINKING_BACKENDS: ReadonlySet<string> = new Set(['anthropic', 'bedrock', 'mock'])
 
 /** Whether every deployment of the body's model can think (so a failover never lands where thinking is lost). */
 function canThink(registry: BackendRegistry, body: JsonObject): boolean {

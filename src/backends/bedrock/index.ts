@@ -1,0 +1,289 @@
+// The adapter for Amazon Bedrock's Converse API (bedrock-runtime.{region}.amazonaws.com): a
+// chat completion call goes out as `POST /model/{modelId}/converse` (or `/converse-stream`
+// when it streams), signed with SigV4 (sign.ts), and its answer comes back in OpenAI's wire
+// format, so the relay, its usage tap, failover and capacity treat it as any other upstream's.
+// The translations are one file per direction: the request out (request-out.ts), the reply
+// in (reply-in.ts), the stream in (stream-in.ts: AWS's binary event-stream framing, event by
+// event, unbuffered) and the errors in (errors-in.ts). This file carries the bytes: its own
+// request (nothing of the client's headers reaches AWS), timeouts, and every way the
+// connection can fail as the GatewayError failover expects. The deployment's `model` is the
+// Bedrock model id (anthropic.claude-…-v1:0), an inference profile's id or its ARN.
+import type { IncomingMessage } from 'node:http'
+import https from 'node:https'
+import { pipeline, Readable } from 'node:stream'
+import type { BedrockBackendConfig } from '../../config/schema.ts'
+import { GatewayError, gatewayError } from '../../errors.ts'
+import { mediaType } from '../../http/media-type.ts'
+import { http } from '../../http/node-http.ts'
+import { isJsonObject } from '../../json.ts'
+import { beforeHeadersError } from '../openai/transport-errors.ts'
+import { watchBody } from '../openai/watch-body.ts'
+import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
+import { bedrockErrorOf, type TranslatedError } from './errors-in.ts'
+import { chatCompletionOf } from './reply-in.ts'
+import { converseRequestOf } from './request-out.ts'
+import { createSigner, type AwsCredentials } from './sign.ts'
+import { ChatStreamTransform, EventStreamReader, headerOf, type Message } from './stream-in.ts'
+
+/** How much of an error body is read to translate it. */
+const ERROR_BODY_BYTES = 64 * 1024
+/** A whole (non-streamed) reply larger than this is not a chat completion. */
+const REPLY_BYTES = 64 * 1024 * 1024
+const EVENT_STREAM = 'application/vnd.amazon.eventstream'
+
+export function createBedrockBackend(
+  name: string,
+  config: BedrockBackendConfig,
+  credentials: AwsCredentials | undefined,
+): BackendAdapter {
+  const root = (config.endpoint ?? `https://bedrock-runtime.${config.region}.amazonaws.com`).replace(/\/+$/, '')
+  const secure = root.startsWith('https:')
+  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
+  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const signer = createSigner(config.region, credentials)
+  /** Failures on a reused keep-alive socket before any response: Node's documented race (see openai.ts). */
+  const staleSockets = new WeakSet<GatewayError>()
+
+  async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+    if (request.endpoint !== 'chat.completions' || request.body.kind !== 'json')
+      throw gatewayError('untranslatable_feature', {
+        message: `${request.endpoint} is not supported by this model's upstream, which speaks Amazon Bedrock's Converse API.`,
+      })
+    const chat = request.body.value
+    const model = request.model ?? String(chat.model)
+    const stream = chat.stream === true
+    const bytes = Buffer.from(JSON.stringify(converseRequestOf(chat)), 'utf8')
+    // The model id is one path segment: its colons and an ARN's slashes are escaped, as AWS's SDKs do.
+    const url = new URL(`${root}/model/${encodeURIComponent(model)}/${stream ? 'converse-stream' : 'converse'}`)
+    const headers = await signer.sign(
+      url,
+      {
+        ...config.headers,
+        'content-type': 'application/json',
+        'content-length': String(bytes.length),
+        accept: stream ? EVENT_STREAM : 'application/json',
+        'accept-encoding': 'identity',
+        'x-request-id': request.requestId,
+        ...request.trace,
+      },
+      bytes,
+    )
+    let upstream: IncomingMessage
+    try {
+      upstream = await post(url, headers, bytes, request)
+    } catch (err) {
+      // A kept-alive socket AWS had just closed never carried the request: once more, on another.
+      if (!(err instanceof GatewayError) || !staleSockets.has(err) || request.signal.aborted) throw err
+      upstream = await post(url, headers, bytes, request)
+    }
+    const status = upstream.statusCode ?? 502
+    const errorType = upstream.headers['x-amzn-errortype']
+    const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
+    if (status >= 400) {
+      const text = (await readAll(body, ERROR_BODY_BYTES, true)).toString('utf8')
+      return errorReply(bedrockErrorOf(status, typeof errorType === 'string' ? errorType : undefined, text))
+    }
+    const created = Math.floor(Date.now() / 1000)
+    if (stream && mediaType(upstream.headers['content-type'] ?? '') === EVENT_STREAM)
+      return streamReply(body, model, created)
+    return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
+  }
+
+  /** The one HTTP exchange: resolves with the response once its headers are in. */
+  function post(
+    url: URL,
+    headers: Readonly<Record<string, string>>,
+    bytes: Buffer,
+    request: UpstreamRequest,
+  ): Promise<IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      if (request.signal.aborted) {
+        reject(cancelled(request.signal))
+        return
+      }
+      let settled = false
+      let connected = false
+      const timers: NodeJS.Timeout[] = []
+      const req = (secure ? https : http).request(url, { method: 'POST', agent, headers })
+      const onAbort = (): void => fail(cancelled(request.signal))
+      const done = (): void => {
+        settled = true
+        for (const timer of timers) clearTimeout(timer)
+        request.signal.removeEventListener('abort', onAbort)
+      }
+      function fail(error: GatewayError): void {
+        if (settled) return
+        if (error.errorName === 'upstream_unreachable' && req.reusedSocket) staleSockets.add(error)
+        done()
+        req.destroy()
+        reject(error)
+      }
+      request.signal.addEventListener('abort', onAbort, { once: true })
+      timers.push(
+        setTimeout(() => {
+          fail(
+            connected
+              ? gatewayError('upstream_timeout', {
+                  message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
+                })
+              : gatewayError('upstream_unreachable', {
+                  message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
+                }),
+          )
+        }, config.responseTimeoutMs),
+      )
+      req.once('socket', (socket) => {
+        connected = !socket.connecting
+        if (connected || settled) return
+        timers.push(
+          setTimeout(() => {
+            if (!connected)
+              fail(
+                gatewayError('upstream_unreachable', {
+                  message: `The upstream model server could not be reached within ${config.connectTimeoutMs} ms.`,
+                }),
+              )
+          }, config.connectTimeoutMs),
+        )
+        socket.once('connect', () => {
+          connected = true
+        })
+      })
+      req.once('error', (err) => fail(beforeHeadersError(err)))
+      req.once('response', (res) => {
+        if (settled) {
+          res.destroy()
+          return
+        }
+        done()
+        resolve(res)
+      })
+      req.end(bytes)
+    })
+  }
+
+  return {
+    name,
+    type: 'bedrock',
+    supports: (endpoint) => endpoint === 'chat.completions',
+    send,
+    async close() {
+      agent.destroy()
+    },
+  }
+}
+
+/**
+ * A ConverseStream's reply. Its first message is read before answering: a stream that opens
+ * with an exception (throttlingException, serviceUnavailableException) is the refusal it
+ * names, answered at its status so that capacity learns it and the call fails over, as it
+ * would had Bedrock said so in the status line. Every later message goes out as it comes.
+ */
+async function streamReply(body: Readable, model: string, created: number): Promise<UpstreamResponse> {
+  const reader = new EventStreamReader()
+  const first = await firstMessages(body, reader)
+  const opening = first.messages[0]
+  if (opening !== undefined && headerOf(opening, ':message-type') === 'exception') {
+    body.destroy()
+    const type = headerOf(opening, ':exception-type') ?? 'internalServerException'
+    const name = type.charAt(0).toUpperCase() + type.slice(1)
+    return errorReply(bedrockErrorOf(500, name, Buffer.from(opening.body).toString('utf8')))
+  }
+  const events = new ChatStreamTransform(model, created, reader, first.messages)
+  events.on('error', () => undefined)
+  if (first.ended) events.end()
+  // Errors travel both ways: an upstream failure ends the stream with it, a client gone destroys the upstream's.
+  else pipeline(body, events, () => undefined)
+  return { status: 200, headers: { 'content-type': 'text/event-stream' }, body: events }
+}
+
+/** Reads the body until a whole message is in (or it ends), then pauses it. */
+function firstMessages(body: Readable, reader: EventStreamReader): Promise<{ messages: Message[]; ended: boolean }> {
+  return new Promise((resolve, reject) => {
+    const cleanup = (): void => {
+      body.off('data', onData)
+      body.off('end', onEnd)
+      body.off('error', onError)
+    }
+    const onData = (chunk: Buffer): void => {
+      let messages: Message[]
+      try {
+        messages = reader.push(chunk)
+      } catch (err) {
+        cleanup()
+        body.destroy()
+        reject(gatewayError('upstream_bad_response', { cause: err }))
+        return
+      }
+      if (messages.length === 0) return
+      cleanup()
+      body.pause()
+      resolve({ messages, ended: false })
+    }
+    const onEnd = (): void => {
+      cleanup()
+      resolve({ messages: [], ended: true })
+    }
+    const onError = (err: Error): void => {
+      cleanup()
+      reject(err)
+    }
+    body.on('data', onData)
+    body.once('end', onEnd)
+    body.once('error', onError)
+  })
+}
+
+/** A translated error as the corridor reads one: a refused credential bodiless (it answers upstream_auth_failed). */
+function errorReply(error: TranslatedError): UpstreamResponse {
+  if (error.status === 401 || error.status === 403)
+    return { status: error.status, headers: {}, body: Readable.from([]) }
+  return {
+    status: error.status,
+    headers: { 'content-type': 'application/json' },
+    body: Readable.from([Buffer.from(JSON.stringify(error.body))]),
+  }
+}
+
+/** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */
+function cancelled(signal: AbortSignal): GatewayError {
+  const reason: unknown = signal.reason
+  return reason instanceof GatewayError
+    ? reason
+    : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' })
+}
+
+/** A whole Converse reply, read and turned into one chat completion. */
+async function* whole(body: Readable, model: string, created: number): AsyncGenerator<Buffer> {
+  const text = (await readAll(body, REPLY_BYTES, false)).toString('utf8')
+  let reply: unknown
+  try {
+    reply = JSON.parse(text)
+  } catch (err) {
+    throw gatewayError('upstream_bad_response', { cause: err })
+  }
+  if (!isJsonObject(reply)) throw gatewayError('upstream_bad_response')
+  yield Buffer.from(JSON.stringify(chatCompletionOf(reply, model, created)))
+}
+
+/** The body's bytes up to `limit`: past it, cut short (`truncate`) or refused as a bad response. */
+async function readAll(body: Readable, limit: number, truncate: boolean): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  let size = 0
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      chunks.push(chunk)
+      size += chunk.length
+      if (size >= limit) {
+        if (!truncate) throw gatewayError('upstream_bad_response', { message: 'The upstream reply is too large.' })
+        break
+      }
+    }
+  } catch (err) {
+    // An error body cut short still says what it had said so far.
+    if (!truncate) throw err
+  } finally {
+    body.destroy()
+  }
+  return Buffer.concat(chunks).subarray(0, limit)
+}

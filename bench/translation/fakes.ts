@@ -20,7 +20,8 @@ export interface FakeUpstream {
   close(): Promise<void>
 }
 
-type Frames = readonly string[]
+/** One stream's frames, in write order: text, or bytes for a binary framing (Bedrock's event stream). */
+type Frames = ReadonlyArray<string | Buffer>
 
 const sse = (data: unknown, event?: string): string =>
   `${event === undefined ? '' : `event: ${event}\n`}data: ${JSON.stringify(data)}\n\n`

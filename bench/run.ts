@@ -19,6 +19,7 @@ import { benchStreaming } from './streaming.ts'
 import { benchStreamJournal } from './stream-journal.ts'
 import { benchThroughput } from './throughput.ts'
 import { benchTraces } from './traces.ts'
+import { benchTranslation } from './translation.ts'
 import { benchUpload } from './upload.ts'
 import { benchVectorStore } from './vector-store.ts'
 
@@ -29,6 +30,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   capacity: benchCapacity,
   throughput: benchThroughput,
   streaming: benchStreaming,
+  translation: () => benchTranslation(),
   'stream-journal': benchStreamJournal,
   traces: () => benchTraces(),
   'concurrent-streams': benchConcurrentStreams,
@@ -44,7 +46,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
 }
 const GROUPS: Readonly<Record<string, readonly string[]>> = {
   limits: ['admission', 'throughput'],
-  proxy: ['streaming', 'concurrent-streams', 'upload'],
+  proxy: ['streaming', 'translation', 'concurrent-streams', 'upload'],
   hostile: ['idle-connections', 'stalled-stream', 'fuzz'],
 }
 

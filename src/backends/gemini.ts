@@ -5,12 +5,9 @@
 // translations are in gemini/, one file per format and direction; this file carries the
 // bytes: its own request (nothing of the client's headers reaches Google), timeouts, and
 // every way the connection can fail as the GatewayError failover expects.
-import type { IncomingMessage } from 'node:http'
-import https from 'node:https'
 import { pipeline, Readable } from 'node:stream'
 import type { GeminiBackendConfig } from '../config/schema.ts'
-import { GatewayError, gatewayError } from '../errors.ts'
-import { http } from '../http/node-http.ts'
+import { gatewayError } from '../errors.ts'
 import { isJsonObject } from '../json.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
 import { geminiErrorOf } from './gemini/errors-in.ts'
@@ -18,8 +15,8 @@ import { chatCompletionOf } from './gemini/reply-in.ts'
 import { geminiRequestOf } from './gemini/request-out.ts'
 import { GeminiStreamIn } from './gemini/stream-in.ts'
 import { createVertexAuth, type VertexAuth } from './gemini/vertex-auth.ts'
-import { beforeHeadersError } from './openai/transport-errors.ts'
-import { watchBody } from './openai/watch-body.ts'
+import { sendUpstream, upstreamConnection } from './http/send.ts'
+import { watchBody } from './http/watch-body.ts'
 
 /** How much of an error body is read to translate it. */
 const ERROR_BODY_BYTES = 64 * 1024
@@ -39,9 +36,7 @@ export function createGeminiBackend(
   // On Vertex AI a model is a publisher's, in the project's location.
   const models =
     vertex === undefined ? root : `${root}/projects/${vertex.project}/locations/${vertex.location}/publishers/google`
-  const secure = root.startsWith('https:')
-  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const connection = upstreamConnection(root, config)
   const apiKey: Record<string, string> = secret === undefined ? {} : { 'x-goog-api-key': secret }
   const auth: VertexAuth =
     vertex === undefined
@@ -57,15 +52,15 @@ export function createGeminiBackend(
     const bytes = Buffer.from(JSON.stringify(geminiRequestOf(request.body.value)), 'utf8')
     const resource = model.includes('/') ? model : `models/${model}`
     const url = new URL(`${models}/${resource}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`)
-    const credentials = await auth.headers()
-    let upstream: IncomingMessage
-    try {
-      upstream = await post(url, bytes, credentials, request)
-    } catch (err) {
-      // A kept-alive socket Google had just closed never carried the request: once more, on another.
-      if (!(err instanceof GatewayError) || !staleSockets.has(err) || request.signal.aborted) throw err
-      upstream = await post(url, bytes, credentials, request)
+    const headers = {
+      ...config.headers,
+      'content-type': 'application/json',
+      'accept-encoding': 'identity',
+      'x-request-id': request.requestId,
+      ...request.trace,
+      ...(await auth.headers()),
     }
+    const upstream = await sendUpstream(connection, url, headers, bytes, request)
     const status = upstream.statusCode ?? 502
     const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
     if (status >= 400) {
@@ -91,100 +86,13 @@ export function createGeminiBackend(
     return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
   }
 
-  /** Failures on a reused keep-alive socket before any response: Node's documented race (see openai.ts). */
-  const staleSockets = new WeakSet<GatewayError>()
-
-  function post(
-    url: URL,
-    bytes: Buffer,
-    credentials: Readonly<Record<string, string>>,
-    request: UpstreamRequest,
-  ): Promise<IncomingMessage> {
-    return new Promise((resolve, reject) => {
-      if (request.signal.aborted) {
-        reject(cancelled(request.signal))
-        return
-      }
-      let settled = false
-      let connected = false
-      const timers: NodeJS.Timeout[] = []
-      const req = (secure ? https : http).request(url, {
-        method: 'POST',
-        agent,
-        headers: {
-          ...config.headers,
-          'content-type': 'application/json',
-          'content-length': String(bytes.length),
-          'accept-encoding': 'identity',
-          'x-request-id': request.requestId,
-          ...request.trace,
-          ...credentials,
-        },
-      })
-      const onAbort = (): void => fail(cancelled(request.signal))
-      const done = (): void => {
-        settled = true
-        for (const timer of timers) clearTimeout(timer)
-        request.signal.removeEventListener('abort', onAbort)
-      }
-      function fail(error: GatewayError): void {
-        if (settled) return
-        if (error.errorName === 'upstream_unreachable' && req.reusedSocket) staleSockets.add(error)
-        done()
-        req.destroy()
-        reject(error)
-      }
-      request.signal.addEventListener('abort', onAbort, { once: true })
-      timers.push(
-        setTimeout(() => {
-          fail(
-            connected
-              ? gatewayError('upstream_timeout', {
-                  message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
-                })
-              : gatewayError('upstream_unreachable', {
-                  message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
-                }),
-          )
-        }, config.responseTimeoutMs),
-      )
-      req.once('socket', (socket) => {
-        connected = !socket.connecting
-        if (connected || settled) return
-        timers.push(
-          setTimeout(() => {
-            if (!connected)
-              fail(
-                gatewayError('upstream_unreachable', {
-                  message: `The upstream model server could not be reached within ${config.connectTimeoutMs} ms.`,
-                }),
-              )
-          }, config.connectTimeoutMs),
-        )
-        socket.once('connect', () => {
-          connected = true
-        })
-      })
-      req.once('error', (err) => fail(beforeHeadersError(err)))
-      req.once('response', (res) => {
-        if (settled) {
-          res.destroy()
-          return
-        }
-        done()
-        resolve(res)
-      })
-      req.end(bytes)
-    })
-  }
-
   return {
     name,
     type: 'gemini',
     supports: (endpoint) => endpoint === 'chat.completions',
     send,
     async close() {
-      agent.destroy()
+      connection.agent.destroy()
     },
   }
 }
@@ -194,14 +102,6 @@ function defaultRoot(location: string | undefined): string {
   return location === 'global'
     ? 'https://aiplatform.googleapis.com/v1'
     : `https://${location}-aiplatform.googleapis.com/v1`
-}
-
-/** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */
-function cancelled(signal: AbortSignal): GatewayError {
-  const reason: unknown = signal.reason
-  return reason instanceof GatewayError
-    ? reason
-    : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' })
 }
 
 /** A whole generateContent reply, read and turned into one chat completion. */

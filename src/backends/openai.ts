@@ -3,19 +3,18 @@
 // what of it reaches the upstream (a re-serialised body, the gateway's key, none of the
 // client's credentials) and turns every way an upstream can fail into a GatewayError.
 import type { ClientRequest, IncomingMessage } from 'node:http'
-import { http } from '../http/node-http.ts'
-import https from 'node:https'
 import type { Socket } from 'node:net'
 import { PassThrough, Stream, type Readable } from 'node:stream'
 import type { ProxyServer } from 'http-proxy-3'
 import type { OpenAIBackendConfig } from '../config/schema.ts'
-import { GatewayError, gatewayError } from '../errors.ts'
+import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import { HOP_BY_HOP_HEADERS } from '../http/hop-by-hop.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
 import { credentialHeaders, rewriteOutgoingHeaders } from './openai/outgoing-headers.ts'
-import { beforeHeadersError } from './openai/transport-errors.ts'
-import { watchBody } from './openai/watch-body.ts'
+import { HeaderWait, retryStaleSocket, upstreamConnection } from './http/send.ts'
+import { beforeHeadersError } from './http/transport-errors.ts'
+import { watchBody } from './http/watch-body.ts'
 
 // Response headers that describe the upstream connection, not the message.
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
@@ -33,10 +32,8 @@ export function createOpenAIBackend(
   apiKey: string | undefined,
 ): BackendAdapter {
   const root = config.baseUrl.replace(/\/+$/, '')
-  const secure = root.startsWith('https:')
   const credentials = credentialHeaders(new URL(root).hostname, apiKey)
-  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const { agent } = upstreamConnection(root, config)
   // 'proxyReq' is emitted on the shared proxy; each call's body source (the `buffer`
   // option, passed through untouched) tells which send() it belongs to.
   const attempts = new WeakMap<object, Attempt>()
@@ -79,20 +76,8 @@ export function createOpenAIBackend(
     return url
   }
 
-  /**
-   * Failures on a kept-alive socket the upstream had just closed (it closed the idle
-   * connection as our request went out, so it never read it): Node's documented race,
-   * answered as Node's documentation advises, by sending once more on another socket.
-   */
-  const staleSocket = new WeakSet<GatewayError>()
-
-  async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
-    try {
-      return await attempt(request)
-    } catch (err) {
-      if (!(err instanceof GatewayError) || !staleSocket.has(err) || request.signal.aborted) throw err
-      return attempt(request)
-    }
+  function send(request: UpstreamRequest): Promise<UpstreamResponse> {
+    return retryStaleSocket(request.signal, () => attempt(request))
   }
 
   async function attempt(request: UpstreamRequest): Promise<UpstreamResponse> {
@@ -111,60 +96,22 @@ export function createOpenAIBackend(
       }
 
       let proxyReq: ClientRequest | undefined
-      let connected = false
-      let settled = false
-
-      const headerTimer = setTimeout(() => {
-        // Still connecting means nothing was sent: another deployment may take it.
-        fail(
-          connected
-            ? gatewayError('upstream_timeout', {
-                message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
-              })
-            : gatewayError('upstream_unreachable', {
-                message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
-              }),
-        )
-      }, config.responseTimeoutMs)
-
-      const onAbort = (): void => {
-        const reason: unknown = request.signal.reason
-        fail(
-          reason instanceof GatewayError
-            ? reason
-            : gatewayError('upstream_timeout', {
-                message: 'The request was cancelled before the upstream answered.',
-                cause: reason,
-              }),
-        )
-      }
-
-      function cleanup(): void {
-        settled = true
-        clearTimeout(headerTimer)
-        request.signal.removeEventListener('abort', onAbort)
-      }
-
-      function fail(error: GatewayError): void {
-        if (settled) return
-        if (
-          error.errorName === 'upstream_unreachable' &&
-          proxyReq?.reusedSocket === true &&
-          !request.client.res.destroyed
-        )
-          staleSocket.add(error)
-        cleanup()
-        proxyReq?.destroy()
-        framing.discard()
-        reject(error)
-      }
+      const wait = new HeaderWait(request.signal, config.responseTimeoutMs, {
+        onFail(error) {
+          proxyReq?.destroy()
+          framing.discard()
+          reject(error)
+        },
+        // Once the client has gone, http-proxy-3 has dropped the request for good: no retry.
+        reusedSocket: () => proxyReq?.reusedSocket === true && !request.client.res.destroyed,
+      })
+      if (wait.settled) return
 
       function onResponse(proxyRes: IncomingMessage): void {
-        if (settled) {
+        if (!wait.settle()) {
           proxyRes.destroy()
           return
         }
-        cleanup()
         resolve({
           status: proxyRes.statusCode ?? 502,
           headers: responseHeaders(proxyRes),
@@ -176,19 +123,16 @@ export function createOpenAIBackend(
         onProxyReq(req, socket) {
           proxyReq = req
           attempts.delete(framing.source)
-          if (settled) {
+          if (wait.settled) {
             req.destroy()
             return
           }
-          connected = !socket.connecting
-          if (!connected)
-            socket.once('connect', () => {
-              connected = true
-            })
+          // http-proxy-3's connectTimeout times the connection; this follows it for the header timeout.
+          wait.watchSocket(socket)
           try {
             rewriteOutgoingHeaders(req, outgoing)
           } catch (err) {
-            fail(gatewayError('internal', { cause: err }))
+            wait.fail(gatewayError('internal', { cause: err }))
             return
           }
           req.once('response', onResponse)
@@ -197,8 +141,8 @@ export function createOpenAIBackend(
           // Every call's request closes, most after the response settled the call: the
           // error (with its stack) is built only when it is still news.
           req.once('close', () => {
-            if (settled) return
-            fail(
+            if (wait.settled) return
+            wait.fail(
               request.client.res.destroyed
                 ? // http-proxy-3 drops the upstream request when the client leaves; that is
                   // final, whatever the gateway's signal has said so far.
@@ -208,15 +152,9 @@ export function createOpenAIBackend(
                   }),
             )
           })
-          framing.send(req, (err) => fail(gatewayError('internal', { cause: err })))
+          framing.send(req, (err) => wait.fail(gatewayError('internal', { cause: err })))
         },
       })
-
-      if (request.signal.aborted) {
-        onAbort()
-        return
-      }
-      request.signal.addEventListener('abort', onAbort, { once: true })
 
       server.web(
         request.client.req,
@@ -229,7 +167,7 @@ export function createOpenAIBackend(
           // remove the client's credentials; an empty value keeps it from doing so.
           headers: { expect: '' },
         },
-        (err) => fail(beforeHeadersError(err)),
+        (err) => wait.fail(beforeHeadersError(err)),
       )
     })
   }

@@ -9,22 +9,20 @@
 // The gateway's key goes as x-api-key. anthropic-version is the configured one, unless the
 // caller spoke Anthropic (POST /v1/messages): then its own anthropic-version and
 // anthropic-beta are passed on, since they were written for this API.
-import type { ClientRequest, IncomingMessage } from 'node:http'
-import https from 'node:https'
+import type { IncomingMessage } from 'node:http'
 import { pipeline, Readable } from 'node:stream'
 import type { AnthropicBackendConfig } from '../../config/schema.ts'
-import { GatewayError, gatewayError } from '../../errors.ts'
+import { gatewayError } from '../../errors.ts'
 import { HOP_BY_HOP_HEADERS } from '../../http/hop-by-hop.ts'
 import { mediaType } from '../../http/media-type.ts'
-import { http } from '../../http/node-http.ts'
 import { isJsonObject } from '../../json.ts'
-import { beforeHeadersError } from '../openai/transport-errors.ts'
+import { sendUpstream, upstreamConnection } from '../http/send.ts'
+import { watchBody } from '../http/watch-body.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { openAIErrorOf } from './errors-in.ts'
 import { chatCompletionOf } from './reply-in.ts'
 import { messagesRequestOf } from './request-out.ts'
 import { ChatStreamTransform } from './stream-in.ts'
-import { watchBody } from '../openai/watch-body.ts'
 
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS)
 /** A whole (non-streamed) reply larger than this is not an answer any model gives. */
@@ -38,12 +36,7 @@ export function createAnthropicBackend(
   apiKey: string | undefined,
 ): BackendAdapter {
   const target = new URL(`${config.baseUrl.replace(/\/+$/, '')}/messages`)
-  const secure = target.protocol === 'https:'
-  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
-  const transport = secure ? https : http
-  /** A failure on a kept-alive socket the upstream had just closed: sent once more (as the openai adapter does). */
-  const staleSocket = new WeakSet<GatewayError>()
+  const connection = upstreamConnection(target.href, config)
 
   async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
     if (request.endpoint !== 'chat.completions' || request.body.kind !== 'json')
@@ -52,19 +45,14 @@ export function createAnthropicBackend(
       })
     const body = messagesRequestOf(request.body.value, request.model ?? String(request.body.value.model), config)
     const bytes = Buffer.from(JSON.stringify(body), 'utf8')
-    try {
-      return await attempt(request, bytes, body.stream === true)
-    } catch (err) {
-      if (!(err instanceof GatewayError) || !staleSocket.has(err) || request.signal.aborted) throw err
-      return attempt(request, bytes, body.stream === true)
-    }
+    const response = await sendUpstream(connection, target, headersOf(request), bytes, request)
+    return replyOf(response, request.signal, body.stream === true)
   }
 
-  function headersOf(request: UpstreamRequest, length: number): Record<string, string> {
+  function headersOf(request: UpstreamRequest): Record<string, string> {
     const headers: Record<string, string> = {
       ...config.headers,
       'content-type': 'application/json',
-      'content-length': String(length),
       'accept-encoding': 'identity',
       'anthropic-version': config.version,
       'x-request-id': request.requestId,
@@ -79,81 +67,6 @@ export function createAnthropicBackend(
     }
     if (apiKey !== undefined) headers['x-api-key'] = apiKey
     return headers
-  }
-
-  function attempt(request: UpstreamRequest, bytes: Buffer, stream: boolean): Promise<UpstreamResponse> {
-    return new Promise<UpstreamResponse>((resolve, reject) => {
-      let settled = false
-      let connected = false
-      const outgoing: ClientRequest = transport.request(target, {
-        method: 'POST',
-        agent,
-        headers: headersOf(request, bytes.length),
-      })
-      const headerTimer = setTimeout(() => {
-        fail(
-          connected
-            ? gatewayError('upstream_timeout', {
-                message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
-              })
-            : gatewayError('upstream_unreachable', {
-                message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
-              }),
-        )
-      }, config.responseTimeoutMs)
-      const onAbort = (): void => {
-        const reason: unknown = request.signal.reason
-        fail(
-          reason instanceof GatewayError
-            ? reason
-            : gatewayError('upstream_timeout', {
-                message: 'The request was cancelled before the upstream answered.',
-                cause: reason,
-              }),
-        )
-      }
-      const cleanup = (): void => {
-        settled = true
-        clearTimeout(headerTimer)
-        request.signal.removeEventListener('abort', onAbort)
-      }
-      function fail(error: GatewayError): void {
-        if (settled) return
-        if (error.errorName === 'upstream_unreachable' && outgoing.reusedSocket) staleSocket.add(error)
-        cleanup()
-        outgoing.destroy()
-        reject(error)
-      }
-
-      outgoing.on('socket', (socket) => {
-        connected = !socket.connecting
-        if (connected) return
-        const connectTimer = setTimeout(
-          () => socket.destroy(Object.assign(new Error('connect timeout'), { code: 'ECONNECT_TIMEOUT' })),
-          config.connectTimeoutMs,
-        )
-        socket.once('connect', () => {
-          connected = true
-          clearTimeout(connectTimer)
-        })
-        socket.once('close', () => clearTimeout(connectTimer))
-      })
-      outgoing.on('error', (err) => fail(beforeHeadersError(err)))
-      outgoing.on('response', (response) => {
-        if (settled) {
-          response.destroy()
-          return
-        }
-        cleanup()
-        replyOf(response, request.signal, stream).then(resolve, reject)
-      })
-      if (request.signal.aborted) {
-        onAbort()
-        return
-      }
-      request.signal.addEventListener('abort', onAbort, { once: true })
-      outgoing.end(bytes)
-    })
   }
 
   /** The upstream's response in OpenAI's terms: a stream translated as it flows, a JSON reply translated whole. */
@@ -194,7 +107,7 @@ export function createAnthropicBackend(
     supports: (endpoint) => endpoint === 'chat.completions',
     send,
     async close() {
-      agent.destroy()
+      connection.agent.destroy()
     },
   }
 }

@@ -8,16 +8,13 @@
 // request (nothing of the client's headers reaches AWS), timeouts, and every way the
 // connection can fail as the GatewayError failover expects. The deployment's `model` is the
 // Bedrock model id (anthropic.claude-…-v1:0), an inference profile's id or its ARN.
-import type { IncomingMessage } from 'node:http'
-import https from 'node:https'
 import { pipeline, Readable } from 'node:stream'
 import type { BedrockBackendConfig } from '../../config/schema.ts'
-import { GatewayError, gatewayError } from '../../errors.ts'
+import { gatewayError } from '../../errors.ts'
 import { mediaType } from '../../http/media-type.ts'
-import { http } from '../../http/node-http.ts'
 import { isJsonObject } from '../../json.ts'
-import { beforeHeadersError } from '../openai/transport-errors.ts'
-import { watchBody } from '../openai/watch-body.ts'
+import { sendUpstream, upstreamConnection } from '../http/send.ts'
+import { watchBody } from '../http/watch-body.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
 import { bedrockErrorOf, type TranslatedError } from './errors-in.ts'
 import { chatCompletionOf } from './reply-in.ts'
@@ -37,12 +34,8 @@ export function createBedrockBackend(
   credentials: AwsCredentials | undefined,
 ): BackendAdapter {
   const root = (config.endpoint ?? `https://bedrock-runtime.${config.region}.amazonaws.com`).replace(/\/+$/, '')
-  const secure = root.startsWith('https:')
-  const agentOptions = { keepAlive: true, maxSockets: config.maxSockets }
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions)
+  const connection = upstreamConnection(root, config)
   const signer = createSigner(config.region, credentials)
-  /** Failures on a reused keep-alive socket before any response: Node's documented race (see openai.ts). */
-  const staleSockets = new WeakSet<GatewayError>()
 
   async function send(request: UpstreamRequest): Promise<UpstreamResponse> {
     if (request.endpoint !== 'chat.completions' || request.body.kind !== 'json')
@@ -68,14 +61,7 @@ export function createBedrockBackend(
       },
       bytes,
     )
-    let upstream: IncomingMessage
-    try {
-      upstream = await post(url, headers, bytes, request)
-    } catch (err) {
-      // A kept-alive socket AWS had just closed never carried the request: once more, on another.
-      if (!(err instanceof GatewayError) || !staleSockets.has(err) || request.signal.aborted) throw err
-      upstream = await post(url, headers, bytes, request)
-    }
+    const upstream = await sendUpstream(connection, url, headers, bytes, request)
     const status = upstream.statusCode ?? 502
     const errorType = upstream.headers['x-amzn-errortype']
     const body = watchBody(upstream, config.idleTimeoutMs, request.signal)
@@ -89,86 +75,13 @@ export function createBedrockBackend(
     return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
   }
 
-  /** The one HTTP exchange: resolves with the response once its headers are in. */
-  function post(
-    url: URL,
-    headers: Readonly<Record<string, string>>,
-    bytes: Buffer,
-    request: UpstreamRequest,
-  ): Promise<IncomingMessage> {
-    return new Promise((resolve, reject) => {
-      if (request.signal.aborted) {
-        reject(cancelled(request.signal))
-        return
-      }
-      let settled = false
-      let connected = false
-      const timers: NodeJS.Timeout[] = []
-      const req = (secure ? https : http).request(url, { method: 'POST', agent, headers })
-      const onAbort = (): void => fail(cancelled(request.signal))
-      const done = (): void => {
-        settled = true
-        for (const timer of timers) clearTimeout(timer)
-        request.signal.removeEventListener('abort', onAbort)
-      }
-      function fail(error: GatewayError): void {
-        if (settled) return
-        if (error.errorName === 'upstream_unreachable' && req.reusedSocket) staleSockets.add(error)
-        done()
-        req.destroy()
-        reject(error)
-      }
-      request.signal.addEventListener('abort', onAbort, { once: true })
-      timers.push(
-        setTimeout(() => {
-          fail(
-            connected
-              ? gatewayError('upstream_timeout', {
-                  message: `The upstream model server sent no response headers within ${config.responseTimeoutMs} ms.`,
-                })
-              : gatewayError('upstream_unreachable', {
-                  message: `The upstream model server could not be reached within ${config.responseTimeoutMs} ms.`,
-                }),
-          )
-        }, config.responseTimeoutMs),
-      )
-      req.once('socket', (socket) => {
-        connected = !socket.connecting
-        if (connected || settled) return
-        timers.push(
-          setTimeout(() => {
-            if (!connected)
-              fail(
-                gatewayError('upstream_unreachable', {
-                  message: `The upstream model server could not be reached within ${config.connectTimeoutMs} ms.`,
-                }),
-              )
-          }, config.connectTimeoutMs),
-        )
-        socket.once('connect', () => {
-          connected = true
-        })
-      })
-      req.once('error', (err) => fail(beforeHeadersError(err)))
-      req.once('response', (res) => {
-        if (settled) {
-          res.destroy()
-          return
-        }
-        done()
-        resolve(res)
-      })
-      req.end(bytes)
-    })
-  }
-
   return {
     name,
     type: 'bedrock',
     supports: (endpoint) => endpoint === 'chat.completions',
     send,
     async close() {
-      agent.destroy()
+      connection.agent.destroy()
     },
   }
 }
@@ -243,14 +156,6 @@ function errorReply(error: TranslatedError): UpstreamResponse {
     headers: { 'content-type': 'application/json' },
     body: Readable.from([Buffer.from(JSON.stringify(error.body))]),
   }
-}
-
-/** Why a call cancelled before the upstream answered ends: the gateway's reason, or a timeout. */
-function cancelled(signal: AbortSignal): GatewayError {
-  const reason: unknown = signal.reason
-  return reason instanceof GatewayError
-    ? reason
-    : gatewayError('upstream_timeout', { message: 'The request was cancelled before the upstream answered.' })
 }
 
 /** A whole Converse reply, read and turned into one chat completion. */

@@ -48,8 +48,7 @@ function typeAndStatus(status: number, errorName?: string): { type: string; stat
 }
 
 export function anthropicErrorOf(error: GatewayError, requestId: string): AnthropicError {
-  const { type, status } = typeAndStatus(error.status, error.errorName)
-  return { status, body: { type: 'error', error: { type, message: error.message }, request_id: requestId } }
+  return shaped(typeAndStatus(error.status, error.errorName), error.message, requestId)
 }
 
 /** An upstream's error body (OpenAI's shape, or anything) at `status`, in Anthropic's shape. */
@@ -61,7 +60,10 @@ export function anthropicErrorOfBody(status: number, body: unknown, requestId: s
       : isJsonObject(body) && typeof body.detail === 'string'
         ? body.detail
         : `The upstream model server answered ${status}.`
-  const mapped = typeAndStatus(status)
+  return shaped(typeAndStatus(status), message, requestId)
+}
+
+function shaped(mapped: { type: string; status: number }, message: string, requestId: string): AnthropicError {
   return {
     status: mapped.status,
     body: { type: 'error', error: { type: mapped.type, message }, request_id: requestId },

@@ -28,7 +28,8 @@ import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intak
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
-import { deploymentsFor, streamAskOf, translate, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
+import { replyFor, requestFor, serves } from './responses-over-chat/index.ts'
+import { deploymentsFor, streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
 
 export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
@@ -193,8 +194,9 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
   exchange.notes.stream = ask.stream
+  // A deployment that speaks only chat completions serves a Responses call translated (responses-over-chat/).
   const targets = deploymentsFor(call.runtime.registry, spec, call.modelName).filter((t) =>
-    t.adapter.supports(spec.endpoint),
+    serves(spec.endpoint, t.adapter),
   )
   if (targets.length === 0) {
     await a.admission.settle(NO_USAGE, { withdrawn: true })
@@ -210,7 +212,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     signal: exchange.signal,
     client: exchange.client,
   }
-  const build = (target: Deployment): UpstreamRequest => translate(upstream, target, call.estimate.sentCap)
+  const build = (target: Deployment): UpstreamRequest => requestFor(upstream, target, call.estimate.sentCap)
   const reply = new Reply(s, call, exchange, a.admission, build)
   const ending: Ending = {
     endpoint: spec.endpoint,
@@ -224,7 +226,8 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     const sent = await send(s, a, targets, build, ending)
     if (sent === PUT_BACK || sent === WAIT_CAPACITY) return sent
     reply.served(sent.target, sent.lease)
-    const { status, usage, aborted } = (ending.relayed = await reply.relay(sent.response, ask))
+    const response = replyFor(sent.response, upstream, sent.target)
+    const { status, usage, aborted } = (ending.relayed = await reply.relay(response, ask))
     return { status, usage, aborted }
   } catch (err) {
     ending.error = err

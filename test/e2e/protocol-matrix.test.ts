@@ -64,6 +64,10 @@ interface Row {
   readonly refused: Partial<Record<Cell, RegExp>>
 }
 
+/** Each reply's cap; a call that thinks needs room beyond Anthropic's least thinking budget (1024). */
+const CAP = 64
+const THINKING_CAP = 2048
+
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
 const CITY = {
   type: 'object',
@@ -329,7 +333,7 @@ async function chatCell(c: Clients, feature: Feature, tag: string): Promise<Seen
   const ask = async (
     body: Omit<OpenAI.ChatCompletionCreateParamsNonStreaming, 'model'>,
   ): Promise<OpenAI.ChatCompletion> => {
-    const reply = await c.openai.chat.completions.create({ model, max_tokens: 2048, ...body })
+    const reply = await c.openai.chat.completions.create({ model, max_tokens: CAP, ...body })
     const message = reply.choices[0]?.message
     replies.push({ usage: usageOf(reply.usage), kind: message?.tool_calls?.length ? 'tool' : 'text' })
     return reply
@@ -344,7 +348,7 @@ async function chatCell(c: Clients, feature: Feature, tag: string): Promise<Seen
     case 'stream': {
       const stream = await c.openai.chat.completions.create({
         model,
-        max_tokens: 2048,
+        max_tokens: CAP,
         messages: [user(`Hi ${tag}`)],
         stream: true,
         stream_options: { include_usage: true },
@@ -398,7 +402,7 @@ async function chatCell(c: Clients, feature: Feature, tag: string): Promise<Seen
       })
       break
     case 'thinking':
-      await ask({ messages: [user(`Think first. ${tag}`)], reasoning_effort: 'low' })
+      await ask({ messages: [user(`Think first. ${tag}`)], reasoning_effort: 'low', max_tokens: THINKING_CAP })
       break
   }
   return { replies }
@@ -415,7 +419,7 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
   const ask = async (
     body: Omit<OpenAI.Responses.ResponseCreateParamsNonStreaming, 'model'>,
   ): Promise<OpenAI.Responses.Response> => {
-    const reply = await c.openai.responses.create({ model, max_output_tokens: 2048, ...body })
+    const reply = await c.openai.responses.create({ model, max_output_tokens: CAP, ...body })
     if (reply.object !== 'response') throw new Error('not a response object')
     const called = reply.output.some((item) => item.type === 'function_call')
     replies.push({ usage: usageOf(reply.usage), kind: called ? 'tool' : 'text' })
@@ -448,7 +452,7 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
     case 'stream': {
       const stream = await c.openai.responses.create({
         model,
-        max_output_tokens: 2048,
+        max_output_tokens: CAP,
         input: `Hi ${tag}`,
         stream: true,
       })
@@ -458,7 +462,8 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
       for await (const event of stream) {
         types.push(event.type)
         if (event.type === 'response.output_text.delta') text += event.delta
-        if (event.type === 'response.completed') done = event.response
+        // The mock fills the cap it is given, and says so: response.incomplete.
+        if (event.type === 'response.completed' || event.type === 'response.incomplete') done = event.response
       }
       if (text === '' || done === undefined) throw new Error(`no text or no response.completed: ${types.join(' ')}`)
       if (types[0] !== 'response.created') throw new Error(`the stream began with ${types[0]}`)
@@ -491,7 +496,7 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
       break
     case 'thinking':
       // With a tool: the reasoning goes back with the call (an anthropic upstream checks its signature).
-      await roundTrip({ reasoning: { effort: 'low' } })
+      await roundTrip({ reasoning: { effort: 'low' }, max_output_tokens: THINKING_CAP })
       break
   }
   return { replies }
@@ -508,7 +513,7 @@ async function messagesCell(c: Clients, feature: Feature, tag: string): Promise<
   const ask = async (
     body: Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'>,
   ): Promise<Anthropic.Message> => {
-    const reply = await c.anthropic.messages.create({ model, max_tokens: 2048, ...body })
+    const reply = await c.anthropic.messages.create({ model, max_tokens: CAP, ...body })
     replies.push({ usage: usageOf(reply.usage), kind: reply.stop_reason === 'tool_use' ? 'tool' : 'text' })
     return reply
   }
@@ -538,7 +543,7 @@ async function messagesCell(c: Clients, feature: Feature, tag: string): Promise<
     case 'stream': {
       const stream = c.anthropic.messages.stream({
         model,
-        max_tokens: 2048,
+        max_tokens: CAP,
         messages: [{ role: 'user', content: `Hi ${tag}` }],
       })
       let text = ''
@@ -573,7 +578,7 @@ async function messagesCell(c: Clients, feature: Feature, tag: string): Promise<
       } as Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'>)
       break
     case 'thinking':
-      await roundTrip({ thinking: { type: 'enabled', budget_tokens: 1024 } })
+      await roundTrip({ thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: THINKING_CAP })
       break
   }
   return { replies }

@@ -2,7 +2,7 @@
 // responses (JSON and SSE), embeddings, models, and a multipart echo. It records what it
 // received and can be told to misbehave (fail, delay headers, stall or drop mid-stream).
 // Options live on the returned object and may be changed between requests.
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -132,7 +132,13 @@ async function handle(
   if (res.destroyed) return
   if (options.failWith !== undefined) {
     sendJson(res, options.failWith, {
-      error: { message: `fake upstream failure ${options.failWith}`, type: 'server_error', param: null, code: null },
+      error: {
+        message: `fake upstream failure ${options.failWith}`,
+        // OpenAI's types: a request it refuses is the caller's fault, a failure of its own a server_error.
+        type: options.failWith < 500 ? 'invalid_request_error' : 'server_error',
+        param: null,
+        code: null,
+      },
     })
     return
   }
@@ -311,7 +317,9 @@ async function sendToolCall(
       output_tokens: TOOL_CALL_TOKENS,
       total_tokens: promptTokens + TOOL_CALL_TOKENS,
     }
-    const item = { id: 'fc_fake', type: 'function_call', status: 'completed', call_id: 'call_fake', ...call }
+    // Ids of their own per reply, as OpenAI's: the gateway remembers whose each output item is.
+    const suffix = randomBytes(8).toString('hex')
+    const item = { id: `fc_${suffix}`, type: 'function_call', status: 'completed', call_id: `call_${suffix}`, ...call }
     const done = { id: 'resp-fake', object: 'response', model, status: 'completed', output: [item], usage }
     if (!stream) return sendJson(res, 200, done)
     const at = { item_id: item.id, output_index: 0 }

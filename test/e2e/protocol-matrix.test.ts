@@ -331,9 +331,15 @@ async function chatCell(c: Clients, feature: Feature, tag: string): Promise<Seen
     output: u?.completion_tokens ?? -1,
   })
   const ask = async (
-    body: Omit<OpenAI.ChatCompletionCreateParamsNonStreaming, 'model'>,
+    body: Omit<OpenAI.ChatCompletionCreateParamsNonStreaming, 'model' | 'stream'>,
+    streamed = false,
   ): Promise<OpenAI.ChatCompletion> => {
-    const reply = await c.openai.chat.completions.create({ model, max_tokens: CAP, ...body })
+    // Streamed, through the SDK's own accumulator: it checks the chunks add up to a completion.
+    const reply = streamed
+      ? await c.openai.chat.completions
+          .stream({ model, max_tokens: CAP, ...body, stream_options: { include_usage: true } })
+          .finalChatCompletion()
+      : await c.openai.chat.completions.create({ model, max_tokens: CAP, ...body })
     const message = reply.choices[0]?.message
     replies.push({ usage: usageOf(reply.usage), kind: message?.tool_calls?.length ? 'tool' : 'text' })
     return reply
@@ -366,7 +372,7 @@ async function chatCell(c: Clients, feature: Feature, tag: string): Promise<Seen
     case 'tools': {
       const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { ...WEATHER, parameters: CITY } }]
       const messages = [user(`Weather in Paris? ${tag}`)]
-      const first = await ask({ messages, tools })
+      const first = await ask({ messages, tools }, true)
       const call = first.choices[0]?.message.tool_calls?.[0]
       if (call?.type !== 'function' || call.function.name !== 'get_weather') throw new Error('no tool call')
       const second = await ask({
@@ -417,9 +423,13 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
     output: u?.output_tokens ?? -1,
   })
   const ask = async (
-    body: Omit<OpenAI.Responses.ResponseCreateParamsNonStreaming, 'model'>,
+    body: Omit<OpenAI.Responses.ResponseCreateParamsNonStreaming, 'model' | 'stream'>,
+    streamed = false,
   ): Promise<OpenAI.Responses.Response> => {
-    const reply = await c.openai.responses.create({ model, max_output_tokens: CAP, ...body })
+    // Streamed, through the SDK's ResponseStream: it checks each event against the items opened before it.
+    const reply = streamed
+      ? await c.openai.responses.stream({ model, max_output_tokens: CAP, ...body }).finalResponse()
+      : await c.openai.responses.create({ model, max_output_tokens: CAP, ...body })
     if (reply.object !== 'response') throw new Error('not a response object')
     const called = reply.output.some((item) => item.type === 'function_call')
     replies.push({ usage: usageOf(reply.usage), kind: called ? 'tool' : 'text' })
@@ -427,9 +437,11 @@ async function responsesCell(c: Clients, feature: Feature, tag: string): Promise
   }
   const tools: OpenAI.Responses.Tool[] = [{ type: 'function', ...WEATHER, parameters: CITY, strict: false }]
   /** A tool's round trip: the call, then its output sent back with the reply's items (reasoning included). */
-  const roundTrip = async (extra: Partial<OpenAI.Responses.ResponseCreateParamsNonStreaming>): Promise<void> => {
+  const roundTrip = async (
+    extra: Partial<Omit<OpenAI.Responses.ResponseCreateParamsNonStreaming, 'stream'>>,
+  ): Promise<void> => {
     const input: OpenAI.Responses.ResponseInput = [{ role: 'user', content: `Weather in Paris? ${tag}` }]
-    const first = await ask({ input, tools, ...extra })
+    const first = await ask({ input, tools, ...extra }, true)
     const call = first.output.find((item) => item.type === 'function_call')
     if (call?.type !== 'function_call' || call.name !== 'get_weather') throw new Error('no function_call item')
     const second = await ask({
@@ -511,16 +523,19 @@ async function messagesCell(c: Clients, feature: Feature, tag: string): Promise<
     output: u.output_tokens,
   })
   const ask = async (
-    body: Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'>,
+    body: Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'> & { max_tokens?: number },
+    streamed = false,
   ): Promise<Anthropic.Message> => {
-    const reply = await c.anthropic.messages.create({ model, max_tokens: CAP, ...body })
+    const reply = streamed
+      ? await c.anthropic.messages.stream({ model, max_tokens: CAP, ...body }).finalMessage()
+      : await c.anthropic.messages.create({ model, max_tokens: CAP, ...body })
     replies.push({ usage: usageOf(reply.usage), kind: reply.stop_reason === 'tool_use' ? 'tool' : 'text' })
     return reply
   }
   const tools: Anthropic.Tool[] = [{ ...WEATHER, input_schema: CITY as Anthropic.Tool.InputSchema }]
   const roundTrip = async (extra: Partial<Anthropic.MessageCreateParamsNonStreaming>): Promise<void> => {
     const messages: Anthropic.MessageParam[] = [{ role: 'user', content: `Weather in Paris? ${tag}` }]
-    const first = await ask({ messages, tools, ...extra })
+    const first = await ask({ messages, tools, ...extra }, true)
     const use = first.content.find((block) => block.type === 'tool_use')
     if (use?.type !== 'tool_use' || use.name !== 'get_weather') throw new Error('no tool_use block')
     const second = await ask({

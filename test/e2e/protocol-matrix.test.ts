@@ -15,7 +15,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import t from 'tap'
-import { FAKE_THINKING, startFakeAnthropic, type FakeAnthropic } from '../helpers/fake-anthropic.ts'
+import { startFakeAnthropic, type FakeAnthropic } from '../helpers/fake-anthropic.ts'
 import { FAKE_GEMINI_KEY, googleError, startFakeGemini, type FakeGemini } from '../helpers/fake-gemini.ts'
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -590,7 +590,7 @@ async function messagesCell(c: Clients, feature: Feature, tag: string): Promise<
       await ask({
         messages: [{ role: 'user', content: `A city, as JSON. ${tag}` }],
         output_config: { format: { type: 'json_schema', schema: CITY } },
-      } as Omit<Anthropic.MessageCreateParamsNonStreaming, 'model' | 'max_tokens'>)
+      })
       break
     case 'thinking':
       await roundTrip({ thinking: { type: 'enabled', budget_tokens: 1024 }, max_tokens: THINKING_CAP })

@@ -14,12 +14,13 @@
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../../backends/port.ts'
-import type { Deployment, ModelRoute } from '../../backends/registry.ts'
+import type { BackendRegistry, Deployment, ModelRoute } from '../../backends/registry.ts'
 import type { Endpoint } from '../../config/schema.ts'
 import type { RequestBody } from '../../http/body.ts'
 import { mediaType } from '../../http/media-type.ts'
 import type { JsonObject } from '../../json.ts'
-import { translate, type UpstreamCall } from '../upstream-request.ts'
+import type { EndpointSpec } from '../endpoints.ts'
+import { deploymentsFor, translate, type UpstreamCall } from '../upstream-request.ts'
 import { responseOfChat } from './reply.ts'
 import { chatRequestOf } from './request.ts'
 import { ResponsesStreamTransform } from './stream.ts'
@@ -32,6 +33,15 @@ export function overChat(endpoint: Endpoint, adapter: Pick<BackendAdapter, 'supp
 /** Whether `adapter` can serve `endpoint`, natively or through this translation. */
 export function serves(endpoint: Endpoint, adapter: Pick<BackendAdapter, 'supports'>): boolean {
   return adapter.supports(endpoint) || overChat(endpoint, adapter)
+}
+
+/** The deployments that may serve a call (upstream-request.ts) and can: natively, or through this translation. */
+export function deploymentsServing(
+  registry: BackendRegistry,
+  spec: EndpointSpec,
+  modelName: string | null,
+): readonly Deployment[] {
+  return deploymentsFor(registry, spec, modelName).filter((t) => serves(spec.endpoint, t.adapter))
 }
 
 /**

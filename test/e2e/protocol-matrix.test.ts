@@ -158,10 +158,7 @@ const anthropicRow: Row = {
       )
     return anthropicRig(fake, faulty)
   },
-  refused: {
-    // Chat's reasoning_effort has no counterpart the anthropic backend is asked for (its callers send `thinking`).
-    'chat.thinking': /reasoning_effort/,
-  },
+  refused: {}, // every caller's way of asking to think is extended thinking here
 }
 
 const GOOGLE_ERRORS: Record<400 | 401 | 429 | 500, unknown> = {

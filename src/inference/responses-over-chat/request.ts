@@ -18,6 +18,7 @@
 import { gatewayError, type GatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { describeType, plain } from '../../protocols/anthropic/request-in.ts'
+import { thinkingOfEffort } from '../../backends/anthropic/thinking.ts'
 import { carriedOf, signatureHome } from './carrier.ts'
 
 /** What the translation needs to know of the deployment: its adapter's type, and the cap it is sent. */
@@ -36,11 +37,6 @@ const invalid = (param: string, what: string): GatewayError =>
   gatewayError('invalid_body', { message: `${param}: ${what}`, param })
 
 const NEEDS_STORE = 'it needs responses stored upstream, which this upstream has no store for'
-
-/** Extended thinking budgets (tokens) per reasoning effort, for an anthropic backend. */
-const THINKING_BUDGET: Readonly<Record<string, number>> = { low: 1024, medium: 4096, high: 16384 }
-/** The least thinking budget Anthropic takes. */
-const LEAST_BUDGET = 1024
 
 /** Members read elsewhere (the gateway's own) or that change nothing upstream. */
 const IGNORED = new Set(['model', 'stream_options', 'metadata', 'background', 'service_tier', 'prompt_cache_key'])
@@ -301,8 +297,8 @@ function effortOf(reasoning: unknown): string | undefined {
 
 /**
  * reasoning.effort where the upstream can think: an anthropic backend's extended thinking,
- * with a budget by effort held below the reply's cap (Anthropic requires it). Elsewhere
- * it is refused, not dropped.
+ * with a budget by effort held below the reply's cap (backends/anthropic/thinking.ts).
+ * Elsewhere it is refused, not dropped.
  */
 function reasoningOf(effort: string, target: ChatTarget, maxTokens: unknown): JsonObject {
   if (target.type !== 'anthropic')
@@ -310,16 +306,8 @@ function reasoningOf(effort: string, target: ChatTarget, maxTokens: unknown): Js
       'reasoning.effort',
       `this model's ${plain(target.type)} upstream is not asked to think by this gateway`,
     )
-  const wanted = effort === 'minimal' ? LEAST_BUDGET : THINKING_BUDGET[effort]
-  if (wanted === undefined) throw invalid('reasoning.effort', "Input should be 'minimal', 'low', 'medium' or 'high'")
-  const cap = typeof maxTokens === 'number' ? maxTokens : undefined
-  const budget = cap === undefined ? wanted : Math.min(wanted, cap - 1)
-  if (budget < LEAST_BUDGET)
-    throw refuse(
-      'reasoning.effort',
-      `thinking takes at least ${LEAST_BUDGET} tokens, and max_output_tokens (${String(cap)}) leaves less`,
-    )
-  return { thinking: { type: 'enabled', budget_tokens: budget } }
+  const thinking = thinkingOfEffort(effort, maxTokens, 'reasoning.effort')
+  return thinking === undefined ? {} : { thinking }
 }
 
 /** include: what the reply can hold; encrypted reasoning is always there when there is thinking. */

@@ -2,8 +2,8 @@
 //   enter:   authenticate → scopes → intake (read + validate body → resolve model →
 //            ownership → estimate; intake.ts) → hand the prepared call on
 //   run:     admit (the strategy) → forward, again when the strategy puts an attempt back
-//   forward: the request each deployment is sent (upstream-request.ts) → upstream with
-//            failover → relay into the exchange (usage tap) → settle (limits, meter; reply.ts)
+//   forward: the request each deployment is sent (upstream-request.ts, responses-over-chat/) →
+//            upstream with failover → relay into the exchange (usage tap) → settle (reply.ts)
 // and what each attempt records is written in one place (outcome.ts; its spans: call-spans.ts).
 // /v2 and /queue walk the same corridor. What differs is passed in: how a call is
 // admitted (an AdmissionStrategy: /v2 asks the limiter once and answers its 429; /queue
@@ -28,7 +28,8 @@ import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intak
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
-import { deploymentsFor, streamAskOf, translate, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
+import { deploymentsServing, replyFor, requestFor } from './responses-over-chat/index.ts'
+import { streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
 
 export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
@@ -193,9 +194,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
   const { spec } = call
   const ask = streamAskOf(spec, call.body)
   exchange.notes.stream = ask.stream
-  const targets = deploymentsFor(call.runtime.registry, spec, call.modelName).filter((t) =>
-    t.adapter.supports(spec.endpoint),
-  )
+  const targets = deploymentsServing(call.runtime.registry, spec, call.modelName)
   if (targets.length === 0) {
     await a.admission.settle(NO_USAGE, { withdrawn: true })
     throw gatewayError('capability_missing')
@@ -210,7 +209,7 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     signal: exchange.signal,
     client: exchange.client,
   }
-  const build = (target: Deployment): UpstreamRequest => translate(upstream, target, call.estimate.sentCap)
+  const build = (target: Deployment): UpstreamRequest => requestFor(upstream, target, call.estimate.sentCap)
   const reply = new Reply(s, call, exchange, a.admission, build)
   const ending: Ending = {
     endpoint: spec.endpoint,
@@ -224,7 +223,8 @@ async function forward(s: Shared, a: Attempt): Promise<CallResult | typeof PUT_B
     const sent = await send(s, a, targets, build, ending)
     if (sent === PUT_BACK || sent === WAIT_CAPACITY) return sent
     reply.served(sent.target, sent.lease)
-    const { status, usage, aborted } = (ending.relayed = await reply.relay(sent.response, ask))
+    const response = replyFor(sent.response, upstream, sent.target) // a chat-only deployment's, as the call's API
+    const { status, usage, aborted } = (ending.relayed = await reply.relay(response, ask))
     return { status, usage, aborted }
   } catch (err) {
     ending.error = err

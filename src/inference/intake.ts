@@ -17,6 +17,7 @@ import type { AdmissionRequest } from '../limits/port.ts'
 import type { InferenceDeps, PreparedCall } from './call.ts'
 import type { EndpointSpec } from './endpoints.ts'
 import { checkOwnership } from './ownership.ts'
+import { checkTranslatable } from './responses-over-chat/index.ts'
 import { checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
 
@@ -76,6 +77,8 @@ export async function prepare(
     }
     checkModelScope(principal, modelName)
     notes.model = modelName
+    // What a chat-only deployment of the model cannot be asked for is refused before it is admitted.
+    checkTranslatable(spec.endpoint, body, route)
   }
   const resolved = (taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*'))
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)

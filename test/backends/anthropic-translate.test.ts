@@ -1,6 +1,6 @@
 // The anthropic backend's translators on their own: the request out (what is carried, merged
 // and refused), the stream in (cut anywhere, usage joined from its two parts, an error event),
-// and the errors in (529 is the proxy's 503).
+// and the errors in (529 is the proxy's 503); reasoning_effort as extended thinking.
 import { Readable } from 'node:stream'
 import t from 'tap'
 import { openAIErrorOf } from '../../src/backends/anthropic/errors-in.ts'
@@ -74,6 +74,21 @@ t.test('request out: what the Messages API cannot do is refused by name', async 
   t.match(refused({ response_format: { type: 'json_object' } }), /^response_format/)
   t.match(refused({}, [{ type: 'input_audio', input_audio: { data: '', format: 'wav' } }]), /'input_audio' part/)
   t.equal(refused({ presence_penalty: 0, logprobs: false, response_format: { type: 'text' } }), 'carried')
+})
+
+t.test("request out: an OpenAI caller's reasoning_effort is extended thinking, its budget below the cap", async (t) => {
+  const out = (extra: Record<string, unknown>) =>
+    messagesRequestOf({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra }, 'm', SETTINGS)
+  t.same(out({ reasoning_effort: 'medium', max_tokens: 8000 }).thinking, { type: 'enabled', budget_tokens: 4096 })
+  t.same(out({ reasoning_effort: 'high' }).thinking, { type: 'enabled', budget_tokens: 4095 }, 'below the default cap')
+  t.notOk('thinking' in out({ reasoning_effort: 'none' }))
+  const own = { type: 'enabled', budget_tokens: 2000 }
+  t.same(out({ reasoning_effort: 'high', thinking: own }).thinking, own, 'thinking asked for itself wins')
+  t.throws(() => out({ reasoning_effort: 'low', max_tokens: 800 }), {
+    errorName: 'untranslatable_feature',
+    message: /at least 1024/,
+  })
+  t.throws(() => out({ reasoning_effort: 'extreme' }), { errorName: 'invalid_body', message: /reasoning_effort/ })
 })
 
 async function translate(events: string, slice: number): Promise<string[]> {

@@ -2,7 +2,7 @@
 // responses (JSON and SSE), embeddings, models, and a multipart echo. It records what it
 // received and can be told to misbehave (fail, delay headers, stall or drop mid-stream).
 // Options live on the returned object and may be changed between requests.
-import { createHash } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -35,7 +35,16 @@ export interface FakeUpstreamOptions {
    * max_tokens, max_output_tokens), as an upstream bills them.
    */
   uncappedTokens?: number
+  /**
+   * Call this function (chat's tool_calls, or a Responses function_call item) when the request
+   * declares tools and its last turn is not a tool's result; its usage reports
+   * TOOL_CALL_TOKENS output tokens. Unset: tools are never called.
+   */
+  toolCall?: { readonly name: string; readonly arguments: string }
 }
+
+/** Output tokens a tool call reports (options.toolCall). */
+export const TOOL_CALL_TOKENS = 6
 
 export interface RecordedRequest {
   readonly method: string
@@ -123,7 +132,13 @@ async function handle(
   if (res.destroyed) return
   if (options.failWith !== undefined) {
     sendJson(res, options.failWith, {
-      error: { message: `fake upstream failure ${options.failWith}`, type: 'server_error', param: null, code: null },
+      error: {
+        message: `fake upstream failure ${options.failWith}`,
+        // OpenAI's types: a request it refuses is the caller's fault, a failure of its own a server_error.
+        type: options.failWith < 500 ? 'invalid_request_error' : 'server_error',
+        param: null,
+        code: null,
+      },
     })
     return
   }
@@ -144,6 +159,11 @@ async function handle(
 
   if (stream && options.onlyEvent !== undefined) {
     await sendEvents(res, [{ data: JSON.stringify(options.onlyEvent) }], options)
+    return
+  }
+  const callsTool = options.toolCall !== undefined && wantsToolCall(request)
+  if (callsTool && options.toolCall !== undefined) {
+    await sendToolCall(res, path ?? '', request, model, promptTokens, options.toolCall, options)
     return
   }
   switch (`${req.method} ${path}`) {
@@ -271,6 +291,94 @@ async function handle(
         error: { message: 'Unknown fake route.', type: 'invalid_request_error', param: null, code: 'unknown_url' },
       })
   }
+}
+
+/** A request that declares tools and whose last turn is not a tool's result (chat or Responses). */
+function wantsToolCall(request: Record<string, unknown>): boolean {
+  if (!Array.isArray(request.tools) || request.tools.length === 0) return false
+  const turns = Array.isArray(request.messages) ? request.messages : Array.isArray(request.input) ? request.input : []
+  const last = turns.at(-1) as { role?: unknown; type?: unknown } | undefined
+  return last?.role !== 'tool' && last?.type !== 'function_call_output'
+}
+
+async function sendToolCall(
+  res: ServerResponse,
+  path: string,
+  request: Record<string, unknown>,
+  model: string,
+  promptTokens: number,
+  call: { readonly name: string; readonly arguments: string },
+  options: FakeUpstreamOptions,
+): Promise<void> {
+  const stream = request.stream === true
+  if (path === '/v1/responses') {
+    const usage = {
+      input_tokens: promptTokens,
+      output_tokens: TOOL_CALL_TOKENS,
+      total_tokens: promptTokens + TOOL_CALL_TOKENS,
+    }
+    // Ids of their own per reply, as OpenAI's: the gateway remembers whose each output item is.
+    const suffix = randomBytes(8).toString('hex')
+    const item = { id: `fc_${suffix}`, type: 'function_call', status: 'completed', call_id: `call_${suffix}`, ...call }
+    const done = { id: 'resp-fake', object: 'response', model, status: 'completed', output: [item], usage }
+    if (!stream) return sendJson(res, 200, done)
+    const at = { item_id: item.id, output_index: 0 }
+    const events = [
+      { type: 'response.created', response: { ...done, status: 'in_progress', output: [], usage: null } },
+      { type: 'response.output_item.added', output_index: 0, item: { ...item, status: 'in_progress', arguments: '' } },
+      { type: 'response.function_call_arguments.delta', ...at, delta: call.arguments },
+      { type: 'response.function_call_arguments.done', ...at, name: call.name, arguments: call.arguments },
+      { type: 'response.output_item.done', output_index: 0, item },
+      { type: 'response.completed', response: done },
+    ]
+    await sendEvents(
+      res,
+      events.map((e) => ({ event: e.type, data: JSON.stringify(e) })),
+      options,
+    )
+    return
+  }
+  const usage = {
+    prompt_tokens: promptTokens,
+    completion_tokens: TOOL_CALL_TOKENS,
+    total_tokens: promptTokens + TOOL_CALL_TOKENS,
+  }
+  const base = { id: 'chatcmpl-fake', created: 1700000000, model }
+  const toolCall = { id: 'call_fake', type: 'function', function: call }
+  if (!stream) {
+    sendJson(res, 200, {
+      ...base,
+      object: 'chat.completion',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: null, tool_calls: [toolCall] },
+          finish_reason: 'tool_calls',
+        },
+      ],
+      usage,
+    })
+    return
+  }
+  const chunk = (delta: unknown, finish: string | null) => ({
+    ...base,
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  })
+  const events = [
+    chunk(
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ index: 0, ...toolCall, function: { name: call.name, arguments: '' } }],
+      },
+      null,
+    ),
+    chunk({ tool_calls: [{ index: 0, function: { arguments: call.arguments } }] }, null),
+    chunk({}, 'tool_calls'),
+    { ...base, object: 'chat.completion.chunk', choices: [], usage },
+  ]
+  await sendEvents(res, [...events.map((e) => ({ data: JSON.stringify(e) })), { data: '[DONE]' }], options)
 }
 
 /** The request's own cap on its reply, if it sets one. */

@@ -11,11 +11,13 @@
 // response_format json_schema (→ output_config.format). Consecutive turns of one role are
 // merged into one, which the Messages API expects of a conversation. Extended thinking, as
 // an Anthropic caller's translation carries it (request-in.ts): `thinking` as it is, and an
-// assistant message's thinking_blocks put back first in its turn, signatures intact.
+// assistant message's thinking_blocks put back first in its turn, signatures intact; an
+// OpenAI caller's reasoning_effort as thinking with a budget by effort (thinking.ts).
 import type { AnthropicBackendConfig } from '../../config/schema.ts'
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { describeType, plain } from '../../protocols/anthropic/request-in.ts'
+import { thinkingOfEffort } from './thinking.ts'
 
 /** Members that change nothing upstream: stream_options (Anthropic always reports a stream's usage). */
 const IGNORED = new Set(['model', 'stream_options'])
@@ -38,6 +40,7 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
   const turns: JsonObject[] = []
   let toolChoice: JsonObject | undefined
   let parallel: unknown
+  let effort: unknown
   for (const [name, value] of Object.entries(chat)) {
     if (value === undefined || value === null || IGNORED.has(name)) continue
     switch (name) {
@@ -84,6 +87,9 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
         if (!isJsonObject(value)) throw invalid('thinking', 'Input should be a valid object')
         out.thinking = value
         break
+      case 'reasoning_effort':
+        effort = value
+        break
       case 'n':
         if (value !== 1) throw refuse('n', 'a message has one reply')
         break
@@ -101,6 +107,9 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
   if (system.length > 0) out.system = system.join('\n\n')
   out.messages = turns
   out.max_tokens = Number.isInteger(maxTokens) && (maxTokens as number) > 0 ? maxTokens : settings.defaultMaxTokens
+  // An OpenAI caller's reasoning effort is extended thinking, unless it asked for that itself.
+  const thinking = out.thinking ?? thinkingOfEffort(effort, out.max_tokens, 'reasoning_effort')
+  if (thinking !== undefined) out.thinking = thinking
   if (parallel === false && out.tools !== undefined)
     toolChoice = { type: 'auto', ...toolChoice, disable_parallel_tool_use: true }
   if (toolChoice !== undefined) out.tool_choice = toolChoice

@@ -1,6 +1,6 @@
 // The protocol matrix on running gateways: every caller Tollgate speaks {openai SDK chat,
 // openai SDK responses, @anthropic-ai/sdk messages} × every upstream it speaks {openai,
-// anthropic, gemini, vertex, mock} × {plain, stream, a tool's round trip, an image,
+// anthropic, gemini, vertex, bedrock, mock} × {plain, stream, a tool's round trip, an image,
 // structured output, thinking/reasoning, each error class}. Every cell either works, with
 // the usage the caller saw equal to what the upstream's fake reported and to what the
 // gateway metered, or is refused with the documented 400 that names what it refuses
@@ -11,11 +11,12 @@
 // (so what is metered is the cell's) and its prompt tagged (so what the upstream received
 // is found among the cells' requests). Each error class has a model of its own per caller,
 // deployed on a fake that always answers that error, so one's cool-down leaves the rest
-// alone. A new upstream (bedrock) is one more row: its fakes, its deployments, its refusals.
+// alone. A new upstream is one more row: its fakes, its deployments, its refusals.
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import t from 'tap'
 import { startFakeAnthropic, type FakeAnthropic } from '../helpers/fake-anthropic.ts'
+import { FAKE_AWS_CREDENTIALS, startFakeBedrock, type FakeBedrock } from '../helpers/fake-bedrock.ts'
 import { FAKE_GEMINI_KEY, googleError, startFakeGemini, type FakeGemini } from '../helpers/fake-gemini.ts'
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -222,6 +223,66 @@ function geminiRow(name: 'gemini' | 'vertex'): Row {
   }
 }
 
+/**
+ * Bedrock's exception per error class: a refused credential is a 403 (its 401 cell), and
+ * ServiceUnavailableException (503) is its overloaded answer (the 529 cell).
+ */
+const BEDROCK_ERRORS: Record<Fault, { status: number; type: string; message: string }> = {
+  400: { status: 400, type: 'ValidationException', message: 'The provided request is not valid.' },
+  401: { status: 403, type: 'AccessDeniedException', message: "You don't have access to the model." },
+  429: { status: 429, type: 'ThrottlingException', message: 'Too many requests, please wait.' },
+  500: { status: 500, type: 'InternalServerException', message: 'An internal server error occurred.' },
+  529: { status: 503, type: 'ServiceUnavailableException', message: 'The service is unavailable.' },
+}
+
+const bedrockRow: Row = {
+  name: 'bedrock',
+  async start() {
+    const fake = await startFakeBedrock()
+    const faulty = new Map<Fault, FakeBedrock>()
+    for (const fault of [400, 401, 429, 500, 529] as const)
+      faulty.set(fault, await startFakeBedrock({ failWith: BEDROCK_ERRORS[fault] }))
+    const backend = (f: FakeBedrock): Record<string, unknown> => ({
+      type: 'bedrock',
+      region: f.options.region,
+      endpoint: f.origin,
+    })
+    const u = fake.options.usage
+    return {
+      backends: {
+        aws: backend(fake),
+        ...Object.fromEntries([...faulty].map(([fault, f]) => [`fault${fault}`, backend(f)])),
+      },
+      env: {
+        AWS_ACCESS_KEY_ID: FAKE_AWS_CREDENTIALS.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: FAKE_AWS_CREDENTIALS.secretAccessKey,
+        AWS_SESSION_TOKEN: FAKE_AWS_CREDENTIALS.sessionToken ?? '',
+      },
+      deployment: { backend: 'aws', model: 'anthropic.claude-sonnet-4-5-20250929-v1:0' },
+      faults: Object.fromEntries(
+        [...faulty.keys()].map((s) => [s, { backend: `fault${s}`, model: 'anthropic.claude-sonnet-4-20250514-v1:0' }]),
+      ),
+      // Bedrock's inputTokens leave out the cache's reads and writes: the prompt is the three.
+      reported: () => ({
+        input: u.inputTokens + (u.cacheReadInputTokens ?? 0) + (u.cacheWriteInputTokens ?? 0),
+        output: u.outputTokens,
+      }),
+      received: (tag) => fake.requests.map((r) => r.json).filter((r) => textOf(r).includes(tag)),
+      asksFormat: (r) => (r.outputConfig as { textFormat?: unknown } | undefined)?.textFormat !== undefined,
+      asksThinking: (r) =>
+        (r.additionalModelRequestFields as { thinking?: { type?: unknown } } | undefined)?.thinking?.type === 'enabled',
+      close: async () => {
+        await Promise.all([fake, ...faulty.values()].map((f) => f.close()))
+      },
+    }
+  },
+  refused: {
+    // Converse takes extended thinking as Claude's own `thinking`; OpenAI's effort is refused, naming it.
+    'chat.thinking': /reasoning_effort/,
+    'responses.thinking': /reasoning/,
+  },
+}
+
 const mockRow: Row = {
   name: 'mock',
   start: () =>
@@ -232,12 +293,17 @@ const mockRow: Row = {
       faults: {}, // the built-in mock answers no upstream errors
       close: () => Promise.resolve(),
     }),
-  refused: {
-    'messages.thinking': /thinking/,
-  },
+  refused: {}, // it thinks as Claude does: signed thinking blocks, checked when sent back
 }
 
-const ROWS: readonly Row[] = [fakeUpstreamRow, anthropicRow, geminiRow('gemini'), geminiRow('vertex'), mockRow]
+const ROWS: readonly Row[] = [
+  fakeUpstreamRow,
+  anthropicRow,
+  geminiRow('gemini'),
+  geminiRow('vertex'),
+  bedrockRow,
+  mockRow,
+]
 
 /** What each caller is answered for an upstream's error class: status, and the error's type or code. */
 const FAULT_ANSWERS: Record<Caller, Record<Fault, { status: number; kind: string }>> = {

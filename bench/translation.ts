@@ -19,7 +19,7 @@ import { dirname, join, relative, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { fmt, quantile } from './proxy-rig.ts'
-import { FIRST_TOKEN, startFake, type FakeUpstream, type UpstreamKind } from './translation/fakes.ts'
+import { FIRST_TOKEN, startFake, STREAM_END, type FakeUpstream, type UpstreamKind } from './translation/fakes.ts'
 
 /** Text events each upstream streams per call. */
 const EVENTS = 200
@@ -35,6 +35,13 @@ const BACKENDS: Readonly<Record<UpstreamKind, (url: string) => Record<string, un
   openai: (url) => ({ type: 'openai', baseUrl: url }),
   anthropic: (url) => ({ type: 'anthropic', baseUrl: url }),
   gemini: (url) => ({ type: 'gemini', baseUrl: url }),
+  // Signed as for AWS (the fake checks nothing): SigV4's cost is part of the row.
+  bedrock: (url) => ({ type: 'bedrock', region: 'us-east-1', endpoint: url }),
+}
+/** Credentials in the form AWS's are, for the bedrock backend to sign with. */
+const AWS_ENV = {
+  AWS_ACCESS_KEY_ID: 'AKIABENCHBEDROCK0001',
+  AWS_SECRET_ACCESS_KEY: 'bench/secret/access/key/for/translation0',
 }
 
 interface Row {
@@ -47,6 +54,7 @@ const ROWS: readonly Row[] = [
   { caller: 'openai', upstream: 'openai' },
   { caller: 'openai', upstream: 'anthropic' },
   { caller: 'openai', upstream: 'gemini' },
+  { caller: 'openai', upstream: 'bedrock' },
   { caller: 'anthropic', upstream: 'openai' },
   { caller: 'anthropic', upstream: 'anthropic' },
 ]
@@ -91,12 +99,13 @@ function directTarget(fake: FakeUpstream, upstream: UpstreamKind): Target {
     openai: '/chat/completions',
     anthropic: '/messages',
     gemini: `/models/${modelOf('gemini')}:streamGenerateContent?alt=sse`,
+    bedrock: `/model/${modelOf('bedrock')}/converse-stream`,
   }[upstream]
   return {
     url: new URL(fake.url + path),
     headers: { 'content-type': 'application/json' },
     body: '{}',
-    end: { openai: 'data: [DONE]', anthropic: 'event: message_stop', gemini: '"finishReason":"STOP"' }[upstream],
+    end: STREAM_END[upstream],
   }
 }
 
@@ -189,6 +198,7 @@ export async function benchTranslation(options: { profile?: boolean; keepProfile
   try {
     gw = await startTollgate({
       dropRequestLogs: true,
+      env: AWS_ENV,
       ...(profDir === undefined
         ? {}
         : { execArgv: ['--cpu-prof', '--cpu-prof-interval=200', `--cpu-prof-dir=${profDir}`] }),

@@ -3,9 +3,12 @@
 // per write: the first token, a pause of 2 ms, then the rest as fast as the socket takes them. They check nothing (test/helpers/fake-*.ts are
 // the faithful fakes, held to the official SDKs); what they send is what those send on a plain
 // streamed text reply: OpenAI's chunks with a usage chunk (the gateway asks for one),
-// Anthropic's event sequence, Gemini's GenerateContentResponse per event.
+// Anthropic's event sequence, Gemini's GenerateContentResponse per event, Bedrock's
+// ConverseStream events in AWS's binary event-stream framing (encoded by AWS's own codec).
 import http, { type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { EventStreamCodec } from '@smithy/core/event-streams'
+import { fromUtf8, toUtf8 } from '@smithy/core/serde'
 
 /** The text of content event i: unique, so a client finds the first one by its marker. */
 export const tokenText = (i: number): string => ` Ztok${i}`
@@ -86,18 +89,60 @@ function geminiFrames(events: number): Frames {
   return Array.from({ length: events }, (_, i) => event(i, i === events - 1))
 }
 
-export const FRAMES = { openai: openAIFrames, anthropic: anthropicFrames, gemini: geminiFrames } as const
+function bedrockFrames(events: number): Frames {
+  const codec = new EventStreamCodec(toUtf8, fromUtf8)
+  // Each payload padded with "p", as the service pads its events.
+  const event = (type: string, payload: object): Buffer =>
+    Buffer.from(
+      codec.encode({
+        headers: {
+          ':event-type': { type: 'string', value: type },
+          ':content-type': { type: 'string', value: 'application/json' },
+          ':message-type': { type: 'string', value: 'event' },
+        },
+        body: Buffer.from(JSON.stringify({ ...payload, p: 'abcdefg' })),
+      }),
+    )
+  return [
+    event('messageStart', { role: 'assistant' }),
+    ...Array.from({ length: events }, (_, i) =>
+      event('contentBlockDelta', { contentBlockIndex: 0, delta: { text: tokenText(i) } }),
+    ),
+    event('contentBlockStop', { contentBlockIndex: 0 }),
+    event('messageStop', { stopReason: 'end_turn' }),
+    event('metadata', {
+      usage: { inputTokens: 12, outputTokens: events, totalTokens: 12 + events },
+      metrics: { latencyMs: 7 },
+    }),
+  ]
+}
+
+export const FRAMES = {
+  openai: openAIFrames,
+  anthropic: anthropicFrames,
+  gemini: geminiFrames,
+  bedrock: bedrockFrames,
+} as const
 export type UpstreamKind = keyof typeof FRAMES
+
+/** What the last bytes of a whole stream hold, read straight from the fake. */
+export const STREAM_END: Readonly<Record<UpstreamKind, string>> = {
+  openai: 'data: [DONE]',
+  anthropic: 'event: message_stop',
+  gemini: '"finishReason":"STOP"',
+  bedrock: '"totalTokens"',
+}
 
 export async function startFake(kind: UpstreamKind, events: number): Promise<FakeUpstream> {
   const frames = FRAMES[kind](events)
+  const type = kind === 'bedrock' ? 'application/vnd.amazon.eventstream' : 'text/event-stream'
   let served = 0
   const server = http.createServer((req, res) => {
     // The request body is read (and dropped) before the answer, as a real upstream reads it.
     req.resume()
     req.once('end', () => {
       served++
-      answer(res, frames)
+      answer(res, frames, type)
     })
   })
   server.keepAliveTimeout = 60_000
@@ -105,7 +150,8 @@ export async function startFake(kind: UpstreamKind, events: number): Promise<Fak
   const { port } = server.address() as AddressInfo
   const root = `http://127.0.0.1:${port}`
   return {
-    url: kind === 'openai' ? `${root}/v1` : kind === 'anthropic' ? `${root}/v1` : `${root}/v1beta`,
+    // Bedrock's endpoint is the origin: its paths begin /model/{modelId}/.
+    url: kind === 'gemini' ? `${root}/v1beta` : kind === 'bedrock' ? root : `${root}/v1`,
     served: () => served,
     close: () =>
       new Promise((done) => {
@@ -118,8 +164,8 @@ export async function startFake(kind: UpstreamKind, events: number): Promise<Fak
 /** The pause after the first token, as a model's: the first token then reaches the gateway alone. */
 const AFTER_FIRST_MS = 2
 
-function answer(res: ServerResponse, frames: Frames): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+function answer(res: ServerResponse, frames: Frames, type: string): void {
+  res.writeHead(200, { 'content-type': type, 'cache-control': 'no-cache' })
   // Each event its own write (Nagle off), as a streaming upstream sends them.
   res.socket?.setNoDelay(true)
   // Without the pause the whole stream would arrive in the gateway's first read, and the time

@@ -329,6 +329,7 @@ function usageTable(labels: readonly string[], columns: readonly string[], reply
       integer(r.input_tokens),
       integer(r.output_tokens),
       money(r.cost),
+      ...cacheCells(r),
     ])
   if (rows.length === 0) return 'No usage in this period.\n'
   const t = asObject(reply.totals)
@@ -338,8 +339,33 @@ function usageTable(labels: readonly string[], columns: readonly string[], reply
     integer(t.input_tokens),
     integer(t.output_tokens),
     money(t.cost),
+    ...cacheCells(t),
   ])
   // A gateway from before `currency` was in the reply priced in the catalogue's euros too.
   const currency = typeof reply.currency === 'string' ? text(reply.currency) : DEFAULT_CURRENCY
-  return table([...labels, 'REQUESTS', 'INPUT TOKENS', 'OUTPUT TOKENS', `COST (${currency})`], rows)
+  return table(
+    [
+      ...labels,
+      'REQUESTS',
+      'INPUT TOKENS',
+      'OUTPUT TOKENS',
+      `COST (${currency})`,
+      // As the portal and the CSV have them: after the cost, parts of the input and of the cost.
+      'CACHE READS',
+      'CACHE WRITES',
+      `CACHE READ COST (${currency})`,
+      `CACHE WRITE COST (${currency})`,
+    ],
+    rows,
+  )
+}
+
+/** The prompt cache's parts of a row's input and cost ('-' from a gateway that does not report them). */
+function cacheCells(r: Record<string, unknown>): string[] {
+  return [
+    integer(r.cache_read_tokens),
+    integer(r.cache_write_tokens),
+    money(r.cache_read_cost),
+    money(r.cache_write_cost),
+  ]
 }

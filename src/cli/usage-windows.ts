@@ -34,13 +34,21 @@ export function usageWindows(from: string | undefined, to: string | undefined, n
 type Row = Record<string, unknown>
 
 const COUNTS = ['requests', 'input_tokens', 'output_tokens'] as const
+// The prompt cache's parts of input and cost: summed only where a reply has them, so the
+// merged reply of a gateway from before them keeps that gateway's shape.
+const CACHE_COUNTS = ['cache_read_tokens', 'cache_write_tokens'] as const
+const CACHE_COSTS = ['cache_read_cost', 'cache_write_cost'] as const
 
 const num = (value: unknown): number => (typeof value === 'number' ? value : 0)
+/** A sum of amounts, rounded to the nano-unit the API keeps (0.1 + 0.5 is 0.6). */
+const amount = (a: unknown, b: unknown): number => Math.round((num(a) + num(b)) * 1e9) / 1e9
 
-/** Adds a row's counts and cost into another (cost rounded to the nano-unit the API keeps). */
+/** Adds a row's counts and costs into another. */
 function addInto(into: Row, row: Row): void {
   for (const field of COUNTS) into[field] = num(into[field]) + num(row[field])
-  into.cost = Math.round((num(into.cost) + num(row.cost)) * 1e9) / 1e9
+  into.cost = amount(into.cost, row.cost)
+  for (const field of CACHE_COUNTS) if (field in into || field in row) into[field] = num(into[field]) + num(row[field])
+  for (const field of CACHE_COSTS) if (field in into || field in row) into[field] = amount(into[field], row[field])
 }
 
 /** Rows of several windows summed per `field` (by_model, or a non-daily group), sorted by it. */

@@ -110,6 +110,11 @@ export function recordCharge(
   if (model === null) return
   metrics.tokens.inc({ model, tier, direction: 'input' }, usage.inputTokens)
   metrics.tokens.inc({ model, tier, direction: 'output' }, usage.outputTokens)
+  // Only calls that touched the cache make a series: most models never do.
+  const read = usage.cacheReadTokens ?? 0
+  const write = usage.cacheWriteTokens ?? 0
+  if (read > 0) metrics.cacheTokens.inc({ model, tier, kind: 'read' }, read)
+  if (write > 0) metrics.cacheTokens.inc({ model, tier, kind: 'write' }, write)
   if (costNanos > 0) metrics.cost.inc({ model, tier }, toUnits(costNanos))
 }
 

@@ -17,6 +17,8 @@ export interface Metrics {
   readonly upstreamDuration: Histogram<'backend' | 'endpoint'>
   readonly timeToFirstByte: Histogram<'backend' | 'endpoint'>
   readonly tokens: Counter<'model' | 'tier' | 'direction'>
+  /** Of the input tokens, those read from (kind read) or written to (kind write) the upstream's prompt cache. */
+  readonly cacheTokens: Counter<'model' | 'tier' | 'kind'>
   readonly cost: Counter<'model' | 'tier'>
   readonly rateLimited: Counter<'model' | 'tier' | 'reason'>
   readonly upstreamErrors: Counter<'backend' | 'reason'>
@@ -194,6 +196,14 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'tollgate_tokens_total',
       help: 'Tokens that flowed, by direction (input or output)',
       labelNames: ['model', 'tier', 'direction'],
+      registers,
+    }),
+    // A counter apart rather than more `direction`s: input stays the whole prompt, so a
+    // sum over directions (and every dashboard on it) still means what it did.
+    cacheTokens: new Counter({
+      name: 'tollgate_cache_tokens_total',
+      help: "Of the input tokens, those read from (kind read) or written to (kind write) the upstream's prompt cache",
+      labelNames: ['model', 'tier', 'kind'],
       registers,
     }),
     cost: new Counter({

@@ -11,6 +11,7 @@ import { mergeUsageReplies, usageWindows } from '../../src/cli/usage-windows.ts'
 import { runTollgate } from '../helpers/cli.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { chatWith } from '../helpers/http.ts'
+import { pollUntil } from '../helpers/poll.ts'
 
 const tollgate = runTollgate
 
@@ -99,7 +100,7 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
   }
   t.equal(keyUsageJson.currency, 'EUR', 'JSON keeps the number and names the currency')
   t.equal(
-    /^TOTAL\s.*\s(\S+)$/m.exec(keyUsage.stdout)?.[1],
+    /^TOTAL\s+\S+\s+\S+\s+\S+\s+(\S+)\s/m.exec(keyUsage.stdout)?.[1],
     formatAmount(keyUsageJson.totals.cost),
     'the total cost, written as the portal writes it',
   )
@@ -120,6 +121,76 @@ t.test('create, list, show, update, rotate, revoke, usage: the whole lifecycle f
   t.match(after.stdout, id)
   t.notMatch(gw.output(), secret, 'the gateway logged no secret')
   t.notMatch(gw.output(), newSecret)
+})
+
+t.test("keys usage: the prompt cache's reads and writes apart, in the table and the JSON", async (t) => {
+  const { key, id } = await gw.createKey({ name: 'cached' })
+  // The mock caches a prompt under its prompt_cache_key: the first call writes it, the
+  // second reads it back and writes its new turn.
+  const ask = async (messages: unknown[]): Promise<{ prompt_tokens: number; prompt_tokens_details: Cached }> => {
+    const res = await fetch(`${gw.url}/v2/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o', messages, max_tokens: 3, prompt_cache_key: 'cli-cache' }),
+    })
+    t.equal(res.status, 200)
+    return ((await res.json()) as { usage: { prompt_tokens: number; prompt_tokens_details: Cached } }).usage
+  }
+  type Cached = { cached_tokens?: number; cache_write_tokens?: number }
+  const turn = { role: 'user', content: 'What is a prompt cache? '.repeat(20) }
+  const first = await ask([turn])
+  const second = await ask([turn, { role: 'assistant', content: 'A cache.' }, { role: 'user', content: 'And?' }])
+  const read = second.prompt_tokens_details.cached_tokens ?? 0
+  const written =
+    (first.prompt_tokens_details.cache_write_tokens ?? 0) + (second.prompt_tokens_details.cache_write_tokens ?? 0)
+  t.ok(read > 0 && written > read, `the calls read ${read} and wrote ${written} tokens`)
+
+  type Totals = {
+    requests: number
+    cache_read_tokens: number
+    cache_write_tokens: number
+    cache_read_cost: number
+    cache_write_cost: number
+    cost: number
+  }
+  const polled = await pollUntil(
+    async () => JSON.parse((await tollgate(['keys', 'usage', id, '--json'], env)).stdout) as { totals: Totals },
+    (u) => u.totals.requests === 2,
+    100,
+    100,
+  )
+  const json = polled.value
+  t.match(json.totals, { requests: 2, cache_read_tokens: read, cache_write_tokens: written }, "JSON: the API's fields")
+  t.ok(
+    json.totals.cache_read_cost + json.totals.cache_write_cost <= json.totals.cost,
+    `parts of the cost (${json.totals.cache_read_cost} + ${json.totals.cache_write_cost} of ${json.totals.cost})`,
+  )
+
+  const table = await tollgate(['keys', 'usage', id], env)
+  t.equal(table.code, 0, table.stderr)
+  t.match(
+    table.stdout,
+    /REQUESTS\s+INPUT TOKENS\s+OUTPUT TOKENS\s+COST \(EUR\)\s+CACHE READS\s+CACHE WRITES\s+CACHE READ COST \(EUR\)\s+CACHE WRITE COST \(EUR\)$/m,
+    'after the cost, as the portal and the CSV have them',
+  )
+  const cells = (/^TOTAL\s+(.*)$/m.exec(table.stdout)?.[1] ?? '').split(/\s+/)
+  t.same(
+    cells.slice(4),
+    [
+      read.toLocaleString('en-US'),
+      written.toLocaleString('en-US'),
+      formatAmount(json.totals.cache_read_cost),
+      formatAmount(json.totals.cache_write_cost),
+    ],
+    'the total row: reads, writes and their costs',
+  )
+
+  // Asked in windows (a range over a year): the cache's parts are added up too.
+  const from = new Date(Date.now() - 800 * 86_400_000).toISOString().slice(0, 10)
+  const windowed = JSON.parse((await tollgate(['keys', 'usage', id, '--from', from, '--json'], env)).stdout) as {
+    totals: Totals
+  }
+  t.same(windowed.totals, json.totals, 'the same totals, cache parts included')
 })
 
 t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token never printed', async (t) => {
@@ -339,7 +410,16 @@ t.test('in process: the windows of a long range, and the replies added up', asyn
         to: '2026-03-01',
         data: [{ day: '2025-06-01', ...row('a', 1, 0.1) }],
         by_model: [row('a', 1, 0.1)],
-        totals: { requests: 1, input_tokens: 10, output_tokens: 1, cost: 0.1 },
+        totals: {
+          requests: 1,
+          input_tokens: 10,
+          output_tokens: 1,
+          cost: 0.1,
+          cache_read_tokens: 4,
+          cache_write_tokens: 2,
+          cache_read_cost: 0.01,
+          cache_write_cost: 0.02,
+        },
       },
       {
         object: 'usage',
@@ -351,7 +431,16 @@ t.test('in process: the windows of a long range, and the replies added up', asyn
           { day: '2026-06-01', ...row('b', 1, 0.3) },
         ],
         by_model: [row('a', 2, 0.2), row('b', 1, 0.3)],
-        totals: { requests: 3, input_tokens: 30, output_tokens: 3, cost: 0.5 },
+        totals: {
+          requests: 3,
+          input_tokens: 30,
+          output_tokens: 3,
+          cost: 0.5,
+          cache_read_tokens: 6,
+          cache_write_tokens: 0,
+          cache_read_cost: 0.02,
+          cache_write_cost: 0,
+        },
       },
     ],
     null,
@@ -361,8 +450,17 @@ t.test('in process: the windows of a long range, and the replies added up', asyn
   t.equal(merged.to, '2026-11-26')
   t.same(
     merged.totals,
-    { requests: 4, input_tokens: 40, output_tokens: 4, cost: 0.6 },
-    'totals summed (0.1 + 0.5 is 0.6, not 0.6000000000000001)',
+    {
+      requests: 4,
+      input_tokens: 40,
+      output_tokens: 4,
+      cost: 0.6,
+      cache_read_tokens: 10,
+      cache_write_tokens: 2,
+      cache_read_cost: 0.03,
+      cache_write_cost: 0.02,
+    },
+    'totals summed, the cache parts too (0.1 + 0.5 is 0.6, not 0.6000000000000001; 0.01 + 0.02 is 0.03)',
   )
   t.same(merged.by_model, [row('a', 3, 0.3), row('b', 1, 0.3)], 'by_model summed per model')
   t.equal((merged.data as unknown[]).length, 3, 'per-day rows kept')
@@ -390,5 +488,10 @@ t.test('in process: the windows of a long range, and the replies added up', asyn
       ['o2', 1],
     ],
     'a group in both windows: one row',
+  )
+  t.same(
+    grouped.totals,
+    { requests: 0, input_tokens: 0, output_tokens: 0, cost: 0 },
+    'replies without the cache fields (an older gateway): none made up',
   )
 })

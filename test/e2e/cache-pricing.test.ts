@@ -135,6 +135,25 @@ t.test('anthropic backend: reads at 0.1×, writes at 1.25× of the input price, 
   const budget = usage.budgets.find((b) => b.scope === 'key')
   t.equal(budget?.spent, units(2 * call), "the key's budget is spent by exactly the cached cost")
 
+  // Prometheus: input stays the whole prompt; the cache's parts are counted apart.
+  const series = (kind: string): RegExp =>
+    new RegExp(`^tollgate_cache_tokens_total\\{model="${CLAUDE}",tier="Cached",kind="${kind}"\\} (\\d+)$`, 'm')
+  const scraped = await pollUntil(
+    async () => (await fetch(`${gw.metricsUrl}/metrics`)).text(),
+    // Both calls charged (each is counted once it is metered).
+    (text) => Number(series('write').exec(text)?.[1]) === 2 * reported.cache_creation_input_tokens,
+    1000,
+    30,
+  )
+  const metrics = scraped.value
+  t.equal(Number(series('read').exec(metrics)?.[1]), 2 * reported.cache_read_input_tokens, 'cache reads counted apart')
+  t.equal(Number(series('write').exec(metrics)?.[1]), 2 * reported.cache_creation_input_tokens, 'and writes')
+  t.match(
+    metrics,
+    new RegExp(`^tollgate_tokens_total\\{model="${CLAUDE}",tier="Cached",direction="input"\\} ${2 * PROMPT}$`, 'm'),
+    'input: the whole prompt, as before',
+  )
+
   const byModel = (await (
     await fetch(`${gw.url}/admin/usage?group_by=model&model=${CLAUDE}`, { headers: admin })
   ).json()) as { data: Array<Totals & { model: string }> }

@@ -150,6 +150,15 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
     for await (const _ of stream) chunks++
     t.ok(chunks > 1, 'a stream came in pieces')
 
+    // The prompt cache (the mock's, under a prompt_cache_key): a call that writes its
+    // prompt, then one that reads it back and writes its new turn.
+    const cached = (messages: OpenAI.ChatCompletionMessageParam[]): Promise<OpenAI.ChatCompletion> =>
+      client.chat.completions.create({ model: CHAT, messages, max_tokens: 5, prompt_cache_key: `dashboards-${n}` })
+    const turn = { role: 'user' as const, content: `cache me ${n}` }
+    await cached([turn])
+    const reread = await cached([turn, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'again' }])
+    t.ok((reread.usage?.prompt_tokens_details?.cached_tokens ?? 0) > 0, 'a call read from the prompt cache')
+
     // The key's limit: rpm 1, four calls at once, at least one 429.
     const burst = await Promise.allSettled([0, 1, 2, 3].map((i) => ask(tight, CHAT, `burst ${n}.${i}`)))
     t.ok(

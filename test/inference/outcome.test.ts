@@ -169,4 +169,32 @@ t.test('tokens and cost by model and tier; a call without a model counts nowhere
     (await metrics.cost.get()).values.map((v) => [v.labels, v.value]),
     [[{ model: 'm', tier: 'Basic' }, 2.5]],
   )
+  t.same((await metrics.cacheTokens.get()).values, [], 'no cache touched: no cache series')
+})
+
+t.test('cache reads and writes counted apart; input stays the whole prompt', async (t) => {
+  const { metrics } = rig()
+  recordCharge(
+    metrics,
+    'm',
+    'Basic',
+    { inputTokens: 100, outputTokens: 5, cacheReadTokens: 60, cacheWriteTokens: 30 },
+    0,
+  )
+  recordCharge(metrics, 'm', 'Basic', { inputTokens: 50, outputTokens: 5, cacheReadTokens: 40 }, 0)
+  t.same(
+    (await metrics.tokens.get()).values.map((v) => [v.labels.direction, v.value]),
+    [
+      ['input', 150],
+      ['output', 10],
+    ],
+    'input: the whole prompts, cache parts included',
+  )
+  t.same(
+    (await metrics.cacheTokens.get()).values.map((v) => [v.labels, v.value]),
+    [
+      [{ model: 'm', tier: 'Basic', kind: 'read' }, 100],
+      [{ model: 'm', tier: 'Basic', kind: 'write' }, 30],
+    ],
+  )
 })

@@ -20,6 +20,7 @@ import { checkOwnership } from './ownership.ts'
 import { checkTranslatable } from './responses-over-chat/index.ts'
 import { checkModelScope } from './scopes.ts'
 import { modelOf, validateBody } from './validate.ts'
+import { ANTHROPIC_CARRIED } from '../protocols/anthropic/carried.ts'
 
 export type IntakeDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
   readonly bodyRate: BodyRate
@@ -60,6 +61,12 @@ export async function prepare(
   const { config, registry } = runtime
   const { spec, params, query } = call
   taken.body = await readBody(deps, req, spec, limit)
+  // The gateway's own member for an anthropic backend is set by a translation, never by a caller.
+  if (taken.body.kind === 'json' && ANTHROPIC_CARRIED in taken.body.value)
+    throw gatewayError('invalid_body', {
+      message: `'${ANTHROPIC_CARRIED}' is the gateway's own member and cannot be sent.`,
+      param: ANTHROPIC_CARRIED,
+    })
   if (limit.inbound !== undefined && taken.body.kind === 'json')
     taken.body = { kind: 'json', value: limit.inbound(taken.body.value, registry) }
   if (spec.modelParam !== undefined) taken.body = withPathModel(taken.body, params[spec.modelParam] ?? '')

@@ -4,8 +4,9 @@
 // deployment's own name for it, a call that set no output cap is sent the one it holds
 // (Estimate.sentCap, limits/estimate.ts), and a stream of chat or completions asks for usage (the
 // gateway charges from it; the relay hides the usage chunk from a client that did not
-// ask). Pure: the same call and deployment give the same request, so failover can build
-// one per deployment it tries.
+// ask); the private member only an anthropic backend reads is taken off for any other.
+// Pure: the same call and deployment give the same request, so failover can build one per
+// deployment it tries.
 import type { BackendAdapter, UpstreamRequest } from '../backends/port.ts'
 import type { BackendRegistry, Deployment } from '../backends/registry.ts'
 import type { Endpoint } from '../config/schema.ts'
@@ -13,6 +14,7 @@ import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
 import { wireBytes } from '../http/json-bytes.ts'
 import { isJsonObject } from '../json.ts'
+import { withoutAnthropicCarried } from '../protocols/anthropic/carried.ts'
 import type { EndpointSpec } from './endpoints.ts'
 
 /**
@@ -116,11 +118,21 @@ export function translate(
     method: call.method,
     path: call.path,
     model,
-    body: upstreamBodyOf(call.endpoint, call.body, model, call.stream, cap),
+    body: upstreamBodyOf(call.endpoint, privateTo(target.adapter.type, call.body), model, call.stream, cap),
     requestId: call.requestId,
     signal: call.signal,
     client: call.client,
   }
+}
+
+/**
+ * The body without what only an anthropic backend reads (protocols/anthropic/carried.ts),
+ * for any other. Only a translated body holds it, and that has no client bytes to keep.
+ */
+function privateTo(type: string, body: RequestBody): RequestBody {
+  if (type === 'anthropic' || body.kind !== 'json') return body
+  const value = withoutAnthropicCarried(body.value)
+  return value === body.value ? body : { kind: 'json', value }
 }
 
 /** The deployments that may serve a call: the model's, or the one resources deployment. */

@@ -83,7 +83,17 @@ t.test(
         { role: 'user', content: 'hi' },
       ],
       tools: [{ type: 'function', function: { name: 'Bash', parameters: { type: 'object' } } }],
+      // For an anthropic backend only (the others are sent the body without it).
+      tollgate_anthropic: {
+        effort: 'high',
+        context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+      },
     })
+    t.same(
+      chatRequestOf({ ...base, output_config: { effort: 'low' } }).tollgate_anthropic,
+      { effort: 'low' },
+      'the effort as it came, for an anthropic backend',
+    )
     t.same(
       chatRequestOf({ ...base, thinking: { type: 'adaptive' } }, 'create', { thinking: true }).thinking,
       { type: 'adaptive' },

@@ -109,6 +109,25 @@ t.test('structured output: output_config.format is sent as response_format', asy
   t.same(sent?.response_format, { type: 'json_schema', json_schema: { name: 'output', schema, strict: true } })
 })
 
+t.test("Claude Code's effort and context_management: reasoning_effort upstream, nothing private", async (t) => {
+  // A key of its own: the stream's test below counts the shared key's requests.
+  const own = await gw.createKey({ tier: 'Standard4000', name: 'anthropic-upstream-effort' })
+  const client = new Anthropic({ baseURL: gw.url, apiKey: own.key, maxRetries: 0 })
+  const before = upstream.requests.length
+  await client.messages.create({
+    model: MODEL,
+    max_tokens: 50,
+    thinking: { type: 'adaptive' },
+    output_config: { effort: 'low' },
+    context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+    messages: [{ role: 'user', content: 'hi' }],
+  } as Anthropic.MessageCreateParamsNonStreaming)
+  const sent = upstream.requests[before]?.json as Record<string, unknown> | undefined
+  t.equal(sent?.reasoning_effort, 'low')
+  for (const member of ['tollgate_anthropic', 'context_management', 'output_config', 'thinking'])
+    t.notOk(sent !== undefined && member in sent, `${member} is not sent to an OpenAI-compatible upstream`)
+})
+
 t.test('extended thinking is refused by name on an OpenAI-compatible upstream, which cannot think', async (t) => {
   const before = upstream.requests.length
   const error = await sdk.messages

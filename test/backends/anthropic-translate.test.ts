@@ -106,6 +106,34 @@ async function translate(events: string, slice: number): Promise<string[]> {
 const sse = (events: Array<Record<string, unknown>>): string =>
   events.map((e) => `event: ${String(e.type)}\ndata: ${JSON.stringify(e)}\n\n`).join('')
 
+t.test("request out: an Anthropic caller's effort and context_management go back as it sent them", async (t) => {
+  const out = (chat: Record<string, unknown>): Record<string, unknown> =>
+    messagesRequestOf({ messages: [{ role: 'user', content: 'hi' }], ...chat }, 'claude', { defaultMaxTokens: 4096 })
+  const context = { edits: [{ type: 'clear_tool_uses_20250919' }] }
+  const sent = out({ reasoning_effort: 'low', tollgate_anthropic: { effort: 'low', context_management: context } })
+  t.same(sent.output_config, { effort: 'low' }, 'output_config.effort, not a thinking budget')
+  t.notOk('thinking' in sent, 'reasoning_effort from effort asks no thinking')
+  t.same(sent.context_management, context, 'context_management untouched')
+  t.notOk('tollgate_anthropic' in sent, 'the private member stays in the gateway')
+  t.notOk('reasoning_effort' in sent)
+
+  const schema = { type: 'object', properties: {} }
+  const both = out({
+    response_format: { type: 'json_schema', json_schema: { name: 'o', schema } },
+    tollgate_anthropic: { effort: 'high' },
+    thinking: { type: 'adaptive' },
+  })
+  t.same(both.output_config, { format: { type: 'json_schema', schema }, effort: 'high' }, 'format and effort together')
+  t.same(both.thinking, { type: 'adaptive' }, 'adaptive thinking as it came')
+  t.notOk('context_management' in both)
+
+  t.same(
+    out({ reasoning_effort: 'medium', max_tokens: 8000 }).thinking,
+    { type: 'enabled', budget_tokens: 4096 },
+    "an OpenAI caller's reasoning_effort is still a thinking budget",
+  )
+})
+
 t.test('stream in: cut anywhere, the usage joined; message_delta counts win', async (t) => {
   const events = sse([
     {

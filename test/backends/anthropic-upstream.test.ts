@@ -312,6 +312,64 @@ t.test(
   },
 )
 
+t.test(
+  "Claude Code's effort, adaptive thinking and context_management reach the anthropic upstream as it sent them",
+  async (t) => {
+    const { anthropic, openai } = await newKey()
+    const context = { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] }
+    const before = fake.requests.length
+    await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 2048,
+      thinking: { type: 'adaptive' },
+      output_config: { effort: 'low' },
+      context_management: context,
+      messages: [{ role: 'user', content: 'Hi' }],
+    } as Anthropic.MessageCreateParamsNonStreaming)
+    const sent = fake.requests[before]?.json
+    t.same(sent?.output_config, { effort: 'low' }, 'output_config.effort, not a thinking budget')
+    t.same(sent?.thinking, { type: 'adaptive' })
+    t.same(sent?.context_management, context, 'context_management untouched')
+    t.notOk(sent !== undefined && 'tollgate_anthropic' in sent, "the gateway's private member is not sent")
+
+    await anthropic.messages.create({
+      model: MODEL,
+      max_tokens: 64,
+      output_config: { effort: 'medium' },
+      messages: [{ role: 'user', content: 'Hi' }],
+    } as Anthropic.MessageCreateParamsNonStreaming)
+    const medium = fake.requests[before + 1]?.json
+    t.same(medium?.output_config, { effort: 'medium' })
+    t.notOk(medium !== undefined && 'thinking' in medium, 'no thinking asked for')
+
+    await openai.chat.completions.create({
+      model: MODEL,
+      max_tokens: 8000,
+      reasoning_effort: 'medium',
+      messages: [{ role: 'user', content: 'Hi' }],
+    })
+    const fromOpenAI = fake.requests[before + 2]?.json
+    t.same(
+      fromOpenAI?.thinking,
+      { type: 'enabled', budget_tokens: 4096 },
+      "an OpenAI caller's reasoning_effort is a thinking budget",
+    )
+    t.notOk(fromOpenAI !== undefined && 'output_config' in fromOpenAI)
+
+    const smuggled = await fetch(`${gw.url}/v2/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${(await newKey()).key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Hi' }],
+        tollgate_anthropic: { context_management: context },
+      }),
+    })
+    t.equal(smuggled.status, 400, "a caller cannot send the gateway's private member")
+    t.equal(fake.requests.length, before + 3, 'and nothing reached the upstream')
+  },
+)
+
 t.test('capacity learns the anthropic-ratelimit-* headers', async (t) => {
   const { openai } = await newKey()
   const reset = new Date(Date.now() + 60_000).toISOString().replace(/\.\d+Z$/, 'Z')

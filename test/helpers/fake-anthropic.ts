@@ -75,6 +75,7 @@ const MEMBERS = new Set([
   'mcp_servers',
   'output_config',
   'cache_control',
+  'context_management',
 ])
 const BLOCKS = new Set(['text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'])
 const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp'])

@@ -266,3 +266,25 @@ t.test("a call without a cap is sent the one it holds, in its endpoint's member;
     'an endpoint without one',
   )
 })
+
+t.test("the private member of an Anthropic caller's request reaches an anthropic backend only", async (t) => {
+  const carried = { effort: 'low', context_management: { edits: [] } }
+  const call: UpstreamCall = {
+    endpoint: 'chat.completions',
+    method: 'POST',
+    path: '/chat/completions',
+    body: json({ model: 'm', reasoning_effort: 'low', tollgate_anthropic: carried }),
+    stream: false,
+    requestId: 'req_1',
+    signal: new AbortController().signal,
+    client: { req: {} as IncomingMessage, res: {} as ServerResponse },
+  }
+  const to = (type: 'anthropic' | 'openai' | 'mock' | 'bedrock' | 'gemini'): unknown => {
+    const sent = translate(call, { upstreamModel: null, adapter: { type } }).body
+    return sent.kind === 'json' && sent.value
+  }
+  t.same(to('anthropic'), { model: 'm', reasoning_effort: 'low', tollgate_anthropic: carried })
+  for (const type of ['openai', 'mock', 'bedrock', 'gemini'] as const)
+    t.same(to(type), { model: 'm', reasoning_effort: 'low' }, `${type}: without it`)
+  t.ok(call.body.kind === 'json' && 'tollgate_anthropic' in call.body.value, "the call's own body is unchanged")
+})

@@ -12,10 +12,15 @@
 // merged into one, which the Messages API expects of a conversation. Extended thinking, as
 // an Anthropic caller's translation carries it (request-in.ts): `thinking` as it is, and an
 // assistant message's thinking_blocks put back first in its turn, signatures intact; an
-// OpenAI caller's reasoning_effort as thinking with a budget by effort (thinking.ts).
+// OpenAI caller's reasoning_effort as thinking with a budget by effort (thinking.ts). What an
+// Anthropic caller asked that chat has no member for comes in the body's private member
+// (protocols/anthropic/carried.ts): its output_config.effort goes back as it came (and its
+// reasoning_effort, the same effort for chat's sake, asks no thinking budget), and so does
+// its context_management.
 import type { AnthropicBackendConfig } from '../../config/schema.ts'
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
+import { anthropicCarriedOf, ANTHROPIC_CARRIED, type AnthropicCarried } from '../../protocols/anthropic/carried.ts'
 import { describeType, plain } from '../../protocols/anthropic/request-in.ts'
 import { thinkingOfEffort } from './thinking.ts'
 
@@ -41,6 +46,7 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
   let toolChoice: JsonObject | undefined
   let parallel: unknown
   let effort: unknown
+  let carried: AnthropicCarried | undefined
   for (const [name, value] of Object.entries(chat)) {
     if (value === undefined || value === null || IGNORED.has(name)) continue
     switch (name) {
@@ -90,6 +96,9 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
       case 'reasoning_effort':
         effort = value
         break
+      case ANTHROPIC_CARRIED:
+        carried = anthropicCarriedOf(chat)
+        break
       case 'n':
         if (value !== 1) throw refuse('n', 'a message has one reply')
         break
@@ -107,9 +116,15 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
   if (system.length > 0) out.system = system.join('\n\n')
   out.messages = turns
   out.max_tokens = Number.isInteger(maxTokens) && (maxTokens as number) > 0 ? maxTokens : settings.defaultMaxTokens
-  // An OpenAI caller's reasoning effort is extended thinking, unless it asked for that itself.
-  const thinking = out.thinking ?? thinkingOfEffort(effort, out.max_tokens, 'reasoning_effort')
-  if (thinking !== undefined) out.thinking = thinking
+  if (carried?.effort !== undefined) {
+    // An Anthropic caller's effort goes back as it came (its reasoning_effort is the same, for chat).
+    out.output_config = { ...(isJsonObject(out.output_config) ? out.output_config : {}), effort: carried.effort }
+  } else {
+    // An OpenAI caller's reasoning effort is extended thinking, unless it asked for that itself.
+    const thinking = out.thinking ?? thinkingOfEffort(effort, out.max_tokens, 'reasoning_effort')
+    if (thinking !== undefined) out.thinking = thinking
+  }
+  if (carried?.context_management !== undefined) out.context_management = carried.context_management
   if (parallel === false && out.tools !== undefined)
     toolChoice = { type: 'auto', ...toolChoice, disable_parallel_tool_use: true }
   if (toolChoice !== undefined) out.tool_choice = toolChoice

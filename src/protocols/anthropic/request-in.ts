@@ -18,6 +18,9 @@
 // it comes anyway), `diagnostics` (the client's telemetry), and `context_management`
 // (Anthropic's server-side trimming of a long context: the upstream is sent the whole
 // conversation, as the caller sent it). Claude Code sends the last five on every request.
+// output_config.effort and context_management also travel as they came in the chat body's
+// private member (carried.ts), which only an anthropic backend reads: it sends them on as
+// Anthropic has them, where reasoning_effort would have become a thinking budget.
 // Extended thinking is carried only to a model whose every deployment can think (an
 // anthropic backend or the built-in mock: options.thinking): `thinking` as it came, and an
 // assistant turn's thinking and redacted_thinking blocks, signatures intact, as the message's
@@ -25,6 +28,7 @@
 // place and the mock checks are its own.
 import { gatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
+import { ANTHROPIC_CARRIED } from './carried.ts'
 
 /** Top-level members read (or accepted as no-ops) below; anything else is refused by name. */
 const KNOWN = new Set([
@@ -137,12 +141,15 @@ export function chatRequestOf(
   Object.assign(out, thinkingOf(body.thinking, thinking))
   if (body.speed !== undefined && body.speed !== null && body.speed !== 'standard') throw refuse('speed')
   Object.assign(out, outputOf(body.output_config))
-  if (
-    body.context_management !== undefined &&
-    body.context_management !== null &&
-    !isJsonObject(body.context_management)
-  )
+  const context = body.context_management
+  if (context !== undefined && context !== null && !isJsonObject(context))
     throw invalid('context_management', 'Input should be a valid object')
+  const effort = isJsonObject(body.output_config) ? body.output_config.effort : undefined
+  const carried = {
+    ...(typeof effort === 'string' ? { effort } : {}),
+    ...(isJsonObject(context) ? { context_management: context } : {}),
+  }
+  if (Object.keys(carried).length > 0) out[ANTHROPIC_CARRIED] = carried
   if (body.service_tier !== undefined && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
     throw invalid('service_tier', "Input should be 'auto' or 'standard_only'")
   Object.assign(out, toolsOf(body.tools, body.tool_choice))

@@ -88,13 +88,18 @@ t.test('request: reasoning_effort as a thinking budget (2.5) or level (3), thoug
   t.same(thinking('medium', 'models/gemini-2.5-pro'), { thinkingBudget: 8192, includeThoughts: true })
   t.same(thinking('high', 'gemini-2.5-flash-lite'), { thinkingBudget: 24576, includeThoughts: true })
   t.same(thinking('none', 'gemini-2.5-flash'), { thinkingBudget: 0, includeThoughts: false }, 'none: no thinking')
-  t.same(thinking('low', 'gemini-3-pro-preview'), { thinkingLevel: 'low', includeThoughts: true })
-  t.same(thinking('minimal', 'models/gemini-3-flash-preview'), { thinkingLevel: 'minimal', includeThoughts: true })
-  t.same(thinking('high', 'gemini-4-neon'), { thinkingLevel: 'high', includeThoughts: true }, 'later generations too')
+  t.same(thinking('low', 'gemini-3-pro-preview'), { thinkingLevel: 'LOW', includeThoughts: true })
+  t.same(thinking('minimal', 'models/gemini-3-flash-preview'), { thinkingLevel: 'MINIMAL', includeThoughts: true })
+  t.same(thinking('high', 'gemini-4-neon'), { thinkingLevel: 'HIGH', includeThoughts: true }, 'later generations too')
   t.same(
     thinking('none', 'gemini-3-flash-preview'),
-    { thinkingLevel: 'minimal', includeThoughts: false },
-    "Gemini 3 cannot stop thinking: 'minimal' is the nearest",
+    { thinkingLevel: 'MINIMAL', includeThoughts: false },
+    'Gemini 3 cannot stop thinking: MINIMAL is the nearest',
+  )
+  t.same(
+    geminiRequestOf({ ...base, reasoning_effort: 'high', max_tokens: 2000 }, 'gemini-2.5-flash').generationConfig,
+    { maxOutputTokens: 2000, thinkingConfig: { thinkingBudget: 1999, includeThoughts: true } },
+    'thoughts count within maxOutputTokens: the budget stays below it',
   )
   t.equal(geminiRequestOf(base, 'gemini-2.5-flash').generationConfig, undefined, 'not asked: nothing sent')
   const wrong = refusal(() => geminiRequestOf({ ...base, reasoning_effort: 'max' }, 'gemini-2.5-flash'))

@@ -119,7 +119,7 @@ export function geminiRequestOf(body: JsonObject, model: string): JsonObject {
   const toolConfig = toolConfigOf(body.tool_choice)
   if (toolConfig !== undefined) out.toolConfig = toolConfig
   const generation = generationConfigOf(body)
-  const thinking = thinkingConfigOf(body.reasoning_effort, model)
+  const thinking = thinkingConfigOf(body.reasoning_effort, model, generation.maxOutputTokens)
   if (thinking !== undefined) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
   return out

@@ -49,7 +49,7 @@ export function createGeminiBackend(
     const model = request.model ?? ''
     if (!MODEL_NAME.test(model)) throw gatewayError('internal', { message: `Not a Gemini model name: ${model}` })
     const stream = request.body.value.stream === true
-    const bytes = Buffer.from(JSON.stringify(geminiRequestOf(request.body.value)), 'utf8')
+    const bytes = Buffer.from(JSON.stringify(geminiRequestOf(request.body.value, model)), 'utf8')
     const resource = model.includes('/') ? model : `models/${model}`
     const url = new URL(`${models}/${resource}:${stream ? 'streamGenerateContent?alt=sse' : 'generateContent'}`)
     const headers = {

@@ -1,7 +1,8 @@
 // The fake Gemini API (test/helpers/fake-gemini.ts) held against Google's own client, the
-// @google/genai SDK: what it parses from the fake, the real service's clients parse too.
+// @google/genai SDK: what it parses from the fake, the real service's clients parse too
+// (thought parts and thoughtsTokenCount included).
 import t from 'tap'
-import { ApiError, GoogleGenAI, Type } from '@google/genai'
+import { ApiError, GoogleGenAI, ThinkingLevel, Type } from '@google/genai'
 import { DEFAULT_USAGE, FAKE_GEMINI_KEY, googleError, startFakeGemini } from '../helpers/fake-gemini.ts'
 
 const fake = await startFakeGemini()
@@ -74,6 +75,46 @@ t.test('function calling: a call, then its response', async (t) => {
   t.equal(second.text, 'get_weather said {"celsius":21}')
   const model = fake.requests.at(-1)?.json.contents as Array<{ parts: Array<Record<string, unknown>> }>
   t.equal(model[1]?.parts[0]?.thoughtSignature, 'c2lnbmF0dXJl', 'the SDK sends the signature back')
+})
+
+t.test('thinking: thought parts when asked to include them, thoughtsTokenCount; a config Gemini refuses', async (t) => {
+  const reply = await client().models.generateContent({
+    model: 'gemini-2.5-flash',
+    contents: 'Think first.',
+    config: { thinkingConfig: { thinkingBudget: 1024, includeThoughts: true } },
+  })
+  const parts = reply.candidates?.[0]?.content?.parts ?? []
+  t.equal(parts[0]?.thought, true, 'a thought part first')
+  t.ok((parts[0]?.text ?? '').length > 0)
+  t.equal(reply.text, 'Hello from the fake Gemini.', 'the SDK leaves thoughts out of the text')
+  t.equal(reply.usageMetadata?.thoughtsTokenCount, DEFAULT_USAGE.thoughtsTokenCount)
+  t.same(fake.requests.at(-1)?.json.generationConfig, {
+    thinkingConfig: { thinkingBudget: 1024, includeThoughts: true },
+  })
+
+  const stream = await client().models.generateContentStream({
+    model: 'gemini-3-pro-preview',
+    contents: 'Think first.',
+    config: { thinkingConfig: { thinkingLevel: ThinkingLevel.LOW, includeThoughts: true } },
+  })
+  let thoughts = ''
+  let text = ''
+  for await (const chunk of stream)
+    for (const part of chunk.candidates?.[0]?.content?.parts ?? [])
+      if (part.thought === true) thoughts += part.text ?? ''
+      else text += part.text ?? ''
+  t.equal(thoughts, 'Weighing what was asked before answering.', 'thoughts streamed as thought parts')
+  t.equal(text, 'Hello from the fake Gemini.')
+  t.match(fake.requests.at(-1)?.json.generationConfig, { thinkingConfig: { thinkingLevel: 'LOW' } })
+
+  const refused = await client()
+    .models.generateContent({
+      model: 'gemini-2.5-flash',
+      contents: 'Hi',
+      config: { thinkingConfig: { thinkingLevel: ThinkingLevel.LOW } },
+    })
+    .catch((e: unknown) => e)
+  t.equal((refused as ApiError).status, 400, 'a thinking level to a 2.5 model is refused')
 })
 
 t.test('errors: 429 RESOURCE_EXHAUSTED and a key Gemini does not know', async (t) => {

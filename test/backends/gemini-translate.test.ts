@@ -21,23 +21,26 @@ const refusal = (fn: () => unknown): GatewayError | undefined => {
 }
 
 t.test('request: roles, merged turns, sampling members', async (t) => {
-  const out = geminiRequestOf({
-    model: 'gemini-2.5-flash',
-    messages: [
-      { role: 'developer', content: 'Rule one.' },
-      { role: 'system', content: [{ type: 'text', text: 'Rule two.' }] },
-      { role: 'user', content: 'a' },
-      { role: 'user', content: 'b' },
-      { role: 'assistant', content: 'c' },
-    ],
-    n: 2,
-    seed: 7,
-    presence_penalty: 0.5,
-    max_completion_tokens: 9,
-    stop: 'X',
-    tool_choice: { type: 'function', function: { name: 'f' } },
-    user: 'end-user-1',
-  })
+  const out = geminiRequestOf(
+    {
+      model: 'gemini-2.5-flash',
+      messages: [
+        { role: 'developer', content: 'Rule one.' },
+        { role: 'system', content: [{ type: 'text', text: 'Rule two.' }] },
+        { role: 'user', content: 'a' },
+        { role: 'user', content: 'b' },
+        { role: 'assistant', content: 'c' },
+      ],
+      n: 2,
+      seed: 7,
+      presence_penalty: 0.5,
+      max_completion_tokens: 9,
+      stop: 'X',
+      tool_choice: { type: 'function', function: { name: 'f' } },
+      user: 'end-user-1',
+    },
+    'gemini-2.5-flash',
+  )
   t.same(out, {
     contents: [
       { role: 'user', parts: [{ text: 'a' }, { text: 'b' }] },
@@ -53,7 +56,6 @@ t.test('request: what cannot be said is refused, naming it', async (t) => {
   const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
   for (const [body, named] of [
     [{ ...base, logprobs: true }, 'logprobs'],
-    [{ ...base, reasoning_effort: 'high' }, 'reasoning_effort'],
     [{ ...base, store: true }, 'store'],
     [{ ...base, messages: [{ role: 'user', content: 'hi', name: 'ann' }] }, 'messages[0].name'],
     [{ ...base, response_format: { type: 'grammar' } }, 'response_format.type'],
@@ -63,15 +65,46 @@ t.test('request: what cannot be said is refused, naming it', async (t) => {
       'messages[0].content[0].type',
     ],
   ] as const) {
-    const error = refusal(() => geminiRequestOf(body))
+    const error = refusal(() => geminiRequestOf(body, 'gemini-2.5-flash'))
     t.equal(error?.errorName, 'untranslatable_feature', named)
     t.equal(error?.status, 400)
     t.match(error?.message, named)
   }
   const orphan = refusal(() =>
-    geminiRequestOf({ ...base, messages: [{ role: 'tool', tool_call_id: 'call_1', content: 'x' }] }),
+    geminiRequestOf(
+      { ...base, messages: [{ role: 'tool', tool_call_id: 'call_1', content: 'x' }] },
+      'gemini-2.5-flash',
+    ),
   )
   t.equal(orphan?.errorName, 'invalid_body', 'a tool result for no call is the caller’s mistake')
+})
+
+t.test('request: reasoning_effort as a thinking budget (2.5) or level (3), thoughts included', async (t) => {
+  const base = { model: 'm', messages: [{ role: 'user', content: 'hi' }] }
+  const thinking = (effort: string, model: string): unknown =>
+    (geminiRequestOf({ ...base, reasoning_effort: effort }, model).generationConfig as Record<string, unknown>)
+      .thinkingConfig
+  t.same(thinking('low', 'gemini-2.5-flash'), { thinkingBudget: 1024, includeThoughts: true })
+  t.same(thinking('medium', 'models/gemini-2.5-pro'), { thinkingBudget: 8192, includeThoughts: true })
+  t.same(thinking('high', 'gemini-2.5-flash-lite'), { thinkingBudget: 24576, includeThoughts: true })
+  t.same(thinking('none', 'gemini-2.5-flash'), { thinkingBudget: 0, includeThoughts: false }, 'none: no thinking')
+  t.same(thinking('low', 'gemini-3-pro-preview'), { thinkingLevel: 'LOW', includeThoughts: true })
+  t.same(thinking('minimal', 'models/gemini-3-flash-preview'), { thinkingLevel: 'MINIMAL', includeThoughts: true })
+  t.same(thinking('high', 'gemini-4-neon'), { thinkingLevel: 'HIGH', includeThoughts: true }, 'later generations too')
+  t.same(
+    thinking('none', 'gemini-3-flash-preview'),
+    { thinkingLevel: 'MINIMAL', includeThoughts: false },
+    'Gemini 3 cannot stop thinking: MINIMAL is the nearest',
+  )
+  t.same(
+    geminiRequestOf({ ...base, reasoning_effort: 'high', max_tokens: 2000 }, 'gemini-2.5-flash').generationConfig,
+    { maxOutputTokens: 2000, thinkingConfig: { thinkingBudget: 1999, includeThoughts: true } },
+    'thoughts count within maxOutputTokens: the budget stays below it',
+  )
+  t.equal(geminiRequestOf(base, 'gemini-2.5-flash').generationConfig, undefined, 'not asked: nothing sent')
+  const wrong = refusal(() => geminiRequestOf({ ...base, reasoning_effort: 'max' }, 'gemini-2.5-flash'))
+  t.equal(wrong?.errorName, 'invalid_body')
+  t.match(wrong?.message, /reasoning_effort/)
 })
 
 t.test('schema: references inlined, what Gemini has no keyword for refused', async (t) => {
@@ -174,6 +207,52 @@ t.test('stream: events cut anywhere, usage last, then [DONE]', async (t) => {
   })
   t.match(chunks[1], { id: 'chatcmpl-r1', choices: [{ delta: { content: 'wörld' }, finish_reason: 'length' }] })
   t.match(chunks[2], { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } })
+})
+
+t.test('thoughts: reasoning_content, whole and as deltas; thoughtsTokenCount as reasoning_tokens', async (t) => {
+  const usageMetadata = { promptTokenCount: 5, candidatesTokenCount: 2, thoughtsTokenCount: 4 }
+  const whole = chatCompletionOf(
+    {
+      candidates: [
+        {
+          content: {
+            role: 'model',
+            parts: [{ text: 'Hmm, ', thought: true }, { text: 'so.', thought: true }, { text: 'Hi' }],
+          },
+          finishReason: 'STOP',
+        },
+      ],
+      usageMetadata,
+    },
+    'm',
+    1,
+  )
+  t.match(whole, {
+    choices: [{ message: { content: 'Hi', reasoning_content: 'Hmm, so.' } }],
+    usage: {
+      prompt_tokens: 5,
+      completion_tokens: 6,
+      total_tokens: 11,
+      completion_tokens_details: { reasoning_tokens: 4 },
+    },
+  })
+  const events = [
+    { candidates: [{ content: { parts: [{ text: 'Hmm.', thought: true }] } }], responseId: 'r2' },
+    { candidates: [{ content: { parts: [{ text: 'Hi' }] }, finishReason: 'STOP' }], usageMetadata },
+  ]
+  let out = ''
+  const wire = Readable.from(events.map((e) => Buffer.from(`data: ${JSON.stringify(e)}\r\n\r\n`)))
+  for await (const chunk of wire.pipe(new GeminiStreamIn('m', 1))) out += String(chunk)
+  const chunks = out
+    .split('\n\n')
+    .filter((e) => e !== '' && e !== 'data: [DONE]')
+    .map((e) => JSON.parse(e.slice('data: '.length)) as Record<string, unknown>)
+  t.match(chunks[0], { choices: [{ delta: { reasoning_content: 'Hmm.' } }] })
+  t.notOk(Object.hasOwn((chunks[0] as { choices: [{ delta: object }] }).choices[0].delta, 'content'), 'no content yet')
+  t.match(chunks[1], { choices: [{ delta: { content: 'Hi' }, finish_reason: 'stop' }] })
+  t.match(chunks.at(-1), {
+    usage: { prompt_tokens: 5, completion_tokens: 6, completion_tokens_details: { reasoning_tokens: 4 } },
+  })
 })
 
 t.test("errors: Google's shape, RetryInfo's wait, the wrapped list of the OpenAI-compatible endpoint", async (t) => {

@@ -215,9 +215,8 @@ function geminiRow(name: 'gemini' | 'vertex'): Row {
       }
     },
     refused: {
-      // The gemini backend asks Gemini for no thinking: each caller's way of asking is refused, naming it.
-      'chat.thinking': /reasoning_effort/,
-      'responses.thinking': /reasoning/,
+      // OpenAI's effort (chat's reasoning_effort, the Responses API's reasoning.effort) is a
+      // thinkingConfig; Anthropic's extended thinking (a budget, signed blocks) is refused, naming it.
       'messages.thinking': /thinking/,
     },
   }

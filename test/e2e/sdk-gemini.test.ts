@@ -1,6 +1,6 @@
 // The openai SDK on a gateway whose Gemini models are deployed on a `gemini` backend, the
 // fake Gemini API (test/helpers/fake-gemini.ts) behind it: chat, streams, a tool's round
-// trip, an image and structured output come back in OpenAI's shape, metered exactly as
+// trip, thinking (reasoning_effort, reasoning.effort), an image and structured output come back in OpenAI's shape, metered exactly as
 // Gemini's usageMetadata counted them; a feature Gemini cannot take is refused naming it;
 // each of Gemini's error classes gets the answer the corridor gives any upstream's.
 import t from 'tap'
@@ -212,6 +212,91 @@ t.test('tools: a call and its result, round trip, streamed and not', async (t) =
   const row = await metered(id, 3)
   t.equal(row.input_tokens, 3 * PROMPT)
   t.equal(row.output_tokens, 3 * OUTPUT)
+})
+
+t.test('thinking: reasoning_effort as a thinkingConfig, thoughts as reasoning_content, metered exactly', async (t) => {
+  const { client, id } = await keyed()
+  const reply = await client.chat.completions.create({
+    model: 'gemini-2.5-flash',
+    messages: [{ role: 'user', content: 'Think first.' }],
+    reasoning_effort: 'medium',
+  })
+  t.same(
+    fake.requests.at(-1)?.json.generationConfig,
+    {
+      maxOutputTokens: 1024,
+      thinkingConfig: { thinkingBudget: 1023, includeThoughts: true },
+    },
+    'the budget (8192 for medium) held below the cap the gateway sent',
+  )
+  const message = reply.choices[0]?.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string }
+  t.equal(message.content, 'Hello from the fake Gemini.')
+  t.equal(message.reasoning_content, 'Weighing what was asked before answering.')
+  t.equal(reply.usage?.completion_tokens, OUTPUT, 'thoughts are output tokens')
+  t.equal(reply.usage?.completion_tokens_details?.reasoning_tokens, DEFAULT_USAGE.thoughtsTokenCount)
+
+  const stream = await client.chat.completions.create({
+    model: 'gemini-3-pro',
+    messages: [{ role: 'user', content: 'Think first.' }],
+    reasoning_effort: 'low',
+    stream: true,
+    stream_options: { include_usage: true },
+  })
+  let reasoning = ''
+  let content = ''
+  let reasoningTokens: number | undefined
+  for await (const chunk of stream) {
+    const delta: { content?: string | null; reasoning_content?: string } | undefined = chunk.choices[0]?.delta
+    reasoning += delta?.reasoning_content ?? ''
+    content += delta?.content ?? ''
+    reasoningTokens = chunk.usage?.completion_tokens_details?.reasoning_tokens ?? reasoningTokens
+  }
+  t.match(fake.requests.at(-1)?.json.generationConfig, {
+    thinkingConfig: { thinkingLevel: 'LOW', includeThoughts: true },
+  })
+  t.equal(reasoning, 'Weighing what was asked before answering.', 'the thoughts, as deltas')
+  t.equal(content, 'Hello from the fake Gemini.')
+  t.equal(reasoningTokens, DEFAULT_USAGE.thoughtsTokenCount)
+
+  // The Responses API's reasoning.effort, with a tool: Gemini 3 refuses a call sent back
+  // without its thought signature, which a reasoning item carries through the round trip.
+  const first = await client.responses.create({
+    model: 'gemini-3-pro',
+    input: 'Weather in Paris?',
+    tools: [{ type: 'function', name: 'get_weather', parameters: WEATHER.function.parameters ?? {}, strict: true }],
+    reasoning: { effort: 'high' },
+  })
+  t.match(fake.requests.at(-1)?.json.generationConfig, { thinkingConfig: { thinkingLevel: 'HIGH' } })
+  const call = first.output.find((item) => item.type === 'function_call')
+  t.ok(call !== undefined, 'a function call')
+  t.ok(
+    first.output.some((item) => item.type === 'reasoning'),
+    'a reasoning item',
+  )
+  const second = await client.responses.create({
+    model: 'gemini-3-pro',
+    input: [
+      { role: 'user', content: 'Weather in Paris?' },
+      ...first.output,
+      {
+        type: 'function_call_output',
+        call_id: call?.type === 'function_call' ? call.call_id : '',
+        output: '{"celsius":21}',
+      },
+    ] as OpenAI.Responses.ResponseInput,
+    tools: [{ type: 'function', name: 'get_weather', parameters: WEATHER.function.parameters ?? {}, strict: true }],
+    reasoning: { effort: 'high' },
+  })
+  t.equal(second.output_text, 'get_weather said {"celsius":21}')
+  const contents = fake.requests.at(-1)?.json.contents as Array<{ parts: Array<Record<string, unknown>> }>
+  t.ok(
+    contents[1]?.parts.some((p) => p.functionCall !== undefined && p.thoughtSignature === 'c2lnbmF0dXJl'),
+    'the call went back with its thought signature',
+  )
+  t.equal(second.usage?.output_tokens_details.reasoning_tokens, DEFAULT_USAGE.thoughtsTokenCount)
+  const row = await metered(id, 4)
+  t.equal(row.input_tokens, 4 * PROMPT)
+  t.equal(row.output_tokens, 4 * OUTPUT)
 })
 
 t.test('an image goes inline', async (t) => {

@@ -5,7 +5,12 @@
 // "details"}}). Its replies are deterministic: a function call when tools are declared and
 // the last turn is not a function's result, JSON matching responseSchema when JSON is asked
 // for, and otherwise a sentence naming what it saw. usageMetadata is the configured one, so
-// a test can tell the gateway metered what Gemini reported. test/backends/fake-gemini-sdk.test.ts
+// a test can tell the gateway metered what Gemini reported (thoughtsTokenCount included: a 2.5
+// model thinks unasked). Asked to include its thoughts (generationConfig.thinkingConfig
+// .includeThoughts), a reply opens with a thought part ({text, thought: true}), streamed a word
+// per event as text is; a thinkingConfig Gemini refuses is refused as it does (a budget with a
+// level, a level to a 2.5 model, an unknown level), and so is a Gemini 3 history's function
+// call sent back without its thought signature. test/backends/fake-gemini-sdk.test.ts
 // holds it against the official @google/genai client. It is Vertex AI too: the project's
 // publisher models (/v1/projects/{p}/locations/{l}/publishers/google/models/…) for the access
 // tokens its /token endpoint issues to a JWT bearer grant signed with its service account's key.
@@ -168,7 +173,7 @@ async function handle(
     if (refusal !== undefined) return send(res, refusal.status, refusal.body)
   }
   if (options.failWith !== undefined) return send(res, options.failWith.status, options.failWith.body)
-  const problem = invalidRequest(json)
+  const problem = invalidRequest(json, match[1] ?? '')
   if (problem !== undefined) return send(res, 400, googleError(400, 'INVALID_ARGUMENT', problem))
   const reply = replyOf(json, options)
   const modelVersion = match[1]?.replace(/^models\//, '') ?? ''
@@ -186,7 +191,7 @@ async function handle(
   res.writeHead(200, { 'content-type': 'text/event-stream' })
   // Text goes a word per event; a function call comes whole, as Gemini sends one.
   const pieces = reply.parts.flatMap((part) =>
-    typeof part.text === 'string' ? (part.text.match(/\S+\s*/g) ?? ['']).map((text) => ({ text })) : [part],
+    typeof part.text === 'string' ? (part.text.match(/\S+\s*/g) ?? ['']).map((text) => ({ ...part, text })) : [part],
   )
   for (const [i, part] of pieces.entries()) {
     if (i === 1 && options.holdAfterFirstEvent !== undefined) await options.holdAfterFirstEvent
@@ -255,7 +260,7 @@ type Part = Record<string, unknown>
 type Content = { role?: unknown; parts?: unknown }
 
 /** What Gemini itself refuses with 400 INVALID_ARGUMENT, of what a translation could get wrong. */
-function invalidRequest(json: Record<string, unknown>): string | undefined {
+function invalidRequest(json: Record<string, unknown>, model: string): string | undefined {
   const contents = json.contents
   if (!Array.isArray(contents) || contents.length === 0)
     return '* GenerateContentRequest.contents: contents is not specified'
@@ -267,10 +272,40 @@ function invalidRequest(json: Record<string, unknown>): string | undefined {
   const config = json.generationConfig as Record<string, unknown> | undefined
   if (config?.responseSchema !== undefined && config.responseMimeType !== 'application/json')
     return '* GenerateContentRequest.generation_config.response_schema: responseMimeType must be application/json'
+  // Gemini 3 wants each function call of the history back with the thought signature it came with.
+  if (/gemini-([3-9]|\d{2,})/.test(model))
+    for (const [i, content] of (contents as Content[]).entries())
+      for (const part of content.parts as Part[]) {
+        const call = part.functionCall as { name?: unknown } | undefined
+        if (content.role === 'model' && call !== undefined && typeof part.thoughtSignature !== 'string')
+          return `Unable to submit request because function call \`${String(call.name)}\` in the ${i + 1}. content block is missing a \`thought_signature\`.`
+      }
+  const thinking = config?.thinkingConfig as Record<string, unknown> | undefined
+  if (thinking?.thinkingLevel !== undefined) {
+    if (thinking.thinkingBudget !== undefined) return 'You can only set only one of thinking budget and thinking level.'
+    if (/gemini-2\./.test(model)) return 'Thinking level is not supported for this model.'
+    if (!THINKING_LEVELS.has(String(thinking.thinkingLevel).toLowerCase()))
+      return `* GenerateContentRequest.generation_config.thinking_config.thinking_level: invalid value ${JSON.stringify(thinking.thinkingLevel)}`
+  }
   return undefined
 }
 
+const THINKING_LEVELS = new Set(['minimal', 'low', 'medium', 'high'])
+
+/** Whether the request asks for the model's thoughts in its reply. */
+const includesThoughts = (json: Record<string, unknown>): boolean =>
+  (json.generationConfig as { thinkingConfig?: { includeThoughts?: unknown } } | undefined)?.thinkingConfig
+    ?.includeThoughts === true
+
+/** The reply's thought summary, a part before the answer. */
+const THOUGHT: Part = { text: 'Weighing what was asked before answering.', thought: true }
+
 function replyOf(json: Record<string, unknown>, options: FakeGeminiOptions): { parts: Part[]; finishReason: string } {
+  const reply = answerOf(json, options)
+  return includesThoughts(json) ? { ...reply, parts: [THOUGHT, ...reply.parts] } : reply
+}
+
+function answerOf(json: Record<string, unknown>, options: FakeGeminiOptions): { parts: Part[]; finishReason: string } {
   const contents = json.contents as Content[]
   const lastParts = (contents.at(-1)?.parts ?? []) as Part[]
   const result = lastParts.find((p) => p.functionResponse !== undefined)?.functionResponse as

@@ -234,10 +234,20 @@ t.test('tools, tool_choice, text.format, reasoning', async (t) => {
   )
   refused(
     t,
-    () => chatRequestOf({ model: 'm', input: 'Hi', reasoning: { effort: 'low' } }, { type: 'gemini' }),
-    /reasoning\.effort.*gemini/,
+    () => chatRequestOf({ model: 'm', input: 'Hi', reasoning: { effort: 'low' } }, { type: 'bedrock' }),
+    /reasoning\.effort.*bedrock/,
     'reasoning.effort',
   )
+  // A gemini backend takes chat's reasoning_effort, which it asks Gemini for as a thinkingConfig.
+  t.match(chatRequestOf({ model: 'm', input: 'Hi', reasoning: { effort: 'medium' } }, { type: 'gemini' }), {
+    reasoning_effort: 'medium',
+  })
+  try {
+    chatRequestOf({ model: 'm', input: 'Hi', reasoning: { effort: 'max' } }, { type: 'gemini' })
+    t.fail('an unknown effort should be refused')
+  } catch (err) {
+    t.match(err, { errorName: 'invalid_body', param: 'reasoning.effort' }, 'an unknown effort is the caller’s mistake')
+  }
   t.notOk(
     'thinking' in
       chatRequestOf({ model: 'm', input: 'Hi', reasoning: { effort: null, summary: 'auto' } }, { type: 'gemini' }),
@@ -293,9 +303,9 @@ t.test('what needs OpenAI itself is refused with a 400 naming it, before anythin
       checkTranslatable(
         'responses',
         { kind: 'json', value: { ...base, reasoning: { effort: 'low' } } },
-        route([chatOnly('anthropic'), chatOnly('gemini')]),
+        route([chatOnly('anthropic'), chatOnly('bedrock')]),
       ),
-    /gemini/,
+    /bedrock/,
   )
 })
 

@@ -2,11 +2,13 @@
 // Gemini API takes it (`models/{model}:generateContent`, ai.google.dev/api/generate-content):
 // system and developer messages become `systemInstruction`, the turns become `contents` with
 // the roles user and model, images inline data, tools function declarations, tool_choice
-// the function-calling config, and the sampling members `generationConfig`. What Gemini
+// the function-calling config, the sampling members `generationConfig`, and reasoning_effort
+// its thinkingConfig (thinking-out.ts). What Gemini
 // cannot be asked for is refused with untranslatable_feature, naming it: never dropped.
 import { gatewayError, type GatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { geminiSchemaOf } from './schema-out.ts'
+import { thinkingConfigOf } from './thinking-out.ts'
 
 /**
  * Members of a chat completions request this translation carries, or that change nothing in
@@ -31,6 +33,7 @@ const KNOWN = new Set([
   'tool_choice',
   'parallel_tool_calls',
   'response_format',
+  'reasoning_effort',
   'user',
   'metadata',
   'store',
@@ -70,8 +73,11 @@ interface Content {
   readonly parts: Part[]
 }
 
-/** The generateContent body for a chat completions body (the same for the streaming method). */
-export function geminiRequestOf(body: JsonObject): JsonObject {
+/**
+ * The generateContent body for a chat completions body (the same for the streaming method);
+ * `model` is the upstream's model, whose generation says how thinking is asked for.
+ */
+export function geminiRequestOf(body: JsonObject, model: string): JsonObject {
   for (const name of Object.keys(body)) if (!KNOWN.has(name)) throw refuse(name)
   if (body.store === true) throw refuse('store', 'the completion cannot be stored upstream')
   if (body.parallel_tool_calls === false)
@@ -113,6 +119,8 @@ export function geminiRequestOf(body: JsonObject): JsonObject {
   const toolConfig = toolConfigOf(body.tool_choice)
   if (toolConfig !== undefined) out.toolConfig = toolConfig
   const generation = generationConfigOf(body)
+  const thinking = thinkingConfigOf(body.reasoning_effort, model, generation.maxOutputTokens)
+  if (thinking !== undefined) generation.thinkingConfig = thinking
   if (Object.keys(generation).length > 0) out.generationConfig = generation
   return out
 }

@@ -295,12 +295,21 @@ function effortOf(reasoning: unknown): string | undefined {
   return effort
 }
 
+/** The efforts a gemini backend carries as chat's reasoning_effort (backends/gemini/thinking-out.ts). */
+const GEMINI_EFFORTS = new Set(['minimal', 'low', 'medium', 'high'])
+
 /**
  * reasoning.effort where the upstream can think: an anthropic backend's extended thinking,
- * with a budget by effort held below the reply's cap (backends/anthropic/thinking.ts).
+ * with a budget by effort held below the reply's cap (backends/anthropic/thinking.ts), or a
+ * gemini backend's reasoning_effort, which it asks Gemini for as a thinkingConfig.
  * Elsewhere it is refused, not dropped.
  */
 function reasoningOf(effort: string, target: ChatTarget, maxTokens: unknown): JsonObject {
+  if (target.type === 'gemini') {
+    if (!GEMINI_EFFORTS.has(effort))
+      throw invalid('reasoning.effort', "Input should be 'none', 'minimal', 'low', 'medium' or 'high'")
+    return { reasoning_effort: effort }
+  }
   if (target.type !== 'anthropic')
     throw refuse(
       'reasoning.effort',

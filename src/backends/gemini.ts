@@ -8,13 +8,13 @@
 import { pipeline, Readable } from 'node:stream'
 import type { GeminiBackendConfig } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
-import { isJsonObject } from '../json.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from './port.ts'
 import { geminiErrorOf } from './gemini/errors-in.ts'
 import { chatCompletionOf } from './gemini/reply-in.ts'
 import { geminiRequestOf } from './gemini/request-out.ts'
 import { GeminiStreamIn } from './gemini/stream-in.ts'
 import { createVertexAuth, type VertexAuth } from './gemini/vertex-auth.ts'
+import { readAll, translatedWhole } from './http/read-body.ts'
 import { sendUpstream, upstreamConnection } from './http/send.ts'
 import { watchBody } from './http/watch-body.ts'
 
@@ -83,7 +83,11 @@ export function createGeminiBackend(
       pipeline(body, events, () => undefined)
       return { status, headers: { 'content-type': 'text/event-stream' }, body: events }
     }
-    return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
+    return {
+      status,
+      headers: { 'content-type': 'application/json' },
+      body: Readable.from(translatedWhole(body, REPLY_BYTES, (reply) => chatCompletionOf(reply, model, created))),
+    }
   }
 
   return {
@@ -102,39 +106,4 @@ function defaultRoot(location: string | undefined): string {
   return location === 'global'
     ? 'https://aiplatform.googleapis.com/v1'
     : `https://${location}-aiplatform.googleapis.com/v1`
-}
-
-/** A whole generateContent reply, read and turned into one chat completion. */
-async function* whole(body: Readable, model: string, created: number): AsyncGenerator<Buffer> {
-  const text = (await readAll(body, REPLY_BYTES, false)).toString('utf8')
-  let reply: unknown
-  try {
-    reply = JSON.parse(text)
-  } catch (err) {
-    throw gatewayError('upstream_bad_response', { cause: err })
-  }
-  if (!isJsonObject(reply)) throw gatewayError('upstream_bad_response')
-  yield Buffer.from(JSON.stringify(chatCompletionOf(reply, model, created)))
-}
-
-/** The body's bytes up to `limit`: past it, cut short (`truncate`) or refused as a bad response. */
-async function readAll(body: Readable, limit: number, truncate: boolean): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  let size = 0
-  try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      chunks.push(chunk)
-      size += chunk.length
-      if (size >= limit) {
-        if (!truncate) throw gatewayError('upstream_bad_response', { message: 'The upstream reply is too large.' })
-        break
-      }
-    }
-  } catch (err) {
-    // An error body cut short still says what it had said so far.
-    if (!truncate) throw err
-  } finally {
-    body.destroy()
-  }
-  return Buffer.concat(chunks).subarray(0, limit)
 }

@@ -12,7 +12,7 @@ import { pipeline, Readable } from 'node:stream'
 import type { BedrockBackendConfig } from '../../config/schema.ts'
 import { gatewayError } from '../../errors.ts'
 import { mediaType } from '../../http/media-type.ts'
-import { isJsonObject } from '../../json.ts'
+import { readAll, translatedWhole } from '../http/read-body.ts'
 import { sendUpstream, upstreamConnection } from '../http/send.ts'
 import { watchBody } from '../http/watch-body.ts'
 import type { BackendAdapter, UpstreamRequest, UpstreamResponse } from '../port.ts'
@@ -72,7 +72,11 @@ export function createBedrockBackend(
     const created = Math.floor(Date.now() / 1000)
     if (stream && mediaType(upstream.headers['content-type'] ?? '') === EVENT_STREAM)
       return streamReply(body, model, created)
-    return { status, headers: { 'content-type': 'application/json' }, body: Readable.from(whole(body, model, created)) }
+    return {
+      status,
+      headers: { 'content-type': 'application/json' },
+      body: Readable.from(translatedWhole(body, REPLY_BYTES, (reply) => chatCompletionOf(reply, model, created))),
+    }
   }
 
   return {
@@ -156,39 +160,4 @@ function errorReply(error: TranslatedError): UpstreamResponse {
     headers: { 'content-type': 'application/json' },
     body: Readable.from([Buffer.from(JSON.stringify(error.body))]),
   }
-}
-
-/** A whole Converse reply, read and turned into one chat completion. */
-async function* whole(body: Readable, model: string, created: number): AsyncGenerator<Buffer> {
-  const text = (await readAll(body, REPLY_BYTES, false)).toString('utf8')
-  let reply: unknown
-  try {
-    reply = JSON.parse(text)
-  } catch (err) {
-    throw gatewayError('upstream_bad_response', { cause: err })
-  }
-  if (!isJsonObject(reply)) throw gatewayError('upstream_bad_response')
-  yield Buffer.from(JSON.stringify(chatCompletionOf(reply, model, created)))
-}
-
-/** The body's bytes up to `limit`: past it, cut short (`truncate`) or refused as a bad response. */
-async function readAll(body: Readable, limit: number, truncate: boolean): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  let size = 0
-  try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
-      chunks.push(chunk)
-      size += chunk.length
-      if (size >= limit) {
-        if (!truncate) throw gatewayError('upstream_bad_response', { message: 'The upstream reply is too large.' })
-        break
-      }
-    }
-  } catch (err) {
-    // An error body cut short still says what it had said so far.
-    if (!truncate) throw err
-  } finally {
-    body.destroy()
-  }
-  return Buffer.concat(chunks).subarray(0, limit)
 }

@@ -23,6 +23,7 @@ import { isJsonObject, type JsonObject } from '../../json.ts'
 import { anthropicCarriedOf, ANTHROPIC_CARRIED, type AnthropicCarried } from '../../protocols/anthropic/carried.ts'
 import { describeType, plain } from '../../protocols/anthropic/request-in.ts'
 import { thinkingOfEffort } from './thinking.ts'
+import { toolInputOf } from '../tool-arguments.ts'
 
 /** Members that change nothing upstream: stream_options (Anthropic always reports a stream's usage). */
 const IGNORED = new Set(['model', 'stream_options'])
@@ -228,24 +229,10 @@ function assistantBlocks(message: JsonObject, at: string): JsonObject[] {
         throw invalid(here, 'A tool call needs an id and a function')
       const { name, arguments: args } = call.function
       if (typeof name !== 'string') throw invalid(`${here}.function.name`, 'Input should be a valid string')
-      blocks.push({ type: 'tool_use', id: call.id, name, input: inputOf(args, `${here}.function.arguments`) })
+      blocks.push({ type: 'tool_use', id: call.id, name, input: toolInputOf(args, `${here}.function.arguments`) })
     }
   }
   return blocks
-}
-
-/** A tool call's JSON arguments as the object Anthropic's input is. */
-function inputOf(args: unknown, at: string): JsonObject {
-  if (args === undefined || args === null || args === '') return {}
-  if (typeof args !== 'string') throw invalid(at, 'Input should be a JSON string')
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(args)
-  } catch {
-    throw invalid(at, 'Input should be a JSON object')
-  }
-  if (!isJsonObject(parsed)) throw invalid(at, 'Input should be a JSON object')
-  return parsed
 }
 
 function toolsOf(tools: unknown): JsonObject[] {

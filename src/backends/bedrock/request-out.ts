@@ -17,6 +17,7 @@
 // `user` and `metadata` are the caller's bookkeeping and change nothing upstream.
 import { gatewayError, type GatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
+import { toolInputOf } from '../tool-arguments.ts'
 
 /** Members that change nothing upstream: stream_options (a ConverseStream always ends with its usage). */
 const IGNORED = new Set(['model', 'stream', 'stream_options', 'user', 'metadata'])
@@ -218,7 +219,7 @@ function assistantBlocks(message: JsonObject, at: string): JsonObject[] {
         throw invalid(here, 'A tool call needs an id and a function')
       const { name, arguments: args } = call.function
       if (typeof name !== 'string') throw invalid(`${here}.function.name`, 'Input should be a valid string')
-      blocks.push({ toolUse: { toolUseId: call.id, name, input: inputOf(args, `${here}.function.arguments`) } })
+      blocks.push({ toolUse: { toolUseId: call.id, name, input: toolInputOf(args, `${here}.function.arguments`) } })
     }
   }
   return blocks
@@ -238,20 +239,6 @@ function reasoningOf(block: unknown, at: string): JsonObject {
   if (isJsonObject(block) && block.type === 'redacted_thinking' && typeof block.data === 'string')
     return { reasoningContent: { redactedContent: block.data } }
   throw invalid(at, 'Input should be a thinking or redacted_thinking block')
-}
-
-/** A tool call's JSON arguments as the object Converse's input is. */
-function inputOf(args: unknown, at: string): JsonObject {
-  if (args === undefined || args === null || args === '') return {}
-  if (typeof args !== 'string') throw invalid(at, 'Input should be a JSON string')
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(args)
-  } catch {
-    throw invalid(at, 'Input should be a JSON object')
-  }
-  if (!isJsonObject(parsed)) throw invalid(at, 'Input should be a JSON object')
-  return parsed
 }
 
 function toolsOf(tools: unknown): JsonObject[] {

@@ -8,6 +8,7 @@
 // Thinking is reasoning_content, as OpenAI-compatible servers name it, and its blocks are kept
 // whole as thinking_blocks, which reply-out.ts gives an Anthropic caller back.
 import { isJsonObject, type JsonObject } from '../../json.ts'
+import { assistantChoice } from '../assistant-choice.ts'
 
 /** Anthropic's stop_reason as chat's finish_reason. */
 export function finishReasonOf(stop: unknown): string {
@@ -92,21 +93,7 @@ export function chatCompletionOf(message: unknown, created: number): JsonObject 
     object: 'chat.completion',
     created,
     model: typeof m.model === 'string' ? m.model : '',
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content: text === '' && calls.length > 0 ? null : text,
-          ...(reasoning === '' ? {} : { reasoning_content: reasoning }),
-          ...(thoughts.length === 0 ? {} : { thinking_blocks: thoughts }),
-          ...(calls.length === 0 ? {} : { tool_calls: calls }),
-          refusal: null,
-        },
-        logprobs: null,
-        finish_reason: finishReasonOf(m.stop_reason),
-      },
-    ],
+    choices: [assistantChoice({ text, reasoning, thoughts, calls }, finishReasonOf(m.stop_reason))],
     usage: chatUsageOf(mergeCounts(NO_COUNTS, m.usage)),
   }
 }

@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { chatUsageOf, NO_COUNTS, type AnthropicCounts } from '../anthropic/reply-in.ts'
+import { assistantChoice } from '../assistant-choice.ts'
 
 /** Converse's stopReason as chat's finish_reason. */
 export function finishReasonOf(stop: unknown): string {
@@ -94,21 +95,7 @@ export function chatCompletionOf(response: unknown, model: string, created: numb
     object: 'chat.completion',
     created,
     model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: 'assistant',
-          content: text === '' && calls.length > 0 ? null : text,
-          ...(reasoning === '' ? {} : { reasoning_content: reasoning }),
-          ...(thoughts.length === 0 ? {} : { thinking_blocks: thoughts }),
-          ...(calls.length === 0 ? {} : { tool_calls: calls }),
-          refusal: null,
-        },
-        logprobs: null,
-        finish_reason: finishReasonOf(r.stopReason),
-      },
-    ],
+    choices: [assistantChoice({ text, reasoning, thoughts, calls }, finishReasonOf(r.stopReason))],
     usage: usageOf(r.usage),
   }
 }

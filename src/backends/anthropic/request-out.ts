@@ -18,23 +18,44 @@
 // reasoning_effort, the same effort for chat's sake, asks no thinking budget), and so does
 // its context_management.
 import type { AnthropicBackendConfig } from '../../config/schema.ts'
-import { gatewayError } from '../../errors.ts'
+import { gatewayError, type GatewayError } from '../../errors.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { anthropicCarriedOf, ANTHROPIC_CARRIED, type AnthropicCarried } from '../../protocols/anthropic/carried.ts'
-import { describeType, plain } from '../../protocols/anthropic/request-in.ts'
+import {
+  conversationOf,
+  DATA_URL,
+  invalid,
+  jsonSchemaFormatOf,
+  refuseUnlessInert,
+  stopsOf,
+  toolChoiceOf,
+  toolFunctionsOf,
+  type TurnBlocks,
+} from '../chat-request.ts'
 import { thinkingOfEffort } from './thinking.ts'
-import { toolInputOf } from '../tool-arguments.ts'
 
 /** Members that change nothing upstream: stream_options (Anthropic always reports a stream's usage). */
 const IGNORED = new Set(['model', 'stream_options'])
 
-const refuse = (what: string, why = "Anthropic's Messages API has no equivalent"): Error =>
+const refuse = (what: string, why = "Anthropic's Messages API has no equivalent"): GatewayError =>
   gatewayError('untranslatable_feature', {
     message: `${what} is not supported by this model's upstream: ${why}.`,
     param: what.split(' ')[0] ?? what,
   })
-const invalid = (param: string, what: string): Error =>
-  gatewayError('invalid_body', { message: `${param}: ${what}`, param })
+
+/** Anthropic's content blocks. */
+const BLOCKS: TurnBlocks = {
+  refuse,
+  text: (text) => ({ type: 'text', text }),
+  image: imageOf,
+  thinking: (block, at) => {
+    if (!isJsonObject(block) || (block.type !== 'thinking' && block.type !== 'redacted_thinking'))
+      throw invalid(at, 'Input should be a thinking or redacted_thinking block')
+    return block
+  },
+  toolUse: (id, name, input) => ({ type: 'tool_use', id, name, input }),
+  toolResult: (toolCallId, text) => ({ type: 'tool_result', tool_use_id: toolCallId, content: text }),
+}
 
 type Settings = Pick<AnthropicBackendConfig, 'defaultMaxTokens'>
 
@@ -42,8 +63,8 @@ type Settings = Pick<AnthropicBackendConfig, 'defaultMaxTokens'>
 export function messagesRequestOf(chat: JsonObject, model: string, settings: Settings): JsonObject {
   const out: JsonObject = { model }
   let maxTokens: unknown
-  const system: string[] = []
-  const turns: JsonObject[] = []
+  let system: string[] = []
+  let turns: JsonObject[] = []
   let toolChoice: JsonObject | undefined
   let parallel: unknown
   let effort: unknown
@@ -52,8 +73,7 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
     if (value === undefined || value === null || IGNORED.has(name)) continue
     switch (name) {
       case 'messages':
-        if (!Array.isArray(value)) throw invalid('messages', 'Input should be a valid list')
-        for (const [i, message] of value.entries()) addTurn(turns, system, message, `messages.${i}`)
+        ;({ system, turns } = conversationOf(value, BLOCKS))
         break
       case 'max_tokens':
       case 'max_completion_tokens':
@@ -68,9 +88,7 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
         if (value === true) out.stream = true
         break
       case 'stop': {
-        const stops = typeof value === 'string' ? [value] : value
-        if (!Array.isArray(stops) || !stops.every((s) => typeof s === 'string'))
-          throw invalid('stop', 'Input should be a string or a list of strings')
+        const stops = stopsOf(value)
         if (stops.length > 0) out.stop_sequences = stops
         break
       }
@@ -79,17 +97,31 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
         out.metadata = { user_id: value }
         break
       case 'tools':
-        out.tools = toolsOf(value)
+        out.tools = toolFunctionsOf(value, refuse).map(({ name, description, parameters, strict }) => ({
+          name,
+          ...(description === undefined ? {} : { description }),
+          input_schema: parameters,
+          ...(strict === undefined ? {} : { strict }),
+        }))
         break
-      case 'tool_choice':
-        toolChoice = toolChoiceOf(value)
+      case 'tool_choice': {
+        const choice = toolChoiceOf(value)
+        toolChoice =
+          choice === 'auto' || choice === 'none'
+            ? { type: choice }
+            : choice === 'required'
+              ? { type: 'any' }
+              : { type: 'tool', name: choice.name }
         break
+      }
       case 'parallel_tool_calls':
         parallel = value
         break
-      case 'response_format':
-        Object.assign(out, formatOf(value))
+      case 'response_format': {
+        const format = jsonSchemaFormatOf(value, refuse, 'the Messages API constrains replies to a JSON schema only')
+        if (format !== undefined) out.output_config = { format: { type: 'json_schema', schema: format.schema } }
         break
+      }
       case 'thinking':
         if (!isJsonObject(value)) throw invalid('thinking', 'Input should be a valid object')
         out.thinking = value
@@ -100,18 +132,8 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
       case ANTHROPIC_CARRIED:
         carried = anthropicCarriedOf(chat)
         break
-      case 'n':
-        if (value !== 1) throw refuse('n', 'a message has one reply')
-        break
-      case 'presence_penalty':
-      case 'frequency_penalty':
-        if (value !== 0) throw refuse(name)
-        break
-      case 'logprobs':
-        if (value !== false) throw refuse(name)
-        break
       default:
-        throw refuse(plain(name))
+        refuseUnlessInert(name, value, refuse, 'a message has one reply')
     }
   }
   if (system.length > 0) out.system = system.join('\n\n')
@@ -132,153 +154,10 @@ export function messagesRequestOf(chat: JsonObject, model: string, settings: Set
   return out
 }
 
-/** Adds one chat message to the turns (or the system prompt), merging it into the last turn when the role is the same. */
-function addTurn(turns: JsonObject[], system: string[], message: unknown, at: string): void {
-  if (!isJsonObject(message)) throw invalid(at, 'Input should be a valid object')
-  let role: 'user' | 'assistant'
-  let blocks: JsonObject[]
-  switch (message.role) {
-    case 'system':
-    case 'developer':
-      system.push(textOf(message.content, `${at}.content`))
-      return
-    case 'user':
-      role = 'user'
-      blocks = userBlocks(message.content, `${at}.content`)
-      break
-    case 'assistant':
-      role = 'assistant'
-      blocks = assistantBlocks(message, at)
-      break
-    case 'tool':
-      role = 'user'
-      if (typeof message.tool_call_id !== 'string')
-        throw invalid(`${at}.tool_call_id`, 'Input should be a valid string')
-      blocks = [
-        { type: 'tool_result', tool_use_id: message.tool_call_id, content: textOf(message.content, `${at}.content`) },
-      ]
-      break
-    default:
-      throw invalid(`${at}.role`, "Input should be 'system', 'developer', 'user', 'assistant' or 'tool'")
-  }
-  const last = turns.at(-1)
-  if (last !== undefined && last.role === role) (last.content as JsonObject[]).push(...blocks)
-  else turns.push({ role, content: blocks })
-}
-
-/** A string, or text parts, as one string. */
-function textOf(content: unknown, at: string): string {
-  if (typeof content === 'string') return content
-  if (content === null || content === undefined) return ''
-  if (!Array.isArray(content)) throw invalid(at, 'Input should be a string or a list of text parts')
-  return content
-    .map((part, i) => {
-      if (!isJsonObject(part) || part.type !== 'text' || typeof part.text !== 'string')
-        throw refuse(
-          `${at}.${i} (a ${describeType(isJsonObject(part) ? part.type : undefined)} part)`,
-          'only text is carried here',
-        )
-      return part.text
-    })
-    .join('')
-}
-
-function userBlocks(content: unknown, at: string): JsonObject[] {
-  if (typeof content === 'string') return [{ type: 'text', text: content }]
-  if (!Array.isArray(content)) throw invalid(at, 'Input should be a string or a list of content parts')
-  return content.map((part, i) => {
-    const here = `${at}.${i}`
-    if (!isJsonObject(part)) throw invalid(here, 'Input should be a content part')
-    if (part.type === 'text') {
-      if (typeof part.text !== 'string') throw invalid(`${here}.text`, 'Input should be a valid string')
-      return { type: 'text', text: part.text }
-    }
-    if (part.type === 'image_url') return imageOf(part.image_url, `${here}.image_url`)
-    throw refuse(`${here} (a ${describeType(part.type)} part)`)
-  })
-}
-
-const DATA_URL = /^data:([\w.+-]+\/[\w.+-]+);base64,(.*)$/s
-
 /** An image_url part as an image block: a data URL as a base64 source, anything else as a url source. */
-function imageOf(image: unknown, at: string): JsonObject {
-  if (!isJsonObject(image) || typeof image.url !== 'string')
-    throw invalid(`${at}.url`, 'Input should be a valid string')
-  const data = DATA_URL.exec(image.url)
+function imageOf(url: string, at: string): JsonObject {
+  const data = DATA_URL.exec(url)
   if (data !== null) return { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } }
-  if (!/^https?:\/\//i.test(image.url))
-    throw invalid(`${at}.url`, 'Input should be an http(s) URL or a base64 data URL')
-  return { type: 'image', source: { type: 'url', url: image.url } }
-}
-
-function assistantBlocks(message: JsonObject, at: string): JsonObject[] {
-  const blocks: JsonObject[] = []
-  if (Array.isArray(message.thinking_blocks)) {
-    for (const [i, block] of message.thinking_blocks.entries()) {
-      if (!isJsonObject(block) || (block.type !== 'thinking' && block.type !== 'redacted_thinking'))
-        throw invalid(`${at}.thinking_blocks.${i}`, 'Input should be a thinking or redacted_thinking block')
-      blocks.push(block)
-    }
-  }
-  const text = textOf(message.content, `${at}.content`)
-  if (text !== '') blocks.push({ type: 'text', text })
-  if (Array.isArray(message.tool_calls)) {
-    for (const [i, call] of message.tool_calls.entries()) {
-      const here = `${at}.tool_calls.${i}`
-      if (!isJsonObject(call) || !isJsonObject(call.function) || typeof call.id !== 'string')
-        throw invalid(here, 'A tool call needs an id and a function')
-      const { name, arguments: args } = call.function
-      if (typeof name !== 'string') throw invalid(`${here}.function.name`, 'Input should be a valid string')
-      blocks.push({ type: 'tool_use', id: call.id, name, input: toolInputOf(args, `${here}.function.arguments`) })
-    }
-  }
-  return blocks
-}
-
-function toolsOf(tools: unknown): JsonObject[] {
-  if (!Array.isArray(tools)) throw invalid('tools', 'Input should be a valid list')
-  return tools.map((tool, i) => {
-    const at = `tools.${i}`
-    if (!isJsonObject(tool) || tool.type !== 'function' || !isJsonObject(tool.function))
-      throw refuse(`${at} (a tool of type ${describeType(isJsonObject(tool) ? tool.type : undefined)})`)
-    const fn = tool.function
-    if (typeof fn.name !== 'string') throw invalid(`${at}.function.name`, 'Input should be a valid string')
-    const schema = fn.parameters ?? { type: 'object', properties: {} }
-    if (!isJsonObject(schema)) throw invalid(`${at}.function.parameters`, 'Input should be a valid object')
-    return {
-      name: fn.name,
-      ...(typeof fn.description === 'string' ? { description: fn.description } : {}),
-      input_schema: schema,
-      ...(typeof fn.strict === 'boolean' ? { strict: fn.strict } : {}),
-    }
-  })
-}
-
-function toolChoiceOf(choice: unknown): JsonObject {
-  switch (choice) {
-    case 'auto':
-      return { type: 'auto' }
-    case 'required':
-      return { type: 'any' }
-    case 'none':
-      return { type: 'none' }
-  }
-  if (isJsonObject(choice) && choice.type === 'function' && isJsonObject(choice.function)) {
-    if (typeof choice.function.name !== 'string')
-      throw invalid('tool_choice.function.name', 'Input should be a valid string')
-    return { type: 'tool', name: choice.function.name }
-  }
-  throw invalid('tool_choice', "Input should be 'auto', 'required', 'none' or a named function")
-}
-
-/** response_format: a JSON schema is Anthropic's output_config.format; plain JSON mode has no counterpart. */
-function formatOf(format: unknown): JsonObject {
-  if (!isJsonObject(format)) throw invalid('response_format', 'Input should be a valid object')
-  if (format.type === 'text') return {}
-  if (format.type === 'json_schema' && isJsonObject(format.json_schema) && isJsonObject(format.json_schema.schema))
-    return { output_config: { format: { type: 'json_schema', schema: format.json_schema.schema } } }
-  throw refuse(
-    `response_format (of type ${describeType(format.type)})`,
-    'the Messages API constrains replies to a JSON schema only',
-  )
+  if (!/^https?:\/\//i.test(url)) throw invalid(`${at}.url`, 'Input should be an http(s) URL or a base64 data URL')
+  return { type: 'image', source: { type: 'url', url } }
 }

@@ -14,6 +14,7 @@
 //   an error chunk     → an `error` event, and the end
 // Every event carries its sequence_number; OpenAI's SDK checks the opening and closing
 // events of each item, so none is optional.
+import { chatEventOf } from '../../proxy/chat-chunk.ts'
 import { Transform, type TransformCallback } from 'node:stream'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { SseParser, type SseEvent } from '../../proxy/sse.ts'
@@ -68,20 +69,14 @@ export class ResponsesStream {
   /** The events for one chat SSE event's data (a JSON text, or `[DONE]`). */
   data(text: string): string {
     if (this.#ended) return ''
-    if (text === '[DONE]') return this.end()
-    let chunk: unknown
-    try {
-      chunk = JSON.parse(text)
-    } catch {
-      return ''
-    }
-    if (!isJsonObject(chunk)) return ''
-    if (isJsonObject(chunk.error)) return this.#error(chunk.error)
+    const event = chatEventOf(text)
+    if (event === undefined) return ''
+    if (event.kind === 'done') return this.end()
+    if (event.kind === 'error') return this.#error(event.error)
+    const { chunk, choice, delta } = event
     let out = this.#start(chunk)
     if (chunk.usage !== undefined && chunk.usage !== null) this.#usage = chunk.usage
-    const choice = Array.isArray(chunk.choices) && isJsonObject(chunk.choices[0]) ? chunk.choices[0] : undefined
     if (choice === undefined) return out
-    const delta = isJsonObject(choice.delta) ? choice.delta : {}
     if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '')
       out += this.#reasoning(delta.reasoning_content)
     if (Array.isArray(delta.thinking_blocks)) out += this.#thinking(delta.thinking_blocks)

@@ -8,6 +8,7 @@
 // for the stream's end when an upstream sends none). message_start carries no usage yet
 // (chat has none to give so early); message_delta carries the whole of it, input_tokens
 // included, which is how Anthropic's SDKs take it (a present input_tokens overwrites).
+import { chatEventOf } from '../../proxy/chat-chunk.ts'
 import { isJsonObject, type JsonObject } from '../../json.ts'
 import { anthropicErrorOfBody } from './errors.ts'
 import { stopReasonOf, usageOf, type StopReason } from './reply-out.ts'
@@ -40,24 +41,18 @@ export class AnthropicStream {
   /** The events for one chat SSE event's data (a JSON text, or `[DONE]`). */
   data(text: string): string {
     if (this.#ended) return ''
-    if (text === '[DONE]') return this.end()
-    let chunk: unknown
-    try {
-      chunk = JSON.parse(text)
-    } catch {
-      return ''
-    }
-    if (!isJsonObject(chunk)) return ''
+    const event = chatEventOf(text)
+    if (event === undefined) return ''
+    if (event.kind === 'done') return this.end()
     // The relay's own error event (the upstream broke off mid-stream).
-    if (isJsonObject(chunk.error)) {
+    if (event.kind === 'error') {
       this.#ended = true
-      return frame('error', { error: anthropicErrorOfBody(500, chunk, this.#requestId).body.error })
+      return frame('error', { error: anthropicErrorOfBody(500, event.body, this.#requestId).body.error })
     }
+    const { chunk, choice, delta } = event
     let out = this.#start(chunk)
     if (chunk.usage !== undefined && chunk.usage !== null) this.#usage = chunk.usage
-    const choice = Array.isArray(chunk.choices) && isJsonObject(chunk.choices[0]) ? chunk.choices[0] : undefined
     if (choice === undefined) return out
-    const delta = isJsonObject(choice.delta) ? choice.delta : {}
     if (Array.isArray(delta.thinking_blocks)) for (const piece of delta.thinking_blocks) out += this.#thinking(piece)
     for (const piece of [delta.content, delta.refusal]) {
       if (typeof piece === 'string' && piece !== '') {

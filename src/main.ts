@@ -415,6 +415,7 @@ export async function startGateway(
   await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
   const url = addressOf(server)
+  dataLock?.announce(url) // the CLI calls this gateway there (cli/gateway-target.ts)
   const metricsUrl = addressOf(metricsServer)
   const bound = server.address() as AddressInfo
   const metricsBound = metricsServer.address() as AddressInfo

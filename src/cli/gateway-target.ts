@@ -1,12 +1,14 @@
 // Where the admin commands find the gateway and its admin token, the same for every one of
 // them: the flags first, then TOLLGATE_URL and TOLLGATE_ADMIN_TOKEN, then what the gateway
-// itself would read in this environment: its configuration (TOLLGATE_CONFIG, HOST, PORT) for
-// the address, and, for an embedded gateway, the admin token it keeps in its data directory
-// (TOLLGATE_DATA_DIR), the one `tollgate admin-token` prints.
+// itself would read in this environment. For an embedded gateway that is its data directory
+// (TOLLGATE_DATA_DIR): the address the running gateway recorded there (so `serve --port` is
+// found too) and the admin token it keeps there, the one `tollgate admin-token` prints;
+// else its configuration (TOLLGATE_CONFIG, HOST, PORT) for the address.
 import { resolve } from 'node:path'
 import { adminTokenPath, readStoredAdminToken } from '../auth/admin-token.ts'
 import { loadConfig } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
+import { gatewayUrlOf } from '../store/data-dir-lock.ts'
 
 export interface GatewayTarget {
   readonly url: string
@@ -32,7 +34,7 @@ export function gatewayTarget(flags: { url?: string; token?: string }, env: Env)
     }
     return config
   }
-  const url = flags.url ?? env.TOLLGATE_URL ?? listenUrl(gatewayConfig(), env)
+  const url = flags.url ?? env.TOLLGATE_URL ?? recordedUrl(gatewayConfig()) ?? listenUrl(gatewayConfig(), env)
   const token = flags.token ?? env.TOLLGATE_ADMIN_TOKEN
   if (token) return { url, token, missing: '' }
   const found = gatewayConfig()
@@ -48,6 +50,11 @@ export function gatewayTarget(flags: { url?: string; token?: string }, env: Env)
     token: readStoredAdminToken(dataDir) ?? undefined,
     missing: `no admin token: set TOLLGATE_ADMIN_TOKEN (or pass --admin-token); none is stored in ${adminTokenPath(dataDir)} (TOLLGATE_DATA_DIR) either`,
   }
+}
+
+/** Where the embedded gateway running on this configuration's data directory said it listens. */
+function recordedUrl(config: Config | null): string | undefined {
+  return config === null || config.redis !== undefined ? undefined : gatewayUrlOf(resolve(config.store.dataDir))
 }
 
 /** Where a gateway started in this environment listens, as a URL this machine can call. */

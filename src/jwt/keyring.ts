@@ -173,11 +173,19 @@ export function createKeyring(options: KeyringOptions): Keyring {
     async start() {
       // Every checkMs during a store outage: one line when it starts failing, one when it is over.
       const outage = createTaskOutage(log, 'JWT signing keys: check')
-      const checkOnce = (): Promise<void> =>
-        check().then(
+      // One check at a time: during an outage a check waits on the store for seconds, and
+      // overlapping ones ended out of order (one begun before the outage answered after the
+      // first failure, closing the outage and letting the next failure open it again).
+      let checking = false
+      const checkOnce = async (): Promise<void> => {
+        if (checking) return
+        checking = true
+        await check().then(
           () => outage.succeeded(),
           (err: unknown) => outage.failed(err),
         )
+        checking = false
+      }
       await checkOnce()
       timer = setInterval(() => void checkOnce(), checkMs)
       timer.unref()

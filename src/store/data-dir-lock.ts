@@ -4,7 +4,9 @@
 // lock held by the kernel for the process: a gateway that crashes or is killed (kill -9)
 // releases it with its last breath, so nothing stale can block the next start, and a
 // recycled pid cannot either (which a pid file checked for liveness could not promise).
-// Beside it, tollgate.pid names the holder, only for the message the next one prints.
+// Beside it, tollgate.pid names the holder, for the message the next one prints, and, once it
+// listens, where it answers: the CLI calls the gateway of its data directory there, however
+// its port was chosen (PORT, --port, the file).
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
@@ -18,20 +20,40 @@ export class DataDirInUseError extends Error {
 }
 
 export interface DataDirLock {
+  /** Records where this gateway listens, for the CLI (gatewayUrlOf). */
+  announce(url: string): void
   /** Lets the next gateway in (also done by the kernel when this process ends). */
   release(): void
+}
+
+/**
+ * Where the gateway holding this data directory listens, as it recorded it: undefined when
+ * none holds it, it has not listened yet, or its process is gone (killed, its file left).
+ */
+export function gatewayUrlOf(dir: string): string | undefined {
+  const holder = readHolder(dir)
+  if (holder?.url === undefined) return undefined
+  try {
+    process.kill(holder.pid, 0)
+  } catch (err) {
+    // EPERM: alive, another user's; ESRCH: gone.
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return undefined
+  }
+  return holder.url
 }
 
 interface Holder {
   readonly pid: number
   readonly startedAt: string
+  /** Where it listens, once it does. */
+  readonly url?: string
 }
 
 function readHolder(dir: string): Holder | null {
   try {
     const value = JSON.parse(readFileSync(join(dir, HOLDER_FILE), 'utf8')) as Partial<Holder>
     return typeof value.pid === 'number' && typeof value.startedAt === 'string'
-      ? { pid: value.pid, startedAt: value.startedAt }
+      ? { pid: value.pid, startedAt: value.startedAt, ...(typeof value.url === 'string' ? { url: value.url } : {}) }
       : null
   } catch {
     return null
@@ -63,11 +85,14 @@ export function lockDataDir(dir: string): DataDirLock {
     )
   }
   const holderPath = join(dir, HOLDER_FILE)
-  writeFileSync(holderPath, `${JSON.stringify({ pid: process.pid, startedAt: new Date().toISOString() })}\n`, {
-    mode: 0o600,
-  })
+  const holder: Holder = { pid: process.pid, startedAt: new Date().toISOString() }
+  const writeHolder = (value: Holder): void => writeFileSync(holderPath, `${JSON.stringify(value)}\n`, { mode: 0o600 })
+  writeHolder(holder)
   let released = false
   return {
+    announce(url) {
+      if (!released) writeHolder({ ...holder, url })
+    },
     release() {
       if (released) return
       released = true

@@ -2,10 +2,11 @@
 // says), with the admin token an embedded gateway keeps in its data directory (the one
 // `tollgate admin-token` prints), the same for every command; TOLLGATE_URL and
 // TOLLGATE_ADMIN_TOKEN still win.
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { gatewayUrlOf } from '../../src/store/data-dir-lock.ts'
 import { runTollgate } from '../helpers/cli.ts'
 import { closedPort, startTollgate } from '../helpers/gateway.ts'
 
@@ -51,4 +52,19 @@ t.test('no token anywhere: says where it looked', async (t) => {
   t.equal(run.code, 64)
   t.match(run.stderr, 'set TOLLGATE_ADMIN_TOKEN (or pass --admin-token)')
   t.match(run.stderr, join(empty, 'admin.token'))
+})
+
+t.test('PORT not in this shell: the address the gateway recorded in its data directory', async (t) => {
+  // Started on a port chosen elsewhere (another shell's PORT, `serve --port`): only the data
+  // directory knows it.
+  t.equal(gatewayUrlOf(gw.dataDir), gw.url, 'the running gateway recorded where it listens')
+  const run = await runTollgate(['keys', 'list'], { TOLLGATE_DATA_DIR: gw.dataDir, TOLLGATE_CONFIG: gw.configPath })
+  t.equal(run.code, 0, `found without PORT: ${run.stderr}`)
+  // A gateway killed without its last words leaves its file: a process that is gone is not believed.
+  const stale = mkdtempSync(join(tmpdir(), 'tg-cli-stale-'))
+  writeFileSync(
+    join(stale, 'tollgate.pid'),
+    JSON.stringify({ pid: 2 ** 22 + 1, startedAt: new Date().toISOString(), url: gw.url }),
+  )
+  t.equal(gatewayUrlOf(stale), undefined, 'a dead holder names no address')
 })

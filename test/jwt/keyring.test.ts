@@ -139,3 +139,60 @@ t.test('without any message, a revocation elsewhere is seen within revocationCac
   )
   t.ok(error instanceof GatewayError && error.status === 401, 'refused once the entry is older than 500 ms')
 })
+
+t.test('the timed check: one at a time, so an outage is one warning and one recovery line', async (t) => {
+  // During a Redis outage a check waits on the store for seconds; checks begun on every tick
+  // regardless ended out of order (one begun before the outage succeeded after the first
+  // failure), which logged the outage as two (test/e2e/redis-outage-timers under load).
+  const stores = openStores(t)
+  const lines: Array<{ msg: string }> = []
+  const logger = createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) })
+  let clock = Date.parse('2030-01-01T00:00:00Z')
+  let release: (() => void) | undefined
+  let inFlight = 0
+  let mostInFlight = 0
+  let listFails = false
+  const counted = async <T>(call: () => Promise<T>): Promise<T> => {
+    mostInFlight = Math.max(mostInFlight, ++inFlight)
+    try {
+      return await call()
+    } finally {
+      inFlight--
+    }
+  }
+  const store = {
+    list: () =>
+      counted(async () => {
+        if (listFails) throw new Error('Connection is closed.')
+        return stores.signingKeys.list()
+      }),
+    addIfLatest: (key: Parameters<typeof stores.signingKeys.addIfLatest>[0], latest: string | null) =>
+      counted(async () => {
+        if (release === undefined && clock > Date.parse('2030-01-01T00:00:00Z'))
+          await new Promise<void>((resolve) => (release = resolve))
+        return stores.signingKeys.addIfLatest(key, latest)
+      }),
+    remove: (kid: string) => counted(() => stores.signingKeys.remove(kid)),
+  }
+  // rotationMs 400: a check every 100 ms of real time.
+  const ring = createKeyring({ ...daily(stores, 'c', () => clock), store, rotationMs: 400, log: logger })
+  t.teardown(() => ring.close())
+  await ring.start()
+  mostInFlight = 0
+  clock += 400 // the next check rotates, and waits on the store
+  t.ok(await eventuallyTrue(() => release !== undefined), 'a check waits on the store')
+  listFails = true
+  // Five check periods pass while it waits: no other check may begin (absence takes time).
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.equal(mostInFlight, 1, 'no check began while one waited')
+  release?.()
+  t.ok(await eventuallyTrue(() => lines.some((l) => l.msg.startsWith('JWT signing keys: check failed'))), 'it fails')
+  listFails = false
+  t.ok(await eventuallyTrue(() => lines.some((l) => l.msg.startsWith('JWT signing keys: check succeeded again'))))
+  t.equal(lines.filter((l) => l.msg.startsWith('JWT signing keys: check failed')).length, 1, 'one warning')
+})
+
+async function eventuallyTrue(condition: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 25))
+  return condition()
+}

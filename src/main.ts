@@ -595,12 +595,12 @@ function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger
     // Printed this once, on stderr, for the operator; never logged.
     process.stderr.write(
       `\nTOLLGATE_ADMIN_TOKEN is not set, so an admin token was made and kept in ${adminTokenPath(dataDir)}:\n\n  ${token}\n\n` +
-        '`npx tollgate admin-token` shows it again (--reset replaces it); set TOLLGATE_ADMIN_TOKEN to choose your own.\n\n',
+        `\`${adminTokenCommand()}\` shows it again (--reset replaces it); set TOLLGATE_ADMIN_TOKEN to choose your own.\n\n`,
     )
   } else {
     log.info(
       { file: adminTokenPath(dataDir) },
-      'admin token: the one kept in the data directory (`npx tollgate admin-token` shows it)',
+      `admin token: the one kept in the data directory (\`${adminTokenCommand()}\` shows it)`,
     )
   }
   const stop = watchStoredAdminToken(dataDir, (next) => {
@@ -609,6 +609,12 @@ function resolveRuntimeSecrets(config: Config, kind: Stores['kind'], log: Logger
     log.info('admin token replaced (tollgate admin-token --reset): the previous one no longer works')
   })
   return { adminToken: () => token, keyHashSecret, close: stop }
+}
+
+/** The command that shows the stored admin token from another shell: it names a data directory that is not the default. */
+function adminTokenCommand(): string {
+  const dir = process.env.TOLLGATE_DATA_DIR
+  return dir ? `TOLLGATE_DATA_DIR=${JSON.stringify(resolve(dir))} npx tollgate admin-token` : 'npx tollgate admin-token'
 }
 
 function embeddedSecret(dataDir: string): string {

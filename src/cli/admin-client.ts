@@ -51,7 +51,11 @@ export function createAdminClient(options: AdminClientOptions): AdminClient {
           : err instanceof Error
             ? err.message
             : String(err)
-      throw new AdminApiError(0, null, `cannot reach the gateway at ${base}: ${cause}`)
+      throw new AdminApiError(
+        0,
+        null,
+        `cannot reach the gateway at ${base}: ${cause}. Is it running? Name another one with --url or TOLLGATE_URL, or set TOLLGATE_DATA_DIR to the data directory it was started on.`,
+      )
     }
     const text = await res.text()
     let json: unknown

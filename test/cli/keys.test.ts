@@ -214,6 +214,7 @@ t.test('errors: exit 1 with the API message; exit 64 for bad usage; the token ne
   const unreachable = await tollgate(['keys', 'list', '--url', 'http://127.0.0.1:9'], env)
   t.equal(unreachable.code, 1)
   t.match(unreachable.stderr, /cannot reach the gateway at http:\/\/127\.0\.0\.1:9/)
+  t.match(unreachable.stderr, /--url or TOLLGATE_URL/, 'and says how to name the right one')
   for (const args of [
     ['keys', 'explode'],
     ['keys', 'show'],

@@ -50,6 +50,10 @@ t.test('without TOLLGATE_ADMIN_TOKEN: one token, made on the first start, kept a
   const token = printedToken(first.output())
   t.ok(token, 'the first start printed a token')
   if (!token) return
+  t.ok(
+    first.output().includes(`TOLLGATE_DATA_DIR=${JSON.stringify(first.dataDir)} npx tollgate admin-token`),
+    'and the command that shows it again from another shell, naming its data directory',
+  )
   t.equal(await adminStatus(first.url, token), 200, 'and it works')
   const file = join(first.dataDir, 'admin.token')
   t.equal(readFileSync(file, 'utf8').trim(), token, 'it is kept in the data directory')

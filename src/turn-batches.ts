@@ -13,6 +13,8 @@ type Step = () => void
 const sends: Step[] = []
 const flushes: Step[] = []
 let scheduled = false
+/** Resolved when the pending turn's end has run: see turnWritten. */
+let written: { readonly promise: Promise<void>; readonly resolve: () => void } | null = null
 
 function endTurn(): void {
   // Every send before any flush. A step may add steps (a batch's commands cork their socket):
@@ -31,6 +33,9 @@ function endTurn(): void {
   sends.length = 0
   flushes.length = 0
   scheduled = false
+  const ended = written
+  written = null
+  ended?.resolve()
   if (failed !== undefined) throw failed.error
 }
 
@@ -47,6 +52,28 @@ function atTurnEnd(steps: Step[], step: Step): void {
  */
 export function flushAtTurnEnd(flush: () => void): void {
   atTurnEnd(flushes, flush)
+}
+
+/**
+ * Resolves once the end of this turn has run (or of the next, when called after this one's
+ * end): every batch made until then sent, every corked Redis socket flushed, the embedded
+ * store's group commit made. What was handed to a store in the turn has then left the
+ * process for good (in the kernel's socket buffer, or committed to the database file), and
+ * a gateway killed right after still has it written: the relay's commit waits for this
+ * rather than for Redis's reply (inference/reply.ts). A write to a connection that is not
+ * ready (reconnecting) waits in memory instead, and is not covered.
+ */
+export function turnWritten(): Promise<void> {
+  if (written === null) {
+    let resolve = (): void => undefined
+    const promise = new Promise<void>((done) => (resolve = done))
+    written = { promise, resolve }
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(endTurn)
+    }
+  }
+  return written.promise
 }
 
 /** A turn's batch under one name (a Redis slot, say), and the promise of its one sending. */

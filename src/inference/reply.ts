@@ -16,6 +16,7 @@ import { captureCompletion, traceSettlement, type CompletionCapture } from '../o
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
+import { turnWritten } from '../turn-batches.ts'
 import { chargedUsage, unserved } from './failed-charge.ts'
 import { recordCharge, type Ending } from './outcome.ts'
 import { ownershipTransformOf } from './ownership.ts'
@@ -134,8 +135,23 @@ export class Reply {
     const lease = this.#lease?.release({ tokens: final.inputTokens + final.outputTokens })
     this.#completion?.flush()
     await traceSettlement(this.#exchange.trace, final, async () => {
-      await Promise.all([this.#charge(final), this.#handedOut?.flush(), lease])
+      await Promise.all([this.#written(this.#charge(final)), this.#handedOut?.flush(), lease])
     })
+  }
+
+  /**
+   * The charge's writes once they have left the process (turnWritten), not once the store
+   * answered them: a gateway killed right after still has them written, and the client's
+   * last bytes do not wait a Redis round trip. What the store answers (a budget crossing,
+   * the usage counters) is taken when it comes; the charge never rejects (the limiter and
+   * the meter keep their failures), and would be logged if it did.
+   */
+  #written(charge: Promise<void>): Promise<void> {
+    const log = this.#exchange.log
+    const kept = charge.catch((err: unknown) => {
+      log.error({ err }, 'a call could not be charged')
+    })
+    return Promise.race([kept, turnWritten()])
   }
 
   /**

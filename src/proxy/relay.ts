@@ -64,7 +64,8 @@ export interface RelayOptions {
    * bytes go out (a JSON body; a stream's `[DONE]`, or its end when it has none), so that
    * what a client received whole has been metered even if the gateway dies right after,
    * and what it did not receive whole has not. Not called for a reply that broke off or
-   * that the client left.
+   * that the client left. (Metered: its writes have left the process, not necessarily been
+   * answered by the store; inference/reply.ts.)
    */
   readonly commit?: (usage: Usage) => Promise<void>
   /** Shown every parsed JSON body, and every stream event's parsed data, before the client sees it. */

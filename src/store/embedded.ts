@@ -28,6 +28,7 @@ import {
 } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
 import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from './sqlite.ts'
+import { flushAtTurnEnd } from '../turn-batches.ts'
 import {
   checkStreamCharge,
   checkUsageQuery,
@@ -384,7 +385,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
     new Promise<void>((resolve, reject) => {
       if (batch === null) {
         batch = { writes: [], waiters: [] }
-        setImmediate(writeBatch)
+        // In the turn's end, after the batches of the turn are sent (the meter's rows among
+        // them): committed before turnWritten() resolves, not a turn later.
+        flushAtTurnEnd(writeBatch)
       }
       batch.writes.push(write)
       batch.waiters.push({ resolve, reject })

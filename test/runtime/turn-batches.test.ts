@@ -2,7 +2,7 @@
 // what was held for the turn's end is flushed (a corked Redis socket), whatever order they
 // came in, so a turn's commands on one connection leave in one write.
 import t from 'tap'
-import { flushAtTurnEnd, turnBatches } from '../../src/turn-batches.ts'
+import { flushAtTurnEnd, turnBatches, turnWritten } from '../../src/turn-batches.ts'
 
 t.test('the batches of a turn are sent before its flushes, whichever came first', async (t) => {
   const order: string[] = []
@@ -61,3 +61,32 @@ t.test('a caller after the turn has ended gets a batch of its own, sent at the n
   await second.sent
   t.same(sends, [2, 1])
 })
+
+t.test(
+  'turnWritten resolves once the turn has ended: its batches sent and its flushes (a store commit among them) run',
+  async (t) => {
+    const order: string[] = []
+    const rows = turnBatches(
+      () => [] as string[],
+      (batch) => {
+        order.push(`send ${batch.join('+')}`)
+        // The store's group commit joins the same end (store/embedded.ts).
+        flushAtTurnEnd(() => order.push('commit'))
+        // Its reply comes later: turnWritten does not wait for it.
+        return new Promise<void>(() => undefined)
+      },
+    )
+    rows('usage').batch.push('a')
+    await turnWritten()
+    t.same(order, ['send a', 'commit'], 'written: sent and committed, the reply not awaited')
+
+    // With nothing pending it still waits for a turn's end, so a write made after the call in
+    // the same turn (one more microtask on) is covered too.
+    const late: string[] = []
+    const written = turnWritten().then(() => late.push('written'))
+    await Promise.resolve()
+    flushAtTurnEnd(() => late.push('flushed'))
+    await written
+    t.same(late, ['flushed', 'written'])
+  },
+)

@@ -20,6 +20,7 @@ import { traceAdmission, tracedTargets } from '../observability/call-spans.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
+import { withClass } from '../priority/classes.ts'
 import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from '../proxy/deployment-pick.ts'
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
@@ -167,8 +168,13 @@ function restore(
   const runtime = s.runtime.current
   checkEndpointScope(principal, spec.endpoint)
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
-  const resolved = resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*')
-  return { runtime, spec, principal, resolved, ...parts }
+  const classed = withClass(
+    runtime.config.plans,
+    resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*'),
+    spec.endpoint,
+    parts.body,
+  )
+  return { runtime, spec, principal, ...classed, ...parts }
 }
 
 async function run(

@@ -19,6 +19,8 @@ import type { EndpointSpec } from './endpoints.ts'
 import { checkOwnership } from './ownership.ts'
 import { checkTranslatable } from './responses-over-chat/index.ts'
 import { checkModelScope } from './scopes.ts'
+import { withClass } from '../priority/classes.ts'
+import { maxWaitOf } from '../queue/deadline.ts'
 import { modelOf, validateBody } from './validate.ts'
 import { ANTHROPIC_CARRIED } from '../protocols/anthropic/carried.ts'
 
@@ -87,7 +89,14 @@ export async function prepare(
     // What a chat-only deployment of the model cannot be asked for is refused before it is admitted.
     checkTranslatable(spec.endpoint, body, route)
   }
-  const resolved = (taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*'))
+  // Its priority class (service_tier) prices it and shares its limits (priority/classes.ts).
+  const { resolved, serviceClass } = withClass(
+    config.plans,
+    resolveLimits(config.plans, principal.key, modelName ?? '*'),
+    spec.endpoint,
+    body,
+  )
+  taken.resolved = resolved
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
   const model = modelName === null ? undefined : registry.model(modelName)?.config
   const estimate = estimateUsage(spec.endpoint, body.kind === 'json' ? body.value : null, {
@@ -108,6 +117,8 @@ export async function prepare(
     modelName,
     resolved,
     estimate,
+    serviceClass,
+    ...maxWaitOf(req),
     ...(upload === undefined ? {} : { upload }),
   }
 }
@@ -155,6 +166,8 @@ export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
     model: resolved.model,
     limits: resolved.limits,
     estimate,
+    ...(call.serviceClass === undefined ? {} : { serviceClass: call.serviceClass }),
+    ...(call.maxWaitMs === undefined ? {} : { maxWaitMs: call.maxWaitMs }),
     ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate) } : {}),
   }
 }

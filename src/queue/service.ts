@@ -31,6 +31,7 @@ import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
+import { createWaitPredictor } from './deadline.ts'
 import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
@@ -211,6 +212,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     return { body: { kind: 'multipart', contentType, fields, files, size }, bytes: Buffer.concat(chunks) }
   }
 
+  // Learns how fast each line drains, for the deadlines of the calls that join it (deadline.ts).
+  const predictor = createWaitPredictor()
+
   return {
     kind: store.kind,
     instance,
@@ -226,6 +230,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           upstreamRetries: settings.upstreamRetries,
           retryBackoffMs: settings.retryBackoffMs,
           shutdown: shutdown.signal,
+          predictor,
         },
         signal,
       )

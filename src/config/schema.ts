@@ -789,6 +789,12 @@ export const configSchema = z
       .strictObject({
         /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
         maxWaitMs: positiveInt.default(600_000),
+        /**
+         * Drop-in mode: `predict` answers 429 queue_deadline at once when a call's predicted wait
+         * is beyond its deadline (x-tollgate-max-wait-ms, within maxWaitMs); `wait` lets it wait
+         * until queue_timeout, as before deadlines (src/queue/deadline.ts, docs/queue.md).
+         */
+        deadlines: z.enum(['predict', 'wait']).default('predict'),
         /** Asynchronous results are kept this long; then the request reads as expired. */
         resultTtlSeconds: positiveInt.default(86_400),
         /** Largest body of an asynchronous request, kept in Redis or on disk until it runs. */

@@ -9,7 +9,7 @@
 // per line from the calls that waited (an average of wait ÷ calls ahead, on this gateway),
 // and before anything is learned it is what the key's limits let through: a line only
 // forms when its key is at a limit, and then it drains at that limit's rate (one call per
-// 60 s ÷ rpm, or its tokens per 60 s ÷ tpm, the slowest). At the head the limiter's own
+// window ÷ rpm, or its tokens per window ÷ tpm, the slowest; limits.windowMs is a minute). At the head the limiter's own
 // retry-after is the prediction. A call that then waits longer than its deadline still
 // ends with queue_timeout, as before. How wrong the predictions were is measured for the
 // calls that waited (tollgate_queue_wait_prediction_ratio: actual ÷ predicted).
@@ -39,8 +39,7 @@ export function deadlineOf(request: Pick<AdmissionRequest, 'maxWaitMs'>, queueMa
 }
 
 /** How long one call takes to pass the head of a line held at `limits`: the slowest of its limits' rates. */
-export function perCallMsOf(limits: ModelLimits, estimate: AdmissionRequest['estimate']): number {
-  const minute = 60_000
+export function perCallMsOf(limits: ModelLimits, estimate: AdmissionRequest['estimate'], windowMs = 60_000): number {
   const tokens = estimate.inputTokens + estimate.outputTokens
   const rates: Array<[number | undefined, number]> = [
     [limits.rpm, 1],
@@ -49,7 +48,8 @@ export function perCallMsOf(limits: ModelLimits, estimate: AdmissionRequest['est
     [limits.output_tpm, estimate.outputTokens],
   ]
   let ms = 0
-  for (const [limit, units] of rates) if (limit !== undefined && limit > 0) ms = Math.max(ms, (units * minute) / limit)
+  for (const [limit, units] of rates)
+    if (limit !== undefined && limit > 0) ms = Math.max(ms, (units * windowMs) / limit)
   return ms
 }
 
@@ -65,12 +65,13 @@ const MAX_LINES = 10_000
 /** The weight of a new sample in a line's average. */
 const ALPHA = 0.3
 
-export function createWaitPredictor(): WaitPredictor {
+/** `windowMs`: the limiter's window (limits.windowMs), over which rpm and tpm count. */
+export function createWaitPredictor(windowMs = 60_000): WaitPredictor {
   const perCall = new Map<string, number>()
   return {
     predict(line, ahead, request) {
       if (ahead <= 0) return 0
-      return Math.round(ahead * (perCall.get(line) ?? perCallMsOf(request.limits, request.estimate)))
+      return Math.round(ahead * (perCall.get(line) ?? perCallMsOf(request.limits, request.estimate, windowMs)))
     },
     learn(line, ahead, waitedMs) {
       if (ahead <= 0) return

@@ -36,7 +36,8 @@ import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
-  readonly config: Pick<Config, 'queue'>
+  /** The limiter's window (limits.windowMs) is the rate a line drains at before one is learned (deadline.ts). */
+  readonly config: Pick<Config, 'queue'> & { readonly limits?: Pick<Config['limits'], 'windowMs'> }
   readonly log: Logger
   readonly metrics: Metrics
   readonly limiter: Limiter
@@ -213,7 +214,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   }
 
   // Learns how fast each line drains, for the deadlines of the calls that join it (deadline.ts).
-  const predictor = createWaitPredictor()
+  const predictor = settings.deadlines === 'wait' ? undefined : createWaitPredictor(deps.config.limits?.windowMs)
 
   return {
     kind: store.kind,
@@ -230,7 +231,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           upstreamRetries: settings.upstreamRetries,
           retryBackoffMs: settings.retryBackoffMs,
           shutdown: shutdown.signal,
-          predictor,
+          ...(predictor === undefined ? {} : { predictor }),
         },
         signal,
       )

@@ -4,19 +4,20 @@
 // deadline is answered at once (429 queue_deadline with the predicted retry-after-ms)
 // instead of holding the connection until it times out.
 //
-// The prediction: the calls ahead of it in its line (the store's count, so across every
-// instance on Redis) times how long one call takes to pass the head. That time is learned
-// per line from the calls that waited (an average of wait ÷ calls ahead, on this gateway),
-// and before anything is learned it is what the key's limits let through: a line only
-// forms when its key is at a limit, and then it drains at that limit's rate (one call per
-// window ÷ rpm, or its tokens per window ÷ tpm, the slowest; limits.windowMs is a minute). At the head the limiter's own
-// retry-after is the prediction. A call that then waits longer than its deadline still
-// ends with queue_timeout, as before. How wrong the predictions were is measured for the
-// calls that waited (tollgate_queue_wait_prediction_ratio: actual ÷ predicted).
+// The prediction, when the call joins its line: the calls ahead of it (the store's count, so
+// across every instance on Redis), the key's counters as they stand (the limiter's
+// x-ratelimit-* state: room left in this window, time to its end) and its limits (what a
+// window lets through): with fixed windows, the calls ahead and then this one pass in the
+// room left now, then a window's worth at each reset (limitWaitMs). On top, what calls in that
+// line have waited beyond their prediction, learned on this gateway (a full deployment, the
+// capacity behind the key's limits), and forgotten as it stops. At the head, the limiter's own
+// retry-after is the prediction. A call that then waits longer than its deadline still ends
+// with queue_timeout, as before. How wrong the predictions were is measured for the calls that
+// were admitted (tollgate_queue_wait_prediction_ratio: actual ÷ predicted, when one was made).
 import type { IncomingMessage } from 'node:http'
-import type { ModelLimits } from '../config/schema.ts'
 import { gatewayError, type GatewayError } from '../errors.ts'
-import type { AdmissionRequest } from '../limits/port.ts'
+import { parseDuration } from '../limits/duration.ts'
+import type { AdmissionRequest, RateLimitHeaders } from '../limits/port.ts'
 
 export const MAX_WAIT_HEADER = 'x-tollgate-max-wait-ms'
 
@@ -38,26 +39,46 @@ export function deadlineOf(request: Pick<AdmissionRequest, 'maxWaitMs'>, queueMa
   return Math.min(request.maxWaitMs ?? queueMaxWaitMs, queueMaxWaitMs)
 }
 
-/** How long one call takes to pass the head of a line held at `limits`: the slowest of its limits' rates. */
-export function perCallMsOf(limits: ModelLimits, estimate: AdmissionRequest['estimate'], windowMs = 60_000): number {
-  const tokens = estimate.inputTokens + estimate.outputTokens
-  const rates: Array<[number | undefined, number]> = [
-    [limits.rpm, 1],
-    [limits.tpm, tokens],
-    [limits.input_tpm, estimate.inputTokens],
-    [limits.output_tpm, estimate.outputTokens],
-  ]
-  let ms = 0
-  for (const [limit, units] of rates)
-    if (limit !== undefined && limit > 0) ms = Math.max(ms, (units * windowMs) / limit)
-  return ms
+/** The units one call takes of each dimension the x-ratelimit-* headers describe (limits/headers.ts). */
+const DIMENSIONS: ReadonlyArray<readonly [string, (r: AdmissionRequest) => number | undefined]> = [
+  ['requests', () => 1],
+  // "-tokens" stands for input_tpm when the plan sets no tpm: that one is read as input-tokens.
+  ['tokens', (r) => (r.limits.tpm === undefined ? undefined : r.estimate.inputTokens + r.estimate.outputTokens)],
+  ['input-tokens', (r) => r.estimate.inputTokens],
+  ['output-tokens', (r) => r.estimate.outputTokens],
+]
+
+/**
+ * How long until the key's limits let `ahead` calls like this one through, and then this one:
+ * from the counters as they stand (`state`: the limiter's x-ratelimit-* headers), a fixed
+ * window at a time. The slowest dimension decides; 0 when they all fit in the room left now.
+ */
+export function limitWaitMs(
+  state: RateLimitHeaders,
+  ahead: number,
+  request: AdmissionRequest,
+  windowMs: number,
+): number {
+  let wait = 0
+  for (const [suffix, unitsOf] of DIMENSIONS) {
+    const units = unitsOf(request)
+    const limit = Number(state[`x-ratelimit-limit-${suffix}`])
+    const remaining = Number(state[`x-ratelimit-remaining-${suffix}`])
+    const reset = parseDuration(state[`x-ratelimit-reset-${suffix}`] ?? '')
+    if (units === undefined || units <= 0 || !(limit > 0) || !Number.isFinite(remaining) || reset === null) continue
+    const perWindow = Math.max(1, Math.floor(limit / units))
+    const beyondNow = ahead + 1 - Math.floor(remaining / units)
+    if (beyondNow <= 0) continue
+    wait = Math.max(wait, reset + (Math.ceil(beyondNow / perWindow) - 1) * windowMs)
+  }
+  return wait
 }
 
 export interface WaitPredictor {
-  /** The predicted wait of a call with `ahead` calls before it in `line` (ms). */
-  predict(line: string, ahead: number, request: AdmissionRequest): number
-  /** A call that joined with `ahead` before it was admitted after `waitedMs`. */
-  learn(line: string, ahead: number, waitedMs: number): void
+  /** The predicted wait (ms) of a call with `ahead` calls before it in `line`, its key's counters at `state`. */
+  predict(line: string, ahead: number, request: AdmissionRequest, state: RateLimitHeaders): number
+  /** A call that joined with `ahead` before it and was predicted `predictedMs` was admitted after `waitedMs`. */
+  learn(line: string, ahead: number, predictedMs: number, waitedMs: number): void
 }
 
 /** Lines remembered at most (the least recently learned go first). */
@@ -65,21 +86,27 @@ const MAX_LINES = 10_000
 /** The weight of a new sample in a line's average. */
 const ALPHA = 0.3
 
-/** `windowMs`: the limiter's window (limits.windowMs), over which rpm and tpm count. */
+/**
+ * The limits' prediction, plus what each line has waited beyond it per call (an average over
+ * the calls that waited in it on this gateway: a deployment that was full, a head that took its
+ * time), so the waits the counters do not show are learned, and forgotten as they stop.
+ * `windowMs`: the limiter's window (limits.windowMs).
+ */
 export function createWaitPredictor(windowMs = 60_000): WaitPredictor {
-  const perCall = new Map<string, number>()
+  const beyond = new Map<string, number>()
   return {
-    predict(line, ahead, request) {
-      if (ahead <= 0) return 0
-      return Math.round(ahead * (perCall.get(line) ?? perCallMsOf(request.limits, request.estimate, windowMs)))
+    predict(line, ahead, request, state) {
+      const extra = beyond.get(line) ?? 0
+      return Math.round(limitWaitMs(state, ahead, request, windowMs) + (ahead + 1) * extra)
     },
-    learn(line, ahead, waitedMs) {
-      if (ahead <= 0) return
-      const sample = waitedMs / ahead
-      const before = perCall.get(line)
-      perCall.delete(line)
-      perCall.set(line, before === undefined ? sample : before + ALPHA * (sample - before))
-      if (perCall.size > MAX_LINES) perCall.delete(perCall.keys().next().value as string)
+    learn(line, ahead, predictedMs, waitedMs) {
+      const sample = Math.max(0, waitedMs - predictedMs) / (ahead + 1)
+      const before = beyond.get(line)
+      if (before === undefined && sample === 0) return
+      beyond.delete(line)
+      const next = before === undefined ? sample : before + ALPHA * (sample - before)
+      if (next >= 1) beyond.set(line, next)
+      if (beyond.size > MAX_LINES) beyond.delete(beyond.keys().next().value as string)
     },
   }
 }

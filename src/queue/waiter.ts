@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import type { AdmissionStrategy } from '../inference/corridor.ts'
-import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Admission, AdmissionRequest, Limiter, RateLimitHeaders } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { CapacityTurn } from './capacity-line.ts'
 import type { Coordinator } from './coordinator.ts'
@@ -46,6 +46,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let allowedMs = 0
   let aheadAtJoin = 0
   let predictedMs = 0
+  let joinState: RateLimitHeaders = {}
   /** Every deployment is full until then (epoch ms): the next admission waits for it first, in the capacity line. */
   let capacityAt: number | null = null
   let capacityOf: readonly string[] = []
@@ -80,7 +81,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       const line = lineOf(request.keyId, request.model)
       if (ticket === undefined) {
         try {
-          await limiter.check?.(request)
+          // Where its key's counters stand: what its wait is predicted from (deadline.ts).
+          joinState = (await limiter.check?.(request)) ?? {}
         } catch (error) {
           metrics.queueRequests.inc({ mode: 'dropin', outcome: 'refused' })
           throw error
@@ -155,7 +157,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         if (joining && options.predictor !== undefined) {
           // Its deadline against the line ahead of it: refused now rather than timed out later.
           aheadAtJoin = ahead
-          predictedMs = options.predictor.predict(line, ahead, request)
+          predictedMs = options.predictor.predict(line, ahead, request, joinState)
           if (predictedMs > allowedMs) throw deadlineRefusal(predictedMs, allowedMs, ahead)
         }
         if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
@@ -204,7 +206,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
             const cls = request.serviceClass ?? 'default'
             metrics.queueClassWait.observe({ class: cls }, waitedMs / 1000)
             if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: cls }, waitedMs / predictedMs)
-            options.predictor?.learn(line, aheadAtJoin, waitedMs)
+            options.predictor?.learn(line, aheadAtJoin, predictedMs, waitedMs)
           }
           return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
         }

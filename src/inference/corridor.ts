@@ -170,6 +170,7 @@ function restore(
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
   const classed = withClass(
     runtime.config.plans,
+    principal.key,
     resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*'),
     spec.endpoint,
     parts.body,

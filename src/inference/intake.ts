@@ -92,6 +92,7 @@ export async function prepare(
   // Its priority class (service_tier) prices it and shares its limits (priority/classes.ts).
   const { resolved, serviceClass } = withClass(
     config.plans,
+    principal.key,
     resolveLimits(config.plans, principal.key, modelName ?? '*'),
     spec.endpoint,
     body,

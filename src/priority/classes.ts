@@ -1,6 +1,6 @@
 // Priority classes: OpenAI's `service_tier` (priority, default, flex) as the gateway's own.
 // A call's class is resolved in intake: the body's `service_tier`, else (absent, null or
-// 'auto') the tier's default class; 'fast' is OpenAI's other name for priority. A class the
+// 'auto') the key's default class when its tier allows it, else the tier's; 'fast' is OpenAI's other name for priority. A class the
 // tier does not allow is refused with 400 before anything is admitted. The class then
 // shapes the call in two ways only, both on the limits it carries (so the hold, the
 // settlement, the stream journal and the x-ratelimit-* headers all follow without knowing
@@ -26,6 +26,7 @@ import {
 import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { JsonObject } from '../json.ts'
+import type { KeyRecord } from '../keys/record.ts'
 import { MULTIPLIER_SCALE } from '../keys/cache-prices.ts'
 import type { ResolvedLimits } from '../limits/plans.ts'
 
@@ -42,7 +43,8 @@ const ALIASES: Readonly<Record<string, ServiceClass>> = { fast: 'priority' }
 const NAMED_IN = new Set(['chat.completions', 'responses'])
 
 /**
- * The class of a call to `endpoint` with `body` on a tier with `settings`: throws 400
+ * The class of a call to `endpoint` with `body` on a tier with `settings` (a call that names
+ * none: the key's default when the tier allows it, else the tier's): throws 400
  * (invalid_body, param service_tier) for a class the gateway does not offer or the tier
  * does not allow.
  */
@@ -50,9 +52,11 @@ export function resolveClass(
   endpoint: string,
   body: JsonObject | null,
   settings: ServiceTiersConfig | undefined,
+  keyDefault?: ServiceClass | null,
 ): ServiceClass {
   const allowed = settings?.allow ?? SERVICE_CLASSES
-  const fallback = settings?.default ?? 'default'
+  // The key's own default, when its tier allows it (a tier changed since is not an error).
+  const fallback = keyDefault != null && allowed.includes(keyDefault) ? keyDefault : (settings?.default ?? 'default')
   const asked = body !== null && NAMED_IN.has(endpoint) ? body.service_tier : undefined
   if (asked === undefined || asked === null || asked === 'auto') return fallback
   const named =
@@ -125,11 +129,12 @@ export function bandOf(cls: ServiceClass | undefined): number {
 /** A call's class and the limits it is admitted and charged on, for its tier (intake, and a stored request restored). */
 export function withClass(
   plans: PlansConfig,
+  key: Pick<KeyRecord, 'serviceTier'>,
   resolved: ResolvedLimits,
   endpoint: string,
   body: RequestBody,
 ): { readonly resolved: ResolvedLimits; readonly serviceClass: ServiceClass } {
   const settings = plans.tiers[resolved.tier]?.serviceTiers
-  const serviceClass = resolveClass(endpoint, body.kind === 'json' ? body.value : null, settings)
+  const serviceClass = resolveClass(endpoint, body.kind === 'json' ? body.value : null, settings, key.serviceTier)
   return { resolved: classLimits(resolved, serviceClass, settings), serviceClass }
 }

@@ -132,3 +132,39 @@ t.test('/v2: flex is refused first as a key fills up; the room kept lets default
   const full = await sdk.chat.completions.create(ask('default')).catch((e: unknown) => e)
   t.ok(full instanceof OpenAI.RateLimitError, 'then default is refused too')
 })
+
+t.test("a key's own default class, when its tier allows it; null gives the tier's back", async (t) => {
+  const created = await gw.createKey({ tier: 'Open', service_tier: 'flex' })
+  t.equal(created.service_tier, 'flex', 'the admin view shows it')
+  const sdk = clientOf(created.key)
+  t.equal((await sdk.chat.completions.create(ask())).service_tier, 'flex', 'none named: the key default')
+  t.equal((await sdk.chat.completions.create(ask('auto'))).service_tier, 'flex', "'auto': the key default")
+  t.equal((await sdk.chat.completions.create(ask('priority'))).service_tier, 'priority', 'named: as named')
+  const patched = await fetch(`${gw.url}/admin/keys/${created.id}`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ service_tier: null }),
+  })
+  t.equal(patched.status, 200)
+  t.notOk('service_tier' in ((await patched.json()) as object), 'unset: not shown')
+  // The key cache may hold the old record for a moment.
+  const back = await pollUntil(
+    async () => (await sdk.chat.completions.create(ask())).service_tier,
+    (tier) => tier === 'default',
+    100,
+    50,
+  )
+  t.ok(back.met, "the tier's default again")
+  const narrow = clientOf((await gw.createKey({ tier: 'Narrow', service_tier: 'priority' })).key)
+  t.equal(
+    (await narrow.chat.completions.create(ask())).service_tier,
+    'flex',
+    'a default its tier forbids: the tier default',
+  )
+  const bad = await fetch(`${gw.url}/admin/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ tier: 'Open', service_tier: 'scale' }),
+  })
+  t.equal(bad.status, 400, 'a class the gateway does not offer cannot be set')
+})

@@ -15,13 +15,9 @@ export const ApiKey = z
     models: z.array(z.string()).nullable().meta({ description: 'Models the key may use; null: all.' }),
     endpoints: z.array(z.string()).nullable().meta({ description: 'Endpoints (scopes) the key may use; null: all.' }),
     limits: z.record(z.string(), modelLimitsSchema).nullable(),
-    service_tier: z
-      .enum(SERVICE_CLASSES)
-      .optional()
-      .meta({
-        description:
-          "The class of its calls that name none (service_tier), when its tier allows it; absent: the tier's.",
-      }),
+    service_tier: z.enum(SERVICE_CLASSES).optional().meta({
+      description: "The class of its calls that name none (service_tier), when its tier allows it; absent: the tier's.",
+    }),
     status: z.enum(['active', 'revoked', 'expired']),
     created_at: z.string(),
     updated_at: z.string(),

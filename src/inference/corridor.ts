@@ -20,12 +20,11 @@ import { traceAdmission, tracedTargets } from '../observability/call-spans.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
 import type { Admission, Limiter } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
-import { withClass } from '../priority/classes.ts'
 import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from '../proxy/deployment-pick.ts'
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, classedLimits, prepare, type BodyLimit, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -168,14 +167,7 @@ function restore(
   const runtime = s.runtime.current
   checkEndpointScope(principal, spec.endpoint)
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
-  const classed = withClass(
-    runtime.config.plans,
-    principal.key,
-    resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*'),
-    spec.endpoint,
-    parts.body,
-  )
-  return { runtime, spec, principal, ...classed, ...parts }
+  return { runtime, spec, principal, ...classedLimits(runtime.config.plans, principal, spec, parts), ...parts }
 }
 
 async function run(

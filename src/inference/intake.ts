@@ -4,6 +4,7 @@
 // What comes out is a PreparedCall, ready to be admitted (corridor.ts).
 import type { IncomingMessage } from 'node:http'
 import type { BackendRegistry } from '../backends/registry.ts'
+import type { PlansConfig } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
 import type { BodyRate } from '../http/body-rate.ts'
@@ -90,13 +91,7 @@ export async function prepare(
     checkTranslatable(spec.endpoint, body, route)
   }
   // Its priority class (service_tier) prices it and shares its limits (priority/classes.ts).
-  const { resolved, serviceClass } = withClass(
-    config.plans,
-    principal.key,
-    resolveLimits(config.plans, principal.key, modelName ?? '*'),
-    spec.endpoint,
-    body,
-  )
+  const { resolved, serviceClass } = classedLimits(config.plans, principal, spec, { body, modelName })
   taken.resolved = resolved
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
   const model = modelName === null ? undefined : registry.model(modelName)?.config
@@ -150,6 +145,17 @@ function readBody(
     }
     throw err
   })
+}
+
+/** The limits a call is admitted and charged on (a stored request again, when it runs): its key's, in its class (priority/classes.ts). */
+export function classedLimits(
+  plans: PlansConfig,
+  principal: Principal,
+  spec: EndpointSpec,
+  parts: Pick<PreparedCall, 'body' | 'modelName'>,
+): Pick<PreparedCall, 'resolved' | 'serviceClass'> {
+  const resolved = resolveLimits(plans, principal.key, parts.modelName ?? '*')
+  return withClass(plans, principal.key, resolved, spec.endpoint, parts.body)
 }
 
 /** Client-supplied names are echoed only when plain. */

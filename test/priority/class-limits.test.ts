@@ -4,6 +4,7 @@
 import t from 'tap'
 import { bandOf, classLimits, resolveClass } from '../../src/priority/classes.ts'
 import { costNanos } from '../../src/keys/money.ts'
+import { serviceTiersSchema } from '../../src/config/schema.ts'
 
 const resolved = {
   tier: 'T',
@@ -55,4 +56,13 @@ t.test('the class: named on chat and responses, else the tier default; refused w
 t.test('bands order priority, default, flex', async (t) => {
   t.ok(bandOf('priority') < bandOf('default') && bandOf('default') < bandOf('flex'))
   t.equal(bandOf(undefined), 0)
+})
+
+t.test("a tier's default class must be one it allows", async (t) => {
+  t.ok(serviceTiersSchema.safeParse({ allow: ['flex'], default: 'flex' }).success)
+  const wrong = serviceTiersSchema.safeParse({ allow: ['flex'] })
+  t.notOk(wrong.success, "the default 'default' is not allowed")
+  t.match(wrong.error?.issues[0], { path: ['default'], message: /must be one the tier allows/ })
+  t.notOk(serviceTiersSchema.safeParse({ flexShare: 0 }).success, 'flexShare above 0')
+  t.notOk(serviceTiersSchema.safeParse({ prices: { flex: -1 } }).success, 'prices not negative')
 })

@@ -438,6 +438,14 @@ export const ERRORS = {
     body: 'openai',
   },
   // The queue (/queue)
+  // A /queue call whose predicted wait is longer than its caller (x-tollgate-max-wait-ms) or the queue can wait: answered at once (queue/deadline.ts).
+  queue_deadline: {
+    status: 429,
+    type: 'requests',
+    code: 'queue_deadline',
+    message: 'The request would wait in line longer than its deadline allows.',
+    body: 'openai',
+  },
   queue_timeout: {
     status: 504,
     type: 'server_error',

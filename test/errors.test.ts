@@ -69,6 +69,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   store_unavailable: [503, 'server_error', 'store_unavailable', 'openai'],
   shutting_down: [503, 'server_error', 'shutting_down', 'openai'],
   upstream_timeout: [504, 'server_error', 'upstream_timeout', 'openai'],
+  queue_deadline: [429, 'requests', 'queue_deadline', 'openai'],
   queue_timeout: [504, 'server_error', 'queue_timeout', 'openai'],
   queue_expired: [504, 'server_error', 'queue_expired', 'openai'],
   client_closed: [499, 'invalid_request_error', 'client_closed', 'openai'],

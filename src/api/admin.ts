@@ -2,7 +2,7 @@
 // beside the routes (keys/service.ts, admin/keys.ts, admin/usage.ts); these describe what
 // comes back, for the reference.
 import { z } from 'zod'
-import { modelLimitsSchema, OUTPUT_CAPS, storageCapsSchema } from '../config/schema.ts'
+import { modelLimitsSchema, OUTPUT_CAPS, SERVICE_CLASSES, storageCapsSchema } from '../config/schema.ts'
 
 export const ApiKey = z
   .object({
@@ -15,6 +15,9 @@ export const ApiKey = z
     models: z.array(z.string()).nullable().meta({ description: 'Models the key may use; null: all.' }),
     endpoints: z.array(z.string()).nullable().meta({ description: 'Endpoints (scopes) the key may use; null: all.' }),
     limits: z.record(z.string(), modelLimitsSchema).nullable(),
+    service_tier: z.enum(SERVICE_CLASSES).optional().meta({
+      description: "The class of its calls that name none (service_tier), when its tier allows it; absent: the tier's.",
+    }),
     status: z.enum(['active', 'revoked', 'expired']),
     created_at: z.string(),
     updated_at: z.string(),

@@ -297,6 +297,34 @@ export type BudgetConfig = z.infer<typeof budgetSchema>
 export const OUTPUT_CAPS = ['send', 'ceiling'] as const
 export type OutputCapMode = (typeof OUTPUT_CAPS)[number]
 
+/** A call's priority class, as OpenAI's service_tier names it ('auto' is resolved to one of them). */
+export const SERVICE_CLASSES = ['priority', 'default', 'flex'] as const
+export type ServiceClass = (typeof SERVICE_CLASSES)[number]
+
+/** A tier's priority classes (docs/limits.md, "Priority classes"). Every field has a default. */
+export const serviceTiersSchema = z
+  .strictObject({
+    /** The classes its keys may ask for; default all three. Another is refused with 400. */
+    allow: z.array(z.enum(SERVICE_CLASSES)).min(1).optional(),
+    /** The class of a call that names none, or 'auto'; default 'default'. Must be allowed. */
+    default: z.enum(SERVICE_CLASSES).optional(),
+    /** Each class's price as a multiple of the plan's (four decimals); default flex 0.5, default 1, priority 2. */
+    prices: z
+      .strictObject({
+        priority: z.number().min(0).max(100).optional(),
+        default: z.number().min(0).max(100).optional(),
+        flex: z.number().min(0).max(100).optional(),
+      })
+      .optional(),
+    /** The share of each rate limit a flex call may fill; the rest is kept for default and priority. Default 0.8. */
+    flexShare: z.number().gt(0).max(1).optional(),
+  })
+  .refine((t) => (t.allow ?? SERVICE_CLASSES).includes(t.default ?? 'default'), {
+    message: 'the default class must be one the tier allows',
+    path: ['default'],
+  })
+export type ServiceTiersConfig = z.infer<typeof serviceTiersSchema>
+
 const tier = z.strictObject({
   description: z.string().optional(),
   /** Every key of the tier spends at most this, unless a budget is set on the key itself. */
@@ -311,6 +339,8 @@ const tier = z.strictObject({
    * docs/limits.md.
    */
   outputCap: z.enum(OUTPUT_CAPS).optional(),
+  /** Priority classes (OpenAI's service_tier) its keys may use, and what each costs (src/priority/classes.ts, docs/limits.md). */
+  serviceTiers: serviceTiersSchema.optional(),
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),
@@ -759,6 +789,12 @@ export const configSchema = z
       .strictObject({
         /** Drop-in mode: the longest a call waits in line before it is answered queue_timeout. */
         maxWaitMs: positiveInt.default(600_000),
+        /**
+         * Drop-in mode: `predict` answers 429 queue_deadline at once when a call's predicted wait
+         * is beyond its deadline (x-tollgate-max-wait-ms, within maxWaitMs); `wait` lets it wait
+         * until queue_timeout, as before deadlines (src/queue/deadline.ts, docs/queue.md).
+         */
+        deadlines: z.enum(['predict', 'wait']).default('predict'),
         /** Asynchronous results are kept this long; then the request reads as expired. */
         resultTtlSeconds: positiveInt.default(86_400),
         /** Largest body of an asynchronous request, kept in Redis or on disk until it runs. */

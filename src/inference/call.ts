@@ -5,7 +5,7 @@
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
-import type { Config } from '../config/schema.ts'
+import type { Config, ServiceClass } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -63,6 +63,10 @@ export interface PreparedCall {
   readonly modelName: string | null
   readonly resolved: ResolvedLimits
   readonly estimate: Estimate
+  /** Its priority class (service_tier; priority/classes.ts): already in `resolved`'s prices and shares. Absent: default. */
+  readonly serviceClass?: ServiceClass
+  /** How long its caller can wait in the queue (x-tollgate-max-wait-ms; queue/deadline.ts). */
+  readonly maxWaitMs?: number
   /** An upload's room under its key's file caps, held until the reply (files.create). */
   readonly upload?: UploadHold
 }

@@ -24,7 +24,7 @@ import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, classedLimits, prepare, type BodyLimit, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -167,8 +167,7 @@ function restore(
   const runtime = s.runtime.current
   checkEndpointScope(principal, spec.endpoint)
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
-  const resolved = resolveLimits(runtime.config.plans, principal.key, parts.modelName ?? '*')
-  return { runtime, spec, principal, resolved, ...parts }
+  return { runtime, spec, principal, ...classedLimits(runtime.config.plans, principal, spec, parts), ...parts }
 }
 
 async function run(

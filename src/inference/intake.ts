@@ -4,6 +4,7 @@
 // What comes out is a PreparedCall, ready to be admitted (corridor.ts).
 import type { IncomingMessage } from 'node:http'
 import type { BackendRegistry } from '../backends/registry.ts'
+import type { PlansConfig } from '../config/schema.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
 import type { BodyRate } from '../http/body-rate.ts'
@@ -19,6 +20,8 @@ import type { EndpointSpec } from './endpoints.ts'
 import { checkOwnership } from './ownership.ts'
 import { checkTranslatable } from './responses-over-chat/index.ts'
 import { checkModelScope } from './scopes.ts'
+import { withClass } from '../priority/classes.ts'
+import { maxWaitOf } from '../queue/deadline.ts'
 import { modelOf, validateBody } from './validate.ts'
 import { ANTHROPIC_CARRIED } from '../protocols/anthropic/carried.ts'
 
@@ -87,7 +90,9 @@ export async function prepare(
     // What a chat-only deployment of the model cannot be asked for is refused before it is admitted.
     checkTranslatable(spec.endpoint, body, route)
   }
-  const resolved = (taken.resolved = resolveLimits(config.plans, principal.key, modelName ?? '*'))
+  // Its priority class (service_tier) prices it and shares its limits (priority/classes.ts).
+  const { resolved, serviceClass } = classedLimits(config.plans, principal, spec, { body, modelName })
+  taken.resolved = resolved
   await checkOwnership(deps.ownership, spec, params, query, body, principal.owner)
   const model = modelName === null ? undefined : registry.model(modelName)?.config
   const estimate = estimateUsage(spec.endpoint, body.kind === 'json' ? body.value : null, {
@@ -108,6 +113,8 @@ export async function prepare(
     modelName,
     resolved,
     estimate,
+    serviceClass,
+    ...maxWaitOf(req),
     ...(upload === undefined ? {} : { upload }),
   }
 }
@@ -140,6 +147,17 @@ function readBody(
   })
 }
 
+/** The limits a call is admitted and charged on (a stored request again, when it runs): its key's, in its class (priority/classes.ts). */
+export function classedLimits(
+  plans: PlansConfig,
+  principal: Principal,
+  spec: EndpointSpec,
+  parts: Pick<PreparedCall, 'body' | 'modelName'>,
+): Pick<PreparedCall, 'resolved' | 'serviceClass'> {
+  const resolved = resolveLimits(plans, principal.key, parts.modelName ?? '*')
+  return withClass(plans, principal.key, resolved, spec.endpoint, parts.body)
+}
+
 /** Client-supplied names are echoed only when plain. */
 function printable(value: string): string {
   return /^[\w.:/@-]{1,128}$/.test(value) ? value : '(unprintable)'
@@ -155,6 +173,8 @@ export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
     model: resolved.model,
     limits: resolved.limits,
     estimate,
+    ...(call.serviceClass === undefined ? {} : { serviceClass: call.serviceClass }),
+    ...(call.maxWaitMs === undefined ? {} : { maxWaitMs: call.maxWaitMs }),
     ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate) } : {}),
   }
 }

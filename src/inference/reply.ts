@@ -110,6 +110,10 @@ export class Reply {
         signal: exchange.signal,
         idleReaderMs: config.server.idleReaderTimeoutMs,
         ...(modelName !== null ? { publicModel: modelName } : {}),
+        // A class other than the default is said on the reply (priority/classes.ts); a default call's is the upstream's.
+        ...(this.#call.serviceClass === undefined || this.#call.serviceClass === 'default'
+          ? {}
+          : { serviceTier: this.#call.serviceClass }),
         // Creating, listing and deleting record or filter ownership from the reply.
         ...(this.#transformJson === undefined ? {} : { transformJson: this.#transformJson }),
         commit: this.settle,

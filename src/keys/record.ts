@@ -1,6 +1,6 @@
 // What the gateway knows about an API key. The secret itself is never here: only its
 // keyed hash (and, during a rotation's grace period, the previous secret's hash).
-import type { ModelLimits } from '../config/schema.ts'
+import type { ModelLimits, ServiceClass } from '../config/schema.ts'
 
 export type KeyStatus = 'active' | 'revoked'
 
@@ -26,6 +26,8 @@ export interface KeyRecord {
   readonly endpoints: readonly string[] | null
   /** Per-model limit overrides; "*" applies to every model. */
   readonly limits: Readonly<Record<string, ModelLimits>> | null
+  /** The priority class of its calls that name none (service_tier), when its tier allows it; absent or null: the tier's (priority/classes.ts). */
+  readonly serviceTier?: ServiceClass | null
   readonly status: KeyStatus
   readonly createdAt: string
   readonly updatedAt: string

@@ -3,7 +3,7 @@
 // (onChange) so that every instance's key cache drops the key at once.
 import { randomBytes } from 'node:crypto'
 import { z } from 'zod'
-import { ENDPOINTS, modelLimitsSchema, type PlansConfig } from '../config/schema.ts'
+import { ENDPOINTS, modelLimitsSchema, SERVICE_CLASSES, type PlansConfig, type ServiceClass } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { Events } from '../events/types.ts'
 import { StoreConflictError } from '../store/errors.ts'
@@ -34,6 +34,8 @@ export const createKeySchema = z.strictObject({
   endpoints: endpointList.nullish(),
   expires_at: isoTime.nullish(),
   limits: limitOverrides.nullish(),
+  /** The class of its calls that name none (service_tier); null: its tier's default. */
+  service_tier: z.enum(SERVICE_CLASSES).nullish(),
 })
 export type CreateKeyInput = z.infer<typeof createKeySchema>
 
@@ -127,6 +129,7 @@ export class KeyService {
       models: body.models ? unique(body.models) : null,
       endpoints: body.endpoints ? unique(body.endpoints) : null,
       limits: body.limits ?? null,
+      ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
       status: 'active',
       createdAt: now.toISOString(),
       updatedAt: now.toISOString(),
@@ -173,6 +176,7 @@ export class KeyService {
         ...(body.models === undefined ? {} : { models: body.models === null ? null : unique(body.models) }),
         ...(body.endpoints === undefined ? {} : { endpoints: body.endpoints === null ? null : unique(body.endpoints) }),
         ...(body.limits === undefined ? {} : { limits: body.limits }),
+        ...(body.service_tier === undefined ? {} : { serviceTier: body.service_tier }),
         ...(body.expires_at === undefined
           ? {}
           : { expiresAt: body.expires_at === null ? null : new Date(body.expires_at).toISOString() }),
@@ -357,6 +361,8 @@ export interface KeyView {
   readonly models: readonly string[] | null
   readonly endpoints: readonly string[] | null
   readonly limits: KeyRecord['limits']
+  /** Only when the key sets one. */
+  readonly service_tier?: ServiceClass
   readonly status: EffectiveKeyStatus
   readonly created_at: string
   readonly updated_at: string
@@ -383,6 +389,7 @@ export function publicKeyView(record: KeyRecord, options: { defaultTier?: string
     models: record.models,
     endpoints: record.endpoints,
     limits: record.limits,
+    ...(record.serviceTier ? { service_tier: record.serviceTier } : {}),
     status: effectiveStatus(record, now),
     created_at: record.createdAt,
     updated_at: record.updatedAt,

@@ -1,5 +1,5 @@
 // The limiter port: admit a call on an estimate, then settle it with the real usage.
-import type { ModelLimits } from '../config/schema.ts'
+import type { ModelLimits, ServiceClass } from '../config/schema.ts'
 import type { Usage } from '../backends/port.ts'
 import type { BudgetSubject } from '../budgets/book.ts'
 import type { BudgetScope, BudgetSpec } from '../budgets/port.ts'
@@ -19,6 +19,10 @@ export interface AdmissionRequest {
    * it smaller (e.g. that the request set no max_tokens and got the default).
    */
   readonly reservationNote?: string
+  /** Its priority class (priority/classes.ts): where it waits in a /queue line. Limits already carry its share. */
+  readonly serviceClass?: ServiceClass
+  /** How long its caller can wait in a /queue line, when it said (queue/deadline.ts). */
+  readonly maxWaitMs?: number
 }
 
 export type RateLimitHeaders = Readonly<Record<string, string>>

@@ -39,6 +39,10 @@ export interface Metrics {
   readonly queueHeadAge: Gauge<'model'>
   readonly queueWait: Histogram<'mode'>
   readonly queueRequests: Counter<'mode' | 'outcome'>
+  /** A drop-in call's wait by priority class (priority/classes.ts). */
+  readonly queueClassWait: Histogram<'class'>
+  /** Actual ÷ predicted wait of drop-in calls that were predicted to wait (queue/deadline.ts). */
+  readonly queueWaitPredictionRatio: Histogram<'class'>
   readonly queueWorkerUp: Gauge
   readonly queueStarts: Counter<'path'>
   readonly queueLeasesRecovered: Counter
@@ -304,6 +308,20 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: 'Time in line before admission, by mode (dropin, async)',
       labelNames: ['mode'],
       buckets: WAIT_BUCKETS,
+      registers,
+    }),
+    queueClassWait: new Histogram({
+      name: 'tollgate_queue_class_wait_seconds',
+      help: 'Time a drop-in call waited in line before admission, by priority class (service_tier)',
+      labelNames: ['class'],
+      buckets: WAIT_BUCKETS,
+      registers,
+    }),
+    queueWaitPredictionRatio: new Histogram({
+      name: 'tollgate_queue_wait_prediction_ratio',
+      help: 'Actual over predicted wait of drop-in calls predicted to wait (1: exact; above 1: waited longer than predicted)',
+      labelNames: ['class'],
+      buckets: [0.1, 0.25, 0.5, 0.75, 0.9, 1.1, 1.25, 1.5, 2, 4, 10],
       registers,
     }),
     queueRequests: new Counter({

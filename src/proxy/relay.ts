@@ -17,7 +17,7 @@ import { countTextTokens } from '../tokenizer/tokens.ts'
 import { ClientSink } from './client-sink.ts'
 import type { ReplySink } from './reply-sink.ts'
 import { withErrorDetail } from './error-detail.ts'
-import { withPublicModel } from './public-model.ts'
+import { asShown } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
 import { SseParser } from './sse.ts'
 import { scanReply, TailWindow, usageInTail } from './reply-scan.ts'
@@ -59,6 +59,8 @@ export interface RelayOptions {
    * stream events), the upstream's name for its deployment is replaced by this one.
    */
   readonly publicModel?: string
+  /** The service tier (priority class) that served the call, where the reply names one; absent: the upstream's. */
+  readonly serviceTier?: string
   /**
    * Called once, with the reply's usage, when the reply is complete but before its last
    * bytes go out (a JSON body; a stream's `[DONE]`, or its end when it has none), so that
@@ -302,7 +304,8 @@ async function relayJson(
     status < 300 && options.transformJson === undefined && options.observe === undefined ? scanReply(bytes) : undefined
   if (
     scanned !== undefined &&
-    (options.publicModel === undefined || scanned.model === null || scanned.model === options.publicModel)
+    (options.publicModel === undefined || scanned.model === null || scanned.model === options.publicModel) &&
+    options.serviceTier === undefined
   ) {
     const tapped: Tapped = { usage: scanned.usage, usageSource: 'reported' }
     startReply(res, upstream, false)
@@ -325,10 +328,7 @@ async function relayJson(
 
   options.observe?.(parsed)
   const tapped = await tapJson(status, parsed, options)
-  const renamed = withErrorDetail(
-    status,
-    options.publicModel === undefined ? parsed : withPublicModel(parsed, options.publicModel),
-  )
+  const renamed = withErrorDetail(status, asShown(parsed, options.publicModel, options.serviceTier))
   let payload = renamed === parsed ? bytes : Buffer.from(JSON.stringify(renamed), 'utf8')
   if (options.transformJson !== undefined) {
     try {
@@ -439,7 +439,7 @@ async function relaySse(
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
         if (reading.usageOnly && !options.clientWantsUsage) continue
-        const renamed = options.publicModel === undefined ? data : withPublicModel(data, options.publicModel)
+        const renamed = asShown(data, options.publicModel, options.serviceTier)
         if (isStreamChunk(renamed)) lastChunk = renamed
         // Upstreams put "usage": null on every chunk once usage is asked for; the client
         // did not ask, so it sees the stream it would have got without the gateway.

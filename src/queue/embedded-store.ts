@@ -230,8 +230,8 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
 
     newId: () => newRequestId(null),
 
-    async join(line, ticket, where = 'back') {
-      return place(line, ticket, where).ahead
+    async join(line, ticket, where = 'back', band = 0) {
+      return place(line, ticket, where, band === 0 || where === 'front' ? undefined : ++seq + band).ahead
     },
 
     async leave(line, ticket) {

@@ -193,8 +193,12 @@ export interface QueueStore {
 
   /** A new request id for a request of `keyId` (on Redis it names the shard the key's requests live on). */
   newId(keyId: string): string
-  /** Puts the ticket at the back of the line (or the front: a call put back after an upstream failure). Returns how many are ahead. */
-  join(line: string, ticket: Ticket, place?: 'back' | 'front'): Promise<number>
+  /**
+   * Puts the ticket at the back of the line (or the front: a call put back after an upstream
+   * failure). Returns how many are ahead. `band` (priority/classes.ts bandOf) places it among
+   * its class: the back of its band, behind every lower band and before every higher one.
+   */
+  join(line: string, ticket: Ticket, place?: 'back' | 'front', band?: number): Promise<number>
   /** Takes the ticket out of its line. Returns the new head if the ticket was the head and someone follows. */
   leave(line: string, ticket: Ticket): Promise<Ticket | null>
   /** Whose turn it is in the line, if anyone's. */

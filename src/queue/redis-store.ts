@@ -101,21 +101,21 @@ end
 local function trimPending(pend, pendb, before)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', pend, '-inf', '(' .. before)) do unpend(pend, pendb, id) end
 end
-local function join(line, lines, seq, lineId, ticket, place)
+local function join(line, lines, seq, lineId, ticket, place, band)
   if place == 'front' then
     local first = redis.call('ZRANGE', line, 0, 0, 'WITHSCORES')
     local score = first[2] and tonumber(first[2]) - 1 or redis.call('INCR', seq)
     if first[1] ~= ticket then redis.call('ZADD', line, score, ticket) end
   elseif not redis.call('ZSCORE', line, ticket) then
-    redis.call('ZADD', line, redis.call('INCR', seq), ticket)
+    redis.call('ZADD', line, redis.call('INCR', seq) + (tonumber(band) or 0), ticket)
   end
   redis.call('SADD', lines, lineId)
   return redis.call('ZRANK', line, ticket)
 end
 `
 
-// KEYS: line, lines, seq  ARGV: lineId, ticket, place
-const JOIN = script(`return join(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])`)
+// KEYS: line, lines, seq  ARGV: lineId, ticket, place, band (priority/classes.ts bandOf)
+const JOIN = script(`return join(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])`)
 
 // KEYS: line, lines  ARGV: lineId, ticket
 const LEAVE_LINE = script(`return leave(KEYS[1], KEYS[2], ARGV[1], ARGV[2])`)
@@ -523,10 +523,12 @@ export function createRedisQueueStore(
 
     newId: (keyId) => space.newId(keyId),
 
-    join: (line, ticket, place = 'back') =>
+    join: (line, ticket, place = 'back', band = 0) =>
       io(async () => {
         const k = space.ofTicket(line, ticket)
-        return rankOf(await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place]))
+        return rankOf(
+          await run(JOIN, [k.line(line), k.lines, k.seq], [line, encodeTicket(ticket), place, String(band)]),
+        )
       }),
 
     leave: (line, ticket) => io(() => leave(space.ofTicket(line, ticket), line, ticket)),

@@ -31,11 +31,13 @@ import type { DeploymentCapacity } from '../capacity/port.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
+import { createWaitPredictor } from './deadline.ts'
 import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
 export interface QueueServiceDeps {
-  readonly config: Pick<Config, 'queue'>
+  /** The limiter's window (limits.windowMs) is the rate a line drains at before one is learned (deadline.ts). */
+  readonly config: Pick<Config, 'queue'> & { readonly limits?: Pick<Config['limits'], 'windowMs'> }
   readonly log: Logger
   readonly metrics: Metrics
   readonly limiter: Limiter
@@ -211,6 +213,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     return { body: { kind: 'multipart', contentType, fields, files, size }, bytes: Buffer.concat(chunks) }
   }
 
+  // Learns how fast each line drains, for the deadlines of the calls that join it (deadline.ts).
+  const predictor = settings.deadlines === 'wait' ? undefined : createWaitPredictor(deps.config.limits?.windowMs)
+
   return {
     kind: store.kind,
     instance,
@@ -226,6 +231,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           upstreamRetries: settings.upstreamRetries,
           retryBackoffMs: settings.retryBackoffMs,
           shutdown: shutdown.signal,
+          ...(predictor === undefined ? {} : { predictor }),
         },
         signal,
       )

@@ -12,13 +12,15 @@
 import { randomBytes } from 'node:crypto'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import type { AdmissionStrategy } from '../inference/corridor.ts'
-import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Admission, AdmissionRequest, Limiter, RateLimitHeaders } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { CapacityTurn } from './capacity-line.ts'
 import type { Coordinator } from './coordinator.ts'
 import type { Ticket } from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
 import { lineOf } from './tickets.ts'
+import { deadlineOf, deadlineRefusal, type WaitPredictor } from './deadline.ts'
+import { bandOf } from '../priority/classes.ts'
 
 export interface WaiterOptions {
   readonly coordinator: Coordinator
@@ -29,6 +31,8 @@ export interface WaiterOptions {
   readonly retryBackoffMs: number
   /** Aborted when the gateway shuts down: calls still waiting get 503 and may go elsewhere. */
   readonly shutdown: AbortSignal
+  /** Predicts a call's wait when it joins, for its deadline (deadline.ts); absent: none is predicted. */
+  readonly predictor?: WaitPredictor
 }
 
 /** A strategy for one call; `signal` fires when its client leaves. */
@@ -38,6 +42,11 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let ticket: Ticket | undefined
   let joinedAt = 0
   let deadline = 0
+  /** Its deadline (ms from joining), how many were ahead when it joined, and the wait predicted then. */
+  let allowedMs = 0
+  let aheadAtJoin = 0
+  let predictedMs = 0
+  let joinState: RateLimitHeaders = {}
   /** Every deployment is full until then (epoch ms): the next admission waits for it first, in the capacity line. */
   let capacityAt: number | null = null
   let capacityOf: readonly string[] = []
@@ -72,13 +81,15 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       const line = lineOf(request.keyId, request.model)
       if (ticket === undefined) {
         try {
-          await limiter.check?.(request)
+          // Where its key's counters stand: what its wait is predicted from (deadline.ts).
+          joinState = (await limiter.check?.(request)) ?? {}
         } catch (error) {
           metrics.queueRequests.inc({ mode: 'dropin', outcome: 'refused' })
           throw error
         }
         joinedAt = Date.now()
-        deadline = joinedAt + options.maxWaitMs
+        allowedMs = deadlineOf(request, options.maxWaitMs)
+        deadline = joinedAt + allowedMs
         ticket = { kind: 'call', instance: c.instance, id: randomBytes(9).toString('base64url'), joinedAt }
       }
       const me = ticket
@@ -140,8 +151,15 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         // room (until the first frees up): it takes its place back at the head of its line.
         let upstreamAt = capacityAt
         capacityAt = null
-        await store.join(line, me, attempt === 0 && upstreamAt === null ? 'back' : 'front')
+        const joining = attempt === 0 && upstreamAt === null
+        const ahead = await store.join(line, me, joining ? 'back' : 'front', bandOf(request.serviceClass))
         inLine = true
+        if (joining && options.predictor !== undefined) {
+          // Its deadline against the line ahead of it: refused now rather than timed out later.
+          aheadAtJoin = ahead
+          predictedMs = options.predictor.predict(line, ahead, request, joinState)
+          if (predictedMs > allowedMs) throw deadlineRefusal(predictedMs, allowedMs, ahead)
+        }
         if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
           woken = false
@@ -167,6 +185,9 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           } catch (error) {
             const wait = retryAfterMs(error)
             if (wait === undefined) throw error
+            // At the head, the limiter's own retry-after is the prediction.
+            if (options.predictor !== undefined && Date.now() + wait > deadline)
+              throw deadlineRefusal(wait, allowedMs, 0)
             // Its key's own limit: the capacity line's turn goes on to the next key meanwhile.
             if (turn !== null) {
               turn.pass(false)
@@ -182,6 +203,10 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           if (attempt === 0) {
             metrics.queueWait.observe({ mode: 'dropin' }, waitedMs / 1000)
             metrics.queueRequests.inc({ mode: 'dropin', outcome: 'admitted' })
+            const cls = request.serviceClass ?? 'default'
+            metrics.queueClassWait.observe({ class: cls }, waitedMs / 1000)
+            if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: cls }, waitedMs / predictedMs)
+            options.predictor?.learn(line, aheadAtJoin, predictedMs, waitedMs)
           }
           return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
         }
@@ -193,11 +218,13 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         const outcome =
           code === 'queue_timeout'
             ? 'timeout'
-            : code === 'client_closed'
-              ? 'left'
-              : code === 'shutting_down'
-                ? 'shutdown'
-                : 'refused'
+            : code === 'queue_deadline'
+              ? 'deadline'
+              : code === 'client_closed'
+                ? 'left'
+                : code === 'shutting_down'
+                  ? 'shutdown'
+                  : 'refused'
         metrics.queueRequests.inc({ mode: 'dropin', outcome })
         throw error
       } finally {

@@ -18,7 +18,8 @@ const withFake = (doc: Record<string, unknown>): void => {
 }
 // Short windows, so waits end soon; and a gateway whose window outlasts its longest wait.
 const gw = await embeddedGateway(t, { windowMs: 1000, queue: { upstreamRetries: 2 }, config: withFake })
-const gwT = await embeddedGateway(t, { windowMs: 5000, queue: { maxWaitMs: 800 } })
+// Its calls wait out maxWaitMs rather than being refused at once on a predicted wait (deadline.ts).
+const gwT = await embeddedGateway(t, { windowMs: 5000, queue: { maxWaitMs: 800, deadlines: 'wait' } })
 const admin = adminCall(gw.url, gw.adminToken)
 const adminT = adminCall(gwT.url, gwT.adminToken)
 const queued = `${gw.url}/queue/chat/completions`

@@ -13,6 +13,7 @@ import {
 } from '../../src/queue/ports.ts'
 import { newRequestId, shardOfKey } from '../../src/queue/shards.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
+import { bandOf } from '../../src/priority/classes.ts'
 import { openInFreshSpace } from './spaces.ts'
 
 export interface StoreSpace {
@@ -157,6 +158,27 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
     t.equal(await store.position(line, call('b')), 1)
     t.equal(await store.join(line, call('z')), 2, 'later joins still go to the back')
   })
+
+  withStore(
+    'a class band orders the line: priority, then default, then flex, first come first served within each',
+    async (t, store) => {
+      const line = lineOf('key_band', MODEL)
+      t.equal(await store.join(line, call('f1'), 'back', bandOf('flex')), 0, 'alone, flex is the head')
+      t.equal(await store.join(line, call('d1'), 'back', bandOf('default')), 0, 'default goes before flex')
+      t.equal(await store.join(line, call('p1'), 'back', bandOf('priority')), 0, 'priority before both')
+      t.equal(await store.join(line, call('f2'), 'back', bandOf('flex')), 3, 'flex at the back of flex')
+      t.equal(await store.join(line, call('p2'), 'back', bandOf('priority')), 1, 'priority at the back of priority')
+      t.equal(await store.join(line, call('d2'), 'back', bandOf('default')), 3, 'default at the back of default')
+      const order = ['p1', 'p2', 'd1', 'd2', 'f1', 'f2']
+      for (const [i, id] of order.entries()) t.equal(await store.position(line, call(id)), i, `${id} is ${i}th`)
+      t.same(await store.leave(line, call('p1')), call('p2'), 'the next head is the next priority call')
+      t.equal(
+        await store.join(line, call('f1'), 'front', bandOf('flex')),
+        0,
+        'a call put back goes to the front whatever its class',
+      )
+    },
+  )
 
   withStore(
     'start takes a request out of line once, counting attempts; a retry goes back to the front',

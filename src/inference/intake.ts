@@ -155,7 +155,9 @@ export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
     model: resolved.model,
     limits: resolved.limits,
     estimate,
-    ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate) } : {}),
+    ...(estimate.outputDefaulted
+      ? { reservationNote: defaultReservationNote(estimate), uncapped: { replies: estimate.replies ?? 1 } }
+      : {}),
   }
 }
 

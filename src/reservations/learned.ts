@@ -10,11 +10,12 @@
 // any other (limiter.ts). Budgets and the lifetime quota keep holding the fixed reservation.
 //
 // The sketches are read on admission through a short cache (refreshed in the background
-// once older than refreshMs), so a call pays no extra round trip once a sketch is known,
-// and a store that does not answer quickly leaves the call on the fixed reservation.
+// once older than refreshMs; an instance adds its own observations to it at once), so a call
+// pays no extra round trip once a sketch is known, and a store that does not answer quickly
+// leaves the call on the fixed reservation.
 import type { OutputReservationConfig, TierConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
-import { countOf, quantileOf, type Sketch } from './sketch.ts'
+import { countOf, observe, quantileOf, type Sketch } from './sketch.ts'
 import type { SketchStore } from './store.ts'
 import type { OutputReservationView, ReservationSource, ReservationSubject } from './view.ts'
 
@@ -158,8 +159,14 @@ export function createLearnedReservations(options: LearnedReservationsOptions): 
 
     observe(subject, settings, tokensPerReply) {
       if (settings.mode !== 'learned' || !Number.isFinite(tokensPerReply) || tokensPerReply < 0) return
+      const scopes = scopesOf(subject, settings.halfLifeMs)
+      const at = now()
+      // This instance sees its own calls at once; the others' with its next read.
+      for (const sketch of cache.get(scopes.join('\u0000'))?.sketches ?? []) {
+        observe(sketch, tokensPerReply, at, settings.halfLifeMs)
+      }
       store
-        .observe(scopesOf(subject, settings.halfLifeMs), tokensPerReply, now(), settings.halfLifeMs)
+        .observe(scopes, tokensPerReply, at, settings.halfLifeMs)
         .catch((error: unknown) =>
           log.debug(
             { err: error instanceof Error ? error.message : String(error) },

@@ -316,9 +316,16 @@ export const outputReservationSchema = z
     /** Decayed observations a sketch needs before it is used; default 20. */
     minSamples: z.number().min(1).optional(),
     /** How fast old observations fade: an observation this old weighs half; default 3600. */
-    halfLifeSeconds: z.number().min(1).max(30 * 86_400).optional(),
+    halfLifeSeconds: z
+      .number()
+      .min(1)
+      .max(30 * 86_400)
+      .optional(),
   })
-  .refine((r) => r.floor === undefined || r.ceiling === undefined || r.floor <= r.ceiling, 'floor must not exceed ceiling')
+  .refine(
+    (r) => r.floor === undefined || r.ceiling === undefined || r.floor <= r.ceiling,
+    'floor must not exceed ceiling',
+  )
 export type OutputReservationConfig = z.infer<typeof outputReservationSchema>
 
 const tier = z.strictObject({

@@ -9,6 +9,7 @@ import t from 'tap'
 import { startFakeUpstream, type FakeUpstream } from '../helpers/fake-upstream.ts'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
+import { createKeyByFetch, createUser, signInByFetch } from '../portal/helpers.ts'
 
 const MODEL = 'learn-model'
 const OUTPUT_TPM = 1500
@@ -153,3 +154,25 @@ for (const store of ['embedded', 'redis'] as const) {
     t.equal(probe.remaining, OUTPUT_TPM - used - 1, 'the window counts all 600 of it')
   })
 }
+
+t.test("the portal's key page shows what a call without max_tokens reserves, once learned", async (t) => {
+  const up = await startFakeUpstream({ replyText: words(SHORT) })
+  t.teardown(() => up.close())
+  const gw = await startTollgate(configured(up, {}))
+  t.teardown(() => gw.stop())
+  await createUser(gw, 'carol', 'carol-password')
+  const carol = await signInByFetch(gw.url, 'carol', 'carol-password')
+  const key = await createKeyByFetch(carol, 'carol-key')
+  const before = await (await carol.get(`/portal/keys/${key.id}`)).text()
+  t.match(before, /Output reserved by a call without max_tokens/)
+  t.match(before, /not enough calls yet/, 'nothing learned yet')
+  for (let i = 0; i < 6; i++) t.equal((await call(gw, key.secret)).status, 200)
+  const after = await pollUntil(
+    async () => (await carol.get(`/portal/keys/${key.id}`)).text(),
+    (page) => page.includes('this key&#39;s calls') || page.includes("this key's calls"),
+    200,
+    20,
+  )
+  t.ok(after.met, "learned from this key's calls")
+  t.match(after.value, /data-label="Reserved per reply">4[01]</, `about ${SHORT} per reply`)
+})

@@ -126,7 +126,10 @@ export function createLearnedReservations(options: LearnedReservationsOptions): 
         }
       })
       .catch((error: unknown) => {
+        // Kept as read now (a store away: nothing known), so that calls do not each wait for
+        // it; it is tried again behind a call once refreshMs has passed.
         if (entry !== undefined) delete entry.reading
+        else cache.set(id, { sketches: [], readAt: now() })
         log.debug(
           { err: error instanceof Error ? error.message : String(error) },
           'output reservations: sketch read failed',

@@ -170,3 +170,27 @@ t.test('the learned reservation: the first sketch with minSamples, within floor 
   t.equal(Math.round(view.samples.key), 6)
   t.equal(Math.round(view.samples.model), 62)
 })
+
+t.test('a store that fails leaves calls on the fixed reservation, without each one waiting for it', async (t) => {
+  let now = 0
+  let reads = 0
+  const failing: SketchStore = {
+    observe: async () => {
+      throw new Error('store away')
+    },
+    read: async () => {
+      reads++
+      throw new Error('store away')
+    },
+  }
+  const learned = createLearnedReservations({ store: failing, log: createLogger('silent'), now: () => now })
+  const settings = settingsOf({ minSamples: 1 })
+  const who = { keyId: 'k', tier: 'T', model: 'm' }
+  t.equal(await learned.lookup(who, settings), undefined, 'the fixed reservation')
+  learned.observe(who, settings, 100)
+  t.equal(await learned.lookup(who, settings), undefined, 'still, and the failed observation did not throw')
+  t.equal(reads, 1, 'read once within refreshMs')
+  now += 2000
+  await learned.lookup(who, settings)
+  t.equal(reads, 2, 'tried again once refreshMs passed')
+})

@@ -51,6 +51,7 @@ import { createMeter, type Meter } from './keys/meter.ts'
 import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
+import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -173,7 +174,7 @@ export async function startGateway(
     plans: () => runtime.current.config.plans,
   })
   // A key's rate limit refusing a call is an event (sampled: once per key per window).
-  const limiter: Limiter = withRateLimitEvents(
+  const rateLimiter: Limiter = withRateLimitEvents(
     await createLimiterFromConfig(config, {
       log,
       metrics,
@@ -189,6 +190,12 @@ export async function startGateway(
     }),
     events,
     config.limits.windowMs,
+  )
+  // A call without an output cap reserves what calls like it produced (reservations/).
+  const limiter = withLearnedReservations(
+    rateLimiter,
+    createOutputReservationsFromConfig(config, redis, log),
+    () => runtime.current.config.plans,
   )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')

@@ -12,6 +12,7 @@ import {
   BudgetList,
   BudgetStatus,
   KeyUsage,
+  OutputReservationList,
   TierList,
   Usage,
 } from '../api/admin.ts'
@@ -20,6 +21,7 @@ import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/servi
 import type { OperationDoc } from '../openapi/operation.ts'
 import { listKeysQuery } from './keys.ts'
 import { reloadBodySchema } from './reload.ts'
+import { reservationsQuery } from './reservations.ts'
 import { keyUsageQuery, usageQuery } from './usage.ts'
 
 const KEYS = 'Admin: keys'
@@ -130,6 +132,20 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     tag: USAGE,
     summary: 'The plans in force',
     responses: { 200: { description: 'OK', schema: TierList } },
+  },
+  {
+    ...admin,
+    method: 'get',
+    path: '/admin/keys/{id}/reservations',
+    operationId: 'getKeyOutputReservations',
+    tag: USAGE,
+    summary: 'What a call of the key that names no output cap reserves now, per model',
+    description:
+      'A call without max_tokens reserves, against tpm and output_tpm, a high quantile of what calls like it produced (the key × model sketch, else tier × model, else model), ' +
+      'once the sketch has min_samples decayed observations; budgets and the quota keep the fixed reservation (docs/limits.md, "Learned output reservations").',
+    pathParams: key,
+    query: reservationsQuery,
+    responses: { 200: { description: 'OK', schema: OutputReservationList } },
   },
   {
     ...admin,

@@ -23,6 +23,7 @@ import { registerBudgetRoutes } from './budgets.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerReloadRoutes } from './reload.ts'
+import { registerReservationRoutes } from './reservations.ts'
 import { registerTierRoutes } from './tiers.ts'
 import { registerUsageRoutes } from './usage.ts'
 import { registerUserRoutes } from './users.ts'
@@ -60,7 +61,7 @@ export interface AdminDeps {
   /** The budgets set and in force (/admin/budgets; absent: the gateway keeps none). */
   readonly budgets?: BudgetBook
   /** Where budgets stand (/admin/budgets, the usage replies). */
-  readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf'>
+  readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf' | 'outputReservation'>
   /** The audit log (/admin/audit reads it; the routes that change state are recorded by the seam app.ts registers them through). */
   readonly audit: AuditLog
 }
@@ -76,4 +77,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerReloadRoutes(router, deps)
   registerBudgetRoutes(router, deps)
   registerAuditRoute(router, deps)
+  registerReservationRoutes(router, deps)
 }

@@ -250,3 +250,31 @@ export const ConfigInForce = z.object({
   plans_hash: z.string().nullable(),
   loaded_at: iso,
 })
+
+export const OutputReservationList = z.object({
+  object: z.literal('list'),
+  data: z.array(
+    z.object({
+      object: z.literal('output_reservation'),
+      model: z.string(),
+      tier: z.string(),
+      mode: z.enum(['learned', 'fixed']),
+      reserved_per_reply: z.int().nullable().meta({
+        description:
+          "Output tokens per reply a call naming no output cap reserves now against tpm and output_tpm; null: the fixed reservation (the tier's output_cap).",
+      }),
+      source: z.enum(['key', 'tier', 'model']).nullable().meta({
+        description:
+          "Whose calls it was learned from: the key's to the model, its tier's, or the model's; null: none has min_samples yet.",
+      }),
+      samples: z
+        .object({ key: z.number(), tier: z.number(), model: z.number() })
+        .meta({ description: 'Decayed observations in each sketch.' }),
+      quantile: z.number(),
+      floor: z.int(),
+      ceiling: z.int().nullable(),
+      min_samples: z.number(),
+      half_life_seconds: z.number(),
+    }),
+  ),
+})

@@ -324,6 +324,37 @@ export const serviceTiersSchema = z
     path: ['default'],
   })
 export type ServiceTiersConfig = z.infer<typeof serviceTiersSchema>
+/**
+ * What a call that names no output cap reserves against the token-rate limits (tpm,
+ * output_tpm; never a budget or the quota, which hold the worst case): `learned` reserves a
+ * high quantile of what calls like it produced (key × model, else tier × model, else model,
+ * each once it has minSamples decayed observations), `fixed` what outputCap says, as before.
+ * docs/limits.md "Learned output reservations".
+ */
+export const outputReservationSchema = z
+  .strictObject({
+    /** Default fixed (learned is a tier's choice: docs/limits.md). */
+    mode: z.enum(['learned', 'fixed']).optional(),
+    /** The quantile of completion tokens per reply reserved; default 0.95. */
+    quantile: z.number().gt(0).max(1).optional(),
+    /** Least tokens per reply a learned reservation holds; default 16. */
+    floor: z.number().int().min(0).optional(),
+    /** Most tokens per reply a learned reservation holds (never more than outputCap's); default none. */
+    ceiling: positiveInt.optional(),
+    /** Decayed observations a sketch needs before it is used; default 20. */
+    minSamples: z.number().min(1).optional(),
+    /** How fast old observations fade: an observation this old weighs half; default 3600. */
+    halfLifeSeconds: z
+      .number()
+      .min(1)
+      .max(30 * 86_400)
+      .optional(),
+  })
+  .refine(
+    (r) => r.floor === undefined || r.ceiling === undefined || r.floor <= r.ceiling,
+    'floor must not exceed ceiling',
+  )
+export type OutputReservationConfig = z.infer<typeof outputReservationSchema>
 
 const tier = z.strictObject({
   description: z.string().optional(),
@@ -341,6 +372,8 @@ const tier = z.strictObject({
   outputCap: z.enum(OUTPUT_CAPS).optional(),
   /** Priority classes (OpenAI's service_tier) its keys may use, and what each costs (src/priority/classes.ts, docs/limits.md). */
   serviceTiers: serviceTiersSchema.optional(),
+  /** What a call without an output cap reserves against the token-rate limits (outputReservationSchema). */
+  outputReservation: outputReservationSchema.optional(),
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),

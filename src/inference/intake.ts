@@ -175,7 +175,9 @@ export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
     estimate,
     ...(call.serviceClass === undefined ? {} : { serviceClass: call.serviceClass }),
     ...(call.maxWaitMs === undefined ? {} : { maxWaitMs: call.maxWaitMs }),
-    ...(estimate.outputDefaulted ? { reservationNote: defaultReservationNote(estimate) } : {}),
+    ...(estimate.outputDefaulted
+      ? { reservationNote: defaultReservationNote(estimate), uncapped: { replies: estimate.replies ?? 1 } }
+      : {}),
   }
 }
 

@@ -62,8 +62,9 @@ export function costOn(name: DimensionName, usage: Usage): number {
   }
 }
 
-export function chargesOf(limits: ModelLimits, estimate: Usage): Charge[] {
-  return dimensionsOf(limits).map((d) => ({ ...d, cost: costOn(d.name, estimate) }))
+/** `rate`: what the windowed dimensions reserve (a learned output reservation); the quota holds `estimate`. */
+export function chargesOf(limits: ModelLimits, estimate: Usage, rate: Usage = estimate): Charge[] {
+  return dimensionsOf(limits).map((d) => ({ ...d, cost: costOn(d.name, d.windowed ? rate : estimate) }))
 }
 
 /**

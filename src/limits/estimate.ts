@@ -170,6 +170,8 @@ export interface Estimate extends Usage {
    * the model's ceiling instead.
    */
   readonly sentCap?: number
+  /** Replies the output reservation covers (n, best_of, a batch's prompts); set where the request named no cap. */
+  readonly replies?: number
 }
 
 export function estimateUsage(
@@ -189,10 +191,10 @@ export function estimateUsage(
   const ceiling = options.outputCeiling
   // Holding the ceiling needs one: a model without a known ceiling gets a cap sent instead.
   if (options.outputCap === 'ceiling' && ceiling !== undefined) {
-    return { inputTokens, outputTokens: ceiling * replies, outputDefaulted: true }
+    return { inputTokens, outputTokens: ceiling * replies, outputDefaulted: true, replies }
   }
   const sentCap = ceiling === undefined ? options.defaultMaxTokens : Math.min(options.defaultMaxTokens, ceiling)
-  return { inputTokens, outputTokens: sentCap * replies, outputDefaulted: true, sentCap }
+  return { inputTokens, outputTokens: sentCap * replies, outputDefaulted: true, sentCap, replies }
 }
 
 /** The prompt's tokens by the tokenizer (bounded; past its budget the rest is estimated). */

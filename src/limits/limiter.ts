@@ -96,6 +96,10 @@ function clean(usage: Usage): Usage {
   return { inputTokens, outputTokens: count(usage.outputTokens), cacheReadTokens: read, cacheWriteTokens: write }
 }
 
+/** What the windowed limits reserve: a learned output reservation when there is one (port.ts rateEstimate). */
+const rateOf = (request: AdmissionRequest, estimate: Usage): Usage =>
+  request.rateEstimate === undefined ? estimate : clean(request.rateEstimate)
+
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const { log, metrics, redis } = options
   const now = options.now ?? Date.now
@@ -326,7 +330,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   return {
     async admit(request) {
       const estimate = clean(request.estimate)
-      const charges = chargesOf(request.limits, estimate)
+      const charges = chargesOf(request.limits, estimate, rateOf(request, estimate))
       const hold = nextHold()
       const budgets = budgetCharges(request, estimate, hold)
       if (charges.length === 0 && budgets.length === 0) return NO_ADMISSION
@@ -363,7 +367,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
 
     async check(request) {
       const estimate = clean(request.estimate)
-      const charges = chargesOf(request.limits, estimate)
+      const charges = chargesOf(request.limits, estimate, rateOf(request, estimate))
       const budgets = budgetCharges(request, estimate)
       if (budgets.length > 0) {
         // A spent budget refuses at once (the queue does not wait for a period's end).

@@ -4,6 +4,7 @@ import type { Usage } from '../backends/port.ts'
 import type { BudgetSubject } from '../budgets/book.ts'
 import type { BudgetScope, BudgetSpec } from '../budgets/port.ts'
 import type { BudgetPeriod } from '../budgets/period.ts'
+import type { OutputReservationView, ReservationSubject } from '../reservations/view.ts'
 
 export interface AdmissionRequest {
   readonly keyId: string
@@ -23,6 +24,13 @@ export interface AdmissionRequest {
   readonly serviceClass?: ServiceClass
   /** How long its caller can wait in a /queue line, when it said (queue/deadline.ts). */
   readonly maxWaitMs?: number
+  /** The request named no output cap: `estimate` holds the gateway's reservation for these replies. */
+  readonly uncapped?: { readonly replies: number }
+  /**
+   * What the windowed token limits (tpm, input_tpm, output_tpm) reserve, where it differs from
+   * `estimate` (a learned output reservation: reservations/); budgets and the quota hold `estimate`.
+   */
+  readonly rateEstimate?: Usage
 }
 
 export type RateLimitHeaders = Readonly<Record<string, string>>
@@ -75,6 +83,8 @@ export interface Limiter {
    * `owners` names them (key id → owner); a key missing from it is its own owner.
    */
   budgetStatusOf?(specs: readonly BudgetSpec[], owners?: ReadonlyMap<string, string>): Promise<BudgetStatus[]>
+  /** What a call naming no output cap reserves now on the token-rate limits (reservations/); absent: the fixed reservation. */
+  outputReservation?(subject: ReservationSubject): Promise<OutputReservationView>
   /** For /readyz and metrics; absent on limiters without a store. */
   health?(): LimiterHealth
   close(): Promise<void>

@@ -6,6 +6,7 @@ import { dimensionsOf } from '../limits/dimensions.ts'
 import { rateLimitHeaders } from '../limits/headers.ts'
 import { resolveLimits } from '../limits/plans.ts'
 import type { BudgetStatus, Limiter, RateLimitHeaders } from '../limits/port.ts'
+import type { OutputReservationView } from '../reservations/view.ts'
 import { principalOf } from '../keys/record.ts'
 import { tierOf } from '../limits/plans.ts'
 
@@ -28,6 +29,8 @@ export interface ModelStanding {
   readonly limits: ModelLimits
   /** By header suffix; absent where the plan sets no such limit. */
   readonly windows: Readonly<Partial<Record<(typeof DIMENSIONS)[number]['suffix'], WindowState>>>
+  /** What a call naming no output cap reserves now on the token limits (reservations/); absent: not known. */
+  readonly reservation?: OutputReservationView
 }
 
 function windowsOf(headers: RateLimitHeaders): ModelStanding['windows'] {
@@ -65,7 +68,12 @@ export async function keyStanding(
             .peek({ keyId: key.id, owner: key.owner ?? key.id, tier, model, limits })
             .catch(() => rateLimitHeaders(dimensionsOf(limits)))
         : rateLimitHeaders(dimensionsOf(limits))
-      return { model, tier, limits, windows: windowsOf(headers) }
+      const subject = { keyId: key.id, owner: key.owner ?? key.id, tier, model }
+      const reservation =
+        options.live && limiter.outputReservation !== undefined
+          ? await limiter.outputReservation(subject).catch(() => undefined)
+          : undefined
+      return { model, tier, limits, windows: windowsOf(headers), ...(reservation === undefined ? {} : { reservation }) }
     }),
   )
 }

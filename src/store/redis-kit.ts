@@ -32,6 +32,9 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          poolsOf: those one call may choose among, so its pick stays one
 //                          script); pools spread over the masters.
 //
+//   <prefix>{s:<scope>}:   a learned output reservation's sketch (reservations/redis-store.ts):
+//                          one per key × model, tier × model and model; spread over the masters.
+//
 //   <prefix>{q<n>}:        shard n of the stored queue (queue/shards.ts): its BullMQ queue, the
 //                          lines, records and results of the keys hashed to it. A request's
 //                          scripts touch one shard; its id names the shard.
@@ -95,6 +98,12 @@ export function tenantNamespace(prefix: string, tenant: string): string {
 export function capacityNamespace(prefix: string, pool: string): string {
   checkPrefix(prefix)
   return `${prefix}{c:${encodeURIComponent(pool)}}:`
+}
+
+/** `<prefix>{s:<scope>}:`, the slot of one output-length sketch (reservations/redis-store.ts). */
+export function sketchNamespace(prefix: string, scope: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{s:${encodeURIComponent(scope)}}:`
 }
 
 /**

@@ -696,6 +696,16 @@ export const ADMIN_TARGETS: readonly FuzzTarget[] = [
     errors: 'openai',
   },
   {
+    name: 'admin keys.reservations',
+    method: 'GET',
+    path: '/admin/keys/{id}/reservations',
+    idKind: 'key',
+    auth: 'admin',
+    body: 'none',
+    errors: 'openai',
+    query: { model: ['fuzz-model'] },
+  },
+  {
     name: 'admin keys.update',
     method: 'PATCH',
     path: '/admin/keys/{id}',

@@ -47,6 +47,31 @@ ${DIMENSIONS.map((d, i) => {
   )
 }
 
+const SOURCES = { key: "this key's calls", tier: "the tier's calls", model: "every key's calls" } as const
+
+/** What a call without max_tokens reserves on the token limits now, per model (docs/limits.md "Learned output reservations"). */
+function reservationsTable(standing: readonly ModelStanding[]): Html {
+  const rows = standing.filter((s) => s.reservation !== undefined)
+  if (rows.length === 0) return html``
+  return html`<h3 id="reservations">Output reserved by a call without max_tokens</h3>
+<p class="hint">Against the token limits only: a call that sets no max_tokens holds this many output tokens per reply while it runs, learned from what calls like it produced, and is charged what it really produced when it ends. Set max_tokens and it holds that instead.</p>
+${scrolling(
+  html`<table class="stack">
+<caption class="visually-hidden">Output reserved per model</caption>
+<thead><tr><th scope="col">Model</th><th scope="col" class="num">Reserved per reply</th><th scope="col">Learned from</th></tr></thead>
+<tbody>
+${rows.map((s) => {
+  const r = s.reservation
+  if (r === undefined) return html``
+  const learned = r.reserved_per_reply !== null && r.source !== null
+  return html`<tr><th scope="row">${s.model}</th><td class="num" data-label="Reserved per reply">${learned ? String(r.reserved_per_reply) : 'the fixed cap'}</td><td data-label="Learned from">${learned && r.source !== null ? `${SOURCES[r.source]} (p${Math.round(r.quantile * 1000) / 10})` : r.mode === 'fixed' ? 'not learned on this tier' : 'not enough calls yet'}</td></tr>`
+})}
+</tbody>
+</table>`,
+  'Output reserved per model',
+)}`
+}
+
 function actions(viewer: Viewer, view: KeyView): Html {
   return html`<section class="actions" aria-label="Change this key">
 <div>
@@ -101,6 +126,7 @@ ${
     : html`<p class="hint">This key is ${view.status}: no call gets through with it, so there is no window to count. Its plan of tier ${view.tier ?? '—'} per model was:</p>`
 }
 ${limitsTable(standing, live, currency)}
+${live ? reservationsTable(standing) : ''}
 ${live ? budgetsSection(budgets, currency) : ''}`,
     viewer,
   )

@@ -1,0 +1,98 @@
+// Learned output reservations (learned.ts) as main.ts builds them, and the limiter that
+// applies them: a call that names no output cap is admitted on the token-rate limits with
+// its learned reservation (port.ts rateEstimate) and, once settled, teaches the sketches
+// what it produced.
+import type { Config, PlansConfig } from '../config/schema.ts'
+import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
+import { createLearnedReservations, settingsOf, type Learned, type LearnedReservations } from './learned.ts'
+import { memorySketchStore, redisSketchStore } from './store.ts'
+
+export { createLearnedReservations, RESERVATION_DEFAULTS, settingsOf } from './learned.ts'
+export type { OutputReservationView, ReservationSubject } from './view.ts'
+
+/** On the gateway's Redis when there is one (shared by every instance), in this process otherwise. */
+export function createOutputReservationsFromConfig(
+  config: Pick<Config, 'store'>,
+  redis: RedisConnection | undefined,
+  log: Logger,
+): LearnedReservations {
+  const store = redis === undefined ? memorySketchStore() : redisSketchStore(redis, config.store.keyPrefix)
+  return createLearnedReservations({ store, log })
+}
+
+const SOURCE_SAID = {
+  key: "this key's calls to the model",
+  tier: "this tier's calls to the model",
+  model: 'calls to the model',
+} as const
+
+function learnedRequest(
+  request: AdmissionRequest,
+  learned: Learned,
+  quantile: number,
+  replies: number,
+): AdmissionRequest {
+  const fixed = request.estimate.outputTokens
+  const outputTokens = Math.min(fixed, learned.perReply * replies)
+  if (outputTokens >= fixed) return request
+  const percentile = Math.round(quantile * 1000) / 10
+  return {
+    ...request,
+    rateEstimate: { ...request.estimate, outputTokens },
+    reservationNote:
+      `This request sets no max_tokens, so it reserved ${outputTokens} output tokens against the rate limits ` +
+      `(the ${percentile}th percentile of what ${SOURCE_SAID[learned.source]} produced, ${learned.perReply} per reply): ` +
+      'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.',
+  }
+}
+
+/**
+ * The limiter with learned output reservations, for the tiers whose outputReservation is
+ * `learned` (the default). Everything but admit, check and outputReservation is the
+ * limiter's own.
+ */
+export function withLearnedReservations(
+  limiter: Limiter,
+  reservations: LearnedReservations,
+  plans: () => PlansConfig,
+): Limiter {
+  async function prepared(request: AdmissionRequest): Promise<AdmissionRequest> {
+    const uncapped = request.uncapped
+    if (uncapped === undefined || request.estimate.outputTokens === 0) return request
+    const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
+    const learned = await reservations.lookup(request, settings)
+    return learned === undefined ? request : learnedRequest(request, learned, settings.quantile, uncapped.replies)
+  }
+
+  const check = limiter.check?.bind(limiter)
+  return {
+    ...limiter,
+    async admit(request) {
+      const admission = await limiter.admit(await prepared(request))
+      const uncapped = request.uncapped
+      if (uncapped === undefined) return admission
+      const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
+      if (settings.mode !== 'learned') return admission
+      let settled = false
+      const observed: Admission = {
+        headers: admission.headers,
+        async settle(usage, how) {
+          if (settled) return
+          settled = true
+          // A call no upstream served, or one that reported no output, says nothing about lengths.
+          if (how?.withdrawn !== true && usage.outputTokens > 0) {
+            reservations.observe(request, settings, usage.outputTokens / Math.max(uncapped.replies, 1))
+          }
+          await admission.settle(usage, how)
+        },
+      }
+      return observed
+    },
+    ...(check === undefined ? {} : { check: async (request: AdmissionRequest) => check(await prepared(request)) }),
+    async outputReservation(subject) {
+      return reservations.describe(subject, plans().tiers[subject.tier])
+    },
+  }
+}

@@ -137,7 +137,7 @@ t.test('the learned reservation: the first sketch with minSamples, within floor 
   let now = 1_000_000
   const store = memorySketchStore()
   const learned = createLearnedReservations({ store, log: createLogger('silent'), now: () => now, refreshMs: 0 })
-  const settings = settingsOf({ minSamples: 5, floor: 10, ceiling: 500 })
+  const settings = settingsOf({ mode: 'learned', minSamples: 5, floor: 10, ceiling: 500 })
   const mine = { keyId: 'k1', tier: 'T', model: 'm' }
   const other = { keyId: 'k2', tier: 'T', model: 'm' }
   t.equal(await learned.lookup(mine, settings), undefined, 'nothing learned yet: the fixed reservation')
@@ -165,7 +165,9 @@ t.test('the learned reservation: the first sketch with minSamples, within floor 
   now += 1
   t.same(await fresh(other), { perReply: 500, source: 'key' }, 'held to the ceiling')
   t.equal(await learned.lookup(mine, settingsOf({ mode: 'fixed' })), undefined, 'fixed: never learned')
-  const view = await learned.describe(mine, { outputReservation: { minSamples: 5, floor: 10, ceiling: 500 } } as never)
+  const view = await learned.describe(mine, {
+    outputReservation: { mode: 'learned', minSamples: 5, floor: 10, ceiling: 500 },
+  } as never)
   t.equal(view.source, 'key')
   t.equal(Math.round(view.samples.key), 6)
   t.equal(Math.round(view.samples.model), 62)
@@ -184,7 +186,7 @@ t.test('a store that fails leaves calls on the fixed reservation, without each o
     },
   }
   const learned = createLearnedReservations({ store: failing, log: createLogger('silent'), now: () => now })
-  const settings = settingsOf({ minSamples: 1 })
+  const settings = settingsOf({ mode: 'learned', minSamples: 1 })
   const who = { keyId: 'k', tier: 'T', model: 'm' }
   t.equal(await learned.lookup(who, settings), undefined, 'the fixed reservation')
   learned.observe(who, settings, 100)

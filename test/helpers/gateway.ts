@@ -23,6 +23,8 @@ export interface StartOptions {
   readonly execArgv?: readonly string[]
   /** Keep no per-request log lines below error level (long fuzz and load runs), only the rest. */
   readonly dropRequestLogs?: boolean
+  /** Arguments after `serve` (e.g. `--workers 2`). */
+  readonly args?: readonly string[]
   /** How long the start may take before it is a failure (default 20 s; a loaded machine takes longer). */
   readonly startTimeoutMs?: number
 }
@@ -78,21 +80,25 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, stringify(doc))
   const adminToken = options.adminToken ?? `adm_${randomBytes(16).toString('hex')}`
-  const child = spawn(process.execPath, [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve'], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      PORT: '0',
-      METRICS_PORT: '0',
-      TOLLGATE_CONFIG: configPath,
-      TOLLGATE_DATA_DIR: dataDir,
-      TOLLGATE_ADMIN_TOKEN: adminToken,
-      LOG_LEVEL: 'info',
-      ...options.env,
+  const child = spawn(
+    process.execPath,
+    [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve', ...(options.args ?? [])],
+    {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        PORT: '0',
+        METRICS_PORT: '0',
+        TOLLGATE_CONFIG: configPath,
+        TOLLGATE_DATA_DIR: dataDir,
+        TOLLGATE_ADMIN_TOKEN: adminToken,
+        LOG_LEVEL: 'info',
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  )
   let output = ''
   const keeper = (): ((chunk: string) => void) => {
     let partial = ''

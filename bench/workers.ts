@@ -68,7 +68,12 @@ async function load(gw: RunningTollgate, key: string, seconds: number): Promise<
     duration: number
     latency: { p50: number; p99: number }
   }
-  return { rps: r['2xx'] / r.duration, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors + r.timeouts }
+  return {
+    rps: r['2xx'] / r.duration,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.non2xx + r.errors + r.timeouts,
+  }
 }
 
 const fmt = (n: number, digits = 0): string =>

@@ -112,7 +112,14 @@ async function serve(args: string[]): Promise<void> {
   const log = workers?.isWorker()
     ? createLogger(config.logging.level).child({ pid: process.pid })
     : createLogger(config.logging.level)
-  if (workers && count > 1 && !workers.isWorker()) return workers.runPrimary({ count, config, log })
+  if (workers && count > 1 && !workers.isWorker()) {
+    const primary = await workers.runPrimary({ count, config, log })
+    watchLauncher(process.env, (launcher) => {
+      log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
+      primary.stop('SIGTERM')
+    })
+    return
+  }
   // A SIGHUP before the gateway listens would end the process (Node's default): said and ignored.
   const early = (): void => log.warn('SIGHUP before the gateway is ready: ignored; send it again once it listens')
   process.on('SIGHUP', early)

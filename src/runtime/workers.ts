@@ -119,19 +119,22 @@ export interface PrimaryOptions {
   readonly log: Logger
 }
 
-/** Runs the primary until the workers are gone; resolves once the gateway is listening. */
-export async function runPrimary({ count, config, log }: PrimaryOptions): Promise<void> {
-  const publicSpec = publicListener(config.server.host, config.server.port)
-  const metricsSpec = metricsListener(config.server.metricsHost, config.server.metricsPort)
-  // Said once, here, rather than by every worker (which skip the check: the port is the primary's).
-  await checkListenable(publicSpec).catch((err: unknown) => {
-    throw startupError((err as Error).message)
-  })
-  if (config.limits.insuranceInstances < count)
-    log.warn(
-      { workers: count, insuranceInstances: config.limits.insuranceInstances },
-      'limits.insuranceInstances is below the number of workers: each worker is an instance; while Redis is down each enforces 1/insuranceInstances of a limit in memory (docs/fleet.md)',
-    )
+export interface Primary {
+  /** Drains every worker, as SIGTERM does, then exits. */
+  stop(signal: NodeJS.Signals): void
+}
+
+/** Runs the primary until the workers are gone; resolves once every worker listens. */
+export async function runPrimary({ count, config, log }: PrimaryOptions): Promise<Primary> {
+  const ready = new Map<number, { worker: Worker; url: string }>()
+  let stopping = false
+  let started = false
+  const restarts: number[] = []
+  let scrapes = 0
+  const pendingScrapes = new Map<number, { add: (worker: number, m: ToPrimaryMetrics) => void }>()
+  type ToPrimaryMetrics = Extract<ToPrimary, { tollgate: 'metrics' }>['metrics']
+  let exitCode = 0
+  let finished = false
   const metricsServer = createServer((req, res) => {
     if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
       res.statusCode = 404
@@ -150,17 +153,26 @@ export async function runPrimary({ count, config, log }: PrimaryOptions): Promis
       },
     )
   })
+  // Signals before the workers listen are handled too: none ends the primary without them.
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal))
+  process.on('SIGHUP', () => {
+    // Workers still starting read the file as they start; only the ready ones are told.
+    for (const { worker } of ready.values()) worker.process.kill('SIGHUP')
+  })
+  const publicSpec = publicListener(config.server.host, config.server.port)
+  const metricsSpec = metricsListener(config.server.metricsHost, config.server.metricsPort)
+  // Said once, here, rather than by every worker (which skip the check: the port is the primary's).
+  await checkListenable(publicSpec).catch((err: unknown) => {
+    throw startupError((err as Error).message)
+  })
+  if (config.limits.insuranceInstances < count)
+    log.warn(
+      { workers: count, insuranceInstances: config.limits.insuranceInstances },
+      'limits.insuranceInstances is below the number of workers: each worker is an instance; while Redis is down each enforces 1/insuranceInstances of a limit in memory (docs/fleet.md)',
+    )
   await listenOn(metricsServer, metricsSpec.host, metricsSpec.port).catch((err: NodeJS.ErrnoException) => {
     throw startupError(listenFailure(metricsSpec, err))
   })
-
-  const ready = new Map<number, { worker: Worker; url: string }>()
-  let stopping = false
-  let started = false
-  const restarts: number[] = []
-  let scrapes = 0
-  const pendingScrapes = new Map<number, { add: (worker: number, m: ToPrimaryMetrics) => void }>()
-  type ToPrimaryMetrics = Extract<ToPrimary, { tollgate: 'metrics' }>['metrics']
 
   // The workers run the same command (process.argv), with the primary's Node flags.
   const fork = (): Worker => cluster.fork()
@@ -171,11 +183,13 @@ export async function runPrimary({ count, config, log }: PrimaryOptions): Promis
     failStart = fail
   })
 
-  const stopAll = (signal: NodeJS.Signals): void => {
+  function stopAll(signal: NodeJS.Signals): void {
     if (stopping) return
     stopping = true
-    log.info({ signal, workers: Object.keys(cluster.workers ?? {}).length }, 'shutting down: every worker drains')
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill(signal)
+    const workers = Object.values(cluster.workers ?? {})
+    log.info({ signal, workers: workers.length }, 'shutting down: every worker drains')
+    for (const worker of workers) worker?.process.kill(signal)
+    if (workers.length === 0) finish()
   }
 
   cluster.on('message', (worker: Worker, message: unknown) => {
@@ -230,9 +244,7 @@ export async function runPrimary({ count, config, log }: PrimaryOptions): Promis
     }, RESTART_DELAY_MS).unref()
   })
 
-  let exitCode = 0
-  let finished = false
-  const finish = (): void => {
+  function finish(): void {
     if (finished) return
     finished = true
     metricsServer.closeAllConnections()
@@ -265,13 +277,7 @@ export async function runPrimary({ count, config, log }: PrimaryOptions): Promis
     })
   }
 
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => stopAll(signal))
-  process.on('SIGHUP', () => {
-    // Workers still starting read the file as they start; only the ready ones are told.
-    for (const { worker } of ready.values()) worker.process.kill('SIGHUP')
-  })
-
-  for (let i = 0; i < count; i++) fork()
+  for (let i = 0; i < count && !stopping; i++) fork()
   const url = await allStarted
   log.info(
     {
@@ -284,6 +290,7 @@ export async function runPrimary({ count, config, log }: PrimaryOptions): Promis
     },
     'tollgate listening',
   )
+  return { stop: stopAll }
 }
 
 /**

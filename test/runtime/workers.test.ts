@@ -14,7 +14,9 @@ import { onSharedRedis, startTollgate, type RunningTollgate } from '../helpers/g
 import { counterSum } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { testNamespace } from '../helpers/redis.ts'
-import { workerCount, workersRefusal } from '../../src/runtime/workers.ts'
+import { createMetrics } from '../../src/observability/metrics.ts'
+import { reloadMetrics } from '../../src/runtime/metrics.ts'
+import { GAUGE_AGGREGATION, workerCount, workersRefusal } from '../../src/runtime/workers.ts'
 
 const MODEL = 'gpt-oss-120b'
 const LIMIT = 12
@@ -62,7 +64,7 @@ t.test('two workers on Redis: spread, exact limits, one metrics page, reload, SI
   })
   t.teardown(() => gw.stop('SIGKILL'))
   const listening = gw.logs().find((l) => l.msg === 'tollgate listening')!
-  const workerPids = (listening.workerPids as number[]).slice().sort()
+  let workerPids = (listening.workerPids as number[]).slice().sort()
   t.equal(listening.workers, 2, 'the primary says it runs two workers')
   t.equal(workerPids.length, 2, 'and names their pids')
   t.notOk(workerPids.includes(gw.child.pid!), 'which are not its own')
@@ -155,6 +157,40 @@ t.test('two workers on Redis: spread, exact limits, one metrics page, reload, SI
     t.same(hashes, [report.hash], 'one configuration in force on every worker')
   })
 
+  await t.test('a worker killed is replaced; the gateway serves on', async (t) => {
+    const [victim, survivor] = workerPids as [number, number]
+    process.kill(victim, 'SIGKILL')
+    const replaced = await pollUntil(
+      async () => gw.logs().filter((l) => l.msg === 'tollgate worker listening'),
+      (lines) => lines.length === 3,
+      3000,
+    )
+    t.ok(replaced.met, 'a third worker started')
+    t.ok(
+      gw
+        .logs()
+        .some((l) => l.msg === 'a worker stopped on its own: starting another in a second' && l.signal === 'SIGKILL'),
+      'the primary said why',
+    )
+    workerPids = pidsOf(replaced.value).filter((pid) => pid !== victim)
+    t.ok(workerPids.includes(survivor) && workerPids.length === 2, 'two workers again: the survivor and the new one')
+    const running = await pollUntil(
+      () => counterSum(gw, 'tollgate_workers', { state: 'scraped' }),
+      (n) => n === 2,
+      500,
+      20,
+    )
+    t.ok(running.met, 'both on the metrics page')
+    const { key } = await gw.createKey({ tier: 'Standard4000' })
+    const client = new OpenAI({ baseURL: `${gw.url}/v2`, apiKey: key, maxRetries: 0 })
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }),
+      ),
+    )
+    t.equal(replies.length, 6, 'calls are served')
+  })
+
   await t.test('SIGTERM drains the streams in flight on both workers and every process exits', async (t) => {
     const { key, id } = await gw.createKey({ tier: 'Standard4000' })
     const client = new OpenAI({ baseURL: `${gw.url}/v2`, apiKey: key, maxRetries: 0 })
@@ -223,4 +259,13 @@ t.test('refused at once: the embedded store with two workers, a bad --workers', 
   const bad = await runTollgate(['serve', '--workers', 'many'], { PORT: '0', METRICS_PORT: '0' })
   t.equal(bad.code, 64, 'a bad count is a usage error')
   t.match(bad.stderr, /--workers must be a number of processes, 1 to 256, or auto/)
+})
+
+t.test("GAUGE_AGGREGATION names the gateway's gauges as they are registered", async (t) => {
+  const metrics = createMetrics({ defaultMetrics: false })
+  reloadMetrics(metrics.registry)
+  const gauges = new Set(
+    (await metrics.registry.getMetricsAsJSON()).filter((m) => String(m.type) === 'gauge').map((m) => m.name),
+  )
+  for (const name of Object.keys(GAUGE_AGGREGATION)) t.ok(gauges.has(name), `${name} is a gauge of the registry`)
 })

@@ -9,6 +9,7 @@
 //
 //   node bench/workers.ts          prints the Markdown section (npm run bench -- workers records it)
 import { execFile } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { availableParallelism, loadavg } from 'node:os'
 import { join } from 'node:path'
@@ -27,12 +28,32 @@ const MODEL = 'Mistral-Small-24B-Instruct-2501'
 
 interface Result {
   readonly rps: number
+  /** The gateway's processes' CPU time (the primary's and its workers', user + system) per call answered, µs. */
+  readonly cpuUs: number
+  /** Of which the primary's (serve --workers: it hands connections over and serves /metrics). */
+  readonly primaryUs: number
   readonly p50: number
   readonly p99: number
   readonly errors: number
 }
 
-async function load(gw: RunningTollgate, key: string, seconds: number): Promise<Result> {
+/** CPU seconds (user + system) a process has used, from /proc (Linux; clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** The gateway's processes: the one it started as, and its workers when it has them. */
+function pidsOf(gw: RunningTollgate): number[] {
+  const line = gw.logs().find((l) => l.msg === 'tollgate listening')
+  return [gw.child.pid as number, ...((line?.workerPids as number[] | undefined) ?? [])]
+}
+
+async function load(gw: RunningTollgate, key: string, seconds: number, connections = CONNECTIONS): Promise<Result> {
+  const pids = pidsOf(gw)
+  const cpuBefore = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
+  const primaryBefore = cpuSeconds(pids[0] as number)
   const body = JSON.stringify({
     model: MODEL,
     messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
@@ -45,7 +66,7 @@ async function load(gw: RunningTollgate, key: string, seconds: number): Promise<
       '-j',
       '-n',
       '-c',
-      String(CONNECTIONS),
+      String(connections),
       '-d',
       String(seconds),
       '-m',
@@ -70,6 +91,9 @@ async function load(gw: RunningTollgate, key: string, seconds: number): Promise<
   }
   return {
     rps: r['2xx'] / r.duration,
+    cpuUs: ((pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore) * 1e6) / Math.max(1, r['2xx'] + r.non2xx),
+    primaryUs:
+      pids.length > 1 ? ((cpuSeconds(pids[0] as number) - primaryBefore) * 1e6) / Math.max(1, r['2xx'] + r.non2xx) : 0,
     p50: r.latency.p50,
     p99: r.latency.p99,
     errors: r.non2xx + r.errors + r.timeouts,
@@ -111,16 +135,20 @@ export async function benchWorkers(): Promise<string> {
       one: (await one.createKey({ tier: 'On' })).key,
       two: (await two.createKey({ tier: 'On' })).key,
     }
-    const runs: Record<'one' | 'two', Result[]> = { one: [], two: [] }
+    const runs: Record<'one' | 'two' | 'half', Result[]> = { one: [], two: [], half: [] }
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of ['one', 'two'] as const) {
         const gw = name === 'one' ? one : two
         await load(gw, keys[name], WARMUP_S)
         runs[name].push(await load(gw, keys[name], MEASURE_S))
       }
+      // The control: one process at half the connections, what each of two workers gets.
+      await load(one, keys.one, WARMUP_S, CONNECTIONS / 2)
+      runs.half.push(await load(one, keys.one, MEASURE_S, CONNECTIONS / 2))
     }
     const a = median(runs.one)
     const b = median(runs.two)
+    const c = median(runs.half)
     const range = (rs: readonly Result[]): string =>
       `${fmt(Math.min(...rs.map((r) => r.rps)))}–${fmt(Math.max(...rs.map((r) => r.rps)))}`
     const ratios = runs.two.map((r, i) => r.rps / (runs.one[i]?.rps ?? r.rps)).sort((x, y) => x - y)
@@ -132,14 +160,17 @@ export async function benchWorkers(): Promise<string> {
       `Redis, the mock backend answering at once. One process and two workers alternate ${ROUNDS} times`,
       `(${MEASURE_S} s measured after ${WARMUP_S} s warm-up each); the median run is shown with the range. Cores: ${availableParallelism()}.`,
       '',
-      '| Gateway | req/s (median) | req/s (range) | p50 ms | p99 ms | non-2xx |',
-      '|---|---|---|---|---|---|',
-      `| one process (\`npm start\`) | ${fmt(a.rps)} | ${range(runs.one)} | ${fmt(a.p50)} | ${fmt(a.p99)} | ${runs.one.reduce((n, r) => n + r.errors, 0)} |`,
-      `| \`serve --workers 2\` | ${fmt(b.rps)} | ${range(runs.two)} | ${fmt(b.p50)} | ${fmt(b.p99)} | ${runs.two.reduce((n, r) => n + r.errors, 0)} |`,
+      '| Gateway | req/s (median) | req/s (range) | CPU µs per call (median run) | p50 ms | p99 ms | non-2xx |',
+      '|---|---|---|---|---|---|---|',
+      `| one process (\`npm start\`) | ${fmt(a.rps)} | ${range(runs.one)} | ${fmt(a.cpuUs)} | ${fmt(a.p50)} | ${fmt(a.p99)} | ${runs.one.reduce((n, r) => n + r.errors, 0)} |`,
+      `| \`serve --workers 2\` | ${fmt(b.rps)} | ${range(runs.two)} | ${fmt(b.cpuUs)} (primary ${fmt(b.primaryUs)}) | ${fmt(b.p50)} | ${fmt(b.p99)} | ${runs.two.reduce((n, r) => n + r.errors, 0)} |`,
+      `| one process, ${CONNECTIONS / 2} connections (a worker's share) | ${fmt(c.rps)} | ${range(runs.half)} | ${fmt(c.cpuUs)} | ${fmt(c.p50)} | ${fmt(c.p99)} | ${runs.half.reduce((n, r) => n + r.errors, 0)} |`,
       '',
       `**Ratio, two workers to one process: ${fmt(b.rps / a.rps, 2)}** (median runs; per round ${ratios.map((r) => fmt(r, 2)).join(', ')}).`,
       `Load average (1 min) at the start ${fmt(loadAtStart, 1)}, at the end ${fmt(loadavg()[0] ?? 0, 1)}: above the core count, other`,
       'work takes the cores the second worker would use, and the ratio says little about the gateway.',
+      'CPU per call (the primary included) is the figure a loaded machine moves least: two workers scale as one',
+      'process does while it stays the same, up to the cores they get.',
     ].join('\n')
   } finally {
     await Promise.all(Object.values(gateways).map((gw) => gw?.stop()))

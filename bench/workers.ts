@@ -169,8 +169,8 @@ export async function benchWorkers(): Promise<string> {
       `**Ratio, two workers to one process: ${fmt(b.rps / a.rps, 2)}** (median runs; per round ${ratios.map((r) => fmt(r, 2)).join(', ')}).`,
       `Load average (1 min) at the start ${fmt(loadAtStart, 1)}, at the end ${fmt(loadavg()[0] ?? 0, 1)}: above the core count, other`,
       'work takes the cores the second worker would use, and the ratio says little about the gateway.',
-      'CPU per call (the primary included) is the figure a loaded machine moves least: two workers scale as one',
-      'process does while it stays the same, up to the cores they get.',
+      "CPU per call (the gateway's processes, the primary's included) moves less with the machine's load than",
+      'throughput does: two workers can double one process only where it is the same for both.',
     ].join('\n')
   } finally {
     await Promise.all(Object.values(gateways).map((gw) => gw?.stop()))

@@ -80,25 +80,22 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, stringify(doc))
   const adminToken = options.adminToken ?? `adm_${randomBytes(16).toString('hex')}`
-  const child = spawn(
-    process.execPath,
-    [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve', ...(options.args ?? [])],
-    {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        PORT: '0',
-        METRICS_PORT: '0',
-        TOLLGATE_CONFIG: configPath,
-        TOLLGATE_DATA_DIR: dataDir,
-        TOLLGATE_ADMIN_TOKEN: adminToken,
-        LOG_LEVEL: 'info',
-        ...options.env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const command = [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve', ...(options.args ?? [])]
+  const child = spawn(process.execPath, command, {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      PORT: '0',
+      METRICS_PORT: '0',
+      TOLLGATE_CONFIG: configPath,
+      TOLLGATE_DATA_DIR: dataDir,
+      TOLLGATE_ADMIN_TOKEN: adminToken,
+      LOG_LEVEL: 'info',
+      ...options.env,
     },
-  )
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let output = ''
   const keeper = (): ((chunk: string) => void) => {
     let partial = ''

@@ -27,4 +27,7 @@ HEALTHCHECK --interval=10s --timeout=3s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # Exec form: SIGTERM reaches Node directly, which drains in-flight streams before exiting.
 # --max-semi-space-size=8, --expose-gc, MALLOC_ARENA_MAX=2 and bin/tollgate's compile cache: see docs/operating.md, "Memory".
+# One process, one core. On Redis (REDIS_URL, TOLLGATE_KEY_SECRET), every core of the container:
+#   docker run … tollgate node --max-semi-space-size=8 --expose-gc bin/tollgate serve --workers auto
+# (auto: the cores the container may use; docs/operating.md, "Every core").
 CMD ["node", "--max-semi-space-size=8", "--expose-gc", "bin/tollgate", "serve"]

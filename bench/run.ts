@@ -22,6 +22,7 @@ import { benchTraces } from './traces.ts'
 import { benchTranslation } from './translation.ts'
 import { benchUpload } from './upload.ts'
 import { benchVectorStore } from './vector-store.ts'
+import { benchWorkers } from './workers.ts'
 
 /** In the order a full run takes them; each returns one Markdown section headed "## … (bench/<file>.ts)". */
 const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
@@ -29,6 +30,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   admission: benchAdmission,
   capacity: benchCapacity,
   throughput: benchThroughput,
+  workers: benchWorkers,
   streaming: benchStreaming,
   translation: () => benchTranslation(),
   'stream-journal': benchStreamJournal,

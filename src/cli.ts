@@ -4,7 +4,8 @@ import { basename, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { stringify } from 'yaml'
 import { ConfigError, loadConfig, readConfigFile } from './config/load.ts'
-import { plansSchema } from './config/schema.ts'
+import { plansSchema, type Config } from './config/schema.ts'
+import type * as WorkersRoom from './runtime/workers.ts'
 import { importPlanCatalogue } from './limits/plan-catalogue.ts'
 import { watchLauncher } from './cli/launcher-watch.ts'
 import type { CliIo } from './cli/subcommands.ts'
@@ -13,9 +14,10 @@ import { createLogger } from './observability/logger.ts'
 const USAGE = `Usage: tollgate <command>
 
 Commands:
-  serve [--port N] [--host H] [--metrics-port N] [--metrics-host H]
+  serve [--port N] [--host H] [--metrics-port N] [--metrics-host H] [--workers N|auto]
                              Start the gateway (config: TOLLGATE_CONFIG or config/default.yaml;
-                             the flags override PORT, HOST, METRICS_PORT, METRICS_HOST)
+                             the flags override PORT, HOST, METRICS_PORT, METRICS_HOST;
+                             --workers: N processes on one port, auto one per core; needs Redis)
   plans import <file.json> [--default-tier NAME]
                              Convert the provider's plan catalogue export (legacy, 2026-01-19
                              or 2026-04-24 format) to plans YAML (stdout)
@@ -41,6 +43,7 @@ const SERVE_OPTIONS = {
   host: { type: 'string' },
   'metrics-port': { type: 'string' },
   'metrics-host': { type: 'string' },
+  workers: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -51,7 +54,14 @@ const SERVE_OPTIONS = {
  * port nobody asked for.
  */
 function serveOverrides(args: string[]): Record<string, string> {
-  let values: { port?: string; host?: string; 'metrics-port'?: string; 'metrics-host'?: string; help?: boolean }
+  let values: {
+    port?: string
+    host?: string
+    'metrics-port'?: string
+    'metrics-host'?: string
+    workers?: string
+    help?: boolean
+  }
   try {
     const parsed = parseArgs({ args, options: SERVE_OPTIONS, strict: true, allowPositionals: false })
     values = parsed.values
@@ -95,13 +105,32 @@ async function serve(args: string[]): Promise<void> {
   const loadOptions = { overrides: serveOverrides(args) }
   const loaded = readConfigFile(loadOptions)
   const { config } = loaded
-  const log = createLogger(config.logging.level)
+  // --workers N|auto: a primary that forks N gateways on one port (runtime/workers.ts).
+  const workersFlag = parseArgs({ args, options: SERVE_OPTIONS, strict: true }).values.workers
+  const workers = workersFlag === undefined ? undefined : await import('./runtime/workers.ts')
+  const count = workers && workersFlag !== undefined ? wantedWorkers(workers, workersFlag, config) : 1
+  const log = workers?.isWorker()
+    ? createLogger(config.logging.level).child({ pid: process.pid })
+    : createLogger(config.logging.level)
+  if (workers && count > 1 && !workers.isWorker()) {
+    const primary = await workers.runPrimary({ count, config, log })
+    watchLauncher(process.env, (launcher) => {
+      log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
+      primary.stop('SIGTERM')
+    })
+    return
+  }
   // A SIGHUP before the gateway listens would end the process (Node's default): said and ignored.
   const early = (): void => log.warn('SIGHUP before the gateway is ready: ignored; send it again once it listens')
   process.on('SIGHUP', early)
   // Loaded here so that `plans import` and `help` do not load the whole gateway.
   const { startGateway } = await import('./main.ts')
-  const gateway = await startGateway(config, log, { loaded, load: () => readConfigFile(loadOptions) })
+  const gateway = await startGateway(config, log, {
+    loaded,
+    load: () => readConfigFile(loadOptions),
+    ...(workers?.isWorker() ? { worker: { adminReloader: workers.reloadingSiblings } } : {}),
+  })
+  if (workers?.isWorker()) workers.workerSide(gateway)
   // The reloader logs its outcome; nothing else to do with it here.
   process.off('SIGHUP', early)
   process.on('SIGHUP', () => {
@@ -127,6 +156,23 @@ async function serve(args: string[]): Promise<void> {
     log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
     stop('launcher gone')
   })
+}
+
+/** How many processes `--workers` asks for; a bad value or the embedded store with more than one is refused. */
+function wantedWorkers(workers: typeof WorkersRoom, flag: string, config: Config): number {
+  let count: number
+  try {
+    count = workers.workerCount(flag)
+  } catch (err) {
+    throw new UsageError(`serve: ${(err as Error).message}`)
+  }
+  const refusal = workers.workersRefusal(count, config, flag)
+  if (refusal !== undefined) {
+    const error = new Error(refusal)
+    error.name = 'StartupError'
+    throw error
+  }
+  return count
 }
 
 /** The command-line clients' I/O: this process's environment and streams. */

@@ -72,7 +72,7 @@ import { budgetThresholdEvent, type Events } from './events/types.ts'
 import { buildRuntime, retireRuntime } from './runtime/build.ts'
 import { localFleet, redisFleet, type FleetReload } from './runtime/fleet.ts'
 import { reloadMetrics } from './runtime/metrics.ts'
-import { createReloader, type ReloadReport } from './runtime/reload.ts'
+import { createReloader, type Reloader, type ReloadReport } from './runtime/reload.ts'
 import { holdRuntime, type RuntimeSource } from './runtime/snapshot.ts'
 import { estimateWaiting } from './tokenizer/counter.ts'
 import { compactAfterBursts, compactHeap } from './compact-heap.ts'
@@ -125,6 +125,12 @@ export interface GatewayOverrides {
   readonly loaded?: LoadedConfig
   /** Told once per budget threshold crossed in a period (the events outbox); default: nothing. */
   readonly onBudgetThreshold?: OnBudgetThreshold
+  /**
+   * A worker of `serve --workers N` (runtime/workers.ts): the primary checked the public port
+   * and serves METRICS_PORT for every worker (this one opens none); the admin API's reloads
+   * go through `adminReloader`, which tells the other workers.
+   */
+  readonly worker?: { readonly adminReloader: (reloader: Reloader) => Reloader }
 }
 
 export async function startGateway(
@@ -139,7 +145,7 @@ export async function startGateway(
     public: publicListener(config.server.host, config.server.port),
     metrics: metricsListener(config.server.metricsHost, config.server.metricsPort),
   }
-  for (const spec of [listeners.public, listeners.metrics]) {
+  for (const spec of overrides.worker ? [] : [listeners.public, listeners.metrics]) {
     await checkListenable(spec).catch((err: unknown) => {
       throw new StartupError((err as Error).message)
     })
@@ -308,7 +314,7 @@ export async function startGateway(
   const app = buildApp({
     config,
     runtime,
-    reloader,
+    reloader: overrides.worker?.adminReloader(reloader) ?? reloader,
     fleet,
     instance,
     log,
@@ -419,31 +425,32 @@ export async function startGateway(
   const compacted = compactHeap()
   const stopCompactions = compactAfterBursts(() => connections.idleForMs(), config.server.heapCompaction, log, metrics)
   await listen(server, listeners.public)
-  await listen(metricsServer, listeners.metrics)
+  if (!overrides.worker) await listen(metricsServer, listeners.metrics)
   metrics.storeUp.set((await stores.ping()) ? 1 : 0)
   const url = addressOf(server)
   dataLock?.announce(url) // the CLI calls this gateway there (cli/gateway-target.ts)
-  const metricsUrl = addressOf(metricsServer)
+  const metricsUrl = overrides.worker ? '' : addressOf(metricsServer)
   const bound = server.address() as AddressInfo
-  const metricsBound = metricsServer.address() as AddressInfo
+  // (A worker of `serve --workers` has none: the primary serves /metrics.)
+  const metricsBound = metricsServer.address() as AddressInfo | null
   log.info(
     {
       // The process to signal (SIGTERM drains, SIGHUP reloads), not the npm or npx above it.
       pid: process.pid,
       url,
-      metricsUrl,
+      metricsUrl: metricsUrl || undefined,
       // What the sockets are bound to: 127.0.0.1 answers this machine only; 0.0.0.0 (HOST) the network.
       address: boundAddress(bound),
-      metricsAddress: boundAddress(metricsBound),
+      metricsAddress: metricsBound ? boundAddress(metricsBound) : undefined,
       port: bound.port,
-      metricsPort: metricsBound.port,
+      metricsPort: metricsBound?.port,
       store: stores.kind,
       models: config.models.length,
       ragMock,
       configHash: runtime.current.hash,
       heapCompacted: compacted,
     },
-    'tollgate listening',
+    overrides.worker ? 'tollgate worker listening' : 'tollgate listening',
   )
 
   let closing: Promise<void> | null = null

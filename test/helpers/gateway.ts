@@ -23,6 +23,8 @@ export interface StartOptions {
   readonly execArgv?: readonly string[]
   /** Keep no per-request log lines below error level (long fuzz and load runs), only the rest. */
   readonly dropRequestLogs?: boolean
+  /** Arguments after `serve` (e.g. `--workers 2`). */
+  readonly args?: readonly string[]
   /** How long the start may take before it is a failure (default 20 s; a loaded machine takes longer). */
   readonly startTimeoutMs?: number
 }
@@ -78,7 +80,8 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, stringify(doc))
   const adminToken = options.adminToken ?? `adm_${randomBytes(16).toString('hex')}`
-  const child = spawn(process.execPath, [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve'], {
+  const command = [...(options.execArgv ?? []), join(root, 'src/cli.ts'), 'serve', ...(options.args ?? [])]
+  const child = spawn(process.execPath, command, {
     cwd: root,
     env: {
       PATH: process.env.PATH ?? '',

@@ -29,6 +29,7 @@ import { clientAddress } from './http/client-address.ts'
 import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
+import { createResponseCacheFromConfig } from './cache/index.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
@@ -247,6 +248,7 @@ export async function startGateway(
     fileQuota: createFileQuota(fileQuotaStore),
     spoolDir,
     streams,
+    cache: createResponseCacheFromConfig(config, { redis, log, metrics, secret: secrets.keyHashSecret, tenantOf: budgets.tenantOf }),
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({

@@ -236,6 +236,7 @@ export async function startGateway(
   metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
   // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
   const breaker = new CircuitBreaker()
+  const responseCache = createResponseCacheFromConfig(config, { redis, log, metrics, secret: secrets.keyHashSecret, tenantOf: budgets.tenantOf })
   const corridor = createCorridor({
     config,
     runtime,
@@ -248,7 +249,7 @@ export async function startGateway(
     fileQuota: createFileQuota(fileQuotaStore),
     spoolDir,
     streams,
-    cache: createResponseCacheFromConfig(config, { redis, log, metrics, secret: secrets.keyHashSecret, tenantOf: budgets.tenantOf }),
+    cache: responseCache,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({
@@ -301,6 +302,7 @@ export async function startGateway(
           reloader,
         )
   const app = buildApp({
+    responseCache,
     config,
     runtime,
     reloader,

@@ -248,3 +248,8 @@ export const ConfigInForce = z.object({
   plans_hash: z.string().nullable(),
   loaded_at: iso,
 })
+
+/** DELETE /admin/cache (docs/cache.md). */
+export const CachePurge = z
+  .object({ object: z.literal('response_cache.purge'), deleted: z.int() })
+  .meta({ description: 'How many cached replies were removed.' })

@@ -13,7 +13,7 @@ export function assembled(endpoint: CachedEndpoint, contentType: string, bytes: 
   if (contentType.startsWith('text/event-stream')) return fromStream(endpoint, bytes)
   try {
     const body: unknown = JSON.parse(bytes.toString('utf8'))
-    return isObject(body) && !('error' in body) ? body : undefined
+    return isObject(body) && (body.error === undefined || body.error === null) ? body : undefined
   } catch {
     return undefined
   }
@@ -41,7 +41,7 @@ function fromStream(endpoint: CachedEndpoint, bytes: Buffer): Json | undefined {
     const completed = datas.find((d) => d.type === 'response.completed')
     return isObject(completed?.response) ? completed.response : undefined
   }
-  if (!done || datas.length === 0 || datas.some((d) => 'error' in d)) return undefined
+  if (!done || datas.length === 0 || datas.some((d) => d.error !== undefined && d.error !== null)) return undefined
   return endpoint === 'chat.completions' ? chatOf(datas) : endpoint === 'completions' ? completionOf(datas) : undefined
 }
 

@@ -2,7 +2,7 @@
 // hits and misses, replay in the shape asked (JSON <-> stream), embeddings and the
 // Responses API, Cache-Control, hits free against limits and marked in usage, and two
 // owners that send the same body never seeing each other's replies.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { testNamespace } from '../helpers/redis.ts'
@@ -11,7 +11,7 @@ import { admin, metric, onSharedRedis, startCacheGateway, type StoreKind } from 
 const MODEL = 'Llama-3.3-70B-Instruct'
 const EMBED = 'text-embedding-bge-m3'
 
-async function suite(t: Tap.Test, store: StoreKind, gw: RunningTollgate): Promise<void> {
+async function suite(t: Test, store: StoreKind, gw: RunningTollgate): Promise<void> {
   const alice = await gw.createKey({ tier: 'Standard4000', owner: `alice-${store}` })
   const bob = await gw.createKey({ tier: 'Standard4000', owner: `bob-${store}` })
   const a = sdkClient(gw, alice.key)

@@ -467,6 +467,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
           cacheWriteTokens: 0,
           cacheReadCostNanos: 0,
           cacheWriteCostNanos: 0,
+          cachedRequests: 0,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

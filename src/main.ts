@@ -236,7 +236,7 @@ export async function startGateway(
   metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
   // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
   const breaker = new CircuitBreaker()
-  const responseCache = createResponseCacheFromConfig(config, { redis, log, metrics, secret: secrets.keyHashSecret, tenantOf: budgets.tenantOf })
+  const responseCache = createResponseCacheFromConfig(config, { redis, log, metrics, budgets, secrets })
   const corridor = createCorridor({
     config,
     runtime,

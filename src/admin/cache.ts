@@ -11,7 +11,12 @@ import { parseQuery } from '../http/query.ts'
 import { sendAdmin } from './http.ts'
 
 export const purgeCacheQuery = z.strictObject({
-  tenant: z.string().min(1).max(200).optional().meta({ description: "A tenant's entries (an owner in no tenant is its own)." }),
+  tenant: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .meta({ description: "A tenant's entries (an owner in no tenant is its own)." }),
   key_id: z.string().min(1).max(200).optional().meta({ description: 'The entries stored by one key.' }),
   model: z.string().min(1).max(256).optional().meta({ description: "One model's entries." }),
 })

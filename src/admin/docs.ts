@@ -171,7 +171,7 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
     path: '/admin/cache',
     operationId: 'purgeResponseCache',
     tag: CONFIG_TAG,
-    summary: "Empty the response cache, of a tenant, a key or a model",
+    summary: 'Empty the response cache, of a tenant, a key or a model',
     description:
       'Removes the cached replies that match every filter given (none: all of them), on every instance that shares the store; the next identical call goes upstream again. ' +
       'Recorded in the audit log (docs/cache.md).',

@@ -41,7 +41,9 @@ const totals = {
   cache_write_cost: z
     .number()
     .meta({ description: 'Of cost, what the cache writes cost (at cache_write_multiplier).' }),
-  cached_requests: z.int().meta({ description: "Of requests, those the gateway's response cache answered (docs/cache.md)." }),
+  cached_requests: z
+    .int()
+    .meta({ description: "Of requests, those the gateway's response cache answered (docs/cache.md)." }),
 }
 
 export const BudgetStatus = z

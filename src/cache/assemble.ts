@@ -60,7 +60,13 @@ function chatOf(chunks: readonly Json[]): Json | undefined {
     if (isObject(chunk.usage)) usage = chunk.usage
     for (const c of Array.isArray(chunk.choices) ? chunk.choices : []) {
       if (!isObject(c) || typeof c.index !== 'number') return undefined
-      const so = choices.get(c.index) ?? { role: 'assistant', content: null, refusal: null, toolCalls: [], finish: null }
+      const so = choices.get(c.index) ?? {
+        role: 'assistant',
+        content: null,
+        refusal: null,
+        toolCalls: [],
+        finish: null,
+      }
       choices.set(c.index, so)
       const delta = isObject(c.delta) ? c.delta : {}
       if (typeof delta.role === 'string') so.role = delta.role

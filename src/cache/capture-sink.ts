@@ -46,8 +46,7 @@ export function captureSink(inner: ReplySink, maxBytes: number, ended: (captured
     end(chunk) {
       keep(chunk)
       const result = chunk === undefined ? inner.end() : inner.end(chunk)
-      if (!spoiled && !inner.destroyed)
-        ended({ status: inner.statusCode, contentType, bytes: Buffer.concat(chunks) })
+      if (!spoiled && !inner.destroyed) ended({ status: inner.statusCode, contentType, bytes: Buffer.concat(chunks) })
       spoiled = true
       return result
     },

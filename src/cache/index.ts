@@ -7,6 +7,7 @@
 // can name, let alone open, another's.
 import { randomBytes } from 'node:crypto'
 import { NO_USAGE, type Usage } from '../backends/port.ts'
+import type { BudgetBook } from '../budgets/book.ts'
 import type { Config } from '../config/schema.ts'
 import type { Meter } from '../keys/meter.ts'
 import { callCost } from '../keys/money.ts'
@@ -38,11 +39,14 @@ export interface StepDeps {
   readonly meter: Meter
 }
 
-/** A hit: answered, the call is over. A miss: the call goes on with this exchange. */
-export type StepResult = { readonly served: CallResult } | { readonly exchange: Exchange }
+/** A hit: `served`, the call is over. Otherwise the call goes on with `exchange` (a miss: its reply kept as it flows). */
+export interface StepResult {
+  readonly served?: CallResult
+  readonly exchange: Exchange
+}
 
 export interface ResponseCache {
-  /** The corridor's step: undefined when the cache has nothing to do with the call. */
+  /** The corridor's step, after intake and before admission: undefined when the cache has nothing to do with the call. */
   step(call: PreparedCall, exchange: Exchange, deps: StepDeps): Promise<StepResult | undefined>
   /** DELETE /admin/cache: removes the matching entries; resolves with how many. */
   purge(filter: PurgeFilter): Promise<number>
@@ -62,10 +66,10 @@ export interface ResponseCacheParts {
   readonly redis?: RedisConnection | undefined
   readonly log: Logger
   readonly metrics?: Pick<Metrics, 'registry'>
-  /** The secret entries are keyed and sealed under (the key-hash secret). */
-  readonly secret: string | undefined
-  /** An owner's tenant, when it is in one (budgets/book.ts). */
-  readonly tenantOf?: (owner: string) => string | undefined
+  /** Entries are keyed and sealed under the key-hash secret. */
+  readonly secrets: { readonly keyHashSecret: string | undefined }
+  /** Which tenant an owner is in, when it is in one (budgets/book.ts reads the accounts). */
+  readonly budgets?: Pick<BudgetBook, 'tenantOf'>
 }
 
 export const CACHE_HEADER = 'x-tollgate-cache'
@@ -78,7 +82,7 @@ export function createResponseCacheFromConfig(config: Config, parts: ResponseCac
       ? createMemoryCacheStore(bounds)
       : createRedisCacheStore(parts.redis, config.store.keyPrefix, bounds)
   // Without a configured secret (embedded, first boot), one per process: the memory store dies with it anyway.
-  const secret = parts.secret ?? randomBytes(32).toString('base64url')
+  const secret = parts.secrets.keyHashSecret ?? randomBytes(32).toString('base64url')
   return createResponseCache({
     store,
     secret,
@@ -86,7 +90,7 @@ export function createResponseCacheFromConfig(config: Config, parts: ResponseCac
     log: parts.log,
     metrics: cacheMetrics(parts.metrics?.registry, () => store.bytes()),
     maxEntryBytes: bounds.maxEntryBytes,
-    tenantOf: parts.tenantOf ?? (() => undefined),
+    tenantOf: (owner) => parts.budgets?.tenantOf(owner),
   })
 }
 
@@ -125,7 +129,7 @@ export function createResponseCache(d: CacheDeps): ResponseCache {
           (ask.maxAgeSeconds === undefined || Date.now() - entry.storedAt <= ask.maxAgeSeconds * 1000)
         if (fresh) {
           d.metrics.lookups.inc({ result: 'hit', endpoint })
-          return { served: await serve(call, exchange, deps, endpoint, rule, entry) }
+          return { served: await serve(call, exchange, deps, endpoint, rule, entry), exchange }
         }
       }
       d.metrics.lookups.inc({ result: ask.read ? 'miss' : 'bypass', endpoint })

@@ -28,7 +28,10 @@ export const IGNORED_FIELDS: readonly Exemption[] = [
   },
   { field: 'user', why: 'an end-user label for the provider’s abuse monitoring; the answer does not depend on it' },
   { field: 'safety_identifier', why: 'the successor of `user`: a label for abuse monitoring' },
-  { field: 'prompt_cache_key', why: 'a routing hint for the provider’s prompt cache; the answer does not depend on it' },
+  {
+    field: 'prompt_cache_key',
+    why: 'a routing hint for the provider’s prompt cache; the answer does not depend on it',
+  },
   { field: 'metadata', why: 'tags kept with a stored object, for the caller’s own filtering' },
   {
     field: 'store',

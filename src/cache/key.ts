@@ -17,7 +17,12 @@ export interface KeyParts {
 
 export function cacheKey(secret: string | Buffer, parts: KeyParts): string {
   const mac = createHmac('sha256', secret)
-  for (const part of [parts.scope, parts.endpoint, parts.model, canonicalJson(answerFields(parts.endpoint, parts.body))]) {
+  for (const part of [
+    parts.scope,
+    parts.endpoint,
+    parts.model,
+    canonicalJson(answerFields(parts.endpoint, parts.body)),
+  ]) {
     mac.update(`${Buffer.byteLength(part)}:`)
     mac.update(part)
   }

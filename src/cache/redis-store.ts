@@ -80,16 +80,21 @@ export function createRedisCacheStore(
       const size = value.length + ENTRY_OVERHEAD_BYTES
       const reply = await withRedis(redis, async () => {
         const [result] = await Promise.all([
-          runScript(redis, PUT, [x, m, b, `${ns}e:${key}`], [
-            ns,
-            key,
-            value,
-            Math.max(1, Math.round(ttlMs)),
-            Date.now(),
-            bounds.scopeMaxBytes,
-            size,
-            encodeLabels(labels),
-          ]),
+          runScript(
+            redis,
+            PUT,
+            [x, m, b, `${ns}e:${key}`],
+            [
+              ns,
+              key,
+              value,
+              Math.max(1, Math.round(ttlMs)),
+              Date.now(),
+              bounds.scopeMaxBytes,
+              size,
+              encodeLabels(labels),
+            ],
+          ),
           redis.sadd(scopes, scope),
         ])
         return result as [number, number]

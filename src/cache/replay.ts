@@ -14,9 +14,7 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
 export function refreshed(endpoint: CachedEndpoint, reply: Json, nowSeconds: number): Json {
   if (endpoint === 'embeddings') return reply
   const id = typeof reply.id === 'string' ? freshId(reply.id) : reply.id
-  return endpoint === 'responses'
-    ? { ...reply, id, created_at: nowSeconds }
-    : { ...reply, id, created: nowSeconds }
+  return endpoint === 'responses' ? { ...reply, id, created_at: nowSeconds } : { ...reply, id, created: nowSeconds }
 }
 
 /** Same prefix (`chatcmpl-`, `cmpl-`, `resp_`), new random part. */

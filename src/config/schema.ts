@@ -303,7 +303,11 @@ const responseCacheRule = {
   /** Replies of this tier (model) are cached and served from the cache. */
   enabled: z.boolean(),
   /** How long a stored reply is served. */
-  ttlSeconds: z.number().int().min(1).max(30 * 86_400),
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86_400),
   /** Also cache calls that sample (temperature above 0, or unset for the endpoints whose default samples). */
   sampled: z.boolean(),
   /** The share of the reply's price charged for a hit (0: free). */

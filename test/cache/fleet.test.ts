@@ -29,7 +29,9 @@ t.test('a flood of distinct bodies stays within the caps', async (t) => {
       let peak = 0
       for (let round = 0; round < 8; round++) {
         await Promise.all(
-          Array.from({ length: 10 }, (_, i) => c.chat.completions.create(ask(`flood ${round} ${i} ${'x'.repeat(200)}`))),
+          Array.from({ length: 10 }, (_, i) =>
+            c.chat.completions.create(ask(`flood ${round} ${i} ${'x'.repeat(200)}`)),
+          ),
         )
         const held = store === 'redis' ? await bytesOnRedis() : await metric(gw, 'tollgate_response_cache_bytes')
         peak = Math.max(peak, held)

@@ -21,7 +21,11 @@ const labels = (over: Partial<EntryLabels> = {}): EntryLabels => ({
 })
 const SCOPE_CAP = 20 * (1000 + ENTRY_OVERHEAD_BYTES)
 
-async function contract(t: Test, store: ResponseCacheStore, scopeBytes: (scope: string) => Promise<number>): Promise<void> {
+async function contract(
+  t: Test,
+  store: ResponseCacheStore,
+  scopeBytes: (scope: string) => Promise<number>,
+): Promise<void> {
   await t.test('a flood of distinct entries never takes a scope over its cap', async (t) => {
     let evicted = 0
     for (let i = 0; i < 200; i++) {
@@ -37,7 +41,12 @@ async function contract(t: Test, store: ResponseCacheStore, scopeBytes: (scope: 
   await t.test('scopes are apart, and an expired entry is gone', async (t) => {
     t.equal(await store.get('o:bob', 'k199'), undefined, "another scope's key names nothing")
     await store.put('o:bob', 'short', Buffer.from('x'), 1, labels({ owner: 'bob' }))
-    const gone = await pollUntil(() => store.get('o:bob', 'short'), (v) => v === undefined, 100, 2)
+    const gone = await pollUntil(
+      () => store.get('o:bob', 'short'),
+      (v) => v === undefined,
+      100,
+      2,
+    )
     t.ok(gone.met, 'gone once its 1 ms TTL passed')
   })
   await t.test('purge by tenant, key and model', async (t) => {
@@ -75,7 +84,12 @@ t.test('redis store', async (t) => {
 })
 
 t.test('keys and seals', async (t) => {
-  const parts = { scope: 'o:alice', endpoint: 'chat.completions' as const, model: 'm', body: { b: 1, a: [{ y: 2, x: 1 }] } }
+  const parts = {
+    scope: 'o:alice',
+    endpoint: 'chat.completions' as const,
+    model: 'm',
+    body: { b: 1, a: [{ y: 2, x: 1 }] },
+  }
   t.equal(canonicalJson({ b: 1, a: [{ y: 2, x: 1 }] }), '{"a":[{"x":1,"y":2}],"b":1}')
   const key = cacheKey('secret', parts)
   t.equal(cacheKey('secret', { ...parts, body: { a: [{ x: 1, y: 2 }], b: 1, stream: true, user: 'u' } }), key)

@@ -163,3 +163,21 @@ for (const store of ['embedded', 'redis'] as const) {
     await suite(t, store, gw)
   })
 }
+
+t.test('the Anthropic Messages API walks the same corridor: a hit in its shape, JSON and stream', async (t) => {
+  const { default: Anthropic } = await import('@anthropic-ai/sdk')
+  const gw = await startCacheGateway({ store: 'embedded' })
+  t.teardown(() => gw.stop())
+  const { key } = await gw.createKey({ tier: 'Standard4000', owner: 'claude-user' })
+  const sdk = new Anthropic({ baseURL: gw.url, apiKey: key, maxRetries: 0 })
+  const body = { model: MODEL, max_tokens: 50, temperature: 0, messages: [{ role: 'user' as const, content: 'hi' }] }
+  const first = await sdk.messages.create(body).withResponse()
+  t.equal(first.response.headers.get('x-tollgate-cache'), 'miss')
+  const second = await sdk.messages.create(body).withResponse()
+  t.equal(second.response.headers.get('x-tollgate-cache'), 'hit')
+  t.same(second.data.content, first.data.content)
+  t.equal(second.data.type, 'message')
+  const stream = sdk.messages.stream(body)
+  const final = await stream.finalMessage()
+  t.same(final.content, first.data.content, 'replayed as Anthropic events')
+})

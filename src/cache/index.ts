@@ -225,8 +225,9 @@ async function serve(
   sink.setHeader(CACHE_HEADER, 'hit')
   sink.setHeader('x-tollgate-cache-age', String(Math.max(0, Math.floor((now - entry.storedAt) / 1000))))
   if (typeof entry.reply.id === 'string') sink.setHeader('x-tollgate-cache-origin-id', entry.reply.id)
-  await showLimits(sink, deps.limiter, principal.keyId, resolved)
   const full = callCost(resolved.limits, resolved.model, entry.usage).totalNanos
+  // Metered before the reply goes out (as the relay does), the limits read meanwhile.
+  const shown = showLimits(sink, deps.limiter, principal.keyId, resolved)
   await deps.meter.record({
     keyId: principal.keyId,
     owner: principal.owner,
@@ -237,6 +238,7 @@ async function serve(
     costNanos: Math.round(full * rule.chargeShare),
     cachedRequests: 1,
   })
+  await shown
   exchange.notes.backend = 'cache'
   exchange.notes.usage = NO_USAGE
   exchange.notes.stream = ask.stream

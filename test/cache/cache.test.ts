@@ -134,6 +134,32 @@ async function suite(t: Test, store: StoreKind, gw: RunningTollgate): Promise<vo
     t.not(fromB.data.id, fromA.data.id)
   })
 
+  await t.test("a cached reply naming alice's file is never served to bob, whatever he sends", async (t) => {
+    const file = await a.files.create({ file: new File(['notes'], 'notes.txt'), purpose: 'user_data' })
+    const body = {
+      model: MODEL,
+      temperature: 0,
+      messages: [
+        {
+          role: 'user' as const,
+          content: [
+            { type: 'text' as const, text: 'summarise' },
+            { type: 'file' as const, file: { file_id: file.id } },
+          ],
+        },
+      ],
+    }
+    await a.chat.completions.create(body)
+    const hit = await a.chat.completions.create(body).withResponse()
+    t.equal(hit.response.headers.get('x-tollgate-cache'), 'hit')
+    for (const headers of [{}, { 'cache-control': 'max-age=999999' }]) {
+      const refused = await b.chat.completions
+        .create({ ...body, user: `alice-${store}` }, { headers })
+        .catch((e: unknown) => e)
+      t.match(refused, { status: 404 }, "bob is refused at intake: alice's file is not his to name")
+    }
+  })
+
   await t.test('a hit is free against the limits and marked in usage', async (t) => {
     const carol = await gw.createKey({ tier: 'Standard4000', owner: `carol-${store}` })
     const c = sdkClient(gw, carol.key)

@@ -3,6 +3,7 @@
 // DELETE /admin/cache, and the key scope keeps one owner's keys apart.
 import t from 'tap'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { testNamespace } from '../helpers/redis.ts'
 import { admin, metric, onSharedRedis, startCacheGateway } from './helpers.ts'
 
@@ -89,4 +90,52 @@ t.test('the key scope keeps even the keys of one owner apart', async (t) => {
   const otherKey = await sdkClient(gw, two.key).chat.completions.create(body).withResponse()
   t.equal(hit.response.headers.get('x-tollgate-cache'), 'hit')
   t.equal(otherKey.response.headers.get('x-tollgate-cache'), 'miss', 'the key scope keeps even one owner’s keys apart')
+})
+
+t.test('the tenant scope: owners of one tenant share a reply, another tenant never sees it', async (t) => {
+  const gw = await startCacheGateway({ store: 'embedded', cache: { scope: 'tenant' } })
+  t.teardown(() => gw.stop())
+  const call = async (method: string, path: string, body: unknown): Promise<void> => {
+    const res = await fetch(`${gw.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    })
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
+  }
+  for (const [username, tenant] of [
+    ['ann', 'acme'],
+    ['art', 'acme'],
+    ['eve', 'globex'],
+  ])
+    await call('POST', '/admin/users', { username, password: 'a long enough password 1', tenant })
+  // The accounts' tenants are read while a tenant budget is set (budgets/book.ts).
+  await call('PUT', '/admin/budgets/tenant/acme', { amount: 1000, period: 'month' })
+  const client = async (owner: string) => sdkClient(gw, (await gw.createKey({ tier: 'Standard4000', owner })).key)
+  const [ann, art, eve] = [await client('ann'), await client('art'), await client('eve')]
+  // Until the accounts are read (a second at most) an owner is in no tenant: poll a probe until it is shared.
+  const probe = ask('a probe')
+  const known = await pollUntil(
+    async () => {
+      await ann.chat.completions.create(probe)
+      return (await art.chat.completions.create(probe).withResponse()).response.headers.get('x-tollgate-cache')
+    },
+    (v) => v === 'hit',
+    100,
+    100,
+  )
+  t.ok(known.met, 'the tenants are known')
+  const body = ask('the team question')
+  const first = await ann.chat.completions.create(body)
+  const shared = await art.chat.completions.create(body).withResponse()
+  t.equal(shared.response.headers.get('x-tollgate-cache'), 'hit')
+  t.equal(shared.response.headers.get('x-tollgate-cache-origin-id'), first.id, "art, in ann's tenant, gets ann's reply")
+  const outside = await eve.chat.completions.create(body).withResponse()
+  t.equal(outside.response.headers.get('x-tollgate-cache'), 'miss', 'eve, in another tenant, does not')
+  const purged = (await admin(gw, 'DELETE', '/admin/cache?tenant=acme')) as { deleted: number }
+  t.ok(purged.deleted >= 2, `the tenant's entries purged (${purged.deleted})`)
+  const again = await art.chat.completions.create(body).withResponse()
+  t.equal(again.response.headers.get('x-tollgate-cache'), 'miss')
+  const eves = await eve.chat.completions.create(body).withResponse()
+  t.equal(eves.response.headers.get('x-tollgate-cache'), 'hit', "another tenant's entries stay")
 })

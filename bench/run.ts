@@ -5,6 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { benchAdmission } from './admission.ts'
 import { benchBodyIds } from './body-ids.ts'
+import { benchCache } from './cache.ts'
 import { benchCapacity } from './capacity.ts'
 import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
@@ -40,6 +41,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   queue: benchQueue,
   stall: benchStall,
   'body-ids': benchBodyIds,
+  cache: benchCache,
   'vector-store': benchVectorStore,
   'idle-connections': benchIdleConnections,
   'stalled-stream': benchStalledStream,

@@ -6,6 +6,7 @@ import type { CircuitBreaker } from './proxy/circuit-breaker.ts'
 import { registerTokenRoutes } from './jwt/routes.ts'
 import type { TokenService } from './jwt/service.ts'
 import { registerAdminRoutes } from './admin/routes.ts'
+import type { ResponseCache } from './cache/index.ts'
 import type { BudgetBook } from './budgets/book.ts'
 import { auditedRouter } from './audit/audited-routes.ts'
 import type { AuditLog } from './audit/log.ts'
@@ -99,6 +100,8 @@ export interface AppDeps {
   readonly webhooks?: Webhooks
   /** Every change made through /admin (and so the CLI) and /portal is recorded here (audit/). */
   readonly audit: AuditLog
+  /** The response cache (src/cache/): DELETE /admin/cache empties it. */
+  readonly responseCache?: Pick<ResponseCache, 'purge'>
   /** Traces (observability/tracing.ts); absent: none. */
   readonly tracing?: Tracing
 }

@@ -29,6 +29,7 @@ import { clientAddress } from './http/client-address.ts'
 import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
+import { createResponseCacheFromConfig } from './cache/index.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
@@ -248,6 +249,7 @@ export async function startGateway(
   metrics.setCapacitySource(() => capacityReadings(runtime.current.capacity, runtime.current.config.models)())
   // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
   const breaker = new CircuitBreaker()
+  const responseCache = createResponseCacheFromConfig(config, { redis, log, metrics, budgets, secrets })
   const corridor = createCorridor({
     config,
     runtime,
@@ -260,6 +262,7 @@ export async function startGateway(
     fileQuota: createFileQuota(fileQuotaStore),
     spoolDir,
     streams,
+    cache: responseCache,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({
@@ -312,6 +315,7 @@ export async function startGateway(
           reloader,
         )
   const app = buildApp({
+    responseCache,
     config,
     runtime,
     reloader: overrides.worker?.adminReloader(reloader) ?? reloader,

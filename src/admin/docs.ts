@@ -11,12 +11,14 @@ import {
   ConfigReloadList,
   BudgetList,
   BudgetStatus,
+  CachePurge,
   KeyUsage,
   OutputReservationList,
   TierList,
   Usage,
 } from '../api/admin.ts'
 import { setBudgetSchema } from './budgets.ts'
+import { purgeCacheQuery } from './cache.ts'
 import { createKeySchema, rotateKeySchema, updateKeySchema } from '../keys/service.ts'
 import type { OperationDoc } from '../openapi/operation.ts'
 import { listKeysQuery } from './keys.ts'
@@ -178,6 +180,19 @@ export const ADMIN_OPERATIONS: readonly OperationDoc[] = [
         schema: ConfigReload.or(ConfigReloadList),
       },
     },
+  },
+  {
+    ...admin,
+    method: 'delete',
+    path: '/admin/cache',
+    operationId: 'purgeResponseCache',
+    tag: CONFIG_TAG,
+    summary: 'Empty the response cache, of a tenant, a key or a model',
+    description:
+      'Removes the cached replies that match every filter given (none: all of them), on every instance that shares the store; the next identical call goes upstream again. ' +
+      'Recorded in the audit log (docs/cache.md).',
+    query: purgeCacheQuery,
+    responses: { 200: { description: 'OK', schema: CachePurge } },
   },
   {
     ...admin,

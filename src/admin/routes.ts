@@ -18,8 +18,10 @@ import type { Stores } from '../store/ports.ts'
 import type { Router } from '../http/router.ts'
 import type { BudgetBook } from '../budgets/book.ts'
 import type { Limiter } from '../limits/port.ts'
+import type { ResponseCache } from '../cache/index.ts'
 import { registerBackendRoutes } from './backends.ts'
 import { registerBudgetRoutes } from './budgets.ts'
+import { registerCacheRoutes } from './cache.ts'
 import { registerKeyRoutes } from './keys.ts'
 import { registerQueueAdminRoutes } from './queue.ts'
 import { registerReloadRoutes } from './reload.ts'
@@ -64,6 +66,8 @@ export interface AdminDeps {
   readonly limiter?: Pick<Limiter, 'budgetStatus' | 'budgetStatusOf' | 'outputReservation'>
   /** The audit log (/admin/audit reads it; the routes that change state are recorded by the seam app.ts registers them through). */
   readonly audit: AuditLog
+  /** The response cache (DELETE /admin/cache empties it; absent: nothing to empty). */
+  readonly responseCache?: Pick<ResponseCache, 'purge'>
 }
 
 export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
@@ -78,4 +82,5 @@ export function registerAdminRoutes(router: Router, deps: AdminDeps): void {
   registerBudgetRoutes(router, deps)
   registerAuditRoute(router, deps)
   registerReservationRoutes(router, deps)
+  registerCacheRoutes(router, deps)
 }

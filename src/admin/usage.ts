@@ -48,6 +48,8 @@ export interface Totals {
   /** Parts of cost: what the cache reads and writes cost at their multipliers (keys/cache-prices.ts). */
   cache_read_cost: number
   cache_write_cost: number
+  /** Of requests, those the response cache answered (src/cache/). */
+  cached_requests: number
 }
 
 interface Sums {
@@ -59,6 +61,7 @@ interface Sums {
   cacheWriteTokens: number
   cacheReadCostNanos: number
   cacheWriteCostNanos: number
+  cachedRequests: number
 }
 
 const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = {
@@ -101,6 +104,7 @@ function zero(): Sums {
     cacheWriteTokens: 0,
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
+    cachedRequests: 0,
   }
 }
 
@@ -113,6 +117,7 @@ function add(into: Sums, row: UsageRecord): void {
   into.cacheWriteTokens += row.cacheWriteTokens ?? 0
   into.cacheReadCostNanos += row.cacheReadCostNanos ?? 0
   into.cacheWriteCostNanos += row.cacheWriteCostNanos ?? 0
+  into.cachedRequests += row.cachedRequests ?? 0
 }
 
 function totalsOf(sums: Sums): Totals {
@@ -125,6 +130,7 @@ function totalsOf(sums: Sums): Totals {
     cache_write_tokens: sums.cacheWriteTokens,
     cache_read_cost: toUnits(sums.cacheReadCostNanos),
     cache_write_cost: toUnits(sums.cacheWriteCostNanos),
+    cached_requests: sums.cachedRequests,
   }
 }
 

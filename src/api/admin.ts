@@ -44,6 +44,9 @@ const totals = {
   cache_write_cost: z
     .number()
     .meta({ description: 'Of cost, what the cache writes cost (at cache_write_multiplier).' }),
+  cached_requests: z
+    .int()
+    .meta({ description: "Of requests, those the gateway's response cache answered (docs/cache.md)." }),
 }
 
 export const BudgetStatus = z
@@ -278,3 +281,7 @@ export const OutputReservationList = z.object({
     }),
   ),
 })
+/** DELETE /admin/cache (docs/cache.md). */
+export const CachePurge = z
+  .object({ object: z.literal('response_cache.purge'), deleted: z.int() })
+  .meta({ description: 'How many cached replies were removed.' })

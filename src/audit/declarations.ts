@@ -76,6 +76,13 @@ export const AUDITED_ROUTES: readonly AuditedRoute[] = [
     id: { param: 'delivery' },
   },
   { method: 'POST', path: '/admin/reload', action: 'config.reload', subject: 'config', id: { fixed: 'config' } },
+  {
+    method: 'DELETE',
+    path: '/admin/cache',
+    action: 'response_cache.purge',
+    subject: 'response_cache',
+    id: { fixed: 'response_cache' },
+  },
   // The portal.
   {
     method: 'POST',

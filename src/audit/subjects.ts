@@ -167,6 +167,8 @@ export function auditSubjects(deps: SubjectDeps): Readonly<Record<string, AuditS
         return delivery == null ? null : pick({ ...deliveryView(delivery) }, WEBHOOK_DELIVERY_FIELDS)
       },
     },
+    // Sealed replies: nothing of them is shown; the record says a purge happened, and when.
+    response_cache: { type: 'response_cache', load: async () => null },
     config: {
       type: 'config',
       async load() {

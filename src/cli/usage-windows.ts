@@ -34,9 +34,10 @@ export function usageWindows(from: string | undefined, to: string | undefined, n
 type Row = Record<string, unknown>
 
 const COUNTS = ['requests', 'input_tokens', 'output_tokens'] as const
-// The prompt cache's parts of input and cost: summed only where a reply has them, so the
-// merged reply of a gateway from before them keeps that gateway's shape.
-const CACHE_COUNTS = ['cache_read_tokens', 'cache_write_tokens'] as const
+// The prompt cache's parts of input and cost, and the calls the response cache answered:
+// summed only where a reply has them, so the merged reply of a gateway from before them
+// keeps that gateway's shape.
+const CACHE_COUNTS = ['cache_read_tokens', 'cache_write_tokens', 'cached_requests'] as const
 const CACHE_COSTS = ['cache_read_cost', 'cache_write_cost'] as const
 
 const num = (value: unknown): number => (typeof value === 'number' ? value : 0)

@@ -355,6 +355,33 @@ export const outputReservationSchema = z
     'floor must not exceed ceiling',
   )
 export type OutputReservationConfig = z.infer<typeof outputReservationSchema>
+/** Who shares a cached reply (docs/cache.md): the key's tenant, its owner, or the key alone. */
+export const CACHE_SCOPES = ['tenant', 'owner', 'key'] as const
+const responseCacheRule = {
+  /** Replies of this tier (model) are cached and served from the cache. */
+  enabled: z.boolean(),
+  /** How long a stored reply is served. */
+  ttlSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(30 * 86_400),
+  /** Also cache calls that sample (temperature above 0, or unset for the endpoints whose default samples). */
+  sampled: z.boolean(),
+  /** The share of the reply's price charged for a hit (0: free). */
+  chargeShare: z.number().min(0).max(1),
+  scope: z.enum(CACHE_SCOPES),
+}
+/** A tier's response cache (docs/cache.md), with per-model overrides; off when unset. */
+export const tierCacheSchema = z.strictObject({
+  enabled: responseCacheRule.enabled.default(false),
+  ttlSeconds: responseCacheRule.ttlSeconds.default(3600),
+  sampled: responseCacheRule.sampled.default(false),
+  chargeShare: responseCacheRule.chargeShare.default(0),
+  scope: responseCacheRule.scope.default('owner'),
+  models: z.record(z.string(), z.strictObject(responseCacheRule).partial()).default({}),
+})
+export type TierCacheConfig = z.infer<typeof tierCacheSchema>
 
 const tier = z.strictObject({
   description: z.string().optional(),
@@ -377,6 +404,8 @@ const tier = z.strictObject({
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),
+  /** The response cache for this tier's keys (docs/cache.md). */
+  cache: tierCacheSchema.optional(),
 })
 export type TierConfig = z.infer<typeof tier>
 
@@ -916,6 +945,17 @@ export const configSchema = z
       .prefault({}),
     /** Path of the plans file, relative to this file; or the plans inline. */
     plans: z.union([z.string().min(1), plansSchema]),
+    /** Where the response cache keeps replies, and how much (docs/cache.md); what is cached is a tier's `cache`. */
+    responseCache: z
+      .strictObject({
+        /** The embedded store's bound on all cached replies (least recently used go first). */
+        maxBytes: positiveInt.default(64 * 1024 * 1024),
+        /** The bound per scope (tenant, owner or key), on either store. */
+        scopeMaxBytes: positiveInt.default(8 * 1024 * 1024),
+        /** A reply larger than this is not cached. */
+        maxEntryBytes: positiveInt.default(1024 * 1024),
+      })
+      .prefault({}),
   })
   .superRefine((cfg, ctx) => {
     const seen = new Set<string>()

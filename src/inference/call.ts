@@ -3,6 +3,7 @@
 // the corridor's steps (intake.ts, reply.ts, outcome.ts) share them without importing
 // one another.
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
+import type { ResponseCache } from '../cache/index.ts'
 import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config, ServiceClass } from '../config/schema.ts'
@@ -44,6 +45,8 @@ export interface InferenceDeps {
   readonly spoolDir: string
   /** Journals live streams as they flow, so a crash still charges them (keys/stream-journal.ts). */
   readonly streams?: StreamJournalService
+  /** Replies served again for the same call in the same scope (src/cache/); absent: none. */
+  readonly cache?: ResponseCache
 }
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */

@@ -1,7 +1,7 @@
 // The corridor of a proxied call (/v2, /v1, /queue), one step per function below:
 //   enter:   authenticate → scopes → intake (read + validate body → resolve model →
 //            ownership → estimate; intake.ts) → hand the prepared call on
-//   run:     admit (the strategy) → forward, again when the strategy puts an attempt back
+//   run:     cache (a hit ends here) → admit (the strategy) → forward, again when the strategy puts an attempt back
 //   forward: the request each deployment is sent (upstream-request.ts, responses-over-chat/) →
 //            upstream with failover → relay into the exchange (usage tap) → settle (reply.ts)
 // and what each attempt records is written in one place (outcome.ts; its spans: call-spans.ts).
@@ -176,12 +176,14 @@ async function run(
   exchange: Exchange,
   strategy: AdmissionStrategy,
 ): Promise<CallResult> {
+  const cached = (await s.cache?.step(call, exchange, s)) ?? { exchange } // the response cache: src/cache/
+  if (cached.served !== undefined) return cached.served
   const request = admissionRequestOf(call)
   let attempt = 0
   for (let round = 0; ; round++) {
     const admission = await traceAdmission(exchange.trace, call.body, () => strategy.admit(request, round))
     setHeaders(exchange.sink, admission.headers)
-    const result = await forward(s, { call, exchange, admission, strategy, attempt })
+    const result = await forward(s, { call, exchange: cached.exchange, admission, strategy, attempt })
     if (result === PUT_BACK) attempt++
     else if (result !== WAIT_CAPACITY) return result
   }

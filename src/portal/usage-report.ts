@@ -80,6 +80,7 @@ export function usageCsv(
     'cache_write_tokens',
     'cache_read_cost',
     'cache_write_cost',
+    'cached_requests',
   ]
   const sorted = [...rows].sort(
     (a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model),
@@ -93,6 +94,7 @@ export function usageCsv(
       csvCell(r.cacheWriteTokens ?? 0),
       exactAmount(r.cacheReadCostNanos ?? 0),
       exactAmount(r.cacheWriteCostNanos ?? 0),
+      csvCell(r.cachedRequests ?? 0),
     ].join(','),
   )
   return [header.join(','), ...lines].join('\r\n') + '\r\n'

@@ -159,6 +159,10 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE usage ADD COLUMN cache_read_cost_nanos INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE usage ADD COLUMN cache_write_cost_nanos INTEGER NOT NULL DEFAULT 0;
   `,
+  // Of requests, those the response cache answered (src/cache/).
+  `
+  ALTER TABLE usage ADD COLUMN cached_requests INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
 
 function text(row: Row, column: string): string {
@@ -210,8 +214,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
     forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
       INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (key_id, model, day) DO UPDATE SET
         owner = excluded.owner,
         tier = excluded.tier,
@@ -222,7 +226,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
         cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
         cache_read_cost_nanos = cache_read_cost_nanos + excluded.cache_read_cost_nanos,
-        cache_write_cost_nanos = cache_write_cost_nanos + excluded.cache_write_cost_nanos`),
+        cache_write_cost_nanos = cache_write_cost_nanos + excluded.cache_write_cost_nanos,
+        cached_requests = cached_requests + excluded.cached_requests`),
     openStream: db.prepare(`
       INSERT INTO streams (id, instance, key_id, owner, tier, model, at, input_tokens, output_tokens, cost_nanos)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
@@ -236,7 +241,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     purgeRecovered: db.prepare('DELETE FROM streams WHERE recovered_at < ?'),
     queryUsage: db.prepare(`
       SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos FROM usage
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests FROM usage
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
   }
 
@@ -349,6 +354,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
       r.cacheWriteTokens ?? 0,
       r.cacheReadCostNanos ?? 0,
       r.cacheWriteCostNanos ?? 0,
+      r.cachedRequests ?? 0,
     )
   }
   /** A record that settles a stream: its entry goes, and what recovery charged for it is taken off. */
@@ -419,6 +425,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
           cacheWriteTokens: number(row, 'cache_write_tokens'),
           cacheReadCostNanos: number(row, 'cache_read_cost_nanos'),
           cacheWriteCostNanos: number(row, 'cache_write_cost_nanos'),
+          cachedRequests: number(row, 'cached_requests'),
         }))
         .sort(compareUsageRows)
     },
@@ -463,6 +470,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
           cacheWriteTokens: 0,
           cacheReadCostNanos: 0,
           cacheWriteCostNanos: 0,
+          cachedRequests: 0,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

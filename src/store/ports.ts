@@ -80,6 +80,8 @@ export interface UsageRecord {
   readonly cacheWriteTokens?: number
   readonly cacheReadCostNanos?: number
   readonly cacheWriteCostNanos?: number
+  /** Of requests, those the gateway's response cache answered (src/cache/): no upstream call. Absent is 0. */
+  readonly cachedRequests?: number
 }
 
 /** The counters of a usage row, in the order the stores write them. */
@@ -88,6 +90,7 @@ export const CACHE_COUNTERS = [
   'cacheWriteTokens',
   'cacheReadCostNanos',
   'cacheWriteCostNanos',
+  'cachedRequests',
 ] as const
 
 export interface UsageQuery {

@@ -28,6 +28,9 @@ import { isRedisUnavailable, whenReady, type RedisConnection } from './redis-cli
 //                          a call under a tenant budget pays a second script there
 //                          (limits/redis-counters.ts).
 //
+//   <prefix>{rc:<scope>}:  one cache scope's stored replies (cache/redis-store.ts): its entries,
+//                          their index and its byte count, so a store and its evictions are one script.
+//
 //   <prefix>{c:<pool>}:    the capacity of a pool of upstream deployments (capacity/create.ts
 //                          poolsOf: those one call may choose among, so its pick stays one
 //                          script); pools spread over the masters.
@@ -89,6 +92,12 @@ export function userNamespace(prefix: string, user: string): string {
 export function tenantNamespace(prefix: string, tenant: string): string {
   checkPrefix(prefix)
   return `${prefix}{t:${encodeURIComponent(tenant)}}:`
+}
+
+/** `<prefix>{rc:<scope>}:`, the slot of one scope's cached replies (cache/redis-store.ts). */
+export function cacheScopeNamespace(prefix: string, scope: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{rc:${encodeURIComponent(scope)}}:`
 }
 
 /**

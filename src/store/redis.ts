@@ -154,7 +154,7 @@ const SETTLE_STREAM = script(`
 local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local row = KEYS[1]
-if ARGV[16] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
+if ARGV[${12 + CACHE_FIELDS.length}] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
   local requests, input, output, cost = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
   local got = redis.call('HMGET', KEYS[2], 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
   if got[1] then
@@ -164,7 +164,7 @@ if ARGV[16] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
     ${cacheIncrements('row', 'ARGV', 10)}
   end
   redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[3], ARGV[15])
+  redis.call('HDEL', KEYS[3], ARGV[${11 + CACHE_FIELDS.length}])
   redis.call('HINCRBY', row, 'requests', requests)
   redis.call('HINCRBY', row, 'inputTokens', input)
   redis.call('HINCRBY', row, 'outputTokens', output)
@@ -197,12 +197,12 @@ local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local out = {}
 local k = 1
-for i = 0, (#ARGV - 1) / 14 - 1 do
-  local a = 1 + 14 * i
+for i = 0, (#ARGV - 1) / ${10 + CACHE_FIELDS.length} - 1 do
+  local a = 1 + ${10 + CACHE_FIELDS.length} * i
   local row = KEYS[k]
   k = k + 1
   local marker
-  if ARGV[a + 14] ~= '' then
+  if ARGV[a + ${10 + CACHE_FIELDS.length}] ~= '' then
     marker = KEYS[k]
     k = k + 1
   end
@@ -837,6 +837,7 @@ function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unkno
     cacheWriteTokens: 0,
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
+    cachedRequests: 0,
   }
 }
 
@@ -921,5 +922,6 @@ function usageRow(fields: unknown): UsageRecord | null {
     cacheWriteTokens: Number(f.cacheWriteTokens ?? 0),
     cacheReadCostNanos: Number(f.cacheReadCostNanos ?? 0),
     cacheWriteCostNanos: Number(f.cacheWriteCostNanos ?? 0),
+    cachedRequests: Number(f.cachedRequests ?? 0),
   }
 }

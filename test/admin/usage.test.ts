@@ -141,6 +141,7 @@ t.test('per key: rows per model and day, totals, cost from the plan', async (t) 
     cache_write_tokens: 0,
     cache_read_cost: 0,
     cache_write_cost: 0,
+    cached_requests: 0,
   })
 })
 

@@ -19,10 +19,9 @@ function seam(registered: string[], overrides: Partial<AuditSeamDeps> = {}): Rou
   return auditedRouter(router, {
     audit: createAuditLog({ store: openEmbeddedAuditStore(':memory:'), retentionDays: 1 }),
     subjects: Object.fromEntries(
-      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config'].map((type) => [
-        type,
-        subject,
-      ]),
+      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config', 'response_cache'].map(
+        (type) => [type, subject],
+      ),
     ),
     authenticateAdmin: () => undefined,
     portalUser: async () => null,
@@ -136,7 +135,9 @@ t.test('a wrapped change: the reply waits for its record; a failed one records n
   const seamed = auditedRouter(router, {
     audit,
     subjects: Object.fromEntries(
-      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config'].map((type) => [type, thing]),
+      ['key', 'user', 'queue_request', 'budget', 'webhook', 'webhook_delivery', 'config', 'response_cache'].map(
+        (type) => [type, thing],
+      ),
     ),
     authenticateAdmin: (req) => {
       if (req.headers.authorization !== 'Bearer tok') throw new Error('refused')

@@ -51,6 +51,7 @@ t.test('usage report: every day of the range, sums per model and key', async (t)
     cache_write_tokens: 0,
     cache_read_cost: 0,
     cache_write_cost: 0,
+    cached_requests: 0,
   })
   t.same(
     report.byModel.map((r) => [r.model, r.requests]),
@@ -95,19 +96,19 @@ t.test(
     const lines = csv.trimEnd().split('\r\n')
     t.equal(
       lines[0],
-      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost',
+      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost,cached_requests',
     )
-    t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR,0,0,0.00,0.00`)
-    t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR,0,0,0.00,0.00')
+    t.equal(lines[1], `2026-11-20,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.0015,EUR,0,0,0.00,0.00,0`)
+    t.equal(lines[2], '2026-11-20,key_b,plain,"x,y",1,10,5,0.0015,EUR,0,0,0.00,0.00,0')
     t.equal(
       lines[3],
-      `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR,0,0,0.00,0.00`,
+      `2026-11-21,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00000048,EUR,0,0,0.00,0.00,0`,
       'a tiny cost exactly, not 0.00 nor 4.8e-7',
     )
-    t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR,0,0,0.00,0.00`)
+    t.equal(lines[4], `2026-11-22,key_a,"'=HYPERLINK(""evil"")",m,1,10,5,0.00,EUR,0,0,0.00,0.00,0`)
     t.equal(
       lines[5],
-      '2026-11-23,key_b,plain,m,1,10,5,0.0015,EUR,6,3,0.00000018,0.001125',
+      '2026-11-23,key_b,plain,m,1,10,5,0.0015,EUR,6,3,0.00000018,0.001125,0',
       "a prompt cache's reads and writes, their exact costs, after the currency",
     )
   },

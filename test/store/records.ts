@@ -61,6 +61,7 @@ export function makeUsage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     cacheWriteTokens: 0,
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
+    cachedRequests: 0,
     ...overrides,
   }
 }

@@ -1,0 +1,40 @@
+// A reply's cache key: HMAC-SHA-256, under a secret of the gateway's, of the caller's
+// isolation scope, the endpoint, the model and the body canonicalised (object members in
+// code-point order at every depth, the fields that do not change the answer left out:
+// key-fields.ts). The scope comes first and is length-prefixed with the rest, so no body
+// can forge another scope's key; the HMAC keeps a key from revealing a prompt to anyone
+// reading the store.
+import { createHmac } from 'node:crypto'
+import { answerFields, type CachedEndpoint } from './key-fields.ts'
+
+export interface KeyParts {
+  /** `t:<tenant>`, `o:<owner>` or `k:<keyId>` (policy.ts scopeOf). */
+  readonly scope: string
+  readonly endpoint: CachedEndpoint
+  readonly model: string
+  readonly body: Record<string, unknown>
+}
+
+export function cacheKey(secret: string | Buffer, parts: KeyParts): string {
+  const mac = createHmac('sha256', secret)
+  for (const part of [
+    parts.scope,
+    parts.endpoint,
+    parts.model,
+    canonicalJson(answerFields(parts.endpoint, parts.body)),
+  ]) {
+    mac.update(`${Buffer.byteLength(part)}:`)
+    mac.update(part)
+  }
+  return mac.digest('base64url')
+}
+
+/** JSON with object members sorted at every depth: equal values, equal text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
+}

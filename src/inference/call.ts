@@ -8,6 +8,7 @@ import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
+import type { Guardrails } from '../guardrails/create.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
@@ -44,6 +45,8 @@ export interface InferenceDeps {
   readonly spoolDir: string
   /** Journals live streams as they flow, so a crash still charges them (keys/stream-journal.ts). */
   readonly streams?: StreamJournalService
+  /** Checks a prepared call's text under its policy: refuses, masks or flags it (guardrails/). Absent: none. */
+  readonly guardrails?: Guardrails
 }
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */

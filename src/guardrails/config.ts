@@ -11,9 +11,19 @@ export const ACTIONS = ['off', 'flag', 'mask', 'block'] as const
 export type Action = (typeof ACTIONS)[number]
 
 const action = z.enum(ACTIONS)
-const detectorName = z
-  .string()
-  .refine((name) => DETECTORS.has(name), { message: `must be a built-in detector: ${[...DETECTORS.keys()].join(', ')}` })
+/** An action per built-in detector, by its name; a name that is none is refused with the list. */
+const detectorActions = z
+  .record(z.string(), action)
+  .default({})
+  .superRefine((actions, ctx) => {
+    for (const name of Object.keys(actions))
+      if (!DETECTORS.has(name))
+        ctx.addIssue({
+          code: 'custom',
+          message: `not a built-in detector; they are ${[...DETECTORS.keys()].join(', ')}`,
+          path: [name],
+        })
+  })
 
 /** A custom pattern's name is its placeholder's type too ([NAME_1]) and a metrics label. */
 const patternName = z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, 'must be lower case letters, digits and _, at most 40')
@@ -51,7 +61,7 @@ const pattern = z
 export const policySchema = z.strictObject({
   description: z.string().optional(),
   /** An action per built-in detector; unnamed detectors are off. */
-  detectors: z.partialRecord(detectorName, action).default({}),
+  detectors: detectorActions,
   patterns: z.array(pattern).max(100).default([]),
   /** Words or phrases (a project's code name, a customer's name) matched whole, as one detector `denylist`. */
   denylist: z

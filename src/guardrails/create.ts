@@ -108,7 +108,8 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       if (verdict.findings.length === 0) return call
       record(call, ctx, policy.name, verdict)
       if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
-      return call
+      // A masked body is a new one: serialised from its value, never the bytes the client sent.
+      return verdict.body === call.body.value ? call : { ...call, body: { kind: 'json', value: { ...verdict.body } } }
     },
   }
 }

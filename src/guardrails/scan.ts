@@ -7,7 +7,7 @@
 import type { Action } from './config.ts'
 import { merge, type Span } from './detectors.ts'
 import type { CompiledPolicy, Rule } from './policy.ts'
-import { walkTexts } from './text-fields.ts'
+import { walkTexts, withTexts } from './text-fields.ts'
 
 export interface Finding {
   readonly detector: string
@@ -22,6 +22,8 @@ export interface Verdict {
   readonly blocked?: Finding
   /** Placeholders put in, each with the value it stands for (for a reply to be given back its values). */
   readonly masked: ReadonlyMap<string, string>
+  /** The body to send: a masked copy, or the body itself when nothing was masked. */
+  readonly body: Readonly<Record<string, unknown>>
 }
 
 interface Hit extends Span {
@@ -40,10 +42,10 @@ function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
   return hits
 }
 
-/** Checks `body` under `policy`; masks in place unless something blocks. */
-export function scanBody(body: Record<string, unknown>, policy: CompiledPolicy): Verdict {
+/** Checks `body` under `policy`: the verdict, and unless something blocks, the body masked (a copy; `body` is not changed). */
+export function scanBody(body: Readonly<Record<string, unknown>>, policy: CompiledPolicy): Verdict {
   const findings: Finding[] = []
-  const edits: Array<{ replace(text: string): void; text: string; hits: Hit[] }> = []
+  const edits: Array<{ steps: Array<string | number>; text: string; hits: Hit[] }> = []
   let blocked: Finding | undefined
   walkTexts(body, (visit) => {
     if (blocked !== undefined) return
@@ -60,12 +62,14 @@ export function scanBody(body: Record<string, unknown>, policy: CompiledPolicy):
       }
       if (hit.rule.action === 'mask') masks = true
     }
-    if (masks) edits.push({ replace: visit.replace, text: visit.text, hits })
+    if (masks) edits.push({ steps: visit.steps(), text: visit.text, hits })
   })
   const masked = new Map<string, string>()
-  if (blocked !== undefined) return { findings, blocked, masked }
+  if (blocked !== undefined) return { findings, blocked, masked, body }
+  if (edits.length === 0) return { findings, masked, body }
   const byValue = new Map<string, string>()
   const counts = new Map<string, number>()
+  const texts: Array<{ steps: Array<string | number>; text: string }> = []
   for (const edit of edits) {
     let out = ''
     let from = 0
@@ -85,7 +89,7 @@ export function scanBody(body: Record<string, unknown>, policy: CompiledPolicy):
       out += edit.text.slice(from, hit.start) + placeholder
       from = hit.end
     }
-    edit.replace(out + edit.text.slice(from))
+    texts.push({ steps: edit.steps, text: out + edit.text.slice(from) })
   }
-  return { findings, masked }
+  return { findings, masked, body: withTexts(body, texts) }
 }

@@ -60,32 +60,27 @@ const PREFIXES: ReadonlySet<string> = (() => {
   return out
 })()
 
-/** A text found, where (as a `param`: `messages[2].content[0].text`), and how to put another in its place. */
+/** A text found, and where: as a `param` (`messages[2].content[0].text`) and as the steps to it. Read during the visit. */
 export interface TextVisit {
   readonly text: string
   where(): string
-  replace(text: string): void
+  steps(): Array<string | number>
 }
 
 /** Calls `visit` for every text of a JSON body that TEXT_FIELDS lists, in the body's order. */
-export function walkTexts(body: Record<string, unknown>, visit: (v: TextVisit) => void): void {
+export function walkTexts(body: Readonly<Record<string, unknown>>, visit: (v: TextVisit) => void): void {
   const trail: Array<string | number> = []
   const where = (): string => {
     let out = ''
     for (const step of trail) out += typeof step === 'number' ? `[${step}]` : out === '' ? step : `.${step}`
     return out
   }
-  const at = (holder: Record<string, unknown> | unknown[], key: string | number, value: unknown, path: string): void => {
+  const steps = (): Array<string | number> => [...trail]
+  const at = (key: string | number, value: unknown, path: string): void => {
     if (typeof value === 'string') {
       if (!Object.hasOwn(TEXT_FIELDS, path)) return
       trail.push(key)
-      visit({
-        text: value,
-        where,
-        replace: (text) => {
-          ;(holder as Record<string | number, unknown>)[key] = text
-        },
-      })
+      visit({ text: value, where, steps })
       trail.pop()
       return
     }
@@ -98,15 +93,47 @@ export function walkTexts(body: Record<string, unknown>, visit: (v: TextVisit) =
     if (Array.isArray(value)) {
       const items = `${path}[]`
       if (!PREFIXES.has(items)) return
-      for (let i = 0; i < value.length; i++) at(value, i, value[i] as unknown, items)
+      for (let i = 0; i < value.length; i++) at(i, value[i] as unknown, items)
       return
     }
     const record = value as Record<string, unknown>
     for (const name in record) {
       if (!Object.hasOwn(record, name)) continue
       const child = `${path}.${name}`
-      if (PREFIXES.has(child)) at(record, name, record[name], child)
+      if (PREFIXES.has(child)) at(name, record[name], child)
     }
   }
   walk(body, '')
+}
+
+/**
+ * `body` with the texts at `edits` replaced, copied on write: only the objects and lists on
+ * the way to an edit are new, the rest is shared (a parsed body is never changed in place:
+ * http/body.ts may send its bytes as they came).
+ */
+export function withTexts(
+  body: Readonly<Record<string, unknown>>,
+  edits: ReadonlyArray<{ readonly steps: ReadonlyArray<string | number>; readonly text: string }>,
+): Record<string, unknown> {
+  const copies = new Map<object, Record<string | number, unknown>>()
+  const copyOf = (o: object): Record<string | number, unknown> => {
+    let copy = copies.get(o)
+    if (copy === undefined) copies.set(o, (copy = (Array.isArray(o) ? [...o] : { ...o }) as Record<string | number, unknown>))
+    return copy
+  }
+  const root = copyOf(body)
+  for (const { steps, text } of edits) {
+    let original = body as Record<string | number, unknown>
+    let copy = root
+    for (let i = 0; i < steps.length - 1; i++) {
+      const step = steps[i]!
+      const child = original[step] as Record<string | number, unknown>
+      const childCopy = copyOf(child)
+      copy[step] = childCopy
+      original = child
+      copy = childCopy
+    }
+    copy[steps[steps.length - 1]!] = text
+  }
+  return root as Record<string, unknown>
 }

@@ -97,8 +97,11 @@ t.test('mask: one placeholder per value, per type, through the whole call', asyn
   }
   const verdict = scanBody(body, compilePolicies(config).policyFor(undefined, 'key_strict')!)
   t.equal(verdict.blocked, undefined)
-  t.same(body.messages[0]?.content, '[EMAIL_1] and [EMAIL_2], again [EMAIL_1]; [TICKET_1]')
-  t.same(body.messages[1]?.content, [{ type: 'text', text: 'from [EMAIL_2]' }])
+  const sent = verdict.body as typeof body
+  t.same(sent.messages[0]?.content, '[EMAIL_1] and [EMAIL_2], again [EMAIL_1]; [TICKET_1]')
+  t.same(sent.messages[1]?.content, [{ type: 'text', text: 'from [EMAIL_2]' }])
+  t.equal(body.messages[0]?.content, 'a@example.org and b@example.org, again a@example.org; TICKET-1234', 'the body itself is not changed')
+  t.equal(sent.model, body.model)
   t.same([...verdict.masked.entries()], [
     ['[EMAIL_1]', 'a@example.org'],
     ['[EMAIL_2]', 'b@example.org'],

@@ -28,7 +28,10 @@ const TYPICAL = {
       content:
         'You are the support assistant of an online shop. Answer in the language of the customer, be brief and friendly, and never promise refunds: hand those over to a human colleague. Orders ship within 2 working days; the return window is 30 days (version 4.2 of the terms, 01.03.2026).',
     },
-    { role: 'user', content: 'Hallo, ich habe am 12.11. bestellt (Bestellung 100234) und noch nichts bekommen. Wann kommt das Paket?' },
+    {
+      role: 'user',
+      content: 'Hallo, ich habe am 12.11. bestellt (Bestellung 100234) und noch nichts bekommen. Wann kommt das Paket?',
+    },
     {
       role: 'assistant',
       content:
@@ -91,13 +94,16 @@ export async function benchGuardrails(rounds = 8, calls = 300): Promise<string> 
       '',
       `${rounds} rounds per body, the two gateways alternating; one upstream process behind them;`,
       `${CONCURRENCY} calls at a time. "on" runs all ${DETECTORS.size} built-in detectors over every text of the body`,
-      '(each at `flag`; the bodies hold nothing to find, as most calls do). CPU is the gateway process\'s user +',
+      "(each at `flag`; the bodies hold nothing to find, as most calls do). CPU is the gateway process's user +",
       'system time per call, the median round; the ratio is to no policy in the same run.',
       '',
       '| body | off: CPU µs per call | on: CPU µs per call | ratio |',
       '|---|---|---|---|',
       row(`typical chat (${Buffer.byteLength(JSON.stringify(TYPICAL))} B, ${calls} calls a round)`, typical),
-      row(`large (${(largeBytes / 1024 / 1024).toFixed(2)} MB, ${Math.max(8, Math.floor(calls / 20))} calls a round)`, big),
+      row(
+        `large (${(largeBytes / 1024 / 1024).toFixed(2)} MB, ${Math.max(8, Math.floor(calls / 20))} calls a round)`,
+        big,
+      ),
       '',
       machine(),
     ].join('\n')

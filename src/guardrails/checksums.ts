@@ -20,6 +20,7 @@ export function luhnValid(digits: string): boolean {
 }
 
 /** IBAN lengths of the countries most often seen (ISO 13616 registry); others: 15 to 34. */
+// prettier-ignore
 const IBAN_LENGTHS: Readonly<Record<string, number>> = {
   AD: 24, AT: 20, BE: 16, BG: 22, CH: 21, CY: 28, CZ: 24, DE: 22, DK: 18, EE: 20, ES: 24, FI: 18,
   FR: 27, GB: 22, GR: 27, HR: 21, HU: 28, IE: 22, IS: 26, IT: 27, LI: 21, LT: 20, LU: 20, LV: 21,

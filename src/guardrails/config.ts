@@ -85,7 +85,10 @@ export const guardrailsSchema = z.strictObject({
 export type GuardrailsConfig = z.infer<typeof guardrailsSchema>
 
 /** Every policy a tier or a key names that the file does not define, as `path: message`. */
-export function unknownPolicies(guardrails: GuardrailsConfig, tiers: Readonly<Record<string, { guardrails?: string | undefined }>>): string[] {
+export function unknownPolicies(
+  guardrails: GuardrailsConfig,
+  tiers: Readonly<Record<string, { guardrails?: string | undefined }>>,
+): string[] {
   const out: string[] = []
   for (const [tier, plan] of Object.entries(tiers))
     if (plan.guardrails !== undefined && !Object.hasOwn(guardrails.policies, plan.guardrails))

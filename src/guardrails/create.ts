@@ -10,20 +10,15 @@ import type { Config } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { Events } from '../events/types.ts'
 import type { PreparedCall } from '../inference/call.ts'
-import type { Logger } from '../observability/logger.ts'
+import { clientIp } from '../http/client-address.ts'
+import type { RequestContext } from '../http/context.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { GuardrailsConfig } from './config.ts'
 import { compilePolicies, type PolicyBook } from './policy.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
 
-/** Who a screened call is for, for the records. */
-export interface ScreenContext {
-  /** The request id. */
-  readonly id: string
-  readonly log: Logger
-  /** The client's address, as the access log has it. */
-  readonly address?: string
-}
+/** Who a screened call is for, for the records: the request's id, log and (for its address) request. */
+export type ScreenContext = Pick<RequestContext, 'id' | 'log' | 'req'>
 
 export interface Guardrails {
   /** The call to run: `call` itself, or one whose body is masked. Throws guardrail_blocked. */
@@ -80,11 +75,14 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         objectId: ctx.id,
         before: null,
         after: summary,
-        address: ctx.address ?? '',
+        address: clientIp(ctx.req, config.server.trustProxyHops),
         requestId: ctx.id,
       })
       .catch((err: unknown) =>
-        ctx.log.error({ err: (err as Error).message, action: `guardrail.${action}` }, 'audit: a guardrail decision could not be recorded'),
+        ctx.log.error(
+          { err: (err as Error).message, action: `guardrail.${action}` },
+          'audit: a guardrail decision could not be recorded',
+        ),
       )
     deps.events?.fire('guardrail.triggered', {
       key_id: call.principal.keyId,
@@ -112,6 +110,15 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       return verdict.body === call.body.value ? call : { ...call, body: { kind: 'json', value: { ...verdict.body } } }
     },
   }
+}
+
+/** The corridor's guardrails step: the call to run (`call` itself when there are no guardrails). */
+export function screened(
+  deps: { readonly guardrails?: Guardrails },
+  ctx: ScreenContext,
+  call: PreparedCall,
+): PreparedCall {
+  return deps.guardrails === undefined ? call : deps.guardrails.screen(call, ctx)
 }
 
 /** The 400 of a blocked call: the policy, the detector and where; never the match. */

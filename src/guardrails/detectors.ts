@@ -158,10 +158,15 @@ const SECRET_ASSIGNMENT =
   /\b(?:password|passwd|pwd|passwort|kennwort|secret|client[_-]?secret|api[_-]?key|access[_-]?token|auth[_-]?token|token)\b["']?[ \t]{0,4}[:=][ \t]{0,4}["']?([^\s"'`,;]{8,200})/gi
 /** A value after a password/secret/token word that looks random: long, of mixed kinds, high entropy. */
 const findPasswords = (text: string): Span[] =>
-  spans(text, SECRET_ASSIGNMENT, (m) => {
-    const value = m[1] ?? ''
-    return mixed(value) && entropyBits(value) >= 3
-  }, 1)
+  spans(
+    text,
+    SECRET_ASSIGNMENT,
+    (m) => {
+      const value = m[1] ?? ''
+      return mixed(value) && entropyBits(value) >= 3
+    },
+    1,
+  )
 
 /** Letters and digits both (or other symbols): not a word, not a number. */
 function mixed(value: string): boolean {
@@ -188,21 +193,51 @@ const detector = (name: string, label: string, finds: string, find: (text: strin
 /** The built-in detectors, by name; a policy names them. Secrets first: a span two claim is the first's. */
 export const DETECTORS: ReadonlyMap<string, Detector> = new Map(
   [
-    detector('private_key', 'PRIVATE_KEY', 'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off', findPrivateKeys),
+    detector(
+      'private_key',
+      'PRIVATE_KEY',
+      'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off',
+      findPrivateKeys,
+    ),
     detector('tollgate_key', 'TOLLGATE_KEY', "Tollgate's own API keys (tg1_…, checksum verified)", findTollgateKeys),
     detector('aws_key', 'AWS_KEY', 'AWS access key ids (AKIA…, ASIA…) and secret keys near the word aws', findAwsKeys),
     detector('gcp_key', 'GCP_KEY', 'Google Cloud API keys (AIza…)', findGcpKeys),
-    detector('azure_key', 'AZURE_KEY', 'Azure storage account keys, SAS signatures, 32-hex keys near the word azure', findAzureKeys),
-    detector('github_token', 'GITHUB_TOKEN', 'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)', findGithubTokens),
+    detector(
+      'azure_key',
+      'AZURE_KEY',
+      'Azure storage account keys, SAS signatures, 32-hex keys near the word azure',
+      findAzureKeys,
+    ),
+    detector(
+      'github_token',
+      'GITHUB_TOKEN',
+      'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)',
+      findGithubTokens,
+    ),
     detector('openai_key', 'API_KEY', 'OpenAI-style keys (sk-…, sk-proj-…; also sk-ant-…)', findOpenAiKeys),
     detector('jwt', 'JWT', 'JSON Web Tokens (eyJ….eyJ….…)', findJwts),
     detector('bearer_token', 'BEARER_TOKEN', 'the token after "Bearer "', findBearer),
-    detector('password', 'SECRET', 'a random-looking value after password, secret, token, api_key (also Passwort, Kennwort)', findPasswords),
+    detector(
+      'password',
+      'SECRET',
+      'a random-looking value after password, secret, token, api_key (also Passwort, Kennwort)',
+      findPasswords,
+    ),
     detector('email', 'EMAIL', 'e-mail addresses', findEmails),
     detector('iban', 'IBAN', 'IBANs, mod-97 checksum verified', findIbans),
     detector('card', 'CARD', 'payment card numbers, 13 to 19 digits, Luhn verified', findCards),
-    detector('de_tax_id', 'TAX_ID', 'German tax IDs (Steuer-IdNr), check digit and repetition rule verified', findTaxIds),
-    detector('phone', 'PHONE', 'phone numbers: international (+49 …, 0049 …) and German national (030 …, 0151 …)', findPhones),
+    detector(
+      'de_tax_id',
+      'TAX_ID',
+      'German tax IDs (Steuer-IdNr), check digit and repetition rule verified',
+      findTaxIds,
+    ),
+    detector(
+      'phone',
+      'PHONE',
+      'phone numbers: international (+49 …, 0049 …) and German national (030 …, 0151 …)',
+      findPhones,
+    ),
     detector('ip_address', 'IP', 'IPv4 and IPv6 addresses', findIps),
   ].map((d) => [d.name, d]),
 )

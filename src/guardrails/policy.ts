@@ -69,8 +69,14 @@ function compile(name: string, policy: PolicyConfig): CompiledPolicy {
     const { terms, caseSensitive, action } = policy.denylist
     // Longest first, so that of two terms one of which starts the other, the whole is taken.
     const alternatives = [...new Set(terms)].sort((a, b) => b.length - a.length).map(escapeRegex)
-    const pattern = new RegExp(`(?<![\\p{L}\\p{N}_])(?:${alternatives.join('|')})(?![\\p{L}\\p{N}_])`, caseSensitive ? 'gu' : 'giu')
-    rules.push({ detector: { name: 'denylist', label: 'DENIED', finds: 'a term of the deny-list', find: windowed(pattern) }, action })
+    const pattern = new RegExp(
+      `(?<![\\p{L}\\p{N}_])(?:${alternatives.join('|')})(?![\\p{L}\\p{N}_])`,
+      caseSensitive ? 'gu' : 'giu',
+    )
+    rules.push({
+      detector: { name: 'denylist', label: 'DENIED', finds: 'a term of the deny-list', find: windowed(pattern) },
+      action,
+    })
   }
   return { name, rules }
 }

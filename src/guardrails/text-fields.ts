@@ -47,7 +47,8 @@ export const NOT_CHECKED: Readonly<Record<string, string>> = {
   '.stop': 'stop sequences',
   '.input[].summary[].text': 'a reasoning summary the model wrote, sent back as it was',
   '.input[].encrypted_content': 'reasoning the upstream encrypted; opaque',
-  'multipart forms': 'audio, images and uploaded files (fine-tuning and batch JSONL): not checked yet (docs/guardrails.md)',
+  'multipart forms':
+    'audio, images and uploaded files (fine-tuning and batch JSONL): not checked yet (docs/guardrails.md)',
 }
 
 /** Every prefix of a listed path: the walk goes down these only. */
@@ -118,7 +119,8 @@ export function withTexts(
   const copies = new Map<object, Record<string | number, unknown>>()
   const copyOf = (o: object): Record<string | number, unknown> => {
     let copy = copies.get(o)
-    if (copy === undefined) copies.set(o, (copy = (Array.isArray(o) ? [...o] : { ...o }) as Record<string | number, unknown>))
+    if (copy === undefined)
+      copies.set(o, (copy = (Array.isArray(o) ? [...o] : { ...o }) as Record<string | number, unknown>))
     return copy
   }
   const root = copyOf(body)
@@ -135,5 +137,5 @@ export function withTexts(
     }
     copy[steps[steps.length - 1]!] = text
   }
-  return root as Record<string, unknown>
+  return root
 }

@@ -1,7 +1,6 @@
 // The corridor of a proxied call (/v2, /v1, /queue), one step per function below:
-//   enter:   authenticate → scopes → intake (read + validate body → resolve model →
-//            ownership → estimate; intake.ts) → guardrails (refuse, mask or flag its text;
-//            guardrails/) → hand the prepared call on
+//   enter:   authenticate → scopes → intake (read + validate body → resolve model → ownership →
+//            estimate; intake.ts) → guardrails (its text; guardrails/) → hand the prepared call on
 //   run:     admit (the strategy) → forward, again when the strategy puts an attempt back
 //   forward: the request each deployment is sent (upstream-request.ts, responses-over-chat/) →
 //            upstream with failover → relay into the exchange (usage tap) → settle (reply.ts)
@@ -14,7 +13,6 @@ import type { Deployment } from '../backends/registry.ts'
 import { NO_USAGE, type UpstreamRequest } from '../backends/port.ts'
 import { GatewayError, gatewayError } from '../errors.ts'
 import { bodyRateOf, type BodyRate } from '../http/body-rate.ts'
-import { clientIp } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Params } from '../http/router.ts'
 import type { Principal } from '../keys/record.ts'
@@ -26,7 +24,7 @@ import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, prepare, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, prepare, screened, type BodyLimit, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -135,8 +133,7 @@ async function enter(
   checkEndpointScope(principal, target.spec.endpoint)
   const taken: Taken = { body: { kind: 'none' } }
   try {
-    const prepared = await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken)
-    await proceed(s.guardrails?.screen(prepared, { id: ctx.id, log: ctx.log, address: clientIp(ctx.req, s.config.server.trustProxyHops) }) ?? prepared)
+    await proceed(screened(s, ctx, await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken)))
   } catch (err) {
     // A refusal after authentication still tells the client where its limits stand (the limiter's 429s carry them).
     if (

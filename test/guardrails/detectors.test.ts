@@ -67,7 +67,10 @@ const cases: Record<string, { hits: Array<[string, string]>; misses: string[] }>
         'key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----\nthanks',
         '-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----',
       ],
-      ['cut: -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt', '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt'],
+      [
+        'cut: -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt',
+        '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXkt',
+      ],
     ],
     misses: ['-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----', '-----BEGIN CERTIFICATE-----'],
   },
@@ -76,7 +79,11 @@ const cases: Record<string, { hits: Array<[string, string]>; misses: string[] }>
       ['AKIAIOSFODNN7EXAMPLE', 'AKIAIOSFODNN7EXAMPLE'],
       ['aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'],
     ],
-    misses: ['wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY with no provider named', 'AKIA1234', 'aws: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'],
+    misses: [
+      'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY with no provider named',
+      'AKIA1234',
+      'aws: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
+    ],
   },
   jwt: {
     hits: [

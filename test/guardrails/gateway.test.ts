@@ -139,7 +139,8 @@ t.test('mask: the upstream sees typed placeholders, one per value', async (t) =>
   t.equal(upstream.requests.length, before + 1)
   t.same(sent.messages[0]?.content, 'I am [EMAIL_1], IBAN [IBAN_1].')
   t.same(sent.messages[1]?.content, [{ type: 'text', text: 'Again: [EMAIL_1]' }])
-  for (const secret of SECRETS) t.notOk(sentSince(before).includes(secret), `the upstream never saw ${secret.slice(0, 4)}…`)
+  for (const secret of SECRETS)
+    t.notOk(sentSince(before).includes(secret), `the upstream never saw ${secret.slice(0, 4)}…`)
   const embedded = await openai.embeddings.create({ model: EMBEDDING, input: [`contact ${EMAIL}`, 'plain'] })
   t.ok(embedded.data.length > 0, 'the embeddings call succeeds')
   t.same((upstream.requests.at(-1)?.json as { input: unknown }).input, ['contact [EMAIL_1]', 'plain'])
@@ -157,7 +158,11 @@ t.test('flag: passes untouched, and is recorded', async (t) => {
     actor: { type: 'key', id: plain.id },
     via: 'inference',
     object_type: 'request',
-    after: { policy: 'gdpr', action: 'flag', findings: [{ detector: 'de_tax_id', action: 'flag', path: 'messages[0].content' }] },
+    after: {
+      policy: 'gdpr',
+      action: 'flag',
+      findings: [{ detector: 'de_tax_id', action: 'flag', path: 'messages[0].content' }],
+    },
   })
 })
 
@@ -172,7 +177,10 @@ t.test('Anthropic Messages: block in Anthropic error shape; mask reaches the ups
     }),
   )
   t.equal(refused.status, 400)
-  t.match(refused.body, { type: 'error', error: { type: 'invalid_request_error', message: /guardrail policy 'gdpr'.*'card'/ } })
+  t.match(refused.body, {
+    type: 'error',
+    error: { type: 'invalid_request_error', message: /guardrail policy 'gdpr'.*'card'/ },
+  })
   t.notOk(JSON.stringify(refused.body).includes('4111'))
   t.equal(upstream.requests.length, before, 'nothing reached the upstream')
   const reply = await anthropic.messages.create({
@@ -190,10 +198,14 @@ t.test('Anthropic Messages: block in Anthropic error shape; mask reaches the ups
 t.test("a key's own policy is stricter than its tier's, never looser", async (t) => {
   const strict = sdkClient(gw, strictKey.key)
   const before = upstream.requests.length
-  const email = await refusal(strict.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: EMAIL }] }))
+  const email = await refusal(
+    strict.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: EMAIL }] }),
+  )
   t.match(email.body, { code: 'guardrail_blocked' })
   t.match(email.message, /'gdpr\+strict'.*'email'/, 'the key made email a block')
-  const card = await refusal(strict.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: CARD }] }))
+  const card = await refusal(
+    strict.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: CARD }] }),
+  )
   t.match(card.message, /'card'/, "its policy's card flag does not loosen the tier's block")
   const denied = await refusal(
     strict.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Status of projekt falke?' }] }),
@@ -201,7 +213,10 @@ t.test("a key's own policy is stricter than its tier's, never looser", async (t)
   t.match(denied.message, /'denylist'/)
   t.equal(upstream.requests.length, before)
   // A key of a tier without a policy is not checked.
-  await sdkClient(gw, openKey.key).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: CARD }] })
+  await sdkClient(gw, openKey.key).chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: CARD }],
+  })
   t.ok(sentSince(before).includes(CARD))
 })
 
@@ -219,7 +234,8 @@ t.test('audit records, metrics and logs never hold the matched text', async (t) 
   t.match(metrics, /tollgate_guardrail_findings_total\{policy="gdpr",detector="card",action="block"\} [1-9]/)
   t.match(metrics, /tollgate_guardrail_findings_total\{policy="gdpr",detector="email",action="mask"\} [1-9]/)
   const logs = gw.output()
-  for (const secret of SECRETS.filter((s) => s !== TAX_ID && !s.startsWith('4111'))) t.notOk(logs.includes(secret), 'not in the logs')
+  for (const secret of SECRETS.filter((s) => s !== TAX_ID && !s.startsWith('4111')))
+    t.notOk(logs.includes(secret), 'not in the logs')
 })
 
 async function audit(action: string): Promise<{ data: Array<Record<string, unknown>> }> {

@@ -15,7 +15,13 @@ const bodies: Record<string, Record<string, unknown>> = {
     model: 'm',
     messages: [
       { role: 'system', content: PII },
-      { role: 'user', content: [{ type: 'text', text: PII }, { type: 'image_url', image_url: { url: 'https://x/a@b.de' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: PII },
+          { type: 'image_url', image_url: { url: 'https://x/a@b.de' } },
+        ],
+      },
       {
         role: 'assistant',
         content: null,
@@ -57,8 +63,16 @@ t.test('the walk visits the listed fields, and only those', async (t) => {
       t.ok(v.text.includes('anna@example.org') || v.text === 'plain', v.where())
     })
   const listed = new Set(Object.keys(TEXT_FIELDS).map((p) => p.slice(1)))
-  t.same([...seen].filter((p) => !listed.has(p)), [], 'nothing outside the table')
-  t.same([...listed].filter((p) => !seen.has(p)), [], 'every listed field is reached by some body')
+  t.same(
+    [...seen].filter((p) => !listed.has(p)),
+    [],
+    'nothing outside the table',
+  )
+  t.same(
+    [...listed].filter((p) => !seen.has(p)),
+    [],
+    'every listed field is reached by some body',
+  )
   for (const path of Object.keys(NOT_CHECKED)) t.notOk(Object.hasOwn(TEXT_FIELDS, path), `${path}: not both`)
 })
 
@@ -100,14 +114,30 @@ t.test('mask: one placeholder per value, per type, through the whole call', asyn
   const sent = verdict.body as typeof body
   t.same(sent.messages[0]?.content, '[EMAIL_1] and [EMAIL_2], again [EMAIL_1]; [TICKET_1]')
   t.same(sent.messages[1]?.content, [{ type: 'text', text: 'from [EMAIL_2]' }])
-  t.equal(body.messages[0]?.content, 'a@example.org and b@example.org, again a@example.org; TICKET-1234', 'the body itself is not changed')
+  t.equal(
+    body.messages[0]?.content,
+    'a@example.org and b@example.org, again a@example.org; TICKET-1234',
+    'the body itself is not changed',
+  )
   t.equal(sent.model, body.model)
-  t.same([...verdict.masked.entries()], [
-    ['[EMAIL_1]', 'a@example.org'],
-    ['[EMAIL_2]', 'b@example.org'],
-    ['[TICKET_1]', 'TICKET-1234'],
-  ])
-  t.same(verdict.findings.map((f) => f.path), ['messages[0].content', 'messages[0].content', 'messages[0].content', 'messages[0].content', 'messages[1].content[0].text'])
+  t.same(
+    [...verdict.masked.entries()],
+    [
+      ['[EMAIL_1]', 'a@example.org'],
+      ['[EMAIL_2]', 'b@example.org'],
+      ['[TICKET_1]', 'TICKET-1234'],
+    ],
+  )
+  t.same(
+    verdict.findings.map((f) => f.path),
+    [
+      'messages[0].content',
+      'messages[0].content',
+      'messages[0].content',
+      'messages[0].content',
+      'messages[1].content[0].text',
+    ],
+  )
 })
 
 t.test('block: the body is left as it was, the finding names detector and path', async (t) => {

@@ -190,7 +190,7 @@ const detector = (name: string, label: string, finds: string, find: (text: strin
   find,
 })
 
-/** The built-in detectors, by name; a policy names them. Secrets first: a span two claim is the first's. */
+/** The built-in detectors, by name; a policy names them. Secrets first: of two that find the very same span, the first keeps it. */
 export const DETECTORS: ReadonlyMap<string, Detector> = new Map(
   [
     detector(

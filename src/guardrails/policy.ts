@@ -11,7 +11,7 @@ export interface Rule {
   readonly action: Exclude<Action, 'off'>
 }
 
-/** A policy ready to scan with: its rules in the order a span two of them claim goes to the first. */
+/** A policy ready to scan with: its rules in order (of two that find the very same span, the first keeps it). */
 export interface CompiledPolicy {
   /** The policy's name; a merged one is `tier+key`, as metrics and the audit log show it. */
   readonly name: string

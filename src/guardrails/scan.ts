@@ -30,7 +30,7 @@ interface Hit extends Span {
   readonly rule: Rule
 }
 
-/** The matches of every rule in one text; a span two rules claim is the earlier rule's. */
+/** The matches of every rule in one text; of overlapping ones, the one that starts first (the longer at one start) is kept. */
 function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
   let hits: Hit[] = []
   for (const rule of rules) {

@@ -71,6 +71,12 @@ export const policySchema = z.strictObject({
       caseSensitive: z.boolean().default(false),
     })
     .optional(),
+  /**
+   * Masked values are put back in a whole (not streamed) reply to the same call: the caller
+   * reads "[EMAIL_1]" as the address it sent, the upstream never saw it. Off: the reply keeps
+   * the placeholders.
+   */
+  restore: z.boolean().default(false),
 })
 export type PolicyConfig = z.infer<typeof policySchema>
 

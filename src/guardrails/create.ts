@@ -15,6 +15,7 @@ import type { RequestContext } from '../http/context.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { GuardrailsConfig } from './config.ts'
 import { compilePolicies, type PolicyBook } from './policy.ts'
+import { unmasked } from './restore.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
 
 /** Who a screened call is for, for the records: the request's id, log and (for its address) request. */
@@ -106,8 +107,14 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       if (verdict.findings.length === 0) return call
       record(call, ctx, policy.name, verdict)
       if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
+      if (verdict.body === call.body.value) return call
       // A masked body is a new one: serialised from its value, never the bytes the client sent.
-      return verdict.body === call.body.value ? call : { ...call, body: { kind: 'json', value: { ...verdict.body } } }
+      const { masked } = verdict
+      return {
+        ...call,
+        body: { kind: 'json', value: { ...verdict.body } },
+        ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
+      }
     },
   }
 }

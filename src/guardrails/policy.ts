@@ -16,6 +16,8 @@ export interface CompiledPolicy {
   /** The policy's name; a merged one is `tier+key`, as metrics and the audit log show it. */
   readonly name: string
   readonly rules: readonly Rule[]
+  /** Masked values go back into a whole reply (a merged policy: when either says so; it only ever gives the caller its own text). */
+  readonly restore: boolean
 }
 
 const rank = (a: Action): number => ACTIONS.indexOf(a)
@@ -78,7 +80,7 @@ function compile(name: string, policy: PolicyConfig): CompiledPolicy {
       action,
     })
   }
-  return { name, rules }
+  return { name, rules, restore: policy.restore }
 }
 
 /** Two policies as one: each detector at the stricter action, every rule of either kept. */
@@ -93,7 +95,7 @@ function merged(tier: CompiledPolicy, key: CompiledPolicy): CompiledPolicy {
     if (action !== 'off') rules.push({ detector, action })
   }
   for (const r of [...tier.rules, ...key.rules]) if (!builtIn(r.detector.name)) rules.push(r)
-  return { name: `${tier.name}+${key.name}`, rules }
+  return { name: `${tier.name}+${key.name}`, rules, restore: tier.restore || key.restore }
 }
 
 export interface PolicyBook {

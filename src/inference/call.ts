@@ -68,6 +68,8 @@ export interface PreparedCall {
   readonly estimate: Estimate
   /** An upload's room under its key's file caps, held until the reply (files.create). */
   readonly upload?: UploadHold
+  /** Puts the values its guardrails masked back into a whole reply (guardrails/, `restore`). */
+  readonly unmask?: (reply: unknown) => unknown
 }
 
 /** What the access log (or a queue record) reads once the call is over. RequestContext is one. */

@@ -31,7 +31,10 @@ const plans = parse(readFileSync(join(import.meta.dirname, '../../config/plans.y
 plans.tiers.Standard4000!.guardrails = 'gdpr'
 const guardrails = {
   policies: {
-    gdpr: { detectors: { email: 'mask', iban: 'mask', card: 'block', de_tax_id: 'flag', private_key: 'block' } },
+    gdpr: {
+      detectors: { email: 'mask', iban: 'mask', card: 'block', de_tax_id: 'flag', private_key: 'block' },
+      restore: true,
+    },
     // Looser than gdpr on cards: a key given it still has its cards blocked.
     strict: { detectors: { email: 'block', card: 'flag' }, denylist: { terms: ['Projekt Falke'], action: 'block' } },
   },
@@ -144,6 +147,28 @@ t.test('mask: the upstream sees typed placeholders, one per value', async (t) =>
   const embedded = await openai.embeddings.create({ model: EMBEDDING, input: [`contact ${EMAIL}`, 'plain'] })
   t.ok(embedded.data.length > 0, 'the embeddings call succeeds')
   t.same((upstream.requests.at(-1)?.json as { input: unknown }).input, ['contact [EMAIL_1]', 'plain'])
+})
+
+t.test('restore: a whole reply to the same call gets its values back; a stream keeps the placeholders', async (t) => {
+  upstream.options.replyText = 'I will write to [EMAIL_1] about [IBAN_1] and [EMAIL_9].'
+  t.teardown(() => {
+    delete upstream.options.replyText
+  })
+  const before = upstream.requests.length
+  const messages = [{ role: 'user' as const, content: `I am ${EMAIL}, IBAN ${IBAN}.` }]
+  const reply = await openai.chat.completions.create({ model: MODEL, messages })
+  t.equal(reply.choices[0]?.message.content, `I will write to ${EMAIL} about ${IBAN} and [EMAIL_9].`)
+  t.notOk(sentSince(before).includes(EMAIL), 'the upstream still saw only placeholders')
+  const stream = await openai.chat.completions.create({ model: MODEL, messages, stream: true })
+  let streamed = ''
+  for await (const chunk of stream) streamed += chunk.choices[0]?.delta.content ?? ''
+  t.match(streamed, /\[EMAIL_1\]/, 'a stream is not restored')
+  // Another caller whose reply names the same placeholder gets nothing of the first's.
+  const other = await sdkClient(gw, openKey.key).chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'hi' }],
+  })
+  t.equal(other.choices[0]?.message.content, 'I will write to [EMAIL_1] about [IBAN_1] and [EMAIL_9].')
 })
 
 t.test('flag: passes untouched, and is recorded', async (t) => {

@@ -11,6 +11,7 @@ import OpenAI from 'openai'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
 import { startFakeUpstream } from '../helpers/fake-upstream.ts'
+import { startWebhookReceiver } from '../helpers/webhook-receiver.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
@@ -47,6 +48,7 @@ const gw = await startTollgate({
       if (model.name === MODEL || model.name === EMBEDDING) model.deployments = [{ backend: 'up' }]
     doc.plans = plans
     doc.guardrails = guardrails
+    doc.webhooks = { allowAddresses: ['127.0.0.1'], retry: { baseDelayMs: 100, maxDelayMs: 800 }, sweepIntervalMs: 200 }
   },
 })
 t.teardown(() => gw.stop())
@@ -61,7 +63,19 @@ const openKey = await gw.createKey({ tier: 'Basic' })
   doc.guardrails = { ...guardrails, keys: { [strictKey.id]: 'strict' } }
   writeFileSync(gw.configPath, stringify(doc))
   const res = await fetch(`${gw.url}/admin/reload`, { method: 'POST', headers: admin })
-  t.equal(res.status, 200, `reloaded: ${await res.text()}`)
+  if (res.status !== 200) throw new Error(`reload: ${res.status} ${await res.text()}`)
+}
+const receiver = await startWebhookReceiver()
+t.teardown(() => receiver.close())
+{
+  const res = await fetch(`${gw.url}/admin/webhooks`, {
+    method: 'POST',
+    headers: admin,
+    body: JSON.stringify({ url: receiver.url, events: ['guardrail.triggered'] }),
+  })
+  const created = (await res.json()) as { secret: string }
+  if (res.status !== 201) throw new Error(`webhook endpoint: ${res.status}`)
+  receiver.secret = created.secret
 }
 const openai = sdkClient(gw, plain.key)
 const anthropic = new Anthropic({ baseURL: gw.url, apiKey: plain.key, maxRetries: 0 })
@@ -258,6 +272,22 @@ t.test('audit records, metrics and logs never hold the matched text', async (t) 
   const metrics = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
   t.match(metrics, /tollgate_guardrail_findings_total\{policy="gdpr",detector="card",action="block"\} [1-9]/)
   t.match(metrics, /tollgate_guardrail_findings_total\{policy="gdpr",detector="email",action="mask"\} [1-9]/)
+  const { value: events } = await pollUntil(
+    async () => receiver.received.filter((r) => r.type === 'guardrail.triggered'),
+    (got) => got.some((r) => r.data.action === 'block') && got.some((r) => r.data.action === 'mask'),
+  )
+  t.ok(
+    events.every((r) => r.verified),
+    'signed like every webhook',
+  )
+  t.match(events.find((r) => r.data.action === 'block')?.data, {
+    key_id: String,
+    policy: String,
+    detectors: Array,
+    paths: Array,
+  })
+  const delivered = events.map((r) => r.body).join('\n')
+  for (const secret of SECRETS) t.notOk(delivered.includes(secret), `no ${secret.slice(0, 4)}… in the events`)
   const logs = gw.output()
   for (const secret of SECRETS.filter((s) => s !== TAX_ID && !s.startsWith('4111')))
     t.notOk(logs.includes(secret), 'not in the logs')

@@ -10,6 +10,7 @@ import { benchCapacity } from './capacity.ts'
 import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
 import { benchFuzz } from './fuzz.ts'
+import { benchGuardrails } from './guardrails.ts'
 import { benchIdleConnections } from './idle-connections.ts'
 import { machine } from './machine.ts'
 import { benchPortal } from './portal.ts'
@@ -47,6 +48,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   'stalled-stream': benchStalledStream,
   fuzz: benchFuzz,
   portal: benchPortal,
+  guardrails: () => benchGuardrails(),
 }
 const GROUPS: Readonly<Record<string, readonly string[]>> = {
   limits: ['admission', 'throughput'],

@@ -114,6 +114,16 @@ export const ERRORS = {
     message: 'The request uses a feature the upstream of this model cannot be asked for.',
     body: 'openai',
   },
+  // A guardrail policy's `block` detector (or pattern, or deny-list) matched the request's
+  // text (docs/guardrails.md): refused before anything reached an upstream. The message and
+  // `param` name the policy, the detector and where in the body; never the matched text.
+  guardrail_blocked: {
+    status: 400,
+    type: 'invalid_request_error',
+    code: 'guardrail_blocked',
+    message: 'The request was refused by a guardrail policy.',
+    body: 'openai',
+  },
   // 401
   missing_api_key: {
     status: 401,

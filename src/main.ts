@@ -30,6 +30,7 @@ import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
 import { createResponseCacheFromConfig } from './cache/index.ts'
+import { createGuardrailsFromConfig } from './guardrails/create.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
@@ -250,6 +251,9 @@ export async function startGateway(
   // Backends that keep refusing connections are tried last; the corridor and /admin/backends share it.
   const breaker = new CircuitBreaker()
   const responseCache = createResponseCacheFromConfig(config, { redis, log, metrics, budgets, secrets })
+  // Changes made through the admin API, the CLI and the portal (and guardrail decisions), kept audit.retentionDays.
+  const audit = createAuditLogFromConfig(config, redis)
+  const auditSweep = startAuditSweep(audit, config.audit.sweepIntervalSeconds * 1000, log)
   const corridor = createCorridor({
     config,
     runtime,
@@ -263,6 +267,7 @@ export async function startGateway(
     spoolDir,
     streams,
     cache: responseCache,
+    guardrails: createGuardrailsFromConfig(config, { metrics, audit, events }),
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({
@@ -283,9 +288,6 @@ export async function startGateway(
   const { accounts, accessTokens, tokens } = ragAuth
   // The key portal's sessions; its sign-in counts failures with the RAG login's.
   const portal = createPortal({ config, accounts, throttle: ragAuth.loginThrottle })
-  // Changes made through the admin API, the CLI and the portal, kept audit.retentionDays.
-  const audit = createAuditLogFromConfig(config, redis)
-  const auditSweep = startAuditSweep(audit, config.audit.sweepIntervalSeconds * 1000, log)
   // A reload: the file read and validated as at boot, the next snapshot built beside the
   // running one and swapped in; what only the previous one used is closed once the calls
   // that started on it (live requests and running stored requests) are done.

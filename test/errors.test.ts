@@ -26,6 +26,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   webhook_url_refused: [400, 'invalid_request_error', 'invalid_webhook_url', 'openai'],
   background_not_metered: [400, 'invalid_request_error', 'unsupported_parameter', 'openai'],
   untranslatable_feature: [400, 'invalid_request_error', 'unsupported_parameter', 'openai'],
+  guardrail_blocked: [400, 'invalid_request_error', 'guardrail_blocked', 'openai'],
   missing_api_key: [401, 'invalid_request_error', 'invalid_api_key', 'openai'],
   invalid_api_key: [401, 'invalid_request_error', 'invalid_api_key', 'openai'],
   expired_api_key: [401, 'authentication_error', 'invalid_api_key', 'openai'],

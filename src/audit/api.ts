@@ -32,10 +32,11 @@ export const AuditEntrySchema = z.object({
   id: z.string().meta({ description: '`aud_…`; the order of the log.' }),
   created_at: isoTime,
   actor: z.object({
-    type: z.enum(['admin', 'user']),
-    id: z
-      .string()
-      .meta({ description: "`admin:` and the first 16 hex digits of the admin token's SHA-256, or the user's id." }),
+    type: z.enum(['admin', 'user', 'key']),
+    id: z.string().meta({
+      description:
+        "`admin:` and the first 16 hex digits of the admin token's SHA-256, the user's id, or (a guardrail decision) the key's id.",
+    }),
     name: z.string().optional().meta({ description: "A portal user's username." }),
   }),
   via: z
@@ -59,7 +60,7 @@ export function auditEntryView(entry: AuditEntry): z.infer<typeof AuditEntrySche
     object: 'audit_entry',
     id: entry.id,
     created_at: new Date(entry.at).toISOString(),
-    actor: entry.actor.type === 'user' ? { ...entry.actor } : { type: 'admin', id: entry.actor.id },
+    actor: entry.actor.type === 'user' ? { ...entry.actor } : { type: entry.actor.type, id: entry.actor.id },
     via: entry.via,
     action: entry.action,
     object_type: entry.objectType,

@@ -7,9 +7,11 @@ import { createHash } from 'node:crypto'
 export type AuditActor =
   | { readonly type: 'admin'; readonly id: string }
   | { readonly type: 'user'; readonly id: string; readonly name: string }
+  /** An API key whose call a guardrail decided on (docs/guardrails.md): its id, never the key. */
+  | { readonly type: 'key'; readonly id: string }
 
-/** Through which door: the admin API, the `tollgate` CLI (which calls the admin API), or the portal. */
-export const AUDIT_CHANNELS = ['api', 'cli', 'portal'] as const
+/** Through which door: the admin API, the `tollgate` CLI (which calls the admin API), the portal, or an inference call (guardrails). */
+export const AUDIT_CHANNELS = ['api', 'cli', 'portal', 'inference'] as const
 export type AuditChannel = (typeof AUDIT_CHANNELS)[number]
 
 /** A snapshot of an object: only the fields its subject allows (audit/subjects.ts). */

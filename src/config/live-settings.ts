@@ -19,6 +19,7 @@ export const LIVE_SECTIONS = [
   'fineTuning',
   'storageCaps',
   'rag',
+  'guardrails',
 ] as const satisfies ReadonlyArray<keyof Config>
 
 /** Parts of a live section that still need a restart. */

@@ -8,6 +8,7 @@ import { parse as parseYaml } from 'yaml'
 import type { z } from 'zod'
 import { redisTargetOf } from './redis-target.ts'
 import { configSchema, MIN_SECRET_LENGTH, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
+import { unknownPolicies } from '../guardrails/config.ts'
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
@@ -92,6 +93,8 @@ export function buildConfig(
       path,
       unknownTiers.map((tier) => `queue.tierPriority.${tier}: unknown tier "${tier}"`),
     )
+  const unknownPolicyNames = unknownPolicies(rest.guardrails, plans.tiers)
+  if (unknownPolicyNames.length > 0) throw new ConfigError(path, unknownPolicyNames)
   const redis = redisTargetOf(rest.store, {
     username: env.REDIS_USERNAME || undefined,
     password: env.REDIS_PASSWORD || undefined,

@@ -4,6 +4,7 @@ import { z } from 'zod'
 import { HOST_PORT, type RedisTarget } from './redis-target.ts'
 import { badRange } from '../webhooks/address-guard.ts'
 import { isTimeZone, PERIODS } from '../budgets/period.ts'
+import { guardrailsSchema } from '../guardrails/config.ts'
 
 const port = z.number().int().min(0).max(65535)
 const positiveInt = z.number().int().positive()
@@ -401,6 +402,8 @@ const tier = z.strictObject({
   serviceTiers: serviceTiersSchema.optional(),
   /** What a call without an output cap reserves against the token-rate limits (outputReservationSchema). */
   outputReservation: outputReservationSchema.optional(),
+  /** The guardrail policy (config `guardrails.policies`) this tier's calls are checked under; unset: none (docs/guardrails.md). */
+  guardrails: z.string().min(1).optional(),
   /** Applies to models the tier does not list. */
   default: modelLimitsSchema.default({}),
   models: z.record(z.string(), modelLimitsSchema).default({}),
@@ -943,6 +946,8 @@ export const configSchema = z
         baseModels: z.array(z.string().min(1).max(256)).default([]),
       })
       .prefault({}),
+    /** Checks on what calls send: policies of detectors, patterns and deny-lists (docs/guardrails.md). */
+    guardrails: guardrailsSchema.prefault({}),
     /** Path of the plans file, relative to this file; or the plans inline. */
     plans: z.union([z.string().min(1), plansSchema]),
     /** Where the response cache keeps replies, and how much (docs/cache.md); what is cached is a tier's `cache`. */

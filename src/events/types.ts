@@ -71,6 +71,19 @@ export interface EventData {
     readonly amount: number
     readonly currency: string
   }
+  /**
+   * A call's text matched its guardrail policy (docs/guardrails.md): blocked, masked or
+   * flagged (`action`, the strictest taken). Which detectors and where; never the text.
+   */
+  'guardrail.triggered': {
+    readonly key_id: string
+    readonly request_id: string
+    readonly policy: string
+    readonly action: 'block' | 'mask' | 'flag'
+    readonly endpoint: string
+    readonly detectors: readonly string[]
+    readonly paths: readonly string[]
+  }
   /** Sent by POST /admin/webhooks/{id}/test only, to that endpoint. */
   'webhook.test': { readonly endpoint_id: string }
 }
@@ -104,6 +117,7 @@ export const EVENT_TYPES = [
   'user.locked_out',
   'deployment.saturated',
   'budget.threshold',
+  'guardrail.triggered',
   'webhook.test',
 ] as const satisfies readonly EventType[]
 

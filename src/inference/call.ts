@@ -9,6 +9,7 @@ import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config, ServiceClass } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
+import type { Guardrails } from '../guardrails/create.ts'
 import type { RequestBody } from '../http/body.ts'
 import type { Params } from '../http/router.ts'
 import type { Meter } from '../keys/meter.ts'
@@ -47,6 +48,8 @@ export interface InferenceDeps {
   readonly streams?: StreamJournalService
   /** Replies served again for the same call in the same scope (src/cache/); absent: none. */
   readonly cache?: ResponseCache
+  /** Checks a prepared call's text under its policy: refuses, masks or flags it (guardrails/). Absent: none. */
+  readonly guardrails?: Guardrails
 }
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */
@@ -72,6 +75,8 @@ export interface PreparedCall {
   readonly maxWaitMs?: number
   /** An upload's room under its key's file caps, held until the reply (files.create). */
   readonly upload?: UploadHold
+  /** Puts the values its guardrails masked back into a whole reply (guardrails/, `restore`). */
+  readonly unmask?: (reply: unknown) => unknown
 }
 
 /** What the access log (or a queue record) reads once the call is over. RequestContext is one. */

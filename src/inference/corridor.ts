@@ -1,6 +1,6 @@
 // The corridor of a proxied call (/v2, /v1, /queue), one step per function below:
-//   enter:   authenticate → scopes → intake (read + validate body → resolve model →
-//            ownership → estimate; intake.ts) → hand the prepared call on
+//   enter:   authenticate → scopes → intake (read + validate body → resolve model → ownership →
+//            estimate; intake.ts) → guardrails (its text; guardrails/) → hand the prepared call on
 //   run:     cache (a hit ends here) → admit (the strategy) → forward, again when the strategy puts an attempt back
 //   forward: the request each deployment is sent (upstream-request.ts, responses-over-chat/) →
 //            upstream with failover → relay into the exchange (usage tap) → settle (reply.ts)
@@ -24,7 +24,7 @@ import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, classedLimits, prepare, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, classedLimits, prepare, screened, type BodyLimit, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -133,7 +133,7 @@ async function enter(
   checkEndpointScope(principal, target.spec.endpoint)
   const taken: Taken = { body: { kind: 'none' } }
   try {
-    await proceed(await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken))
+    await proceed(screened(s, ctx, await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken)))
   } catch (err) {
     // A refusal after authentication still tells the client where its limits stand (the limiter's 429s carry them).
     if (

@@ -25,6 +25,9 @@ import { maxWaitOf } from '../queue/deadline.ts'
 import { modelOf, validateBody } from './validate.ts'
 import { ANTHROPIC_CARRIED } from '../protocols/anthropic/carried.ts'
 
+/** The step after the intake (corridor.ts): a prepared call's text under its guardrail policy. */
+export { screened } from '../guardrails/create.ts'
+
 export type IntakeDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
   readonly bodyRate: BodyRate
 }

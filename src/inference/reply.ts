@@ -13,6 +13,7 @@ import { countPromptTokens } from '../limits/estimate.ts'
 import type { Admission } from '../limits/port.ts'
 import { detachedClient } from '../proxy/detached-client.ts'
 import { captureCompletion, traceSettlement, type CompletionCapture } from '../observability/call-spans.ts'
+import { unmasking } from '../guardrails/restore.ts'
 import { relay, type RelayOptions, type RelayOutcome } from '../proxy/relay.ts'
 import type { Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { listPaging } from './list-pages.ts'
@@ -75,7 +76,7 @@ export class Reply {
           })
         : undefined
     const owned = ownershipTransformOf(deps.ownership, spec, principal.owner, paging)
-    this.#transformJson = call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned
+    this.#transformJson = unmasking(call.upload?.onReply(owned) ?? deps.fileQuota?.onDelete(spec, owned) ?? owned, call)
     // A stored response and its items become the caller's to name later (object-ids.ts).
     this.#completion = captureCompletion(exchange.trace)
     this.#handedOut = replyObjectsOf(

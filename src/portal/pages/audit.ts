@@ -33,6 +33,8 @@ function changes(before: AuditSnapshot | null, after: AuditSnapshot | null): Htm
 }
 
 function actorCell(entry: AuditEntry): Html {
+  if (entry.actor.type === 'key')
+    return html`<code>${entry.actor.id}</code> <span class="hint">(a call's guardrails)</span>`
   return entry.actor.type === 'user'
     ? html`${entry.actor.name} <span class="hint">(portal)</span>`
     : html`<code>${entry.actor.id}</code> <span class="hint">(${entry.via === 'cli' ? 'CLI' : 'admin API'})</span>`

@@ -1,0 +1,137 @@
+// The guardrails as the corridor uses them (corridor.ts, one step after intake): a
+// prepared call's body checked under the policy of its key's tier (merged with its key's
+// own), then refused, masked or let through, and every decision counted, written to the
+// audit log (which detector, where: never the text) and told as a `guardrail.triggered`
+// event. The policies are read from the configuration the call started on, so a reload
+// changes them for the next calls.
+import { Counter } from 'prom-client'
+import type { AuditLog } from '../audit/log.ts'
+import type { Config } from '../config/schema.ts'
+import { gatewayError } from '../errors.ts'
+import type { Events } from '../events/types.ts'
+import type { PreparedCall } from '../inference/call.ts'
+import { clientIp } from '../http/client-address.ts'
+import type { RequestContext } from '../http/context.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { GuardrailsConfig } from './config.ts'
+import { compilePolicies, type PolicyBook } from './policy.ts'
+import { unmasked } from './restore.ts'
+import { scanBody, type Finding, type Verdict } from './scan.ts'
+
+/** Who a screened call is for, for the records: the request's id, log and (for its address) request. */
+export type ScreenContext = Pick<RequestContext, 'id' | 'log' | 'req'>
+
+export interface Guardrails {
+  /** The call to run: `call` itself, or one whose body is masked. Throws guardrail_blocked. */
+  screen(call: PreparedCall, ctx: ScreenContext): PreparedCall
+}
+
+export interface GuardrailsDeps {
+  readonly metrics?: Pick<Metrics, 'registry'>
+  readonly audit?: Pick<AuditLog, 'record'>
+  readonly events?: Events
+}
+
+/** At most this many findings are written in one audit record (the count says how many there were). */
+const RECORDED_FINDINGS = 50
+
+export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps = {}): Guardrails {
+  const counter =
+    deps.metrics === undefined
+      ? undefined
+      : new Counter({
+          name: 'tollgate_guardrail_findings_total',
+          help: 'Guardrail matches in requests, by policy, detector and the action taken (block, mask, flag).',
+          labelNames: ['policy', 'detector', 'action'] as const,
+          registers: [deps.metrics.registry],
+        })
+  // One compiled book per configuration in force (a reload brings a new frozen object).
+  const books = new WeakMap<GuardrailsConfig, PolicyBook>()
+  const bookOf = (config: GuardrailsConfig): PolicyBook => {
+    let book = books.get(config)
+    if (book === undefined) books.set(config, (book = compilePolicies(config)))
+    return book
+  }
+  bookOf(config.guardrails) // the boot's policies compiled now, not on the first call
+
+  const record = (call: PreparedCall, ctx: ScreenContext, policy: string, verdict: Verdict): void => {
+    const { findings } = verdict
+    for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
+    const action = verdict.blocked !== undefined ? 'block' : findings.some((f) => f.action === 'mask') ? 'mask' : 'flag'
+    const summary = {
+      policy,
+      action,
+      endpoint: call.spec.endpoint,
+      model: call.modelName,
+      findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
+      finding_count: findings.length,
+    }
+    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, 'guardrails: a request matched')
+    deps.audit
+      ?.record({
+        actor: { type: 'key', id: call.principal.keyId },
+        via: 'inference',
+        action: `guardrail.${action}`,
+        objectType: 'request',
+        objectId: ctx.id,
+        before: null,
+        after: summary,
+        address: clientIp(ctx.req, config.server.trustProxyHops),
+        requestId: ctx.id,
+      })
+      .catch((err: unknown) =>
+        ctx.log.error(
+          { err: (err as Error).message, action: `guardrail.${action}` },
+          'audit: a guardrail decision could not be recorded',
+        ),
+      )
+    deps.events?.fire('guardrail.triggered', {
+      key_id: call.principal.keyId,
+      request_id: ctx.id,
+      policy,
+      action,
+      endpoint: call.spec.endpoint,
+      detectors: [...new Set(findings.map((f) => f.detector))],
+      paths: [...new Set(findings.map((f) => f.path))].slice(0, RECORDED_FINDINGS),
+    })
+  }
+
+  return {
+    screen(call, ctx) {
+      const { config } = call.runtime
+      if (call.body.kind !== 'json') return call
+      const tierPolicy = config.plans.tiers[call.resolved.tier]?.guardrails
+      const policy = bookOf(config.guardrails).policyFor(tierPolicy, call.principal.keyId)
+      if (policy === undefined || policy.rules.length === 0) return call
+      const verdict = scanBody(call.body.value, policy)
+      if (verdict.findings.length === 0) return call
+      record(call, ctx, policy.name, verdict)
+      if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
+      if (verdict.body === call.body.value) return call
+      // A masked body is a new one: serialised from its value, never the bytes the client sent.
+      const { masked } = verdict
+      return {
+        ...call,
+        body: { kind: 'json', value: { ...verdict.body } },
+        ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
+      }
+    },
+  }
+}
+
+/** The corridor's guardrails step: the call to run (`call` itself when there are no guardrails). */
+export function screened(
+  deps: { readonly guardrails?: Guardrails },
+  ctx: ScreenContext,
+  call: PreparedCall,
+): PreparedCall {
+  return deps.guardrails === undefined ? call : deps.guardrails.screen(call, ctx)
+}
+
+/** The 400 of a blocked call: the policy, the detector and where; never the match. */
+function blockedError(policy: string, finding: Finding): Error {
+  return gatewayError('guardrail_blocked', {
+    message: `The request was refused by the guardrail policy '${policy}': its '${finding.detector}' check matched at ${finding.path}. The matched text is not repeated here; remove it (or ask the gateway's operator about the policy) and send the request again.`,
+    param: finding.path,
+  })
+}

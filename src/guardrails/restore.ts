@@ -1,0 +1,33 @@
+// Masked values given back: a whole reply to the call that sent them has each placeholder
+// ([EMAIL_1]) the model repeated replaced by the value it stands for, when the policy says
+// `restore`. The upstream never saw the values; the caller gets its own text back, nobody
+// else's (the map is the call's own). Streams keep their placeholders.
+
+/** A placeholder as scan.ts writes them. */
+const PLACEHOLDER = /\[[A-Z][A-Z0-9_]*_\d+\]/g
+
+/** `reply` with every placeholder of `masked` in its strings replaced by its value (a copy where something changed). */
+export function unmasked(reply: unknown, masked: ReadonlyMap<string, string>): unknown {
+  if (typeof reply === 'string')
+    return reply.includes('[') ? reply.replace(PLACEHOLDER, (p) => masked.get(p) ?? p) : reply
+  if (Array.isArray(reply)) return reply.map((item: unknown) => unmasked(item, masked))
+  if (typeof reply !== 'object' || reply === null) return reply
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(reply)) out[key] = unmasked(value, masked)
+  return out
+}
+
+type JsonTransform = (status: number, body: unknown) => Promise<unknown>
+
+/** The reply's JSON transform with the call's unmasking after it (only a success is unmasked); `transform` when there is none. */
+export function unmasking(
+  transform: JsonTransform | undefined,
+  call: { readonly unmask?: (reply: unknown) => unknown },
+): JsonTransform | undefined {
+  const { unmask } = call
+  if (unmask === undefined) return transform
+  return async (status, body) => {
+    const transformed = transform === undefined ? undefined : await transform(status, body)
+    return status < 300 ? unmask(transformed ?? body) : transformed
+  }
+}

@@ -18,7 +18,7 @@ import type { Params } from '../http/router.ts'
 import type { Principal } from '../keys/record.ts'
 import { traceAdmission, tracedTargets } from '../observability/call-spans.ts'
 import { resolveLimits, tierOf } from '../limits/plans.ts'
-import type { Admission, Limiter } from '../limits/port.ts'
+import type { Admission } from '../limits/port.ts'
 import { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from '../proxy/deployment-pick.ts'
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
@@ -66,25 +66,6 @@ export interface Corridor {
 /** Returned by forward() when the strategy puts an upstream failure back, or waits for a deployment to have room. */
 const PUT_BACK = Symbol('put back')
 const WAIT_CAPACITY = Symbol('wait for capacity')
-
-/** The exchange of a live request: the reply goes to the client. */
-export function liveExchange(ctx: RequestContext): Exchange {
-  return {
-    id: ctx.id,
-    log: ctx.log,
-    signal: ctx.signal,
-    sink: ctx.res,
-    client: { req: ctx.req, res: ctx.res },
-    notes: ctx,
-    trace: ctx.trace,
-    live: true,
-  }
-}
-
-/** /v2: one admission; over the limit is the client's 429. */
-export function limiterStrategy(limiter: Limiter): AdmissionStrategy {
-  return { admit: (request) => limiter.admit(request) }
-}
 
 /** What every call through one corridor shares. */
 interface Shared extends InferenceDeps {

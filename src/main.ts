@@ -30,6 +30,7 @@ import { answerClientErrors } from './http/client-error.ts'
 import { capConnectionsPerAddress } from './http/connection-cap.ts'
 import { createCorridor } from './inference/corridor.ts'
 import { createQueueFromConfig } from './queue/create.ts'
+import { createBatchesFromConfig } from './batches/create.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createAuditLogFromConfig } from './audit/create.ts'
@@ -261,6 +262,16 @@ export async function startGateway(
     capacity: runtime.current.capacity,
     tracing,
   })
+  const batches = createBatchesFromConfig({
+    config,
+    log,
+    runtime,
+    corridor,
+    queue,
+    ownership: stores.ownership,
+    keys: stores.keys,
+    instance,
+  })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
   await ragAuth.start()
@@ -325,6 +336,7 @@ export async function startGateway(
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,
     tracing,
+    batches,
   })
 
   const { headersTimeoutMs } = config.server
@@ -368,6 +380,7 @@ export async function startGateway(
   await keyEvents.ready(2000)
   await fleet.ready(2000)
   await queue.start()
+  batches.start()
   // Deliveries left pending by an earlier process (or another instance) are scheduled now.
   await webhooks.dispatcher.start()
   const expiryScan = startKeyExpiryScan({
@@ -473,6 +486,7 @@ export async function startGateway(
       clearInterval(recoveryTimer)
       stopCompactions()
       // Stored requests still running after the grace are aborted; they run again elsewhere.
+      await batches.close()
       await queue.close()
       expiryScan.close()
       // Deliveries still running after the grace are sent again by whoever runs next.

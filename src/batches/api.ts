@@ -2,7 +2,7 @@
 // at the edge: the create body and the list query are checked here; the rest of the room
 // speaks BatchRecord.
 import { z } from 'zod'
-import { cursorQuery } from '../api/common.ts'
+import { cursorQuery, listOf } from '../api/common.ts'
 import { BATCH_ENDPOINT_PATHS } from './input.ts'
 import { BATCH_STATUSES, type BatchRecord } from './port.ts'
 
@@ -31,11 +31,43 @@ export const listBatchesQuery = z.strictObject({
 
 const seconds = (ms: number | null): number | null => (ms === null ? null : Math.floor(ms / 1000))
 
+const time = z.number().int().nullable()
+
 export const BatchObject = z.object({
   id: z.string(),
   object: z.literal('batch'),
   endpoint: z.string(),
+  model: z.string().nullable(),
+  errors: z
+    .object({
+      object: z.literal('list'),
+      data: z.array(
+        z.object({
+          code: z.string(),
+          message: z.string(),
+          param: z.string().nullable(),
+          line: z.number().int().nullable(),
+        }),
+      ),
+    })
+    .nullable(),
+  input_file_id: z.string(),
+  completion_window: z.string(),
   status: z.enum(BATCH_STATUSES),
+  output_file_id: z.string().nullable(),
+  error_file_id: z.string().nullable(),
+  created_at: z.number().int(),
+  in_progress_at: time,
+  expires_at: time,
+  finalizing_at: time,
+  completed_at: time,
+  failed_at: time,
+  expired_at: time,
+  cancelling_at: time,
+  cancelled_at: time,
+  request_counts: z.object({ total: z.number().int(), completed: z.number().int(), failed: z.number().int() }),
+  usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int(), total_tokens: z.number().int() }),
+  metadata: z.record(z.string(), z.string()).nullable(),
 })
 
 /** A batch as the API shows it (OpenAI's Batch object). */
@@ -77,3 +109,5 @@ export function batchView(record: BatchRecord): Record<string, unknown> {
     metadata: record.metadata,
   }
 }
+
+export const BatchList = listOf(BatchObject)

@@ -200,9 +200,13 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     const who = await principal(record)
     let usage = record.usage
     let changed = false
+    /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
+    const at = new Map(lines.map((l, i) => [l.index, i]))
     const set = async (line: BatchLine, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
       await store.setLine(record.id, line.index, patch)
-      lines[lines.indexOf(line)] = { ...line, ...patch }
+      const i = at.get(line.index) ?? -1
+      const current = lines[i]
+      if (current !== undefined) lines[i] = { ...current, ...patch }
       changed = true
     }
     const submit = async (line: BatchLine, queueId: string): Promise<boolean> => {
@@ -229,7 +233,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       if (line.queueId === null || line.result !== null) continue
       let view: QueueView | null
       try {
-        view = (await queue.read(line.queueId, record.owner)) as QueueView
+        view = await queue.read(line.queueId, record.owner)
       } catch (error) {
         if (!isNotFound(error)) throw error
         view = null
@@ -254,14 +258,14 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       await set(line, { result })
     }
     if (!stopping) {
-      for (const line of lines) {
-        if (inQueue >= deps.window) break
-        if (line.queueId !== null || line.result !== null) continue
+      for (let i = 0; i < lines.length && inQueue < deps.window; i++) {
+        const line = lines[i]
+        if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)
         // Kept before it is submitted: a restart in between submits it again, once.
         await set(line, { queueId })
         if (!(await submit(line, queueId))) break
-        if (lines[lines.indexOf(line)]?.result === null) inQueue++
+        if (lines[i]?.result === null) inQueue++
       }
     }
     if (changed) {

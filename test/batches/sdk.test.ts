@@ -6,7 +6,8 @@
 // its line; a batch on a key with a small RPM limit is paced by the limiter (its window is
 // spent while the batch waits) and a cancel stops it, the lines that had run kept.
 import { randomBytes } from 'node:crypto'
-import OpenAI, { toFile } from 'openai'
+import type OpenAI from 'openai'
+import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'

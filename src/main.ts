@@ -271,6 +271,7 @@ export async function startGateway(
     ownership: stores.ownership,
     keys: stores.keys,
     instance,
+    events,
   })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })

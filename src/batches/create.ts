@@ -5,12 +5,14 @@ import type { Config } from '../config/schema.ts'
 import type { Router } from '../http/router.ts'
 import type { OpenCall } from '../inference/caller.ts'
 import type { Corridor } from '../inference/corridor.ts'
+import type { BatchEventData, Events } from '../events/types.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import { createRedisClient } from '../store/redis-client.ts'
 import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { openEmbeddedBatchStore } from './embedded-store.ts'
+import { isFinalBatch } from './port.ts'
 import { createRedisBatchStore } from './redis-store.ts'
 import { createBatchRunner, type BatchCaps } from './runner.ts'
 import { registerBatchRoutes } from './routes.ts'
@@ -24,6 +26,8 @@ export interface BatchParts {
   readonly ownership: OwnershipStore
   readonly keys: Pick<KeyStore, 'get'>
   readonly instance: string
+  /** batch.completed, batch.failed, batch.expired, batch.cancelled (webhooks). */
+  readonly events?: Events
 }
 
 export interface Batches {
@@ -51,7 +55,33 @@ export function createBatchesFromConfig(parts: BatchParts, caps: BatchCaps = DEF
           }),
           config.store.keyPrefix,
         )
-  const runner = createBatchRunner({ ...parts, log, store, caps, tickMs: 200, window: 32 })
+  const events = parts.events
+  const runner = createBatchRunner({
+    ...parts,
+    log,
+    store,
+    caps,
+    tickMs: 200,
+    window: 32,
+    // Said once per batch and ending, whichever instance ends it (and again after a restart: deduped).
+    onFinished: (batch) => {
+      if (events === undefined || !isFinalBatch(batch.status)) return
+      const status = batch.status as BatchEventData['status']
+      events.fire(
+        `batch.${status}`,
+        {
+          batch_id: batch.id,
+          key_id: batch.keyId,
+          owner: batch.owner,
+          status,
+          request_counts: batch.counts,
+          output_file_id: batch.outputFileId,
+          error_file_id: batch.errorFileId,
+        },
+        { dedupeKey: `batch:${batch.id}:${status}` },
+      )
+    },
+  })
   return {
     register(router, openCall) {
       registerBatchRoutes(router, openCall, {

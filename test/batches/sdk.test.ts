@@ -11,6 +11,7 @@ import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts'
 
 const MODEL = 'gpt-oss-120b'
 
@@ -84,9 +85,40 @@ async function keyUsage(gw: RunningTollgate, keyId: string): Promise<Record<stri
   return body.by_model.find((row) => row.model === MODEL) ?? {}
 }
 
-async function suite(t: Test, options: StartOptions): Promise<void> {
+/** Waits (bounded) for the receiver to have accepted a `type` event of the batch. */
+async function delivered(receiver: WebhookReceiver, type: string, batchId: string): Promise<Record<string, unknown>> {
+  const deadline = Date.now() + 20_000
+  while (Date.now() < deadline) {
+    const found = receiver.received.find((r) => r.type === type && r.data.batch_id === batchId)
+    if (found !== undefined) return found.data
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  throw new Error(`no ${type} event for ${batchId}`)
+}
+
+async function suite(t: Test, base: StartOptions): Promise<void> {
+  const receiver = await startWebhookReceiver()
+  t.teardown(() => receiver.close())
+  const options: StartOptions = {
+    ...base,
+    config: (doc) => {
+      base.config?.(doc)
+      doc.webhooks = {
+        allowAddresses: ['127.0.0.1'],
+        retry: { baseDelayMs: 100, maxDelayMs: 800 },
+        sweepIntervalMs: 200,
+      }
+    },
+  }
   const gw = await startTollgate(options)
   t.teardown(() => gw.stop())
+  const hook = await fetch(`${gw.url}/admin/webhooks`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: receiver.url }),
+  })
+  t.equal(hook.status, 201)
+  receiver.secret = String(((await hook.json()) as { secret: string }).secret)
   const a = await gw.createKey({ tier: 'Standard4000' })
   const b = await gw.createKey({ tier: 'Standard4000' })
   const clientA = sdkClient(gw, a.key)
@@ -122,6 +154,17 @@ async function suite(t: Test, options: StartOptions): Promise<void> {
   t.same([usage.input_tokens, usage.output_tokens], [input, output], "the batch's usage is the sum of its lines'")
   const metered = await keyUsage(gw, a.id)
   t.match(metered, { requests: N, input_tokens: input, output_tokens: output }, 'each line metered once')
+
+  t.match(
+    await delivered(receiver, 'batch.completed', created.id),
+    {
+      status: 'completed',
+      key_id: a.id,
+      request_counts: { total: N, completed: N },
+      output_file_id: done.output_file_id,
+    },
+    'batch.completed by webhook',
+  )
 
   // Another key: nothing of this batch exists for it.
   for (const attempt of [
@@ -168,6 +211,7 @@ async function suite(t: Test, options: StartOptions): Promise<void> {
     'each bad line reported with what is wrong',
   )
   t.notMatch(JSON.stringify(errors), foreign, "another owner's id is not echoed")
+  t.match(await delivered(receiver, 'batch.failed', bad.id), { status: 'failed' }, 'batch.failed by webhook')
 
   // Lists page newest first.
   const first = await clientA.batches.list({ limit: 1 })
@@ -205,6 +249,11 @@ async function suite(t: Test, options: StartOptions): Promise<void> {
   t.equal(cancelled.request_counts?.completed, 2, 'the lines that ran are kept')
   const kept = await outputLines(slowClient, cancelled.output_file_id)
   t.equal(kept.length, 2)
+  t.match(
+    await delivered(receiver, 'batch.cancelled', paced.id),
+    { status: 'cancelled', request_counts: { completed: 2 } },
+    'batch.cancelled by webhook',
+  )
   const dropped = await outputLines(slowClient, cancelled.error_file_id)
   t.ok(dropped.every((l) => l.error?.code === 'batch_cancelled'))
   t.equal(await statusOf(slowClient.batches.cancel(paced.id)), 409, 'an ended batch cannot be cancelled')

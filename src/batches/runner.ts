@@ -146,7 +146,9 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       ]))
     }
     const spec = specOf(record.endpoint)
-    for (const line of lines) {
+    for (const [i, line] of lines.entries()) {
+      // A long file keeps its lease while it is checked: no other instance starts on it meanwhile.
+      if (i % 1000 === 999 && !(await store.lease(record.id, deps.instance, LEASE_MS))) return
       try {
         await prepareLine(deps, runtime, who, spec, line.body)
       } catch (error) {

@@ -197,7 +197,10 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   }
 
   /** One look at a batch in progress; returns whether every line still to run has ended. */
-  async function step(record: BatchRecord, lines: BatchLine[]): Promise<{ settled: boolean; stopping: boolean }> {
+  async function step(
+    record: BatchRecord,
+    lines: BatchLine[],
+  ): Promise<{ settled: boolean; stopping: boolean; progressed: boolean }> {
     const stopping = record.cancelAt !== null || Date.now() >= record.expiresAt
     const who = await principal(record)
     let usage = record.usage
@@ -280,7 +283,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     }
     const waiting = lines.filter((l) => l.result === null && l.queueId !== null).length
     const unsent = lines.filter((l) => l.queueId === null).length
-    return { settled: waiting === 0 && (stopping || unsent === 0), stopping }
+    return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
   }
 
   async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
@@ -344,12 +347,13 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       }
       if (record.cancelAt !== null && record.status === 'in_progress') await store.update(id, { status: 'cancelling' })
       lines ??= await store.lines(id)
-      const { settled, stopping } = await step(record, lines)
+      const { settled, stopping, progressed } = await step(record, lines)
       if (settled) {
         await finalize((await store.get(id)) ?? record, lines, stopping)
         return
       }
-      await pause()
+      // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.
+      if (!progressed) await pause()
     }
   }
 

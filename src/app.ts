@@ -25,14 +25,14 @@ import { requestIdOf } from './http/request-id.ts'
 import { registerProbeRoutes } from './http/probes.ts'
 import { registerFrontDoor } from './http/front-door.ts'
 import { unknownRouteMessage } from './http/route-hints.ts'
-import { RouteTable, type Params, type RouteEntry } from './http/router.ts'
+import { RouteTable, type Params, type RouteEntry, type Router } from './http/router.ts'
 import { AZURE_ENDPOINTS, withoutApiVersion } from './inference/azure-endpoints.ts'
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
 import type { Corridor } from './inference/corridor.ts'
 import { limiterStrategy, liveExchange } from './inference/live.ts'
 import type { EndpointSpec } from './inference/endpoints.ts'
-import { openCallOf } from './inference/caller.ts'
+import { openCallOf, type OpenCall } from './inference/caller.ts'
 import type { Meter } from './keys/meter.ts'
 import type { KeyService } from './keys/service.ts'
 import type { Limiter } from './limits/port.ts'
@@ -105,6 +105,8 @@ export interface AppDeps {
   readonly responseCache?: Pick<ResponseCache, 'purge'>
   /** Traces (observability/tracing.ts); absent: none. */
   readonly tracing?: Tracing
+  /** OpenAI's Batch API (/v2/batches, /v1/batches: batches/create.ts); absent: not served. */
+  readonly batches?: { register(router: Router, openCall: OpenCall): void }
 }
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
@@ -189,6 +191,7 @@ export function buildApp(deps: AppDeps): App {
 
   // The queue: the /v2 calls that may wait for capacity, and stored requests.
   registerQueueRoutes(router, { config, corridor, queue: deps.queue, openCall, answer: answerInCallersShape })
+  deps.batches?.register(router, openCall)
 
   // What changes state under /admin and /portal is registered through the audit's seam:
   // each such route is declared in audit/declarations.ts, or the gateway does not start.

@@ -206,6 +206,14 @@ export const ERRORS = {
     message: 'The model does not exist or you do not have access to it.',
     body: 'openai',
   },
+  // A batch's input file that cannot be one (src/batches): its purpose, or its size.
+  batch_input_invalid: {
+    status: 400,
+    type: 'invalid_request_error',
+    code: 'invalid_file',
+    message: 'The input file cannot be used for a batch.',
+    body: 'openai',
+  },
   resource_not_found: {
     status: 404,
     type: 'invalid_request_error',
@@ -363,6 +371,14 @@ export const ERRORS = {
     body: 'openai',
   },
   // A key's stored asynchronous requests at its cap: it frees as they run (retry-after).
+  // A key's unfinished batches at their cap (src/batches): one ending or cancelled frees a place.
+  batch_limit: {
+    status: 429,
+    type: 'invalid_request_error',
+    code: 'batch_limit_exceeded',
+    message: 'This API key has as many unfinished batches as it may.',
+    body: 'openai',
+  },
   queue_full: {
     status: 429,
     type: 'requests',

@@ -32,6 +32,7 @@ import { createCorridor } from './inference/corridor.ts'
 import { createResponseCacheFromConfig } from './cache/index.ts'
 import { createGuardrailsFromConfig } from './guardrails/create.ts'
 import { createQueueFromConfig } from './queue/create.ts'
+import { createBatchesFromConfig } from './batches/create.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createAuditLogFromConfig } from './audit/create.ts'
@@ -282,6 +283,17 @@ export async function startGateway(
     capacity: runtime.current.capacity,
     tracing,
   })
+  const batches = createBatchesFromConfig({
+    config,
+    log,
+    runtime,
+    corridor,
+    queue,
+    ownership: stores.ownership,
+    keys: stores.keys,
+    instance,
+    events,
+  })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
   await ragAuth.start()
@@ -344,6 +356,7 @@ export async function startGateway(
     accessTokens: overrides.accessTokens ?? accessTokens,
     webhooks,
     tracing,
+    batches,
   })
 
   const { headersTimeoutMs } = config.server
@@ -387,6 +400,7 @@ export async function startGateway(
   await keyEvents.ready(2000)
   await fleet.ready(2000)
   await queue.start()
+  batches.start()
   // Deliveries left pending by an earlier process (or another instance) are scheduled now.
   await webhooks.dispatcher.start()
   const expiryScan = startKeyExpiryScan({
@@ -494,6 +508,7 @@ export async function startGateway(
       clearInterval(recoveryTimer)
       stopCompactions()
       // Stored requests still running after the grace are aborted; they run again elsewhere.
+      await batches.close()
       await queue.close()
       expiryScan.close()
       // Deliveries still running after the grace are sent again by whoever runs next.

@@ -60,6 +60,8 @@ const PINNED: Readonly<Record<string, Row>> = {
   auth_throttled: [429, 'requests', 'too_many_auth_failures', 'openai'],
   too_many_connections: [429, 'requests', 'too_many_connections', 'openai'],
   queue_full: [429, 'requests', 'queue_full', 'openai'],
+  batch_limit: [429, 'invalid_request_error', 'batch_limit_exceeded', 'openai'],
+  batch_input_invalid: [400, 'invalid_request_error', 'invalid_file', 'openai'],
   file_quota_exceeded: [429, 'insufficient_quota', 'file_quota_exceeded', 'openai'],
   internal: [500, 'server_error', 'internal_error', 'openai'],
   capability_missing: [501, 'invalid_request_error', 'not_supported', 'openai'],

@@ -86,6 +86,24 @@ export interface EventData {
   }
   /** Sent by POST /admin/webhooks/{id}/test only, to that endpoint. */
   'webhook.test': { readonly endpoint_id: string }
+  /** A batch (docs/batches.md) ended with every line run. */
+  'batch.completed': BatchEventData
+  /** A batch's input file did not validate: nothing ran. */
+  'batch.failed': BatchEventData
+  /** A batch's 24 hours passed before its lines all ran. */
+  'batch.expired': BatchEventData
+  /** A batch was cancelled: its lines that had run are in its output. */
+  'batch.cancelled': BatchEventData
+}
+
+export interface BatchEventData {
+  readonly batch_id: string
+  readonly key_id: string
+  readonly owner: string
+  readonly status: 'completed' | 'failed' | 'expired' | 'cancelled'
+  readonly request_counts: { readonly total: number; readonly completed: number; readonly failed: number }
+  readonly output_file_id: string | null
+  readonly error_file_id: string | null
 }
 
 export interface KeyEventData {
@@ -119,6 +137,10 @@ export const EVENT_TYPES = [
   'budget.threshold',
   'guardrail.triggered',
   'webhook.test',
+  'batch.completed',
+  'batch.failed',
+  'batch.expired',
+  'batch.cancelled',
 ] as const satisfies readonly EventType[]
 
 export function isEventType(value: string): value is EventType {

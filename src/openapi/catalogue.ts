@@ -34,6 +34,7 @@ import { buildDocument, type OpenApiDocument, type TagGroups } from './document.
 import type { OperationDoc } from './operation.ts'
 import { QUEUE_ADMIN_OPERATIONS, QueueRequest, queueOperations } from '../queue/docs.ts'
 import { REFERENCE_OPERATIONS } from './routes.ts'
+import { BATCHES_TAG, batchOperations } from '../batches/docs.ts'
 import { RAG_OPERATIONS, RAG_TAG } from '../rag/docs.ts'
 import { PORTAL_OPERATIONS } from '../portal/operations.ts'
 import { ANTHROPIC_OPERATIONS, ANTHROPIC_QUEUE_OPERATIONS, ANTHROPIC_TAG } from '../protocols/anthropic/docs.ts'
@@ -56,6 +57,7 @@ export function apiOperations(served: ServedParts = ALL): OperationDoc[] {
     ...inferenceOperations('/v1', FILE_SPECS, { idPrefix: 'v1' }),
     ...inferenceOperations('/v1', VECTOR_STORE_ENDPOINTS),
     ...queueOperations(),
+    ...batchOperations(),
     ...ANTHROPIC_OPERATIONS,
     ...ANTHROPIC_QUEUE_OPERATIONS,
     ...ADMIN_OPERATIONS,
@@ -97,6 +99,7 @@ const GROUPS: TagGroups = [
     tags: ['Files', 'Vector stores', 'Vector store files', 'Vector store file batches'],
   },
   { name: 'Queue (/queue)', tags: ['Queue'] },
+  { name: 'Batches (/v2, /v1)', tags: [BATCHES_TAG] },
   { name: 'Anthropic Messages API (/v1/messages)', tags: [ANTHROPIC_TAG] },
   {
     name: 'Key portal (/admin)',

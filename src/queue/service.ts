@@ -87,6 +87,14 @@ export interface QueueService {
    * the API the caller spoke when the call was translated from it (its result is shown so).
    */
   accept(ctx: RequestContext, call: PreparedCall, protocol?: CallerProtocol): Promise<void>
+  /** A new stored-request id for a key's request (kept by whoever submits it later: a batch's line). */
+  newId(keyId: string): string
+  /**
+   * Stores a checked call under `id` to run later, with nobody waiting for a reply (a
+   * batch's line): as accept, without the limiter's early refusal. Its key's pending caps
+   * hold: a full queue is `queue_full`, to try again once some have run.
+   */
+  enqueue(call: PreparedCall, id: string): Promise<void>
   /** One request; `owner` given: 404 unless it is that owner's (without: the admin, who also sees the owner). */
   read(id: string, owner?: string): Promise<Record<string, unknown>>
   list(owner: string, query: ListQuery): Promise<Record<string, unknown>>
@@ -324,6 +332,51 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         'preference-applied': 'respond-async',
         'cache-control': 'no-store',
       })
+    },
+
+    newId: (keyId) => store.newId(keyId),
+
+    async enqueue(call, id) {
+      if (shutdown.signal.aborted) throw gatewayError('shutting_down')
+      const { principal, resolved, estimate, spec } = call
+      const { body, bytes } = await stored(call.body)
+      const request: NewRequest = {
+        id,
+        keyId: principal.keyId,
+        owner: principal.owner,
+        tier: resolved.tier,
+        line: lineOf(principal.keyId, resolved.model),
+        createdAt: Date.now(),
+        call: {
+          endpoint: spec.endpoint,
+          model: call.modelName,
+          params: { ...call.params },
+          query: call.query.toString(),
+          body,
+          estimate,
+        },
+      }
+      const { plans, storageCaps } = call.runtime.config
+      const storage = storageCapsOf(plans, storageCaps, resolved.tier)
+      let ahead: number
+      try {
+        ahead = await store.submit(request, bytes, undefined, {
+          requests: storage.queuedRequests,
+          bytes: storage.queuedBytes,
+        })
+      } catch (error) {
+        if (error instanceof QueueFullError) throw queueFull(error, storage, resolved.limits.rpm)
+        throw error
+      }
+      metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })
+      if (ahead === 0) {
+        await coordinator.schedule(request, request.tier).catch((error: unknown) => {
+          deps.log.warn(
+            { queueId: id, err: describe(error) },
+            'queued request stored but not scheduled yet; the sweep will',
+          )
+        })
+      }
     },
 
     async read(id, owner) {

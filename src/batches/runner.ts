@@ -1,0 +1,401 @@
+// Drives batches to their end, on whichever instance holds a batch's lease (any instance
+// takes a batch whose lease has lapsed: its gateway stopped). A batch's lines do not run
+// here: each is submitted as a stored /queue request, and the queue's workers (any
+// instance's) run it through the corridor like any stored request: scopes and ownership
+// checked again, admitted by the key's limits and budgets in its line, sent where there is
+// capacity, metered once. The runner keeps a window of lines in the queue, collects what
+// each got, and writes the output and error files at the end.
+//
+// Exactly once: a line's queue id is kept before it is submitted; after a restart a line
+// with an id is submitted again only when the queue has no such request (it never took
+// it), and the queue itself runs and charges each stored request once.
+import { GatewayError, toGatewayError } from '../errors.ts'
+import type { Corridor } from '../inference/corridor.ts'
+import { principalOf, type Principal } from '../keys/record.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { QueueService } from '../queue/service.ts'
+import type { RuntimeSource } from '../runtime/snapshot.ts'
+import type { KeyStore, OwnershipStore } from '../store/ports.ts'
+import { fileText, uploadFile } from './files.ts'
+import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import {
+  isFinalBatch,
+  type BatchError,
+  type BatchLine,
+  type BatchPatch,
+  type BatchRecord,
+  type BatchStore,
+  type LineResult,
+} from './port.ts'
+
+export interface BatchCaps {
+  /** Lines one batch may hold. */
+  readonly maxLines: number
+  /** Bytes of an input file. */
+  readonly maxFileBytes: number
+  /** Unfinished batches one key may have. */
+  readonly maxActivePerKey: number
+}
+
+export interface BatchRunnerDeps {
+  readonly store: BatchStore
+  readonly queue: Pick<QueueService, 'newId' | 'enqueue' | 'read' | 'cancel'>
+  readonly corridor: Corridor
+  readonly ownership: OwnershipStore
+  readonly runtime: RuntimeSource
+  readonly keys: Pick<KeyStore, 'get'>
+  readonly instance: string
+  readonly log: Logger
+  readonly caps: BatchCaps
+  /** How often a batch's lines are looked at (and unled batches looked for). */
+  readonly tickMs: number
+  /** Lines of one batch in the queue at once. */
+  readonly window: number
+  /** A batch reached a final status (webhooks, audit). */
+  readonly onFinished?: (batch: BatchRecord) => void
+}
+
+/** How long a lease lasts without renewal: another instance takes the batch after it. */
+const LEASE_MS = 30_000
+/** Errors of a failed validation kept on the batch (OpenAI's list is bounded too). */
+const MAX_ERRORS = 1000
+
+export interface BatchRunner {
+  start(): void
+  /** Looks at once (a batch was created or cancelled on this instance). */
+  poke(): void
+  close(): Promise<void>
+}
+
+interface QueueView {
+  readonly status?: unknown
+  readonly response?: {
+    readonly status_code?: unknown
+    readonly body?: unknown
+    readonly usage?: { readonly input_tokens?: unknown; readonly output_tokens?: unknown }
+  }
+}
+
+const isNotFound = (error: unknown): boolean => error instanceof GatewayError && error.status === 404
+
+export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
+  const { store, queue, log } = deps
+  const driving = new Map<string, Promise<void>>()
+  let timer: NodeJS.Timeout | null = null
+  let closed = false
+  /** The drives pausing between looks: a poke ends their pause. */
+  const pausing = new Set<() => void>()
+  const wakeAll = (): void => {
+    for (const finish of [...pausing]) finish()
+  }
+
+  const pause = (): Promise<void> =>
+    new Promise((done) => {
+      const t = setTimeout(finish, deps.tickMs)
+      function finish(): void {
+        clearTimeout(t)
+        pausing.delete(finish)
+        done()
+      }
+      pausing.add(finish)
+    })
+
+  async function principal(record: BatchRecord): Promise<Principal | null> {
+    const key = await deps.keys.get(record.keyId)
+    return key === null || key.status !== 'active' ? null : principalOf(key)
+  }
+
+  async function finish(record: BatchRecord, patch: BatchPatch): Promise<BatchRecord | null> {
+    const next = await store.update(record.id, patch)
+    if (next !== null && isFinalBatch(next.status)) deps.onFinished?.(next)
+    return next
+  }
+
+  async function validate(record: BatchRecord): Promise<void> {
+    const now = Date.now()
+    const fail = (errors: BatchError[]) => finish(record, { status: 'failed', failedAt: now, errors })
+    const who = await principal(record)
+    if (who === null)
+      return void (await fail([
+        { code: 'invalid_api_key', message: 'The key of this batch is no longer active.', param: null, line: null },
+      ]))
+    const runtime = deps.runtime.current
+    let text: string
+    try {
+      text = await fileText(runtime, record.inputFileId, deps.caps.maxFileBytes)
+    } catch (error) {
+      const known = toGatewayError(error)
+      return void (await fail([
+        { code: known.code ?? known.errorName, message: known.message, param: 'input_file_id', line: null },
+      ]))
+    }
+    const { lines, errors } = parseInput(text, record.endpoint)
+    if (lines.length + errors.length > deps.caps.maxLines) {
+      return void (await fail([
+        {
+          code: 'too_many_lines',
+          message: `The input file has ${lines.length + errors.length} requests; a batch may hold ${deps.caps.maxLines}.`,
+          param: 'input_file_id',
+          line: null,
+        },
+      ]))
+    }
+    if (lines.length + errors.length === 0) {
+      return void (await fail([
+        { code: 'empty_file', message: 'The input file has no requests.', param: 'input_file_id', line: null },
+      ]))
+    }
+    const spec = specOf(record.endpoint)
+    for (const [i, line] of lines.entries()) {
+      // A long file keeps its lease while it is checked: no other instance starts on it meanwhile.
+      if (i % 1000 === 999 && !(await store.lease(record.id, deps.instance, LEASE_MS))) return
+      try {
+        await prepareLine(deps, runtime, who, spec, line.body)
+      } catch (error) {
+        errors.push(batchErrorOf(line.index, error))
+      }
+    }
+    if (errors.length > 0) {
+      errors.sort((a, b) => (a.line ?? 0) - (b.line ?? 0))
+      return void (await fail(errors.slice(0, MAX_ERRORS)))
+    }
+    await store.putLines(
+      record.id,
+      lines.map((l): BatchLine => ({
+        index: l.index,
+        customId: l.customId,
+        body: l.body,
+        queueId: null,
+        result: null,
+      })),
+    )
+    const models = new Set(lines.map((l) => l.body.model))
+    const [only] = models
+    await store.update(record.id, {
+      status: 'in_progress',
+      inProgressAt: Date.now(),
+      counts: { total: lines.length, completed: 0, failed: 0 },
+      model: models.size === 1 && typeof only === 'string' ? only : null,
+    })
+  }
+
+  /** What the queue says of a line in the queue: its result once it has one. */
+  function resultOf(line: BatchLine, view: QueueView): LineResult | null {
+    const status = view.status
+    if (status === 'queued' || status === 'in_progress') return null
+    const response = view.response
+    if (response !== undefined && typeof response.status_code === 'number')
+      return { kind: 'response', statusCode: response.status_code, requestId: line.queueId ?? '', body: response.body }
+    return {
+      kind: 'error',
+      code: status === 'cancelled' ? 'batch_cancelled' : 'batch_expired',
+      message:
+        status === 'cancelled'
+          ? 'The batch was cancelled before this request ran.'
+          : 'This request expired before it ran.',
+    }
+  }
+
+  /** One look at a batch in progress; returns whether every line still to run has ended. */
+  async function step(
+    record: BatchRecord,
+    lines: BatchLine[],
+  ): Promise<{ settled: boolean; stopping: boolean; progressed: boolean }> {
+    const stopping = record.cancelAt !== null || Date.now() >= record.expiresAt
+    const who = await principal(record)
+    let usage = record.usage
+    let changed = false
+    /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
+    const at = new Map(lines.map((l, i) => [l.index, i]))
+    const set = async (line: BatchLine, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
+      await store.setLine(record.id, line.index, patch)
+      const i = at.get(line.index) ?? -1
+      const current = lines[i]
+      if (current !== undefined) lines[i] = { ...current, ...patch }
+      changed = true
+    }
+    const submit = async (line: BatchLine, queueId: string): Promise<boolean> => {
+      if (who === null) {
+        await set(line, {
+          result: { kind: 'error', code: 'invalid_api_key', message: 'The key of this batch is no longer active.' },
+        })
+        return true
+      }
+      try {
+        const call = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
+        await queue.enqueue(call, queueId)
+        return true
+      } catch (error) {
+        const known = toGatewayError(error)
+        // A full queue (or an outage) is waited out: the line is submitted on a later look.
+        if (known.errorName === 'queue_full' || known.status === 503) return false
+        await set(line, { result: { kind: 'error', code: known.code ?? known.errorName, message: known.message } })
+        return true
+      }
+    }
+    let inQueue = 0
+    for (const line of [...lines]) {
+      if (line.queueId === null || line.result !== null) continue
+      let view: QueueView | null
+      try {
+        view = await queue.read(line.queueId, record.owner)
+      } catch (error) {
+        if (!isNotFound(error)) throw error
+        view = null
+      }
+      if (view === null) {
+        // Chosen but never taken by the queue (a restart between, or a full queue).
+        if (stopping) await set(line, { result: resultOf(line, { status: 'cancelled' }) })
+        else if (await submit(line, line.queueId)) inQueue++
+        continue
+      }
+      const result = resultOf(line, view)
+      if (result === null) {
+        inQueue++
+        if (stopping && view.status === 'queued') await queue.cancel(line.queueId, record.owner).catch(() => undefined)
+        continue
+      }
+      const u = view.response?.usage
+      usage = {
+        inputTokens: usage.inputTokens + Number(u?.input_tokens ?? 0),
+        outputTokens: usage.outputTokens + Number(u?.output_tokens ?? 0),
+      }
+      await set(line, { result })
+    }
+    if (!stopping) {
+      for (let i = 0; i < lines.length && inQueue < deps.window; i++) {
+        const line = lines[i]
+        if (line === undefined || line.queueId !== null || line.result !== null) continue
+        const queueId = queue.newId(record.keyId)
+        // Kept before it is submitted: a restart in between submits it again, once.
+        await set(line, { queueId })
+        if (!(await submit(line, queueId))) break
+        if (lines[i]?.result === null) inQueue++
+      }
+    }
+    if (changed) {
+      const done = lines.filter((l) => l.result !== null)
+      const completed = done.filter((l) => l.result?.kind === 'response' && l.result.statusCode < 400).length
+      await store.update(record.id, {
+        counts: { total: lines.length, completed, failed: done.length - completed },
+        usage,
+      })
+    }
+    const waiting = lines.filter((l) => l.result === null && l.queueId !== null).length
+    const unsent = lines.filter((l) => l.queueId === null).length
+    return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
+  }
+
+  async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
+    const expired = stopping && record.cancelAt === null
+    await store.update(record.id, { status: 'finalizing', finalizingAt: Date.now() })
+    const out: string[] = []
+    const err: string[] = []
+    for (const line of lines) {
+      const result: LineResult | null =
+        line.result ??
+        (expired
+          ? { kind: 'error', code: 'batch_expired', message: 'This request was not run before the batch expired.' }
+          : null)
+      if (result === null) continue
+      const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
+      if (result.kind === 'response') {
+        const text = JSON.stringify({
+          id,
+          custom_id: line.customId,
+          response: { status_code: result.statusCode, request_id: result.requestId, body: result.body },
+          error: null,
+        })
+        ;(result.statusCode < 400 ? out : err).push(text)
+      } else {
+        err.push(
+          JSON.stringify({
+            id,
+            custom_id: line.customId,
+            response: null,
+            error: { code: result.code, message: result.message },
+          }),
+        )
+      }
+    }
+    const runtime = deps.runtime.current
+    const upload = (rows: string[], name: string): Promise<string | null> =>
+      rows.length === 0
+        ? Promise.resolve(null)
+        : uploadFile(runtime, deps.ownership, record.owner, name, Buffer.from(`${rows.join('\n')}\n`))
+    const outputFileId = await upload(out, `${record.id}_output.jsonl`)
+    const errorFileId = await upload(err, `${record.id}_error.jsonl`)
+    const now = Date.now()
+    const end: BatchPatch = !stopping
+      ? { status: 'completed', completedAt: now }
+      : expired
+        ? { status: 'expired', expiredAt: now }
+        : { status: 'cancelled', cancelledAt: now }
+    await finish(record, { ...end, outputFileId, errorFileId })
+  }
+
+  async function drive(id: string): Promise<void> {
+    let lines: BatchLine[] | null = null
+    while (!closed) {
+      if (!(await store.lease(id, deps.instance, LEASE_MS))) return
+      const record = await store.get(id)
+      if (record === null || isFinalBatch(record.status)) return
+      if (record.status === 'validating') {
+        if (record.cancelAt !== null) await finish(record, { status: 'cancelled', cancelledAt: Date.now() })
+        else await validate(record)
+        continue
+      }
+      if (record.cancelAt !== null && record.status === 'in_progress') await store.update(id, { status: 'cancelling' })
+      lines ??= await store.lines(id)
+      const { settled, stopping, progressed } = await step(record, lines)
+      if (settled) {
+        await finalize((await store.get(id)) ?? record, lines, stopping)
+        return
+      }
+      // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.
+      if (!progressed) await pause()
+    }
+  }
+
+  async function look(): Promise<void> {
+    for (const id of await store.active()) {
+      if (closed || driving.has(id)) continue
+      const run = drive(id)
+        .catch((error: unknown) =>
+          log.warn({ batchId: id, err: (error as Error).message }, 'batch runner: will try again'),
+        )
+        .finally(() => {
+          driving.delete(id)
+          void store.unlease(id, deps.instance).catch(() => undefined)
+        })
+      driving.set(id, run)
+    }
+  }
+
+  let looking: Promise<void> | null = null
+  const tick = (): void => {
+    looking ??= look()
+      .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'batch runner: could not list batches'))
+      .finally(() => {
+        looking = null
+      })
+  }
+
+  return {
+    start() {
+      timer = setInterval(tick, deps.tickMs)
+      timer.unref()
+      tick()
+    },
+    poke() {
+      wakeAll()
+      tick()
+    },
+    async close() {
+      closed = true
+      if (timer !== null) clearInterval(timer)
+      wakeAll()
+      await Promise.allSettled([...driving.values()])
+    },
+  }
+}

@@ -148,7 +148,7 @@ t.test('the reservation: estimated prompt plus the completion the request may pr
   const options = { defaultMaxTokens: 1024 }
   t.same(
     estimateUsage('chat.completions', { messages }, options),
-    { inputTokens: prompt, outputTokens: 1024, outputDefaulted: true, sentCap: 1024 },
+    { inputTokens: prompt, outputTokens: 1024, outputDefaulted: true, sentCap: 1024, replies: 1 },
     'the default without max_tokens, sent upstream as the cap',
   )
   t.same(

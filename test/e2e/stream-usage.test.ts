@@ -89,55 +89,43 @@ t.test('a client that did not ask for usage still gets none', async (t) => {
   )
 })
 
-t.test('a stream that is only an upstream error is charged nothing', async (t) => {
-  upstream.options.onlyEvent = { error: { message: 'the model is loading', type: 'server_error', code: null } }
-  t.teardown(() => {
-    delete upstream.options.onlyEvent
+for (const { name, event, charged } of [
+  {
+    name: 'a stream that is only an upstream error is charged nothing',
+    event: { error: { message: 'the model is loading', type: 'server_error', code: null } },
+    charged: { input: 0, output: 0 },
+  },
+  {
+    name: 'a stream that is only an upstream error reporting usage is charged what it reports',
+    event: {
+      error: { message: 'the model stopped', type: 'server_error', code: null },
+      usage: { prompt_tokens: 13, completion_tokens: 2, total_tokens: 15 },
+    },
+    charged: { input: 13, output: 2 },
+  },
+]) {
+  t.test(name, async (t) => {
+    upstream.options.onlyEvent = event
+    t.teardown(() => {
+      delete upstream.options.onlyEvent
+    })
+    const { key, id } = await gw.createKey({ tier: 'Standard4000' })
+    const failed = await sdkClient(gw, key)
+      .chat.completions.create({
+        model: MODEL,
+        messages: [{ role: 'user', content: 'a prompt of some length that would be charged as input' }],
+        stream: true,
+        stream_options: { include_usage: true },
+      })
+      .then(async (stream) => {
+        for await (const _ of stream) void _
+      })
+      .catch((e: unknown) => e)
+    t.match(String(failed), event.error.message, 'the client got the error')
+    const { value: metered } = await pollUntil(
+      () => totals(gw, id),
+      (now) => now.requests === 1,
+    )
+    t.same({ input: metered.input_tokens, output: metered.output_tokens }, charged)
   })
-  const { key, id } = await gw.createKey({ tier: 'Standard4000' })
-  const failed = await sdkClient(gw, key)
-    .chat.completions.create({
-      model: MODEL,
-      messages: [{ role: 'user', content: 'a prompt of some length that would be charged as input' }],
-      stream: true,
-      stream_options: { include_usage: true },
-    })
-    .then(async (stream) => {
-      for await (const _ of stream) void _
-    })
-    .catch((e: unknown) => e)
-  t.match(String(failed), /the model is loading/, 'the client got the error')
-  const { value: metered } = await pollUntil(
-    () => totals(gw, id),
-    (now) => now.requests === 1,
-  )
-  t.same({ input: metered.input_tokens, output: metered.output_tokens }, { input: 0, output: 0 })
-})
-
-t.test('a stream that is only an upstream error reporting usage is charged what it reports', async (t) => {
-  upstream.options.onlyEvent = {
-    error: { message: 'the model stopped', type: 'server_error', code: null },
-    usage: { prompt_tokens: 13, completion_tokens: 2, total_tokens: 15 },
-  }
-  t.teardown(() => {
-    delete upstream.options.onlyEvent
-  })
-  const { key, id } = await gw.createKey({ tier: 'Standard4000' })
-  const failed = await sdkClient(gw, key)
-    .chat.completions.create({
-      model: MODEL,
-      messages: [{ role: 'user', content: 'a prompt of some length that would be charged as input' }],
-      stream: true,
-      stream_options: { include_usage: true },
-    })
-    .then(async (stream) => {
-      for await (const _ of stream) void _
-    })
-    .catch((e: unknown) => e)
-  t.match(String(failed), /the model stopped/, 'the client got the error')
-  const { value: metered } = await pollUntil(
-    () => totals(gw, id),
-    (now) => now.requests === 1,
-  )
-  t.same({ input: metered.input_tokens, output: metered.output_tokens }, { input: 13, output: 2 })
-})
+}

@@ -13,16 +13,14 @@
 //   node bench/compare.ts [--quick] [--soak 60] [--root <other checkout>]   prints a Markdown section
 //   npm run bench -- compare [--quick]            also writes it into bench/results.md
 import { spawn, execFile } from 'node:child_process'
-import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
-import { cpuMsOf, fmt, LIMITS_OFF_AND_ON, memoryOf, pause, sampleRss } from './proxy-rig.ts'
+import { chatBody, closedLoop, cpuMsOf, fmt, LIMITS_OFF_AND_ON, memoryOf, pause, sampleRss } from './proxy-rig.ts'
 
 const run = promisify(execFile)
 const HERE = import.meta.dirname
-const AUTOCANNON = join(createRequire(import.meta.url).resolve('autocannon/package.json'), '../autocannon.js')
 const CONNECTIONS = 50
 const FIXED_RATE = 2000
 /** A rate the bare hop sustains even when the machine is shared (at 2,000 req/s it may not: then every path queues). */
@@ -108,51 +106,19 @@ export function startChild(
   })
 }
 
-const body = (stream: boolean): string =>
-  JSON.stringify({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
-    max_tokens: 16,
-    ...(stream ? { stream: true } : {}),
-  })
-
 /** Closed-loop throughput at CONNECTIONS connections: 2xx per second, and non-2xx seen. */
 async function autocannon(
   target: Target,
   stream: boolean,
   seconds: number,
 ): Promise<{ rps: number; requests: number; errors: number }> {
-  const headers = [
-    '-H',
-    'content-type=application/json',
-    ...(target.key ? ['-H', `authorization=Bearer ${target.key}`] : []),
-  ]
-  const { stdout } = await run(
-    process.execPath,
-    [
-      AUTOCANNON,
-      '-j',
-      '-n',
-      '-c',
-      String(CONNECTIONS),
-      '-d',
-      String(seconds),
-      '-m',
-      'POST',
-      ...headers,
-      '-b',
-      body(stream),
-      target.url,
-    ],
-    { maxBuffer: 64 * 2 ** 20 },
-  )
-  const result = JSON.parse(stdout) as {
-    '2xx': number
-    non2xx: number
-    errors: number
-    timeouts: number
-    duration: number
-  }
+  const result = await closedLoop({
+    url: target.url,
+    body: chatBody(MODEL, 16, stream),
+    headers: target.key ? { authorization: `Bearer ${target.key}` } : {},
+    connections: CONNECTIONS,
+    seconds,
+  })
   return {
     rps: result['2xx'] / result.duration,
     requests: result['2xx'],
@@ -239,12 +205,16 @@ export const GATEWAY_ENV = { MALLOC_ARENA_MAX: '2' } as const
 /** When "after load" is read: past the default server.heapCompaction.quietMs (10 s). */
 const AFTER_LOAD_MS = 12_000
 
-async function startGateway(
+/**
+ * A `tollgate serve` as production runs it, on the embedded store or on Redis at
+ * `redisUrl`, with the tiers of LIMITS_OFF_AND_ON; `config` adds the backends and models
+ * (this bench's and bench/latency.ts's). `root`: another checkout's gateway.
+ */
+export function startBenchGateway(
   store: 'embedded' | 'redis',
-  upstream: string,
-  slow: string,
   redisUrl: string,
   root: string | undefined,
+  config: (doc: Record<string, unknown>) => void,
 ): Promise<RunningTollgate> {
   return startTollgate({
     ...(root === undefined ? {} : { root }),
@@ -258,21 +228,33 @@ async function startGateway(
     },
     config: (doc) => {
       doc.plans = LIMITS_OFF_AND_ON
-      // Only the upstream: a gateway in front of a real model server has no mock backend
-      // (whose replies need the tokenizer loaded on the main thread, ~75 MB).
-      doc.backends = {
-        upstream: { type: 'openai', baseUrl: `${upstream}/v1`, maxSockets: 1024 },
-        slow: { type: 'openai', baseUrl: `${slow}/v1`, maxSockets: 1024 },
-      }
-      doc.resourceBackend = 'upstream'
-      doc.models = [
-        { name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] },
-        { name: SLOW_MODEL, kind: 'chat', deployments: [{ backend: 'slow' }] },
-      ]
-      // The 1,000 streams come from one address, above the default cap of 1,000 connections.
-      ;(doc.server as Record<string, unknown>).maxConnectionsPerAddress = 2 * MANY_STREAMS
-      ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
+      config(doc)
     },
+  })
+}
+
+function startGateway(
+  store: 'embedded' | 'redis',
+  upstream: string,
+  slow: string,
+  redisUrl: string,
+  root: string | undefined,
+): Promise<RunningTollgate> {
+  return startBenchGateway(store, redisUrl, root, (doc) => {
+    // Only the upstream: a gateway in front of a real model server has no mock backend
+    // (whose replies need the tokenizer loaded on the main thread, ~75 MB).
+    doc.backends = {
+      upstream: { type: 'openai', baseUrl: `${upstream}/v1`, maxSockets: 1024 },
+      slow: { type: 'openai', baseUrl: `${slow}/v1`, maxSockets: 1024 },
+    }
+    doc.resourceBackend = 'upstream'
+    doc.models = [
+      { name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] },
+      { name: SLOW_MODEL, kind: 'chat', deployments: [{ backend: 'slow' }] },
+    ]
+    // The 1,000 streams come from one address, above the default cap of 1,000 connections.
+    ;(doc.server as Record<string, unknown>).maxConnectionsPerAddress = 2 * MANY_STREAMS
+    ;(doc.store as Record<string, unknown>).keyPrefix = 'bench:'
   })
 }
 

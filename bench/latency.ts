@@ -20,17 +20,16 @@
 import { execFile, spawn } from 'node:child_process'
 import { existsSync, mkdirSync } from 'node:fs'
 import http from 'node:http'
-import { createRequire } from 'node:module'
 import net from 'node:net'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { parseArgs, promisify } from 'node:util'
-import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
+import type { RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
-import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, startChild } from './compare.ts'
+import { startBenchGateway, startChild } from './compare.ts'
 import { machine } from './machine.ts'
-import { fmt, LIMITS_OFF_AND_ON } from './proxy-rig.ts'
+import { chatBody, closedLoop, fmt } from './proxy-rig.ts'
 
 const run = promisify(execFile)
 const { values: args } = parseArgs({
@@ -52,7 +51,6 @@ const MODEL = 'bench-chat'
 /** The Portkey release measured; the bench installs exactly this one. */
 export const PORTKEY_VERSION = '1.15.2'
 const PORTKEY_DIR = join(homedir(), '.cache', 'tollgate-bench', 'portkey')
-const AUTOCANNON = join(createRequire(import.meta.url).resolve('autocannon/package.json'), '../autocannon.js')
 
 interface Target {
   readonly label: string
@@ -68,14 +66,7 @@ interface Samples {
   sseEnd: number[][]
 }
 
-const body = (stream: boolean): string =>
-  JSON.stringify({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
-    max_tokens: 16,
-    ...(stream ? { stream: true } : {}),
-  })
-const PAYLOAD = { json: body(false), sse: body(true) }
+const PAYLOAD = { json: chatBody(MODEL, 16), sse: chatBody(MODEL, 16, true) }
 
 /** One call on the target's own keep-alive agent: ms to the first content token (SSE) and to the end. */
 function call(
@@ -223,52 +214,23 @@ function startGateway(
   root: string | undefined,
   prefix: string,
 ): Promise<RunningTollgate> {
-  return startTollgate({
-    ...(root === undefined ? {} : { root }),
-    dropRequestLogs: true,
-    execArgv: GATEWAY_NODE_FLAGS,
-    env: {
-      ...GATEWAY_ENV,
-      ...(store === 'redis'
-        ? { REDIS_URL: redisUrl, TOLLGATE_KEY_SECRET: 'bench-secret-bench-secret-bench-secret' }
-        : {}),
-    },
-    config: (doc) => {
-      doc.plans = LIMITS_OFF_AND_ON
-      doc.backends = { upstream: { type: 'openai', baseUrl: `${upstream}/v1`, maxSockets: 1024 } }
-      doc.resourceBackend = 'upstream'
-      doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] }]
-      ;(doc.store as Record<string, unknown>).keyPrefix = prefix
-    },
+  return startBenchGateway(store, redisUrl, root, (doc) => {
+    doc.backends = { upstream: { type: 'openai', baseUrl: `${upstream}/v1`, maxSockets: 1024 } }
+    doc.resourceBackend = 'upstream'
+    doc.models = [{ name: MODEL, kind: 'chat', deployments: [{ backend: 'upstream' }] }]
+    ;(doc.store as Record<string, unknown>).keyPrefix = prefix
   })
 }
 
 /** Closed loop at CONNECTIONS connections for SECONDS: 2xx per second. */
-async function closedLoop(target: Target, stream: boolean): Promise<number> {
-  const headers = Object.entries({ 'content-type': 'application/json', ...target.headers }).flatMap(([k, v]) => [
-    '-H',
-    `${k}=${v}`,
-  ])
-  const { stdout } = await run(
-    process.execPath,
-    [
-      AUTOCANNON,
-      '-j',
-      '-n',
-      '-c',
-      String(CONNECTIONS),
-      '-d',
-      String(SECONDS),
-      '-m',
-      'POST',
-      ...headers,
-      '-b',
-      stream ? PAYLOAD.sse : PAYLOAD.json,
-      target.url,
-    ],
-    { maxBuffer: 64 * 2 ** 20 },
-  )
-  const result = JSON.parse(stdout) as { '2xx': number; duration: number }
+async function closedLoopRate(target: Target, stream: boolean): Promise<number> {
+  const result = await closedLoop({
+    url: target.url,
+    body: stream ? PAYLOAD.sse : PAYLOAD.json,
+    headers: target.headers,
+    connections: CONNECTIONS,
+    seconds: SECONDS,
+  })
   return result['2xx'] / result.duration
 }
 
@@ -350,8 +312,8 @@ try {
   const throughput = new Map<Target, { json: number; sse: number }>()
   if (!args['no-closed']) {
     for (const target of targets.slice(1)) {
-      const json = await closedLoop(target, false)
-      const sse = target.sseBroken === undefined ? await closedLoop(target, true) : NaN
+      const json = await closedLoopRate(target, false)
+      const sse = target.sseBroken === undefined ? await closedLoopRate(target, true) : NaN
       throughput.set(target, { json, sse })
     }
   }

@@ -14,6 +14,7 @@
 //
 //   node bench/learned-reservations.ts [--long 0.3] [--windows 20] [--rate <calls/s>] [--seed 1]
 import { parseArgs } from 'node:util'
+import { randomFrom } from '../src/backends/mock/hash.ts'
 import type { PlansConfig } from '../src/config/schema.ts'
 import { createLimiter } from '../src/limits/limiter.ts'
 import type { AdmissionRequest, Limiter } from '../src/limits/port.ts'
@@ -42,17 +43,7 @@ const SENT_CAP = 1024
 /** A call runs this long per output token (a 1,024-token reply: about 0.5 s). */
 const MS_PER_TOKEN = 0.5
 
-function random(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-const next = random(Number(values.seed))
+const next = randomFrom(Number(values.seed))
 const calls = Array.from({ length: Math.round((WINDOWS * WINDOW_MS * RATE) / 1000) }, (_, i) => ({
   // Poisson arrivals.
   at: 0,

@@ -1,10 +1,15 @@
 // What the proxy-path benchmarks (streaming.ts, concurrent-streams.ts, upload.ts) share:
 // an upstream process (test/helpers/upstream-process.ts, OpenAI-compatible, paced by
 // --tokens-per-second) and a real `tollgate serve` whose openai backend points at it;
-// readings of a process's memory and CPU from /proc; percentiles and number formatting.
+// readings of a process's memory and CPU from /proc; percentiles and number formatting;
+// the chat body and the autocannon closed loop of the load benches (compare.ts, latency.ts,
+// workers.ts).
+import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
 import { startTollgate, startUpstream, type RunningTollgate, type UpstreamProcess } from '../test/helpers/gateway.ts'
 
 /** Limits far above any load: a tier with none of the five dimensions and one with all of them. */
@@ -237,3 +242,68 @@ export const fmt = (n: number, digits = 0): string =>
 export const mib = (bytes: number, digits = 1): string => fmt(bytes / 2 ** 20, digits)
 
 export const pause = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms))
+
+/** The chat call the load benches send: a short prompt, a reply of at most `maxTokens`. */
+export const chatBody = (model: string, maxTokens: number, stream = false): string =>
+  JSON.stringify({
+    model,
+    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
+    max_tokens: maxTokens,
+    ...(stream ? { stream: true } : {}),
+  })
+
+const AUTOCANNON = join(createRequire(import.meta.url).resolve('autocannon/package.json'), '../autocannon.js')
+const run = promisify(execFile)
+
+export interface ClosedLoop {
+  readonly url: string
+  /** Sent as is with every POST. */
+  readonly body: string
+  /** Besides content-type: application/json (an authorization, a provider's). */
+  readonly headers?: Readonly<Record<string, string>>
+  readonly connections: number
+  readonly seconds: number
+}
+
+/** What autocannon's `-j` prints, the fields the benches read. */
+export interface ClosedLoopResult {
+  readonly '2xx': number
+  readonly non2xx: number
+  readonly errors: number
+  readonly timeouts: number
+  /** Seconds. */
+  readonly duration: number
+  /** Milliseconds. */
+  readonly latency: { readonly p50: number; readonly p99: number }
+}
+
+/**
+ * A closed loop of POSTs: autocannon's CLI in a process of its own (so that the load does
+ * not share this process's event loop), `connections` keep-alive connections for `seconds`.
+ */
+export async function closedLoop(load: ClosedLoop): Promise<ClosedLoopResult> {
+  const headers = Object.entries({ 'content-type': 'application/json', ...load.headers }).flatMap(([k, v]) => [
+    '-H',
+    `${k}=${v}`,
+  ])
+  const { stdout } = await run(
+    process.execPath,
+    [
+      AUTOCANNON,
+      '-j',
+      '-n',
+      '-c',
+      String(load.connections),
+      '-d',
+      String(load.seconds),
+      '-m',
+      'POST',
+      ...headers,
+      '-b',
+      load.body,
+      load.url,
+    ],
+    { maxBuffer: 64 * 2 ** 20 },
+  )
+  return JSON.parse(stdout) as ClosedLoopResult
+}

@@ -8,18 +8,12 @@
 // of the note the section ends with.
 //
 //   node bench/workers.ts          prints the Markdown section (npm run bench -- workers records it)
-import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import { availableParallelism, loadavg } from 'node:os'
-import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
-import { LIMITS_OFF_AND_ON } from './proxy-rig.ts'
+import { chatBody, closedLoop, fmt, LIMITS_OFF_AND_ON } from './proxy-rig.ts'
 
-const run = promisify(execFile)
-const AUTOCANNON = join(createRequire(import.meta.url).resolve('autocannon/package.json'), '../autocannon.js')
 const CONNECTIONS = 50
 const WARMUP_S = 2
 const MEASURE_S = 8
@@ -54,41 +48,13 @@ async function load(gw: RunningTollgate, key: string, seconds: number, connectio
   const pids = pidsOf(gw)
   const cpuBefore = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
   const primaryBefore = cpuSeconds(pids[0] as number)
-  const body = JSON.stringify({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'Benchmark: say hello in five words.' }],
-    max_tokens: 5,
+  const r = await closedLoop({
+    url: `${gw.url}/v2/chat/completions`,
+    body: chatBody(MODEL, 5),
+    headers: { authorization: `Bearer ${key}` },
+    connections,
+    seconds,
   })
-  const { stdout } = await run(
-    process.execPath,
-    [
-      AUTOCANNON,
-      '-j',
-      '-n',
-      '-c',
-      String(connections),
-      '-d',
-      String(seconds),
-      '-m',
-      'POST',
-      '-H',
-      'content-type=application/json',
-      '-H',
-      `authorization=Bearer ${key}`,
-      '-b',
-      body,
-      `${gw.url}/v2/chat/completions`,
-    ],
-    { maxBuffer: 64 * 2 ** 20 },
-  )
-  const r = JSON.parse(stdout) as {
-    '2xx': number
-    non2xx: number
-    errors: number
-    timeouts: number
-    duration: number
-    latency: { p50: number; p99: number }
-  }
   return {
     rps: r['2xx'] / r.duration,
     cpuUs: ((pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore) * 1e6) / Math.max(1, r['2xx'] + r.non2xx),
@@ -99,9 +65,6 @@ async function load(gw: RunningTollgate, key: string, seconds: number, connectio
     errors: r.non2xx + r.errors + r.timeouts,
   }
 }
-
-const fmt = (n: number, digits = 0): string =>
-  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 const median = (results: readonly Result[]): Result => {
   const sorted = [...results].sort((a, b) => a.rps - b.rps)

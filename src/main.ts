@@ -16,6 +16,7 @@ import { buildApp, type App } from './app.ts'
 import { trackConnections } from './http/drain.ts'
 import { removeStaleSpoolFiles } from './http/spool.ts'
 import {
+  addressOf,
   checkListenable,
   listenFailure,
   metricsListener,
@@ -699,17 +700,6 @@ function listen(server: Server, spec: ListenerSpec): Promise<void> {
 
 function boundAddress(address: AddressInfo): string {
   return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`
-}
-
-function addressOf(server: Server): string {
-  const address = server.address() as AddressInfo
-  const host =
-    address.family === 'IPv6'
-      ? `[${address.address === '::' ? '::1' : address.address}]`
-      : address.address === '0.0.0.0'
-        ? '127.0.0.1'
-        : address.address
-  return `http://${host}:${address.port}`
 }
 
 /**

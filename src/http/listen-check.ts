@@ -2,7 +2,7 @@
 // opens its stores or makes any secret, so that a second `npm start` (or a clash on the
 // metrics port) fails at once, with the setting to change, and a fresh data directory does
 // not get an admin token printed by a gateway that then fails to start.
-import { createServer } from 'node:net'
+import { createServer, type AddressInfo, type Server } from 'node:net'
 
 export interface ListenerSpec {
   /** For messages: "public listener", "metrics listener". */
@@ -66,4 +66,19 @@ export function checkListenable(spec: ListenerSpec): Promise<void> {
     probe.once('error', (err: NodeJS.ErrnoException) => fail(new Error(listenFailure(spec, err), { cause: err })))
     probe.listen({ port: spec.port, host: spec.host, exclusive: true }, () => probe.close(() => done()))
   })
+}
+
+/**
+ * The URL a listening server answers on, for the startup line and callers on this machine:
+ * a wildcard bind (0.0.0.0, ::) is reached by its loopback address.
+ */
+export function addressOf(server: Server): string {
+  const address = server.address() as AddressInfo
+  const host =
+    address.family === 'IPv6'
+      ? `[${address.address === '::' ? '::1' : address.address}]`
+      : address.address === '0.0.0.0'
+        ? '127.0.0.1'
+        : address.address
+  return `http://${host}:${address.port}`
 }

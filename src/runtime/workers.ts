@@ -26,7 +26,6 @@
 // (issue 40, item 1), to gain cores that a single embedded gateway rarely needs.
 import cluster, { type Worker } from 'node:cluster'
 import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { availableParallelism } from 'node:os'
 import {
   AggregatorRegistry,
@@ -37,7 +36,7 @@ import {
   type RegistryContentType,
 } from 'prom-client'
 import type { Config } from '../config/schema.ts'
-import { checkListenable, listenFailure, metricsListener, publicListener } from '../http/listen-check.ts'
+import { addressOf, checkListenable, listenFailure, metricsListener, publicListener } from '../http/listen-check.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Reloader } from './reload.ts'
 
@@ -360,17 +359,6 @@ function listenOn(server: Server, host: string, port: number): Promise<void> {
       done()
     })
   })
-}
-
-function addressOf(server: Server): string {
-  const address = server.address() as AddressInfo
-  const host =
-    address.family === 'IPv6'
-      ? `[${address.address === '::' ? '::1' : address.address}]`
-      : address.address === '0.0.0.0'
-        ? '127.0.0.1'
-        : address.address
-  return `http://${host}:${address.port}`
 }
 
 function startupError(message: string): Error {

@@ -2,6 +2,7 @@
 // the stated relative error on a known distribution, merging in any order, decay following a
 // shift, and the Redis store's sketch being the sum of what every instance wrote.
 import t, { type Test } from 'tap'
+import { randomFrom } from '../../src/backends/mock/hash.ts'
 import {
   countOf,
   emptySketch,
@@ -19,17 +20,6 @@ import { createLogger } from '../../src/observability/logger.ts'
 
 const HOUR = 3_600_000
 
-/** A seeded generator (mulberry32): the same draws every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = Math.imul(a ^ (a >>> 15), 1 | a)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /** Lengths of replies: 70 % short (20–80 tokens), 30 % long (400–1200): bimodal, like chat traffic. */
 function bimodal(next: () => number, n: number): number[] {
   return Array.from({ length: n }, () => Math.round(next() < 0.7 ? 20 + next() * 60 : 400 + next() * 800))
@@ -41,7 +31,7 @@ function exact(values: readonly number[], q: number): number {
 }
 
 t.test('a quantile is within the stated relative error on a known distribution', async (t) => {
-  const values = bimodal(random(7), 20_000)
+  const values = bimodal(randomFrom(7), 20_000)
   const sketch = emptySketch(0)
   for (const v of values) observe(sketch, v, 0, HOUR)
   for (const q of [0.5, 0.75, 0.9, 0.95, 0.99]) {
@@ -54,7 +44,7 @@ t.test('a quantile is within the stated relative error on a known distribution',
 })
 
 t.test('merging sketches is the sketch of all the observations, in any order', async (t) => {
-  const values = bimodal(random(11), 3000)
+  const values = bimodal(randomFrom(11), 3000)
   const whole = emptySketch(0)
   const parts = [emptySketch(0), emptySketch(5 * 60_000), emptySketch(30 * 60_000)]
   values.forEach((v, i) => {
@@ -72,7 +62,7 @@ t.test('merging sketches is the sketch of all the observations, in any order', a
 
 t.test('decay follows a shift: after a few half-lives the new lengths decide', async (t) => {
   const sketch = emptySketch(0)
-  const next = random(3)
+  const next = randomFrom(3)
   for (let i = 0; i < 500; i++) observe(sketch, 800 + next() * 200, i * 1000, HOUR)
   t.ok((quantileOf(sketch, 0.95) ?? 0) > 780, 'long replies at first')
   // Then replies become short, for eight half-lives.
@@ -92,7 +82,7 @@ t.test('decay follows a shift: after a few half-lives the new lengths decide', a
 })
 
 async function storeBehaviour(t: Test, stores: readonly SketchStore[]): Promise<void> {
-  const values = bimodal(random(5), 400)
+  const values = bimodal(randomFrom(5), 400)
   const t0 = 1_700_000_000_000
   // Each instance writes its share; every one reads the same merged sketch.
   for (const [i, v] of values.entries())

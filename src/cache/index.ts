@@ -180,6 +180,10 @@ interface Miss {
 
 async function store(d: CacheDeps, m: Miss, captured: Captured): Promise<void> {
   if (captured.status !== 200) return
+  // A whole reply to a masked call carries the caller's own values again (guardrails `restore`):
+  // under a key made of the masked body it would reach another body that masks the same. Only
+  // the upstream's text, placeholders and all (a stream keeps them), is stored.
+  if (m.call.unmask !== undefined && !captured.contentType.startsWith('text/event-stream')) return
   const reply = assembled(m.endpoint, captured.contentType, captured.bytes)
   const usage = m.exchange.notes.usage
   if (reply === undefined || usage === undefined) return
@@ -222,7 +226,9 @@ async function serve(
   const sink = exchange.sink
   const ask = streamAskOf(spec, body)
   const now = Date.now()
-  const reply = refreshed(endpoint, entry.reply, Math.floor(now / 1000))
+  const fresh = refreshed(endpoint, entry.reply, Math.floor(now / 1000))
+  // Placeholders put back for this caller where a miss would (a whole reply; a stream keeps them).
+  const reply = !ask.stream && call.unmask !== undefined ? (call.unmask(fresh) as Record<string, unknown>) : fresh
   const full = callCost(resolved.limits, resolved.model, entry.usage).totalNanos
   const costNanos = Math.round(full * rule.chargeShare)
   // A charged share is spent from the key's budgets first: a budget that cannot cover it refuses

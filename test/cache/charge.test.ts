@@ -5,6 +5,7 @@
 import t from 'tap'
 import OpenAI from 'openai'
 import { costNanos, NANOS_PER_UNIT } from '../../src/keys/money.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import { testNamespace } from '../helpers/redis.ts'
 import type { RunningTollgate } from '../helpers/gateway.ts'
@@ -104,3 +105,37 @@ for (const store of ['embedded', 'redis'] as const) {
     t.equal(stillFree.response.headers.get('x-tollgate-cache'), 'hit', 'a share-0 hit is served from a spent budget')
   })
 }
+
+t.test("on Redis a tenant's budget, on its own slot, is spent the share too", async (t) => {
+  const { prefix } = testNamespace(t, 'cache-charge-tenant', 'cache-charge-tenant-test').fresh()
+  const gw = await startCacheGateway({ store: 'redis', redis: onSharedRedis(prefix), cache: { chargeShare: SHARE } })
+  t.teardown(() => gw.stop())
+  const post = await fetch(`${gw.url}/admin/users`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'tess', password: 'a long enough password 1', tenant: 'tco' }),
+  })
+  t.equal(post.status, 201)
+  await put(gw, '/admin/budgets/tenant/tco', { amount: 10, period: 'month' })
+  const { key, id } = await gw.createKey({ tier: 'Standard4000', owner: 'tess' })
+  const tenantSpent = async (): Promise<number | undefined> => {
+    const u = (await admin(gw, 'GET', `/admin/keys/${id}/usage`)) as KeyUsage
+    const b = u.budgets.find((x) => x.scope === 'tenant')
+    return b === undefined ? undefined : nanos(b.spent)
+  }
+  // The accounts' tenants are read within a second or so (budgets/book.ts).
+  t.ok((await pollUntil(tenantSpent, (v) => v !== undefined, 100, 100)).met, "the tenant's budget applies")
+  const c = sdkClient(gw, key)
+  const body = {
+    model: MODEL,
+    temperature: 0,
+    max_tokens: 20,
+    messages: [{ role: 'user' as const, content: 'tenant pays' }],
+  }
+  const miss = await c.chat.completions.create(body)
+  const full = costNanos(PRICES, miss.usage?.prompt_tokens ?? 0, miss.usage?.completion_tokens ?? 0)
+  t.equal(await tenantSpent(), full)
+  const hit = await c.chat.completions.create(body).withResponse()
+  t.equal(hit.response.headers.get('x-tollgate-cache'), 'hit')
+  t.equal(await tenantSpent(), full + Math.round(full * SHARE), 'exactly the share more')
+})

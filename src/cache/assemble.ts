@@ -53,21 +53,56 @@ interface ChoiceSoFar {
   finish: unknown
 }
 
-function chatOf(chunks: readonly Json[]): Json | undefined {
-  const choices = new Map<number, ChoiceSoFar>()
+/** What the chunks of a chat or completions stream add up to: each choice in index order, the usage, the first chunk. */
+interface Folded<S> {
+  readonly choices: ReadonlyArray<readonly [number, S]>
+  readonly usage: unknown
+  readonly first: Json
+}
+
+/**
+ * Folds the chunks' choices by index (`add` puts one chunk's choice into its state) and picks
+ * up the usage; undefined when a choice has no index, there are none, or one never finished.
+ */
+function foldChoices<S extends { finish: unknown }>(
+  chunks: readonly Json[],
+  fresh: () => S,
+  add: (so: S, choice: Json) => void,
+): Folded<S> | undefined {
+  const choices = new Map<number, S>()
   let usage: unknown
   for (const chunk of chunks) {
     if (isObject(chunk.usage)) usage = chunk.usage
     for (const c of Array.isArray(chunk.choices) ? chunk.choices : []) {
       if (!isObject(c) || typeof c.index !== 'number') return undefined
-      const so = choices.get(c.index) ?? {
-        role: 'assistant',
-        content: null,
-        refusal: null,
-        toolCalls: [],
-        finish: null,
-      }
+      const so = choices.get(c.index) ?? fresh()
       choices.set(c.index, so)
+      add(so, c)
+      if (c.finish_reason !== null && c.finish_reason !== undefined) so.finish = c.finish_reason
+    }
+  }
+  if (choices.size === 0 || [...choices.values()].some((c) => c.finish === null)) return undefined
+  return { choices: [...choices.entries()].sort(([a], [b]) => a - b), usage, first: chunks[0] ?? {} }
+}
+
+/** The envelope both endpoints share around their choices. */
+function envelope(object: string, { usage, first }: Folded<unknown>, extra: Json, choices: unknown[]): Json {
+  return {
+    id: first.id,
+    object,
+    created: first.created,
+    model: first.model,
+    ...extra,
+    choices,
+    ...(usage === undefined ? {} : { usage }),
+  }
+}
+
+function chatOf(chunks: readonly Json[]): Json | undefined {
+  const folded = foldChoices<ChoiceSoFar>(
+    chunks,
+    () => ({ role: 'assistant', content: null, refusal: null, toolCalls: [], finish: null }),
+    (so, c) => {
       const delta = isObject(c.delta) ? c.delta : {}
       if (typeof delta.role === 'string') so.role = delta.role
       if (typeof delta.content === 'string') so.content = (so.content ?? '') + delta.content
@@ -84,65 +119,49 @@ function chatOf(chunks: readonly Json[]): Json | undefined {
           arguments: was.arguments + (typeof fn.arguments === 'string' ? fn.arguments : ''),
         }
       }
-      if (c.finish_reason !== null && c.finish_reason !== undefined) so.finish = c.finish_reason
-    }
-  }
-  if (choices.size === 0 || [...choices.values()].some((c) => c.finish === null)) return undefined
-  const first = chunks[0] ?? {}
-  return {
-    id: first.id,
-    object: 'chat.completion',
-    created: first.created,
-    model: first.model,
-    ...(typeof first.system_fingerprint === 'string' ? { system_fingerprint: first.system_fingerprint } : {}),
-    choices: [...choices.entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([index, c]) => ({
-        index,
-        message: {
-          role: c.role,
-          content: c.content,
-          refusal: c.refusal,
-          ...(c.toolCalls.length > 0
-            ? {
-                tool_calls: c.toolCalls.map((t) => ({
-                  id: t.id,
-                  type: t.type,
-                  function: { name: t.name, arguments: t.arguments },
-                })),
-              }
-            : {}),
-        },
-        logprobs: null,
-        finish_reason: c.finish,
-      })),
-    ...(usage === undefined ? {} : { usage }),
-  }
+    },
+  )
+  if (folded === undefined) return undefined
+  const fingerprint = folded.first.system_fingerprint
+  return envelope(
+    'chat.completion',
+    folded,
+    typeof fingerprint === 'string' ? { system_fingerprint: fingerprint } : {},
+    folded.choices.map(([index, c]) => ({
+      index,
+      message: {
+        role: c.role,
+        content: c.content,
+        refusal: c.refusal,
+        ...(c.toolCalls.length > 0
+          ? {
+              tool_calls: c.toolCalls.map((t) => ({
+                id: t.id,
+                type: t.type,
+                function: { name: t.name, arguments: t.arguments },
+              })),
+            }
+          : {}),
+      },
+      logprobs: null,
+      finish_reason: c.finish,
+    })),
+  )
 }
 
 function completionOf(chunks: readonly Json[]): Json | undefined {
-  const choices = new Map<number, { text: string; finish: unknown }>()
-  let usage: unknown
-  for (const chunk of chunks) {
-    if (isObject(chunk.usage)) usage = chunk.usage
-    for (const c of Array.isArray(chunk.choices) ? chunk.choices : []) {
-      if (!isObject(c) || typeof c.index !== 'number') return undefined
-      const so = choices.get(c.index) ?? { text: '', finish: null }
-      choices.set(c.index, so)
+  const folded = foldChoices(
+    chunks,
+    (): { text: string; finish: unknown } => ({ text: '', finish: null }),
+    (so, c) => {
       if (typeof c.text === 'string') so.text += c.text
-      if (c.finish_reason !== null && c.finish_reason !== undefined) so.finish = c.finish_reason
-    }
-  }
-  if (choices.size === 0 || [...choices.values()].some((c) => c.finish === null)) return undefined
-  const first = chunks[0] ?? {}
-  return {
-    id: first.id,
-    object: 'text_completion',
-    created: first.created,
-    model: first.model,
-    choices: [...choices.entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([index, c]) => ({ index, text: c.text, logprobs: null, finish_reason: c.finish })),
-    ...(usage === undefined ? {} : { usage }),
-  }
+    },
+  )
+  if (folded === undefined) return undefined
+  return envelope(
+    'text_completion',
+    folded,
+    {},
+    folded.choices.map(([index, c]) => ({ index, text: c.text, logprobs: null, finish_reason: c.finish })),
+  )
 }

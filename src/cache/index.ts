@@ -1,7 +1,8 @@
 // The response cache (docs/cache.md): one step of the corridor, after intake (so every id
 // the body names is already the caller's) and before admission. A hit is answered here, in
-// the shape the call asked for, without admission: free against the key's limits and
-// budgets, metered as a request (at the tier's share of the reply's price). A miss goes on
+// the shape the call asked for, without admission: free against the key's rate limits,
+// metered as a request and spent from its budgets at the tier's share of the reply's price
+// (0 by default: free). A miss goes on
 // with its reply sink copied; once the reply ended whole it is assembled, sealed for its
 // scope and stored. Entries are keyed and sealed per scope (key.ts, seal.ts), so no scope
 // can name, let alone open, another's.
@@ -179,6 +180,10 @@ interface Miss {
 
 async function store(d: CacheDeps, m: Miss, captured: Captured): Promise<void> {
   if (captured.status !== 200) return
+  // A whole reply to a masked call carries the caller's own values again (guardrails `restore`):
+  // under a key made of the masked body it would reach another body that masks the same. Only
+  // the upstream's text, placeholders and all (a stream keeps them), is stored.
+  if (m.call.unmask !== undefined && !captured.contentType.startsWith('text/event-stream')) return
   const reply = assembled(m.endpoint, captured.contentType, captured.bytes)
   const usage = m.exchange.notes.usage
   if (reply === undefined || usage === undefined) return
@@ -221,11 +226,20 @@ async function serve(
   const sink = exchange.sink
   const ask = streamAskOf(spec, body)
   const now = Date.now()
-  const reply = refreshed(endpoint, entry.reply, Math.floor(now / 1000))
+  const fresh = refreshed(endpoint, entry.reply, Math.floor(now / 1000))
+  // Placeholders put back for this caller where a miss would (a whole reply; a stream keeps them).
+  const reply = !ask.stream && call.unmask !== undefined ? (call.unmask(fresh) as Record<string, unknown>) : fresh
+  const full = callCost(resolved.limits, resolved.model, entry.usage).totalNanos
+  const costNanos = Math.round(full * rule.chargeShare)
+  // A charged share is spent from the key's budgets first: a budget that cannot cover it refuses
+  // the hit with admission's own refusal (a miss, which costs more, would be refused too).
+  if (costNanos > 0) {
+    const identity = { keyId: principal.keyId, owner: principal.owner, tier: resolved.tier, model: resolved.model }
+    await deps.limiter.spendBudgets?.({ ...identity, costNanos })
+  }
   sink.setHeader(CACHE_HEADER, 'hit')
   sink.setHeader('x-tollgate-cache-age', String(Math.max(0, Math.floor((now - entry.storedAt) / 1000))))
   if (typeof entry.reply.id === 'string') sink.setHeader('x-tollgate-cache-origin-id', entry.reply.id)
-  const full = callCost(resolved.limits, resolved.model, entry.usage).totalNanos
   // Metered before the reply goes out (as the relay does), the limits read meanwhile.
   const shown = showLimits(sink, deps.limiter, principal.keyId, resolved)
   await deps.meter.record({
@@ -235,7 +249,7 @@ async function serve(
     model: resolved.model,
     inputTokens: 0,
     outputTokens: 0,
-    costNanos: Math.round(full * rule.chargeShare),
+    costNanos,
     cachedRequests: 1,
   })
   await shown

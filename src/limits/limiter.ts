@@ -392,6 +392,37 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       return never(request, charges, await memory.peek(subject, charges))
     },
 
+    async spendBudgets(request) {
+      const cost = Math.max(0, Math.round(request.costNanos))
+      if (cost === 0 || options.budgets === undefined || request.owner === undefined) return
+      const identity = { keyId: request.keyId, owner: request.owner }
+      const specs = options.budgets.applicable({ ...identity, tier: request.tier })
+      if (specs.length === 0) return
+      const hold = nextHold()
+      const budgets = budgetChargesOf(specs, cost, now(), identity, undefined, hold)
+      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
+      const counters = shared ?? memory
+      // Held and checked like an admission with no rate-limit charges, then committed at once.
+      const result = shared
+        ? await viaRedis((c) => c.admit(subject, [], budgets, hold))
+        : await memory.admit(subject, [], budgets, hold)
+      if (result === undefined) {
+        // Redis away: as an admission under insurance, budgets are not checked (fail-closed refuses).
+        if (onRedisDown === 'fail-closed') throw budgetsUnavailable()
+        return
+      }
+      if (!result.admitted) {
+        const admission = { ...request, limits: {}, estimate: { inputTokens: 0, outputTokens: 0 } }
+        throw refuseOnBudget(admission, budgets, result.budgets, {}, [], []) ?? budgetsUnavailable()
+      }
+      const settles = budgets.map((charge) => ({ charge, real: cost }))
+      const crossings =
+        counters === shared
+          ? await viaRedis((c) => c.settle(subject, [], settles))
+          : await memory.settle(subject, [], settles)
+      if (crossings !== undefined) report(budgets, crossings)
+    },
+
     async peek(request): Promise<RateLimitHeaders> {
       const dimensions = dimensionsOf(request.limits)
       if (dimensions.length === 0) return {}

@@ -33,6 +33,12 @@ export interface AdmissionRequest {
   readonly rateEstimate?: Usage
 }
 
+/** What Limiter.spendBudgets spends, and whose budgets. */
+export interface BudgetSpend extends Pick<AdmissionRequest, 'keyId' | 'owner' | 'tier' | 'model'> {
+  /** Exact, in integer nano-units. */
+  readonly costNanos: number
+}
+
 export type RateLimitHeaders = Readonly<Record<string, string>>
 
 export interface Admission {
@@ -74,6 +80,13 @@ export interface Limiter {
    * where nothing ever fails that way.
    */
   check?(request: AdmissionRequest): Promise<RateLimitHeaders>
+  /**
+   * Spends exactly `costNanos` from the budgets that apply to a key, and nothing of its rate
+   * limits (a cached reply a tier charges a share for: src/cache/). Checked and held in one
+   * atomic step like an admission, then committed; throws admission's budget refusal when a
+   * budget cannot cover it. A cost of 0 touches nothing. Absent: no budgets.
+   */
+  spendBudgets?(request: BudgetSpend): Promise<void>
   /** Headers of the current state without consuming anything (for refusals after auth). */
   peek(request: Omit<AdmissionRequest, 'estimate'>): Promise<RateLimitHeaders>
   /** Where the budgets that apply to a key stand (the admin API, the portal, the CLI); absent: no budgets. */

@@ -19,6 +19,7 @@ import { counterSum } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { startQuotaUpstream } from '../helpers/quota-upstream.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
+import { cachedPlans } from '../cache/helpers.ts'
 
 const PROMETHEUS = process.env.PROMETHEUS_BIN ?? 'prometheus'
 const CHAT = 'Mistral-Small-24B-Instruct-2501'
@@ -109,6 +110,7 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
     config: (doc) => {
       // Short windows: a key with rpm 1 waits seconds in a /queue line, not a minute.
       ;(doc.limits as Record<string, unknown>).windowMs = 3000
+      doc.plans = cachedPlans()
       Object.assign(doc.backends as object, {
         down: { type: 'openai', baseUrl: `http://127.0.0.1:${dead}/v1`, connectTimeoutMs: 500 },
         roomy: { type: 'openai', baseUrl: roomy.url },
@@ -158,6 +160,15 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
     await cached([turn])
     const reread = await cached([turn, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'again' }])
     t.ok((reread.usage?.prompt_tokens_details?.cached_tokens ?? 0) > 0, 'a call read from the prompt cache')
+
+    // The response cache (docs/cache.md): one body at temperature 0, a miss in the first round, hits after.
+    const again = {
+      model: CHAT,
+      temperature: 0,
+      max_tokens: 5,
+      messages: [{ role: 'user' as const, content: 'cached' }],
+    }
+    for (let i = 0; i < 2; i++) await anyModel.chat.completions.create(again)
 
     // The key's limit: rpm 1, four calls at once, at least one 429.
     const burst = await Promise.allSettled([0, 1, 2, 3].map((i) => ask(tight, CHAT, `burst ${n}.${i}`)))

@@ -401,6 +401,58 @@ export function budgetContract(t: Test, name: string, make: MakeLimiters, gatewa
     },
   )
 
+  t.test(`${name}: spendBudgets (a cached reply's share): exact, atomic, refused when it does not fit`, async (t) => {
+    const owner = randomId('owner')
+    const key = randomId()
+    const SHARE = 12_345
+    const keyBudget = spec({ id: key, amountNanos: 20 * SHARE })
+    const ownerBudget = spec({ scope: 'owner', id: owner, amountNanos: 1000 * SHARE })
+    const { options, events } = setup([keyBudget, ownerBudget], '2026-11-27T12:00:00Z')
+    const limiters = await make(gateways, options)
+    t.teardown(() => Promise.all(limiters.map((l) => l.close())))
+    const spendOn = (l: ManagedLimiter, costNanos: number): Promise<void> =>
+      l.spendBudgets?.({ keyId: key, owner, tier: 'Test', model: 'm', costNanos }) ?? Promise.reject(new Error('none'))
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 200 }, (_, i) => spendOn(limiters[i % limiters.length] as ManagedLimiter, SHARE)),
+    )
+    t.equal(outcomes.filter((o) => o.status === 'fulfilled').length, 20, 'exactly as many as fit')
+    const names = new Set(
+      outcomes.map((o) => (o.status === 'rejected' && o.reason instanceof GatewayError ? o.reason.errorName : 'ok')),
+    )
+    t.same(
+      [...names].filter((n) => n !== 'ok' && n !== 'budget_exhausted' && n !== 'budget_reserved'),
+      [],
+      "refused with admission's own budget refusals (reserved while others held it)",
+    )
+    const late = await spendOn(limiters[0] as ManagedLimiter, SHARE).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    t.equal(late instanceof GatewayError ? late.errorName : late, 'budget_exhausted', 'once all is spent: exhausted')
+    const statuses = await limiters[0]?.budgetStatusOf?.([keyBudget, ownerBudget], new Map([[key, owner]]))
+    t.same(
+      statuses?.map((s) => [s.scope, Math.round(s.spent * 1e9), s.reserved]),
+      [
+        ['key', 20 * SHARE, 0],
+        ['owner', 20 * SHARE, 0],
+      ],
+      'spent to the nano-unit on every budget, nothing left held, nothing of the refused',
+    )
+    await pollUntil(
+      async () => events.length,
+      (n) => n >= 3,
+      100,
+      50,
+    )
+    t.same(
+      events.filter((e) => e.scope === 'key').map((e) => e.threshold),
+      [50, 80, 100],
+      'each threshold reported once',
+    )
+    await spendOn(limiters[0] as ManagedLimiter, 0)
+    t.pass('a cost of 0 touches nothing, not even a spent budget')
+  })
+
   t.test(`${name}: a budget of 0 admits nothing, not even a free call`, async (t) => {
     const budget = spec({ amountNanos: 0 })
     const { options } = setup([budget], '2026-11-27T12:00:00Z')

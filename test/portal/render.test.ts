@@ -133,3 +133,38 @@ t.test('chart: an accessible SVG with one bar per non-zero value, labels escaped
   t.match(svg, 'In &amp; out')
   t.notMatch(svg, /style=|<script/)
 })
+
+t.test('usage page: the requests the response cache answered, in the totals and every table', async (t) => {
+  const { usagePage } = await import('../../src/portal/pages/usage.ts')
+  const rows = [
+    row({ requests: 5, cachedRequests: 3 }),
+    row({ keyId: 'key_b', model: 'n', requests: 2, cachedRequests: 0 }),
+    row({ day: '2026-11-21', requests: 1, cachedRequests: 1 }),
+  ]
+  const report = usageReport(rows, '2026-11-20', '2026-11-21')
+  t.equal(report.totals.cached_requests, 4)
+  const page = usagePage({ username: 'ann', isAdmin: false, csrfToken: 'x' }, [], null, report, '/csv', 'EUR').text
+  t.match(page, /data-total="cached_requests">4</, 'the totals card')
+  const heads = page.match(/<th scope="col" class="num"[^>]*>Cached replies<\/th>/g) ?? []
+  t.equal(heads.length, 4, 'a column in the per-model, per-key, per-day and per-day-and-model tables')
+  const rowOf = (label: string): string[] => {
+    const tr = page.match(new RegExp(`<tr><th scope="row">(?:<a[^>]*>)?${label}[^]*?</tr>`))?.[0] ?? ''
+    return [...tr.matchAll(/<td class="num">([^<]*)<\/td>/g)].map((m) => m[1] ?? '')
+  }
+  t.equal(rowOf('m').at(-1), '4', "model m's cached replies, last as in the CSV")
+  t.equal(rowOf('n').at(-1), '0')
+  t.equal(rowOf('2026-11-20').at(-1), '3', 'per day')
+  t.equal(rowOf('2026-11-21').at(-1), '1')
+  t.equal(rowOf('key_b').at(-1), '0', 'per key')
+  t.equal(rowOf('m').length, 9, 'nine numbers a row')
+  const empty = usagePage(
+    { username: 'ann', isAdmin: false, csrfToken: 'x' },
+    [],
+    null,
+    usageReport([], '2026-11-20', '2026-11-20'),
+    '/csv',
+    'EUR',
+  ).text
+  t.match(empty, 'colspan="10"', 'the empty row spans the new column too')
+  t.match(empty, 'colspan="11"', 'and the day-and-model table its two label columns')
+})

@@ -183,61 +183,26 @@ export function merge(a: readonly Span[], b: readonly Span[]): Span[] {
   return out
 }
 
-const detector = (name: string, label: string, finds: string, find: (text: string) => Span[]): Detector => ({
-  name,
-  label,
-  finds,
-  find,
-})
-
 /** The built-in detectors, by name; a policy names them. Secrets first: of two that find the very same span, the first keeps it. */
 export const DETECTORS: ReadonlyMap<string, Detector> = new Map(
-  [
-    detector(
-      'private_key',
-      'PRIVATE_KEY',
-      'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off',
-      findPrivateKeys,
-    ),
-    detector('tollgate_key', 'TOLLGATE_KEY', "Tollgate's own API keys (tg1_…, checksum verified)", findTollgateKeys),
-    detector('aws_key', 'AWS_KEY', 'AWS access key ids (AKIA…, ASIA…) and secret keys near the word aws', findAwsKeys),
-    detector('gcp_key', 'GCP_KEY', 'Google Cloud API keys (AIza…)', findGcpKeys),
-    detector(
-      'azure_key',
-      'AZURE_KEY',
-      'Azure storage account keys, SAS signatures, 32-hex keys near the word azure',
-      findAzureKeys,
-    ),
-    detector(
-      'github_token',
-      'GITHUB_TOKEN',
-      'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)',
-      findGithubTokens,
-    ),
-    detector('openai_key', 'API_KEY', 'OpenAI-style keys (sk-…, sk-proj-…; also sk-ant-…)', findOpenAiKeys),
-    detector('jwt', 'JWT', 'JSON Web Tokens (eyJ….eyJ….…)', findJwts),
-    detector('bearer_token', 'BEARER_TOKEN', 'the token after "Bearer "', findBearer),
-    detector(
-      'password',
-      'SECRET',
-      'a random-looking value after password, secret, token, api_key (also Passwort, Kennwort)',
-      findPasswords,
-    ),
-    detector('email', 'EMAIL', 'e-mail addresses', findEmails),
-    detector('iban', 'IBAN', 'IBANs, mod-97 checksum verified', findIbans),
-    detector('card', 'CARD', 'payment card numbers, 13 to 19 digits, Luhn verified', findCards),
-    detector(
-      'de_tax_id',
-      'TAX_ID',
-      'German tax IDs (Steuer-IdNr), check digit and repetition rule verified',
-      findTaxIds,
-    ),
-    detector(
-      'phone',
-      'PHONE',
-      'phone numbers: international (+49 …, 0049 …) and German national (030 …, 0151 …)',
-      findPhones,
-    ),
-    detector('ip_address', 'IP', 'IPv4 and IPv6 addresses', findIps),
-  ].map((d) => [d.name, d]),
+  (
+    [
+      ['private_key', 'PRIVATE_KEY', 'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off', findPrivateKeys],
+      ['tollgate_key', 'TOLLGATE_KEY', "Tollgate's own API keys (tg1_…, checksum verified)", findTollgateKeys],
+      ['aws_key', 'AWS_KEY', 'AWS access key ids (AKIA…, ASIA…) and secret keys near the word aws', findAwsKeys],
+      ['gcp_key', 'GCP_KEY', 'Google Cloud API keys (AIza…)', findGcpKeys],
+      ['azure_key', 'AZURE_KEY', 'Azure account keys, SAS signatures, 32-hex keys near "azure"', findAzureKeys],
+      ['github_token', 'GITHUB_TOKEN', 'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)', findGithubTokens],
+      ['openai_key', 'API_KEY', 'OpenAI-style keys (sk-…, sk-proj-…; also sk-ant-…)', findOpenAiKeys],
+      ['jwt', 'JWT', 'JSON Web Tokens (eyJ….eyJ….…)', findJwts],
+      ['bearer_token', 'BEARER_TOKEN', 'the token after "Bearer "', findBearer],
+      ['password', 'SECRET', 'a random-looking value after password, secret, token, api_key, Passwort', findPasswords],
+      ['email', 'EMAIL', 'e-mail addresses', findEmails],
+      ['iban', 'IBAN', 'IBANs, mod-97 checksum verified', findIbans],
+      ['card', 'CARD', 'payment card numbers, 13 to 19 digits, Luhn verified', findCards],
+      ['de_tax_id', 'TAX_ID', 'German tax IDs (Steuer-IdNr), check digit and repetition rule verified', findTaxIds],
+      ['phone', 'PHONE', 'phone numbers: international (+49 …, 0049 …), German national (030 …)', findPhones],
+      ['ip_address', 'IP', 'IPv4 and IPv6 addresses', findIps],
+    ] as const
+  ).map(([name, label, finds, find]): [string, Detector] => [name, { name, label, finds, find }]),
 )

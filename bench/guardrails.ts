@@ -91,7 +91,7 @@ export async function benchGuardrails(rounds = 8, calls = 300): Promise<string> 
     const big = await measure(large, Math.max(8, Math.floor(calls / 20)))
     const scanUs = (body: Record<string, unknown>, n: number): number => {
       const policy = compilePolicies({
-        policies: { all: { detectors: all, patterns: [], restore: false } },
+        policies: { all: { detectors: all, patterns: [], restore: false, replies: {} } },
         keys: {},
       }).policyFor('all', '')
       if (policy === undefined) return NaN

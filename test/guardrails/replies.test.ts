@@ -6,6 +6,7 @@
 // never the match. A whole reply with a card is refused; a flagged e-mail passes, recorded.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import t from 'tap'
 import { parse } from 'yaml'
@@ -122,4 +123,26 @@ t.test('a whole reply with a card is refused; a flagged e-mail passes and is rec
   t.notOk(JSON.stringify(flags).includes(EMAIL), 'the audit record holds no match')
   const metrics = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
   t.match(metrics, /tollgate_guardrail_findings_total\{policy="replies",detector="card",action="block"\} [1-9]/)
+})
+
+t.test("Anthropic Messages: a blocked stream ends with Anthropic's error event", async (t) => {
+  upstream.options.replyText = `${LEAD}Your card is ${CARD} and it expires soon.`
+  const anthropic = new Anthropic({ baseURL: gw.url, apiKey: key, maxRetries: 0 })
+  const stream = anthropic.messages.stream({
+    model: MODEL,
+    max_tokens: 400,
+    messages: [{ role: 'user', content: 'what card?' }],
+  })
+  let received = ''
+  let failure: unknown
+  try {
+    for await (const event of stream)
+      if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') received += event.delta.text
+  } catch (err) {
+    failure = err
+  }
+  t.ok(failure instanceof Error, 'the stream ends with an error')
+  t.match((failure as Error).message, /guardrail policy 'replies'/)
+  t.notOk(received.includes('4111'), 'no part of the card was sent')
+  t.ok(LEAD.startsWith(received) && received.length > 0, 'what came before it went out, in order')
 })

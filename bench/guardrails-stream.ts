@@ -12,7 +12,8 @@ import { DETECTORS } from '../src/guardrails/detectors.ts'
 import type { Rule } from '../src/guardrails/policy.ts'
 import { replyWindow } from '../src/guardrails/reply-check.ts'
 import { startFakeUpstream } from '../test/helpers/fake-upstream.ts'
-import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
+import type { RunningTollgate } from '../test/helpers/gateway.ts'
+import { EVERY_DETECTOR_FLAGGED, startPolicyGateway } from './guardrails.ts'
 import { cpuMsOf } from './proxy-rig.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
@@ -20,18 +21,8 @@ const REPLY = 'The order ships within two working days and the return window is 
 
 export async function benchGuardrailsStream(calls = 40, gapMs = 2): Promise<string> {
   const upstream = await startFakeUpstream({ replyText: REPLY, eventDelayMs: gapMs })
-  const all = Object.fromEntries([...DETECTORS.keys()].map((name) => [name, 'flag' as const]))
   const start = (policy: boolean): Promise<RunningTollgate> =>
-    startTollgate({
-      dropRequestLogs: true,
-      config: (doc) => {
-        doc.plans = { defaultTier: 'Open', tiers: { Open: { default: {}, ...(policy ? { guardrails: 'all' } : {}) } } }
-        doc.guardrails = { policies: { all: { replies: all } } }
-        doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: upstream.url } }
-        for (const model of doc.models as Array<{ name: string; deployments: unknown[] }>)
-          if (model.name === MODEL) model.deployments = [{ backend: 'up' }]
-      },
-    })
+    startPolicyGateway(upstream.url, MODEL, policy ? { replies: EVERY_DETECTOR_FLAGGED } : undefined)
   const sides = { off: await start(false), on: await start(true) }
   const lines: string[] = []
   try {

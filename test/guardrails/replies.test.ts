@@ -42,6 +42,22 @@ const admin = { authorization: `Bearer ${gw.adminToken}` }
 const { key } = await gw.createKey({ tier: 'Standard4000' })
 const openai = sdkClient(gw, key)
 
+/** A chat stream's text as the client reads it, and the error that ended it, if one did. */
+async function streamed(content: string): Promise<{ received: string; failure?: unknown }> {
+  const stream = await openai.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content }],
+    stream: true,
+  })
+  let received = ''
+  try {
+    for await (const chunk of stream) received += chunk.choices[0]?.delta.content ?? ''
+  } catch (failure) {
+    return { received, failure }
+  }
+  return { received }
+}
+
 async function audit(action: string): Promise<Array<Record<string, unknown>>> {
   const res = await fetch(`${gw.url}/admin/audit?action=${action}&object_type=reply&limit=100`, { headers: admin })
   return ((await res.json()) as { data: Array<Record<string, unknown>> }).data
@@ -49,18 +65,7 @@ async function audit(action: string): Promise<Array<Record<string, unknown>>> {
 
 t.test('a card split across stream events never reaches the client; the stream ends with an error', async (t) => {
   upstream.options.replyText = `${LEAD}Your card is ${CARD} and it expires soon.`
-  const stream = await openai.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'what card?' }],
-    stream: true,
-  })
-  let received = ''
-  let failure: unknown
-  try {
-    for await (const chunk of stream) received += chunk.choices[0]?.delta.content ?? ''
-  } catch (err) {
-    failure = err
-  }
+  const { received, failure } = await streamed('what card?')
   t.ok(failure instanceof OpenAI.APIError, 'the stream ends with an error event')
   t.match((failure as Error).message, /guardrail policy 'replies'.*'card'.*in the model's reply/)
   t.notOk((failure as Error).message.includes('4111'), 'the error does not echo the match')
@@ -83,13 +88,7 @@ t.test('a card split across stream events never reaches the client; the stream e
 
 t.test('a stream without a match passes whole, in order', async (t) => {
   upstream.options.replyText = `${LEAD}Nothing to hide here, order 12345.`
-  const stream = await openai.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'hi' }],
-    stream: true,
-  })
-  let received = ''
-  for await (const chunk of stream) received += chunk.choices[0]?.delta.content ?? ''
+  const { received } = await streamed('hi')
   t.equal(received, upstream.options.replyText)
 })
 
@@ -107,13 +106,7 @@ t.test('a whole reply with a card is refused; a flagged e-mail passes and is rec
   upstream.options.replyText = `Write to ${EMAIL} please.`
   const reply = await openai.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'who?' }] })
   t.equal(reply.choices[0]?.message.content, upstream.options.replyText, 'a flag passes untouched')
-  const stream = await openai.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'who?' }],
-    stream: true,
-  })
-  let received = ''
-  for await (const chunk of stream) received += chunk.choices[0]?.delta.content ?? ''
+  const { received } = await streamed('who?')
   t.equal(received, upstream.options.replyText, 'streamed too')
   const { value: flags } = await pollUntil(
     () => audit('guardrail.flag'),

@@ -55,20 +55,34 @@ function largeBody(bytes: number): Record<string, unknown> {
   return { model: MODEL, max_tokens: 5, messages }
 }
 
+/** Every built-in detector at `flag`: everything scanned, nothing changed or stopped. */
+export const EVERY_DETECTOR_FLAGGED = Object.fromEntries([...DETECTORS.keys()].map((name) => [name, 'flag' as const]))
+
+/** A gateway whose `model` is on the upstream at `baseUrl`, every call under `policy` (none: no guardrails). */
+export function startPolicyGateway(
+  baseUrl: string,
+  model: string,
+  policy: Record<string, unknown> | undefined,
+  server: Record<string, unknown> = {},
+): Promise<RunningTollgate> {
+  return startTollgate({
+    dropRequestLogs: true,
+    config: (doc) => {
+      doc.plans = { defaultTier: 'Open', tiers: { Open: { default: {}, ...(policy ? { guardrails: 'p' } : {}) } } }
+      doc.guardrails = { policies: policy === undefined ? {} : { p: policy } }
+      doc.server = { ...(doc.server as object), ...server }
+      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl } }
+      for (const m of doc.models as Array<{ name: string; deployments: unknown[] }>)
+        if (m.name === model) m.deployments = [{ backend: 'up' }]
+    },
+  })
+}
+
 export async function benchGuardrails(rounds = 8, calls = 300): Promise<string> {
   const upstream = await startUpstream()
-  const all = Object.fromEntries([...DETECTORS.keys()].map((name) => [name, 'flag' as const]))
   const start = (policy: boolean): Promise<RunningTollgate> =>
-    startTollgate({
-      dropRequestLogs: true,
-      config: (doc) => {
-        doc.plans = { defaultTier: 'Open', tiers: { Open: { default: {}, ...(policy ? { guardrails: 'all' } : {}) } } }
-        doc.guardrails = { policies: { all: { detectors: all } } }
-        doc.server = { ...(doc.server as object), jsonBodyLimitBytes: 4 * 1024 * 1024 }
-        doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: `${upstream.url}/v1` } }
-        for (const model of doc.models as Array<{ name: string; deployments: unknown[] }>)
-          if (model.name === MODEL) model.deployments = [{ backend: 'up' }]
-      },
+    startPolicyGateway(`${upstream.url}/v1`, MODEL, policy ? { detectors: EVERY_DETECTOR_FLAGGED } : undefined, {
+      jsonBodyLimitBytes: 4 * 1024 * 1024,
     })
   const gateways: Record<Side, RunningTollgate> = { off: await start(false), on: await start(true) }
   const large = largeBody(1024 * 1024)
@@ -91,7 +105,7 @@ export async function benchGuardrails(rounds = 8, calls = 300): Promise<string> 
     const big = await measure(large, Math.max(8, Math.floor(calls / 20)))
     const scanUs = (body: Record<string, unknown>, n: number): number => {
       const policy = compilePolicies({
-        policies: { all: { detectors: all, patterns: [], restore: false } },
+        policies: { all: { detectors: EVERY_DETECTOR_FLAGGED, patterns: [], restore: false, replies: {} } },
         keys: {},
       }).policyFor('all', '')
       if (policy === undefined) return NaN

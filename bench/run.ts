@@ -11,6 +11,7 @@ import { benchCompare, FULL, QUICK } from './compare.ts'
 import { benchConcurrentStreams } from './concurrent-streams.ts'
 import { benchFuzz } from './fuzz.ts'
 import { benchGuardrails } from './guardrails.ts'
+import { benchGuardrailsStream } from './guardrails-stream.ts'
 import { benchIdleConnections } from './idle-connections.ts'
 import { machine } from './machine.ts'
 import { benchPortal } from './portal.ts'
@@ -49,6 +50,7 @@ const BENCHES: Readonly<Record<string, () => Promise<string>>> = {
   fuzz: benchFuzz,
   portal: benchPortal,
   guardrails: () => benchGuardrails(),
+  'guardrails-stream': () => benchGuardrailsStream(),
 }
 const GROUPS: Readonly<Record<string, readonly string[]>> = {
   limits: ['admission', 'throughput'],

@@ -12,18 +12,23 @@ export type Action = (typeof ACTIONS)[number]
 
 const action = z.enum(ACTIONS)
 /** An action per built-in detector, by its name; a name that is none is refused with the list. */
-const detectorActions = z
-  .record(z.string(), action)
-  .default({})
-  .superRefine((actions, ctx) => {
-    for (const name of Object.keys(actions))
-      if (!DETECTORS.has(name))
-        ctx.addIssue({
-          code: 'custom',
-          message: `not a built-in detector; they are ${[...DETECTORS.keys()].join(', ')}`,
-          path: [name],
-        })
-  })
+const actionsPerDetector = <A extends z.ZodType<string>>(actions: A) =>
+  z
+    .record(z.string(), actions)
+    .default({})
+    .superRefine((actions, ctx) => {
+      for (const name of Object.keys(actions))
+        if (!DETECTORS.has(name))
+          ctx.addIssue({
+            code: 'custom',
+            message: `not a built-in detector; they are ${[...DETECTORS.keys()].join(', ')}`,
+            path: [name],
+          })
+    })
+const detectorActions = actionsPerDetector(action)
+/** Reply-side actions: a reply is never masked (reply-check.ts). */
+export const REPLY_ACTIONS = ['off', 'flag', 'block'] as const
+const replyActions = actionsPerDetector(z.enum(REPLY_ACTIONS))
 
 /** A custom pattern's name is its placeholder's type too ([NAME_1]) and a metrics label. */
 const patternName = z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, 'must be lower case letters, digits and _, at most 40')
@@ -77,6 +82,12 @@ export const policySchema = z.strictObject({
    * the placeholders.
    */
   restore: z.boolean().default(false),
+  /**
+   * Checks on the model's reply: an action (block, flag) per built-in detector. A whole
+   * reply that must be blocked is refused; a stream is held back by a bounded window and
+   * ended with an error event (guardrails/reply-check.ts).
+   */
+  replies: replyActions,
 })
 export type PolicyConfig = z.infer<typeof policySchema>
 

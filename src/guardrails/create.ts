@@ -7,14 +7,15 @@
 import { Counter } from 'prom-client'
 import type { AuditLog } from '../audit/log.ts'
 import type { Config } from '../config/schema.ts'
-import { gatewayError } from '../errors.ts'
+import { gatewayError, type GatewayError } from '../errors.ts'
 import type { Events } from '../events/types.ts'
-import type { PreparedCall } from '../inference/call.ts'
+import type { PreparedCall, ReplyCheck } from '../inference/call.ts'
 import { clientIp } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { GuardrailsConfig } from './config.ts'
-import { compilePolicies, type PolicyBook } from './policy.ts'
+import { compilePolicies, type CompiledPolicy, type PolicyBook } from './policy.ts'
+import { checkWholeReply, replyWindow, type ReplyFinding } from './reply-check.ts'
 import { unmasked } from './restore.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
 
@@ -54,7 +55,14 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
   }
   bookOf(config.guardrails) // the boot's policies compiled now, not on the first call
 
-  const record = (call: PreparedCall, ctx: ScreenContext, policy: string, verdict: Verdict): void => {
+  const record = (
+    call: PreparedCall,
+    ctx: ScreenContext,
+    policy: string,
+    verdict: Verdict,
+    /** A reply's finding: the reply text the client already had. */
+    sentChars?: number,
+  ): void => {
     const { findings } = verdict
     for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
     const action = verdict.blocked !== undefined ? 'block' : findings.some((f) => f.action === 'mask') ? 'mask' : 'flag'
@@ -65,14 +73,18 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       model: call.modelName,
       findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
       finding_count: findings.length,
+      ...(sentChars === undefined ? {} : { sent_chars: sentChars }),
     }
-    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, 'guardrails: a request matched')
+    ctx.log.info(
+      { guardrails: { policy, action, findings: findings.length } },
+      sentChars === undefined ? 'guardrails: a request matched' : 'guardrails: a reply matched',
+    )
     deps.audit
       ?.record({
         actor: { type: 'key', id: call.principal.keyId },
         via: 'inference',
         action: `guardrail.${action}`,
-        objectType: 'request',
+        objectType: sentChars === undefined ? 'request' : 'reply',
         objectId: ctx.id,
         before: null,
         after: summary,
@@ -96,22 +108,48 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     })
   }
 
+  /** The reply's checks under `policy`: each finding recorded as a request's are, with what the client already had. */
+  const replyCheckOf = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy): ReplyCheck => {
+    const told = (finding: ReplyFinding): void => {
+      const summary = { findings: [{ ...finding }], blocked: finding.action === 'block' ? finding : undefined }
+      record(call, ctx, policy.name, { ...summary, masked: new Map(), body: {} }, finding.sentChars)
+    }
+    const stop = (finding: ReplyFinding): GatewayError => {
+      told(finding)
+      return replyBlockedError(policy.name, finding)
+    }
+    return {
+      whole(reply) {
+        const blocked = checkWholeReply(reply, policy.replyRules, told)
+        if (blocked !== undefined) throw stop(blocked)
+      },
+      gate() {
+        const window = replyWindow(policy.replyRules, told)
+        const passed = (out: string | ReplyFinding): string | GatewayError =>
+          typeof out === 'string' ? out : stop(out)
+        return { push: (bytes, text) => passed(window.push(bytes, text)), end: () => passed(window.end()) }
+      },
+    }
+  }
+
   return {
     screen(call, ctx) {
       const { config } = call.runtime
       if (call.body.kind !== 'json') return call
       const tierPolicy = config.plans.tiers[call.resolved.tier]?.guardrails
       const policy = bookOf(config.guardrails).policyFor(tierPolicy, call.principal.keyId)
-      if (policy === undefined || policy.rules.length === 0) return call
+      if (policy === undefined) return call
+      const checked = policy.replyRules.length === 0 ? call : { ...call, replyCheck: replyCheckOf(call, ctx, policy) }
+      if (policy.rules.length === 0) return checked
       const verdict = scanBody(call.body.value, policy)
-      if (verdict.findings.length === 0) return call
+      if (verdict.findings.length === 0) return checked
       record(call, ctx, policy.name, verdict)
       if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
-      if (verdict.body === call.body.value) return call
+      if (verdict.body === call.body.value) return checked
       // A masked body is a new one: serialised from its value, never the bytes the client sent.
       const { masked } = verdict
       return {
-        ...call,
+        ...checked,
         body: { kind: 'json', value: { ...verdict.body } },
         ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
       }
@@ -126,6 +164,13 @@ export function screened(
   call: PreparedCall,
 ): PreparedCall {
   return deps.guardrails === undefined ? call : deps.guardrails.screen(call, ctx)
+}
+
+/** A reply that must not go out: a whole one's 400, or the error event that ends a stream. */
+function replyBlockedError(policy: string, finding: ReplyFinding): GatewayError {
+  return gatewayError('guardrail_blocked', {
+    message: `The reply was stopped by the guardrail policy '${policy}': its '${finding.detector}' check matched in the model's reply${finding.sentChars > 0 ? ` after ${finding.sentChars} characters had been sent` : ''}. The matched text is not repeated here.`,
+  })
 }
 
 /** The 400 of a blocked call: the policy, the detector and where; never the match. */

@@ -50,6 +50,16 @@ function spans(
 
 const digitsOf = (s: string): string => s.replace(/\D/g, '')
 
+// Text in a tool call's arguments is JSON in a string: a match after a newline there stands
+// after the two characters `\n`, a word character among them. A JSON escape before a match
+// counts as the boundary it stands for (found by the guardrails fuzz part).
+const ESCAPE = String.raw`\\(?:[bfnrt]|u[0-9A-Fa-f]{4})`
+/** Lookbehind: at the start, after a character outside `chars` (a class body), or after a JSON escape. */
+const after = (chars: string): string => `(?<=^|[^${chars}]|${ESCAPE})`
+/** `\b` before a word character, a JSON escape counted as a boundary. */
+const START = after(String.raw`\w`)
+const re = (source: string, flags = 'g'): RegExp => new RegExp(source, flags)
+
 // E-mail: found from each '@' outwards, so a long text without one costs one indexOf.
 const LOCAL = /[A-Za-z0-9._%+'-]/
 const DOMAIN = /[A-Za-z0-9.-]/
@@ -61,6 +71,7 @@ function findEmails(text: string): Span[] {
     let end = at + 1
     while (end < text.length && end - at < 254 && DOMAIN.test(text[end]!)) end++
     while (end > at + 1 && (text[end - 1] === '.' || text[end - 1] === '-')) end-- // a sentence's full stop
+    if (start > 0 && text[start - 1] === '\\') start += /^u[0-9A-Fa-f]{4}/.test(text.slice(start, start + 5)) ? 5 : 1 // a JSON escape's letters
     while (start < at && text[start] === '.') start++
     if (start === at || (out.length > 0 && out[out.length - 1]!.end > start)) continue
     const domain = text.slice(at + 1, end)
@@ -69,8 +80,10 @@ function findEmails(text: string): Span[] {
   return out
 }
 
-const PHONE_INTERNATIONAL = /(?<![\w+])(?:\+|00)[1-9](?:[ \-./]?\(?\d\)?){6,16}(?!\d)/g
-const PHONE_GERMAN = /(?<![\w.,])(?:\(0[1-9]\d{1,4}\)|0[1-9]\d{1,4})(?:[ \-/]?\d){4,11}(?![\d,.]\d|\d)/g
+const PHONE_INTERNATIONAL = re(String.raw`${after(String.raw`\w+`)}(?:\+|00)[1-9](?:[ \-./]?\(?\d\)?){6,16}(?!\d)`)
+const PHONE_GERMAN = re(
+  String.raw`${after(String.raw`\w.,`)}(?:\(0[1-9]\d{1,4}\)|0[1-9]\d{1,4})(?:[ \-/]?\d){4,11}(?![\d,.]\d|\d)`,
+)
 function findPhones(text: string): Span[] {
   const international = spans(text, PHONE_INTERNATIONAL, (m) => {
     const n = digitsOf(m[0]).length - (m[0].startsWith('00') ? 2 : 0)
@@ -83,7 +96,7 @@ function findPhones(text: string): Span[] {
   return merge(international, national)
 }
 
-const IBAN = /\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b/g
+const IBAN = re(String.raw`${START}[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b`)
 const findIbans = (text: string): Span[] => spans(text, IBAN, (m) => ibanValid(m[0].replaceAll(' ', '')))
 
 const CARD = /(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])/g
@@ -95,7 +108,9 @@ const findCards = (text: string): Span[] =>
 
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)'
 const IPV4 = new RegExp(`(?<![\\d.])${OCTET}(?:\\.${OCTET}){3}(?!\\d|\\.\\d)`, 'g')
-const IPV6_CANDIDATE = /(?<![\w:.])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%[0-9A-Za-z]{1,16})?(?![\w:])/g
+const IPV6_CANDIDATE = re(
+  String.raw`${after(String.raw`\w:.`)}[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%[0-9A-Za-z]{1,16})?(?![\w:])`,
+)
 function findIps(text: string): Span[] {
   const v4 = text.includes('.') ? spans(text, IPV4) : []
   const v6 = text.includes(':') ? spans(text, IPV6_CANDIDATE, (m) => /[0-9A-Fa-f]/.test(m[0]) && isIPv6(m[0])) : []
@@ -109,7 +124,7 @@ const PEM =
   /-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]*)/g
 const findPrivateKeys = (text: string): Span[] => (text.includes('-----BEGIN ') ? spans(text, PEM) : [])
 
-const AWS_KEY_ID = /\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b/g
+const AWS_KEY_ID = re(String.raw`${START}(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b`)
 const AWS_SECRET = /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g
 /** A 40-character secret counts only with `aws` in the 120 characters before it. */
 function findAwsKeys(text: string): Span[] {
@@ -123,23 +138,23 @@ function findAwsKeys(text: string): Span[] {
   return merge(ids, secrets)
 }
 
-const JWT = /\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g
+const JWT = re(String.raw`${START}eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`)
 const findJwts = (text: string): Span[] => (text.includes('eyJ') ? spans(text, JWT) : [])
 
-const BEARER = /\bBearer[ \t]+([A-Za-z0-9\-._~+/]{16,}={0,2})/gi
+const BEARER = re(String.raw`${START}Bearer[ \t]+([A-Za-z0-9\-._~+/]{16,}={0,2})`, 'gi')
 const findBearer = (text: string): Span[] => spans(text, BEARER, (m) => mixed(m[1] ?? ''), 1)
 
-const TOLLGATE_KEY = /\btg1_[0-9A-Za-z]{49}\b/g
+const TOLLGATE_KEY = re(String.raw`${START}tg1_[0-9A-Za-z]{49}\b`)
 const findTollgateKeys = (text: string): Span[] =>
   text.includes('tg1_') ? spans(text, TOLLGATE_KEY, (m) => isWellFormedKey(m[0])) : []
 
-const GCP_KEY = /\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])/g
+const GCP_KEY = re(String.raw`${START}AIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])`)
 const findGcpKeys = (text: string): Span[] => (text.includes('AIza') ? spans(text, GCP_KEY) : [])
 
-const GITHUB_TOKEN = /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g
+const GITHUB_TOKEN = re(String.raw`${START}(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`)
 const findGithubTokens = (text: string): Span[] => spans(text, GITHUB_TOKEN)
 
-const OPENAI_KEY = /\bsk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,200}(?![A-Za-z0-9_-])/g
+const OPENAI_KEY = re(String.raw`${START}sk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,200}(?![A-Za-z0-9_-])`)
 const findOpenAiKeys = (text: string): Span[] =>
   text.includes('sk-') ? spans(text, OPENAI_KEY, (m) => mixed(m[0].slice(3))) : []
 
@@ -154,8 +169,10 @@ function findAzureKeys(text: string): Span[] {
   return merge(found, hex)
 }
 
-const SECRET_ASSIGNMENT =
-  /\b(?:password|passwd|pwd|passwort|kennwort|secret|client[_-]?secret|api[_-]?key|access[_-]?token|auth[_-]?token|token)\b["']?[ \t]{0,4}[:=][ \t]{0,4}["']?([^\s"'`,;]{8,200})/gi
+const SECRET_ASSIGNMENT = re(
+  String.raw`${START}(?:password|passwd|pwd|passwort|kennwort|secret|client[_-]?secret|api[_-]?key|access[_-]?token|auth[_-]?token|token)\b["']?[ \t]{0,4}[:=][ \t]{0,4}["']?([^\s"'\x60,;]{8,200})`,
+  'gi',
+)
 /** A value after a password/secret/token word that looks random: long, of mixed kinds, high entropy. */
 const findPasswords = (text: string): Span[] =>
   spans(
@@ -183,61 +200,26 @@ export function merge(a: readonly Span[], b: readonly Span[]): Span[] {
   return out
 }
 
-const detector = (name: string, label: string, finds: string, find: (text: string) => Span[]): Detector => ({
-  name,
-  label,
-  finds,
-  find,
-})
-
 /** The built-in detectors, by name; a policy names them. Secrets first: of two that find the very same span, the first keeps it. */
 export const DETECTORS: ReadonlyMap<string, Detector> = new Map(
-  [
-    detector(
-      'private_key',
-      'PRIVATE_KEY',
-      'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off',
-      findPrivateKeys,
-    ),
-    detector('tollgate_key', 'TOLLGATE_KEY', "Tollgate's own API keys (tg1_…, checksum verified)", findTollgateKeys),
-    detector('aws_key', 'AWS_KEY', 'AWS access key ids (AKIA…, ASIA…) and secret keys near the word aws', findAwsKeys),
-    detector('gcp_key', 'GCP_KEY', 'Google Cloud API keys (AIza…)', findGcpKeys),
-    detector(
-      'azure_key',
-      'AZURE_KEY',
-      'Azure storage account keys, SAS signatures, 32-hex keys near the word azure',
-      findAzureKeys,
-    ),
-    detector(
-      'github_token',
-      'GITHUB_TOKEN',
-      'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)',
-      findGithubTokens,
-    ),
-    detector('openai_key', 'API_KEY', 'OpenAI-style keys (sk-…, sk-proj-…; also sk-ant-…)', findOpenAiKeys),
-    detector('jwt', 'JWT', 'JSON Web Tokens (eyJ….eyJ….…)', findJwts),
-    detector('bearer_token', 'BEARER_TOKEN', 'the token after "Bearer "', findBearer),
-    detector(
-      'password',
-      'SECRET',
-      'a random-looking value after password, secret, token, api_key (also Passwort, Kennwort)',
-      findPasswords,
-    ),
-    detector('email', 'EMAIL', 'e-mail addresses', findEmails),
-    detector('iban', 'IBAN', 'IBANs, mod-97 checksum verified', findIbans),
-    detector('card', 'CARD', 'payment card numbers, 13 to 19 digits, Luhn verified', findCards),
-    detector(
-      'de_tax_id',
-      'TAX_ID',
-      'German tax IDs (Steuer-IdNr), check digit and repetition rule verified',
-      findTaxIds,
-    ),
-    detector(
-      'phone',
-      'PHONE',
-      'phone numbers: international (+49 …, 0049 …) and German national (030 …, 0151 …)',
-      findPhones,
-    ),
-    detector('ip_address', 'IP', 'IPv4 and IPv6 addresses', findIps),
-  ].map((d) => [d.name, d]),
+  (
+    [
+      ['private_key', 'PRIVATE_KEY', 'PEM private keys (RSA, EC, OpenSSH, PKCS#8), also cut off', findPrivateKeys],
+      ['tollgate_key', 'TOLLGATE_KEY', "Tollgate's own API keys (tg1_…, checksum verified)", findTollgateKeys],
+      ['aws_key', 'AWS_KEY', 'AWS access key ids (AKIA…, ASIA…) and secret keys near the word aws', findAwsKeys],
+      ['gcp_key', 'GCP_KEY', 'Google Cloud API keys (AIza…)', findGcpKeys],
+      ['azure_key', 'AZURE_KEY', 'Azure account keys, SAS signatures, 32-hex keys near "azure"', findAzureKeys],
+      ['github_token', 'GITHUB_TOKEN', 'GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_)', findGithubTokens],
+      ['openai_key', 'API_KEY', 'OpenAI-style keys (sk-…, sk-proj-…; also sk-ant-…)', findOpenAiKeys],
+      ['jwt', 'JWT', 'JSON Web Tokens (eyJ….eyJ….…)', findJwts],
+      ['bearer_token', 'BEARER_TOKEN', 'the token after "Bearer "', findBearer],
+      ['password', 'SECRET', 'a random-looking value after password, secret, token, api_key, Passwort', findPasswords],
+      ['email', 'EMAIL', 'e-mail addresses', findEmails],
+      ['iban', 'IBAN', 'IBANs, mod-97 checksum verified', findIbans],
+      ['card', 'CARD', 'payment card numbers, 13 to 19 digits, Luhn verified', findCards],
+      ['de_tax_id', 'TAX_ID', 'German tax IDs (Steuer-IdNr), check digit and repetition rule verified', findTaxIds],
+      ['phone', 'PHONE', 'phone numbers: international (+49 …, 0049 …), German national (030 …)', findPhones],
+      ['ip_address', 'IP', 'IPv4 and IPv6 addresses', findIps],
+    ] as const
+  ).map(([name, label, finds, find]): [string, Detector] => [name, { name, label, finds, find }]),
 )

@@ -18,6 +18,8 @@ export interface CompiledPolicy {
   readonly rules: readonly Rule[]
   /** Masked values go back into a whole reply (a merged policy: when either says so; it only ever gives the caller its own text). */
   readonly restore: boolean
+  /** The reply-side rules (`replies:`), built-in detectors only, block or flag. */
+  readonly replyRules: readonly Rule[]
 }
 
 const rank = (a: Action): number => ACTIONS.indexOf(a)
@@ -54,12 +56,21 @@ function windowed(pattern: RegExp): (text: string) => Array<{ start: number; end
 
 const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-function compile(name: string, policy: PolicyConfig): CompiledPolicy {
+/** A rule per built-in detector `actions` names (in the detectors' order), at the stricter of its actions there. */
+function builtInRules(...actions: ReadonlyArray<Readonly<Record<string, Action>>>): Rule[] {
   const rules: Rule[] = []
   for (const detector of DETECTORS.values()) {
-    const action = policy.detectors[detector.name] ?? 'off'
+    const action = actions.reduce<Action>((a, named) => stricter(a, named[detector.name] ?? 'off'), 'off')
     if (action !== 'off') rules.push({ detector, action })
   }
+  return rules
+}
+
+const actionsOf = (rules: readonly Rule[]): Record<string, Action> =>
+  Object.fromEntries(rules.map((r) => [r.detector.name, r.action]))
+
+function compile(name: string, policy: PolicyConfig): CompiledPolicy {
+  const rules = builtInRules(policy.detectors)
   for (const p of policy.patterns) {
     const find = windowed(new RegExp(p.regex, `${p.flags}g`))
     rules.push({
@@ -80,22 +91,20 @@ function compile(name: string, policy: PolicyConfig): CompiledPolicy {
       action,
     })
   }
-  return { name, rules, restore: policy.restore }
+  return { name, rules, restore: policy.restore, replyRules: builtInRules(policy.replies) }
 }
 
 /** Two policies as one: each detector at the stricter action, every rule of either kept. */
 function merged(tier: CompiledPolicy, key: CompiledPolicy): CompiledPolicy {
-  const rules: Rule[] = []
-  const keyRules = new Map(key.rules.map((r) => [r.detector.name, r]))
-  const builtIn = (name: string): boolean => DETECTORS.get(name) !== undefined
-  for (const detector of DETECTORS.values()) {
-    const a = tier.rules.find((r) => r.detector === detector)?.action ?? 'off'
-    const b = keyRules.get(detector.name)?.action ?? 'off'
-    const action = stricter(a, b)
-    if (action !== 'off') rules.push({ detector, action })
+  const builtIn = (r: Rule): boolean => DETECTORS.get(r.detector.name) === r.detector
+  const rules = builtInRules(actionsOf(tier.rules.filter(builtIn)), actionsOf(key.rules.filter(builtIn)))
+  for (const r of [...tier.rules, ...key.rules]) if (!builtIn(r)) rules.push(r)
+  return {
+    name: `${tier.name}+${key.name}`,
+    rules,
+    restore: tier.restore || key.restore,
+    replyRules: builtInRules(actionsOf(tier.replyRules), actionsOf(key.replyRules)),
   }
-  for (const r of [...tier.rules, ...key.rules]) if (!builtIn(r.detector.name)) rules.push(r)
-  return { name: `${tier.name}+${key.name}`, rules, restore: tier.restore || key.restore }
 }
 
 export interface PolicyBook {

@@ -19,15 +19,18 @@ export function unmasked(reply: unknown, masked: ReadonlyMap<string, string>): u
 
 type JsonTransform = (status: number, body: unknown) => Promise<unknown>
 
-/** The reply's JSON transform with the call's unmasking after it (only a success is unmasked); `transform` when there is none. */
+/** The reply's JSON transform with the call's reply check and unmasking after it (only a success); `transform` when there is neither. */
 export function unmasking(
   transform: JsonTransform | undefined,
-  call: { readonly unmask?: (reply: unknown) => unknown },
+  call: { readonly unmask?: (reply: unknown) => unknown; readonly replyCheck?: { whole(reply: unknown): void } },
 ): JsonTransform | undefined {
-  const { unmask } = call
-  if (unmask === undefined) return transform
+  const { unmask, replyCheck } = call
+  if (unmask === undefined && replyCheck === undefined) return transform
   return async (status, body) => {
     const transformed = transform === undefined ? undefined : await transform(status, body)
-    return status < 300 ? unmask(transformed ?? body) : transformed
+    if (status >= 300) return transformed
+    // Checked before the values are put back: the caller's own masked values are not the reply's.
+    replyCheck?.whole(transformed ?? body)
+    return unmask === undefined ? transformed : unmask(transformed ?? body)
   }
 }

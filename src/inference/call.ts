@@ -5,6 +5,7 @@
 import type { ApiKeyAuthenticator } from '../auth/api-key.ts'
 import type { ResponseCache } from '../cache/index.ts'
 import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
+import type { StreamGate } from '../proxy/relay.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config, ServiceClass } from '../config/schema.ts'
 import type { ErrorName } from '../errors.ts'
@@ -77,6 +78,14 @@ export interface PreparedCall {
   readonly upload?: UploadHold
   /** Puts the values its guardrails masked back into a whole reply (guardrails/, `restore`). */
   readonly unmask?: (reply: unknown) => unknown
+  /** Checks the model's reply (a policy's `replies:`): a whole one, or a stream through a fresh gate per attempt. */
+  readonly replyCheck?: ReplyCheck
+}
+
+export interface ReplyCheck {
+  /** Throws guardrail_blocked when a whole reply must not go out. */
+  whole(reply: unknown): void
+  gate(): StreamGate
 }
 
 /** What the access log (or a queue record) reads once the call is over. RequestContext is one. */

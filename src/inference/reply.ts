@@ -120,6 +120,7 @@ export class Reply {
         commit: this.settle,
         ...observing(this.#handedOut?.observe, this.#completion?.observe),
         ...(tally === undefined ? {} : { delivered: tally.delivered }),
+        ...(ask.stream && this.#call.replyCheck !== undefined ? { gate: this.#call.replyCheck.gate() } : {}),
       })
     } finally {
       if (ask.stream) metrics.activeStreams.dec()

@@ -77,6 +77,18 @@ export interface RelayOptions {
    * journal can keep what a crash would otherwise lose). Called often: it must be cheap.
    */
   readonly delivered?: (text: string) => void
+  /** A stream's events pass through this (held back, checked) before the client sees them. */
+  readonly gate?: StreamGate
+}
+
+/**
+ * Holds a stream's events back while it checks their text (guardrails/reply-check.ts): given
+ * each event's bytes and text, what may be written now, or the error that ends the stream.
+ */
+export interface StreamGate {
+  push(bytes: string, text: string): string | GatewayError
+  /** The stream is complete: the rest, or the error. */
+  end(): string | GatewayError
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -414,10 +426,31 @@ async function relaySse(
     return `data: ${JSON.stringify(usageChunk(lastChunk, usage.usage))}\n\n`
   }
   /** Writes the events on; `[DONE]`, the stream's last bytes, goes out only after the commit. */
+  const { gate } = options
+  /** The error a gate ended the stream with; nothing more is written. */
+  let gated: GatewayError | undefined
+  /** An event's bytes as the gate lets them go ('' while held); all of them when there is none. */
+  const pass = (bytes: string, eventText: string): string => {
+    if (gate === undefined || gated !== undefined) return gated === undefined ? bytes : ''
+    const out = gate.push(bytes, eventText)
+    if (typeof out === 'string') return out
+    gated = out
+    return ''
+  }
   const forward = async (events: ReturnType<SseParser['push']>): Promise<void> => {
     let out = ''
     const from = text.length
     for (const event of events) {
+      if (gated !== undefined) break
+      let eventText = ''
+      if (event.data === '[DONE]' && gate !== undefined) {
+        const rest = gate.end()
+        if (typeof rest !== 'string') {
+          gated = rest
+          break
+        }
+        out += rest
+      }
       if (event.data === '[DONE]') {
         const usage = await tapped()
         out += usageTrailer(usage)
@@ -435,6 +468,7 @@ async function relaySse(
         const reading = readEvent(data)
         if (reading.usage !== undefined) reported = reading.usage
         if (reading.text.length > 0) text.push(reading.text)
+        eventText = reading.text
         onlyErrors = (onlyErrors ?? true) && reading.error
         // The gateway asked for this chunk for itself; a client that did not ask would
         // trip over a chunk with no choices.
@@ -450,13 +484,16 @@ async function relaySse(
           // of a one-line event. Cut it from the upstream's own text instead of
           // serialising the whole event again.
           const cut = renamed === data && event.data.endsWith(NULL_USAGE_TAIL) && !event.data.includes('\n')
-          out += cut
-            ? `${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`
-            : `${prefix}data: ${JSON.stringify(shown)}\n\n`
+          out += pass(
+            cut
+              ? `${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`
+              : `${prefix}data: ${JSON.stringify(shown)}\n\n`,
+            eventText,
+          )
           continue
         }
       }
-      out += event.raw
+      out += event.data === '[DONE]' ? event.raw : pass(event.raw, eventText)
     }
     if (out.length > 0) await sink.write(out)
     if (options.delivered !== undefined && !sink.aborted) {
@@ -470,12 +507,18 @@ async function relaySse(
     return counted(options, text.join(''))
   }
 
+  /** A gate ended the stream: its error event is the last the client gets. */
+  const endGated = async (error: GatewayError): Promise<RelayOutcome> => {
+    sink.end(`data: ${JSON.stringify(error.toBody())}\n\n`)
+    return finish(status, sink, await tapped(), { error })
+  }
   try {
-    while (!sink.aborted) {
+    while (!sink.aborted && gated === undefined) {
       const next = await chunks.next()
       if (next.done === true) break
       await forward(parser.push(next.value))
     }
+    if (gated !== undefined) return await endGated(gated)
   } catch (err) {
     if (sink.aborted) return finish(status, sink, await tapped())
     const error = upstreamError(err)
@@ -486,6 +529,9 @@ async function relaySse(
   }
   if (!sink.aborted) {
     await forward(parser.end())
+    const rest = gated ?? gate?.end() ?? ''
+    if (typeof rest !== 'string') return endGated(rest)
+    if (rest.length > 0) await sink.write(rest)
     // A stream that reported no usage is metered on what it carried, before it ends.
     const usage = await tapped()
     const trailer = usageTrailer(usage)

@@ -137,6 +137,27 @@ const cases: Record<string, { hits: Array<[string, string]>; misses: string[] }>
   },
 }
 
+/** Detectors whose first character is a word character (a boundary before it matters), with a value each. */
+const CASES_FOR_ESCAPES: Record<string, { hits: Array<[string, string]> }> = {
+  tollgate_key: { hits: [['', tollgateKey]] },
+  email: { hits: [['', 'erika@example.de']] },
+  phone: {
+    hits: [
+      ['', '+49 30 1234567'],
+      ['', '030 12345678'],
+    ],
+  },
+  ip_address: { hits: [['', '2001:db8::1']] },
+  iban: { hits: [['', 'DE89370400440532013000']] },
+  aws_key: { hits: [['', 'AKIAIOSFODNN7EXAMPLE']] },
+  gcp_key: { hits: [['', 'AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe']] },
+  github_token: { hits: [['', 'ghp_abcdefghijklmnopqrstuvwxyz0123456789']] },
+  openai_key: { hits: [['', 'sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t']] },
+  jwt: { hits: [['', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk']] },
+  bearer_token: { hits: [['', 'Bearer abcDEF1234567890xyz']] },
+  password: { hits: [['', 'password: Hunter2!xyzQ']] },
+}
+
 t.test('every built-in detector has cases here', async (t) => {
   t.same([...DETECTORS.keys()].sort(), Object.keys(cases).sort())
 })
@@ -147,6 +168,23 @@ for (const [name, { hits, misses }] of Object.entries(cases)) {
     for (const text of misses) t.same(found(name, text), [], `lets ${JSON.stringify(text)} pass`)
   })
 }
+
+t.test(
+  "after a JSON escape (a tool call's arguments are JSON in a string): found, the escape left whole",
+  async (t) => {
+    for (const [name, cases] of Object.entries(CASES_FOR_ESCAPES))
+      for (const [, value] of cases.hits)
+        for (const before of ['\n', '\t', '\u0001', '"']) {
+          const text = JSON.stringify({ x: `a${before}${value}` })
+          const spans = found(name, text)
+          t.ok(spans.length > 0, `${name} after ${JSON.stringify(before)}`)
+          t.ok(
+            spans.every((s) => !s.startsWith('n') || value.startsWith('n')),
+            `${name}: the escape is not in the match`,
+          )
+        }
+  },
+)
 
 t.test('the checksums', async (t) => {
   t.ok(luhnValid('4111111111111111'))

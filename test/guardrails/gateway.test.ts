@@ -15,6 +15,7 @@ import { startWebhookReceiver } from '../helpers/webhook-receiver.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
+import { fieldBodies } from './field-bodies.ts'
 
 const MODEL = 'Mistral-Small-24B-Instruct-2501'
 const EMBEDDING = 'jina-embeddings-v2-base-de'
@@ -298,145 +299,7 @@ async function audit(action: string): Promise<{ data: Array<Record<string, unkno
   return (await res.json()) as { data: Array<Record<string, unknown>> }
 }
 
-/** A body per endpoint with `text` in the field at `path` (a TEXT_FIELDS path, items written `[]`). */
-const FIELD_BODIES: Array<{ path: string; route: string; body: (text: string) => Record<string, unknown> }> = [
-  {
-    path: '.messages[].content',
-    route: 'chat/completions',
-    body: (x) => ({ model: MODEL, messages: [{ role: 'user', content: x }] }),
-  },
-  {
-    path: '.messages[].content[].text',
-    route: 'chat/completions',
-    body: (x) => ({ model: MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: x }] }] }),
-  },
-  {
-    path: '.messages[].content[].refusal',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [
-        { role: 'assistant', content: [{ type: 'refusal', refusal: x }] },
-        { role: 'user', content: 'hi' },
-      ],
-    }),
-  },
-  {
-    path: '.messages[].refusal',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [
-        { role: 'assistant', content: null, refusal: x },
-        { role: 'user', content: 'hi' },
-      ],
-    }),
-  },
-  {
-    path: '.messages[].tool_calls[].function.arguments',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [
-        {
-          role: 'assistant',
-          content: null,
-          tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: JSON.stringify({ x }) } }],
-        },
-        { role: 'tool', tool_call_id: 'c', content: 'ok' },
-      ],
-    }),
-  },
-  {
-    path: '.messages[].function_call.arguments',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [
-        { role: 'assistant', content: null, function_call: { name: 'f', arguments: JSON.stringify({ x }) } },
-        { role: 'function', name: 'f', content: 'ok' },
-      ],
-    }),
-  },
-  {
-    path: '.prediction.content',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [{ role: 'user', content: 'hi' }],
-      prediction: { type: 'content', content: x },
-    }),
-  },
-  {
-    path: '.prediction.content[].text',
-    route: 'chat/completions',
-    body: (x) => ({
-      model: MODEL,
-      messages: [{ role: 'user', content: 'hi' }],
-      prediction: { type: 'content', content: [{ type: 'text', text: x }] },
-    }),
-  },
-  { path: '.prompt', route: 'completions', body: (x) => ({ model: MODEL, prompt: x }) },
-  { path: '.prompt[]', route: 'completions', body: (x) => ({ model: MODEL, prompt: ['fine', x] }) },
-  { path: '.suffix', route: 'completions', body: (x) => ({ model: MODEL, prompt: 'a', suffix: x }) },
-  { path: '.input', route: 'embeddings', body: (x) => ({ model: EMBEDDING, input: x }) },
-  { path: '.input[]', route: 'embeddings', body: (x) => ({ model: EMBEDDING, input: ['fine', x] }) },
-  { path: '.instructions', route: 'responses', body: (x) => ({ model: MODEL, instructions: x, input: 'hi' }) },
-  {
-    path: '.input[].content',
-    route: 'responses',
-    body: (x) => ({ model: MODEL, input: [{ role: 'user', content: x }] }),
-  },
-  {
-    path: '.input[].content[].text',
-    route: 'responses',
-    body: (x) => ({ model: MODEL, input: [{ role: 'user', content: [{ type: 'input_text', text: x }] }] }),
-  },
-  {
-    path: '.input[].arguments',
-    route: 'responses',
-    body: (x) => ({
-      model: MODEL,
-      input: [
-        { type: 'function_call', call_id: 'c', name: 'f', arguments: JSON.stringify({ x }) },
-        { type: 'function_call_output', call_id: 'c', output: 'ok' },
-      ],
-    }),
-  },
-  {
-    path: '.input[].input',
-    route: 'responses',
-    body: (x) => ({
-      model: MODEL,
-      input: [
-        { type: 'custom_tool_call', call_id: 'c', name: 'f', input: x },
-        { type: 'custom_tool_call_output', call_id: 'c', output: 'ok' },
-      ],
-    }),
-  },
-  {
-    path: '.input[].output',
-    route: 'responses',
-    body: (x) => ({
-      model: MODEL,
-      input: [
-        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
-        { type: 'function_call_output', call_id: 'c', output: x },
-      ],
-    }),
-  },
-  {
-    path: '.input[].output[].text',
-    route: 'responses',
-    body: (x) => ({
-      model: MODEL,
-      input: [
-        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
-        { type: 'function_call_output', call_id: 'c', output: [{ type: 'input_text', text: x }] },
-      ],
-    }),
-  },
-]
+const FIELD_BODIES = fieldBodies({ chat: MODEL, embedding: EMBEDDING })
 
 t.test('a blocked match hidden in any text-bearing field reaches no upstream, on /v2 and /queue', async (t) => {
   const { TEXT_FIELDS } = await import('../../src/guardrails/text-fields.ts')

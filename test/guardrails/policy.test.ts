@@ -159,3 +159,23 @@ t.test('patterns that could backtrack without end, and unknown names, are refuse
   t.match(refused({ detectors: { email: 'delete' } }).join(), /detectors.email/)
   t.same(refused({ patterns: [{ name: 'x', regex: 'K-\\d{6}', action: 'flag' }] }), [])
 })
+
+t.test("reply checks: a key's make its tier's stricter, never looser; a reply is never masked", async (t) => {
+  const parsed = guardrailsSchema.parse({
+    policies: {
+      tier: { replies: { card: 'block', email: 'flag' } },
+      key: { replies: { card: 'flag', iban: 'block' } },
+    },
+    keys: { key_k: 'key' },
+  })
+  const merged = compilePolicies(parsed).policyFor('tier', 'key_k')
+  t.same(Object.fromEntries((merged?.replyRules ?? []).map((r) => [r.detector.name, r.action])), {
+    email: 'flag',
+    iban: 'block',
+    card: 'block',
+  })
+  t.same(merged?.rules, [], 'no request rules')
+  const refused = guardrailsSchema.safeParse({ policies: { p: { replies: { email: 'mask' } } } })
+  t.notOk(refused.success, 'mask is not a reply action')
+  t.notOk(guardrailsSchema.safeParse({ policies: { p: { replies: { emails: 'flag' } } } }).success, 'unknown name')
+})

@@ -1,8 +1,9 @@
 // Learned output reservations against today's fixed one, in the same run (issue 39 item 1).
 //
-// One seeded sequence of calls, none naming max_tokens, replayed through two limiters side by
+// One seeded sequence of calls, none naming max_tokens, replayed through three limiters side by
 // side (the gateway's own createLimiter on the embedded store, the second wrapped by
-// withLearnedReservations as main.ts does): output lengths bimodal (1 − long of 20–80 tokens,
+// withLearnedReservations as main.ts does; once with the bare quantile, once with the tail
+// held, learned.ts's default): output lengths bimodal (1 − long of 20–80 tokens,
 // `long` of 400–1,200, capped at the 1,024 the gateway sends upstream), each call running for a
 // time proportional to its length and settling with what it produced. Windows are short
 // (WINDOW_MS) so that the run covers many of them.
@@ -79,15 +80,14 @@ interface Scheme {
   readonly windows: Map<number, number>
 }
 
-function scheme(name: string, learned: boolean): Scheme {
+function scheme(name: string, learned: 'no' | 'bare' | 'held'): Scheme {
   const base = createLimiter({ log, windowMs: WINDOW_MS })
-  const limiter = learned
-    ? withLearnedReservations(base, createLearnedReservations({ store: memorySketchStore(), log }), () => plans)
-    : base
+  const reservations = createLearnedReservations({ store: memorySketchStore(), log, holdTail: learned === 'held' })
+  const limiter = learned === 'no' ? base : withLearnedReservations(base, reservations, () => plans)
   return { name, limiter, admitted: 0, refused: 0, falseRefusals: 0, windows: new Map() }
 }
 
-const schemes = [scheme('fixed (today)', false), scheme('learned p95', true)]
+const schemes = [scheme('fixed', 'no'), scheme('learned p95 (bare)', 'bare'), scheme('learned, tail held', 'held')]
 const request = (keyId: string): AdmissionRequest => ({
   keyId,
   tier: 'T',

@@ -15,7 +15,7 @@
 // leaves the call on the fixed reservation.
 import type { OutputReservationConfig, TierConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
-import { countOf, observe, quantileOf, type Sketch } from './sketch.ts'
+import { countOf, lengthWeightedMeanOf, observe, quantileOf, type Sketch } from './sketch.ts'
 import type { SketchStore } from './store.ts'
 import type { OutputReservationView, ReservationSource, ReservationSubject } from './view.ts'
 
@@ -74,13 +74,22 @@ function scopesOf(subject: ReservationSubject, halfLifeMs: number): string[] {
   ]
 }
 
-function decide(sketches: readonly Sketch[], settings: ReservationSettings, now: number): Learned | undefined {
+function decide(
+  sketches: readonly Sketch[],
+  settings: ReservationSettings,
+  now: number,
+  holdTail: boolean,
+): Learned | undefined {
   for (const [i, sketch] of sketches.entries()) {
     if (countOf(sketch, now, settings.halfLifeMs) < settings.minSamples) continue
     const q = quantileOf(sketch, settings.quantile)
     const source = SOURCES[i]
     if (q === undefined || source === undefined) continue
-    const lifted = Math.max(Math.ceil(q), settings.floor)
+    // The tail held: never less than the mean length of the calls in flight (length-weighted),
+    // so that what the running calls write beyond their reservations is, on average, what the
+    // shorter ones leave unused (see the header).
+    const held = holdTail ? Math.max(q, lengthWeightedMeanOf(sketch) ?? 0) : q
+    const lifted = Math.max(Math.ceil(held), settings.floor)
     return { perReply: settings.ceiling === undefined ? lifted : Math.min(lifted, settings.ceiling), source }
   }
   return undefined
@@ -94,6 +103,8 @@ export interface LearnedReservationsOptions {
   /** Longest wait for a first read on admission; past it the call is reserved the fixed way. Default 100 ms. */
   readonly readTimeoutMs?: number
   readonly now?: () => number
+  /** Reserve at least the length-weighted mean (the tail held). Default true; false: the bare quantile (bench/learned-reservations.ts compares). */
+  readonly holdTail?: boolean
 }
 
 export interface LearnedReservations {
@@ -113,6 +124,7 @@ export function createLearnedReservations(options: LearnedReservationsOptions): 
   const now = options.now ?? Date.now
   const refreshMs = options.refreshMs ?? 1000
   const readTimeoutMs = options.readTimeoutMs ?? 100
+  const holdTail = options.holdTail ?? true
   const cache = new Map<string, { sketches: Sketch[]; readAt: number; reading?: Promise<void> }>()
 
   function read(id: string, scopes: string[]): Promise<void> {
@@ -160,7 +172,7 @@ export function createLearnedReservations(options: LearnedReservationsOptions): 
         void read(id, scopes)
       }
       const found = cache.get(id)
-      return found === undefined ? undefined : decide(found.sketches, settings, now())
+      return found === undefined ? undefined : decide(found.sketches, settings, now(), holdTail)
     },
 
     observe(subject, settings, tokensPerReply) {
@@ -189,7 +201,7 @@ export function createLearnedReservations(options: LearnedReservationsOptions): 
         const sketch = sketches[i]
         return sketch === undefined ? 0 : Math.round(countOf(sketch, at, settings.halfLifeMs) * 100) / 100
       }
-      const learned = settings.mode === 'learned' ? decide(sketches, settings, at) : undefined
+      const learned = settings.mode === 'learned' ? decide(sketches, settings, at, holdTail) : undefined
       return {
         object: 'output_reservation',
         model: subject.model,

@@ -13,7 +13,7 @@
 // limit: an oracle that knows every length); output-token over-admission per window (what the
 // calls admitted in a window really produced, over output_tpm).
 //
-//   node bench/learned-reservations.ts [--long 0.3] [--windows 20] [--rate <calls/s>] [--seed 1]
+//   node bench/learned-reservations.ts [--long 0.3] [--windows 20] [--rate <calls/s>] [--seed 1] [--min-samples 20]
 import { parseArgs } from 'node:util'
 import type { PlansConfig } from '../src/config/schema.ts'
 import { createLimiter } from '../src/limits/limiter.ts'
@@ -29,6 +29,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     long: { type: 'string', default: '0.3' },
     seed: { type: 'string', default: '1' },
+    'min-samples': { type: 'string' },
   },
 })
 const WINDOW_MS = 1000
@@ -66,7 +67,16 @@ for (const c of calls) c.at = clock += c.gap
 
 const plans = {
   defaultTier: 'T',
-  tiers: { T: { default: {}, models: {}, outputReservation: { mode: 'learned' as const } } },
+  tiers: {
+    T: {
+      default: {},
+      models: {},
+      outputReservation: {
+        mode: 'learned' as const,
+        ...(values['min-samples'] === undefined ? {} : { minSamples: Number(values['min-samples']) }),
+      },
+    },
+  },
 } as unknown as PlansConfig
 const log = createLogger('silent')
 

@@ -4,7 +4,12 @@
 // Every such call's completion tokens per reply, as its upstream reported them at settle, go
 // into three sketches (sketch.ts): the key's calls to the model, the tier's, and the model's.
 // A new call reserves the tier's quantile (default p95) of the first of them that has seen
-// minSamples decayed observations, within the tier's floor and ceiling and never above the
+// minSamples decayed observations, or that sketch's length-weighted mean E[X²] / E[X] when it
+// is higher (the tail held: a reply runs for a time in proportion to its length, so the calls
+// in flight at a moment are that much longer than the calls made; reserving their mean makes
+// what the long ones write past their reservation, on average, what the short ones leave
+// unused; a bare p95 leaves a window's running calls short on average whenever fewer than 5 %
+// of replies are long), within the tier's floor and ceiling and never above the
 // fixed reservation (outputCap's: the upstream is still sent that cap, so the call cannot
 // produce more than it). A call that turns out longer is charged in full at settle, like
 // any other (limiter.ts). Budgets and the lifetime quota keep holding the fixed reservation.
@@ -29,20 +34,18 @@ export interface ReservationSettings {
 }
 
 /**
- * The defaults: learned, at p95, once 20 decayed observations back it, with a one-hour
- * half-life. p95 keeps over-admission on output_tpm to the few calls longer than it (each
- * charged in full when it ends); 20 observations put a p95 within a few buckets of the
- * truth; an hour follows a change of traffic within the afternoon without forgetting the
- * morning at once. A floor of 16 keeps a run of one-word replies from reserving nothing.
+ * The defaults: learned, at p95 (or the length-weighted mean, when higher), once 100 decayed
+ * observations back it, with a one-hour half-life. 100 observations see a tail of 3 % of
+ * replies with 95 % probability (20 missed a 4 % one half the time, and the first windows then
+ * passed output_tpm by 10–20 % in bench/learned-reservations.ts); an hour follows a change of
+ * traffic within the afternoon without forgetting the morning at once. A floor of 16 keeps a
+ * run of one-word replies from reserving nothing.
  */
 export const RESERVATION_DEFAULTS = {
-  // Opt-in: a learned reservation lets a window's output pass output_tpm by the tail's overrun
-  // (up to 20 % in bench/learned-reservations.ts), more than the 10 % #39 allows, until the tail
-  // is held with a margin.
-  mode: 'fixed',
+  mode: 'learned',
   quantile: 0.95,
   floor: 16,
-  minSamples: 20,
+  minSamples: 100,
   halfLifeSeconds: 3600,
 } as const
 

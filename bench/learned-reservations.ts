@@ -1,8 +1,9 @@
 // Learned output reservations against today's fixed one, in the same run (issue 39 item 1).
 //
-// One seeded sequence of calls, none naming max_tokens, replayed through two limiters side by
+// One seeded sequence of calls, none naming max_tokens, replayed through three limiters side by
 // side (the gateway's own createLimiter on the embedded store, the second wrapped by
-// withLearnedReservations as main.ts does): output lengths bimodal (1 − long of 20–80 tokens,
+// withLearnedReservations as main.ts does; once with the bare quantile, once with the tail
+// held, learned.ts's default): output lengths bimodal (1 − long of 20–80 tokens,
 // `long` of 400–1,200, capped at the 1,024 the gateway sends upstream), each call running for a
 // time proportional to its length and settling with what it produced. Windows are short
 // (WINDOW_MS) so that the run covers many of them.
@@ -12,7 +13,7 @@
 // limit: an oracle that knows every length); output-token over-admission per window (what the
 // calls admitted in a window really produced, over output_tpm).
 //
-//   node bench/learned-reservations.ts [--long 0.3] [--windows 20] [--rate <calls/s>] [--seed 1]
+//   node bench/learned-reservations.ts [--long 0.3] [--windows 20] [--rate <calls/s>] [--seed 1] [--min-samples 20]
 import { parseArgs } from 'node:util'
 import { randomFrom } from '../src/backends/mock/hash.ts'
 import type { PlansConfig } from '../src/config/schema.ts'
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     long: { type: 'string', default: '0.3' },
     seed: { type: 'string', default: '1' },
+    'min-samples': { type: 'string' },
   },
 })
 const WINDOW_MS = 1000
@@ -56,7 +58,16 @@ for (const c of calls) c.at = clock += c.gap
 
 const plans = {
   defaultTier: 'T',
-  tiers: { T: { default: {}, models: {}, outputReservation: { mode: 'learned' as const } } },
+  tiers: {
+    T: {
+      default: {},
+      models: {},
+      outputReservation: {
+        mode: 'learned' as const,
+        ...(values['min-samples'] === undefined ? {} : { minSamples: Number(values['min-samples']) }),
+      },
+    },
+  },
 } as unknown as PlansConfig
 const log = createLogger('silent')
 
@@ -70,15 +81,14 @@ interface Scheme {
   readonly windows: Map<number, number>
 }
 
-function scheme(name: string, learned: boolean): Scheme {
+function scheme(name: string, learned: 'no' | 'bare' | 'held'): Scheme {
   const base = createLimiter({ log, windowMs: WINDOW_MS })
-  const limiter = learned
-    ? withLearnedReservations(base, createLearnedReservations({ store: memorySketchStore(), log }), () => plans)
-    : base
+  const reservations = createLearnedReservations({ store: memorySketchStore(), log, holdTail: learned === 'held' })
+  const limiter = learned === 'no' ? base : withLearnedReservations(base, reservations, () => plans)
   return { name, limiter, admitted: 0, refused: 0, falseRefusals: 0, windows: new Map() }
 }
 
-const schemes = [scheme('fixed (today)', false), scheme('learned p95', true)]
+const schemes = [scheme('fixed', 'no'), scheme('learned p95 (bare)', 'bare'), scheme('learned, tail held', 'held')]
 const request = (keyId: string): AdmissionRequest => ({
   keyId,
   tier: 'T',

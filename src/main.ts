@@ -206,6 +206,7 @@ export async function startGateway(
     rateLimiter,
     createOutputReservationsFromConfig(config, redis, log),
     () => runtime.current.config.plans,
+    metrics,
   )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')

@@ -334,7 +334,7 @@ export type ServiceTiersConfig = z.infer<typeof serviceTiersSchema>
  */
 export const outputReservationSchema = z
   .strictObject({
-    /** Default fixed (learned is a tier's choice: docs/limits.md). */
+    /** Default learned (fixed keeps output_tpm a hard bound: docs/limits.md). */
     mode: z.enum(['learned', 'fixed']).optional(),
     /** The quantile of completion tokens per reply reserved; default 0.95. */
     quantile: z.number().gt(0).max(1).optional(),
@@ -342,7 +342,7 @@ export const outputReservationSchema = z
     floor: z.number().int().min(0).optional(),
     /** Most tokens per reply a learned reservation holds (never more than outputCap's); default none. */
     ceiling: positiveInt.optional(),
-    /** Decayed observations a sketch needs before it is used; default 20. */
+    /** Decayed observations a sketch needs before it is used; default 100. */
     minSamples: z.number().min(1).optional(),
     /** How fast old observations fade: an observation this old weighs half; default 3600. */
     halfLifeSeconds: z

@@ -43,6 +43,8 @@ export interface Metrics {
   readonly queueClassWait: Histogram<'class'>
   /** Actual ÷ predicted wait of drop-in calls that were predicted to wait (queue/deadline.ts). */
   readonly queueWaitPredictionRatio: Histogram<'class'>
+  /** Output tokens per reply a call without an output cap reserved on the rate limits, by what decided it (key, tier, model: a learned sketch; fixed). */
+  readonly outputReservation: Histogram<'source'>
   readonly queueWorkerUp: Gauge
   readonly queueStarts: Counter<'path'>
   readonly queueLeasesRecovered: Counter
@@ -322,6 +324,13 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: 'Actual over predicted wait of drop-in calls predicted to wait (1: exact; above 1: waited longer than predicted)',
       labelNames: ['class'],
       buckets: [0.1, 0.25, 0.5, 0.75, 0.9, 1.1, 1.25, 1.5, 2, 4, 10],
+      registers,
+    }),
+    outputReservation: new Histogram({
+      name: 'tollgate_output_reservation_tokens',
+      help: 'Output tokens per reply a call without an output cap reserved on the rate limits, by source: key, tier or model (a learned sketch), fixed',
+      labelNames: ['source'],
+      buckets: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768],
       registers,
     }),
     queueRequests: new Counter({

@@ -5,6 +5,7 @@
 import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { createLearnedReservations, settingsOf, type Learned, type LearnedReservations } from './learned.ts'
 import { memorySketchStore, redisSketchStore } from './store.ts'
@@ -43,7 +44,7 @@ function learnedRequest(
     rateEstimate: { ...request.estimate, outputTokens },
     reservationNote:
       `This request sets no max_tokens, so it reserved ${outputTokens} output tokens against the rate limits ` +
-      `(the ${percentile}th percentile of what ${SOURCE_SAID[learned.source]} produced, ${learned.perReply} per reply): ` +
+      `(the ${percentile}th percentile of what ${SOURCE_SAID[learned.source]} produced, or the mean length of such calls in flight when higher: ${learned.perReply} per reply): ` +
       'set max_tokens (or max_completion_tokens, max_output_tokens) to what you expect and it reserves only that; unused tokens are given back when the call ends.',
   }
 }
@@ -57,20 +58,30 @@ export function withLearnedReservations(
   limiter: Limiter,
   reservations: LearnedReservations,
   plans: () => PlansConfig,
+  metrics?: Pick<Metrics, 'outputReservation'>,
 ): Limiter {
-  async function prepared(request: AdmissionRequest): Promise<AdmissionRequest> {
+  async function prepared(request: AdmissionRequest, admitting = false): Promise<AdmissionRequest> {
     const uncapped = request.uncapped
     if (uncapped === undefined || request.estimate.outputTokens === 0) return request
     const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
+    const replies = Math.max(uncapped.replies, 1)
     const learned = await reservations.lookup(request, settings)
-    return learned === undefined ? request : learnedRequest(request, learned, settings.quantile, uncapped.replies)
+    const made = learned === undefined ? request : learnedRequest(request, learned, settings.quantile, uncapped.replies)
+    if (admitting) {
+      const reserved = (made.rateEstimate ?? made.estimate).outputTokens / replies
+      metrics?.outputReservation.observe(
+        { source: made === request ? 'fixed' : (learned?.source ?? 'fixed') },
+        reserved,
+      )
+    }
+    return made
   }
 
   const check = limiter.check?.bind(limiter)
   return {
     ...limiter,
     async admit(request) {
-      const admission = await limiter.admit(await prepared(request))
+      const admission = await limiter.admit(await prepared(request, true))
       const uncapped = request.uncapped
       if (uncapped === undefined) return admission
       const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)

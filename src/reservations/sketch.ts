@@ -104,3 +104,19 @@ export function quantileOf(sketch: Sketch, q: number): number | undefined {
   const last = ordered[ordered.length - 1]
   return last === undefined ? undefined : valueOf(last[0])
 }
+
+/**
+ * The length-weighted mean E[X²] / E[X]: the mean length of the calls running at a moment,
+ * when a call runs for a time proportional to its length (a reply streams token by token).
+ * Undefined when empty or all zero.
+ */
+export function lengthWeightedMeanOf(sketch: Sketch): number | undefined {
+  let first = 0
+  let second = 0
+  for (const [bucket, weight] of sketch.buckets) {
+    const v = valueOf(bucket)
+    first += weight * v
+    second += weight * v * v
+  }
+  return first > 0 ? second / first : undefined
+}

@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import { randomFrom } from '../../src/backends/mock/hash.ts'
 import {
   countOf,
+  lengthWeightedMeanOf,
   emptySketch,
   merge,
   observe,
@@ -185,4 +186,36 @@ t.test('a store that fails leaves calls on the fixed reservation, without each o
   now += 2000
   await learned.lookup(who, settings)
   t.equal(reads, 2, 'tried again once refreshMs passed')
+})
+
+t.test('the length-weighted mean: the mean length of the calls in flight, within the stated error', async (t) => {
+  const sketch = emptySketch(0)
+  t.equal(lengthWeightedMeanOf(sketch), undefined, 'empty: nothing')
+  // 96 replies of 50 tokens, 4 of 800: E[X²]/E[X] = (96·2500 + 4·640000) / (96·50 + 4·800) = 350.
+  for (let i = 0; i < 96; i++) observe(sketch, 50, 0, HOUR)
+  for (let i = 0; i < 4; i++) observe(sketch, 800, 0, HOUR)
+  const found = lengthWeightedMeanOf(sketch) ?? NaN
+  t.ok(Math.abs(found - 350) <= 350 * 2 * RELATIVE_ACCURACY, `about 350: ${found}`)
+  t.ok(found > (quantileOf(sketch, 0.95) ?? 0) * 4, 'far above the p95 (50) when a few replies are long')
+})
+
+t.test('the tail held: a learned reservation is at least the length-weighted mean, unless told not to', async (t) => {
+  const settings = settingsOf({ mode: 'learned', minSamples: 5 })
+  const who = { keyId: 'k', tier: 'T', model: 'm' }
+  const lookupAfter = async (holdTail: boolean | undefined): Promise<Learned | undefined> => {
+    const learned = createLearnedReservations({
+      store: memorySketchStore(),
+      log: createLogger('silent'),
+      now: () => 1000,
+      ...(holdTail === undefined ? {} : { holdTail }),
+    })
+    await learned.lookup(who, settings)
+    for (let i = 0; i < 96; i++) learned.observe(who, settings, 50)
+    for (let i = 0; i < 4; i++) learned.observe(who, settings, 800)
+    return learned.lookup(who, settings)
+  }
+  const held = await lookupAfter(undefined)
+  const bare = await lookupAfter(false)
+  t.ok(bare !== undefined && Math.abs(bare.perReply - 50) <= 2, `bare: the p95, about 50: ${bare?.perReply}`)
+  t.ok(held !== undefined && Math.abs(held.perReply - 350) <= 15, `held (the default): about 350: ${held?.perReply}`)
 })

@@ -13,7 +13,7 @@ import type { OwnershipStore } from '../store/ports.ts'
 import { batchView, CreateBatchBody, listBatchesQuery } from './api.ts'
 import { fileRecord } from './files.ts'
 import { batchEndpointOf } from './input.ts'
-import type { BatchRecord, BatchStore } from './port.ts'
+import { newBatchRecord, type BatchRecord, type BatchStore } from './port.ts'
 import { batchCapsOf } from './caps.ts'
 import type { BatchRunner } from './runner.ts'
 
@@ -71,7 +71,7 @@ export function registerBatchRoutes(router: Router, openCall: OpenCall, deps: Ba
           message: `The input file holds ${file.bytes} bytes; a batch's input file may hold ${caps.maxFileBytes}.`,
         })
       const now = Date.now()
-      const record: BatchRecord = {
+      const record = newBatchRecord({
         id: `batch_${randomBytes(12).toString('hex')}`,
         owner: principal.owner,
         keyId: principal.keyId,
@@ -80,23 +80,9 @@ export function registerBatchRoutes(router: Router, openCall: OpenCall, deps: Ba
         inputFileId: body.input_file_id,
         completionWindow: body.completion_window,
         metadata: body.metadata ?? null,
-        status: 'validating',
         createdAt: now,
         expiresAt: now + WINDOW_MS,
-        inProgressAt: null,
-        finalizingAt: null,
-        completedAt: null,
-        failedAt: null,
-        expiredAt: null,
-        cancelledAt: null,
-        outputFileId: null,
-        errorFileId: null,
-        errors: null,
-        counts: { total: 0, completed: 0, failed: 0 },
-        model: null,
-        usage: { inputTokens: 0, outputTokens: 0 },
-        cancelAt: null,
-      }
+      })
       if (!(await store.create(record, caps.maxOpen)))
         throw gatewayError('batch_limit', {
           message: `This key has ${caps.maxOpen} batches not yet finished, as many as it may; wait for one to end or cancel one.`,

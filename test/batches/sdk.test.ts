@@ -10,6 +10,7 @@ import type OpenAI from 'openai'
 import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
+import { modelUsage, untilBatch } from '../helpers/batches.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts'
 
@@ -42,23 +43,6 @@ async function upload(client: OpenAI, lines: string[]): Promise<string> {
   return file.id
 }
 
-/** Retrieves the batch until `done` holds of it (bounded). */
-async function until(
-  client: OpenAI,
-  id: string,
-  done: (b: OpenAI.Batches.Batch) => boolean,
-  ms = 60_000,
-): Promise<OpenAI.Batches.Batch> {
-  const deadline = Date.now() + ms
-  let last: OpenAI.Batches.Batch | undefined
-  while (Date.now() < deadline) {
-    last = await client.batches.retrieve(id)
-    if (done(last)) return last
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`batch still ${JSON.stringify(last)}`)
-}
-
 async function outputLines(client: OpenAI, fileId: string | null | undefined): Promise<OutputLine[]> {
   if (fileId === null || fileId === undefined) return []
   const text = await (await client.files.content(fileId)).text()
@@ -76,14 +60,7 @@ async function statusOf(call: Promise<unknown>): Promise<number> {
   )
 }
 
-/** What the key was metered for the model (the file uploads are metered apart, without one). */
-async function keyUsage(gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${gw.url}/admin/keys/${keyId}/usage`, {
-    headers: { authorization: `Bearer ${gw.adminToken}` },
-  })
-  const body = (await res.json()) as { by_model: Array<Record<string, unknown>> }
-  return body.by_model.find((row) => row.model === MODEL) ?? {}
-}
+const keyUsage = (gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> => modelUsage(gw, keyId, MODEL)
 
 /** Waits (bounded) for the receiver to have accepted a `type` event of the batch. */
 async function delivered(receiver: WebhookReceiver, type: string, batchId: string): Promise<Record<string, unknown>> {
@@ -138,7 +115,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(created.object, 'batch')
   t.equal(created.status, 'validating')
   t.same(created.metadata, { job: 'nightly' })
-  const done = await until(clientA, created.id, (x) => x.status === 'completed')
+  const done = await untilBatch(clientA, created.id, (x) => x.status === 'completed')
   t.same(done.request_counts, { total: N, completed: N, failed: 0 })
   t.equal(done.error_file_id, null, 'no errors')
   t.ok(done.completed_at !== null && done.in_progress_at !== null && done.finalizing_at !== null)
@@ -196,7 +173,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v2/chat/completions' as '/v1/chat/completions',
     completion_window: '24h',
   })
-  const failed = await until(clientA, bad.id, (x) => x.status === 'failed')
+  const failed = await untilBatch(clientA, bad.id, (x) => x.status === 'failed')
   const errors = failed.errors?.data ?? []
   t.same(
     errors.map((e) => [e.line, e.code]),
@@ -233,7 +210,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v1/chat/completions',
     completion_window: '24h',
   })
-  const halfway = await until(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
+  const halfway = await untilBatch(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
   t.equal(halfway.status, 'in_progress')
   const refused = await slowClient.chat.completions
     .create({ model: MODEL, messages: [{ role: 'user', content: 'now' }] })
@@ -245,7 +222,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal((await slowClient.batches.retrieve(paced.id)).request_counts?.completed, 2, 'no third line ran in the window')
   const cancelling = await slowClient.batches.cancel(paced.id)
   t.ok(['cancelling', 'cancelled'].includes(cancelling.status))
-  const cancelled = await until(slowClient, paced.id, (x) => x.status === 'cancelled')
+  const cancelled = await untilBatch(slowClient, paced.id, (x) => x.status === 'cancelled')
   t.equal(cancelled.request_counts?.completed, 2, 'the lines that ran are kept')
   const kept = await outputLines(slowClient, cancelled.output_file_id)
   t.equal(kept.length, 2)

@@ -198,9 +198,12 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(next.data[0]?.id, created.id)
   t.equal(next.has_more, false)
 
-  // A key with 2 requests a minute: the batch runs 2 lines and waits for the limiter's
-  // next window (the window is spent: a live call is refused meanwhile); cancel stops it.
-  const slow = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 2 } } })
+  // A key with 3 requests a minute: the batch runs in the lowest class, on flex's share of
+  // the limit (2 of 3), and its other lines wait for the limiter's next window. Meanwhile an
+  // interactive /queue call of the key is admitted at once, before the batch's remaining
+  // lines (it goes ahead of them in the key's line, and the batch left it room); then the
+  // window is spent and a live call is refused. Cancel stops the batch.
+  const slow = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 3 } } })
   const slowClient = sdkClient(gw, slow.key)
   const paced = await slowClient.batches.create({
     input_file_id: await upload(
@@ -212,13 +215,24 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   })
   const halfway = await untilBatch(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
   t.equal(halfway.status, 'in_progress')
+  const interactive = await fetch(`${gw.url}/queue/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${slow.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'interactive' }], max_tokens: 4 }),
+  })
+  t.equal(interactive.status, 200, 'an interactive /queue call is admitted while the batch waits')
+  t.equal(
+    (await slowClient.batches.retrieve(paced.id)).request_counts?.completed,
+    2,
+    "it went before the batch's remaining lines",
+  )
   const refused = await slowClient.chat.completions
     .create({ model: MODEL, messages: [{ role: 'user', content: 'now' }] })
     .then(
       () => null,
       (error: unknown) => error as { status: number; headers: Headers },
     )
-  t.equal(refused?.status, 429, "the key's window is spent by the batch")
+  t.equal(refused?.status, 429, "the key's window is spent (the batch's 2 lines and the interactive call)")
   t.equal((await slowClient.batches.retrieve(paced.id)).request_counts?.completed, 2, 'no third line ran in the window')
   const cancelling = await slowClient.batches.cancel(paced.id)
   t.ok(['cancelling', 'cancelled'].includes(cancelling.status))
@@ -234,7 +248,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   const dropped = await outputLines(slowClient, cancelled.error_file_id)
   t.ok(dropped.every((l) => l.error?.code === 'batch_cancelled'))
   t.equal(await statusOf(slowClient.batches.cancel(paced.id)), 409, 'an ended batch cannot be cancelled')
-  t.equal((await keyUsage(gw, slow.id)).requests, 2, 'only the lines that ran are charged')
+  t.equal((await keyUsage(gw, slow.id)).requests, 3, 'only the lines that ran are charged (and the interactive call)')
 }
 
 t.test('embedded store', (t) => suite(t, {}))

@@ -3,8 +3,9 @@
 // and files.content of the output; usage exact per line (the batch's, each line's and the
 // key's metered usage agree); another key gets 404 on everything of the batch; a file with
 // malformed lines, an unknown model and another owner's file id fails with each reported on
-// its line; a batch on a key with a small RPM limit is paced by the limiter (its window is
-// spent while the batch waits) and a cancel stops it, the lines that had run kept.
+// its line; a batch on a key with a small RPM limit is paced by the limiter on flex's share
+// of it, an interactive /queue call of the key goes before its remaining lines, and a cancel
+// stops it, the lines that had run kept.
 import { randomBytes } from 'node:crypto'
 import type OpenAI from 'openai'
 import { toFile } from 'openai'

@@ -139,8 +139,7 @@ export function bandOf(cls: ServiceClass | undefined): number {
  */
 export const BATCH_CLASS: ServiceClass = 'flex'
 /** Where a stored request waits in its key's line: a batch's line in the batch class, any other in the default one. */
-export const storedBand = (call: { readonly batch?: true }): number =>
-  call.batch === true ? bandOf(BATCH_CLASS) : 0
+export const storedBand = (call: { readonly batch?: true }): number => (call.batch === true ? bandOf(BATCH_CLASS) : 0)
 
 /** A call's class and the limits it is admitted and charged on, for its tier (intake, and a stored request restored). */
 export function withClass(

@@ -276,7 +276,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     async accept(ctx, call, protocol) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
-      const { principal, resolved, estimate, spec } = call
+      const { principal, resolved, estimate } = call
       const admission = {
         keyId: principal.keyId,
         owner: principal.owner,

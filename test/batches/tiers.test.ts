@@ -7,30 +7,23 @@ import type OpenAI from 'openai'
 import { toFile } from 'openai'
 import t from 'tap'
 import { modelUsage, untilBatch } from '../helpers/batches.ts'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import type { RunningTollgate } from '../helpers/gateway.ts'
+import { PRICED, PRICED_MODEL, startWithTiers } from '../helpers/plans.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 
-const MODEL = 'Mistral-Small-24B-Instruct-2501'
-const PRICED = { input_price: 1.1, output_price: 3.3 }
+const MODEL = PRICED_MODEL
 
 let gw: RunningTollgate
 t.before(async () => {
-  gw = await startTollgate({
-    config: (doc) => {
-      doc.plans = {
-        defaultTier: 'Plain',
-        tiers: {
-          Plain: { default: { rpm: 1000, ...PRICED } },
-          Half: { default: { rpm: 1000, ...PRICED }, batches: { priceMultiplier: 0.5 } },
-          // One request of the model a minute (flex's share: 1): a batch of two stays unfinished.
-          Tight: {
-            default: { rpm: 1000, ...PRICED },
-            models: { [MODEL]: { rpm: 1, ...PRICED } },
-            batches: { maxLines: 2, maxFileBytes: 1000, maxOpen: 1 },
-          },
-        },
-      }
+  gw = await startWithTiers('Plain', {
+    Plain: { default: { rpm: 1000, ...PRICED } },
+    Half: { default: { rpm: 1000, ...PRICED }, batches: { priceMultiplier: 0.5 } },
+    // One request of the model a minute (flex's share: 1): a batch of two stays unfinished.
+    Tight: {
+      default: { rpm: 1000, ...PRICED },
+      models: { [MODEL]: { rpm: 1, ...PRICED } },
+      batches: { maxLines: 2, maxFileBytes: 1000, maxOpen: 1 },
     },
   })
 })

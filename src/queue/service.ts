@@ -92,7 +92,8 @@ export interface QueueService {
   newId(keyId: string): string
   /**
    * Stores a checked call under `id` to run later, with nobody waiting for a reply (a
-   * batch's line): as accept, without the limiter's early refusal. Its key's pending caps
+   * batch's line, so in the batch class: behind every other call of its key's line, priced
+   * at the tier's batch price; priority/classes.ts): as accept, without the limiter's early refusal. Its key's pending caps
    * hold: a full queue is `queue_full`, to try again once some have run.
    */
   enqueue(call: PreparedCall, id: string): Promise<void>

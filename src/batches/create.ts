@@ -14,7 +14,7 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { openEmbeddedBatchStore } from './embedded-store.ts'
 import { isFinalBatch } from './port.ts'
 import { createRedisBatchStore } from './redis-store.ts'
-import { createBatchRunner, type BatchCaps } from './runner.ts'
+import { createBatchRunner } from './runner.ts'
 import { registerBatchRoutes } from './routes.ts'
 
 export interface BatchParts {
@@ -38,10 +38,7 @@ export interface Batches {
   close(): Promise<void>
 }
 
-/** OpenAI's published bounds: 50,000 requests and 200 MB per file. Per key: unfinished batches. */
-export const DEFAULT_BATCH_CAPS: BatchCaps = { maxLines: 50_000, maxFileBytes: 200 * 1024 * 1024, maxActivePerKey: 20 }
-
-export function createBatchesFromConfig(parts: BatchParts, caps: BatchCaps = DEFAULT_BATCH_CAPS): Batches {
+export function createBatchesFromConfig(parts: BatchParts): Batches {
   const { config } = parts
   const log = parts.log.child({ component: 'batches' })
   const store =
@@ -60,7 +57,6 @@ export function createBatchesFromConfig(parts: BatchParts, caps: BatchCaps = DEF
     ...parts,
     log,
     store,
-    caps,
     tickMs: 200,
     window: 32,
     // Said once per batch and ending, whichever instance ends it (and again after a restart: deduped).
@@ -89,7 +85,6 @@ export function createBatchesFromConfig(parts: BatchParts, caps: BatchCaps = DEF
         runner,
         ownership: parts.ownership,
         runtime: parts.runtime,
-        caps,
         jsonBodyLimitBytes: config.server.jsonBodyLimitBytes,
       })
     },

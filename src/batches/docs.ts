@@ -19,8 +19,8 @@ export function batchOperations(): OperationDoc[] {
         summary: 'Create a batch from an uploaded file of requests',
         description:
           'The input file (purpose `batch`, the caller\'s own) holds one request per line (`custom_id`, `method` "POST", `url` the batch\'s endpoint, `body`). ' +
-          'Each line runs as a stored /queue request of the key: paced by its limits and budgets, on the capacity there is, metered once. ' +
-          'A file that fails validation ends the batch `failed`, with each error on its line. A key keeps a bounded number of unfinished batches (429 `batch_limit_exceeded`).',
+          "Each line runs as a stored /queue request of the key in the lowest class, behind its interactive calls: paced by its limits and budgets, on the capacity there is, metered once at its tier's batch price. " +
+          'A file that fails validation ends the batch `failed`, with each error on its line. A key keeps a bounded number of unfinished batches, and the file a bounded size, per its tier (429 `batch_limit_exceeded`, 400 `invalid_file`).',
         body: { contentType: 'application/json', schema: CreateBatchBody },
         responses: { 200: { description: 'Created (status `validating`)', schema: BatchObject } },
       },

@@ -147,7 +147,7 @@ export async function prepareLine(
     outputCeiling: route.config.meta?.max_output_length,
   })
   // Scopes (endpoint and model) are checked here, on the configuration in force now.
-  return deps.corridor.restore(principal, spec, { params: {}, query, body, modelName, estimate })
+  return deps.corridor.restore(principal, spec, { params: {}, query, body, modelName, estimate, batch: true })
 }
 
 /** A line's refusal as the batch's error list shows it. */

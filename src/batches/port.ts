@@ -113,3 +113,38 @@ export interface BatchStore {
   ping(): Promise<boolean>
   close(): Promise<void>
 }
+
+/** A batch as it is created: validating, nothing run, nothing written (the routes; the store tests). */
+export function newBatchRecord(
+  created: Pick<
+    BatchRecord,
+    | 'id'
+    | 'owner'
+    | 'keyId'
+    | 'endpoint'
+    | 'endpointPath'
+    | 'inputFileId'
+    | 'completionWindow'
+    | 'metadata'
+    | 'createdAt'
+    | 'expiresAt'
+  >,
+): BatchRecord {
+  return {
+    ...created,
+    status: 'validating',
+    inProgressAt: null,
+    finalizingAt: null,
+    completedAt: null,
+    failedAt: null,
+    expiredAt: null,
+    cancelledAt: null,
+    outputFileId: null,
+    errorFileId: null,
+    errors: null,
+    counts: { total: 0, completed: 0, failed: 0 },
+    model: null,
+    usage: { inputTokens: 0, outputTokens: 0 },
+    cancelAt: null,
+  }
+}

@@ -13,15 +13,15 @@ import type { OwnershipStore } from '../store/ports.ts'
 import { batchView, CreateBatchBody, listBatchesQuery } from './api.ts'
 import { fileRecord } from './files.ts'
 import { batchEndpointOf } from './input.ts'
-import type { BatchRecord, BatchStore } from './port.ts'
-import type { BatchCaps, BatchRunner } from './runner.ts'
+import { newBatchRecord, type BatchRecord, type BatchStore } from './port.ts'
+import { batchCapsOf } from './caps.ts'
+import type { BatchRunner } from './runner.ts'
 
 export interface BatchRouteDeps {
   readonly store: BatchStore
   readonly runner: Pick<BatchRunner, 'poke'>
   readonly ownership: OwnershipStore
   readonly runtime: RuntimeSource
-  readonly caps: BatchCaps
   readonly jsonBodyLimitBytes: number
 }
 
@@ -58,18 +58,20 @@ export function registerBatchRoutes(router: Router, openCall: OpenCall, deps: Ba
       checkEndpointScope(principal, endpoint)
       if ((await deps.ownership.ownerOf('file', body.input_file_id)) !== principal.owner)
         throw notFound('input_file_id', 'file')
-      const file = await fileRecord(deps.runtime.current, body.input_file_id)
+      const runtime = deps.runtime.current
+      const caps = batchCapsOf(runtime.config.plans, principal.key)
+      const file = await fileRecord(runtime, body.input_file_id)
       if (file === null) throw notFound('input_file_id', 'file')
       if (file.purpose !== 'batch')
         throw gatewayError('batch_input_invalid', {
           message: `The input file was uploaded with purpose "${file.purpose === 'fine-tune' ? 'fine-tune' : 'other'}"; a batch's input file must have purpose "batch".`,
         })
-      if (file.bytes > deps.caps.maxFileBytes)
+      if (file.bytes > caps.maxFileBytes)
         throw gatewayError('batch_input_invalid', {
-          message: `The input file holds ${file.bytes} bytes; a batch's input file may hold ${deps.caps.maxFileBytes}.`,
+          message: `The input file holds ${file.bytes} bytes; a batch's input file may hold ${caps.maxFileBytes}.`,
         })
       const now = Date.now()
-      const record: BatchRecord = {
+      const record = newBatchRecord({
         id: `batch_${randomBytes(12).toString('hex')}`,
         owner: principal.owner,
         keyId: principal.keyId,
@@ -78,26 +80,12 @@ export function registerBatchRoutes(router: Router, openCall: OpenCall, deps: Ba
         inputFileId: body.input_file_id,
         completionWindow: body.completion_window,
         metadata: body.metadata ?? null,
-        status: 'validating',
         createdAt: now,
         expiresAt: now + WINDOW_MS,
-        inProgressAt: null,
-        finalizingAt: null,
-        completedAt: null,
-        failedAt: null,
-        expiredAt: null,
-        cancelledAt: null,
-        outputFileId: null,
-        errorFileId: null,
-        errors: null,
-        counts: { total: 0, completed: 0, failed: 0 },
-        model: null,
-        usage: { inputTokens: 0, outputTokens: 0 },
-        cancelAt: null,
-      }
-      if (!(await store.create(record, deps.caps.maxActivePerKey)))
+      })
+      if (!(await store.create(record, caps.maxOpen)))
         throw gatewayError('batch_limit', {
-          message: `This key has ${deps.caps.maxActivePerKey} batches not yet finished, as many as it may; wait for one to end or cancel one.`,
+          message: `This key has ${caps.maxOpen} batches not yet finished, as many as it may; wait for one to end or cancel one.`,
         })
       ctx.log.info({ batchId: record.id }, 'batch created')
       deps.runner.poke()

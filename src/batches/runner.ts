@@ -16,6 +16,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { QueueService } from '../queue/service.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { KeyStore, OwnershipStore } from '../store/ports.ts'
+import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
 import {
@@ -28,15 +29,6 @@ import {
   type LineResult,
 } from './port.ts'
 
-export interface BatchCaps {
-  /** Lines one batch may hold. */
-  readonly maxLines: number
-  /** Bytes of an input file. */
-  readonly maxFileBytes: number
-  /** Unfinished batches one key may have. */
-  readonly maxActivePerKey: number
-}
-
 export interface BatchRunnerDeps {
   readonly store: BatchStore
   readonly queue: Pick<QueueService, 'newId' | 'enqueue' | 'read' | 'cancel'>
@@ -46,7 +38,6 @@ export interface BatchRunnerDeps {
   readonly keys: Pick<KeyStore, 'get'>
   readonly instance: string
   readonly log: Logger
-  readonly caps: BatchCaps
   /** How often a batch's lines are looked at (and unled batches looked for). */
   readonly tickMs: number
   /** Lines of one batch in the queue at once. */
@@ -120,9 +111,10 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         { code: 'invalid_api_key', message: 'The key of this batch is no longer active.', param: null, line: null },
       ]))
     const runtime = deps.runtime.current
+    const caps = batchCapsOf(runtime.config.plans, who.key)
     let text: string
     try {
-      text = await fileText(runtime, record.inputFileId, deps.caps.maxFileBytes)
+      text = await fileText(runtime, record.inputFileId, caps.maxFileBytes)
     } catch (error) {
       const known = toGatewayError(error)
       return void (await fail([
@@ -130,11 +122,11 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       ]))
     }
     const { lines, errors } = parseInput(text, record.endpoint)
-    if (lines.length + errors.length > deps.caps.maxLines) {
+    if (lines.length + errors.length > caps.maxLines) {
       return void (await fail([
         {
           code: 'too_many_lines',
-          message: `The input file has ${lines.length + errors.length} requests; a batch may hold ${deps.caps.maxLines}.`,
+          message: `The input file has ${lines.length + errors.length} requests; a batch may hold ${caps.maxLines}.`,
           param: 'input_file_id',
           line: null,
         },

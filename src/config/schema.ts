@@ -325,6 +325,18 @@ export const serviceTiersSchema = z
     path: ['default'],
   })
 export type ServiceTiersConfig = z.infer<typeof serviceTiersSchema>
+/** A tier's batches (OpenAI's Batch API, docs/batches.md). Every field has a default. */
+export const tierBatchesSchema = z.strictObject({
+  /** Requests one batch's input file may hold; default 50,000 (OpenAI's). */
+  maxLines: z.number().int().positive().optional(),
+  /** Bytes of a batch's input file; default 200 MB (OpenAI's). */
+  maxFileBytes: z.number().int().positive().optional(),
+  /** Batches one key may have not yet finished; default 20. */
+  maxOpen: z.number().int().positive().optional(),
+  /** A batch line's price as a multiple of the plan's (four decimals; 0.5 is the providers' usual discount); default 1. */
+  priceMultiplier: z.number().min(0).max(100).optional(),
+})
+export type TierBatchesConfig = z.infer<typeof tierBatchesSchema>
 /**
  * What a call that names no output cap reserves against the token-rate limits (tpm,
  * output_tpm; never a budget or the quota, which hold the worst case): `learned` reserves a
@@ -409,6 +421,8 @@ const tier = z.strictObject({
   models: z.record(z.string(), modelLimitsSchema).default({}),
   /** The response cache for this tier's keys (docs/cache.md). */
   cache: tierCacheSchema.optional(),
+  /** Caps and price of this tier's batches (docs/batches.md). */
+  batches: tierBatchesSchema.optional(),
 })
 export type TierConfig = z.infer<typeof tier>
 

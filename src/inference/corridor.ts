@@ -55,12 +55,13 @@ export interface Corridor {
   ): Promise<void>
   /** Admit (the strategy) → upstream with failover → relay into the exchange → settle. */
   run(call: PreparedCall, exchange: Exchange, strategy: AdmissionStrategy): Promise<CallResult>
-  /** A call for a key and a body checked earlier (a stored request): scopes checked again, on the configuration in force now. */
-  restore(
-    principal: Principal,
-    spec: EndpointSpec,
-    parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>,
-  ): PreparedCall
+  /** A call for a key and a body checked earlier (a stored request; `batch`: a batch's line): scopes checked again, on the configuration in force now. */
+  restore(principal: Principal, spec: EndpointSpec, parts: RestoredParts): PreparedCall
+}
+
+/** What a stored request keeps of its call (corridor.restore). */
+export type RestoredParts = Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'> & {
+  readonly batch?: true
 }
 
 /** Returned by forward() when the strategy puts an upstream failure back, or waits for a deployment to have room. */
@@ -139,16 +140,12 @@ async function enter(
   }
 }
 
-function restore(
-  s: Shared,
-  principal: Principal,
-  spec: EndpointSpec,
-  parts: Pick<PreparedCall, 'params' | 'query' | 'body' | 'modelName' | 'estimate'>,
-): PreparedCall {
+function restore(s: Shared, principal: Principal, spec: EndpointSpec, restored: RestoredParts): PreparedCall {
   const runtime = s.runtime.current
   checkEndpointScope(principal, spec.endpoint)
+  const { batch: _batch, ...parts } = restored
   if (parts.modelName !== null) checkModelScope(principal, parts.modelName)
-  return { runtime, spec, principal, ...classedLimits(runtime.config.plans, principal, spec, parts), ...parts }
+  return { runtime, spec, principal, ...classedLimits(runtime.config.plans, principal, spec, restored), ...parts }
 }
 
 async function run(

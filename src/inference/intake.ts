@@ -155,10 +155,10 @@ export function classedLimits(
   plans: PlansConfig,
   principal: Principal,
   spec: EndpointSpec,
-  parts: Pick<PreparedCall, 'body' | 'modelName'>,
+  parts: Pick<PreparedCall, 'body' | 'modelName'> & { readonly batch?: true },
 ): Pick<PreparedCall, 'resolved' | 'serviceClass'> {
   const resolved = resolveLimits(plans, principal.key, parts.modelName ?? '*')
-  return withClass(plans, principal.key, resolved, spec.endpoint, parts.body)
+  return withClass(plans, principal.key, resolved, spec.endpoint, parts.body, parts.batch === true)
 }
 
 /** Client-supplied names are echoed only when plain. */

@@ -22,6 +22,7 @@ import {
   type PlansConfig,
   type ServiceClass,
   type ServiceTiersConfig,
+  type TierBatchesConfig,
 } from '../config/schema.ts'
 import { gatewayError } from '../errors.ts'
 import type { RequestBody } from '../http/body.ts'
@@ -80,6 +81,11 @@ export function resolveClass(
   return named
 }
 
+/** A batch line's price multiplier, in ten-thousandths (MULTIPLIER_SCALE): the tier's, default 1. */
+export function batchPriceMultiplier(settings: TierBatchesConfig | undefined): number {
+  return Math.round((settings?.priceMultiplier ?? 1) * MULTIPLIER_SCALE)
+}
+
 /** The class's price multiplier, in ten-thousandths (MULTIPLIER_SCALE). */
 export function priceMultiplier(cls: ServiceClass, settings: ServiceTiersConfig | undefined): number {
   return Math.round((settings?.prices?.[cls] ?? DEFAULT_PRICES[cls]) * MULTIPLIER_SCALE)
@@ -101,8 +107,8 @@ export function classLimits(
   resolved: ResolvedLimits,
   cls: ServiceClass,
   settings: ServiceTiersConfig | undefined,
+  multiplier = priceMultiplier(cls, settings),
 ): ResolvedLimits {
-  const multiplier = priceMultiplier(cls, settings)
   const limits: { -readonly [K in keyof ModelLimits]: ModelLimits[K] } = { ...resolved.limits }
   if (multiplier !== MULTIPLIER_SCALE) {
     const input = scaledPrice(limits.input_price, multiplier)
@@ -126,6 +132,15 @@ export function bandOf(cls: ServiceClass | undefined): number {
   return cls === 'priority' ? -BAND : cls === 'flex' ? BAND : 0
 }
 
+/**
+ * A batch's line (src/batches/) runs in the lowest class: it waits behind every interactive
+ * call of its key's line, and is admitted on flex's share of the rate limits, so the rest
+ * stays for interactive calls. It is priced at its tier's batch multiplier, not flex's.
+ */
+export const BATCH_CLASS: ServiceClass = 'flex'
+/** Where a stored request waits in its key's line: a batch's line in the batch class, any other in the default one. */
+export const storedBand = (call: { readonly batch?: true }): number => (call.batch === true ? bandOf(BATCH_CLASS) : 0)
+
 /** A call's class and the limits it is admitted and charged on, for its tier (intake, and a stored request restored). */
 export function withClass(
   plans: PlansConfig,
@@ -133,8 +148,14 @@ export function withClass(
   resolved: ResolvedLimits,
   endpoint: string,
   body: RequestBody,
+  batch = false,
 ): { readonly resolved: ResolvedLimits; readonly serviceClass: ServiceClass } {
   const settings = plans.tiers[resolved.tier]?.serviceTiers
+  if (batch) {
+    // Whatever its body names: the batch class, at the tier's batch price.
+    const multiplier = batchPriceMultiplier(plans.tiers[resolved.tier]?.batches)
+    return { resolved: classLimits(resolved, BATCH_CLASS, settings, multiplier), serviceClass: BATCH_CLASS }
+  }
   const serviceClass = resolveClass(endpoint, body.kind === 'json' ? body.value : null, settings, key.serviceTier)
   return { resolved: classLimits(resolved, serviceClass, settings), serviceClass }
 }

@@ -23,6 +23,7 @@ import {
 } from './ports.ts'
 import { encodeTicket, jobTicket, parseLine } from './tickets.ts'
 import { newRequestId } from './shards.ts'
+import { storedBand } from '../priority/classes.ts'
 
 export const QUEUE_DATABASE_FILE = 'queue.db'
 
@@ -281,7 +282,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
             throw new QueueFullError(pending, size)
         }
         const ticket = jobTicket(request)
-        const score = ++seq
+        const score = ++seq + storedBand(request.call)
         sql.insert.run(
           request.id,
           request.owner,

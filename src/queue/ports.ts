@@ -83,6 +83,11 @@ export interface StoredCall {
    * result is shown back in the caller's (queue/view.ts). Absent: the endpoint's own.
    */
   readonly protocol?: CallerProtocol
+  /**
+   * A batch's line (src/batches/): it waits behind every other class in its key's line and
+   * runs in the lowest (priority/classes.ts batchClass), priced at its tier's batch price.
+   */
+  readonly batch?: true
 }
 
 /** The APIs a stored request may have been asked in besides the endpoint's own. */

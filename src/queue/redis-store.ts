@@ -64,6 +64,7 @@ import {
 } from './ports.ts'
 import { newRequestId, shardOfId, shardOfKey } from './shards.ts'
 import { decodeTicket, encodeTicket, jobTicket, parseLine } from './tickets.ts'
+import { storedBand } from '../priority/classes.ts'
 
 /** A script of the queue: its body after the functions every one of them may call. */
 function script(body: string): Script {
@@ -127,7 +128,7 @@ return 1`)
 
 // KEYS: req, body, line, lines, seq, leases, pend, pendb
 // ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease,
-//       payload, size, maxRequests, maxBytes ('' for no cap)
+//       payload, size, maxRequests, maxBytes ('' for no cap), band (a batch's line: priority/classes.ts)
 // Returns {rank}, {-1} (the id exists) or {-2, requests, bytes} (at a cap).
 const SUBMIT = script(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
@@ -144,7 +145,7 @@ redis.call('PEXPIRE', KEYS[8], ARGV[6])
 redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'payload', ARGV[12], 'status', 'queued', 'attempts', 0, 'cancel', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
-local rank = join(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], 'back')
+local rank = join(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], 'back', ARGV[16])
 if rank == 0 and ARGV[10] ~= '' then
   redis.call('HSET', KEYS[1], 'runner', ARGV[10])
   redis.call('HSET', KEYS[6], ARGV[1], ARGV[11])
@@ -600,6 +601,7 @@ export function createRedisQueueStore(
             size,
             caps?.requests ?? '',
             caps?.bytes ?? '',
+            String(storedBand(request.call)),
           ],
         )) as unknown[]
         if (reply[0] === -1) throw new RangeError(`queued request ${request.id} already exists`)

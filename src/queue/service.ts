@@ -24,6 +24,7 @@ import {
   type RequestStatus,
   type RequestSummary,
   type StoredBody,
+  type StoredCall,
   type CallerProtocol,
 } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
@@ -91,7 +92,8 @@ export interface QueueService {
   newId(keyId: string): string
   /**
    * Stores a checked call under `id` to run later, with nobody waiting for a reply (a
-   * batch's line): as accept, without the limiter's early refusal. Its key's pending caps
+   * batch's line, so in the batch class: behind every other call of its key's line, priced
+   * at the tier's batch price; priority/classes.ts): as accept, without the limiter's early refusal. Its key's pending caps
    * hold: a full queue is `queue_full`, to try again once some have run.
    */
   enqueue(call: PreparedCall, id: string): Promise<void>
@@ -221,6 +223,34 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     return { body: { kind: 'multipart', contentType, fields, files, size }, bytes: Buffer.concat(chunks) }
   }
 
+  /** A checked call as the store keeps it (accept and enqueue), `extra` on its call. */
+  async function newRequest(
+    call: PreparedCall,
+    id: string,
+    extra: Pick<StoredCall, 'trace' | 'protocol' | 'batch'>,
+  ): Promise<{ request: NewRequest; bytes: Buffer | null }> {
+    const { principal, resolved, estimate, spec } = call
+    const { body, bytes } = await stored(call.body)
+    const request: NewRequest = {
+      id,
+      keyId: principal.keyId,
+      owner: principal.owner,
+      tier: resolved.tier,
+      line: lineOf(principal.keyId, resolved.model),
+      createdAt: Date.now(),
+      call: {
+        endpoint: spec.endpoint,
+        model: call.modelName,
+        params: { ...call.params },
+        query: call.query.toString(),
+        body,
+        estimate,
+        ...extra,
+      },
+    }
+    return { request, bytes }
+  }
+
   // Learns how fast each line drains, for the deadlines of the calls that join it (deadline.ts).
   const predictor = settings.deadlines === 'wait' ? undefined : createWaitPredictor(deps.config.limits?.windowMs)
 
@@ -247,7 +277,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     async accept(ctx, call, protocol) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
-      const { principal, resolved, estimate, spec } = call
+      const { principal, resolved, estimate } = call
       const admission = {
         keyId: principal.keyId,
         owner: principal.owner,
@@ -263,27 +293,12 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
         metrics.queueRequests.inc({ mode: 'async', outcome: 'refused' })
         throw error
       }
-      const { body, bytes } = await stored(call.body)
       const traced = ctx.trace.headers()
-      const request: NewRequest = {
-        id: store.newId(principal.keyId),
-        keyId: principal.keyId,
-        owner: principal.owner,
-        tier: resolved.tier,
-        line: lineOf(principal.keyId, resolved.model),
-        createdAt: Date.now(),
-        call: {
-          endpoint: spec.endpoint,
-          model: call.modelName,
-          params: { ...call.params },
-          query: call.query.toString(),
-          body,
-          estimate,
-          // Its run continues this trace (sampled out here: there too).
-          ...(traced.traceparent === undefined ? {} : { trace: traced }),
-          ...(protocol === undefined ? {} : { protocol }),
-        },
-      }
+      const { request, bytes } = await newRequest(call, store.newId(principal.keyId), {
+        // Its run continues this trace (sampled out here: there too).
+        ...(traced.traceparent === undefined ? {} : { trace: traced }),
+        ...(protocol === undefined ? {} : { protocol }),
+      })
       // A worker of this instance that is free now runs the request at once if it is the
       // head of its line: it is leased to this instance, and no other one runs it meanwhile.
       const slot = workerStarted ? runner.claim() : null
@@ -338,24 +353,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     async enqueue(call, id) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
-      const { principal, resolved, estimate, spec } = call
-      const { body, bytes } = await stored(call.body)
-      const request: NewRequest = {
-        id,
-        keyId: principal.keyId,
-        owner: principal.owner,
-        tier: resolved.tier,
-        line: lineOf(principal.keyId, resolved.model),
-        createdAt: Date.now(),
-        call: {
-          endpoint: spec.endpoint,
-          model: call.modelName,
-          params: { ...call.params },
-          query: call.query.toString(),
-          body,
-          estimate,
-        },
-      }
+      const { resolved } = call
+      // A batch's line: behind every interactive call of its key's line, in the batch class (priority/classes.ts).
+      const { request, bytes } = await newRequest(call, id, { batch: true })
       const { plans, storageCaps } = call.runtime.config
       const storage = storageCapsOf(plans, storageCaps, resolved.tier)
       let ahead: number

@@ -227,6 +227,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
         body: await body(request),
         modelName: request.call.model,
         estimate: request.call.estimate,
+        ...(request.call.batch === true ? { batch: true } : {}),
       })
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error

@@ -5,38 +5,16 @@ import { mkdtempSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type OpenAI from 'openai'
 import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
+import { modelUsage, untilBatch } from '../helpers/batches.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 
 const MODEL = 'gpt-oss-120b'
 const N = 120
 
-async function until(
-  client: OpenAI,
-  id: string,
-  done: (b: OpenAI.Batches.Batch) => boolean,
-  ms = 120_000,
-): Promise<OpenAI.Batches.Batch> {
-  const deadline = Date.now() + ms
-  let last: OpenAI.Batches.Batch | undefined
-  while (Date.now() < deadline) {
-    last = await client.batches.retrieve(id)
-    if (done(last)) return last
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-  throw new Error(`batch still ${JSON.stringify(last)}`)
-}
-
-async function metered(gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${gw.url}/admin/keys/${keyId}/usage`, {
-    headers: { authorization: `Bearer ${gw.adminToken}` },
-  })
-  const body = (await res.json()) as { by_model: Array<Record<string, unknown>> }
-  return body.by_model.find((row) => row.model === MODEL) ?? {}
-}
+const metered = (gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> => modelUsage(gw, keyId, MODEL)
 
 async function suite(t: Test, base: StartOptions): Promise<void> {
   const options: StartOptions = {
@@ -69,14 +47,17 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v1/chat/completions',
     completion_window: '24h',
   })
-  const before = await until(client, batch.id, (b) => (b.request_counts?.completed ?? 0) >= 10)
+  const before = await untilBatch(client, batch.id, (b) => (b.request_counts?.completed ?? 0) >= 10, {
+    ms: 120_000,
+    stepMs: 50,
+  })
   await first.stop('SIGKILL')
   t.ok((before.request_counts?.completed ?? 0) < N, `killed with ${before.request_counts?.completed} of ${N} done`)
 
   const second = await startTollgate(options)
   t.teardown(() => second.stop())
   const again = sdkClient(second, key.key)
-  const done = await until(again, batch.id, (b) => b.status === 'completed')
+  const done = await untilBatch(again, batch.id, (b) => b.status === 'completed', { ms: 120_000, stepMs: 50 })
   t.same(done.request_counts, { total: N, completed: N, failed: 0 }, 'no line lost')
   const text = await (await again.files.content(done.output_file_id ?? '')).text()
   const out = text

@@ -3,13 +3,15 @@
 // and files.content of the output; usage exact per line (the batch's, each line's and the
 // key's metered usage agree); another key gets 404 on everything of the batch; a file with
 // malformed lines, an unknown model and another owner's file id fails with each reported on
-// its line; a batch on a key with a small RPM limit is paced by the limiter (its window is
-// spent while the batch waits) and a cancel stops it, the lines that had run kept.
+// its line; a batch on a key with a small RPM limit is paced by the limiter on flex's share
+// of it, an interactive /queue call of the key goes before its remaining lines, and a cancel
+// stops it, the lines that had run kept.
 import { randomBytes } from 'node:crypto'
 import type OpenAI from 'openai'
 import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
+import { modelUsage, untilBatch } from '../helpers/batches.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.ts'
 
@@ -42,23 +44,6 @@ async function upload(client: OpenAI, lines: string[]): Promise<string> {
   return file.id
 }
 
-/** Retrieves the batch until `done` holds of it (bounded). */
-async function until(
-  client: OpenAI,
-  id: string,
-  done: (b: OpenAI.Batches.Batch) => boolean,
-  ms = 60_000,
-): Promise<OpenAI.Batches.Batch> {
-  const deadline = Date.now() + ms
-  let last: OpenAI.Batches.Batch | undefined
-  while (Date.now() < deadline) {
-    last = await client.batches.retrieve(id)
-    if (done(last)) return last
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  throw new Error(`batch still ${JSON.stringify(last)}`)
-}
-
 async function outputLines(client: OpenAI, fileId: string | null | undefined): Promise<OutputLine[]> {
   if (fileId === null || fileId === undefined) return []
   const text = await (await client.files.content(fileId)).text()
@@ -76,14 +61,7 @@ async function statusOf(call: Promise<unknown>): Promise<number> {
   )
 }
 
-/** What the key was metered for the model (the file uploads are metered apart, without one). */
-async function keyUsage(gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${gw.url}/admin/keys/${keyId}/usage`, {
-    headers: { authorization: `Bearer ${gw.adminToken}` },
-  })
-  const body = (await res.json()) as { by_model: Array<Record<string, unknown>> }
-  return body.by_model.find((row) => row.model === MODEL) ?? {}
-}
+const keyUsage = (gw: RunningTollgate, keyId: string): Promise<Record<string, unknown>> => modelUsage(gw, keyId, MODEL)
 
 /** Waits (bounded) for the receiver to have accepted a `type` event of the batch. */
 async function delivered(receiver: WebhookReceiver, type: string, batchId: string): Promise<Record<string, unknown>> {
@@ -138,7 +116,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(created.object, 'batch')
   t.equal(created.status, 'validating')
   t.same(created.metadata, { job: 'nightly' })
-  const done = await until(clientA, created.id, (x) => x.status === 'completed')
+  const done = await untilBatch(clientA, created.id, (x) => x.status === 'completed')
   t.same(done.request_counts, { total: N, completed: N, failed: 0 })
   t.equal(done.error_file_id, null, 'no errors')
   t.ok(done.completed_at !== null && done.in_progress_at !== null && done.finalizing_at !== null)
@@ -196,7 +174,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v2/chat/completions' as '/v1/chat/completions',
     completion_window: '24h',
   })
-  const failed = await until(clientA, bad.id, (x) => x.status === 'failed')
+  const failed = await untilBatch(clientA, bad.id, (x) => x.status === 'failed')
   const errors = failed.errors?.data ?? []
   t.same(
     errors.map((e) => [e.line, e.code]),
@@ -221,9 +199,12 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(next.data[0]?.id, created.id)
   t.equal(next.has_more, false)
 
-  // A key with 2 requests a minute: the batch runs 2 lines and waits for the limiter's
-  // next window (the window is spent: a live call is refused meanwhile); cancel stops it.
-  const slow = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 2 } } })
+  // A key with 3 requests a minute: the batch runs in the lowest class, on flex's share of
+  // the limit (2 of 3), and its other lines wait for the limiter's next window. Meanwhile an
+  // interactive /queue call of the key is admitted at once, before the batch's remaining
+  // lines (it goes ahead of them in the key's line, and the batch left it room); then the
+  // window is spent and a live call is refused. Cancel stops the batch.
+  const slow = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 3 } } })
   const slowClient = sdkClient(gw, slow.key)
   const paced = await slowClient.batches.create({
     input_file_id: await upload(
@@ -233,19 +214,30 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v1/chat/completions',
     completion_window: '24h',
   })
-  const halfway = await until(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
+  const halfway = await untilBatch(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
   t.equal(halfway.status, 'in_progress')
+  const interactive = await fetch(`${gw.url}/queue/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${slow.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'interactive' }], max_tokens: 4 }),
+  })
+  t.equal(interactive.status, 200, 'an interactive /queue call is admitted while the batch waits')
+  t.equal(
+    (await slowClient.batches.retrieve(paced.id)).request_counts?.completed,
+    2,
+    "it went before the batch's remaining lines",
+  )
   const refused = await slowClient.chat.completions
     .create({ model: MODEL, messages: [{ role: 'user', content: 'now' }] })
     .then(
       () => null,
       (error: unknown) => error as { status: number; headers: Headers },
     )
-  t.equal(refused?.status, 429, "the key's window is spent by the batch")
+  t.equal(refused?.status, 429, "the key's window is spent (the batch's 2 lines and the interactive call)")
   t.equal((await slowClient.batches.retrieve(paced.id)).request_counts?.completed, 2, 'no third line ran in the window')
   const cancelling = await slowClient.batches.cancel(paced.id)
   t.ok(['cancelling', 'cancelled'].includes(cancelling.status))
-  const cancelled = await until(slowClient, paced.id, (x) => x.status === 'cancelled')
+  const cancelled = await untilBatch(slowClient, paced.id, (x) => x.status === 'cancelled')
   t.equal(cancelled.request_counts?.completed, 2, 'the lines that ran are kept')
   const kept = await outputLines(slowClient, cancelled.output_file_id)
   t.equal(kept.length, 2)
@@ -257,7 +249,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   const dropped = await outputLines(slowClient, cancelled.error_file_id)
   t.ok(dropped.every((l) => l.error?.code === 'batch_cancelled'))
   t.equal(await statusOf(slowClient.batches.cancel(paced.id)), 409, 'an ended batch cannot be cancelled')
-  t.equal((await keyUsage(gw, slow.id)).requests, 2, 'only the lines that ran are charged')
+  t.equal((await keyUsage(gw, slow.id)).requests, 3, 'only the lines that ran are charged (and the interactive call)')
 }
 
 t.test('embedded store', (t) => suite(t, {}))

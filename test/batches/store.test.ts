@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { openEmbeddedBatchStore } from '../../src/batches/embedded-store.ts'
-import type { BatchRecord, BatchStore } from '../../src/batches/port.ts'
+import { newBatchRecord, type BatchRecord, type BatchStore } from '../../src/batches/port.ts'
 import { createRedisBatchStore } from '../../src/batches/redis-store.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 import { REDIS_URL, testNamespace } from '../helpers/redis.ts'
@@ -14,7 +14,7 @@ import { REDIS_URL, testNamespace } from '../helpers/redis.ts'
 const { fresh } = testNamespace(t, 'bt', 'tgtest-bt')
 
 function batch(id: string, owner = 'o1', keyId = 'k1'): BatchRecord {
-  return {
+  return newBatchRecord({
     id,
     owner,
     keyId,
@@ -23,23 +23,9 @@ function batch(id: string, owner = 'o1', keyId = 'k1'): BatchRecord {
     inputFileId: 'file-1',
     completionWindow: '24h',
     metadata: null,
-    status: 'validating',
     createdAt: Date.now(),
     expiresAt: Date.now() + 86_400_000,
-    inProgressAt: null,
-    finalizingAt: null,
-    completedAt: null,
-    failedAt: null,
-    expiredAt: null,
-    cancelledAt: null,
-    outputFileId: null,
-    errorFileId: null,
-    errors: null,
-    counts: { total: 0, completed: 0, failed: 0 },
-    model: null,
-    usage: { inputTokens: 0, outputTokens: 0 },
-    cancelAt: null,
-  }
+  })
 }
 
 async function contract(t: Test, open: () => Promise<BatchStore>): Promise<void> {

@@ -6,28 +6,21 @@
 // a key fills up while default calls still have the room kept for them.
 import OpenAI from 'openai'
 import t from 'tap'
-import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
+import type { RunningTollgate } from '../helpers/gateway.ts'
+import { PRICED, PRICED_MODEL, startWithTiers } from '../helpers/plans.ts'
 import { pollUntil } from '../helpers/poll.ts'
 
-const MODEL = 'Mistral-Small-24B-Instruct-2501'
-const PRICED = { input_price: 1.1, output_price: 3.3 }
+const MODEL = PRICED_MODEL
 
 let gw: RunningTollgate
 t.before(async () => {
-  gw = await startTollgate({
-    config: (doc) => {
-      doc.plans = {
-        defaultTier: 'Open',
-        tiers: {
-          // Every class, at the documented prices (flex 0.5×, priority 2×).
-          Open: { default: { rpm: 1000, ...PRICED } },
-          // No priority; a call that names no class is flex; flex may fill half of each limit.
-          Narrow: {
-            serviceTiers: { allow: ['default', 'flex'], default: 'flex', prices: { flex: 0.25 }, flexShare: 0.5 },
-            default: { rpm: 4, ...PRICED },
-          },
-        },
-      }
+  gw = await startWithTiers('Open', {
+    // Every class, at the documented prices (flex 0.5×, priority 2×).
+    Open: { default: { rpm: 1000, ...PRICED } },
+    // No priority; a call that names no class is flex; flex may fill half of each limit.
+    Narrow: {
+      serviceTiers: { allow: ['default', 'flex'], default: 'flex', prices: { flex: 0.25 }, flexShare: 0.5 },
+      default: { rpm: 4, ...PRICED },
     },
   })
 })

@@ -181,6 +181,29 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
   )
 
   withStore(
+    "a batch's line waits behind every interactive call and stored request of its key's line, joined before or after it",
+    async (t, store) => {
+      const base = newRequest({ keyId: 'key_batch' })
+      const batchLine = (): NewRequest => {
+        const r = newRequest({ keyId: 'key_batch' })
+        return { ...r, call: { ...r.call, batch: true } }
+      }
+      const b1 = batchLine()
+      const b2 = batchLine()
+      t.equal(await store.submit(b1, null), 0, "alone, a batch's line is the head")
+      t.equal(await store.submit(b2, null), 1, 'behind the first line of the batch')
+      t.equal(await store.join(base.line, call('live'), 'back', bandOf('default')), 0, 'a waiting call goes first')
+      t.equal(await store.submit(base, null), 1, 'a stored request goes before the batch too')
+      const prio = await store.join(base.line, call('fast'), 'back', bandOf('priority'))
+      t.equal(prio, 0, 'and priority before all')
+      const order = [call('fast'), call('live'), jobTicket(base), jobTicket(b1), jobTicket(b2)]
+      for (const [i, ticket] of order.entries())
+        t.equal(await store.position(base.line, ticket), i, `${ticket.id} is ${i}th`)
+      t.equal((await store.get(b1.id))?.call.batch, true, 'the store keeps that it is a batch line')
+    },
+  )
+
+  withStore(
     'start takes a request out of line once, counting attempts; a retry goes back to the front',
     async (t, store) => {
       const r = newRequest()

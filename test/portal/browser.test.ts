@@ -221,10 +221,10 @@ t.test(
       'Cost (EUR)',
       'cost columns name the currency',
     )
-    t.equal(
-      await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').last().textContent(),
-      'Cache write cost (EUR)',
-      "so do the prompt cache's",
+    t.same(
+      (await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').allTextContents()).slice(-2),
+      ['Cache write cost (EUR)', 'Cached replies'],
+      "so do the prompt cache's, and the response cache's replies come last",
     )
     t.match(await page.locator('main').innerText(), /Cost per day \(EUR\)/)
     const modelRow = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) }).first()

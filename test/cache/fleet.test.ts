@@ -5,7 +5,7 @@ import t from 'tap'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { testNamespace } from '../helpers/redis.ts'
-import { admin, metric, onSharedRedis, startCacheGateway } from './helpers.ts'
+import { admin, adminSend, metric, onSharedRedis, startCacheGateway } from './helpers.ts'
 
 const MODEL = 'Llama-3.3-70B-Instruct'
 const ask = (content: string) => ({ model: MODEL, temperature: 0, messages: [{ role: 'user' as const, content }] })
@@ -95,22 +95,14 @@ t.test('the key scope keeps even the keys of one owner apart', async (t) => {
 t.test('the tenant scope: owners of one tenant share a reply, another tenant never sees it', async (t) => {
   const gw = await startCacheGateway({ store: 'embedded', cache: { scope: 'tenant' } })
   t.teardown(() => gw.stop())
-  const call = async (method: string, path: string, body: unknown): Promise<void> => {
-    const res = await fetch(`${gw.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
-  }
   for (const [username, tenant] of [
     ['ann', 'acme'],
     ['art', 'acme'],
     ['eve', 'globex'],
   ])
-    await call('POST', '/admin/users', { username, password: 'a long enough password 1', tenant })
+    await adminSend(gw, 'POST', '/admin/users', { username, password: 'a long enough password 1', tenant })
   // The accounts' tenants are read while a tenant budget is set (budgets/book.ts).
-  await call('PUT', '/admin/budgets/tenant/acme', { amount: 1000, period: 'month' })
+  await adminSend(gw, 'PUT', '/admin/budgets/tenant/acme', { amount: 1000, period: 'month' })
   const client = async (owner: string) => sdkClient(gw, (await gw.createKey({ tier: 'Standard4000', owner })).key)
   const [ann, art, eve] = [await client('ann'), await client('art'), await client('eve')]
   // Until the accounts are read (a second at most) an owner is in no tenant: poll a probe until it is shared.

@@ -48,6 +48,16 @@ export async function admin(gw: RunningTollgate, method: string, path: string): 
   return res.json()
 }
 
+/** An admin change (POST, PUT …) with a JSON body; throws unless it succeeded. */
+export async function adminSend(gw: RunningTollgate, method: string, path: string, body: unknown): Promise<void> {
+  const res = await fetch(`${gw.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  })
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
+}
+
 /** The sum of a series' samples whose line includes `part` (a label). */
 export async function metric(gw: RunningTollgate, name: string, part = ''): Promise<number> {
   const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text()

@@ -14,7 +14,7 @@ import t, { type Test } from 'tap'
 import { pollUntil } from '../helpers/poll.ts'
 import { testNamespace } from '../helpers/redis.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
-import { onSharedRedis, startCacheGateway } from '../cache/helpers.ts'
+import { adminSend, onSharedRedis, startCacheGateway } from '../cache/helpers.ts'
 
 const MODEL = 'Llama-3.3-70B-Instruct'
 const CASES = Number(process.env.FUZZ_CASES ?? 240)
@@ -216,14 +216,6 @@ t.test(`two tenants of two owners each, tenant scope, Redis: ${CASES} cases (see
   const { prefix } = testNamespace(t, 'fuzz-cache', 'fuzz-cache-test').fresh()
   const gw = await startCacheGateway({ store: 'redis', redis: onSharedRedis(prefix), cache: { scope: 'tenant' } })
   t.teardown(() => gw.stop())
-  const call = async (method: string, path: string, body: unknown): Promise<void> => {
-    const res = await fetch(`${gw.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${gw.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    })
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
-  }
   const members = [
     ['ann', 'acme'],
     ['art', 'acme'],
@@ -231,10 +223,10 @@ t.test(`two tenants of two owners each, tenant scope, Redis: ${CASES} cases (see
     ['ed', 'globex'],
   ] as const
   for (const [username, tenant] of members)
-    await call('POST', '/admin/users', { username, password: 'a long enough password 1', tenant })
+    await adminSend(gw, 'POST', '/admin/users', { username, password: 'a long enough password 1', tenant })
   // The accounts' tenants are read while a tenant budget is set (budgets/book.ts).
   for (const tenant of ['acme', 'globex'])
-    await call('PUT', `/admin/budgets/tenant/${tenant}`, { amount: 1000, period: 'month' })
+    await adminSend(gw, 'PUT', `/admin/budgets/tenant/${tenant}`, { amount: 1000, period: 'month' })
   const callers: Caller[] = []
   for (const [name, tenant] of members) {
     const { key } = await gw.createKey({ tier: 'Standard4000', owner: name })

@@ -6,6 +6,7 @@
 // reading the store.
 import { createHmac } from 'node:crypto'
 import { answerFields, type CachedEndpoint } from './key-fields.ts'
+import { canonical } from '../store/key-records.ts'
 
 export interface KeyParts {
   /** `t:<tenant>`, `o:<owner>` or `k:<keyId>` (policy.ts scopeOf). */
@@ -17,24 +18,9 @@ export interface KeyParts {
 
 export function cacheKey(secret: string | Buffer, parts: KeyParts): string {
   const mac = createHmac('sha256', secret)
-  for (const part of [
-    parts.scope,
-    parts.endpoint,
-    parts.model,
-    canonicalJson(answerFields(parts.endpoint, parts.body)),
-  ]) {
+  for (const part of [parts.scope, parts.endpoint, parts.model, canonical(answerFields(parts.endpoint, parts.body))]) {
     mac.update(`${Buffer.byteLength(part)}:`)
     mac.update(part)
   }
   return mac.digest('base64url')
-}
-
-/** JSON with object members sorted at every depth: equal values, equal text. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
 }

@@ -5,7 +5,8 @@ import t, { type Test } from 'tap'
 import { createMemoryCacheStore } from '../../src/cache/memory-store.ts'
 import { createRedisCacheStore } from '../../src/cache/redis-store.ts'
 import { ENTRY_OVERHEAD_BYTES, type EntryLabels, type ResponseCacheStore } from '../../src/cache/port.ts'
-import { cacheKey, canonicalJson } from '../../src/cache/key.ts'
+import { cacheKey } from '../../src/cache/key.ts'
+import { canonical } from '../../src/store/key-records.ts'
 import { createSealer } from '../../src/cache/seal.ts'
 import { IGNORED_FIELDS } from '../../src/cache/key-fields.ts'
 import { clientAsk } from '../../src/cache/policy.ts'
@@ -90,7 +91,7 @@ t.test('keys and seals', async (t) => {
     model: 'm',
     body: { b: 1, a: [{ y: 2, x: 1 }] },
   }
-  t.equal(canonicalJson({ b: 1, a: [{ y: 2, x: 1 }] }), '{"a":[{"x":1,"y":2}],"b":1}')
+  t.equal(canonical({ b: 1, a: [{ y: 2, x: 1 }] }), '{"a":[{"x":1,"y":2}],"b":1}')
   const key = cacheKey('secret', parts)
   t.equal(cacheKey('secret', { ...parts, body: { a: [{ x: 1, y: 2 }], b: 1, stream: true, user: 'u' } }), key)
   t.not(cacheKey('secret', { ...parts, scope: 'o:bob' }), key, 'another scope, another key')

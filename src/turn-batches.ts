@@ -13,8 +13,6 @@ type Step = () => void
 const sends: Step[] = []
 const flushes: Step[] = []
 let scheduled = false
-/** Resolved when the pending turn's end has run: see turnWritten. */
-let written: { readonly promise: Promise<void>; readonly resolve: () => void } | null = null
 
 function endTurn(): void {
   // Every send before any flush. A step may add steps (a batch's commands cork their socket):
@@ -33,9 +31,6 @@ function endTurn(): void {
   sends.length = 0
   flushes.length = 0
   scheduled = false
-  const ended = written
-  written = null
-  ended?.resolve()
   if (failed !== undefined) throw failed.error
 }
 
@@ -64,16 +59,9 @@ export function flushAtTurnEnd(flush: () => void): void {
  * ready (reconnecting) waits in memory instead, and is not covered.
  */
 export function turnWritten(): Promise<void> {
-  if (written === null) {
-    let resolve = (): void => undefined
-    const promise = new Promise<void>((done) => (resolve = done))
-    written = { promise, resolve }
-    if (!scheduled) {
-      scheduled = true
-      setImmediate(endTurn)
-    }
-  }
-  return written.promise
+  // A flush of its own: its promise settles after the whole end has run (every step, those
+  // added meanwhile too), since a promise's callbacks wait for the running callback to return.
+  return new Promise((written) => flushAtTurnEnd(written))
 }
 
 /** A turn's batch under one name (a Redis slot, say), and the promise of its one sending. */

@@ -47,6 +47,11 @@ type PricedLimits = Pick<
  * to the nearest nano-unit, in BigInt, since the product outgrows 2⁵³ long before a sum
  * of nano-units does. A call without cache parts costs exactly what costNanos says.
  */
+/** `scaled ÷ divisor` rounded half up, as Math.round does: amounts of money are never negative. */
+export function halfUp(scaled: bigint, divisor: bigint): number {
+  return Number((scaled * 2n + divisor) / (divisor * 2n))
+}
+
 export function callCost(limits: PricedLimits, model: string, usage: Usage): CallCost {
   const input = usage.inputTokens
   const read = Math.min(usage.cacheReadTokens ?? 0, input)
@@ -57,9 +62,8 @@ export function callCost(limits: PricedLimits, model: string, usage: Usage): Cal
   const price = BigInt(Math.round((limits.input_price ?? 0) * 1e6))
   const part = (tokens: number, multiplier: number): number => {
     const scaled = price * BigInt(tokens) * BigInt(multiplier)
-    const divisor = BigInt(1000 * MULTIPLIER_SCALE)
-    // Half up, as Math.round does for the base: costs are never negative.
-    return Number((scaled * 2n + divisor) / (divisor * 2n))
+    // Half up, as Math.round does for the base.
+    return halfUp(scaled, BigInt(1000 * MULTIPLIER_SCALE))
   }
   const cacheReadNanos = part(read, multipliers.read)
   const cacheWriteNanos = part(write, multipliers.write)

@@ -29,6 +29,7 @@ import type { RequestBody } from '../http/body.ts'
 import type { JsonObject } from '../json.ts'
 import type { KeyRecord } from '../keys/record.ts'
 import { MULTIPLIER_SCALE } from '../keys/cache-prices.ts'
+import { halfUp } from '../keys/money.ts'
 import type { ResolvedLimits } from '../limits/plans.ts'
 
 export type { ServiceClass } from '../config/schema.ts'
@@ -94,10 +95,7 @@ export function priceMultiplier(cls: ServiceClass, settings: ServiceTiersConfig 
 /** A price per million tokens times a multiplier in ten-thousandths, exact to the micro-unit. */
 function scaledPrice(price: number | undefined, multiplier: number): number | undefined {
   if (price === undefined) return undefined
-  const micros = BigInt(Math.round(price * 1e6)) * BigInt(multiplier)
-  const scale = BigInt(MULTIPLIER_SCALE)
-  // Half up, as money.ts rounds: prices are never negative.
-  return Number((micros * 2n + scale) / (scale * 2n)) / 1e6
+  return halfUp(BigInt(Math.round(price * 1e6)) * BigInt(multiplier), BigInt(MULTIPLIER_SCALE)) / 1e6
 }
 
 const SHARED_LIMITS = ['rpm', 'tpm', 'input_tpm', 'output_tpm'] as const
@@ -109,6 +107,7 @@ export function classLimits(
   settings: ServiceTiersConfig | undefined,
   multiplier = priceMultiplier(cls, settings),
 ): ResolvedLimits {
+  if (multiplier === MULTIPLIER_SCALE && cls !== 'flex') return resolved // the plan's own, as most calls are
   const limits: { -readonly [K in keyof ModelLimits]: ModelLimits[K] } = { ...resolved.limits }
   if (multiplier !== MULTIPLIER_SCALE) {
     const input = scaledPrice(limits.input_price, multiplier)

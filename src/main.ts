@@ -56,6 +56,7 @@ import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
+import { withBatchRoom } from './priority/batch-room.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -202,11 +203,15 @@ export async function startGateway(
     config.limits.windowMs,
   )
   // A call without an output cap reserves what calls like it produced (reservations/).
-  const limiter = withLearnedReservations(
-    rateLimiter,
-    createOutputReservationsFromConfig(config, redis, log),
-    () => runtime.current.config.plans,
-    metrics,
+  // A batch line on the whole of its key's limits while no interactive call wants room (priority/batch-room.ts).
+  const limiter = withBatchRoom(
+    withLearnedReservations(
+      rateLimiter,
+      createOutputReservationsFromConfig(config, redis, log),
+      () => runtime.current.config.plans,
+      metrics,
+    ),
+    { windowMs: config.limits.windowMs },
   )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')

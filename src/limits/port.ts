@@ -31,6 +31,11 @@ export interface AdmissionRequest {
    * `estimate` (a learned output reservation: reservations/); budgets and the quota hold `estimate`.
    */
   readonly rateEstimate?: Usage
+  /**
+   * A batch's line: the limits it is admitted on while no other call of its key wants room
+   * (the whole of each rate limit, priority/batch-room.ts); `limits` holds flex's share of them.
+   */
+  readonly idleLimits?: ModelLimits
 }
 
 /** What Limiter.spendBudgets spends, and whose budgets. */

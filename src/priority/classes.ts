@@ -133,10 +133,13 @@ export function bandOf(cls: ServiceClass | undefined): number {
 
 /**
  * A batch's line (src/batches/) runs in the lowest class: it waits behind every interactive
- * call of its key's line, and is admitted on flex's share of the rate limits, so the rest
- * stays for interactive calls. It is priced at its tier's batch multiplier, not flex's.
+ * call of its key's line, and is admitted on flex's share of the rate limits while its key's
+ * interactive calls want the rest, on the whole of them while they do not (batch-room.ts).
+ * It is priced at its tier's batch multiplier, not flex's.
  */
 export const BATCH_CLASS: ServiceClass = 'flex'
+/** Whether a call's limits are a batch's line's (withClass gave it idle limits). */
+export const isBatchLine = (resolved: ResolvedLimits): boolean => resolved.idleLimits !== undefined
 /** Where a stored request waits in its key's line: a batch's line in the batch class, any other in the default one. */
 export const storedBand = (call: { readonly batch?: true }): number => (call.batch === true ? bandOf(BATCH_CLASS) : 0)
 
@@ -153,7 +156,12 @@ export function withClass(
   if (batch) {
     // Whatever its body names: the batch class, at the tier's batch price.
     const multiplier = batchPriceMultiplier(plans.tiers[resolved.tier]?.batches)
-    return { resolved: classLimits(resolved, BATCH_CLASS, settings, multiplier), serviceClass: BATCH_CLASS }
+    // The whole of each limit too, at the same prices, for when no interactive call wants room (batch-room.ts).
+    const idleLimits = classLimits(resolved, 'default', settings, multiplier).limits
+    return {
+      resolved: { ...classLimits(resolved, BATCH_CLASS, settings, multiplier), idleLimits },
+      serviceClass: BATCH_CLASS,
+    }
   }
   const serviceClass = resolveClass(endpoint, body.kind === 'json' ? body.value : null, settings, key.serviceTier)
   return { resolved: classLimits(resolved, serviceClass, settings), serviceClass }

@@ -284,11 +284,12 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     const out: string[] = []
     const err: string[] = []
     for (const line of lines) {
+      // An expired batch's lines that never ran (those it took back from the queue too, which the queue calls cancelled).
+      const unrun = line.result === null || (line.result.kind === 'error' && line.result.code === 'batch_cancelled')
       const result: LineResult | null =
-        line.result ??
-        (expired
+        expired && unrun
           ? { kind: 'error', code: 'batch_expired', message: 'This request was not run before the batch expired.' }
-          : null)
+          : line.result
       if (result === null) continue
       const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
       if (result.kind === 'response') {

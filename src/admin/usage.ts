@@ -50,6 +50,9 @@ export interface Totals {
   cache_write_cost: number
   /** Of requests, those the response cache answered (src/cache/). */
   cached_requests: number
+  /** Of requests, the lines of batches (src/batches/); of cost, theirs (at the tier's batch price). */
+  batch_requests: number
+  batch_cost: number
 }
 
 interface Sums {
@@ -62,6 +65,8 @@ interface Sums {
   cacheReadCostNanos: number
   cacheWriteCostNanos: number
   cachedRequests: number
+  batchRequests: number
+  batchCostNanos: number
 }
 
 const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = {
@@ -105,6 +110,8 @@ function zero(): Sums {
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
     cachedRequests: 0,
+    batchRequests: 0,
+    batchCostNanos: 0,
   }
 }
 
@@ -118,6 +125,8 @@ function add(into: Sums, row: UsageRecord): void {
   into.cacheReadCostNanos += row.cacheReadCostNanos ?? 0
   into.cacheWriteCostNanos += row.cacheWriteCostNanos ?? 0
   into.cachedRequests += row.cachedRequests ?? 0
+  into.batchRequests += row.batchRequests ?? 0
+  into.batchCostNanos += row.batchCostNanos ?? 0
 }
 
 function totalsOf(sums: Sums): Totals {
@@ -131,6 +140,8 @@ function totalsOf(sums: Sums): Totals {
     cache_read_cost: toUnits(sums.cacheReadCostNanos),
     cache_write_cost: toUnits(sums.cacheWriteCostNanos),
     cached_requests: sums.cachedRequests,
+    batch_requests: sums.batchRequests,
+    batch_cost: toUnits(sums.batchCostNanos),
   }
 }
 

@@ -23,6 +23,7 @@ import { recordCharge, type Ending } from './outcome.ts'
 import { ownershipTransformOf } from './ownership.ts'
 import { replyObjectsOf, type ReplyObjects } from './reply-objects.ts'
 import type { StreamAsk } from './upstream-request.ts'
+import { isBatchLine } from '../priority/classes.ts'
 
 export type ReplyDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'meter' | 'metrics' | 'streams'>
 
@@ -219,6 +220,8 @@ export class Reply {
               cacheWriteCostNanos: cost.cacheWriteNanos,
             }
           : {}),
+        // A batch's line: its request and its cost apart as well (usage, the portal, the CSV).
+        ...(isBatchLine(resolved) ? { batchRequests: 1, batchCostNanos: cost.totalNanos } : {}),
         ...(stream === undefined ? {} : { stream }),
       }),
     ])

@@ -21,7 +21,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
-import { CACHE_COUNTERS, type UsageRecord, type UsageStore, type UsageWrite } from '../store/ports.ts'
+import { ROW_COUNTERS, type UsageRecord, type UsageStore, type UsageWrite } from '../store/ports.ts'
 import { dayOf } from '../store/usage-rows.ts'
 import { turnBatches } from '../turn-batches.ts'
 
@@ -53,12 +53,12 @@ export function utcDay(at: Date): string {
 const count = (n: number): number =>
   Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), Number.MAX_SAFE_INTEGER) : 0
 
-/** The cache counters of rows folded together; none when none of them has any (most calls). */
+/** The cache and batch counters of rows folded together; none when none of them has any (most calls). */
 function cacheSums(
-  ...rows: readonly Pick<UsageRecord, (typeof CACHE_COUNTERS)[number]>[]
-): Partial<Pick<UsageRecord, (typeof CACHE_COUNTERS)[number]>> {
-  if (rows.every((r) => CACHE_COUNTERS.every((c) => r[c] === undefined))) return {}
-  return Object.fromEntries(CACHE_COUNTERS.map((c) => [c, rows.reduce((n, r) => n + count(r[c] ?? 0), 0)]))
+  ...rows: readonly Pick<UsageRecord, (typeof ROW_COUNTERS)[number]>[]
+): Partial<Pick<UsageRecord, (typeof ROW_COUNTERS)[number]>> {
+  if (rows.every((r) => ROW_COUNTERS.every((c) => r[c] === undefined))) return {}
+  return Object.fromEntries(ROW_COUNTERS.map((c) => [c, rows.reduce((n, r) => n + count(r[c] ?? 0), 0)]))
 }
 
 /** Certainly not applied: the store had no connection to send it on. */

@@ -59,7 +59,8 @@ function csvCell(value: string | number): string {
  * The prompt cache's reads and writes come last, after the currency, so that a reader of
  * the columns before them by position reads what it did (input_tokens still counts the
  * whole prompt, cost the whole call): their tokens are parts of input_tokens, their costs
- * parts of cost.
+ * parts of cost. Batches' lines (src/batches/) come after those, for the same reason: how
+ * many of the requests they were, and what of the cost, at the tier's batch price.
  */
 export function usageCsv(
   rows: readonly UsageRecord[],
@@ -81,6 +82,8 @@ export function usageCsv(
     'cache_read_cost',
     'cache_write_cost',
     'cached_requests',
+    'batch_requests',
+    'batch_cost',
   ]
   const sorted = [...rows].sort(
     (a, b) => a.day.localeCompare(b.day) || a.keyId.localeCompare(b.keyId) || a.model.localeCompare(b.model),
@@ -95,6 +98,8 @@ export function usageCsv(
       exactAmount(r.cacheReadCostNanos ?? 0),
       exactAmount(r.cacheWriteCostNanos ?? 0),
       csvCell(r.cachedRequests ?? 0),
+      csvCell(r.batchRequests ?? 0),
+      exactAmount(r.batchCostNanos ?? 0),
     ].join(','),
   )
   return [header.join(','), ...lines].join('\r\n') + '\r\n'

@@ -163,6 +163,11 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE usage ADD COLUMN cached_requests INTEGER NOT NULL DEFAULT 0;
   `,
+  // Of requests, the lines of batches, and their cost part of cost_nanos (src/batches/).
+  `
+  ALTER TABLE usage ADD COLUMN batch_requests INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage ADD COLUMN batch_cost_nanos INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
 
 function text(row: Row, column: string): string {
@@ -214,8 +219,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
     forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
       INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests,
+        batch_requests, batch_cost_nanos)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (key_id, model, day) DO UPDATE SET
         owner = excluded.owner,
         tier = excluded.tier,
@@ -227,7 +233,9 @@ export function openEmbeddedStores(dataDir: string): Stores {
         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
         cache_read_cost_nanos = cache_read_cost_nanos + excluded.cache_read_cost_nanos,
         cache_write_cost_nanos = cache_write_cost_nanos + excluded.cache_write_cost_nanos,
-        cached_requests = cached_requests + excluded.cached_requests`),
+        cached_requests = cached_requests + excluded.cached_requests,
+        batch_requests = batch_requests + excluded.batch_requests,
+        batch_cost_nanos = batch_cost_nanos + excluded.batch_cost_nanos`),
     openStream: db.prepare(`
       INSERT INTO streams (id, instance, key_id, owner, tier, model, at, input_tokens, output_tokens, cost_nanos)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
@@ -241,7 +249,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
     purgeRecovered: db.prepare('DELETE FROM streams WHERE recovered_at < ?'),
     queryUsage: db.prepare(`
       SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests FROM usage
+        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests,
+        batch_requests, batch_cost_nanos FROM usage
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
   }
 
@@ -355,6 +364,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
       r.cacheReadCostNanos ?? 0,
       r.cacheWriteCostNanos ?? 0,
       r.cachedRequests ?? 0,
+      r.batchRequests ?? 0,
+      r.batchCostNanos ?? 0,
     )
   }
   /** A record that settles a stream: its entry goes, and what recovery charged for it is taken off. */
@@ -426,6 +437,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
           cacheReadCostNanos: number(row, 'cache_read_cost_nanos'),
           cacheWriteCostNanos: number(row, 'cache_write_cost_nanos'),
           cachedRequests: number(row, 'cached_requests'),
+          batchRequests: number(row, 'batch_requests'),
+          batchCostNanos: number(row, 'batch_cost_nanos'),
         }))
         .sort(compareUsageRows)
     },
@@ -471,6 +484,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
           cacheReadCostNanos: 0,
           cacheWriteCostNanos: 0,
           cachedRequests: 0,
+          batchRequests: 0,
+          batchCostNanos: 0,
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

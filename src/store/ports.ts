@@ -82,6 +82,9 @@ export interface UsageRecord {
   readonly cacheWriteCostNanos?: number
   /** Of requests, those the gateway's response cache answered (src/cache/): no upstream call. Absent is 0. */
   readonly cachedRequests?: number
+  /** Of requests, the lines of batches (src/batches/); of costNanos, what they cost (at the tier's batch price). Absent is 0. */
+  readonly batchRequests?: number
+  readonly batchCostNanos?: number
 }
 
 /** The counters of a usage row, in the order the stores write them. */
@@ -92,6 +95,9 @@ export const CACHE_COUNTERS = [
   'cacheWriteCostNanos',
   'cachedRequests',
 ] as const
+
+/** A usage row's counters besides its four totals, in the order the stores write them: the cache's, then batches'. */
+export const ROW_COUNTERS = [...CACHE_COUNTERS, 'batchRequests', 'batchCostNanos'] as const
 
 export interface UsageQuery {
   readonly keyId?: string

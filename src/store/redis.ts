@@ -25,7 +25,7 @@ import type {
   UsageStore,
   UsageWrite,
 } from './ports.ts'
-import { CACHE_COUNTERS } from './ports.ts'
+import { ROW_COUNTERS } from './ports.ts'
 import { StoreConflictError, StoreUnavailableError } from './errors.ts'
 import {
   compareKeyRecords,
@@ -127,10 +127,10 @@ for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2], 'NX') end
 return 'ok'
 `)
 
-// A row's prompt-cache counters (ports.ts CACHE_COUNTERS), after its labels in a write's
-// ARGV. Only those that are not 0 are written: most calls have none, and their rows stay
-// as they were (a field that is absent reads as 0).
-const CACHE_FIELDS = CACHE_COUNTERS
+// A row's prompt-cache and batch counters (ports.ts ROW_COUNTERS), after its labels in a
+// write's ARGV. Only those that are not 0 are written: most calls have none, and their rows
+// stay as they were (a field that is absent reads as 0).
+const CACHE_FIELDS = ROW_COUNTERS
 function cacheIncrements(row: string, argv: string, before: number | string): string {
   return CACHE_FIELDS.map(
     (field, i) =>
@@ -838,6 +838,8 @@ function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unkno
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
     cachedRequests: 0,
+    batchRequests: 0,
+    batchCostNanos: 0,
   }
 }
 
@@ -923,5 +925,7 @@ function usageRow(fields: unknown): UsageRecord | null {
     cacheReadCostNanos: Number(f.cacheReadCostNanos ?? 0),
     cacheWriteCostNanos: Number(f.cacheWriteCostNanos ?? 0),
     cachedRequests: Number(f.cachedRequests ?? 0),
+    batchRequests: Number(f.batchRequests ?? 0),
+    batchCostNanos: Number(f.batchCostNanos ?? 0),
   }
 }

@@ -1,5 +1,5 @@
 // Checks and ordering both usage adapters share.
-import { CACHE_COUNTERS, type StreamCharge, type StreamEntry, type UsageQuery, type UsageRecord } from './ports.ts'
+import { ROW_COUNTERS, type StreamCharge, type StreamEntry, type UsageQuery, type UsageRecord } from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
@@ -112,8 +112,8 @@ export function checkUsageRecords(records: readonly UsageRecord[]): void {
     }
     if (!isCount(r.costNanos))
       throw new RangeError(`usage cost must be a non-negative integer of nano-units (key ${r.keyId})`)
-    if (!CACHE_COUNTERS.every((c) => isCount(r[c] ?? 0)))
-      throw new RangeError(`usage cache counters must be non-negative integers (key ${r.keyId})`)
+    if (!ROW_COUNTERS.every((c) => isCount(r[c] ?? 0)))
+      throw new RangeError(`usage cache and batch counters must be non-negative integers (key ${r.keyId})`)
   }
 }
 

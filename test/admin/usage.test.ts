@@ -142,6 +142,8 @@ t.test('per key: rows per model and day, totals, cost from the plan', async (t) 
     cache_read_cost: 0,
     cache_write_cost: 0,
     cached_requests: 0,
+    batch_requests: 0,
+    batch_cost: 0,
   })
 })
 

@@ -2,7 +2,8 @@
 // official SDK: each cap from the tier (input file bytes and unfinished batches per key
 // refused at create with OpenAI's codes, lines per batch reported by the failed batch), and
 // a batch line charged at the tier's batch price, exact in nano-units (a tier that sets
-// none: the plan's price, not flex's, though the lines run in the flex class).
+// none: the plan's price, not flex's, though the lines run in the flex class), and shown
+// apart in the key's usage (batch_requests, batch_cost).
 import type OpenAI from 'openai'
 import { toFile } from 'openai'
 import t from 'tap'
@@ -76,6 +77,8 @@ t.test("a batch line is charged at its tier's batch price, exact in nano-units",
     // Prices in micro-units per million tokens, times the multiplier, then ÷ 1000: nano-units.
     const nanos = Math.round((1.1e6 * multiplier * input + 3.3e6 * multiplier * output) / 1000)
     t.equal(Math.round(Number(row.value.cost) * 1e9), nanos, `${tier}: ${multiplier}× the plan's price`)
+    t.equal(row.value.batch_requests, 3, `${tier}: the usage row counts them as batch lines`)
+    t.equal(Math.round(Number(row.value.batch_cost) * 1e9), nanos, `${tier}: and their cost apart, the same`)
   }
 })
 

@@ -131,6 +131,8 @@ t.test('anthropic backend: reads at 0.1×, writes at 1.25× of the input price, 
     cache_read_cost: units(2 * read),
     cache_write_cost: units(2 * write),
     cached_requests: 0,
+    batch_requests: 0,
+    batch_cost: 0,
   })
   t.match(usage.data, [{ model: CLAUDE, cache_read_tokens: 6000, cache_write_tokens: 1400 }])
   const budget = usage.budgets.find((b) => b.scope === 'key')
@@ -166,11 +168,11 @@ t.test('anthropic backend: reads at 0.1×, writes at 1.25× of the input price, 
   const [header, line] = csv.split('\r\n')
   t.equal(
     header,
-    'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost,cached_requests',
+    'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost,cached_requests,batch_requests,batch_cost',
   )
   t.match(
     line,
-    new RegExp(`,${key.id},claude-key,${CLAUDE},2,${2 * PROMPT},112,0.016134,EUR,6000,1400,0.0018,0.00525,0$`),
+    new RegExp(`,${key.id},claude-key,${CLAUDE},2,${2 * PROMPT},112,0.016134,EUR,6000,1400,0.0018,0.00525,0,0,0.00$`),
   )
 })
 
@@ -223,6 +225,8 @@ t.test("mock: a prompt cached under its prompt_cache_key, priced at the plan's m
     cache_read_cost: units(1000 * b.r),
     cache_write_cost: units(4000 * (a.w + b.w)),
     cached_requests: 0,
+    batch_requests: 0,
+    batch_cost: 0,
   })
   t.equal(usage.budgets.find((b) => b.scope === 'key')?.spent, units(cost(a) + cost(b)), 'the budget, exactly')
 

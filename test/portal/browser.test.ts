@@ -240,11 +240,12 @@ t.test(
     const csv = readFileSync(await download.path(), 'utf8')
     t.equal(
       csv.split('\r\n')[0],
-      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost,cached_requests',
+      'day,key_id,key_name,model,requests,input_tokens,output_tokens,cost,currency,cache_read_tokens,cache_write_tokens,cache_read_cost,cache_write_cost,cached_requests,batch_requests,batch_cost',
     )
     const csvCost =
-      new RegExp(`,${keyId},laptop,${MODEL},1,${input},${output},([0-9.]+),EUR,0,0,0.00,0.00,0\r\n`).exec(csv)?.[1] ??
-      ''
+      new RegExp(`,${keyId},laptop,${MODEL},1,${input},${output},([0-9.]+),EUR,0,0,0.00,0.00,0,0,0.00\r\n`).exec(
+        csv,
+      )?.[1] ?? ''
     t.ok(
       Math.abs(Number(csvCost) - shownCost) < 1e-12 && csvCost !== '0.00' && !/e/i.test(csvCost),
       `the CSV has the call, its exact cost (${csvCost}) and currency`,

@@ -423,6 +423,18 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     },
   )
 
+  withStores('usage: batch lines and their cost sum apart, and a row without them reads 0', async (t, { usage }) => {
+    const lines = { batchRequests: 2, batchCostNanos: 61_234_567 }
+    await usage.add([makeUsage(lines), makeUsage()])
+    await usage.add([makeUsage({ ...lines, batchRequests: 1 })])
+    await usage.add([makeUsage({ keyId: 'key_b' })])
+    const [a, b, ...rest] = await usage.query({})
+    t.equal(rest.length, 0)
+    t.match(a, { keyId: 'key_a', requests: 3, batchRequests: 3, batchCostNanos: 122_469_134 })
+    t.match(b, { keyId: 'key_b', batchRequests: 0, batchCostNanos: 0 })
+    await t.rejects(usage.add([makeUsage({ batchCostNanos: 0.5 })]), RangeError, 'a fraction of a nano-unit is refused')
+  })
+
   withStores('usage: 50 concurrent adds to one row sum exactly', async (t, { usage }) => {
     const adds = Array.from({ length: 50 }, (_, i) =>
       usage.add([makeUsage({ requests: 1, inputTokens: i, outputTokens: 2, costNanos: 100_000_001 })]),

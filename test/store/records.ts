@@ -62,6 +62,8 @@ export function makeUsage(overrides: Partial<UsageRecord> = {}): UsageRecord {
     cacheReadCostNanos: 0,
     cacheWriteCostNanos: 0,
     cachedRequests: 0,
+    batchRequests: 0,
+    batchCostNanos: 0,
     ...overrides,
   }
 }

@@ -11,13 +11,14 @@ import { amount, count, money } from './format.ts'
 
 // The prompt cache's reads and writes come after the columns they are parts of (input
 // tokens, cost), so the columns before them read as they always did; the requests the
-// response cache answered (src/cache/) last, as in the CSV.
+// response cache answered (src/cache/) and the lines of batches (src/batches/) last, as in
+// the CSV.
 function totalsRow(r: Record<string, string | number>): Html {
-  return html`<td class="num">${count(Number(r.requests))}</td><td class="num">${count(Number(r.input_tokens))}</td><td class="num">${count(Number(r.output_tokens))}</td><td class="num">${amount(Number(r.cost))}</td><td class="num">${count(Number(r.cache_read_tokens ?? 0))}</td><td class="num">${count(Number(r.cache_write_tokens ?? 0))}</td><td class="num">${amount(Number(r.cache_read_cost ?? 0))}</td><td class="num">${amount(Number(r.cache_write_cost ?? 0))}</td><td class="num">${count(Number(r.cached_requests ?? 0))}</td>`
+  return html`<td class="num">${count(Number(r.requests))}</td><td class="num">${count(Number(r.input_tokens))}</td><td class="num">${count(Number(r.output_tokens))}</td><td class="num">${amount(Number(r.cost))}</td><td class="num">${count(Number(r.cache_read_tokens ?? 0))}</td><td class="num">${count(Number(r.cache_write_tokens ?? 0))}</td><td class="num">${amount(Number(r.cache_read_cost ?? 0))}</td><td class="num">${amount(Number(r.cache_write_cost ?? 0))}</td><td class="num">${count(Number(r.cached_requests ?? 0))}</td><td class="num">${count(Number(r.batch_requests ?? 0))}</td><td class="num">${amount(Number(r.batch_cost ?? 0))}</td>`
 }
 
 const numHeads = (currency: string): Html =>
-  html`<th scope="col" class="num">Requests</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th><th scope="col" class="num">Cost (${currency})</th><th scope="col" class="num" title="Input tokens read from the upstream's prompt cache">Cache reads</th><th scope="col" class="num" title="Input tokens written to the upstream's prompt cache">Cache writes</th><th scope="col" class="num">Cache read cost (${currency})</th><th scope="col" class="num">Cache write cost (${currency})</th><th scope="col" class="num" title="Of the requests, those answered from Tollgate's response cache">Cached replies</th>`
+  html`<th scope="col" class="num">Requests</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th><th scope="col" class="num">Cost (${currency})</th><th scope="col" class="num" title="Input tokens read from the upstream's prompt cache">Cache reads</th><th scope="col" class="num" title="Input tokens written to the upstream's prompt cache">Cache writes</th><th scope="col" class="num">Cache read cost (${currency})</th><th scope="col" class="num">Cache write cost (${currency})</th><th scope="col" class="num" title="Of the requests, those answered from Tollgate's response cache">Cached replies</th><th scope="col" class="num" title="Of the requests, the lines of batches">Batch lines</th><th scope="col" class="num" title="Of the cost, the batch lines', at the tier's batch price">Batch cost (${currency})</th>`
 
 export function usagePage(
   viewer: Viewer,
@@ -55,6 +56,7 @@ export function usagePage(
 <div class="card">Of the input, cache reads <b data-total="cache_read_tokens">${count(report.totals.cache_read_tokens)}</b> <span data-total="cache_read_cost" data-value="${report.totals.cache_read_cost}">${money(report.totals.cache_read_cost, currency)}</span></div>
 <div class="card">Of the input, cache writes <b data-total="cache_write_tokens">${count(report.totals.cache_write_tokens)}</b> <span data-total="cache_write_cost" data-value="${report.totals.cache_write_cost}">${money(report.totals.cache_write_cost, currency)}</span></div>
 <div class="card">Of the requests, answered from the response cache <b data-total="cached_requests">${count(report.totals.cached_requests)}</b></div>
+<div class="card">Of the requests, batch lines <b data-total="batch_requests">${count(report.totals.batch_requests)}</b> <span data-total="batch_cost" data-value="${report.totals.batch_cost}">${money(report.totals.batch_cost, currency)}</span></div>
 </div>
 ${budgetsSection(budgets, currency, new Map(budgetedKeys.map((k) => [k.id, `${k.name ?? '(unnamed)'} (${k.prefix}…)`])))}
 <h2>Tokens per day</h2>
@@ -67,7 +69,7 @@ ${stackedBars(`Cost per day (${currency})`, labels, [{ name: `Cost (${currency})
 <h2>Per model</h2>
 ${scrolling(
   html`<table><thead><tr><th scope="col">Model</th>${NUM_HEADS}</tr></thead><tbody>
-${report.byModel.length === 0 ? html`<tr><td colspan="10">No usage in this range.</td></tr>` : report.byModel.map((r) => html`<tr><th scope="row">${String(r.model)}</th>${totalsRow(r)}</tr>`)}
+${report.byModel.length === 0 ? html`<tr><td colspan="12">No usage in this range.</td></tr>` : report.byModel.map((r) => html`<tr><th scope="row">${String(r.model)}</th>${totalsRow(r)}</tr>`)}
 </tbody></table>`,
   'Usage per model',
 )}
@@ -76,7 +78,7 @@ ${
     ? html`<h2>Per key</h2>
 ${scrolling(
   html`<table><thead><tr><th scope="col">Key</th>${NUM_HEADS}</tr></thead><tbody>
-${report.byKey.length === 0 ? html`<tr><td colspan="10">No usage in this range.</td></tr>` : report.byKey.map((r) => html`<tr><th scope="row"><a href="/portal/usage?key=${String(r.key_id)}&amp;from=${report.from}&amp;to=${report.to}">${name(String(r.key_id))}</a></th>${totalsRow(r)}</tr>`)}
+${report.byKey.length === 0 ? html`<tr><td colspan="12">No usage in this range.</td></tr>` : report.byKey.map((r) => html`<tr><th scope="row"><a href="/portal/usage?key=${String(r.key_id)}&amp;from=${report.from}&amp;to=${report.to}">${name(String(r.key_id))}</a></th>${totalsRow(r)}</tr>`)}
 </tbody></table>`,
   'Usage per key',
 )}`
@@ -85,14 +87,14 @@ ${report.byKey.length === 0 ? html`<tr><td colspan="10">No usage in this range.<
 <h2>Per day</h2>
 ${scrolling(
   html`<table><thead><tr><th scope="col">Day</th>${NUM_HEADS}</tr></thead><tbody>
-${active.length === 0 ? html`<tr><td colspan="10">No usage in this range.</td></tr>` : active.map((d) => html`<tr><th scope="row">${d.day}</th>${totalsRow({ ...d })}</tr>`)}
+${active.length === 0 ? html`<tr><td colspan="12">No usage in this range.</td></tr>` : active.map((d) => html`<tr><th scope="row">${d.day}</th>${totalsRow({ ...d })}</tr>`)}
 </tbody></table>`,
   'Usage per day',
 )}
 <h2>Per day and model</h2>
 ${scrolling(
   html`<table><thead><tr><th scope="col">Day</th><th scope="col">Model</th>${NUM_HEADS}</tr></thead><tbody>
-${report.byDayAndModel.length === 0 ? html`<tr><td colspan="11">No usage in this range.</td></tr>` : report.byDayAndModel.map((r) => html`<tr><td>${String(r.day)}</td><td>${String(r.model)}</td>${totalsRow(r)}</tr>`)}
+${report.byDayAndModel.length === 0 ? html`<tr><td colspan="13">No usage in this range.</td></tr>` : report.byDayAndModel.map((r) => html`<tr><td>${String(r.day)}</td><td>${String(r.model)}</td>${totalsRow(r)}</tr>`)}
 </tbody></table>`,
   'Usage per day and model',
 )}`,

@@ -57,6 +57,7 @@ import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
 import { withBatchRoom } from './priority/batch-room.ts'
+import { redisAskBoard } from './priority/redis-asks.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -211,7 +212,10 @@ export async function startGateway(
       () => runtime.current.config.plans,
       metrics,
     ),
-    { windowMs: config.limits.windowMs },
+    {
+      windowMs: config.limits.windowMs,
+      ...(redis === undefined ? {} : { shared: redisAskBoard(redis, config.store.keyPrefix, config.limits.windowMs) }),
+    },
   )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')

@@ -9,12 +9,15 @@
 // in a /queue line, which asks again at its head) within the last window. A quiet key's
 // batch uses every request of its window.
 //
+// On Redis, the asks of every instance count (redis-asks.ts): a line run here keeps to the
+// share while the key's calls are served on another instance.
+//
 // What this cannot promise: the first interactive call after a quiet window may find that
 // window already filled by its batch, and waits (/queue) or is refused (/v2) until it resets,
-// at most one window; from then on the share holds. And it is this instance's view: on
-// Redis, interactive calls another instance served are not seen here (its own batch lines
-// see them), so a batch line may fill a window the key is using elsewhere. docs/batches.md.
+// at most one window; from then on the share holds. docs/batches.md.
+import type { ModelLimits } from '../config/schema.ts'
 import type { AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { AskBoard } from './redis-asks.ts'
 
 /** Interactive asks remembered past this many (key, model) pairs are swept of the stale ones. */
 const SWEEP_AT = 10_000
@@ -24,6 +27,8 @@ export interface BatchRoomOptions {
   readonly windowMs: number
   /** The clock (tests move it). Default Date.now. */
   readonly now?: () => number
+  /** Every instance's asks (on Redis); absent: this instance's only. */
+  readonly shared?: AskBoard
 }
 
 /** The limiter, admitting a batch line on the whole of its key's limits while the key is otherwise quiet. */
@@ -40,22 +45,27 @@ export function withBatchRoom(limiter: Limiter, options: BatchRoomOptions): Limi
     for (const [pair, when] of lastAsked) if (at - when >= options.windowMs) lastAsked.delete(pair)
   }
 
-  /** The request as asked: a batch line on its idle limits when the key is quiet; any other noted. */
-  function roomed<R extends AdmissionRequest>(request: R): R {
-    const { idleLimits } = request
-    if (idleLimits === undefined) {
-      noted(request)
-      return request
-    }
+  /** A batch line as asked: on its idle limits when its key is quiet. */
+  async function roomed<R extends AdmissionRequest>(request: R, idleLimits: ModelLimits): Promise<R> {
     const asked = lastAsked.get(pairOf(request))
     if (asked !== undefined && now() - asked < options.windowMs) return request
+    if (options.shared !== undefined && (await options.shared.asked(request, request.model))) return request
     return { ...request, limits: idleLimits }
+  }
+
+  /** `ask` with the request as asked: any call but a batch line noted as it goes (no wait on its path). */
+  function asking<T>(request: AdmissionRequest, ask: (request: AdmissionRequest) => Promise<T>): Promise<T> {
+    const { idleLimits } = request
+    if (idleLimits !== undefined) return roomed(request, idleLimits).then(ask)
+    noted(request)
+    options.shared?.note(request, request.model)
+    return ask(request)
   }
 
   const check = limiter.check?.bind(limiter)
   return {
     ...limiter,
-    admit: (request) => limiter.admit(roomed(request)),
-    ...(check === undefined ? {} : { check: (request: AdmissionRequest) => check(roomed(request)) }),
+    admit: (request) => asking(request, (r) => limiter.admit(r)),
+    ...(check === undefined ? {} : { check: (request: AdmissionRequest) => asking(request, check) }),
   }
 }

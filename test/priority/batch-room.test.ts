@@ -1,12 +1,17 @@
 // A batch line's room (src/priority/batch-room.ts): the whole of its key's limits while no
 // other call of the key and model asked within the last window, flex's share while one did;
-// on a memory limiter with a 20-request window, so a quiet key's batch takes all 20.
+// on a memory limiter with a 20-request window, so a quiet key's batch takes all 20. On
+// Redis, every instance's asks count (redis-asks.ts).
 import t, { type Test } from 'tap'
 import { createLimiter } from '../../src/limits/limiter.ts'
 import type { AdmissionRequest, Limiter } from '../../src/limits/port.ts'
 import { createLogger } from '../../src/observability/logger.ts'
 import { withBatchRoom } from '../../src/priority/batch-room.ts'
 import { classLimits } from '../../src/priority/classes.ts'
+import { redisAskBoard } from '../../src/priority/redis-asks.ts'
+import { whenReady } from '../../src/store/redis-client.ts'
+import { pollUntil } from '../helpers/poll.ts'
+import { testNamespace } from '../helpers/redis.ts'
 
 const WINDOW = 60_000
 const resolved = { tier: 'T', model: 'm', limits: { rpm: 20 } }
@@ -71,4 +76,52 @@ t.test('an interactive ask holds the share for one window; other keys and models
   t.equal(await granted(limiter, request('a', true), 25), 20, "another key's calls leave this key quiet")
   await granted(limiter, { ...request('c', false), model: 'other' }, 1)
   t.equal(await granted(limiter, request('c', true), 25), 20, "another model's calls too")
+})
+
+t.test("on Redis, another instance's interactive calls count too", async (t) => {
+  const inner = createLimiter({ log: createLogger('silent'), windowMs: WINDOW })
+  t.teardown(() => inner.close())
+  const ns = testNamespace(t, 'batch-room', 'tgtest-batch-room')
+  const { prefix, cleanup } = ns.fresh()
+  t.teardown(cleanup)
+  await whenReady(ns.admin)
+  // Two instances over one limiter's counters (as on Redis), each with its own view and the board.
+  const a = withBatchRoom(inner, { windowMs: WINDOW, shared: redisAskBoard(ns.admin, prefix, WINDOW) })
+  const b = withBatchRoom(inner, { windowMs: WINDOW, shared: redisAskBoard(ns.admin, prefix, WINDOW) })
+  t.equal(await granted(a, request('shared', false), 1), 1, 'an interactive call on instance A')
+  t.equal(await granted(b, request('shared', true), 25), 15, "B's batch keeps to the share")
+  t.equal(await granted(b, request('quiet-too', true), 25), 20, 'a quiet key on B: the whole window')
+
+  const short = redisAskBoard(ns.admin, prefix, 300)
+  short.note({ keyId: 'k', owner: 'o' }, 'm')
+  t.ok(
+    (
+      await pollUntil(
+        () => short.asked({ keyId: 'k', owner: 'o' }, 'm'),
+        (x) => x,
+        100,
+        10,
+      )
+    ).met,
+    'noted',
+  )
+  t.notOk(await short.asked({ keyId: 'k', owner: 'o' }, 'other'), 'another model: not')
+  t.ok(
+    (
+      await pollUntil(
+        () => short.asked({ keyId: 'k', owner: 'o' }, 'm'),
+        (x) => !x,
+        200,
+        20,
+      )
+    ).met,
+    'gone a window on',
+  )
+  const down = redisAskBoard(
+    { exists: () => Promise.reject(new Error('down')), set: () => Promise.reject(new Error('down')) } as never,
+    prefix,
+    WINDOW,
+  )
+  down.note({ keyId: 'k' }, 'm')
+  t.ok(await down.asked({ keyId: 'k' }, 'm'), 'a Redis that does not answer counts as an ask: the share holds')
 })

@@ -6,8 +6,10 @@
 // time to live of a window and a quarter. An instance writes it at most every quarter
 // window per pair (a fire-and-forget SET, nothing on the interactive call's path waits for
 // it), so it lasts at least a window after the last ask. A batch line reads it (EXISTS)
-// only when its own instance saw no ask; a Redis that does not answer counts as an ask:
-// the share holds, the safe side.
+// only when its own instance saw no ask, and the answer serves the pair's lines for an
+// eighth of a window (a batch's lines come one after another: one read each would add a
+// round trip to every line); a Redis that does not answer counts as an ask: the share
+// holds, the safe side.
 import type { RedisConnection } from '../store/redis-client.ts'
 import { identityNamespace, type Identity } from '../store/redis-kit.ts'
 
@@ -29,6 +31,8 @@ export function redisAskBoard(
 ): AskBoard {
   /** When this instance last wrote each pair's key. */
   const written = new Map<string, number>()
+  /** What the store last answered for each pair, and when. */
+  const answers = new Map<string, { readonly asked: boolean; readonly at: number }>()
   const keyOf = (who: Identity, model: string): string =>
     `${identityNamespace(prefix, who)}br:${encodeURIComponent(model)}`
   return {
@@ -42,11 +46,19 @@ export function redisAskBoard(
       redis.set(key, '1', 'PX', Math.ceil(windowMs * 1.25)).catch(() => written.delete(key))
     },
     async asked(who, model) {
+      const key = keyOf(who, model)
+      const at = now()
+      const known = answers.get(key)
+      if (known !== undefined && at - known.at < windowMs / 8) return known.asked
+      let asked = true
       try {
-        return (await redis.exists(keyOf(who, model))) === 1
+        asked = (await redis.exists(key)) === 1
       } catch {
-        return true
+        // unsure: asked
       }
+      answers.set(key, { asked, at })
+      if (answers.size > SWEEP_AT) for (const [k, a] of answers) if (at - a.at >= windowMs) answers.delete(k)
+      return asked
     },
   }
 }

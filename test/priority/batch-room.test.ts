@@ -92,12 +92,14 @@ t.test("on Redis, another instance's interactive calls count too", async (t) => 
   t.equal(await granted(b, request('shared', true), 25), 15, "B's batch keeps to the share")
   t.equal(await granted(b, request('quiet-too', true), 25), 20, 'a quiet key on B: the whole window')
 
-  const short = redisAskBoard(ns.admin, prefix, 300)
-  short.note({ keyId: 'k', owner: 'o' }, 'm')
+  const writer = redisAskBoard(ns.admin, prefix, 300)
+  // A reader per look: a board keeps its answers an eighth of a window.
+  const read = (model: string, keyId = 'k') => redisAskBoard(ns.admin, prefix, 300).asked({ keyId, owner: 'o' }, model)
+  writer.note({ keyId: 'k', owner: 'o' }, 'm')
   t.ok(
     (
       await pollUntil(
-        () => short.asked({ keyId: 'k', owner: 'o' }, 'm'),
+        () => read('m'),
         (x) => x,
         100,
         10,
@@ -105,11 +107,11 @@ t.test("on Redis, another instance's interactive calls count too", async (t) => 
     ).met,
     'noted',
   )
-  t.notOk(await short.asked({ keyId: 'k', owner: 'o' }, 'other'), 'another model: not')
+  t.notOk(await read('other'), 'another model: not')
   t.ok(
     (
       await pollUntil(
-        () => short.asked({ keyId: 'k', owner: 'o' }, 'm'),
+        () => read('m'),
         (x) => !x,
         200,
         20,
@@ -117,6 +119,24 @@ t.test("on Redis, another instance's interactive calls count too", async (t) => 
     ).met,
     'gone a window on',
   )
+  const clock = { at: 0 }
+  const cached = redisAskBoard(ns.admin, prefix, 800, () => clock.at)
+  t.notOk(await cached.asked({ keyId: 'c', owner: 'o' }, 'm'), 'quiet')
+  writer.note({ keyId: 'c', owner: 'o' }, 'm')
+  t.ok(
+    (
+      await pollUntil(
+        () => read('m', 'c'),
+        (x) => x,
+        100,
+        10,
+      )
+    ).met,
+    'then noted',
+  )
+  t.notOk(await cached.asked({ keyId: 'c', owner: 'o' }, 'm'), 'the answer is kept for an eighth of a window')
+  clock.at += 100
+  t.ok(await cached.asked({ keyId: 'c', owner: 'o' }, 'm'), 'then read again')
   const down = redisAskBoard(
     { exists: () => Promise.reject(new Error('down')), set: () => Promise.reject(new Error('down')) } as never,
     prefix,

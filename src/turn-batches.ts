@@ -6,9 +6,7 @@
 // The turn ends in one check-phase callback (setImmediate) that first sends every batch of
 // the turn, then flushes what was held for the turn's end (a corked Redis socket:
 // store/redis-turn-writes.ts). So the admissions, settles and usage rows of a turn that share
-// a connection leave in one socket write, whichever of them came first in the turn. A call
-// that runs alone has nobody to share its turn with: its turn ends as soon as the microtask
-// queue has run dry instead, once what it is doing now is done (callRuns).
+// a connection leave in one socket write, whichever of them came first in the turn.
 
 type Step = () => void
 
@@ -36,41 +34,11 @@ function endTurn(): void {
   if (failed !== undefined) throw failed.error
 }
 
-/** Calls running in the corridor now (callRuns): at most one, and a turn has nobody to batch with. */
-let running = 0
-
 function atTurnEnd(steps: Step[], step: Step): void {
   steps.push(step)
   if (scheduled) return
   scheduled = true
-  // A lone call's turn ends once what it is doing now is done: when the microtask queue has
-  // run dry (a tick queued from a microtask runs then, whether this was called from one or
-  // from a callback), so every promise chain of the moment has added its writes. Its
-  // admission or its charge then leaves before the rest of the turn's work, not after it (at
-  // idle that work ran ahead of the call's own Redis round trip, and of its reply's last
-  // bytes). With other calls running, their bodies and replies may still come in this turn's
-  // poll phase: the end waits for them, so that one script and one write carry them all.
-  if (running === 1) queueMicrotask(endSoon)
-  else setImmediate(endTurn)
-}
-
-function endSoon(): void {
-  process.nextTick(endTurn)
-}
-
-/**
- * A call runs in the corridor until the returned function is called. With no other call
- * running, its turns end early (atTurnEnd): no other call's work can join them. Background
- * work outside the corridor (none running: 0) keeps the turn's end as it was.
- */
-export function callRuns(): () => void {
-  running++
-  let ended = false
-  return () => {
-    if (ended) return
-    ended = true
-    running--
-  }
+  setImmediate(endTurn)
 }
 
 /**

@@ -30,7 +30,6 @@ import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { deploymentsServing, replyFor, requestFor } from './responses-over-chat/index.ts'
 import { streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
-import { callRuns } from '../turn-batches.ts'
 
 export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
@@ -98,14 +97,7 @@ export function createCorridor(deps: InferenceDeps): Corridor {
   return {
     enter: (ctx, spec, params, query, proceed, options) =>
       enter(shared, ctx, { spec, params, query }, proceed, options),
-    run: async (call, exchange, strategy) => {
-      const ended = callRuns() // a lone call's turns end early (turn-batches.ts)
-      try {
-        return await run(shared, call, exchange, strategy)
-      } finally {
-        ended()
-      }
-    },
+    run: (call, exchange, strategy) => run(shared, call, exchange, strategy),
     restore: (principal, spec, parts) => restore(shared, principal, spec, parts),
   }
 }

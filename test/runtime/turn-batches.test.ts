@@ -2,7 +2,7 @@
 // what was held for the turn's end is flushed (a corked Redis socket), whatever order they
 // came in, so a turn's commands on one connection leave in one write.
 import t from 'tap'
-import { callRuns, flushAtTurnEnd, turnBatches, turnWritten } from '../../src/turn-batches.ts'
+import { flushAtTurnEnd, turnBatches, turnWritten } from '../../src/turn-batches.ts'
 
 t.test('the batches of a turn are sent before its flushes, whichever came first', async (t) => {
   const order: string[] = []
@@ -90,58 +90,3 @@ t.test(
     t.same(late, ['flushed', 'written'])
   },
 )
-
-t.test("a lone call's turn ends once its microtasks have run, not in the check phase", async (t) => {
-  const order: string[] = []
-  const rows = turnBatches(
-    () => [] as string[],
-    async (batch) => {
-      order.push(`send ${batch.join('+')}`)
-    },
-  )
-  const ended = callRuns()
-  t.teardown(ended)
-  setImmediate(() => order.push('check phase'))
-  const first = rows('')
-  first.batch.push('a')
-  // A chain of microtasks of the same moment still joins the end, however deep.
-  const written = turnWritten().then(() => order.push('written'))
-  await Promise.resolve()
-  await Promise.resolve()
-  rows('').batch.push('b')
-  flushAtTurnEnd(() => order.push('flush'))
-  await written
-  t.same(order, ['send a+b', 'flush', 'written'], 'sent and flushed before the check phase, both writes in one end')
-  await new Promise((done) => setImmediate(done))
-  t.same(order.at(-1), 'check phase')
-})
-
-t.test('with two calls running the turn ends in the check phase, where their work can meet', async (t) => {
-  const order: string[] = []
-  const rows = turnBatches(
-    () => [] as string[],
-    async (batch) => {
-      order.push(`send ${batch.join('+')}`)
-    },
-  )
-  const one = callRuns()
-  const two = callRuns()
-  t.teardown(() => {
-    one()
-    two()
-  })
-  setImmediate(() => order.push('check phase'))
-  const { batch, sent } = rows('')
-  batch.push('a')
-  await sent
-  t.same(order, ['check phase', 'send a'])
-  // Ending twice counts once: the other call is still running, and so is this one's turn rule.
-  two()
-  two()
-  const again = rows('')
-  again.batch.push('b')
-  setImmediate(() => order.push('check phase 2'))
-  await again.sent
-  await new Promise((done) => setImmediate(done))
-  t.same(order.slice(2), ['send b', 'check phase 2'], 'alone again: ends before the check phase')
-})

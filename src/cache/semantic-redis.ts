@@ -11,6 +11,7 @@ import type { RedisConnection } from '../store/redis-client.ts'
 import { cacheScopeNamespace, redisNamespace, runScript, script, withRedis } from '../store/redis-kit.ts'
 import { matches } from './memory-store.ts'
 import type { EntryLabels } from './port.ts'
+import { endianness } from 'node:os'
 import type { Sealer } from './seal.ts'
 import { vectorBytes, type Candidate, type SemanticBounds, type SemanticIndex } from './semantic-index.ts'
 
@@ -76,12 +77,56 @@ function encodeVector(vector: Float32Array, expiresAt: number): Buffer {
   return out
 }
 
-function decodeVector(plain: Buffer): { vector: Float32Array; expiresAt: number } | undefined {
+interface Opened {
+  readonly vector: Float32Array
+  readonly expiresAt: number
+}
+
+function decodeVector(plain: Buffer): Opened | undefined {
   if (plain.length < 12 || (plain.length - 8) % 4 !== 0) return undefined
-  const vector = new Float32Array((plain.length - 8) / 4)
-  for (let i = 0; i < vector.length; i++) vector[i] = plain.readFloatLE(8 + i * 4)
+  const floats = plain.subarray(8)
+  // A copy on its own buffer (aligned); the floats as they are where the machine is little-endian.
+  const vector = LITTLE_ENDIAN
+    ? new Float32Array(Uint8Array.from(floats).buffer)
+    : Float32Array.from({ length: floats.length / 4 }, (_, i) => floats.readFloatLE(i * 4))
   return { vector, expiresAt: plain.readDoubleLE(0) }
 }
+
+/**
+ * Vectors this instance opened, by scope, partition and key. A lookup asks Redis only which
+ * keys a partition holds (HKEYS, ~50 bytes a vector) and fetches and opens only those it has
+ * not opened yet, or whose expiry it saw pass: opening costs ~0.1 ms a vector (a decipher
+ * each) and a 768-float vector is 3 KB, which over a scope's thousands would be most of a
+ * lookup. A key names one body's last turn, embedded by one model: its vector does not
+ * change, and one removed (evicted, purged) is no longer in HKEYS. Held to a byte bound,
+ * oldest first out.
+ */
+function openedMemo(maxBytes: number) {
+  const kept = new Map<string, Opened>()
+  let bytes = 0
+  const drop = (id: string, opened: Opened): void => {
+    kept.delete(id)
+    bytes -= opened.vector.byteLength
+  }
+  return {
+    get(id: string, now: number): Opened | undefined {
+      const opened = kept.get(id)
+      return opened !== undefined && opened.expiresAt > now ? opened : undefined
+    },
+    set(id: string, opened: Opened): void {
+      const previous = kept.get(id)
+      if (previous !== undefined) drop(id, previous)
+      kept.set(id, opened)
+      bytes += opened.vector.byteLength
+      for (const [other, entry] of kept) {
+        if (bytes <= maxBytes) break
+        drop(other, entry)
+      }
+    },
+  }
+}
+
+const LITTLE_ENDIAN = endianness() === 'LE'
 
 const aad = (partition: string, key: string): string => `sv ${partition} ${key}`
 
@@ -92,21 +137,32 @@ export function createRedisSemanticIndex(
   sealer: Sealer,
 ): SemanticIndex {
   const scopes = `${redisNamespace(prefix)}rc:semantic-scopes`
+  const memo = openedMemo(bounds.maxBytes)
   const parts = (scope: string) => {
     const ns = cacheScopeNamespace(prefix, scope)
     return { ns, sx: `${ns}sx`, sm: `${ns}sm`, sb: `${ns}sb` }
   }
   return {
     async vectors(scope, partition) {
-      const { ns } = parts(scope)
-      const all = await withRedis(redis, () => redis.hgetallBuffer(`${ns}sv:${partition}`))
+      const hash = `${parts(scope).ns}sv:${partition}`
       const now = Date.now()
+      const idOf = (key: string): string => `${scope}\u0000${partition}\u0000${key}`
+      const keys = await withRedis(redis, () => redis.hkeys(hash))
+      const unknown = keys.filter((key) => memo.get(idOf(key), now) === undefined)
+      if (unknown.length > 0) {
+        const values = await withRedis(redis, () => redis.hmgetBuffer(hash, ...unknown))
+        unknown.forEach((key, i) => {
+          const sealed = values[i]
+          const plain = sealed == null ? undefined : sealer.open(scope, aad(partition, key), sealed)
+          const opened = plain === undefined ? undefined : decodeVector(plain)
+          if (opened !== undefined) memo.set(idOf(key), opened)
+        })
+      }
       const out: Candidate[] = []
-      for (const [key, sealed] of Object.entries(all)) {
-        const plain = sealer.open(scope, aad(partition, key), sealed)
-        const decoded = plain === undefined ? undefined : decodeVector(plain)
-        // Expired ones stay until the scope's next add drops them (a hash field has no TTL on 7.0).
-        if (decoded !== undefined && decoded.expiresAt > now) out.push({ key, vector: decoded.vector })
+      for (const key of keys) {
+        // Expired ones stay in the hash until the scope's next add drops them (no field TTL on 7.0).
+        const opened = memo.get(idOf(key), now)
+        if (opened !== undefined) out.push({ key, vector: opened.vector })
       }
       return out
     },

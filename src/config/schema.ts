@@ -988,7 +988,7 @@ export const configSchema = z
         scopeMaxBytes: positiveInt.default(8 * 1024 * 1024),
         /** A reply larger than this is not cached. */
         maxEntryBytes: positiveInt.default(1024 * 1024),
-        /** The semantic cache's vectors (docs/cache.md): per scope at most scopeMaxVectors and scopeMaxBytes, all of them (embedded) maxBytes. */
+        /** The semantic cache's vectors (docs/cache.md): per scope at most scopeMaxVectors and scopeMaxBytes; all of them (embedded), or those an instance keeps opened (Redis), maxBytes. */
         semantic: z
           .strictObject({
             scopeMaxVectors: positiveInt.max(100_000).default(2000),

@@ -4,6 +4,8 @@
 // scope. And the pure parts: nearest (cosine, threshold, widths), what is embedded of a
 // body and what is its partition.
 import t, { type Test } from 'tap'
+import { tierCacheSchema, type PlansConfig } from '../../src/config/schema.ts'
+import { ruleOf } from '../../src/cache/policy.ts'
 import { ENTRY_OVERHEAD_BYTES, type EntryLabels } from '../../src/cache/port.ts'
 import { createSealer } from '../../src/cache/seal.ts'
 import { createMemorySemanticIndex, nearest, unit, type SemanticIndex } from '../../src/cache/semantic-index.ts'
@@ -159,4 +161,19 @@ t.test('what is embedded, and the partition', async (t) => {
   t.not(part(chat({ role: 'user', content: 'x' }, 'be long')), base, 'another system prompt')
   t.not(part({ ...chat({ role: 'user', content: 'x' }), temperature: 0.5 }), base, 'another temperature')
   t.not(part(chat({ role: 'user', content: 'x' }), 'o:b'), base, 'another scope')
+})
+
+t.test('the rule: a model replaces the tier whole; an enabled semantic cache names its model', async (t) => {
+  const tier = tierCacheSchema.parse({
+    enabled: true,
+    semantic: { embeddingModel: 'e', threshold: 0.8 },
+    models: { quiet: { semantic: { enabled: false } }, own: { semantic: { embeddingModel: 'f' } } },
+  })
+  const plans = { tiers: { T: { cache: tier } } } as unknown as PlansConfig
+  t.same(ruleOf(plans, 'T', 'any')?.semantic, { embeddingModel: 'e', threshold: 0.8 })
+  t.equal(ruleOf(plans, 'T', 'quiet')?.semantic, undefined, 'turned off for one model')
+  t.same(ruleOf(plans, 'T', 'own')?.semantic, { embeddingModel: 'f', threshold: 0.95 }, 'its own, defaults and all')
+  const refused = tierCacheSchema.safeParse({ enabled: true, semantic: { threshold: 0.9 } })
+  t.equal(refused.success, false)
+  t.match(refused.error?.issues[0]?.path, ['semantic', 'embeddingModel'])
 })

@@ -6,6 +6,7 @@
 // caller's key: metered to it like one.
 import t, { type Test } from 'tap'
 import type { RunningTollgate } from '../helpers/gateway.ts'
+import { pollUntil } from '../helpers/poll.ts'
 import { testNamespace } from '../helpers/redis.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 import { admin, metric, onSharedRedis, type StoreKind } from './helpers.ts'
@@ -177,4 +178,31 @@ t.test('a key that may not use the embedding model is looked up exactly only', a
   t.equal((await c.chat.completions.create(body).withResponse()).response.headers.get('x-tollgate-cache'), 'miss')
   t.equal((await c.chat.completions.create(body).withResponse()).response.headers.get('x-tollgate-cache'), 'hit')
   t.equal(embedder.inputs.length, seen, 'no embeddings call was made for it')
+})
+
+t.test('redis: another instance on the same store (a fleet, a restart) finds the first one’s vectors', async (t) => {
+  const redis = onSharedRedis(testNamespace(t, 'semcache-fleet', 'semcache-fleet-test').fresh().prefix)
+  const first = await startSemanticGateway({ store: 'redis', redis, embedder })
+  const { key } = await first.createKey({ tier: 'Standard4000', owner: 'sem-fleet' })
+  embedder.vectors.set('fleet: how do I reset my password?', vec(0, 0, 0, 0, 0, 1))
+  embedder.vectors.set('fleet: password reset, how?', vec(0, 0, 0, 0, 0, 0.97, 0.24))
+  const ask = (content: string) => ({ model: MODEL, temperature: 0, messages: [{ role: 'user' as const, content }] })
+  await sdkClient(first, key).chat.completions.create(ask('fleet: how do I reset my password?'))
+  // Stored once the reply ended: the same instance sees it first (the reply it names is the one kept).
+  const seen = await pollUntil(
+    async () =>
+      (await sdkClient(first, key).chat.completions.create(ask('fleet: how do I reset my password?')).withResponse())
+        .response.headers,
+    (h) => h.get('x-tollgate-cache') === 'hit',
+    50,
+    40,
+  )
+  t.ok(seen.met)
+  await first.stop()
+  const second = await startSemanticGateway({ store: 'redis', redis, embedder })
+  t.teardown(() => second.stop())
+  const para = await sdkClient(second, key).chat.completions.create(ask('fleet: password reset, how?')).withResponse()
+  t.equal(para.response.headers.get('x-tollgate-cache'), 'hit')
+  t.equal(para.response.headers.get('x-tollgate-cache-origin-id'), seen.value.get('x-tollgate-cache-origin-id'))
+  t.equal(para.response.headers.get('x-tollgate-cache-similarity'), cosine(0.97, 0.24))
 })

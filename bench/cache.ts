@@ -4,10 +4,11 @@
 // rounds with the others so a busy machine weighs on all alike. CPU is the gateway
 // process's own (/proc), latency the client's, one call at a time.
 //
-//   node bench/cache.ts            prints a Markdown section
+//   node bench/cache.ts            prints a Markdown section, then the semantic cache's (cache-semantic.ts)
 import { createMemoryCacheStore } from '../src/cache/memory-store.ts'
 import { createSealer } from '../src/cache/seal.ts'
 import { startCacheGateway } from '../test/cache/helpers.ts'
+import { benchSemanticCache } from './cache-semantic.ts'
 import { cpuMsOf, fmt } from './proxy-rig.ts'
 
 const CALLS = 200
@@ -136,4 +137,4 @@ export async function benchCache(): Promise<string> {
   }
 }
 
-if (import.meta.main) process.stdout.write(`${await benchCache()}\n`)
+if (import.meta.main) process.stdout.write(`${await benchCache()}\n\n${await benchSemanticCache()}\n`)

@@ -5,7 +5,8 @@
 // (0 by default: free). A miss goes on
 // with its reply sink copied; once the reply ended whole it is assembled, sealed for its
 // scope and stored. Entries are keyed and sealed per scope (key.ts, seal.ts), so no scope
-// can name, let alone open, another's.
+// can name, let alone open, another's. On an exact miss, the semantic cache (semantic.ts) may
+// find a stored reply of the same scope for a paraphrase.
 import { randomBytes } from 'node:crypto'
 import { NO_USAGE, type Usage } from '../backends/port.ts'
 import type { BudgetBook } from '../budgets/book.ts'
@@ -31,11 +32,13 @@ import type { PurgeFilter, ResponseCacheStore } from './port.ts'
 import { createRedisCacheStore } from './redis-store.ts'
 import { refreshed, streamFrames } from './replay.ts'
 import { createSealer, type Sealer } from './seal.ts'
+import { createSemanticCacheFromParts, type SemanticCache, type SemanticLookup } from './semantic.ts'
+import type { EmbedDeps } from './semantic-embed.ts'
 
 export type { PurgeFilter } from './port.ts'
 
-/** What the corridor lends the step: how a hit shows the limits and is metered. */
-export interface StepDeps {
+/** What the corridor lends the step: how a hit shows the limits and is metered, and itself (a semantic lookup's embedding). */
+export interface StepDeps extends EmbedDeps {
   readonly limiter: Limiter
   readonly meter: Meter
 }
@@ -84,10 +87,20 @@ export function createResponseCacheFromConfig(config: Config, parts: ResponseCac
       : createRedisCacheStore(parts.redis, config.store.keyPrefix, bounds)
   // Without a configured secret (embedded, first boot), one per process: the memory store dies with it anyway.
   const secret = parts.secrets.keyHashSecret ?? randomBytes(32).toString('base64url')
+  const sealer = createSealer(secret)
+  const semantic = createSemanticCacheFromParts({
+    redis: parts.redis,
+    prefix: config.store.keyPrefix,
+    bounds: bounds.semantic,
+    secret,
+    sealer,
+    metrics: parts.metrics,
+  })
   return createResponseCache({
     store,
     secret,
-    sealer: createSealer(secret),
+    sealer,
+    semantic,
     log: parts.log,
     metrics: cacheMetrics(parts.metrics?.registry, () => store.bytes()),
     maxEntryBytes: bounds.maxEntryBytes,
@@ -103,6 +116,7 @@ interface CacheDeps {
   readonly metrics: CacheMetrics
   readonly maxEntryBytes: number
   readonly tenantOf: (owner: string) => string | undefined
+  readonly semantic?: SemanticCache
 }
 
 export function createResponseCache(d: CacheDeps): ResponseCache {
@@ -123,27 +137,39 @@ export function createResponseCache(d: CacheDeps): ResponseCache {
       const tenant = d.tenantOf(call.principal.owner) ?? call.principal.owner
       const scope = scopeOf(rule, call.principal, tenant)
       const key = cacheKey(d.secret, { scope, endpoint, model: modelName, body: body.value })
+      const open = async (at: string): Promise<Entry | undefined> => {
+        const entry = await read(d, scope, at, exchange.log)
+        const young = ask.maxAgeSeconds === undefined || Date.now() - (entry?.storedAt ?? 0) <= ask.maxAgeSeconds * 1000
+        return young ? entry : undefined
+      }
+      let similar: SemanticLookup<Entry> | undefined
       if (ask.read) {
-        const entry = await read(d, scope, key, exchange.log)
-        const fresh =
-          entry !== undefined &&
-          (ask.maxAgeSeconds === undefined || Date.now() - entry.storedAt <= ask.maxAgeSeconds * 1000)
-        if (fresh) {
+        const entry = await open(key)
+        if (entry === undefined && rule.semantic !== undefined && endpoint !== 'embeddings')
+          similar = await d.semantic?.lookup({ call, exchange, deps, rule: rule.semantic, scope, endpoint }, open)
+        const hit = entry ?? similar?.hit?.entry
+        if (hit !== undefined) {
           d.metrics.lookups.inc({ result: 'hit', endpoint })
-          return { served: await serve(call, exchange, deps, endpoint, rule, entry), exchange }
+          return { served: await serve(call, exchange, deps, endpoint, rule, hit), exchange }
         }
       }
       d.metrics.lookups.inc({ result: ask.read ? 'miss' : 'bypass', endpoint })
       sink.setHeader(CACHE_HEADER, ask.read ? 'miss' : 'bypass')
       const keep = (captured: Captured): void => {
-        void store(d, { call, exchange, endpoint, rule, scope, key, tenant }, captured).catch((err: unknown) =>
+        void store(d, { call, exchange, endpoint, rule, scope, key, tenant, similar }, captured).catch((err: unknown) =>
           exchange.log.warn({ err: (err as Error).message }, 'a reply could not be stored in the response cache'),
         )
       }
       return { exchange: { ...exchange, sink: captureSink(sink, d.maxEntryBytes, keep) } }
     },
-    purge: (filter) => d.store.purge(filter),
-    close: () => d.store.close(),
+    purge: async (filter) => {
+      await d.semantic?.purge(filter)
+      return await d.store.purge(filter)
+    },
+    close: async () => {
+      await d.semantic?.close()
+      await d.store.close()
+    },
   }
 }
 
@@ -176,6 +202,8 @@ interface Miss {
   readonly scope: string
   readonly key: string
   readonly tenant: string
+  /** A semantic lookup's vector, added to the index once the reply is stored. */
+  readonly similar: SemanticLookup<unknown> | undefined
 }
 
 async function store(d: CacheDeps, m: Miss, captured: Captured): Promise<void> {
@@ -190,14 +218,12 @@ async function store(d: CacheDeps, m: Miss, captured: Captured): Promise<void> {
   const entry: Entry = { v: 1, reply: withUsage(m.endpoint, reply, usage), usage, storedAt: Date.now() }
   const sealed = d.sealer.seal(m.scope, m.key, Buffer.from(JSON.stringify(entry)))
   const { principal, modelName } = m.call
-  const result = await d.store.put(m.scope, m.key, sealed, m.rule.ttlSeconds * 1000, {
-    keyId: principal.keyId,
-    owner: principal.owner,
-    tenant: m.tenant,
-    model: modelName ?? '',
-  })
+  const labels = { keyId: principal.keyId, owner: principal.owner, tenant: m.tenant, model: modelName ?? '' }
+  const result = await d.store.put(m.scope, m.key, sealed, m.rule.ttlSeconds * 1000, labels)
   if (result.stored) d.metrics.storedBytes.inc(sealed.length)
   if (result.evicted > 0) d.metrics.evictions.inc(result.evicted)
+  if (result.stored && m.similar !== undefined)
+    await d.semantic?.index(m.scope, m.similar, m.key, m.rule.ttlSeconds * 1000, labels)
 }
 
 /** A stream whose client did not ask for usage carried none: the stored reply gets the metered one. */

@@ -9,6 +9,19 @@ export interface CacheRule {
   readonly sampled: boolean
   readonly chargeShare: number
   readonly scope: TierCacheConfig['scope']
+  /** The semantic cache's rule, when it is on for the tier's model (semantic.ts). */
+  readonly semantic?: SemanticRule
+}
+
+export interface SemanticRule {
+  readonly embeddingModel: string
+  readonly threshold: number
+}
+
+/** A model's `semantic` replaces the tier's whole; on once set, unless `enabled: false`; the schema requires its embedding model. */
+function semanticOf(semantic: TierCacheConfig['semantic']): SemanticRule | undefined {
+  if (semantic === undefined || semantic.enabled === false || semantic.embeddingModel === undefined) return undefined
+  return { embeddingModel: semantic.embeddingModel, threshold: semantic.threshold ?? 0.95 }
 }
 
 /** The rule for a tier's model, or undefined when its replies are not cached. */
@@ -17,11 +30,13 @@ export function ruleOf(plans: PlansConfig, tier: string, model: string): CacheRu
   if (cache === undefined) return undefined
   const own = cache.models[model] ?? {}
   if (!(own.enabled ?? cache.enabled)) return undefined
+  const semantic = semanticOf(own.semantic ?? cache.semantic)
   return {
     ttlSeconds: own.ttlSeconds ?? cache.ttlSeconds,
     sampled: own.sampled ?? cache.sampled,
     chargeShare: own.chargeShare ?? cache.chargeShare,
     scope: own.scope ?? cache.scope,
+    ...(semantic === undefined ? {} : { semantic }),
   }
 }
 

@@ -5,6 +5,7 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
 
 const SALT = 'tollgate response cache v1'
+const KEYS_KEPT = 1024
 
 export interface Sealer {
   seal(scope: string, key: string, plain: Buffer): Buffer
@@ -13,7 +14,16 @@ export interface Sealer {
 }
 
 export function createSealer(secret: string | Buffer): Sealer {
-  const keyOf = (scope: string): Buffer => Buffer.from(hkdfSync('sha256', secret, SALT, `scope:${scope}`, 32))
+  // Derived keys are remembered (a semantic lookup opens up to thousands of one scope's vectors), a bounded few.
+  const keys = new Map<string, Buffer>()
+  const keyOf = (scope: string): Buffer => {
+    const known = keys.get(scope)
+    if (known !== undefined) return known
+    const key = Buffer.from(hkdfSync('sha256', secret, SALT, `scope:${scope}`, 32))
+    if (keys.size >= KEYS_KEPT) keys.delete(keys.keys().next().value as string)
+    keys.set(scope, key)
+    return key
+  }
   return {
     seal(scope, key, plain) {
       const iv = randomBytes(12)

@@ -384,6 +384,20 @@ const responseCacheRule = {
   /** The share of the reply's price charged for a hit (0: free). */
   chargeShare: z.number().min(0).max(1),
   scope: z.enum(CACHE_SCOPES),
+  /** The semantic cache (docs/cache.md): a model's replaces the tier's whole; off when unset. */
+  semantic: z
+    .strictObject({
+      /** Default true once `semantic` is set. */
+      enabled: z.boolean().optional(),
+      /** The embedding model (one of `models`, kind embedding) prompts are embedded with, through the gateway. */
+      embeddingModel: z.string().min(1).optional(),
+      /** Cosine similarity at or above which a stored reply answers (default 0.95). */
+      threshold: z.number().gt(0).max(1).optional(),
+    })
+    .refine((s) => s.enabled === false || s.embeddingModel !== undefined, {
+      message: 'a semantic cache names its embeddingModel',
+      path: ['embeddingModel'],
+    }),
 }
 /** A tier's response cache (docs/cache.md), with per-model overrides; off when unset. */
 export const tierCacheSchema = z.strictObject({
@@ -392,6 +406,7 @@ export const tierCacheSchema = z.strictObject({
   sampled: responseCacheRule.sampled.default(false),
   chargeShare: responseCacheRule.chargeShare.default(0),
   scope: responseCacheRule.scope.default('owner'),
+  semantic: responseCacheRule.semantic.optional(),
   models: z.record(z.string(), z.strictObject(responseCacheRule).partial()).default({}),
 })
 export type TierCacheConfig = z.infer<typeof tierCacheSchema>
@@ -973,6 +988,14 @@ export const configSchema = z
         scopeMaxBytes: positiveInt.default(8 * 1024 * 1024),
         /** A reply larger than this is not cached. */
         maxEntryBytes: positiveInt.default(1024 * 1024),
+        /** The semantic cache's vectors (docs/cache.md): per scope at most scopeMaxVectors and scopeMaxBytes; all of them (embedded), or those an instance keeps opened (Redis), maxBytes. */
+        semantic: z
+          .strictObject({
+            scopeMaxVectors: positiveInt.max(100_000).default(2000),
+            scopeMaxBytes: positiveInt.default(16 * 1024 * 1024),
+            maxBytes: positiveInt.default(64 * 1024 * 1024),
+          })
+          .prefault({}),
       })
       .prefault({}),
   })

@@ -94,12 +94,13 @@ export function createCorridor(deps: InferenceDeps): Corridor {
     breaker: deps.breaker ?? new CircuitBreaker(),
     bodyRate: bodyRateOf(deps.config.server),
   }
-  return {
+  const corridor: Corridor = {
     enter: (ctx, spec, params, query, proceed, options) =>
       enter(shared, ctx, { spec, params, query }, proceed, options),
-    run: (call, exchange, strategy) => run(shared, call, exchange, strategy),
+    run: (call, exchange, strategy) => run(shared, call, exchange, strategy, corridor),
     restore: (principal, spec, parts) => restore(shared, principal, spec, parts),
   }
+  return corridor
 }
 
 async function enter(
@@ -153,8 +154,12 @@ async function run(
   call: PreparedCall,
   exchange: Exchange,
   strategy: AdmissionStrategy,
+  self: Corridor,
 ): Promise<CallResult> {
-  const cached = (await s.cache?.step(call, exchange, s)) ?? { exchange } // the response cache: src/cache/
+  // The response cache (src/cache/); a semantic lookup runs its embedding through this corridor (self).
+  const cached = (await s.cache?.step(call, exchange, { limiter: s.limiter, meter: s.meter, corridor: self })) ?? {
+    exchange,
+  }
   if (cached.served !== undefined) return cached.served
   const request = admissionRequestOf(call)
   let attempt = 0

@@ -294,7 +294,9 @@ t.test('audit, events, metrics and logs: which check and what it said, never the
   ])
     t.match(
       metrics,
-      new RegExp(`tollgate_guardrail_external_total\\{policy="checked",check="${check}",verdict="${verdict}"\\} [1-9]`),
+      new RegExp(
+        `tollgate_guardrail_external_total\\{policy="checked",check="${check}",direction="request",verdict="${verdict}"\\} [1-9]`,
+      ),
     )
   t.match(metrics, /tollgate_guardrail_external_seconds_count\{policy="checked",check="dlp"\} [1-9]/)
   t.notOk(gw.output().includes(MARK), 'not in the logs')

@@ -19,6 +19,11 @@ const common = {
    * No default: whoever adds a check decides.
    */
   onError: z.enum(['open', 'closed']),
+  /**
+   * Judge the model's whole (not streamed) reply too, before it goes out: a deny stops it, a
+   * rewrite changes it. Streams are not sent (docs/guardrails.md says why).
+   */
+  replies: z.boolean().default(false),
 }
 
 /** An OpenAI-compatible moderation endpoint (`POST {baseUrl}/moderations`) of a configured backend. */

@@ -28,6 +28,8 @@ const answerSchema = z.discriminatedUnion('verdict', [
 /** What the check is told besides the texts: enough to decide, nothing of the caller's secrets. */
 export interface CheckSubject {
   readonly policy: string
+  /** What the texts are: the request's, or the model's reply. */
+  readonly direction: 'request' | 'reply'
   readonly requestId: string
   readonly keyId: string
   readonly endpoint: string
@@ -40,6 +42,7 @@ export function checkBody(check: WebhookCheck, subject: CheckSubject, texts: rea
     type: 'guardrail.check',
     policy: subject.policy,
     check: check.name,
+    direction: subject.direction,
     request_id: subject.requestId,
     key_id: subject.keyId,
     endpoint: subject.endpoint,

@@ -180,6 +180,16 @@ t.test('webhook deny: 400 naming the policy, the check and its reason code', asy
   t.match(denied.body, { code: 'guardrail_blocked' })
   t.match(denied.message, /policy 'checked'.*webhook check 'dlp' denied it \(contract_terms\)/)
   t.notOk(denied.message.includes(MARK))
+  // /queue, waiting or asynchronous: judged at the door, nothing stored to run later.
+  for (const prefer of [{}, { prefer: 'respond-async' }]) {
+    const res = await fetch(`${gw.url}/queue/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${checkedKey.key}`, 'content-type': 'application/json', ...prefer },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `DENY ${MARK}` }] }),
+    })
+    t.equal(res.status, 400, `/queue ${JSON.stringify(prefer)}: refused`)
+    t.match(await res.json(), { error: { code: 'guardrail_blocked' } })
+  }
   t.equal(upstream.requests.length, before)
 })
 

@@ -47,6 +47,8 @@ export function recordDecision(
   const { outcome } = said
   const action = actionOf(outcome, check)
   const failed = outcome.verdict === 'error' || outcome.verdict === 'timeout'
+  // No request when the gateway runs a stored call itself (a batch's line, on branch guardwalk).
+  const req: ScreenContext['req'] | undefined = ctx.req
   const paths =
     outcome.verdict === 'rewrite'
       ? outcome.texts.map((t) => t.path)
@@ -74,7 +76,7 @@ export function recordDecision(
       objectId: ctx.id,
       before: null,
       after: { policy, action, endpoint: call.spec.endpoint, model: call.modelName, check: about, paths },
-      address: clientIp(ctx.req, deps.trustProxyHops),
+      address: req === undefined ? '' : clientIp(req, deps.trustProxyHops),
       requestId: ctx.id,
     })
     .catch((err: unknown) =>

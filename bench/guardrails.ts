@@ -105,7 +105,9 @@ export async function benchGuardrails(rounds = 8, calls = 300): Promise<string> 
     const big = await measure(large, Math.max(8, Math.floor(calls / 20)))
     const scanUs = (body: Record<string, unknown>, n: number): number => {
       const policy = compilePolicies({
-        policies: { all: { detectors: EVERY_DETECTOR_FLAGGED, patterns: [], restore: false, replies: {} } },
+        policies: {
+          all: { detectors: EVERY_DETECTOR_FLAGGED, patterns: [], restore: false, replies: {}, external: [] },
+        },
         keys: {},
       }).policyFor('all', '')
       if (policy === undefined) return NaN

@@ -456,6 +456,17 @@ export const ERRORS = {
     message: 'The gateway is shutting down.',
     body: 'openai',
   },
+  // A guardrail policy's external check with `onError: closed` (docs/guardrails.md) did not
+  // answer in time, answered an error or an answer that does not validate: the call was not
+  // checked, so it is not run. The gateway's side, not the caller's; the message names the
+  // policy, the check and what went wrong, never the text.
+  guardrail_unavailable: {
+    status: 503,
+    type: 'server_error',
+    code: 'guardrail_unavailable',
+    message: 'A guardrail check the request needs is not available right now. Please try again shortly.',
+    body: 'openai',
+  },
   upstream_timeout: {
     status: 504,
     type: 'server_error',

@@ -71,6 +71,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   upstream_error_status: [502, 'server_error', 'upstream_error', 'openai'],
   store_unavailable: [503, 'server_error', 'store_unavailable', 'openai'],
   shutting_down: [503, 'server_error', 'shutting_down', 'openai'],
+  guardrail_unavailable: [503, 'server_error', 'guardrail_unavailable', 'openai'],
   upstream_timeout: [504, 'server_error', 'upstream_timeout', 'openai'],
   queue_deadline: [429, 'requests', 'queue_deadline', 'openai'],
   queue_timeout: [504, 'server_error', 'queue_timeout', 'openai'],

@@ -9,6 +9,7 @@ import type { z } from 'zod'
 import { redisTargetOf } from './redis-target.ts'
 import { configSchema, MIN_SECRET_LENGTH, plansSchema, type Config, type PlansConfig, type Secrets } from './schema.ts'
 import { unknownPolicies } from '../guardrails/config.ts'
+import { externalCheckProblems, externalSecrets } from '../guardrails/external/config.ts'
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError'
@@ -95,13 +96,16 @@ export function buildConfig(
     )
   const unknownPolicyNames = unknownPolicies(rest.guardrails, plans.tiers)
   if (unknownPolicyNames.length > 0) throw new ConfigError(path, unknownPolicyNames)
+  const externalProblems = externalCheckProblems(rest.guardrails, rest.backends, env)
+  if (externalProblems.length > 0) throw new ConfigError(path, externalProblems)
   const redis = redisTargetOf(rest.store, {
     username: env.REDIS_USERNAME || undefined,
     password: env.REDIS_PASSWORD || undefined,
     sentinelUsername: env.REDIS_SENTINEL_USERNAME || undefined,
     sentinelPassword: env.REDIS_SENTINEL_PASSWORD || undefined,
   })
-  const config: Config = { ...rest, plans, redis, secrets: readSecrets(rest.backends, env, path), source: path }
+  const secrets = { ...readSecrets(rest.backends, env, path), guardrailSecrets: externalSecrets(rest.guardrails, env) }
+  const config: Config = { ...rest, plans, redis, secrets, source: path }
   return deepFreeze(config)
 }
 

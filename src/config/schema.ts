@@ -1046,6 +1046,8 @@ export interface Secrets {
    * because TOLLGATE_ALLOW_WEAK_SECRETS is set (their env var names): warned at start.
    */
   readonly weak: readonly string[]
+  /** Signing secrets of guardrail webhook checks by env var name (`secretEnv`), read with the file. */
+  readonly guardrailSecrets?: Readonly<Record<string, string>>
 }
 
 /** The shortest TOLLGATE_ADMIN_TOKEN, TOLLGATE_KEY_SECRET or TOLLGATE_JWT_SECRET accepted (characters). */

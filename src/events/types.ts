@@ -79,10 +79,13 @@ export interface EventData {
     readonly key_id: string
     readonly request_id: string
     readonly policy: string
-    readonly action: 'block' | 'mask' | 'flag'
+    /** `rewrite`: an external webhook check gave new text (docs/guardrails.md, "External checks"). */
+    readonly action: 'block' | 'mask' | 'flag' | 'rewrite'
     readonly endpoint: string
     readonly detectors: readonly string[]
     readonly paths: readonly string[]
+    /** An external check's decision: which, and what it said (a deny's reason code); never the text. */
+    readonly check?: { readonly name: string; readonly verdict: string; readonly reason?: string }
   }
   /** Sent by POST /admin/webhooks/{id}/test only, to that endpoint. */
   'webhook.test': { readonly endpoint_id: string }

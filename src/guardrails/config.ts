@@ -5,6 +5,7 @@
 import safeRegex from 'safe-regex2'
 import { z } from 'zod'
 import { DETECTORS } from './detectors.ts'
+import { externalChecksSchema } from './external/config.ts'
 
 /** From loosest to strictest: a key's policy can only move a detector to the right (policy.ts). */
 export const ACTIONS = ['off', 'flag', 'mask', 'block'] as const
@@ -88,6 +89,12 @@ export const policySchema = z.strictObject({
    * ended with an error event (guardrails/reply-check.ts).
    */
   replies: replyActions,
+  /**
+   * Services outside the gateway that judge the request's text after the detectors (a
+   * moderation endpoint, the operator's webhook), in order; each with its timeout and onError
+   * (guardrails/external/).
+   */
+  external: externalChecksSchema,
 })
 export type PolicyConfig = z.infer<typeof policySchema>
 

@@ -14,6 +14,7 @@ import { clientIp } from '../http/client-address.ts'
 import type { RequestContext } from '../http/context.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { GuardrailsConfig } from './config.ts'
+import { createExternalChecks } from './external/run.ts'
 import { compilePolicies, type CompiledPolicy, type PolicyBook } from './policy.ts'
 import { checkWholeReply, replyWindow, type ReplyFinding } from './reply-check.ts'
 import { unmasked } from './restore.ts'
@@ -25,6 +26,8 @@ export type ScreenContext = Pick<RequestContext, 'id' | 'log' | 'req'>
 export interface Guardrails {
   /** The call to run: `call` itself, or one whose body is masked. Throws guardrail_blocked. */
   screen(call: PreparedCall, ctx: ScreenContext): PreparedCall
+  /** screen, then the policy's external checks (guardrails/external/): the call to run. Throws as screen does, or guardrail_unavailable. */
+  check(call: PreparedCall, ctx: ScreenContext): Promise<PreparedCall>
 }
 
 export interface GuardrailsDeps {
@@ -54,6 +57,12 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     return book
   }
   bookOf(config.guardrails) // the boot's policies compiled now, not on the first call
+  const policyOf = (call: PreparedCall): CompiledPolicy | undefined =>
+    bookOf(call.runtime.config.guardrails).policyFor(
+      call.runtime.config.plans.tiers[call.resolved.tier]?.guardrails,
+      call.principal.keyId,
+    )
+  const external = createExternalChecks({ ...deps, trustProxyHops: config.server.trustProxyHops })
 
   const record = (
     call: PreparedCall,
@@ -132,7 +141,12 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     }
   }
 
-  return {
+  const guardrails: Guardrails = {
+    async check(call, ctx) {
+      const screened = guardrails.screen(call, ctx)
+      const policy = policyOf(call)
+      return policy === undefined || policy.external.length === 0 ? screened : external.run(screened, ctx, policy)
+    },
     screen(call, ctx) {
       const { config } = call.runtime
       if (call.body.kind !== 'json') return call
@@ -155,15 +169,16 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       }
     },
   }
+  return guardrails
 }
 
 /** The corridor's guardrails step: the call to run (`call` itself when there are no guardrails). */
-export function screened(
+export async function screened(
   deps: { readonly guardrails?: Guardrails },
   ctx: ScreenContext,
   call: PreparedCall,
-): PreparedCall {
-  return deps.guardrails === undefined ? call : deps.guardrails.screen(call, ctx)
+): Promise<PreparedCall> {
+  return deps.guardrails === undefined ? call : deps.guardrails.check(call, ctx)
 }
 
 /** A reply that must not go out: a whole one's 400, or the error event that ends a stream. */

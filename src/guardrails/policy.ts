@@ -4,6 +4,7 @@
 // the tier's: whatever the key's policy says, the call is checked at least as its tier's is.
 import { ACTIONS, type Action, type GuardrailsConfig, type PolicyConfig } from './config.ts'
 import { DETECTORS, type Detector } from './detectors.ts'
+import type { ExternalCheck } from './external/config.ts'
 
 /** A custom pattern or a deny-list, as a detector: what it finds, under its own name. */
 export interface Rule {
@@ -20,6 +21,8 @@ export interface CompiledPolicy {
   readonly restore: boolean
   /** The reply-side rules (`replies:`), built-in detectors only, block or flag. */
   readonly replyRules: readonly Rule[]
+  /** External checks (guardrails/external/), in order; a merged policy runs the tier's, then the key's. */
+  readonly external: readonly ExternalCheck[]
 }
 
 const rank = (a: Action): number => ACTIONS.indexOf(a)
@@ -91,7 +94,7 @@ function compile(name: string, policy: PolicyConfig): CompiledPolicy {
       action,
     })
   }
-  return { name, rules, restore: policy.restore, replyRules: builtInRules(policy.replies) }
+  return { name, rules, restore: policy.restore, replyRules: builtInRules(policy.replies), external: policy.external }
 }
 
 /** Two policies as one: each detector at the stricter action, every rule of either kept. */
@@ -104,6 +107,8 @@ function merged(tier: CompiledPolicy, key: CompiledPolicy): CompiledPolicy {
     rules,
     restore: tier.restore || key.restore,
     replyRules: builtInRules(actionsOf(tier.replyRules), actionsOf(key.replyRules)),
+    // Every check of either: a key's policy adds checks, it never takes one of its tier's away.
+    external: [...tier.external, ...key.external],
   }
 }
 

@@ -116,7 +116,7 @@ export function replyTexts(reply: unknown): string[] {
   walk(reply, '')
   return out
 }
-const TEXT_KEYS = new Set(['content', 'text', 'refusal', 'arguments', 'reasoning_content'])
+export const TEXT_KEYS = new Set(['content', 'text', 'refusal', 'arguments', 'reasoning_content'])
 
 /** The first block in a whole reply under `rules` (flags told to `flagged`); undefined: it may go. */
 export function checkWholeReply(

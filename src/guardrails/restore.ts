@@ -22,15 +22,21 @@ type JsonTransform = (status: number, body: unknown) => Promise<unknown>
 /** The reply's JSON transform with the call's reply check and unmasking after it (only a success); `transform` when there is neither. */
 export function unmasking(
   transform: JsonTransform | undefined,
-  call: { readonly unmask?: (reply: unknown) => unknown; readonly replyCheck?: { whole(reply: unknown): void } },
+  call: {
+    readonly unmask?: (reply: unknown) => unknown
+    readonly replyCheck?: { whole(reply: unknown): void }
+    readonly replyExternal?: (reply: unknown) => Promise<unknown>
+  },
 ): JsonTransform | undefined {
-  const { unmask, replyCheck } = call
-  if (unmask === undefined && replyCheck === undefined) return transform
+  const { unmask, replyCheck, replyExternal } = call
+  if (unmask === undefined && replyCheck === undefined && replyExternal === undefined) return transform
   return async (status, body) => {
     const transformed = transform === undefined ? undefined : await transform(status, body)
     if (status >= 300) return transformed
     // Checked before the values are put back: the caller's own masked values are not the reply's.
     replyCheck?.whole(transformed ?? body)
-    return unmask === undefined ? transformed : unmask(transformed ?? body)
+    // The external checks (guardrails/external/) after the detectors, on placeholders still: a rewrite may change the reply.
+    const judged = (await replyExternal?.(transformed ?? body)) ?? transformed
+    return unmask === undefined ? judged : unmask(judged ?? body)
   }
 }

@@ -78,6 +78,8 @@ export interface PreparedCall {
   readonly upload?: UploadHold
   /** Puts the values its guardrails masked back into a whole reply (guardrails/, `restore`). */
   readonly unmask?: (reply: unknown) => unknown
+  /** A whole reply judged by the policy's external checks with `replies: true`: the reply rewritten, or undefined (unchanged); throws to stop it. */
+  readonly replyExternal?: (reply: unknown) => Promise<unknown>
   /** Checks the model's reply (a policy's `replies:`): a whole one, or a stream through a fresh gate per attempt. */
   readonly replyCheck?: ReplyCheck
 }

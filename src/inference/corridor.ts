@@ -116,7 +116,9 @@ async function enter(
   checkEndpointScope(principal, target.spec.endpoint)
   const taken: Taken = { body: { kind: 'none' } }
   try {
-    await proceed(screened(s, ctx, await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken)))
+    await proceed(
+      await screened(s, ctx, await prepare(s, ctx.req, ctx, principal, { runtime, ...target }, options, taken)),
+    )
   } catch (err) {
     // A refusal after authentication still tells the client where its limits stand (the limiter's 429s carry them).
     if (

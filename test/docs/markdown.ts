@@ -241,7 +241,11 @@ export function checkConfigFragment(b: Block, value: unknown): Problem[] {
   const path = join(ROOT, 'config/default.yaml')
   const defaults = parseYaml(readFileSync(path, 'utf8')) as unknown
   try {
-    buildConfig(mergeOver(defaults, value), path, { OPENAI_API_KEY: 'sk-docs-check' })
+    // TOLLGATE_DLP_SECRET: the signing secret docs/guardrails.md's webhook check names.
+    buildConfig(mergeOver(defaults, value), path, {
+      OPENAI_API_KEY: 'sk-docs-check',
+      TOLLGATE_DLP_SECRET: 'whsec_ZG9jcy1jaGVjaw==',
+    })
     return []
   } catch (err) {
     return [

@@ -208,6 +208,8 @@ interface Miss {
 
 async function store(d: CacheDeps, m: Miss, captured: Captured): Promise<void> {
   if (captured.status !== 200) return
+  // A reply an external check failed open on went out unjudged: a hit would skip the check for good.
+  if (m.call.replyUnjudged?.() === true) return
   // A whole reply to a masked call carries the caller's own values again (guardrails `restore`):
   // under a key made of the masked body it would reach another body that masks the same. Only
   // the upstream's text, placeholders and all (a stream keeps them), is stored.

@@ -80,6 +80,8 @@ export interface PreparedCall {
   readonly unmask?: (reply: unknown) => unknown
   /** A whole reply judged by the policy's external checks with `replies: true`: the reply rewritten, or undefined (unchanged); throws to stop it. */
   readonly replyExternal?: (reply: unknown) => Promise<unknown>
+  /** True once an external reply check failed open on this call's reply: it went out unjudged (never cached). */
+  readonly replyUnjudged?: () => boolean
   /** Checks the model's reply (a policy's `replies:`): a whole one, or a stream through a fresh gate per attempt. */
   readonly replyCheck?: ReplyCheck
 }

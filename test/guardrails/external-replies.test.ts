@@ -22,6 +22,9 @@ const plans = parse(readFileSync(join(import.meta.dirname, '../../config/plans.y
   tiers: Record<string, Record<string, unknown>>
 }
 plans.tiers.Standard4000!.guardrails = 'replies'
+// A tier whose reply check fails open, with the response cache on (temperature 0 is cached).
+plans.tiers.Standard3000!.guardrails = 'repliesOpen'
+plans.tiers.Standard3000!.cache = { enabled: true }
 const gw = await startTollgate({
   env: { GUARD_HOOK_SECRET: hook.secret },
   config: (doc) => {
@@ -40,6 +43,19 @@ const gw = await startTollgate({
               secretEnv: 'GUARD_HOOK_SECRET',
               timeoutMs: 1000,
               onError: 'closed',
+              replies: true,
+            },
+          ],
+        },
+        repliesOpen: {
+          external: [
+            {
+              name: 'dlp',
+              type: 'webhook',
+              url: hook.url,
+              secretEnv: 'GUARD_HOOK_SECRET',
+              timeoutMs: 200,
+              onError: 'open',
               replies: true,
             },
           ],
@@ -122,4 +138,21 @@ t.test('a stream is not sent to the check: it flows as the upstream sends it', a
     ['request'],
     'only the request was checked',
   )
+})
+
+t.test('a reply a check failed open on goes out unjudged and is never cached', async (t) => {
+  const open = sdkClient(gw, (await gw.createKey({ tier: 'Standard3000' })).key)
+  const cached = async (content: string): Promise<string | null> => {
+    const { data, response } = await open.chat.completions
+      .create({ model: MODEL, temperature: 0, messages: [{ role: 'user', content }] })
+      .withResponse()
+    t.ok(data.choices[0]?.message.content)
+    return response.headers.get('x-tollgate-cache')
+  }
+  upstream.options.replyText = 'A judged reply.'
+  t.equal(await cached('Judged'), 'miss')
+  t.equal(await cached('Judged'), 'hit', 'a reply the check allowed is cached')
+  upstream.options.replyText = 'A SLOW reply.'
+  t.equal(await cached('Unjudged'), 'miss', 'the check timed out: the reply went out (open)')
+  t.equal(await cached('Unjudged'), 'miss', 'and was not stored: the next call is judged again')
 })

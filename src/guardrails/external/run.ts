@@ -88,6 +88,7 @@ export function createExternalChecks(deps: ExternalDeps): ExternalChecks {
     checks: readonly ExternalCheck[],
     value: Readonly<Record<string, unknown>>,
     texts: SitedText[],
+    failedOpen?: () => void,
   ): Promise<Readonly<Record<string, unknown>>> => {
     let out = value
     for (const check of checks) {
@@ -105,28 +106,41 @@ export function createExternalChecks(deps: ExternalDeps): ExternalChecks {
         for (const t of edits) t.text = byPath.get(t.path)!
         out = withTexts(out, edits)
       } else if (check.onError === 'closed') throw unavailableError(at, check, outcome.problem)
+      else failedOpen?.()
     }
     return out
   }
 
-  /** The whole-reply step of `checks`: the reply rewritten, or undefined when it goes out as it is. */
-  const replyJudge =
-    (call: PreparedCall, ctx: ScreenContext, policy: string, checks: readonly ExternalCheck[]) =>
-    async (reply: unknown): Promise<unknown> => {
+  /**
+   * `call` with the whole-reply step of `checks` (the reply rewritten, or undefined when it goes
+   * out as it is), and a mark once a check failed open on it: that reply went out unjudged, and
+   * the response cache must not keep it for callers it was never judged for.
+   */
+  const withReplyJudge = (
+    call: PreparedCall,
+    ctx: ScreenContext,
+    policy: string,
+    checks: readonly ExternalCheck[],
+  ): PreparedCall => {
+    let unjudged = false
+    const replyExternal = async (reply: unknown): Promise<unknown> => {
       if (typeof reply !== 'object' || reply === null || Array.isArray(reply)) return undefined
       const texts = replyTextsAt(reply)
       if (texts.length === 0) return undefined
       const value = reply as Readonly<Record<string, unknown>>
-      const judged = await judge({ call, ctx, policy, direction: 'reply' }, checks, value, texts)
+      const judged = await judge({ call, ctx, policy, direction: 'reply' }, checks, value, texts, () => {
+        unjudged = true
+      })
       return judged === value ? undefined : judged
     }
+    return { ...call, replyExternal, replyUnjudged: () => unjudged }
+  }
 
   return {
     async run(call, ctx, policy) {
       if (call.body.kind !== 'json' || policy.external.length === 0) return call
       const onReplies = policy.external.filter((c) => c.replies)
-      const replying: PreparedCall =
-        onReplies.length === 0 ? call : { ...call, replyExternal: replyJudge(call, ctx, policy.name, onReplies) }
+      const replying: PreparedCall = onReplies.length === 0 ? call : withReplyJudge(call, ctx, policy.name, onReplies)
       const texts: SitedText[] = []
       walkTexts(call.body.value, (v) => {
         if (v.text !== '') texts.push({ path: v.where(), steps: v.steps(), text: v.text })

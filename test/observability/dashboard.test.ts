@@ -1,6 +1,8 @@
 // Every metric a shipped dashboard queries is one the gateway exports.
 import t from 'tap'
 import { cacheMetrics } from '../../src/cache/metrics.ts'
+import { createSemanticCache } from '../../src/cache/semantic.ts'
+import { createMemorySemanticIndex } from '../../src/cache/semantic-index.ts'
 import { createMetrics } from '../../src/observability/metrics.ts'
 import { allPanels, dashboardFiles, panelQueries, readDashboard, substitute } from '../helpers/dashboards.ts'
 
@@ -8,6 +10,8 @@ t.test('dashboard queries name only exported metrics', async (t) => {
   const metrics = createMetrics()
   // The response cache registers its own series when the gateway makes it, at every start.
   cacheMetrics(metrics.registry, () => 0)
+  const bounds = { scopeMaxVectors: 1, scopeMaxBytes: 1, maxBytes: 1 }
+  createSemanticCache(createMemorySemanticIndex(bounds), 'secret', 1, metrics)
   const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name))
   t.ok(dashboardFiles().length > 0)
   const queries = panelQueries()

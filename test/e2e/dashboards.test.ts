@@ -110,7 +110,8 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
     config: (doc) => {
       // Short windows: a key with rpm 1 waits seconds in a /queue line, not a minute.
       ;(doc.limits as Record<string, unknown>).windowMs = 3000
-      doc.plans = cachedPlans()
+      // The semantic cache on (only temperature-0 calls are looked up: the response cache's).
+      doc.plans = cachedPlans({ semantic: { embeddingModel: 'jina-embeddings-v2-base-de', threshold: 0.9 } })
       Object.assign(doc.backends as object, {
         down: { type: 'openai', baseUrl: `http://127.0.0.1:${dead}/v1`, connectTimeoutMs: 500 },
         roomy: { type: 'openai', baseUrl: roomy.url },
@@ -169,6 +170,13 @@ t.test('every panel of every dashboard shows data after a real mix of traffic', 
       messages: [{ role: 'user' as const, content: 'cached' }],
     }
     for (let i = 0; i < 2; i++) await anyModel.chat.completions.create(again)
+    // The semantic cache: a paraphrase of a stored question (the mock's bag-of-words vectors, cosine 0.93).
+    const question = (content: string) => ({ ...again, messages: [{ role: 'user' as const, content }] })
+    await anyModel.chat.completions.create(question('tell me the cached answer now'))
+    const { response } = await anyModel.chat.completions
+      .create(question(`tell me the cached answer now ${n === 0 ? 'please' : 'kindly'}`))
+      .withResponse()
+    t.equal(response.headers.get('x-tollgate-cache-match'), 'semantic', 'a paraphrase hit the semantic cache')
 
     // The key's limit: rpm 1, four calls at once, at least one 429.
     const burst = await Promise.allSettled([0, 1, 2, 3].map((i) => ask(tight, CHAT, `burst ${n}.${i}`)))

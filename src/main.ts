@@ -56,6 +56,7 @@ import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
+import { createFairSharesFromConfig, withFairShares } from './fairness/index.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -201,9 +202,11 @@ export async function startGateway(
     events,
     config.limits.windowMs,
   )
+  // Fair shares between parties under contention (fairness/): the limiter charges, the queue's capacity line reads.
+  const fairShares = createFairSharesFromConfig(config, redis, log, () => runtime.current.config.plans, metrics)
   // A call without an output cap reserves what calls like it produced (reservations/).
   const limiter = withLearnedReservations(
-    rateLimiter,
+    withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
     createOutputReservationsFromConfig(config, redis, log),
     () => runtime.current.config.plans,
     metrics,
@@ -284,6 +287,7 @@ export async function startGateway(
     // Room coming back and limits learned elsewhere reach every capacity a reload builds (they share their listeners).
     capacity: runtime.current.capacity,
     tracing,
+    fairness: fairShares,
   })
   const batches = createBatchesFromConfig({
     config,

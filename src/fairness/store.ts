@@ -1,17 +1,31 @@
 // Where the fair-share counters (vtc.ts) live: in this process (the embedded store), or in
-// Redis, two hashes per scope (counters, and when each party was last charged) on one slot,
-// shared by every instance. A charge is one script, so two gateways charging at once both
+// Redis, three hashes per scope on one slot (counters, when each party was last charged,
+// when each was last read waiting in a gateway's capacity line), shared by every instance.
+// The last lets a gateway see that a party further below its share waits on another
+// gateway (queue/capacity-line.ts holds back for it). A charge is one script, so two gateways charging at once both
 // count, and the lift of a party that comes back reads the same active set it writes to.
-import { fairNamespace, runScript, script, withRedis } from '../store/redis-kit.ts'
+import { fairNamespace, runScript, script, unexpected, withRedis } from '../store/redis-kit.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { charge, effectiveCounter, FORGET_MS, type PartyState } from './vtc.ts'
 
 export interface FairStore {
   /** Charges `delta` weighted tokens to `party` in `scope` (vtc.ts charge); its new counter. */
   charge(scope: string, party: string, delta: number, now: number, activeMs: number): Promise<number>
-  /** The counters `parties` are ranked by in `scope` now (vtc.ts effectiveCounter), in order. */
-  read(scope: string, parties: readonly string[], now: number, activeMs: number): Promise<number[]>
+  /**
+   * The counters `parties` are ranked by in `scope` now (vtc.ts effectiveCounter), in order,
+   * and the least counter of the parties waiting on other instances (seen waiting there
+   * within WAITING_MS; undefined when none is). Marks `parties` as waiting here.
+   */
+  read(scope: string, parties: readonly string[], now: number, activeMs: number): Promise<Ranking>
 }
+
+export interface Ranking {
+  readonly counters: readonly number[]
+  readonly elsewhere: number | undefined
+}
+
+/** A party another instance read as waiting this recently still waits there. */
+export const WAITING_MS = 500
 
 /** The embedded store keeps at most this many scopes (the least recently charged go first). */
 const MAX_MEMORY_SCOPES = 10_000
@@ -32,7 +46,8 @@ export function memoryFairStore(): FairStore {
     },
     async read(scope, parties, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
-      return parties.map((party) => effectiveCounter(states, party, now, activeMs))
+      // One process: nobody waits elsewhere.
+      return { counters: parties.map((party) => effectiveCounter(states, party, now, activeMs)), elsewhere: undefined }
     },
   }
 }
@@ -78,18 +93,38 @@ redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return string.format('%.17g', c)
 `)
 
-// ARGV: now, activeMs, then the parties. Returns their counters, in order.
+// KEYS[3] when each party was last read waiting. ARGV: now, activeMs, waitingMs, forgetMs,
+// then the parties waiting here. Returns their counters, in order, and the least counter of
+// those waiting elsewhere ('' for none).
 const READ = script(`${FLOOR}
-local now, active = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = {}
-for i = 3, #ARGV do out[#out + 1] = string.format('%.17g', effective(ARGV[i], now, active, nil)) end
-return out
+local now, active, waiting = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, here = {}, {}
+for i = 5, #ARGV do
+  here[ARGV[i]] = true
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[1])
+  out[#out + 1] = string.format('%.17g', effective(ARGV[i], now, active, nil))
+end
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+local elsewhere = nil
+local seen = redis.call('HGETALL', KEYS[3])
+for i = 1, #seen, 2 do
+  local party, at = seen[i], tonumber(seen[i + 1])
+  if not here[party] then
+    if now - at <= waiting then
+      local c = effective(party, now, active, nil)
+      if elsewhere == nil or c < elsewhere then elsewhere = c end
+    elseif now - at > tonumber(ARGV[4]) then
+      redis.call('HDEL', KEYS[3], party)
+    end
+  end
+end
+return { out, elsewhere == nil and '' or string.format('%.17g', elsewhere) }
 `)
 
 export function redisFairStore(redis: RedisConnection, prefix: string): FairStore {
   const keysOf = (scope: string): string[] => {
     const ns = fairNamespace(prefix, scope)
-    return [`${ns}vtc`, `${ns}at`]
+    return [`${ns}vtc`, `${ns}at`, `${ns}waiting`]
   }
   return {
     async charge(scope, party, delta, now, activeMs) {
@@ -98,11 +133,14 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
       return Number(reply)
     },
     async read(scope, parties, now, activeMs) {
-      if (parties.length === 0) return []
-      const args = [Math.round(now), activeMs, ...parties]
+      const args = [Math.round(now), activeMs, WAITING_MS, FORGET_MS, ...parties]
       const reply = await withRedis(redis, () => runScript(redis, READ, keysOf(scope), args))
-      if (!Array.isArray(reply)) return parties.map(() => 0)
-      return reply.map((v) => Number(v))
+      const [counters, elsewhere] = Array.isArray(reply) ? (reply as [unknown, unknown]) : [[], '']
+      if (!Array.isArray(counters) || counters.length !== parties.length) throw unexpected('fair-share counters', reply)
+      return {
+        counters: counters.map((v) => Number(v)),
+        elsewhere: elsewhere === '' || elsewhere === undefined ? undefined : Number(elsewhere),
+      }
     },
   }
 }

@@ -25,6 +25,8 @@ import { fairest } from '../fairness/vtc.ts'
 
 /** The longest the head waits before it tries again, whatever time it was named. */
 export const RECHECK_MS = 2000
+/** How long the head holds back for a party further below its share waiting on another gateway. */
+export const HOLD_MS = 40
 
 export interface CapacityTurn {
   /**
@@ -45,8 +47,15 @@ export interface LineSeat {
 
 /** Fair shares as the line uses them (fairness/shares.ts implements it). */
 export interface LineFairness {
-  /** The parties' virtual token counters in `model`, in order; undefined when they cannot be read (first come first served). */
-  counters(model: string, parties: readonly string[]): Promise<readonly number[] | undefined>
+  /**
+   * The parties' virtual token counters in `model`, in order, and the least counter of the
+   * parties waiting on other gateways (undefined: none); undefined when they cannot be read
+   * (first come first served).
+   */
+  counters(
+    model: string,
+    parties: readonly string[],
+  ): Promise<{ readonly counters: readonly number[]; readonly elsewhere: number | undefined } | undefined>
   /**
    * A party joins the line: lifted to the least counter of the active ones if it was idle
    * (fairness/vtc.ts), so the lift holds while the others are served. Never throws.
@@ -100,29 +109,39 @@ interface Line {
 export function createCapacityLine(now: () => number = Date.now, fairness?: LineFairness): CapacityLine {
   const lines = new Map<string, Line>()
 
-  /** Moves the waiter that goes next by fair share to the head (fairness/vtc.ts fairest). */
-  async function choose(line: Line): Promise<void> {
+  /**
+   * Moves the waiter that goes next by fair share to the head (fairness/vtc.ts fairest).
+   * Returns true when a party further below its share waits on another gateway: the head
+   * then holds back for HOLD_MS, so that gateway's waiter takes the room first.
+   */
+  async function choose(line: Line): Promise<boolean> {
     const seated = line.waiters.filter((w) => w.seat !== undefined && !w.trying)
-    if (fairness === undefined || seated.length !== line.waiters.length) return
+    if (fairness === undefined || seated.length === 0 || seated.length !== line.waiters.length) return false
     const model = (seated[0]?.seat as LineSeat).model
     const parties = [...new Set(seated.map((w) => (w.seat as LineSeat).party))]
-    if (parties.length < 2 || seated.some((w) => (w.seat as LineSeat).model !== model)) return
-    const counters = await fairness.counters(model, parties).catch(() => undefined)
-    if (counters === undefined) return
-    const counterOf = new Map(parties.map((p, i) => [p, counters[i] ?? 0]))
+    if (seated.some((w) => (w.seat as LineSeat).model !== model)) return false
+    const read = await fairness.counters(model, parties).catch(() => undefined)
+    if (read === undefined) return false
+    const counterOf = new Map(parties.map((p, i) => [p, read.counters[i] ?? 0]))
     // Those still waiting (some may have left while the counters were read), in arrival order.
     const still = line.waiters.filter((w) => seated.includes(w))
-    const next = fairest(
-      still.map((w) => ({ band: w.seat?.band ?? 0, counter: counterOf.get(w.seat?.party ?? '') ?? 0 })),
-    )
+    const ranked = still.map((w) => ({ band: w.seat?.band ?? 0, counter: counterOf.get(w.seat?.party ?? '') ?? 0 }))
+    const next = fairest(ranked)
     const chosen = still[next]
-    if (chosen === undefined || chosen === line.waiters[0]) return
-    line.waiters.splice(line.waiters.indexOf(chosen), 1)
-    line.waiters.unshift(chosen)
-    fairness.overtook?.(model)
+    if (chosen === undefined) return false
+    if (chosen !== line.waiters[0]) {
+      line.waiters.splice(line.waiters.indexOf(chosen), 1)
+      line.waiters.unshift(chosen)
+      fairness.overtook?.(model)
+    }
+    // A priority call does not hold back for another party's default one.
+    const mine = ranked[next] as { band: number; counter: number }
+    return mine.band >= 0 && read.elsewhere !== undefined && read.elsewhere < mine.counter
   }
 
   function schedule(key: string, line: Line): void {
+    // Choosing (or holding back): tryHead follows, and the hold's timer is its own.
+    if (line.choosing) return
     clearTimeout(line.timer)
     line.timer = undefined
     const head = line.waiters[0]
@@ -130,7 +149,7 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
       lines.delete(key)
       return
     }
-    if (head.trying || line.choosing) return
+    if (head.trying) return
     const wait = line.retryAt - now()
     if (wait > 0) {
       if (wait > RECHECK_MS) {
@@ -141,12 +160,20 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
       } else line.timer = setTimeout(() => schedule(key, line), wait)
       return
     }
-    if (fairness !== undefined && line.waiters.length > 1) {
+    if (fairness !== undefined) {
       line.choosing = true
-      void choose(line).finally(() => {
-        line.choosing = false
-        tryHead(key, line)
-      })
+      void choose(line)
+        .catch(() => false)
+        .then((hold) => {
+          if (!hold) {
+            line.choosing = false
+            return tryHead(key, line)
+          }
+          line.timer = setTimeout(() => {
+            line.choosing = false
+            tryHead(key, line)
+          }, HOLD_MS)
+        })
       return
     }
     tryHead(key, line)

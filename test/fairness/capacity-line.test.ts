@@ -5,6 +5,7 @@
 import t from 'tap'
 import {
   createCapacityLine,
+  HOLD_MS,
   type CapacityTurn,
   type LineFairness,
   type LineSeat,
@@ -13,12 +14,15 @@ import {
 const DEPLOYMENTS = ['a/m']
 const LATER = (): number => Date.now() + 60_000
 
-function fairness(counters: Record<string, number> | 'down'): LineFairness & { arrivals: string[]; overtakes: number } {
+function fairness(
+  counters: Record<string, number> | 'down',
+  elsewhere?: number,
+): LineFairness & { arrivals: string[]; overtakes: number } {
   const f = {
     arrivals: [] as string[],
     overtakes: 0,
     async counters(_model: string, parties: readonly string[]) {
-      return counters === 'down' ? undefined : parties.map((p) => counters[p] ?? 0)
+      return counters === 'down' ? undefined : { counters: parties.map((p) => counters[p] ?? 0), elsewhere }
     },
     arrived(_model: string, party: string) {
       f.arrivals.push(party)
@@ -82,4 +86,18 @@ t.test('crowded names the deployments of the line a model waits in', async (t) =
   leave.abort()
   t.equal(await entering, null)
   t.equal(line.crowded('m'), undefined, 'no one waits any more')
+})
+
+t.test('a party further below its share waiting on another gateway: the head holds back for it, once', async (t) => {
+  const line = createCapacityLine(Date.now, fairness({ heavy: 900 }, 100))
+  const started = Date.now()
+  const turn = await line.enter(DEPLOYMENTS, Date.now(), new AbortController().signal, seat('heavy'))
+  t.ok(Date.now() - started >= HOLD_MS - 5, `held back about ${HOLD_MS} ms (${Date.now() - started} ms)`)
+  turn?.pass(true)
+  const even = createCapacityLine(Date.now, fairness({ heavy: 900 }, 950))
+  const priority = createCapacityLine(Date.now, fairness({ heavy: 900 }, 100))
+  const at = Date.now()
+  ;(await even.enter(DEPLOYMENTS, Date.now(), new AbortController().signal, seat('heavy')))?.pass(true)
+  ;(await priority.enter(DEPLOYMENTS, Date.now(), new AbortController().signal, seat('heavy', -1e15)))?.pass(true)
+  t.ok(Date.now() - at < HOLD_MS, 'no hold when the others are not below it, nor for a priority call')
 })

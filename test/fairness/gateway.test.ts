@@ -1,9 +1,12 @@
 // Fair shares on running gateways (issue #39 item 2): one deployment of two calls at a time,
-// a tenant flooding it through /queue with many clients and long replies, another with few
-// clients and short replies. Each tenant gets its weight's share of the served tokens
-// within ±10 % (1:1 on the embedded store; 1:2 over two gateways on one Redis, whose
-// counters are one), a tenant alone has the whole deployment, and one that was idle gets
-// no credit for it when it comes.
+// a tenant flooding it through /queue with ten clients, another with a few. Each tenant gets
+// its weight's share of the served tokens within ±10 %: 1:1 on the embedded store (the light
+// tenant's replies a third as long: shares are of tokens, not calls), 1:2 over two gateways
+// on one Redis, whose counters are one. There both tenants' replies are as long: a tenant
+// whose next call is not waiting yet when a slot frees is not backlogged and is not owed
+// the slot (the paper's rule), and across two gateways a short call's hand-over takes long
+// enough on a loaded machine for that to cost it a few points of share. A tenant alone has
+// the whole deployment, and one that was idle gets no credit for it when it comes.
 import t, { type Test } from 'tap'
 import { randomBytes } from 'node:crypto'
 import { onSharedRedis, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -36,7 +39,10 @@ async function tenants(gw: RunningTollgate): Promise<{ flood: string; light: str
 }
 
 function within(t: Test, share: number | undefined, due: number, what: string): void {
-  t.ok(share !== undefined && Math.abs(share - due) <= 0.1 * due, `${what}: ${share?.toFixed(3)} of the tokens, due ${due.toFixed(3)} ±10 %`)
+  t.ok(
+    share !== undefined && Math.abs(share - due) <= 0.1 * due,
+    `${what}: ${share?.toFixed(3)} of the tokens, due ${due.toFixed(3)} ±10 %`,
+  )
 }
 
 t.test('1:1 on the embedded store: the flood cannot push the light tenant below half', async (t) => {
@@ -70,7 +76,7 @@ t.test('1:2 over two gateways on one Redis: shares follow the weights, the count
   const { flood, light } = await tenants(a)
   const l = load()
   l.start({ name: 'flood', key: flood, urls: [a.url, b.url], clients: 10, maxTokens: 120 })
-  l.start({ name: 'light', key: light, urls: [a.url, b.url], clients: 6, maxTokens: 40 })
+  l.start({ name: 'light', key: light, urls: [a.url, b.url], clients: 6, maxTokens: 120 })
   await l.until(WARM)
   const counters = async (): Promise<Record<string, number>> => {
     const hash = await redis.hgetall(`${prefix}{f:${MODEL}}:vtc`)
@@ -92,7 +98,10 @@ t.test('1:2 over two gateways on one Redis: shares follow the weights, the count
     Object.entries(c).reduce((sum, [party, value]) => sum + value - (before[party] ?? 0), 0)
   const settled = await pollUntil(counters, (c) => Math.abs(grown(c) - weighted) <= 0.05 * weighted, 200, 25)
   t.equal(Object.keys(settled.value).length, 2, 'one counter per tenant in the shared scope')
-  t.ok(settled.met, `the counters grew by what both gateways served, over the weights: ${grown(settled.value)} against ${weighted}`)
+  t.ok(
+    settled.met,
+    `the counters grew by what both gateways served, over the weights: ${grown(settled.value)} against ${weighted}`,
+  )
 })
 
 t.test('a tenant alone has the whole deployment; one that was idle comes back with no credit', async (t) => {
@@ -115,7 +124,9 @@ t.test('a tenant alone has the whole deployment; one that was idle comes back wi
   const bothRate = [...l.served.values()].reduce((x, y) => x + y, 0) / (Date.now() - started)
   const got = shares(l.served)
   t.same(await l.stop(), [], 'no call was refused')
-  t.comment(`alone ${aloneRate.toFixed(1)} tokens/ms, both ${bothRate.toFixed(1)}; served ${JSON.stringify(Object.fromEntries(l.served))}`)
+  t.comment(
+    `alone ${aloneRate.toFixed(1)} tokens/ms, both ${bothRate.toFixed(1)}; served ${JSON.stringify(Object.fromEntries(l.served))}`,
+  )
   t.ok((got.flood ?? 0) >= 0.4, `the flood keeps its share when the light one comes (${got.flood?.toFixed(3)})`)
   t.ok((got.light ?? 0) >= 0.4, `the light one gets its share at once (${got.light?.toFixed(3)})`)
   t.ok(aloneRate >= 0.7 * bothRate, 'alone, the flood used the room the idle tenant left')

@@ -25,7 +25,12 @@ export interface Load {
   stop(): Promise<number[]>
 }
 
-async function streamedCall(url: string, key: string, maxTokens: number, n: number): Promise<{ status: number; tokens: number }> {
+async function streamedCall(
+  url: string,
+  key: string,
+  maxTokens: number,
+  n: number,
+): Promise<{ status: number; tokens: number }> {
   const res = await fetch(`${url}/queue/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -83,7 +88,8 @@ export function load(): Load {
       calls = 0
     },
     start(tenant) {
-      for (let i = 0; i < tenant.clients; i++) running.push(client(tenant, tenant.urls[i % tenant.urls.length] as string))
+      for (let i = 0; i < tenant.clients; i++)
+        running.push(client(tenant, tenant.urls[i % tenant.urls.length] as string))
     },
     async stop() {
       stopped = true

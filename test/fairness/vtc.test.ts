@@ -5,7 +5,7 @@
 // the Redis store answers as the memory one does, shared by two clients.
 import t, { type Test } from 'tap'
 import { activeFloor, charge, effectiveCounter, fairest, type PartyState } from '../../src/fairness/vtc.ts'
-import { memoryFairStore, redisFairStore, type FairStore } from '../../src/fairness/store.ts'
+import { memoryFairStore, redisFairStore, WAITING_MS, type FairStore } from '../../src/fairness/store.ts'
 import { testNamespace } from '../helpers/redis.ts'
 
 const ACTIVE = 10_000
@@ -129,11 +129,13 @@ async function storeBehaviour(t: Test, one: FairStore, two: FairStore): Promise<
   t.equal(await one.charge(scope, 'a', 100, 0, ACTIVE), 100)
   t.equal(await two.charge(scope, 'a', 50.5, 1_000, ACTIVE), 150.5, "the second store adds to the first's")
   t.equal(await two.charge(scope, 'b', 10, 1_000, ACTIVE), 160.5, 'a newcomer starts at the active floor')
-  t.same(await one.read(scope, ['a', 'b', 'c'], 2_000, ACTIVE), [150.5, 160.5, 150.5])
-  t.same(await one.read('other', ['a'], 2_000, ACTIVE), [0], 'scopes are apart')
-  t.same(await one.read(scope, ['a', 'b'], 20_000, ACTIVE), [150.5, 160.5], 'nobody active: each keeps its own')
+  const counters = async (store: FairStore, s: string, parties: string[], at: number): Promise<readonly number[]> =>
+    (await store.read(s, parties, at, ACTIVE)).counters
+  t.same(await counters(one, scope, ['a', 'b', 'c'], 2_000), [150.5, 160.5, 150.5])
+  t.same(await counters(one, 'other', ['a'], 2_000), [0], 'scopes are apart')
+  t.same(await counters(one, scope, ['a', 'b'], 20_000), [150.5, 160.5], 'nobody active: each keeps its own')
   t.equal(await one.charge(scope, 'a', 1, 20_000, ACTIVE), 151.5)
-  t.same(await two.read(scope, ['b'], 20_001, ACTIVE), [160.5], 'b idle ahead of a keeps its counter')
+  t.same(await counters(two, scope, ['b'], 20_001), [160.5], 'b idle ahead of a keeps its counter')
   t.equal(await two.charge(scope, 'a', -1, 20_002, ACTIVE), 150.5, 'a charge given back')
 }
 
@@ -154,4 +156,15 @@ t.test('the Redis store, shared by two clients, answers as the memory one', asyn
     b.disconnect()
   })
   await storeBehaviour(t, redisFairStore(a, prefix), redisFairStore(b, prefix))
+  // Who waits where: a party one instance read as waiting is seen by the other, for WAITING_MS.
+  const [one, two] = [redisFairStore(a, prefix), redisFairStore(b, prefix)]
+  await one.charge('m', 'low', 10, 100_000, ACTIVE)
+  await one.charge('m', 'high', 50, 100_000, ACTIVE)
+  t.equal((await one.read('m', ['low'], 100_010, ACTIVE)).elsewhere, undefined, 'nobody waits elsewhere')
+  t.equal((await two.read('m', ['high'], 100_020, ACTIVE)).elsewhere, 10, 'low waits on the first instance')
+  t.equal(
+    (await two.read('m', ['high'], 100_020 + WAITING_MS + 1, ACTIVE)).elsewhere,
+    undefined,
+    'no longer read waiting',
+  )
 })

@@ -12,9 +12,10 @@
 // (waiter.ts), so no call here waits on one behind it in its key's line. Between keys, with
 // fair shares (src/fairness/, `fairness` below), the one that tries next is not the first
 // refused but the one of the lowest priority band whose party (a key's owner) has the
-// lowest virtual token counter, read from the store when more than one party waits; a
-// store that does not answer leaves the line first come first served. Without fair shares,
-// or with one party waiting, it is first come first served.
+// lowest virtual token counter, read from the store before each try (first come first
+// served between calls of one party, and when the store does not answer). When a party
+// further below its share waits on another gateway, the head holds back HOLD_MS so that
+// gateway's call takes the room. Without fair shares it is first come first served.
 //
 // Two things make a wake-up that does not come impossible: room() that arrives while the
 // head is trying is kept for its next again() (the head tries once more at once instead of

@@ -58,6 +58,7 @@ import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
 import { withBatchRoom } from './priority/batch-room.ts'
 import { redisAskBoard } from './priority/redis-asks.ts'
+import { createFairSharesFromConfig, withFairShares } from './fairness/index.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -203,11 +204,13 @@ export async function startGateway(
     events,
     config.limits.windowMs,
   )
+  // Fair shares between parties under contention (fairness/): the limiter charges, the queue's capacity line reads.
+  const fairShares = createFairSharesFromConfig(config, redis, log, () => runtime.current.config.plans, metrics)
   // A call without an output cap reserves what calls like it produced (reservations/).
   // A batch line on the whole of its key's limits while no interactive call wants room (priority/batch-room.ts).
   const limiter = withBatchRoom(
     withLearnedReservations(
-      rateLimiter,
+      withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
       createOutputReservationsFromConfig(config, redis, log),
       () => runtime.current.config.plans,
       metrics,
@@ -293,6 +296,7 @@ export async function startGateway(
     // Room coming back and limits learned elsewhere reach every capacity a reload builds (they share their listeners).
     capacity: runtime.current.capacity,
     tracing,
+    fairness: fairShares,
   })
   const batches = createBatchesFromConfig({
     config,

@@ -429,6 +429,8 @@ const tier = z.strictObject({
   serviceTiers: serviceTiersSchema.optional(),
   /** What a call without an output cap reserves against the token-rate limits (outputReservationSchema). */
   outputReservation: outputReservationSchema.optional(),
+  /** Its keys' weight in fair shares of contended capacity (src/fairness/, docs/limits.md "Fair shares"); default 1. */
+  fairShare: z.strictObject({ weight: z.number().gt(0).max(1000).optional() }).optional(),
   /** The guardrail policy (config `guardrails.policies`) this tier's calls are checked under; unset: none (docs/guardrails.md). */
   guardrails: z.string().min(1).optional(),
   /** Applies to models the tier does not list. */

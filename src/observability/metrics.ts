@@ -45,6 +45,10 @@ export interface Metrics {
   readonly queueWaitPredictionRatio: Histogram<'class'>
   /** Output tokens per reply a call without an output cap reserved on the rate limits, by what decided it (key, tier, model: a learned sketch; fixed). */
   readonly outputReservation: Histogram<'source'>
+  /** Tokens served divided by the tier's fair-share weight (src/fairness/): equal rates between tiers are fair shares. */
+  readonly fairShareTokens: Counter<'model' | 'tier'>
+  /** Calls that went ahead of an earlier one in the capacity line for their fair share. */
+  readonly fairShareOvertakes: Counter<'model'>
   readonly queueWorkerUp: Gauge
   readonly queueStarts: Counter<'path'>
   readonly queueLeasesRecovered: Counter
@@ -324,6 +328,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: 'Actual over predicted wait of drop-in calls predicted to wait (1: exact; above 1: waited longer than predicted)',
       labelNames: ['class'],
       buckets: [0.1, 0.25, 0.5, 0.75, 0.9, 1.1, 1.25, 1.5, 2, 4, 10],
+      registers,
+    }),
+    fairShareTokens: new Counter({
+      name: 'tollgate_fair_share_weighted_tokens_total',
+      help: "Tokens served divided by the tier's fair-share weight; under contention the tiers' rates are equal",
+      labelNames: ['model', 'tier'],
+      registers,
+    }),
+    fairShareOvertakes: new Counter({
+      name: 'tollgate_fair_share_overtakes_total',
+      help: 'Calls that went ahead of an earlier one in the capacity line because their party was further below its share',
+      labelNames: ['model'],
       registers,
     }),
     outputReservation: new Histogram({

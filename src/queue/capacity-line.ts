@@ -8,17 +8,26 @@
 // over pub/sub, on another). So a reset or a freed slot lets through as many calls as the
 // store grants, one try at a time per gateway, and the rest keep their places.
 //
-// Fairness between keys and order within a key's line are the queue's: calls reach this
-// line in the order the queue started them, and only the head of its key's line waits here
-// (waiter.ts), so no call here waits on one behind it in its key's line.
+// Order within a key's line is the queue's: only the head of its key's line waits here
+// (waiter.ts), so no call here waits on one behind it in its key's line. Between keys, with
+// fair shares (src/fairness/, `fairness` below), the one that tries next is not the first
+// refused but the one of the lowest priority band whose party (a key's owner) has the
+// lowest virtual token counter, read from the store before each try (first come first
+// served between calls of one party, and when the store does not answer). When a party
+// further below its share waits on another gateway, the head holds back HOLD_MS so that
+// gateway's call takes the room. Without fair shares it is first come first served.
 //
 // Two things make a wake-up that does not come impossible: room() that arrives while the
 // head is trying is kept for its next again() (the head tries once more at once instead of
 // waiting for a time that may be a lease's ten minutes away), and no wait is longer than
 // RECHECK_MS (a message lost between gateways costs at most that).
 
+import { fairest } from '../fairness/vtc.ts'
+
 /** The longest the head waits before it tries again, whatever time it was named. */
 export const RECHECK_MS = 2000
+/** How long the head holds back for a party further below its share waiting on another gateway. */
+export const HOLD_MS = 40
 
 export interface CapacityTurn {
   /**
@@ -30,9 +39,47 @@ export interface CapacityTurn {
   again(retryAt: number): Promise<boolean>
 }
 
+/** Who waits, for fair shares: its model (the counters' scope), its party and its priority band (bandOf). */
+export interface LineSeat {
+  readonly model: string
+  readonly party: string
+  readonly band: number
+}
+
+/** Fair shares as the line uses them (fairness/shares.ts implements it). */
+export interface LineFairness {
+  /**
+   * The parties' virtual token counters in `model`, in order, and the least counter of the
+   * parties waiting on other gateways (undefined: none); undefined when they cannot be read
+   * (first come first served).
+   */
+  counters(
+    model: string,
+    parties: readonly string[],
+  ): Promise<{ readonly counters: readonly number[]; readonly elsewhere: number | undefined } | undefined>
+  /**
+   * A party joins the line: lifted to the least counter of the active ones if it was idle
+   * (fairness/vtc.ts), so the lift holds while the others are served. Never throws.
+   */
+  arrived(model: string, party: string): void
+  /** A waiter that came later went first for its share (a metric). */
+  overtook?(model: string): void
+}
+
 export interface CapacityLine {
   /** Joins the line of `deployments` (refused until `retryAt`) and waits for its turn; null when `signal` fired first. */
-  enter(deployments: readonly string[], retryAt: number, signal: AbortSignal): Promise<CapacityTurn | null>
+  enter(
+    deployments: readonly string[],
+    retryAt: number,
+    signal: AbortSignal,
+    seat?: LineSeat,
+  ): Promise<CapacityTurn | null>
+  /**
+   * The deployments of a line where calls of `model` wait (undefined: none waits). With fair
+   * shares, a call about to try a deployment for the first time joins that line instead,
+   * so it does not take the room the line waits for ahead of its turn.
+   */
+  crowded(model: string): readonly string[] | undefined
   /** Room may have come back on a deployment: the head of each line waiting on it tries now. */
   room(deploymentId: string): void
   /** Calls waiting, over every line (for tests and metrics). */
@@ -40,6 +87,7 @@ export interface CapacityLine {
 }
 
 interface Waiter {
+  readonly seat: LineSeat | undefined
   trying: boolean
   /** When it was last told to try (its line's room() since then counts for its next again()). */
   triedAt: number
@@ -55,12 +103,46 @@ interface Line {
   /** When room() last said room may have come back (epoch ms). */
   roomAt: number
   timer: NodeJS.Timeout | undefined
+  /** The counters are being read to choose who tries next. */
+  choosing: boolean
 }
 
-export function createCapacityLine(now: () => number = Date.now): CapacityLine {
+export function createCapacityLine(now: () => number = Date.now, fairness?: LineFairness): CapacityLine {
   const lines = new Map<string, Line>()
 
+  /**
+   * Moves the waiter that goes next by fair share to the head (fairness/vtc.ts fairest).
+   * Returns true when a party further below its share waits on another gateway: the head
+   * then holds back for HOLD_MS, so that gateway's waiter takes the room first.
+   */
+  async function choose(line: Line): Promise<boolean> {
+    const seated = line.waiters.filter((w) => w.seat !== undefined && !w.trying)
+    if (fairness === undefined || seated.length === 0 || seated.length !== line.waiters.length) return false
+    const model = (seated[0]?.seat as LineSeat).model
+    const parties = [...new Set(seated.map((w) => (w.seat as LineSeat).party))]
+    if (seated.some((w) => (w.seat as LineSeat).model !== model)) return false
+    const read = await fairness.counters(model, parties).catch(() => undefined)
+    if (read === undefined) return false
+    const counterOf = new Map(parties.map((p, i) => [p, read.counters[i] ?? 0]))
+    // Those still waiting (some may have left while the counters were read), in arrival order.
+    const still = line.waiters.filter((w) => seated.includes(w))
+    const ranked = still.map((w) => ({ band: w.seat?.band ?? 0, counter: counterOf.get(w.seat?.party ?? '') ?? 0 }))
+    const next = fairest(ranked)
+    const chosen = still[next]
+    if (chosen === undefined) return false
+    if (chosen !== line.waiters[0]) {
+      line.waiters.splice(line.waiters.indexOf(chosen), 1)
+      line.waiters.unshift(chosen)
+      fairness.overtook?.(model)
+    }
+    // A priority call does not hold back for another party's default one.
+    const mine = ranked[next] as { band: number; counter: number }
+    return mine.band >= 0 && read.elsewhere !== undefined && read.elsewhere < mine.counter
+  }
+
   function schedule(key: string, line: Line): void {
+    // Choosing (or holding back): tryHead follows, and the hold's timer is its own.
+    if (line.choosing) return
     clearTimeout(line.timer)
     line.timer = undefined
     const head = line.waiters[0]
@@ -79,6 +161,29 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
       } else line.timer = setTimeout(() => schedule(key, line), wait)
       return
     }
+    if (fairness !== undefined) {
+      line.choosing = true
+      void choose(line)
+        .catch(() => false)
+        .then((hold) => {
+          if (!hold) {
+            line.choosing = false
+            return tryHead(key, line)
+          }
+          line.timer = setTimeout(() => {
+            line.choosing = false
+            tryHead(key, line)
+          }, HOLD_MS)
+        })
+      return
+    }
+    tryHead(key, line)
+  }
+
+  /** The head tries now (choose() may have put another there; one that left is gone). */
+  function tryHead(key: string, line: Line): void {
+    const head = line.waiters[0]
+    if (head === undefined || head.trying) return schedule(key, line)
     head.trying = true
     head.triedAt = now()
     const go = head.go
@@ -116,14 +221,22 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
   }
 
   return {
-    async enter(deployments, retryAt, signal) {
+    async enter(deployments, retryAt, signal, seat) {
       const key = deployments.join('\n')
       let line = lines.get(key)
       if (line === undefined) {
-        line = { deployments: new Set(deployments), waiters: [], retryAt, roomAt: 0, timer: undefined }
+        line = {
+          deployments: new Set(deployments),
+          waiters: [],
+          retryAt,
+          roomAt: 0,
+          timer: undefined,
+          choosing: false,
+        }
         lines.set(key, line)
       } else if (line.waiters.length === 0) line.retryAt = retryAt
-      const me: Waiter = { trying: false, triedAt: 0, go: null }
+      const me: Waiter = { seat, trying: false, triedAt: 0, go: null }
+      if (seat !== undefined) fairness?.arrived(seat.model, seat.party)
       line.waiters.push(me)
       const joined = line
       if (!(await waitFor(key, joined, me, signal))) return null
@@ -144,6 +257,13 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
           return ok
         },
       }
+    },
+    crowded(model) {
+      if (fairness === undefined) return undefined
+      for (const line of lines.values()) {
+        if (line.waiters.some((w) => w.seat?.model === model)) return [...line.deployments]
+      }
+      return undefined
     },
     room(deploymentId) {
       for (const [key, line] of lines) {

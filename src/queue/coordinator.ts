@@ -7,7 +7,7 @@
 // worker, see bullmq-runner.ts): those of a gateway whose heartbeat ran out, and its own
 // that it no longer runs, go to the shared queue.
 import type { Logger } from '../observability/logger.ts'
-import { createCapacityLine, type CapacityLine } from './capacity-line.ts'
+import { createCapacityLine, type CapacityLine, type LineFairness } from './capacity-line.ts'
 import type { JobRunner, QueueStore, RequestRef, Ticket } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import { decodeTicket, encodeTicket } from './tickets.ts'
@@ -33,12 +33,14 @@ export interface CoordinatorOptions {
   readonly onLeaseRecovered?: () => void
   /** Another instance learned a limit of a deployment (capacity's learnedElsewhere). */
   readonly onDeploymentLearned?: (deploymentId: string) => void
+  /** Fair shares between the parties waiting in the capacity line (src/fairness/); absent: first come first served. */
+  readonly fairness?: LineFairness
 }
 
 export class Coordinator {
   readonly instance: string
   /** Calls of this gateway waiting for a deployment with room (capacity-line.ts). */
-  readonly capacityLine: CapacityLine = createCapacityLine()
+  readonly capacityLine: CapacityLine
   readonly store: QueueStore
   readonly runner: JobRunner
   readonly #log: Logger
@@ -55,6 +57,7 @@ export class Coordinator {
 
   constructor(options: CoordinatorOptions) {
     this.instance = options.instance
+    this.capacityLine = createCapacityLine(Date.now, options.fairness)
     this.store = options.store
     this.runner = options.runner
     this.#log = options.log

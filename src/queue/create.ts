@@ -4,6 +4,7 @@
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { LineFairness } from './capacity-line.ts'
 import type { Tracing } from '../observability/tracing.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import type { Limiter } from '../limits/port.ts'
@@ -31,6 +32,8 @@ export interface QueueParts {
   readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
   /** Traces: a stored request's run continues the trace that accepted it. */
   readonly tracing?: Tracing
+  /** Fair shares in the capacity line (src/fairness/). */
+  readonly fairness?: LineFairness
 }
 
 /** queue.shards on a cluster unless set: a share for each master of any common size. */

@@ -29,6 +29,7 @@ import {
 } from './ports.ts'
 import type { QueueSignals, SignalHandlers } from './signals.ts'
 import type { DeploymentCapacity } from '../capacity/port.ts'
+import type { LineFairness } from './capacity-line.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
@@ -53,6 +54,8 @@ export interface QueueServiceDeps {
   readonly capacity?: Pick<DeploymentCapacity, 'onRoom' | 'learnedElsewhere'>
   /** Traces: accepted requests keep their trace to their run (worker.ts). */
   readonly tracing?: Tracing
+  /** Fair shares between the parties waiting in the capacity line (capacity-line.ts, src/fairness/). */
+  readonly fairness?: LineFairness
 }
 
 export interface ListQuery {
@@ -175,6 +178,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     recoverAfterMs: settings.recoverAfterMs,
     onLeaseRecovered: () => metrics.queueLeasesRecovered.inc(),
     onDeploymentLearned: (deploymentId) => deps.capacity?.learnedElsewhere(deploymentId),
+    ...(deps.fairness === undefined ? {} : { fairness: deps.fairness }),
   })
   deps.capacity?.onRoom((deploymentId) => coordinator.capacityLine.room(deploymentId))
   const shutdown = new AbortController()

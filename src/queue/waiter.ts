@@ -134,7 +134,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           options.shutdown,
           AbortSignal.timeout(Math.max(0, deadline - Date.now())),
         ])
-        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends))
+        const seat = { model: request.model, party: request.owner ?? request.keyId, band: bandOf(request.serviceClass) }
+        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends, seat))
         if (mine !== null && (mine !== turn || (await mine.again(at)))) {
           turn = mine
           return
@@ -175,6 +176,13 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           }
           // Only the head of its key's line waits for a deployment: a call that waited there
           // while behind another of its key would wait on a call that waits on it (issue #36).
+          // With fair shares, a first try joins the capacity line others wait in (capacity-line.ts crowded).
+          const crowd =
+            upstreamAt === null && turn === null && attempt === 0 ? c.capacityLine.crowded(request.model) : undefined
+          if (crowd !== undefined) {
+            capacityOf = crowd
+            upstreamAt = Date.now()
+          }
           if (upstreamAt !== null) {
             await capacityTurn(upstreamAt)
             upstreamAt = null

@@ -197,3 +197,9 @@ export async function withRedis<T>(redis: RedisConnection, fn: () => Promise<T>)
 export function unexpected(what: string, reply: unknown): TypeError {
   return new TypeError(`${what} answered ${JSON.stringify(reply)}`)
 }
+
+/** `<prefix>{f:<scope>}:`, the slot of one contended scope's fair-share counters (fairness/store.ts). */
+export function fairNamespace(prefix: string, scope: string): string {
+  checkPrefix(prefix)
+  return `${prefix}{f:${encodeURIComponent(scope)}}:`
+}

@@ -1,0 +1,22 @@
+// Fair shares between parties under contention (docs/limits.md "Fair shares"), as main.ts
+// builds them: counters on the gateway's Redis when there is one (shared by every instance),
+// in this process otherwise.
+import type { Config, PlansConfig } from '../config/schema.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { Metrics } from '../observability/metrics.ts'
+import type { RedisConnection } from '../store/redis-client.ts'
+import { createFairShares, type FairShares } from './shares.ts'
+import { memoryFairStore, redisFairStore } from './store.ts'
+
+export { createFairShares, partyOf, weightOf, withFairShares, type FairShares } from './shares.ts'
+
+export function createFairSharesFromConfig(
+  config: Pick<Config, 'store'>,
+  redis: RedisConnection | undefined,
+  log: Logger,
+  plans: () => PlansConfig,
+  metrics?: Pick<Metrics, 'fairShareTokens' | 'fairShareOvertakes'>,
+): FairShares {
+  const store = redis === undefined ? memoryFairStore() : redisFairStore(redis, config.store.keyPrefix)
+  return createFairShares({ store, plans, log, ...(metrics === undefined ? {} : { metrics }) })
+}

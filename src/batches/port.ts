@@ -79,8 +79,16 @@ export interface BatchLine {
   readonly body: Record<string, unknown>
   /** The stored /queue request it runs as, once chosen (before it is submitted). */
   readonly queueId: string | null
+  /**
+   * The queue took it (its enqueue succeeded): false while only chosen. Absent on lines kept
+   * before it was recorded. A line the queue took and no longer knows is not submitted again.
+   */
+  readonly submitted?: boolean
   readonly result: LineResult | null
 }
+
+/** What the runner changes of a line. */
+export type LinePatch = Partial<Pick<BatchLine, 'queueId' | 'submitted' | 'result'>>
 
 export interface BatchPage {
   readonly data: BatchRecord[]
@@ -109,7 +117,7 @@ export interface BatchStore {
   unlease(id: string, instance: string): Promise<void>
   putLines(id: string, lines: readonly BatchLine[]): Promise<void>
   lines(id: string): Promise<BatchLine[]>
-  setLine(id: string, index: number, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>): Promise<void>
+  setLine(id: string, index: number, patch: LinePatch): Promise<void>
   ping(): Promise<boolean>
   close(): Promise<void>
 }

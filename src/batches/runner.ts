@@ -6,9 +6,11 @@
 // capacity, metered once. The runner keeps a window of lines in the queue, collects what
 // each got, and writes the output and error files at the end.
 //
-// Exactly once: a line's queue id is kept before it is submitted; after a restart a line
-// with an id is submitted again only when the queue has no such request (it never took
-// it), and the queue itself runs and charges each stored request once.
+// Exactly once: a line's queue id is kept before it is submitted, and that the queue took
+// it once it did; after a restart a line with an id is submitted again only when the queue
+// never took it. One it took and no longer knows (its result was purged: the gateway was
+// down longer than queue.resultTtlSeconds) ends as an error, never runs again. The queue
+// itself runs and charges each stored request once (queue/charge-once.ts).
 import { GatewayError, toGatewayError } from '../errors.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import { principalOf, type Principal } from '../keys/record.ts'
@@ -19,6 +21,7 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import { lineError, lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
   type BatchError,
@@ -26,6 +29,7 @@ import {
   type BatchPatch,
   type BatchRecord,
   type BatchStore,
+  type LinePatch,
   type LineResult,
 } from './port.ts'
 
@@ -56,15 +60,6 @@ export interface BatchRunner {
   /** Looks at once (a batch was created or cancelled on this instance). */
   poke(): void
   close(): Promise<void>
-}
-
-interface QueueView {
-  readonly status?: unknown
-  readonly response?: {
-    readonly status_code?: unknown
-    readonly body?: unknown
-    readonly usage?: { readonly input_tokens?: unknown; readonly output_tokens?: unknown }
-  }
 }
 
 const isNotFound = (error: unknown): boolean => error instanceof GatewayError && error.status === 404
@@ -171,23 +166,6 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     })
   }
 
-  /** What the queue says of a line in the queue: its result once it has one. */
-  function resultOf(line: BatchLine, view: QueueView): LineResult | null {
-    const status = view.status
-    if (status === 'queued' || status === 'in_progress') return null
-    const response = view.response
-    if (response !== undefined && typeof response.status_code === 'number')
-      return { kind: 'response', statusCode: response.status_code, requestId: line.queueId ?? '', body: response.body }
-    return {
-      kind: 'error',
-      code: status === 'cancelled' ? 'batch_cancelled' : 'batch_expired',
-      message:
-        status === 'cancelled'
-          ? 'The batch was cancelled before this request ran.'
-          : 'This request expired before it ran.',
-    }
-  }
-
   /** One look at a batch in progress; returns whether every line still to run has ended. */
   async function step(
     record: BatchRecord,
@@ -199,7 +177,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     let changed = false
     /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
     const at = new Map(lines.map((l, i) => [l.index, i]))
-    const set = async (line: BatchLine, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
+    const set = async (line: BatchLine, patch: LinePatch) => {
       await store.setLine(record.id, line.index, patch)
       const i = at.get(line.index) ?? -1
       const current = lines[i]
@@ -216,6 +194,8 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       try {
         const call = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
         await queue.enqueue(call, queueId)
+        // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
+        await set(line, { submitted: true })
         return true
       } catch (error) {
         const known = toGatewayError(error)
@@ -235,19 +215,18 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         if (!isNotFound(error)) throw error
         view = null
       }
-      if (view === null) {
-        // Chosen but never taken by the queue (a restart between, or a full queue).
-        if (stopping) await set(line, { result: resultOf(line, { status: 'cancelled' }) })
-        else if (await submit(line, line.queueId)) inQueue++
+      const state = lineState(line, view, stopping)
+      if (state.kind === 'submit') {
+        if (await submit(line, line.queueId)) inQueue++
         continue
       }
-      const result = resultOf(line, view)
-      if (result === null) {
+      if (state.kind === 'waiting') {
         inQueue++
-        if (stopping && view.status === 'queued') await queue.cancel(line.queueId, record.owner).catch(() => undefined)
+        if (stopping && view?.status === 'queued') await queue.cancel(line.queueId, record.owner).catch(() => undefined)
         continue
       }
-      const u = view.response?.usage
+      const { result } = state
+      const u = view?.response?.usage
       usage = {
         inputTokens: usage.inputTokens + Number(u?.input_tokens ?? 0),
         outputTokens: usage.outputTokens + Number(u?.output_tokens ?? 0),
@@ -260,7 +239,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)
         // Kept before it is submitted: a restart in between submits it again, once.
-        await set(line, { queueId })
+        await set(line, { queueId, submitted: false })
         if (!(await submit(line, queueId))) break
         if (lines[i]?.result === null) inQueue++
       }
@@ -284,11 +263,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     const out: string[] = []
     const err: string[] = []
     for (const line of lines) {
-      const result: LineResult | null =
-        line.result ??
-        (expired
-          ? { kind: 'error', code: 'batch_expired', message: 'This request was not run before the batch expired.' }
-          : null)
+      const result: LineResult | null = line.result ?? (expired ? lineError('batch_expired') : null)
       if (result === null) continue
       const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
       if (result.kind === 'response') {

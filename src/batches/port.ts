@@ -105,8 +105,13 @@ export interface BatchStore {
   get(id: string): Promise<BatchRecord | null>
   /** An owner's batches, newest first, after the one with id `after`. */
   list(owner: string, page: { readonly after?: string | undefined; readonly limit: number }): Promise<BatchPage>
-  /** The runner's write; returns the record as it now stands (null: no such batch). */
-  update(id: string, patch: BatchPatch): Promise<BatchRecord | null>
+  /**
+   * The runner's write; returns the record as it now stands (null: no such batch). With
+   * `holder`, written only while that instance holds the batch's lease (null otherwise): an
+   * instance whose lease lapsed (a finalize longer than the lease) writes nothing over the
+   * instance that took the batch on.
+   */
+  update(id: string, patch: BatchPatch, holder?: string): Promise<BatchRecord | null>
   /** Marks a cancel asked at `now` (once: a later ask keeps the first time). */
   cancel(id: string, now: number): Promise<BatchRecord | null>
   /** Ids of the batches not yet finished, oldest first. */

@@ -21,6 +21,7 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import { LEASE_MS, whileLeased } from './lease.ts'
 import { lineError, lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
@@ -50,8 +51,6 @@ export interface BatchRunnerDeps {
   readonly onFinished?: (batch: BatchRecord) => void
 }
 
-/** How long a lease lasts without renewal: another instance takes the batch after it. */
-const LEASE_MS = 30_000
 /** Errors of a failed validation kept on the batch (OpenAI's list is bounded too). */
 const MAX_ERRORS = 1000
 
@@ -91,8 +90,11 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return key === null || key.status !== 'active' ? null : principalOf(key)
   }
 
+  /** The runner's writes on a record: only while this instance holds the batch's lease. */
+  const update = (id: string, patch: BatchPatch): Promise<BatchRecord | null> => store.update(id, patch, deps.instance)
+
   async function finish(record: BatchRecord, patch: BatchPatch): Promise<BatchRecord | null> {
-    const next = await store.update(record.id, patch)
+    const next = await update(record.id, patch)
     if (next !== null && isFinalBatch(next.status)) deps.onFinished?.(next)
     return next
   }
@@ -158,7 +160,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     )
     const models = new Set(lines.map((l) => l.body.model))
     const [only] = models
-    await store.update(record.id, {
+    await update(record.id, {
       status: 'in_progress',
       inProgressAt: Date.now(),
       counts: { total: lines.length, completed: 0, failed: 0 },
@@ -247,7 +249,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     if (changed) {
       const done = lines.filter((l) => l.result !== null)
       const completed = done.filter((l) => l.result?.kind === 'response' && l.result.statusCode < 400).length
-      await store.update(record.id, {
+      await update(record.id, {
         counts: { total: lines.length, completed, failed: done.length - completed },
         usage,
       })
@@ -257,9 +259,31 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
   }
 
+  /** Writes the output and error files, the lease renewed meanwhile: a large batch may take longer than it lasts. */
   async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
+    await whileLeased({ store, id: record.id, instance: deps.instance }, async (held) => {
+      if ((await update(record.id, { status: 'finalizing', finalizingAt: Date.now() })) === null) return
+      const files = await writeFiles(record, lines, stopping)
+      const now = Date.now()
+      const expired = stopping && record.cancelAt === null
+      const end: BatchPatch = !stopping
+        ? { status: 'completed', completedAt: now }
+        : expired
+          ? { status: 'expired', expiredAt: now }
+          : { status: 'cancelled', cancelledAt: now }
+      // Lost meanwhile (this instance stalled past the lease): the instance that took it on finishes it.
+      if (!held() || (await finish(record, { ...end, ...files })) === null)
+        log.warn({ batchId: record.id }, 'batch runner: lost the lease while finalizing; left to its new holder')
+    })
+  }
+
+  /** The output and error files of a batch whose lines have ended. */
+  async function writeFiles(
+    record: BatchRecord,
+    lines: readonly BatchLine[],
+    stopping: boolean,
+  ): Promise<{ outputFileId: string | null; errorFileId: string | null }> {
     const expired = stopping && record.cancelAt === null
-    await store.update(record.id, { status: 'finalizing', finalizingAt: Date.now() })
     const out: string[] = []
     const err: string[] = []
     for (const line of lines) {
@@ -292,13 +316,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         : uploadFile(runtime, deps.ownership, record.owner, name, Buffer.from(`${rows.join('\n')}\n`))
     const outputFileId = await upload(out, `${record.id}_output.jsonl`)
     const errorFileId = await upload(err, `${record.id}_error.jsonl`)
-    const now = Date.now()
-    const end: BatchPatch = !stopping
-      ? { status: 'completed', completedAt: now }
-      : expired
-        ? { status: 'expired', expiredAt: now }
-        : { status: 'cancelled', cancelledAt: now }
-    await finish(record, { ...end, outputFileId, errorFileId })
+    return { outputFileId, errorFileId }
   }
 
   async function drive(id: string): Promise<void> {
@@ -312,7 +330,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         else await validate(record)
         continue
       }
-      if (record.cancelAt !== null && record.status === 'in_progress') await store.update(id, { status: 'cancelling' })
+      if (record.cancelAt !== null && record.status === 'in_progress') await update(id, { status: 'cancelling' })
       lines ??= await store.lines(id)
       const { settled, stopping, progressed } = await step(record, lines)
       if (settled) {

@@ -595,7 +595,9 @@ export function createRedisStores(
           settles.push({ ...r, stream: r.stream })
           continue
         }
-        const slot = identityNamespace(prefix, { keyId: r.keyId, owner: r.owner })
+        // A once charge's marker lives far longer than a retry's: in a script of its own, so
+        // the other rows' markers keep their short life (idMemoryMs takes a write's longest).
+        const slot = `${identityNamespace(prefix, { keyId: r.keyId, owner: r.owner })}${r.keepIdMs === undefined ? '' : '\u0000once'}`
         groups.set(slot, [...(groups.get(slot) ?? []), r])
       }
       // One write per slot (the meter sends one row; a retry may carry several owners'), and

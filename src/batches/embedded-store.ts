@@ -54,6 +54,7 @@ export function openEmbeddedBatchStore(dataDir: string): BatchStore {
       'UPDATE batches SET lease_by = ?, lease_until = ? WHERE id = ? AND (lease_by IS NULL OR lease_by = ? OR lease_until <= ?)',
     ),
     unlease: db.prepare('UPDATE batches SET lease_by = NULL, lease_until = NULL WHERE id = ? AND lease_by = ?'),
+    holder: db.prepare('SELECT 1 AS held FROM batches WHERE id = ? AND lease_by = ? AND lease_until > ?'),
     putLine: db.prepare('INSERT OR REPLACE INTO batch_lines (batch_id, idx, line) VALUES (?, ?, ?)'),
     lines: db.prepare('SELECT line FROM batch_lines WHERE batch_id = ? ORDER BY idx'),
     line: db.prepare('SELECT line FROM batch_lines WHERE batch_id = ? AND idx = ?'),
@@ -83,10 +84,11 @@ export function openEmbeddedBatchStore(dataDir: string): BatchStore {
       const data = rows.slice(0, limit).map((row) => recordOf(row) as BatchRecord)
       return { data, hasMore: rows.length > limit }
     },
-    async update(id, patch) {
+    async update(id, patch, holder) {
       return transaction(db, () => {
         const current = recordOf(sql.get.get(id))
         if (current === null) return null
+        if (holder !== undefined && sql.holder.get(id, holder, Date.now()) === undefined) return null
         const next: BatchRecord = { ...current, ...patch }
         sql.write.run(stored(next), isFinalBatch(next.status) ? 0 : 1, id)
         return next

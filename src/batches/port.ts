@@ -79,8 +79,16 @@ export interface BatchLine {
   readonly body: Record<string, unknown>
   /** The stored /queue request it runs as, once chosen (before it is submitted). */
   readonly queueId: string | null
+  /**
+   * The queue took it (its enqueue succeeded): false while only chosen. Absent on lines kept
+   * before it was recorded. A line the queue took and no longer knows is not submitted again.
+   */
+  readonly submitted?: boolean
   readonly result: LineResult | null
 }
+
+/** What the runner changes of a line. */
+export type LinePatch = Partial<Pick<BatchLine, 'queueId' | 'submitted' | 'result'>>
 
 export interface BatchPage {
   readonly data: BatchRecord[]
@@ -97,8 +105,13 @@ export interface BatchStore {
   get(id: string): Promise<BatchRecord | null>
   /** An owner's batches, newest first, after the one with id `after`. */
   list(owner: string, page: { readonly after?: string | undefined; readonly limit: number }): Promise<BatchPage>
-  /** The runner's write; returns the record as it now stands (null: no such batch). */
-  update(id: string, patch: BatchPatch): Promise<BatchRecord | null>
+  /**
+   * The runner's write; returns the record as it now stands (null: no such batch). With
+   * `holder`, written only while that instance holds the batch's lease (null otherwise): an
+   * instance whose lease lapsed (a finalize longer than the lease) writes nothing over the
+   * instance that took the batch on.
+   */
+  update(id: string, patch: BatchPatch, holder?: string): Promise<BatchRecord | null>
   /** Marks a cancel asked at `now` (once: a later ask keeps the first time). */
   cancel(id: string, now: number): Promise<BatchRecord | null>
   /** Ids of the batches not yet finished, oldest first. */
@@ -109,7 +122,7 @@ export interface BatchStore {
   unlease(id: string, instance: string): Promise<void>
   putLines(id: string, lines: readonly BatchLine[]): Promise<void>
   lines(id: string): Promise<BatchLine[]>
-  setLine(id: string, index: number, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>): Promise<void>
+  setLine(id: string, index: number, patch: LinePatch): Promise<void>
   ping(): Promise<boolean>
   close(): Promise<void>
 }

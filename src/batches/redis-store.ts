@@ -34,6 +34,17 @@ const UNLEASE = script(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1`)
 
+// KEYS: rec, lease, active, key  ARGV: record, holder ('' for any), id, final ('1' or '0')
+// The runner's write, only while `holder` holds the lease when one is named.
+const UPDATE = script(`
+if ARGV[2] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'r', ARGV[1])
+if ARGV[4] == '1' then
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('SREM', KEYS[4], ARGV[3])
+end
+return 1`)
+
 // KEYS: rec  ARGV: now
 const CANCEL = script(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -82,15 +93,16 @@ export function createRedisBatchStore(redis: RedisConnection, prefix: string): B
         const records = await Promise.all(ids.slice(0, limit).map(read))
         return { data: records.filter((r): r is BatchRecord => r !== null), hasMore: ids.length > limit }
       }),
-    update: (id, patch) =>
+    update: (id, patch, holder) =>
       run(async () => {
         const current = await read(id)
         if (current === null) return null
         const next: BatchRecord = { ...current, ...patch }
-        const tx = redis.multi().hset(k.rec(id), 'r', stored(next))
-        if (isFinalBatch(next.status)) tx.zrem(k.active, id).srem(k.key(next.keyId), id)
-        await tx.exec()
-        return next
+        const keys = [k.rec(id), k.lease(id), k.active, k.key(next.keyId)]
+        const final = isFinalBatch(next.status) ? '1' : '0'
+        const reply = await runScript(redis, UPDATE, keys, [stored(next), holder ?? '', id, final])
+        if (reply !== 0 && reply !== 1) throw unexpected('batch update', reply)
+        return reply === 1 ? next : null
       }),
     cancel: (id, now) =>
       run(async () => {

@@ -6,9 +6,11 @@
 // capacity, metered once. The runner keeps a window of lines in the queue, collects what
 // each got, and writes the output and error files at the end.
 //
-// Exactly once: a line's queue id is kept before it is submitted; after a restart a line
-// with an id is submitted again only when the queue has no such request (it never took
-// it), and the queue itself runs and charges each stored request once.
+// Exactly once: a line's queue id is kept before it is submitted, and that the queue took
+// it once it did; after a restart a line with an id is submitted again only when the queue
+// never took it. One it took and no longer knows (its result was purged: the gateway was
+// down longer than queue.resultTtlSeconds) ends as an error, never runs again. The queue
+// itself runs and charges each stored request once (queue/charge-once.ts).
 import { GatewayError, toGatewayError } from '../errors.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import { principalOf, type Principal } from '../keys/record.ts'
@@ -19,6 +21,8 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import { LEASE_MS, whileLeased } from './lease.ts'
+import { lineError, lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
   type BatchError,
@@ -26,6 +30,7 @@ import {
   type BatchPatch,
   type BatchRecord,
   type BatchStore,
+  type LinePatch,
   type LineResult,
 } from './port.ts'
 
@@ -46,8 +51,6 @@ export interface BatchRunnerDeps {
   readonly onFinished?: (batch: BatchRecord) => void
 }
 
-/** How long a lease lasts without renewal: another instance takes the batch after it. */
-const LEASE_MS = 30_000
 /** Errors of a failed validation kept on the batch (OpenAI's list is bounded too). */
 const MAX_ERRORS = 1000
 
@@ -56,15 +59,6 @@ export interface BatchRunner {
   /** Looks at once (a batch was created or cancelled on this instance). */
   poke(): void
   close(): Promise<void>
-}
-
-interface QueueView {
-  readonly status?: unknown
-  readonly response?: {
-    readonly status_code?: unknown
-    readonly body?: unknown
-    readonly usage?: { readonly input_tokens?: unknown; readonly output_tokens?: unknown }
-  }
 }
 
 const isNotFound = (error: unknown): boolean => error instanceof GatewayError && error.status === 404
@@ -96,8 +90,11 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return key === null || key.status !== 'active' ? null : principalOf(key)
   }
 
+  /** The runner's writes on a record: only while this instance holds the batch's lease. */
+  const update = (id: string, patch: BatchPatch): Promise<BatchRecord | null> => store.update(id, patch, deps.instance)
+
   async function finish(record: BatchRecord, patch: BatchPatch): Promise<BatchRecord | null> {
-    const next = await store.update(record.id, patch)
+    const next = await update(record.id, patch)
     if (next !== null && isFinalBatch(next.status)) deps.onFinished?.(next)
     return next
   }
@@ -163,29 +160,12 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     )
     const models = new Set(lines.map((l) => l.body.model))
     const [only] = models
-    await store.update(record.id, {
+    await update(record.id, {
       status: 'in_progress',
       inProgressAt: Date.now(),
       counts: { total: lines.length, completed: 0, failed: 0 },
       model: models.size === 1 && typeof only === 'string' ? only : null,
     })
-  }
-
-  /** What the queue says of a line in the queue: its result once it has one. */
-  function resultOf(line: BatchLine, view: QueueView): LineResult | null {
-    const status = view.status
-    if (status === 'queued' || status === 'in_progress') return null
-    const response = view.response
-    if (response !== undefined && typeof response.status_code === 'number')
-      return { kind: 'response', statusCode: response.status_code, requestId: line.queueId ?? '', body: response.body }
-    return {
-      kind: 'error',
-      code: status === 'cancelled' ? 'batch_cancelled' : 'batch_expired',
-      message:
-        status === 'cancelled'
-          ? 'The batch was cancelled before this request ran.'
-          : 'This request expired before it ran.',
-    }
   }
 
   /** One look at a batch in progress; returns whether every line still to run has ended. */
@@ -199,7 +179,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     let changed = false
     /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
     const at = new Map(lines.map((l, i) => [l.index, i]))
-    const set = async (line: BatchLine, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
+    const set = async (line: BatchLine, patch: LinePatch) => {
       await store.setLine(record.id, line.index, patch)
       const i = at.get(line.index) ?? -1
       const current = lines[i]
@@ -216,6 +196,8 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       try {
         const call = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
         await queue.enqueue(call, queueId)
+        // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
+        await set(line, { submitted: true })
         return true
       } catch (error) {
         const known = toGatewayError(error)
@@ -235,19 +217,18 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         if (!isNotFound(error)) throw error
         view = null
       }
-      if (view === null) {
-        // Chosen but never taken by the queue (a restart between, or a full queue).
-        if (stopping) await set(line, { result: resultOf(line, { status: 'cancelled' }) })
-        else if (await submit(line, line.queueId)) inQueue++
+      const state = lineState(line, view, stopping)
+      if (state.kind === 'submit') {
+        if (await submit(line, line.queueId)) inQueue++
         continue
       }
-      const result = resultOf(line, view)
-      if (result === null) {
+      if (state.kind === 'waiting') {
         inQueue++
-        if (stopping && view.status === 'queued') await queue.cancel(line.queueId, record.owner).catch(() => undefined)
+        if (stopping && view?.status === 'queued') await queue.cancel(line.queueId, record.owner).catch(() => undefined)
         continue
       }
-      const u = view.response?.usage
+      const { result } = state
+      const u = view?.response?.usage
       usage = {
         inputTokens: usage.inputTokens + Number(u?.input_tokens ?? 0),
         outputTokens: usage.outputTokens + Number(u?.output_tokens ?? 0),
@@ -260,7 +241,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)
         // Kept before it is submitted: a restart in between submits it again, once.
-        await set(line, { queueId })
+        await set(line, { queueId, submitted: false })
         if (!(await submit(line, queueId))) break
         if (lines[i]?.result === null) inQueue++
       }
@@ -268,7 +249,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     if (changed) {
       const done = lines.filter((l) => l.result !== null)
       const completed = done.filter((l) => l.result?.kind === 'response' && l.result.statusCode < 400).length
-      await store.update(record.id, {
+      await update(record.id, {
         counts: { total: lines.length, completed, failed: done.length - completed },
         usage,
       })
@@ -278,18 +259,37 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
   }
 
+  /** Writes the output and error files, the lease renewed meanwhile: a large batch may take longer than it lasts. */
   async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
+    await whileLeased({ store, id: record.id, instance: deps.instance }, async (held) => {
+      if ((await update(record.id, { status: 'finalizing', finalizingAt: Date.now() })) === null) return
+      const files = await writeFiles(record, lines, stopping)
+      const now = Date.now()
+      const expired = stopping && record.cancelAt === null
+      const end: BatchPatch = !stopping
+        ? { status: 'completed', completedAt: now }
+        : expired
+          ? { status: 'expired', expiredAt: now }
+          : { status: 'cancelled', cancelledAt: now }
+      // Lost meanwhile (this instance stalled past the lease): the instance that took it on finishes it.
+      if (!held() || (await finish(record, { ...end, ...files })) === null)
+        log.warn({ batchId: record.id }, 'batch runner: lost the lease while finalizing; left to its new holder')
+    })
+  }
+
+  /** The output and error files of a batch whose lines have ended. */
+  async function writeFiles(
+    record: BatchRecord,
+    lines: readonly BatchLine[],
+    stopping: boolean,
+  ): Promise<{ outputFileId: string | null; errorFileId: string | null }> {
     const expired = stopping && record.cancelAt === null
-    await store.update(record.id, { status: 'finalizing', finalizingAt: Date.now() })
     const out: string[] = []
     const err: string[] = []
     for (const line of lines) {
       // An expired batch's lines that never ran (those it took back from the queue too, which the queue calls cancelled).
       const unrun = line.result === null || (line.result.kind === 'error' && line.result.code === 'batch_cancelled')
-      const result: LineResult | null =
-        expired && unrun
-          ? { kind: 'error', code: 'batch_expired', message: 'This request was not run before the batch expired.' }
-          : line.result
+      const result: LineResult | null = expired && unrun ? lineError('batch_expired') : line.result
       if (result === null) continue
       const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
       if (result.kind === 'response') {
@@ -318,13 +318,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         : uploadFile(runtime, deps.ownership, record.owner, name, Buffer.from(`${rows.join('\n')}\n`))
     const outputFileId = await upload(out, `${record.id}_output.jsonl`)
     const errorFileId = await upload(err, `${record.id}_error.jsonl`)
-    const now = Date.now()
-    const end: BatchPatch = !stopping
-      ? { status: 'completed', completedAt: now }
-      : expired
-        ? { status: 'expired', expiredAt: now }
-        : { status: 'cancelled', cancelledAt: now }
-    await finish(record, { ...end, outputFileId, errorFileId })
+    return { outputFileId, errorFileId }
   }
 
   async function drive(id: string): Promise<void> {
@@ -338,7 +332,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         else await validate(record)
         continue
       }
-      if (record.cancelAt !== null && record.status === 'in_progress') await store.update(id, { status: 'cancelling' })
+      if (record.cancelAt !== null && record.status === 'in_progress') await update(id, { status: 'cancelling' })
       lines ??= await store.lines(id)
       const { settled, stopping, progressed } = await step(record, lines)
       if (settled) {

@@ -259,27 +259,32 @@ async function serve(
   const reply = !ask.stream && call.unmask !== undefined ? (call.unmask(fresh) as Record<string, unknown>) : fresh
   const full = callCost(resolved.limits, resolved.model, entry.usage).totalNanos
   const costNanos = Math.round(full * rule.chargeShare)
+  // A stored request's hit is charged once (Exchange.chargeAs), or not at all when cut to run again.
+  const as = exchange.chargeAs?.() ?? 'plain'
+  const once = typeof as === 'object' ? { once: as } : {}
   // A charged share is spent from the key's budgets first: a budget that cannot cover it refuses
   // the hit with admission's own refusal (a miss, which costs more, would be refused too).
-  if (costNanos > 0) {
+  if (costNanos > 0 && as !== 'nothing') {
     const identity = { keyId: principal.keyId, owner: principal.owner, tier: resolved.tier, model: resolved.model }
-    await deps.limiter.spendBudgets?.({ ...identity, costNanos })
+    await deps.limiter.spendBudgets?.({ ...identity, costNanos, ...once })
   }
   sink.setHeader(CACHE_HEADER, 'hit')
   sink.setHeader('x-tollgate-cache-age', String(Math.max(0, Math.floor((now - entry.storedAt) / 1000))))
   if (typeof entry.reply.id === 'string') sink.setHeader('x-tollgate-cache-origin-id', entry.reply.id)
   // Metered before the reply goes out (as the relay does), the limits read meanwhile.
   const shown = showLimits(sink, deps.limiter, principal.keyId, resolved)
-  await deps.meter.record({
-    keyId: principal.keyId,
-    owner: principal.owner,
-    tier: resolved.tier,
-    model: resolved.model,
-    inputTokens: 0,
-    outputTokens: 0,
-    costNanos,
-    cachedRequests: 1,
-  })
+  if (as !== 'nothing')
+    await deps.meter.record({
+      keyId: principal.keyId,
+      owner: principal.owner,
+      tier: resolved.tier,
+      model: resolved.model,
+      inputTokens: 0,
+      outputTokens: 0,
+      costNanos,
+      cachedRequests: 1,
+      ...(typeof as === 'object' ? { id: as.id, keepIdMs: as.keepMs } : {}),
+    })
   await shown
   exchange.notes.backend = 'cache'
   exchange.notes.usage = NO_USAGE

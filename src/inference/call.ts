@@ -18,7 +18,7 @@ import type { Principal } from '../keys/record.ts'
 import type { StreamJournalService } from '../keys/stream-journal.ts'
 import type { Estimate } from '../limits/estimate.ts'
 import type { ResolvedLimits } from '../limits/plans.ts'
-import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
+import type { Admission, AdmissionRequest, Limiter, OnceCharge } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import type { Span } from '../observability/tracing.ts'
@@ -120,7 +120,19 @@ export interface Exchange {
    * request cut by a crash delivered nothing to anyone, and runs again elsewhere.
    */
   readonly live?: boolean
+  /**
+   * How this run is charged, asked as it settles (a stored request's: queue/charge-once.ts).
+   * Absent: as any call.
+   */
+  readonly chargeAs?: () => ChargeAs
 }
+
+/**
+ * Once under an id (its usage row and budget spend; a run again after a crash is charged
+ * nothing more), 'plain' as any call, or 'nothing': the run was cut to run again, and that
+ * run is charged.
+ */
+export type ChargeAs = OnceCharge | 'plain' | 'nothing'
 
 /** How the call ended, for callers that keep a record of it. */
 export interface CallResult {

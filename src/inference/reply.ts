@@ -193,16 +193,20 @@ export class Reply {
     })
   }
 
-  /** The limits reconciled with what flowed, and the usage metered. */
+  /** The limits reconciled with what flowed, and the usage metered (once, for a stored request: Exchange.chargeAs). */
   async #charge(usage: Usage): Promise<void> {
     const { principal, resolved, modelName } = this.#call
+    const as = this.#exchange.chargeAs?.() ?? 'plain'
+    // Cut to run again: that run is charged; this one gives its reservation back whole.
+    if (as === 'nothing') return this.#admission.settle(NO_USAGE, { withdrawn: true })
+    const once = as === 'plain' ? undefined : as
     const stream = this.#tally?.id
     const cost = callCost(resolved.limits, resolved.model, usage)
     const cacheRead = usage.cacheReadTokens ?? 0
     const cacheWrite = usage.cacheWriteTokens ?? 0
     // Both in flight at once: one round trip of waiting, not two.
     await Promise.all([
-      this.#admission.settle(usage),
+      this.#admission.settle(usage, once === undefined ? undefined : { once }),
       this.#deps.meter.record({
         keyId: principal.keyId,
         owner: principal.owner,
@@ -223,6 +227,7 @@ export class Reply {
         // A batch's line: its request and its cost apart as well (usage, the portal, the CSV).
         ...(isBatchLine(resolved) ? { batchRequests: 1, batchCostNanos: cost.totalNanos } : {}),
         ...(stream === undefined ? {} : { stream }),
+        ...(once === undefined ? {} : { id: once.id, keepIdMs: once.keepMs }),
       }),
     ])
     recordCharge(this.#deps.metrics, modelName, resolved.tier, usage, cost.totalNanos)

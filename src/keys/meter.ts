@@ -18,6 +18,10 @@
 // others like it into one row per (key, model, day). One that may have been applied (it
 // timed out, or the connection dropped while it was in flight) is kept apart and sent
 // again under the id it was first sent with, which the store applies once (UsageWrite.id).
+//
+// A charge that must count once across restarts (a stored request's: limits/port.ts
+// OnceCharge) comes with its own id: its row is never folded with others, and is sent,
+// and sent again, under that id, which the store keeps for as long as the entry says.
 import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
@@ -61,6 +65,10 @@ function cacheSums(
   return Object.fromEntries(ROW_COUNTERS.map((c) => [c, rows.reduce((n, r) => n + count(r[c] ?? 0), 0)]))
 }
 
+/** A once charge's row (UsageWrite.keepIdMs): written under the id it came with, never another. */
+const ownId = (row: UsageWrite): row is UsageWrite & { id: string } =>
+  row.id !== undefined && row.keepIdMs !== undefined
+
 /** Certainly not applied: the store had no connection to send it on. */
 const unsent = (err: unknown): boolean => err instanceof StoreUnavailableError && err.unsent
 
@@ -79,6 +87,11 @@ export function createMeter(options: MeterOptions): Meter {
   let failing = false
 
   const fold = (rows: Map<string, UsageWrite>, row: UsageWrite): void => {
+    if (ownId(row)) {
+      // A once charge stays apart, under its id: folded, it could count twice or not at all.
+      rows.set(`\u0001${row.id}`, row)
+      return
+    }
     const { id: _sentAs, ...unsentRow } = row
     // A row that settles a stream stays apart: its write must name its journal entry.
     const key = row.stream === undefined ? `${row.keyId}\u0000${row.model}\u0000${row.day}` : `\u0000${row.stream}`
@@ -99,7 +112,7 @@ export function createMeter(options: MeterOptions): Meter {
   }
   /** Folded rows with the ids they are sent under. */
   const sentAs = (rows: Map<string, UsageWrite>): UsageWrite[] =>
-    [...rows.values()].map((row) => ({ ...row, id: nextId() }))
+    [...rows.values()].map((row) => (ownId(row) ? row : { ...row, id: nextId() }))
   /** Keeps rows a write failed with, for the next retry. */
   const keep = (rows: Iterable<UsageWrite>, err: unknown): void => {
     for (const row of rows) {
@@ -186,6 +199,7 @@ export function createMeter(options: MeterOptions): Meter {
         costNanos: count(entry.costNanos),
         ...cacheSums(entry),
         ...(entry.stream === undefined ? {} : { stream: entry.stream }),
+        ...(entry.id === undefined || entry.keepIdMs === undefined ? {} : { id: entry.id, keepIdMs: entry.keepIdMs }),
       })
       return sent
     },

@@ -4,6 +4,7 @@
 // insurance while Redis is away) implement it with the same rule (dimensions.ts).
 import type { BudgetCharge, BudgetCrossing, BudgetSettle, BudgetState } from './budget-charges.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
+import type { OnceCharge } from './port.ts'
 
 /**
  * Whose counters: one API key on one model ('*' for endpoints without a model). On Redis
@@ -54,11 +55,14 @@ export interface Counters {
    * Overuse is charged to the current window either way. Counters never go below zero.
    * Budgets commit the real cost, release the reservation, and answer the thresholds this
    * settle is the first to reach (in the same atomic step: exactly one settle reports each).
+   * Under `once`, the budgets commit only if no settle under its id did before (in the same
+   * step); a repeat still releases its holds. Rate limits are reconciled either way.
    */
   settle(
     subject: Subject,
     adjustments: readonly Adjustment[],
     budgets?: readonly BudgetSettle[],
+    once?: OnceCharge,
   ): Promise<BudgetCrossing[]>
   /** The counters as they stand, without consuming. */
   peek(subject: Subject, dimensions: readonly Dimension[]): Promise<CounterState[]>

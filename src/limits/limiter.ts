@@ -201,10 +201,10 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
           // it was made in overcounts until it resets, which errs on the safe side.
           let crossings: BudgetCrossing[] | undefined
           if (counters === shared) {
-            crossings = await viaRedis((c) => c.settle(subject, adjustments, budgetSettles))
+            crossings = await viaRedis((c) => c.settle(subject, adjustments, budgetSettles, how?.once))
             if (crossings !== undefined) insurance.settled(subject, adjustments)
           } else {
-            crossings = await counters.settle(subject, adjustments, budgetSettles)
+            crossings = await counters.settle(subject, adjustments, budgetSettles, how?.once)
           }
           if (crossings !== undefined) report(budgets, crossings)
         } catch (error) {
@@ -418,8 +418,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       const settles = budgets.map((charge) => ({ charge, real: cost }))
       const crossings =
         counters === shared
-          ? await viaRedis((c) => c.settle(subject, [], settles))
-          : await memory.settle(subject, [], settles)
+          ? await viaRedis((c) => c.settle(subject, [], settles, request.once))
+          : await memory.settle(subject, [], settles, request.once)
       if (crossings !== undefined) report(budgets, crossings)
     },
 

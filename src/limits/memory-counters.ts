@@ -18,6 +18,7 @@ import {
 } from './budget-charges.ts'
 import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
 import { MemoryHolds } from './holds.ts'
+import type { OnceCharge } from './port.ts'
 
 interface LibraryState {
   readonly consumedPoints: number
@@ -41,8 +42,13 @@ export interface MemorySnapshot {
   readonly budgets?: {
     readonly spent: ReadonlyArray<readonly [string, number, number]>
     readonly fired: ReadonlyArray<readonly [string, readonly number[], number]>
+    /** Ids of the settles that committed once (OnceCharge), with when each is forgotten. */
+    readonly once?: ReadonlyArray<readonly [string, number]>
   }
 }
+
+/** Once ids remembered between two sweeps of those that ran out. */
+const ONCE_SWEEP_EVERY = 4096
 
 /** A budget counter in memory; expiresAt 0: never. */
 interface Cell<T> {
@@ -60,6 +66,22 @@ class BudgetCells {
   /** Calls in flight: each one's hold, kept until its settle (holds.ts). */
   readonly held = new MemoryHolds()
   readonly fired = new Map<string, Cell<Set<number>>>()
+  /**
+   * Ids of once-settles that committed, until they are forgotten. In the snapshot with the
+   * spent counters they committed to: a spend the file keeps is never committed twice.
+   */
+  readonly once = new Map<string, Cell<true>>()
+
+  /** Whether a settle under `once` commits: the first under its id does, and is remembered. */
+  first(once: OnceCharge | undefined, now: number): boolean {
+    if (once === undefined) return true
+    if (this.get(this.once, once.id, now) !== undefined) return false
+    // Ids run out unread: swept now and then (the snapshot sweeps them too).
+    if (this.once.size % ONCE_SWEEP_EVERY === ONCE_SWEEP_EVERY - 1)
+      for (const id of [...this.once.keys()]) this.get(this.once, id, now)
+    this.once.set(once.id, { value: true, expiresAt: now + Math.max(1, once.keepMs) })
+    return true
+  }
 
   get<T>(map: Map<string, Cell<T>>, name: string, now: number): Cell<T> | undefined {
     const cell = map.get(name)
@@ -122,10 +144,13 @@ export function memoryCounters(windowMs: number): MemoryCounters {
   const budgets = new BudgetCells()
 
   /** Synchronous, like the admission's budget step: commit, release, report first crossings. */
-  function settleBudgets(settles: readonly BudgetSettle[]): BudgetCrossing[] {
+  function settleBudgets(settles: readonly BudgetSettle[], once?: OnceCharge): BudgetCrossing[] {
     const now = Date.now()
     const out: BudgetCrossing[] = []
-    settles.forEach(({ charge, real }, index) => {
+    // A repeat under a once id commits nothing (its holds still go).
+    const commits = settles.length > 0 && budgets.first(once, now)
+    settles.forEach(({ charge, real: cost }, index) => {
+      const real = commits ? cost : 0
       let spent = budgets.get(budgets.spent, charge.counter, now)
       if (spent === undefined) {
         spent = { value: 0, expiresAt: charge.ttlMs > 0 ? now + charge.ttlMs : 0 }
@@ -149,7 +174,7 @@ export function memoryCounters(windowMs: number): MemoryCounters {
 
   function restoreBudgets(data: unknown): void {
     if (typeof data !== 'object' || data === null) return
-    const { spent, fired } = data as { spent?: unknown; fired?: unknown }
+    const { spent, fired, once } = data as { spent?: unknown; fired?: unknown; once?: unknown }
     const now = Date.now()
     const alive = (at: unknown): at is number => typeof at === 'number' && (at === 0 || at > now)
     if (Array.isArray(spent)) {
@@ -169,6 +194,13 @@ export function memoryCounters(windowMs: number): MemoryCounters {
             value: new Set(values.filter((v): v is number => typeof v === 'number')),
             expiresAt: at,
           })
+      }
+    }
+    if (Array.isArray(once)) {
+      for (const row of once as unknown[]) {
+        if (!Array.isArray(row)) continue
+        const [id, at] = row as unknown[]
+        if (typeof id === 'string' && alive(at) && at !== 0) budgets.once.set(id, { value: true, expiresAt: at })
       }
     }
   }
@@ -217,9 +249,9 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         return { admitted: true, states: after, budgets: after_budgets }
       })
     },
-    settle(subject, adjustments, budgetSettles = []) {
+    settle(subject, adjustments, budgetSettles = [], once) {
       return queue.run(subjectKey(subject), async () => {
-        const crossings = settleBudgets(budgetSettles)
+        const crossings = settleBudgets(budgetSettles, once)
         for (const a of adjustments) {
           const key = counterKey(subject, a.name)
           if (!a.windowed) {
@@ -261,6 +293,7 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         budgets: {
           spent: live(budgets.spent).map(([name, c]) => [name, c.value, c.expiresAt] as const),
           fired: live(budgets.fired).map(([name, c]) => [name, [...c.value], c.expiresAt] as const),
+          once: live(budgets.once).map(([id, c]) => [id, c.expiresAt] as const),
         },
       }
     },

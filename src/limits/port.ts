@@ -42,6 +42,20 @@ export interface AdmissionRequest {
 export interface BudgetSpend extends Pick<AdmissionRequest, 'keyId' | 'owner' | 'tier' | 'model'> {
   /** Exact, in integer nano-units. */
   readonly costNanos: number
+  /** Spent once under this id, however often it is spent again (SettleHow.once). */
+  readonly once?: OnceCharge
+}
+
+/**
+ * A charge that counts once however often its call runs: a stored request run again after
+ * its gateway died between its charge and its result (queue/charge-once.ts). Its budget
+ * spend and its usage row are written under `id`, and a second write under the same id is
+ * skipped, for `keepMs` from the first. Rate limits are not part of it: a run again uses
+ * rate-limit room again.
+ */
+export interface OnceCharge {
+  readonly id: string
+  readonly keepMs: number
 }
 
 export type RateLimitHeaders = Readonly<Record<string, string>>
@@ -60,6 +74,8 @@ export interface SettleHow {
    * it had never been admitted.
    */
   readonly withdrawn?: boolean
+  /** The budgets' spend counts once under this id (a run again reconciles its rate limits, and spends nothing). */
+  readonly once?: OnceCharge
 }
 
 /** Where enforcement stands: on Redis, in memory (embedded), or a stand-in while Redis is away. */

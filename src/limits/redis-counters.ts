@@ -32,6 +32,7 @@ import {
 } from './budget-charges.ts'
 import { DIMENSION_CODE, type AdmitResult, type Counters, type HeldCall, type Subject } from './counters.ts'
 import { DEFAULT_LEASE_MS, holdMember, HOLDS_LUA } from './holds.ts'
+import type { OnceCharge } from './port.ts'
 
 // The charges of one admission, prepended to ADMIT and ADMIT_TURN (after HOLDS_LUA).
 // check(k, a, n, now) reads n charges whose counters are KEYS[k..k+n-1], followed by the
@@ -167,6 +168,9 @@ return out
 // A budget commits the real cost, releases the call's hold (once: holds.ts), and adds to
 // its fired set (HSETNX: only the first settle to reach a threshold in the
 // period and revision gets a 1) every threshold the spend has reached.
+// A settle under a once id (limits/port.ts OnceCharge) has one ARGV more after the budgets,
+// how long its id is kept (ms), and its marker as the last KEY: the budgets commit only if
+// the marker was not there (SET NX, in the same step); a repeat releases its holds only.
 // Returns {spent_1, ..., j, threshold, j, threshold, ...}: the crossings this settle is first to.
 const SETTLE = `${HOLDS_LUA}
 local window = tonumber(ARGV[1])
@@ -174,6 +178,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[2] or '0')
 local nb = math.floor((#ARGV - 2 - 4 * n) / 6)
+local commits = true
+if nb > 0 and (#ARGV - 2 - 4 * n) % 6 == 1 then
+  commits = redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', ARGV[#ARGV]) ~= false
+end
 local h = n
 for i = 1, n do
   local delta, expected, reserved = tonumber(ARGV[4 * i - 1]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2])
@@ -198,6 +206,7 @@ local b0 = 4 * n + 3
 for j = 1, nb do
   local b = b0 + 6 * (j - 1)
   local real, reserved = tonumber(ARGV[b]), tonumber(ARGV[b + 1])
+  if not commits then real = 0 end
   local life, amount = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
   local sk, fk = KEYS[h + 4 * j - 3], KEYS[h + 4 * j]
   local spent = redis.call('INCRBY', sk, real)
@@ -322,6 +331,8 @@ export function limiterKeys(prefix: string): {
   quotaHolds(subject: Subject): { holds: string; held: string }
   /** The namespace (and so the slot) of a budget's counters. */
   budgetSlot(charge: Pick<BudgetCharge, 'home'>): string
+  /** The marker of a once-settle's budgets on slot `ns` (a budgetSlot): its id was committed there. */
+  once(ns: string, id: string): string
   /** A budget's counters in its period: spent, the holds of calls in flight (set and sum: holds.ts), fired (thresholds reported). */
   budget(charge: Pick<BudgetCharge, 'counter' | 'spec' | 'home'>): {
     spent: string
@@ -356,6 +367,7 @@ export function limiterKeys(prefix: string): {
     // `h` was the windowed counter these replaced (it lapses by itself).
     quotaHolds: (subject) => ({ holds: `${of(subject)}hl`, held: `${of(subject)}ht` }),
     budgetSlot: (charge) => homeNamespace(prefix, charge.home),
+    once: (ns, id) => `${ns}rl:once:${enc(id)}`,
     budget: (charge) => {
       const at = `${homeNamespace(prefix, charge.home)}rl:bg:`
       // The holds are `:hl` and `:ht`; `:h` was the windowed counter they replaced (it lapses by itself).
@@ -582,11 +594,12 @@ export function redisCounters(
     return sent
   }
 
-  /** One SETTLE on one slot; crossings indexed into `budgets`. */
+  /** One SETTLE on one slot (its budgets' under a once id: the id's marker on that slot); crossings indexed into `budgets`. */
   async function settleOn(
     subject: Subject | null,
     adjustments: readonly Adjustment[],
     budgets: readonly BudgetSettle[],
+    once?: OnceCharge,
   ): Promise<BudgetCrossing[]> {
     if (adjustments.length === 0 && budgets.length === 0) return []
     const args: (string | number)[] = [windowMs, adjustments.length]
@@ -598,6 +611,11 @@ export function redisCounters(
       args.push(b.real, c.cost, holdMember(c.hold, c.cost), c.ttlMs, c.spec.amountNanos, c.spec.thresholds.join(','))
       const k = keys.budget(c)
       names.push(k.spent, k.holds, k.held, k.fired)
+    }
+    const first = budgets[0]
+    if (once !== undefined && first !== undefined) {
+      names.push(keys.once(keys.budgetSlot(first.charge), once.id))
+      args.push(Math.max(1, Math.round(once.keepMs)))
     }
     const reply = integers(await runScript(settlements, SCRIPTS.settle, names, args), budgets.length, true)
     const crossings: BudgetCrossing[] = []
@@ -729,7 +747,7 @@ export function redisCounters(
       for (const [j, i] of here.entries()) found[i] = own.budgets[j] ?? EMPTY_BUDGET
       return { admitted: own.admitted, states: own.states, budgets: found } satisfies AdmitResult
     },
-    async settle(subject, adjustments, budgets = []) {
+    async settle(subject, adjustments, budgets = [], once) {
       if (adjustments.length === 0 && budgets.length === 0) return []
       if (budgets.length === 0) {
         await settleInTurn(subject, adjustments)
@@ -738,7 +756,7 @@ export function redisCounters(
       const { here, away } = bySlot(budgets, (b) => keys.budgetSlot(b.charge), keys.slot(subject))
       const groups = [here, ...away]
       const replies = await Promise.all(
-        groups.map((at, g) => settleOn(g === 0 ? subject : null, g === 0 ? adjustments : [], pick(budgets, at))),
+        groups.map((at, g) => settleOn(g === 0 ? subject : null, g === 0 ? adjustments : [], pick(budgets, at), once)),
       )
       return replies.flatMap((crossings, g) => crossings.map((c) => ({ ...c, index: groups[g]?.[c.index] ?? c.index })))
     },

@@ -175,7 +175,7 @@ redis.call('HSET', KEYS[1], 'status', 'queued')
 return join(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], 'front')`)
 
 // KEYS: req, res, body, line, lines, leases, pend, pendb  ARGV: lineId, ticket, status, now, result, resultTtlMs, lifeMs, id
-const FINISH = script(`
+export const FINISH = script(`
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'queued' and st ~= 'in_progress' then return {0} end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finishedAt', ARGV[4])

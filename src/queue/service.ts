@@ -369,7 +369,11 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           bytes: storage.queuedBytes,
         })
       } catch (error) {
-        if (error instanceof QueueFullError) throw queueFull(error, storage, resolved.limits.rpm)
+        if (error instanceof QueueFullError) {
+          // Counted as accept() counts it: a batch's line refused by a full queue is a refusal too.
+          metrics.queueRequests.inc({ mode: 'async', outcome: 'refused' })
+          throw queueFull(error, storage, resolved.limits.rpm)
+        }
         throw error
       }
       metrics.queueRequests.inc({ mode: 'async', outcome: 'accepted' })

@@ -25,6 +25,7 @@ import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
 import type { CapacityTurn } from './capacity-line.ts'
+import { chargeAsOf } from './charge-once.ts'
 import { describe, type Coordinator } from './coordinator.ts'
 import {
   isFinal,
@@ -257,6 +258,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
         errorName: errorName ?? notes.errorName,
         queueWaitMs,
       })
+    const attemptsBefore = request.attempts
     const exchange: Exchange = {
       id: request.id,
       log,
@@ -265,8 +267,15 @@ export function createProcessor(deps: WorkerDeps): Processor {
       client: detachedClient(spec.method, spec.upstreamPath(call.params) + (search ? `?${search}` : '')),
       notes,
       trace,
+      // Charged once, whatever runs it again (charge-once.ts).
+      chargeAs: chargeAsOf({
+        request,
+        status: () => recorder.statusCode,
+        stopping: runnerSignal,
+        retriesLeft: attemptsBefore + 1 <= config.queue.upstreamRetries,
+        queue: config.queue,
+      }),
     }
-    const attemptsBefore = request.attempts
     /** Every deployment was full until then: the request, started already, waits for one in the capacity line. */
     let capacityAt: number | null = null
     let capacityOf: readonly string[] = []

@@ -27,6 +27,7 @@ import {
   sameKeyRecord,
 } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
+import { APPLIED_WRITES_SCHEMA, appliedWrites } from './applied-writes.ts'
 import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from './sqlite.ts'
 import { flushAtTurnEnd } from '../turn-batches.ts'
 import {
@@ -168,6 +169,8 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE usage ADD COLUMN batch_requests INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE usage ADD COLUMN batch_cost_nanos INTEGER NOT NULL DEFAULT 0;
   `,
+  // Ids of writes that count once across restarts (a stored request's charge: applied-writes.ts).
+  APPLIED_WRITES_SCHEMA,
 ]
 
 function text(row: Row, column: string): string {
@@ -368,8 +371,13 @@ export function openEmbeddedStores(dataDir: string): Stores {
       r.batchCostNanos ?? 0,
     )
   }
-  /** A record that settles a stream: its entry goes, and what recovery charged for it is taken off. */
+  const applied = appliedWrites(db)
+  /**
+   * A record that settles a stream: its entry goes, and what recovery charged for it is taken
+   * off. One that counts once (keepIdMs) is skipped when its id was written before.
+   */
   const settle = (r: UsageWrite): void => {
+    if (r.id !== undefined && r.keepIdMs !== undefined && !applied.first(r.id, r.keepIdMs)) return
     if (r.stream === undefined) return addUsage(r)
     const entry = sql.streamById.get(r.stream)
     sql.deleteStream.run(r.stream)

@@ -117,9 +117,16 @@ export interface UsageWrite extends UsageRecord {
   /**
    * The write's id. A store that can lose a reply after applying a write (Redis) applies a
    * given id once, within USAGE_WRITE_MEMORY_MS: a write sent again because its first
-   * reply never came counts once. The embedded store's writes commit or throw, and ignore it.
+   * reply never came counts once. The embedded store's writes commit or throw, and ignore it
+   * unless `keepIdMs` says otherwise.
    */
   readonly id?: string
+  /**
+   * With `id`: a charge that must count once across restarts too (a stored request's:
+   * limits/port.ts OnceCharge). Both stores apply its id once within this long of the
+   * first write (Redis at least USAGE_WRITE_MEMORY_MS; embedded in its applied-writes table).
+   */
+  readonly keepIdMs?: number
 }
 
 export interface UsageStore {

@@ -228,6 +228,11 @@ return out
  */
 export const USAGE_WRITE_MEMORY_MS = 15 * 60_000
 
+/** How long the markers of one write's rows are kept: the longest a row asks for (a once charge: UsageWrite.keepIdMs). */
+function idMemoryMs(records: readonly UsageWrite[]): number {
+  return Math.round(Math.max(USAGE_WRITE_MEMORY_MS, ...records.map((r) => r.keepIdMs ?? 0)))
+}
+
 // The stream journal (ports.ts StreamJournal). A stream's entry lives on its owner's slot
 // (`<prefix>{o:<owner>}:stream:<id>`), with the slot's index of the streams journalled there
 // (`…:streams`, id → instance): the open, each checkpoint and the settle are one script
@@ -538,7 +543,7 @@ export function createRedisStores(
     if (r.id !== undefined) keys.push(k.ownerUsageWrite(identity, r.id))
     await withRedis(settlements, async () => {
       const fresh = await runScript(settlements, SETTLE_STREAM, keys, [
-        USAGE_WRITE_MEMORY_MS,
+        idMemoryMs([r]),
         ...rowArgs(r),
         r.stream,
         r.id ?? '',
@@ -551,7 +556,7 @@ export function createRedisStores(
   /** Writes of one owner: one ADD_OWNED_USAGE on its slot; a new row is then indexed in `{tg}`. */
   async function addOwned(records: readonly UsageWrite[]): Promise<void> {
     const keys: string[] = []
-    const args: Array<string | number> = [USAGE_WRITE_MEMORY_MS]
+    const args: Array<string | number> = [idMemoryMs(records)]
     const rows = records.map((r) => k.ownerUsageRow({ keyId: r.keyId, owner: r.owner }, r.model, r.day))
     for (const [i, r] of records.entries()) {
       keys.push(rows[i] ?? '')
@@ -590,7 +595,9 @@ export function createRedisStores(
           settles.push({ ...r, stream: r.stream })
           continue
         }
-        const slot = identityNamespace(prefix, { keyId: r.keyId, owner: r.owner })
+        // A once charge's marker lives far longer than a retry's: in a script of its own, so
+        // the other rows' markers keep their short life (idMemoryMs takes a write's longest).
+        const slot = `${identityNamespace(prefix, { keyId: r.keyId, owner: r.owner })}${r.keepIdMs === undefined ? '' : '\u0000once'}`
         groups.set(slot, [...(groups.get(slot) ?? []), r])
       }
       // One write per slot (the meter sends one row; a retry may carry several owners'), and

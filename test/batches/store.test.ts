@@ -67,6 +67,13 @@ async function contract(t: Test, open: () => Promise<BatchStore>): Promise<void>
   t.equal(await store.lease('batch_a', 'gw1', 10_000), true, 'renewed by its holder')
   await store.unlease('batch_a', 'gw1')
   t.equal(await store.lease('batch_a', 'gw2', 10_000), true, 'given up: taken')
+  // The runner's writes name their instance: only the lease's holder writes.
+  t.equal(await store.update('batch_a', { status: 'finalizing' }, 'gw1'), null, 'gw1 lost the lease: nothing written')
+  t.equal((await store.get('batch_a'))?.status, 'in_progress')
+  t.match(await store.update('batch_a', { status: 'finalizing' }, 'gw2'), { status: 'finalizing' }, 'its holder writes')
+  t.equal(await store.update('batch_x', { status: 'finalizing' }, 'gw2'), null, 'no lease at all: nothing written')
+  t.match(await store.update('batch_a', { status: 'completed' }, 'gw2'), { status: 'completed' })
+  t.notOk((await store.active()).includes('batch_a'), 'a final write by its holder leaves the active set')
 
   // Lines.
   await store.putLines('batch_a', [

@@ -10,6 +10,7 @@ import t from 'tap'
 import { modelUsage, untilBatch } from '../helpers/batches.ts'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { PRICED, PRICED_MODEL, startWithTiers } from '../helpers/plans.ts'
+import { counterSum } from '../helpers/metrics.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 
@@ -25,6 +26,12 @@ t.before(async () => {
       default: { rpm: 1000, ...PRICED },
       models: { [MODEL]: { rpm: 1, ...PRICED } },
       batches: { maxLines: 2, maxFileBytes: 1000, maxOpen: 1 },
+    },
+    // One stored request at a time, and one request of the model a minute: a batch's third line finds the queue full.
+    Full: {
+      default: { rpm: 1000, ...PRICED },
+      models: { [MODEL]: { rpm: 1, ...PRICED } },
+      storageCaps: { queuedRequests: 1 },
     },
   })
 })
@@ -104,3 +111,18 @@ t.test("a tier's caps: input file bytes, lines per batch, unfinished batches per
   await untilBatch(client, open.id, (b) => b.status === 'cancelled')
   t.equal((await create(client, [line('a')])).status, 'validating', 'once it ended, another may start')
 })
+
+t.test(
+  "a line the key's full queue refuses counts as a refused async request, as one from a client does",
+  async (t) => {
+    const client = sdkClient(gw, (await gw.createKey({ tier: 'Full' })).key)
+    const refused = (): Promise<number> =>
+      counterSum(gw, 'tollgate_queue_requests_total', { mode: 'async', outcome: 'refused' })
+    const before = await refused()
+    const batch = await create(client, [line('a'), line('b'), line('c')])
+    const after = await pollUntil(refused, (n) => n > before, 200, 50)
+    t.ok(after.met, `refused: ${before} → ${after.value}`)
+    await client.batches.cancel(batch.id)
+    await untilBatch(client, batch.id, (b) => b.status === 'cancelled')
+  },
+)

@@ -176,6 +176,39 @@ t.test(
   },
 )
 
+t.test('a once charge (a stored request) is never folded, and is sent and sent again under its own id', async (t) => {
+  const store = fakeUsage()
+  const meter = createMeter({ store, log, retryIntervalMs: 60_000 })
+  const once = { id: 'queue:req_1', keepIdMs: 60_000 }
+  await Promise.all([
+    meter.record({ ...call('k1', 'm1', 10, 5), ...once }),
+    meter.record({ ...call('k1', 'm1', 10, 5), ...once }), // its run again
+    meter.record(call('k1', 'm1', 20, 7)),
+  ])
+  t.same(
+    store.rows.map((r) => [r.requests, r.inputTokens, (r as UsageWrite).id ?? '']).sort(),
+    [
+      [1, 10, 'queue:req_1'],
+      [1, 20, store.ids[1] ?? ''],
+    ].sort(),
+    'the plain call apart, under an id of the meter; the charge once, under its own',
+  )
+  t.equal((store.rows[0] as UsageWrite).keepIdMs, 60_000, 'with how long the store keeps its id')
+  // Not sent (no connection), then a reply lost: still under its own id, counted once.
+  store.failNext = 1
+  store.loseReplyNext = 1
+  await meter.record({ ...call('k1', 'm1', 3, 3), id: 'queue:req_2', keepIdMs: 60_000 })
+  await meter.flush()
+  await meter.flush()
+  t.equal(meter.pending(), 0)
+  t.same(
+    store.rows.filter((r) => (r as UsageWrite).id === 'queue:req_2').map((r) => r.inputTokens),
+    [3],
+  )
+  t.same(store.ids.slice(-2), ['queue:req_2', 'queue:req_2'], 'sent twice under its own id')
+  await meter.close()
+})
+
 t.test('a write whose reply was lost is sent again under its id, and counted once', async (t) => {
   const store = fakeUsage()
   const meter = createMeter({ store, log, retryIntervalMs: 60_000 })

@@ -5,7 +5,8 @@ import type { BudgetSpec } from '../../src/budgets/port.ts'
 import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { pollUntil } from '../helpers/poll.ts'
-import { budgetContract, refusal, setup, spec } from './budget-contract.ts'
+import { budgetContract, refusal, setup, spec, type MakeLimiters } from './budget-contract.ts'
+import { budgetOnceContract } from './budget-once.ts'
 import { captureLog, countCommands, quietMetrics, REDIS_URL, redisClient, redisSpace } from './helpers.ts'
 
 const { namespace: NAMESPACE, admin, clients } = redisSpace(t)
@@ -14,31 +15,28 @@ let n = 0
 if (!(await pingRedis(admin))) {
   t.fail(`Redis does not answer at ${REDIS_URL}: the budget tests on Redis need it`)
 } else {
-  budgetContract(
-    t,
-    'redis',
-    async (count, options) => {
-      const prefix = `${NAMESPACE}${n++}:`
-      const out: ManagedLimiter[] = []
-      for (let i = 0; i < count; i++) {
-        const redis = redisClient()
-        clients.push(redis)
-        await pingRedis(redis)
-        out.push(
-          createLimiter({
-            redis,
-            prefix,
-            log: captureLog().log,
-            metrics: quietMetrics(),
-            redisTimeoutMs: 2000,
-            ...options,
-          }),
-        )
-      }
-      return out
-    },
-    3,
-  )
+  const makeRedis: MakeLimiters = async (count, options) => {
+    const prefix = `${NAMESPACE}${n++}:`
+    const out: ManagedLimiter[] = []
+    for (let i = 0; i < count; i++) {
+      const redis = redisClient()
+      clients.push(redis)
+      await pingRedis(redis)
+      out.push(
+        createLimiter({
+          redis,
+          prefix,
+          log: captureLog().log,
+          metrics: quietMetrics(),
+          redisTimeoutMs: 2000,
+          ...options,
+        }),
+      )
+    }
+    return out
+  }
+  budgetContract(t, 'redis', makeRedis, 3)
+  budgetOnceContract(t, 'redis', makeRedis, 3)
 
   const scriptCalls = async (
     t: Test,

@@ -448,6 +448,20 @@ export function storeContract(t: Test, name: string, open: () => Promise<Stores>
     t.equal(rows[0]?.costNanos, 5_000_000_050, 'cost sums exactly')
   })
 
+  withStores(
+    'usage: a once charge (keepIdMs) counts once under its id, in a batch or again later',
+    async (t, { usage }) => {
+      const once = { id: 'queue:req_1', keepIdMs: 60_000 }
+      await usage.add([makeUsage({ ...once, inputTokens: 10, costNanos: 7 })])
+      // Run again after a crash: the same charge, maybe with other counts, in a batch with another call's.
+      await usage.add([makeUsage({ ...once, inputTokens: 11, costNanos: 8 }), makeUsage({ inputTokens: 5 })])
+      await usage.add([makeUsage({ id: 'queue:req_2', keepIdMs: 60_000, inputTokens: 1 })])
+      const [row, ...rest] = await usage.query({ keyId: 'key_a' })
+      t.strictSame(rest, [])
+      t.strictSame([row?.requests, row?.inputTokens], [3, 16], 'the first write of each id, and the plain one')
+    },
+  )
+
   withStores('usage: one batch folds records of the same row and of several rows', async (t, { usage }) => {
     await usage.add([
       makeUsage({ costNanos: 250_000_000 }),

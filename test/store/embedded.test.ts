@@ -6,6 +6,7 @@ import t from 'tap'
 import type { Test } from 'tap'
 import { DATABASE_FILE, MIGRATIONS, openEmbeddedStores } from '../../src/store/embedded.ts'
 import { storeContract } from './contract.ts'
+import { APPLIED_WRITES_SCHEMA, appliedWrites } from '../../src/store/applied-writes.ts'
 import { authStoreContract } from './auth-contract.ts'
 import { makeBareKeyRecord, makeKeyRecord, makeUsage } from './records.ts'
 
@@ -22,6 +23,29 @@ t.test('embedded: the contract holds on a file database too (WAL)', async (t) =>
   const dir = tempDir(t)
   let n = 0
   storeContract(t, 'embedded file', async () => openEmbeddedStores(join(dir, `db${n++}`)))
+})
+
+t.test('embedded: a once charge counts once across a restart, and its id is forgotten when it runs out', async (t) => {
+  const dataDir = join(tempDir(t), 'data')
+  const once = { id: 'queue:req_1', keepIdMs: 60_000 }
+  const first = openEmbeddedStores(dataDir)
+  await first.usage.add([makeUsage({ ...once, inputTokens: 10 })])
+  await first.close()
+  const second = openEmbeddedStores(dataDir)
+  t.teardown(() => second.close())
+  await second.usage.add([makeUsage({ ...once, inputTokens: 10 })])
+  t.strictSame(
+    (await second.usage.query({})).map((r) => [r.requests, r.inputTokens]),
+    [[1, 10]],
+  )
+  const db = new DatabaseSync(':memory:')
+  db.exec(APPLIED_WRITES_SCHEMA)
+  const applied = appliedWrites(db)
+  t.equal(applied.first('a', 1000, 0), true, 'first')
+  t.equal(applied.first('a', 1000, 999), false, 'within its time: a repeat')
+  t.equal(applied.first('a', 1000, 1000), true, 'once run out: new again')
+  t.equal(applied.first('a', 1000, 1999), false)
+  db.close()
 })
 
 t.test('embedded: data survives close and reopen', async (t) => {
@@ -70,6 +94,7 @@ t.test('embedded: the database is in WAL mode at the latest schema version', asy
     .map((r) => r.name)
   t.strictSame(tables, [
     'accounts',
+    'applied_writes',
     'key_hashes',
     'keys',
     'ownership',

@@ -1,7 +1,7 @@
 // Test factories for store records: unique ids and hashes on every call, overridable.
 import { randomBytes } from 'node:crypto'
 import type { KeyRecord } from '../../src/keys/record.ts'
-import type { UsageRecord } from '../../src/store/ports.ts'
+import type { UsageWrite } from '../../src/store/ports.ts'
 
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex')
 
@@ -46,7 +46,7 @@ export function makeBareKeyRecord(overrides: Partial<KeyRecord> = {}): KeyRecord
   })
 }
 
-export function makeUsage(overrides: Partial<UsageRecord> = {}): UsageRecord {
+export function makeUsage(overrides: Partial<UsageWrite> = {}): UsageWrite {
   return {
     keyId: 'key_a',
     owner: 'team-a',

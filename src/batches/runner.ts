@@ -10,6 +10,7 @@
 // with an id is submitted again only when the queue has no such request (it never took
 // it), and the queue itself runs and charges each stored request once.
 import { GatewayError, toGatewayError } from '../errors.ts'
+import { screened, type Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import { principalOf, type Principal } from '../keys/record.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -38,6 +39,8 @@ export interface BatchRunnerDeps {
   readonly keys: Pick<KeyStore, 'get'>
   readonly instance: string
   readonly log: Logger
+  /** A line's text checked when it runs, under its key's policy then (guardrails/): masked as stored, or refused. */
+  readonly guardrails?: Guardrails
   /** How often a batch's lines are looked at (and unled batches looked for). */
   readonly tickMs: number
   /** Lines of one batch in the queue at once. */
@@ -214,8 +217,9 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         return true
       }
       try {
-        const call = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
-        await queue.enqueue(call, queueId)
+        const prepared = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
+        // Checked as a /queue request is when it arrives: the stored request is the masked one, a block fails the line.
+        await queue.enqueue(screened(deps, { id: queueId, log }, prepared), queueId)
         return true
       } catch (error) {
         const known = toGatewayError(error)

@@ -18,13 +18,22 @@ import { compilePolicies, type CompiledPolicy, type PolicyBook } from './policy.
 import { checkWholeReply, replyWindow, type ReplyFinding } from './reply-check.ts'
 import { unmasked } from './restore.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
+import { scanUpload, uploadBlockedError, uploadPurposeOf } from './uploads.ts'
 
-/** Who a screened call is for, for the records: the request's id, log and (for its address) request. */
-export type ScreenContext = Pick<RequestContext, 'id' | 'log' | 'req'>
+/**
+ * Who a screened call is for, for the records: the request's id, log and (for its address)
+ * request; no request when the gateway runs a stored call itself (a batch's line).
+ */
+export type ScreenContext = Pick<RequestContext, 'id' | 'log'> & { readonly req?: RequestContext['req'] }
+
+/** What the records say of a call: its endpoint, model and key, and the configuration it runs on. */
+type CallOf = Pick<PreparedCall, 'runtime' | 'spec' | 'modelName' | 'principal' | 'resolved'>
 
 export interface Guardrails {
   /** The call to run: `call` itself, or one whose body is masked. Throws guardrail_blocked. */
   screen(call: PreparedCall, ctx: ScreenContext): PreparedCall
+  /** An upload of JSONL (files.create, purpose batch or fine-tune) checked line by line: throws guardrail_blocked. */
+  screenUpload(call: CallOf & Pick<PreparedCall, 'body'>, ctx: ScreenContext): Promise<void>
 }
 
 export interface GuardrailsDeps {
@@ -56,12 +65,13 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
   bookOf(config.guardrails) // the boot's policies compiled now, not on the first call
 
   const record = (
-    call: PreparedCall,
+    call: CallOf,
     ctx: ScreenContext,
     policy: string,
-    verdict: Verdict,
+    verdict: Pick<Verdict, 'findings' | 'blocked'>,
     /** A reply's finding: the reply text the client already had. */
     sentChars?: number,
+    objectType = sentChars === undefined ? 'request' : 'reply',
   ): void => {
     const { findings } = verdict
     for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
@@ -84,11 +94,11 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         actor: { type: 'key', id: call.principal.keyId },
         via: 'inference',
         action: `guardrail.${action}`,
-        objectType: sentChars === undefined ? 'request' : 'reply',
+        objectType,
         objectId: ctx.id,
         before: null,
         after: summary,
-        address: clientIp(ctx.req, config.server.trustProxyHops),
+        address: ctx.req === undefined ? '' : clientIp(ctx.req, config.server.trustProxyHops),
         requestId: ctx.id,
       })
       .catch((err: unknown) =>
@@ -112,7 +122,7 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
   const replyCheckOf = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy): ReplyCheck => {
     const told = (finding: ReplyFinding): void => {
       const summary = { findings: [{ ...finding }], blocked: finding.action === 'block' ? finding : undefined }
-      record(call, ctx, policy.name, { ...summary, masked: new Map(), body: {} }, finding.sentChars)
+      record(call, ctx, policy.name, summary, finding.sentChars)
     }
     const stop = (finding: ReplyFinding): GatewayError => {
       told(finding)
@@ -153,6 +163,19 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         body: { kind: 'json', value: { ...verdict.body } },
         ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
       }
+    },
+    async screenUpload(call, ctx) {
+      const { body } = call
+      if (call.spec.endpoint !== 'files.create' || body.kind !== 'multipart') return
+      const purpose = uploadPurposeOf(body)
+      if (purpose === undefined) return
+      const tierPolicy = call.runtime.config.plans.tiers[call.resolved.tier]?.guardrails
+      const policy = bookOf(call.runtime.config.guardrails).policyFor(tierPolicy, call.principal.keyId)
+      if (policy === undefined || policy.rules.length === 0) return
+      const verdict = await scanUpload(body, purpose, policy)
+      if (verdict.findings.length === 0) return
+      record(call, ctx, policy.name, verdict, undefined, 'upload')
+      if (verdict.blocked !== undefined) throw uploadBlockedError(policy.name, verdict.blocked)
     },
   }
 }

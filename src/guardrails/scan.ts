@@ -26,12 +26,12 @@ export interface Verdict {
   readonly body: Readonly<Record<string, unknown>>
 }
 
-interface Hit extends Span {
+export interface Hit extends Span {
   readonly rule: Rule
 }
 
 /** The matches of every rule in one text; of overlapping ones, the one that starts first (the longer at one start) is kept. */
-function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
+export function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
   let hits: Hit[] = []
   for (const rule of rules) {
     const found = rule.detector.find(text)

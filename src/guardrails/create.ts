@@ -137,7 +137,11 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         const window = replyWindow(policy.replyRules, told)
         const passed = (out: string | ReplyFinding): string | GatewayError =>
           typeof out === 'string' ? out : stop(out)
-        return { push: (bytes, text) => passed(window.push(bytes, text)), end: () => passed(window.end()) }
+        return {
+          push: (bytes, text) => passed(window.push(bytes, text)),
+          end: () => passed(window.end()),
+          sent: () => window.sent(),
+        }
       },
     }
   }

@@ -334,6 +334,7 @@ export async function startGateway(
         )
   const app = buildApp({
     responseCache,
+    guardrails,
     config,
     runtime,
     reloader: overrides.worker?.adminReloader(reloader) ?? reloader,

@@ -19,6 +19,8 @@ import { checkWholeReply, replyWindow, type ReplyFinding } from './reply-check.t
 import { unmasked } from './restore.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
 import { scanUpload, uploadBlockedError, uploadPurposeOf } from './uploads.ts'
+import { scanRagPrompt } from './rag-prompt.ts'
+import type { Identity } from '../auth/identity.ts'
 
 /**
  * Who a screened call is for, for the records: the request's id, log and (for its address)
@@ -34,6 +36,16 @@ export interface Guardrails {
   screen(call: PreparedCall, ctx: ScreenContext): PreparedCall
   /** An upload of JSONL (files.create, purpose batch or fine-tune) checked line by line: throws guardrail_blocked. */
   screenUpload(call: CallOf & Pick<PreparedCall, 'body'>, ctx: ScreenContext): Promise<void>
+  /**
+   * A RAG chat prompt's body under `guardrails.rag` (of the configuration in force): the body
+   * to send (masked, or `body` itself). Throws guardrail_blocked.
+   */
+  screenRagPrompt(
+    body: Record<string, unknown>,
+    who: Pick<Identity, 'userId' | 'username'>,
+    ctx: ScreenContext,
+    config: GuardrailsConfig,
+  ): Record<string, unknown>
 }
 
 export interface GuardrailsDeps {
@@ -118,6 +130,40 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     })
   }
 
+  /** A RAG prompt's decision: counted, logged and audited as a key's are, its actor the user (no event: it has no key). */
+  const recordRag = (
+    who: Pick<Identity, 'userId' | 'username'>,
+    ctx: ScreenContext,
+    policy: string,
+    verdict: Pick<Verdict, 'findings' | 'blocked'>,
+  ): void => {
+    const { findings } = verdict
+    for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
+    const action = verdict.blocked !== undefined ? 'block' : findings.some((f) => f.action === 'mask') ? 'mask' : 'flag'
+    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, 'guardrails: a RAG prompt matched')
+    deps.audit
+      ?.record({
+        actor: { type: 'user', id: who.userId, name: who.username },
+        via: 'inference',
+        action: `guardrail.${action}`,
+        objectType: 'rag_prompt',
+        objectId: ctx.id,
+        before: null,
+        after: {
+          policy,
+          action,
+          endpoint: 'rag.query-pipeline',
+          findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
+          finding_count: findings.length,
+        },
+        address: ctx.req === undefined ? '' : clientIp(ctx.req, config.server.trustProxyHops),
+        requestId: ctx.id,
+      })
+      .catch((err: unknown) =>
+        ctx.log.error({ err: (err as Error).message }, 'audit: a guardrail decision could not be recorded'),
+      )
+  }
+
   /** The reply's checks under `policy`: each finding recorded as a request's are, with what the client already had. */
   const replyCheckOf = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy): ReplyCheck => {
     const told = (finding: ReplyFinding): void => {
@@ -180,6 +226,15 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       if (verdict.findings.length === 0) return
       record(call, ctx, policy.name, verdict, undefined, 'upload')
       if (verdict.blocked !== undefined) throw uploadBlockedError(policy.name, verdict.blocked)
+    },
+    screenRagPrompt(body, who, ctx, guardrails) {
+      const policy = bookOf(guardrails).policyFor(guardrails.rag, '')
+      if (policy === undefined || policy.rules.length === 0) return body
+      const verdict = scanRagPrompt(body, policy)
+      if (verdict.findings.length === 0) return body
+      recordRag(who, ctx, policy.name, verdict)
+      if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
+      return verdict.body
     },
   }
 }

@@ -30,6 +30,7 @@ import { AZURE_ENDPOINTS, withoutApiVersion } from './inference/azure-endpoints.
 import { PROXIED_ENDPOINTS } from './inference/endpoints.ts'
 import { V1_ENDPOINTS } from './inference/v1-endpoints.ts'
 import type { Corridor } from './inference/corridor.ts'
+import type { Guardrails } from './guardrails/create.ts'
 import { limiterStrategy, liveExchange } from './inference/live.ts'
 import type { EndpointSpec } from './inference/endpoints.ts'
 import { openCallOf, type OpenCall } from './inference/caller.ts'
@@ -88,6 +89,8 @@ export interface AppDeps {
   readonly accounts: AccountService
   /** RAG gateway access tokens (ours, and an OIDC issuer's when configured) → Identity. */
   readonly accessTokens: AccessTokenVerifier
+  /** The RAG gateway's chat prompts checked under `guardrails.rag` (the corridor has its own). */
+  readonly guardrails?: Guardrails
   /** RAG gateway login, refresh, logout, JWKS. */
   readonly tokens: TokenService
   /** The key portal's browser sessions (/portal); its routes are served when portal.enabled. */
@@ -226,6 +229,7 @@ export function buildApp(deps: AppDeps): App {
     accessTokens: deps.accessTokens,
     limiter: deps.limiter,
     metrics,
+    ...(deps.guardrails === undefined ? {} : { guardrails: deps.guardrails }),
   })
 
   // The key portal in a browser (/portal).

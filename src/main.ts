@@ -269,6 +269,7 @@ export async function startGateway(
   // Changes made through the admin API, the CLI and the portal (and guardrail decisions), kept audit.retentionDays.
   const audit = createAuditLogFromConfig(config, redis)
   const auditSweep = startAuditSweep(audit, config.audit.sweepIntervalSeconds * 1000, log)
+  const guardrails = createGuardrailsFromConfig(config, { metrics, audit, events })
   const corridor = createCorridor({
     config,
     runtime,
@@ -282,7 +283,7 @@ export async function startGateway(
     spoolDir,
     streams,
     cache: responseCache,
-    guardrails: createGuardrailsFromConfig(config, { metrics, audit, events }),
+    guardrails,
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({
@@ -308,6 +309,7 @@ export async function startGateway(
     keys: stores.keys,
     instance,
     events,
+    guardrails,
   })
   // RAG gateway: accounts, signing keys, access-token verification, logins.
   const ragAuth = createRagAuth({ config, stores, keyHashSecret: secrets.keyHashSecret, metrics, log, events })
@@ -345,6 +347,7 @@ export async function startGateway(
         )
   const app = buildApp({
     responseCache,
+    guardrails,
     config,
     runtime,
     reloader: overrides.worker?.adminReloader(reloader) ?? reloader,

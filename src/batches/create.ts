@@ -4,6 +4,7 @@ import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { Router } from '../http/router.ts'
 import type { OpenCall } from '../inference/caller.ts'
+import type { Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import type { BatchEventData, Events } from '../events/types.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -28,6 +29,8 @@ export interface BatchParts {
   readonly instance: string
   /** batch.completed, batch.failed, batch.expired, batch.cancelled (webhooks). */
   readonly events?: Events
+  /** Each line's text checked when it runs (guardrails/). */
+  readonly guardrails?: Guardrails
 }
 
 export interface Batches {

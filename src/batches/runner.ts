@@ -12,6 +12,7 @@
 // down longer than queue.resultTtlSeconds) ends as an error, never runs again. The queue
 // itself runs and charges each stored request once (queue/charge-once.ts).
 import { GatewayError, toGatewayError } from '../errors.ts'
+import { screened, type Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
 import { principalOf, type Principal } from '../keys/record.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -43,6 +44,8 @@ export interface BatchRunnerDeps {
   readonly keys: Pick<KeyStore, 'get'>
   readonly instance: string
   readonly log: Logger
+  /** A line's text checked when it runs, under its key's policy then (guardrails/): masked as stored, or refused. */
+  readonly guardrails?: Guardrails
   /** How often a batch's lines are looked at (and unled batches looked for). */
   readonly tickMs: number
   /** Lines of one batch in the queue at once. */
@@ -194,8 +197,9 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         return true
       }
       try {
-        const call = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
-        await queue.enqueue(call, queueId)
+        const prepared = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
+        // Checked as a /queue request is when it arrives: the stored request is the masked one, a block fails the line.
+        await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId)
         // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
         await set(line, { submitted: true })
         return true

@@ -105,6 +105,12 @@ export const guardrailsSchema = z.strictObject({
    * detector by detector, the stricter action winning, so a key is never looser than its tier.
    */
   keys: z.record(z.string().regex(/^key_[A-Za-z0-9]+$/, 'a key id (key_…)'), z.string().min(1)).default({}),
+  /**
+   * The policy the RAG gateway's chat prompts are checked under (`POST /query-pipeline/api/v1/chat`
+   * and `/query`): its users log in with a JWT and have no key or tier, so the gateway names
+   * one policy for them all. Unset: RAG prompts are not checked.
+   */
+  rag: z.string().min(1).optional(),
 })
 export type GuardrailsConfig = z.infer<typeof guardrailsSchema>
 
@@ -117,6 +123,8 @@ export function unknownPolicies(
   for (const [tier, plan] of Object.entries(tiers))
     if (plan.guardrails !== undefined && !Object.hasOwn(guardrails.policies, plan.guardrails))
       out.push(`plans.tiers.${tier}.guardrails: unknown policy "${plan.guardrails}" (guardrails.policies)`)
+  if (guardrails.rag !== undefined && !Object.hasOwn(guardrails.policies, guardrails.rag))
+    out.push(`guardrails.rag: unknown policy "${guardrails.rag}" (guardrails.policies)`)
   for (const [key, policy] of Object.entries(guardrails.keys))
     if (!Object.hasOwn(guardrails.policies, policy))
       out.push(`guardrails.keys.${key}: unknown policy "${policy}" (guardrails.policies)`)

@@ -19,15 +19,36 @@ import { compilePolicies, type CompiledPolicy, type PolicyBook } from './policy.
 import { checkWholeReply, replyWindow, type ReplyFinding } from './reply-check.ts'
 import { unmasked } from './restore.ts'
 import { scanBody, type Finding, type Verdict } from './scan.ts'
+import { scanUpload, uploadBlockedError, uploadPurposeOf } from './uploads.ts'
+import { scanRagPrompt } from './rag-prompt.ts'
+import type { Identity } from '../auth/identity.ts'
 
-/** Who a screened call is for, for the records: the request's id, log and (for its address) request. */
-export type ScreenContext = Pick<RequestContext, 'id' | 'log' | 'req'>
+/**
+ * Who a screened call is for, for the records: the request's id, log and (for its address)
+ * request; no request when the gateway runs a stored call itself (a batch's line).
+ */
+export type ScreenContext = Pick<RequestContext, 'id' | 'log'> & { readonly req?: RequestContext['req'] }
+
+/** What the records say of a call: its endpoint, model and key, and the configuration it runs on. */
+type CallOf = Pick<PreparedCall, 'runtime' | 'spec' | 'modelName' | 'principal' | 'resolved'>
 
 export interface Guardrails {
   /** The call to run: `call` itself, or one whose body is masked. Throws guardrail_blocked. */
   screen(call: PreparedCall, ctx: ScreenContext): PreparedCall
   /** screen, then the policy's external checks (guardrails/external/): the call to run. Throws as screen does, or guardrail_unavailable. */
   check(call: PreparedCall, ctx: ScreenContext): Promise<PreparedCall>
+  /** An upload of JSONL (files.create, purpose batch or fine-tune) checked line by line: throws guardrail_blocked. */
+  screenUpload(call: CallOf & Pick<PreparedCall, 'body'>, ctx: ScreenContext): Promise<void>
+  /**
+   * A RAG chat prompt's body under `guardrails.rag` (of the configuration in force): the body
+   * to send (masked, or `body` itself). Throws guardrail_blocked.
+   */
+  screenRagPrompt(
+    body: Record<string, unknown>,
+    who: Pick<Identity, 'userId' | 'username'>,
+    ctx: ScreenContext,
+    config: GuardrailsConfig,
+  ): Record<string, unknown>
 }
 
 export interface GuardrailsDeps {
@@ -65,12 +86,13 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
   const external = createExternalChecks({ ...deps, trustProxyHops: config.server.trustProxyHops })
 
   const record = (
-    call: PreparedCall,
+    call: CallOf,
     ctx: ScreenContext,
     policy: string,
-    verdict: Verdict,
+    verdict: Pick<Verdict, 'findings' | 'blocked'>,
     /** A reply's finding: the reply text the client already had. */
     sentChars?: number,
+    objectType = sentChars === undefined ? 'request' : 'reply',
   ): void => {
     const { findings } = verdict
     for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
@@ -93,11 +115,11 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         actor: { type: 'key', id: call.principal.keyId },
         via: 'inference',
         action: `guardrail.${action}`,
-        objectType: sentChars === undefined ? 'request' : 'reply',
+        objectType,
         objectId: ctx.id,
         before: null,
         after: summary,
-        address: clientIp(ctx.req, config.server.trustProxyHops),
+        address: ctx.req === undefined ? '' : clientIp(ctx.req, config.server.trustProxyHops),
         requestId: ctx.id,
       })
       .catch((err: unknown) =>
@@ -117,11 +139,45 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     })
   }
 
+  /** A RAG prompt's decision: counted, logged and audited as a key's are, its actor the user (no event: it has no key). */
+  const recordRag = (
+    who: Pick<Identity, 'userId' | 'username'>,
+    ctx: ScreenContext,
+    policy: string,
+    verdict: Pick<Verdict, 'findings' | 'blocked'>,
+  ): void => {
+    const { findings } = verdict
+    for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
+    const action = verdict.blocked !== undefined ? 'block' : findings.some((f) => f.action === 'mask') ? 'mask' : 'flag'
+    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, 'guardrails: a RAG prompt matched')
+    deps.audit
+      ?.record({
+        actor: { type: 'user', id: who.userId, name: who.username },
+        via: 'inference',
+        action: `guardrail.${action}`,
+        objectType: 'rag_prompt',
+        objectId: ctx.id,
+        before: null,
+        after: {
+          policy,
+          action,
+          endpoint: 'rag.query-pipeline',
+          findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
+          finding_count: findings.length,
+        },
+        address: ctx.req === undefined ? '' : clientIp(ctx.req, config.server.trustProxyHops),
+        requestId: ctx.id,
+      })
+      .catch((err: unknown) =>
+        ctx.log.error({ err: (err as Error).message }, 'audit: a guardrail decision could not be recorded'),
+      )
+  }
+
   /** The reply's checks under `policy`: each finding recorded as a request's are, with what the client already had. */
   const replyCheckOf = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy): ReplyCheck => {
     const told = (finding: ReplyFinding): void => {
       const summary = { findings: [{ ...finding }], blocked: finding.action === 'block' ? finding : undefined }
-      record(call, ctx, policy.name, { ...summary, masked: new Map(), body: {} }, finding.sentChars)
+      record(call, ctx, policy.name, summary, finding.sentChars)
     }
     const stop = (finding: ReplyFinding): GatewayError => {
       told(finding)
@@ -136,7 +192,11 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         const window = replyWindow(policy.replyRules, told)
         const passed = (out: string | ReplyFinding): string | GatewayError =>
           typeof out === 'string' ? out : stop(out)
-        return { push: (bytes, text) => passed(window.push(bytes, text)), end: () => passed(window.end()) }
+        return {
+          push: (bytes, text) => passed(window.push(bytes, text)),
+          end: () => passed(window.end()),
+          sent: () => window.sent(),
+        }
       },
     }
   }
@@ -167,6 +227,28 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
         body: { kind: 'json', value: { ...verdict.body } },
         ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
       }
+    },
+    async screenUpload(call, ctx) {
+      const { body } = call
+      if (call.spec.endpoint !== 'files.create' || body.kind !== 'multipart') return
+      const purpose = uploadPurposeOf(body)
+      if (purpose === undefined) return
+      const tierPolicy = call.runtime.config.plans.tiers[call.resolved.tier]?.guardrails
+      const policy = bookOf(call.runtime.config.guardrails).policyFor(tierPolicy, call.principal.keyId)
+      if (policy === undefined || policy.rules.length === 0) return
+      const verdict = await scanUpload(body, purpose, policy)
+      if (verdict.findings.length === 0) return
+      record(call, ctx, policy.name, verdict, undefined, 'upload')
+      if (verdict.blocked !== undefined) throw uploadBlockedError(policy.name, verdict.blocked)
+    },
+    screenRagPrompt(body, who, ctx, guardrails) {
+      const policy = bookOf(guardrails).policyFor(guardrails.rag, '')
+      if (policy === undefined || policy.rules.length === 0) return body
+      const verdict = scanRagPrompt(body, policy)
+      if (verdict.findings.length === 0) return body
+      recordRag(who, ctx, policy.name, verdict)
+      if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
+      return verdict.body
     },
   }
   return guardrails

@@ -23,6 +23,8 @@ export interface ReplyWindow {
   push(bytes: string, text: string): string | ReplyFinding
   /** The stream is complete: the rest to write, or a block. */
   end(): string | ReplyFinding
+  /** The stream's text let go so far, in characters (with a block: what the client already had). */
+  sent(): number
 }
 
 interface Held {
@@ -98,6 +100,7 @@ export function replyWindow(
       if (blocked !== undefined) return blocked
       return release(Infinity)
     },
+    sent: () => sent,
   }
 }
 

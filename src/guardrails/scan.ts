@@ -6,6 +6,7 @@
 // matched text.
 import type { Action } from './config.ts'
 import { merge, type Span } from './detectors.ts'
+import { unescapedJson } from './nested-json.ts'
 import type { CompiledPolicy, Rule } from './policy.ts'
 import { walkTexts, withTexts } from './text-fields.ts'
 
@@ -26,12 +27,12 @@ export interface Verdict {
   readonly body: Readonly<Record<string, unknown>>
 }
 
-interface Hit extends Span {
+export interface Hit extends Span {
   readonly rule: Rule
 }
 
 /** The matches of every rule in one text; of overlapping ones, the one that starts first (the longer at one start) is kept. */
-function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
+export function hitsIn(text: string, rules: readonly Rule[]): Hit[] {
   let hits: Hit[] = []
   for (const rule of rules) {
     const found = rule.detector.find(text)
@@ -49,7 +50,9 @@ export function scanBody(body: Readonly<Record<string, unknown>>, policy: Compil
   let blocked: Finding | undefined
   walkTexts(body, (visit) => {
     if (blocked !== undefined) return
-    const hits = hitsIn(visit.text, policy.rules)
+    // JSON in a text is read (and masked) with its escapes written out: `\u0041KIA…` is an AWS key id.
+    const text = unescapedJson(visit.text) ?? visit.text
+    const hits = hitsIn(text, policy.rules)
     if (hits.length === 0) return
     const path = visit.where()
     let masks = false
@@ -62,7 +65,7 @@ export function scanBody(body: Readonly<Record<string, unknown>>, policy: Compil
       }
       if (hit.rule.action === 'mask') masks = true
     }
-    if (masks) edits.push({ steps: visit.steps(), text: visit.text, hits })
+    if (masks) edits.push({ steps: visit.steps(), text, hits })
   })
   const masked = new Map<string, string>()
   if (blocked !== undefined) return { findings, blocked, masked, body }

@@ -48,7 +48,7 @@ export const NOT_CHECKED: Readonly<Record<string, string>> = {
   '.input[].summary[].text': 'a reasoning summary the model wrote, sent back as it was',
   '.input[].encrypted_content': 'reasoning the upstream encrypted; opaque',
   'multipart forms':
-    'audio, images and uploaded files (fine-tuning and batch JSONL): not checked yet (docs/guardrails.md)',
+    'audio and images: not text; uploaded batch and fine-tuning JSONL is read line by line at upload (uploads.ts)',
 }
 
 /** Every prefix of a listed path: the walk goes down these only. */

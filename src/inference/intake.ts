@@ -9,6 +9,7 @@ import { GatewayError, gatewayError } from '../errors.ts'
 import { readJsonBody, readMultipartBody, type RequestBody } from '../http/body.ts'
 import type { BodyRate } from '../http/body-rate.ts'
 import type { UploadHold } from '../files/quota.ts'
+import type { ScreenContext } from '../guardrails/create.ts'
 import type { Principal } from '../keys/record.ts'
 import type { JsonObject } from '../json.ts'
 import { estimateUsage, type Estimate } from '../limits/estimate.ts'
@@ -28,7 +29,7 @@ import { ANTHROPIC_CARRIED } from '../protocols/anthropic/carried.ts'
 /** The step after the intake (corridor.ts): a prepared call's text under its guardrail policy. */
 export { screened } from '../guardrails/create.ts'
 
-export type IntakeDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'spoolDir'> & {
+export type IntakeDeps = Pick<InferenceDeps, 'config' | 'ownership' | 'fileQuota' | 'spoolDir' | 'guardrails'> & {
   readonly bodyRate: BodyRate
 }
 
@@ -57,7 +58,7 @@ export interface Taken {
 export async function prepare(
   deps: IntakeDeps,
   req: IncomingMessage,
-  notes: { model?: string },
+  notes: { model?: string } & ScreenContext,
   principal: Principal,
   call: Pick<PreparedCall, 'runtime' | 'spec' | 'params' | 'query'>,
   limit: BodyLimit,
@@ -104,6 +105,8 @@ export async function prepare(
     outputCap: config.plans.tiers[resolved.tier]?.outputCap,
     outputCeiling: model?.meta?.max_output_length,
   })
+  // An uploaded batch or fine-tuning file is checked line by line before it holds room (guardrails/uploads.ts).
+  await deps.guardrails?.screenUpload({ runtime, spec, principal, body, modelName, resolved }, notes)
   const caps = storageCapsOf(config.plans, config.storageCaps, resolved.tier)
   const upload = (taken.upload = await deps.fileQuota?.hold(spec, principal, caps, body))
   return {

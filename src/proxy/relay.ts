@@ -89,6 +89,8 @@ export interface StreamGate {
   push(bytes: string, text: string): string | GatewayError
   /** The stream is complete: the rest, or the error. */
   end(): string | GatewayError
+  /** The characters of the stream's text let go so far: what `delivered` is told (held text is not the client's). */
+  sent(): number
 }
 
 export type UsageSource = 'reported' | 'counted' | 'none'
@@ -430,8 +432,25 @@ async function relaySse(
   /** The error a gate ended the stream with; nothing more is written. */
   let gated: GatewayError | undefined
   /** An event's bytes as the gate lets them go ('' while held); all of them when there is none. */
+  /** With a gate: the text given to it that `delivered` has not been told of yet, from offset `toldUpTo`. */
+  let untold = ''
+  let toldUpTo = 0
+  /** Tells `delivered` the text the client has now: all of it, or with a gate what the gate let go. */
+  const tell = (from: number): void => {
+    if (options.delivered === undefined || sink.aborted) return
+    if (gate === undefined) {
+      for (let i = from; i < text.length; i++) options.delivered(text[i] ?? '')
+      return
+    }
+    const upTo = gate.sent()
+    if (upTo <= toldUpTo) return
+    options.delivered(untold.slice(0, upTo - toldUpTo))
+    untold = untold.slice(upTo - toldUpTo)
+    toldUpTo = upTo
+  }
   const pass = (bytes: string, eventText: string): string => {
     if (gate === undefined || gated !== undefined) return gated === undefined ? bytes : ''
+    untold += eventText
     const out = gate.push(bytes, eventText)
     if (typeof out === 'string') return out
     gated = out
@@ -496,9 +515,7 @@ async function relaySse(
       out += event.data === '[DONE]' ? event.raw : pass(event.raw, eventText)
     }
     if (out.length > 0) await sink.write(out)
-    if (options.delivered !== undefined && !sink.aborted) {
-      for (let i = from; i < text.length; i++) options.delivered(text[i] ?? '')
-    }
+    tell(from)
   }
   const tapped = async (): Promise<Tapped> => {
     if (reported !== undefined) return { usage: reported, usageSource: 'reported' }
@@ -532,6 +549,7 @@ async function relaySse(
     const rest = gated ?? gate?.end() ?? ''
     if (typeof rest !== 'string') return endGated(rest)
     if (rest.length > 0) await sink.write(rest)
+    tell(text.length)
     // A stream that reported no usage is metered on what it carried, before it ends.
     const usage = await tapped()
     const trailer = usageTrailer(usage)

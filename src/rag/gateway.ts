@@ -5,6 +5,7 @@ import type { AccessTokenVerifier } from '../auth/identity.ts'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import { RAG_SERVICE_ALIASES, RAG_SERVICES, type Config, type RagService } from '../config/schema.ts'
 import type { Router } from '../http/router.ts'
+import type { Guardrails } from '../guardrails/create.ts'
 import type { Limiter } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog } from '../observability/outage-log.ts'
@@ -25,10 +26,12 @@ export interface RagGatewayDeps {
   /** The boot's configuration: server.* (a reload cannot change it). */
   readonly config: Pick<Config, 'server'>
   /** The RAG services, rules, limits and headers in force, and where each service is: read once per request. */
-  readonly runtime: RuntimeSource<{ readonly config: Pick<Config, 'rag'>; readonly rag: RagBackends }>
+  readonly runtime: RuntimeSource<{ readonly config: Pick<Config, 'rag' | 'guardrails'>; readonly rag: RagBackends }>
   readonly accessTokens: AccessTokenVerifier
   readonly limiter: Limiter
   readonly metrics: Metrics
+  /** Chat prompts checked under `guardrails.rag` (prompt-check.ts); absent: none. */
+  readonly guardrails?: Guardrails
 }
 
 export function registerRagRoutes(router: Router, deps: RagGatewayDeps): void {

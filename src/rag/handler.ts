@@ -17,6 +17,8 @@ import { admitPublicRagCall, admitRagCall } from './limits.ts'
 import { serviceRoute } from './path.ts'
 import { sendRefusal, toRefusal } from './refusal.ts'
 import { relay } from './relay.ts'
+import { checkedPrompt } from './prompt-check.ts'
+import { isRagPrompt } from '../guardrails/rag-prompt.ts'
 import { checkRouteRules, isPublicRoute } from './rules.ts'
 
 export async function handleRagRequest(
@@ -56,10 +58,20 @@ export async function handleRagRequest(
       scheme: clientScheme(ctx.req, config.server.trustProxyHops),
       prefix: `/${segment}`,
     })
+    const target = runtime.rag.target(service)
+    // A chat prompt is checked under guardrails.rag before it goes (guardrails/rag-prompt.ts): read whole, sent as checked.
+    const prompt =
+      identity !== null && deps.guardrails !== undefined && isRagPrompt(service, method, route.decoded)
+        ? await checkedPrompt(ctx, deps.guardrails, runtime.config.guardrails, identity, target.maxBodyBytes)
+        : undefined
+    if (prompt !== undefined) {
+      delete headers['transfer-encoding']
+      headers['content-length'] = String(prompt.length)
+    }
     // Traces on: the backend is told of this step's span in place of the client's traceparent.
     const step = ctx.trace.child(`${method} ${service}`, 'client', { 'tollgate.rag.service': service })
     const sent = step.recording ? { ...headers, ...step.headers() } : headers
-    const relayed = relay(ctx, runtime.rag.target(service), route.raw + route.search, sent, bodyRate)
+    const relayed = relay(ctx, target, route.raw + route.search, sent, bodyRate, prompt)
     const outcome = await traceStep(step, relayed, () => (ctx.res.headersSent ? ctx.res.statusCode : undefined))
     if (outcome.headersAfterMs !== undefined) ctx.upstreamMs = outcome.headersAfterMs
   } catch (err) {

@@ -40,6 +40,8 @@ export function relay(
   pathAndQuery: string,
   headers: OutgoingHttpHeaders,
   bodyRate: BodyRate,
+  /** The body to send instead of the client's stream: one read and checked already (guardrails, rag-prompt.ts). */
+  body?: Buffer,
 ): Promise<RelayOutcome> {
   const { req, res } = ctx
   const started = performance.now()
@@ -115,43 +117,48 @@ export function relay(
     }
     ctx.signal.addEventListener('abort', onClientGone, { once: true })
 
-    // A chunked body is counted as it streams: past the cap, the backend request is
-    // dropped (it never gets a whole body) and the client gets the 413, if nothing else yet.
-    if (req.headers['content-length'] === undefined && !req.complete) {
-      let received = 0
-      const count = (chunk: Buffer): void => {
-        received += chunk.length
-        if (received <= target.maxBodyBytes) return
-        req.off('data', count)
-        if (responded) request.destroy()
-        else refuse(tooLarge())
+    if (body !== undefined) request.end(body)
+    else streamBody()
+    /** The client's body into the backend request as it arrives (bounded, paced). */
+    function streamBody(): void {
+      // A chunked body is counted as it streams: past the cap, the backend request is
+      // dropped (it never gets a whole body) and the client gets the 413, if nothing else yet.
+      if (req.headers['content-length'] === undefined && !req.complete) {
+        let received = 0
+        const count = (chunk: Buffer): void => {
+          received += chunk.length
+          if (received <= target.maxBodyBytes) return
+          req.off('data', count)
+          if (responded) request.destroy()
+          else refuse(tooLarge())
+        }
+        req.on('data', count)
       }
-      req.on('data', count)
-    }
-    // Not pipeline(): a backend that answers before reading all of the body must not
-    // destroy the client's connection before the answer reaches it.
-    req.pipe(request)
-    // A body that stops arriving holds a backend connection: it gets the reply's idle bound.
-    if (!req.complete) {
-      // And it must keep arriving at the server's pace, as a body the gateway reads does:
-      // a client that declares more than it sends is answered within a window, not held.
-      const stopWatching = watchBodyPace(req, bodyRate, () => refuse(gatewayError('rag_body_timeout')))
-      request.once('close', stopWatching)
-      const stalled = setTimeout(
-        () => refuse(gatewayError('rag_body_timeout', { message: 'The request body stopped arriving' })),
-        target.idleTimeoutMs,
-      )
-      timers.push(stalled)
-      // Only while waiting: refresh() would re-arm a timer the response has cleared.
-      req.on('data', () => {
-        if (!responded && !settled) stalled.refresh()
+      // Not pipeline(): a backend that answers before reading all of the body must not
+      // destroy the client's connection before the answer reaches it.
+      req.pipe(request)
+      // A body that stops arriving holds a backend connection: it gets the reply's idle bound.
+      if (!req.complete) {
+        // And it must keep arriving at the server's pace, as a body the gateway reads does:
+        // a client that declares more than it sends is answered within a window, not held.
+        const stopWatching = watchBodyPace(req, bodyRate, () => refuse(gatewayError('rag_body_timeout')))
+        request.once('close', stopWatching)
+        const stalled = setTimeout(
+          () => refuse(gatewayError('rag_body_timeout', { message: 'The request body stopped arriving' })),
+          target.idleTimeoutMs,
+        )
+        timers.push(stalled)
+        // Only while waiting: refresh() would re-arm a timer the response has cleared.
+        req.on('data', () => {
+          if (!responded && !settled) stalled.refresh()
+        })
+        req.once('end', () => clearTimeout(stalled))
+      }
+      req.once('close', () => {
+        // A client that stopped sending mid-body: the backend must not take half a body as whole.
+        if (!req.complete) request.destroy()
       })
-      req.once('end', () => clearTimeout(stalled))
     }
-    req.once('close', () => {
-      // A client that stopped sending mid-body: the backend must not take half a body as whole.
-      if (!req.complete) request.destroy()
-    })
 
     request.once('response', (upstream: IncomingMessage) => {
       responded = true

@@ -5,7 +5,8 @@
 // detector; every model is on a recording upstream. Each planted call is a 400
 // guardrail_blocked (in the caller's protocol's shape) that does not echo the match, and
 // the upstream never receives one; a call with filler only passes, so the part is not
-// refusing everything.
+// refusing everything. Tool arguments and tool results are also planted in with every
+// character of their JSON spelled as a `\uXXXX` escape: still refused.
 // Cases: FUZZ_CASES, default 300. The seed is fixed (FUZZ_SEED picks others), so a failure
 // replays as it is.
 import { readFileSync } from 'node:fs'
@@ -64,7 +65,58 @@ const ANTHROPIC: FieldBody[] = [
     body: (x) => ({ model: MODEL, max_tokens: 20, system: x, messages: [{ role: 'user', content: 'hi' }] }),
   },
 ]
-const FIELDS = [...fieldBodies({ chat: MODEL, embedding: EMBEDDING }), ...ANTHROPIC]
+/** JSON text with every letter, digit, '@' and '.' of it spelled as a `\uXXXX` escape (JSON's own escapes kept). */
+const escapeAll = (json: string): string =>
+  json.replace(/(?<!\\)[A-Za-z0-9@.]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+// Tool arguments and tool results are JSON in a string: a match spelled with escapes is still one.
+const ESCAPED: FieldBody[] = [
+  {
+    path: 'escaped .messages[].tool_calls[].function.arguments',
+    route: 'chat/completions',
+    body: (x) => ({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'go' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'c', type: 'function', function: { name: 'f', arguments: escapeAll(JSON.stringify({ x })) } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c', content: 'ok' },
+      ],
+    }),
+  },
+  {
+    path: 'escaped tool result .messages[].content',
+    route: 'chat/completions',
+    body: (x) => ({
+      model: MODEL,
+      messages: [
+        { role: 'user', content: 'go' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'c', content: escapeAll(JSON.stringify({ result: x })) },
+      ],
+    }),
+  },
+  {
+    path: 'escaped .input[].output',
+    route: 'responses',
+    body: (x) => ({
+      model: MODEL,
+      input: [
+        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c', output: escapeAll(JSON.stringify({ result: x })) },
+      ],
+    }),
+  },
+]
+const FIELDS = [...fieldBodies({ chat: MODEL, embedding: EMBEDDING }), ...ANTHROPIC, ...ESCAPED]
 
 t.test('every text-bearing field is planted in', async (t) => {
   const covered = new Set(FIELDS.map((f) => f.path))

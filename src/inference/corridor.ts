@@ -24,7 +24,7 @@ import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, classedLimits, prepare, screened, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, classedLimits, prepare, screened, type IntakeOptions, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
@@ -33,7 +33,7 @@ import { streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-reque
 
 export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
-export interface EnterOptions extends BodyLimit {
+export interface EnterOptions extends IntakeOptions {
   /** Route label for logs and metrics; default the endpoint name. */
   readonly route?: string
 }

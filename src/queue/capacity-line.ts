@@ -10,7 +10,10 @@
 //
 // Fairness between keys and order within a key's line are the queue's: calls reach this
 // line in the order the queue started them, and only the head of its key's line waits here
-// (waiter.ts), so no call here waits on one behind it in its key's line.
+// (waiter.ts), so no call here waits on one behind it in its key's line. Between keys, a
+// call's class orders it as in its key's line (priority/classes.ts bandOf): a priority call
+// waits ahead of every default and flex call, a default one ahead of every flex one, first
+// come first served within a class; a flex call that already holds its turn keeps trying.
 //
 // Two things make a wake-up that does not come impossible: room() that arrives while the
 // head is trying is kept for its next again() (the head tries once more at once instead of
@@ -32,7 +35,12 @@ export interface CapacityTurn {
 
 export interface CapacityLine {
   /** Joins the line of `deployments` (refused until `retryAt`) and waits for its turn; null when `signal` fired first. */
-  enter(deployments: readonly string[], retryAt: number, signal: AbortSignal): Promise<CapacityTurn | null>
+  enter(
+    deployments: readonly string[],
+    retryAt: number,
+    signal: AbortSignal,
+    band?: number,
+  ): Promise<CapacityTurn | null>
   /** Room may have come back on a deployment: the head of each line waiting on it tries now. */
   room(deploymentId: string): void
   /** Calls waiting, over every line (for tests and metrics). */
@@ -40,6 +48,8 @@ export interface CapacityLine {
 }
 
 interface Waiter {
+  /** Its class's place (bandOf): lower waits ahead. */
+  readonly band: number
   trying: boolean
   /** When it was last told to try (its line's room() since then counts for its next again()). */
   triedAt: number
@@ -116,15 +126,18 @@ export function createCapacityLine(now: () => number = Date.now): CapacityLine {
   }
 
   return {
-    async enter(deployments, retryAt, signal) {
+    async enter(deployments, retryAt, signal, band = 0) {
       const key = deployments.join('\n')
       let line = lines.get(key)
       if (line === undefined) {
         line = { deployments: new Set(deployments), waiters: [], retryAt, roomAt: 0, timer: undefined }
         lines.set(key, line)
       } else if (line.waiters.length === 0) line.retryAt = retryAt
-      const me: Waiter = { trying: false, triedAt: 0, go: null }
-      line.waiters.push(me)
+      const me: Waiter = { band, trying: false, triedAt: 0, go: null }
+      // Behind every call of its class or a higher one, ahead of the lower classes.
+      const after = line.waiters.findIndex((w) => w.band > band && !w.trying)
+      if (after < 0) line.waiters.push(me)
+      else line.waiters.splice(after, 0, me)
       const joined = line
       if (!(await waitFor(key, joined, me, signal))) return null
       let done = false

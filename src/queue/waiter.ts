@@ -137,7 +137,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           options.shutdown,
           AbortSignal.timeout(Math.max(0, deadline - Date.now())),
         ])
-        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends))
+        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends, bandOf(request.serviceClass)))
         if (mine !== null && (mine !== turn || (await mine.again(at)))) {
           turn = mine
           return

@@ -39,6 +39,7 @@ import { endCallSpan } from '../observability/call-spans.ts'
 import { NO_SPAN, type Span, type Tracing } from '../observability/tracing.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, waitUntil, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
+import { bandOf } from '../priority/classes.ts'
 
 export interface WorkerDeps {
   readonly coordinator: Coordinator
@@ -314,7 +315,9 @@ export function createProcessor(deps: WorkerDeps): Processor {
         capacityAt = null
         if (!startedHere) throw new NotStarted()
         // Its turn in the capacity line (kept at the head when refused again), then the limiter.
-        const mine = waiting.turn ?? (await c.capacityLine.enter(capacityOf, at, controller.signal))
+        const mine =
+          waiting.turn ??
+          (await c.capacityLine.enter(capacityOf, at, controller.signal, bandOf(admissionRequest.serviceClass)))
         if (mine === null || (mine === waiting.turn && !(await mine.again(at)))) throw new NotStarted()
         waiting.turn = mine
         try {

@@ -2,7 +2,8 @@
 // call without max_tokens, on a key whose calls are known to be short, is predicted to fit
 // in the room its window has left, and so is served within a short deadline; on a tier that
 // keeps the fixed reservation the same call is predicted to wait for the window's end and is
-// refused at once (429 queue_deadline), as every such call was before.
+// refused at once (429 queue_deadline), as every such call was before. A wait predicted on
+// the learned reservation is measured in tollgate_queue_wait_prediction_ratio (near 1).
 import t from 'tap'
 import { startFakeUpstream } from '../helpers/fake-upstream.ts'
 import { startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
@@ -77,4 +78,52 @@ t.test('on the fixed reservation the same call is predicted to wait for the wind
   t.equal(refused.code, 'queue_deadline')
   t.ok(refused.retryMs > 1000, `retry-after-ms ${refused.retryMs}: the window's end`)
   t.ok(Date.now() - started < 1000, 'answered at once')
+})
+
+t.test('a wait predicted on the learned reservation is measured: actual ÷ predicted near 1', async (t) => {
+  // A gateway of its own with a 3 s window, so a call waits for the window's end.
+  const small = await startTollgate({
+    config: (doc) => {
+      doc.limits = { windowMs: 3000 }
+      doc.backends = { ...(doc.backends as object), up: { type: 'openai', baseUrl: up.url } }
+      doc.models = [...(doc.models as object[]), { name: MODEL, kind: 'chat', deployments: [{ backend: 'up' }] }]
+      doc.plans = {
+        defaultTier: 'Learned',
+        tiers: {
+          Learned: { outputReservation: { mode: 'learned', minSamples: 5 }, default: { output_tpm: 400 } },
+          // Calls here teach the model's sketch, which the Learned tier falls back to.
+          Open: { default: { rpm: 1000 } },
+        },
+      }
+    },
+  })
+  t.teardown(() => small.stop())
+  const send = (key: string, headers: Record<string, string> = {}, path = '/v2'): Promise<Response> =>
+    fetch(`${small.url}${path}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
+    })
+  // The model's calls teach its length on another tier (each call then reserves about 40:
+  // the fixed 1,024 would never fit in 400).
+  const learner = await small.createKey({ tier: 'Open' })
+  for (let i = 0; i < 6; i++) await (await send(learner.key)).arrayBuffer()
+  const { key } = await small.createKey({ tier: 'Learned' })
+  // Calls of about 40 until the window's 400 refuses one: the next waits for the window's end.
+  let filled = 0
+  for (let i = 0; i < 40; i++) {
+    const res = await send(key)
+    await res.arrayBuffer()
+    if (res.status !== 200) break
+    filled++
+  }
+  const res = await send(key, { 'x-tollgate-max-wait-ms': '10000' }, '/queue')
+  const body = await res.text()
+  t.equal(res.status, 200, `served at the window’s end: ${body.slice(0, 300)} (filled ${filled})`)
+  const waited = Number(res.headers.get('x-queue-wait-ms'))
+  const metrics = await (await fetch(`${small.metricsUrl}/metrics`)).text()
+  const sum = Number(/tollgate_queue_wait_prediction_ratio_sum\{class="default"\} ([\d.e+-]+)/.exec(metrics)?.[1])
+  const count = Number(/tollgate_queue_wait_prediction_ratio_count\{class="default"\} (\d+)/.exec(metrics)?.[1])
+  t.equal(count, 1, `the one predicted wait is measured (waited ${waited} ms)`)
+  t.ok(sum > 0.5 && sum < 1.5, `actual ÷ predicted: ${sum.toFixed(3)}`)
 })

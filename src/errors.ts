@@ -534,6 +534,15 @@ export const ERRORS = {
   // The key portal's sign-in form, answered again with the message on it
   portal_sign_in_incomplete: { status: 400, message: 'Enter your username and password.', body: 'page' },
   portal_sign_in_failed: { status: 401, message: 'Wrong username or password.', body: 'page' },
+  // A flex call when every deployment has no room left in flex's share of it: shed first, the rest kept for default and priority (proxy/deployment-pick.ts).
+  flex_capacity: {
+    status: 429,
+    type: 'requests',
+    code: 'flex_capacity_exceeded',
+    message:
+      'Every deployment of this model is too busy for flex calls right now. Try again after the time in retry-after-ms.',
+    body: 'openai',
+  },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorName = keyof typeof ERRORS

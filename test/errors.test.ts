@@ -96,6 +96,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   rag_service_timeout: [504, null, null, 'detail'],
   portal_sign_in_incomplete: [400, null, null, 'page'],
   portal_sign_in_failed: [401, null, null, 'page'],
+  flex_capacity: [429, 'requests', 'flex_capacity_exceeded', 'openai'],
 }
 
 const NAMES = Object.keys(ERRORS) as ErrorName[]

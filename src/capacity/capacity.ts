@@ -103,6 +103,22 @@ function byWeight(specs: readonly CandidateSpec[], random: number): CandidateSpe
   return specs[specs.length - 1]
 }
 
+/**
+ * A candidate as a call of `share` sees it: each declared limit cut to that share (at least
+ * 1), the tpm never below the call's own tokens (a call too large for the share but not for
+ * the deployment is refused as full, and may wait; never as too large). The store's counters
+ * are the deployment's own: a call of a higher class still sees the whole limit.
+ */
+function shareOf(c: CandidateSpec, share: number, tokens: number): CandidateSpec {
+  const cut = (limit: number): number => (limit > 0 ? Math.max(1, Math.floor(limit * share)) : 0)
+  return {
+    ...c,
+    rpm: cut(c.rpm),
+    tpm: c.tpm > 0 ? Math.max(cut(c.tpm), Math.min(c.tpm, tokens)) : 0,
+    maxConcurrent: cut(c.maxConcurrent),
+  }
+}
+
 export function createDeploymentCapacity(store: CapacityStore, options: CapacityOptions): DeploymentCapacity {
   const now = options.now ?? Date.now
   const random = options.random ?? Math.random
@@ -244,10 +260,15 @@ export function createDeploymentCapacity(store: CapacityStore, options: Capacity
       const tokens = Number.isFinite(estimate.tokens) ? Math.max(0, Math.ceil(estimate.tokens)) : 0
       const leaseId = randomUUID()
       try {
-        const got = await store.acquire({ now: now(), leaseId, tokens, random: random(), candidates })
+        const share = estimate.share ?? 1
+        const asked = share > 0 && share < 1 ? candidates.map((c) => shareOf(c, share, tokens)) : candidates
+        // The lease keeps the deployment's own spec (`candidates`): what it frees is the deployment's.
+        const got = await store.acquire({ now: now(), leaseId, tokens, random: random(), candidates: asked })
         if (!got.ok) {
           const { reason } = got
-          if (reason !== 'too_large') for (const c of candidates) options.onSaturated?.(c.id, reason, got.retryAt)
+          // A call refused on its share only (flex) says nothing of the deployment's own room.
+          if (reason !== 'too_large' && asked === candidates)
+            for (const c of candidates) options.onSaturated?.(c.id, reason, got.retryAt)
           return got
         }
         const chosen = candidates[got.index]

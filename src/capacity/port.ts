@@ -35,6 +35,12 @@ export type WindowKind = 'fixed' | 'sliding'
 export interface CapacityEstimate {
   /** Tokens the call is expected to use, as the upstream will count them. */
   readonly tokens: number
+  /**
+   * The share of each deployment's declared rpm, tpm and maxConcurrent the call may fill
+   * (a flex call: its tier's flexShare, priority/classes.ts): the rest stays for the calls
+   * of higher classes, so flex is the first refused as a deployment fills up. Absent: 1.
+   */
+  readonly share?: number
 }
 
 export interface CapacityUsage {

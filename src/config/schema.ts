@@ -317,7 +317,7 @@ export const serviceTiersSchema = z
         flex: z.number().min(0).max(100).optional(),
       })
       .optional(),
-    /** The share of each rate limit a flex call may fill; the rest is kept for default and priority. Default 0.8. */
+    /** The share of each rate limit, and of each deployment's declared capacity, a flex call may fill; the rest is kept for default and priority. Default 0.8. */
     flexShare: z.number().gt(0).max(1).optional(),
   })
   .refine((t) => (t.allow ?? SERVICE_CLASSES).includes(t.default ?? 'default'), {

@@ -24,16 +24,17 @@ import { capacityRetryAt, sendWithCapacity, targetIdOf, type PickedResult } from
 import type { AdmissionStrategy, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 import { identify, setHeaders, showLimits } from './caller.ts'
 import type { EndpointSpec } from './endpoints.ts'
-import { admissionRequestOf, classedLimits, prepare, screened, type BodyLimit, type Taken } from './intake.ts'
+import { admissionRequestOf, classedLimits, prepare, screened, type IntakeOptions, type Taken } from './intake.ts'
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
+import { capacityShare } from '../priority/classes.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { deploymentsServing, replyFor, requestFor } from './responses-over-chat/index.ts'
 import { streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
 
 export type { AdmissionStrategy, CallNotes, CallResult, Exchange, InferenceDeps, PreparedCall } from './call.ts'
 
-export interface EnterOptions extends BodyLimit {
+export interface EnterOptions extends IntakeOptions {
   /** Route label for logs and metrics; default the endpoint name. */
   readonly route?: string
 }
@@ -242,6 +243,7 @@ async function send(
       metrics: s.metrics,
       model: a.call.modelName ?? '',
       tokens: a.call.estimate.inputTokens + a.call.estimate.outputTokens,
+      share: capacityShare(a.call.runtime.config.plans, a.call.resolved.tier, a.call.serviceClass),
       counter: s.rotation++,
       breaker: s.breaker,
       onPicked: () => a.strategy.picked?.(),

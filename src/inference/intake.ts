@@ -47,6 +47,17 @@ export interface BodyLimit {
   readonly inbound?: (body: JsonObject, registry: BackendRegistry) => JsonObject
 }
 
+/** How the intake reads a call: its body's limits, and whether it may wait in a line. */
+export interface IntakeOptions extends BodyLimit {
+  /**
+   * The call waits in its key's line (a /queue drop-in twin): x-tollgate-max-wait-ms is its
+   * deadline, and a value that is not a whole number of ms is refused (400 invalid_header).
+   * Elsewhere (/v2, /v1, a stored request) nothing waits on it: the header is ignored, so a
+   * client that sets it on every call is not refused where it has no meaning.
+   */
+  readonly waitsInLine?: boolean
+}
+
 /** What the intake has taken so far: let go of when the call is done, read by a refusal. */
 export interface Taken {
   body: RequestBody
@@ -61,7 +72,7 @@ export async function prepare(
   notes: { model?: string } & ScreenContext,
   principal: Principal,
   call: Pick<PreparedCall, 'runtime' | 'spec' | 'params' | 'query'>,
-  limit: BodyLimit,
+  limit: IntakeOptions,
   taken: Taken,
 ): Promise<PreparedCall> {
   const { runtime } = call
@@ -120,7 +131,7 @@ export async function prepare(
     resolved,
     estimate,
     serviceClass,
-    ...maxWaitOf(req),
+    ...(limit.waitsInLine === true ? maxWaitOf(req) : {}),
     ...(upload === undefined ? {} : { upload }),
   }
 }

@@ -102,6 +102,12 @@ export interface Limiter {
    */
   check?(request: AdmissionRequest): Promise<RateLimitHeaders>
   /**
+   * The request as admit() would reserve it on the windowed limits (a learned output
+   * reservation in `rateEstimate`: reservations/), without admitting anything: what a /queue
+   * call's predicted wait is counted in (queue/deadline.ts). Absent: as it is.
+   */
+  asReserved?(request: AdmissionRequest): Promise<AdmissionRequest>
+  /**
    * Spends exactly `costNanos` from the budgets that apply to a key, and nothing of its rate
    * limits (a cached reply a tier charges a share for: src/cache/). Checked and held in one
    * atomic step like an admission, then committed; throws admission's budget refusal when a

@@ -13,7 +13,9 @@
 //    calls, so flex is the first refused (/v2) or the one that waits (/queue) as a key
 //    fills up, and a key that is not near its limits runs every class at once.
 // On /queue, a key's line orders priority before default before flex, first come first
-// served within a class (bandOf; both stores, so across instances on Redis).
+// served within a class (bandOf; both stores, so across instances on Redis), and so does
+// the capacity line of calls waiting for a deployment (queue/capacity-line.ts). A
+// deployment's declared capacity is shared the same way (capacityShare).
 // The reply says which class served it (its `service_tier`, proxy/public-model.ts).
 // docs/limits.md, "Priority classes".
 import {
@@ -123,6 +125,16 @@ export function classLimits(
     }
   }
   return { ...resolved, limits }
+}
+
+/**
+ * The share of a deployment's declared capacity (rpm, tpm, maxConcurrent) a call of `cls` may
+ * fill: flex its tier's flexShare, as on the key's limits, every other class all of it. So
+ * under a deployment's contention flex is shed first (/v2: 429 flex_capacity) or waits
+ * (/queue), and a deployment with room runs every class at once.
+ */
+export function capacityShare(plans: PlansConfig, tier: string, cls: ServiceClass | undefined): number {
+  return cls === 'flex' ? (plans.tiers[tier]?.serviceTiers?.flexShare ?? DEFAULT_FLEX_SHARE) : 1
 }
 
 /** Where a class waits in its key's line: priority before default before flex, FIFO within one. */

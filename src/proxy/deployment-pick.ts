@@ -48,6 +48,12 @@ export interface PickOptions<T extends FailoverTarget> extends FailoverOptions<T
   readonly model: string
   /** Tokens the call is expected to use (prompt + max output), as the upstream counts them. */
   readonly tokens: number
+  /**
+   * The share of each deployment's declared capacity the call may fill (a flex call's
+   * flexShare: capacity/port.ts CapacityEstimate.share); absent: all of it. A call refused
+   * on its share is answered flex_capacity (the same wait, its own code).
+   */
+  readonly share?: number
   /** Increments per call; spreads calls by weight when capacity has nothing to say (pickOrder). */
   readonly counter: number
   readonly breaker?: CircuitBreaker
@@ -71,7 +77,7 @@ export function targetIdOf(target: FailoverTarget): string {
  * retry-after-ms count to `retryAt`. Null (the call is larger than any deployment's whole
  * tpm) says no wait helps.
  */
-export function capacityRefusal(retryAt: number | null, now: number = Date.now()): GatewayError {
+export function capacityRefusal(retryAt: number | null, now: number = Date.now(), share?: number): GatewayError {
   if (retryAt === null) {
     return gatewayError('upstream_capacity', {
       message: 'This request needs more tokens than any deployment of this model takes in a minute.',
@@ -79,14 +85,27 @@ export function capacityRefusal(retryAt: number | null, now: number = Date.now()
     })
   }
   const ms = Math.max(1, Math.ceil(retryAt - now))
-  return gatewayError('upstream_capacity', {
-    headers: { 'retry-after': String(Math.ceil(ms / 1000)), 'retry-after-ms': String(ms) },
-  })
+  const headers = { 'retry-after': String(Math.ceil(ms / 1000)), 'retry-after-ms': String(ms) }
+  if (share !== undefined && share < 1) {
+    // Shed first: the deployments are too busy for flex, not necessarily for everyone.
+    return gatewayError('flex_capacity', {
+      message:
+        `Every deployment of this model is too busy for flex calls right now: flex fills at most ${Math.round(share * 100)} % ` +
+        "of a deployment's capacity, the rest is kept for default and priority calls. Try again after retry-after-ms, " +
+        "send it as service_tier 'default', or through /queue, where a flex call waits for room instead.",
+      headers,
+    })
+  }
+  return gatewayError('upstream_capacity', { headers })
 }
 
 /** When a capacity refusal may succeed (epoch ms), or undefined for any other error. */
 export function capacityRetryAt(error: unknown, now: number = Date.now()): number | undefined {
-  if (!(error instanceof GatewayError) || error.errorName !== 'upstream_capacity') return undefined
+  if (
+    !(error instanceof GatewayError) ||
+    (error.errorName !== 'upstream_capacity' && error.errorName !== 'flex_capacity')
+  )
+    return undefined
   const ms = Number(error.headers['retry-after-ms'])
   return Number.isFinite(ms) && ms > 0 ? now + ms : undefined
 }
@@ -95,7 +114,8 @@ type Choice<T> = { readonly target: T; readonly lease: CapacityLease } | { reado
 
 /** The next deployment among `left` (in configured order), and its lease; or when one may have room. */
 async function pick<T extends FailoverTarget>(left: readonly T[], o: PickOptions<T>): Promise<Choice<T>> {
-  const got = await o.capacity.acquire(left.map(targetIdOf), { tokens: o.tokens })
+  const ask = o.share === undefined ? { tokens: o.tokens } : { tokens: o.tokens, share: o.share }
+  const got = await o.capacity.acquire(left.map(targetIdOf), ask)
   if (!got.ok) return { retryAt: got.retryAt }
   const chosen = left.find((t) => targetIdOf(t) === got.lease.deploymentId)
   if (got.lease.tracked && chosen !== undefined) return { target: chosen, lease: got.lease }
@@ -103,7 +123,7 @@ async function pick<T extends FailoverTarget>(left: readonly T[], o: PickOptions
   const first = left[0] as T
   if (chosen === first) return { target: first, lease: got.lease }
   await got.lease.release()
-  const own = await o.capacity.acquire([targetIdOf(first)], { tokens: o.tokens })
+  const own = await o.capacity.acquire([targetIdOf(first)], ask)
   return own.ok ? { target: first, lease: own.lease } : { retryAt: own.retryAt }
 }
 
@@ -173,7 +193,8 @@ export async function sendWithCapacity<T extends FailoverTarget>(
       if (last5xx !== undefined) return { ...last5xx, attempts }
       // The ones tried refused, the rest are full: the gateway's answer, not the upstream's.
       discard(lastRefusal)
-      throw capacityRefusal(earliest(picked.retryAt, refusedUntil), now())
+      // Refused on its share only when no deployment's own refusal (429, 503) came first.
+      throw capacityRefusal(earliest(picked.retryAt, refusedUntil), now(), refusedUntil === null ? o.share : undefined)
     }
     const { target, lease } = picked
     if (attempts === 0) o.onPicked?.()

@@ -15,7 +15,10 @@
 // lowest virtual token counter, read from the store before each try (first come first
 // served between calls of one party, and when the store does not answer). When a party
 // further below its share waits on another gateway, the head holds back HOLD_MS so that
-// gateway's call takes the room. Without fair shares it is first come first served.
+// gateway's call takes the room. A call's class places it on entering, as in its key's line
+// (priority/classes.ts bandOf): a priority call ahead of every default and flex call, a
+// default one ahead of every flex one; without fair shares, first come first served within a
+// class. A call already trying keeps its place.
 //
 // Two things make a wake-up that does not come impossible: room() that arrives while the
 // head is trying is kept for its next again() (the head tries once more at once instead of
@@ -237,7 +240,11 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
       } else if (line.waiters.length === 0) line.retryAt = retryAt
       const me: Waiter = { seat, trying: false, triedAt: 0, go: null }
       if (seat !== undefined) fairness?.arrived(seat.model, seat.party)
-      line.waiters.push(me)
+      // Behind every call of its class or a higher one, ahead of the lower classes.
+      const band = seat?.band ?? 0
+      const after = line.waiters.findIndex((w) => (w.seat?.band ?? 0) > band && !w.trying)
+      if (after < 0) line.waiters.push(me)
+      else line.waiters.splice(after, 0, me)
       const joined = line
       if (!(await waitFor(key, joined, me, signal))) return null
       let done = false

@@ -7,7 +7,9 @@
 // The prediction, when the call joins its line: the calls ahead of it (the store's count, so
 // across every instance on Redis), the key's counters as they stand (the limiter's
 // x-ratelimit-* state: room left in this window, time to its end) and its limits (what a
-// window lets through): with fixed windows, the calls ahead and then this one pass in the
+// window lets through), each call counted as admission will count it: a call without an
+// output cap at its learned output reservation (reservations/, the limiter's asReserved), not
+// the fixed one, which would predict a wait for room the call does not need: with fixed windows, the calls ahead and then this one pass in the
 // room left now, then a window's worth at each reset (limitWaitMs). On top, what calls in that
 // line have waited beyond their prediction, learned on this gateway (a full deployment, the
 // capacity behind the key's limits), and forgotten as it stops. At the head, the limiter's own
@@ -39,13 +41,16 @@ export function deadlineOf(request: Pick<AdmissionRequest, 'maxWaitMs'>, queueMa
   return Math.min(request.maxWaitMs ?? queueMaxWaitMs, queueMaxWaitMs)
 }
 
+/** What a call takes of the windowed token limits: its learned output reservation when it has one (limits/port.ts rateEstimate), as admission counts it. */
+const reservedOf = (r: AdmissionRequest): AdmissionRequest['estimate'] => r.rateEstimate ?? r.estimate
+
 /** The units one call takes of each dimension the x-ratelimit-* headers describe (limits/headers.ts). */
 const DIMENSIONS: ReadonlyArray<readonly [string, (r: AdmissionRequest) => number | undefined]> = [
   ['requests', () => 1],
   // "-tokens" stands for input_tpm when the plan sets no tpm: that one is read as input-tokens.
-  ['tokens', (r) => (r.limits.tpm === undefined ? undefined : r.estimate.inputTokens + r.estimate.outputTokens)],
-  ['input-tokens', (r) => r.estimate.inputTokens],
-  ['output-tokens', (r) => r.estimate.outputTokens],
+  ['tokens', (r) => (r.limits.tpm === undefined ? undefined : reservedOf(r).inputTokens + reservedOf(r).outputTokens)],
+  ['input-tokens', (r) => reservedOf(r).inputTokens],
+  ['output-tokens', (r) => reservedOf(r).outputTokens],
 ]
 
 /**

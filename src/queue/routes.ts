@@ -57,7 +57,7 @@ export function registerQueueRoutes(router: Router, deps: QueueRouteDeps): void 
         async (call) => {
           await corridor.run(call, liveExchange(ctx), queue.waitInLine(ctx.signal))
         },
-        { route },
+        { route, waitsInLine: true },
       )
     })
   }

@@ -47,6 +47,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let aheadAtJoin = 0
   let predictedMs = 0
   let joinState: RateLimitHeaders = {}
+  /** The call as admission reserves it (a learned output reservation): what its wait is predicted in. */
+  let reserved: AdmissionRequest | undefined
   /** Every deployment is full until then (epoch ms): the next admission waits for it first, in the capacity line. */
   let capacityAt: number | null = null
   let capacityOf: readonly string[] = []
@@ -83,6 +85,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         try {
           // Where its key's counters stand: what its wait is predicted from (deadline.ts).
           joinState = (await limiter.check?.(request)) ?? {}
+          if (options.predictor !== undefined) reserved = await limiter.asReserved?.(request)
         } catch (error) {
           metrics.queueRequests.inc({ mode: 'dropin', outcome: 'refused' })
           throw error
@@ -158,7 +161,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         if (joining && options.predictor !== undefined) {
           // Its deadline against the line ahead of it: refused now rather than timed out later.
           aheadAtJoin = ahead
-          predictedMs = options.predictor.predict(line, ahead, request, joinState)
+          predictedMs = options.predictor.predict(line, ahead, reserved ?? request, joinState)
           if (predictedMs > allowedMs) throw deadlineRefusal(predictedMs, allowedMs, ahead)
         }
         if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))

@@ -51,8 +51,8 @@ function learnedRequest(
 
 /**
  * The limiter with learned output reservations, for the tiers whose outputReservation is
- * `learned` (the default). Everything but admit, check and outputReservation is the
- * limiter's own.
+ * `learned` (the default). Everything but admit, check, asReserved and outputReservation is
+ * the limiter's own.
  */
 export function withLearnedReservations(
   limiter: Limiter,
@@ -102,6 +102,7 @@ export function withLearnedReservations(
       return observed
     },
     ...(check === undefined ? {} : { check: async (request: AdmissionRequest) => check(await prepared(request)) }),
+    asReserved: (request) => prepared(request),
     async outputReservation(subject) {
       return reservations.describe(subject, plans().tiers[subject.tier])
     },

@@ -72,3 +72,31 @@ t.test('a held slot on a maxConcurrent deployment renews itself until released',
   t.equal((await capacity.acquire(['a'], { tokens: 0 })).ok, true)
   t.equal(spy.calls(), after + 1, 'no renewal after release, only the new acquire')
 })
+
+t.test('a share: the call fills only its share of each declared limit; the whole stays for the rest', async (t) => {
+  const events: string[] = []
+  const capacity = createDeploymentCapacity(memoryCapacityStore(), {
+    deployments: { a: { maxConcurrent: 5, tpm: 1000 } },
+    onSaturated: (id, reason) => events.push(`${id} ${reason}`),
+  })
+  const flex = { tokens: 10, share: 0.8 }
+  const held = []
+  for (let i = 0; i < 4; i++) {
+    const got = await capacity.acquire(['a'], flex)
+    if (!got.ok) throw new Error(`flex ${i} refused`)
+    held.push(got.lease)
+  }
+  const shed = await capacity.acquire(['a'], flex)
+  t.match(shed, { ok: false, reason: 'full' }, 'the fifth at 0.8 of 5 slots is refused')
+  t.same(events, [], 'a refusal on a share says nothing of the deployment being full')
+  const whole = await capacity.acquire(['a'], { tokens: 10 })
+  t.equal(whole.ok, true, 'a call of the whole still has the fifth slot')
+  if (whole.ok) held.push(whole.lease)
+  t.same((await capacity.inspect(['a']))[0]?.inFlight, 5, 'every slot counted on the deployment’s own state')
+  // Larger than the share of tpm (800) but not than the whole: refused as full, never too large.
+  for (const lease of held) await lease.release({ tokens: 0 })
+  const big = await capacity.acquire(['a'], { tokens: 900, share: 0.8 })
+  t.equal(big.ok, true, 'with the window empty, it goes')
+  if (big.ok) await big.lease.release({ tokens: 900 })
+  t.match(await capacity.acquire(['a'], { tokens: 900, share: 0.8 }), { ok: false, reason: 'full' })
+})

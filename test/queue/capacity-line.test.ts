@@ -89,3 +89,20 @@ t.test('a call that leaves takes its place out of the line', async (t) => {
   t.equal(await line.enter(DEPLOYMENTS, Date.now(), already.signal), null, 'a call already gone never joins')
   t.equal(line.waiting(), 0)
 })
+
+t.test('a class waits ahead of the lower ones, first come first served within it', async (t) => {
+  const line = createCapacityLine()
+  const order: string[] = []
+  // Each takes its turn and passes it on at once (granted), so the next tries.
+  const at = (name: string, band: number): Promise<void> =>
+    line.enter(DEPLOYMENTS, LATER(), new AbortController().signal, { model: 'm', party: name, band }).then((turn) => {
+      order.push(name)
+      turn?.pass(true)
+    })
+  // bandOf's order: priority below default below flex; only the order matters here.
+  const turns = [at('flex-1', 1), at('flex-2', 1), at('default-1', 0), at('priority-1', -1), at('default-2', 0)]
+  t.same(order, [], 'nobody tries before room')
+  line.room('a/m')
+  await Promise.all(turns)
+  t.same(order, ['priority-1', 'default-1', 'default-2', 'flex-1', 'flex-2'])
+})

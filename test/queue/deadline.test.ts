@@ -68,3 +68,13 @@ t.test('the header, within the queue’s maxWaitMs', async (t) => {
   t.equal(deadlineOf({ maxWaitMs: 5000 }, 1000), 1000)
   t.equal(deadlineOf({}, 1000), 1000)
 })
+
+t.test('tokens are counted as admission reserves them: a learned output reservation, not the fixed one', async (t) => {
+  const fixed = request({ output_tpm: 1500 }, 10, 1024)
+  const learned: AdmissionRequest = { ...fixed, rateEstimate: { inputTokens: 10, outputTokens: 40 } }
+  const s = state('output-tokens', 1500, 980, '40s')
+  t.equal(limitWaitMs(s, 0, fixed, 60_000), 40_000, 'the fixed 1,024 does not fit in the 980 left: the reset')
+  t.equal(limitWaitMs(s, 0, learned, 60_000), 0, 'the learned 40 fits now')
+  t.equal(limitWaitMs(s, 23, learned, 60_000), 0, 'and with 23 ahead of it, 40 each: 24 fit in 980')
+  t.equal(limitWaitMs(s, 24, learned, 60_000), 40_000, 'the 25th waits for the reset')
+})

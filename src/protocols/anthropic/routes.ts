@@ -108,7 +108,7 @@ export function registerAnthropicRoutes(router: Router, deps: AnthropicRouteDeps
                 const sink = new AnthropicReplySink(ctx.res, ctx.id)
                 await corridor.run(call, { ...liveExchange(ctx), sink }, queue.waitInLine(ctx.signal))
               },
-              { route: 'queue.anthropic.messages', inbound },
+              { route: 'queue.anthropic.messages', inbound, waitsInLine: true },
             ),
       ),
     )

@@ -11,6 +11,7 @@ import t from 'tap'
 import { startGatedUpstream } from '../helpers/gated-upstream.ts'
 import { onSharedRedis, startTollgate, type RunningTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
+import { counterSum } from '../helpers/metrics.ts'
 import { deleteUnder } from '../helpers/redis.ts'
 import { redisClient } from '../limits/helpers.ts'
 
@@ -47,19 +48,10 @@ async function call(path: '/v2' | '/queue', key: string, name: string, tier: str
   }
 }
 
-/** The calls put to wait for the deployment so far (its log line, once per round of a call). */
-const waitedForRoom = (): number =>
-  new Set(
-    gw
-      .logs()
-      .filter((l) => l.msg === 'every deployment is full; the call waits for one to have room')
-      .map((l) => l.reqId),
-  ).size
-
-/** Until `n` calls in all have been put to wait for the deployment. */
+/** Until `n` calls of this gateway wait for a deployment to have room (the capacity line). */
 async function waitingForRoom(n: number): Promise<void> {
   const seen = await pollUntil(
-    async () => waitedForRoom(),
+    () => counterSum(gw, 'tollgate_queue_capacity_waiting'),
     (count) => count >= n,
     2000,
     10,
@@ -133,7 +125,6 @@ for (const store of ['embedded', 'redis'] as const) {
 
     t.test('/queue: under contention priority overtakes flex, default comes between', async (t) => {
       const base = up.received.length
-      const logged = waitedForRoom()
       // Every slot taken by default calls of one key (held upstream).
       const holder = await keyOf('holder')
       const holding = Array.from({ length: SLOTS }, (_, i) => call('/v2', holder, `hold-${i}`, 'default'))
@@ -150,7 +141,7 @@ for (const store of ['embedded', 'redis'] as const) {
       const queued: Array<Promise<Answer>> = []
       for (const [i, name] of order.entries()) {
         queued.push(call('/queue', await keyOf(name), name, tiers[name] ?? 'default'))
-        await waitingForRoom(logged + i + 1)
+        await waitingForRoom(i + 1)
       }
       // Two slots free at once: flex-a, first in line and within its four, could take one, but
       // the priority and the default call waiting behind it go first and take both.

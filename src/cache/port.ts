@@ -37,3 +37,13 @@ export interface ResponseCacheStore {
 
 /** What an entry costs beyond its value: its key, its labels and the bookkeeping around them. */
 export const ENTRY_OVERHEAD_BYTES = 256
+
+/** Labels as both Redis adapters keep them beside an entry: one space-separated, URI-encoded line. */
+export const encodeEntryLabels = (l: EntryLabels): string =>
+  [l.keyId, l.owner, l.tenant, l.model].map(encodeURIComponent).join(' ')
+
+export function decodeEntryLabels(meta: string): EntryLabels | undefined {
+  const [, keyId, owner, tenant, model] = meta.split(' ').map(decodeURIComponent)
+  if (keyId === undefined || owner === undefined || tenant === undefined || model === undefined) return undefined
+  return { keyId, owner, tenant, model }
+}

@@ -7,7 +7,7 @@
 import { cacheScopeNamespace, redisNamespace, runScript, script, withRedis } from '../store/redis-kit.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { matches } from './memory-store.ts'
-import { ENTRY_OVERHEAD_BYTES, type EntryLabels, type ResponseCacheStore } from './port.ts'
+import { decodeEntryLabels, encodeEntryLabels, ENTRY_OVERHEAD_BYTES, type ResponseCacheStore } from './port.ts'
 
 const DROP = `
 local function drop(ns, k)
@@ -52,14 +52,6 @@ for i = 2, #ARGV do drop(ARGV[1], ARGV[i]) end
 return redis.call('HLEN', KEYS[2])
 `)
 
-const encodeLabels = (l: EntryLabels): string => [l.keyId, l.owner, l.tenant, l.model].map(encodeURIComponent).join(' ')
-
-function decodeLabels(meta: string): EntryLabels | undefined {
-  const [, keyId, owner, tenant, model] = meta.split(' ').map(decodeURIComponent)
-  if (keyId === undefined || owner === undefined || tenant === undefined || model === undefined) return undefined
-  return { keyId, owner, tenant, model }
-}
-
 export function createRedisCacheStore(
   redis: RedisConnection,
   prefix: string,
@@ -92,7 +84,7 @@ export function createRedisCacheStore(
               Date.now(),
               bounds.scopeMaxBytes,
               size,
-              encodeLabels(labels),
+              encodeEntryLabels(labels),
             ],
           ),
           redis.sadd(scopes, scope),
@@ -108,7 +100,7 @@ export function createRedisCacheStore(
         const all = await withRedis(redis, () => redis.hgetall(m))
         const doomed = Object.entries(all)
           .filter(([, meta]) => {
-            const labels = decodeLabels(meta)
+            const labels = decodeEntryLabels(meta)
             return labels !== undefined && matches(labels, filter)
           })
           .map(([k]) => k)

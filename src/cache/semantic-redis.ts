@@ -10,7 +10,7 @@
 import type { RedisConnection } from '../store/redis-client.ts'
 import { cacheScopeNamespace, redisNamespace, runScript, script, withRedis } from '../store/redis-kit.ts'
 import { matches } from './memory-store.ts'
-import type { EntryLabels } from './port.ts'
+import { decodeEntryLabels, encodeEntryLabels } from './port.ts'
 import { endianness } from 'node:os'
 import type { Sealer } from './seal.ts'
 import { vectorBytes, type Candidate, type SemanticBounds, type SemanticIndex } from './semantic-index.ts'
@@ -60,14 +60,6 @@ const PURGE = script(`${DROP}
 for i = 2, #ARGV do drop(ARGV[1], ARGV[i]) end
 return redis.call('ZCARD', KEYS[1])
 `)
-
-const encodeLabels = (l: EntryLabels): string => [l.keyId, l.owner, l.tenant, l.model].map(encodeURIComponent).join(' ')
-
-function decodeLabels(meta: string): EntryLabels | undefined {
-  const [, keyId, owner, tenant, model] = meta.split(' ').map(decodeURIComponent)
-  if (keyId === undefined || owner === undefined || tenant === undefined || model === undefined) return undefined
-  return { keyId, owner, tenant, model }
-}
 
 /** The sealed plain bytes: the expiry (epoch ms, float64) then the floats, little-endian. */
 function encodeVector(vector: Float32Array, expiresAt: number): Buffer {
@@ -187,7 +179,7 @@ export function createRedisSemanticIndex(
               bounds.scopeMaxVectors,
               bounds.scopeMaxBytes,
               vectorBytes(vector),
-              encodeLabels(labels),
+              encodeEntryLabels(labels),
             ],
           ),
           redis.sadd(scopes, scope),
@@ -203,7 +195,7 @@ export function createRedisSemanticIndex(
         const all = await withRedis(redis, () => redis.hgetall(sm))
         const doomed = Object.entries(all)
           .filter(([, meta]) => {
-            const labels = decodeLabels(meta)
+            const labels = decodeEntryLabels(meta)
             return labels !== undefined && matches(labels, filter)
           })
           .map(([member]) => member)

@@ -19,6 +19,7 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import { LineBook } from './line-book.ts'
 import {
   isFinalBatch,
   type BatchError,
@@ -191,24 +192,25 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   /** One look at a batch in progress; returns whether every line still to run has ended. */
   async function step(
     record: BatchRecord,
-    lines: BatchLine[],
+    book: LineBook,
   ): Promise<{ settled: boolean; stopping: boolean; progressed: boolean }> {
+    const { lines } = book
     const stopping = record.cancelAt !== null || Date.now() >= record.expiresAt
     const who = await principal(record)
     let usage = record.usage
     let changed = false
-    /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
-    const at = new Map(lines.map((l, i) => [l.index, i]))
-    const set = async (line: BatchLine, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
+    /** Writes a change of the line at place `i`, then keeps it in the book. */
+    const set = async (i: number, patch: Pick<BatchLine, 'queueId'> | Pick<BatchLine, 'result'>) => {
+      const line = lines[i]
+      if (line === undefined) return
       await store.setLine(record.id, line.index, patch)
-      const i = at.get(line.index) ?? -1
       const current = lines[i]
-      if (current !== undefined) lines[i] = { ...current, ...patch }
+      if (current !== undefined) book.replace(i, { ...current, ...patch })
       changed = true
     }
-    const submit = async (line: BatchLine, queueId: string): Promise<boolean> => {
+    const submit = async (i: number, line: BatchLine, queueId: string): Promise<boolean> => {
       if (who === null) {
-        await set(line, {
+        await set(i, {
           result: { kind: 'error', code: 'invalid_api_key', message: 'The key of this batch is no longer active.' },
         })
         return true
@@ -221,13 +223,14 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         const known = toGatewayError(error)
         // A full queue (or an outage) is waited out: the line is submitted on a later look.
         if (known.errorName === 'queue_full' || known.status === 503) return false
-        await set(line, { result: { kind: 'error', code: known.code ?? known.errorName, message: known.message } })
+        await set(i, { result: { kind: 'error', code: known.code ?? known.errorName, message: known.message } })
         return true
       }
     }
     let inQueue = 0
-    for (const line of [...lines]) {
-      if (line.queueId === null || line.result !== null) continue
+    for (const i of [...book.waiting]) {
+      const line = lines[i]
+      if (line === undefined || line.queueId === null || line.result !== null) continue
       let view: QueueView | null
       try {
         view = await queue.read(line.queueId, record.owner)
@@ -237,8 +240,8 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       }
       if (view === null) {
         // Chosen but never taken by the queue (a restart between, or a full queue).
-        if (stopping) await set(line, { result: resultOf(line, { status: 'cancelled' }) })
-        else if (await submit(line, line.queueId)) inQueue++
+        if (stopping) await set(i, { result: resultOf(line, { status: 'cancelled' }) })
+        else if (await submit(i, line, line.queueId)) inQueue++
         continue
       }
       const result = resultOf(line, view)
@@ -252,30 +255,21 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         inputTokens: usage.inputTokens + Number(u?.input_tokens ?? 0),
         outputTokens: usage.outputTokens + Number(u?.output_tokens ?? 0),
       }
-      await set(line, { result })
+      await set(i, { result })
     }
     if (!stopping) {
-      for (let i = 0; i < lines.length && inQueue < deps.window; i++) {
+      for (let i = book.firstUnsent(); i < lines.length && inQueue < deps.window; i++) {
         const line = lines[i]
         if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)
         // Kept before it is submitted: a restart in between submits it again, once.
-        await set(line, { queueId })
-        if (!(await submit(line, queueId))) break
+        await set(i, { queueId })
+        if (!(await submit(i, line, queueId))) break
         if (lines[i]?.result === null) inQueue++
       }
     }
-    if (changed) {
-      const done = lines.filter((l) => l.result !== null)
-      const completed = done.filter((l) => l.result?.kind === 'response' && l.result.statusCode < 400).length
-      await store.update(record.id, {
-        counts: { total: lines.length, completed, failed: done.length - completed },
-        usage,
-      })
-    }
-    const waiting = lines.filter((l) => l.result === null && l.queueId !== null).length
-    const unsent = lines.filter((l) => l.queueId === null).length
-    return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
+    if (changed) await store.update(record.id, { counts: book.counts(), usage })
+    return { settled: book.waiting.size === 0 && (stopping || book.unsent === 0), stopping, progressed: changed }
   }
 
   async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
@@ -328,7 +322,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   }
 
   async function drive(id: string): Promise<void> {
-    let lines: BatchLine[] | null = null
+    let book: LineBook | null = null
     while (!closed) {
       if (!(await store.lease(id, deps.instance, LEASE_MS))) return
       const record = await store.get(id)
@@ -339,10 +333,10 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         continue
       }
       if (record.cancelAt !== null && record.status === 'in_progress') await store.update(id, { status: 'cancelling' })
-      lines ??= await store.lines(id)
-      const { settled, stopping, progressed } = await step(record, lines)
+      book ??= new LineBook(await store.lines(id))
+      const { settled, stopping, progressed } = await step(record, book)
       if (settled) {
-        await finalize((await store.get(id)) ?? record, lines, stopping)
+        await finalize((await store.get(id)) ?? record, book.lines, stopping)
         return
       }
       // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.

@@ -7,7 +7,7 @@
 // --root <checkout> runs another checkout (a before/after in one run: run both, swap order).
 //
 //   node bench/batch-profile.ts [--lines 1000] [--top 20] [--redis] [--root <checkout>] [--no-prof] [--keep <file.cpuprofile>]
-import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -163,6 +163,7 @@ try {
   took.wall = (took.toUs - took.fromUs) / 1000
   if (done.status !== 'completed' || done.request_counts?.completed !== N)
     throw new Error(`the batch ended ${JSON.stringify(done)}`)
+  if (process.env.BATCH_PROFILE_DATA === '1') console.log(`data: ${gw.dataDir}`)
 } finally {
   await gw.stop()
   await redis?.kill()
@@ -173,13 +174,22 @@ console.log(
     .join(', ')}`,
 )
 if (!values['no-prof']) {
-  const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
-  if (file === undefined) throw new Error('the gateway wrote no profile')
-  const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
-  console.log(`\n${summarise(profile, took.fromUs, took.toUs, Number(values.top))}`)
+  // One profile a thread: the main thread's is the one with the most samples; the others
+  // (the tokenizer's worker) are printed as their non-idle samples in the window.
+  const profiles = readdirSync(profDir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .map((f) => JSON.parse(readFileSync(join(profDir, f), 'utf8')) as Profile)
+    .sort((a, b) => b.samples.length - a.samples.length)
+  const [main, ...others] = profiles
+  if (main === undefined) throw new Error('the gateway wrote no profile')
+  for (const other of others)
+    console.log(`another thread: ${summarise(other, took.fromUs, took.toUs, 8).replace(/\n/g, '\n  ')}`)
+  console.log(`\nThe main thread: ${summarise(main, took.fromUs, took.toUs, Number(values.top))}`)
 }
 if (values.keep !== undefined) {
-  const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
+  const file = readdirSync(profDir)
+    .filter((f) => f.endsWith('.cpuprofile'))
+    .sort((a, b) => statSync(join(profDir, b)).size - statSync(join(profDir, a)).size)[0]
   if (file !== undefined) renameSync(join(profDir, file), values.keep)
   console.log(`profile: ${values.keep} (window ${took.fromUs}..${took.toUs} µs)`)
 }

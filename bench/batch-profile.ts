@@ -5,6 +5,8 @@
 // /proc, between the batch's creation and its completion), the functions with the most
 // self time in that window, and the samples by the gateway file nearest the leaf.
 // --root <checkout> runs another checkout (a before/after in one run: run both, swap order).
+// BATCH_PROFILE_DATA=1 prints the gateway's data directory (its queue.db keeps each request's
+// started_at and finished_at: where a line's wall time goes).
 //
 //   node bench/batch-profile.ts [--lines 1000] [--top 20] [--redis] [--root <checkout>] [--no-prof] [--keep <file.cpuprofile>]
 import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs'

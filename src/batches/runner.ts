@@ -23,6 +23,7 @@ import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
 import { LEASE_MS, whileLeased } from './lease.ts'
+import { LineBook } from './line-book.ts'
 import { lineError, lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
@@ -174,24 +175,25 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   /** One look at a batch in progress; returns whether every line still to run has ended. */
   async function step(
     record: BatchRecord,
-    lines: BatchLine[],
+    book: LineBook,
   ): Promise<{ settled: boolean; stopping: boolean; progressed: boolean }> {
+    const { lines } = book
     const stopping = record.cancelAt !== null || Date.now() >= record.expiresAt
     const who = await principal(record)
     let usage = record.usage
     let changed = false
-    /** Where each line is in `lines` (by its line number): a line's entry is replaced as it changes. */
-    const at = new Map(lines.map((l, i) => [l.index, i]))
-    const set = async (line: BatchLine, patch: LinePatch) => {
+    /** Writes a change of the line at place `i`, then keeps it in the book. */
+    const set = async (i: number, patch: LinePatch) => {
+      const line = lines[i]
+      if (line === undefined) return
       await store.setLine(record.id, line.index, patch)
-      const i = at.get(line.index) ?? -1
       const current = lines[i]
-      if (current !== undefined) lines[i] = { ...current, ...patch }
+      if (current !== undefined) book.replace(i, { ...current, ...patch })
       changed = true
     }
-    const submit = async (line: BatchLine, queueId: string): Promise<boolean> => {
+    const submit = async (i: number, line: BatchLine, queueId: string): Promise<boolean> => {
       if (who === null) {
-        await set(line, {
+        await set(i, {
           result: { kind: 'error', code: 'invalid_api_key', message: 'The key of this batch is no longer active.' },
         })
         return true
@@ -201,19 +203,20 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         // Checked as a /queue request is when it arrives: the stored request is the masked one, a block fails the line.
         await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId)
         // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
-        await set(line, { submitted: true })
+        await set(i, { submitted: true })
         return true
       } catch (error) {
         const known = toGatewayError(error)
         // A full queue (or an outage) is waited out: the line is submitted on a later look.
         if (known.errorName === 'queue_full' || known.status === 503) return false
-        await set(line, { result: { kind: 'error', code: known.code ?? known.errorName, message: known.message } })
+        await set(i, { result: { kind: 'error', code: known.code ?? known.errorName, message: known.message } })
         return true
       }
     }
     let inQueue = 0
-    for (const line of [...lines]) {
-      if (line.queueId === null || line.result !== null) continue
+    for (const i of [...book.waiting]) {
+      const line = lines[i]
+      if (line === undefined || line.queueId === null || line.result !== null) continue
       let view: QueueView | null
       try {
         view = await queue.read(line.queueId, record.owner)
@@ -223,7 +226,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       }
       const state = lineState(line, view, stopping)
       if (state.kind === 'submit') {
-        if (await submit(line, line.queueId)) inQueue++
+        if (await submit(i, line, line.queueId)) inQueue++
         continue
       }
       if (state.kind === 'waiting') {
@@ -237,30 +240,21 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         inputTokens: usage.inputTokens + Number(u?.input_tokens ?? 0),
         outputTokens: usage.outputTokens + Number(u?.output_tokens ?? 0),
       }
-      await set(line, { result })
+      await set(i, { result })
     }
     if (!stopping) {
-      for (let i = 0; i < lines.length && inQueue < deps.window; i++) {
+      for (let i = book.firstUnsent(); i < lines.length && inQueue < deps.window; i++) {
         const line = lines[i]
         if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)
         // Kept before it is submitted: a restart in between submits it again, once.
-        await set(line, { queueId, submitted: false })
-        if (!(await submit(line, queueId))) break
+        await set(i, { queueId, submitted: false })
+        if (!(await submit(i, line, queueId))) break
         if (lines[i]?.result === null) inQueue++
       }
     }
-    if (changed) {
-      const done = lines.filter((l) => l.result !== null)
-      const completed = done.filter((l) => l.result?.kind === 'response' && l.result.statusCode < 400).length
-      await update(record.id, {
-        counts: { total: lines.length, completed, failed: done.length - completed },
-        usage,
-      })
-    }
-    const waiting = lines.filter((l) => l.result === null && l.queueId !== null).length
-    const unsent = lines.filter((l) => l.queueId === null).length
-    return { settled: waiting === 0 && (stopping || unsent === 0), stopping, progressed: changed }
+    if (changed) await update(record.id, { counts: book.counts(), usage })
+    return { settled: book.waiting.size === 0 && (stopping || book.unsent === 0), stopping, progressed: changed }
   }
 
   /** Writes the output and error files, the lease renewed meanwhile: a large batch may take longer than it lasts. */
@@ -326,7 +320,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   }
 
   async function drive(id: string): Promise<void> {
-    let lines: BatchLine[] | null = null
+    let book: LineBook | null = null
     while (!closed) {
       if (!(await store.lease(id, deps.instance, LEASE_MS))) return
       const record = await store.get(id)
@@ -337,10 +331,10 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         continue
       }
       if (record.cancelAt !== null && record.status === 'in_progress') await update(id, { status: 'cancelling' })
-      lines ??= await store.lines(id)
-      const { settled, stopping, progressed } = await step(record, lines)
+      book ??= new LineBook(await store.lines(id))
+      const { settled, stopping, progressed } = await step(record, book)
       if (settled) {
-        await finalize((await store.get(id)) ?? record, lines, stopping)
+        await finalize((await store.get(id)) ?? record, book.lines, stopping)
         return
       }
       // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.

@@ -126,6 +126,19 @@ export function countEach(texts: readonly string[]): Promise<number[]> {
   )
 }
 
+/**
+ * Each text's own count by the tokenizer, or undefined when the worker could not answer (no
+ * estimate in its place): for counts a caller keeps, which must not be estimates.
+ */
+export function countEachExact(texts: readonly string[]): Promise<readonly number[] | undefined> {
+  if (texts.length === 0) return Promise.resolve([])
+  return ask<EachReply, readonly number[] | undefined>(
+    { op: 'each', texts },
+    (reply) => [...reply.counts],
+    () => undefined,
+  )
+}
+
 /** The longest prefix of `text` within `limit` tokens, by the tokenizer (prefix.ts). */
 export function fitPrefix(text: string, limit: number): Promise<Prefix> {
   return ask<FitReply, Prefix>(

@@ -16,7 +16,7 @@ import { countTexts } from './counter.ts'
 
 export { estimateTextTokens } from './estimate-text.ts'
 export type { Encoder } from './chunked-count.ts'
-export { countEach, fitPrefix } from './counter.ts'
+export { countEach, countEachExact, fitPrefix } from './counter.ts'
 export type { Prefix } from './prefix.ts'
 
 /** Characters one count gives the tokenizer before it estimates the rest (about 250,000 tokens of prose). */

@@ -8,7 +8,7 @@
 // The streamed deltas are these same pieces, so the stream adds up to the JSON reply.
 // The counting is done by the tokenizer's worker (countEach), so this thread never loads
 // the encoder: a few short messages per reply.
-import { contentText, countEach } from '../../tokenizer/tokens.ts'
+import { contentText, countEach, countEachExact, estimateTextTokens } from '../../tokenizer/tokens.ts'
 import type { FinishReason } from './generation.ts'
 import { digest, randomFrom, seedOf } from './hash.ts'
 
@@ -159,9 +159,7 @@ export async function generateText(
   // The prompt is hashed once: it may be megabytes long.
   const hash = digest(seedText).toString('hex')
   const tag = promptTag(hash)
-  const counts = await countEach([...VOCABULARY, tag])
-  const costs = new Map(VOCABULARY.map((piece, i) => [piece, counts[i] ?? 1]))
-  const tagCost = counts[VOCABULARY.length] ?? 1
+  const [costs, [tagCost = 1]] = await Promise.all([vocabularyCosts(), countEach([tag])])
   const costOf = (piece: string): number => (piece === tag ? tagCost : (costs.get(piece) ?? 1))
   const pieces: string[] = []
   let used = 0
@@ -180,6 +178,24 @@ export async function generateText(
     pieces,
     pieces.reduce((sum, piece) => sum + costOf(piece), 0),
   )
+}
+
+/** The vocabulary's counts once the worker has given them (they never change); undefined before. */
+let vocabulary: Promise<ReadonlyMap<string, number> | undefined> | undefined
+
+/**
+ * Each piece of the vocabulary's token count. Asked of the worker once, not with every reply
+ * (130-odd texts a message: most of the worker's work and of the posting cost per mock call);
+ * a worker that could not answer is asked again next time, and this reply uses estimates.
+ */
+async function vocabularyCosts(): Promise<ReadonlyMap<string, number>> {
+  vocabulary ??= countEachExact(VOCABULARY).then((counts) =>
+    counts === undefined ? undefined : new Map(VOCABULARY.map((piece, i) => [piece, counts[i] ?? 1])),
+  )
+  const known = await vocabulary
+  if (known !== undefined) return known
+  vocabulary = undefined
+  return new Map(VOCABULARY.map((piece) => [piece, estimateTextTokens(piece)]))
 }
 
 /** Cuts the pieces after their last full stop; with none (a budget shorter than the opening), the last piece becomes one. */

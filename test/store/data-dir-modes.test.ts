@@ -14,7 +14,10 @@ function modes(dir: string): Map<string, { mode: number; dir: boolean }> {
     for (const entry of readdirSync(at, { withFileTypes: true })) {
       const path = join(at, entry.name)
       if (entry.isSymbolicLink()) continue
-      found.set(path, { mode: statSync(path).mode & 0o777, dir: entry.isDirectory() })
+      // An upload's spool file is removed once forwarded, which may be after its reply came.
+      const stat = statSync(path, { throwIfNoEntry: false })
+      if (stat === undefined) continue
+      found.set(path, { mode: stat.mode & 0o777, dir: entry.isDirectory() })
       if (entry.isDirectory()) walk(path)
     }
   }

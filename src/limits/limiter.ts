@@ -158,7 +158,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     !redis && options.snapshotFile !== undefined
       ? keepSnapshots(memory, { file: options.snapshotFile, everyMs: options.snapshotEveryMs ?? 10_000, log })
       : null
-  // Over the snapshot: the ledger kept every settle since, the snapshot only those before its last write.
+  // Over the snapshot: the ledger kept every settle since, the snapshot only those before its last write
+  // (each counter at the larger of the two: a commit the ledger failed still counts from the snapshot).
   if (ledger !== null) memory.restore({ version: 1, budgets: ledger.read() })
   let closed = false
 

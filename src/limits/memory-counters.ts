@@ -188,8 +188,9 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
       for (const row of spent as unknown[]) {
         if (!Array.isArray(row)) continue
         const [name, value, at] = row as unknown[]
-        if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value) && alive(at))
-          budgets.spent.set(name, { value, expiresAt: at })
+        // Restored twice at boot (the snapshot, then the ledger): the larger spend wins, as spent only grows.
+        if (typeof name !== 'string' || typeof value !== 'number' || !Number.isFinite(value) || !alive(at)) continue
+        if ((budgets.spent.get(name)?.value ?? -Infinity) <= value) budgets.spent.set(name, { value, expiresAt: at })
       }
     }
     if (Array.isArray(fired)) {

@@ -51,7 +51,11 @@ export async function createLimiterFromConfig(
     ...(deps.onBudgetThreshold === undefined ? {} : { onBudgetThreshold: deps.onBudgetThreshold }),
   }
   if (target === undefined)
-    return createLimiter({ ...common, snapshotFile: join(resolve(config.store.dataDir), 'limits.json') })
+    return createLimiter({
+      ...common,
+      snapshotFile: join(resolve(config.store.dataDir), 'limits.json'),
+      budgetLedgerDir: resolve(config.store.dataDir),
+    })
   const redis = createRedisClient(target, {
     // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event
     // loop; the client's own deadline only clears commands that never get a reply.

@@ -29,6 +29,7 @@ import { rateLimitHeaders } from './headers.ts'
 import { DEFAULT_LEASE_MS, holdIds, keepLeases } from './holds.ts'
 import { createInsurance, handOverQuota } from './insurance.ts'
 import { memoryCounters } from './memory-counters.ts'
+import { openBudgetLedger } from './budget-ledger.ts'
 import { publishMode, watchRedis, type OnRedisDown, type RedisWatch } from './outage.ts'
 import type { Admission, AdmissionRequest, BudgetStatus, Limiter, LimiterHealth, RateLimitHeaders } from './port.ts'
 import { redisCounters } from './redis-counters.ts'
@@ -65,6 +66,8 @@ export interface LimiterOptions {
    */
   readonly snapshotFile?: string
   readonly snapshotEveryMs?: number
+  /** Embedded mode: the data directory where every settle's budget spend is kept at once (budget-ledger.ts). */
+  readonly budgetLedgerDir?: string
   /** The budgets that apply to a call (docs/budgets.md); absent: none. */
   readonly budgets?: Pick<BudgetBook, 'applicable'>
   /** The plans' currency, for budget messages and events (a function: the plans in force, which a reload replaces). */
@@ -108,7 +111,8 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const onThreshold = options.onBudgetThreshold
   const windowMs = options.windowMs ?? 60_000
   const onRedisDown = options.onRedisDown ?? 'insurance'
-  const memory = memoryCounters(windowMs)
+  const ledger = !redis && options.budgetLedgerDir !== undefined ? openBudgetLedger(options.budgetLedgerDir, log) : null
+  const memory = memoryCounters(windowMs, ledger?.journal)
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
   const leaseMs = options.holdLeaseMs ?? DEFAULT_LEASE_MS
   const shared = redis
@@ -154,6 +158,9 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     !redis && options.snapshotFile !== undefined
       ? keepSnapshots(memory, { file: options.snapshotFile, everyMs: options.snapshotEveryMs ?? 10_000, log })
       : null
+  // Over the snapshot: the ledger kept every settle since, the snapshot only those before its last write
+  // (each counter at the larger of the two: a commit the ledger failed still counts from the snapshot).
+  if (ledger !== null) memory.restore({ version: 1, budgets: ledger.read() })
   let closed = false
 
   function conclude(
@@ -452,6 +459,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       closed = true
       leases?.close()
       await snapshots?.close()
+      ledger?.close()
       await watch?.close()
     },
   }

@@ -19,6 +19,7 @@ import {
 import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
 import { MemoryHolds } from './holds.ts'
 import type { OnceCharge } from './port.ts'
+import type { BudgetJournal, SpentCell } from './budget-ledger.ts'
 
 interface LibraryState {
   readonly consumedPoints: number
@@ -121,7 +122,8 @@ class KeyedQueue {
 
 const SEPARATOR = '\u0000'
 
-export function memoryCounters(windowMs: number): MemoryCounters {
+/** `journal`: told every settle's outcome, to keep it durably (embedded mode: budget-ledger.ts). */
+export function memoryCounters(windowMs: number, journal?: BudgetJournal): MemoryCounters {
   // Points are checked by fits(), not by the library: limits differ per key and model.
   const windowed = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: windowMs / 1000 })
   const lifetime = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: 0 })
@@ -149,6 +151,7 @@ export function memoryCounters(windowMs: number): MemoryCounters {
     const out: BudgetCrossing[] = []
     // A repeat under a once id commits nothing (its holds still go).
     const commits = settles.length > 0 && budgets.first(once, now)
+    const kept: SpentCell[] = []
     settles.forEach(({ charge, real: cost }, index) => {
       const real = commits ? cost : 0
       let spent = budgets.get(budgets.spent, charge.counter, now)
@@ -157,6 +160,7 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         budgets.spent.set(charge.counter, spent)
       }
       spent.value += Math.max(real, -spent.value)
+      kept.push([charge.counter, spent.value, spent.expiresAt])
       budgets.held.release(charge.counter, charge.hold)
       const reachedNow = reached(charge.spec.thresholds, spent.value, charge.spec.amountNanos)
       if (reachedNow.length === 0) return
@@ -169,6 +173,9 @@ export function memoryCounters(windowMs: number): MemoryCounters {
         out.push({ index, threshold, spent: spent.value })
       }
     })
+    // What committed is kept with its once id in one write; a repeat changed nothing.
+    const onceCell = once === undefined ? undefined : budgets.once.get(once.id)
+    if (commits) journal?.(kept, once === undefined ? undefined : [once.id, onceCell?.expiresAt ?? now + once.keepMs])
     return out
   }
 
@@ -181,8 +188,9 @@ export function memoryCounters(windowMs: number): MemoryCounters {
       for (const row of spent as unknown[]) {
         if (!Array.isArray(row)) continue
         const [name, value, at] = row as unknown[]
-        if (typeof name === 'string' && typeof value === 'number' && Number.isFinite(value) && alive(at))
-          budgets.spent.set(name, { value, expiresAt: at })
+        // Restored twice at boot (the snapshot, then the ledger): the larger spend wins, as spent only grows.
+        if (typeof name !== 'string' || typeof value !== 'number' || !Number.isFinite(value) || !alive(at)) continue
+        if ((budgets.spent.get(name)?.value ?? -Infinity) <= value) budgets.spent.set(name, { value, expiresAt: at })
       }
     }
     if (Array.isArray(fired)) {

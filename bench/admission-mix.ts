@@ -1,8 +1,9 @@
-// The issue-39 mix (bench/admission-mix/trace.ts) replayed on two embedded gateways at once,
-// on one fake upstream, in the same run: "today" (fixed output reservation, no fair shares,
-// every call in the default class, no deadlines: queue.deadlines wait) and "new" (learned
-// reservations, fair shares, the trace's classes on /queue, its deadlines). Each call of the
-// trace goes to both at the same moment.
+// The issue-39 mix (bench/admission-mix/trace.ts) replayed on three embedded gateways at
+// once, on one fake upstream, in the same run: "today" (fixed output reservation, no fair
+// shares, every call in the default class, no deadlines: queue.deadlines wait), "fair"
+// (learned reservations and fair shares only: the weights' effect without the classes') and
+// "new" (learned reservations, fair shares, the trace's classes on /queue, its deadlines).
+// Each call of the trace goes to all three at the same moment.
 //
 // Recorded per scheme (bench/admission-mix/report.ts prints a Markdown section):
 // - false 429s on the /v2 slice: refused, though every call admitted in the key's window
@@ -62,10 +63,10 @@ function configure(doc: Record<string, unknown>, scheme: Scheme): void {
     ...(doc.queue as object),
     maxWaitMs: MAX_WAIT_MS,
     retryBackoffMs: 50,
-    fairShares: scheme === 'new',
+    fairShares: scheme !== 'today',
     deadlines: scheme === 'new' ? 'predict' : 'wait',
   }
-  const reservation = scheme === 'new' ? { mode: 'learned', minSamples: 20 } : { mode: 'fixed' }
+  const reservation = scheme === 'today' ? { mode: 'fixed' } : { mode: 'learned', minSamples: 20 }
   doc.plans = {
     defaultTier: TENANTS[0]!.name,
     tiers: Object.fromEntries(
@@ -77,7 +78,7 @@ function configure(doc: Record<string, unknown>, scheme: Scheme): void {
   }
 }
 
-const schemes: readonly Scheme[] = ['today', 'new']
+const schemes: readonly Scheme[] = ['today', 'fair', 'new']
 const gateways = new Map<Scheme, RunningTollgate>()
 const keys = new Map<string, string>()
 await Promise.all(

@@ -1,7 +1,7 @@
 // The Markdown section bench/admission-mix.ts prints: one table per measure, a row per scheme.
 import { CAPACITY, MAX_CONCURRENT, TENANTS, type Call, type Cls } from './trace.ts'
 
-export type Scheme = 'today' | 'new'
+export type Scheme = 'today' | 'fair' | 'new'
 
 export interface Outcome {
   readonly call: Call
@@ -128,7 +128,10 @@ function deadlineLines(run: Run): string[] {
         refused.map((o) => o.hintMs),
         0.5,
       )}); of those, ${fitted.length} were served within the deadline by "today" (would have fitted there); ` +
-      `504 ${mine.filter((o) => o.status === 504).length}.`,
+      `504 ${mine.filter((o) => o.status === 504).length} (median ${quantile(
+        mine.filter((o) => o.status === 504).map((o) => o.tookMs),
+        0.5,
+      )} ms to the answer).`,
     '',
     '| Class | Predictions | Mean actual ÷ predicted | Within 0.5–2× |',
     '|---|---|---|---|',
@@ -143,9 +146,9 @@ function deadlineLines(run: Run): string[] {
 
 export function report(run: Run): string {
   return [
-    `## Admission mix (issue 39): today's scheme against the new one, same run`,
+    `## Admission mix (issue 39): today's admission against the new one, same run`,
     '',
-    `Seed ${run.seed}, ${run.seconds} s of arrivals, ${run.calls.length} calls replayed to both gateways at once. ` +
+    `Seed ${run.seed}, ${run.seconds} s of arrivals, ${run.calls.length} calls replayed to every scheme's gateway at once. ` +
       `/queue: one deployment of ${MAX_CONCURRENT} calls at a time (≈ ${CAPACITY.toFixed(2)} calls/s at the mean length), ` +
       `maxWaitMs ${run.maxWaitMs}. /v2: each key's output_tpm ${run.outputLimit} per ${run.windowMs} ms window, ` +
       `${run.v2Rate} calls/s per tenant. ${pct(run.uncapped)} of calls name no max_tokens.`,

@@ -210,7 +210,9 @@ export async function startGateway(
   // A batch line on the whole of its key's limits while no interactive call wants room (priority/batch-room.ts).
   const limiter = withBatchRoom(
     withLearnedReservations(
-      withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
+      fairShares === undefined
+        ? rateLimiter
+        : withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
       createOutputReservationsFromConfig(config, redis, log),
       () => runtime.current.config.plans,
       metrics,
@@ -297,7 +299,7 @@ export async function startGateway(
     // Room coming back and limits learned elsewhere reach every capacity a reload builds (they share their listeners).
     capacity: runtime.current.capacity,
     tracing,
-    fairness: fairShares,
+    ...(fairShares === undefined ? {} : { fairness: fairShares }),
   })
   const batches = createBatchesFromConfig({
     config,

@@ -921,6 +921,11 @@ export const configSchema = z
          * Lowering it strands the requests queued on the shards dropped (docs/queue.md).
          */
         shards: z.number().int().min(1).max(256).optional(),
+        /**
+         * Fair shares between parties in the capacity line (src/fairness/, docs/limits.md
+         * "Fair shares"); false: no counters are charged and the line is first come first served.
+         */
+        fairShares: z.boolean().default(true),
       })
       .prefault({}),
     /** Events and their webhooks (docs/webhooks.md). */

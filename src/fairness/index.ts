@@ -1,6 +1,7 @@
 // Fair shares between parties under contention (docs/limits.md "Fair shares"), as main.ts
 // builds them: counters on the gateway's Redis when there is one (shared by every instance),
-// in this process otherwise.
+// in this process otherwise; none when `queue.fairShares` is false (no charges, first come
+// first served).
 import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
@@ -11,12 +12,13 @@ import { memoryFairStore, redisFairStore } from './store.ts'
 export { createFairShares, partyOf, weightOf, withFairShares, type FairShares } from './shares.ts'
 
 export function createFairSharesFromConfig(
-  config: Pick<Config, 'store'>,
+  config: Pick<Config, 'store' | 'queue'>,
   redis: RedisConnection | undefined,
   log: Logger,
   plans: () => PlansConfig,
   metrics?: Pick<Metrics, 'fairShareTokens' | 'fairShareOvertakes'>,
-): FairShares {
+): FairShares | undefined {
+  if (!config.queue.fairShares) return undefined
   const store = redis === undefined ? memoryFairStore() : redisFairStore(redis, config.store.keyPrefix)
   return createFairShares({ store, plans, log, ...(metrics === undefined ? {} : { metrics }) })
 }

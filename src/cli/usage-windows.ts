@@ -34,11 +34,11 @@ export function usageWindows(from: string | undefined, to: string | undefined, n
 type Row = Record<string, unknown>
 
 const COUNTS = ['requests', 'input_tokens', 'output_tokens'] as const
-// The prompt cache's parts of input and cost, and the calls the response cache answered:
-// summed only where a reply has them, so the merged reply of a gateway from before them
-// keeps that gateway's shape.
-const CACHE_COUNTS = ['cache_read_tokens', 'cache_write_tokens', 'cached_requests'] as const
-const CACHE_COSTS = ['cache_read_cost', 'cache_write_cost'] as const
+// The prompt cache's parts of input and cost, the calls the response cache answered, and the
+// lines of batches with their cost: summed only where a reply has them, so the merged reply of
+// a gateway from before them keeps that gateway's shape.
+const CACHE_COUNTS = ['cache_read_tokens', 'cache_write_tokens', 'cached_requests', 'batch_requests'] as const
+const CACHE_COSTS = ['cache_read_cost', 'cache_write_cost', 'batch_cost'] as const
 
 const num = (value: unknown): number => (typeof value === 'number' ? value : 0)
 /** A sum of amounts, rounded to the nano-unit the API keeps (0.1 + 0.5 is 0.6). */

@@ -9,7 +9,7 @@ import type * as WorkersRoom from './runtime/workers.ts'
 import { importPlanCatalogue } from './limits/plan-catalogue.ts'
 import { watchLauncher } from './cli/launcher-watch.ts'
 import type { CliIo } from './cli/subcommands.ts'
-import { createLogger } from './observability/logger.ts'
+import { createLogger, type Logger } from './observability/logger.ts'
 
 const USAGE = `Usage: tollgate <command>
 
@@ -112,12 +112,12 @@ async function serve(args: string[]): Promise<void> {
   const log = workers?.isWorker()
     ? createLogger(config.logging.level).child({ pid: process.pid })
     : createLogger(config.logging.level)
+  // Under npm, a signal to the npm pid (which npm may not pass on) ends the gateway too. Watched
+  // from the start: an npm that ended while the gateway was starting is acted on once it runs.
+  const launcher = onLauncherGone(log)
   if (workers && count > 1 && !workers.isWorker()) {
     const primary = await workers.runPrimary({ count, config, log })
-    watchLauncher(process.env, (launcher) => {
-      log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
-      primary.stop('SIGTERM')
-    })
+    launcher.whenGone(() => primary.stop('SIGTERM'))
     return
   }
   // A SIGHUP before the gateway listens would end the process (Node's default): said and ignored.
@@ -151,11 +151,27 @@ async function serve(args: string[]): Promise<void> {
   }
   process.on('SIGTERM', () => stop('SIGTERM'))
   process.on('SIGINT', () => stop('SIGINT'))
-  // Under npm, a signal to the npm pid (which npm may not pass on) ends the gateway too.
+  launcher.whenGone(() => stop('launcher gone'))
+}
+
+/**
+ * Watches the npm that launched this process (launcher-watch.ts) from now on; `whenGone(act)` runs
+ * `act` when it ends, at once if it already has. Without npm: never.
+ */
+function onLauncherGone(log: Logger): { whenGone(act: () => void): void } {
+  let gone = false
+  let action: (() => void) | undefined
   watchLauncher(process.env, (launcher) => {
     log.warn({ launcher }, `the npm (pid ${launcher}) that started the gateway ended; signal the gateway's own pid`)
-    stop('launcher gone')
+    gone = true
+    action?.()
   })
+  return {
+    whenGone(act) {
+      action = act
+      if (gone) act()
+    },
+  }
 }
 
 /** How many processes `--workers` asks for; a bad value or the embedded store with more than one is refused. */

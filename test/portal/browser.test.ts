@@ -222,9 +222,9 @@ t.test(
       'cost columns name the currency',
     )
     t.same(
-      (await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').allTextContents()).slice(-2),
-      ['Cache write cost (EUR)', 'Cached replies'],
-      "so do the prompt cache's, and the response cache's replies come last",
+      (await page.getByRole('region', { name: 'Usage per model' }).locator('thead th').allTextContents()).slice(-4),
+      ['Cache write cost (EUR)', 'Cached replies', 'Batch lines', 'Batch cost (EUR)'],
+      "so do the prompt cache's and the batches', after the response cache's replies",
     )
     t.match(await page.locator('main').innerText(), /Cost per day \(EUR\)/)
     const modelRow = page.locator('tr', { has: page.locator(`th:text-is("${MODEL}")`) }).first()

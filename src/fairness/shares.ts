@@ -17,6 +17,9 @@ import { ACTIVE_MS } from './vtc.ts'
 
 export const DEFAULT_WEIGHT = 1
 
+/** How long a charge may wait to leave with others of its model. */
+const FLUSH_MS = 20
+
 export interface FairShares extends LineFairness {
   /** Charges `tokens` (negative: given back) to the request's party, divided by its tier's weight. */
   charge(request: Pick<AdmissionRequest, 'keyId' | 'owner' | 'tier' | 'model'>, tokens: number): void
@@ -46,10 +49,33 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
   const failed = (error: unknown): void =>
     outage.failed(deps.log, error instanceof Error ? error : new Error(String(error)))
   const pending = new Set<Promise<unknown>>()
-  const send = (model: string, party: string, weighted: number): void => {
-    const done = deps.store.charge(model, party, weighted, now(), activeMs).catch(failed)
+  // Charges wait here up to FLUSH_MS and leave as one script per model: every call charges its
+  // model's counters twice, and on a cluster a script per charge would put a model's whole
+  // traffic on the one master of its slot. A read of the counters sends its model's first.
+  const buffered = new Map<string, Map<string, number>>()
+  let timer: NodeJS.Timeout | undefined
+  const flushScope = (model: string): Promise<unknown> => {
+    const charges = buffered.get(model)
+    if (charges === undefined) return Promise.resolve()
+    buffered.delete(model)
+    const done = deps.store.chargeMany(model, [...charges], now(), activeMs).catch(failed)
     pending.add(done)
     void done.finally(() => pending.delete(done))
+    return done
+  }
+  const flush = (): void => {
+    clearTimeout(timer)
+    timer = undefined
+    for (const model of [...buffered.keys()]) void flushScope(model)
+  }
+  const send = (model: string, party: string, weighted: number): void => {
+    let charges = buffered.get(model)
+    if (charges === undefined) buffered.set(model, (charges = new Map()))
+    charges.set(party, (charges.get(party) ?? 0) + weighted)
+    if (timer === undefined) {
+      timer = setTimeout(flush, FLUSH_MS)
+      timer.unref()
+    }
   }
   return {
     charge(request, tokens) {
@@ -60,6 +86,7 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
       send(model, party, 0)
     },
     async counters(model, parties) {
+      await flushScope(model)
       try {
         return await deps.store.read(model, parties, now(), activeMs)
       } catch (error) {
@@ -71,6 +98,7 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
       deps.metrics?.fairShareOvertakes.inc({ model })
     },
     async settled() {
+      flush()
       await Promise.all([...pending])
     },
   }

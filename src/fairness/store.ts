@@ -11,6 +11,13 @@ import { charge, effectiveCounter, FORGET_MS, type PartyState } from './vtc.ts'
 export interface FairStore {
   /** Charges `delta` weighted tokens to `party` in `scope` (vtc.ts charge); its new counter. */
   charge(scope: string, party: string, delta: number, now: number, activeMs: number): Promise<number>
+  /** Several parties' charges in `scope` at once, in order (one script on Redis). */
+  chargeMany(
+    scope: string,
+    charges: ReadonlyArray<readonly [string, number]>,
+    now: number,
+    activeMs: number,
+  ): Promise<void>
   /**
    * The counters `parties` are ranked by in `scope` now (vtc.ts effectiveCounter), in order,
    * and the least counter of the parties waiting on other instances (seen waiting there
@@ -43,6 +50,9 @@ export function memoryFairStore(): FairStore {
         if (oldest !== undefined) scopes.delete(oldest)
       }
       return charge(states, party, delta, now, activeMs)
+    },
+    async chargeMany(scope, charges, now, activeMs) {
+      for (const [party, delta] of charges) await this.charge(scope, party, delta, now, activeMs)
     },
     async read(scope, parties, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
@@ -93,6 +103,19 @@ redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return string.format('%.17g', c)
 `)
 
+// ARGV: now, activeMs, forgetMs, then party and delta pairs: CHARGE for each, in order.
+const CHARGE_MANY = script(`${FLOOR}
+local now, active, forget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for i = 4, #ARGV, 2 do
+  local c = effective(ARGV[i], now, active, forget) + tonumber(ARGV[i + 1])
+  redis.call('HSET', KEYS[1], ARGV[i], string.format('%.17g', c))
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+`)
+
 // KEYS[3] when each party was last read waiting. ARGV: now, activeMs, waitingMs, forgetMs,
 // then the parties waiting here. Returns their counters, in order, and the least counter of
 // those waiting elsewhere ('' for none).
@@ -131,6 +154,10 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
       const args = [party, delta, Math.round(now), activeMs, FORGET_MS]
       const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
       return Number(reply)
+    },
+    async chargeMany(scope, charges, now, activeMs) {
+      const args = [Math.round(now), activeMs, FORGET_MS, ...charges.flat()]
+      await withRedis(redis, () => runScript(redis, CHARGE_MANY, keysOf(scope), args))
     },
     async read(scope, parties, now, activeMs) {
       const args = [Math.round(now), activeMs, WAITING_MS, FORGET_MS, ...parties]

@@ -71,6 +71,7 @@ t.test('charged at admission, put right at settlement, given back when withdrawn
 t.test('a store that fails refuses nothing; the line falls back to first come first served', async (t) => {
   const failing: FairStore = {
     charge: () => Promise.reject(new Error('down')),
+    chargeMany: () => Promise.reject(new Error('down')),
     read: () => Promise.reject(new Error('down')),
   }
   const { log, lines } = captureLog()

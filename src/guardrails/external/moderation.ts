@@ -7,7 +7,7 @@ import { z } from 'zod'
 import type { Config } from '../../config/schema.ts'
 import type { ModerationCheck } from './config.ts'
 import type { Outcome, PlacedText } from './outcome.ts'
-import { postJson, type Agents } from './post.ts'
+import { postJson, readAnswer, type Agents } from './post.ts'
 
 /** The part of OpenAI's moderation answer a check reads; anything else in it is ignored. */
 const answerSchema = z.object({
@@ -56,15 +56,9 @@ export async function moderate(
   const body = JSON.stringify({ model: check.model, input: texts.map((t) => t.text) })
   const headers = { ...backend.headers, ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) }
   const answer = await postJson(url, headers, body, { timeoutMs: check.timeoutMs, maxBytes: MAX_ANSWER_BYTES }, agents)
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(answer)
-  } catch {
-    return { verdict: 'error', problem: 'an answer that is not JSON' }
-  }
-  const valid = answerSchema.safeParse(parsed)
-  if (!valid.success) return { verdict: 'error', problem: 'an answer not in the moderation shape' }
-  const { results } = valid.data
+  const read = readAnswer(answer, answerSchema, 'an answer not in the moderation shape')
+  if ('problem' in read) return { verdict: 'error', problem: read.problem }
+  const { results } = read.value
   if (results.length !== texts.length)
     return { verdict: 'error', problem: `${results.length} results for ${texts.length} texts` }
   for (const [i, result] of results.entries()) {

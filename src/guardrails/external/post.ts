@@ -6,6 +6,7 @@
 // unloaded (http/node-http.ts).
 import type { Agent as HttpAgent, IncomingMessage } from 'node:http'
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
+import type { z } from 'zod'
 import { http } from '../../http/node-http.ts'
 
 export interface PostLimits {
@@ -90,4 +91,20 @@ export function postJson(
     req.on('error', (err: NodeJS.ErrnoException) => fail('error', `could not be reached (${err.code ?? 'error'})`))
     req.end(body)
   })
+}
+
+/** A service's answer read as JSON and checked by `schema`: its value, or the problem to report (never the answer). */
+export function readAnswer<T>(
+  answer: string,
+  schema: z.ZodType<T>,
+  notInShape: string,
+): { value: T } | { problem: string } {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(answer)
+  } catch {
+    return { problem: 'an answer that is not JSON' }
+  }
+  const valid = schema.safeParse(parsed)
+  return valid.success ? { value: valid.data } : { problem: notInShape }
 }

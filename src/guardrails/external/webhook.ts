@@ -11,7 +11,7 @@ import { z } from 'zod'
 import { signedHeaders } from '../../webhooks/signing.ts'
 import type { WebhookCheck } from './config.ts'
 import type { Outcome, PlacedText } from './outcome.ts'
-import { postJson, type Agents } from './post.ts'
+import { postJson, readAnswer, type Agents } from './post.ts'
 
 const answerSchema = z.discriminatedUnion('verdict', [
   z.strictObject({ verdict: z.literal('allow') }),
@@ -70,15 +70,9 @@ export async function askWebhook(
     { timeoutMs: check.timeoutMs, maxBytes: check.maxAnswerBytes },
     agents,
   )
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(answer)
-  } catch {
-    return { verdict: 'error', problem: 'an answer that is not JSON' }
-  }
-  const valid = answerSchema.safeParse(parsed)
-  if (!valid.success) return { verdict: 'error', problem: 'an answer that is not allow, deny or rewrite' }
-  const said = valid.data
+  const read = readAnswer(answer, answerSchema, 'an answer that is not allow, deny or rewrite')
+  if ('problem' in read) return { verdict: 'error', problem: read.problem }
+  const said = read.value
   if (said.verdict !== 'rewrite') return said
   const sent = new Set(texts.map((t) => t.path))
   const seen = new Set<string>()

@@ -34,6 +34,18 @@ export function spec(over: Partial<BudgetSpec> = {}): BudgetSpec {
   }
 }
 
+/** One call of 100 input tokens at 1 nano-unit a token on `budget`'s own key, its owner too. */
+export function callOn(budget: BudgetSpec): AdmissionRequest {
+  return {
+    keyId: budget.id,
+    owner: budget.id,
+    tier: 'T',
+    model: 'm',
+    limits: { input_price: 1 },
+    estimate: { inputTokens: 100, outputTokens: 0 },
+  }
+}
+
 /** A settable clock, a book that applies `specs` to every call, and the events the hook got. */
 export function setup(specs: BudgetSpec[], at: string) {
   let now = Date.parse(at)

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { createLimiter } from '../../src/limits/limiter.ts'
 import { turnWritten } from '../../src/turn-batches.ts'
-import { refusal, setup, spec } from './budget-contract.ts'
+import { callOn, refusal, setup, spec } from './budget-contract.ts'
 import { captureLog } from './helpers.ts'
 
 t.test('memory: spend and once ids survive a crash between two snapshots (budget-spend.db)', async (t) => {
@@ -16,14 +16,7 @@ t.test('memory: spend and once ids survive a crash between two snapshots (budget
   const file = join(dir, 'limits.json')
   const budget = spec({ amountNanos: 300_000 })
   const clock = setup([budget], '2026-11-27T12:00:00Z')
-  const r = {
-    keyId: budget.id,
-    owner: budget.id,
-    tier: 'T',
-    model: 'm',
-    limits: { input_price: 1 },
-    estimate: { inputTokens: 100, outputTokens: 0 },
-  }
+  const r = callOn(budget)
   const once = { id: 'queue:req_1', keepMs: 60_000 }
   const options = { log: captureLog().log, snapshotFile: file, budgetLedgerDir: dir, ...clock.options }
   const first = createLimiter(options)

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { createLimiter } from '../../src/limits/limiter.ts'
-import { budgetContract, refusal, setup, spec, type MakeLimiters } from './budget-contract.ts'
+import { callOn, budgetContract, refusal, setup, spec, type MakeLimiters } from './budget-contract.ts'
 import { budgetOnceContract } from './budget-once.ts'
 import { captureLog, quietMetrics } from './helpers.ts'
 
@@ -22,14 +22,7 @@ t.test('memory: what was spent, and the thresholds reported, survive a restart (
   const file = join(dir, 'limits.json')
   const budget = spec({ amountNanos: 200_000 })
   const clock = setup([budget], '2026-11-27T12:00:00Z')
-  const r = {
-    keyId: budget.id,
-    owner: budget.id,
-    tier: 'T',
-    model: 'm',
-    limits: { input_price: 1 },
-    estimate: { inputTokens: 100, outputTokens: 0 },
-  }
+  const r = callOn(budget)
   const first = createLimiter({ log: captureLog().log, snapshotFile: file, ...clock.options })
   await (await first.admit(r)).settle(r.estimate)
   await first.close()
@@ -56,14 +49,7 @@ t.test(
     const file = join(dir, 'limits.json')
     const budget = spec({ amountNanos: 1_000_000 })
     const clock = setup([budget], '2026-11-27T12:00:00Z')
-    const r = {
-      keyId: budget.id,
-      owner: budget.id,
-      tier: 'T',
-      model: 'm',
-      limits: { input_price: 1 },
-      estimate: { inputTokens: 100, outputTokens: 0 },
-    }
+    const r = callOn(budget)
     const once = { id: 'queue:req_1', keepMs: 60_000 }
     const first = createLimiter({ log: captureLog().log, snapshotFile: file, ...clock.options })
     await (await first.admit(r)).settle(r.estimate, { once })

@@ -5,7 +5,7 @@ import type { BudgetSpec } from '../../src/budgets/port.ts'
 import { createLimiter, type ManagedLimiter } from '../../src/limits/limiter.ts'
 import { pingRedis } from '../../src/store/redis-client.ts'
 import { pollUntil } from '../helpers/poll.ts'
-import { budgetContract, refusal, setup, spec, type MakeLimiters } from './budget-contract.ts'
+import { callOn, budgetContract, refusal, setup, spec, type MakeLimiters } from './budget-contract.ts'
 import { budgetOnceContract } from './budget-once.ts'
 import { captureLog, countCommands, quietMetrics, REDIS_URL, redisClient, redisSpace } from './helpers.ts'
 
@@ -107,14 +107,7 @@ if (!(await pingRedis(admin))) {
       }
       const [alive, dying, other] = [await make(), await make(), await make()]
       t.teardown(() => Promise.all([alive, dying, other].map((l) => l.close())))
-      const r = {
-        keyId: budget.id,
-        owner: budget.id,
-        tier: 'T',
-        model: 'm',
-        limits: { input_price: 1 },
-        estimate: { inputTokens: 100, outputTokens: 0 },
-      }
+      const r = callOn(budget)
       const leaseEnds = async (): Promise<number[]> => {
         const [name] = await admin.keys(`${prefix}*:hl`)
         if (name === undefined) return []

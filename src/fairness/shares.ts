@@ -13,7 +13,9 @@ import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog } from '../observability/outage-log.ts'
 import type { LineFairness } from '../queue/capacity-line.ts'
 import type { FairStore } from './store.ts'
-import { ACTIVE_MS } from './vtc.ts'
+import { ACTIVE_MS, partyOf } from './vtc.ts'
+
+export { partyOf }
 
 export const DEFAULT_WEIGHT = 1
 
@@ -35,9 +37,6 @@ export interface FairSharesDeps {
   readonly now?: () => number
   readonly activeMs?: number
 }
-
-/** A party: the key's owner (its tenant or user), or the key when it has none. */
-export const partyOf = (request: Pick<AdmissionRequest, 'keyId' | 'owner'>): string => request.owner ?? request.keyId
 
 export const weightOf = (plans: PlansConfig, tier: string): number =>
   plans.tiers[tier]?.fairShare?.weight ?? DEFAULT_WEIGHT

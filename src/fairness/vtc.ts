@@ -92,3 +92,7 @@ export function fairest(waiters: ReadonlyArray<{ readonly band: number; readonly
   }
   return best
 }
+
+/** A party: the key's owner (its tenant or user), or the key when it has none. */
+export const partyOf = (request: { readonly keyId: string; readonly owner?: string | undefined }): string =>
+  request.owner ?? request.keyId

@@ -78,7 +78,7 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     return book
   }
   bookOf(config.guardrails) // the boot's policies compiled now, not on the first call
-  const policyOf = (call: PreparedCall): CompiledPolicy | undefined =>
+  const policyOf = (call: CallOf): CompiledPolicy | undefined =>
     bookOf(call.runtime.config.guardrails).policyFor(
       call.runtime.config.plans.tiers[call.resolved.tier]?.guardrails,
       call.principal.keyId,
@@ -201,40 +201,38 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     }
   }
 
+  /** `call` screened under `policy` (its tier's and key's, policyOf): the call to run. Throws guardrail_blocked. */
+  const screenUnder = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy | undefined): PreparedCall => {
+    if (call.body.kind !== 'json' || policy === undefined) return call
+    const checked = policy.replyRules.length === 0 ? call : { ...call, replyCheck: replyCheckOf(call, ctx, policy) }
+    if (policy.rules.length === 0) return checked
+    const verdict = scanBody(call.body.value, policy)
+    if (verdict.findings.length === 0) return checked
+    record(call, ctx, policy.name, verdict)
+    if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
+    if (verdict.body === call.body.value) return checked
+    // A masked body is a new one: serialised from its value, never the bytes the client sent.
+    const { masked } = verdict
+    return {
+      ...checked,
+      body: { kind: 'json', value: { ...verdict.body } },
+      ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
+    }
+  }
+
   const guardrails: Guardrails = {
     async check(call, ctx) {
-      const screened = guardrails.screen(call, ctx)
       const policy = policyOf(call)
+      const screened = screenUnder(call, ctx, policy)
       return policy === undefined || policy.external.length === 0 ? screened : external.run(screened, ctx, policy)
     },
-    screen(call, ctx) {
-      const { config } = call.runtime
-      if (call.body.kind !== 'json') return call
-      const tierPolicy = config.plans.tiers[call.resolved.tier]?.guardrails
-      const policy = bookOf(config.guardrails).policyFor(tierPolicy, call.principal.keyId)
-      if (policy === undefined) return call
-      const checked = policy.replyRules.length === 0 ? call : { ...call, replyCheck: replyCheckOf(call, ctx, policy) }
-      if (policy.rules.length === 0) return checked
-      const verdict = scanBody(call.body.value, policy)
-      if (verdict.findings.length === 0) return checked
-      record(call, ctx, policy.name, verdict)
-      if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
-      if (verdict.body === call.body.value) return checked
-      // A masked body is a new one: serialised from its value, never the bytes the client sent.
-      const { masked } = verdict
-      return {
-        ...checked,
-        body: { kind: 'json', value: { ...verdict.body } },
-        ...(policy.restore && masked.size > 0 ? { unmask: (reply: unknown) => unmasked(reply, masked) } : {}),
-      }
-    },
+    screen: (call, ctx) => screenUnder(call, ctx, policyOf(call)),
     async screenUpload(call, ctx) {
       const { body } = call
       if (call.spec.endpoint !== 'files.create' || body.kind !== 'multipart') return
       const purpose = uploadPurposeOf(body)
       if (purpose === undefined) return
-      const tierPolicy = call.runtime.config.plans.tiers[call.resolved.tier]?.guardrails
-      const policy = bookOf(call.runtime.config.guardrails).policyFor(tierPolicy, call.principal.keyId)
+      const policy = policyOf(call)
       if (policy === undefined || policy.rules.length === 0) return
       const verdict = await scanUpload(body, purpose, policy)
       if (verdict.findings.length === 0) return

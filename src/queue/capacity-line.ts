@@ -25,7 +25,9 @@
 // waiting for a time that may be a lease's ten minutes away), and no wait is longer than
 // RECHECK_MS (a message lost between gateways costs at most that).
 
-import { fairest } from '../fairness/vtc.ts'
+import { fairest, partyOf } from '../fairness/vtc.ts'
+import type { AdmissionRequest } from '../limits/port.ts'
+import { bandOf } from '../priority/classes.ts'
 
 /** The longest the head waits before it tries again, whatever time it was named. */
 export const RECHECK_MS = 2000
@@ -48,6 +50,13 @@ export interface LineSeat {
   readonly party: string
   readonly band: number
 }
+
+/** The seat of a call of `request` in a line: its model, its party (fairness/vtc.ts) and its class's band. */
+export const seatOf = (request: Pick<AdmissionRequest, 'model' | 'keyId' | 'owner' | 'serviceClass'>): LineSeat => ({
+  model: request.model,
+  party: partyOf(request),
+  band: bandOf(request.serviceClass),
+})
 
 /** Fair shares as the line uses them (fairness/shares.ts implements it). */
 export interface LineFairness {

@@ -14,7 +14,7 @@ import { gatewayError, type GatewayError } from '../errors.ts'
 import type { AdmissionStrategy } from '../inference/corridor.ts'
 import type { Admission, AdmissionRequest, Limiter, RateLimitHeaders } from '../limits/port.ts'
 import type { Metrics } from '../observability/metrics.ts'
-import type { CapacityTurn } from './capacity-line.ts'
+import { seatOf, type CapacityTurn } from './capacity-line.ts'
 import type { Coordinator } from './coordinator.ts'
 import type { Ticket } from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
@@ -137,8 +137,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           options.shutdown,
           AbortSignal.timeout(Math.max(0, deadline - Date.now())),
         ])
-        const seat = { model: request.model, party: request.owner ?? request.keyId, band: bandOf(request.serviceClass) }
-        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends, seat))
+        const mine = turn ?? (await c.capacityLine.enter(capacityOf, at, ends, seatOf(request)))
         if (mine !== null && (mine !== turn || (await mine.again(at)))) {
           turn = mine
           return

@@ -24,7 +24,7 @@ import { detachedClient } from '../proxy/detached-client.ts'
 import { RecordingSink, type Recording } from '../proxy/recorder.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import type { KeyStore } from '../store/ports.ts'
-import type { CapacityTurn } from './capacity-line.ts'
+import { seatOf, type CapacityTurn } from './capacity-line.ts'
 import { chargeAsOf } from './charge-once.ts'
 import { describe, type Coordinator } from './coordinator.ts'
 import {
@@ -40,7 +40,6 @@ import { endCallSpan } from '../observability/call-spans.ts'
 import { NO_SPAN, type Span, type Tracing } from '../observability/tracing.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, waitUntil, withGiveBack } from './retry.ts'
 import { jobTicket, parseLine } from './tickets.ts'
-import { bandOf } from '../priority/classes.ts'
 
 export interface WorkerDeps {
   readonly coordinator: Coordinator
@@ -324,12 +323,8 @@ export function createProcessor(deps: WorkerDeps): Processor {
         capacityAt = null
         if (!startedHere) throw new NotStarted()
         // Its turn in the capacity line (kept at the head when refused again), then the limiter.
-        const seat = {
-          model: admissionRequest.model,
-          party: admissionRequest.owner ?? admissionRequest.keyId,
-          band: bandOf(admissionRequest.serviceClass),
-        }
-        const mine = waiting.turn ?? (await c.capacityLine.enter(capacityOf, at, controller.signal, seat))
+        const mine =
+          waiting.turn ?? (await c.capacityLine.enter(capacityOf, at, controller.signal, seatOf(admissionRequest)))
         if (mine === null || (mine === waiting.turn && !(await mine.again(at)))) throw new NotStarted()
         waiting.turn = mine
         try {

@@ -64,15 +64,11 @@ export function withLearnedReservations(
     const uncapped = request.uncapped
     if (uncapped === undefined || request.estimate.outputTokens === 0) return request
     const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
-    const replies = Math.max(uncapped.replies, 1)
     const learned = await reservations.lookup(request, settings)
     const made = learned === undefined ? request : learnedRequest(request, learned, settings.quantile, uncapped.replies)
     if (admitting) {
-      const reserved = (made.rateEstimate ?? made.estimate).outputTokens / replies
-      metrics?.outputReservation.observe(
-        { source: made === request ? 'fixed' : (learned?.source ?? 'fixed') },
-        reserved,
-      )
+      const reserved = (made.rateEstimate ?? made.estimate).outputTokens / Math.max(uncapped.replies, 1)
+      metrics?.outputReservation.observe({ source: learned?.source ?? 'fixed' }, reserved)
     }
     return made
   }

@@ -68,7 +68,10 @@ export function withLearnedReservations(
     const made = learned === undefined ? request : learnedRequest(request, learned, settings.quantile, uncapped.replies)
     if (admitting) {
       const reserved = (made.rateEstimate ?? made.estimate).outputTokens / Math.max(uncapped.replies, 1)
-      metrics?.outputReservation.observe({ source: learned?.source ?? 'fixed' }, reserved)
+      metrics?.outputReservation.observe(
+        { source: made === request ? 'fixed' : (learned?.source ?? 'fixed') },
+        reserved,
+      )
     }
     return made
   }

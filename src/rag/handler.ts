@@ -62,7 +62,7 @@ export async function handleRagRequest(
     // A chat prompt is checked under guardrails.rag before it goes (guardrails/rag-prompt.ts): read whole, sent as checked.
     const prompt =
       identity !== null && deps.guardrails !== undefined && isRagPrompt(service, method, route.decoded)
-        ? await checkedPrompt(ctx, deps.guardrails, runtime.config.guardrails, identity, target.maxBodyBytes)
+        ? await checkedPrompt(ctx, deps.guardrails, runtime.config.guardrails, identity, target.maxBodyBytes, bodyRate)
         : undefined
     if (prompt !== undefined) {
       delete headers['transfer-encoding']

@@ -6,28 +6,34 @@ import type { Identity } from '../auth/identity.ts'
 import { gatewayError } from '../errors.ts'
 import type { GuardrailsConfig } from '../guardrails/config.ts'
 import type { Guardrails } from '../guardrails/create.ts'
+import { readBodyChunks, type BodyRate } from '../http/body-rate.ts'
 import type { RequestContext } from '../http/context.ts'
 
-/** The body to send in place of the client's stream: as it came, or masked. Throws guardrail_blocked, or 413 past `maxBytes`. */
+/**
+ * The body to send in place of the client's stream: as it came, or masked. Throws
+ * guardrail_blocked, 413 past `maxBytes`, or request_timeout when the body comes slower
+ * than `rate` (a declared length never sent in full must not hold the connection).
+ */
 export async function checkedPrompt(
   ctx: RequestContext,
   guardrails: Guardrails,
   config: GuardrailsConfig,
   who: Identity,
   maxBytes: number,
+  rate: BodyRate,
 ): Promise<Buffer> {
   const chunks: Buffer[] = []
   let size = 0
-  for await (const chunk of ctx.req) {
-    size += (chunk as Buffer).length
+  await readBodyChunks(ctx.req, rate, (chunk) => {
+    size += chunk.length
     if (size > maxBytes)
       throw gatewayError('rag_body_too_large', {
         message: `Request body too large: the query-pipeline service takes at most ${maxBytes} bytes`,
         headers: { connection: 'close' },
       })
-    chunks.push(chunk as Buffer)
-  }
-  const bytes = Buffer.concat(chunks)
+    chunks.push(chunk)
+  })
+  const bytes = Buffer.concat(chunks, size)
   let value: unknown
   try {
     value = JSON.parse(bytes.toString('utf8'))

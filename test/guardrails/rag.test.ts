@@ -3,8 +3,10 @@
 // is refused in FastAPI's shape ({"detail"}) naming the check and the member, never the
 // text, and the backend gets nothing; a masked one reaches it masked (its other members as
 // they were); a clean one passes as the bytes it came in; the audit log names the user;
-// other RAG routes are not read.
+// other RAG routes are not read; a prompt that never arrives in full is cut at the body's pace.
+import { connect } from 'node:net'
 import t from 'tap'
+import { ResponseReader } from '../helpers/http-reader.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { serveBackend, startRagHarness } from '../rag/harness.ts'
 
@@ -26,6 +28,7 @@ const h = await startRagHarness(t, {
     const rag = doc.rag as { services: Record<string, Record<string, unknown>> }
     rag.services['query-pipeline'] = { baseUrl: base }
     rag.services['chat-session-manager'] = { baseUrl: base }
+    Object.assign(doc.server as Record<string, unknown>, { bodyRateWindowMs: 300 })
     doc.guardrails = { policies: { gdpr: { detectors: { card: 'block', email: 'mask' } } }, rag: 'gdpr' }
   },
 })
@@ -79,4 +82,26 @@ t.test('recorded with the user as the actor; other routes are not read', async (
   const other = await post('/chat-session-manager/api/v1/sessions/', { title: `card ${CARD}` })
   t.equal(other.status, 200, 'a session title is not a prompt')
   t.equal(received.length, before + 1)
+})
+
+t.test('a prompt body that stops short of its declared length is cut at the body pace (408), not held', async (t) => {
+  const before = received.length
+  const socket = connect({ port: Number(new URL(h.url).port), host: '127.0.0.1' })
+  t.teardown(() => socket.destroy())
+  const reader = new ResponseReader(socket)
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}`)
+  socket.write(
+    [
+      'POST /query-pipelines/api/v1/chat HTTP/1.1',
+      'Host: x',
+      ...lines,
+      'Content-Length: 1000',
+      '',
+      '{"userPrompt":',
+    ].join('\r\n'),
+  )
+  const res = await reader.next()
+  t.equal(res?.status, 408)
+  t.match(JSON.parse(res?.body.toString('utf8') ?? '{}'), { detail: /too slowly/ }, "FastAPI's shape")
+  t.equal(received.length, before, 'nothing reached the backend')
 })

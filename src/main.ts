@@ -194,6 +194,7 @@ export async function startGateway(
       budgets,
       ...(settlements === undefined ? {} : { settlements }),
       ownerOf: async (keyId) => (await stores.keys.get(keyId))?.owner ?? null,
+      ...(stores.turnCommit === undefined ? {} : { budgetLedgerOn: stores.turnCommit }),
       plans: () => runtime.current.config.plans,
       onBudgetThreshold:
         overrides.onBudgetThreshold ??

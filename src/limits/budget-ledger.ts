@@ -1,26 +1,21 @@
-// Budgets' spend kept durably in embedded mode: budget-spend.db in the data directory. The
+// Budgets' spend kept durably in embedded mode, in tollgate.db beside the usage rows. The
 // snapshot (limits.json) is written every 10 s, so a gateway killed between two snapshots
 // would forget what calls spent since the last one and could overspend its budgets after a
 // restart. Every settle's outcome is written here instead: each budget counter's spent after
-// it, and the once id (a stored request's charge) it committed under, in one transaction so
-// a charge the file kept is known as applied and one it lost is not.
+// it, and the once id (a stored request's charge) it committed under.
 //
-// The writes of one turn of the event loop share one commit at the turn's end, before
-// turnWritten() resolves (turn-batches.ts) — the same moment the usage rows of that turn are
-// committed to tollgate.db, before the reply's last bytes go out. Nothing on the reply path
-// waits for it beyond what the usage write already does. At boot the limiter lays what is
-// kept here over the snapshot: this file is never older than it.
+// The writes join the store's group commit (store/sqlite.ts turnCommit): a turn's settles and
+// the same turn's usage rows are one transaction, committed at the turn's end before
+// turnWritten() resolves and so before the reply's last bytes. A gateway killed at any
+// instant keeps a call's spend and its usage row both or neither (the relay settles and
+// meters a call in the same turn: inference/reply.ts). At boot the limiter lays what is kept
+// here over the snapshot: this table is never older than it.
 import type { DatabaseSync } from 'node:sqlite'
-import type { Logger } from '../observability/logger.ts'
-import { closeSqlite, openSqlite, transaction } from '../store/sqlite.ts'
-import { flushAtTurnEnd } from '../turn-batches.ts'
+import type { TurnCommit } from '../store/sqlite.ts'
 
-export const BUDGET_LEDGER_FILE = 'budget-spend.db'
-
-const MIGRATIONS = [
-  `CREATE TABLE budget_spent (name TEXT PRIMARY KEY, spent INTEGER NOT NULL, expires_at INTEGER NOT NULL);
-   CREATE TABLE budget_once (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;`,
-]
+/** Created on first use in the store's file: the tables are the ledger's, not the store's schema. */
+const TABLES = `CREATE TABLE IF NOT EXISTS budget_spent (name TEXT PRIMARY KEY, spent INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+  CREATE TABLE IF NOT EXISTS budget_once (id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;`
 
 /** A spent counter: its name, value (nano-units) and when it is forgotten (0: never). */
 export type SpentCell = readonly [name: string, spent: number, expiresAt: number]
@@ -34,12 +29,12 @@ export interface BudgetLedger {
   readonly journal: BudgetJournal
   /** What was kept and is still alive, in the snapshot's shape (memory-counters.ts MemorySnapshot.budgets). */
   read(): { spent: SpentCell[]; once: OnceCell[] }
-  /** Commits what is pending and closes the file. */
-  close(): void
 }
 
-export function openBudgetLedger(dataDir: string, log: Logger): BudgetLedger {
-  const db: DatabaseSync = openSqlite(dataDir, BUDGET_LEDGER_FILE, MIGRATIONS)
+/** The ledger on `turn`'s file (tollgate.db): its writes commit with whatever else that turn wrote there. */
+export function openBudgetLedger(turn: TurnCommit): BudgetLedger {
+  const db: DatabaseSync = turn.db
+  db.exec(TABLES)
   const sweep = (now: number): void => {
     db.prepare('DELETE FROM budget_spent WHERE expires_at <> 0 AND expires_at <= ?').run(now)
     db.prepare('DELETE FROM budget_once WHERE expires_at <= ?').run(now)
@@ -52,27 +47,20 @@ export function openBudgetLedger(dataDir: string, log: Logger): BudgetLedger {
   let pending: { spent: Map<string, SpentCell>; once: OnceCell[] } | null = null
   let commits = 0
 
-  function commit(): void {
-    const turn = pending
+  function write(): void {
+    const changes = pending
     pending = null
-    if (turn === null) return
-    try {
-      transaction(db, () => {
-        for (const [name, spent, at] of turn.spent.values()) putSpent.run(name, spent, at)
-        for (const [id, at] of turn.once) putOnce.run(id, at)
-        if (++commits % 1000 === 0) sweep(Date.now())
-      })
-    } catch (error) {
-      // The counters in memory stay authoritative; the snapshot still keeps them.
-      log.error({ err: error instanceof Error ? error.message : String(error) }, 'budget spend could not be kept')
-    }
+    if (changes === null) return
+    for (const [name, spent, at] of changes.spent.values()) putSpent.run(name, spent, at)
+    for (const [id, at] of changes.once) putOnce.run(id, at)
+    if (++commits % 1000 === 0) sweep(Date.now())
   }
 
   return {
     journal(spent, once) {
       if (pending === null) {
         pending = { spent: new Map(), once: [] }
-        flushAtTurnEnd(commit)
+        turn.add(write)
       }
       for (const cell of spent) pending.spent.set(cell[0], cell)
       if (once !== undefined) pending.once.push(once)
@@ -88,10 +76,6 @@ export function openBudgetLedger(dataDir: string, log: Logger): BudgetLedger {
         .all(now)
         .map((r): OnceCell => [String(r.id), Number(r.expires_at)])
       return { spent, once }
-    },
-    close() {
-      commit()
-      closeSqlite(db)
     },
   }
 }

@@ -4,6 +4,7 @@ import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createRedisClient, whenReady, type RedisConnection } from '../store/redis-client.ts'
+import type { TurnCommit } from '../store/sqlite.ts'
 import { createLimiter, type ManagedLimiter } from './limiter.ts'
 import { migrateLimiterCounters, type OwnerOf } from './limiter-migration.ts'
 import type { BudgetBook } from '../budgets/book.ts'
@@ -32,6 +33,8 @@ export async function createLimiterFromConfig(
     readonly settlements?: RedisConnection
     /** The owner of a key, to carry lifetime counters of the `{tg}` layout over (limiter-migration.ts). */
     readonly ownerOf?: OwnerOf
+    /** The embedded store's group commit: budgets' spend is kept in it, with the usage rows (budget-ledger.ts). */
+    readonly budgetLedgerOn?: TurnCommit
     /** The plans in force (a reload replaces them); default the boot configuration's. */
     readonly plans?: () => PlansConfig
   },
@@ -54,7 +57,7 @@ export async function createLimiterFromConfig(
     return createLimiter({
       ...common,
       snapshotFile: join(resolve(config.store.dataDir), 'limits.json'),
-      budgetLedgerDir: resolve(config.store.dataDir),
+      ...(deps.budgetLedgerOn === undefined ? {} : { budgetLedgerOn: deps.budgetLedgerOn }),
     })
   const redis = createRedisClient(target, {
     // The limiter bounds every call by redisTimeoutMs itself, allowing for a busy event

@@ -30,6 +30,7 @@ import { DEFAULT_LEASE_MS, holdIds, keepLeases } from './holds.ts'
 import { createInsurance, handOverQuota } from './insurance.ts'
 import { memoryCounters } from './memory-counters.ts'
 import { openBudgetLedger } from './budget-ledger.ts'
+import type { TurnCommit } from '../store/sqlite.ts'
 import { publishMode, watchRedis, type OnRedisDown, type RedisWatch } from './outage.ts'
 import type { Admission, AdmissionRequest, BudgetStatus, Limiter, LimiterHealth, RateLimitHeaders } from './port.ts'
 import { redisCounters } from './redis-counters.ts'
@@ -66,8 +67,8 @@ export interface LimiterOptions {
    */
   readonly snapshotFile?: string
   readonly snapshotEveryMs?: number
-  /** Embedded mode: the data directory where every settle's budget spend is kept at once (budget-ledger.ts). */
-  readonly budgetLedgerDir?: string
+  /** Embedded mode: the store's group commit (tollgate.db) that every settle's budget spend joins (budget-ledger.ts). */
+  readonly budgetLedgerOn?: TurnCommit
   /** The budgets that apply to a call (docs/budgets.md); absent: none. */
   readonly budgets?: Pick<BudgetBook, 'applicable'>
   /** The plans' currency, for budget messages and events (a function: the plans in force, which a reload replaces). */
@@ -111,7 +112,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const onThreshold = options.onBudgetThreshold
   const windowMs = options.windowMs ?? 60_000
   const onRedisDown = options.onRedisDown ?? 'insurance'
-  const ledger = !redis && options.budgetLedgerDir !== undefined ? openBudgetLedger(options.budgetLedgerDir, log) : null
+  const ledger = !redis && options.budgetLedgerOn !== undefined ? openBudgetLedger(options.budgetLedgerOn) : null
   const memory = memoryCounters(windowMs, ledger?.journal)
   const insurance = createInsurance(Math.max(1, Math.floor(options.insuranceInstances ?? 1)))
   const leaseMs = options.holdLeaseMs ?? DEFAULT_LEASE_MS
@@ -459,7 +460,6 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       closed = true
       leases?.close()
       await snapshots?.close()
-      ledger?.close()
       await watch?.close()
     },
   }

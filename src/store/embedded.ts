@@ -28,8 +28,7 @@ import {
 } from './key-records.ts'
 import { embeddedAuthStores } from './embedded-auth.ts'
 import { APPLIED_WRITES_SCHEMA, appliedWrites } from './applied-writes.ts'
-import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } from './sqlite.ts'
-import { flushAtTurnEnd } from '../turn-batches.ts'
+import { closeSqlite, openSqlite, pingSqlite, transaction, turnCommit, type SqlRow as Row } from './sqlite.ts'
 import {
   checkStreamCharge,
   checkUsageQuery,
@@ -384,39 +383,13 @@ export function openEmbeddedStores(dataDir: string): Stores {
     addUsage(entry !== undefined && entry.recovered_at !== null ? lessRecovered(r, streamOf(entry)) : r)
   }
 
-  // Group commit: the writes of calls that end (or stream) in the same turn of the event
-  // loop share one transaction (one WAL commit, not one per call: it was 4-6 % of the
-  // gateway's CPU under load). Each write still resolves only once it is committed, in
-  // the order made, and a batch applies whole or not at all.
-  let batch: {
-    readonly writes: Array<() => void>
-    readonly waiters: Array<{ resolve(): void; reject(error: unknown): void }>
-  } | null = null
-  const writeBatch = (): void => {
-    const pending = batch
-    batch = null
-    if (pending === null) return
-    try {
-      transaction(db, () => {
-        for (const write of pending.writes) write()
-      })
-    } catch (error) {
-      for (const waiter of pending.waiters) waiter.reject(error)
-      return
-    }
-    for (const waiter of pending.waiters) waiter.resolve()
-  }
-  const inBatch = (write: () => void): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      if (batch === null) {
-        batch = { writes: [], waiters: [] }
-        // In the turn's end, after the batches of the turn are sent (the meter's rows among
-        // them): committed before turnWritten() resolves, not a turn later.
-        flushAtTurnEnd(writeBatch)
-      }
-      batch.writes.push(write)
-      batch.waiters.push({ resolve, reject })
-    })
+  // Group commit (sqlite.ts turnCommit): the writes of calls that end (or stream) in the same
+  // turn of the event loop share one transaction (one WAL commit, not one per call: it was
+  // 4-6 % of the gateway's CPU under load), committed in the turn's end after the meter's
+  // batches are sent, before turnWritten() resolves. Budgets' spend joins the same
+  // transaction (limits/budget-ledger.ts), so a call's usage row and its spend are kept together.
+  const turn = turnCommit(db)
+  const inBatch = turn.write
 
   const usage: UsageStore = {
     async add(records) {
@@ -504,6 +477,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
 
   return {
     kind: 'embedded',
+    turnCommit: turn,
     keys,
     ownership,
     usage,
@@ -512,7 +486,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     ping: async () => pingSqlite(db),
     async close() {
       // Rows added in this turn are written before the database goes.
-      if (db.isOpen) writeBatch()
+      turn.flush()
       closeSqlite(db)
     },
   }

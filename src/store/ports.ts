@@ -2,6 +2,7 @@
 // any number of instances) and an embedded adapter (one instance, kept on disk), and both
 // pass the same contract tests in test/store/.
 import type { KeyRecord, KeyStatus } from '../keys/record.ts'
+import type { TurnCommit } from './sqlite.ts'
 
 export interface KeyFilter {
   readonly owner?: string
@@ -317,6 +318,8 @@ export interface Stores {
   readonly accounts: AccountStore
   readonly sessions: SessionStore
   readonly signingKeys: SigningKeyStore
+  /** Embedded only: tollgate.db's group commit, which budgets' spend joins (limits/budget-ledger.ts). */
+  readonly turnCommit?: TurnCommit
   /** True when the store answers now. */
   ping(): Promise<boolean>
   close(): Promise<void>

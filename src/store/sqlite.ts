@@ -8,6 +8,7 @@
 // file (the CLI while the gateway runs) waits on busy_timeout instead of failing halfway.
 import { join } from 'node:path'
 import { DatabaseSync, type SQLOutputValue } from 'node:sqlite'
+import { flushAtTurnEnd } from '../turn-batches.ts'
 import { ensurePrivateDir, ensurePrivateFile } from './data-dir.ts'
 
 /** How long a write waits for another process's transaction before it fails. */
@@ -91,4 +92,57 @@ export function pingSqlite(db: DatabaseSync): boolean {
 /** Closes the database unless it is closed already (close() may be called twice). */
 export function closeSqlite(db: DatabaseSync): void {
   if (db.isOpen) db.close()
+}
+
+/**
+ * A file's group commit: the writes handed to it in one turn of the event loop share one
+ * transaction at the turn's end (turn-batches.ts), committed before turnWritten() resolves.
+ * One WAL commit per turn, not one per call; and writes of different concerns on the same
+ * file (a call's usage row and its budget's spend) commit together or not at all.
+ */
+export interface TurnCommit {
+  readonly db: DatabaseSync
+  /** Adds a write to this turn's transaction; resolves once it is committed, rejects if the transaction failed. */
+  write(write: () => void): Promise<void>
+  /** Adds a write nobody waits on (it still commits or fails with the turn's others). */
+  add(write: () => void): void
+  /** Commits what is pending now (before the database closes). */
+  flush(): void
+}
+
+export function turnCommit(db: DatabaseSync): TurnCommit {
+  type Batch = { writes: Array<() => void>; waiters: Array<{ resolve(): void; reject(error: unknown): void }> }
+  let batch: Batch | null = null
+  const flush = (): void => {
+    const pending = batch
+    batch = null
+    if (pending === null) return
+    try {
+      transaction(db, () => {
+        for (const write of pending.writes) write()
+      })
+    } catch (error) {
+      for (const waiter of pending.waiters) waiter.reject(error)
+      return
+    }
+    for (const waiter of pending.waiters) waiter.resolve()
+  }
+  const current = (): Batch => {
+    if (batch === null) {
+      batch = { writes: [], waiters: [] }
+      flushAtTurnEnd(flush)
+    }
+    return batch
+  }
+  return {
+    db,
+    write: (write) =>
+      new Promise<void>((resolve, reject) => {
+        const open = current()
+        open.writes.push(write)
+        open.waiters.push({ resolve, reject })
+      }),
+    add: (write) => void current().writes.push(write),
+    flush,
+  }
 }

@@ -6,6 +6,7 @@ import type { Test } from 'tap'
 import { inflateSync } from 'node:zlib'
 import type { RunningTollgate } from '../helpers/gateway.ts'
 import { rejectsWith } from '../helpers/assert.ts'
+import { pollUntil } from '../helpers/poll.ts'
 
 export interface Subject {
   readonly gw: RunningTollgate
@@ -238,16 +239,18 @@ export function endpointTests(t: Test, subject: () => Subject): void {
     const jobs: string[] = []
     for await (const j of subject().client.fineTuning.jobs.list()) jobs.push(j.id)
     t.ok(jobs.includes(job.id))
-    let status = job.status
-    for (let i = 0; i < 100 && status !== 'succeeded'; i++) {
-      await new Promise((r) => setTimeout(r, 20))
-      status = (await subject().client.fineTuning.jobs.retrieve(job.id)).status
-    }
+    const { value: status } = await pollUntil(
+      async () => (await subject().client.fineTuning.jobs.retrieve(job.id)).status,
+      (s) => s === 'succeeded',
+      500,
+      20,
+    )
     t.equal(status, 'succeeded', 'queued → running → succeeded')
     const events: string[] = []
     for await (const e of subject().client.fineTuning.jobs.listEvents(job.id)) events.push(e.message)
     t.ok(events.length >= 3)
 
+    // A job runs two fine-tune steps (250 ms each in the tests' mock): room enough for a cancel on a loaded machine.
     const second = await subject().client.fineTuning.jobs.create({ model: CHAT, training_file: file.id })
     const cancelled = await subject().client.fineTuning.jobs.cancel(second.id)
     t.equal(cancelled.status, 'cancelled')

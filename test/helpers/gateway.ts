@@ -70,7 +70,7 @@ export async function startTollgate(options: StartOptions = {}): Promise<Running
   const doc = defaultConfigDoc(root)
   // Fast mock streams keep the tests short.
   const backends = doc.backends as Record<string, Record<string, unknown>>
-  if (backends.mock) Object.assign(backends.mock, { tokensPerSecond: 2000, fineTuneStepMs: 50 })
+  if (backends.mock) Object.assign(backends.mock, { tokensPerSecond: 2000, fineTuneStepMs: 250 })
   // Tests refuse credentials hundreds of times a minute, all from 127.0.0.1: the throttle
   // of failed authentication would answer 429 to most of them. test/hardening/auth-throttle
   // tests it with its own settings.

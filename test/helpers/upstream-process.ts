@@ -30,7 +30,7 @@ const backend = createMockBackend('upstream', {
   type: 'mock',
   tokensPerSecond: Number(values['tokens-per-second']),
   defaultCompletionTokens: 24,
-  fineTuneStepMs: 50,
+  fineTuneStepMs: 250,
 })
 const streams: Array<{ path: string; bytes: number; state: 'open' | 'ended' | 'closed' }> = []
 const seen: Array<{

@@ -137,8 +137,9 @@ t.test(
 )
 
 t.test('/queue: with every deployment cooling down, a drop-in call waits, then succeeds', async (t) => {
-  const a = await startQuotaUpstream({ rpm: 60, windowMs: 1000 })
-  const b = await startQuotaUpstream({ rpm: 60, windowMs: 1000 })
+  // One call per 3 s each (sliding): a loaded machine's pauses between spending and asking stay inside it.
+  const a = await startQuotaUpstream({ rpm: 20, windowMs: 3000 })
+  const b = await startQuotaUpstream({ rpm: 20, windowMs: 3000 })
   t.teardown(() => Promise.all([a.close(), b.close()]))
   const gw = await startTollgate({ config: deployTo({ a: { upstream: a }, b: { upstream: b } }) })
   t.teardown(() => gw.stop())
@@ -147,7 +148,7 @@ t.test('/queue: with every deployment cooling down, a drop-in call waits, then s
   const queue = new OpenAI({ apiKey: key, baseURL: `${gw.url}/queue`, maxRetries: 0 })
 
   await Promise.all([spend(a), spend(b)])
-  // Both refuse this one: now both cool down (about a second).
+  // Both refuse this one: now both cool down (up to 3 s).
   await v2.chat.completions.create(ask).catch(() => undefined)
   t.equal(a.stats().rateLimited + b.stats().rateLimited, 2, 'both deployments refused')
   const onV2 = await v2.chat.completions.create(ask).catch((e: unknown) => e)

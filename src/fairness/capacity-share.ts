@@ -39,6 +39,8 @@ export function createFairCapacity(shares: Pick<FairShares, 'above'>, reserve: n
   if (!(reserve > 0)) return undefined
   const share = 1 - Math.min(reserve, 1)
   return {
+    // The call's own charge is taken off as its estimate; a call the learned reservations
+    // (reservations/) charged less for ranks its party a little lower than it is, never higher.
     shareOf({ principal, resolved, estimate }) {
       const request = { keyId: principal.keyId, owner: principal.owner, tier: resolved.tier, model: resolved.model }
       return shares.above(request, estimate.inputTokens + estimate.outputTokens) ? share : undefined

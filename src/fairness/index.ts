@@ -1,7 +1,7 @@
 // Fair shares between parties under contention (docs/limits.md "Fair shares"), as main.ts
 // builds them: counters on the gateway's Redis when there is one (shared by every instance),
 // in this process otherwise; none when `queue.fairShares` is false (no charges, first come
-// first served).
+// first served). /v2's part (capacity-share.ts) reads the same counters.
 import type { Config, PlansConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'

@@ -543,6 +543,15 @@ export const ERRORS = {
       'Every deployment of this model is too busy for flex calls right now. Try again after the time in retry-after-ms.',
     body: 'openai',
   },
+  // A /v2 call of a party above its fair share when every deployment has no room left outside the part kept for parties below theirs (fairness/capacity-share.ts).
+  fair_share: {
+    status: 429,
+    type: 'requests',
+    code: 'fair_share_exceeded',
+    message:
+      'This model is contended and your fair share of it is used; the rest is kept for callers below theirs. Retry after retry-after-ms, or use /queue.',
+    body: 'openai',
+  },
 } as const satisfies Record<string, ErrorSpec>
 
 export type ErrorName = keyof typeof ERRORS

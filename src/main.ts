@@ -58,7 +58,7 @@ import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
 import { withBatchRoom } from './priority/batch-room.ts'
 import { redisAskBoard } from './priority/redis-asks.ts'
-import { createFairSharesFromConfig, withFairShares } from './fairness/index.ts'
+import { createFairSharesFromConfig, fairCapacityOf, withFairShares } from './fairness/index.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
 import type { Limiter } from './limits/port.ts'
@@ -287,6 +287,7 @@ export async function startGateway(
     streams,
     cache: responseCache,
     guardrails,
+    ...fairCapacityOf(fairShares, config.queue.fairShareReserve),
   })
   // Stored requests re-read their key by id when they run: a key revoked meanwhile fails them.
   const queue = createQueueFromConfig({

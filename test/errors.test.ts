@@ -97,6 +97,7 @@ const PINNED: Readonly<Record<string, Row>> = {
   portal_sign_in_incomplete: [400, null, null, 'page'],
   portal_sign_in_failed: [401, null, null, 'page'],
   flex_capacity: [429, 'requests', 'flex_capacity_exceeded', 'openai'],
+  fair_share: [429, 'requests', 'fair_share_exceeded', 'openai'],
 }
 
 const NAMES = Object.keys(ERRORS) as ErrorName[]

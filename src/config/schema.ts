@@ -926,6 +926,8 @@ export const configSchema = z
          * "Fair shares"); false: no counters are charged and the line is first come first served.
          */
         fairShares: z.boolean().default(true),
+        /** /v2: the share of a contended deployment's declared capacity kept for parties below their fair share (src/fairness/capacity-share.ts); 0: none, /v2 first come first served. */
+        fairShareReserve: z.number().min(0).max(0.9).default(0.1),
       })
       .prefault({}),
     /** Events and their webhooks (docs/webhooks.md). */

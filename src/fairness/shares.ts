@@ -4,7 +4,9 @@
 // and the queue's capacity line reads the counters to choose who tries next
 // (queue/capacity-line.ts). A store that does not answer never refuses or delays a call:
 // the charge is lost (logged once per outage) and the line falls back to first come first
-// served for that choice.
+// served for that choice. Each flush also brings back where the parties stand
+// (contention.ts), which /v2 reads to keep room for the parties below their share
+// (capacity-share.ts).
 import type { Usage } from '../backends/port.ts'
 import type { PlansConfig } from '../config/schema.ts'
 import type { Admission, AdmissionRequest, Limiter } from '../limits/port.ts'
@@ -12,6 +14,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
 import { createOutageLog } from '../observability/outage-log.ts'
 import type { LineFairness } from '../queue/capacity-line.ts'
+import { createStandings } from './contention.ts'
 import type { FairStore } from './store.ts'
 import { ACTIVE_MS, partyOf } from './vtc.ts'
 
@@ -27,6 +30,12 @@ export interface FairShares extends LineFairness {
   charge(request: Pick<AdmissionRequest, 'keyId' | 'owner' | 'tier' | 'model'>, tokens: number): void
   /** Settled charges still on their way to the store (tests wait for them). */
   settled(): Promise<void>
+  /**
+   * Whether the request's party is above its share in its model now, before a call of
+   * `tokens` it was just charged (contention.ts): from the last flush's answer, with no
+   * store call. False when nothing recent is known.
+   */
+  above(request: Pick<AdmissionRequest, 'keyId' | 'owner' | 'tier' | 'model'>, tokens: number): boolean
 }
 
 export interface FairSharesDeps {
@@ -48,6 +57,7 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
   const failed = (error: unknown): void =>
     outage.failed(deps.log, error instanceof Error ? error : new Error(String(error)))
   const pending = new Set<Promise<unknown>>()
+  const standings = createStandings()
   // Charges wait here up to FLUSH_MS and leave as one script per model: every call charges its
   // model's counters twice, and on a cluster a script per charge would put a model's whole
   // traffic on the one master of its slot. A read of the counters sends its model's first.
@@ -57,7 +67,9 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
     const charges = buffered.get(model)
     if (charges === undefined) return Promise.resolve()
     buffered.delete(model)
-    const done = deps.store.chargeMany(model, [...charges], now(), activeMs).catch(failed)
+    const done = deps.store
+      .chargeMany(model, [...charges], now(), activeMs)
+      .then((standing) => standings.saw(model, standing, now()), failed)
     pending.add(done)
     void done.finally(() => pending.delete(done))
     return done
@@ -99,6 +111,12 @@ export function createFairShares(deps: FairSharesDeps): FairShares {
     async settled() {
       flush()
       await Promise.all([...pending])
+    },
+    above(request, tokens) {
+      const party = partyOf(request)
+      const weighted = tokens / weightOf(deps.plans(), request.tier)
+      const unsent = buffered.get(request.model)?.get(party) ?? 0
+      return standings.above(request.model, party, unsent - weighted, now())
     },
   }
 }

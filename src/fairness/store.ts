@@ -7,17 +7,24 @@
 import { fairNamespace, runScript, script, unexpected, withRedis } from '../store/redis-kit.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { charge, effectiveCounter, FORGET_MS, type PartyState } from './vtc.ts'
+import { CONTEND_MS, lowestContending, type Standing } from './contention.ts'
 
 export interface FairStore {
   /** Charges `delta` weighted tokens to `party` in `scope` (vtc.ts charge); its new counter. */
   charge(scope: string, party: string, delta: number, now: number, activeMs: number): Promise<number>
-  /** Several parties' charges in `scope` at once, in order (one script on Redis). */
+  /**
+   * Several parties' charges in `scope` at once, in order (one script on Redis); in the same
+   * answer, where the parties stand (contention.ts Standing: the charged ones' counters and
+   * the two lowest of those charged within `contendMs`), so /v2 can tell who is above its
+   * share without a round trip of its own.
+   */
   chargeMany(
     scope: string,
     charges: ReadonlyArray<readonly [string, number]>,
     now: number,
     activeMs: number,
-  ): Promise<void>
+    contendMs?: number,
+  ): Promise<Standing>
   /**
    * The counters `parties` are ranked by in `scope` now (vtc.ts effectiveCounter), in order,
    * and the least counter of the parties waiting on other instances (seen waiting there
@@ -51,8 +58,10 @@ export function memoryFairStore(): FairStore {
       }
       return charge(states, party, delta, now, activeMs)
     },
-    async chargeMany(scope, charges, now, activeMs) {
-      for (const [party, delta] of charges) await this.charge(scope, party, delta, now, activeMs)
+    async chargeMany(scope, charges, now, activeMs, contendMs = CONTEND_MS) {
+      const charged: Array<readonly [string, number]> = []
+      for (const [party, delta] of charges) charged.push([party, await this.charge(scope, party, delta, now, activeMs)])
+      return { charged, lowest: lowestContending(scopes.get(scope) ?? new Map(), now, contendMs) }
     },
     async read(scope, parties, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
@@ -103,17 +112,40 @@ redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return string.format('%.17g', c)
 `)
 
-// ARGV: now, activeMs, forgetMs, then party and delta pairs: CHARGE for each, in order.
+// ARGV: now, activeMs, forgetMs, contendMs, then party and delta pairs: CHARGE for each, in
+// order. Returns the charged parties' new counters (party, counter, ...) and the two lowest
+// counters of the parties charged within contendMs (contention.ts lowestContending), lowest
+// first. That walk reads every party's last charge: one HGETALL of a hash the floor already
+// walks, bounded by the parties seen within FORGET_MS.
 const CHARGE_MANY = script(`${FLOOR}
-local now, active, forget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-for i = 4, #ARGV, 2 do
+local now, active, forget, contend = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local charged = {}
+for i = 5, #ARGV, 2 do
   local c = effective(ARGV[i], now, active, forget) + tonumber(ARGV[i + 1])
-  redis.call('HSET', KEYS[1], ARGV[i], string.format('%.17g', c))
+  local text = string.format('%.17g', c)
+  redis.call('HSET', KEYS[1], ARGV[i], text)
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+  charged[#charged + 1] = ARGV[i]
+  charged[#charged + 1] = text
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
+local p1, c1, p2, c2 = nil, nil, nil, nil
+local seen = redis.call('HGETALL', KEYS[2])
+for i = 1, #seen, 2 do
+  if now - tonumber(seen[i + 1]) <= contend then
+    local c = tonumber(redis.call('HGET', KEYS[1], seen[i])) or 0
+    if c1 == nil or c < c1 then
+      p2, c2, p1, c1 = p1, c1, seen[i], c
+    elseif c2 == nil or c < c2 then
+      p2, c2 = seen[i], c
+    end
+  end
+end
+local lowest = {}
+if p1 ~= nil then lowest = { p1, string.format('%.17g', c1) } end
+if p2 ~= nil then lowest[3], lowest[4] = p2, string.format('%.17g', c2) end
+return { charged, lowest }
 `)
 
 // KEYS[3] when each party was last read waiting. ARGV: now, activeMs, waitingMs, forgetMs,
@@ -155,9 +187,12 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
       const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
       return Number(reply)
     },
-    async chargeMany(scope, charges, now, activeMs) {
-      const args = [Math.round(now), activeMs, FORGET_MS, ...charges.flat()]
-      await withRedis(redis, () => runScript(redis, CHARGE_MANY, keysOf(scope), args))
+    async chargeMany(scope, charges, now, activeMs, contendMs = CONTEND_MS) {
+      const args = [Math.round(now), activeMs, FORGET_MS, contendMs, ...charges.flat()]
+      const reply = await withRedis(redis, () => runScript(redis, CHARGE_MANY, keysOf(scope), args))
+      const [charged, lowest] = Array.isArray(reply) ? (reply as [unknown, unknown]) : [undefined, undefined]
+      if (!Array.isArray(charged) || !Array.isArray(lowest)) throw unexpected('fair-share charges', reply)
+      return { charged: pairsOf(charged), lowest: pairsOf(lowest) }
     },
     async read(scope, parties, now, activeMs) {
       const args = [Math.round(now), activeMs, WAITING_MS, FORGET_MS, ...parties]
@@ -170,4 +205,11 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
       }
     },
   }
+}
+
+/** party, counter, party, counter… as pairs. */
+function pairsOf(flat: readonly unknown[]): Array<readonly [string, number]> {
+  const pairs: Array<readonly [string, number]> = []
+  for (let i = 0; i + 1 < flat.length; i += 2) pairs.push([String(flat[i]), Number(flat[i + 1])])
+  return pairs
 }

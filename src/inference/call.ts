@@ -8,6 +8,7 @@ import type { CircuitBreaker } from '../proxy/circuit-breaker.ts'
 import type { StreamGate } from '../proxy/relay.ts'
 import type { UpstreamRequest, Usage } from '../backends/port.ts'
 import type { Config, ServiceClass } from '../config/schema.ts'
+import type { FairCapacity } from '../fairness/capacity-share.ts'
 import type { ErrorName } from '../errors.ts'
 import type { FileQuota, UploadHold } from '../files/quota.ts'
 import type { Guardrails } from '../guardrails/create.ts'
@@ -51,6 +52,8 @@ export interface InferenceDeps {
   readonly cache?: ResponseCache
   /** Checks a prepared call's text under its policy: refuses, masks or flags it (guardrails/). Absent: none. */
   readonly guardrails?: Guardrails
+  /** /v2 keeps part of a contended deployment for parties below their fair share (fairness/capacity-share.ts). Absent: first come first served. */
+  readonly fairCapacity?: FairCapacity
 }
 
 /** A call that passed every check before admission: who, what, which limits, what it may cost. */

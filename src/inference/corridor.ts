@@ -28,6 +28,7 @@ import { admissionRequestOf, classedLimits, prepare, screened, type IntakeOption
 import { recordFailedAttempt, recordOutcome, type Ending } from './outcome.ts'
 import { Reply } from './reply.ts'
 import { capacityShare } from '../priority/classes.ts'
+import { cutShare, fairRefusal } from '../fairness/capacity-share.ts'
 import { checkEndpointScope, checkModelScope } from './scopes.ts'
 import { deploymentsServing, replyFor, requestFor } from './responses-over-chat/index.ts'
 import { streamAskOf, upstreamPathOf, type UpstreamCall } from './upstream-request.ts'
@@ -237,13 +238,16 @@ async function send(
   const putBack = (status: number): boolean =>
     a.strategy.retryUpstream?.(status, attempt) === true && !exchange.signal.aborted
   let sent: PickedResult<Deployment>
+  const classShare = capacityShare(a.call.runtime.config.plans, a.call.resolved.tier, a.call.serviceClass)
+  // A call that does not wait (/v2) of a party above its fair share fills less of a contended deployment.
+  const fair = a.strategy.waitForCapacity === undefined ? s.fairCapacity?.shareOf(a.call) : undefined
   try {
     sent = await sendWithCapacity(tracedTargets(exchange.trace, targets), build, {
       capacity: a.call.runtime.capacity,
       metrics: s.metrics,
       model: a.call.modelName ?? '',
       tokens: a.call.estimate.inputTokens + a.call.estimate.outputTokens,
-      share: capacityShare(a.call.runtime.config.plans, a.call.resolved.tier, a.call.serviceClass),
+      share: cutShare(classShare, fair),
       counter: s.rotation++,
       breaker: s.breaker,
       onPicked: () => a.strategy.picked?.(),
@@ -258,7 +262,8 @@ async function send(
         )
       },
     })
-  } catch (err) {
+  } catch (caught) {
+    const err = fairRefusal(caught, classShare, fair)
     ending.failedSending = true
     const retryAt = capacityRetryAt(err)
     const waits = retryAt !== undefined && a.strategy.waitForCapacity?.(retryAt, targets.map(targetIdOf)) === true

@@ -14,6 +14,7 @@ const NOT_ACTED_ON: ReadonlySet<ErrorName> = new Set([
   'upstream_capacity',
   'upstream_unreachable',
   'upstream_auth_failed',
+  'fair_share',
 ])
 
 /** Whether `error` ended a call before any upstream acted on it. */

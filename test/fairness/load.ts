@@ -1,5 +1,7 @@
 // Closed-loop clients for the fair-share tests: each of a tenant's clients sends a streamed
-// /queue chat completion, reads it to its usage, and sends the next, until told to stop.
+// /queue chat completion (or /v2, `path`), reads it to its usage, and sends the next, until
+// told to stop. A /v2 client answered 429 does what a client should: waits the
+// retry-after-ms it was given, then sends again (the 429s are tallied by code, not failures).
 // Served tokens (prompt + completion, from the reply's usage) are tallied per tenant, and a
 // test waits on the tally (never on the clock).
 
@@ -10,11 +12,15 @@ export interface Tenant {
   readonly urls: readonly string[]
   readonly clients: number
   readonly maxTokens: number
+  /** Where the calls go; default '/queue'. */
+  readonly path?: '/queue' | '/v2'
 }
 
 export interface Load {
   /** Tokens served per tenant since the last reset, and calls completed. */
   readonly served: Map<string, number>
+  /** The 429s of /v2 clients since the last reset, by tenant and error code ('flood fair_share_exceeded'). */
+  readonly refused: Map<string, number>
   calls(): number
   /** Resolves once `n` calls completed since the last reset. */
   until(n: number): Promise<void>
@@ -30,8 +36,9 @@ async function streamedCall(
   key: string,
   maxTokens: number,
   n: number,
-): Promise<{ status: number; tokens: number }> {
-  const res = await fetch(`${url}/queue/chat/completions`, {
+  path = '/queue',
+): Promise<{ status: number; tokens: number; code?: string; retryMs?: number }> {
+  const res = await fetch(`${url}${path}/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({
@@ -43,6 +50,10 @@ async function streamedCall(
     }),
   })
   const text = await res.text()
+  if (res.status === 429) {
+    const code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? ''
+    return { status: 429, tokens: 0, code, retryMs: Number(res.headers.get('retry-after-ms') ?? 1000) }
+  }
   if (res.status !== 200) return { status: res.status, tokens: 0 }
   for (const line of text.split('\n')) {
     if (!line.startsWith('data: {')) continue
@@ -54,6 +65,7 @@ async function streamedCall(
 
 export function load(): Load {
   const served = new Map<string, number>()
+  const refused = new Map<string, number>()
   const failures: number[] = []
   const running: Promise<void>[] = []
   let stopped = false
@@ -62,7 +74,19 @@ export function load(): Load {
   let sent = 0
   const client = async (tenant: Tenant, url: string): Promise<void> => {
     while (!stopped) {
-      const { status, tokens } = await streamedCall(url, tenant.key, tenant.maxTokens, sent++)
+      const { status, tokens, code, retryMs } = await streamedCall(
+        url,
+        tenant.key,
+        tenant.maxTokens,
+        sent++,
+        tenant.path,
+      )
+      if (status === 429 && tenant.path === '/v2') {
+        const what = `${tenant.name} ${code}`
+        refused.set(what, (refused.get(what) ?? 0) + 1)
+        await new Promise((wake) => setTimeout(wake, retryMs))
+        continue
+      }
       if (status !== 200) {
         failures.push(status)
         continue
@@ -77,6 +101,7 @@ export function load(): Load {
   }
   return {
     served,
+    refused,
     calls: () => calls,
     until: (n) =>
       new Promise<void>((done) => {
@@ -85,6 +110,7 @@ export function load(): Load {
       }),
     reset() {
       served.clear()
+      refused.clear()
       calls = 0
     },
     start(tenant) {

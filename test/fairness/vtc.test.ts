@@ -2,7 +2,7 @@
 // up per party, a party that was idle is lifted to the active floor (idle time earns no
 // credit) but never lowered, the waiter chosen is the lowest band then the lowest counter,
 // a simulated contended server gives backlogged parties shares equal to their weights, and
-// the Redis store answers as the memory one does, shared by two clients.
+// the Redis store answers as the memory one does, shared by two clients (a flush's standing too).
 import t, { type Test } from 'tap'
 import { activeFloor, charge, effectiveCounter, fairest, type PartyState } from '../../src/fairness/vtc.ts'
 import { memoryFairStore, redisFairStore, WAITING_MS, type FairStore } from '../../src/fairness/store.ts'
@@ -137,6 +137,40 @@ async function storeBehaviour(t: Test, one: FairStore, two: FairStore): Promise<
   t.equal(await one.charge(scope, 'a', 1, 20_000, ACTIVE), 151.5)
   t.same(await counters(two, scope, ['b'], 20_001), [160.5], 'b idle ahead of a keeps its counter')
   t.equal(await two.charge(scope, 'a', -1, 20_002, ACTIVE), 150.5, 'a charge given back')
+  // A flush's answer (contention.ts Standing): the counters charged, in order, and the two
+  // lowest of the parties charged within contendMs, over both stores' charges.
+  const flushed = await one.chargeMany(
+    'flush',
+    [
+      ['x', 30],
+      ['y', 10],
+      ['z', 20],
+    ],
+    50_000,
+    ACTIVE,
+    1_000,
+  )
+  t.same(flushed.charged, [
+    ['x', 30],
+    ['y', 40],
+    ['z', 50],
+  ])
+  t.same(flushed.lowest, [
+    ['x', 30],
+    ['y', 40],
+  ])
+  t.same(await two.chargeMany('flush', [['z', 0]], 50_500, ACTIVE, 1_000), {
+    charged: [['z', 50]],
+    lowest: [
+      ['x', 30],
+      ['y', 40],
+    ],
+  })
+  t.same(
+    (await one.chargeMany('flush', [['z', 5]], 51_200, ACTIVE, 1_000)).lowest,
+    [['z', 55]],
+    'x and y stopped wanting room: only z contends',
+  )
 }
 
 t.test('the memory store', async (t) => {

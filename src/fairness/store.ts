@@ -2,22 +2,24 @@
 // Redis, three hashes per scope on one slot (counters, when each party was last charged,
 // when each was last read waiting in a gateway's capacity line), shared by every instance.
 // The last lets a gateway see that a party further below its share waits on another
-// gateway (queue/capacity-line.ts holds back for it). A charge is one script, so two gateways charging at once both
-// count, and the lift of a party that comes back reads the same active set it writes to.
+// gateway (queue/capacity-line.ts holds back for it). Charges are one script (a batch of a
+// model's, or one party's alone), so two gateways charging at once both count, and the lift
+// of a party that comes back reads the same active set it writes to.
 import { fairNamespace, runScript, script, unexpected, withRedis } from '../store/redis-kit.ts'
 import type { RedisConnection } from '../store/redis-client.ts'
 import { charge, effectiveCounter, FORGET_MS, type PartyState } from './vtc.ts'
 
 export interface FairStore {
-  /** Charges `delta` weighted tokens to `party` in `scope` (vtc.ts charge); its new counter. */
-  charge(scope: string, party: string, delta: number, now: number, activeMs: number): Promise<number>
-  /** Several parties' charges in `scope` at once, in order (one script on Redis). */
+  /**
+   * Charges each party its `delta` weighted tokens in `scope`, in order (vtc.ts charge; one
+   * script on Redis); each charge's new counter, in order.
+   */
   chargeMany(
     scope: string,
     charges: ReadonlyArray<readonly [string, number]>,
     now: number,
     activeMs: number,
-  ): Promise<void>
+  ): Promise<number[]>
   /**
    * The counters `parties` are ranked by in `scope` now (vtc.ts effectiveCounter), in order,
    * and the least counter of the parties waiting on other instances (seen waiting there
@@ -40,7 +42,7 @@ const MAX_MEMORY_SCOPES = 10_000
 export function memoryFairStore(): FairStore {
   const scopes = new Map<string, Map<string, PartyState>>()
   return {
-    async charge(scope, party, delta, now, activeMs) {
+    async chargeMany(scope, charges, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
       // Re-inserted: the Map's order is the order of last charges.
       scopes.delete(scope)
@@ -49,10 +51,7 @@ export function memoryFairStore(): FairStore {
         const oldest = scopes.keys().next().value
         if (oldest !== undefined) scopes.delete(oldest)
       }
-      return charge(states, party, delta, now, activeMs)
-    },
-    async chargeMany(scope, charges, now, activeMs) {
-      for (const [party, delta] of charges) await this.charge(scope, party, delta, now, activeMs)
+      return charges.map(([party, delta]) => charge(states, party, delta, now, activeMs))
     },
     async read(scope, parties, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
@@ -92,28 +91,21 @@ local function effective(party, now, active, forget)
 end
 `
 
-// ARGV: party, delta, now, activeMs, forgetMs. Returns the new counter.
+// ARGV: now, activeMs, forgetMs, then party and delta pairs: each charge in order (vtc.ts
+// charge). Returns each charge's new counter, in order.
 const CHARGE = script(`${FLOOR}
-local now, active, forget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local c = effective(ARGV[1], now, active, forget) + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g', c))
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return string.format('%.17g', c)
-`)
-
-// ARGV: now, activeMs, forgetMs, then party and delta pairs: CHARGE for each, in order.
-const CHARGE_MANY = script(`${FLOOR}
 local now, active, forget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
 for i = 4, #ARGV, 2 do
   local c = effective(ARGV[i], now, active, forget) + tonumber(ARGV[i + 1])
-  redis.call('HSET', KEYS[1], ARGV[i], string.format('%.17g', c))
+  local s = string.format('%.17g', c)
+  redis.call('HSET', KEYS[1], ARGV[i], s)
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[1])
+  out[#out + 1] = s
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1
+return out
 `)
 
 // KEYS[3] when each party was last read waiting. ARGV: now, activeMs, waitingMs, forgetMs,
@@ -150,14 +142,11 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
     return [`${ns}vtc`, `${ns}at`, `${ns}waiting`]
   }
   return {
-    async charge(scope, party, delta, now, activeMs) {
-      const args = [party, delta, Math.round(now), activeMs, FORGET_MS]
-      const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
-      return Number(reply)
-    },
     async chargeMany(scope, charges, now, activeMs) {
       const args = [Math.round(now), activeMs, FORGET_MS, ...charges.flat()]
-      await withRedis(redis, () => runScript(redis, CHARGE_MANY, keysOf(scope), args))
+      const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
+      if (!Array.isArray(reply) || reply.length !== charges.length) throw unexpected('fair-share charges', reply)
+      return reply.map((v) => Number(v))
     },
     async read(scope, parties, now, activeMs) {
       const args = [Math.round(now), activeMs, WAITING_MS, FORGET_MS, ...parties]

@@ -19,11 +19,11 @@
 // - the deadline predictor's actual ÷ predicted wait (tollgate_queue_wait_prediction_ratio).
 //
 //   node bench/admission-mix.ts [--seconds 60] [--seed 1] [--uncapped 0.5] [--v2-rate 2] [--dump file.json]
-//   node bench/admission-mix.ts --redis [--seconds 60]
+//   node bench/admission-mix.ts --redis [--seconds 60] [--kill-at 0.4] [--schemes today,fair,new]
 //
 // --redis (bench/admission-mix/chaos.ts): each scheme on two gateways over the Redis Sentinel
 // topology of test/helpers/redis-topologies.sh (started when it is not running), each call to
-// one of them in turn; at 40 % of the run, stored streamed /queue requests on both, the master
+// one of them in turn; at 40 % of the run (--kill-at; 1: never), stored streamed /queue requests on both, the master
 // SIGKILLed and, once a gateway is off Redis, every scheme's second gateway SIGKILLed. The
 // report adds the outage: /v2 key windows against docs/limits.md's bound through an outage,
 // and how every stored request ended. At the end the killed node is started again (it rejoins
@@ -72,6 +72,8 @@ const { values } = parseArgs({
     'v2-rate': { type: 'string', default: '2' },
     dump: { type: 'string' },
     redis: { type: 'boolean', default: false },
+    schemes: { type: 'string', default: 'today,fair,new' },
+    'kill-at': { type: 'string', default: '0.4' },
   },
 })
 const WINDOW_MS = 2000
@@ -128,7 +130,7 @@ function configure(doc: Record<string, unknown>, scheme: Scheme): void {
   if (REDIS) onSentinel(doc, scheme)
 }
 
-const schemes: readonly Scheme[] = ['today', 'fair', 'new']
+const schemes = values.schemes.split(',').filter((s): s is Scheme => ['today', 'fair', 'new'].includes(s))
 /** Each scheme's gateways (one embedded; INSTANCES on Redis), and those still alive. */
 const gateways = new Map<Scheme, RunningTollgate[]>()
 const alive = new Map<Scheme, RunningTollgate[]>()
@@ -267,7 +269,8 @@ try {
       chaos,
     )
   for (const c of calls) {
-    if (REDIS && chaosDone === undefined && c.at >= Number(values.seconds) * 400) chaosDone = midRun()
+    if (REDIS && chaosDone === undefined && c.at >= Number(values.seconds) * 1000 * Number(values['kill-at']))
+      chaosDone = midRun()
     const wait = start + c.at - Date.now()
     if (wait > 0) await new Promise((done) => setTimeout(done, wait))
     for (const s of schemes) {
@@ -292,7 +295,7 @@ try {
     report({
       calls,
       results,
-      predicted: await predictions(alive.get('new')![0]!),
+      predicted: alive.has('new') ? await predictions(alive.get('new')![0]!) : new Map(),
       windowMs: WINDOW_MS,
       outputLimit: OUTPUT_LIMIT,
       seconds: Number(values.seconds),

@@ -174,8 +174,14 @@ export function chaosLines(
 ): string[] {
   const at = (t: number | undefined): string => (t === undefined ? '–' : `${((t - start) / 1000).toFixed(1)} s`)
   const allOff = [...log.offRedis.values()].flat()
-  const outage: Array<[number, number]> = [
+  const killed: Array<[number, number]> = [
     [log.masterKilledAt ?? Infinity, Math.max(log.recoveredAt ?? 0, ...allOff.map(([, b]) => b))],
+  ]
+  // In insurance: from the kill until every survivor is back, and whenever one of the scheme's
+  // gateways answered readyz off Redis (a loaded machine's Redis replies past redisTimeoutMs).
+  const outageOf = (scheme: Scheme): Array<readonly [number, number]> => [
+    ...killed,
+    ...[...log.offRedis].filter(([name]) => name.startsWith(`${scheme}/`)).flatMap(([, spans]) => spans),
   ]
   // docs/limits.md: the limit, each instance's share in insurance, and the calls whose counts
   // the dead master had not replicated (two, each at most the longest reply of the trace).
@@ -192,12 +198,12 @@ export function chaosLines(
         .join('; ') +
       '.',
     '',
-    `/v2 key windows that overlap the outage, against docs/limits.md's bound: the limit ${outputLimit} + ` +
+    `/v2 key windows that overlap the outage or a span its gateway was off Redis, against docs/limits.md's bound: the limit ${outputLimit} + ` +
       `${INSTANCES} instances × ${share} in insurance + 2 unreplicated calls × ${longest} = ${bound} output tokens ` +
       `(${(bound / outputLimit).toFixed(2)}× the limit); the other windows against the limit + 10 %.`,
     '',
-    '| Scheme | Windows in the outage | Worst ÷ limit | Worst ÷ bound | Over the bound | Windows outside | Over limit + 10 % | Calls cut (no answer or 5xx) |',
-    '|---|---|---|---|---|---|---|---|',
+    "| Scheme | Windows off Redis | Worst ÷ limit | Worst ÷ bound | Over the bound | Windows on Redis | Over limit + 10 % | Worst ÷ limit | No answer (the killed gateway's calls) | 503 store_unavailable |",
+    '|---|---|---|---|---|---|---|---|---|---|',
   ]
   for (const [scheme, outcomes] of results) {
     const windows = new Map<string, { end: number; load: number }>()
@@ -208,14 +214,17 @@ export function chaosLines(
         w.load += o.call.output
         windows.set(`${o.call.tenant}:${end}`, w)
       }
+    const outage = outageOf(scheme)
     const inOutage = [...windows.values()].filter((w) => overlaps(w.end - windowMs, w.end, outage))
     const outside = [...windows.values()].filter((w) => !inOutage.includes(w))
     const worst = Math.max(0, ...inOutage.map((w) => w.load))
-    const cut = outcomes.filter((o) => o.status === 0 || (o.status >= 500 && o.status !== 504)).length
+    const worstOutside = Math.max(0, ...outside.map((w) => w.load))
+    const count = (status: number): number => outcomes.filter((o) => o.status === status).length
     lines.push(
       `| ${scheme} | ${inOutage.length} | ${(worst / outputLimit).toFixed(2)} | ${(worst / bound).toFixed(2)} | ` +
         `${inOutage.filter((w) => w.load > bound).length} | ${outside.length} | ` +
-        `${outside.filter((w) => w.load > outputLimit * 1.1).length} | ${cut} |`,
+        `${outside.filter((w) => w.load > outputLimit * 1.1).length} | ${(worstOutside / outputLimit).toFixed(2)} | ` +
+        `${count(0)} | ${count(503)} |`,
     )
   }
   const byScheme = new Map<Scheme, StoredRequest[]>()

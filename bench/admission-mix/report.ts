@@ -1,5 +1,5 @@
 // The Markdown section bench/admission-mix.ts prints: one table per measure, a row per scheme.
-import { CAPACITY, MAX_CONCURRENT, TENANTS, type Call, type Cls } from './trace.ts'
+import { CAPACITY, MAX_CONCURRENT, MS_PER_TOKEN, TENANTS, type Call, type Cls } from './trace.ts'
 
 export type Scheme = 'today' | 'fair' | 'new'
 
@@ -92,11 +92,24 @@ function contendedAt(queue: readonly Outcome[]): (at: number) => boolean {
   return (at) => TENANTS.every((t) => (spans.get(t.name) ?? []).some(([from, to]) => from < at && at < to))
 }
 
+/**
+ * Calls running on the deployment on average, from the first admission to the last reply: below
+ * MAX_CONCURRENT, the gateways did not keep it full (a machine too loaded for the run).
+ */
+function busy(queue: readonly Outcome[]): number {
+  const served = queue.filter((o) => o.status === 200 && Number.isFinite(o.admittedAt))
+  if (served.length === 0) return 0
+  const ms = (o: Outcome): number => (o.tokens - 20) * MS_PER_TOKEN
+  const from = Math.min(...served.map((o) => o.admittedAt))
+  const to = Math.max(...served.map((o) => o.admittedAt + ms(o)))
+  return served.reduce((sum, o) => sum + ms(o), 0) / Math.max(1, to - from)
+}
+
 function shareRows(run: Run): string[] {
   const total = TENANTS.reduce((s, t) => s + t.weight, 0)
   const head = TENANTS.map((t) => `${t.name} (w ${t.weight}, due ${pct(t.weight / total)}, offers ${t.load}×)`)
   const rows = [
-    `| Scheme | Served | ${head.join(' | ')} | Calls served / 504 / 429 |`,
+    `| Scheme | Served | ${head.join(' | ')} | Calls served / 504 / 429; deployment use |`,
     `|---|---|${TENANTS.map(() => '---|').join('')}---|`,
   ]
   for (const [scheme, outcomes] of run.results) {
@@ -118,7 +131,8 @@ function shareRows(run: Run): string[] {
       rows.push(
         `| ${scheme} | ${label}: ${sum} tokens | ${cells.join(' | ')} | ` +
           (label === 'whole run'
-            ? `${count((o) => o.status === 200)} / ${count((o) => o.status === 504)} / ${count((o) => o.status === 429)} |`
+            ? `${count((o) => o.status === 200)} / ${count((o) => o.status === 504)} / ${count((o) => o.status === 429)}; ` +
+              `${busy(q).toFixed(1)} of ${MAX_CONCURRENT} busy on average |`
             : `${count((o) => o.status === 200 && within(o))} / – / – |`),
       )
     }

@@ -263,6 +263,7 @@ try {
   const running: Promise<Outcome>[] = []
   const outcomes = new Map<Scheme, Promise<Outcome>[]>(schemes.map((s) => [s, []]))
   let chaosDone: Promise<void> | undefined
+  let chaosFailed: unknown
   if (REDIS)
     stopWatching = watchReadiness(
       () => new Map(schemes.flatMap((s) => alive.get(s)!.map((gw, i) => [`${s}/${i + 1}`, gw] as const))),
@@ -270,7 +271,9 @@ try {
     )
   for (const c of calls) {
     if (REDIS && chaosDone === undefined && c.at >= Number(values.seconds) * 1000 * Number(values['kill-at']))
-      chaosDone = midRun()
+      chaosDone = midRun().catch((error: unknown) => {
+        chaosFailed = error
+      })
     const wait = start + c.at - Date.now()
     if (wait > 0) await new Promise((done) => setTimeout(done, wait))
     for (const s of schemes) {
@@ -281,6 +284,7 @@ try {
   }
   await Promise.all(running)
   await chaosDone
+  if (chaosFailed !== undefined) throw chaosFailed
   if (REDIS)
     await storedEnded(
       chaos.stored,

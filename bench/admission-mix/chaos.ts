@@ -123,7 +123,15 @@ export async function failOver(
   if (master === undefined) throw new Error('Sentinel names no master')
   log.master = master
   log.masterKilledAt = Date.now()
-  await killNode(master)
+  // On a loaded machine the node may not answer INFO (its pid) within killNode's timeout at once.
+  for (let tries = 1; ; tries++) {
+    try {
+      await killNode(master)
+      break
+    } catch (error) {
+      if (tries === 5) throw error
+    }
+  }
   await reached(async () => (await Promise.all(everyone.map(readiness))).some((s) => !onRedis(s)), 10_000)
   log.gatewaysKilledAt = Date.now()
   await killSeconds()

@@ -24,6 +24,8 @@ export interface StoredRequest {
   readonly id: string
   status: string
   whole: boolean
+  /** For one that did not complete: its reply's status and error, as the request's record keeps them. */
+  detail?: string
 }
 
 export interface ChaosLog {
@@ -84,18 +86,22 @@ export async function storeRequests(
   return await Promise.all(
     Array.from({ length: STORED }, async (_, i) => {
       const gw = instances[i % instances.length]!
-      const res = await fetch(`${gw.url}/queue/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', prefer: 'respond-async' },
-        body: JSON.stringify({
-          model,
-          stream: true,
-          messages: [{ role: 'user', content: `s=${scheme}Stored i=${i} n=${STORED_OUTPUT}` }],
-        }),
-      })
-      const body = (await res.json()) as { id?: string }
-      if (res.status !== 202 || body.id === undefined) throw new Error(`stored request: ${res.status}`)
-      return { scheme, id: body.id, status: 'queued', whole: false }
+      // A 503 (the gateway off its store for a moment, on a loaded machine) accepted nothing: sent again, as a client would.
+      for (let tries = 1; ; tries++) {
+        const res = await fetch(`${gw.url}/queue/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', prefer: 'respond-async' },
+          body: JSON.stringify({
+            model,
+            stream: true,
+            messages: [{ role: 'user', content: `s=${scheme}Stored i=${i} n=${STORED_OUTPUT}` }],
+          }),
+        })
+        const body = (await res.json()) as { id?: string }
+        if (res.status === 202 && body.id !== undefined) return { scheme, id: body.id, status: 'queued', whole: false }
+        if (res.status !== 503 || tries === 20) throw new Error(`stored request: ${res.status}`)
+        await new Promise((done) => setTimeout(done, 250))
+      }
     }),
   )
 }
@@ -154,8 +160,10 @@ export async function storedEnded(
           const res = await fetch(`${gatewayOf(s.scheme).url}/queue/requests/${s.id}`, {
             headers: { authorization: `Bearer ${keyOf(s.scheme)}` },
           })
-          const view = (await res.json()) as { status?: string; response?: { body?: unknown } }
+          const view = (await res.json()) as { status?: string; response?: { status_code?: number; body?: unknown } }
           s.status = view.status ?? `http ${res.status}`
+          if (s.status !== 'completed')
+            s.detail = `${view.response?.status_code ?? '?'} ${JSON.stringify(view.response?.body ?? null).slice(0, 160)}`
           const body = String(view.response?.body ?? '')
           const chunks = body.split(`"content":"${'t'.repeat(CHUNK_TOKENS)}"`).length - 1
           s.whole = body.includes('data: [DONE]') && chunks === STORED_OUTPUT / CHUNK_TOKENS
@@ -243,7 +251,9 @@ export function chaosLines(
       [...byScheme]
         .map(([scheme, list]) => {
           const whole = list.filter((s) => s.status === 'completed' && s.whole).length
-          const other = list.filter((s) => !(s.status === 'completed' && s.whole)).map((s) => s.status)
+          const other = list
+            .filter((s) => !(s.status === 'completed' && s.whole))
+            .map((s) => `${s.status}${s.detail === undefined ? '' : `: ${s.detail}`}`)
           return `${scheme} ${whole} of ${list.length} completed whole${other.length > 0 ? ` (others: ${other.join(', ')})` : ''}`
         })
         .join('; ') +

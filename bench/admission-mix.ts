@@ -18,10 +18,40 @@
 //   served within the deadline (classes.ts's measure of a refusal that would have fitted);
 // - the deadline predictor's actual ÷ predicted wait (tollgate_queue_wait_prediction_ratio).
 //
-//   node bench/admission-mix.ts [--seconds 60] [--seed 1] [--uncapped 0.5] [--v2-rate 2]
+//   node bench/admission-mix.ts [--seconds 60] [--seed 1] [--uncapped 0.5] [--v2-rate 2] [--dump file.json]
+//   node bench/admission-mix.ts --redis [--seconds 60] [--kill-at 0.4] [--schemes today,fair,new]
+//
+// --redis (bench/admission-mix/chaos.ts): each scheme on two gateways over the Redis Sentinel
+// topology of test/helpers/redis-topologies.sh (started when it is not running), each call to
+// one of them in turn; at 40 % of the run (--kill-at; 1: never), stored streamed /queue requests on both, the master
+// SIGKILLed and, once a gateway is off Redis, every scheme's second gateway SIGKILLed. The
+// report adds the outage: /v2 key windows against docs/limits.md's bound through an outage,
+// and how every stored request ended. At the end the killed node is started again (it rejoins
+// as a replica of the new master) and `redis-topologies.sh up sentinel` checks the set is
+// healthy; the bench's keys (under a prefix of its own) are deleted. ~3 min.
+import { writeFile } from 'node:fs/promises'
 import { parseArgs } from 'node:util'
 import { parseDuration } from '../src/limits/duration.ts'
+import { randomBytes } from 'node:crypto'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
+import {
+  deleteUnderPrefix,
+  ensureTopology,
+  gatewayEnv,
+  restartNode,
+  topologyClient,
+} from '../test/helpers/topologies.ts'
+import { whenReady } from '../src/store/redis-client.ts'
+import {
+  INSTANCES,
+  chaosLines,
+  failOver,
+  reached,
+  storeRequests,
+  storedEnded,
+  watchReadiness,
+  type ChaosLog,
+} from './admission-mix/chaos.ts'
 import { report, type Outcome, type Scheme } from './admission-mix/report.ts'
 import {
   MAX_CONCURRENT,
@@ -40,6 +70,10 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     uncapped: { type: 'string', default: '0.5' },
     'v2-rate': { type: 'string', default: '2' },
+    dump: { type: 'string' },
+    redis: { type: 'boolean', default: false },
+    schemes: { type: 'string', default: 'today,fair,new' },
+    'kill-at': { type: 'string', default: '0.4' },
   },
 })
 const WINDOW_MS = 2000
@@ -48,8 +82,25 @@ const OUTPUT_LIMIT = 1500
 const MAX_WAIT_MS = 15_000
 const calls = trace(Number(values.seed), Number(values.seconds), Number(values.uncapped), Number(values['v2-rate']))
 
+const REDIS = values.redis === true
+const prefix = `mixbench:${randomBytes(6).toString('hex')}:`
+if (REDIS) await ensureTopology('sentinel')
+
 const arrivals: Arrivals = new Map()
 const upstream = await startUpstream(arrivals)
+
+/** The settings of docs/limits.md "When Redis is in trouble" that the outage exercises, as the failover test sets them. */
+function onSentinel(doc: Record<string, unknown>, scheme: Scheme): void {
+  Object.assign(doc.store as Record<string, unknown>, { keyPrefix: `${prefix}${scheme}:`, commandTimeoutMs: 1000 })
+  Object.assign(doc.limits as Record<string, unknown>, {
+    onRedisDown: 'insurance',
+    insuranceInstances: INSTANCES,
+    redisTimeoutMs: 1000,
+    probeIntervalMs: 200,
+  })
+  // A stored request its gateway died running runs again on the other within about 3 s.
+  Object.assign(doc.queue as Record<string, unknown>, { recoverAfterMs: 3000, sweepIntervalMs: 1000 })
+}
 
 function configure(doc: Record<string, unknown>, scheme: Scheme): void {
   doc.backends = { up: { type: 'openai', baseUrl: `${upstream.url}/v1`, maxSockets: 1024 } }
@@ -76,15 +127,31 @@ function configure(doc: Record<string, unknown>, scheme: Scheme): void {
       ]),
     ),
   }
+  if (REDIS) onSentinel(doc, scheme)
 }
 
-const schemes: readonly Scheme[] = ['today', 'fair', 'new']
-const gateways = new Map<Scheme, RunningTollgate>()
+const schemes = values.schemes.split(',').filter((s): s is Scheme => ['today', 'fair', 'new'].includes(s))
+/** Each scheme's gateways (one embedded; INSTANCES on Redis), and those still alive. */
+const gateways = new Map<Scheme, RunningTollgate[]>()
+const alive = new Map<Scheme, RunningTollgate[]>()
 const keys = new Map<string, string>()
 await Promise.all(
   schemes.map(async (s) => {
-    const gw = await startTollgate({ config: (doc) => configure(doc, s) })
-    gateways.set(s, gw)
+    const secret = randomBytes(24).toString('hex')
+    const adminToken = `adm_${randomBytes(16).toString('hex')}`
+    const start = (): Promise<RunningTollgate> =>
+      startTollgate({
+        adminToken,
+        dropRequestLogs: true,
+        startTimeoutMs: 60_000,
+        ...(REDIS ? { env: { ...gatewayEnv('sentinel'), TOLLGATE_KEY_SECRET: secret } } : {}),
+        config: (doc) => configure(doc, s),
+      })
+    const instances: RunningTollgate[] = []
+    for (let i = 0; i < (REDIS ? INSTANCES : 1); i++) instances.push(await start())
+    gateways.set(s, instances)
+    alive.set(s, [...instances])
+    const gw = instances[0]!
     for (const t of TENANTS) {
       const { key } = await gw.createKey({
         name: t.name,
@@ -93,13 +160,15 @@ await Promise.all(
       })
       keys.set(`${s}:${t.name}`, key)
     }
+    if (REDIS) keys.set(`${s}:stored`, (await gw.createKey({ name: 'stored', tier: TENANTS[0]!.name })).key)
   }),
 )
 
 const msOf = (header: string | null): number => (header === null ? NaN : (parseDuration(header) ?? NaN))
 
 async function send(scheme: Scheme, c: Call): Promise<Outcome> {
-  const gw = gateways.get(scheme)!
+  const live = alive.get(scheme)!
+  const gw = live[c.id % live.length]!
   const classed = scheme === 'new' && c.route === 'queue'
   const started = Date.now()
   try {
@@ -164,11 +233,47 @@ async function predictions(gw: RunningTollgate): Promise<Map<string, { sum: numb
   )
 }
 
+const chaos: ChaosLog = { offRedis: new Map(), stored: [] }
+let killedMaster = false
+
+/** Redis mode, at 40 % of the run: stored requests running on both instances, then the master and the second gateways killed. */
+async function midRun(): Promise<void> {
+  const stored = await Promise.all(
+    schemes.map((s) => storeRequests(s, gateways.get(s)!, keys.get(`${s}:stored`)!, SOLO_MODEL)),
+  )
+  chaos.stored.push(...stored.flat())
+  await reached(() => [...arrivals.keys()].filter((k) => k.includes('Stored:')).length >= chaos.stored.length, 10_000)
+  const seconds = schemes.map((s) => gateways.get(s)![1]!)
+  const firsts = schemes.map((s) => gateways.get(s)![0]!)
+  killedMaster = true
+  await failOver(
+    firsts,
+    [...firsts, ...seconds],
+    async () => {
+      for (const s of schemes) alive.set(s, [gateways.get(s)![0]!])
+      await Promise.all(seconds.map((gw) => gw.stop('SIGKILL')))
+    },
+    chaos,
+  )
+}
+
+let stopWatching = (): void => undefined
 try {
   const start = Date.now()
   const running: Promise<Outcome>[] = []
   const outcomes = new Map<Scheme, Promise<Outcome>[]>(schemes.map((s) => [s, []]))
+  let chaosDone: Promise<void> | undefined
+  let chaosFailed: unknown
+  if (REDIS)
+    stopWatching = watchReadiness(
+      () => new Map(schemes.flatMap((s) => alive.get(s)!.map((gw, i) => [`${s}/${i + 1}`, gw] as const))),
+      chaos,
+    )
   for (const c of calls) {
+    if (REDIS && chaosDone === undefined && c.at >= Number(values.seconds) * 1000 * Number(values['kill-at']))
+      chaosDone = midRun().catch((error: unknown) => {
+        chaosFailed = error
+      })
     const wait = start + c.at - Date.now()
     if (wait > 0) await new Promise((done) => setTimeout(done, wait))
     for (const s of schemes) {
@@ -178,13 +283,23 @@ try {
     }
   }
   await Promise.all(running)
+  await chaosDone
+  if (chaosFailed !== undefined) throw chaosFailed
+  if (REDIS)
+    await storedEnded(
+      chaos.stored,
+      (s) => alive.get(s)![0]!,
+      (s) => keys.get(`${s}:stored`)!,
+    )
+  stopWatching()
   const results = new Map<Scheme, Outcome[]>()
   for (const s of schemes) results.set(s, await Promise.all(outcomes.get(s)!))
+  if (values.dump !== undefined) await writeFile(values.dump, JSON.stringify({ start, results: [...results] }))
   console.log(
     report({
       calls,
       results,
-      predicted: await predictions(gateways.get('new')!),
+      predicted: alive.has('new') ? await predictions(alive.get('new')![0]!) : new Map(),
       windowMs: WINDOW_MS,
       outputLimit: OUTPUT_LIMIT,
       seconds: Number(values.seconds),
@@ -192,9 +307,35 @@ try {
       uncapped: Number(values.uncapped),
       v2Rate: Number(values['v2-rate']),
       maxWaitMs: MAX_WAIT_MS,
+      store: REDIS ? `Redis Sentinel, ${INSTANCES} gateways per scheme` : 'embedded, one gateway per scheme',
     }),
   )
+  if (REDIS)
+    console.log(
+      [
+        '',
+        '**Through the outage (Redis mode):**',
+        '',
+        ...chaosLines(chaos, results, calls, WINDOW_MS, OUTPUT_LIMIT, start),
+      ].join('\n'),
+    )
 } finally {
-  await Promise.all([...gateways.values()].map((gw) => gw.stop()))
+  stopWatching()
+  await Promise.all(schemes.flatMap((s) => alive.get(s)!.map((gw) => gw.stop())))
   upstream.server.close()
+  if (REDIS) await restoreTopology()
+}
+
+/** The killed node started again (a replica of the new master), the set checked healthy, the bench's keys deleted. */
+async function restoreTopology(): Promise<void> {
+  if (killedMaster && chaos.master !== undefined)
+    await restartNode(chaos.master).catch((e: unknown) => console.error(e))
+  await ensureTopology('sentinel')
+  const redis = topologyClient('sentinel')
+  try {
+    await whenReady(redis)
+    await deleteUnderPrefix(redis, prefix)
+  } finally {
+    redis.disconnect()
+  }
 }

@@ -1,5 +1,5 @@
 // The Markdown section bench/admission-mix.ts prints: one table per measure, a row per scheme.
-import { CAPACITY, MAX_CONCURRENT, TENANTS, type Call, type Cls } from './trace.ts'
+import { CAPACITY, MAX_CONCURRENT, MS_PER_TOKEN, TENANTS, type Call, type Cls } from './trace.ts'
 
 export type Scheme = 'today' | 'fair' | 'new'
 
@@ -30,6 +30,8 @@ export interface Run {
   readonly uncapped: number
   readonly v2Rate: number
   readonly maxWaitMs: number
+  /** Where the counters are, and how many gateways per scheme. */
+  readonly store: string
 }
 
 const CLASSES: readonly Cls[] = ['priority', 'default', 'flex']
@@ -40,7 +42,7 @@ const quantile = (values: readonly number[], q: number): number => {
 }
 
 /** The key's output window a /v2 outcome fell in (its end, to 100 ms), per tenant. */
-function windowOf(o: Outcome, windowMs: number): number {
+export function windowOf(o: Outcome, windowMs: number): number {
   const at = o.status === 200 ? o.admittedAt : o.answeredAt - o.tookMs
   const end = Number.isFinite(o.resetMs) ? at + o.resetMs : (Math.floor(at / windowMs) + 1) * windowMs
   return Math.round(end / 100) * 100
@@ -73,26 +75,67 @@ function v2Rows(run: Run): string[] {
   return rows
 }
 
+/**
+ * Whether every tenant had a /queue call waiting (sent, neither admitted nor answered) at
+ * `at`: the stretch where fair shares promise each its weight. Before it (the flood's first
+ * calls run while the others' lines are still empty) and after the arrivals stop (the flood's
+ * backlog outlives the others'), whoever waits takes the room, as it should.
+ */
+function contendedAt(queue: readonly Outcome[]): (at: number) => boolean {
+  const spans = new Map<string, Array<readonly [number, number]>>()
+  for (const o of queue) {
+    const sent = o.answeredAt - o.tookMs
+    const left = o.status === 200 && Number.isFinite(o.admittedAt) ? o.admittedAt : o.answeredAt
+    const list = spans.get(o.call.tenant) ?? spans.set(o.call.tenant, []).get(o.call.tenant)!
+    list.push([sent, left])
+  }
+  return (at) => TENANTS.every((t) => (spans.get(t.name) ?? []).some(([from, to]) => from < at && at < to))
+}
+
+/**
+ * Calls running on the deployment on average, from the first admission to the last reply: below
+ * MAX_CONCURRENT, the gateways did not keep it full (a machine too loaded for the run).
+ */
+function busy(queue: readonly Outcome[]): number {
+  const served = queue.filter((o) => o.status === 200 && Number.isFinite(o.admittedAt))
+  if (served.length === 0) return 0
+  const ms = (o: Outcome): number => (o.tokens - 20) * MS_PER_TOKEN
+  const from = Math.min(...served.map((o) => o.admittedAt))
+  const to = Math.max(...served.map((o) => o.admittedAt + ms(o)))
+  return served.reduce((sum, o) => sum + ms(o), 0) / Math.max(1, to - from)
+}
+
 function shareRows(run: Run): string[] {
   const total = TENANTS.reduce((s, t) => s + t.weight, 0)
   const head = TENANTS.map((t) => `${t.name} (w ${t.weight}, due ${pct(t.weight / total)}, offers ${t.load}×)`)
   const rows = [
-    `| Scheme | ${head.join(' | ')} | Served / 504 / 429 |`,
-    `|---|${TENANTS.map(() => '---|').join('')}---|`,
+    `| Scheme | Served | ${head.join(' | ')} | Calls served / 504 / 429; deployment use |`,
+    `|---|---|${TENANTS.map(() => '---|').join('')}---|`,
   ]
   for (const [scheme, outcomes] of run.results) {
     const q = outcomes.filter((o) => o.call.route === 'queue')
-    const served = new Map<string, number>()
-    for (const o of q) if (o.status === 200) served.set(o.call.tenant, (served.get(o.call.tenant) ?? 0) + o.tokens)
-    const sum = [...served.values()].reduce((a, b) => a + b, 0)
-    const cells = TENANTS.map((t) => {
-      const got = (served.get(t.name) ?? 0) / Math.max(1, sum)
-      return `${pct(got)} (×${(got / (t.weight / total)).toFixed(2)} of due)`
-    })
+    const contended = contendedAt(q)
     const count = (f: (o: Outcome) => boolean): number => q.filter(f).length
-    rows.push(
-      `| ${scheme} | ${cells.join(' | ')} | ${count((o) => o.status === 200)} / ${count((o) => o.status === 504)} / ${count((o) => o.status === 429)} |`,
-    )
+    for (const [label, within] of [
+      ['whole run', () => true],
+      ['every tenant waiting', (o: Outcome) => contended(o.admittedAt - 1)],
+    ] as const) {
+      const served = new Map<string, number>()
+      for (const o of q)
+        if (o.status === 200 && within(o)) served.set(o.call.tenant, (served.get(o.call.tenant) ?? 0) + o.tokens)
+      const sum = [...served.values()].reduce((a, b) => a + b, 0)
+      const cells = TENANTS.map((t) => {
+        const got = (served.get(t.name) ?? 0) / Math.max(1, sum)
+        return `${pct(got)} (×${(got / (t.weight / total)).toFixed(2)} of due)`
+      })
+      rows.push(
+        `| ${scheme} | ${label}: ${sum} tokens | ${cells.join(' | ')} | ` +
+          (label === 'whole run'
+            ? `${count((o) => o.status === 200)} / ${count((o) => o.status === 504)} / ${count((o) => o.status === 429)}; ` +
+              `${busy(q).toFixed(1)} of ${MAX_CONCURRENT} busy on average |`
+            : `${count((o) => o.status === 200 && within(o))} / – / – |`),
+      )
+    }
   }
   return rows
 }
@@ -148,7 +191,7 @@ export function report(run: Run): string {
   return [
     `## Admission mix (issue 39): today's admission against the new one, same run`,
     '',
-    `Seed ${run.seed}, ${run.seconds} s of arrivals, ${run.calls.length} calls replayed to every scheme's gateway at once. ` +
+    `Seed ${run.seed}, ${run.seconds} s of arrivals, ${run.calls.length} calls replayed to every scheme at once (${run.store}). ` +
       `/queue: one deployment of ${MAX_CONCURRENT} calls at a time (≈ ${CAPACITY.toFixed(2)} calls/s at the mean length), ` +
       `maxWaitMs ${run.maxWaitMs}. /v2: each key's output_tpm ${run.outputLimit} per ${run.windowMs} ms window, ` +
       `${run.v2Rate} calls/s per tenant. ${pct(run.uncapped)} of calls name no max_tokens.`,
@@ -157,7 +200,7 @@ export function report(run: Run): string {
     '',
     ...v2Rows(run),
     '',
-    '**Shares of the tokens served on the contended deployment (/queue):**',
+    '**Shares of the tokens served on the contended deployment (/queue), over the whole run and over the calls admitted while every tenant had a call waiting:**',
     '',
     ...shareRows(run),
     '',

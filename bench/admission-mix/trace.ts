@@ -9,7 +9,7 @@
 //   where a reservation that is too large refuses calls that would have fit.
 // Output lengths are bimodal (1 − LONG of 20–80 tokens, LONG of 300–900); a share of the
 // calls names no max_tokens, the others a cap of about 1.5× what they will produce.
-import { createServer, type Server } from 'node:http'
+import { createServer, type Server, type ServerResponse } from 'node:http'
 import { randomFrom } from '../../src/backends/mock/hash.ts'
 
 export const QUEUE_MODEL = 'mix-queue'
@@ -134,22 +134,26 @@ export async function startUpstream(arrivals: Arrivals): Promise<{ url: string; 
         max_tokens?: number
         max_completion_tokens?: number
         messages?: Array<{ content?: string }>
+        stream?: boolean
       }
       const prompt = body.messages?.[0]?.content ?? ''
       const m = /s=(\w+) i=(\d+) n=(\d+)/.exec(prompt)
       if (m !== null) arrivals.set(`${m[1]}:${m[2]}`, Date.now())
       const cap = body.max_completion_tokens ?? body.max_tokens ?? Infinity
       const output = Math.min(Number(m?.[3] ?? 10), cap)
+      const usage = { prompt_tokens: 20, completion_tokens: output, total_tokens: 20 + output }
+      const id = `chatcmpl-${m?.[2] ?? 'x'}`
+      if (body.stream === true) return stream(res, id, body.model ?? 'x', output, usage)
       setTimeout(() => {
         res.writeHead(200, { 'content-type': 'application/json' })
         res.end(
           JSON.stringify({
-            id: `chatcmpl-${m?.[2] ?? 'x'}`,
+            id,
             object: 'chat.completion',
             created: Math.floor(Date.now() / 1000),
             model: body.model ?? 'x',
             choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-            usage: { prompt_tokens: 20, completion_tokens: output, total_tokens: 20 + output },
+            usage,
           }),
         )
       }, output * MS_PER_TOKEN)
@@ -157,4 +161,26 @@ export async function startUpstream(arrivals: Arrivals): Promise<{ url: string; 
   })
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done))
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server }
+}
+
+/** Tokens per streamed chunk: a chunk's content is that many `t`s (a stored request's whole stream can be counted). */
+export const CHUNK_TOKENS = 10
+
+/** A streamed reply: a chunk of CHUNK_TOKENS every CHUNK_TOKENS × MS_PER_TOKEN, then the usage and [DONE]. */
+function stream(res: ServerResponse, id: string, model: string, output: number, usage: object): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' })
+  const event = (delta: object, extra: object = {}): string =>
+    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model, choices: [{ index: 0, delta, finish_reason: null }], ...extra })}\n\n`
+  let sent = 0
+  const timer = setInterval(() => {
+    if (res.destroyed) return clearInterval(timer)
+    if (sent < output) {
+      const n = Math.min(CHUNK_TOKENS, output - sent)
+      sent += n
+      res.write(event({ content: 't'.repeat(n) }))
+      return
+    }
+    clearInterval(timer)
+    res.end(`${event({}, { usage })}data: [DONE]\n\n`)
+  }, CHUNK_TOKENS * MS_PER_TOKEN)
 }

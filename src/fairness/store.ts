@@ -10,10 +10,9 @@ import { charge, effectiveCounter, FORGET_MS, type PartyState } from './vtc.ts'
 import { CONTEND_MS, lowestContending, type Standing } from './contention.ts'
 
 export interface FairStore {
-  /** Charges `delta` weighted tokens to `party` in `scope` (vtc.ts charge); its new counter. */
-  charge(scope: string, party: string, delta: number, now: number, activeMs: number): Promise<number>
   /**
-   * Several parties' charges in `scope` at once, in order (one script on Redis); in the same
+   * Charges each party its `delta` weighted tokens in `scope`, in order (vtc.ts charge; one
+   * script on Redis); in the same
    * answer, where the parties stand (contention.ts Standing: the charged ones' counters and
    * the two lowest of those charged within `contendMs`), so /v2 can tell who is above its
    * share without a round trip of its own.
@@ -47,7 +46,7 @@ const MAX_MEMORY_SCOPES = 10_000
 export function memoryFairStore(): FairStore {
   const scopes = new Map<string, Map<string, PartyState>>()
   return {
-    async charge(scope, party, delta, now, activeMs) {
+    async chargeMany(scope, charges, now, activeMs, contendMs = CONTEND_MS) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
       // Re-inserted: the Map's order is the order of last charges.
       scopes.delete(scope)
@@ -56,12 +55,11 @@ export function memoryFairStore(): FairStore {
         const oldest = scopes.keys().next().value
         if (oldest !== undefined) scopes.delete(oldest)
       }
-      return charge(states, party, delta, now, activeMs)
-    },
-    async chargeMany(scope, charges, now, activeMs, contendMs = CONTEND_MS) {
-      const charged: Array<readonly [string, number]> = []
-      for (const [party, delta] of charges) charged.push([party, await this.charge(scope, party, delta, now, activeMs)])
-      return { charged, lowest: lowestContending(scopes.get(scope) ?? new Map(), now, contendMs) }
+      const charged = charges.map(([party, delta]): readonly [string, number] => [
+        party,
+        charge(states, party, delta, now, activeMs),
+      ])
+      return { charged, lowest: lowestContending(states, now, contendMs) }
     },
     async read(scope, parties, now, activeMs) {
       const states = scopes.get(scope) ?? new Map<string, PartyState>()
@@ -101,23 +99,12 @@ local function effective(party, now, active, forget)
 end
 `
 
-// ARGV: party, delta, now, activeMs, forgetMs. Returns the new counter.
-const CHARGE = script(`${FLOOR}
-local now, active, forget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local c = effective(ARGV[1], now, active, forget) + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%.17g', c))
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return string.format('%.17g', c)
-`)
-
-// ARGV: now, activeMs, forgetMs, contendMs, then party and delta pairs: CHARGE for each, in
-// order. Returns the charged parties' new counters (party, counter, ...) and the two lowest
+// ARGV: now, activeMs, forgetMs, contendMs, then party and delta pairs: each charge, in
+// order (vtc.ts charge). Returns the charged parties' new counters (party, counter, ...) and the two lowest
 // counters of the parties charged within contendMs (contention.ts lowestContending), lowest
 // first. That walk reads every party's last charge: one HGETALL of a hash the floor already
 // walks, bounded by the parties seen within FORGET_MS.
-const CHARGE_MANY = script(`${FLOOR}
+const CHARGE = script(`${FLOOR}
 local now, active, forget, contend = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local charged = {}
 for i = 5, #ARGV, 2 do
@@ -182,14 +169,9 @@ export function redisFairStore(redis: RedisConnection, prefix: string): FairStor
     return [`${ns}vtc`, `${ns}at`, `${ns}waiting`]
   }
   return {
-    async charge(scope, party, delta, now, activeMs) {
-      const args = [party, delta, Math.round(now), activeMs, FORGET_MS]
-      const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
-      return Number(reply)
-    },
     async chargeMany(scope, charges, now, activeMs, contendMs = CONTEND_MS) {
       const args = [Math.round(now), activeMs, FORGET_MS, contendMs, ...charges.flat()]
-      const reply = await withRedis(redis, () => runScript(redis, CHARGE_MANY, keysOf(scope), args))
+      const reply = await withRedis(redis, () => runScript(redis, CHARGE, keysOf(scope), args))
       const [charged, lowest] = Array.isArray(reply) ? (reply as [unknown, unknown]) : [undefined, undefined]
       if (!Array.isArray(charged) || !Array.isArray(lowest)) throw unexpected('fair-share charges', reply)
       return { charged: pairsOf(charged), lowest: pairsOf(lowest) }

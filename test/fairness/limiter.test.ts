@@ -70,7 +70,6 @@ t.test('charged at admission, put right at settlement, given back when withdrawn
 
 t.test('a store that fails refuses nothing; the line falls back to first come first served', async (t) => {
   const failing: FairStore = {
-    charge: () => Promise.reject(new Error('down')),
     chargeMany: () => Promise.reject(new Error('down')),
     read: () => Promise.reject(new Error('down')),
   }

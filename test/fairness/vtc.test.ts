@@ -124,19 +124,43 @@ t.test('on a contended server, backlogged parties are served in proportion to th
   }
 })
 
+/** One party's charge through chargeMany: its new counter. */
+const chargeOne = async (store: FairStore, scope: string, party: string, delta: number, at: number): Promise<number> =>
+  (await store.chargeMany(scope, [[party, delta]], at, ACTIVE)).charged[0]?.[1] ?? NaN
+
 async function storeBehaviour(t: Test, one: FairStore, two: FairStore): Promise<void> {
   const scope = 'gpt-4o-mini'
-  t.equal(await one.charge(scope, 'a', 100, 0, ACTIVE), 100)
-  t.equal(await two.charge(scope, 'a', 50.5, 1_000, ACTIVE), 150.5, "the second store adds to the first's")
-  t.equal(await two.charge(scope, 'b', 10, 1_000, ACTIVE), 160.5, 'a newcomer starts at the active floor')
+  t.equal(await chargeOne(one, scope, 'a', 100, 0), 100)
+  t.equal(await chargeOne(two, scope, 'a', 50.5, 1_000), 150.5, "the second store adds to the first's")
+  t.equal(await chargeOne(two, scope, 'b', 10, 1_000), 160.5, 'a newcomer starts at the active floor')
   const counters = async (store: FairStore, s: string, parties: string[], at: number): Promise<readonly number[]> =>
     (await store.read(s, parties, at, ACTIVE)).counters
   t.same(await counters(one, scope, ['a', 'b', 'c'], 2_000), [150.5, 160.5, 150.5])
   t.same(await counters(one, 'other', ['a'], 2_000), [0], 'scopes are apart')
   t.same(await counters(one, scope, ['a', 'b'], 20_000), [150.5, 160.5], 'nobody active: each keeps its own')
-  t.equal(await one.charge(scope, 'a', 1, 20_000, ACTIVE), 151.5)
+  t.equal(await chargeOne(one, scope, 'a', 1, 20_000), 151.5)
   t.same(await counters(two, scope, ['b'], 20_001), [160.5], 'b idle ahead of a keeps its counter')
-  t.equal(await two.charge(scope, 'a', -1, 20_002, ACTIVE), 150.5, 'a charge given back')
+  t.equal(await chargeOne(two, scope, 'a', -1, 20_002), 150.5, 'a charge given back')
+  t.same(
+    (
+      await one.chargeMany(
+        scope,
+        [
+          ['a', 2],
+          ['b', 3],
+          ['a', -1],
+        ],
+        20_003,
+        ACTIVE,
+      )
+    ).charged,
+    [
+      ['a', 152.5],
+      ['b', 163.5],
+      ['a', 151.5],
+    ],
+    'several charges at once, in order, each with its new counter',
+  )
   // A flush's answer (contention.ts Standing): the counters charged, in order, and the two
   // lowest of the parties charged within contendMs, over both stores' charges.
   const flushed = await one.chargeMany(
@@ -192,8 +216,8 @@ t.test('the Redis store, shared by two clients, answers as the memory one', asyn
   await storeBehaviour(t, redisFairStore(a, prefix), redisFairStore(b, prefix))
   // Who waits where: a party one instance read as waiting is seen by the other, for WAITING_MS.
   const [one, two] = [redisFairStore(a, prefix), redisFairStore(b, prefix)]
-  await one.charge('m', 'low', 10, 100_000, ACTIVE)
-  await one.charge('m', 'high', 50, 100_000, ACTIVE)
+  await chargeOne(one, 'm', 'low', 10, 100_000)
+  await chargeOne(one, 'm', 'high', 50, 100_000)
   t.equal((await one.read('m', ['low'], 100_010, ACTIVE)).elsewhere, undefined, 'nobody waits elsewhere')
   t.equal((await two.read('m', ['high'], 100_020, ACTIVE)).elsewhere, 10, 'low waits on the first instance')
   t.equal(

@@ -15,6 +15,7 @@ const NOT_ACTED_ON: ReadonlySet<ErrorName> = new Set([
   'upstream_unreachable',
   'upstream_auth_failed',
   'fair_share',
+  'flex_capacity',
 ])
 
 /** Whether `error` ended a call before any upstream acted on it. */

@@ -92,7 +92,7 @@ for (const store of ['embedded', 'redis'] as const) {
     t.teardown(() => gw.stop())
 
     t.test('/v2: at the deployment’s capacity flex is shed first, default still gets its slot', async (t) => {
-      const key = await keyOf('v2')
+      const { key, id } = await gw.createKey({ name: 'v2' })
       const base = up.received.length
       // Four flex calls fill flex's share of the five slots.
       const flex = Array.from({ length: 4 }, (_, i) => call('/v2', key, `flex-${i}`, 'flex'))
@@ -124,6 +124,11 @@ for (const store of ['embedded', 'redis'] as const) {
       await up.arrived(base + 6)
       up.release()
       t.equal((await again).status, 200, 'flex is served once there is room')
+      // Shed or refused at capacity, a call reached no upstream: its request is given back, no usage row counts it.
+      const usage = (await (
+        await fetch(`${gw.url}/admin/usage?group_by=key`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+      ).json()) as { data: Array<{ key_id?: string; requests?: number }> }
+      t.equal(usage.data.find((row) => row.key_id === id)?.requests, 6, 'six served calls metered, the shed one not')
     })
 
     t.test('/queue: under contention priority overtakes flex, default comes between', async (t) => {

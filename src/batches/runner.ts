@@ -11,6 +11,16 @@
 // never took it. One it took and no longer knows (its result was purged: the gateway was
 // down longer than queue.resultTtlSeconds) ends as an error, never runs again. The queue
 // itself runs and charges each stored request once (queue/charge-once.ts).
+//
+// Between the queue taking a line and `submitted` being written, a crash leaves a line the
+// runner cannot place from its own record: a 404 then is either "never taken" or "taken and
+// purged" (after downtime longer than the queue keeps records and charge ids, 2 ×
+// resultTtlSeconds). So the enqueue is what is made exact, not the guess: the queue keeps a
+// line's id, in the transaction that stores it, until past the batch's expiry (after which
+// nothing of it is submitted), and refuses it again (RequestTakenError), however long the
+// gateway was down. A line whose submit is refused so was taken: it is marked submitted and
+// read like any other. Guessing from the charge id instead would expire with the charge id,
+// and would miss a line taken and never charged (still queued when its record went).
 import { GatewayError, toGatewayError } from '../errors.ts'
 import { screened, type Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
@@ -22,6 +32,7 @@ import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
 import { fileText, uploadFile } from './files.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
+import { RequestTakenError } from '../queue/ports.ts'
 import { LEASE_MS, whileLeased } from './lease.ts'
 import { LineBook } from './line-book.ts'
 import { lineError, lineState, type QueueView } from './line-state.ts'
@@ -54,6 +65,12 @@ export interface BatchRunnerDeps {
   /** A batch reached a final status (webhooks, audit). */
   readonly onFinished?: (batch: BatchRecord) => void
 }
+
+/**
+ * How long past a batch's expiry the queue keeps its lines' ids (QueueStore.submit
+ * keepIdUntil): an instance whose clock runs behind may still submit a line then.
+ */
+const KEEP_IDS_PAST_EXPIRY_MS = 60 * 60_000
 
 /** Errors of a failed validation kept on the batch (OpenAI's list is bounded too). */
 const MAX_ERRORS = 1000
@@ -201,11 +218,18 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       try {
         const prepared = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
         // Checked as a /queue request is when it arrives: the stored request is the masked one, a block fails the line.
-        await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId)
+        const keepIdUntil = record.expiresAt + KEEP_IDS_PAST_EXPIRY_MS
+        await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId, keepIdUntil)
         // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
         await set(i, { submitted: true })
         return true
       } catch (error) {
+        // Taken before (a crash before `submitted` was written; an instance whose lease lapsed
+        // mid-submit): the queue has it, or had it and purged it. The next look reads which.
+        if (error instanceof RequestTakenError) {
+          await set(i, { submitted: true })
+          return true
+        }
         const known = toGatewayError(error)
         // A full queue (or an outage) is waited out: the line is submitted on a later look.
         if (known.errorName === 'queue_full' || known.status === 503) return false

@@ -30,12 +30,13 @@ import type { QueueService } from '../queue/service.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
-import { fileText, uploadFile } from './files.ts'
+import { deleteFile, fileText, uploadFile } from './files.ts'
+import { finalize, type FinalizeDeps } from './finalize.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
 import { RequestTakenError } from '../queue/ports.ts'
-import { LEASE_MS, whileLeased } from './lease.ts'
+import { LEASE_MS } from './lease.ts'
 import { LineBook } from './line-book.ts'
-import { lineError, lineState, type QueueView } from './line-state.ts'
+import { lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
   type BatchError,
@@ -44,7 +45,6 @@ import {
   type BatchRecord,
   type BatchStore,
   type LinePatch,
-  type LineResult,
 } from './port.ts'
 
 export interface BatchRunnerDeps {
@@ -281,66 +281,14 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return { settled: book.waiting.size === 0 && (stopping || book.unsent === 0), stopping, progressed: changed }
   }
 
-  /** Writes the output and error files, the lease renewed meanwhile: a large batch may take longer than it lasts. */
-  async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
-    await whileLeased({ store, id: record.id, instance: deps.instance }, async (held) => {
-      if ((await update(record.id, { status: 'finalizing', finalizingAt: Date.now() })) === null) return
-      const files = await writeFiles(record, lines, stopping)
-      const now = Date.now()
-      const expired = stopping && record.cancelAt === null
-      const end: BatchPatch = !stopping
-        ? { status: 'completed', completedAt: now }
-        : expired
-          ? { status: 'expired', expiredAt: now }
-          : { status: 'cancelled', cancelledAt: now }
-      // Lost meanwhile (this instance stalled past the lease): the instance that took it on finishes it.
-      if (!held() || (await finish(record, { ...end, ...files })) === null)
-        log.warn({ batchId: record.id }, 'batch runner: lost the lease while finalizing; left to its new holder')
-    })
-  }
-
-  /** The output and error files of a batch whose lines have ended. */
-  async function writeFiles(
-    record: BatchRecord,
-    lines: readonly BatchLine[],
-    stopping: boolean,
-  ): Promise<{ outputFileId: string | null; errorFileId: string | null }> {
-    const expired = stopping && record.cancelAt === null
-    const out: string[] = []
-    const err: string[] = []
-    for (const line of lines) {
-      // An expired batch's lines that never ran (those it took back from the queue too, which the queue calls cancelled).
-      const unrun = line.result === null || (line.result.kind === 'error' && line.result.code === 'batch_cancelled')
-      const result: LineResult | null = expired && unrun ? lineError('batch_expired') : line.result
-      if (result === null) continue
-      const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
-      if (result.kind === 'response') {
-        const text = JSON.stringify({
-          id,
-          custom_id: line.customId,
-          response: { status_code: result.statusCode, request_id: result.requestId, body: result.body },
-          error: null,
-        })
-        ;(result.statusCode < 400 ? out : err).push(text)
-      } else {
-        err.push(
-          JSON.stringify({
-            id,
-            custom_id: line.customId,
-            response: null,
-            error: { code: result.code, message: result.message },
-          }),
-        )
-      }
-    }
-    const runtime = deps.runtime.current
-    const upload = (rows: string[], name: string): Promise<string | null> =>
-      rows.length === 0
-        ? Promise.resolve(null)
-        : uploadFile(runtime, deps.ownership, record.owner, name, Buffer.from(`${rows.join('\n')}\n`))
-    const outputFileId = await upload(out, `${record.id}_output.jsonl`)
-    const errorFileId = await upload(err, `${record.id}_error.jsonl`)
-    return { outputFileId, errorFileId }
+  const finalizeDeps: FinalizeDeps = {
+    store,
+    instance: deps.instance,
+    log,
+    update,
+    finish,
+    upload: (owner, name, content) => uploadFile(deps.runtime.current, deps.ownership, owner, name, content),
+    discard: (fileId) => deleteFile(deps.runtime.current, deps.ownership, fileId),
   }
 
   async function drive(id: string): Promise<void> {
@@ -358,7 +306,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       book ??= new LineBook(await store.lines(id))
       const { settled, stopping, progressed } = await step(record, book)
       if (settled) {
-        await finalize((await store.get(id)) ?? record, book.lines, stopping)
+        await finalize(finalizeDeps, (await store.get(id)) ?? record, book.lines, stopping)
         return
       }
       // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.

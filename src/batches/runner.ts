@@ -79,6 +79,11 @@ export interface BatchRunner {
   start(): void
   /** Looks at once (a batch was created or cancelled on this instance). */
   poke(): void
+  /**
+   * One of the lines in the queue ended on this instance: the batches looked at go on at
+   * once rather than after their pause (lines ending on another instance wait for it).
+   */
+  wake(): void
   close(): Promise<void>
 }
 
@@ -91,12 +96,17 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   let closed = false
   /** The drives pausing between looks: a poke ends their pause. */
   const pausing = new Set<() => void>()
+  /** Wake-ups so far: a drive woken while it looked (not pausing yet) does not pause after that look. */
+  let wakes = 0
   const wakeAll = (): void => {
+    wakes++
     for (const finish of [...pausing]) finish()
   }
 
-  const pause = (): Promise<void> =>
+  /** A tick, or until a wake-up; none if one came since `since` (a count of wakes). */
+  const pause = (since: number): Promise<void> =>
     new Promise((done) => {
+      if (wakes !== since) return done()
       const t = setTimeout(finish, deps.tickMs)
       function finish(): void {
         clearTimeout(t)
@@ -294,6 +304,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   async function drive(id: string): Promise<void> {
     let book: LineBook | null = null
     while (!closed) {
+      const since = wakes
       if (!(await store.lease(id, deps.instance, LEASE_MS))) return
       const record = await store.get(id)
       if (record === null || isFinalBatch(record.status)) return
@@ -310,7 +321,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
         return
       }
       // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.
-      if (!progressed) await pause()
+      if (!progressed) await pause(since)
     }
   }
 
@@ -348,6 +359,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       wakeAll()
       tick()
     },
+    wake: wakeAll,
     async close() {
       closed = true
       if (timer !== null) clearInterval(timer)

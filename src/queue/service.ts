@@ -103,6 +103,11 @@ export interface QueueService {
    * an id taken already is a RequestTakenError.
    */
   enqueue(call: PreparedCall, id: string, keepIdUntil?: number): Promise<void>
+  /**
+   * Calls `listener` whenever a batch's line (a request stored by enqueue) ends on this
+   * instance: the batch runner collects it then, instead of at its next look.
+   */
+  onBatchLineEnded(listener: () => void): void
   /** One request; `owner` given: 404 unless it is that owner's (without: the admin, who also sees the owner). */
   read(id: string, owner?: string): Promise<Record<string, unknown>>
   list(owner: string, query: ListQuery): Promise<Record<string, unknown>>
@@ -198,6 +203,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     },
   })
   const shutdown = new AbortController()
+  const batchLineListeners = new Set<() => void>()
   /** The stored requests running on this instance now (settledNow). */
   const runs = new Set<Promise<unknown>>()
   let workerStarted = false
@@ -406,6 +412,10 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       }
     },
 
+    onBatchLineEnded(listener) {
+      batchLineListeners.add(listener)
+    },
+
     async read(id, owner) {
       const request = await find(id, owner)
       // The admin (no owner given) also sees whose it is.
@@ -480,6 +490,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           metrics,
           log: deps.log,
           ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
+          onBatchLineEnded: () => {
+            for (const listener of batchLineListeners) listener()
+          },
         })
         runner.start((request, signal, held) => {
           const run = processor(request, signal, held)

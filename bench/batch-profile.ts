@@ -51,6 +51,15 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
+/**
+ * The main thread's time on a CPU and waiting for one (ms, /proc/<pid>/task/<pid>/schedstat):
+ * the rest of the wall time it was asleep, waiting for an event (a timer, I/O, a message).
+ */
+function schedMs(pid: number): { onCpu: number; runnable: number } {
+  const [run = 0, wait = 0] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number)
+  return { onCpu: run / 1e6, runnable: wait / 1e6 }
+}
+
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n)
 
 function frameName(frame: ProfileNode['callFrame']): string {
@@ -128,7 +137,7 @@ const gw = await startTollgate({
     ;(doc.store as Record<string, unknown>).keyPrefix = 'batch-profile:'
   },
 })
-const took = { cpu: 0, wall: 0, fromUs: 0, toUs: 0 }
+const took = { cpu: 0, wall: 0, fromUs: 0, toUs: 0, onCpu: 0, runnable: 0 }
 try {
   const { key } = await gw.createKey({ tier: 'Bulk' })
   const client = sdkClient(gw, key)
@@ -150,6 +159,7 @@ try {
   })
   const pid = gw.child.pid ?? 0
   const cpu0 = cpuMs(pid)
+  const sched0 = schedMs(pid)
   took.fromUs = nowUs()
   const created = await client.batches.create({
     input_file_id: file.id,
@@ -162,6 +172,9 @@ try {
   })
   took.toUs = nowUs()
   took.cpu = cpuMs(pid) - cpu0
+  const sched = schedMs(pid)
+  took.onCpu = sched.onCpu - sched0.onCpu
+  took.runnable = sched.runnable - sched0.runnable
   took.wall = (took.toUs - took.fromUs) / 1000
   if (done.status !== 'completed' || done.request_counts?.completed !== N)
     throw new Error(`the batch ended ${JSON.stringify(done)}`)
@@ -174,6 +187,12 @@ console.log(
   `checkout: ${ROOT}; ${N} lines, ${redis === undefined ? 'embedded store' : 'Redis'}: ${(took.wall / 1000).toFixed(1)} s, gateway CPU ${(took.cpu / N).toFixed(2)} ms a line${values['no-prof'] ? '' : ' (profiled)'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
+)
+// Where the main thread's wall time went: a pace set by a wait shows as time asleep; one set
+// by the machine (other processes on its cores) as time runnable, waiting for a CPU.
+const share = (ms: number): string => `${((100 * ms) / took.wall).toFixed(0)} %`
+console.log(
+  `main thread: on a CPU ${share(took.onCpu)}, runnable and waiting for a CPU ${share(took.runnable)}, asleep ${share(took.wall - took.onCpu - took.runnable)} of ${(took.wall / 1000).toFixed(1)} s`,
 )
 if (!values['no-prof']) {
   // One profile a thread: the main thread's is the one with the most samples; the others

@@ -81,6 +81,9 @@ export function createBatchesFromConfig(parts: BatchParts): Batches {
       )
     },
   })
+  // A line collected as it ends, and its place in the window refilled: waiting for the next
+  // look (tickMs) instead paced a batch at a window per tick (bench/results.md).
+  parts.queue.onBatchLineEnded(() => runner.wake())
   return {
     register(router, openCall) {
       registerBatchRoutes(router, openCall, {

@@ -103,3 +103,19 @@ export async function uploadFile(
   await ownership.claim('file', created.id, owner)
   return created.id
 }
+
+/**
+ * Deletes a file the batch uploaded and no batch names (one written by an instance that
+ * lost the batch's lease before it could record it: finalize.ts). Gone already is deleted.
+ */
+export async function deleteFile(runtime: Runtime, ownership: OwnershipStore, fileId: string): Promise<void> {
+  const path = `/files/${encodeURIComponent(fileId)}`
+  const { status } = await call(
+    runtime,
+    { endpoint: 'files.delete', method: 'DELETE', path, body: { kind: 'none' } },
+    1 << 20,
+  )
+  if (status !== 200 && status !== 404)
+    throw gatewayError('upstream_bad_response', { message: `A batch's unused file could not be deleted (${status}).` })
+  await ownership.release('file', fileId)
+}

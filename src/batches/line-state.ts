@@ -57,8 +57,9 @@ export function lineState(
   if (view === null) {
     // Taken by the queue, then purged with its result: run again, it would be charged again.
     if (line.submitted === true) return { kind: 'ended', result: lineError('result_expired') }
-    // Chosen but never taken (a restart between, or a full queue); a line kept before
-    // `submitted` was recorded is taken as never taken, as it was then.
+    // Chosen, and not known to be taken (a restart between, or a full queue); a line kept
+    // before `submitted` was recorded is treated alike. Submitted again: if the queue took it
+    // after all, it refuses the id (QueueStore.submit keepIdUntil) and nothing runs twice.
     return stopping ? { kind: 'ended', result: lineError('batch_cancelled') } : { kind: 'submit' }
   }
   const result = resultOf(line, view)

@@ -11,6 +11,16 @@
 // never took it. One it took and no longer knows (its result was purged: the gateway was
 // down longer than queue.resultTtlSeconds) ends as an error, never runs again. The queue
 // itself runs and charges each stored request once (queue/charge-once.ts).
+//
+// Between the queue taking a line and `submitted` being written, a crash leaves a line the
+// runner cannot place from its own record: a 404 then is either "never taken" or "taken and
+// purged" (after downtime longer than the queue keeps records and charge ids, 2 ×
+// resultTtlSeconds). So the enqueue is what is made exact, not the guess: the queue keeps a
+// line's id, in the transaction that stores it, until past the batch's expiry (after which
+// nothing of it is submitted), and refuses it again (RequestTakenError), however long the
+// gateway was down. A line whose submit is refused so was taken: it is marked submitted and
+// read like any other. Guessing from the charge id instead would expire with the charge id,
+// and would miss a line taken and never charged (still queued when its record went).
 import { GatewayError, toGatewayError } from '../errors.ts'
 import { screened, type Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
@@ -20,11 +30,13 @@ import type { QueueService } from '../queue/service.ts'
 import type { RuntimeSource } from '../runtime/snapshot.ts'
 import type { KeyStore, OwnershipStore } from '../store/ports.ts'
 import { batchCapsOf } from './caps.ts'
-import { fileText, uploadFile } from './files.ts'
+import { deleteFile, fileText, uploadFile } from './files.ts'
+import { finalize, type FinalizeDeps } from './finalize.ts'
 import { batchErrorOf, parseInput, prepareLine, specOf } from './input.ts'
-import { LEASE_MS, whileLeased } from './lease.ts'
+import { RequestTakenError } from '../queue/ports.ts'
+import { LEASE_MS } from './lease.ts'
 import { LineBook } from './line-book.ts'
-import { lineError, lineState, type QueueView } from './line-state.ts'
+import { lineState, type QueueView } from './line-state.ts'
 import {
   isFinalBatch,
   type BatchError,
@@ -33,7 +45,6 @@ import {
   type BatchRecord,
   type BatchStore,
   type LinePatch,
-  type LineResult,
 } from './port.ts'
 
 export interface BatchRunnerDeps {
@@ -55,6 +66,12 @@ export interface BatchRunnerDeps {
   readonly onFinished?: (batch: BatchRecord) => void
 }
 
+/**
+ * How long past a batch's expiry the queue keeps its lines' ids (QueueStore.submit
+ * keepIdUntil): an instance whose clock runs behind may still submit a line then.
+ */
+const KEEP_IDS_PAST_EXPIRY_MS = 60 * 60_000
+
 /** Errors of a failed validation kept on the batch (OpenAI's list is bounded too). */
 const MAX_ERRORS = 1000
 
@@ -62,6 +79,11 @@ export interface BatchRunner {
   start(): void
   /** Looks at once (a batch was created or cancelled on this instance). */
   poke(): void
+  /**
+   * One of the lines in the queue ended on this instance: the batches looked at go on at
+   * once rather than after their pause (lines ending on another instance wait for it).
+   */
+  wake(): void
   close(): Promise<void>
 }
 
@@ -74,12 +96,17 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   let closed = false
   /** The drives pausing between looks: a poke ends their pause. */
   const pausing = new Set<() => void>()
+  /** Wake-ups so far: a drive woken while it looked (not pausing yet) does not pause after that look. */
+  let wakes = 0
   const wakeAll = (): void => {
+    wakes++
     for (const finish of [...pausing]) finish()
   }
 
-  const pause = (): Promise<void> =>
+  /** A tick, or until a wake-up; none if one came since `since` (a count of wakes). */
+  const pause = (since: number): Promise<void> =>
     new Promise((done) => {
+      if (wakes !== since) return done()
       const t = setTimeout(finish, deps.tickMs)
       function finish(): void {
         clearTimeout(t)
@@ -201,11 +228,18 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       try {
         const prepared = await prepareLine(deps, deps.runtime.current, who, specOf(record.endpoint), line.body)
         // Checked as a /queue request is when it arrives: the stored request is the masked one, a block fails the line.
-        await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId)
+        const keepIdUntil = record.expiresAt + KEEP_IDS_PAST_EXPIRY_MS
+        await queue.enqueue(await screened(deps, { id: queueId, log }, prepared), queueId, keepIdUntil)
         // Only now is it the queue's: a 404 from here on is a result purged, not a line never taken.
         await set(i, { submitted: true })
         return true
       } catch (error) {
+        // Taken before (a crash before `submitted` was written; an instance whose lease lapsed
+        // mid-submit): the queue has it, or had it and purged it. The next look reads which.
+        if (error instanceof RequestTakenError) {
+          await set(i, { submitted: true })
+          return true
+        }
         const known = toGatewayError(error)
         // A full queue (or an outage) is waited out: the line is submitted on a later look.
         if (known.errorName === 'queue_full' || known.status === 503) return false
@@ -257,71 +291,20 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     return { settled: book.waiting.size === 0 && (stopping || book.unsent === 0), stopping, progressed: changed }
   }
 
-  /** Writes the output and error files, the lease renewed meanwhile: a large batch may take longer than it lasts. */
-  async function finalize(record: BatchRecord, lines: readonly BatchLine[], stopping: boolean): Promise<void> {
-    await whileLeased({ store, id: record.id, instance: deps.instance }, async (held) => {
-      if ((await update(record.id, { status: 'finalizing', finalizingAt: Date.now() })) === null) return
-      const files = await writeFiles(record, lines, stopping)
-      const now = Date.now()
-      const expired = stopping && record.cancelAt === null
-      const end: BatchPatch = !stopping
-        ? { status: 'completed', completedAt: now }
-        : expired
-          ? { status: 'expired', expiredAt: now }
-          : { status: 'cancelled', cancelledAt: now }
-      // Lost meanwhile (this instance stalled past the lease): the instance that took it on finishes it.
-      if (!held() || (await finish(record, { ...end, ...files })) === null)
-        log.warn({ batchId: record.id }, 'batch runner: lost the lease while finalizing; left to its new holder')
-    })
-  }
-
-  /** The output and error files of a batch whose lines have ended. */
-  async function writeFiles(
-    record: BatchRecord,
-    lines: readonly BatchLine[],
-    stopping: boolean,
-  ): Promise<{ outputFileId: string | null; errorFileId: string | null }> {
-    const expired = stopping && record.cancelAt === null
-    const out: string[] = []
-    const err: string[] = []
-    for (const line of lines) {
-      // An expired batch's lines that never ran (those it took back from the queue too, which the queue calls cancelled).
-      const unrun = line.result === null || (line.result.kind === 'error' && line.result.code === 'batch_cancelled')
-      const result: LineResult | null = expired && unrun ? lineError('batch_expired') : line.result
-      if (result === null) continue
-      const id = `batch_req_${line.queueId ?? `${record.id}_${line.index}`}`
-      if (result.kind === 'response') {
-        const text = JSON.stringify({
-          id,
-          custom_id: line.customId,
-          response: { status_code: result.statusCode, request_id: result.requestId, body: result.body },
-          error: null,
-        })
-        ;(result.statusCode < 400 ? out : err).push(text)
-      } else {
-        err.push(
-          JSON.stringify({
-            id,
-            custom_id: line.customId,
-            response: null,
-            error: { code: result.code, message: result.message },
-          }),
-        )
-      }
-    }
-    const runtime = deps.runtime.current
-    const upload = (rows: string[], name: string): Promise<string | null> =>
-      rows.length === 0
-        ? Promise.resolve(null)
-        : uploadFile(runtime, deps.ownership, record.owner, name, Buffer.from(`${rows.join('\n')}\n`))
-    const outputFileId = await upload(out, `${record.id}_output.jsonl`)
-    const errorFileId = await upload(err, `${record.id}_error.jsonl`)
-    return { outputFileId, errorFileId }
+  const finalizeDeps: FinalizeDeps = {
+    store,
+    instance: deps.instance,
+    log,
+    update,
+    finish,
+    upload: (owner, name, content) => uploadFile(deps.runtime.current, deps.ownership, owner, name, content),
+    discard: (fileId) => deleteFile(deps.runtime.current, deps.ownership, fileId),
   }
 
   async function drive(id: string): Promise<void> {
     let book: LineBook | null = null
     while (!closed) {
+      const since = wakes
       if (!(await store.lease(id, deps.instance, LEASE_MS))) return
       const record = await store.get(id)
       if (record === null || isFinalBatch(record.status)) return
@@ -334,11 +317,11 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       book ??= new LineBook(await store.lines(id))
       const { settled, stopping, progressed } = await step(record, book)
       if (settled) {
-        await finalize((await store.get(id)) ?? record, book.lines, stopping)
+        await finalize(finalizeDeps, (await store.get(id)) ?? record, book.lines, stopping)
         return
       }
       // Lines ended or started: look again at once (the window refills); nothing moved: wait a tick.
-      if (!progressed) await pause()
+      if (!progressed) await pause(since)
     }
   }
 
@@ -376,6 +359,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       wakeAll()
       tick()
     },
+    wake: wakeAll,
     async close() {
       closed = true
       if (timer !== null) clearInterval(timer)

@@ -12,6 +12,7 @@ import { closeSqlite, openSqlite, pingSqlite, transaction, type SqlRow as Row } 
 import { decodeRecord, decodeSummary, encodeMeta, encodePayload, encodeResult, storedSize } from './record-codec.ts'
 import {
   QueueFullError,
+  RequestTakenError,
   type FinalStatus,
   type LineSummary,
   type QueuedRequest,
@@ -58,6 +59,14 @@ const MIGRATIONS: readonly string[] = [
     size = length(CAST(meta AS BLOB)) + COALESCE(length(body), 0);
   CREATE INDEX requests_pending ON requests (key_id, status, size);
   `,
+  // Ids kept past their records (QueueStore.submit keepIdUntil): a batch's line is taken once.
+  `
+  CREATE TABLE kept_ids (
+    id    TEXT PRIMARY KEY,
+    until INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX kept_ids_until ON kept_ids (until);
+  `,
 ]
 
 /** Columns of a summary: everything but the body. */
@@ -98,6 +107,11 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       `SELECT COUNT(*) AS requests, TOTAL(size) AS bytes FROM requests WHERE key_id = ? AND status IN ('queued', 'in_progress')`,
     ),
     get: db.prepare('SELECT * FROM requests WHERE id = ?'),
+    taken: db.prepare(
+      'SELECT 1 AS taken WHERE EXISTS (SELECT 1 FROM requests WHERE id = ?1) OR EXISTS (SELECT 1 FROM kept_ids WHERE id = ?1 AND until > ?2)',
+    ),
+    keep: db.prepare('INSERT OR REPLACE INTO kept_ids (id, until) VALUES (?, ?)'),
+    dropKept: db.prepare('DELETE FROM kept_ids WHERE until <= ?'),
     cursor: db.prepare('SELECT owner, created_at FROM requests WHERE id = ?'),
     body: db.prepare(`SELECT body FROM requests WHERE id = ? AND status IN ('queued', 'in_progress')`),
     page: db.prepare(`SELECT ${SUMMARY} FROM requests WHERE owner = :owner AND (created_at < :at OR (created_at = :at AND id < :id))
@@ -217,6 +231,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
     const at = now()
     sql.dropResults.run(at - ttl)
     sql.dropRecords.run(at - 2 * ttl)
+    sql.dropKept.run(at)
   }
   const purgeTimer = setInterval(purge, Math.min(PURGE_EVERY_MS, ttl))
   purgeTimer.unref()
@@ -270,11 +285,12 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
       return (alive.get(instance) ?? 0) > now()
     },
 
-    async submit(request, body, runner, caps) {
+    async submit(request, body, runner, caps, keepIdUntil) {
       const meta = encodeMeta(request)
       const payload = encodePayload(request)
       const size = storedSize(meta, payload, body)
       return transaction(db, () => {
+        if (sql.taken.get(request.id, now()) !== undefined) throw new RequestTakenError(request.id)
         if (caps !== undefined) {
           const row = sql.pending.get(request.keyId)
           const pending = { requests: Number(row?.requests ?? 0), bytes: Number(row?.bytes ?? 0) }
@@ -295,6 +311,7 @@ export function openEmbeddedQueueStore(options: EmbeddedQueueStoreOptions): Queu
           size,
           payload,
         )
+        if (keepIdUntil !== undefined) sql.keep.run(request.id, keepIdUntil)
         const { ahead } = place(request.line, ticket, 'back', score)
         if (ahead === 0 && runner !== undefined && runner !== '') {
           leased.set(request.id, {

@@ -175,6 +175,19 @@ export class QueueFullError extends Error {
   }
 }
 
+/**
+ * QueueStore.submit refused a request: a request was submitted under its id already (its
+ * record is there, or is gone but the id was kept: `keepIdUntil`).
+ */
+export class RequestTakenError extends Error {
+  override readonly name = 'RequestTakenError'
+  readonly id: string
+  constructor(id: string) {
+    super(`a stored request was already submitted under ${id}`)
+    this.id = id
+  }
+}
+
 /** What a store needs to find a request and its ticket. */
 export type RequestRef = Pick<QueuedRequest, 'id' | 'line' | 'createdAt'>
 
@@ -230,9 +243,18 @@ export interface QueueStore {
    * Returns how many are ahead. With `runner`, a request that is at once the head of its
    * line is leased to that instance (see QueuedRequest.runner). With `caps`, a request that
    * would take its key's pending requests past either cap is refused (QueueFullError),
-   * atomically with the count: concurrent submits cannot overshoot it.
+   * atomically with the count: concurrent submits cannot overshoot it. An id submitted
+   * before is refused (RequestTakenError); with `keepIdUntil` (epoch ms), so is this one
+   * until then, even after its record is gone: a batch's line whose submit may be tried
+   * again after any downtime (batches/runner.ts) is taken once.
    */
-  submit(request: NewRequest, body: Buffer | null, runner?: string, caps?: PendingCaps): Promise<number>
+  submit(
+    request: NewRequest,
+    body: Buffer | null,
+    runner?: string,
+    caps?: PendingCaps,
+    keepIdUntil?: number,
+  ): Promise<number>
   /** A key's pending (queued or in_progress) requests and their bodies' bytes. */
   pending(keyId: string): Promise<Pending>
   /** A request with its body (a finished request's body is gone: `{ kind: 'none' }`). */

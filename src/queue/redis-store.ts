@@ -50,6 +50,7 @@ import {
 } from './record-codec.ts'
 import {
   QueueFullError,
+  RequestTakenError,
   statusAt,
   type FinalStatus,
   type Lease,
@@ -126,12 +127,13 @@ const FORGET_IF_EMPTY = script(`
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
 return 1`)
 
-// KEYS: req, body, line, lines, seq, leases, pend, pendb
+// KEYS: req, body, line, lines, seq, leases, pend, pendb, kept
 // ARGV: id, lineId, ticket, meta, createdAt, lifeMs, trimBefore, hasBody, body, runner, lease,
-//       payload, size, maxRequests, maxBytes ('' for no cap), band (a batch's line: priority/classes.ts)
-// Returns {rank}, {-1} (the id exists) or {-2, requests, bytes} (at a cap).
+//       payload, size, maxRequests, maxBytes ('' for no cap), band (a batch's line: priority/classes.ts),
+//       keepIdMs ('' for none: the id is kept that long, past its record; QueueStore.submit)
+// Returns {rank}, {-1} (the id exists, or was kept) or {-2, requests, bytes} (at a cap).
 const SUBMIT = script(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return {-1} end
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[9]) == 1 then return {-1} end
 trimPending(KEYS[7], KEYS[8], ARGV[7])
 local count = redis.call('ZCARD', KEYS[7])
 local bytes = tonumber(redis.call('HGET', KEYS[8], '#') or '0')
@@ -144,6 +146,7 @@ redis.call('PEXPIRE', KEYS[7], ARGV[6])
 redis.call('PEXPIRE', KEYS[8], ARGV[6])
 redis.call('HSET', KEYS[1], 'meta', ARGV[4], 'payload', ARGV[12], 'status', 'queued', 'attempts', 0, 'cancel', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if ARGV[17] ~= '' then redis.call('SET', KEYS[9], '1', 'PX', ARGV[17]) end
 if ARGV[8] == '1' then redis.call('SET', KEYS[2], ARGV[9], 'PX', ARGV[6]) end
 local rank = join(KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], 'back', ARGV[16])
 if rank == 0 and ARGV[10] ~= '' then
@@ -237,6 +240,8 @@ export function queueKeys(namespace: string) {
     request: (id: string) => `${base}req:${id}`,
     result: (id: string) => `${base}res:${id}`,
     body: (id: string) => `${base}body:${id}`,
+    /** A request id kept past its record (QueueStore.submit keepIdUntil): never submitted again. */
+    kept: (id: string) => `${base}kept:${id}`,
     owner: (owner: string) => `${base}owner:${encodeURIComponent(owner)}`,
     pending: (keyId: string) => `${base}pend:${encodeURIComponent(keyId)}`,
     pendingBytes: (keyId: string) => `${base}pendb:${encodeURIComponent(keyId)}`,
@@ -557,7 +562,7 @@ export function createRedisQueueStore(
 
     isAlive: (instance) => io(async () => (await redis.exists(g.alive(instance))) === 1),
 
-    submit: (request, body, runner = '', caps) =>
+    submit: (request, body, runner = '', caps, keepIdUntil) =>
       io(async () => {
         const k = space.ofId(request.id)
         const ticket = encodeTicket(jobTicket(request))
@@ -584,6 +589,7 @@ export function createRedisQueueStore(
             k.leases,
             k.pending(request.keyId),
             k.pendingBytes(request.keyId),
+            k.kept(request.id),
           ],
           [
             request.id,
@@ -602,9 +608,10 @@ export function createRedisQueueStore(
             caps?.requests ?? '',
             caps?.bytes ?? '',
             String(storedBand(request.call)),
+            keepIdUntil === undefined ? '' : Math.max(1, Math.ceil(keepIdUntil - Date.now())),
           ],
         )) as unknown[]
-        if (reply[0] === -1) throw new RangeError(`queued request ${request.id} already exists`)
+        if (reply[0] === -1) throw new RequestTakenError(request.id)
         if (reply[0] === -2) throw new QueueFullError({ requests: Number(reply[1]), bytes: Number(reply[2]) }, size)
         return rankOf(reply[0])
       }),

@@ -98,9 +98,16 @@ export interface QueueService {
    * Stores a checked call under `id` to run later, with nobody waiting for a reply (a
    * batch's line, so in the batch class: behind every other call of its key's line, priced
    * at the tier's batch price; priority/classes.ts): as accept, without the limiter's early refusal. Its key's pending caps
-   * hold: a full queue is `queue_full`, to try again once some have run.
+   * hold: a full queue is `queue_full`, to try again once some have run. `keepIdUntil`: the
+   * id is taken once until then, even after the request's record is gone (QueueStore.submit);
+   * an id taken already is a RequestTakenError.
    */
-  enqueue(call: PreparedCall, id: string): Promise<void>
+  enqueue(call: PreparedCall, id: string, keepIdUntil?: number): Promise<void>
+  /**
+   * Calls `listener` whenever a batch's line (a request stored by enqueue) ends on this
+   * instance: the batch runner collects it then, instead of at its next look.
+   */
+  onBatchLineEnded(listener: () => void): void
   /** One request; `owner` given: 404 unless it is that owner's (without: the admin, who also sees the owner). */
   read(id: string, owner?: string): Promise<Record<string, unknown>>
   list(owner: string, query: ListQuery): Promise<Record<string, unknown>>
@@ -196,6 +203,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
     },
   })
   const shutdown = new AbortController()
+  const batchLineListeners = new Set<() => void>()
   /** The stored requests running on this instance now (settledNow). */
   const runs = new Set<Promise<unknown>>()
   let workerStarted = false
@@ -369,7 +377,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
 
     newId: (keyId) => store.newId(keyId),
 
-    async enqueue(call, id) {
+    async enqueue(call, id, keepIdUntil) {
       if (shutdown.signal.aborted) throw gatewayError('shutting_down')
       const { resolved } = call
       // A batch's line: behind every interactive call of its key's line, in the batch class (priority/classes.ts).
@@ -378,10 +386,13 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
       const storage = storageCapsOf(plans, storageCaps, resolved.tier)
       let ahead: number
       try {
-        ahead = await store.submit(request, bytes, undefined, {
-          requests: storage.queuedRequests,
-          bytes: storage.queuedBytes,
-        })
+        ahead = await store.submit(
+          request,
+          bytes,
+          undefined,
+          { requests: storage.queuedRequests, bytes: storage.queuedBytes },
+          keepIdUntil,
+        )
       } catch (error) {
         if (error instanceof QueueFullError) {
           // Counted as accept() counts it: a batch's line refused by a full queue is a refusal too.
@@ -399,6 +410,10 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           )
         })
       }
+    },
+
+    onBatchLineEnded(listener) {
+      batchLineListeners.add(listener)
     },
 
     async read(id, owner) {
@@ -475,6 +490,9 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
           metrics,
           log: deps.log,
           ...(deps.tracing === undefined ? {} : { tracing: deps.tracing }),
+          onBatchLineEnded: () => {
+            for (const listener of batchLineListeners) listener()
+          },
         })
         runner.start((request, signal, held) => {
           const run = processor(request, signal, held)

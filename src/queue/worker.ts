@@ -51,6 +51,8 @@ export interface WorkerDeps {
   readonly log: Logger
   /** Traces: a run continues the trace of the request that accepted it (observability/tracing.ts). */
   readonly tracing?: Tracing
+  /** A batch's line ended here (QueueService.onBatchLineEnded). */
+  readonly onBatchLineEnded?: () => void
 }
 
 /** The admission was granted but the request may no longer start (cancelled or finished meanwhile). */
@@ -116,6 +118,7 @@ export function createProcessor(deps: WorkerDeps): Processor {
     const { finished, next } = outcome
     await c.handOver(request.line, next)
     if (finished) metrics.queueRequests.inc({ mode: 'async', outcome: status })
+    if (finished && request.call.batch === true) deps.onBatchLineEnded?.()
   }
 
   const refusal = (error: GatewayError, usage: Usage = NO_USAGE): StoredResult => ({

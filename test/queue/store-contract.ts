@@ -4,6 +4,7 @@
 import type { Test } from 'tap'
 import {
   QueueFullError,
+  RequestTakenError,
   type NewRequest,
   type QueuedRequest,
   type QueueStore,
@@ -15,6 +16,7 @@ import { newRequestId, shardOfKey } from '../../src/queue/shards.ts'
 import { jobTicket, lineOf } from '../../src/queue/tickets.ts'
 import { bandOf } from '../../src/priority/classes.ts'
 import { openInFreshSpace } from './spaces.ts'
+import { pollUntil } from '../helpers/poll.ts'
 
 export interface StoreSpace {
   open(options?: { resultTtlMs?: number }): Promise<QueueStore>
@@ -489,6 +491,36 @@ export function queueStoreContract(t: Test, name: string, makeSpace: () => Promi
       t.equal(read?.result, null, 'the result is gone')
     },
     400,
+  )
+
+  withStore(
+    "an id kept past its record is refused again once the record is gone (a batch's line after any downtime)",
+    async (t, store) => {
+      const kept = newRequest()
+      const plain = newRequest()
+      await store.submit(kept, null, undefined, undefined, Date.now() + 60_000)
+      await store.submit(plain, null)
+      await t.rejects(store.submit(kept, null), RequestTakenError, 'refused while its record is there')
+      for (const r of [kept, plain]) {
+        await store.start(r, Date.now())
+        await store.finish(r, 'completed', result(), Date.now())
+      }
+      const gone = await pollUntil(
+        async () => [await store.get(kept.id), await store.get(plain.id)],
+        (records) => records.every((r) => r === null),
+        300,
+        10,
+      )
+      t.ok(gone.met, 'both records purged')
+      await t.rejects(
+        store.submit(kept, null, undefined, undefined, Date.now() + 60_000),
+        RequestTakenError,
+        'taken once: its id outlives its record',
+      )
+      // Without a kept id, a purged id is free again: that is what kept ids are for.
+      await t.resolves(store.submit(plain, null), 'an id not kept is taken again')
+    },
+    100,
   )
 
   withStore(

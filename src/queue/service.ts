@@ -34,7 +34,7 @@ import type { LineFairness } from './capacity-line.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
-import { createWaitPredictor } from './deadline.ts'
+import { createWaitPredictor } from './wait-predictor.ts'
 import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 

@@ -46,7 +46,7 @@ t.test('tokens: calls of this size per window; the slowest dimension decides', a
 })
 
 t.test('a class learns the pace it passes places in its line, and forgets it as calls stop waiting', async (t) => {
-  let now = 1_000_000
+  const now = 1_000_000
   const p = createWaitPredictor(60_000, () => now)
   const r = request({ rpm: 10 })
   const s = state('requests', 10, 5, '1s')

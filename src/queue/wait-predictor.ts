@@ -62,12 +62,13 @@ export interface WaitPredictor {
   /** A call of class `band` in `line`, predicted when it joined, ended its wait. */
   learn(line: string, band: number, sample: WaitSample): void
   /**
-   * A call of class `band` with `ahead` before it in `line` is let wait on its prediction:
+   * A call of class `band` with `ahead` before it in `line` is let wait on its prediction
+   * (for at most `deadlineMs`; one that never said it ended is forgotten after that):
    * while it waits it tells the calls that join after it how slow the line is at least; end()
    * when its wait ends, with how many were still ahead of it (none given: it teaches nothing,
    * as when the gateway shuts down).
    */
-  waiting(line: string, band: number, ahead: number): { end(aheadAtEnd?: number): void }
+  waiting(line: string, band: number, ahead: number, deadlineMs: number): { end(aheadAtEnd?: number): void }
 }
 
 /** Paces remembered at most (the least recently learned go first). */
@@ -94,10 +95,11 @@ interface Pace {
   probedAt: number
 }
 
-/** A call let wait on its prediction: `ahead` of it when it joined, at `joinedAt` (epoch ms). */
+/** A call let wait on its prediction: `ahead` of it when it joined, at `joinedAt`, until `until` at most (epoch ms). */
 interface Waiting {
   readonly joinedAt: number
   readonly ahead: number
+  readonly until: number
 }
 
 /** `windowMs`: the limiter's window (limits.windowMs). */
@@ -117,7 +119,14 @@ export function createWaitPredictor(windowMs = 60_000, now: () => number = Date.
   function perPlaceOf(key: string): { ms: number; variance: number } | null {
     const at = now()
     const pace = paces.get(key)
-    const oldest = waiters.get(key)?.values().next().value
+    const waiting = waiters.get(key)
+    let oldest = waiting?.values().next().value
+    // Past its deadline it has stopped waiting, whether or not it said so.
+    while (waiting !== undefined && oldest !== undefined && oldest.until < at) {
+      waiting.delete(oldest)
+      oldest = waiting.values().next().value
+    }
+    if (waiting?.size === 0) waiters.delete(key)
     const atLeast = oldest === undefined ? 0 : (at - oldest.joinedAt) / (oldest.ahead + 1)
     if (pace === undefined) return atLeast > 0 ? { ms: atLeast, variance: atLeast * atLeast } : null
     // Nothing of this class waits and its pace is old: one call goes and sees, on the limits alone.
@@ -165,9 +174,10 @@ export function createWaitPredictor(windowMs = 60_000, now: () => number = Date.
       return { waitMs: Math.round(Math.max(limits, waitMs)), likelyMs: Math.round(Math.max(limits, likelyMs)) }
     },
     learn,
-    waiting(line, band, ahead) {
+    waiting(line, band, ahead, deadlineMs) {
       const key = keyOf(line, band)
-      const me: Waiting = { joinedAt: now(), ahead }
+      const joinedAt = now()
+      const me: Waiting = { joinedAt, ahead, until: joinedAt + deadlineMs }
       const set = waiters.get(key) ?? waiters.set(key, new Set()).get(key)!
       set.add(me)
       let ended = false

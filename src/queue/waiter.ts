@@ -48,6 +48,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let predictedMs = 0
   /** Predicted and let wait: its wait, however it ends, teaches its line's pace (wait-predictor.ts). */
   let waiting: { end(aheadAtEnd?: number): void } | undefined
+  let classOf = 'default'
   /** How many were ahead of it when it last looked (0 once at the head). */
   let aheadNow = 0
   let joinState: RateLimitHeaders = {}
@@ -81,6 +82,13 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
     picked() {
       turn?.pass(true)
       turn = null
+      // Its wait ends with a deployment (a first admission may still have waited for one after it).
+      if (waiting !== undefined) {
+        const waitedMs = Date.now() - joinedAt
+        if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: classOf }, waitedMs / predictedMs)
+        waiting.end(0)
+        waiting = undefined
+      }
     },
 
     async admit(request: AdmissionRequest, attempt: number): Promise<Admission> {
@@ -169,7 +177,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
           predictedMs = predicted.waitMs
           // Held against the wait it would likely not pass, so a call let wait mostly makes it.
           if (predicted.likelyMs > allowedMs) throw deadlineRefusal(predicted, allowedMs, ahead, options.maxWaitMs)
-          waiting = options.predictor.waiting(line, band, ahead)
+          classOf = request.serviceClass ?? 'default'
+          waiting = options.predictor.waiting(line, band, ahead, allowedMs)
         }
         if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
@@ -224,9 +233,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
             metrics.queueRequests.inc({ mode: 'dropin', outcome: 'admitted' })
             const cls = request.serviceClass ?? 'default'
             metrics.queueClassWait.observe({ class: cls }, waitedMs / 1000)
-            if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: cls }, waitedMs / predictedMs)
           }
-          waiting?.end(0)
           return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
         }
       } catch (error) {

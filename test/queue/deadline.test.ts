@@ -82,9 +82,13 @@ t.test(
     )
     t.equal(q.predict('l', -1, 0, r, {}).waitMs, 0, 'the higher class is not slowed by it')
     // A call that waits now, 9 s with 2 ahead of it: the line is at least that slow (3 s a place).
-    const w = q.waiting('l', 0, 2)
+    const w = p.waiting('l', 0, 2, 60_000)
     now += 9000
-    t.equal(q.predict('l', 0, 1, r, {}).waitMs, 6000, 'the oldest waiting call bounds the pace from below')
+    t.equal(
+      p.predict('l', 0, 1, r, {}).waitMs,
+      6000,
+      'the oldest waiting call bounds the pace from below (2 s learned)',
+    )
     w.end(0)
     // Nothing of its class waits now to teach it again: after PROBE_AFTER_MS one call goes and sees.
     const stale = createWaitPredictor(60_000, () => now)

@@ -214,8 +214,10 @@ async function send(scheme: Scheme, c: Call): Promise<Outcome> {
   }
 }
 
-/** The gateway's prediction histogram: per class, [sum, count, count within ×2 of the prediction]. */
-async function predictions(gw: RunningTollgate): Promise<Map<string, { sum: number; count: number; within2: number }>> {
+/** The gateway's prediction histogram: per class, sum, count, count within ×2 of the prediction, and the bucket bound of its 90th percentile. */
+async function predictions(
+  gw: RunningTollgate,
+): Promise<Map<string, { sum: number; count: number; within2: number; p90: number }>> {
   const text = await (await fetch(`${gw.metricsUrl}/metrics`)).text()
   const out = new Map<string, { sum: number; count: number; le: Map<string, number> }>()
   const entry = (cls: string) => out.get(cls) ?? out.set(cls, { sum: 0, count: 0, le: new Map() }).get(cls)!
@@ -228,7 +230,17 @@ async function predictions(gw: RunningTollgate): Promise<Map<string, { sum: numb
   return new Map(
     [...out].map(([cls, e]) => [
       cls,
-      { sum: e.sum, count: e.count, within2: (e.le.get('2') ?? 0) - (e.le.get('0.5') ?? 0) },
+      {
+        sum: e.sum,
+        count: e.count,
+        within2: (e.le.get('2') ?? 0) - (e.le.get('0.5') ?? 0),
+        p90: Number(
+          [...e.le]
+            .map(([le, n]) => [le === '+Inf' ? Infinity : Number(le), n] as const)
+            .sort((a, b) => a[0] - b[0])
+            .find(([, n]) => n >= 0.9 * e.count)?.[0] ?? NaN,
+        ),
+      },
     ]),
   )
 }

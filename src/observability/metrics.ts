@@ -68,6 +68,10 @@ export interface Metrics {
   readonly signingKeyExpiry: Gauge<'kid'>
   /** Where the depth and head-age gauges read the lines from at scrape time (the queue sets it). */
   setQueueSource(source: () => Promise<readonly QueueLineReading[]>): void
+  /** Calls of this gateway waiting for a deployment to have room (the capacity line), read at scrape time. */
+  readonly queueCapacityWaiting: Gauge
+  /** Where that gauge reads the count from (the queue sets it; no sample until then). */
+  setCapacityLineSource(source: () => number): void
   /** Where the signing-key gauge reads the key that signs now (the RAG token side sets it). */
   setSigningKeySource(source: () => SigningKeyReading | null): void
   /** Per deployment (its capacity id) and public model, read at scrape time: see setCapacitySource. */
@@ -139,6 +143,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'tollgate_' })
   const registers = [registry]
   let queueSource: (() => Promise<readonly QueueLineReading[]>) | null = null
+  let capacityLineSource: (() => number) | null = null
   let signingKeySource: (() => SigningKeyReading | null) | null = null
   let capacitySource: (() => Promise<readonly DeploymentReading[]>) | null = null
   // Gauges fed by one source run their collect() side by side in a scrape: they share one read.
@@ -414,6 +419,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     setQueueSource(source) {
       queueSource = source
+    },
+    queueCapacityWaiting: new Gauge({
+      name: 'tollgate_queue_capacity_waiting',
+      help: 'Calls of this gateway waiting for a deployment of their model to have room (the capacity line; per instance, unlike tollgate_queue_depth)',
+      registers,
+      collect() {
+        if (capacityLineSource !== null) this.set(capacityLineSource())
+      },
+    }),
+    setCapacityLineSource(source) {
+      capacityLineSource = source
     },
     signingKeyExpiry: new Gauge({
       name: 'tollgate_jwt_signing_key_expiry_timestamp_seconds',

@@ -121,6 +121,17 @@ interface Line {
 
 export function createCapacityLine(now: () => number = Date.now, fairness?: LineFairness): CapacityLine {
   const lines = new Map<string, Line>()
+  /** Per model, the lines where calls of it wait and how many (crowded() reads it on a call's first try). */
+  const byModel = new Map<string, Map<Line, number>>()
+
+  function count(line: Line, model: string | undefined, change: 1 | -1): void {
+    if (model === undefined) return
+    const counts = byModel.get(model) ?? byModel.set(model, new Map()).get(model)!
+    const n = (counts.get(line) ?? 0) + change
+    if (n > 0) counts.set(line, n)
+    else counts.delete(line)
+    if (counts.size === 0) byModel.delete(model)
+  }
 
   /**
    * Moves the waiter that goes next by fair share to the head (fairness/vtc.ts fairest).
@@ -228,6 +239,7 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
     const at = line.waiters.indexOf(me)
     if (at < 0) return
     line.waiters.splice(at, 1)
+    count(line, me.seat?.model, -1)
     if (granted) line.retryAt = 0
     schedule(key, line)
   }
@@ -254,6 +266,7 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
       const after = line.waiters.findIndex((w) => (w.seat?.band ?? 0) > band && !w.trying)
       if (after < 0) line.waiters.push(me)
       else line.waiters.splice(after, 0, me)
+      count(line, seat?.model, 1)
       const joined = line
       if (!(await waitFor(key, joined, me, signal))) return null
       let done = false
@@ -276,10 +289,8 @@ export function createCapacityLine(now: () => number = Date.now, fairness?: Line
     },
     crowded(model) {
       if (fairness === undefined) return undefined
-      for (const line of lines.values()) {
-        if (line.waiters.some((w) => w.seat?.model === model)) return [...line.deployments]
-      }
-      return undefined
+      const line = byModel.get(model)?.keys().next().value
+      return line === undefined ? undefined : [...line.deployments]
     },
     room(deploymentId) {
       for (const [key, line] of lines) {

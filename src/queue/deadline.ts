@@ -4,18 +4,19 @@
 // deadline is answered at once (429 queue_deadline with the predicted retry-after-ms)
 // instead of holding the connection until it times out.
 //
-// The prediction, when the call joins its line: the calls ahead of it (the store's count, so
-// across every instance on Redis), the key's counters as they stand (the limiter's
-// x-ratelimit-* state: room left in this window, time to its end) and its limits (what a
-// window lets through), each call counted as admission will count it: a call without an
-// output cap at its learned output reservation (reservations/, the limiter's asReserved), not
-// the fixed one, which would predict a wait for room the call does not need: with fixed windows, the calls ahead and then this one pass in the
-// room left now, then a window's worth at each reset (limitWaitMs). On top, what calls in that
-// line have waited beyond their prediction, learned on this gateway (a full deployment, the
-// capacity behind the key's limits), and forgotten as it stops. At the head, the limiter's own
-// retry-after is the prediction. A call that then waits longer than its deadline still ends
-// with queue_timeout, as before. How wrong the predictions were is measured for the calls that
-// were admitted (tollgate_queue_wait_prediction_ratio: actual ÷ predicted, when one was made).
+// The prediction, when the call joins its line (wait-predictor.ts): the larger of what the
+// key's limits allow and the pace its class passes places in that line. The limits' part,
+// here: the calls ahead of it (the store's count, so across every instance on Redis), the
+// key's counters as they stand (the limiter's x-ratelimit-* state: room left in this window,
+// time to its end) and its limits (what a window lets through), each call counted as
+// admission will count it: a call without an output cap at its learned output reservation
+// (reservations/, the limiter's asReserved), not the fixed one, which would predict a wait for
+// room the call does not need: with fixed windows, the calls ahead and then this one pass in
+// the room left now, then a window's worth at each reset (limitWaitMs). At the head, the
+// limiter's own retry-after is the prediction. A call that then waits longer than its
+// deadline still ends with queue_timeout, as before. How wrong the predictions were is
+// measured for the calls that were admitted (tollgate_queue_wait_prediction_ratio: actual ÷
+// predicted, when one was made).
 import type { IncomingMessage } from 'node:http'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import { parseDuration } from '../limits/duration.ts'
@@ -79,49 +80,27 @@ export function limitWaitMs(
   return wait
 }
 
-export interface WaitPredictor {
-  /** The predicted wait (ms) of a call with `ahead` calls before it in `line`, its key's counters at `state`. */
-  predict(line: string, ahead: number, request: AdmissionRequest, state: RateLimitHeaders): number
-  /** A call that joined with `ahead` before it and was predicted `predictedMs` was admitted after `waitedMs`. */
-  learn(line: string, ahead: number, predictedMs: number, waitedMs: number): void
-}
-
-/** Lines remembered at most (the least recently learned go first). */
-const MAX_LINES = 10_000
-/** The weight of a new sample in a line's average. */
-const ALPHA = 0.3
-
 /**
- * The limits' prediction, plus what each line has waited beyond it per call (an average over
- * the calls that waited in it on this gateway: a deployment that was full, a head that took its
- * time), so the waits the counters do not show are learned, and forgotten as they stop.
- * `windowMs`: the limiter's window (limits.windowMs).
+ * The refusal of a call whose predicted wait is beyond its deadline: `predictedMs` the
+ * expected wait, `likelyMs` the one it was held against (wait-predictor.ts; the same at the
+ * head). The hint is the likely wait, at most `longestMs` (queue.maxWaitMs): by then every call
+ * waiting now has been served or has given up, so a retry meets another line.
  */
-export function createWaitPredictor(windowMs = 60_000): WaitPredictor {
-  const beyond = new Map<string, number>()
-  return {
-    predict(line, ahead, request, state) {
-      const extra = beyond.get(line) ?? 0
-      return Math.round(limitWaitMs(state, ahead, request, windowMs) + (ahead + 1) * extra)
-    },
-    learn(line, ahead, predictedMs, waitedMs) {
-      const sample = Math.max(0, waitedMs - predictedMs) / (ahead + 1)
-      const before = beyond.get(line)
-      if (before === undefined && sample === 0) return
-      beyond.delete(line)
-      const next = before === undefined ? sample : before + ALPHA * (sample - before)
-      if (next >= 1) beyond.set(line, next)
-      if (beyond.size > MAX_LINES) beyond.delete(beyond.keys().next().value as string)
-    },
-  }
-}
-
-/** The refusal of a call whose predicted wait is beyond its deadline. */
-export function deadlineRefusal(predictedMs: number, deadlineMs: number, ahead: number): GatewayError {
-  const retry = Math.max(1, Math.ceil(predictedMs))
+export function deadlineRefusal(
+  predicted: { readonly waitMs: number; readonly likelyMs: number },
+  deadlineMs: number,
+  ahead: number,
+  longestMs = Infinity,
+): GatewayError {
+  const retry = Math.max(1, Math.ceil(Math.min(predicted.likelyMs, longestMs)))
+  const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
+  const about =
+    predicted.likelyMs > predicted.waitMs
+      ? `about ${seconds(predicted.waitMs)}, and up to ${seconds(predicted.likelyMs)} one time in ten,`
+      : `about ${seconds(predicted.waitMs)}`
   return gatewayError('queue_deadline', {
     message:
-      `The request would wait about ${(predictedMs / 1000).toFixed(1)} s in line (${ahead} ahead of it), longer than the ` +
+      `The request would wait ${about} in line (${ahead} ahead of it), longer than the ` +
       `${deadlineMs} ms it may wait (${MAX_WAIT_HEADER}, or the queue's maxWaitMs). It was not sent upstream and nothing was charged: ` +
       'retry after retry-after-ms, or allow a longer wait.',
     headers: { 'retry-after': String(Math.ceil(retry / 1000)), 'retry-after-ms': String(retry) },

@@ -12,7 +12,6 @@ import type { AdmissionStrategy, Corridor, PreparedCall } from '../inference/cor
 import type { Limiter } from '../limits/port.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { Metrics } from '../observability/metrics.ts'
-import { Gauge } from 'prom-client'
 import type { KeyStore } from '../store/ports.ts'
 import { Coordinator, describe } from './coordinator.ts'
 import {
@@ -34,7 +33,7 @@ import type { LineFairness } from './capacity-line.ts'
 import { jobTicket, lineOf } from './tickets.ts'
 import { requestView, statusOf } from './view.ts'
 import { waitInLine } from './waiter.ts'
-import { createWaitPredictor } from './deadline.ts'
+import { createWaitPredictor } from './wait-predictor.ts'
 import type { Tracing } from '../observability/tracing.ts'
 import { createProcessor } from './worker.ts'
 
@@ -171,8 +170,6 @@ function queueFull(error: QueueFullError, caps: StorageCaps, rpm: number | undef
   })
 }
 
-const CAPACITY_WAITING = 'tollgate_queue_capacity_waiting'
-
 export function createQueueService(deps: QueueServiceDeps): QueueService {
   const { config, store, runner, metrics } = deps
   const settings = config.queue
@@ -193,15 +190,7 @@ export function createQueueService(deps: QueueServiceDeps): QueueService {
   deps.capacity?.onRoom((deploymentId) => coordinator.capacityLine.room(deploymentId))
   // Per instance: a call joins the capacity line after a deployment refused it, or on arrival
   // behind calls of its model already waiting there (fair shares: capacity-line.ts crowded).
-  metrics.registry.removeSingleMetric(CAPACITY_WAITING)
-  new Gauge({
-    name: CAPACITY_WAITING,
-    help: 'Calls of this gateway waiting for a deployment of their model to have room (the capacity line; per instance, unlike tollgate_queue_depth)',
-    registers: [metrics.registry],
-    collect() {
-      this.set(coordinator.capacityLine.waiting())
-    },
-  })
+  metrics.setCapacityLineSource(() => coordinator.capacityLine.waiting())
   const shutdown = new AbortController()
   const batchLineListeners = new Set<() => void>()
   /** The stored requests running on this instance now (settledNow). */

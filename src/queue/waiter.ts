@@ -19,7 +19,8 @@ import type { Coordinator } from './coordinator.ts'
 import type { Ticket } from './ports.ts'
 import { backoffMs, retryAfterMs, upstreamRetryable, withGiveBack } from './retry.ts'
 import { lineOf } from './tickets.ts'
-import { deadlineOf, deadlineRefusal, type WaitPredictor } from './deadline.ts'
+import { deadlineOf, deadlineRefusal } from './deadline.ts'
+import type { WaitPredictor } from './wait-predictor.ts'
 import { bandOf } from '../priority/classes.ts'
 
 export interface WaiterOptions {
@@ -42,10 +43,14 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
   let ticket: Ticket | undefined
   let joinedAt = 0
   let deadline = 0
-  /** Its deadline (ms from joining), how many were ahead when it joined, and the wait predicted then. */
+  /** Its deadline (ms from joining) and the wait predicted when it joined. */
   let allowedMs = 0
-  let aheadAtJoin = 0
   let predictedMs = 0
+  /** Predicted and let wait: its wait, however it ends, teaches its line's pace (wait-predictor.ts). */
+  let waiting: { end(aheadAtEnd?: number): void } | undefined
+  let classOf = 'default'
+  /** How many were ahead of it when it last looked (0 once at the head). */
+  let aheadNow = 0
   let joinState: RateLimitHeaders = {}
   /** The call as admission reserves it (a learned output reservation): what its wait is predicted in. */
   let reserved: AdmissionRequest | undefined
@@ -77,10 +82,18 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
     picked() {
       turn?.pass(true)
       turn = null
+      // Its wait ends with a deployment (a first admission may still have waited for one after it).
+      if (waiting !== undefined) {
+        const waitedMs = Date.now() - joinedAt
+        if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: classOf }, waitedMs / predictedMs)
+        waiting.end(0)
+        waiting = undefined
+      }
     },
 
     async admit(request: AdmissionRequest, attempt: number): Promise<Admission> {
       const line = lineOf(request.keyId, request.model)
+      const band = bandOf(request.serviceClass)
       if (ticket === undefined) {
         try {
           // Where its key's counters stand: what its wait is predicted from (deadline.ts).
@@ -155,18 +168,23 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
         let upstreamAt = capacityAt
         capacityAt = null
         const joining = attempt === 0 && upstreamAt === null
-        const ahead = await store.join(line, me, joining ? 'back' : 'front', bandOf(request.serviceClass))
+        const ahead = await store.join(line, me, joining ? 'back' : 'front', band)
         inLine = true
         if (joining && options.predictor !== undefined) {
-          // Its deadline against the line ahead of it: refused now rather than timed out later.
-          aheadAtJoin = ahead
-          predictedMs = options.predictor.predict(line, ahead, reserved ?? request, joinState)
-          if (predictedMs > allowedMs) throw deadlineRefusal(predictedMs, allowedMs, ahead)
+          // Its deadline against the line ahead of it and its class's pace there: refused now rather than timed out later.
+          aheadNow = ahead
+          const predicted = options.predictor.predict(line, band, ahead, reserved ?? request, joinState)
+          predictedMs = predicted.waitMs
+          // Held against the wait it would likely not pass, so a call let wait mostly makes it.
+          if (predicted.likelyMs > allowedMs) throw deadlineRefusal(predicted, allowedMs, ahead, options.maxWaitMs)
+          classOf = request.serviceClass ?? 'default'
+          waiting = options.predictor.waiting(line, band, ahead, allowedMs)
         }
         if (upstreamAt === null && attempt > 0) await pause(backoffMs(options.retryBackoffMs, attempt))
         for (;;) {
           woken = false
           const ahead = await store.position(line, me)
+          aheadNow = ahead ?? aheadNow
           if (ahead === null) {
             // Swept out (this gateway missed its heartbeats): take the place back.
             await store.join(line, me, 'front')
@@ -197,7 +215,7 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
             if (wait === undefined) throw error
             // At the head, the limiter's own retry-after is the prediction.
             if (options.predictor !== undefined && Date.now() + wait > deadline)
-              throw deadlineRefusal(wait, allowedMs, 0)
+              throw deadlineRefusal({ waitMs: wait, likelyMs: wait }, allowedMs, 0, options.maxWaitMs)
             // Its key's own limit: the capacity line's turn goes on to the next key meanwhile.
             if (turn !== null) {
               turn.pass(false)
@@ -215,14 +233,15 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
             metrics.queueRequests.inc({ mode: 'dropin', outcome: 'admitted' })
             const cls = request.serviceClass ?? 'default'
             metrics.queueClassWait.observe({ class: cls }, waitedMs / 1000)
-            if (predictedMs > 0) metrics.queueWaitPredictionRatio.observe({ class: cls }, waitedMs / predictedMs)
-            options.predictor?.learn(line, aheadAtJoin, predictedMs, waitedMs)
           }
           return withGiveBack(admission, request, { 'x-queue-wait-ms': String(waitedMs) }, () => void c.released(line))
         }
       } catch (error) {
         turn?.pass(false)
         turn = null
+        // Where it stood when it gave up (only a line's head is told its place): its pace's sample.
+        if (inLine && waiting !== undefined && aheadNow > 0)
+          aheadNow = (await store.position(line, me).catch(() => null)) ?? aheadNow
         if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
         const code = (error as { errorName?: string }).errorName
         const outcome =
@@ -236,6 +255,8 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
                   ? 'shutdown'
                   : 'refused'
         metrics.queueRequests.inc({ mode: 'dropin', outcome })
+        // Given up after waiting (not at the door, not by a shutdown): the pace it saw counts too.
+        waiting?.end(outcome === 'timeout' || outcome === 'left' || outcome === 'deadline' ? aheadNow : undefined)
         throw error
       } finally {
         unregister()

@@ -1,9 +1,11 @@
-// The deadline's prediction on its own (src/queue/deadline.ts): from the key's counters as
-// the limiter states them, a fixed window at a time, the slowest dimension deciding; what a
-// line waited beyond its predictions is added, and forgotten as it stops; the header's forms.
+// The deadline's prediction on its own (src/queue/deadline.ts, wait-predictor.ts): from the
+// key's counters as the limiter states them, a fixed window at a time, the slowest dimension
+// deciding; or the pace a class passes places in its line, overtakers included, when that is
+// slower, forgotten as calls stop waiting; the refusal's hint; the header's forms.
 import t from 'tap'
 import type { AdmissionRequest } from '../../src/limits/port.ts'
-import { createWaitPredictor, deadlineOf, limitWaitMs, maxWaitOf } from '../../src/queue/deadline.ts'
+import { deadlineOf, deadlineRefusal, limitWaitMs, maxWaitOf } from '../../src/queue/deadline.ts'
+import { createWaitPredictor, PROBE_AFTER_MS } from '../../src/queue/wait-predictor.ts'
 
 const request = (limits: AdmissionRequest['limits'], input = 100, output = 50): AdmissionRequest => ({
   keyId: 'key_a',
@@ -43,16 +45,67 @@ t.test('tokens: calls of this size per window; the slowest dimension decides', a
   t.equal(limitWaitMs({}, 5, r, 60_000), 0, 'no counters: nothing to predict from')
 })
 
-t.test('a line learns what it waits beyond its predictions, and forgets it', async (t) => {
-  const p = createWaitPredictor(60_000)
+t.test('a class learns the pace it passes places in its line, and forgets it as calls stop waiting', async (t) => {
+  const now = 1_000_000
+  const p = createWaitPredictor(60_000, () => now)
   const r = request({ rpm: 10 })
   const s = state('requests', 10, 5, '1s')
-  t.equal(p.predict('l', 2, r, s), 0)
-  p.learn('l', 2, 0, 3000) // a full deployment: 1 s a call beyond the limits' 0
-  t.equal(p.predict('l', 2, r, s), 3000)
-  t.equal(p.predict('other', 2, r, s), 0, 'per line')
-  for (let i = 0; i < 30; i++) p.learn('l', 0, 0, 0)
-  t.equal(p.predict('l', 2, r, s), 0, 'forgotten once calls stop waiting beyond it')
+  t.equal(p.predict('l', 0, 2, r, s).waitMs, 0, 'nothing learned: the limits alone (room now)')
+  p.learn('l', 0, { aheadAtJoin: 2, aheadAtEnd: 0, waitedMs: 3000 }) // 3 places in 3 s
+  t.equal(p.predict('l', 0, 2, r, s).waitMs, 3000, 'three places at 1 s each')
+  t.equal(p.predict('l', 0, 5, r, s).waitMs, 6000)
+  // One call's pace: its spread taken as large as its average (a line of random arrivals).
+  t.equal(p.predict('l', 0, 3, r, s).likelyMs, 4000 + Math.round(1.28 * 2000), 'the likely wait: 1.28 spreads above')
+  t.equal(p.predict('other', 0, 2, r, s).waitMs, 0, 'per line')
+  t.equal(p.predict('l', -1, 2, r, s).waitMs, 0, 'per class')
+  t.equal(p.predict('l', 0, 2, r, state('requests', 10, 0, '20s')).waitMs, 20_000, 'the limits when they wait longer')
+  for (let i = 0; i < 30; i++) p.learn('l', 0, { aheadAtJoin: 0, aheadAtEnd: 0, waitedMs: 0 })
+  t.equal(p.predict('l', 0, 2, r, s).waitMs, 0, 'forgotten once calls stop waiting')
+})
+
+t.test(
+  'calls that go ahead of it slow its pace; the oldest still waiting bounds it; a stale pace is probed',
+  async (t) => {
+    let now = 1_000_000
+    const p = createWaitPredictor(60_000, () => now)
+    const r = request({})
+    // Joined with 2 ahead, timed out 4 s later with 1 ahead: later calls of a higher class went
+    // ahead of it; it passed 2 places (its own counted when it stopped) in 4 s.
+    p.learn('l', 0, { aheadAtJoin: 2, aheadAtEnd: 1, waitedMs: 4000 })
+    t.equal(p.predict('l', 0, 3, r, {}).waitMs, 8000, '2 s a place, where the calls ahead alone would say less')
+    const q = createWaitPredictor(60_000, () => now)
+    q.learn('l', 0, { aheadAtJoin: 2, aheadAtEnd: 4, waitedMs: 4000 })
+    t.equal(
+      q.predict('l', 0, 0, r, {}).waitMs,
+      4000,
+      'further from the head when it gave up: one place in all that time',
+    )
+    t.equal(q.predict('l', -1, 0, r, {}).waitMs, 0, 'the higher class is not slowed by it')
+    // A call that waits now, 9 s with 2 ahead of it: the line is at least that slow (3 s a place).
+    const w = p.waiting('l', 0, 2, 60_000)
+    now += 9000
+    t.equal(
+      p.predict('l', 0, 1, r, {}).waitMs,
+      6000,
+      'the oldest waiting call bounds the pace from below (2 s learned)',
+    )
+    w.end(0)
+    // Nothing of its class waits now to teach it again: after PROBE_AFTER_MS one call goes and sees.
+    const stale = createWaitPredictor(60_000, () => now)
+    stale.learn('l', 0, { aheadAtJoin: 0, aheadAtEnd: 0, waitedMs: 5000 })
+    now += PROBE_AFTER_MS + 1
+    t.equal(stale.predict('l', 0, 0, r, {}).waitMs, 0, 'one call let wait to learn the pace again')
+    t.equal(stale.predict('l', 0, 0, r, {}).waitMs, 5000, 'the others meanwhile on the old pace')
+    stale.learn('l', 0, { aheadAtJoin: 0, aheadAtEnd: 0, waitedMs: 100 })
+    t.equal(stale.predict('l', 0, 0, r, {}).waitMs, 100, 'what it teaches replaces the old pace')
+  },
+)
+
+t.test('a refusal’s hint is the prediction, at most the longest wait of the queue', async (t) => {
+  const hint = (e: { headers?: Record<string, string> }): number => Number(e.headers?.['retry-after-ms'])
+  t.equal(hint(deadlineRefusal({ waitMs: 3000, likelyMs: 4200.4 }, 1000, 3, 15_000)), 4201, 'the likely wait')
+  t.match(deadlineRefusal({ waitMs: 3000, likelyMs: 4200.4 }, 1000, 3).message, /about 3\.0 s, and up to 4\.2 s/)
+  t.equal(hint(deadlineRefusal({ waitMs: 40_000, likelyMs: 60_000 }, 1000, 3, 15_000)), 15_000, 'at most maxWaitMs')
 })
 
 t.test('the header, within the queue’s maxWaitMs', async (t) => {

@@ -261,9 +261,9 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
           charges.map(async (c, i) => {
             // penalty() is the library's unconditional increment; it opens a window when none is.
             if (c.windowed) {
-              const after = stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
+              const mine = stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
               // A batch line's: with the interactive use it was admitted beside (unchanged meanwhile: one queue).
-              return pooled(subject, c) ? { ...after, used: (before[i]?.used ?? 0) + c.cost } : after
+              return pooled(subject, c) ? { ...mine, used: (before[i]?.used ?? 0) + c.cost } : mine
             }
             if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
             return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }

@@ -60,15 +60,15 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   const full = await startBatch(filledClient, 7, 'f')
   const ran = await untilBatch(filledClient, full, (x) => x.request_counts?.completed === 5)
   t.equal(ran.status, 'in_progress', '5 lines of 7 in the 5-RPM window')
-  t.equal(await interactive(filledClient), 200, 'an interactive call after the batch filled the window: admitted at once')
+  t.equal(
+    await interactive(filledClient),
+    200,
+    'an interactive call after the batch filled the window: admitted at once',
+  )
   const more = await Promise.all(Array.from({ length: 4 }, () => interactive(filledClient)))
   t.same(more, [200, 200, 200, 200], "the key's interactive calls get their whole limit")
   t.equal(await interactive(filledClient), 429, 'the sixth interactive call of the window is refused: its own limit')
-  t.equal(
-    (await filledClient.batches.retrieve(full)).request_counts?.completed,
-    5,
-    'no other line ran in the window',
-  )
+  t.equal((await filledClient.batches.retrieve(full)).request_counts?.completed, 5, 'no other line ran in the window')
   await filledClient.batches.cancel(full)
   const cancelled = await untilBatch(filledClient, full, (x) => x.status === 'cancelled')
   t.equal(cancelled.request_counts?.completed, 5, 'the lines that ran are kept')

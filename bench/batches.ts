@@ -8,14 +8,24 @@
 //  3. under a tight limit: a key of TIGHT requests per window (limits.windowMs is WINDOW_MS
 //     here, so windows pass during the run), one interactive /v2 caller every GAP_MS, alone
 //     and while a batch runs on the same key: p50/p99, their ratio, and the calls refused
-//     (429) in each phase: the batch keeps to flex's share while they come (batch-room.ts).
-// Usage: node bench/batches.ts [lines]
+//     (429) in each phase: the batch takes the room they leave, from its pool (limits/pools.ts);
+//  4. after a quiet window: a batch fills a key's tight window while no interactive call
+//     comes for a window and a half, then the interactive caller starts: its refusals (429)
+//     and p99 against phase 3's alone. Before the batch pool the first calls found the
+//     window spent by the batch (up to one window of 429s); with it, none.
+// Usage: node bench/batches.ts [lines] [--root <checkout>] (another checkout's gateway: a before/after)
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
 import { toFile } from 'openai'
 import { startTollgate } from '../test/helpers/gateway.ts'
 import { sdkClient } from '../test/helpers/sdk-gateway.ts'
 import { machine } from './machine.ts'
 
-const LINES = Number(process.argv[2] ?? 1000)
+const { values, positionals } = parseArgs({
+  options: { root: { type: 'string', default: resolve(import.meta.dirname, '..') } },
+  allowPositionals: true,
+})
+const LINES = Number(positionals[0] ?? 1000)
 const MODEL = 'gpt-oss-120b'
 /** The deployment's declared capacity, requests a minute. */
 const CAPACITY_RPM = 12_000
@@ -36,6 +46,7 @@ const quantiles = (times: number[]): { p50: number; p99: number } => {
 }
 
 const gw = await startTollgate({
+  root: resolve(values.root),
   dropRequestLogs: true,
   config: (doc) => {
     ;(doc.limits as Record<string, unknown>).windowMs = WINDOW_MS
@@ -111,14 +122,14 @@ try {
   // 3. A tight limit: one interactive /v2 caller, alone and while a batch runs on the key.
   const tight = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: TIGHT } } })
   const tightClient = sdkClient(gw, tight.key)
-  const live = async (): Promise<{ p50: number; p99: number; refused: number }> => {
+  const live = async (secret = tight.key): Promise<{ p50: number; p99: number; refused: number }> => {
     const times: number[] = []
     let refused = 0
     for (let i = 0; i < INTERACTIVE; i++) {
       const t0 = performance.now()
       const res = await fetch(`${gw.url}/v2/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${tight.key}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         body: JSON.stringify(body(i)),
       })
       await res.arrayBuffer()
@@ -138,6 +149,15 @@ try {
   const tightS = (performance.now() - t0) / 1000
   const after = (await tightClient.batches.retrieve(tightBatch.id)).request_counts?.completed ?? 0
   await tightClient.batches.cancel(tightBatch.id)
+
+  // 4. After a quiet window: the batch alone on a fresh tight key for a window and a half, then the caller.
+  const quiet = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: TIGHT } } })
+  const quietClient = sdkClient(gw, quiet.key)
+  const quietBatch = await create(quietClient, await upload(quietClient, 2000))
+  await running(quietClient, quietBatch.id)
+  await new Promise((resolve) => setTimeout(resolve, WINDOW_MS * 1.5))
+  const quietAfter = await live(quiet.key)
+  await quietClient.batches.cancel(quietBatch.id)
 
   const batchRate = LINES / batchS
   console.log(
@@ -161,11 +181,14 @@ try {
         tight_added_p99_ms: Number((tightDuring.p99 - tightAlone.p99).toFixed(1)),
         tight_batch_lines_per_s: Number(((after - before) / tightS).toFixed(1)),
         tight_limit_per_s: (TIGHT / WINDOW_MS) * 1000,
+        after_quiet_window_interactive_ms: quietAfter,
+        after_quiet_window_p99_ratio: Number((quietAfter.p99 / Math.max(tightAlone.p99, 0.1)).toFixed(2)),
       },
       null,
       1,
     ),
   )
+  console.log(JSON.stringify({ root: resolve(values.root) }))
   console.log(machine())
 } finally {
   await gw.stop()

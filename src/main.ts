@@ -56,8 +56,6 @@ import { createStreamJournal } from './keys/stream-journal.ts'
 import { KeyService } from './keys/service.ts'
 import { createLimiterFromConfig } from './limits/index.ts'
 import { createOutputReservationsFromConfig, withLearnedReservations } from './reservations/index.ts'
-import { withBatchRoom } from './priority/batch-room.ts'
-import { redisAskBoard } from './priority/redis-asks.ts'
 import { createFairSharesFromConfig, fairCapacityOf, withFairShares } from './fairness/index.ts'
 import { createBudgetBookFromConfig } from './budgets/create.ts'
 import type { OnBudgetThreshold } from './budgets/port.ts'
@@ -208,20 +206,13 @@ export async function startGateway(
   // Fair shares between parties under contention (fairness/): the limiter charges, the queue's capacity line reads.
   const fairShares = createFairSharesFromConfig(config, redis, log, () => runtime.current.config.plans, metrics)
   // A call without an output cap reserves what calls like it produced (reservations/).
-  // A batch line on the whole of its key's limits while no interactive call wants room (priority/batch-room.ts).
-  const limiter = withBatchRoom(
-    withLearnedReservations(
-      fairShares === undefined
-        ? rateLimiter
-        : withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
-      createOutputReservationsFromConfig(config, redis, log),
-      () => runtime.current.config.plans,
-      metrics,
-    ),
-    {
-      windowMs: config.limits.windowMs,
-      ...(redis === undefined ? {} : { shared: redisAskBoard(redis, config.store.keyPrefix, config.limits.windowMs) }),
-    },
+  const limiter = withLearnedReservations(
+    fairShares === undefined
+      ? rateLimiter
+      : withFairShares(rateLimiter, fairShares, () => runtime.current.config.plans, metrics),
+    createOutputReservationsFromConfig(config, redis, log),
+    () => runtime.current.config.plans,
+    metrics,
   )
   // Uploads a crashed gateway was forwarding are of no use to anyone now.
   const spoolDir = join(resolve(config.store.dataDir), 'spool')

@@ -189,7 +189,7 @@ export function admissionRequestOf(call: PreparedCall): AdmissionRequest {
     tier: resolved.tier,
     model: resolved.model,
     limits: resolved.limits,
-    ...(resolved.idleLimits === undefined ? {} : { idleLimits: resolved.idleLimits }),
+    ...(resolved.batch === true ? { batch: true } : {}),
     estimate,
     ...(call.serviceClass === undefined ? {} : { serviceClass: call.serviceClass }),
     ...(call.maxWaitMs === undefined ? {} : { maxWaitMs: call.maxWaitMs }),

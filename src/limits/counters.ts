@@ -5,6 +5,7 @@
 import type { BudgetCharge, BudgetCrossing, BudgetSettle, BudgetState } from './budget-charges.ts'
 import type { Adjustment, Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 import type { OnceCharge } from './port.ts'
+import { POOL_CODE, pooled, type Pool } from './pools.ts'
 
 /**
  * Whose counters: one API key on one model ('*' for endpoints without a model). On Redis
@@ -16,6 +17,8 @@ export interface Subject {
   readonly model: string
   /** The key's owner; absent (or the key id): the key is its own. */
   readonly owner?: string | undefined
+  /** A batch's line: its windowed counters are the batch pool's, apart from the key's interactive calls (pools.ts). */
+  readonly pool?: Pool | undefined
 }
 
 export interface AdmitResult {
@@ -77,6 +80,13 @@ export const DIMENSION_CODE: Readonly<Record<DimensionName, string>> = {
   input_tokens: 'i',
   output_tokens: 'o',
   quota: 'q',
+}
+
+/** A counter's code in key names: its dimension's, after its pool's for a batch line's (pools.ts). */
+export function counterCode(subject: Pick<Subject, 'pool'>, name: DimensionName): string {
+  return subject.pool !== undefined && pooled(subject, { name })
+    ? `${POOL_CODE[subject.pool]}${DIMENSION_CODE[name]}`
+    : DIMENSION_CODE[name]
 }
 
 /** Key-name suffix of the quota's holds in memory: reservations of calls not yet settled. */

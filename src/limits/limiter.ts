@@ -104,6 +104,14 @@ function clean(usage: Usage): Usage {
 const rateOf = (request: AdmissionRequest, estimate: Usage): Usage =>
   request.rateEstimate === undefined ? estimate : clean(request.rateEstimate)
 
+/** Whose counters a call is on: a batch's line on its key's batch pool (pools.ts). */
+const subjectOf = (request: Pick<AdmissionRequest, 'keyId' | 'model' | 'owner' | 'batch'>): Subject => ({
+  keyId: request.keyId,
+  model: request.model,
+  owner: request.owner,
+  ...(request.batch === true ? { pool: 'batch' as const } : {}),
+})
+
 export function createLimiter(options: LimiterOptions): ManagedLimiter {
   const { log, metrics, redis } = options
   const now = options.now ?? Date.now
@@ -342,7 +350,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       const hold = nextHold()
       const budgets = budgetCharges(request, estimate, hold)
       if (charges.length === 0 && budgets.length === 0) return NO_ADMISSION
-      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
+      const subject = subjectOf(request)
       if (shared) {
         const result = await viaRedis((c) => c.admit(subject, charges, budgets, hold))
         if (result) {
@@ -389,7 +397,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
         }
       }
       if (charges.length === 0) return {}
-      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
+      const subject = subjectOf(request)
       if (shared) {
         const states = await viaRedis((c) => c.peek(subject, charges))
         if (states) return never(request, charges, states)
@@ -408,7 +416,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
       if (specs.length === 0) return
       const hold = nextHold()
       const budgets = budgetChargesOf(specs, cost, now(), identity, undefined, hold)
-      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
+      const subject = subjectOf(request)
       const counters = shared ?? memory
       // Held and checked like an admission with no rate-limit charges, then committed at once.
       const result = shared
@@ -434,7 +442,7 @@ export function createLimiter(options: LimiterOptions): ManagedLimiter {
     async peek(request): Promise<RateLimitHeaders> {
       const dimensions = dimensionsOf(request.limits)
       if (dimensions.length === 0) return {}
-      const subject: Subject = { keyId: request.keyId, model: request.model, owner: request.owner }
+      const subject = subjectOf(request)
       if (shared) {
         const states = await viaRedis((c) => c.peek(subject, dimensions))
         if (states) return rateLimitHeaders(dimensions, states)

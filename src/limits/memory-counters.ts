@@ -16,7 +16,8 @@ import {
   type BudgetSettle,
   type BudgetState,
 } from './budget-charges.ts'
-import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import { counterCode, DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import { interactiveOf, pooled, withInteractive } from './pools.ts'
 import { MemoryHolds } from './holds.ts'
 import type { OnceCharge } from './port.ts'
 import type { BudgetJournal, SpentCell } from './budget-ledger.ts'
@@ -129,7 +130,8 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
   const lifetime = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: 0 })
   const queue = new KeyedQueue()
   const subjectKey = (s: Subject): string => `${s.keyId}${SEPARATOR}${s.model}`
-  const counterKey = (s: Subject, name: DimensionName): string => `${subjectKey(s)}${SEPARATOR}${DIMENSION_CODE[name]}`
+  // A batch line's windowed counters are its pool's (pools.ts); the subject's queue is the key's, both pools' admissions in one line.
+  const counterKey = (s: Subject, name: DimensionName): string => `${subjectKey(s)}${SEPARATOR}${counterCode(s, name)}`
   const limiterOf = (d: { readonly windowed: boolean }): RateLimiterMemory => (d.windowed ? windowed : lifetime)
   /** The owners of subjects with lifetime counters here, for the hand-over to Redis (where they are kept by owner). */
   const owners = new Map<string, string>()
@@ -217,14 +219,23 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
   /** The quota's holds of calls in flight, each kept until its settle (holds.ts). */
   const quotaHolds = new MemoryHolds()
 
-  /** A counter as the limiter sees it; the quota is what calls used plus what calls in flight hold. */
+  /** The subject's own counter, as the store holds it. */
+  const own = async (
+    s: Subject,
+    d: Dimension | { readonly name: DimensionName; readonly windowed: boolean },
+  ): Promise<CounterState> => stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
+
+  /**
+   * A counter as the limiter sees it: the quota is what calls used plus what calls in flight
+   * hold; a batch line's windowed counter adds its key's interactive use (pools.ts).
+   */
   const read = async (
     s: Subject,
     d: Dimension | { readonly name: DimensionName; readonly windowed: boolean },
   ): Promise<CounterState> => {
-    const own = stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
-    if (d.windowed) return own
-    return { used: own.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
+    const mine = await own(s, d)
+    if (d.windowed) return pooled(s, d) ? withInteractive(mine, await own(interactiveOf(s), d)) : mine
+    return { used: mine.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
   }
 
   return {
@@ -249,7 +260,11 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
         const after = await Promise.all(
           charges.map(async (c, i) => {
             // penalty() is the library's unconditional increment; it opens a window when none is.
-            if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
+            if (c.windowed) {
+              const mine = stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
+              // A batch line's: with the interactive use it was admitted beside (unchanged meanwhile: one queue).
+              return pooled(subject, c) ? { ...mine, used: (before[i]?.used ?? 0) + c.cost } : mine
+            }
             if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
             return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
           }),
@@ -271,7 +286,8 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
             if (a.hold !== undefined) quotaHolds.release(heldKey(subject), a.hold)
             continue
           }
-          const current = await read(subject, a)
+          // Its own counter: a batch line gives back to (or charges) its pool only.
+          const current = await own(subject, a)
           if (sameWindow(current.expiresAt, a.expiresAt, windowMs)) {
             const delta = Math.max(a.delta, -current.used)
             if (delta > 0) await limiterOf(a).penalty(key, delta)

@@ -7,8 +7,8 @@ export interface ResolvedLimits {
   readonly tier: string
   readonly model: string
   readonly limits: ModelLimits
-  /** A batch's line: its limits without flex's share, for when its key is quiet (priority/batch-room.ts). */
-  readonly idleLimits?: ModelLimits
+  /** A batch's line: admitted in its key's batch pool (limits/pools.ts). */
+  readonly batch?: true
 }
 
 /**

@@ -32,10 +32,10 @@ export interface AdmissionRequest {
    */
   readonly rateEstimate?: Usage
   /**
-   * A batch's line: the limits it is admitted on while no other call of its key wants room
-   * (the whole of each rate limit, priority/batch-room.ts); `limits` holds flex's share of them.
+   * A batch's line: counted on its key's batch pool, apart from the key's interactive calls,
+   * and admitted only in the room they leave of each rate limit (pools.ts).
    */
-  readonly idleLimits?: ModelLimits
+  readonly batch?: true
 }
 
 /** What Limiter.spendBudgets spends, and whose budgets. */

@@ -30,7 +30,8 @@ import {
   type BudgetSettle,
   type BudgetState,
 } from './budget-charges.ts'
-import { DIMENSION_CODE, type AdmitResult, type Counters, type HeldCall, type Subject } from './counters.ts'
+import { counterCode, type AdmitResult, type Counters, type HeldCall, type Subject } from './counters.ts'
+import { interactiveOf, pooled } from './pools.ts'
 import { DEFAULT_LEASE_MS, holdMember, HOLDS_LUA } from './holds.ts'
 import type { OnceCharge } from './port.ts'
 
@@ -41,22 +42,39 @@ import type { OnceCharge } from './port.ts'
 // KEYS index read. take(c, a, n, window, now, lease) consumes them: a windowed charge adds
 // to its counter, a lifetime one (the quota) is held for the call until its settle (its
 // triple's third element is then the call's hold member, not '1').
+// A batch line's windowed charge (third element 'p': pools.ts) is on its pool's counter, and
+// its key's interactive counter (the next extra KEY, in dimension order with the quota's
+// holds) counts in its fit; c.soon is then the earlier of the two windows' resets, what a
+// refusal reports (some room is back then); reported(c, i, admitted) picks it.
 const CHARGES = `
 local function check(k, a, n, now)
-  local c = { admitted = 1, used = {}, ttl = {}, key = {}, held = {}, last = k + n - 1 }
+  local c = { admitted = 1, used = {}, ttl = {}, soon = {}, key = {}, held = {}, last = k + n - 1 }
   for i = 1, n do
     local at = a + 3 * (i - 1)
     local limit, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
-    if ARGV[at + 2] == '1' then
+    local kind = ARGV[at + 2]
+    if kind == '1' or kind == 'p' then
       c.key[i] = KEYS[k + i - 1]
       c.used[i] = tonumber(redis.call('GET', c.key[i]) or '0')
       c.ttl[i] = redis.call('PTTL', c.key[i])
       if c.ttl[i] < 0 then c.used[i] = 0; c.ttl[i] = 0 end
+      c.soon[i] = c.ttl[i]
+      if kind == 'p' then
+        c.last = c.last + 1
+        local other = tonumber(redis.call('GET', KEYS[c.last]) or '0')
+        local ttl = redis.call('PTTL', KEYS[c.last])
+        if c.used[i] <= 0 then c.soon[i] = 0 end
+        if ttl > 0 and other > 0 then
+          c.used[i] = c.used[i] + other
+          if c.soon[i] <= 0 or ttl < c.soon[i] then c.soon[i] = ttl end
+        end
+      end
       if cost > 0 and c.used[i] + cost > limit then c.admitted = 0 end
     else
       c.held[i] = { KEYS[c.last + 1], KEYS[c.last + 2] }
       c.last = c.last + 2
       c.ttl[i] = 0
+      c.soon[i] = 0
       c.used[i] = tonumber(redis.call('GET', KEYS[k + i - 1]) or '0') + heldOn(c.held[i][1], c.held[i][2], now)
       if c.used[i] >= limit then c.admitted = 0 end
     end
@@ -77,6 +95,10 @@ local function take(c, a, n, window, now, lease)
     end
     c.used[i] = c.used[i] + cost
   end
+end
+local function reported(c, i, admitted)
+  if admitted == 1 then return c.ttl[i] end
+  return c.soon[i]
 end
 `
 
@@ -124,7 +146,7 @@ if admitted == 1 then
   end
 end
 local out = { admitted, now }
-for i = 1, n do out[2 * i + 1] = c.used[i]; out[2 * i + 2] = c.ttl[i] end
+for i = 1, n do out[2 * i + 1] = c.used[i]; out[2 * i + 2] = reported(c, i, admitted) end
 for j = 1, nb do
   out[2 * n + 2 * j + 1] = spent[j]; out[2 * n + 2 * j + 2] = held[j]
 end
@@ -151,7 +173,7 @@ for _ = 1, tonumber(ARGV[2]) do
   out[#out + 1] = now
   for i = 1, n do
     out[#out + 1] = c.used[i]
-    out[#out + 1] = c.ttl[i]
+    out[#out + 1] = reported(c, i, c.admitted)
   end
   k, a = c.last + 1, a + 1 + 3 * n
 end
@@ -262,8 +284,10 @@ end
 return out
 `
 
-// KEYS: counters, then the holds (set and sum) of each lifetime dimension; ARGV[i]:
-// windowed ('1') or lifetime. Returns {now, used_1, ttl_1, ...} (the quota: used + held).
+// KEYS: counters, then per dimension in order its extra keys: the holds (set and sum) of a
+// lifetime one, a batch line's key's interactive counter (pools.ts); ARGV[i]: windowed
+// ('1'), a batch line's windowed ('p') or lifetime. Returns {now, used_1, ttl_1, ...} (the
+// quota: used + held; a batch line's: with the interactive use, and the earlier reset).
 const PEEK = `${HOLDS_LUA}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -272,9 +296,19 @@ local h = #ARGV
 for i = 1, #ARGV do
   local used = tonumber(redis.call('GET', KEYS[i]) or '0')
   local ttl = -1
-  if ARGV[i] == '1' then
+  if ARGV[i] == '1' or ARGV[i] == 'p' then
     ttl = redis.call('PTTL', KEYS[i])
     if ttl < 0 then used = 0; ttl = 0 end
+    if ARGV[i] == 'p' then
+      local other = tonumber(redis.call('GET', KEYS[h + 1]) or '0')
+      local left = redis.call('PTTL', KEYS[h + 1])
+      h = h + 1
+      if used <= 0 then ttl = 0 end
+      if left > 0 and other > 0 then
+        used = used + other
+        if ttl <= 0 or left < ttl then ttl = left end
+      end
+    end
   else
     used = used + heldOn(KEYS[h + 1], KEYS[h + 2], now)
     h = h + 2
@@ -363,7 +397,8 @@ export function limiterKeys(prefix: string): {
   return {
     base,
     slot: (subject) => identityNamespace(prefix, subject),
-    counter: (subject, dimension) => `${of(subject)}${DIMENSION_CODE[dimension.name]}`,
+    // A batch line's windowed counters beside its key's interactive ones, on the same slot (pools.ts).
+    counter: (subject, dimension) => `${of(subject)}${counterCode(subject, dimension.name)}`,
     // `h` was the windowed counter these replaced (it lapses by itself).
     quotaHolds: (subject) => ({ holds: `${of(subject)}hl`, held: `${of(subject)}ht` }),
     budgetSlot: (charge) => homeNamespace(prefix, charge.home),
@@ -397,26 +432,37 @@ function bySlot<T>(
   return { here, away: [...away.values()] }
 }
 
-/** The counters' keys, then the holds (set and sum) of each lifetime dimension. */
+/**
+ * The counters' keys, then per dimension in order its extra keys: the holds (set and sum) of
+ * a lifetime one, and (`reading`: an admission or a peek, not a settle) the key's interactive
+ * counter beside a batch line's windowed one (pools.ts).
+ */
 function keysOf(
   keys: ReturnType<typeof limiterKeys>,
   subject: Subject,
   dimensions: readonly { readonly name: DimensionName; readonly windowed: boolean }[],
+  reading = false,
 ): string[] {
   return [
     ...dimensions.map((d) => keys.counter(subject, d)),
-    ...dimensions
-      .filter((d) => !d.windowed)
-      .flatMap(() => {
-        const q = keys.quotaHolds(subject)
-        return [q.holds, q.held]
-      }),
+    ...dimensions.flatMap((d) => {
+      if (d.windowed) return reading && pooled(subject, d) ? [keys.counter(interactiveOf(subject), d)] : []
+      const q = keys.quotaHolds(subject)
+      return [q.holds, q.held]
+    }),
   ]
 }
 
-/** A charge's third script argument: '1' for a windowed counter, the call's hold member for a lifetime one. */
+/** A charge's third script argument in a settle: '1' for a windowed counter, the call's hold member for a lifetime one. */
 const kindOf = (c: { readonly windowed: boolean; readonly cost: number }, hold: string): string =>
   c.windowed ? '1' : holdMember(hold, c.cost)
+
+/** As kindOf, in an admission or a peek of `subject`: 'p' for a batch line's windowed counter (pools.ts). */
+const readKindOf = (
+  subject: Subject,
+  c: { readonly name: DimensionName; readonly windowed: boolean; readonly cost: number },
+  hold: string,
+): string => (c.windowed && pooled(subject, c) ? 'p' : kindOf(c, hold))
 
 /** ADMIT's reply for one admission, from `at` in `reply`. */
 function admitResult(
@@ -516,9 +562,9 @@ export function redisCounters(
     const at = batch.replied
     batch.replied += 2 + 2 * charges.length
     batch.admissions += 1
-    batch.names.push(...keysOf(keys, subject, charges))
+    batch.names.push(...keysOf(keys, subject, charges, true))
     batch.args.push(charges.length)
-    for (const c of charges) batch.args.push(c.limit, c.cost, kindOf(c, hold))
+    for (const c of charges) batch.args.push(c.limit, c.cost, readKindOf(subject, c, hold))
     return sent.then((reply) => admitResult(reply, at, charges, []))
   }
 
@@ -530,8 +576,9 @@ export function redisCounters(
     hold: string,
   ): Promise<AdmitResult> {
     const args: (string | number)[] = [windowMs, charges.length, leaseMs]
-    for (const c of charges) args.push(c.limit, c.cost, kindOf(c, hold))
-    const names = subject === null ? [] : keysOf(keys, subject, charges)
+    for (const c of charges)
+      args.push(c.limit, c.cost, subject === null ? kindOf(c, hold) : readKindOf(subject, c, hold))
+    const names = subject === null ? [] : keysOf(keys, subject, charges, true)
     for (const b of budgets) {
       args.push(b.spec.amountNanos, b.cost, holdMember(b.hold, b.cost))
       const k = keys.budget(b)
@@ -641,8 +688,8 @@ export function redisCounters(
       await runScript(
         redis,
         SCRIPTS.peek,
-        keysOf(keys, subject, dimensions),
-        dimensions.map((d) => (d.windowed ? '1' : '0')),
+        keysOf(keys, subject, dimensions, true),
+        dimensions.map((d) => (d.windowed ? readKindOf(subject, { ...d, cost: 0 }, '') : '0')),
       ),
       1 + 2 * dimensions.length,
     )

@@ -145,13 +145,14 @@ export function bandOf(cls: ServiceClass | undefined): number {
 
 /**
  * A batch's line (src/batches/) runs in the lowest class: it waits behind every interactive
- * call of its key's line, and is admitted on flex's share of the rate limits while its key's
- * interactive calls want the rest, on the whole of them while they do not (batch-room.ts).
+ * call of its key's line, and is shed first from a deployment's capacity (capacityShare). Its
+ * key's rate limits it takes in the batch pool (limits/pools.ts): the whole of each limit,
+ * less what the key's interactive calls use of the window, which a batch never takes from.
  * It is priced at its tier's batch multiplier, not flex's.
  */
 export const BATCH_CLASS: ServiceClass = 'flex'
-/** Whether a call's limits are a batch's line's (withClass gave it idle limits). */
-export const isBatchLine = (resolved: ResolvedLimits): boolean => resolved.idleLimits !== undefined
+/** Whether a call's limits are a batch's line's (withClass marked them). */
+export const isBatchLine = (resolved: ResolvedLimits): boolean => resolved.batch === true
 /** Where a stored request waits in its key's line: a batch's line in the batch class, any other in the default one. */
 export const storedBand = (call: { readonly batch?: true }): number => (call.batch === true ? bandOf(BATCH_CLASS) : 0)
 
@@ -168,10 +169,9 @@ export function withClass(
   if (batch) {
     // Whatever its body names: the batch class, at the tier's batch price.
     const multiplier = batchPriceMultiplier(plans.tiers[resolved.tier]?.batches)
-    // The whole of each limit too, at the same prices, for when no interactive call wants room (batch-room.ts).
-    const idleLimits = classLimits(resolved, 'default', settings, multiplier).limits
+    // The whole of each limit, in the batch pool: what interactive calls use of it is not the batch's (limits/pools.ts).
     return {
-      resolved: { ...classLimits(resolved, BATCH_CLASS, settings, multiplier), idleLimits },
+      resolved: { ...classLimits(resolved, 'default', settings, multiplier), batch: true },
       serviceClass: BATCH_CLASS,
     }
   }

@@ -3,9 +3,9 @@
 // and files.content of the output; usage exact per line (the batch's, each line's and the
 // key's metered usage agree); another key gets 404 on everything of the batch; a file with
 // malformed lines, an unknown model and another owner's file id fails with each reported on
-// its line; a batch on a key with a small RPM limit is paced by the limiter on flex's share
-// of it, an interactive /queue call of the key goes before its remaining lines, and a cancel
-// stops it, the lines that had run kept.
+// its line; a batch on a key with a small RPM limit is paced by the limiter in the room its
+// key's interactive calls leave (the batch pool: limits/pools.ts), an interactive /queue call
+// of the key goes before its remaining lines, and a cancel stops it, the lines that had run kept.
 import { randomBytes } from 'node:crypto'
 import type OpenAI from 'openai'
 import { toFile } from 'openai'
@@ -199,8 +199,8 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(next.data[0]?.id, created.id)
   t.equal(next.has_more, false)
 
-  // A quiet key with 20 requests a minute: its batch uses the whole window, 20 lines, not
-  // flex's share of it (16); the rest wait for the next window, and a cancel drops them.
+  // A quiet key with 20 requests a minute: its batch uses the whole window, 20 lines; the
+  // rest wait for the next window, and a cancel drops them.
   const quiet = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 20 } } })
   const quietClient = sdkClient(gw, quiet.key)
   const full = await quietClient.batches.create({
@@ -217,12 +217,12 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(stopped.request_counts?.completed, 20, "20 lines in the 20-RPM key's window")
   t.equal((await keyUsage(gw, quiet.id)).requests, 20, 'each charged once')
 
-  // A key with 3 requests a minute whose interactive calls want room: the batch keeps to
-  // flex's share (2 of 3, one taken by the interactive call before it), and its other lines
-  // wait for the limiter's next window. Meanwhile an interactive /queue call of the key is
-  // admitted at once, before the batch's remaining lines (it goes ahead of them in the key's
-  // line, and the batch left it room); then the window is spent and a live call is refused.
-  // Cancel stops the batch.
+  // A key with 3 requests a minute that made an interactive call: the batch takes the 2
+  // requests it left, and its other lines wait for the limiter's next window. Meanwhile an
+  // interactive /queue call of the key is admitted at once, before the batch's remaining
+  // lines (it goes ahead of them in the key's line; the batch's use is not the interactive
+  // calls'), and so is a live call; the key's fourth interactive call of the window is
+  // refused: its own limit. Cancel stops the batch.
   const slow = await gw.createKey({ tier: 'Standard4000', limits: { [MODEL]: { rpm: 3 } } })
   const slowClient = sdkClient(gw, slow.key)
   await slowClient.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'first' }] })
@@ -234,7 +234,7 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
     endpoint: '/v1/chat/completions',
     completion_window: '24h',
   })
-  const halfway = await untilBatch(slowClient, paced.id, (x) => x.request_counts?.completed === 1)
+  const halfway = await untilBatch(slowClient, paced.id, (x) => x.request_counts?.completed === 2)
   t.equal(halfway.status, 'in_progress')
   const interactive = await fetch(`${gw.url}/queue/chat/completions`, {
     method: 'POST',
@@ -244,8 +244,13 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
   t.equal(interactive.status, 200, 'an interactive /queue call is admitted while the batch waits')
   t.equal(
     (await slowClient.batches.retrieve(paced.id)).request_counts?.completed,
-    1,
+    2,
     "it went before the batch's remaining lines",
+  )
+  t.equal(
+    await statusOf(slowClient.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'live' }] })),
+    200,
+    'a live call is admitted too: the batch filled the window, not the interactive calls',
   )
   const refused = await slowClient.chat.completions
     .create({ model: MODEL, messages: [{ role: 'user', content: 'now' }] })
@@ -253,27 +258,23 @@ async function suite(t: Test, base: StartOptions): Promise<void> {
       () => null,
       (error: unknown) => error as { status: number; headers: Headers },
     )
-  t.equal(refused?.status, 429, "the key's window is spent (two interactive calls and the batch's line)")
-  t.equal(
-    (await slowClient.batches.retrieve(paced.id)).request_counts?.completed,
-    1,
-    'no second line ran in the window',
-  )
+  t.equal(refused?.status, 429, "the key's interactive calls are at its limit (three in the window)")
+  t.equal((await slowClient.batches.retrieve(paced.id)).request_counts?.completed, 2, 'no third line ran in the window')
   const cancelling = await slowClient.batches.cancel(paced.id)
   t.ok(['cancelling', 'cancelled'].includes(cancelling.status))
   const cancelled = await untilBatch(slowClient, paced.id, (x) => x.status === 'cancelled')
-  t.equal(cancelled.request_counts?.completed, 1, 'the line that ran is kept')
+  t.equal(cancelled.request_counts?.completed, 2, 'the lines that ran are kept')
   const kept = await outputLines(slowClient, cancelled.output_file_id)
-  t.equal(kept.length, 1)
+  t.equal(kept.length, 2)
   t.match(
     await delivered(receiver, 'batch.cancelled', paced.id),
-    { status: 'cancelled', request_counts: { completed: 1 } },
+    { status: 'cancelled', request_counts: { completed: 2 } },
     'batch.cancelled by webhook',
   )
   const dropped = await outputLines(slowClient, cancelled.error_file_id)
   t.ok(dropped.every((l) => l.error?.code === 'batch_cancelled'))
   t.equal(await statusOf(slowClient.batches.cancel(paced.id)), 409, 'an ended batch cannot be cancelled')
-  t.equal((await keyUsage(gw, slow.id)).requests, 3, 'only the line that ran is charged (and the interactive calls)')
+  t.equal((await keyUsage(gw, slow.id)).requests, 5, 'only the lines that ran are charged (and the interactive calls)')
 }
 
 t.test('embedded store', (t) => suite(t, {}))

@@ -21,7 +21,7 @@ t.before(async () => {
   gw = await startWithTiers('Plain', {
     Plain: { default: { rpm: 1000, ...PRICED } },
     Half: { default: { rpm: 1000, ...PRICED }, batches: { priceMultiplier: 0.5 } },
-    // One request of the model a minute (flex's share: 1): a batch of two stays unfinished.
+    // One request of the model a minute: a batch of two stays unfinished.
     Tight: {
       default: { rpm: 1000, ...PRICED },
       models: { [MODEL]: { rpm: 1, ...PRICED } },

@@ -1,5 +1,5 @@
 // Where a batch line's CPU goes: a gateway under `node --cpu-prof` runs one batch of
-// --lines lines (the shape of test/batches/ten-thousand.test.ts: four models, the mock
+// --lines lines (the shape of test/batches/ten-thousand.ts: four models, the mock
 // backend at 1,000,000 tokens a second, generous limits) on its embedded store (--redis: on
 // a redis-server of its own). Printed: the gateway's CPU per line (user + system, from
 // /proc, between the batch's creation and its completion), the functions with the most

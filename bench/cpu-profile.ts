@@ -17,12 +17,12 @@
 // allocate most themselves, and the gateway's own functions (src/) charged with everything
 // allocated below them in the stack that no other src/ function is nearer to.
 //
-// --keep <file> writes the profile and the measured window ({ from, to, profile }) for other analyses.
+// --interval <µs> is the sampling interval (Node's default, 1000). --keep <file> writes the profile and the measured window ({ from, to, profile }) for other analyses.
 //
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
 // --embedded runs the gateway on its embedded store (no Redis): counters in memory, SQLite.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc] [--keep <file>]
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc] [--interval 1000] [--keep <file>]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -45,6 +45,7 @@ const { values } = parseArgs({
     embedded: { type: 'boolean', default: false },
     concurrency: { type: 'string', default: '8' },
     keep: { type: 'string' },
+    interval: { type: 'string', default: '1000' },
   },
 })
 const ROOT = resolve(values.root)
@@ -284,7 +285,7 @@ const gw = await startTollgate({
     '--max-semi-space-size=8',
     ...(values.alloc
       ? ['--import', join(import.meta.dirname, 'alloc-sampler.ts')]
-      : ['--cpu-prof', '--cpu-prof-dir', profDir]),
+      : ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-interval', values.interval]),
   ],
   env: {
     ...(redis === undefined ? {} : { REDIS_URL: redis.url }),

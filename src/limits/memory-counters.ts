@@ -4,7 +4,7 @@
 // while Redis is unreachable (the insurance limiter). Check-and-consume over several
 // dimensions is made atomic by running the admissions of one (key, model) one at a time.
 import { RateLimiterMemory } from 'rate-limiter-flexible'
-import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
+import type { Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
 import {
   budgetFits,
@@ -16,7 +16,7 @@ import {
   type BudgetSettle,
   type BudgetState,
 } from './budget-charges.ts'
-import { DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import { DIMENSION_CODE, HELD_CODE, sameWindow, type AdmitResult, type Counters, type Subject } from './counters.ts'
 import { MemoryHolds } from './holds.ts'
 import type { OnceCharge } from './port.ts'
 import type { BudgetJournal, SpentCell } from './budget-ledger.ts'
@@ -102,6 +102,11 @@ class BudgetCells {
 class KeyedQueue {
   readonly #tails = new Map<string, Promise<void>>()
 
+  /** No task of `key` is running or waiting: a synchronous step now runs as the queue would run it. */
+  idle(key: string): boolean {
+    return !this.#tails.has(key)
+  }
+
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve()
     let release = (): void => {}
@@ -122,11 +127,33 @@ class KeyedQueue {
 
 const SEPARATOR = '\u0000'
 
+/** rate-limiter-flexible's storage under its RateLimiterMemory, whose methods do this synchronously and wrap each result in a promise. */
+interface SyncStorage {
+  get(key: string): LibraryState | null
+  incrby(key: string, value: number, durationSec: number): LibraryState
+}
+
+/**
+ * The storage of a RateLimiterMemory, read and written synchronously: an admission on the
+ * embedded store is then one step of the event loop, with no promise per counter. It is the
+ * library's internal member; a release that renames it fails here, at boot, not on a call.
+ */
+function storageOf(limiter: RateLimiterMemory): SyncStorage {
+  const storage = (limiter as unknown as { _memoryStorage?: Partial<SyncStorage> })._memoryStorage
+  if (typeof storage?.get !== 'function' || typeof storage.incrby !== 'function')
+    throw new Error("rate-limiter-flexible's RateLimiterMemory no longer keeps a _memoryStorage with get and incrby")
+  return storage as SyncStorage
+}
+
 /** `journal`: told every settle's outcome, to keep it durably (embedded mode: budget-ledger.ts). */
 export function memoryCounters(windowMs: number, journal?: BudgetJournal): MemoryCounters {
   // Points are checked by fits(), not by the library: limits differ per key and model.
   const windowed = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: windowMs / 1000 })
   const lifetime = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: 0 })
+  // With keyPrefix '' the library's key is the counter's own (getKey), so the storage is keyed alike.
+  const windowedNow = storageOf(windowed)
+  const windowS = windowMs / 1000
+  const lifetimeNow = storageOf(lifetime)
   const queue = new KeyedQueue()
   const subjectKey = (s: Subject): string => `${s.keyId}${SEPARATOR}${s.model}`
   const counterKey = (s: Subject, name: DimensionName): string => `${subjectKey(s)}${SEPARATOR}${DIMENSION_CODE[name]}`
@@ -226,36 +253,58 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
     if (d.windowed) return own
     return { used: own.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
   }
+  /** read(), synchronously (the library's get() is its storage's, in a promise). */
+  const readNow = (s: Subject, d: Dimension): CounterState => {
+    const own = stateOf(d, (d.windowed ? windowedNow : lifetimeNow).get(counterKey(s, d.name)), Date.now())
+    if (d.windowed) return own
+    return { used: own.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
+  }
+
+  /**
+   * Check-and-consume over every dimension, in one synchronous step: no other admission or
+   * settle of anyone runs in between. The library's penalty() is its storage's incrby() over
+   * the limiter's duration, which opens a window when none is.
+   */
+  function admitNow(
+    subject: Subject,
+    charges: readonly Charge[],
+    budgetCharges: readonly BudgetCharge[],
+    hold: string,
+  ): AdmitResult {
+    const before = charges.map((c) => readNow(subject, c))
+    const now = Date.now()
+    const found = budgetCharges.map((b) => budgets.state(b, now))
+    const admitted =
+      charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
+      budgetCharges.every((b, j) => budgetFits(b, found[j] ?? EMPTY_BUDGET))
+    if (!admitted) return { admitted: false, states: before, budgets: found }
+    const after_budgets = budgetCharges.map((b, j): BudgetState => {
+      const state = found[j] ?? EMPTY_BUDGET
+      if (b.cost <= 0) return state
+      return { spent: state.spent, held: budgets.held.hold(b.counter, b.hold, b.cost) }
+    })
+    const after = charges.map((c, i): CounterState => {
+      if (c.windowed) return stateOf(c, windowedNow.incrby(counterKey(subject, c.name), c.cost, windowS), Date.now())
+      if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
+      return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
+    })
+    return { admitted: true, states: after, budgets: after_budgets }
+  }
 
   return {
     kind: 'memory',
     admit(subject, charges, budgetCharges = [], hold = '') {
       if (subject.owner !== undefined && subject.owner !== subject.keyId && charges.some((c) => !c.windowed))
         owners.set(subjectKey(subject), subject.owner)
-      return queue.run(subjectKey(subject), async () => {
-        const before = await Promise.all(charges.map((c) => read(subject, c)))
-        // From here to the budgets' consumption nothing awaits: no other admission runs in between.
-        const now = Date.now()
-        const found = budgetCharges.map((b) => budgets.state(b, now))
-        const admitted =
-          charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
-          budgetCharges.every((b, j) => budgetFits(b, found[j] ?? EMPTY_BUDGET))
-        if (!admitted) return { admitted: false, states: before, budgets: found }
-        const after_budgets = budgetCharges.map((b, j): BudgetState => {
-          const state = found[j] ?? EMPTY_BUDGET
-          if (b.cost <= 0) return state
-          return { spent: state.spent, held: budgets.held.hold(b.counter, b.hold, b.cost) }
-        })
-        const after = await Promise.all(
-          charges.map(async (c, i) => {
-            // penalty() is the library's unconditional increment; it opens a window when none is.
-            if (c.windowed) return stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
-            if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
-            return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
-          }),
-        )
-        return { admitted: true, states: after, budgets: after_budgets }
-      })
+      const key = subjectKey(subject)
+      // A settle of this (key, model) in flight awaits between its steps: the admission waits its turn.
+      // Otherwise it runs now, in one step, where the queue would have run it a few microtasks later.
+      if (!queue.idle(key)) return queue.run(key, async () => admitNow(subject, charges, budgetCharges, hold))
+      try {
+        return Promise.resolve(admitNow(subject, charges, budgetCharges, hold))
+      } catch (err) {
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)))
+      }
     },
     settle(subject, adjustments, budgetSettles = [], once) {
       return queue.run(subjectKey(subject), async () => {

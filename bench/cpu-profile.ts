@@ -17,11 +17,13 @@
 // allocate most themselves, and the gateway's own functions (src/) charged with everything
 // allocated below them in the stack that no other src/ function is nearer to.
 //
+// --interval <µs> is the sampling interval (Node's default, 1000). --keep <file> writes the profile and the measured window ({ from, to, profile }) for other analyses.
+//
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
 // --embedded runs the gateway on its embedded store (no Redis): counters in memory, SQLite.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc]
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc] [--interval 1000] [--keep <file>]
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
@@ -42,6 +44,8 @@ const { values } = parseArgs({
     'no-limits': { type: 'boolean', default: false },
     embedded: { type: 'boolean', default: false },
     concurrency: { type: 'string', default: '8' },
+    keep: { type: 'string' },
+    interval: { type: 'string', default: '1000' },
   },
 })
 const ROOT = resolve(values.root)
@@ -281,7 +285,7 @@ const gw = await startTollgate({
     '--max-semi-space-size=8',
     ...(values.alloc
       ? ['--import', join(import.meta.dirname, 'alloc-sampler.ts')]
-      : ['--cpu-prof', '--cpu-prof-dir', profDir]),
+      : ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-interval', values.interval]),
   ],
   env: {
     ...(redis === undefined ? {} : { REDIS_URL: redis.url }),
@@ -342,6 +346,7 @@ if (values.alloc) {
   const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
   if (file === undefined) throw new Error('the gateway wrote no profile')
   const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as Profile
+  if (values.keep !== undefined) writeFileSync(values.keep, JSON.stringify({ from, to, profile }))
   console.log(summarise(profile, from, to, Number(values.top)))
   console.log(`\n${byFile(profile, from, to, Number(values.top))}`)
   if (values.callers !== undefined)

@@ -48,6 +48,8 @@ export function createOpenAIBackend(
         agent,
         selfHandleResponse: true,
         ignorePath: true,
+        // With ignorePath the client's path is dropped; toProxy only spares http-proxy-3 parsing it into a URL first.
+        toProxy: true,
         changeOrigin: true,
         // Armed only while a fresh socket connects; a reused keep-alive socket is not timed.
         connectTimeout: config.connectTimeoutMs,

@@ -46,10 +46,9 @@ export function withRateLimitEvents(
   // Everything else is the limiter's own (its methods are plain closures): only admit() listens.
   return {
     ...limiter,
-    async admit(request) {
-      try {
-        return await limiter.admit(request)
-      } catch (error) {
+    // The admission's own promise when it admits: only a refusal has anything to say here.
+    admit(request) {
+      return limiter.admit(request).catch((error: unknown) => {
         if (
           error instanceof GatewayError &&
           (error.errorName === 'rate_limit_requests' || error.errorName === 'rate_limit_tokens') &&
@@ -70,7 +69,7 @@ export function withRateLimitEvents(
             )
         }
         throw error
-      }
+      })
     },
   }
 }

@@ -4,7 +4,7 @@
 // while Redis is unreachable (the insurance limiter). Check-and-consume over several
 // dimensions is made atomic by running the admissions of one (key, model) one at a time.
 import { RateLimiterMemory } from 'rate-limiter-flexible'
-import type { CounterState, Dimension, DimensionName } from './dimensions.ts'
+import type { Charge, CounterState, Dimension, DimensionName } from './dimensions.ts'
 import { fits } from './dimensions.ts'
 import {
   budgetFits,
@@ -16,7 +16,15 @@ import {
   type BudgetSettle,
   type BudgetState,
 } from './budget-charges.ts'
-import { counterCode, DIMENSION_CODE, HELD_CODE, sameWindow, type Counters, type Subject } from './counters.ts'
+import {
+  counterCode,
+  DIMENSION_CODE,
+  HELD_CODE,
+  sameWindow,
+  type AdmitResult,
+  type Counters,
+  type Subject,
+} from './counters.ts'
 import { interactiveOf, pooled, withInteractive } from './pools.ts'
 import { MemoryHolds } from './holds.ts'
 import type { OnceCharge } from './port.ts'
@@ -103,6 +111,11 @@ class BudgetCells {
 class KeyedQueue {
   readonly #tails = new Map<string, Promise<void>>()
 
+  /** No task of `key` is running or waiting: a synchronous step now runs as the queue would run it. */
+  idle(key: string): boolean {
+    return !this.#tails.has(key)
+  }
+
   async run<T>(key: string, task: () => Promise<T>): Promise<T> {
     const previous = this.#tails.get(key) ?? Promise.resolve()
     let release = (): void => {}
@@ -123,11 +136,33 @@ class KeyedQueue {
 
 const SEPARATOR = '\u0000'
 
+/** rate-limiter-flexible's storage under its RateLimiterMemory, whose methods do this synchronously and wrap each result in a promise. */
+interface SyncStorage {
+  get(key: string): LibraryState | null
+  incrby(key: string, value: number, durationSec: number): LibraryState
+}
+
+/**
+ * The storage of a RateLimiterMemory, read and written synchronously: an admission on the
+ * embedded store is then one step of the event loop, with no promise per counter. It is the
+ * library's internal member; a release that renames it fails here, at boot, not on a call.
+ */
+function storageOf(limiter: RateLimiterMemory): SyncStorage {
+  const storage = (limiter as unknown as { _memoryStorage?: Partial<SyncStorage> })._memoryStorage
+  if (typeof storage?.get !== 'function' || typeof storage.incrby !== 'function')
+    throw new Error("rate-limiter-flexible's RateLimiterMemory no longer keeps a _memoryStorage with get and incrby")
+  return storage as SyncStorage
+}
+
 /** `journal`: told every settle's outcome, to keep it durably (embedded mode: budget-ledger.ts). */
 export function memoryCounters(windowMs: number, journal?: BudgetJournal): MemoryCounters {
   // Points are checked by fits(), not by the library: limits differ per key and model.
   const windowed = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: windowMs / 1000 })
   const lifetime = new RateLimiterMemory({ keyPrefix: '', points: Number.MAX_SAFE_INTEGER, duration: 0 })
+  // With keyPrefix '' the library's key is the counter's own (getKey), so the storage is keyed alike.
+  const windowedNow = storageOf(windowed)
+  const windowS = windowMs / 1000
+  const lifetimeNow = storageOf(lifetime)
   const queue = new KeyedQueue()
   const subjectKey = (s: Subject): string => `${s.keyId}${SEPARATOR}${s.model}`
   // A batch line's windowed counters are its pool's (pools.ts); the subject's queue is the key's, both pools' admissions in one line.
@@ -237,40 +272,64 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
     if (d.windowed) return pooled(s, d) ? withInteractive(mine, await own(interactiveOf(s), d)) : mine
     return { used: mine.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
   }
+  /** read(), synchronously (the library's get() is its storage's, in a promise). */
+  const readNow = (s: Subject, d: Dimension): CounterState => {
+    const ownNow = (of: Subject): CounterState =>
+      stateOf(d, (d.windowed ? windowedNow : lifetimeNow).get(counterKey(of, d.name)), Date.now())
+    const mine = ownNow(s)
+    if (d.windowed) return pooled(s, d) ? withInteractive(mine, ownNow(interactiveOf(s))) : mine
+    return { used: mine.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
+  }
+
+  /**
+   * Check-and-consume over every dimension, in one synchronous step: no other admission or
+   * settle of anyone runs in between. The library's penalty() is its storage's incrby() over
+   * the limiter's duration, which opens a window when none is.
+   */
+  function admitNow(
+    subject: Subject,
+    charges: readonly Charge[],
+    budgetCharges: readonly BudgetCharge[],
+    hold: string,
+  ): AdmitResult {
+    const before = charges.map((c) => readNow(subject, c))
+    const now = Date.now()
+    const found = budgetCharges.map((b) => budgets.state(b, now))
+    const admitted =
+      charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
+      budgetCharges.every((b, j) => budgetFits(b, found[j] ?? EMPTY_BUDGET))
+    if (!admitted) return { admitted: false, states: before, budgets: found }
+    const after_budgets = budgetCharges.map((b, j): BudgetState => {
+      const state = found[j] ?? EMPTY_BUDGET
+      if (b.cost <= 0) return state
+      return { spent: state.spent, held: budgets.held.hold(b.counter, b.hold, b.cost) }
+    })
+    const after = charges.map((c, i): CounterState => {
+      if (c.windowed) {
+        const mine = stateOf(c, windowedNow.incrby(counterKey(subject, c.name), c.cost, windowS), Date.now())
+        // A batch line's: with the interactive use it was admitted beside (unchanged meanwhile: one step).
+        return pooled(subject, c) ? { ...mine, used: (before[i]?.used ?? 0) + c.cost } : mine
+      }
+      if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
+      return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
+    })
+    return { admitted: true, states: after, budgets: after_budgets }
+  }
 
   return {
     kind: 'memory',
     admit(subject, charges, budgetCharges = [], hold = '') {
       if (subject.owner !== undefined && subject.owner !== subject.keyId && charges.some((c) => !c.windowed))
         owners.set(subjectKey(subject), subject.owner)
-      return queue.run(subjectKey(subject), async () => {
-        const before = await Promise.all(charges.map((c) => read(subject, c)))
-        // From here to the budgets' consumption nothing awaits: no other admission runs in between.
-        const now = Date.now()
-        const found = budgetCharges.map((b) => budgets.state(b, now))
-        const admitted =
-          charges.every((c, i) => fits(c, before[i]?.used ?? 0)) &&
-          budgetCharges.every((b, j) => budgetFits(b, found[j] ?? EMPTY_BUDGET))
-        if (!admitted) return { admitted: false, states: before, budgets: found }
-        const after_budgets = budgetCharges.map((b, j): BudgetState => {
-          const state = found[j] ?? EMPTY_BUDGET
-          if (b.cost <= 0) return state
-          return { spent: state.spent, held: budgets.held.hold(b.counter, b.hold, b.cost) }
-        })
-        const after = await Promise.all(
-          charges.map(async (c, i) => {
-            // penalty() is the library's unconditional increment; it opens a window when none is.
-            if (c.windowed) {
-              const mine = stateOf(c, await windowed.penalty(counterKey(subject, c.name), c.cost), Date.now())
-              // A batch line's: with the interactive use it was admitted beside (unchanged meanwhile: one queue).
-              return pooled(subject, c) ? { ...mine, used: (before[i]?.used ?? 0) + c.cost } : mine
-            }
-            if (c.cost > 0) quotaHolds.hold(heldKey(subject), hold, c.cost)
-            return { used: (before[i]?.used ?? 0) + c.cost, resetMs: 0, expiresAt: 0 }
-          }),
-        )
-        return { admitted: true, states: after, budgets: after_budgets }
-      })
+      const key = subjectKey(subject)
+      // A settle of this (key, model) in flight awaits between its steps: the admission waits its turn.
+      // Otherwise it runs now, in one step, where the queue would have run it a few microtasks later.
+      if (!queue.idle(key)) return queue.run(key, async () => admitNow(subject, charges, budgetCharges, hold))
+      try {
+        return Promise.resolve(admitNow(subject, charges, budgetCharges, hold))
+      } catch (err) {
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)))
+      }
     },
     settle(subject, adjustments, budgetSettles = [], once) {
       return queue.run(subjectKey(subject), async () => {

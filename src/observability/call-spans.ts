@@ -64,13 +64,19 @@ export function endCallSpan(span: Span, call: CallSummary): void {
   span.end()
 }
 
-/** The admission step: how long it took (a /queue call's wait in line) and what it decided. */
-export async function traceAdmission(
+/**
+ * The admission step: how long it took (a /queue call's wait in line) and what it decided.
+ * Not recording, the admission's own promise, with no async frame of its own around it.
+ */
+export function traceAdmission(
   span: Span | undefined,
   body: RequestBody,
   admit: () => Promise<Admission>,
 ): Promise<Admission> {
-  if (span?.recording !== true) return admit()
+  return span?.recording === true ? tracedAdmission(span, body, admit) : admit()
+}
+
+async function tracedAdmission(span: Span, body: RequestBody, admit: () => Promise<Admission>): Promise<Admission> {
   if (span.captureContent && body.kind === 'json') span.set(promptAttributes(body.value))
   const step = span.child('admission', 'internal')
   const started = performance.now()

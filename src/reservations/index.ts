@@ -76,29 +76,35 @@ export function withLearnedReservations(
     return made
   }
 
+  async function admitUncapped(
+    request: AdmissionRequest,
+    uncapped: NonNullable<AdmissionRequest['uncapped']>,
+  ): Promise<Admission> {
+    const admission = await limiter.admit(await prepared(request, true))
+    const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
+    if (settings.mode !== 'learned') return admission
+    let settled = false
+    const observed: Admission = {
+      headers: admission.headers,
+      async settle(usage, how) {
+        if (settled) return
+        settled = true
+        // A call no upstream served, or one that reported no output, says nothing about lengths.
+        if (how?.withdrawn !== true && usage.outputTokens > 0) {
+          reservations.observe(request, settings, usage.outputTokens / Math.max(uncapped.replies, 1))
+        }
+        await admission.settle(usage, how)
+      },
+    }
+    return observed
+  }
+
   const check = limiter.check?.bind(limiter)
   return {
     ...limiter,
-    async admit(request) {
-      const admission = await limiter.admit(await prepared(request, true))
-      const uncapped = request.uncapped
-      if (uncapped === undefined) return admission
-      const settings = settingsOf(plans().tiers[request.tier]?.outputReservation)
-      if (settings.mode !== 'learned') return admission
-      let settled = false
-      const observed: Admission = {
-        headers: admission.headers,
-        async settle(usage, how) {
-          if (settled) return
-          settled = true
-          // A call no upstream served, or one that reported no output, says nothing about lengths.
-          if (how?.withdrawn !== true && usage.outputTokens > 0) {
-            reservations.observe(request, settings, usage.outputTokens / Math.max(uncapped.replies, 1))
-          }
-          await admission.settle(usage, how)
-        },
-      }
-      return observed
+    admit(request) {
+      // A call with an output cap reserves it: nothing to look up, nothing to observe.
+      return request.uncapped === undefined ? limiter.admit(request) : admitUncapped(request, request.uncapped)
     },
     ...(check === undefined ? {} : { check: async (request: AdmissionRequest) => check(await prepared(request)) }),
     asReserved: (request) => prepared(request),

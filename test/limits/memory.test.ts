@@ -56,6 +56,31 @@ t.test('memory: usage that is not a count is read as zero', async (t) => {
   t.equal(headers['x-ratelimit-remaining-tokens'], '1000', 'the reservation is given back, nothing negative is charged')
 })
 
+t.test(
+  'memory: an admission asked while a settle of the same key is still running sees what it gave back',
+  async (t) => {
+    const limiter = createLimiter({ log: captureLog().log })
+    t.teardown(() => limiter.close())
+    const request = {
+      keyId: 'k3',
+      tier: 'Basic',
+      model: 'm',
+      limits: { tpm: 100 },
+      estimate: { inputTokens: 60, outputTokens: 0 },
+    }
+    const first = await limiter.admit(request)
+    // Not awaited: the settle gives back 50 of the 60 held, and the next admission of the key waits for it.
+    const settling = first.settle({ inputTokens: 10, outputTokens: 0 })
+    const second = await limiter.admit({ ...request, estimate: { inputTokens: 80, outputTokens: 0 } })
+    await settling
+    t.equal(
+      second.headers['x-ratelimit-remaining-tokens'],
+      '10',
+      '10 used and 80 held of 100: admitted after the settle',
+    )
+  },
+)
+
 t.test('memory: counters, the quota above all, survive a restart through the snapshot file', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-limits-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))

@@ -1,18 +1,19 @@
 // What a streamed chunk costs the gateway's CPU, over what it costs a bare http-proxy-3 hop.
 // An upstream (bench/compare/chunk-upstream.ts) sends each event of a stream as a write of
-// its own, one per stream every millisecond, so each event is one read and one write on the
-// path in front of it. Each path gets bursts of short streams (SHORT content chunks) and of
+// its own, one per stream every --tick-ms (5), so each event is one read and one write on the
+// path in front of it (the reads and writes per chunk are shown: on a loaded machine a path
+// that falls behind reads two events at once, and its figure per chunk is then lower). Each path gets bursts of short streams (SHORT content chunks) and of
 // long ones (LONG): the CPU per chunk is the slope, (long − short) ÷ (LONG − SHORT), which
 // leaves out what a call costs once (auth, admission, settlement, the log line).
 //
 // Paths: the bare hop (bench/compare/bare-hop.ts); Tollgate on Redis with all five limits
 // (production flags, no request log lines, as bench/floor.ts runs it); with --before <checkout>
-// a second Tollgate from that checkout, beside it. Their order turns round every round, so the
+// a Tollgate from that checkout beside it (the option may be given more than once). Their order turns round every round, so the
 // machine's load drifts over all alike. CPU is each process's user + system time from
 // /proc/<pid>/task/*/schedstat (nanoseconds, not 10 ms ticks); the first round is a warm-up,
 // the median of the rest is shown.
 //
-//   node bench/chunk-cpu.ts [--rounds 8] [--streams 64] [--concurrency 16] [--before <checkout>]
+//   node bench/chunk-cpu.ts [--rounds 8] [--streams 64] [--concurrency 32] [--tick-ms 5] [--before <checkout>]
 import { readdirSync, readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { resolve } from 'node:path'
@@ -20,14 +21,15 @@ import { parseArgs } from 'node:util'
 import { startTollgate, type RunningTollgate } from '../test/helpers/gateway.ts'
 import { startPrivateRedis } from '../test/limits/helpers.ts'
 import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, startChild } from './compare.ts'
-import { fmt, LIMITS_OFF_AND_ON } from './proxy-rig.ts'
+import { fmt, LIMITS_OFF_AND_ON, syscallsOf } from './proxy-rig.ts'
 
 const { values } = parseArgs({
   options: {
     rounds: { type: 'string', default: '8' },
     streams: { type: 'string', default: '64' },
-    concurrency: { type: 'string', default: '16' },
-    before: { type: 'string' },
+    concurrency: { type: 'string', default: '32' },
+    before: { type: 'string', multiple: true },
+    'tick-ms': { type: 'string', default: '5' },
   },
 })
 const ROUNDS = Number(values.rounds)
@@ -77,16 +79,28 @@ async function oneStream(target: Target, tokens: number): Promise<void> {
     throw new Error(`${target.label}: a stream of ${tokens} chunks came back ${res.status}, incomplete`)
 }
 
-/** CPU ms per stream of the target's process over one burst of streams of `tokens` chunks. */
-async function burst(target: Target, tokens: number): Promise<number> {
+interface Cost {
+  readonly cpuMs: number
+  readonly reads: number
+  readonly writes: number
+}
+
+/** CPU ms and read and write system calls per stream of the target's process over one burst of streams of `tokens` chunks. */
+async function burst(target: Target, tokens: number): Promise<Cost> {
   const before = cpuMsOf(target.pid)
+  const calls = syscallsOf(target.pid)
   let left = STREAMS
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (left-- > 0) await oneStream(target, tokens)
     }),
   )
-  return (cpuMsOf(target.pid) - before) / STREAMS
+  const after = syscallsOf(target.pid)
+  return {
+    cpuMs: (cpuMsOf(target.pid) - before) / STREAMS,
+    reads: (after.reads - calls.reads) / STREAMS,
+    writes: (after.writes - calls.writes) / STREAMS,
+  }
 }
 
 function gateway(root: string, redisUrl: string, prefix: string): Promise<RunningTollgate> {
@@ -106,7 +120,7 @@ function gateway(root: string, redisUrl: string, prefix: string): Promise<Runnin
 }
 
 const redis = await startPrivateRedis()
-const upstream = await startChild('chunk-upstream.ts', [])
+const upstream = await startChild('chunk-upstream.ts', ['--tick-ms', values['tick-ms']])
 const hop = await startChild('bare-hop.ts', [upstream.url])
 const gateways: RunningTollgate[] = []
 try {
@@ -121,11 +135,11 @@ try {
       key: (await gw.createKey({ tier: 'On' })).key,
     },
   ]
-  if (values.before !== undefined) {
-    const other = await gateway(resolve(values.before), redis.url, 'chunks-before:')
+  for (const [i, root] of (values.before ?? []).entries()) {
+    const other = await gateway(resolve(root), redis.url, `chunks-before-${i}:`)
     gateways.push(other)
     targets.push({
-      label: `Tollgate (before: ${values.before}), Redis, limits on`,
+      label: `Tollgate (before: ${root}), Redis, limits on`,
       url: `${other.url}/v2/chat/completions`,
       pid: other.child.pid ?? 0,
       key: (await other.createKey({ tier: 'On' })).key,
@@ -134,14 +148,23 @@ try {
   const load = loadavg()
     .map((n) => n.toFixed(2))
     .join(', ')
-  const samples = new Map<Target, Array<{ call: number; chunk: number }>>(targets.map((t) => [t, []]))
+  const samples = new Map<Target, Array<{ call: number; chunk: number; reads: number; writes: number }>>(
+    targets.map((t) => [t, []]),
+  )
   for (let round = 0; round <= ROUNDS; round++) {
     const order = round % 2 === 0 ? targets : [...targets].reverse()
     for (const target of order) {
       const short = await burst(target, SHORT)
       const long = await burst(target, LONG)
-      const chunk = (long - short) / (LONG - SHORT)
-      if (round > 0) samples.get(target)?.push({ call: short - SHORT * chunk, chunk })
+      const per = (of: (c: Cost) => number): number => (of(long) - of(short)) / (LONG - SHORT)
+      const chunk = per((c) => c.cpuMs)
+      if (round > 0)
+        samples.get(target)?.push({
+          call: short.cpuMs - SHORT * chunk,
+          chunk,
+          reads: per((c) => c.reads),
+          writes: per((c) => c.writes),
+        })
     }
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
@@ -149,14 +172,15 @@ try {
   process.stdout.write(
     `${STREAMS} streams a burst from ${CONCURRENCY} clients, of ${SHORT} and of ${LONG} content chunks, ` +
       `${ROUNDS} rounds after a warm-up; medians. Load average at the start: ${load}.\n\n` +
-      '| Path | CPU µs per chunk | ÷ hop | added over the hop, µs per chunk | CPU ms per stream, less its chunks |\n|---|---|---|---|---|\n',
+      '| Path | CPU µs per chunk | ÷ hop | added over the hop, µs per chunk | CPU ms per stream, less its chunks | reads / writes per chunk |\n|---|---|---|---|---|---|\n',
   )
   for (const target of targets) {
     const rows = samples.get(target) ?? []
     const chunk = median(rows.map((s) => s.chunk))
     const call = median(rows.map((s) => s.call))
+    const io = `${fmt(median(rows.map((s) => s.reads)), 2)} / ${fmt(median(rows.map((s) => s.writes)), 2)}`
     process.stdout.write(
-      `| ${target.label} | ${fmt(chunk * 1000, 1)} | ${fmt(chunk / hopChunk, 2)} | ${target === targets[0] ? '–' : fmt((chunk - hopChunk) * 1000, 1)} | ${fmt(call, 3)} |\n`,
+      `| ${target.label} | ${fmt(chunk * 1000, 1)} | ${fmt(chunk / hopChunk, 2)} | ${target === targets[0] ? '–' : fmt((chunk - hopChunk) * 1000, 1)} | ${fmt(call, 3)} | ${io} |\n`,
     )
   }
 } finally {

@@ -12,6 +12,7 @@
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { isJsonType, mediaType } from '../http/media-type.ts'
+import { isJsonObject } from '../json.ts'
 import { statusWithReason } from '../http/status.ts'
 import { countTextTokens } from '../tokenizer/tokens.ts'
 import { ClientSink } from './client-sink.ts'
@@ -118,6 +119,11 @@ interface Tapped {
 }
 
 const NONE: Tapped = { usage: NO_USAGE, usageSource: 'none' }
+
+/** Whether withoutNullUsage would drop a member of `data`. */
+function hasNullUsage(data: unknown): boolean {
+  return isJsonObject(data) && data.usage === null && 'usage' in data
+}
 
 /** How an event whose last member is `usage: null` ends, as JSON.stringify writes it. */
 const NULL_USAGE_TAIL = ',"usage":null}'
@@ -496,19 +502,23 @@ async function relaySse(
         if (isStreamChunk(renamed)) lastChunk = renamed
         // Upstreams put "usage": null on every chunk once usage is asked for; the client
         // did not ask, so it sees the stream it would have got without the gateway.
+        const prefix = event.event === undefined ? '' : `event: ${event.event}\n`
+        // The usual case, on every chunk: only that null goes, and it is the last member of
+        // a one-line event. Cut it from the upstream's own text, without copying the event
+        // (withoutNullUsage) or serialising it again.
+        if (
+          !options.clientWantsUsage &&
+          renamed === data &&
+          hasNullUsage(data) &&
+          event.data.endsWith(NULL_USAGE_TAIL) &&
+          !event.data.includes('\n')
+        ) {
+          out += pass(`${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`, eventText)
+          continue
+        }
         const shown = options.clientWantsUsage ? renamed : withoutNullUsage(renamed)
         if (shown !== data) {
-          const prefix = event.event === undefined ? '' : `event: ${event.event}\n`
-          // The usual case, on every chunk: only that null went, and it was the last member
-          // of a one-line event. Cut it from the upstream's own text instead of
-          // serialising the whole event again.
-          const cut = renamed === data && event.data.endsWith(NULL_USAGE_TAIL) && !event.data.includes('\n')
-          out += pass(
-            cut
-              ? `${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`
-              : `${prefix}data: ${JSON.stringify(shown)}\n\n`,
-            eventText,
-          )
+          out += pass(`${prefix}data: ${JSON.stringify(shown)}\n\n`, eventText)
           continue
         }
       }

@@ -21,8 +21,10 @@
 //
 // --no-limits gives the tier no limits: the path without the limiter's admission and settle.
 // --embedded runs the gateway on its embedded store (no Redis): counters in memory, SQLite.
+// --stream sends streams of 136 content chunks instead (each event its own write upstream:
+// bench/compare/chunk-upstream.ts, implies --upstream): where a streamed chunk's CPU goes.
 //
-//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--concurrency 8] [--callers writev [--depth 9]] [--alloc] [--interval 1000] [--keep <file>]
+//   node bench/cpu-profile.ts [--root <checkout>] [--requests 6000] [--top 10] [--upstream] [--no-limits] [--embedded] [--stream] [--concurrency 8] [--callers writev [--depth 9]] [--alloc] [--interval 1000] [--keep <file>]
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir, loadavg } from 'node:os'
 import { join, relative, resolve } from 'node:path'
@@ -46,8 +48,10 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     keep: { type: 'string' },
     interval: { type: 'string', default: '1000' },
+    stream: { type: 'boolean', default: false },
   },
 })
+if (values.stream) values.upstream = true
 const ROOT = resolve(values.root)
 const HIGH = 1_000_000_000
 const MODEL = values.upstream ? 'bench-chat' : 'Mistral-Small-24B-Instruct-2501'
@@ -69,7 +73,8 @@ async function load(url: string, key: string, requests: number): Promise<void> {
   const body = JSON.stringify({
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in five words.' }],
-    max_tokens: 5,
+    max_tokens: values.stream ? 136 : 5,
+    ...(values.stream ? { stream: true } : {}),
   })
   let left = requests
   await Promise.all(
@@ -276,7 +281,9 @@ async function toggleSampler(
 }
 
 const redis = values.embedded ? undefined : await startPrivateRedis()
-const upstream = values.upstream ? await startChild('fast-upstream.ts', []) : undefined
+const upstream = values.upstream
+  ? await startChild(values.stream ? 'chunk-upstream.ts' : 'fast-upstream.ts', [])
+  : undefined
 const profDir = mkdtempSync(join(tmpdir(), 'tollgate-cpu-prof-'))
 const allocFile = join(profDir, 'alloc.heapprofile')
 const gw = await startTollgate({
@@ -319,7 +326,7 @@ let to: number
 let commands = 'none (embedded store)'
 try {
   const { key } = await gw.createKey({ tier: 'On' })
-  await load(gw.url, key, 500) // warm-up: the mock's tokenizer, the JIT
+  await load(gw.url, key, values.stream ? 50 : 500) // warm-up: the mock's tokenizer, the JIT
   if (redis !== undefined) await redisCli(redis.url, 'CONFIG', 'RESETSTAT')
   if (values.alloc) await toggleSampler(gw, 'on')
   from = nowUs()
@@ -334,7 +341,7 @@ try {
   await upstream?.stop()
 }
 console.log(
-  `checkout: ${ROOT}; ${values.requests} JSON chat calls, ${redis === undefined ? 'embedded store' : 'Redis'}, limits ${values['no-limits'] ? 'off' : 'on'}, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
+  `checkout: ${ROOT}; ${values.requests} ${values.stream ? 'streamed (136 chunks)' : 'JSON'} chat calls, ${redis === undefined ? 'embedded store' : 'Redis'}, limits ${values['no-limits'] ? 'off' : 'on'}, ${upstream === undefined ? 'mock backend' : 'fast upstream'}; load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(', ')}`,
 )

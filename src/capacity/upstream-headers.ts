@@ -168,18 +168,32 @@ export function retryAfterAt(headers: HeaderBag, now: number): number | null {
 }
 
 /** The header names of one dimension's triple, by part. */
-type Names = (part: 'limit' | 'remaining' | 'reset') => string
-const openAINames =
-  (suffix: string): Names =>
-  (part) =>
-    `x-ratelimit-${part}-${suffix}`
-const anthropicNames =
-  (dimension: string): Names =>
-  (part) =>
-    `anthropic-ratelimit-${dimension}-${part}`
+interface Names {
+  readonly limit: string
+  readonly remaining: string
+  readonly reset: string
+}
+const namesOf = (name: (part: keyof Names) => string): Names => ({
+  limit: name('limit'),
+  remaining: name('remaining'),
+  reset: name('reset'),
+})
+/** Built once, not per response: every response is read for them. */
+const NAMES = {
+  openAI: {
+    requests: namesOf((part) => `x-ratelimit-${part}-requests`),
+    tokens: namesOf((part) => `x-ratelimit-${part}-tokens`),
+  },
+  anthropic: {
+    requests: namesOf((part) => `anthropic-ratelimit-requests-${part}`),
+    tokens: namesOf((part) => `anthropic-ratelimit-tokens-${part}`),
+  },
+} as const
 
 /** Anthropic's input and output token quotas, read when it does not send the tokens-* triple. */
-const ANTHROPIC_TOKEN_PARTS = ['input-tokens', 'output-tokens'].map(anthropicNames)
+const ANTHROPIC_TOKEN_PARTS = ['input-tokens', 'output-tokens'].map((dimension) =>
+  namesOf((part) => `anthropic-ratelimit-${dimension}-${part}`),
+)
 
 function dimension(
   headers: HeaderBag,
@@ -187,9 +201,9 @@ function dimension(
   now: number,
   maxResetMs: number,
 ): DimensionObservation | null {
-  const own = triple(headers, openAINames(suffix), now, maxResetMs)
+  const own = triple(headers, NAMES.openAI[suffix], now, maxResetMs)
   if (own !== null) return own
-  const anthropic = triple(headers, anthropicNames(suffix), now, maxResetMs)
+  const anthropic = triple(headers, NAMES.anthropic[suffix], now, maxResetMs)
   // Anthropic's tokens-* is "the most restrictive limit currently in effect"; without it, of
   // its input and output quotas the one with least left of its whole is the one that binds.
   if (anthropic !== null || suffix === 'requests') return anthropic
@@ -213,9 +227,9 @@ function share(d: DimensionObservation): number {
 }
 
 function triple(headers: HeaderBag, names: Names, now: number, maxResetMs: number): DimensionObservation | null {
-  const limit = decimal(single(headers, names('limit')))
-  let remaining = decimal(single(headers, names('remaining')))
-  const reset = resetAt(single(headers, names('reset')), now, maxResetMs)
+  const limit = decimal(single(headers, names.limit))
+  let remaining = decimal(single(headers, names.remaining))
+  const reset = resetAt(single(headers, names.reset), now, maxResetMs)
   if (limit === null && remaining === null && reset === null) return null
   // More left than the whole quota: believe the quota.
   if (limit !== null && remaining !== null && remaining > limit) remaining = limit

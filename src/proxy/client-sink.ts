@@ -44,10 +44,18 @@ export class ClientSink {
 
   /** Writes and waits for the client to drain; returns at once when the client is gone. */
   async write(chunk: Buffer | string): Promise<void> {
-    if (this.#aborted || chunk.length === 0) return
+    await this.send(chunk)
+  }
+
+  /**
+   * write(), with a promise only when there is something to wait for (the client is behind):
+   * for a stream's chunks, most of which the client takes at once.
+   */
+  send(chunk: Buffer | string): Promise<void> | undefined {
+    if (this.#aborted || chunk.length === 0) return undefined
     this.#count(chunk)
-    if (this.#res.write(chunk)) return
-    await new Promise<void>((resolve) => {
+    if (this.#res.write(chunk)) return undefined
+    return new Promise<void>((resolve) => {
       const stall = this.#idleReaderMs === undefined ? undefined : setTimeout(this.#stall, this.#idleReaderMs)
       const done = (): void => {
         clearTimeout(stall)

@@ -12,6 +12,7 @@
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { isJsonType, mediaType } from '../http/media-type.ts'
+import { isJsonObject } from '../json.ts'
 import { statusWithReason } from '../http/status.ts'
 import { countTextTokens } from '../tokenizer/tokens.ts'
 import { ClientSink } from './client-sink.ts'
@@ -19,7 +20,7 @@ import type { ReplySink } from './reply-sink.ts'
 import { withErrorDetail } from './error-detail.ts'
 import { asShown } from './public-model.ts'
 import { copyUpstreamHeaders } from './response-headers.ts'
-import { SseParser } from './sse.ts'
+import { SseParser, type SseEvent } from './sse.ts'
 import { scanReply, TailWindow, usageInTail } from './reply-scan.ts'
 import {
   bodyText,
@@ -118,6 +119,11 @@ interface Tapped {
 }
 
 const NONE: Tapped = { usage: NO_USAGE, usageSource: 'none' }
+
+/** Whether withoutNullUsage would drop a member of `data`. */
+function hasNullUsage(data: unknown): boolean {
+  return isJsonObject(data) && data.usage === null && 'usage' in data
+}
 
 /** How an event whose last member is `usage: null` ends, as JSON.stringify writes it. */
 const NULL_USAGE_TAIL = ',"usage":null}'
@@ -427,7 +433,6 @@ async function relaySse(
     trailed = true
     return `data: ${JSON.stringify(usageChunk(lastChunk, usage.usage))}\n\n`
   }
-  /** Writes the events on; `[DONE]`, the stream's last bytes, goes out only after the commit. */
   const { gate } = options
   /** The error a gate ended the stream with; nothing more is written. */
   let gated: GatewayError | undefined
@@ -456,13 +461,82 @@ async function relaySse(
     gated = out
     return ''
   }
-  const forward = async (events: ReturnType<SseParser['push']>): Promise<void> => {
-    let out = ''
+  /** What an event other than `[DONE]` adds to the client's bytes, tallied on the way ('' for one it must not see). */
+  const shownOf = (event: SseEvent): string => {
+    if (event.data === undefined) return pass(event.raw, '')
+    let data: unknown
+    try {
+      data = JSON.parse(event.data)
+    } catch {
+      data = undefined
+    }
+    options.observe?.(data)
+    const reading = readEvent(data)
+    if (reading.usage !== undefined) reported = reading.usage
+    if (reading.text.length > 0) text.push(reading.text)
+    const eventText = reading.text
+    onlyErrors = (onlyErrors ?? true) && reading.error
+    // The gateway asked for this chunk for itself; a client that did not ask would
+    // trip over a chunk with no choices.
+    if (reading.usageOnly && !options.clientWantsUsage) return ''
+    const renamed = asShown(data, options.publicModel, options.serviceTier)
+    if (isStreamChunk(renamed)) lastChunk = renamed
+    // Upstreams put "usage": null on every chunk once usage is asked for; the client
+    // did not ask, so it sees the stream it would have got without the gateway.
+    const prefix = event.event === undefined ? '' : `event: ${event.event}\n`
+    // The usual case, on every chunk: only that null goes, and it is the last member of
+    // a one-line event. Cut it from the upstream's own text, without copying the event
+    // (withoutNullUsage) or serialising it again.
+    if (
+      !options.clientWantsUsage &&
+      renamed === data &&
+      hasNullUsage(data) &&
+      event.data.endsWith(NULL_USAGE_TAIL) &&
+      !event.data.includes('\n')
+    ) {
+      return pass(`${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`, eventText)
+    }
+    const shown = options.clientWantsUsage ? renamed : withoutNullUsage(renamed)
+    if (shown !== data) return pass(`${prefix}data: ${JSON.stringify(shown)}\n\n`, eventText)
+    return pass(event.raw, eventText)
+  }
+  /**
+   * Writes the events on. Without a promise when there is nothing to wait for (no `[DONE]`
+   * among them, the client keeps up): the usual stream chunk costs no promise and no turn
+   * of the microtask queue of its own.
+   */
+  const forward = (events: readonly SseEvent[]): Promise<void> | undefined => {
     const from = text.length
-    for (const event of events) {
+    let out = ''
+    for (let i = 0; i < events.length; i++) {
       if (gated !== undefined) break
-      let eventText = ''
-      if (event.data === '[DONE]' && gate !== undefined) {
+      const event = events[i] as SseEvent
+      if (event.data === '[DONE]') return forwardFromDone(events, i, out, from)
+      out += shownOf(event)
+    }
+    const written = out.length > 0 ? sink.send(out) : undefined
+    if (written === undefined) {
+      tell(from)
+      return undefined
+    }
+    return written.then(() => tell(from))
+  }
+  /** forward() from a `[DONE]` on: `[DONE]`, the stream's last bytes, goes out only after the commit. */
+  const forwardFromDone = async (
+    events: readonly SseEvent[],
+    start: number,
+    written: string,
+    from: number,
+  ): Promise<void> => {
+    let out = written
+    for (let i = start; i < events.length; i++) {
+      if (gated !== undefined) break
+      const event = events[i] as SseEvent
+      if (event.data !== '[DONE]') {
+        out += shownOf(event)
+        continue
+      }
+      if (gate !== undefined) {
         const rest = gate.end()
         if (typeof rest !== 'string') {
           gated = rest
@@ -470,49 +544,12 @@ async function relaySse(
         }
         out += rest
       }
-      if (event.data === '[DONE]') {
-        const usage = await tapped()
-        out += usageTrailer(usage)
-        if (out.length > 0) await sink.write(out)
-        out = ''
-        await commit(options, usage.usage)
-      } else if (event.data !== undefined) {
-        let data: unknown
-        try {
-          data = JSON.parse(event.data)
-        } catch {
-          data = undefined
-        }
-        options.observe?.(data)
-        const reading = readEvent(data)
-        if (reading.usage !== undefined) reported = reading.usage
-        if (reading.text.length > 0) text.push(reading.text)
-        eventText = reading.text
-        onlyErrors = (onlyErrors ?? true) && reading.error
-        // The gateway asked for this chunk for itself; a client that did not ask would
-        // trip over a chunk with no choices.
-        if (reading.usageOnly && !options.clientWantsUsage) continue
-        const renamed = asShown(data, options.publicModel, options.serviceTier)
-        if (isStreamChunk(renamed)) lastChunk = renamed
-        // Upstreams put "usage": null on every chunk once usage is asked for; the client
-        // did not ask, so it sees the stream it would have got without the gateway.
-        const shown = options.clientWantsUsage ? renamed : withoutNullUsage(renamed)
-        if (shown !== data) {
-          const prefix = event.event === undefined ? '' : `event: ${event.event}\n`
-          // The usual case, on every chunk: only that null went, and it was the last member
-          // of a one-line event. Cut it from the upstream's own text instead of
-          // serialising the whole event again.
-          const cut = renamed === data && event.data.endsWith(NULL_USAGE_TAIL) && !event.data.includes('\n')
-          out += pass(
-            cut
-              ? `${prefix}data: ${event.data.slice(0, -NULL_USAGE_TAIL.length)}}\n\n`
-              : `${prefix}data: ${JSON.stringify(shown)}\n\n`,
-            eventText,
-          )
-          continue
-        }
-      }
-      out += event.data === '[DONE]' ? event.raw : pass(event.raw, eventText)
+      const usage = await tapped()
+      out += usageTrailer(usage)
+      if (out.length > 0) await sink.write(out)
+      out = ''
+      await commit(options, usage.usage)
+      out += event.raw
     }
     if (out.length > 0) await sink.write(out)
     tell(from)
@@ -533,7 +570,8 @@ async function relaySse(
     while (!sink.aborted && gated === undefined) {
       const next = await chunks.next()
       if (next.done === true) break
-      await forward(parser.push(next.value))
+      const pending = forward(parser.push(next.value))
+      if (pending !== undefined) await pending
     }
     if (gated !== undefined) return await endGated(gated)
   } catch (err) {

@@ -24,7 +24,34 @@ export class SseParser {
   /** Feeds bytes; returns the events they completed. */
   push(chunk: Buffer): SseEvent[] {
     this.#pending += this.#decoder.write(chunk)
-    return this.#drain(false)
+    return this.#drain(false, this.#between() ? this.#dataEvents() : [])
+  }
+
+  /** Between events: no line of an unfinished event held. */
+  #between(): boolean {
+    return this.#raw.length === 0 && this.#event === undefined && this.#data.length === 0
+  }
+
+  /**
+   * The usual shape, taken from the front of the pending text without going line by line:
+   * events of one `data:` line each, LF-ended, arriving whole. Stops at the first that is not
+   * (left for #drain, which then reads it exactly as it would have).
+   */
+  #dataEvents(): SseEvent[] {
+    const events: SseEvent[] = []
+    const text = this.#pending
+    let start = 0
+    for (;;) {
+      const end = text.indexOf('\n\n', start)
+      if (end === -1 || !text.startsWith('data:', start)) break
+      const line = text.slice(start, end)
+      if (line.includes('\n') || line.includes('\r')) break
+      const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5)
+      events.push({ raw: `${line}\n\n`, event: undefined, data: value })
+      start = end + 2
+    }
+    if (start > 0) this.#pending = text.slice(start)
+    return events
   }
 
   /** Ends the input; returns a last event that lacked its blank line, if any. */
@@ -37,8 +64,7 @@ export class SseParser {
     return events
   }
 
-  #drain(ended: boolean): SseEvent[] {
-    const events: SseEvent[] = []
+  #drain(ended: boolean, events: SseEvent[] = []): SseEvent[] {
     let start = 0
     const text = this.#pending
     for (;;) {

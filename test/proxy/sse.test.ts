@@ -49,6 +49,27 @@ t.test('the end of input delivers an event that lacked its blank line, bytes int
   t.same(parser.end(), [])
 })
 
+t.test('however the bytes are split, the events are those of reading them line by line', async (t) => {
+  // One byte at a time the parser always goes line by line; larger pieces take the usual
+  // one-line data events whole (push's shortcut), and must come out the same, bytes and all.
+  const stream =
+    'data: {"a":1}\n\ndata:{"b":2}\n\nevent: delta\ndata: c\n\ndata: d\r\n\r\n: note\n\n' +
+    'data: e\ndata: f\n\ndata: g\rdata: h\n\ndata: 👋🏽\n\ndata\n\ndata: [DONE]\n\n'
+  const bytes = Buffer.from(stream)
+  const read = (pieces: Buffer[]): Array<[string, string | undefined, string | undefined]> => {
+    const parser = new SseParser()
+    return [...pieces.flatMap((piece) => parser.push(piece)), ...parser.end()].map((e) => [e.raw, e.event, e.data])
+  }
+  const expected = read([...bytes].map((byte) => Buffer.from([byte])))
+  t.equal(expected.length, 10)
+  t.same(read([bytes]), expected, 'whole')
+  for (let size = 2; size <= 24; size++) {
+    const pieces: Buffer[] = []
+    for (let at = 0; at < bytes.length; at += size) pieces.push(bytes.subarray(at, at + size))
+    t.same(read(pieces), expected, `in pieces of ${size} bytes`)
+  }
+})
+
 t.test('readEvent: what counts as generated text and what is usage', async (t) => {
   t.same(
     readEvent({

@@ -37,6 +37,7 @@ import {
   checkUsageQuery,
   checkUsageRecords,
   compareUsageRows,
+  countsOnce,
   dayOf,
   lessRecovered,
   onlyOf,
@@ -378,7 +379,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
    * off. One that counts once (keepIdMs) is skipped when its id was written before.
    */
   const settle = (r: UsageWrite): void => {
-    if (r.id !== undefined && r.keepIdMs !== undefined && !applied.first(r.id, r.keepIdMs)) return
+    if (countsOnce(r) && !applied.first(r.id, r.keepIdMs)) return
     if (r.stream === undefined) return addUsage(r)
     const entry = sql.streamById.get(r.stream)
     sql.deleteStream.run(r.stream)

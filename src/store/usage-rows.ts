@@ -6,6 +6,7 @@ import {
   type StreamEntry,
   type UsageQuery,
   type UsageRecord,
+  type UsageWrite,
 } from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
@@ -115,6 +116,13 @@ export function isCalendarDay(day: string): boolean {
  */
 export function rowCounters(read: (counter: RowCounter) => number): Record<RowCounter, number> {
   return Object.fromEntries(ROW_COUNTERS.map((c) => [c, read(c)])) as Record<RowCounter, number>
+}
+
+/** A once charge's write (UsageWrite.keepIdMs): it counts once under the id it came with, never another. */
+export function countsOnce<W extends Pick<UsageWrite, 'id' | 'keepIdMs'>>(
+  write: W,
+): write is W & { readonly id: string; readonly keepIdMs: number } {
+  return write.id !== undefined && write.keepIdMs !== undefined
 }
 
 export function checkUsageRecords(records: readonly UsageRecord[]): void {

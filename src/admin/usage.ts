@@ -5,8 +5,8 @@ import { z } from 'zod'
 import { gatewayError } from '../errors.ts'
 import { utcDay } from '../keys/meter.ts'
 import { planCurrency, toUnits } from '../keys/money.ts'
-import type { UsageRecord } from '../store/ports.ts'
-import { dayNumber, isCalendarDay } from '../store/usage-rows.ts'
+import { ROW_COUNTERS, type RowCounter, type UsageRecord } from '../store/ports.ts'
+import { dayNumber, isCalendarDay, rowCounters } from '../store/usage-rows.ts'
 import { parseQuery } from '../http/query.ts'
 import type { Router } from '../http/router.ts'
 import { principalOf, type KeyRecord } from '../keys/record.ts'
@@ -36,7 +36,17 @@ export const usageQuery = z.strictObject({
   model: z.string().min(1).max(256).optional(),
 })
 
-export interface Totals {
+/** A row counter's name on the wire: in snake case, and a cost (in currency units) without its `Nanos`. */
+type WireName<C extends string> = C extends `${infer Cost}Nanos` ? SnakeCase<Cost> : SnakeCase<C>
+type SnakeCase<S extends string> = S extends `${infer First}${infer Rest}`
+  ? `${First extends Lowercase<First> ? First : `_${Lowercase<First>}`}${SnakeCase<Rest>}`
+  : ''
+const wireName = (counter: RowCounter): string =>
+  counter.replace(/Nanos$/, '').replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`)
+type CounterTotals = { [C in RowCounter as WireName<C>]: number }
+
+/** Sums of usage rows as the API shows them: each row counter (ROW_COUNTERS) under its wire name. */
+export interface Totals extends CounterTotals {
   requests: number
   /** The whole prompt: the cache reads and writes below are parts of it. */
   input_tokens: number
@@ -55,19 +65,7 @@ export interface Totals {
   batch_cost: number
 }
 
-interface Sums {
-  requests: number
-  inputTokens: number
-  outputTokens: number
-  costNanos: number
-  cacheReadTokens: number
-  cacheWriteTokens: number
-  cacheReadCostNanos: number
-  cacheWriteCostNanos: number
-  cachedRequests: number
-  batchRequests: number
-  batchCostNanos: number
-}
+type Sums = Record<'requests' | 'inputTokens' | 'outputTokens' | 'costNanos' | RowCounter, number>
 
 const GROUP_FIELD: Record<UsageGroup, 'key_id' | 'owner' | 'tier' | 'model'> = {
   key: 'key_id',
@@ -100,19 +98,7 @@ export function usageRange(
 }
 
 function zero(): Sums {
-  return {
-    requests: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    costNanos: 0,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    cacheReadCostNanos: 0,
-    cacheWriteCostNanos: 0,
-    cachedRequests: 0,
-    batchRequests: 0,
-    batchCostNanos: 0,
-  }
+  return { requests: 0, inputTokens: 0, outputTokens: 0, costNanos: 0, ...rowCounters(() => 0) }
 }
 
 function add(into: Sums, row: UsageRecord): void {
@@ -120,28 +106,19 @@ function add(into: Sums, row: UsageRecord): void {
   into.inputTokens += row.inputTokens
   into.outputTokens += row.outputTokens
   into.costNanos += row.costNanos
-  into.cacheReadTokens += row.cacheReadTokens ?? 0
-  into.cacheWriteTokens += row.cacheWriteTokens ?? 0
-  into.cacheReadCostNanos += row.cacheReadCostNanos ?? 0
-  into.cacheWriteCostNanos += row.cacheWriteCostNanos ?? 0
-  into.cachedRequests += row.cachedRequests ?? 0
-  into.batchRequests += row.batchRequests ?? 0
-  into.batchCostNanos += row.batchCostNanos ?? 0
+  for (const c of ROW_COUNTERS) into[c] += row[c] ?? 0
 }
 
 function totalsOf(sums: Sums): Totals {
+  const counters = Object.fromEntries(
+    ROW_COUNTERS.map((c) => [wireName(c), c.endsWith('Nanos') ? toUnits(sums[c]) : sums[c]]),
+  ) as CounterTotals
   return {
     requests: sums.requests,
     input_tokens: sums.inputTokens,
     output_tokens: sums.outputTokens,
     cost: toUnits(sums.costNanos),
-    cache_read_tokens: sums.cacheReadTokens,
-    cache_write_tokens: sums.cacheWriteTokens,
-    cache_read_cost: toUnits(sums.cacheReadCostNanos),
-    cache_write_cost: toUnits(sums.cacheWriteCostNanos),
-    cached_requests: sums.cachedRequests,
-    batch_requests: sums.batchRequests,
-    batch_cost: toUnits(sums.batchCostNanos),
+    ...counters,
   }
 }
 

@@ -17,8 +17,17 @@ export interface KeyParts {
 }
 
 export function cacheKey(secret: string | Buffer, parts: KeyParts): string {
+  const body = canonical(answerFields(parts.endpoint, parts.body))
+  return macOf(secret, [parts.scope, parts.endpoint, parts.model, body])
+}
+
+/**
+ * HMAC-SHA-256 of `parts`, each prefixed with its length in bytes so that none can run into
+ * the next: the exact key's, and the semantic cache's partition (semantic-prompt.ts).
+ */
+export function macOf(secret: string | Buffer, parts: readonly string[]): string {
   const mac = createHmac('sha256', secret)
-  for (const part of [parts.scope, parts.endpoint, parts.model, canonical(answerFields(parts.endpoint, parts.body))]) {
+  for (const part of parts) {
     mac.update(`${Buffer.byteLength(part)}:`)
     mac.update(part)
   }

@@ -9,9 +9,9 @@
 // shared system prompt drown the difference between two questions.
 // A last turn that is not plain text (an image, a file, audio, a tool result) is not
 // embedded: such a call is looked up exactly only.
-import { createHmac } from 'node:crypto'
 import { canonical } from '../store/key-records.ts'
 import { answerFields, type CachedEndpoint } from './key-fields.ts'
+import { macOf } from './key.ts'
 
 /** The endpoints a semantic lookup serves: a prompt in, a reply out (embeddings are their own cache). */
 export type SemanticEndpoint = Exclude<CachedEndpoint, 'embeddings'>
@@ -80,11 +80,6 @@ export interface PartitionParts {
 
 /** The partition's name: an HMAC, like the exact key, so the store never shows a system prompt or a parameter. */
 export function partitionKey(secret: string | Buffer, parts: PartitionParts): string {
-  const mac = createHmac('sha256', secret)
   const rest = canonical(answerFields(parts.endpoint, parts.rest))
-  for (const part of ['semantic v1', parts.scope, parts.endpoint, parts.model, parts.embeddingModel, rest]) {
-    mac.update(`${Buffer.byteLength(part)}:`)
-    mac.update(part)
-  }
-  return mac.digest('base64url')
+  return macOf(secret, ['semantic v1', parts.scope, parts.endpoint, parts.model, parts.embeddingModel, rest])
 }

@@ -6,6 +6,7 @@
 // changes them for the next calls.
 import { Counter } from 'prom-client'
 import type { AuditLog } from '../audit/log.ts'
+import type { AuditActor } from '../audit/record.ts'
 import type { Config } from '../config/schema.ts'
 import { gatewayError, type GatewayError } from '../errors.ts'
 import type { Events } from '../events/types.ts'
@@ -57,6 +58,30 @@ export interface GuardrailsDeps {
   readonly events?: Events
 }
 
+/** What a guardrail decision is about, for its records. */
+interface Subject {
+  readonly actor: AuditActor
+  readonly objectType: 'request' | 'reply' | 'upload' | 'rag_prompt'
+  /** What matched, in the log line: 'a request', 'a reply', 'a RAG prompt'. */
+  readonly told: string
+  readonly endpoint: string
+  readonly model?: string | null
+  /** A reply's finding: the reply text the client already had. */
+  readonly sentChars?: number
+}
+
+/** A key's call as a decision's subject: its request, its upload or (with what the client already had) its reply. */
+function callSubject(call: CallOf, objectType: 'request' | 'reply' | 'upload', sentChars?: number): Subject {
+  return {
+    actor: { type: 'key', id: call.principal.keyId },
+    objectType,
+    told: objectType === 'reply' ? 'a reply' : 'a request',
+    endpoint: call.spec.endpoint,
+    model: call.modelName,
+    ...(sentChars === undefined ? {} : { sentChars }),
+  }
+}
+
 /** At most this many findings are written in one audit record (the count says how many there were). */
 const RECORDED_FINDINGS = 50
 
@@ -85,14 +110,12 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     )
   const external = createExternalChecks({ ...deps, trustProxyHops: config.server.trustProxyHops })
 
+  /** A decision counted, logged and audited, and (for a key's call) told as an event. */
   const record = (
-    call: CallOf,
+    subject: Subject,
     ctx: ScreenContext,
     policy: string,
     verdict: Pick<Verdict, 'findings' | 'blocked'>,
-    /** A reply's finding: the reply text the client already had. */
-    sentChars?: number,
-    objectType = sentChars === undefined ? 'request' : 'reply',
   ): void => {
     const { findings } = verdict
     for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
@@ -100,22 +123,19 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     const summary = {
       policy,
       action,
-      endpoint: call.spec.endpoint,
-      model: call.modelName,
+      endpoint: subject.endpoint,
+      ...(subject.model === undefined ? {} : { model: subject.model }),
       findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
       finding_count: findings.length,
-      ...(sentChars === undefined ? {} : { sent_chars: sentChars }),
+      ...(subject.sentChars === undefined ? {} : { sent_chars: subject.sentChars }),
     }
-    ctx.log.info(
-      { guardrails: { policy, action, findings: findings.length } },
-      sentChars === undefined ? 'guardrails: a request matched' : 'guardrails: a reply matched',
-    )
+    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, `guardrails: ${subject.told} matched`)
     deps.audit
       ?.record({
-        actor: { type: 'key', id: call.principal.keyId },
+        actor: subject.actor,
         via: 'inference',
         action: `guardrail.${action}`,
-        objectType,
+        objectType: subject.objectType,
         objectId: ctx.id,
         before: null,
         after: summary,
@@ -128,56 +148,24 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
           'audit: a guardrail decision could not be recorded',
         ),
       )
+    // A RAG prompt's actor is a user: it has no key to tell of.
+    if (subject.actor.type !== 'key') return
     deps.events?.fire('guardrail.triggered', {
-      key_id: call.principal.keyId,
+      key_id: subject.actor.id,
       request_id: ctx.id,
       policy,
       action,
-      endpoint: call.spec.endpoint,
+      endpoint: subject.endpoint,
       detectors: [...new Set(findings.map((f) => f.detector))],
       paths: [...new Set(findings.map((f) => f.path))].slice(0, RECORDED_FINDINGS),
     })
-  }
-
-  /** A RAG prompt's decision: counted, logged and audited as a key's are, its actor the user (no event: it has no key). */
-  const recordRag = (
-    who: Pick<Identity, 'userId' | 'username'>,
-    ctx: ScreenContext,
-    policy: string,
-    verdict: Pick<Verdict, 'findings' | 'blocked'>,
-  ): void => {
-    const { findings } = verdict
-    for (const f of findings) counter?.inc({ policy, detector: f.detector, action: f.action })
-    const action = verdict.blocked !== undefined ? 'block' : findings.some((f) => f.action === 'mask') ? 'mask' : 'flag'
-    ctx.log.info({ guardrails: { policy, action, findings: findings.length } }, 'guardrails: a RAG prompt matched')
-    deps.audit
-      ?.record({
-        actor: { type: 'user', id: who.userId, name: who.username },
-        via: 'inference',
-        action: `guardrail.${action}`,
-        objectType: 'rag_prompt',
-        objectId: ctx.id,
-        before: null,
-        after: {
-          policy,
-          action,
-          endpoint: 'rag.query-pipeline',
-          findings: findings.slice(0, RECORDED_FINDINGS).map((f) => ({ ...f })),
-          finding_count: findings.length,
-        },
-        address: ctx.req === undefined ? '' : clientIp(ctx.req, config.server.trustProxyHops),
-        requestId: ctx.id,
-      })
-      .catch((err: unknown) =>
-        ctx.log.error({ err: (err as Error).message }, 'audit: a guardrail decision could not be recorded'),
-      )
   }
 
   /** The reply's checks under `policy`: each finding recorded as a request's are, with what the client already had. */
   const replyCheckOf = (call: PreparedCall, ctx: ScreenContext, policy: CompiledPolicy): ReplyCheck => {
     const told = (finding: ReplyFinding): void => {
       const summary = { findings: [{ ...finding }], blocked: finding.action === 'block' ? finding : undefined }
-      record(call, ctx, policy.name, summary, finding.sentChars)
+      record(callSubject(call, 'reply', finding.sentChars), ctx, policy.name, summary)
     }
     const stop = (finding: ReplyFinding): GatewayError => {
       told(finding)
@@ -208,7 +196,7 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
     if (policy.rules.length === 0) return checked
     const verdict = scanBody(call.body.value, policy)
     if (verdict.findings.length === 0) return checked
-    record(call, ctx, policy.name, verdict)
+    record(callSubject(call, 'request'), ctx, policy.name, verdict)
     if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
     if (verdict.body === call.body.value) return checked
     // A masked body is a new one: serialised from its value, never the bytes the client sent.
@@ -236,7 +224,7 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       if (policy === undefined || policy.rules.length === 0) return
       const verdict = await scanUpload(body, purpose, policy)
       if (verdict.findings.length === 0) return
-      record(call, ctx, policy.name, verdict, undefined, 'upload')
+      record(callSubject(call, 'upload'), ctx, policy.name, verdict)
       if (verdict.blocked !== undefined) throw uploadBlockedError(policy.name, verdict.blocked)
     },
     screenRagPrompt(body, who, ctx, guardrails) {
@@ -244,7 +232,13 @@ export function createGuardrailsFromConfig(config: Config, deps: GuardrailsDeps 
       if (policy === undefined || policy.rules.length === 0) return body
       const verdict = scanRagPrompt(body, policy)
       if (verdict.findings.length === 0) return body
-      recordRag(who, ctx, policy.name, verdict)
+      const subject: Subject = {
+        actor: { type: 'user', id: who.userId, name: who.username },
+        objectType: 'rag_prompt',
+        told: 'a RAG prompt',
+        endpoint: 'rag.query-pipeline',
+      }
+      record(subject, ctx, policy.name, verdict)
       if (verdict.blocked !== undefined) throw blockedError(policy.name, verdict.blocked)
       return verdict.body
     },

@@ -107,17 +107,41 @@ export function replyWindow(
 /** The texts of a whole reply (chat, completions, Responses output): every string under a text-like key. */
 export function replyTexts(reply: unknown): string[] {
   const out: string[] = []
+  eachReplyText(reply, (text) => out.push(text))
+  return out
+}
+
+/**
+ * Each string under a text-like key of a whole reply, in order, with the steps to it (`trail`,
+ * the walk's own: copy what you keep). An array's items are under the array's key. The one walk
+ * of the reply detectors (replyTexts) and the external checks (external/reply-texts.ts).
+ */
+export function eachReplyText(
+  reply: unknown,
+  visit: (text: string, trail: ReadonlyArray<string | number>) => void,
+): void {
+  const trail: Array<string | number> = []
   const walk = (value: unknown, key: string): void => {
     if (typeof value === 'string') {
-      if (TEXT_KEYS.has(key)) out.push(value)
+      if (TEXT_KEYS.has(key)) visit(value, trail)
       return
     }
     if (typeof value !== 'object' || value === null) return
-    if (Array.isArray(value)) for (const item of value) walk(item, key)
-    else for (const [k, v] of Object.entries(value)) walk(v, k)
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) {
+        trail.push(i)
+        walk(value[i], key)
+        trail.pop()
+      }
+    } else {
+      for (const [k, v] of Object.entries(value)) {
+        trail.push(k)
+        walk(v, k)
+        trail.pop()
+      }
+    }
   }
   walk(reply, '')
-  return out
 }
 export const TEXT_KEYS = new Set(['content', 'text', 'refusal', 'arguments', 'reasoning_content'])
 

@@ -26,7 +26,7 @@ import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import { StoreUnavailableError } from '../store/errors.ts'
 import { ROW_COUNTERS, type UsageRecord, type UsageStore, type UsageWrite } from '../store/ports.ts'
-import { dayOf } from '../store/usage-rows.ts'
+import { countsOnce, dayOf } from '../store/usage-rows.ts'
 import { turnBatches } from '../turn-batches.ts'
 
 export interface MeterOptions {
@@ -65,10 +65,6 @@ function cacheSums(
   return Object.fromEntries(ROW_COUNTERS.map((c) => [c, rows.reduce((n, r) => n + count(r[c] ?? 0), 0)]))
 }
 
-/** A once charge's row (UsageWrite.keepIdMs): written under the id it came with, never another. */
-const ownId = (row: UsageWrite): row is UsageWrite & { id: string } =>
-  row.id !== undefined && row.keepIdMs !== undefined
-
 /** Certainly not applied: the store had no connection to send it on. */
 const unsent = (err: unknown): boolean => err instanceof StoreUnavailableError && err.unsent
 
@@ -87,7 +83,7 @@ export function createMeter(options: MeterOptions): Meter {
   let failing = false
 
   const fold = (rows: Map<string, UsageWrite>, row: UsageWrite): void => {
-    if (ownId(row)) {
+    if (countsOnce(row)) {
       // A once charge stays apart, under its id: folded, it could count twice or not at all.
       rows.set(`\u0001${row.id}`, row)
       return
@@ -112,7 +108,7 @@ export function createMeter(options: MeterOptions): Meter {
   }
   /** Folded rows with the ids they are sent under. */
   const sentAs = (rows: Map<string, UsageWrite>): UsageWrite[] =>
-    [...rows.values()].map((row) => (ownId(row) ? row : { ...row, id: nextId() }))
+    [...rows.values()].map((row) => (countsOnce(row) ? row : { ...row, id: nextId() }))
   /** Keeps rows a write failed with, for the next retry. */
   const keep = (rows: Iterable<UsageWrite>, err: unknown): void => {
     for (const row of rows) {
@@ -199,7 +195,7 @@ export function createMeter(options: MeterOptions): Meter {
         costNanos: count(entry.costNanos),
         ...cacheSums(entry),
         ...(entry.stream === undefined ? {} : { stream: entry.stream }),
-        ...(entry.id === undefined || entry.keepIdMs === undefined ? {} : { id: entry.id, keepIdMs: entry.keepIdMs }),
+        ...(countsOnce(entry) ? { id: entry.id, keepIdMs: entry.keepIdMs } : {}),
       })
       return sent
     },

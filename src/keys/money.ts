@@ -39,6 +39,11 @@ type PricedLimits = Pick<
   'input_price' | 'output_price' | 'cache_read_multiplier' | 'cache_write_multiplier'
 >
 
+/** `scaled ÷ divisor` rounded half up, as Math.round does: amounts of money are never negative. */
+export function halfUp(scaled: bigint, divisor: bigint): number {
+  return Number((scaled * 2n + divisor) / (divisor * 2n))
+}
+
 /**
  * The cost of a call to `model` with `usage`: the uncached input (the prompt less its cache
  * parts) and the output at their prices, as costNanos, plus each cache part at the input
@@ -47,11 +52,6 @@ type PricedLimits = Pick<
  * to the nearest nano-unit, in BigInt, since the product outgrows 2⁵³ long before a sum
  * of nano-units does. A call without cache parts costs exactly what costNanos says.
  */
-/** `scaled ÷ divisor` rounded half up, as Math.round does: amounts of money are never negative. */
-export function halfUp(scaled: bigint, divisor: bigint): number {
-  return Number((scaled * 2n + divisor) / (divisor * 2n))
-}
-
 export function callCost(limits: PricedLimits, model: string, usage: Usage): CallCost {
   const input = usage.inputTokens
   const read = Math.min(usage.cacheReadTokens ?? 0, input)

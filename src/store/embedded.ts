@@ -4,11 +4,13 @@ import type { SQLInputValue } from 'node:sqlite'
 import type { KeyRecord } from '../keys/record.ts'
 import {
   REMEMBERED_KINDS,
+  ROW_COUNTERS,
   type KeyFilter,
   type KeyStore,
   type OwnershipStore,
   type RememberedKind,
   type ReplaceOutcome,
+  type RowCounter,
   type Stores,
   type StreamEntry,
   type StreamJournal,
@@ -34,10 +36,12 @@ import {
   checkUsageQuery,
   checkUsageRecords,
   compareUsageRows,
+  countsOnce,
   dayOf,
   lessRecovered,
   onlyOf,
   RECOVERED_STREAM_TTL_MS,
+  rowCounters,
   streamEntryValues,
 } from './usage-rows.ts'
 
@@ -172,6 +176,13 @@ export const MIGRATIONS: readonly string[] = [
   APPLIED_WRITES_SCHEMA,
 ]
 
+/**
+ * The usage table's column of each row counter (ROW_COUNTERS): its name in snake case.
+ * A new counter needs its migration above; the statements below read and write it from here.
+ */
+const columnOf = (counter: RowCounter): string => counter.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`)
+const COUNTER_COLUMNS = ROW_COUNTERS.map(columnOf)
+
 function text(row: Row, column: string): string {
   const value = row[column]
   if (typeof value !== 'string') throw new TypeError(`column ${column} is not text`)
@@ -182,6 +193,11 @@ function number(row: Row, column: string): number {
   const value = row[column]
   if (typeof value !== 'number') throw new TypeError(`column ${column} is not a number`)
   return value
+}
+
+/** A usage row's counters, from their columns. */
+function counters(row: Row): Record<RowCounter, number> {
+  return rowCounters((c) => number(row, columnOf(c)))
 }
 
 function streamOf(row: Row): StreamEntry {
@@ -221,9 +237,8 @@ export function openEmbeddedStores(dataDir: string): Stores {
     forgetExpired: db.prepare('DELETE FROM remembered WHERE expires_at <= ?'),
     addUsage: db.prepare(`
       INSERT INTO usage (key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests,
-        batch_requests, batch_cost_nanos)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ${COUNTER_COLUMNS.join(', ')})
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?${', ?'.repeat(COUNTER_COLUMNS.length)})
       ON CONFLICT (key_id, model, day) DO UPDATE SET
         owner = excluded.owner,
         tier = excluded.tier,
@@ -231,13 +246,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
         input_tokens = input_tokens + excluded.input_tokens,
         output_tokens = output_tokens + excluded.output_tokens,
         cost_nanos = cost_nanos + excluded.cost_nanos,
-        cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-        cache_read_cost_nanos = cache_read_cost_nanos + excluded.cache_read_cost_nanos,
-        cache_write_cost_nanos = cache_write_cost_nanos + excluded.cache_write_cost_nanos,
-        cached_requests = cached_requests + excluded.cached_requests,
-        batch_requests = batch_requests + excluded.batch_requests,
-        batch_cost_nanos = batch_cost_nanos + excluded.batch_cost_nanos`),
+        ${COUNTER_COLUMNS.map((column) => `${column} = ${column} + excluded.${column}`).join(',\n        ')}`),
     openStream: db.prepare(`
       INSERT INTO streams (id, instance, key_id, owner, tier, model, at, input_tokens, output_tokens, cost_nanos)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
@@ -251,8 +260,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
     purgeRecovered: db.prepare('DELETE FROM streams WHERE recovered_at < ?'),
     queryUsage: db.prepare(`
       SELECT key_id, model, day, owner, tier, requests, input_tokens, output_tokens, cost_nanos,
-        cache_read_tokens, cache_write_tokens, cache_read_cost_nanos, cache_write_cost_nanos, cached_requests,
-        batch_requests, batch_cost_nanos FROM usage
+        ${COUNTER_COLUMNS.join(', ')} FROM usage
       WHERE (?1 IS NULL OR key_id = ?1) AND (?2 IS NULL OR day >= ?2) AND (?3 IS NULL OR day <= ?3)`),
   }
 
@@ -361,13 +369,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
       r.inputTokens,
       r.outputTokens,
       r.costNanos,
-      r.cacheReadTokens ?? 0,
-      r.cacheWriteTokens ?? 0,
-      r.cacheReadCostNanos ?? 0,
-      r.cacheWriteCostNanos ?? 0,
-      r.cachedRequests ?? 0,
-      r.batchRequests ?? 0,
-      r.batchCostNanos ?? 0,
+      ...ROW_COUNTERS.map((c) => r[c] ?? 0),
     )
   }
   const applied = appliedWrites(db)
@@ -376,7 +378,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
    * off. One that counts once (keepIdMs) is skipped when its id was written before.
    */
   const settle = (r: UsageWrite): void => {
-    if (r.id !== undefined && r.keepIdMs !== undefined && !applied.first(r.id, r.keepIdMs)) return
+    if (countsOnce(r) && !applied.first(r.id, r.keepIdMs)) return
     if (r.stream === undefined) return addUsage(r)
     const entry = sql.streamById.get(r.stream)
     sql.deleteStream.run(r.stream)
@@ -413,13 +415,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
           inputTokens: number(row, 'input_tokens'),
           outputTokens: number(row, 'output_tokens'),
           costNanos: number(row, 'cost_nanos'),
-          cacheReadTokens: number(row, 'cache_read_tokens'),
-          cacheWriteTokens: number(row, 'cache_write_tokens'),
-          cacheReadCostNanos: number(row, 'cache_read_cost_nanos'),
-          cacheWriteCostNanos: number(row, 'cache_write_cost_nanos'),
-          cachedRequests: number(row, 'cached_requests'),
-          batchRequests: number(row, 'batch_requests'),
-          batchCostNanos: number(row, 'batch_cost_nanos'),
+          ...counters(row),
         }))
         .sort(compareUsageRows)
     },
@@ -460,13 +456,7 @@ export function openEmbeddedStores(dataDir: string): Stores {
           outputTokens: entry.outputTokens,
           costNanos: entry.costNanos,
           // A journal entry knows no cache parts: its prompt is charged as plain input.
-          cacheReadTokens: 0,
-          cacheWriteTokens: 0,
-          cacheReadCostNanos: 0,
-          cacheWriteCostNanos: 0,
-          cachedRequests: 0,
-          batchRequests: 0,
-          batchCostNanos: 0,
+          ...rowCounters(() => 0),
         }
         addUsage(record)
         sql.markRecovered.run(Date.now(), id)

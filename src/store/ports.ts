@@ -99,6 +99,7 @@ export const CACHE_COUNTERS = [
 
 /** A usage row's counters besides its four totals, in the order the stores write them: the cache's, then batches'. */
 export const ROW_COUNTERS = [...CACHE_COUNTERS, 'batchRequests', 'batchCostNanos'] as const
+export type RowCounter = (typeof ROW_COUNTERS)[number]
 
 export interface UsageQuery {
   readonly keyId?: string

@@ -56,6 +56,7 @@ import {
   dayNumber,
   dayOf,
   RECOVERED_STREAM_TTL_MS,
+  rowCounters,
   streamEntryValues,
 } from './usage-rows.ts'
 
@@ -840,13 +841,7 @@ function recoveredRecord(entry: StreamEntry, day: string, charge: readonly unkno
     inputTokens,
     outputTokens,
     costNanos,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    cacheReadCostNanos: 0,
-    cacheWriteCostNanos: 0,
-    cachedRequests: 0,
-    batchRequests: 0,
-    batchCostNanos: 0,
+    ...rowCounters(() => 0),
   }
 }
 
@@ -899,7 +894,7 @@ function mergeRows(
       inputTokens: older.row.inputTokens + newer.row.inputTokens,
       outputTokens: older.row.outputTokens + newer.row.outputTokens,
       costNanos: older.row.costNanos + newer.row.costNanos,
-      ...Object.fromEntries(CACHE_FIELDS.map((f) => [f, (older.row[f] ?? 0) + (newer.row[f] ?? 0)])),
+      ...rowCounters((c) => (older.row[c] ?? 0) + (newer.row[c] ?? 0)),
     },
   }
 }
@@ -927,12 +922,6 @@ function usageRow(fields: unknown): UsageRecord | null {
     outputTokens: Number(f.outputTokens ?? 0),
     // Rows written before costs were kept in nano-units hold a float `cost` as well.
     costNanos: Number(f.costNanos ?? 0) + Math.round(Number(f.cost ?? 0) * NANOS_PER_UNIT),
-    cacheReadTokens: Number(f.cacheReadTokens ?? 0),
-    cacheWriteTokens: Number(f.cacheWriteTokens ?? 0),
-    cacheReadCostNanos: Number(f.cacheReadCostNanos ?? 0),
-    cacheWriteCostNanos: Number(f.cacheWriteCostNanos ?? 0),
-    cachedRequests: Number(f.cachedRequests ?? 0),
-    batchRequests: Number(f.batchRequests ?? 0),
-    batchCostNanos: Number(f.batchCostNanos ?? 0),
+    ...rowCounters((c) => Number(f[c] ?? 0)),
   }
 }

@@ -1,5 +1,13 @@
 // Checks and ordering both usage adapters share.
-import { ROW_COUNTERS, type StreamCharge, type StreamEntry, type UsageQuery, type UsageRecord } from './ports.ts'
+import {
+  ROW_COUNTERS,
+  type RowCounter,
+  type StreamCharge,
+  type StreamEntry,
+  type UsageQuery,
+  type UsageRecord,
+  type UsageWrite,
+} from './ports.ts'
 
 const DAY = /^(\d{4})-(\d{2})-(\d{2})$/
 const isCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0
@@ -102,6 +110,21 @@ export function isCalendarDay(day: string): boolean {
 }
 
 /** Refuses the whole batch before anything is written if one record is malformed. */
+/**
+ * A row's counters (ROW_COUNTERS), each as `read` gives it: what the stores and the admin
+ * sums build rows with, so a new counter is added to the list alone.
+ */
+export function rowCounters(read: (counter: RowCounter) => number): Record<RowCounter, number> {
+  return Object.fromEntries(ROW_COUNTERS.map((c) => [c, read(c)])) as Record<RowCounter, number>
+}
+
+/** A once charge's write (UsageWrite.keepIdMs): it counts once under the id it came with, never another. */
+export function countsOnce<W extends Pick<UsageWrite, 'id' | 'keepIdMs'>>(
+  write: W,
+): write is W & { readonly id: string; readonly keepIdMs: number } {
+  return write.id !== undefined && write.keepIdMs !== undefined
+}
+
 export function checkUsageRecords(records: readonly UsageRecord[]): void {
   for (const r of records) {
     dayNumber(r.day)

@@ -6,6 +6,8 @@
 // streams in flight on both and every process exits. The embedded store with more than one
 // worker, and a bad --workers, are refused at once with a message that says what to do.
 import { readFileSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
+import { Readable } from 'node:stream'
 import OpenAI from 'openai'
 import t from 'tap'
 import { parse, stringify } from 'yaml'
@@ -44,6 +46,80 @@ const alive = (pid: number): boolean => {
   } catch {
     return false
   }
+}
+
+/**
+ * One kept-alive connection to the gateway (an agent of one socket) and a fetch that sends on
+ * it: node:cluster hands a new connection to one worker, and every request on it stays there.
+ * `ports` holds the socket's local port for each reply, to show the requests shared it.
+ */
+interface Lane {
+  readonly agent: http.Agent
+  readonly fetch: typeof fetch
+  readonly ports: number[]
+}
+
+function openLane(): Lane {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const ports: number[] = []
+  const send = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+    new Promise((resolve, reject) => {
+      if (init?.body !== undefined && init.body !== null && typeof init.body !== 'string')
+        throw new TypeError('a lane sends string bodies only')
+      const url = input instanceof Request ? input.url : String(input)
+      const headers = Object.fromEntries(new Headers(init?.headers).entries())
+      const req = http.request(url, { method: init?.method ?? 'GET', headers, agent }, (res) => {
+        ports.push(res.socket.localPort ?? 0)
+        const replyHeaders = new Headers()
+        for (const [name, value] of Object.entries(res.headers))
+          if (value !== undefined) replyHeaders.set(name, Array.isArray(value) ? value.join(', ') : value)
+        const body = Readable.toWeb(res) as ReadableStream<Uint8Array>
+        resolve(new Response(body, { status: res.statusCode ?? 0, headers: replyHeaders }))
+      })
+      req.on('error', reject)
+      init?.signal?.addEventListener('abort', () => req.destroy(new Error('aborted')))
+      req.end(init?.body ?? undefined)
+    })
+  return { agent, fetch: send, ports }
+}
+
+/** The worker a lane's connection is with: the pid of the access-log line of a probe sent on it. */
+async function workerOf(gw: RunningTollgate, lane: Lane): Promise<number | undefined> {
+  const res = await lane.fetch(`${gw.url}/healthz`)
+  await res.arrayBuffer()
+  const id = res.headers.get('x-request-id')
+  const line = await pollUntil(
+    async () => gw.logs().find((l) => l.msg === 'request' && l.reqId === id),
+    (l) => l !== undefined,
+  )
+  return typeof line.value?.pid === 'number' ? line.value.pid : undefined
+}
+
+/**
+ * `count` lanes, on each of `pids` at least one: fresh connections are probed, a round at a
+ * time, until both workers have one (the primary's round robin hands a connection to the
+ * first free worker, so a round may land on one). The lanes not chosen are closed.
+ */
+async function lanesOnEvery(
+  gw: RunningTollgate,
+  pids: readonly number[],
+  count: number,
+): Promise<{ lanes: Lane[]; rounds: number; workers: number }> {
+  const byPid = new Map<number, Lane[]>(pids.map((pid) => [pid, []]))
+  const spare: Lane[] = []
+  let rounds = 0
+  while (rounds < 10 && [...byPid.values()].some((lanes) => lanes.length === 0)) {
+    rounds++
+    const fresh = Array.from({ length: count }, openLane)
+    const placed = await Promise.all(fresh.map((lane) => workerOf(gw, lane)))
+    fresh.forEach((lane, i) => (byPid.get(placed[i] ?? -1) ?? spare).push(lane))
+  }
+  // One on each worker first, then the rest from any.
+  const firsts = [...byPid.values()].flatMap((lanes) => lanes.slice(0, 1))
+  const rest = [...byPid.values()].flatMap((lanes) => lanes.slice(1))
+  const lanes = [...firsts, ...rest].slice(0, count)
+  for (const lane of [...rest.slice(count - firsts.length), ...spare]) lane.agent.destroy()
+  return { lanes, rounds, workers: firsts.length }
 }
 
 async function reloadLines(gw: RunningTollgate, outcome: string): Promise<Array<Record<string, unknown>>> {
@@ -193,12 +269,16 @@ t.test('two workers on Redis: spread, exact limits, one metrics page, reload, SI
 
   await t.test('SIGTERM drains the streams in flight on both workers and every process exits', async (t) => {
     const { key, id } = await gw.createKey({ tier: 'Standard4000' })
-    const client = new OpenAI({ baseURL: `${gw.url}/v2`, apiKey: key, maxRetries: 0 })
+    const STREAMS = 4
+    // Each stream on a connection of its own, placed so that both workers have one in flight.
+    const { lanes, rounds, workers } = await lanesOnEvery(gw, workerPids, STREAMS)
+    t.equal(workers, 2, `a connection on each worker, found in ${rounds} round(s) of ${STREAMS}`)
+    t.equal(lanes.length, STREAMS, `${STREAMS} connections`)
     let started = 0
     let startedAll!: () => void
     const allStarted = new Promise<void>((done) => (startedAll = done))
-    const STREAMS = 4
-    const streams = Array.from({ length: STREAMS }, async (_, i) => {
+    const streams = lanes.map(async (lane, i) => {
+      const client = new OpenAI({ baseURL: `${gw.url}/v2`, apiKey: key, maxRetries: 0, fetch: lane.fetch })
       const stream = await client.chat.completions.create({
         model: MODEL,
         messages: [{ role: 'user', content: `stream ${i}` }],
@@ -231,6 +311,11 @@ t.test('two workers on Redis: spread, exact limits, one metrics page, reload, SI
     t.same(workerPids.filter(alive), [], 'no worker process is left')
     const served = gw.logs().filter((l) => l.msg === 'request' && l.keyId === id && l.model === MODEL)
     t.same(pidsOf(served), workerPids, 'the streams were on both workers')
+    t.ok(
+      lanes.every((lane) => lane.ports.length === 2 && lane.ports[0] === lane.ports[1]),
+      'each stream went on the connection its worker was found on',
+    )
+    for (const lane of lanes) lane.agent.destroy()
   })
 })
 

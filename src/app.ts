@@ -1,5 +1,6 @@
 // buildApp(deps) → the request handler of the public listener. It never listens itself:
 // main.ts does, and tests drive it the same way.
+import type { ClientCalls } from './priority/client-calls.ts'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AccountService } from './accounts/service.ts'
 import type { CircuitBreaker } from './proxy/circuit-breaker.ts'
@@ -108,9 +109,14 @@ export interface AppDeps {
   readonly responseCache?: Pick<ResponseCache, 'purge'>
   /** Traces (observability/tracing.ts); absent: none. */
   readonly tracing?: Tracing
+  /** Counts the requests being handled, for the batch runner to yield to (priority/client-calls.ts). */
+  readonly clientCalls?: ClientCalls
   /** OpenAI's Batch API (/v2/batches, /v1/batches: batches/create.ts); absent: not served. */
   readonly batches?: { register(router: Router, openCall: OpenCall): void }
 }
+
+/** Requests the batch runner does not yield to (priority/client-calls.ts): the Batch API's own, health and metrics. */
+const NOT_CLIENT_CALLS = /^\/(?:healthz|readyz|metrics)(?:[/?]|$)|\/batches(?:[/?]|$)/
 
 type Handler = (ctx: RequestContext, params: Params, query: URLSearchParams) => Promise<void>
 
@@ -277,6 +283,9 @@ export function buildApp(deps: AppDeps): App {
       res.setHeader('x-request-id', id)
       const ctx = createContext(req, res, id, deps.log.child({ reqId: id }), startRequestSpan(tracing, req))
       metrics.inflight.inc({ endpoint: 'all' })
+      // A batch's own status polls and health checks or scrapes are not calls it should yield to.
+      const clientCall = deps.clientCalls !== undefined && !NOT_CLIENT_CALLS.test(req.url ?? '')
+      if (clientCall) deps.clientCalls?.begin()
       const closed = new Promise<number>((done) => res.once('close', () => done(performance.now())))
       // A body nobody read (a GET that carried one, a reply sent before reading): Node
       // discards what still arrives, at whatever pace; this bounds that in time and bytes.
@@ -286,6 +295,7 @@ export function buildApp(deps: AppDeps): App {
       // leaves mid-stream is logged with the tokens counted after it left.
       const done = Promise.all([closed, handled]).then(([closedAt]) => {
         metrics.inflight.dec({ endpoint: 'all' })
+        if (clientCall) deps.clientCalls?.end()
         recordRequestEnd(ctx, metrics, closedAt)
         endRequestSpan(ctx)
       })

@@ -34,6 +34,7 @@ import { createResponseCacheFromConfig } from './cache/index.ts'
 import { createGuardrailsFromConfig } from './guardrails/create.ts'
 import { createQueueFromConfig } from './queue/create.ts'
 import { createBatchesFromConfig } from './batches/create.ts'
+import { clientCalls } from './priority/client-calls.ts'
 import { NO_TRACING, type Tracing } from './observability/tracing.ts'
 import { createFileQuotaStoreFromConfig } from './files/create.ts'
 import { createAuditLogFromConfig } from './audit/create.ts'
@@ -294,7 +295,10 @@ export async function startGateway(
     tracing,
     ...(fairShares === undefined ? {} : { fairness: fairShares }),
   })
+  // Client requests in flight here: the batch runner yields to them (priority/client-calls.ts).
+  const calls = clientCalls()
   const batches = createBatchesFromConfig({
+    clientCalls: calls,
     config,
     log,
     runtime,
@@ -341,6 +345,7 @@ export async function startGateway(
           reloader,
         )
   const app = buildApp({
+    clientCalls: calls,
     responseCache,
     guardrails,
     config,

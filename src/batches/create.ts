@@ -1,5 +1,6 @@
 // Batches as main.ts builds them: on Redis when the store is, otherwise batches.db in the
 // data directory; the runner that drives them on this instance; the routes.
+import type { ClientCalls } from '../priority/client-calls.ts'
 import { resolve } from 'node:path'
 import type { Config } from '../config/schema.ts'
 import type { Router } from '../http/router.ts'
@@ -31,6 +32,8 @@ export interface BatchParts {
   readonly events?: Events
   /** Each line's text checked when it runs (guardrails/). */
   readonly guardrails?: Guardrails
+  /** The client requests this instance serves now: a batch keeps fewer lines in flight while any are. */
+  readonly clientCalls?: ClientCalls
 }
 
 export interface Batches {
@@ -62,6 +65,7 @@ export function createBatchesFromConfig(parts: BatchParts): Batches {
     store,
     tickMs: 200,
     window: 32,
+    busyWindow: 2,
     // Said once per batch and ending, whichever instance ends it (and again after a restart: deduped).
     onFinished: (batch) => {
       if (events === undefined || !isFinalBatch(batch.status)) return

@@ -21,6 +21,7 @@
 // gateway was down. A line whose submit is refused so was taken: it is marked submitted and
 // read like any other. Guessing from the charge id instead would expire with the charge id,
 // and would miss a line taken and never charged (still queued when its record went).
+import type { ClientCalls } from '../priority/client-calls.ts'
 import { GatewayError, toGatewayError } from '../errors.ts'
 import { screened, type Guardrails } from '../guardrails/create.ts'
 import type { Corridor } from '../inference/corridor.ts'
@@ -62,6 +63,10 @@ export interface BatchRunnerDeps {
   readonly tickMs: number
   /** Lines of one batch in the queue at once. */
   readonly window: number
+  /** Lines of one batch in the queue at once while clients' requests are being served here (`clientCalls`: now or in the last second). */
+  readonly busyWindow?: number
+  /** The client requests this instance serves now (priority/client-calls.ts); absent: never busy. */
+  readonly clientCalls?: Pick<ClientCalls, 'busy'>
   /** A batch reached a final status (webhooks, audit). */
   readonly onFinished?: (batch: BatchRecord) => void
 }
@@ -277,7 +282,10 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
       await set(i, { result })
     }
     if (!stopping) {
-      for (let i = book.firstUnsent(); i < lines.length && inQueue < deps.window; i++) {
+      // While clients are served here, a batch keeps only a few lines going: it uses the CPU they leave.
+      const room =
+        deps.clientCalls?.busy() === true ? Math.min(deps.window, deps.busyWindow ?? deps.window) : deps.window
+      for (let i = book.firstUnsent(); i < lines.length && inQueue < room; i++) {
         const line = lines[i]
         if (line === undefined || line.queueId !== null || line.result !== null) continue
         const queueId = queue.newId(record.keyId)

@@ -10,12 +10,11 @@ import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
-import { toFile } from 'openai'
 import t from 'tap'
 import { BATCHES_DATABASE_FILE } from '../../src/batches/embedded-store.ts'
 import { QUEUE_DATABASE_FILE } from '../../src/queue/embedded-store.ts'
 import { DATABASE_FILE } from '../../src/store/embedded.ts'
-import { modelUsage, untilBatch } from '../helpers/batches.ts'
+import { batchOf, modelUsage, untilBatch } from '../helpers/batches.ts'
 import { startTollgate, type StartOptions } from '../helpers/gateway.ts'
 import { sdkClient } from '../helpers/sdk-gateway.ts'
 
@@ -47,15 +46,7 @@ t.test('a line taken just before a crash, then purged, is not run again', async 
       body: { model: MODEL, messages: [{ role: 'user', content: `line ${i}` }], max_tokens: 32 },
     }),
   )
-  const file = await client.files.create({
-    file: await toFile(Buffer.from(lines.join('\n')), 'in.jsonl'),
-    purpose: 'batch',
-  })
-  const batch = await client.batches.create({
-    input_file_id: file.id,
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-  })
+  const batch = await batchOf(client, lines)
   await untilBatch(client, batch.id, (b) => (b.request_counts?.completed ?? 0) >= 3, { ms: 120_000, stepMs: 20 })
   await first.stop('SIGKILL')
 

@@ -13,14 +13,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DatabaseSync } from 'node:sqlite'
 import type { Redis } from 'ioredis'
-import { toFile } from 'openai'
 import t, { type Test } from 'tap'
 import { QUEUE_DATABASE_FILE } from '../../src/queue/embedded-store.ts'
 import { FINISH } from '../../src/queue/redis-store.ts'
 import { DATABASE_FILE } from '../../src/store/embedded.ts'
 import { createRedisClient } from '../../src/store/redis-client.ts'
 import { onSharedRedis, startTollgate, type RunningTollgate, type StartOptions } from '../helpers/gateway.ts'
-import { untilBatch } from '../helpers/batches.ts'
+import { batchOf, untilBatch } from '../helpers/batches.ts'
 import { startHoldingProxy } from '../helpers/holding-proxy.ts'
 import { pollUntil } from '../helpers/poll.ts'
 import { keysUnder, REDIS_URL } from '../helpers/redis.ts'
@@ -73,15 +72,7 @@ async function suite(t: Test, base: StartOptions, window: (options: StartOptions
     }),
   )
   const client = sdkClient(first, key.key)
-  const file = await client.files.create({
-    file: await toFile(Buffer.from(lines.join('\n')), 'in.jsonl'),
-    purpose: 'batch',
-  })
-  const batch = await client.batches.create({
-    input_file_id: file.id,
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-  })
+  const batch = await batchOf(client, lines)
   const before = await untilBatch(client, batch.id, (b) => (b.request_counts?.completed ?? 0) >= 10, {
     ms: 120_000,
     stepMs: 50,

@@ -5,9 +5,8 @@
 // its whole window. The negative half (no third line while the client's call is held) is
 // watched over a bounded stretch of the runner's looks (it looks every 200 ms and when a
 // line ends): it can miss a fault, never invent one.
-import { toFile } from 'openai'
 import t from 'tap'
-import { untilBatch } from '../helpers/batches.ts'
+import { batchOf, untilBatch } from '../helpers/batches.ts'
 import { startGatedUpstream } from '../helpers/gated-upstream.ts'
 import { startTollgate } from '../helpers/gateway.ts'
 import { pollUntil } from '../helpers/poll.ts'
@@ -44,15 +43,7 @@ t.test('a batch keeps 2 lines going while a client call is in flight, its whole 
       body: { model: MODEL, messages: [{ role: 'user', content: `line ${i}` }], max_tokens: 4 },
     }),
   )
-  const file = await client.files.create({
-    file: await toFile(Buffer.from(lines.join('\n')), 'in.jsonl'),
-    purpose: 'batch',
-  })
-  const batch = await client.batches.create({
-    input_file_id: file.id,
-    endpoint: '/v1/chat/completions',
-    completion_window: '24h',
-  })
+  const batch = await batchOf(client, lines)
   await up.arrived(3)
   const more = await pollUntil(
     async () => up.held(),

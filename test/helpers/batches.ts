@@ -1,5 +1,6 @@
 // What the batch tests share: waiting on a batch through the SDK, and a key's metered usage.
 import type OpenAI from 'openai'
+import { toFile } from 'openai'
 import type { RunningTollgate } from './gateway.ts'
 
 /** Retrieves the batch until `done` holds of it (bounded by `ms`; looks every `stepMs`). */
@@ -26,4 +27,13 @@ export async function modelUsage(gw: RunningTollgate, keyId: string, model: stri
   })
   const body = (await res.json()) as { by_model: Array<Record<string, unknown>> }
   return body.by_model.find((row) => row.model === model) ?? {}
+}
+
+/** Uploads `lines` as a batch input file and creates a chat-completions batch of it. */
+export async function batchOf(client: OpenAI, lines: readonly string[]): Promise<OpenAI.Batches.Batch> {
+  const file = await client.files.create({
+    file: await toFile(Buffer.from(lines.join('\n')), 'in.jsonl'),
+    purpose: 'batch',
+  })
+  return client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' })
 }

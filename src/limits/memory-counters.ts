@@ -261,18 +261,10 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
   ): Promise<CounterState> => stateOf(d, await limiterOf(d).get(counterKey(s, d.name)), Date.now())
 
   /**
-   * A counter as the limiter sees it: the quota is what calls used plus what calls in flight
-   * hold; a batch line's windowed counter adds its key's interactive use (pools.ts).
+   * A counter as the limiter sees it, read synchronously from the library's storage: the
+   * quota is what calls used plus what calls in flight hold; a batch line's windowed counter
+   * adds its key's interactive use (pools.ts).
    */
-  const read = async (
-    s: Subject,
-    d: Dimension | { readonly name: DimensionName; readonly windowed: boolean },
-  ): Promise<CounterState> => {
-    const mine = await own(s, d)
-    if (d.windowed) return pooled(s, d) ? withInteractive(mine, await own(interactiveOf(s), d)) : mine
-    return { used: mine.used + quotaHolds.total(heldKey(s)), resetMs: 0, expiresAt: 0 }
-  }
-  /** read(), synchronously (the library's get() is its storage's, in a promise). */
   const readNow = (s: Subject, d: Dimension): CounterState => {
     const ownNow = (of: Subject): CounterState =>
       stateOf(d, (d.windowed ? windowedNow : lifetimeNow).get(counterKey(of, d.name)), Date.now())
@@ -324,12 +316,9 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
       const key = subjectKey(subject)
       // A settle of this (key, model) in flight awaits between its steps: the admission waits its turn.
       // Otherwise it runs now, in one step, where the queue would have run it a few microtasks later.
-      if (!queue.idle(key)) return queue.run(key, async () => admitNow(subject, charges, budgetCharges, hold))
-      try {
-        return Promise.resolve(admitNow(subject, charges, budgetCharges, hold))
-      } catch (err) {
-        return Promise.reject(err instanceof Error ? err : new Error(String(err)))
-      }
+      // (An async function runs synchronously to its end here, and a throw is its rejection.)
+      const run = async (): Promise<AdmitResult> => admitNow(subject, charges, budgetCharges, hold)
+      return queue.idle(key) ? run() : queue.run(key, run)
     },
     settle(subject, adjustments, budgetSettles = [], once) {
       return queue.run(subjectKey(subject), async () => {
@@ -359,7 +348,7 @@ export function memoryCounters(windowMs: number, journal?: BudgetJournal): Memor
       })
     },
     peek(subject, dimensions) {
-      return Promise.all(dimensions.map((d) => read(subject, d)))
+      return Promise.resolve(dimensions.map((d) => readNow(subject, d)))
     },
     async peekBudgets(charges) {
       const now = Date.now()

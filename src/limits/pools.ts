@@ -47,10 +47,8 @@ export function interactiveOf(subject: Subject): Subject {
  * the earliest reset of the two that hold anything: when some room comes back.
  */
 export function withInteractive(own: CounterState, interactive: CounterState): CounterState {
-  const resets = [own, interactive].filter((s) => s.used > 0 && s.resetMs > 0).map((s) => s.resetMs)
-  return {
-    used: own.used + interactive.used,
-    resetMs: resets.length === 0 ? 0 : Math.min(...resets),
-    expiresAt: own.expiresAt,
-  }
+  const resets = (s: CounterState): boolean => s.used > 0 && s.resetMs > 0
+  let resetMs = resets(own) ? own.resetMs : 0
+  if (resets(interactive) && (resetMs === 0 || interactive.resetMs < resetMs)) resetMs = interactive.resetMs
+  return { used: own.used + interactive.used, resetMs, expiresAt: own.expiresAt }
 }

@@ -131,9 +131,8 @@ return 'ok'
 // A row's prompt-cache and batch counters (ports.ts ROW_COUNTERS), after its labels in a
 // write's ARGV. Only those that are not 0 are written: most calls have none, and their rows
 // stay as they were (a field that is absent reads as 0).
-const CACHE_FIELDS = ROW_COUNTERS
 function cacheIncrements(row: string, argv: string, before: number | string): string {
-  return CACHE_FIELDS.map(
+  return ROW_COUNTERS.map(
     (field, i) =>
       `if ${argv}[${before} + ${i + 1}] ~= '0' then redis.call('HINCRBY', ${row}, '${field}', ${argv}[${before} + ${i + 1}]) end`,
   ).join('\n')
@@ -144,7 +143,7 @@ function cacheIncrements(row: string, argv: string, before: number | string): st
 // recovery, never both.
 // KEYS: the row, the stream's entry, the slot's journal index, the write's marker (when it has an id).
 // ARGV: how long a marker is kept (ms), requests, inputTokens, outputTokens, costNanos, keyId,
-// model, day, owner, tier, the cache counters (CACHE_FIELDS), the stream it settles, the
+// model, day, owner, tier, the cache counters (ROW_COUNTERS), the stream it settles, the
 // write's id ('' for none). A stream that recovery charged already has its cache counters
 // left out: recovery charged its prompt as plain input (usage-rows.ts, lessRecovered).
 // Counts go in as the strings they arrive as, so HINCRBY sees integers, never Lua doubles;
@@ -155,7 +154,7 @@ const SETTLE_STREAM = script(`
 local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local row = KEYS[1]
-if ARGV[${12 + CACHE_FIELDS.length}] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
+if ARGV[${12 + ROW_COUNTERS.length}] == '' or redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[1]) then
   local requests, input, output, cost = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
   local got = redis.call('HMGET', KEYS[2], 'recovered', 'inputTokens', 'outputTokens', 'costNanos')
   if got[1] then
@@ -165,7 +164,7 @@ if ARGV[${12 + CACHE_FIELDS.length}] == '' or redis.call('SET', KEYS[4], '1', 'N
     ${cacheIncrements('row', 'ARGV', 10)}
   end
   redis.call('DEL', KEYS[2])
-  redis.call('HDEL', KEYS[3], ARGV[${11 + CACHE_FIELDS.length}])
+  redis.call('HDEL', KEYS[3], ARGV[${11 + ROW_COUNTERS.length}])
   redis.call('HINCRBY', row, 'requests', requests)
   redis.call('HINCRBY', row, 'inputTokens', input)
   redis.call('HINCRBY', row, 'outputTokens', output)
@@ -190,7 +189,7 @@ return 0
 //
 // KEYS: per row: the row, then the write's marker (when it has an id).
 // ARGV: how long a marker is kept (ms), then per row: requests, inputTokens, outputTokens,
-// costNanos, keyId, model, day, owner, tier, the cache counters (CACHE_FIELDS), the write's
+// costNanos, keyId, model, day, owner, tier, the cache counters (ROW_COUNTERS), the write's
 // id ('' for none).
 // Returns per row 1 when the row exists but is not yet in the indexes, else 0.
 const ADD_OWNED_USAGE = script(`
@@ -198,12 +197,12 @@ local t = redis.call('TIME')
 local at = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local out = {}
 local k = 1
-for i = 0, (#ARGV - 1) / ${10 + CACHE_FIELDS.length} - 1 do
-  local a = 1 + ${10 + CACHE_FIELDS.length} * i
+for i = 0, (#ARGV - 1) / ${10 + ROW_COUNTERS.length} - 1 do
+  local a = 1 + ${10 + ROW_COUNTERS.length} * i
   local row = KEYS[k]
   k = k + 1
   local marker
-  if ARGV[a + ${10 + CACHE_FIELDS.length}] ~= '' then
+  if ARGV[a + ${10 + ROW_COUNTERS.length}] ~= '' then
     marker = KEYS[k]
     k = k + 1
   end
@@ -396,7 +395,7 @@ function rowArgs(r: UsageWrite): Array<string | number> {
     r.day,
     r.owner,
     r.tier,
-    ...CACHE_FIELDS.map((field) => r[field] ?? 0),
+    ...ROW_COUNTERS.map((field) => r[field] ?? 0),
   ]
 }
 

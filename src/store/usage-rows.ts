@@ -109,7 +109,6 @@ export function isCalendarDay(day: string): boolean {
   }
 }
 
-/** Refuses the whole batch before anything is written if one record is malformed. */
 /**
  * A row's counters (ROW_COUNTERS), each as `read` gives it: what the stores and the admin
  * sums build rows with, so a new counter is added to the list alone.
@@ -125,6 +124,7 @@ export function countsOnce<W extends Pick<UsageWrite, 'id' | 'keepIdMs'>>(
   return write.id !== undefined && write.keepIdMs !== undefined
 }
 
+/** Refuses the whole batch before anything is written if one record is malformed. */
 export function checkUsageRecords(records: readonly UsageRecord[]): void {
   for (const r of records) {
     dayNumber(r.day)

@@ -284,8 +284,8 @@ export function buildApp(deps: AppDeps): App {
       const ctx = createContext(req, res, id, deps.log.child({ reqId: id }), startRequestSpan(tracing, req))
       metrics.inflight.inc({ endpoint: 'all' })
       // A batch's own status polls and health checks or scrapes are not calls it should yield to.
-      const clientCall = deps.clientCalls !== undefined && !NOT_CLIENT_CALLS.test(req.url ?? '')
-      if (clientCall) deps.clientCalls?.begin()
+      const calls = NOT_CLIENT_CALLS.test(req.url ?? '') ? undefined : deps.clientCalls
+      calls?.begin()
       const closed = new Promise<number>((done) => res.once('close', () => done(performance.now())))
       // A body nobody read (a GET that carried one, a reply sent before reading): Node
       // discards what still arrives, at whatever pace; this bounds that in time and bytes.
@@ -295,7 +295,7 @@ export function buildApp(deps: AppDeps): App {
       // leaves mid-stream is logged with the tokens counted after it left.
       const done = Promise.all([closed, handled]).then(([closedAt]) => {
         metrics.inflight.dec({ endpoint: 'all' })
-        if (clientCall) deps.clientCalls?.end()
+        calls?.end()
         recordRequestEnd(ctx, metrics, closedAt)
         endRequestSpan(ctx)
       })

@@ -96,6 +96,7 @@ const isNotFound = (error: unknown): boolean => error instanceof GatewayError &&
 
 export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
   const { store, queue, log } = deps
+  const busyWindow = Math.min(deps.window, deps.busyWindow ?? deps.window)
   const driving = new Map<string, Promise<void>>()
   let timer: NodeJS.Timeout | null = null
   let closed = false
@@ -283,8 +284,7 @@ export function createBatchRunner(deps: BatchRunnerDeps): BatchRunner {
     }
     if (!stopping) {
       // While clients are served here, a batch keeps only a few lines going: it uses the CPU they leave.
-      const room =
-        deps.clientCalls?.busy() === true ? Math.min(deps.window, deps.busyWindow ?? deps.window) : deps.window
+      const room = deps.clientCalls?.busy() === true ? busyWindow : deps.window
       for (let i = book.firstUnsent(); i < lines.length && inQueue < room; i++) {
         const line = lines[i]
         if (line === undefined || line.queueId !== null || line.result !== null) continue

@@ -8,7 +8,7 @@
 export interface ClientCalls {
   begin(): void
   end(): void
-  /** Requests being handled now, or one ended within QUIET_MS (every route: a batch's own status polls are brief). */
+  /** Requests being handled now, or one ended within QUIET_MS (those app.ts counts: not the Batch API's own, health or metrics). */
   busy(): boolean
 }
 

@@ -239,10 +239,6 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
       } catch (error) {
         turn?.pass(false)
         turn = null
-        // Where it stood when it gave up (only a line's head is told its place): its pace's sample.
-        if (inLine && waiting !== undefined && aheadNow > 0)
-          aheadNow = (await store.position(line, me).catch(() => null)) ?? aheadNow
-        if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
         const code = (error as { errorName?: string }).errorName
         const outcome =
           code === 'queue_timeout'
@@ -254,9 +250,14 @@ export function waitInLine(options: WaiterOptions, signal: AbortSignal): Admissi
                 : code === 'shutting_down'
                   ? 'shutdown'
                   : 'refused'
-        metrics.queueRequests.inc({ mode: 'dropin', outcome })
         // Given up after waiting (not at the door, not by a shutdown): the pace it saw counts too.
-        waiting?.end(outcome === 'timeout' || outcome === 'left' || outcome === 'deadline' ? aheadNow : undefined)
+        const paced = outcome === 'timeout' || outcome === 'left' || outcome === 'deadline'
+        // Where it stood when it gave up (only a line's head is told its place): its pace's sample.
+        if (paced && inLine && waiting !== undefined && aheadNow > 0)
+          aheadNow = (await store.position(line, me).catch(() => null)) ?? aheadNow
+        if (inLine) void c.handOver(line, await store.leave(line, me).catch(() => null))
+        metrics.queueRequests.inc({ mode: 'dropin', outcome })
+        waiting?.end(paced ? aheadNow : undefined)
         throw error
       } finally {
         unregister()

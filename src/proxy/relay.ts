@@ -12,7 +12,6 @@
 import { NO_USAGE, type UpstreamResponse, type Usage } from '../backends/port.ts'
 import { type GatewayError, gatewayError, toGatewayError } from '../errors.ts'
 import { isJsonType, mediaType } from '../http/media-type.ts'
-import { isJsonObject } from '../json.ts'
 import { statusWithReason } from '../http/status.ts'
 import { countTextTokens } from '../tokenizer/tokens.ts'
 import { ClientSink } from './client-sink.ts'
@@ -29,6 +28,7 @@ import {
   isStreamChunk,
   readEvent,
   usageChunk,
+  hasNullUsage,
   withoutNullUsage,
 } from './usage-tap.ts'
 
@@ -119,11 +119,6 @@ interface Tapped {
 }
 
 const NONE: Tapped = { usage: NO_USAGE, usageSource: 'none' }
-
-/** Whether withoutNullUsage would drop a member of `data`. */
-function hasNullUsage(data: unknown): boolean {
-  return isJsonObject(data) && data.usage === null && 'usage' in data
-}
 
 /** How an event whose last member is `usage: null` ends, as JSON.stringify writes it. */
 const NULL_USAGE_TAIL = ',"usage":null}'

@@ -159,9 +159,14 @@ export function usageChunk(chunk: Record<string, unknown>, usage: Usage): Record
   }
 }
 
+/** Whether `body` has a `usage: null` field (withoutNullUsage drops it). */
+export function hasNullUsage(body: unknown): body is Record<string, unknown> {
+  return isJsonObject(body) && body.usage === null
+}
+
 /** `body` without a `usage: null` field; the same object when it has none. */
 export function withoutNullUsage(body: unknown): unknown {
-  if (!isJsonObject(body) || !('usage' in body) || body.usage !== null) return body
+  if (!hasNullUsage(body)) return body
   const { usage: _dropped, ...rest } = body
   return rest
 }
